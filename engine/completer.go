@@ -1,0 +1,123 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// completer writes successful outcomes in batches: whatever has piled up
+// while the last batch was being written goes in the next transaction, so
+// under load one commit covers many jobs and when idle a job is written at
+// once.
+type completer struct {
+	e       *Engine
+	ch      chan completion
+	closing chan struct{}
+	once    sync.Once
+	done    chan struct{}
+}
+
+type completion struct {
+	r    *runState
+	item JobCompleteItem
+}
+
+func newCompleter(e *Engine) *completer {
+	return &completer{
+		e:       e,
+		ch:      make(chan completion, 4*e.cfg.CompleteBatch),
+		closing: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+}
+
+func (c *completer) add(r *runState, del bool) {
+	c.ch <- completion{r: r, item: JobCompleteItem{JobRef: r.ref, Delete: del}}
+}
+
+// close writes what is queued and stops the completer. Every handler has
+// returned by then, so nothing is added after.
+func (c *completer) close() {
+	c.once.Do(func() { close(c.closing) })
+	<-c.done
+}
+
+func (c *completer) run() {
+	defer close(c.done)
+	batch := make([]completion, 0, c.e.cfg.CompleteBatch)
+	for {
+		var first completion
+		select {
+		case first = <-c.ch:
+		case <-c.closing:
+			// Drain what is left, then stop.
+			for {
+				select {
+				case cm := <-c.ch:
+					batch = append(batch, cm)
+					if len(batch) == c.e.cfg.CompleteBatch {
+						c.flush(batch)
+						batch = batch[:0]
+					}
+				default:
+					if len(batch) > 0 {
+						c.flush(batch)
+					}
+					return
+				}
+			}
+		}
+		batch = append(batch[:0], first)
+	fill:
+		for len(batch) < c.e.cfg.CompleteBatch {
+			select {
+			case cm := <-c.ch:
+				batch = append(batch, cm)
+			default:
+				break fill
+			}
+		}
+		c.flush(batch)
+		batch = batch[:0]
+	}
+}
+
+// flush writes one batch, retrying while the store is down. Leases keep
+// being renewed meanwhile, since the jobs stay in the running set until
+// their write is done.
+func (c *completer) flush(batch []completion) {
+	e := c.e
+	items := make([]JobCompleteItem, len(batch))
+	for i, cm := range batch {
+		items[i] = cm.item
+	}
+	wait := 20 * time.Millisecond
+	ctx := context.WithoutCancel(e.hardCtx)
+	for {
+		res, err := e.store.JobCompleteMany(ctx, &JobCompleteManyParams{Items: items})
+		if err == nil {
+			for i, cm := range batch {
+				if res[i] != nil {
+					if errors.Is(res[i], ErrLeaseLost) {
+						e.log.Info("completion refused: lease lost", "job", cm.item.ID)
+					} else {
+						e.log.Error("completion failed", "job", cm.item.ID, "err", res[i])
+					}
+				}
+				e.running.remove(cm.item.ID)
+			}
+			return
+		}
+		e.contact.fail()
+		e.log.Warn("completions not written; retrying", "jobs", len(items), "err", err)
+		if e.hardCtx.Err() != nil && wait >= 2*time.Second {
+			// Shut down and the store still refuses: leave the jobs to
+			// the reaper, which hands them out again.
+			return
+		}
+		time.Sleep(wait)
+		wait = min(wait*2, 2*time.Second)
+	}
+}

@@ -1,0 +1,199 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+)
+
+// Config sets up an Engine. The zero value of every field means its
+// default.
+type Config struct {
+	// Queues this engine works, with their concurrency. An engine with no
+	// queues only enqueues and runs maintenance.
+	Queues map[string]QueueConfig
+	// WorkerID names this process in leases and heartbeats; a random one
+	// when empty.
+	WorkerID string
+	// LeaseDuration is how long a claim lasts without renewal (30s).
+	LeaseDuration time.Duration
+	// HeartbeatInterval is how often the process says it lives (5s); it
+	// is considered gone after three missed beats.
+	HeartbeatInterval time.Duration
+	// PollInterval is how often an idle queue looks for work written by
+	// other processes (1s). Work enqueued in this process wakes it at once.
+	PollInterval time.Duration
+	// MaintenanceInterval is the tick of scheduling, reaping and retention
+	// (1s).
+	MaintenanceInterval time.Duration
+	// NoMaintenance turns the maintenance loops off in this engine.
+	NoMaintenance bool
+	// CrashLimit is how many crashes of one job quarantine its
+	// fingerprint (3).
+	CrashLimit int
+	// CrashBackoff gives the delay before a suspect runs again after crash
+	// n (1-based); longer than an ordinary retry so it runs behind its
+	// siblings. DefaultCrashBackoff when nil.
+	CrashBackoff func(crash int) time.Duration
+	// MaxAttempts is the default attempt budget of a job (25).
+	MaxAttempts int
+	// PayloadLimit is the largest payload accepted, in bytes (1 MiB).
+	PayloadLimit int
+	// Retention of terminal jobs per state; see DefaultRetention.
+	Retention map[State]time.Duration
+	// ShutdownTimeout bounds the drain on Stop (10s); work unfinished by
+	// then is released without charging an attempt.
+	ShutdownTimeout time.Duration
+	// CompleteBatch is the most acknowledgements written in one
+	// transaction (1000).
+	CompleteBatch int
+	Logger        *slog.Logger
+}
+
+// QueueConfig is one queue's settings.
+type QueueConfig struct {
+	// Concurrency is how many of its jobs run at once in this process (10).
+	Concurrency int
+	// Retention overrides Config.Retention for this queue's jobs.
+	Retention map[State]time.Duration
+}
+
+// DefaultRetention keeps completed and cancelled jobs a day and dead ones
+// two weeks.
+func DefaultRetention() map[State]time.Duration {
+	return map[State]time.Duration{
+		StateCompleted:   24 * time.Hour,
+		StateCancelled:   24 * time.Hour,
+		StateArchived:    14 * 24 * time.Hour,
+		StateQuarantined: 14 * 24 * time.Hour,
+		StateUndecodable: 14 * 24 * time.Hour,
+	}
+}
+
+func (c Config) withDefaults() Config {
+	if c.LeaseDuration <= 0 {
+		c.LeaseDuration = 30 * time.Second
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = 5 * time.Second
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = time.Second
+	}
+	if c.MaintenanceInterval <= 0 {
+		c.MaintenanceInterval = time.Second
+	}
+	if c.CrashLimit <= 0 {
+		c.CrashLimit = DefaultCrashLimit
+	}
+	if c.CrashBackoff == nil {
+		c.CrashBackoff = DefaultCrashBackoff
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 25
+	}
+	if c.PayloadLimit <= 0 {
+		c.PayloadLimit = 1 << 20
+	}
+	if c.Retention == nil {
+		c.Retention = DefaultRetention()
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = 10 * time.Second
+	}
+	if c.CompleteBatch <= 0 {
+		c.CompleteBatch = 1000
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	qs := make(map[string]QueueConfig, len(c.Queues))
+	for name, q := range c.Queues {
+		if q.Concurrency <= 0 {
+			q.Concurrency = 10
+		}
+		qs[name] = q
+	}
+	c.Queues = qs
+	return c
+}
+
+// Handler runs one job. Its error decides the outcome: nil succeeds; Skip,
+// Revoke, Snooze and Undecodable do what they say; any other error is a
+// failed attempt. A panic is a crash.
+type Handler func(ctx context.Context, job *Job) error
+
+// Upcaster turns a payload of one schema version into the next.
+type Upcaster func(payload json.RawMessage) (json.RawMessage, error)
+
+// Kind registers a job kind with this engine.
+type Kind struct {
+	Name    string
+	Handler Handler
+	// Version is the payload schema version this code writes and reads
+	// (1 when 0). Older jobs are upcast through Upcasters[v] (v to v+1);
+	// a job with no path is undecodable, and a newer one is left for a
+	// newer worker.
+	Version   int
+	Upcasters map[int]Upcaster
+	// Timeout bounds one attempt (none when 0; a job's own timeout wins).
+	Timeout time.Duration
+	// MaxAttempts overrides Config.MaxAttempts for new jobs of this kind.
+	MaxAttempts int
+	// Backoff gives the delay before retry n (1-based) after an error;
+	// DefaultBackoff when nil.
+	Backoff func(attempt int) time.Duration
+}
+
+// TypedHandler adapts a function taking a decoded payload; a payload that
+// does not decode into T makes the job undecodable.
+func TypedHandler[T any](fn func(ctx context.Context, job *Job, payload T) error) Handler {
+	return func(ctx context.Context, job *Job) error {
+		var v T
+		if err := json.Unmarshal(job.Payload, &v); err != nil {
+			return Undecodable(err)
+		}
+		return fn(ctx, job, v)
+	}
+}
+
+// DefaultBackoff is exponential with full jitter on its upper half:
+// attempt n waits between 2^n/2 and 2^n seconds, capped at an hour.
+func DefaultBackoff(attempt int) time.Duration {
+	if attempt < 1 {
+		attempt = 1
+	}
+	if attempt > 12 {
+		attempt = 12
+	}
+	base := time.Duration(1<<attempt) * time.Second
+	if base > time.Hour {
+		base = time.Hour
+	}
+	half := base / 2
+	return half + rand.N(half+1)
+}
+
+// DefaultCrashBackoff puts a suspect behind its siblings: longer than an
+// ordinary retry, growing with each crash.
+func DefaultCrashBackoff(crash int) time.Duration {
+	return DefaultBackoff(crash + 2)
+}
+
+// DeathReason says why a job died.
+type DeathReason = TerminalReason
+
+// DeathEvent is what a death handler receives: a deep copy of the job as
+// written, the terminal error and the reason.
+type DeathEvent struct {
+	Job    *Job
+	Error  string
+	Reason DeathReason
+}
+
+// DeathHandler is called once per fence-verified transition to archived or
+// quarantined, after the durable write. It must not block for long; a
+// panic is recovered and logged.
+type DeathHandler func(ctx context.Context, ev DeathEvent)

@@ -1,0 +1,292 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Engine enqueues jobs, runs the workers of the queues it is configured
+// with, and takes its turn at maintenance. Several engines (processes) may
+// share one store.
+type Engine struct {
+	store Store
+	cfg   Config
+	log   *slog.Logger
+
+	mu    sync.RWMutex
+	kinds map[string]*Kind
+	dead  []DeathHandler
+
+	started atomic.Bool
+	stopped atomic.Bool
+
+	// runCtx lives from Start to Stop; workers' contexts derive from it.
+	runCtx    context.Context
+	runCancel context.CancelFunc
+	// hardCtx is cancelled when the shutdown bound is reached.
+	hardCtx    context.Context
+	hardCancel context.CancelFunc
+	wg         sync.WaitGroup
+
+	queues    map[string]*queueRunner
+	completer *completer
+	running   *runningSet
+	// suspect is 1 while this process runs a job that crashed before.
+	suspect atomic.Int32
+	// storeOK is when the store last answered this process without error
+	// after a failure: the reaper waits a heartbeat TTL after an outage
+	// before it may call a silent worker dead.
+	contact contactClock
+	// clock holds the offset of the store's clock from this process's.
+	clock storeClock
+}
+
+// New builds an engine over store. Register kinds and death handlers, then
+// Start it to run workers and maintenance; Enqueue works without Start.
+func New(store Store, cfg Config) (*Engine, error) {
+	if store == nil {
+		return nil, fmt.Errorf("%w: nil store", ErrInvalid)
+	}
+	cfg = cfg.withDefaults()
+	for name := range cfg.Queues {
+		if err := validName("queue", name); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.WorkerID == "" {
+		host, _ := os.Hostname()
+		cfg.WorkerID = fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8])
+	}
+	e := &Engine{
+		store:   store,
+		cfg:     cfg,
+		log:     cfg.Logger,
+		kinds:   map[string]*Kind{},
+		running: newRunningSet(),
+	}
+	e.queues = make(map[string]*queueRunner, len(cfg.Queues))
+	for name, q := range cfg.Queues {
+		e.queues[name] = newQueueRunner(e, name, q)
+	}
+	e.completer = newCompleter(e)
+	return e, nil
+}
+
+// Store returns the store the engine runs on.
+func (e *Engine) Store() Store { return e.store }
+
+// WorkerID names this engine's process in leases and heartbeats.
+func (e *Engine) WorkerID() string { return e.cfg.WorkerID }
+
+// Config returns the engine's settings with defaults filled in.
+func (e *Engine) Config() Config { return e.cfg }
+
+// Register adds a kind this engine can run. Register before Start.
+func (e *Engine) Register(k Kind) error {
+	if err := validName("kind", k.Name); err != nil {
+		return err
+	}
+	if k.Handler == nil {
+		return fmt.Errorf("%w: kind %q has no handler", ErrInvalid, k.Name)
+	}
+	if k.Version <= 0 {
+		k.Version = 1
+	}
+	if k.Backoff == nil {
+		k.Backoff = DefaultBackoff
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.started.Load() {
+		return fmt.Errorf("%w: register kind %q before Start", ErrInvalid, k.Name)
+	}
+	if _, dup := e.kinds[k.Name]; dup {
+		return fmt.Errorf("%w: kind %q registered twice", ErrInvalid, k.Name)
+	}
+	e.kinds[k.Name] = &k
+	return nil
+}
+
+// OnDead adds a death handler. Handlers run in registration order.
+func (e *Engine) OnDead(h DeathHandler) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.dead = append(e.dead, h)
+}
+
+func (e *Engine) kind(name string) *Kind {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.kinds[name]
+}
+
+// kindVersions maps every registered kind to its schema version, for claims.
+func (e *Engine) kindVersions() map[string]int {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	m := make(map[string]int, len(e.kinds))
+	for n, k := range e.kinds {
+		m[n] = k.Version
+	}
+	return m
+}
+
+// Start runs the workers and, unless turned off, maintenance. It returns at
+// once; Stop ends them.
+func (e *Engine) Start(ctx context.Context) error {
+	if !e.started.CompareAndSwap(false, true) {
+		return fmt.Errorf("%w: engine already started", ErrInvalid)
+	}
+	if len(e.cfg.Queues) > 0 && len(e.kindVersions()) == 0 {
+		return fmt.Errorf("%w: queues configured but no kind registered", ErrInvalid)
+	}
+	e.runCtx, e.runCancel = context.WithCancel(context.WithoutCancel(ctx))
+	e.hardCtx, e.hardCancel = context.WithCancel(context.WithoutCancel(ctx))
+	e.contact.reset()
+
+	if len(e.queues) > 0 {
+		// Say we live before claiming anything, so no reaper mistakes our
+		// first leases for a dead process's.
+		if err := e.heartbeat(ctx); err != nil {
+			e.log.Warn("first heartbeat failed", "err", err)
+		}
+		e.spawn(e.completer.run)
+		e.spawn(e.leaseLoop)
+		for _, q := range e.queues {
+			e.spawn(q.run)
+		}
+	}
+	if !e.cfg.NoMaintenance {
+		e.spawn(e.maintenanceLoop)
+	}
+	return nil
+}
+
+func (e *Engine) spawn(fn func()) {
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		fn()
+	}()
+}
+
+// Stop shuts down gracefully: no new claims, running jobs get until the
+// shutdown bound (ctx's deadline or Config.ShutdownTimeout, the sooner) to
+// finish, then their contexts are cancelled and unfinished ones are
+// released to available without charging an attempt.
+func (e *Engine) Stop(ctx context.Context) error {
+	if !e.started.Load() || !e.stopped.CompareAndSwap(false, true) {
+		return nil
+	}
+	bound, cancel := context.WithTimeout(ctx, e.cfg.ShutdownTimeout)
+	defer cancel()
+	e.runCancel()
+	for _, q := range e.queues {
+		q.stopClaiming()
+	}
+	drained := make(chan struct{})
+	go func() {
+		for _, q := range e.queues {
+			q.waitIdle()
+		}
+		close(drained)
+	}()
+	select {
+	case <-drained:
+	case <-bound.Done():
+		// Handlers that ignore cancellation are abandoned: their jobs are
+		// released below and any late write they make is fenced out.
+		e.hardCancel()
+		e.releaseUnfinished(context.WithoutCancel(ctx))
+	}
+	e.completer.close()
+	e.hardCancel()
+	e.wg.Wait()
+	if len(e.queues) > 0 {
+		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer dcancel()
+		if err := e.store.WorkerDelete(dctx, &WorkerDeleteParams{ID: e.cfg.WorkerID}); err != nil {
+			e.log.Warn("worker record not removed", "err", err)
+		}
+	}
+	return nil
+}
+
+// releaseUnfinished hands every job still held by this process back to
+// available, charging nothing.
+func (e *Engine) releaseUnfinished(ctx context.Context) {
+	for _, r := range e.running.all() {
+		r.abandon()
+		_, err := e.store.JobFinish(ctx, &JobFinishParams{
+			JobRef:  r.ref,
+			To:      StateAvailable,
+			Event:   EventShutdown,
+			Actor:   e.cfg.WorkerID,
+			Message: "released unfinished at shutdown",
+		})
+		if err != nil && !errors.Is(err, ErrLeaseLost) {
+			e.log.Warn("release at shutdown failed", "job", r.ref.ID, "err", err)
+		}
+		e.running.remove(r.ref.ID)
+	}
+}
+
+func (e *Engine) heartbeat(ctx context.Context) error {
+	host, _ := os.Hostname()
+	queues := make([]string, 0, len(e.queues))
+	for q := range e.queues {
+		queues = append(queues, q)
+	}
+	return e.store.WorkerHeartbeat(ctx, &WorkerHeartbeatParams{
+		ID: e.cfg.WorkerID, Host: host, PID: os.Getpid(), Queues: queues,
+		TTL: e.heartbeatTTL(),
+	})
+}
+
+// heartbeatTTL: a process is gone after three missed beats.
+func (e *Engine) heartbeatTTL() time.Duration { return 3 * e.cfg.HeartbeatInterval }
+
+// contactClock tracks the store's availability as this process sees it.
+type contactClock struct {
+	mu    sync.Mutex
+	since time.Time // start of the current unbroken run of successes
+}
+
+func (c *contactClock) reset() {
+	c.mu.Lock()
+	c.since = time.Now()
+	c.mu.Unlock()
+}
+
+func (c *contactClock) ok()   {}
+func (c *contactClock) fail() { c.reset() }
+
+func (c *contactClock) unbrokenFor() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Since(c.since)
+}
+
+// storeClock converts the store's times into local timers.
+type storeClock struct {
+	offset atomic.Int64 // store now minus local now, in nanoseconds
+}
+
+func (c *storeClock) observe(storeNow time.Time) {
+	if !storeNow.IsZero() {
+		c.offset.Store(int64(storeNow.Sub(time.Now())))
+	}
+}
+
+// now is the store's clock as best known.
+func (c *storeClock) now() time.Time {
+	return time.Now().Add(time.Duration(c.offset.Load()))
+}

@@ -1,0 +1,34 @@
+package engine
+
+import "errors"
+
+// Sentinel errors. Callers match them with errors.Is; the engine and the
+// backends wrap them with the id or value that failed.
+var (
+	// ErrLeaseLost: a worker's write named a lease or fence that is no
+	// longer the job's. Nothing was changed.
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrQuarantined: the job's fingerprint is quarantined; enqueues and
+	// retries of it are refused until it is released.
+	ErrQuarantined = errors.New("fingerprint quarantined")
+	// ErrNotFound: no job (or fingerprint, operation) with that id.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: a job with that id exists with other content, or a
+	// concurrent change won.
+	ErrConflict = errors.New("conflict")
+	// ErrInvalid: the input breaks a documented rule (bad JSON, a name
+	// outside the pattern, an oversized payload, ...).
+	ErrInvalid = errors.New("invalid input")
+	// ErrPayloadTooLarge: a payload over the configured limit. It wraps
+	// ErrInvalid too.
+	ErrPayloadTooLarge = errors.New("payload too large")
+	// ErrInvalidTransition: no row of the transition table applies.
+	ErrInvalidTransition = errors.New("invalid transition")
+	// ErrWrongState: an operator action on a job in a state it does not
+	// apply to.
+	ErrWrongState = errors.New("wrong state")
+	// ErrUnsupported: the backend lacks a capability the call needs.
+	ErrUnsupported = errors.New("not supported by this backend")
+	// ErrClosed: the engine or store has been stopped.
+	ErrClosed = errors.New("closed")
+)

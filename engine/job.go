@@ -1,0 +1,256 @@
+// Package engine is the Sluice library: the job model and its transition
+// table, the client that enqueues, the worker pool with fenced leases,
+// crash accounting and quarantine, upcasters, death handlers and the
+// maintenance loops.
+//
+// The engine knows no store, no screen and no transport. It defines the
+// interface it needs from storage (Store) and is handed an implementation
+// (backend/sqlite, backend/postgres, backend/redis).
+package engine
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// State is where a job is in its life. See the transition table in
+// transitions.go.
+type State string
+
+const (
+	StateScheduled   State = "scheduled"
+	StateAvailable   State = "available"
+	StateRunning     State = "running"
+	StateRetryable   State = "retryable"
+	StateCompleted   State = "completed"
+	StateArchived    State = "archived"
+	StateQuarantined State = "quarantined"
+	StateUndecodable State = "undecodable"
+	StateCancelled   State = "cancelled"
+	// StateDeleted is not stored: it names the row being gone.
+	StateDeleted State = "deleted"
+)
+
+// AllStates lists every stored state, in the order the console shows them.
+var AllStates = []State{
+	StateScheduled, StateAvailable, StateRunning, StateRetryable,
+	StateCompleted, StateArchived, StateQuarantined, StateUndecodable,
+	StateCancelled,
+}
+
+// Terminal reports whether a job in s stays there until an operator acts or
+// retention deletes it.
+func (s State) Terminal() bool {
+	switch s {
+	case StateCompleted, StateArchived, StateQuarantined, StateUndecodable, StateCancelled:
+		return true
+	}
+	return false
+}
+
+// Valid reports whether s is a stored state.
+func (s State) Valid() bool {
+	for _, v := range AllStates {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// TerminalReason says why a job reached a dead state.
+type TerminalReason string
+
+const (
+	ReasonNone              TerminalReason = ""
+	ReasonAttemptsExhausted TerminalReason = "attempts_exhausted"
+	ReasonSkipped           TerminalReason = "skipped"
+	ReasonDeadlineExceeded  TerminalReason = "deadline_exceeded"
+	ReasonQuarantined       TerminalReason = "quarantined"
+	ReasonUndecodable       TerminalReason = "undecodable"
+	ReasonCancelled         TerminalReason = "cancelled"
+)
+
+// Job is one unit of work and everything the engine knows about it.
+type Job struct {
+	ID            string          `json:"id"`
+	Queue         string          `json:"queue"`
+	Kind          string          `json:"kind"`
+	Payload       json.RawMessage `json:"payload,omitempty"`
+	SchemaVersion int             `json:"schema_version"`
+	Metadata      json.RawMessage `json:"metadata,omitempty"`
+	Tags          []string        `json:"tags,omitempty"`
+	Priority      int             `json:"priority"`
+	State         State           `json:"state"`
+	Attempt       int             `json:"attempt"`
+	MaxAttempts   int             `json:"max_attempts"`
+	CrashAttempt  int             `json:"crash_attempt"`
+	Fingerprint   string          `json:"fingerprint"`
+	// Fence grows by one every time the job enters running; a worker's
+	// write is applied only while its fence is still the job's.
+	Fence          int64          `json:"fence"`
+	ScheduledAt    time.Time      `json:"scheduled_at"`
+	Deadline       *time.Time     `json:"deadline,omitempty"`
+	Timeout        time.Duration  `json:"timeout,omitempty"`
+	CreatedAt      time.Time      `json:"created_at"`
+	AttemptedAt    *time.Time     `json:"attempted_at,omitempty"`
+	AttemptedBy    string         `json:"attempted_by,omitempty"`
+	StateChangedAt time.Time      `json:"state_changed_at"`
+	FinalizedAt    *time.Time     `json:"finalized_at,omitempty"`
+	TerminalReason TerminalReason `json:"terminal_reason,omitempty"`
+	Lease          *Lease         `json:"lease,omitempty"`
+	Errors         []AttemptError `json:"errors,omitempty"`
+	// Version grows on every write to the row; payload edits name the
+	// version the editor saw.
+	Version      int64           `json:"version"`
+	Checkpoint   json.RawMessage `json:"checkpoint,omitempty"`
+	DeadLetterOf string          `json:"dead_letter_of,omitempty"`
+	RetryOf      string          `json:"retry_of,omitempty"`
+	SupersededBy string          `json:"superseded_by,omitempty"`
+}
+
+// Lease is a worker's claim on a running job.
+type Lease struct {
+	ID        string    `json:"id"`
+	WorkerID  string    `json:"worker_id"`
+	Fence     int64     `json:"fence"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// AttemptError is one failed attempt: a returned error, a timeout, or a crash.
+type AttemptError struct {
+	Attempt int       `json:"attempt"`
+	Crash   bool      `json:"crash"`
+	At      time.Time `json:"at"`
+	Worker  string    `json:"worker,omitempty"`
+	Message string    `json:"message"`
+	Trace   string    `json:"trace,omitempty"`
+}
+
+// MaxKeptErrors caps a job's error list: the first error and the latest
+// MaxKeptErrors-1 are kept.
+const MaxKeptErrors = 20
+
+// CapErrors keeps the first error and the latest ones, MaxKeptErrors in all.
+func CapErrors(errs []AttemptError) []AttemptError {
+	if len(errs) <= MaxKeptErrors {
+		return errs
+	}
+	out := make([]AttemptError, 0, MaxKeptErrors)
+	out = append(out, errs[0])
+	return append(out, errs[len(errs)-(MaxKeptErrors-1):]...)
+}
+
+// Clone returns a deep copy, so handlers given a job cannot change the
+// engine's.
+func (j *Job) Clone() *Job {
+	if j == nil {
+		return nil
+	}
+	c := *j
+	c.Payload = cloneBytes(j.Payload)
+	c.Metadata = cloneBytes(j.Metadata)
+	c.Checkpoint = cloneBytes(j.Checkpoint)
+	if j.Tags != nil {
+		c.Tags = append([]string(nil), j.Tags...)
+	}
+	if j.Errors != nil {
+		c.Errors = append([]AttemptError(nil), j.Errors...)
+	}
+	if j.Lease != nil {
+		l := *j.Lease
+		c.Lease = &l
+	}
+	c.Deadline = cloneTime(j.Deadline)
+	c.AttemptedAt = cloneTime(j.AttemptedAt)
+	c.FinalizedAt = cloneTime(j.FinalizedAt)
+	return &c
+}
+
+func cloneBytes(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}
+
+func cloneTime(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	c := *t
+	return &c
+}
+
+// Suspect reports whether the job has crashed before: a suspect is
+// reclaimed behind its siblings and a process runs at most one at a time.
+func (j *Job) Suspect() bool { return j.CrashAttempt > 0 }
+
+// EventKind names an entry on a job's timeline.
+type EventKind string
+
+const (
+	EventEnqueued      EventKind = "enqueued"
+	EventClaimed       EventKind = "claimed"
+	EventCompleted     EventKind = "completed"
+	EventFailed        EventKind = "failed"
+	EventCrashed       EventKind = "crashed"
+	EventSnoozed       EventKind = "snoozed"
+	EventArchived      EventKind = "archived"
+	EventQuarantined   EventKind = "quarantined"
+	EventUndecodable   EventKind = "undecodable"
+	EventLeaseLost     EventKind = "lease_lost"
+	EventReleased      EventKind = "released"
+	EventRetried       EventKind = "retried"
+	EventCancelled     EventKind = "cancelled"
+	EventPayloadEdited EventKind = "payload_edited"
+	EventHeld          EventKind = "held"
+	EventShutdown      EventKind = "shutdown_release"
+)
+
+// Event is one entry on a job's timeline. The happy path (enqueued,
+// claimed, completed) is derived from the job's own columns; failures,
+// crashes and operator actions are stored as event rows.
+type Event struct {
+	JobID   string    `json:"job_id"`
+	Kind    EventKind `json:"kind"`
+	At      time.Time `json:"at"`
+	Actor   string    `json:"actor,omitempty"` // worker id or operator name
+	From    State     `json:"from,omitempty"`
+	To      State     `json:"to,omitempty"`
+	Attempt int       `json:"attempt,omitempty"`
+	Message string    `json:"message,omitempty"`
+}
+
+// Timeline merges a job's stored events with the entries derived from its
+// columns, oldest first.
+func Timeline(j *Job, stored []Event) []Event {
+	out := make([]Event, 0, len(stored)+3)
+	out = append(out, Event{JobID: j.ID, Kind: EventEnqueued, At: j.CreatedAt, To: StateAvailable})
+	out = append(out, stored...)
+	hasClaimAt := func(t time.Time) bool {
+		for _, e := range stored {
+			if e.Kind == EventClaimed && e.At.Equal(t) {
+				return true
+			}
+		}
+		return false
+	}
+	if j.AttemptedAt != nil && !hasClaimAt(*j.AttemptedAt) {
+		out = append(out, Event{JobID: j.ID, Kind: EventClaimed, At: *j.AttemptedAt, Actor: j.AttemptedBy, To: StateRunning, Attempt: j.Attempt + 1})
+	}
+	if j.State == StateCompleted && j.FinalizedAt != nil {
+		out = append(out, Event{JobID: j.ID, Kind: EventCompleted, At: *j.FinalizedAt, Actor: j.AttemptedBy, From: StateRunning, To: StateCompleted})
+	}
+	sortEvents(out)
+	return out
+}
+
+func sortEvents(ev []Event) {
+	// Insertion sort: timelines are short and mostly ordered already.
+	for i := 1; i < len(ev); i++ {
+		for k := i; k > 0 && ev[k].At.Before(ev[k-1].At); k-- {
+			ev[k], ev[k-1] = ev[k-1], ev[k]
+		}
+	}
+}

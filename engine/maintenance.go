@@ -1,0 +1,208 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// leaseLoop renews this process's leases and says it lives. A job whose
+// lease is found lost has its handler's context cancelled.
+func (e *Engine) leaseLoop() {
+	renewEvery := max(e.cfg.LeaseDuration/3, 10*time.Millisecond)
+	renew := time.NewTicker(renewEvery)
+	defer renew.Stop()
+	beat := time.NewTicker(e.cfg.HeartbeatInterval)
+	defer beat.Stop()
+	ctx := e.hardCtx
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-beat.C:
+			if err := e.heartbeat(ctx); err != nil && ctx.Err() == nil {
+				e.contact.fail()
+				e.log.Warn("heartbeat failed", "err", err)
+			}
+		case <-renew.C:
+			e.renewLeases(ctx)
+		}
+	}
+}
+
+func (e *Engine) renewLeases(ctx context.Context) {
+	held := e.running.all()
+	if len(held) == 0 {
+		return
+	}
+	refs := make([]JobRef, len(held))
+	for i, r := range held {
+		refs[i] = r.ref
+	}
+	res, err := e.store.JobLeaseRenew(ctx, &JobLeaseRenewParams{Items: refs, LeaseDuration: e.cfg.LeaseDuration})
+	if err != nil {
+		if ctx.Err() == nil {
+			e.contact.fail()
+			e.log.Warn("lease renewal failed", "jobs", len(refs), "err", err)
+		}
+		return
+	}
+	for i, rerr := range res {
+		if errors.Is(rerr, ErrLeaseLost) {
+			e.log.Info("lease lost; cancelling the handler", "job", refs[i].ID)
+			held[i].lost()
+		}
+	}
+}
+
+// Maintenance tasks, each led by one engine at a time through its own
+// lease in the store.
+const (
+	taskSchedule  = "schedule"
+	taskReap      = "reap"
+	taskRetention = "retention"
+)
+
+// maintenanceBatch bounds every maintenance write.
+const maintenanceBatch = 1000
+
+func (e *Engine) maintenanceLoop() {
+	t := time.NewTicker(e.cfg.MaintenanceInterval)
+	defer t.Stop()
+	ctx := e.runCtx
+	defer e.resignAll()
+	for {
+		e.maintain(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// maintain runs one tick of every task this engine leads.
+func (e *Engine) maintain(ctx context.Context) {
+	for _, task := range []struct {
+		name string
+		run  func(context.Context) error
+	}{
+		{taskSchedule, e.scheduleDue},
+		{taskReap, e.reap},
+		{taskRetention, e.sweepRetention},
+	} {
+		if ctx.Err() != nil {
+			return
+		}
+		lead, err := e.store.LeaderAttempt(ctx, &LeaderAttemptParams{
+			Name: task.name, Holder: e.cfg.WorkerID, TTL: e.leaderTTL(),
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				e.contact.fail()
+				e.log.Warn("maintenance lease failed", "task", task.name, "err", err)
+			}
+			continue
+		}
+		if !lead {
+			continue
+		}
+		if err := task.run(ctx); err != nil && ctx.Err() == nil {
+			e.contact.fail()
+			e.log.Warn("maintenance task failed", "task", task.name, "err", err)
+		}
+	}
+}
+
+func (e *Engine) leaderTTL() time.Duration {
+	return max(5*e.cfg.MaintenanceInterval, time.Second)
+}
+
+func (e *Engine) resignAll() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, name := range []string{taskSchedule, taskReap, taskRetention} {
+		_ = e.store.LeaderResign(ctx, &LeaderResignParams{Name: name, Holder: e.cfg.WorkerID})
+	}
+}
+
+// RunMaintenance runs one tick of every maintenance task now, taking the
+// leases it can. For tests and for commands that drive the store without a
+// running engine.
+func (e *Engine) RunMaintenance(ctx context.Context) {
+	e.maintain(ctx)
+}
+
+// scheduleDue moves due scheduled and retryable jobs to available and wakes
+// this process's runners of their queues.
+func (e *Engine) scheduleDue(ctx context.Context) error {
+	for range 10 {
+		queues, err := e.store.JobScheduleDue(ctx, &JobScheduleDueParams{Limit: maintenanceBatch})
+		if err != nil {
+			return fmt.Errorf("schedule due jobs: %w", err)
+		}
+		for _, q := range queues {
+			e.wake(q)
+		}
+		if len(queues) == 0 {
+			return nil
+		}
+	}
+	return nil
+}
+
+// reap reclaims expired leases. A job whose worker still heartbeats lost
+// its lease to a stall or an outage: it goes back to available, charged
+// nothing. A job whose worker is gone too crashed with it: one crash
+// attempt. Crashes are charged only after this process has reached the
+// store without a break for a heartbeat TTL, so that after an outage the
+// living workers have had time to beat again.
+func (e *Engine) reap(ctx context.Context) error {
+	expired, err := e.store.JobListExpiredLeases(ctx, &JobListExpiredLeasesParams{Limit: maintenanceBatch})
+	if err != nil {
+		return fmt.Errorf("list expired leases: %w", err)
+	}
+	trusted := e.contact.unbrokenFor() >= e.heartbeatTTL()
+	for _, x := range expired {
+		j := x.Job
+		if j.Lease == nil {
+			continue
+		}
+		ref := JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Lease.Fence}
+		var res handlerResult
+		switch {
+		case x.WorkerAlive:
+			res = handlerResult{trigger: TriggerLeaseLost, message: fmt.Sprintf("lease of worker %s expired while it lives; released without charge", j.Lease.WorkerID)}
+		case !trusted:
+			continue
+		default:
+			res = handlerResult{trigger: TriggerCrash, message: fmt.Sprintf("worker %s stopped heartbeating while running the job (process gone)", j.Lease.WorkerID)}
+		}
+		e.finish(ctx, ref, j, res, "reaper:"+e.cfg.WorkerID)
+	}
+	return nil
+}
+
+// sweepRetention deletes terminal jobs past their retention, in bounded
+// batches.
+func (e *Engine) sweepRetention(ctx context.Context) error {
+	perQueue := map[string]map[State]time.Duration{}
+	for name, q := range e.cfg.Queues {
+		if len(q.Retention) > 0 {
+			perQueue[name] = q.Retention
+		}
+	}
+	for range 10 {
+		n, err := e.store.JobDeleteExpired(ctx, &JobDeleteExpiredParams{
+			Retention: e.cfg.Retention, QueueRetention: perQueue, Limit: maintenanceBatch,
+		})
+		if err != nil {
+			return fmt.Errorf("retention sweep: %w", err)
+		}
+		if n < maintenanceBatch {
+			return nil
+		}
+	}
+	return nil
+}

@@ -1,0 +1,272 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Store is what the engine needs from storage. Methods are Noun+Verb and
+// take a params struct, so a new field never breaks a caller.
+//
+// Rules every implementation keeps (backend/backendtest checks them):
+//   - Every time is the store's clock: callers pass durations, the store
+//     adds them to its own now.
+//   - A write naming a lease (id, lease id, fence) applies only while the
+//     job is running under that exact lease; otherwise it changes nothing
+//     and reports ErrLeaseLost.
+//   - Each method is one transaction: a transition, its event row, its
+//     error entry and any fingerprint change commit together.
+type Store interface {
+	// Backend names the implementation: "sqlite", "postgres", "redis".
+	Backend() string
+	// Close releases the store's connections.
+	Close() error
+	// Now is the store's clock.
+	Now(ctx context.Context) (time.Time, error)
+
+	// JobInsertMany writes new jobs; each is accepted or refused on its
+	// own (ErrConflict for an id with other content, ErrQuarantined for a
+	// quarantined fingerprint). An id that exists with the same content
+	// returns the existing job with Existing set.
+	JobInsertMany(ctx context.Context, p *JobInsertManyParams) ([]JobInsertResult, error)
+	// JobGetByID returns one job (payload only when asked) or ErrNotFound.
+	JobGetByID(ctx context.Context, p *JobGetByIDParams) (*Job, error)
+	// JobEventList returns a job's stored timeline events, oldest first.
+	JobEventList(ctx context.Context, p *JobEventListParams) ([]Event, error)
+	// JobClaim moves up to Limit available jobs of one queue to running
+	// under new leases (fence +1) and returns them with their payloads.
+	// Jobs whose deadline has passed are archived instead (returned in
+	// Dead), never run.
+	JobClaim(ctx context.Context, p *JobClaimParams) (*JobClaimResult, error)
+	// JobCompleteMany finishes successful jobs in one transaction; each
+	// item is fenced on its own.
+	JobCompleteMany(ctx context.Context, p *JobCompleteManyParams) ([]error, error)
+	// JobFinish applies one fenced transition out of running (anything but
+	// success): retry, archive, quarantine, snooze, undecodable, revoke,
+	// release. It returns the job as written (nil when deleted).
+	JobFinish(ctx context.Context, p *JobFinishParams) (*Job, error)
+	// JobLeaseRenew extends leases; each item is fenced on its own.
+	JobLeaseRenew(ctx context.Context, p *JobLeaseRenewParams) ([]error, error)
+	// JobListExpiredLeases lists running jobs whose lease has expired, with
+	// whether the owning worker process still heartbeats.
+	JobListExpiredLeases(ctx context.Context, p *JobListExpiredLeasesParams) ([]ExpiredLease, error)
+	// JobScheduleDue moves scheduled and retryable jobs whose time has come
+	// to available and returns the queues that got work.
+	JobScheduleDue(ctx context.Context, p *JobScheduleDueParams) ([]string, error)
+	// JobDeleteExpired deletes terminal jobs past their retention, at most
+	// Limit, and returns how many.
+	JobDeleteExpired(ctx context.Context, p *JobDeleteExpiredParams) (int, error)
+
+	// FingerprintGet returns a quarantine record or ErrNotFound.
+	FingerprintGet(ctx context.Context, p *FingerprintGetParams) (*Fingerprint, error)
+	// FingerprintList lists quarantined and probationary fingerprints.
+	FingerprintList(ctx context.Context, p *FingerprintListParams) ([]*Fingerprint, error)
+	// FingerprintRelease lifts a quarantine: the record goes on probation
+	// and its held jobs return to available with crash counters reset. It
+	// returns how many jobs were released.
+	FingerprintRelease(ctx context.Context, p *FingerprintReleaseParams) (int, error)
+
+	// WorkerHeartbeat records that a worker process lives, until TTL.
+	WorkerHeartbeat(ctx context.Context, p *WorkerHeartbeatParams) error
+	// WorkerDelete removes a worker's record on clean shutdown.
+	WorkerDelete(ctx context.Context, p *WorkerDeleteParams) error
+
+	// LeaderAttempt takes or renews the named maintenance lease for holder.
+	// It reports whether holder leads until TTL from now.
+	LeaderAttempt(ctx context.Context, p *LeaderAttemptParams) (bool, error)
+	// LeaderResign gives the lease up if holder has it.
+	LeaderResign(ctx context.Context, p *LeaderResignParams) error
+}
+
+// JobInsertParams is one new job. The engine has validated it and computed
+// its fingerprint.
+type JobInsertParams struct {
+	ID            string
+	Queue         string
+	Kind          string
+	Payload       json.RawMessage
+	SchemaVersion int
+	Metadata      json.RawMessage
+	Tags          []string
+	Priority      int
+	MaxAttempts   int
+	Fingerprint   string
+	// Delay from the store's now until the job is due; 0 makes it
+	// available at once. ScheduledAt, when set, wins.
+	Delay       time.Duration
+	ScheduledAt *time.Time
+	Deadline    *time.Time
+	Timeout     time.Duration
+}
+
+type JobInsertManyParams struct {
+	Jobs []*JobInsertParams
+}
+
+// JobInsertResult is the outcome for one job of JobInsertMany.
+type JobInsertResult struct {
+	Job      *Job // without payload
+	Existing bool // the id existed with the same content
+	Err      error
+}
+
+type JobGetByIDParams struct {
+	ID             string
+	IncludePayload bool
+}
+
+type JobEventListParams struct {
+	JobID string
+}
+
+type JobClaimParams struct {
+	Queue    string
+	WorkerID string
+	LeaseID  string
+	Limit    int
+	// Suspects is how many jobs with crash_attempt > 0 the claim may take
+	// (0 or 1: a process runs at most one suspect). They are taken only
+	// when the batch is not filled by non-suspects.
+	Suspects int
+	// Kinds maps each kind this worker runs to the newest schema version
+	// it knows; jobs of other kinds or newer versions are left alone.
+	Kinds         map[string]int
+	LeaseDuration time.Duration
+}
+
+type JobClaimResult struct {
+	Jobs []*Job
+	// Dead are jobs archived at claim because their deadline had passed.
+	Dead []*Job
+	// Now is the store's clock at the claim, so the worker can turn the
+	// store's deadlines into local timers.
+	Now time.Time
+}
+
+// JobRef names a job under one lease.
+type JobRef struct {
+	ID      string
+	LeaseID string
+	Fence   int64
+}
+
+type JobCompleteItem struct {
+	JobRef
+	// Delete removes the row instead (completed retention is 0).
+	Delete bool
+}
+
+type JobCompleteManyParams struct {
+	Items []JobCompleteItem
+}
+
+// JobFinishParams is one fenced transition out of running.
+type JobFinishParams struct {
+	JobRef
+	// To is the new state; StateDeleted removes the row.
+	To     State
+	Reason TerminalReason
+	Charge Charge
+	// Delay sets scheduled_at to the store's now plus Delay (retryable,
+	// scheduled).
+	Delay time.Duration
+	// Quarantine also quarantines the job's fingerprint: the record is
+	// created or bumped, and the fingerprint's waiting jobs are held.
+	Quarantine bool
+	// Error is appended to the job's errors (the store fills At and
+	// Attempt); nil for outcomes that are not failures.
+	Error *AttemptError
+	// Event is written to the timeline.
+	Event   EventKind
+	Actor   string
+	Message string
+}
+
+type JobLeaseRenewParams struct {
+	Items         []JobRef
+	LeaseDuration time.Duration
+}
+
+type JobListExpiredLeasesParams struct {
+	Limit int
+}
+
+// ExpiredLease is a running job whose lease has run out.
+type ExpiredLease struct {
+	Job *Job
+	// WorkerAlive reports that the lease's worker still heartbeats: the
+	// lease was lost to a stall or an outage, not to a crash.
+	WorkerAlive bool
+}
+
+type JobScheduleDueParams struct {
+	Limit int
+}
+
+// JobDeleteExpiredParams gives the retention of each terminal state, with
+// per-queue overrides. A missing state is kept forever.
+type JobDeleteExpiredParams struct {
+	Retention      map[State]time.Duration
+	QueueRetention map[string]map[State]time.Duration
+	Limit          int
+}
+
+// FingerprintStatus is the state of a quarantine record.
+type FingerprintStatus string
+
+const (
+	FingerprintQuarantined FingerprintStatus = "quarantined"
+	// FingerprintProbation: released, but the next crash quarantines it
+	// again; it ends when one of its jobs completes.
+	FingerprintProbation FingerprintStatus = "probation"
+)
+
+// Fingerprint is the quarantine record of one payload fingerprint.
+type Fingerprint struct {
+	Fingerprint string            `json:"fingerprint"`
+	Kind        string            `json:"kind"`
+	Status      FingerprintStatus `json:"status"`
+	Since       time.Time         `json:"since"`
+	Crashes     int               `json:"crashes"`
+	LastError   string            `json:"last_error"`
+	LastJobID   string            `json:"last_job_id"`
+	// Held counts the fingerprint's jobs in the quarantined state.
+	Held int `json:"held"`
+}
+
+type FingerprintGetParams struct {
+	Fingerprint string
+}
+
+type FingerprintListParams struct {
+	Limit int
+}
+
+type FingerprintReleaseParams struct {
+	Fingerprint string
+	Actor       string
+}
+
+type WorkerHeartbeatParams struct {
+	ID     string
+	Host   string
+	PID    int
+	Queues []string
+	TTL    time.Duration
+}
+
+type WorkerDeleteParams struct {
+	ID string
+}
+
+type LeaderAttemptParams struct {
+	Name   string
+	Holder string
+	TTL    time.Duration
+}
+
+type LeaderResignParams struct {
+	Name   string
+	Holder string
+}

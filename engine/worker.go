@@ -1,0 +1,504 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// queueRunner claims one queue's jobs in batches and runs each in its own
+// goroutine, at most Concurrency at once.
+type queueRunner struct {
+	e    *Engine
+	name string
+	cfg  QueueConfig
+
+	wakeCh  chan struct{} // work was enqueued here
+	freedCh chan struct{} // a slot came free
+	stopCh  chan struct{}
+	stopOne sync.Once
+
+	inflight atomic.Int64
+	active   sync.WaitGroup
+}
+
+func newQueueRunner(e *Engine, name string, cfg QueueConfig) *queueRunner {
+	return &queueRunner{
+		e: e, name: name, cfg: cfg,
+		wakeCh:  make(chan struct{}, 1),
+		freedCh: make(chan struct{}, 1),
+		stopCh:  make(chan struct{}),
+	}
+}
+
+func (q *queueRunner) wake() { signal(q.wakeCh) }
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+func (q *queueRunner) stopClaiming() { q.stopOne.Do(func() { close(q.stopCh) }) }
+
+func (q *queueRunner) waitIdle() { q.active.Wait() }
+
+// run is the producer: claim while there are free slots and work, then
+// sleep until woken, a slot frees, or the poll interval passes.
+func (q *queueRunner) run() {
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	backoff := 10 * time.Millisecond
+	for {
+		more := false
+		if free := int64(q.cfg.Concurrency) - q.inflight.Load(); free > 0 {
+			n, err := q.claim(int(free))
+			switch {
+			case err != nil:
+				if errors.Is(err, context.Canceled) {
+					return
+				}
+				q.e.contact.fail()
+				q.e.log.Warn("claim failed", "queue", q.name, "err", err)
+				select {
+				case <-q.stopCh:
+					return
+				case <-time.After(backoff):
+				}
+				backoff = min(backoff*2, 5*time.Second)
+				continue
+			default:
+				backoff = 10 * time.Millisecond
+				more = n == int(free)
+			}
+		}
+		if more {
+			// The queue had at least a full batch: claim again as soon as
+			// a slot frees, without waiting for the poll.
+			select {
+			case <-q.stopCh:
+				return
+			case <-q.freedCh:
+			case <-q.wakeCh:
+			}
+			continue
+		}
+		if !poll.Stop() {
+			select {
+			case <-poll.C:
+			default:
+			}
+		}
+		poll.Reset(q.e.cfg.PollInterval)
+		select {
+		case <-q.stopCh:
+			return
+		case <-q.wakeCh:
+		case <-q.freedCh:
+			if q.inflight.Load() > 0 {
+				// A slot freed but the last claim found the queue short of
+				// work: wait for a wake-up or the poll, not every free.
+				select {
+				case <-q.stopCh:
+					return
+				case <-q.wakeCh:
+				case <-poll.C:
+				}
+			}
+		case <-poll.C:
+		}
+	}
+}
+
+// claim takes up to free jobs and starts them; it returns how many it took.
+func (q *queueRunner) claim(free int) (int, error) {
+	e := q.e
+	suspects := 0
+	if e.suspect.CompareAndSwap(0, 1) {
+		suspects = 1
+	}
+	res, err := e.store.JobClaim(e.runCtx, &JobClaimParams{
+		Queue: q.name, WorkerID: e.cfg.WorkerID, LeaseID: uuid.NewString(),
+		Limit: free, Suspects: suspects, Kinds: e.kindVersions(),
+		LeaseDuration: e.cfg.LeaseDuration,
+	})
+	if err != nil {
+		if suspects == 1 {
+			e.suspect.Store(0)
+		}
+		return 0, err
+	}
+	e.clock.observe(res.Now)
+	tookSuspect := false
+	for _, j := range res.Jobs {
+		if j.Suspect() {
+			tookSuspect = true
+		}
+	}
+	if suspects == 1 && !tookSuspect {
+		e.suspect.Store(0)
+	}
+	for _, j := range res.Dead {
+		go e.fireDeath(j, "deadline passed before the job ran", ReasonDeadlineExceeded)
+	}
+	for _, j := range res.Jobs {
+		q.start(j)
+	}
+	return len(res.Jobs), nil
+}
+
+func (q *queueRunner) start(j *Job) {
+	q.inflight.Add(1)
+	q.active.Add(1)
+	ctx, cancel := context.WithCancelCause(q.e.hardCtx)
+	r := q.e.running.add(j, ctx, cancel)
+	go func() {
+		defer func() {
+			q.inflight.Add(-1)
+			q.active.Done()
+			signal(q.freedCh)
+		}()
+		q.e.execute(q, r, j)
+	}()
+}
+
+// runState is this process's hold on one running job.
+type runState struct {
+	ref       JobRef
+	queue     string
+	suspect   bool
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+	abandoned atomic.Bool // released at shutdown or lease lost: drop the result
+}
+
+var (
+	errLeaseLostCause = errors.New("lease lost")
+	errShutdownCause  = errors.New("engine shut down")
+)
+
+func (r *runState) abandon() {
+	r.abandoned.Store(true)
+	r.cancel(errShutdownCause)
+}
+
+func (r *runState) lost() {
+	r.abandoned.Store(true)
+	r.cancel(errLeaseLostCause)
+}
+
+// runningSet is every job this process holds a lease on, for renewal and
+// shutdown.
+type runningSet struct {
+	mu sync.Mutex
+	m  map[string]*runState
+}
+
+func newRunningSet() *runningSet { return &runningSet{m: map[string]*runState{}} }
+
+func (s *runningSet) add(j *Job, ctx context.Context, cancel context.CancelCauseFunc) *runState {
+	r := &runState{queue: j.Queue, suspect: j.Suspect(), ctx: ctx, cancel: cancel}
+	if j.Lease != nil {
+		r.ref = JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Lease.Fence}
+	} else {
+		r.ref = JobRef{ID: j.ID, Fence: j.Fence}
+	}
+	s.mu.Lock()
+	s.m[j.ID] = r
+	s.mu.Unlock()
+	return r
+}
+
+func (s *runningSet) remove(id string) {
+	s.mu.Lock()
+	delete(s.m, id)
+	s.mu.Unlock()
+}
+
+func (s *runningSet) get(id string) *runState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[id]
+}
+
+func (s *runningSet) all() []*runState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*runState, 0, len(s.m))
+	for _, r := range s.m {
+		out = append(out, r)
+	}
+	return out
+}
+
+// handlerResult is what one run of a handler came to.
+type handlerResult struct {
+	trigger Trigger
+	delay   time.Duration
+	message string
+	trace   string
+}
+
+// execute runs one claimed job to its outcome and writes it.
+func (e *Engine) execute(q *queueRunner, r *runState, j *Job) {
+	defer func() {
+		if r.suspect {
+			e.suspect.Store(0)
+		}
+	}()
+	defer r.cancel(nil)
+
+	res := e.runHandler(r.ctx, r, j)
+	if r.abandoned.Load() {
+		// Our lease is gone (or was handed back at shutdown): whatever
+		// we would write is fenced out, so write nothing.
+		e.running.remove(j.ID)
+		return
+	}
+	if res.trigger == TriggerSuccess {
+		e.completer.add(r, q.retention(StateCompleted) == 0)
+		return
+	}
+	defer e.running.remove(j.ID)
+	e.finish(context.WithoutCancel(e.hardCtx), r.ref, j, res, e.cfg.WorkerID)
+}
+
+// runHandler upcasts the payload, runs the handler under its timeout and
+// deadline, and turns what happened into a trigger.
+func (e *Engine) runHandler(ctx context.Context, r *runState, j *Job) (res handlerResult) {
+	k := e.kind(j.Kind)
+	if k == nil {
+		return handlerResult{trigger: TriggerUndecodable, message: fmt.Sprintf("no handler registered for kind %q", j.Kind)}
+	}
+	if j.SchemaVersion > k.Version {
+		// The claim filters these out; a newer version here means the
+		// filter and the kind disagree. Leave it for a newer worker.
+		return handlerResult{trigger: TriggerLeaseLost, message: "schema version newer than this worker"}
+	}
+	payload, err := upcast(k, j.SchemaVersion, j.Payload)
+	if err != nil {
+		return handlerResult{trigger: TriggerUndecodable, message: err.Error()}
+	}
+	hj := j.Clone()
+	hj.Payload = payload
+	hj.SchemaVersion = k.Version
+
+	timeout := j.Timeout
+	if timeout <= 0 {
+		timeout = k.Timeout
+	}
+	var timedOut bool
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, timeout, context.DeadlineExceeded)
+		defer cancel()
+	}
+	if j.Deadline != nil {
+		local := time.Now().Add(j.Deadline.Sub(e.clock.now()))
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, local)
+		defer cancel()
+	}
+
+	start := time.Now()
+	err, panicked, stack := callHandler(ctx, k.Handler, hj)
+	if panicked {
+		return handlerResult{trigger: TriggerCrash, message: err.Error(), trace: stack}
+	}
+	trig, delay := outcome(err)
+	if trig == TriggerError {
+		if j.Deadline != nil && !e.clock.now().Before(*j.Deadline) {
+			return handlerResult{trigger: TriggerDeadline, message: fmt.Sprintf("deadline %s passed: %v", j.Deadline.UTC().Format(time.RFC3339), err)}
+		}
+		if timeout > 0 && time.Since(start) >= timeout && errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+			timedOut = true
+		}
+		if timedOut {
+			return handlerResult{trigger: TriggerError, message: fmt.Sprintf("attempt timed out after %s: %v", timeout, err)}
+		}
+	}
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	return handlerResult{trigger: trig, delay: delay, message: msg}
+}
+
+// callHandler runs h, turning a panic into an error with its stack.
+func callHandler(ctx context.Context, h Handler, j *Job) (err error, panicked bool, stack string) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+			panicked = true
+			stack = string(debug.Stack())
+		}
+	}()
+	return h(ctx, j), false, ""
+}
+
+// upcast brings a payload from version v to the kind's current version.
+func upcast(k *Kind, v int, payload []byte) ([]byte, error) {
+	if v <= 0 {
+		v = 1
+	}
+	out := payload
+	for ; v < k.Version; v++ {
+		up, ok := k.Upcasters[v]
+		if !ok {
+			return nil, fmt.Errorf("no upcaster from schema version %d of kind %q (current %d)", v, k.Name, k.Version)
+		}
+		next, err := up(out)
+		if err != nil {
+			return nil, fmt.Errorf("upcast %q from version %d: %w", k.Name, v, err)
+		}
+		out = next
+	}
+	return out, nil
+}
+
+func (q *queueRunner) retention(s State) time.Duration {
+	if d, ok := q.cfg.Retention[s]; ok {
+		return d
+	}
+	if d, ok := q.e.cfg.Retention[s]; ok {
+		return d
+	}
+	return -1
+}
+
+// finish writes a non-success outcome through the transition table, then
+// calls the death handlers if the job died.
+func (e *Engine) finish(ctx context.Context, ref JobRef, j *Job, res handlerResult, actor string) {
+	probation := false
+	if res.trigger == TriggerCrash {
+		fp, err := e.store.FingerprintGet(ctx, &FingerprintGetParams{Fingerprint: j.Fingerprint})
+		probation = err == nil && fp.Status == FingerprintProbation
+	}
+	row, err := nextRow(j, res.trigger, e.cfg.CrashLimit, probation)
+	if err != nil {
+		e.log.Error("no transition", "job", j.ID, "err", err)
+		return
+	}
+	p := &JobFinishParams{
+		JobRef: ref, To: row.To, Reason: row.Reason, Charge: row.Charge,
+		Quarantine: row.Quarantine, Actor: actor, Message: res.message,
+	}
+	switch res.trigger {
+	case TriggerError:
+		p.Event = EventFailed
+		p.Error = &AttemptError{Message: res.message, Trace: res.trace}
+		if row.To == StateRetryable {
+			k := e.kind(j.Kind)
+			backoff := DefaultBackoff
+			if k != nil && k.Backoff != nil {
+				backoff = k.Backoff
+			}
+			p.Delay = backoff(j.Attempt + 1)
+		} else {
+			p.Event = EventArchived
+		}
+	case TriggerCrash:
+		p.Event = EventCrashed
+		p.Error = &AttemptError{Crash: true, Message: res.message, Trace: res.trace}
+		if row.To == StateRetryable {
+			p.Delay = e.cfg.CrashBackoff(j.CrashAttempt + 1)
+		} else {
+			p.Event = EventQuarantined
+		}
+	case TriggerSkip, TriggerDeadline:
+		p.Event = EventArchived
+		p.Error = &AttemptError{Message: res.message}
+	case TriggerSnooze:
+		p.Event = EventSnoozed
+		p.Delay = res.delay
+	case TriggerUndecodable:
+		p.Event = EventUndecodable
+		p.Error = &AttemptError{Message: res.message}
+	case TriggerLeaseLost:
+		p.Event = EventLeaseLost
+	case TriggerShutdown:
+		p.Event = EventShutdown
+	}
+	written, err := e.finishWithRetry(ctx, p)
+	if err != nil {
+		if errors.Is(err, ErrLeaseLost) {
+			e.log.Info("outcome refused: lease lost", "job", j.ID, "outcome", res.trigger)
+		} else {
+			e.log.Error("outcome not written", "job", j.ID, "outcome", res.trigger, "err", err)
+		}
+		return
+	}
+	if written != nil && (row.To == StateArchived || row.To == StateQuarantined) {
+		e.fireDeath(written, res.message, row.Reason)
+	}
+}
+
+// nextRow consults the table; a fingerprint on probation quarantines at its
+// next crash whatever the job's own count.
+func nextRow(j *Job, t Trigger, crashLimit int, probation bool) (Transition, error) {
+	if probation && t == TriggerCrash {
+		crashLimit = 1
+	}
+	return Next(j, t, crashLimit)
+}
+
+// finishWithRetry writes a transition, retrying while the store is down.
+// A lease lost meanwhile ends the retries: the reaper has the job.
+func (e *Engine) finishWithRetry(ctx context.Context, p *JobFinishParams) (*Job, error) {
+	wait := 20 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		j, err := e.store.JobFinish(ctx, p)
+		if err == nil || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrNotFound) || attempt >= 8 {
+			if err != nil && !errors.Is(err, ErrLeaseLost) {
+				e.contact.fail()
+			}
+			return j, err
+		}
+		e.contact.fail()
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 2*time.Second)
+	}
+}
+
+// fireDeath calls each death handler in registration order on its own deep
+// copy. A handler that panics is logged; one that blocks past a bound is
+// left behind so the worker goes on.
+func (e *Engine) fireDeath(j *Job, msg string, reason TerminalReason) {
+	e.mu.RLock()
+	hs := append([]DeathHandler(nil), e.dead...)
+	e.mu.RUnlock()
+	for _, h := range hs {
+		ev := DeathEvent{Job: j.Clone(), Error: msg, Reason: reason}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(e.hardCtx), deathHandlerBound)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			defer func() {
+				if p := recover(); p != nil {
+					e.log.Error("death handler panicked", "job", j.ID, "panic", p)
+				}
+			}()
+			h(ctx, ev)
+		}()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			e.log.Warn("death handler still running after its bound; moving on", "job", j.ID)
+		}
+		cancel()
+	}
+}
+
+// deathHandlerBound is how long a worker waits for one death handler.
+const deathHandlerBound = 5 * time.Second
