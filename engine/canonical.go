@@ -40,12 +40,10 @@ func CanonicalJSON(raw []byte) ([]byte, error) {
 	return out, nil
 }
 
-// FingerprintOf is SHA-256, in lower-case hex, over the 8-byte big-endian
+// Fingerprint is SHA-256, in lower-case hex, over the 8-byte big-endian
 // length of kind, kind, the 8-byte big-endian length of the canonical
 // (RFC 8785) payload, and that canonical payload. It is the same on every
 // backend whatever the key order or whitespace the payload was stored with.
-//
-// (It is not called Fingerprint because that names the quarantine record.)
 func FingerprintOf(kind string, payload []byte) (string, error) {
 	canon, err := CanonicalJSON(payload)
 	if err != nil {

@@ -202,10 +202,12 @@ func (e *Engine) Stop(ctx context.Context) error {
 	select {
 	case <-drained:
 	case <-bound.Done():
-		// Handlers that ignore cancellation are abandoned: their jobs are
-		// released below and any late write they make is fenced out.
+		// Handlers still running are abandoned first, so that none of them
+		// writes an outcome for the cancellation; then their jobs are
+		// released, charging nothing. A late write is fenced out anyway.
+		held := e.running.abandonUnacked()
 		e.hardCancel()
-		e.releaseUnfinished(context.WithoutCancel(ctx))
+		e.releaseUnfinished(context.WithoutCancel(ctx), held)
 	}
 	e.completer.close()
 	e.hardCancel()
@@ -222,9 +224,8 @@ func (e *Engine) Stop(ctx context.Context) error {
 
 // releaseUnfinished hands every job still held by this process back to
 // available, charging nothing.
-func (e *Engine) releaseUnfinished(ctx context.Context) {
-	for _, r := range e.running.all() {
-		r.abandon()
+func (e *Engine) releaseUnfinished(ctx context.Context, held []*runState) {
+	for _, r := range held {
 		_, err := e.store.JobFinish(ctx, &JobFinishParams{
 			JobRef:  r.ref,
 			To:      StateAvailable,

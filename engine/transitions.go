@@ -7,24 +7,24 @@ import "fmt"
 type Trigger string
 
 const (
-	TriggerDue              Trigger = "due"
-	TriggerClaim            Trigger = "claim"
+	TriggerDue               Trigger = "due"
+	TriggerClaim             Trigger = "claim"
 	TriggerClaimPastDeadline Trigger = "claim_past_deadline"
-	TriggerSuccess          Trigger = "success"
-	TriggerError            Trigger = "error" // returned error or attempt timeout
-	TriggerSkip             Trigger = "skip"
-	TriggerDeadline         Trigger = "deadline"
-	TriggerRevoke           Trigger = "revoke"
-	TriggerSnooze           Trigger = "snooze"
-	TriggerUndecodable      Trigger = "undecodable"
-	TriggerCrash            Trigger = "crash" // panic, or the owning process is gone
-	TriggerShutdown         Trigger = "shutdown"
-	TriggerLeaseLost        Trigger = "lease_lost" // lease expired while the process lives
-	TriggerOperatorRetry    Trigger = "operator_retry"
-	TriggerOperatorRelease  Trigger = "operator_release"
-	TriggerOperatorCancel   Trigger = "operator_cancel"
-	TriggerOperatorDelete   Trigger = "operator_delete"
-	TriggerRetention        Trigger = "retention"
+	TriggerSuccess           Trigger = "success"
+	TriggerError             Trigger = "error" // returned error or attempt timeout
+	TriggerSkip              Trigger = "skip"
+	TriggerDeadline          Trigger = "deadline"
+	TriggerRevoke            Trigger = "revoke"
+	TriggerSnooze            Trigger = "snooze"
+	TriggerUndecodable       Trigger = "undecodable"
+	TriggerCrash             Trigger = "crash" // panic, or the owning process is gone
+	TriggerShutdown          Trigger = "shutdown"
+	TriggerLeaseLost         Trigger = "lease_lost" // lease expired while the process lives
+	TriggerOperatorRetry     Trigger = "operator_retry"
+	TriggerOperatorRelease   Trigger = "operator_release"
+	TriggerOperatorCancel    Trigger = "operator_cancel"
+	TriggerOperatorDelete    Trigger = "operator_delete"
+	TriggerRetention         Trigger = "retention"
 )
 
 // Charge says which counter a transition spends.

@@ -53,68 +53,57 @@ func (q *queueRunner) waitIdle() { q.active.Wait() }
 // run is the producer: claim while there are free slots and work, then
 // sleep until woken, a slot frees, or the poll interval passes.
 func (q *queueRunner) run() {
-	poll := time.NewTimer(0)
-	defer poll.Stop()
 	backoff := 10 * time.Millisecond
 	for {
-		more := false
-		if free := int64(q.cfg.Concurrency) - q.inflight.Load(); free > 0 {
-			n, err := q.claim(int(free))
-			switch {
-			case err != nil:
-				if errors.Is(err, context.Canceled) {
-					return
-				}
-				q.e.contact.fail()
-				q.e.log.Warn("claim failed", "queue", q.name, "err", err)
-				select {
-				case <-q.stopCh:
-					return
-				case <-time.After(backoff):
-				}
-				backoff = min(backoff*2, 5*time.Second)
-				continue
-			default:
-				backoff = 10 * time.Millisecond
-				more = n == int(free)
-			}
-		}
-		if more {
-			// The queue had at least a full batch: claim again as soon as
-			// a slot frees, without waiting for the poll.
-			select {
-			case <-q.stopCh:
+		free := int64(q.cfg.Concurrency) - q.inflight.Load()
+		if free <= 0 {
+			// Every slot is busy: wait for one to free.
+			if !q.wait(q.freedCh, nil) {
 				return
-			case <-q.freedCh:
-			case <-q.wakeCh:
 			}
 			continue
 		}
-		if !poll.Stop() {
-			select {
-			case <-poll.C:
-			default:
+		n, err := q.claim(int(free))
+		if err != nil {
+			if q.e.runCtx.Err() != nil {
+				return
 			}
+			q.e.contact.fail()
+			q.e.log.Warn("claim failed", "queue", q.name, "err", err)
+			if !q.wait(nil, time.After(backoff)) {
+				return
+			}
+			backoff = min(backoff*2, 5*time.Second)
+			continue
 		}
-		poll.Reset(q.e.cfg.PollInterval)
-		select {
-		case <-q.stopCh:
-			return
-		case <-q.wakeCh:
-		case <-q.freedCh:
-			if q.inflight.Load() > 0 {
-				// A slot freed but the last claim found the queue short of
-				// work: wait for a wake-up or the poll, not every free.
-				select {
-				case <-q.stopCh:
-					return
-				case <-q.wakeCh:
-				case <-poll.C:
-				}
+		backoff = 10 * time.Millisecond
+		if n == int(free) {
+			// The queue had at least a full batch: claim again as soon as
+			// a slot frees, without waiting for the poll.
+			if !q.wait(q.freedCh, nil) {
+				return
 			}
-		case <-poll.C:
+			continue
+		}
+		// The queue ran short: wait for new work here or from another
+		// process (the poll), not for every slot that frees.
+		if !q.wait(nil, time.After(q.e.cfg.PollInterval)) {
+			return
 		}
 	}
+}
+
+// wait blocks until a wake-up, a signal on ch, or tick; it reports false
+// when the runner is stopping.
+func (q *queueRunner) wait(ch chan struct{}, tick <-chan time.Time) bool {
+	select {
+	case <-q.stopCh:
+		return false
+	case <-q.wakeCh:
+	case <-ch:
+	case <-tick:
+	}
+	return true
 }
 
 // claim takes up to free jobs and starts them; it returns how many it took.
@@ -177,17 +166,12 @@ type runState struct {
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
 	abandoned atomic.Bool // released at shutdown or lease lost: drop the result
+	acked     atomic.Bool // success handed to the completer: not to be released
 }
 
 var (
 	errLeaseLostCause = errors.New("lease lost")
-	errShutdownCause  = errors.New("engine shut down")
 )
-
-func (r *runState) abandon() {
-	r.abandoned.Store(true)
-	r.cancel(errShutdownCause)
-}
 
 func (r *runState) lost() {
 	r.abandoned.Store(true)
@@ -228,6 +212,23 @@ func (s *runningSet) get(id string) *runState {
 	return s.m[id]
 }
 
+// abandonUnacked marks every held job whose success is not already with
+// the completer as abandoned and returns them.
+func (s *runningSet) abandonUnacked() []*runState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*runState
+	for _, r := range s.m {
+		if r.acked.Load() {
+			continue
+		}
+		if r.abandoned.CompareAndSwap(false, true) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 func (s *runningSet) all() []*runState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -262,7 +263,7 @@ func (e *Engine) execute(q *queueRunner, r *runState, j *Job) {
 		e.running.remove(j.ID)
 		return
 	}
-	if res.trigger == TriggerSuccess {
+	if res.trigger == TriggerSuccess && r.acked.CompareAndSwap(false, true) {
 		e.completer.add(r, q.retention(StateCompleted) == 0)
 		return
 	}

@@ -1,0 +1,270 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Control is the operator surface: the one interface the console, the
+// command line and the HTTP server use. The embedded engine implements it
+// over its Store; api.Client implements it remotely.
+type Control interface {
+	// Meta describes the backend, its capabilities and the caller.
+	Meta(ctx context.Context) (*Meta, error)
+	// ListJobs pages payload-free rows, newest first by the time each
+	// job entered its state.
+	ListJobs(ctx context.Context, p ListJobsParams) (*JobPage, error)
+	// GetJob returns one job with its errors, timeline and links; the
+	// payload only when asked.
+	GetJob(ctx context.Context, id string, includePayload bool) (*JobDetail, error)
+	// Counts gives jobs per state per queue; queue "" means all.
+	Counts(ctx context.Context, queue string) (*Counts, error)
+	// ErrorGroups groups dead jobs by kind and normalised error.
+	ErrorGroups(ctx context.Context, f Filter) ([]ErrorGroup, error)
+
+	Queues(ctx context.Context) ([]QueueInfo, error)
+	PauseQueue(ctx context.Context, queue string) error
+	ResumeQueue(ctx context.Context, queue string) error
+
+	Retry(ctx context.Context, id string, opts RetryOptions) (*Job, error)
+	Cancel(ctx context.Context, id string) (*Job, error)
+	Delete(ctx context.Context, id string) error
+	ReleaseJob(ctx context.Context, id string) (*Job, error)
+	// UpdatePayload replaces a job's payload if its version is still the
+	// one the editor saw (ErrConflict otherwise); refused while running.
+	UpdatePayload(ctx context.Context, id string, payload json.RawMessage, version int64) (*Job, error)
+	// RetryWithInput enqueues a corrected copy linked to the original,
+	// which is marked superseded.
+	RetryWithInput(ctx context.Context, id string, p RetryWithInputParams) (*Job, error)
+
+	// Apply runs one action on up to MaxApplyIDs jobs, each on its own.
+	Apply(ctx context.Context, action Action, ids []string) ([]ActionResult, error)
+	// Bulk previews (DryRun) or starts an operation over every job the
+	// selector matches.
+	Bulk(ctx context.Context, p BulkParams) (*BulkResult, error)
+	Operation(ctx context.Context, id string) (*Operation, error)
+	Operations(ctx context.Context, limit int, cursor string) (*OperationPage, error)
+	CancelOperation(ctx context.Context, id string) (*Operation, error)
+
+	Quarantine(ctx context.Context) ([]*Fingerprint, error)
+	ReleaseFingerprint(ctx context.Context, fingerprint string) (int, error)
+
+	// Subscribe streams job and operation changes until ctx ends.
+	Subscribe(ctx context.Context) (<-chan Change, error)
+}
+
+// MaxApplyIDs is the most ids one Apply call takes.
+const MaxApplyIDs = 1000
+
+// Action is what Apply and Bulk do to each job.
+type Action string
+
+const (
+	ActionRetry   Action = "retry"
+	ActionCancel  Action = "cancel"
+	ActionDelete  Action = "delete"
+	ActionRelease Action = "release"
+)
+
+// Role is what a caller may do, from least to most.
+type Role string
+
+const (
+	RoleViewer    Role = "viewer"
+	RoleInspector Role = "inspector"
+	RoleOperator  Role = "operator"
+	RoleAdmin     Role = "admin"
+)
+
+// Meta describes the engine behind a Control.
+type Meta struct {
+	Backend      string   `json:"backend"`
+	Capabilities []string `json:"capabilities"`
+	Role         Role     `json:"role"`
+	ReadOnly     bool     `json:"read_only"`
+	Actor        string   `json:"actor,omitempty"`
+}
+
+// Filter selects jobs. Every field narrows; empty fields match all.
+type Filter struct {
+	States          []State     `json:"states,omitempty"`
+	Queues          []string    `json:"queues,omitempty"`
+	Kinds           []string    `json:"kinds,omitempty"`
+	IDs             []string    `json:"ids,omitempty"`
+	Fingerprint     string      `json:"fingerprint,omitempty"`
+	Tags            []string    `json:"tags,omitempty"`
+	Error           string      `json:"error,omitempty"`
+	Payload         []PathMatch `json:"payload,omitempty"`
+	Meta            []PathMatch `json:"meta,omitempty"`
+	CreatedAfter    *time.Time  `json:"created_after,omitempty"`
+	CreatedBefore   *time.Time  `json:"created_before,omitempty"`
+	FinalizedAfter  *time.Time  `json:"finalized_after,omitempty"`
+	FinalizedBefore *time.Time  `json:"finalized_before,omitempty"`
+	// IncludeSuperseded takes in jobs that were retried with new input;
+	// bulk selectors leave them out otherwise.
+	IncludeSuperseded bool `json:"include_superseded,omitempty"`
+}
+
+// PathMatch is `payload.<path>:value` or `meta.<key>:value`.
+type PathMatch struct {
+	Path  string `json:"path"`
+	Value string `json:"value"`
+}
+
+type ListJobsParams struct {
+	Filter Filter
+	// Cursor continues a previous page, either way; "" starts at the
+	// newest.
+	Cursor string
+	Limit  int // 1–200, 50 when 0
+}
+
+// JobPage is one page of payload-free rows.
+type JobPage struct {
+	Jobs []*Job `json:"jobs"`
+	// Next pages on towards older rows, Prev back towards newer ones; ""
+	// at either end.
+	Next string `json:"next_cursor,omitempty"`
+	Prev string `json:"prev_cursor,omitempty"`
+}
+
+// JobDetail is one job with everything an operator needs to judge it.
+type JobDetail struct {
+	Job      *Job    `json:"job"`
+	Timeline []Event `json:"timeline"`
+}
+
+// Counts is jobs per state, per queue.
+type Counts struct {
+	Queues map[string]map[State]int64 `json:"queues"`
+	Total  map[State]int64            `json:"total"`
+}
+
+// ErrorGroup is the dead jobs of one kind sharing a normalised error.
+type ErrorGroup struct {
+	Queue     string    `json:"queue"`
+	Kind      string    `json:"kind"`
+	Pattern   string    `json:"pattern"`
+	Count     int64     `json:"count"`
+	FirstSeen time.Time `json:"first_seen"`
+	LastSeen  time.Time `json:"last_seen"`
+	Sample    string    `json:"sample"`
+	// Selector matches this group's jobs, for a bulk action.
+	Selector Filter `json:"selector"`
+}
+
+// QueueInfo is one queue with its counts.
+type QueueInfo struct {
+	Name   string          `json:"name"`
+	Paused bool            `json:"paused"`
+	Counts map[State]int64 `json:"counts"`
+}
+
+// RetryOptions tunes an operator retry.
+type RetryOptions struct {
+	// Force retries a job that was superseded by a retry with new input.
+	Force bool
+	// Deadline replaces one that has already passed.
+	Deadline *time.Time
+}
+
+type RetryWithInputParams struct {
+	// ID of the new job; `<id>~retry~<8 hex>` when empty.
+	ID      string
+	Payload json.RawMessage
+}
+
+// ActionResult is one id's outcome in Apply.
+type ActionResult struct {
+	ID    string `json:"id"`
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+	// Reason is a short code: not_found, wrong_state, quarantined, ...
+	Reason string `json:"reason,omitempty"`
+}
+
+type BulkParams struct {
+	Action   Action
+	Selector Filter
+	DryRun   bool
+	// RatePerSecond limits a real run; 0 is unlimited.
+	RatePerSecond int
+}
+
+// BulkResult answers Bulk: a preview for a dry run, else the operation.
+type BulkResult struct {
+	Matched   int64      `json:"matched"`
+	Estimated bool       `json:"estimated,omitempty"`
+	Sample    []*Job     `json:"sample,omitempty"`
+	Operation *Operation `json:"operation,omitempty"`
+}
+
+// OperationStatus is where a bulk operation is.
+type OperationStatus string
+
+const (
+	OperationPending   OperationStatus = "pending"
+	OperationRunning   OperationStatus = "running"
+	OperationCompleted OperationStatus = "completed"
+	OperationFailed    OperationStatus = "failed"
+	OperationCancelled OperationStatus = "cancelled"
+)
+
+// Operation is a persisted bulk action.
+type Operation struct {
+	ID         string          `json:"id"`
+	Action     Action          `json:"action"`
+	Selector   Filter          `json:"selector"`
+	Status     OperationStatus `json:"status"`
+	CreatedBy  string          `json:"created_by,omitempty"`
+	CreatedAt  time.Time       `json:"created_at"`
+	StartedAt  *time.Time      `json:"started_at,omitempty"`
+	FinishedAt *time.Time      `json:"finished_at,omitempty"`
+	Matched    int64           `json:"matched"`
+	Processed  int64           `json:"processed"`
+	Succeeded  int64           `json:"succeeded"`
+	Failed     int64           `json:"failed"`
+	Error      string          `json:"error,omitempty"`
+	Rate       int             `json:"rate_per_second,omitempty"`
+}
+
+type OperationPage struct {
+	Operations []*Operation `json:"operations"`
+	Next       string       `json:"next_cursor,omitempty"`
+}
+
+// ChangeKind says what a Change is about.
+type ChangeKind string
+
+const (
+	ChangeJob       ChangeKind = "job"
+	ChangeOperation ChangeKind = "operation"
+	// ChangeResync tells a slow consumer that changes were dropped: reload.
+	ChangeResync ChangeKind = "resync"
+)
+
+// Change is one coalesced notification from Subscribe.
+type Change struct {
+	Kind      ChangeKind `json:"kind"`
+	JobID     string     `json:"job_id,omitempty"`
+	Queue     string     `json:"queue,omitempty"`
+	State     State      `json:"state,omitempty"`
+	Operation string     `json:"operation_id,omitempty"`
+}
+
+type actorKey struct{}
+
+// WithActor names who acts in ctx (an operator, a token's name); it is
+// recorded on the timeline and on operations.
+func WithActor(ctx context.Context, actor string) context.Context {
+	return context.WithValue(ctx, actorKey{}, actor)
+}
+
+// ActorFrom returns the actor named in ctx, or "operator".
+func ActorFrom(ctx context.Context) string {
+	if a, ok := ctx.Value(actorKey{}).(string); ok && a != "" {
+		return a
+	}
+	return "operator"
+}
