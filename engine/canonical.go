@@ -29,7 +29,7 @@ const maxJSONDepth = 10000
 func CanonicalJSON(raw []byte) ([]byte, error) {
 	p := jcsParser{in: raw}
 	p.skipSpace()
-	out, err := p.value(make([]byte, 0, len(raw)), 0)
+	root, err := p.value(0)
 	if err != nil {
 		return nil, err
 	}
@@ -37,10 +37,10 @@ func CanonicalJSON(raw []byte) ([]byte, error) {
 	if p.pos != len(p.in) {
 		return nil, p.errorf("unexpected %s after the top-level value", p.describe())
 	}
-	return out, nil
+	return p.write(make([]byte, 0, len(raw)), root), nil
 }
 
-// Fingerprint is SHA-256, in lower-case hex, over the 8-byte big-endian
+// FingerprintOf is SHA-256, in lower-case hex, over the 8-byte big-endian
 // length of kind, kind, the 8-byte big-endian length of the canonical
 // (RFC 8785) payload, and that canonical payload. It is the same on every
 // backend whatever the key order or whitespace the payload was stored with.
@@ -60,12 +60,37 @@ func FingerprintOf(kind string, payload []byte) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// jcsParser is a strict RFC 8259 parser that writes the canonical form as
-// it reads.
+// jcsParser is a strict RFC 8259 parser. It reads the input into a flat
+// tree (scalars already in canonical form in an arena), sorts each object's
+// members by moving node indices rather than bytes, and then writes the
+// whole in one pass, so the work is O(n log n) however deep the nesting.
 type jcsParser struct {
 	in  []byte
 	pos int
+
+	arena []byte    // canonical scalar text and decoded member names
+	nodes []jcsNode // every value, and every member name
+	kids  []int     // children of containers: arrays' values, objects' (name, value) pairs
+	stack []int     // children of the containers being read
+	pairs []jcsPair // scratch for sorting one object's members
+	tmp   []byte    // scratch for decoding one string value
 }
+
+type jcsKind uint8
+
+const (
+	jcsScalar jcsKind = iota // arena[a:b] is its canonical text
+	jcsName                  // arena[a:b] is the decoded member name
+	jcsArray                 // kids[a:b] are its values
+	jcsObject                // kids[a:b] are its (name, value) pairs, sorted
+)
+
+type jcsNode struct {
+	kind jcsKind
+	a, b int
+}
+
+type jcsPair struct{ name, value int }
 
 func (p *jcsParser) errorf(format string, args ...any) error {
 	return fmt.Errorf("%w: json at offset %d: %s", ErrInvalid, p.pos, fmt.Sprintf(format, args...))
@@ -93,92 +118,100 @@ func (p *jcsParser) skipSpace() {
 	}
 }
 
-func (p *jcsParser) value(out []byte, depth int) ([]byte, error) {
+func (p *jcsParser) node(kind jcsKind, a, b int) int {
+	p.nodes = append(p.nodes, jcsNode{kind: kind, a: a, b: b})
+	return len(p.nodes) - 1
+}
+
+// scalar records arena[start:] as the canonical text of a new node.
+func (p *jcsParser) scalar(start int) int {
+	return p.node(jcsScalar, start, len(p.arena))
+}
+
+// value reads one value and returns its node.
+func (p *jcsParser) value(depth int) (int, error) {
 	if p.pos >= len(p.in) {
-		return nil, p.errorf("unexpected end of input")
+		return 0, p.errorf("unexpected end of input")
 	}
 	switch c := p.in[p.pos]; {
 	case c == '{':
-		return p.object(out, depth+1)
+		return p.object(depth + 1)
 	case c == '[':
-		return p.array(out, depth+1)
+		return p.array(depth + 1)
 	case c == '"':
-		s, err := p.str()
-		if err != nil {
-			return nil, err
+		var err error
+		if p.tmp, err = p.str(p.tmp[:0]); err != nil {
+			return 0, err
 		}
-		return appendJCSString(out, s), nil
+		start := len(p.arena)
+		p.arena = appendJCSString(p.arena, p.tmp)
+		return p.scalar(start), nil
 	case c == '-' || (c >= '0' && c <= '9'):
-		return p.number(out)
+		return p.number()
 	case c == 't':
-		return p.literal(out, "true")
+		return p.literal("true")
 	case c == 'f':
-		return p.literal(out, "false")
+		return p.literal("false")
 	case c == 'n':
-		return p.literal(out, "null")
+		return p.literal("null")
 	}
-	return nil, p.errorf("unexpected %s", p.describe())
+	return 0, p.errorf("unexpected %s", p.describe())
 }
 
-func (p *jcsParser) literal(out []byte, lit string) ([]byte, error) {
+func (p *jcsParser) literal(lit string) (int, error) {
 	if !bytes.HasPrefix(p.in[p.pos:], []byte(lit)) {
-		return nil, p.errorf("invalid literal, want %s", lit)
+		return 0, p.errorf("invalid literal, want %s", lit)
 	}
 	p.pos += len(lit)
-	return append(out, lit...), nil
+	start := len(p.arena)
+	p.arena = append(p.arena, lit...)
+	return p.scalar(start), nil
 }
 
-type jcsMember struct {
-	name  string
-	key   []uint16 // name in UTF-16 code units, the JCS sort key
-	start int      // the member's canonical value in the object's scratch
-	end   int
+// endContainer moves the children pushed since base from the stack to
+// kids and returns their range there.
+func (p *jcsParser) endContainer(base int) (int, int) {
+	a := len(p.kids)
+	p.kids = append(p.kids, p.stack[base:]...)
+	p.stack = p.stack[:base]
+	return a, len(p.kids)
 }
 
-func (p *jcsParser) object(out []byte, depth int) ([]byte, error) {
+func (p *jcsParser) object(depth int) (int, error) {
 	if depth > maxJSONDepth {
-		return nil, p.errorf("nested deeper than %d", maxJSONDepth)
+		return 0, p.errorf("nested deeper than %d", maxJSONDepth)
 	}
 	p.pos++ // '{'
+	base := len(p.stack)
 	p.skipSpace()
 	if p.pos < len(p.in) && p.in[p.pos] == '}' {
 		p.pos++
-		return append(out, '{', '}'), nil
+		return p.node(jcsObject, 0, 0), nil
 	}
-	var (
-		members []jcsMember
-		scratch []byte
-		seen    = make(map[string]struct{})
-	)
 	for {
 		if p.pos >= len(p.in) || p.in[p.pos] != '"' {
-			return nil, p.errorf("unexpected %s, want a member name", p.describe())
+			return 0, p.errorf("unexpected %s, want a member name", p.describe())
 		}
-		namePos := p.pos
-		name, err := p.str()
-		if err != nil {
-			return nil, err
+		start := len(p.arena)
+		var err error
+		if p.arena, err = p.str(p.arena); err != nil {
+			return 0, err
 		}
-		if _, dup := seen[name]; dup {
-			p.pos = namePos
-			return nil, p.errorf("duplicate member name %q", name)
-		}
-		seen[name] = struct{}{}
+		name := p.node(jcsName, start, len(p.arena))
 		p.skipSpace()
 		if p.pos >= len(p.in) || p.in[p.pos] != ':' {
-			return nil, p.errorf("unexpected %s, want ':'", p.describe())
+			return 0, p.errorf("unexpected %s, want ':'", p.describe())
 		}
 		p.pos++
 		p.skipSpace()
-		start := len(scratch)
-		scratch, err = p.value(scratch, depth)
+		val, err := p.value(depth)
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
-		members = append(members, jcsMember{name: name, key: utf16.Encode([]rune(name)), start: start, end: len(scratch)})
+		p.stack = append(p.stack, name, val)
 		p.skipSpace()
 		if p.pos >= len(p.in) {
-			return nil, p.errorf("unexpected end of input in an object")
+			return 0, p.errorf("unexpected end of input in an object")
 		}
 		if p.in[p.pos] == ',' {
 			p.pos++
@@ -186,47 +219,97 @@ func (p *jcsParser) object(out []byte, depth int) ([]byte, error) {
 			continue
 		}
 		if p.in[p.pos] != '}' {
-			return nil, p.errorf("unexpected %s, want ',' or '}'", p.describe())
+			return 0, p.errorf("unexpected %s, want ',' or '}'", p.describe())
 		}
-		p.pos++
 		break
 	}
-	slices.SortFunc(members, func(a, b jcsMember) int { return slices.Compare(a.key, b.key) })
-	out = append(out, '{')
-	for i, m := range members {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = appendJCSString(out, m.name)
-		out = append(out, ':')
-		out = append(out, scratch[m.start:m.end]...)
+	// Sort the members by name in UTF-16 code unit order; equal names are
+	// then neighbours.
+	p.pairs = p.pairs[:0]
+	for i := base; i < len(p.stack); i += 2 {
+		p.pairs = append(p.pairs, jcsPair{p.stack[i], p.stack[i+1]})
 	}
-	return append(out, '}'), nil
+	slices.SortFunc(p.pairs, func(x, y jcsPair) int {
+		return compareUTF16(p.nameOf(x.name), p.nameOf(y.name))
+	})
+	for i := 1; i < len(p.pairs); i++ {
+		if bytes.Equal(p.nameOf(p.pairs[i-1].name), p.nameOf(p.pairs[i].name)) {
+			return 0, p.errorf("duplicate member name %q in the object ending here", p.nameOf(p.pairs[i].name))
+		}
+	}
+	for i, m := range p.pairs {
+		p.stack[base+2*i], p.stack[base+2*i+1] = m.name, m.value
+	}
+	p.pos++ // '}'
+	a, b := p.endContainer(base)
+	return p.node(jcsObject, a, b), nil
 }
 
-func (p *jcsParser) array(out []byte, depth int) ([]byte, error) {
+func (p *jcsParser) nameOf(n int) []byte {
+	nd := p.nodes[n]
+	return p.arena[nd.a:nd.b]
+}
+
+// compareUTF16 orders two valid UTF-8 strings by their UTF-16 code units,
+// as RFC 8785 sorts member names, without converting them.
+func compareUTF16(x, y []byte) int {
+	for len(x) > 0 && len(y) > 0 {
+		rx, nx := utf8.DecodeRune(x)
+		ry, ny := utf8.DecodeRune(y)
+		if rx != ry {
+			// Code point order is UTF-16 order except between a
+			// supplementary rune (a surrogate pair, first unit
+			// 0xD800-0xDBFF) and a BMP rune at or above U+E000. Valid
+			// UTF-8 holds no surrogates, so a BMP rune below U+D800
+			// sorts first and one above sorts after.
+			switch xs, ys := rx >= 0x10000, ry >= 0x10000; {
+			case xs && !ys:
+				if ry < 0xd800 {
+					return 1
+				}
+				return -1
+			case ys && !xs:
+				if rx < 0xd800 {
+					return -1
+				}
+				return 1
+			}
+			if rx < ry {
+				return -1
+			}
+			return 1
+		}
+		x, y = x[nx:], y[ny:]
+	}
+	switch {
+	case len(x) < len(y):
+		return -1
+	case len(x) > len(y):
+		return 1
+	}
+	return 0
+}
+
+func (p *jcsParser) array(depth int) (int, error) {
 	if depth > maxJSONDepth {
-		return nil, p.errorf("nested deeper than %d", maxJSONDepth)
+		return 0, p.errorf("nested deeper than %d", maxJSONDepth)
 	}
 	p.pos++ // '['
-	out = append(out, '[')
+	base := len(p.stack)
 	p.skipSpace()
 	if p.pos < len(p.in) && p.in[p.pos] == ']' {
 		p.pos++
-		return append(out, ']'), nil
+		return p.node(jcsArray, 0, 0), nil
 	}
-	for first := true; ; first = false {
-		if !first {
-			out = append(out, ',')
-		}
-		var err error
-		out, err = p.value(out, depth)
+	for {
+		val, err := p.value(depth)
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
+		p.stack = append(p.stack, val)
 		p.skipSpace()
 		if p.pos >= len(p.in) {
-			return nil, p.errorf("unexpected end of input in an array")
+			return 0, p.errorf("unexpected end of input in an array")
 		}
 		if p.in[p.pos] == ',' {
 			p.pos++
@@ -234,16 +317,47 @@ func (p *jcsParser) array(out []byte, depth int) ([]byte, error) {
 			continue
 		}
 		if p.in[p.pos] != ']' {
-			return nil, p.errorf("unexpected %s, want ',' or ']'", p.describe())
+			return 0, p.errorf("unexpected %s, want ',' or ']'", p.describe())
 		}
 		p.pos++
-		return append(out, ']'), nil
+		a, b := p.endContainer(base)
+		return p.node(jcsArray, a, b), nil
 	}
 }
 
-// str reads a string literal and returns its value. It refuses raw control
-// characters, invalid UTF-8, unknown escapes and lone surrogates.
-func (p *jcsParser) str() (string, error) {
+// write appends node n's canonical form. Its recursion is as deep as the
+// input's nesting, which the parser bounded.
+func (p *jcsParser) write(out []byte, n int) []byte {
+	nd := p.nodes[n]
+	switch nd.kind {
+	case jcsScalar:
+		return append(out, p.arena[nd.a:nd.b]...)
+	case jcsArray:
+		out = append(out, '[')
+		for i, k := range p.kids[nd.a:nd.b] {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = p.write(out, k)
+		}
+		return append(out, ']')
+	default: // jcsObject
+		out = append(out, '{')
+		for i := nd.a; i < nd.b; i += 2 {
+			if i > nd.a {
+				out = append(out, ',')
+			}
+			out = appendJCSString(out, p.nameOf(p.kids[i]))
+			out = append(out, ':')
+			out = p.write(out, p.kids[i+1])
+		}
+		return append(out, '}')
+	}
+}
+
+// str reads a string literal and appends its value to dst. It refuses raw
+// control characters, invalid UTF-8, unknown escapes and lone surrogates.
+func (p *jcsParser) str(dst []byte) ([]byte, error) {
 	p.pos++ // opening quote
 	// Fast path: no escapes.
 	start := p.pos
@@ -252,27 +366,27 @@ func (p *jcsParser) str() (string, error) {
 		if c == '"' {
 			s := p.in[start:i]
 			if !utf8.Valid(s) {
-				return "", p.badUTF8(start, i)
+				return nil, p.badUTF8(start, i)
 			}
 			p.pos = i + 1
-			return string(s), nil
+			return append(dst, s...), nil
 		}
 		if c == '\\' || c < 0x20 {
 			break
 		}
 	}
-	var b []byte
+	b := dst
 	for {
 		if p.pos >= len(p.in) {
-			return "", p.errorf("unterminated string")
+			return nil, p.errorf("unterminated string")
 		}
 		c := p.in[p.pos]
 		switch {
 		case c == '"':
 			p.pos++
-			return string(b), nil
+			return b, nil
 		case c < 0x20:
-			return "", p.errorf("control character 0x%02x in a string", c)
+			return nil, p.errorf("control character 0x%02x in a string", c)
 		case c < utf8.RuneSelf:
 			if c != '\\' {
 				b = append(b, c)
@@ -282,7 +396,7 @@ func (p *jcsParser) str() (string, error) {
 		default:
 			r, size := utf8.DecodeRune(p.in[p.pos:])
 			if r == utf8.RuneError && size <= 1 {
-				return "", p.errorf("invalid UTF-8 in a string")
+				return nil, p.errorf("invalid UTF-8 in a string")
 			}
 			b = append(b, p.in[p.pos:p.pos+size]...)
 			p.pos += size
@@ -290,7 +404,7 @@ func (p *jcsParser) str() (string, error) {
 		}
 		// An escape.
 		if p.pos+1 >= len(p.in) {
-			return "", p.errorf("unterminated escape")
+			return nil, p.errorf("unterminated escape")
 		}
 		e := p.in[p.pos+1]
 		p.pos += 2
@@ -310,29 +424,29 @@ func (p *jcsParser) str() (string, error) {
 		case 'u':
 			r, err := p.hex4()
 			if err != nil {
-				return "", err
+				return nil, err
 			}
 			if utf16.IsSurrogate(r) {
 				if r >= 0xdc00 {
-					return "", p.errorf("lone low surrogate \\u%04x", r)
+					return nil, p.errorf("lone low surrogate \\u%04x", r)
 				}
 				if p.pos+1 >= len(p.in) || p.in[p.pos] != '\\' || p.in[p.pos+1] != 'u' {
-					return "", p.errorf("lone high surrogate \\u%04x", r)
+					return nil, p.errorf("lone high surrogate \\u%04x", r)
 				}
 				p.pos += 2
 				lo, err := p.hex4()
 				if err != nil {
-					return "", err
+					return nil, err
 				}
 				if lo < 0xdc00 || lo > 0xdfff {
-					return "", p.errorf("high surrogate \\u%04x followed by \\u%04x", r, lo)
+					return nil, p.errorf("high surrogate \\u%04x followed by \\u%04x", r, lo)
 				}
 				r = utf16.DecodeRune(r, lo)
 			}
 			b = utf8.AppendRune(b, r)
 		default:
 			p.pos -= 2
-			return "", p.errorf("invalid escape \\%c", e)
+			return nil, p.errorf("invalid escape \\%c", e)
 		}
 	}
 }
@@ -373,9 +487,9 @@ func (p *jcsParser) hex4() (rune, error) {
 }
 
 // number reads a number with RFC 8259's grammar, parses it as an IEEE-754
-// double (rounding to nearest, as JCS does) and writes it as ECMAScript
-// would.
-func (p *jcsParser) number(out []byte) ([]byte, error) {
+// double (rounding to nearest, as JCS does) and records it as ECMAScript
+// writes it.
+func (p *jcsParser) number() (int, error) {
 	start := p.pos
 	i := p.pos
 	digits := func() int {
@@ -396,27 +510,42 @@ func (p *jcsParser) number(out []byte) ([]byte, error) {
 		digits()
 	default:
 		p.pos = i
-		return nil, p.errorf("invalid number")
+		return 0, p.errorf("invalid number")
 	}
+	plainInt := true
 	if i < len(p.in) && p.in[i] == '.' {
+		plainInt = false
 		i++
 		if digits() == 0 {
 			p.pos = i
-			return nil, p.errorf("invalid number: no digits after '.'")
+			return 0, p.errorf("invalid number: no digits after '.'")
 		}
 	}
 	if i < len(p.in) && (p.in[i] == 'e' || p.in[i] == 'E') {
+		plainInt = false
 		i++
 		if i < len(p.in) && (p.in[i] == '+' || p.in[i] == '-') {
 			i++
 		}
 		if digits() == 0 {
 			p.pos = i
-			return nil, p.errorf("invalid number: no digits in the exponent")
+			return 0, p.errorf("invalid number: no digits in the exponent")
 		}
 	}
-	text := string(p.in[start:i])
-	f, err := strconv.ParseFloat(text, 64)
+	text := p.in[start:i]
+	if plainInt && len(text) <= 16 && (len(text) <= 15 || text[0] == '-') {
+		// Fast path: an integer of at most 15 digits is an exact double
+		// that ECMAScript writes as it is (but -0 as 0).
+		p.pos = i
+		at := len(p.arena)
+		if string(text) == "-0" {
+			p.arena = append(p.arena, '0')
+		} else {
+			p.arena = append(p.arena, text...)
+		}
+		return p.scalar(at), nil
+	}
+	f, err := strconv.ParseFloat(string(text), 64)
 	if err != nil {
 		var ne *strconv.NumError
 		if errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange) && !math.IsInf(f, 0) {
@@ -425,10 +554,12 @@ func (p *jcsParser) number(out []byte) ([]byte, error) {
 		}
 	}
 	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-		return nil, p.errorf("number %s is not a finite IEEE-754 double", text)
+		return 0, p.errorf("number %s is not a finite IEEE-754 double", text)
 	}
 	p.pos = i
-	return appendJCSNumber(out, f), nil
+	at := len(p.arena)
+	p.arena = appendJCSNumber(p.arena, f)
+	return p.scalar(at), nil
 }
 
 // appendJCSNumber appends f as ECMAScript's Number.prototype.toString
@@ -444,16 +575,22 @@ func appendJCSNumber(out []byte, f float64) []byte {
 		f = -f
 	}
 	// Shortest round-trip digits d1.d2d3...e±x; value = 0.d1d2... × 10^n.
-	var buf [32]byte
+	var buf, dbuf [32]byte
 	e := strconv.AppendFloat(buf[:0], f, 'e', -1, 64)
 	mant, exp, _ := bytes.Cut(e, []byte{'e'})
-	digits := make([]byte, 0, len(mant))
+	digits := dbuf[:0]
 	for _, c := range mant {
 		if c != '.' {
 			digits = append(digits, c)
 		}
 	}
-	x, _ := strconv.Atoi(string(exp))
+	x := 0
+	for _, c := range exp[1:] {
+		x = 10*x + int(c-'0')
+	}
+	if exp[0] == '-' {
+		x = -x
+	}
 	k, n := len(digits), x+1
 	switch {
 	case k <= n && n <= 21:
@@ -488,7 +625,7 @@ func appendJCSNumber(out []byte, f float64) []byte {
 
 // appendJCSString appends s (valid UTF-8) as a JSON string with only the
 // escapes RFC 8785 requires.
-func appendJCSString(out []byte, s string) []byte {
+func appendJCSString[T string | []byte](out []byte, s T) []byte {
 	const hexDigits = "0123456789abcdef"
 	out = append(out, '"')
 	for i := 0; i < len(s); i++ {

@@ -5,10 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -390,6 +394,50 @@ func TestCanonicalJSONDepthLimitBoundary(t *testing.T) {
 	}
 	if string(got) != in {
 		t.Fatal("deep arrays changed")
+	}
+}
+
+func TestCompareUTF16(t *testing.T) {
+	t.Parallel()
+	// Against the definition: compare the UTF-16 encodings.
+	want := func(x, y string) int {
+		return slices.Compare(utf16.Encode([]rune(x)), utf16.Encode([]rune(y)))
+	}
+	pool := []rune{0, 'A', 'a', 0x7f, 0x80, 0xe9, 0x7ff, 0x800, 0xd7ff, 0xe000, 0xfb33, 0xff61, 0xfffd, 0xffff,
+		0x10000, 0x1f600, 0x1f601, 0x1f300, 0x10fffe, 0x10ffff}
+	rng := rand.New(rand.NewPCG(1, 2))
+	randStr := func() string {
+		r := make([]rune, rng.IntN(4))
+		for i := range r {
+			r[i] = pool[rng.IntN(len(pool))]
+		}
+		return string(r)
+	}
+	for range 20000 {
+		x, y := randStr(), randStr()
+		if got, w := compareUTF16([]byte(x), []byte(y)), want(x, y); got != w {
+			t.Fatalf("compareUTF16(%+q, %+q) = %d, want %d", x, y, got, w)
+		}
+	}
+}
+
+// TestCanonicalJSONDeepNestingIsLinear guards against copying each nested
+// value once per level: a 1 MiB payload nested maxJSONDepth deep would then
+// move gigabytes.
+func TestCanonicalJSONDeepNestingIsLinear(t *testing.T) {
+	t.Parallel()
+	d := maxJSONDepth
+	in := strings.Repeat(`{"a":`, d) + `"` + strings.Repeat("x", 1<<20) + `"` + strings.Repeat("}", d)
+	start := time.Now()
+	out, err := CanonicalJSON([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != in {
+		t.Fatal("output differs from the already canonical input")
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Fatalf("canonicalizing %d bytes nested %d deep took %v", len(in), d, el)
 	}
 }
 

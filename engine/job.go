@@ -237,7 +237,12 @@ func Timeline(j *Job, stored []Event) []Event {
 		return false
 	}
 	if j.AttemptedAt != nil && !hasClaimAt(*j.AttemptedAt) {
-		out = append(out, Event{JobID: j.ID, Kind: EventClaimed, At: *j.AttemptedAt, Actor: j.AttemptedBy, To: StateRunning, Attempt: j.Attempt + 1})
+		ev := Event{JobID: j.ID, Kind: EventClaimed, At: *j.AttemptedAt, Actor: j.AttemptedBy, To: StateRunning}
+		if j.State == StateRunning || j.State == StateCompleted {
+			// Otherwise a failure has already counted this run.
+			ev.Attempt = j.Attempt + 1
+		}
+		out = append(out, ev)
 	}
 	if j.State == StateCompleted && j.FinalizedAt != nil {
 		out = append(out, Event{JobID: j.ID, Kind: EventCompleted, At: *j.FinalizedAt, Actor: j.AttemptedBy, From: StateRunning, To: StateCompleted})

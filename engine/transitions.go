@@ -25,6 +25,8 @@ const (
 	TriggerOperatorCancel    Trigger = "operator_cancel"
 	TriggerOperatorDelete    Trigger = "operator_delete"
 	TriggerRetention         Trigger = "retention"
+	// TriggerHold: the job's fingerprint was quarantined while it waited.
+	TriggerHold Trigger = "hold"
 )
 
 // Charge says which counter a transition spends.
@@ -96,6 +98,7 @@ var Transitions = []Transition{
 	{From: []State{StateRunning}, Trigger: TriggerUndecodable, To: StateUndecodable, Reason: ReasonUndecodable},
 	{From: []State{StateRunning}, Trigger: TriggerCrash, Guard: GuardCrashesLeft, To: StateRetryable, Charge: ChargeCrash},
 	{From: []State{StateRunning}, Trigger: TriggerCrash, Guard: GuardCrashLimit, To: StateQuarantined, Reason: ReasonQuarantined, Charge: ChargeCrash, Quarantine: true},
+	{From: []State{StateScheduled, StateAvailable, StateRetryable}, Trigger: TriggerHold, To: StateQuarantined, Reason: ReasonQuarantined},
 	{From: []State{StateRunning}, Trigger: TriggerShutdown, To: StateAvailable},
 	{From: []State{StateRunning}, Trigger: TriggerLeaseLost, To: StateAvailable},
 	{From: []State{StateArchived, StateCancelled, StateUndecodable}, Trigger: TriggerOperatorRetry, To: StateAvailable, Operator: true},
