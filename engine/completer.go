@@ -108,6 +108,7 @@ func (c *completer) flush(batch []completion) {
 				}
 				e.running.remove(cm.item.ID)
 			}
+			e.publish(Change{Kind: ChangeJob, State: StateCompleted})
 			return
 		}
 		e.contact.fail()

@@ -88,13 +88,15 @@ type Meta struct {
 
 // Filter selects jobs. Every field narrows; empty fields match all.
 type Filter struct {
-	States          []State     `json:"states,omitempty"`
-	Queues          []string    `json:"queues,omitempty"`
-	Kinds           []string    `json:"kinds,omitempty"`
-	IDs             []string    `json:"ids,omitempty"`
-	Fingerprint     string      `json:"fingerprint,omitempty"`
-	Tags            []string    `json:"tags,omitempty"`
-	Error           string      `json:"error,omitempty"`
+	States      []State  `json:"states,omitempty"`
+	Queues      []string `json:"queues,omitempty"`
+	Kinds       []string `json:"kinds,omitempty"`
+	IDs         []string `json:"ids,omitempty"`
+	Fingerprint string   `json:"fingerprint,omitempty"`
+	Tags        []string `json:"tags,omitempty"`
+	Error       string   `json:"error,omitempty"`
+	// ErrorPattern is an error group's normalised message (NormalizeError).
+	ErrorPattern    string      `json:"error_pattern,omitempty"`
 	Payload         []PathMatch `json:"payload,omitempty"`
 	Meta            []PathMatch `json:"meta,omitempty"`
 	CreatedAfter    *time.Time  `json:"created_after,omitempty"`

@@ -47,6 +47,9 @@ type Engine struct {
 	contact contactClock
 	// clock holds the offset of the store's clock from this process's.
 	clock storeClock
+	bus   bus
+	// opsWake starts the operation runner at once after a Bulk.
+	opsWake chan struct{}
 }
 
 // New builds an engine over store. Register kinds and death handlers, then
@@ -71,6 +74,7 @@ func New(store Store, cfg Config) (*Engine, error) {
 		log:     cfg.Logger,
 		kinds:   map[string]*Kind{},
 		running: newRunningSet(),
+		opsWake: make(chan struct{}, 1),
 	}
 	e.queues = make(map[string]*queueRunner, len(cfg.Queues))
 	for name, q := range cfg.Queues {
@@ -166,6 +170,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	if !e.cfg.NoMaintenance {
 		e.spawn(e.maintenanceLoop)
+		if _, ok := e.store.(ControlStore); ok {
+			e.spawn(e.operationLoop)
+		}
 	}
 	return nil
 }
@@ -209,7 +216,10 @@ func (e *Engine) Stop(ctx context.Context) error {
 		e.hardCancel()
 		e.releaseUnfinished(context.WithoutCancel(ctx), held)
 	}
-	e.completer.close()
+	if len(e.queues) > 0 {
+		// The completer runs only in an engine with queues (see Start).
+		e.completer.close()
+	}
 	e.hardCancel()
 	e.wg.Wait()
 	if len(e.queues) > 0 {

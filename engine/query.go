@@ -32,7 +32,7 @@ import (
 // QueryFields lists the fields the q grammar knows, for help texts and
 // error messages.
 var QueryFields = []string{
-	"state", "queue", "kind", "id", "fingerprint", "tag", "error",
+	"state", "queue", "kind", "id", "fingerprint", "tag", "error", "errgroup",
 	"payload.<path>", "meta.<key>",
 	"created>", "created<", "finalized>", "finalized<",
 	"superseded:include",
@@ -181,7 +181,7 @@ func (p *queryParser) term(f *Filter, seen map[string]bool) error {
 	switch {
 	case name == "state" || name == "queue" || name == "kind" || name == "id" || name == "tag":
 		kind = qfList
-	case name == "fingerprint" || name == "error" || name == "superseded":
+	case name == "fingerprint" || name == "error" || name == "errgroup" || name == "superseded":
 	case name == "created" || name == "finalized":
 		kind = qfTime
 	case strings.HasPrefix(name, "payload.") || strings.HasPrefix(name, "meta."):
@@ -251,6 +251,8 @@ func (p *queryParser) term(f *Filter, seen map[string]bool) error {
 		f.Fingerprint = v
 	case "error":
 		f.Error = v
+	case "errgroup":
+		f.ErrorPattern = v
 	case "superseded":
 		if v != "include" {
 			return p.fail(start, "superseded takes only the value include (superseded:include)")
@@ -499,6 +501,7 @@ func (f Filter) String() string {
 	single("fingerprint", f.Fingerprint)
 	list("tag", f.Tags)
 	single("error", f.Error)
+	single("errgroup", f.ErrorPattern)
 	for _, m := range f.Payload {
 		terms = append(terms, "payload."+m.Path+":"+quoteQueryValue(m.Value, false))
 	}
@@ -550,7 +553,7 @@ func quoteQueryValue(v string, list bool) string {
 func (f Filter) IsEmpty() bool {
 	return len(f.States) == 0 && len(f.Queues) == 0 && len(f.Kinds) == 0 &&
 		len(f.IDs) == 0 && f.Fingerprint == "" && len(f.Tags) == 0 &&
-		f.Error == "" && len(f.Payload) == 0 && len(f.Meta) == 0 &&
+		f.Error == "" && f.ErrorPattern == "" && len(f.Payload) == 0 && len(f.Meta) == 0 &&
 		f.CreatedAfter == nil && f.CreatedBefore == nil &&
 		f.FinalizedAfter == nil && f.FinalizedBefore == nil
 }

@@ -175,8 +175,11 @@ type JobFinishParams struct {
 	// created or bumped, and the fingerprint's waiting jobs are held.
 	Quarantine bool
 	// Error is appended to the job's errors (the store fills At and
-	// Attempt); nil for outcomes that are not failures.
-	Error *AttemptError
+	// Attempt); nil for outcomes that are not failures. The store also
+	// keeps its message as the job's last error and ErrorPattern beside
+	// it, for the error filter and error groups.
+	Error        *AttemptError
+	ErrorPattern string
 	// Event is written to the timeline.
 	Event   EventKind
 	Actor   string

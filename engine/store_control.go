@@ -77,15 +77,19 @@ type ControlStore interface {
 }
 
 type JobListParams struct {
-	Filter  Filter
-	After   *Cursor
-	Reverse bool
-	Limit   int
+	Filter Filter
+	// ExcludeSuperseded leaves out jobs retried with new input (bulk
+	// selectors do, unless the filter includes them).
+	ExcludeSuperseded bool
+	After             *Cursor
+	Reverse           bool
+	Limit             int
 }
 
 type JobCountParams struct {
-	Filter Filter
-	Max    int64
+	Filter            Filter
+	ExcludeSuperseded bool
+	Max               int64
 	// AsOf counts only jobs that entered their state at or before it.
 	AsOf *time.Time
 }

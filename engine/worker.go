@@ -427,6 +427,9 @@ func (e *Engine) finish(ctx context.Context, ref JobRef, j *Job, res handlerResu
 	case TriggerShutdown:
 		p.Event = EventShutdown
 	}
+	if p.Error != nil {
+		p.ErrorPattern = NormalizeError(p.Error.Message)
+	}
 	written, err := e.finishWithRetry(ctx, p)
 	if err != nil {
 		if errors.Is(err, ErrLeaseLost) {
@@ -436,6 +439,7 @@ func (e *Engine) finish(ctx context.Context, ref JobRef, j *Job, res handlerResu
 		}
 		return
 	}
+	e.publish(Change{Kind: ChangeJob, JobID: j.ID, Queue: j.Queue, State: row.To})
 	if written != nil && (row.To == StateArchived || row.To == StateQuarantined) {
 		e.fireDeath(written, res.message, row.Reason)
 	}

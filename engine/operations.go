@@ -1,0 +1,96 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// operationLeaseTTL is how long an operation stays leased between batches.
+const operationLeaseTTL = 30 * time.Second
+
+func (e *Engine) wakeOperations() { signal(e.opsWake) }
+
+// operationLoop runs persisted bulk operations: any engine doing
+// maintenance may take one, fenced by the operation's lease, so an
+// operation cut off by a restart is resumed by whoever runs next.
+func (e *Engine) operationLoop() {
+	t := time.NewTicker(e.cfg.MaintenanceInterval)
+	defer t.Stop()
+	ctx := e.runCtx
+	for {
+		for {
+			did, err := e.RunOperation(ctx)
+			if err != nil && ctx.Err() == nil {
+				e.contact.fail()
+				e.log.Warn("operation run failed", "err", err)
+			}
+			if !did || ctx.Err() != nil {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-e.opsWake:
+		}
+	}
+}
+
+// RunOperation takes one pending or interrupted operation and drives it to
+// its end (or until ctx ends). It reports whether it found one. Commands
+// that act on a store with no engine running call it themselves.
+func (e *Engine) RunOperation(ctx context.Context) (bool, error) {
+	cs, err := e.controlStore()
+	if err != nil {
+		return false, err
+	}
+	lease, err := cs.OperationClaim(ctx, &OperationClaimParams{Holder: e.cfg.WorkerID, TTL: operationLeaseTTL})
+	if err != nil {
+		return false, fmt.Errorf("claim operation: %w", err)
+	}
+	if lease == nil {
+		return false, nil
+	}
+	op := lease.Operation
+	batch := OperationBatch
+	if op.Rate > 0 && op.Rate < batch {
+		batch = op.Rate
+	}
+	start := time.Now()
+	var done int64
+	for {
+		op, err = cs.OperationProcessBatch(ctx, &OperationProcessBatchParams{
+			ID: op.ID, Holder: lease.Holder, Fence: lease.Fence, Limit: batch, TTL: operationLeaseTTL,
+		})
+		if err != nil {
+			if errors.Is(err, ErrLeaseLost) {
+				return true, nil
+			}
+			return true, fmt.Errorf("operation %s: %w", lease.Operation.ID, err)
+		}
+		e.publish(Change{Kind: ChangeOperation, Operation: op.ID})
+		if op.Status != OperationRunning && op.Status != OperationPending {
+			for q := range e.queues {
+				e.wake(q)
+			}
+			return true, nil
+		}
+		done += int64(batch)
+		if op.Rate > 0 {
+			// Keep to the rate: the next batch may start once the jobs
+			// done so far are due at op.Rate per second.
+			due := start.Add(time.Duration(float64(done) / float64(op.Rate) * float64(time.Second)))
+			select {
+			case <-ctx.Done():
+				return true, ctx.Err()
+			case <-time.After(time.Until(due)):
+			}
+		}
+		if ctx.Err() != nil {
+			return true, ctx.Err()
+		}
+	}
+}

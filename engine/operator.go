@@ -1,0 +1,550 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/google/uuid"
+)
+
+// The embedded engine's Control: the operator surface over its own store.
+
+var _ Control = (*Engine)(nil)
+
+// Paging limits of ListJobs.
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 200
+	// DryRunExactLimit is how far a dry run counts exactly; past it the
+	// count is an estimate, flagged as such.
+	DryRunExactLimit = 10_000_000
+	// BulkSampleSize is how many matching jobs a dry run shows.
+	BulkSampleSize = 20
+	// OperationBatch is the most jobs one operation transaction changes.
+	OperationBatch = 1000
+)
+
+func (e *Engine) controlStore() (ControlStore, error) {
+	cs, ok := e.store.(ControlStore)
+	if !ok {
+		return nil, fmt.Errorf("%w: the %s store has no operator surface", ErrUnsupported, e.store.Backend())
+	}
+	return cs, nil
+}
+
+// Capabilities lists what a store can do beyond the Store contract.
+type Capabilities interface {
+	Capabilities() []string
+}
+
+// Meta describes this engine; embedded callers are admins.
+func (e *Engine) Meta(ctx context.Context) (*Meta, error) {
+	m := &Meta{Backend: e.store.Backend(), Role: RoleAdmin, Actor: ActorFrom(ctx)}
+	if c, ok := e.store.(Capabilities); ok {
+		m.Capabilities = c.Capabilities()
+	}
+	return m, nil
+}
+
+// ListJobs pages payload-free rows newest first by state_changed_at.
+func (e *Engine) ListJobs(ctx context.Context, p ListJobsParams) (*JobPage, error) {
+	cs, err := e.controlStore()
+	if err != nil {
+		return nil, err
+	}
+	limit := p.Limit
+	if limit == 0 {
+		limit = DefaultListLimit
+	}
+	if limit < 1 || limit > MaxListLimit {
+		return nil, fmt.Errorf("%w: limit %d outside 1–%d", ErrInvalid, limit, MaxListLimit)
+	}
+	if err := p.Filter.Validate(); err != nil {
+		return nil, err
+	}
+	var after *Cursor
+	reverse := false
+	if p.Cursor != "" {
+		c, err := DecodeCursor(p.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		after = &c
+		reverse = c.Dir == CursorPrev
+	}
+	rows, err := cs.JobList(ctx, &JobListParams{Filter: p.Filter, After: after, Reverse: reverse, Limit: limit + 1})
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	more := len(rows) > limit
+	if more {
+		rows = rows[:limit]
+	}
+	if reverse {
+		slices.Reverse(rows)
+	}
+	page := &JobPage{Jobs: rows}
+	if len(rows) == 0 {
+		return page, nil
+	}
+	first, last := rows[0], rows[len(rows)-1]
+	olderExist := (!reverse && more) || (reverse && after != nil)
+	newerExist := (reverse && more) || (!reverse && after != nil)
+	if olderExist {
+		page.Next = Cursor{At: last.StateChangedAt, ID: last.ID, Dir: CursorNext}.Encode()
+	}
+	if newerExist {
+		page.Prev = Cursor{At: first.StateChangedAt, ID: first.ID, Dir: CursorPrev}.Encode()
+	}
+	return page, nil
+}
+
+// GetJob returns a job with its timeline.
+func (e *Engine) GetJob(ctx context.Context, id string, includePayload bool) (*JobDetail, error) {
+	j, err := e.store.JobGetByID(ctx, &JobGetByIDParams{ID: id, IncludePayload: includePayload})
+	if err != nil {
+		return nil, err
+	}
+	ev, err := e.store.JobEventList(ctx, &JobEventListParams{JobID: id})
+	if err != nil {
+		return nil, fmt.Errorf("job %s timeline: %w", id, err)
+	}
+	return &JobDetail{Job: j, Timeline: Timeline(j, ev)}, nil
+}
+
+// Counts reads the maintained counters.
+func (e *Engine) Counts(ctx context.Context, queue string) (*Counts, error) {
+	cs, err := e.controlStore()
+	if err != nil {
+		return nil, err
+	}
+	if queue != "" {
+		if err := validName("queue", queue); err != nil {
+			return nil, err
+		}
+	}
+	byQueue, err := cs.JobCountByQueue(ctx, &JobCountByQueueParams{Queue: queue})
+	if err != nil {
+		return nil, fmt.Errorf("counts: %w", err)
+	}
+	c := &Counts{Queues: byQueue, Total: map[State]int64{}}
+	for _, states := range byQueue {
+		for s, n := range states {
+			c.Total[s] += n
+		}
+	}
+	return c, nil
+}
+
+// deadStates are the states ErrorGroups looks at by default.
+var deadStates = []State{StateArchived}
+
+// ErrorGroups groups dead jobs by kind and normalised error.
+func (e *Engine) ErrorGroups(ctx context.Context, f Filter) ([]ErrorGroup, error) {
+	cs, err := e.controlStore()
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	if len(f.States) == 0 {
+		f.States = deadStates
+	}
+	groups, err := cs.JobErrorGroups(ctx, &JobErrorGroupsParams{Filter: f, Limit: 200})
+	if err != nil {
+		return nil, fmt.Errorf("error groups: %w", err)
+	}
+	for i := range groups {
+		g := &groups[i]
+		g.Selector = Filter{
+			States:       slices.Clone(f.States),
+			Queues:       []string{g.Queue},
+			Kinds:        []string{g.Kind},
+			ErrorPattern: g.Pattern,
+		}
+	}
+	return groups, nil
+}
+
+// Queues lists queues with their counts and pause state.
+func (e *Engine) Queues(ctx context.Context) ([]QueueInfo, error) {
+	cs, err := e.controlStore()
+	if err != nil {
+		return nil, err
+	}
+	return cs.QueueList(ctx)
+}
+
+// PauseQueue stops workers claiming from queue.
+func (e *Engine) PauseQueue(ctx context.Context, queue string) error {
+	cs, err := e.controlStore()
+	if err != nil {
+		return err
+	}
+	if err := validName("queue", queue); err != nil {
+		return err
+	}
+	return cs.QueuePause(ctx, &QueuePauseParams{Queue: queue, Actor: ActorFrom(ctx)})
+}
+
+// ResumeQueue lets workers claim from queue again.
+func (e *Engine) ResumeQueue(ctx context.Context, queue string) error {
+	cs, err := e.controlStore()
+	if err != nil {
+		return err
+	}
+	if err := validName("queue", queue); err != nil {
+		return err
+	}
+	if err := cs.QueueResume(ctx, &QueuePauseParams{Queue: queue, Actor: ActorFrom(ctx)}); err != nil {
+		return err
+	}
+	e.wake(queue)
+	return nil
+}
+
+// Retry makes a dead job available again with one more attempt.
+func (e *Engine) Retry(ctx context.Context, id string, opts RetryOptions) (*Job, error) {
+	cs, err := e.controlStore()
+	if err != nil {
+		return nil, err
+	}
+	j, err := cs.JobRetry(ctx, &JobRetryParams{ID: id, Actor: ActorFrom(ctx), Force: opts.Force, Deadline: opts.Deadline})
+	if err != nil {
+		return nil, err
+	}
+	e.wake(j.Queue)
+	e.publish(Change{Kind: ChangeJob, JobID: j.ID, Queue: j.Queue, State: j.State})
+	return j, nil
+}
+
+// Cancel stops a job that has not finished; a running one's handler has
+// its context cancelled when its worker next renews the lease.
+func (e *Engine) Cancel(ctx context.Context, id string) (*Job, error) {
+	cs, err := e.controlStore()
+	if err != nil {
+		return nil, err
+	}
+	j, err := cs.JobCancel(ctx, &JobActionParams{ID: id, Actor: ActorFrom(ctx)})
+	if err != nil {
+		return nil, err
+	}
+	if r := e.running.get(id); r != nil {
+		r.lost()
+	}
+	e.publish(Change{Kind: ChangeJob, JobID: j.ID, Queue: j.Queue, State: j.State})
+	return j, nil
+}
+
+// Delete removes a job that is not running.
+func (e *Engine) Delete(ctx context.Context, id string) error {
+	cs, err := e.controlStore()
+	if err != nil {
+		return err
+	}
+	if err := cs.JobDelete(ctx, &JobActionParams{ID: id, Actor: ActorFrom(ctx)}); err != nil {
+		return err
+	}
+	e.publish(Change{Kind: ChangeJob, JobID: id, State: StateDeleted})
+	return nil
+}
+
+// ReleaseJob returns one quarantined job to available.
+func (e *Engine) ReleaseJob(ctx context.Context, id string) (*Job, error) {
+	cs, err := e.controlStore()
+	if err != nil {
+		return nil, err
+	}
+	j, err := cs.JobRelease(ctx, &JobActionParams{ID: id, Actor: ActorFrom(ctx)})
+	if err != nil {
+		return nil, err
+	}
+	e.wake(j.Queue)
+	e.publish(Change{Kind: ChangeJob, JobID: j.ID, Queue: j.Queue, State: j.State})
+	return j, nil
+}
+
+// UpdatePayload replaces a job's payload if nobody changed it since the
+// editor read version.
+func (e *Engine) UpdatePayload(ctx context.Context, id string, payload json.RawMessage, version int64) (*Job, error) {
+	cs, err := e.controlStore()
+	if err != nil {
+		return nil, err
+	}
+	clean, err := ValidatePayload(payload, e.cfg.PayloadLimit)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: %w", id, err)
+	}
+	cur, err := e.store.JobGetByID(ctx, &JobGetByIDParams{ID: id})
+	if err != nil {
+		return nil, err
+	}
+	fp, err := FingerprintOf(cur.Kind, clean)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: %w", id, err)
+	}
+	j, err := cs.JobUpdatePayload(ctx, &JobUpdatePayloadParams{ID: id, Payload: clean, Fingerprint: fp, Version: version, Actor: ActorFrom(ctx)})
+	if err != nil {
+		return nil, err
+	}
+	e.publish(Change{Kind: ChangeJob, JobID: j.ID, Queue: j.Queue, State: j.State})
+	return j, nil
+}
+
+// RetryWithInput enqueues a corrected copy of a job, linked both ways.
+func (e *Engine) RetryWithInput(ctx context.Context, id string, p RetryWithInputParams) (*Job, error) {
+	cs, err := e.controlStore()
+	if err != nil {
+		return nil, err
+	}
+	clean, err := ValidatePayload(p.Payload, e.cfg.PayloadLimit)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: %w", id, err)
+	}
+	orig, err := e.store.JobGetByID(ctx, &JobGetByIDParams{ID: id})
+	if err != nil {
+		return nil, err
+	}
+	newID := p.ID
+	if newID == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		newID = id + "~retry~" + hex.EncodeToString(b[:])
+	}
+	if err := ValidateJobID(newID); err != nil {
+		return nil, err
+	}
+	fp, err := FingerprintOf(orig.Kind, clean)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: %w", id, err)
+	}
+	j, err := cs.JobRetryWithInput(ctx, &JobRetryWithInputParams{ID: id, NewID: newID, Payload: clean, Fingerprint: fp, Actor: ActorFrom(ctx)})
+	if err != nil {
+		return nil, err
+	}
+	e.wake(j.Queue)
+	e.publish(Change{Kind: ChangeJob, JobID: j.ID, Queue: j.Queue, State: j.State})
+	return j, nil
+}
+
+// Apply runs action on each id on its own and reports each outcome.
+func (e *Engine) Apply(ctx context.Context, action Action, ids []string) ([]ActionResult, error) {
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("%w: no ids given", ErrInvalid)
+	}
+	if len(ids) > MaxApplyIDs {
+		return nil, fmt.Errorf("%w: %d ids, at most %d per call; use a bulk operation", ErrInvalid, len(ids), MaxApplyIDs)
+	}
+	do, err := e.actionFunc(action)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ActionResult, len(ids))
+	for i, id := range ids {
+		out[i] = ActionResult{ID: id, OK: true}
+		if err := do(ctx, id); err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			out[i] = ActionResult{ID: id, Error: err.Error(), Reason: ReasonCode(err)}
+		}
+	}
+	return out, nil
+}
+
+func (e *Engine) actionFunc(a Action) (func(context.Context, string) error, error) {
+	switch a {
+	case ActionRetry:
+		return func(ctx context.Context, id string) error { _, err := e.Retry(ctx, id, RetryOptions{}); return err }, nil
+	case ActionCancel:
+		return func(ctx context.Context, id string) error { _, err := e.Cancel(ctx, id); return err }, nil
+	case ActionDelete:
+		return e.Delete, nil
+	case ActionRelease:
+		return func(ctx context.Context, id string) error { _, err := e.ReleaseJob(ctx, id); return err }, nil
+	}
+	return nil, fmt.Errorf("%w: unknown action %q (retry, cancel, delete, release)", ErrInvalid, a)
+}
+
+// ReasonCode turns an error into the short code Apply reports.
+func ReasonCode(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrNotFound):
+		return "not_found"
+	case errors.Is(err, ErrWrongState):
+		return "wrong_state"
+	case errors.Is(err, ErrQuarantined):
+		return "quarantined"
+	case errors.Is(err, ErrConflict):
+		return "conflict"
+	case errors.Is(err, ErrInvalid):
+		return "invalid"
+	case errors.Is(err, ErrUnsupported):
+		return "unsupported"
+	}
+	return "error"
+}
+
+// ActionStates are the states each action changes.
+var ActionStates = map[Action][]State{
+	ActionRetry:   {StateArchived, StateCancelled, StateUndecodable},
+	ActionCancel:  {StateScheduled, StateAvailable, StateRetryable, StateRunning},
+	ActionDelete:  {StateScheduled, StateAvailable, StateRetryable, StateCompleted, StateArchived, StateQuarantined, StateUndecodable, StateCancelled},
+	ActionRelease: {StateQuarantined},
+}
+
+// BulkSelector narrows a selector to the states its action changes. It
+// reports false when none is left.
+func BulkSelector(a Action, f Filter) (Filter, bool) {
+	allowed := ActionStates[a]
+	if len(f.States) == 0 {
+		f.States = slices.Clone(allowed)
+		return f, true
+	}
+	var keep []State
+	for _, s := range f.States {
+		if slices.Contains(allowed, s) {
+			keep = append(keep, s)
+		}
+	}
+	f.States = keep
+	return f, len(keep) > 0
+}
+
+// Bulk previews or starts an operation over every job the selector matches.
+func (e *Engine) Bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
+	cs, err := e.controlStore()
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := ActionStates[p.Action]; !ok {
+		return nil, fmt.Errorf("%w: unknown action %q (retry, cancel, delete, release)", ErrInvalid, p.Action)
+	}
+	if p.Selector.IsEmpty() {
+		return nil, fmt.Errorf("%w: empty selector: a bulk action needs at least one condition", ErrInvalid)
+	}
+	if err := p.Selector.Validate(); err != nil {
+		return nil, err
+	}
+	if p.RatePerSecond < 0 {
+		return nil, fmt.Errorf("%w: negative rate", ErrInvalid)
+	}
+	sel, any := BulkSelector(p.Action, p.Selector)
+	res := &BulkResult{}
+	if any {
+		n, capped, err := cs.JobCount(ctx, &JobCountParams{Filter: sel, ExcludeSuperseded: !sel.IncludeSuperseded, Max: DryRunExactLimit})
+		if err != nil {
+			return nil, fmt.Errorf("bulk count: %w", err)
+		}
+		res.Matched, res.Estimated = n, capped
+	}
+	if p.DryRun {
+		if any && res.Matched > 0 {
+			sample, err := cs.JobList(ctx, &JobListParams{Filter: sel, ExcludeSuperseded: !sel.IncludeSuperseded, Limit: BulkSampleSize})
+			if err != nil {
+				return nil, fmt.Errorf("bulk sample: %w", err)
+			}
+			res.Sample = sample
+		}
+		return res, nil
+	}
+	v7, err := uuid.NewV7()
+	if err != nil {
+		return nil, err
+	}
+	op, err := cs.OperationInsert(ctx, &OperationInsertParams{
+		ID: v7.String(), Action: p.Action, Selector: p.Selector,
+		CreatedBy: ActorFrom(ctx), Matched: res.Matched, Rate: p.RatePerSecond,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bulk: %w", err)
+	}
+	res.Operation = op
+	e.wakeOperations()
+	e.publish(Change{Kind: ChangeOperation, Operation: op.ID})
+	return res, nil
+}
+
+// Operation returns one bulk operation.
+func (e *Engine) Operation(ctx context.Context, id string) (*Operation, error) {
+	cs, err := e.controlStore()
+	if err != nil {
+		return nil, err
+	}
+	return cs.OperationGet(ctx, &OperationGetParams{ID: id})
+}
+
+// Operations pages bulk operations newest first.
+func (e *Engine) Operations(ctx context.Context, limit int, cursor string) (*OperationPage, error) {
+	cs, err := e.controlStore()
+	if err != nil {
+		return nil, err
+	}
+	if limit == 0 {
+		limit = DefaultListLimit
+	}
+	if limit < 1 || limit > MaxListLimit {
+		return nil, fmt.Errorf("%w: limit %d outside 1–%d", ErrInvalid, limit, MaxListLimit)
+	}
+	var after *Cursor
+	if cursor != "" {
+		c, err := DecodeOperationCursor(cursor)
+		if err != nil {
+			return nil, err
+		}
+		after = &Cursor{At: c.CreatedAt, ID: c.ID}
+	}
+	ops, err := cs.OperationList(ctx, &OperationListParams{After: after, Limit: limit + 1})
+	if err != nil {
+		return nil, fmt.Errorf("operations: %w", err)
+	}
+	page := &OperationPage{Operations: ops}
+	if len(ops) > limit {
+		page.Operations = ops[:limit]
+		last := ops[limit-1]
+		page.Next = OperationCursor{CreatedAt: last.CreatedAt, ID: last.ID}.Encode()
+	}
+	return page, nil
+}
+
+// CancelOperation stops a pending or running operation after its current
+// batch.
+func (e *Engine) CancelOperation(ctx context.Context, id string) (*Operation, error) {
+	cs, err := e.controlStore()
+	if err != nil {
+		return nil, err
+	}
+	op, err := cs.OperationCancel(ctx, &OperationCancelParams{ID: id, Actor: ActorFrom(ctx)})
+	if err != nil {
+		return nil, err
+	}
+	e.publish(Change{Kind: ChangeOperation, Operation: op.ID})
+	return op, nil
+}
+
+// Quarantine lists quarantined and probationary fingerprints.
+func (e *Engine) Quarantine(ctx context.Context) ([]*Fingerprint, error) {
+	return e.store.FingerprintList(ctx, &FingerprintListParams{Limit: 1000})
+}
+
+// ReleaseFingerprint lifts a quarantine and returns how many held jobs
+// went back to available.
+func (e *Engine) ReleaseFingerprint(ctx context.Context, fingerprint string) (int, error) {
+	n, err := e.store.FingerprintRelease(ctx, &FingerprintReleaseParams{Fingerprint: fingerprint, Actor: ActorFrom(ctx)})
+	if err != nil {
+		return 0, err
+	}
+	for q := range e.queues {
+		e.wake(q)
+	}
+	e.publish(Change{Kind: ChangeJob, State: StateAvailable})
+	return n, nil
+}

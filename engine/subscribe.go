@@ -1,0 +1,122 @@
+package engine
+
+import (
+	"context"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// subscriberBuffer bounds each subscriber's backlog; past it the
+// subscriber is told to resync instead of the engine holding more.
+const subscriberBuffer = 256
+
+// bus fans this process's changes out to subscribers.
+type bus struct {
+	mu    sync.Mutex
+	subs  map[*subscriber]struct{}
+	count atomic.Int32
+}
+
+type subscriber struct {
+	ch       chan Change
+	overflow atomic.Bool
+}
+
+func (b *bus) add(s *subscriber) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.subs == nil {
+		b.subs = map[*subscriber]struct{}{}
+	}
+	b.subs[s] = struct{}{}
+	b.count.Add(1)
+}
+
+func (b *bus) remove(s *subscriber) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.subs, s)
+	b.count.Add(-1)
+}
+
+// send delivers c without blocking: a full subscriber is marked to resync.
+func (s *subscriber) send(c Change) {
+	if s.overflow.Load() {
+		select {
+		case s.ch <- Change{Kind: ChangeResync}:
+			s.overflow.Store(false)
+		default:
+			return
+		}
+	}
+	select {
+	case s.ch <- c:
+	default:
+		s.overflow.Store(true)
+	}
+}
+
+// publish tells subscribers of a change. It costs an atomic load when
+// nobody listens, so hot paths may call it.
+func (e *Engine) publish(c Change) {
+	if e.bus.count.Load() == 0 {
+		return
+	}
+	e.bus.mu.Lock()
+	defer e.bus.mu.Unlock()
+	for s := range e.bus.subs {
+		s.send(c)
+	}
+}
+
+// Subscribe streams this process's changes and, by a cheap poll of the
+// maintained counters, changes made by other processes. The channel closes
+// when ctx ends. A consumer that falls behind gets ChangeResync.
+func (e *Engine) Subscribe(ctx context.Context) (<-chan Change, error) {
+	s := &subscriber{ch: make(chan Change, subscriberBuffer)}
+	e.bus.add(s)
+	out := make(chan Change, subscriberBuffer)
+	go func() {
+		defer close(out)
+		defer e.bus.remove(s)
+		poll := time.NewTicker(time.Second)
+		defer poll.Stop()
+		var last map[string]map[State]int64
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case c := <-s.ch:
+				select {
+				case out <- c:
+				case <-ctx.Done():
+					return
+				}
+			case <-poll.C:
+				cs, err := e.controlStore()
+				if err != nil {
+					continue
+				}
+				now, err := cs.JobCountByQueue(ctx, &JobCountByQueueParams{})
+				if err != nil {
+					continue
+				}
+				if last != nil && !countsEqual(last, now) {
+					select {
+					case out <- Change{Kind: ChangeJob}:
+					default:
+						s.overflow.Store(true)
+					}
+				}
+				last = now
+			}
+		}
+	}()
+	return out, nil
+}
+
+func countsEqual(a, b map[string]map[State]int64) bool {
+	return maps.EqualFunc(a, b, func(x, y map[State]int64) bool { return maps.Equal(x, y) })
+}
