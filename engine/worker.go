@@ -171,6 +171,8 @@ type runState struct {
 
 var (
 	errLeaseLostCause = errors.New("lease lost")
+	errAttemptTimeout = errors.New("attempt timed out")
+	errJobDeadline    = errors.New("job deadline passed")
 )
 
 func (r *runState) lost() {
@@ -295,33 +297,29 @@ func (e *Engine) runHandler(ctx context.Context, r *runState, j *Job) (res handl
 	if timeout <= 0 {
 		timeout = k.Timeout
 	}
-	var timedOut bool
 	if timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, timeout, context.DeadlineExceeded)
+		ctx, cancel = context.WithTimeoutCause(ctx, timeout, errAttemptTimeout)
 		defer cancel()
 	}
 	if j.Deadline != nil {
 		local := time.Now().Add(j.Deadline.Sub(e.clock.now()))
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, local)
+		ctx, cancel = context.WithDeadlineCause(ctx, local, errJobDeadline)
 		defer cancel()
 	}
 
-	start := time.Now()
 	err, panicked, stack := callHandler(ctx, k.Handler, hj)
 	if panicked {
 		return handlerResult{trigger: TriggerCrash, message: err.Error(), trace: stack}
 	}
 	trig, delay := outcome(err)
 	if trig == TriggerError {
-		if j.Deadline != nil && !e.clock.now().Before(*j.Deadline) {
-			return handlerResult{trigger: TriggerDeadline, message: fmt.Sprintf("deadline %s passed: %v", j.Deadline.UTC().Format(time.RFC3339), err)}
+		cause := context.Cause(ctx)
+		if errors.Is(cause, errJobDeadline) || (j.Deadline != nil && !e.clock.now().Before(*j.Deadline)) {
+			return handlerResult{trigger: TriggerDeadline, message: fmt.Sprintf("deadline %s passed: %v", j.Deadline.UTC().Format(time.RFC3339Nano), err)}
 		}
-		if timeout > 0 && time.Since(start) >= timeout && errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
-			timedOut = true
-		}
-		if timedOut {
+		if errors.Is(cause, errAttemptTimeout) {
 			return handlerResult{trigger: TriggerError, message: fmt.Sprintf("attempt timed out after %s: %v", timeout, err)}
 		}
 	}
