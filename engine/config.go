@@ -49,7 +49,10 @@ type Config struct {
 	// CompleteBatch is the most acknowledgements written in one
 	// transaction (1000).
 	CompleteBatch int
-	Logger        *slog.Logger
+	// OperationBatch is the most jobs a bulk operation changes in one
+	// transaction (1000).
+	OperationBatch int
+	Logger         *slog.Logger
 }
 
 // QueueConfig is one queue's settings.
@@ -102,6 +105,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = 10 * time.Second
+	}
+	if c.OperationBatch <= 0 || c.OperationBatch > OperationBatch {
+		c.OperationBatch = OperationBatch
 	}
 	if c.CompleteBatch <= 0 {
 		c.CompleteBatch = 1000

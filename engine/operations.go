@@ -7,8 +7,12 @@ import (
 	"time"
 )
 
-// operationLeaseTTL is how long an operation stays leased between batches.
-const operationLeaseTTL = 30 * time.Second
+// operationLeaseTTL is how long an operation stays leased between
+// batches: long enough for a batch and a rate-limit pause, short enough
+// that another instance resumes an operation soon after its runner died.
+func (e *Engine) operationLeaseTTL() time.Duration {
+	return max(10*e.cfg.MaintenanceInterval, 2*time.Second)
+}
 
 func (e *Engine) wakeOperations() { signal(e.opsWake) }
 
@@ -47,7 +51,7 @@ func (e *Engine) RunOperation(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	lease, err := cs.OperationClaim(ctx, &OperationClaimParams{Holder: e.cfg.WorkerID, TTL: operationLeaseTTL})
+	lease, err := cs.OperationClaim(ctx, &OperationClaimParams{Holder: e.cfg.WorkerID, TTL: e.operationLeaseTTL()})
 	if err != nil {
 		return false, fmt.Errorf("claim operation: %w", err)
 	}
@@ -55,7 +59,7 @@ func (e *Engine) RunOperation(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	op := lease.Operation
-	batch := OperationBatch
+	batch := e.cfg.OperationBatch
 	if op.Rate > 0 && op.Rate < batch {
 		batch = op.Rate
 	}
@@ -63,7 +67,7 @@ func (e *Engine) RunOperation(ctx context.Context) (bool, error) {
 	var done int64
 	for {
 		op, err = cs.OperationProcessBatch(ctx, &OperationProcessBatchParams{
-			ID: op.ID, Holder: lease.Holder, Fence: lease.Fence, Limit: batch, TTL: operationLeaseTTL,
+			ID: op.ID, Holder: lease.Holder, Fence: lease.Fence, Limit: batch, TTL: e.operationLeaseTTL(),
 		})
 		if err != nil {
 			if errors.Is(err, ErrLeaseLost) {
