@@ -70,17 +70,44 @@ func (c *completer) run() {
 			}
 		}
 		batch = append(batch[:0], first)
-	fill:
-		for len(batch) < c.e.cfg.CompleteBatch {
-			select {
-			case cm := <-c.ch:
-				batch = append(batch, cm)
-			default:
-				break fill
-			}
-		}
+		c.fill(&batch)
 		c.flush(batch)
 		batch = batch[:0]
+	}
+}
+
+// completeLinger bounds how long the completer waits for more successes
+// before writing a small batch: a commit per handful of jobs is what caps
+// a single-writer store.
+const completeLinger = time.Millisecond
+
+// fill adds what is queued to batch; when that leaves it small, it waits
+// up to completeLinger for more.
+func (c *completer) fill(batch *[]completion) {
+	max := c.e.cfg.CompleteBatch
+	for len(*batch) < max {
+		select {
+		case cm := <-c.ch:
+			*batch = append(*batch, cm)
+			continue
+		default:
+		}
+		break
+	}
+	if len(*batch) >= max/8 {
+		return
+	}
+	t := time.NewTimer(completeLinger)
+	defer t.Stop()
+	for len(*batch) < max {
+		select {
+		case cm := <-c.ch:
+			*batch = append(*batch, cm)
+		case <-t.C:
+			return
+		case <-c.closing:
+			return
+		}
 	}
 }
 

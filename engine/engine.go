@@ -201,6 +201,11 @@ func (e *Engine) Stop(ctx context.Context) error {
 	}
 	drained := make(chan struct{})
 	go func() {
+		// A claim in flight may still start jobs: wait for every producer
+		// to return before waiting for the jobs.
+		for _, q := range e.queues {
+			<-q.done
+		}
 		for _, q := range e.queues {
 			q.waitIdle()
 		}

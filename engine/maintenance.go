@@ -49,10 +49,16 @@ func (e *Engine) renewLeases(ctx context.Context) {
 		return
 	}
 	for i, rerr := range res {
-		if errors.Is(rerr, ErrLeaseLost) {
-			e.log.Info("lease lost; cancelling the handler", "job", refs[i].ID)
-			held[i].lost()
+		if !errors.Is(rerr, ErrLeaseLost) {
+			continue
 		}
+		if held[i].acked.Load() {
+			// Its completion committed between the snapshot and the
+			// renewal: nothing is lost.
+			continue
+		}
+		e.log.Info("lease lost; cancelling the handler", "job", refs[i].ID)
+		held[i].lost()
 	}
 }
 

@@ -23,6 +23,9 @@ type queueRunner struct {
 	freedCh chan struct{} // a slot came free
 	stopCh  chan struct{}
 	stopOne sync.Once
+	// done closes when run has returned: no claim is in flight any more,
+	// so no job can start after it.
+	done chan struct{}
 
 	inflight atomic.Int64
 	active   sync.WaitGroup
@@ -34,6 +37,7 @@ func newQueueRunner(e *Engine, name string, cfg QueueConfig) *queueRunner {
 		wakeCh:  make(chan struct{}, 1),
 		freedCh: make(chan struct{}, 1),
 		stopCh:  make(chan struct{}),
+		done:    make(chan struct{}),
 	}
 }
 
@@ -52,18 +56,40 @@ func (q *queueRunner) waitIdle() { q.active.Wait() }
 
 // run is the producer: claim while there are free slots and work, then
 // sleep until woken, a slot frees, or the poll interval passes.
+//
+// Claims are batched: while jobs are in flight, the producer waits until
+// half the slots are free (or claimLinger passes) before claiming again,
+// so one store transaction starts many jobs rather than one.
 func (q *queueRunner) run() {
+	defer close(q.done)
 	backoff := 10 * time.Millisecond
+	lowWater := max(1, q.cfg.Concurrency/2)
 	for {
-		free := int64(q.cfg.Concurrency) - q.inflight.Load()
+		free := q.cfg.Concurrency - int(q.inflight.Load())
 		if free <= 0 {
-			// Every slot is busy: wait for one to free.
 			if !q.wait(q.freedCh, nil) {
 				return
 			}
 			continue
 		}
-		n, err := q.claim(int(free))
+		if free < lowWater {
+			// Some slots are free, not many: give the rest a moment.
+			deadline := time.Now().Add(claimLinger)
+			for free < lowWater {
+				left := time.Until(deadline)
+				if left <= 0 {
+					break
+				}
+				t := time.NewTimer(left)
+				ok := q.wait(q.freedCh, t.C)
+				t.Stop()
+				if !ok {
+					return
+				}
+				free = q.cfg.Concurrency - int(q.inflight.Load())
+			}
+		}
+		n, err := q.claim(free)
 		if err != nil {
 			if q.e.runCtx.Err() != nil {
 				return
@@ -77,9 +103,9 @@ func (q *queueRunner) run() {
 			continue
 		}
 		backoff = 10 * time.Millisecond
-		if n == int(free) {
+		if n == free {
 			// The queue had at least a full batch: claim again as soon as
-			// a slot frees, without waiting for the poll.
+			// slots free, without waiting for the poll.
 			if !q.wait(q.freedCh, nil) {
 				return
 			}
@@ -92,6 +118,10 @@ func (q *queueRunner) run() {
 		}
 	}
 }
+
+// claimLinger bounds how long a producer waits for more free slots before
+// claiming for the ones it has.
+const claimLinger = 2 * time.Millisecond
 
 // wait blocks until a wake-up, a signal on ch, or tick; it reports false
 // when the runner is stopping.

@@ -1,0 +1,121 @@
+// Package backendtest is the conformance suite every engine.Store
+// implementation runs: the transition table, fencing, concurrent claims,
+// crash accounting, quarantine, upcasting, retention. A behaviour change in
+// any backend extends this suite first.
+//
+// A backend's test calls Run with a Harness whose NewStore opens a fresh,
+// migrated, empty store and closes it when the test ends:
+//
+//	func TestConformance(t *testing.T) {
+//		backendtest.Run(t, backendtest.Harness{
+//			Name:     "sqlite",
+//			NewStore: func(t testing.TB) engine.Store { return sqlitetest.New(t) },
+//		})
+//	}
+//
+// Every check gets its own store, so checks run in parallel; the heavy
+// concurrency check runs alone, before the others. Checks wait for
+// conditions by polling the store under a generous deadline and never
+// assert on elapsed time.
+package backendtest
+
+import (
+	"testing"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Harness is what a backend hands the suite.
+type Harness struct {
+	// Name of the backend, for messages.
+	Name string
+	// NewStore returns a fresh, migrated, empty store and arranges for it
+	// to be closed when t ends (t.Cleanup).
+	NewStore func(t testing.TB) engine.Store
+	// Control, when set, wraps the engine in the Control the Control
+	// checks exercise (the HTTP client against a server over the engine);
+	// nil exercises the engine itself.
+	Control func(t testing.TB, e *engine.Engine) engine.Control
+}
+
+// check is one conformance check.
+type check struct {
+	name string
+	fn   func(t *testing.T, h Harness)
+	// alone: the check runs by itself, not in parallel with the others
+	// (it loads the machine on purpose).
+	alone bool
+}
+
+// checks lists the suite, grouped by area. Names are stable: a backend may
+// skip one with -skip 'TestConformance/Area/Name'.
+func checks() []check {
+	var cs []check
+	add := func(area string, list []check) {
+		for _, c := range list {
+			c.name = area + "/" + c.name
+			cs = append(cs, c)
+		}
+	}
+	add("Store", storeChecks())
+	add("Zombie", []check{
+		{name: "LateWritesRefused", fn: testZombie},
+	})
+	add("Outcomes", outcomeChecks())
+	add("Quarantine", []check{
+		{name: "CrashLimitReleaseProbation", fn: testQuarantine},
+		{name: "OneSuspectAtATime", fn: testSuspects},
+	})
+	add("Reaper", []check{
+		{name: "DeadWorkerChargedLiveWorkerReleased", fn: testReaper},
+		{name: "StoreOutageChargesNoCrash", fn: testStoreOutage},
+		{name: "RenewedLeaseNotReaped", fn: testRenewedLeaseNotReaped},
+	})
+	add("Concurrency", []check{
+		{name: "EightEnginesTenThousandJobs", fn: testConcurrency, alone: true},
+	})
+	add("Upcasting", upcastChecks())
+	add("DeathHandlers", []check{
+		{name: "OncePerDeathInOrderOnCopies", fn: testDeathHandlers},
+		{name: "PanicAndBlockDoNotStopWorkers", fn: testDeathHandlersMisbehave},
+	})
+	add("Timeline", []check{
+		{name: "FailTwiceThenSucceed", fn: testTimeline},
+	})
+	add("Retention", retentionChecks())
+	add("Shutdown", []check{
+		{name: "UnfinishedReleasedUncharged", fn: testShutdownRelease},
+		{name: "FinishedWithinBoundCompletes", fn: testShutdownDrain},
+	})
+	add("Control", controlChecks())
+	add("BadInput", []check{
+		{name: "RefusedAndNothingStored", fn: testBadInput},
+		{name: "IdempotentEnqueueCanonical", fn: testIdempotentEnqueue},
+	})
+	return cs
+}
+
+// Run runs every check against h, each as a subtest with its own store.
+func Run(t *testing.T, h Harness) {
+	if h.NewStore == nil {
+		t.Fatal("backendtest: Harness.NewStore is nil")
+	}
+	cs := checks()
+	// Parallel checks pause at t.Parallel until this function returns, so
+	// the checks that must run alone run first, by themselves.
+	for _, c := range cs {
+		if c.alone {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.fn(t, h)
+		})
+	}
+	for _, c := range cs {
+		if !c.alone {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) { c.fn(t, h) })
+	}
+}

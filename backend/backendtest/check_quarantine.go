@@ -1,0 +1,188 @@
+package backendtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// testQuarantine: a poison pill crashes CrashLimit times, its fingerprint
+// is quarantined with its waiting siblings; release puts it on probation,
+// where one crash quarantines it again and one completion ends it.
+func testQuarantine(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ctx := context.Background()
+	cfg := fast("w1", "q")
+	cfg.CrashLimit = 3
+	// One job at a time, so "the next crash" after a release is one job's.
+	cfg.Queues["q"] = engine.QueueConfig{Concurrency: 1}
+	var healed atomic.Bool
+	runs := &counter{}
+	e := startEngine(t, s, cfg, engine.Kind{Name: "poison", Handler: func(_ context.Context, j *engine.Job) error {
+		runs.inc(j.ID)
+		if strings.Contains(string(j.Payload), "bad") && !healed.Load() {
+			panic("poison pill")
+		}
+		return nil
+	}})
+	bad := json.RawMessage(`{"x":"bad"}`)
+	// Siblings with the same payload, waiting (scheduled an hour ahead).
+	for _, id := range []string{"sib-1", "sib-2"} {
+		enqueue(t, e, engine.EnqueueParams{ID: id, Queue: "q", Kind: "poison", Payload: bad, Delay: time.Hour})
+	}
+	enqueue(t, e, engine.EnqueueParams{ID: "bad", Queue: "q", Kind: "poison", Payload: bad, MaxAttempts: 1})
+	for i := range 3 {
+		enqueue(t, e, engine.EnqueueParams{ID: fmt.Sprintf("good-%d", i), Queue: "q", Kind: "poison",
+			Payload: json.RawMessage(fmt.Sprintf(`{"x":"good-%d"}`, i))})
+	}
+
+	j := waitState(t, s, "bad", engine.StateQuarantined)
+	if j.CrashAttempt != 3 || j.Attempt != 0 || j.TerminalReason != engine.ReasonQuarantined || len(j.Errors) != 3 {
+		t.Fatalf("quarantined job: %s", describe(j))
+	}
+	for _, er := range j.Errors {
+		if !er.Crash || !strings.Contains(er.Message, "poison pill") || !strings.Contains(er.Trace, "panic") {
+			t.Fatalf("crash error %+v", er)
+		}
+	}
+	if runs.get("bad") != 3 {
+		t.Fatalf("poison pill ran %d times, want 3", runs.get("bad"))
+	}
+	fp := j.Fingerprint
+	rec, err := s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: fp})
+	if err != nil {
+		t.Fatalf("FingerprintGet: %v", err)
+	}
+	if rec.Status != engine.FingerprintQuarantined || rec.Kind != "poison" ||
+		!strings.Contains(rec.LastError, "poison pill") || rec.LastJobID != "bad" || rec.Since.IsZero() {
+		t.Fatalf("quarantine record %+v", rec)
+	}
+	// The record counts the crashes across the fingerprint's jobs: all
+	// three of the job's, not only the one that tripped the quarantine.
+	if rec.Crashes != 3 {
+		t.Errorf("quarantine record counts %d crashes, want 3 (the job crashed 3 times)", rec.Crashes)
+	}
+	for _, id := range []string{"sib-1", "sib-2"} {
+		if sj := waitState(t, s, id, engine.StateQuarantined); sj.CrashAttempt != 0 || runs.get(id) != 0 {
+			t.Fatalf("held sibling %s: %s, ran %d times", id, describe(sj), runs.get(id))
+		}
+	}
+	if rec, err = s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: fp}); err != nil || rec.Held != 3 {
+		t.Fatalf("record %+v %v: want 3 held", rec, err)
+	}
+	for i := range 3 {
+		waitState(t, s, fmt.Sprintf("good-%d", i), engine.StateCompleted)
+	}
+	// The same kind and canonical payload is refused, however it is spelled.
+	_, err = e.Enqueue(ctx, engine.EnqueueParams{ID: "bad-again", Queue: "q", Kind: "poison", Payload: json.RawMessage(`{ "x" : "bad" }`)})
+	if !errors.Is(err, engine.ErrQuarantined) {
+		t.Fatalf("enqueue of a quarantined fingerprint: %v, want ErrQuarantined", err)
+	}
+	if !gone(s, "bad-again") {
+		t.Fatal("a refused job was stored")
+	}
+
+	// Release while still poisonous: the next crash quarantines again at once.
+	n, err := s.FingerprintRelease(ctx, &engine.FingerprintReleaseParams{Fingerprint: fp, Actor: "ops"})
+	if err != nil || n != 3 {
+		t.Fatalf("FingerprintRelease: %d %v, want 3", n, err)
+	}
+	eventually(t, waitLong, func() bool {
+		r, err := s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: fp})
+		return err == nil && r.Status == engine.FingerprintQuarantined && r.Held == 3
+	}, "the fingerprint to be quarantined again after a crash on probation")
+	crashed := 0
+	for _, id := range []string{"bad", "sib-1", "sib-2"} {
+		sj := waitState(t, s, id, engine.StateQuarantined)
+		switch sj.CrashAttempt {
+		case 0:
+		case 1:
+			crashed++
+		default:
+			t.Fatalf("%s: crash_attempt %d after release: counters were not reset, or probation did not quarantine at once", id, sj.CrashAttempt)
+		}
+	}
+	if crashed != 1 {
+		t.Fatalf("%d jobs crashed after the release, want exactly 1 (the first crash quarantines)", crashed)
+	}
+	rec, _ = s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: fp})
+	if rec.Crashes != 4 {
+		t.Errorf("record counts %d crashes, want 4 (3, then 1 on probation)", rec.Crashes)
+	}
+
+	// Fixed: released jobs run and complete, and that ends probation.
+	healed.Store(true)
+	n, err = s.FingerprintRelease(ctx, &engine.FingerprintReleaseParams{Fingerprint: fp, Actor: "ops"})
+	if err != nil || n != 3 {
+		t.Fatalf("second FingerprintRelease: %d %v, want 3", n, err)
+	}
+	for _, id := range []string{"bad", "sib-1", "sib-2"} {
+		if sj := waitState(t, s, id, engine.StateCompleted); sj.CrashAttempt != 0 {
+			t.Fatalf("%s completed with crash_attempt %d, want the reset 0", id, sj.CrashAttempt)
+		}
+	}
+	rec, err = s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: fp})
+	if err == nil && rec.Status == engine.FingerprintProbation {
+		t.Fatalf("completions did not end probation: %+v", rec)
+	}
+	if err != nil && !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("FingerprintGet: %v", err)
+	}
+	enqueue(t, e, engine.EnqueueParams{ID: "bad-again", Queue: "q", Kind: "poison", Payload: bad})
+	waitState(t, s, "bad-again", engine.StateCompleted)
+}
+
+// testSuspects: a process runs at most one suspect at a time, while
+// ordinary jobs run side by side.
+func testSuspects(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	const suspects, normals = 6, 24
+	for i := range suspects {
+		p := jobParams(fmt.Sprintf("s-%d", i), "q")
+		p.Kind = "s"
+		makeSuspect(t, s, p)
+	}
+	for i := range normals {
+		p := jobParams(fmt.Sprintf("n-%d", i), "q")
+		p.Kind = "n"
+		insert(t, s, p)
+	}
+	type gauge struct{ cur, max atomic.Int64 }
+	track := func(g *gauge) engine.Handler {
+		return func(context.Context, *engine.Job) error {
+			c := g.cur.Add(1)
+			for {
+				m := g.max.Load()
+				if c <= m || g.max.CompareAndSwap(m, c) {
+					break
+				}
+			}
+			time.Sleep(40 * time.Millisecond)
+			g.cur.Add(-1)
+			return nil
+		}
+	}
+	var sg, ng gauge
+	cfg := fast("w1", "q")
+	cfg.Queues["q"] = engine.QueueConfig{Concurrency: 8}
+	startEngine(t, s, cfg, engine.Kind{Name: "s", Handler: track(&sg)}, engine.Kind{Name: "n", Handler: track(&ng)})
+	for i := range suspects {
+		waitState(t, s, fmt.Sprintf("s-%d", i), engine.StateCompleted)
+	}
+	for i := range normals {
+		waitState(t, s, fmt.Sprintf("n-%d", i), engine.StateCompleted)
+	}
+	if m := sg.max.Load(); m != 1 {
+		t.Fatalf("%d suspects ran at once, want at most 1", m)
+	}
+	if m := ng.max.Load(); m < 2 {
+		t.Fatalf("ordinary jobs never ran side by side (max %d at once)", m)
+	}
+}

@@ -1,0 +1,388 @@
+package backendtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// testReaper: an expired lease of a process that stopped heartbeating is a
+// crash; one of a process that still heartbeats is released uncharged.
+func testReaper(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ctx := context.Background()
+	if err := s.WorkerHeartbeat(ctx, &engine.WorkerHeartbeatParams{ID: "ghost-alive", TTL: time.Hour}); err != nil {
+		t.Fatalf("WorkerHeartbeat: %v", err)
+	}
+	for _, c := range []struct{ id, worker string }{{"dead", "ghost-dead"}, {"alive", "ghost-alive"}} {
+		insert(t, s, jobParams(c.id, "q-"+c.id))
+		js := claimP(t, s, engine.JobClaimParams{Queue: "q-" + c.id, WorkerID: c.worker, Limit: 1, LeaseDuration: 100 * time.Millisecond}).Jobs
+		if len(js) != 1 {
+			t.Fatalf("claim %s: %v", c.id, ids(js))
+		}
+	}
+	// A maintenance-only engine: it reaps, and runs nothing.
+	cfg := fast("reaper")
+	cfg.CrashBackoff = func(int) time.Duration { return time.Hour } // keep the crashed job retryable
+	startEngine(t, s, cfg)
+
+	dead := waitState(t, s, "dead", engine.StateRetryable)
+	if dead.CrashAttempt != 1 || dead.Attempt != 0 || len(dead.Errors) != 1 || !dead.Errors[0].Crash {
+		t.Fatalf("job of a dead worker: %s errors %+v, want one crash charged", describe(dead), dead.Errors)
+	}
+	checkLease(t, dead)
+	if ev := events(t, s, "dead"); !hasEvent(ev, engine.EventCrashed) {
+		t.Fatalf("dead worker's job: events %v, want crashed", eventKinds(ev))
+	}
+	alive := waitState(t, s, "alive", engine.StateAvailable)
+	if alive.CrashAttempt != 0 || alive.Attempt != 0 || len(alive.Errors) != 0 {
+		t.Fatalf("job of a live worker: %s, want nothing charged", describe(alive))
+	}
+	checkLease(t, alive)
+	if ev := events(t, s, "alive"); !hasEvent(ev, engine.EventLeaseLost) || hasEvent(ev, engine.EventCrashed) {
+		t.Fatalf("live worker's job: events %v, want lease_lost and no crash", eventKinds(ev))
+	}
+}
+
+// errStoreDown is what faultStore returns while the outage lasts.
+var errStoreDown = errors.New("backendtest: store down")
+
+// faultStore wraps a store; while down, every call fails with an error
+// wrapping errStoreDown and reaches nothing. renewDown fails lease
+// renewals only: a process that lives and beats but cannot keep its
+// leases (a stalled renewer, a partition of one connection pool).
+type faultStore struct {
+	engine.Store
+	down      atomic.Bool
+	renewDown atomic.Bool
+	calls     atomic.Int64 // calls refused
+}
+
+var _ engine.Store = (*faultStore)(nil)
+
+func (f *faultStore) fail(op string) error {
+	if f.down.Load() || (op == "JobLeaseRenew" && f.renewDown.Load()) {
+		f.calls.Add(1)
+		return fmt.Errorf("%s: %w", op, errStoreDown)
+	}
+	return nil
+}
+
+func (f *faultStore) Now(ctx context.Context) (time.Time, error) {
+	if err := f.fail("Now"); err != nil {
+		return time.Time{}, err
+	}
+	return f.Store.Now(ctx)
+}
+
+func (f *faultStore) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams) ([]engine.JobInsertResult, error) {
+	if err := f.fail("JobInsertMany"); err != nil {
+		return nil, err
+	}
+	return f.Store.JobInsertMany(ctx, p)
+}
+
+func (f *faultStore) JobGetByID(ctx context.Context, p *engine.JobGetByIDParams) (*engine.Job, error) {
+	if err := f.fail("JobGetByID"); err != nil {
+		return nil, err
+	}
+	return f.Store.JobGetByID(ctx, p)
+}
+
+func (f *faultStore) JobEventList(ctx context.Context, p *engine.JobEventListParams) ([]engine.Event, error) {
+	if err := f.fail("JobEventList"); err != nil {
+		return nil, err
+	}
+	return f.Store.JobEventList(ctx, p)
+}
+
+func (f *faultStore) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine.JobClaimResult, error) {
+	if err := f.fail("JobClaim"); err != nil {
+		return nil, err
+	}
+	return f.Store.JobClaim(ctx, p)
+}
+
+func (f *faultStore) JobCompleteMany(ctx context.Context, p *engine.JobCompleteManyParams) ([]error, error) {
+	if err := f.fail("JobCompleteMany"); err != nil {
+		return nil, err
+	}
+	return f.Store.JobCompleteMany(ctx, p)
+}
+
+func (f *faultStore) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engine.Job, error) {
+	if err := f.fail("JobFinish"); err != nil {
+		return nil, err
+	}
+	return f.Store.JobFinish(ctx, p)
+}
+
+func (f *faultStore) JobLeaseRenew(ctx context.Context, p *engine.JobLeaseRenewParams) ([]error, error) {
+	if err := f.fail("JobLeaseRenew"); err != nil {
+		return nil, err
+	}
+	return f.Store.JobLeaseRenew(ctx, p)
+}
+
+func (f *faultStore) JobListExpiredLeases(ctx context.Context, p *engine.JobListExpiredLeasesParams) ([]engine.ExpiredLease, error) {
+	if err := f.fail("JobListExpiredLeases"); err != nil {
+		return nil, err
+	}
+	return f.Store.JobListExpiredLeases(ctx, p)
+}
+
+func (f *faultStore) JobScheduleDue(ctx context.Context, p *engine.JobScheduleDueParams) ([]string, error) {
+	if err := f.fail("JobScheduleDue"); err != nil {
+		return nil, err
+	}
+	return f.Store.JobScheduleDue(ctx, p)
+}
+
+func (f *faultStore) JobDeleteExpired(ctx context.Context, p *engine.JobDeleteExpiredParams) (int, error) {
+	if err := f.fail("JobDeleteExpired"); err != nil {
+		return 0, err
+	}
+	return f.Store.JobDeleteExpired(ctx, p)
+}
+
+func (f *faultStore) FingerprintGet(ctx context.Context, p *engine.FingerprintGetParams) (*engine.Fingerprint, error) {
+	if err := f.fail("FingerprintGet"); err != nil {
+		return nil, err
+	}
+	return f.Store.FingerprintGet(ctx, p)
+}
+
+func (f *faultStore) FingerprintList(ctx context.Context, p *engine.FingerprintListParams) ([]*engine.Fingerprint, error) {
+	if err := f.fail("FingerprintList"); err != nil {
+		return nil, err
+	}
+	return f.Store.FingerprintList(ctx, p)
+}
+
+func (f *faultStore) FingerprintRelease(ctx context.Context, p *engine.FingerprintReleaseParams) (int, error) {
+	if err := f.fail("FingerprintRelease"); err != nil {
+		return 0, err
+	}
+	return f.Store.FingerprintRelease(ctx, p)
+}
+
+func (f *faultStore) WorkerHeartbeat(ctx context.Context, p *engine.WorkerHeartbeatParams) error {
+	if err := f.fail("WorkerHeartbeat"); err != nil {
+		return err
+	}
+	return f.Store.WorkerHeartbeat(ctx, p)
+}
+
+func (f *faultStore) WorkerDelete(ctx context.Context, p *engine.WorkerDeleteParams) error {
+	if err := f.fail("WorkerDelete"); err != nil {
+		return err
+	}
+	return f.Store.WorkerDelete(ctx, p)
+}
+
+func (f *faultStore) LeaderAttempt(ctx context.Context, p *engine.LeaderAttemptParams) (bool, error) {
+	if err := f.fail("LeaderAttempt"); err != nil {
+		return false, err
+	}
+	return f.Store.LeaderAttempt(ctx, p)
+}
+
+func (f *faultStore) LeaderResign(ctx context.Context, p *engine.LeaderResignParams) error {
+	if err := f.fail("LeaderResign"); err != nil {
+		return err
+	}
+	return f.Store.LeaderResign(ctx, p)
+}
+
+// testStoreOutage: a store outage longer than a lease and a heartbeat TTL
+// charges no crash to a job whose process lived through it. After the
+// outage the worker's renewals stay refused until the reaper has found
+// the expired lease, so the path "lease expired, worker alive: release,
+// charge nothing" is taken for sure, not only the one where the worker
+// renews in time.
+func testStoreOutage(t *testing.T, h Harness) {
+	base := h.NewStore(t)
+	fs := &faultStore{Store: base}
+	const lease = 300 * time.Millisecond
+
+	started := make(chan struct{}, 1)
+	release := make(chan struct{})
+	var runs atomic.Int64
+	wcfg := fast("worker", "q")
+	wcfg.LeaseDuration = lease
+	wcfg.NoMaintenance = true
+	w := newEngine(t, fs, wcfg, engine.Kind{Name: "k", Handler: func(ctx context.Context, _ *engine.Job) error {
+		runs.Add(1)
+		select {
+		case started <- struct{}{}:
+		default:
+		}
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}})
+	mcfg := fast("maintainer")
+	mcfg.LeaseDuration = lease
+	start(t, w)
+	startEngine(t, fs, mcfg)
+
+	enqueue(t, w, engine.EnqueueParams{ID: "out", Queue: "q", Kind: "k", MaxAttempts: 1})
+	select {
+	case <-started:
+	case <-time.After(waitLong):
+		t.Fatal("the handler never started")
+	}
+	// The outage: longer than two leases and the heartbeat TTL (3 beats),
+	// for both engines.
+	fs.renewDown.Store(true)
+	fs.down.Store(true)
+	time.Sleep(max(2*lease, 3*wcfg.HeartbeatInterval) + 300*time.Millisecond)
+	fs.down.Store(false)
+	if fs.calls.Load() == 0 {
+		t.Fatal("no call reached the store during the outage: the test proves nothing")
+	}
+	// The store is back; the worker beats again but has not renewed. The
+	// reaper must see a live worker behind the expired lease.
+	eventually(t, waitLong, func() bool {
+		ev := events(t, base, "out")
+		if hasEvent(ev, engine.EventCrashed) || hasEvent(ev, engine.EventQuarantined) {
+			t.Fatalf("events %v: a crash was charged to a living process", eventKinds(ev))
+		}
+		return hasEvent(ev, engine.EventLeaseLost)
+	}, "the reaper to release the expired lease of the living worker")
+	fs.renewDown.Store(false)
+	close(release)
+
+	j := waitState(t, base, "out", engine.StateCompleted)
+	if j.CrashAttempt != 0 || j.Attempt != 0 {
+		t.Fatalf("after the outage: %s, want no crash and no attempt charged", describe(j))
+	}
+	for _, er := range j.Errors {
+		if er.Crash {
+			t.Fatalf("a crash was recorded: %+v", er)
+		}
+	}
+	if ev := events(t, base, "out"); hasEvent(ev, engine.EventCrashed) || hasEvent(ev, engine.EventQuarantined) {
+		t.Fatalf("events %v: a crash was charged to a living process", eventKinds(ev))
+	}
+	if j.Fence < 2 {
+		t.Fatalf("fence %d: the released job was never claimed again", j.Fence)
+	}
+	t.Logf("handler ran %d time(s); %d calls refused", runs.Load(), fs.calls.Load())
+}
+
+// gateStore pauses the first JobListExpiredLeases that reports job id,
+// after the store answered and before the caller sees the answer, until
+// proceed is closed.
+type gateStore struct {
+	engine.Store
+	id      string
+	armed   atomic.Bool
+	listed  chan struct{}
+	proceed chan struct{}
+	calls   atomic.Int64 // JobListExpiredLeases calls begun
+}
+
+func (g *gateStore) JobListExpiredLeases(ctx context.Context, p *engine.JobListExpiredLeasesParams) ([]engine.ExpiredLease, error) {
+	g.calls.Add(1)
+	xs, err := g.Store.JobListExpiredLeases(ctx, p)
+	for _, x := range xs {
+		if x.Job != nil && x.Job.ID == g.id && g.armed.CompareAndSwap(true, false) {
+			close(g.listed)
+			<-g.proceed
+			break
+		}
+	}
+	return xs, err
+}
+
+// testRenewedLeaseNotReaped: the reaper finds an expired lease, but the
+// worker renews it before the reaper writes. The reaper's write must then
+// change nothing: the worker holds a live lease and its job must not be
+// handed to anyone else (nor charged a crash).
+func testRenewedLeaseNotReaped(t *testing.T, h Harness) {
+	base := h.NewStore(t)
+	fs := &faultStore{Store: base}
+	gs := &gateStore{Store: base, id: "race", listed: make(chan struct{}), proceed: make(chan struct{})}
+	gs.armed.Store(true)
+	const lease = 300 * time.Millisecond
+
+	started := make(chan struct{}, 1)
+	release := make(chan struct{})
+	var runs atomic.Int64
+	wcfg := fast("worker", "q")
+	wcfg.LeaseDuration = lease
+	wcfg.NoMaintenance = true
+	w := newEngine(t, fs, wcfg, engine.Kind{Name: "k", Handler: func(ctx context.Context, _ *engine.Job) error {
+		runs.Add(1)
+		select {
+		case started <- struct{}{}:
+		default:
+		}
+		<-release // ignores its context, as handlers may
+		return nil
+	}})
+	start(t, w)
+	proceeded := false
+	defer func() {
+		if !proceeded {
+			close(gs.proceed)
+		}
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	mcfg := fast("maintainer")
+	mcfg.LeaseDuration = lease
+	startEngine(t, gs, mcfg)
+
+	enqueue(t, w, engine.EnqueueParams{ID: "race", Queue: "q", Kind: "k"})
+	select {
+	case <-started:
+	case <-time.After(waitLong):
+		t.Fatal("the handler never started")
+	}
+	// The worker stalls on renewals (it still beats); its lease runs out
+	// and the reaper finds it.
+	fs.renewDown.Store(true)
+	select {
+	case <-gs.listed:
+	case <-time.After(waitLong):
+		t.Fatal("the reaper never listed the expired lease")
+	}
+	// Before the reaper writes, the worker renews: the lease is live again.
+	fs.renewDown.Store(false)
+	eventually(t, waitLong, func() bool {
+		j := tryJob(base, "race")
+		return j != nil && j.Lease != nil && j.Lease.ExpiresAt.After(storeNow(t, base))
+	}, "the worker to renew its lease")
+	renewed := getJob(t, base, "race")
+	c0 := gs.calls.Load()
+	close(gs.proceed)
+	proceeded = true
+	// The reaper writes (or not); its next tick shows it is done.
+	eventually(t, waitLong, func() bool { return gs.calls.Load() > c0 }, "the reaper's next tick")
+	if j := getJob(t, base, "race"); j.State != engine.StateRunning || j.Fence != renewed.Fence || j.CrashAttempt != 0 {
+		t.Errorf("the reaper took a lease the worker had renewed: %s (was %s), events %v",
+			describe(j), describe(renewed), eventKinds(events(t, base, "race")))
+	}
+	close(release)
+
+	j := waitState(t, base, "race", engine.StateCompleted)
+	if j.Fence != renewed.Fence || runs.Load() != 1 || j.CrashAttempt != 0 {
+		t.Fatalf("the reaper released a lease the worker had renewed: %s, handler ran %d times, events %v",
+			describe(j), runs.Load(), eventKinds(events(t, base, "race")))
+	}
+}

@@ -1,0 +1,1078 @@
+package backendtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// storeChecks exercise the Store contract directly, one method and one
+// row of the transition table at a time.
+func storeChecks() []check {
+	return []check{
+		{name: "InsertOneAndMany", fn: testInsertOneAndMany},
+		{name: "InsertIdempotent", fn: testInsertIdempotent},
+		{name: "ScheduledOrAvailableByDelay", fn: testScheduledByDelay},
+		{name: "GetByID", fn: testGetByID},
+		{name: "ClaimOrder", fn: testClaimOrder},
+		{name: "ClaimLimitAndQueue", fn: testClaimLimit},
+		{name: "ClaimKindVersionFilter", fn: testClaimKindFilter},
+		{name: "ClaimSuspectsLast", fn: testClaimSuspects},
+		{name: "FenceAndLeaseEveryTransition", fn: testFenceAndLease},
+		{name: "CompleteManyFencedPerItem", fn: testCompleteMany},
+		{name: "FinishEveryRow", fn: testFinishRows},
+		{name: "FinishQuarantineReleaseProbation", fn: testFinishQuarantine},
+		{name: "ErrorsAppendedAndCapped", fn: testErrorsCapped},
+		{name: "LeaseRenew", fn: testLeaseRenew},
+		{name: "ExpiredLeasesWorkerAlive", fn: testExpiredLeases},
+		{name: "ScheduleDue", fn: testScheduleDue},
+		{name: "DeleteExpiredRetention", fn: testDeleteExpired},
+		{name: "LeaderLease", fn: testLeaderLease},
+	}
+}
+
+// running inserts a job in a queue of its own and claims it.
+func running(t testing.TB, s engine.Store, id string, mods ...func(*engine.JobInsertParams)) *engine.Job {
+	t.Helper()
+	p := jobParams(id, "q-"+id)
+	for _, m := range mods {
+		m(p)
+	}
+	insert(t, s, p)
+	return claimOne(t, s, p.Queue, id)
+}
+
+func testInsertOneAndMany(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ctx := context.Background()
+	before := storeNow(t, s)
+	deadline := before.Add(time.Hour).Truncate(time.Millisecond)
+	p := &engine.JobInsertParams{
+		ID: "one", Queue: "q1", Kind: "k", Payload: json.RawMessage(`{"a":1,"b":"two"}`),
+		SchemaVersion: 2, Metadata: json.RawMessage(`{"tenant":"acme"}`), Tags: []string{"red", "blue"},
+		Priority: 3, MaxAttempts: 7, Fingerprint: "fp-one", Deadline: &deadline, Timeout: 1500 * time.Millisecond,
+	}
+	got := insert(t, s, p)[0]
+	if got.ID != "one" || got.State != engine.StateAvailable {
+		t.Fatalf("inserted job: %+v", got)
+	}
+	j := getJob(t, s, "one")
+	switch {
+	case j.Queue != "q1" || j.Kind != "k" || j.SchemaVersion != 2 || j.Priority != 3 || j.MaxAttempts != 7:
+		t.Fatalf("fields not kept: %+v", j)
+	case j.Fingerprint != "fp-one" || j.Timeout != 1500*time.Millisecond:
+		t.Fatalf("fingerprint or timeout not kept: %+v", j)
+	case j.Deadline == nil || !j.Deadline.Equal(deadline):
+		t.Fatalf("deadline %v, want %v", j.Deadline, deadline)
+	case !jsonEqual(j.Payload, p.Payload) || !jsonEqual(j.Metadata, p.Metadata):
+		t.Fatalf("payload %s metadata %s", j.Payload, j.Metadata)
+	case !reflect.DeepEqual(j.Tags, []string{"red", "blue"}):
+		t.Fatalf("tags %v", j.Tags)
+	case j.State != engine.StateAvailable || j.Attempt != 0 || j.CrashAttempt != 0 || j.Fence != 0:
+		t.Fatalf("new job counters: %s", describe(j))
+	case j.CreatedAt.IsZero() || j.CreatedAt.Before(before.Add(-time.Second)) || j.StateChangedAt.IsZero():
+		t.Fatalf("created_at %v state_changed_at %v (store now before insert %v)", j.CreatedAt, j.StateChangedAt, before)
+	case j.AttemptedAt != nil || j.FinalizedAt != nil || j.TerminalReason != "" || len(j.Errors) != 0:
+		t.Fatalf("new job carries history: %+v", j)
+	case j.Version <= 0:
+		t.Fatalf("version %d", j.Version)
+	}
+	checkLease(t, j)
+
+	// A quarantined fingerprint, to be refused below.
+	insert(t, s, jobParams("poison", "q-poison"))
+	x := claimOne(t, s, "q-poison", "poison")
+	finish(t, s, engine.JobFinishParams{JobRef: refOf(x), To: engine.StateQuarantined, Reason: engine.ReasonQuarantined,
+		Charge: engine.ChargeCrash, Quarantine: true, Event: engine.EventQuarantined,
+		Error: &engine.AttemptError{Crash: true, Message: "panic: poison"}})
+
+	conflict := jobParams("one", "q1")
+	conflict.Payload = json.RawMessage(`{"other":true}`)
+	conflict.Fingerprint = "fp-other"
+	quarantined := jobParams("m2", "q1")
+	quarantined.Fingerprint = "fp-poison"
+	batch := []*engine.JobInsertParams{jobParams("m1", "q1"), conflict, quarantined, jobParams("m3", "q1")}
+	res, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: batch})
+	if err != nil {
+		t.Fatalf("JobInsertMany: %v", err)
+	}
+	if len(res) != 4 {
+		t.Fatalf("%d results for 4 jobs", len(res))
+	}
+	for _, i := range []int{0, 3} {
+		if res[i].Err != nil || res[i].Job == nil || res[i].Existing || res[i].Job.ID != batch[i].ID {
+			t.Fatalf("result %d: %+v, want a new job %s", i, res[i], batch[i].ID)
+		}
+		getJob(t, s, batch[i].ID)
+	}
+	if !errors.Is(res[1].Err, engine.ErrConflict) {
+		t.Fatalf("same id, other content: %v, want ErrConflict", res[1].Err)
+	}
+	if !errors.Is(res[2].Err, engine.ErrQuarantined) {
+		t.Fatalf("quarantined fingerprint: %v, want ErrQuarantined", res[2].Err)
+	}
+	if !gone(s, "m2") {
+		t.Fatal("a refused job was stored")
+	}
+	if j := getJob(t, s, "one"); !jsonEqual(j.Payload, p.Payload) {
+		t.Fatalf("conflicting insert changed the job: payload %s", j.Payload)
+	}
+}
+
+func testInsertIdempotent(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ctx := context.Background()
+	p := jobParams("idem", "q")
+	first := insert(t, s, p)[0]
+	if first.State != engine.StateAvailable {
+		t.Fatalf("state %s", first.State)
+	}
+	v := getJob(t, s, "idem")
+
+	again := *p
+	res, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: []*engine.JobInsertParams{&again}})
+	if err != nil || len(res) != 1 {
+		t.Fatalf("re-insert: %v %v", res, err)
+	}
+	if res[0].Err != nil || !res[0].Existing || res[0].Job == nil || res[0].Job.ID != "idem" {
+		t.Fatalf("same id and content: %+v, want the existing job", res[0])
+	}
+	if after := getJob(t, s, "idem"); !reflect.DeepEqual(after, v) {
+		t.Fatalf("an idempotent insert changed the job:\nbefore %+v\nafter  %+v", v, after)
+	}
+
+	otherPayload := *p
+	otherPayload.Payload = json.RawMessage(`{"id":"idem","more":1}`)
+	otherPayload.Fingerprint = "fp-idem-2"
+	otherKind := *p
+	otherKind.Kind = "k2"
+	otherKind.Fingerprint = "fp-idem-3"
+	otherQueue := *p
+	otherQueue.Queue = "q2"
+	for name, c := range map[string]*engine.JobInsertParams{"payload": &otherPayload, "kind": &otherKind, "queue": &otherQueue} {
+		res, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: []*engine.JobInsertParams{c}})
+		if err != nil || len(res) != 1 {
+			t.Fatalf("other %s: %v %v", name, res, err)
+		}
+		if !errors.Is(res[0].Err, engine.ErrConflict) {
+			t.Fatalf("same id, other %s: err %v existing %v, want ErrConflict", name, res[0].Err, res[0].Existing)
+		}
+	}
+	if after := getJob(t, s, "idem"); !reflect.DeepEqual(after, v) {
+		t.Fatalf("a conflicting insert changed the job:\nbefore %+v\nafter  %+v", v, after)
+	}
+}
+
+func testScheduledByDelay(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	before := storeNow(t, s)
+	now := jobParams("now", "q")
+	later := jobParams("later", "q")
+	later.Delay = time.Hour
+	at := before.Add(2 * time.Hour).Truncate(time.Millisecond)
+	fixed := jobParams("fixed", "q")
+	fixed.ScheduledAt = &at
+	past := before.Add(-time.Minute)
+	wins := jobParams("wins", "q")
+	wins.ScheduledAt = &past
+	wins.Delay = time.Hour
+	insert(t, s, now, later, fixed, wins)
+	after := storeNow(t, s)
+
+	if j := getJob(t, s, "now"); j.State != engine.StateAvailable || j.ScheduledAt.After(after.Add(time.Second)) {
+		t.Fatalf("no delay: state %s scheduled_at %v (now %v)", j.State, j.ScheduledAt, after)
+	}
+	j := getJob(t, s, "later")
+	if j.State != engine.StateScheduled {
+		t.Fatalf("delay 1h: state %s, want scheduled", j.State)
+	}
+	if j.ScheduledAt.Before(before.Add(time.Hour-time.Second)) || j.ScheduledAt.After(after.Add(time.Hour+time.Second)) {
+		t.Fatalf("delay 1h: scheduled_at %v, want about %v", j.ScheduledAt, before.Add(time.Hour))
+	}
+	j = getJob(t, s, "fixed")
+	if j.State != engine.StateScheduled || j.ScheduledAt.Sub(at).Abs() > time.Millisecond {
+		t.Fatalf("scheduled_at given: state %s at %v, want scheduled at %v", j.State, j.ScheduledAt, at)
+	}
+	if j := getJob(t, s, "wins"); j.State != engine.StateAvailable {
+		t.Fatalf("ScheduledAt in the past with a Delay: state %s, want available (ScheduledAt wins)", j.State)
+	}
+	// Nothing scheduled is claimable.
+	if js := claim(t, s, "q", "w", 10); !slices.Equal(sortedIDs(js), []string{"now", "wins"}) {
+		t.Fatalf("claimed %v, want [now wins]", ids(js))
+	}
+}
+
+func sortedIDs(js []*engine.Job) []string {
+	out := ids(js)
+	slices.Sort(out)
+	return out
+}
+
+func testGetByID(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ctx := context.Background()
+	p := jobParams("g", "q")
+	p.Payload = json.RawMessage(`{"id":"g","nested":{"b":[1,2,{"c":null}]},"s":"é\u00e9"}`)
+	insert(t, s, p)
+	j, err := s.JobGetByID(ctx, &engine.JobGetByIDParams{ID: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(j.Payload) != 0 {
+		t.Fatalf("payload returned without being asked: %s", j.Payload)
+	}
+	j, err = s.JobGetByID(ctx, &engine.JobGetByIDParams{ID: "g", IncludePayload: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !jsonEqual(j.Payload, p.Payload) {
+		t.Fatalf("payload %s, want %s", j.Payload, p.Payload)
+	}
+	if _, err := s.JobGetByID(ctx, &engine.JobGetByIDParams{ID: "missing"}); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("missing job: %v, want ErrNotFound", err)
+	}
+	if _, err := s.JobEventList(ctx, &engine.JobEventListParams{JobID: "g"}); err != nil {
+		t.Fatalf("events of a new job: %v", err)
+	}
+}
+
+func testClaimOrder(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	now := storeNow(t, s)
+	at := func(d time.Duration) *time.Time { x := now.Add(d); return &x }
+	mk := func(id string, prio int, sched *time.Time) *engine.JobInsertParams {
+		p := jobParams(id, "order")
+		p.Priority = prio
+		p.ScheduledAt = sched
+		return p
+	}
+	// Inserted out of order; expected claim order: lower priority value
+	// first, then earlier scheduled_at, then id.
+	insert(t, s,
+		mk("o-5", 2, at(-10*time.Minute)),
+		mk("o-2", 1, at(-3*time.Minute)),
+		mk("o-4", 1, at(-1*time.Minute)),
+		mk("o-1", 1, at(-3*time.Minute)),
+		mk("o-3", 1, at(-2*time.Minute)),
+	)
+	var got []string
+	for range 6 {
+		got = append(got, ids(claim(t, s, "order", "w", 1))...)
+	}
+	want := []string{"o-1", "o-2", "o-3", "o-4", "o-5"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("claim order %v, want %v (priority ascending, then scheduled_at, then id)", got, want)
+	}
+}
+
+func testClaimLimit(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	var ps []*engine.JobInsertParams
+	for i := range 5 {
+		ps = append(ps, jobParams(fmt.Sprintf("l-%d", i), "lim"))
+	}
+	ps = append(ps, jobParams("elsewhere", "other"))
+	insert(t, s, ps...)
+	first := claim(t, s, "lim", "w", 3)
+	if len(first) != 3 {
+		t.Fatalf("limit 3 claimed %d", len(first))
+	}
+	second := claim(t, s, "lim", "w", 10)
+	if len(second) != 2 {
+		t.Fatalf("then claimed %d, want the 2 left", len(second))
+	}
+	all := append(sortedIDs(first), sortedIDs(second)...)
+	slices.Sort(all)
+	if !slices.Equal(all, []string{"l-0", "l-1", "l-2", "l-3", "l-4"}) {
+		t.Fatalf("claimed %v", all)
+	}
+	if js := claim(t, s, "lim", "w", 10); len(js) != 0 {
+		t.Fatalf("empty queue claimed %v", ids(js))
+	}
+	if j := getJob(t, s, "elsewhere"); j.State != engine.StateAvailable || j.Fence != 0 {
+		t.Fatalf("a job of another queue was claimed: %s", describe(j))
+	}
+}
+
+func testClaimKindFilter(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	mk := func(id, kind string, v int) *engine.JobInsertParams {
+		p := jobParams(id, "kinds")
+		p.Kind, p.SchemaVersion = kind, v
+		return p
+	}
+	insert(t, s, mk("a1", "a", 1), mk("a3", "a", 3), mk("b1", "b", 1), mk("a2", "a", 2))
+	got := claimP(t, s, engine.JobClaimParams{Queue: "kinds", WorkerID: "w", Limit: 10, Kinds: map[string]int{"a": 2}}).Jobs
+	if !slices.Equal(sortedIDs(got), []string{"a1", "a2"}) {
+		t.Fatalf("kinds {a:2} claimed %v, want [a1 a2]", ids(got))
+	}
+	for _, id := range []string{"a3", "b1"} {
+		if j := getJob(t, s, id); j.State != engine.StateAvailable || j.Fence != 0 || j.AttemptedAt != nil {
+			t.Fatalf("job %s was touched by a worker that cannot run it: %s", id, describe(j))
+		}
+	}
+	got = claimP(t, s, engine.JobClaimParams{Queue: "kinds", WorkerID: "w", Limit: 10, Kinds: map[string]int{"a": 3, "b": 1}}).Jobs
+	if !slices.Equal(sortedIDs(got), []string{"a3", "b1"}) {
+		t.Fatalf("kinds {a:3 b:1} claimed %v, want [a3 b1]", ids(got))
+	}
+}
+
+// makeSuspect runs a job once and crashes it, then makes it due again.
+func makeSuspect(t testing.TB, s engine.Store, p *engine.JobInsertParams) {
+	t.Helper()
+	insert(t, s, p)
+	js := claimP(t, s, engine.JobClaimParams{Queue: p.Queue, WorkerID: "w-crash", Limit: 1, Suspects: 1,
+		Kinds: map[string]int{p.Kind: p.SchemaVersion}}).Jobs
+	if len(js) != 1 || js[0].ID != p.ID {
+		t.Fatalf("claim %s: got %v", p.ID, ids(js))
+	}
+	finish(t, s, engine.JobFinishParams{JobRef: refOf(js[0]), To: engine.StateRetryable, Charge: engine.ChargeCrash,
+		Event: engine.EventCrashed, Error: &engine.AttemptError{Crash: true, Message: "panic: made suspect"}})
+	scheduleDue(t, s)
+	if j := getJob(t, s, p.ID); j.State != engine.StateAvailable || j.CrashAttempt != 1 {
+		t.Fatalf("suspect %s: %s", p.ID, describe(j))
+	}
+}
+
+func testClaimSuspects(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	makeSuspect(t, s, jobParams("s-1", "sus"))
+	makeSuspect(t, s, jobParams("s-2", "sus"))
+	insert(t, s, jobParams("n-1", "sus"), jobParams("n-2", "sus"), jobParams("n-3", "sus"))
+
+	isSuspect := func(js []*engine.Job) int {
+		n := 0
+		for _, j := range js {
+			if strings.HasPrefix(j.ID, "s-") {
+				n++
+			}
+		}
+		return n
+	}
+	// The suspects are older, but a batch is filled with non-suspects first.
+	got := claimP(t, s, engine.JobClaimParams{Queue: "sus", WorkerID: "w", Limit: 1, Suspects: 1}).Jobs
+	if len(got) != 1 || isSuspect(got) != 0 {
+		t.Fatalf("limit 1, suspects 1: claimed %v, want one non-suspect", ids(got))
+	}
+	got = claimP(t, s, engine.JobClaimParams{Queue: "sus", WorkerID: "w", Limit: 10, Suspects: 0}).Jobs
+	if len(got) != 2 || isSuspect(got) != 0 {
+		t.Fatalf("suspects 0: claimed %v, want the 2 non-suspects left", ids(got))
+	}
+	got = claimP(t, s, engine.JobClaimParams{Queue: "sus", WorkerID: "w", Limit: 10, Suspects: 0}).Jobs
+	if len(got) != 0 {
+		t.Fatalf("suspects 0 with only suspects waiting: claimed %v", ids(got))
+	}
+	got = claimP(t, s, engine.JobClaimParams{Queue: "sus", WorkerID: "w", Limit: 10, Suspects: 1}).Jobs
+	if len(got) != 1 || isSuspect(got) != 1 {
+		t.Fatalf("suspects 1: claimed %v, want exactly one suspect", ids(got))
+	}
+	got = claimP(t, s, engine.JobClaimParams{Queue: "sus", WorkerID: "w", Limit: 10, Suspects: 1}).Jobs
+	if len(got) != 1 || isSuspect(got) != 1 {
+		t.Fatalf("suspects 1 again: claimed %v, want the other suspect", ids(got))
+	}
+}
+
+func testFenceAndLease(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	insert(t, s, jobParams("f", "fq"))
+	var last *engine.Job
+	step := func(what string, state engine.State, fence int64) *engine.Job {
+		t.Helper()
+		j := getJob(t, s, "f")
+		if j.State != state || j.Fence != fence {
+			t.Fatalf("after %s: state %s fence %d, want %s fence %d", what, j.State, j.Fence, state, fence)
+		}
+		checkLease(t, j)
+		if last != nil {
+			if j.Version <= last.Version {
+				t.Fatalf("after %s: version %d, was %d: every write must bump it", what, j.Version, last.Version)
+			}
+			if j.StateChangedAt.Before(last.StateChangedAt) {
+				t.Fatalf("after %s: state_changed_at went back", what)
+			}
+		}
+		last = j
+		return j
+	}
+	step("insert", engine.StateAvailable, 0)
+
+	c := claimOne(t, s, "fq", "f")
+	if c.Fence != 1 || c.Lease.Fence != 1 {
+		t.Fatalf("claim returned fence %d lease fence %d, want 1", c.Fence, c.Lease.Fence)
+	}
+	j := step("claim 1", engine.StateRunning, 1)
+	if !reflect.DeepEqual(j.Lease, c.Lease) {
+		t.Fatalf("stored lease %+v, claim returned %+v", j.Lease, c.Lease)
+	}
+	if !j.Lease.ExpiresAt.After(storeNow(t, s).Add(30 * time.Minute)) {
+		t.Fatalf("lease expires %v, want about an hour from now", j.Lease.ExpiresAt)
+	}
+	if j.AttemptedAt == nil || j.AttemptedBy != "w-test" {
+		t.Fatalf("attempted_at %v by %q", j.AttemptedAt, j.AttemptedBy)
+	}
+	finish(t, s, engine.JobFinishParams{JobRef: refOf(c), To: engine.StateRetryable, Charge: engine.ChargeAttempt,
+		Event: engine.EventFailed, Error: &engine.AttemptError{Message: "boom"}})
+	j = step("error", engine.StateRetryable, 1)
+	if j.AttemptedBy != "w-test" || j.AttemptedAt == nil {
+		t.Fatalf("attempted_by/at not kept after the lease cleared: %q %v", j.AttemptedBy, j.AttemptedAt)
+	}
+	scheduleDue(t, s)
+	step("due", engine.StateAvailable, 1)
+
+	c = claimOne(t, s, "fq", "f")
+	step("claim 2", engine.StateRunning, 2)
+	finish(t, s, engine.JobFinishParams{JobRef: refOf(c), To: engine.StateScheduled, Event: engine.EventSnoozed})
+	step("snooze", engine.StateScheduled, 2)
+	scheduleDue(t, s)
+	step("due", engine.StateAvailable, 2)
+
+	c = claimOne(t, s, "fq", "f")
+	step("claim 3", engine.StateRunning, 3)
+	finish(t, s, engine.JobFinishParams{JobRef: refOf(c), To: engine.StateAvailable, Event: engine.EventLeaseLost})
+	step("release", engine.StateAvailable, 3)
+
+	c = claimOne(t, s, "fq", "f")
+	step("claim 4", engine.StateRunning, 4)
+	res, err := s.JobCompleteMany(context.Background(), &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{{JobRef: refOf(c)}}})
+	if err != nil || len(res) != 1 || res[0] != nil {
+		t.Fatalf("complete: %v %v", res, err)
+	}
+	j = step("success", engine.StateCompleted, 4)
+	if j.FinalizedAt == nil || j.Attempt != 1 {
+		t.Fatalf("completed: finalized_at %v attempt %d", j.FinalizedAt, j.Attempt)
+	}
+}
+
+func testCompleteMany(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ctx := context.Background()
+	insert(t, s, jobParams("c1", "cq"), jobParams("c2", "cq"), jobParams("c3", "cq"), jobParams("c4", "cq"))
+	js := claim(t, s, "cq", "w", 4)
+	if len(js) != 4 {
+		t.Fatalf("claimed %d", len(js))
+	}
+	byID := map[string]*engine.Job{}
+	for _, j := range js {
+		byID[j.ID] = j
+	}
+	c2before := getJob(t, s, "c2")
+	c3before := getJob(t, s, "c3")
+	badFence := refOf(byID["c2"])
+	badFence.Fence++
+	badLease := refOf(byID["c3"])
+	badLease.LeaseID = "not-the-lease"
+	items := []engine.JobCompleteItem{
+		{JobRef: refOf(byID["c1"])},
+		{JobRef: badFence},
+		{JobRef: badLease},
+		{JobRef: refOf(byID["c4"]), Delete: true},
+		{JobRef: engine.JobRef{ID: "nope", LeaseID: "x", Fence: 1}},
+	}
+	res, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: items})
+	if err != nil {
+		t.Fatalf("JobCompleteMany: %v", err)
+	}
+	if len(res) != len(items) {
+		t.Fatalf("%d results for %d items", len(res), len(items))
+	}
+	if res[0] != nil || res[3] != nil {
+		t.Fatalf("good items refused: %v", res)
+	}
+	if !errors.Is(res[1], engine.ErrLeaseLost) || !errors.Is(res[2], engine.ErrLeaseLost) {
+		t.Fatalf("stale fence: %v; other lease: %v; want ErrLeaseLost", res[1], res[2])
+	}
+	if !errors.Is(res[4], engine.ErrLeaseLost) && !errors.Is(res[4], engine.ErrNotFound) {
+		t.Fatalf("missing job: %v, want ErrLeaseLost or ErrNotFound", res[4])
+	}
+	c1 := getJob(t, s, "c1")
+	if c1.State != engine.StateCompleted || c1.FinalizedAt == nil || c1.Attempt != 0 || c1.Fence != 1 {
+		t.Fatalf("c1: %s", describe(c1))
+	}
+	checkLease(t, c1)
+	if !gone(s, "c4") {
+		t.Fatal("c4 completed with Delete but its row is still there")
+	}
+	if c2 := getJob(t, s, "c2"); !reflect.DeepEqual(c2, c2before) {
+		t.Fatalf("a refused item changed c2:\nbefore %+v\nafter  %+v", c2before, c2)
+	}
+	if c3 := getJob(t, s, "c3"); !reflect.DeepEqual(c3, c3before) {
+		t.Fatalf("a refused item changed c3:\nbefore %+v\nafter  %+v", c3before, c3)
+	}
+	// Completing twice: the lease is gone.
+	res, err = s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: items[:1]})
+	if err != nil || len(res) != 1 || !errors.Is(res[0], engine.ErrLeaseLost) {
+		t.Fatalf("second completion of c1: %v %v, want ErrLeaseLost", res, err)
+	}
+}
+
+// finishRow is one non-success row of the transition table, written
+// through JobFinish.
+type finishRow struct {
+	name   string
+	params func(ref engine.JobRef) engine.JobFinishParams
+	// want is the state after; StateDeleted when the row is gone.
+	want    engine.State
+	reason  engine.TerminalReason
+	attempt int
+	crash   int
+	errs    int
+	// future: scheduled_at is about an hour ahead.
+	future bool
+}
+
+func testFinishRows(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ctx := context.Background()
+	errMsg := func(m string) *engine.AttemptError { return &engine.AttemptError{Message: m, Trace: "trace of " + m} }
+	rows := []finishRow{
+		{name: "retryable", want: engine.StateRetryable, attempt: 1, errs: 1, future: true,
+			params: func(r engine.JobRef) engine.JobFinishParams {
+				return engine.JobFinishParams{JobRef: r, To: engine.StateRetryable, Charge: engine.ChargeAttempt,
+					Delay: time.Hour, Error: errMsg("boom"), Event: engine.EventFailed}
+			}},
+		{name: "attempts-exhausted", want: engine.StateArchived, reason: engine.ReasonAttemptsExhausted, attempt: 1, errs: 1,
+			params: func(r engine.JobRef) engine.JobFinishParams {
+				return engine.JobFinishParams{JobRef: r, To: engine.StateArchived, Reason: engine.ReasonAttemptsExhausted,
+					Charge: engine.ChargeAttempt, Error: errMsg("last"), Event: engine.EventArchived}
+			}},
+		{name: "skipped", want: engine.StateArchived, reason: engine.ReasonSkipped, errs: 1,
+			params: func(r engine.JobRef) engine.JobFinishParams {
+				return engine.JobFinishParams{JobRef: r, To: engine.StateArchived, Reason: engine.ReasonSkipped,
+					Error: errMsg("skipped: no"), Event: engine.EventArchived}
+			}},
+		{name: "deadline-exceeded", want: engine.StateArchived, reason: engine.ReasonDeadlineExceeded, errs: 1,
+			params: func(r engine.JobRef) engine.JobFinishParams {
+				return engine.JobFinishParams{JobRef: r, To: engine.StateArchived, Reason: engine.ReasonDeadlineExceeded,
+					Error: errMsg("deadline passed"), Event: engine.EventArchived}
+			}},
+		{name: "undecodable", want: engine.StateUndecodable, reason: engine.ReasonUndecodable, errs: 1,
+			params: func(r engine.JobRef) engine.JobFinishParams {
+				return engine.JobFinishParams{JobRef: r, To: engine.StateUndecodable, Reason: engine.ReasonUndecodable,
+					Error: errMsg("no upcaster"), Event: engine.EventUndecodable}
+			}},
+		{name: "revoke", want: engine.StateDeleted,
+			params: func(r engine.JobRef) engine.JobFinishParams {
+				return engine.JobFinishParams{JobRef: r, To: engine.StateDeleted}
+			}},
+		{name: "snooze", want: engine.StateScheduled, future: true,
+			params: func(r engine.JobRef) engine.JobFinishParams {
+				return engine.JobFinishParams{JobRef: r, To: engine.StateScheduled, Delay: time.Hour, Event: engine.EventSnoozed}
+			}},
+		{name: "shutdown", want: engine.StateAvailable,
+			params: func(r engine.JobRef) engine.JobFinishParams {
+				return engine.JobFinishParams{JobRef: r, To: engine.StateAvailable, Event: engine.EventShutdown}
+			}},
+		{name: "lease-lost", want: engine.StateAvailable,
+			params: func(r engine.JobRef) engine.JobFinishParams {
+				return engine.JobFinishParams{JobRef: r, To: engine.StateAvailable, Event: engine.EventLeaseLost}
+			}},
+		{name: "crash", want: engine.StateRetryable, crash: 1, errs: 1, future: true,
+			params: func(r engine.JobRef) engine.JobFinishParams {
+				return engine.JobFinishParams{JobRef: r, To: engine.StateRetryable, Charge: engine.ChargeCrash, Delay: time.Hour,
+					Error: &engine.AttemptError{Crash: true, Message: "panic: x", Trace: "goroutine 1 [running]:\npanic(...)"},
+					Event: engine.EventCrashed}
+			}},
+	}
+	for _, row := range rows {
+		id := "fin-" + row.name
+		c := running(t, s, id)
+		before := getJob(t, s, id)
+		p := row.params(refOf(c))
+		p.Actor, p.Message = "w-test", "outcome "+row.name
+
+		// A stale fence changes nothing.
+		stale := p
+		stale.Fence--
+		if _, err := s.JobFinish(ctx, &stale); !errors.Is(err, engine.ErrLeaseLost) {
+			t.Fatalf("%s with a stale fence: %v, want ErrLeaseLost", row.name, err)
+		}
+		if j := getJob(t, s, id); !reflect.DeepEqual(j, before) {
+			t.Fatalf("%s: a refused JobFinish changed the job", row.name)
+		}
+
+		now := storeNow(t, s)
+		written, err := s.JobFinish(ctx, &p)
+		if err != nil {
+			t.Fatalf("%s: JobFinish: %v", row.name, err)
+		}
+		if row.want == engine.StateDeleted {
+			if written != nil {
+				t.Fatalf("%s: JobFinish returned %s for a deleted job", row.name, describe(written))
+			}
+			if !gone(s, id) {
+				t.Fatalf("%s: the row is still there", row.name)
+			}
+			continue
+		}
+		j := getJob(t, s, id)
+		if written == nil || written.State != j.State || written.Version != j.Version {
+			t.Fatalf("%s: JobFinish returned %s, stored %s", row.name, describe(written), describe(j))
+		}
+		if j.State != row.want || j.TerminalReason != row.reason || j.Attempt != row.attempt || j.CrashAttempt != row.crash {
+			t.Fatalf("%s: %s, want state=%s reason=%q attempt=%d crash=%d", row.name, describe(j), row.want, row.reason, row.attempt, row.crash)
+		}
+		if j.Fence != 1 || j.MaxAttempts != before.MaxAttempts {
+			t.Fatalf("%s: fence %d max_attempts %d changed", row.name, j.Fence, j.MaxAttempts)
+		}
+		checkLease(t, j)
+		if j.State.Terminal() != (j.FinalizedAt != nil) {
+			t.Fatalf("%s: finalized_at %v for a %s job", row.name, j.FinalizedAt, j.State)
+		}
+		if row.future && j.ScheduledAt.Before(now.Add(59*time.Minute)) {
+			t.Fatalf("%s: scheduled_at %v, want about an hour after %v", row.name, j.ScheduledAt, now)
+		}
+		if len(j.Errors) != row.errs {
+			t.Fatalf("%s: %d errors, want %d: %+v", row.name, len(j.Errors), row.errs, j.Errors)
+		}
+		if row.errs == 1 {
+			e := j.Errors[0]
+			if e.Message != p.Error.Message || e.Trace != p.Error.Trace || e.Crash != p.Error.Crash {
+				t.Fatalf("%s: error %+v, want %+v", row.name, e, *p.Error)
+			}
+			if e.At.IsZero() || e.At.Before(now.Add(-time.Second)) {
+				t.Fatalf("%s: error at %v (store now %v)", row.name, e.At, now)
+			}
+			if e.Attempt != 1 {
+				t.Fatalf("%s: error of the first attempt numbered %d, want 1", row.name, e.Attempt)
+			}
+		}
+		ev := events(t, s, id)
+		if len(ev) == 0 {
+			t.Fatalf("%s: no event written", row.name)
+		}
+		last := ev[len(ev)-1]
+		if last.Kind != p.Event || last.To != row.want || last.From != engine.StateRunning || last.Actor != "w-test" || last.JobID != id {
+			t.Fatalf("%s: last event %+v, want %s running→%s by w-test", row.name, last, p.Event, row.want)
+		}
+		if last.At.IsZero() {
+			t.Fatalf("%s: event without a time", row.name)
+		}
+		// The lease is gone: a second write is refused.
+		if _, err := s.JobFinish(ctx, &p); !errors.Is(err, engine.ErrLeaseLost) {
+			t.Fatalf("%s written twice: %v, want ErrLeaseLost", row.name, err)
+		}
+	}
+}
+
+func testFinishQuarantine(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ctx := context.Background()
+	const fp = "fp-poison"
+	same := func(id, queue string) *engine.JobInsertParams {
+		p := jobParams(id, queue)
+		p.Payload = json.RawMessage(`{"poison":true}`)
+		p.Fingerprint = fp
+		return p
+	}
+	// X runs and crashes; Y waits (available), Z waits (scheduled); R runs
+	// elsewhere; C completed before; O waits with another fingerprint.
+	insert(t, s, same("x", "qx"))
+	x := claimOne(t, s, "qx", "x")
+	insert(t, s, same("r", "qr"))
+	r := claimOne(t, s, "qr", "r")
+	insert(t, s, same("c", "qc"))
+	c := claimOne(t, s, "qc", "c")
+	if res, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{{JobRef: refOf(c)}}}); err != nil || res[0] != nil {
+		t.Fatalf("complete c: %v %v", res, err)
+	}
+	z := same("z", "qw")
+	z.Delay = time.Hour
+	insert(t, s, same("y", "qw"), z, jobParams("o", "qw"))
+
+	finish(t, s, engine.JobFinishParams{JobRef: refOf(x), To: engine.StateQuarantined, Reason: engine.ReasonQuarantined,
+		Charge: engine.ChargeCrash, Quarantine: true, Event: engine.EventQuarantined, Actor: "w-test",
+		Error: &engine.AttemptError{Crash: true, Message: "panic: poison pill", Trace: "goroutine 7 [running]"}})
+
+	xj := getJob(t, s, "x")
+	if xj.State != engine.StateQuarantined || xj.TerminalReason != engine.ReasonQuarantined || xj.CrashAttempt != 1 || xj.Attempt != 0 || xj.FinalizedAt == nil {
+		t.Fatalf("x: %s", describe(xj))
+	}
+	checkLease(t, xj)
+	rec, err := s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: fp})
+	if err != nil {
+		t.Fatalf("FingerprintGet: %v", err)
+	}
+	if rec.Fingerprint != fp || rec.Status != engine.FingerprintQuarantined || rec.Kind != "k" || rec.Crashes != 1 ||
+		!strings.Contains(rec.LastError, "poison pill") || rec.LastJobID != "x" || rec.Since.IsZero() {
+		t.Fatalf("quarantine record %+v", rec)
+	}
+	if rec.Held != 3 {
+		t.Fatalf("record holds %d jobs, want 3 (x, and the waiting y and z)", rec.Held)
+	}
+	for _, id := range []string{"y", "z"} {
+		if j := getJob(t, s, id); j.State != engine.StateQuarantined || j.CrashAttempt != 0 {
+			t.Fatalf("waiting sibling %s not held: %s", id, describe(j))
+		}
+	}
+	if j := getJob(t, s, "r"); j.State != engine.StateRunning || j.Fence != r.Fence {
+		t.Fatalf("running sibling r must finish undisturbed: %s", describe(j))
+	}
+	if j := getJob(t, s, "c"); j.State != engine.StateCompleted {
+		t.Fatalf("terminal sibling c changed: %s", describe(j))
+	}
+	if j := getJob(t, s, "o"); j.State != engine.StateAvailable {
+		t.Fatalf("another fingerprint's job changed: %s", describe(j))
+	}
+	if js := claim(t, s, "qw", "w", 10); !slices.Equal(ids(js), []string{"o"}) {
+		t.Fatalf("claim on qw took %v, want only o", ids(js))
+	}
+	list, err := s.FingerprintList(ctx, &engine.FingerprintListParams{Limit: 10})
+	if err != nil || len(list) != 1 || list[0].Fingerprint != fp || list[0].Status != engine.FingerprintQuarantined {
+		t.Fatalf("FingerprintList: %v %v", list, err)
+	}
+	res, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: []*engine.JobInsertParams{same("n", "qw")}})
+	if err != nil || !errors.Is(res[0].Err, engine.ErrQuarantined) {
+		t.Fatalf("insert of a quarantined fingerprint: %v %v, want ErrQuarantined", res, err)
+	}
+	if !gone(s, "n") {
+		t.Fatal("a refused job was stored")
+	}
+
+	// Release: held jobs back to available with crash counters reset; the
+	// record stays, on probation.
+	n, err := s.FingerprintRelease(ctx, &engine.FingerprintReleaseParams{Fingerprint: fp, Actor: "ops"})
+	if err != nil || n != 3 {
+		t.Fatalf("FingerprintRelease: %d %v, want 3", n, err)
+	}
+	for _, id := range []string{"x", "y", "z"} {
+		j := getJob(t, s, id)
+		if j.State != engine.StateAvailable || j.CrashAttempt != 0 || j.TerminalReason != "" || j.FinalizedAt != nil {
+			t.Fatalf("released %s: %s finalized_at %v", id, describe(j), j.FinalizedAt)
+		}
+		checkLease(t, j)
+	}
+	if j := getJob(t, s, "x"); len(j.Errors) != 1 {
+		t.Fatalf("release dropped x's errors: %+v", j.Errors)
+	}
+	rec, err = s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: fp})
+	if err != nil || rec.Status != engine.FingerprintProbation || rec.Held != 0 {
+		t.Fatalf("after release: %+v %v, want probation holding none", rec, err)
+	}
+	insert(t, s, same("n", "qw")) // enqueues are accepted again
+
+	// On probation the engine quarantines at the next crash.
+	x = claimOne(t, s, "qx", "x")
+	finish(t, s, engine.JobFinishParams{JobRef: refOf(x), To: engine.StateQuarantined, Reason: engine.ReasonQuarantined,
+		Charge: engine.ChargeCrash, Quarantine: true, Event: engine.EventQuarantined,
+		Error: &engine.AttemptError{Crash: true, Message: "panic: again"}})
+	rec, err = s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: fp})
+	if err != nil || rec.Status != engine.FingerprintQuarantined || rec.Crashes != 2 || !strings.Contains(rec.LastError, "again") {
+		t.Fatalf("quarantined again: %+v %v", rec, err)
+	}
+	n, err = s.FingerprintRelease(ctx, &engine.FingerprintReleaseParams{Fingerprint: fp, Actor: "ops"})
+	if err != nil || n != 4 {
+		t.Fatalf("second release: %d %v, want 4 (x y z n)", n, err)
+	}
+	// A completion ends probation.
+	js := claim(t, s, "qx", "w", 1)
+	if len(js) != 1 {
+		t.Fatalf("claim x after release: %v", ids(js))
+	}
+	if res, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{{JobRef: refOf(js[0])}}}); err != nil || res[0] != nil {
+		t.Fatalf("complete x: %v %v", res, err)
+	}
+	rec, err = s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: fp})
+	if err == nil && rec.Status == engine.FingerprintProbation {
+		t.Fatalf("a completion did not end probation: %+v", rec)
+	}
+	if err != nil && !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("FingerprintGet: %v", err)
+	}
+	if _, err := s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: "fp-none"}); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("unknown fingerprint: %v, want ErrNotFound", err)
+	}
+}
+
+func testErrorsCapped(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	p := jobParams("e", "eq")
+	p.MaxAttempts = 1000
+	insert(t, s, p)
+	const n = engine.MaxKeptErrors + 5
+	for i := range n {
+		c := claimOne(t, s, "eq", "e")
+		crash := i%5 == 4
+		fp := engine.JobFinishParams{JobRef: refOf(c), To: engine.StateRetryable, Event: engine.EventFailed,
+			Error: &engine.AttemptError{Message: fmt.Sprintf("e%d", i), Crash: crash}}
+		if crash {
+			fp.Charge, fp.Event, fp.Error.Trace = engine.ChargeCrash, engine.EventCrashed, fmt.Sprintf("trace %d", i)
+		} else {
+			fp.Charge = engine.ChargeAttempt
+		}
+		finish(t, s, fp)
+		scheduleDue(t, s)
+		if i < engine.MaxKeptErrors {
+			if got := len(getJob(t, s, "e").Errors); got != i+1 {
+				t.Fatalf("after %d failures: %d errors", i+1, got)
+			}
+		}
+	}
+	j := getJob(t, s, "e")
+	if len(j.Errors) != engine.MaxKeptErrors {
+		t.Fatalf("%d errors kept, want %d", len(j.Errors), engine.MaxKeptErrors)
+	}
+	want := []int{0}
+	for i := n - (engine.MaxKeptErrors - 1); i < n; i++ {
+		want = append(want, i)
+	}
+	for k, e := range j.Errors {
+		i := want[k]
+		if e.Message != fmt.Sprintf("e%d", i) || e.Crash != (i%5 == 4) {
+			t.Fatalf("error %d is %+v, want e%d (the first and the latest are kept)", k, e, i)
+		}
+		if e.Crash && e.Trace != fmt.Sprintf("trace %d", i) {
+			t.Fatalf("crash error %d lost its trace: %+v", k, e)
+		}
+	}
+	if j.CrashAttempt != 5 || j.Attempt != n-5 {
+		t.Fatalf("counters: %s, want attempt %d crash 5", describe(j), n-5)
+	}
+}
+
+func testLeaseRenew(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ctx := context.Background()
+	insert(t, s, jobParams("a", "lq"), jobParams("b", "lq"))
+	js := claimP(t, s, engine.JobClaimParams{Queue: "lq", WorkerID: "w", Limit: 2, LeaseDuration: time.Minute}).Jobs
+	if len(js) != 2 {
+		t.Fatalf("claimed %v", ids(js))
+	}
+	old := js[0].Lease.ExpiresAt
+	bad := refOf(js[1])
+	bad.Fence++
+	res, err := s.JobLeaseRenew(ctx, &engine.JobLeaseRenewParams{
+		Items: []engine.JobRef{refOf(js[0]), bad, {ID: js[1].ID, LeaseID: "other", Fence: js[1].Fence}}, LeaseDuration: time.Hour})
+	if err != nil || len(res) != 3 {
+		t.Fatalf("JobLeaseRenew: %v %v", res, err)
+	}
+	if res[0] != nil || !errors.Is(res[1], engine.ErrLeaseLost) || !errors.Is(res[2], engine.ErrLeaseLost) {
+		t.Fatalf("renew results %v, want [nil ErrLeaseLost ErrLeaseLost]", res)
+	}
+	j := getJob(t, s, js[0].ID)
+	if !j.Lease.ExpiresAt.After(old.Add(50 * time.Minute)) {
+		t.Fatalf("lease expires %v, was %v: not extended by an hour", j.Lease.ExpiresAt, old)
+	}
+	if j.Lease.ID != js[0].Lease.ID || j.Fence != js[0].Fence {
+		t.Fatalf("renewal changed the lease: %+v", j.Lease)
+	}
+	if j2 := getJob(t, s, js[1].ID); !j2.Lease.ExpiresAt.Equal(js[1].Lease.ExpiresAt) {
+		t.Fatalf("a refused renewal extended the lease")
+	}
+	// A finished job's lease cannot be renewed.
+	finish(t, s, engine.JobFinishParams{JobRef: refOf(js[0]), To: engine.StateAvailable, Event: engine.EventLeaseLost})
+	res, err = s.JobLeaseRenew(ctx, &engine.JobLeaseRenewParams{Items: []engine.JobRef{refOf(js[0])}, LeaseDuration: time.Hour})
+	if err != nil || len(res) != 1 || !errors.Is(res[0], engine.ErrLeaseLost) {
+		t.Fatalf("renewal of a released job: %v %v, want ErrLeaseLost", res, err)
+	}
+}
+
+func testExpiredLeases(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ctx := context.Background()
+	beat := func(id string, ttl time.Duration) {
+		t.Helper()
+		if err := s.WorkerHeartbeat(ctx, &engine.WorkerHeartbeatParams{ID: id, Host: "h", PID: 1, Queues: []string{"x"}, TTL: ttl}); err != nil {
+			t.Fatalf("WorkerHeartbeat: %v", err)
+		}
+	}
+	beat("w-alive", time.Hour)
+	beat("w-short", 100*time.Millisecond)
+	for _, c := range []struct {
+		id, worker string
+		lease      time.Duration
+	}{{"e-dead", "w-dead", 50 * time.Millisecond}, {"e-alive", "w-alive", 50 * time.Millisecond},
+		{"e-short", "w-short", 50 * time.Millisecond}, {"e-long", "w-alive", time.Hour}} {
+		insert(t, s, jobParams(c.id, "q-"+c.id))
+		js := claimP(t, s, engine.JobClaimParams{Queue: "q-" + c.id, WorkerID: c.worker, Limit: 1, LeaseDuration: c.lease}).Jobs
+		if len(js) != 1 {
+			t.Fatalf("claim %s: %v", c.id, ids(js))
+		}
+	}
+	list := func() map[string]bool {
+		t.Helper()
+		xs, err := s.JobListExpiredLeases(ctx, &engine.JobListExpiredLeasesParams{Limit: 100})
+		if err != nil {
+			t.Fatalf("JobListExpiredLeases: %v", err)
+		}
+		m := map[string]bool{}
+		for _, x := range xs {
+			if x.Job == nil || x.Job.Lease == nil || x.Job.State != engine.StateRunning {
+				t.Fatalf("expired lease entry without a running leased job: %+v", x)
+			}
+			m[x.Job.ID] = x.WorkerAlive
+		}
+		return m
+	}
+	var m map[string]bool
+	eventually(t, waitLong, func() bool {
+		m = list()
+		return len(m) == 3 && !m["e-short"]
+	}, "three expired leases, w-short's heartbeat expired (last %v)", m)
+	if _, ok := m["e-long"]; ok {
+		t.Fatal("an unexpired lease is listed")
+	}
+	if alive, ok := m["e-dead"]; !ok || alive {
+		t.Fatalf("e-dead: listed %v alive %v, want listed and not alive", ok, alive)
+	}
+	if !m["e-alive"] {
+		t.Fatal("e-alive: its worker heartbeats, WorkerAlive must be true")
+	}
+	xs, err := s.JobListExpiredLeases(ctx, &engine.JobListExpiredLeasesParams{Limit: 1})
+	if err != nil || len(xs) != 1 {
+		t.Fatalf("limit 1: %d entries, %v", len(xs), err)
+	}
+	if err := s.WorkerDelete(ctx, &engine.WorkerDeleteParams{ID: "w-alive"}); err != nil {
+		t.Fatalf("WorkerDelete: %v", err)
+	}
+	if m = list(); m["e-alive"] {
+		t.Fatal("worker deleted but still reported alive")
+	}
+	beat("w-dead", time.Hour)
+	if m = list(); !m["e-dead"] {
+		t.Fatal("worker heartbeats again but is reported dead")
+	}
+}
+
+func testScheduleDue(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	soon := jobParams("soon", "sd1")
+	soon.Delay = 100 * time.Millisecond
+	late := jobParams("late", "sd2")
+	late.Delay = time.Hour
+	insert(t, s, soon, late)
+	if j := getJob(t, s, "soon"); j.State != engine.StateScheduled {
+		t.Fatalf("soon: %s", describe(j))
+	}
+	var got []string
+	eventually(t, waitLong, func() bool {
+		got = append(got, scheduleDue(t, s)...)
+		return slices.Contains(got, "sd1")
+	}, "JobScheduleDue to report queue sd1")
+	if slices.Contains(got, "sd2") {
+		t.Fatalf("queues %v: sd2 has no due work", got)
+	}
+	if j := getJob(t, s, "soon"); j.State != engine.StateAvailable {
+		t.Fatalf("soon after due: %s", describe(j))
+	}
+	if j := getJob(t, s, "late"); j.State != engine.StateScheduled {
+		t.Fatalf("late: %s", describe(j))
+	}
+	if qs := scheduleDue(t, s); len(qs) != 0 {
+		t.Fatalf("nothing due, yet JobScheduleDue reports %v", qs)
+	}
+}
+
+func testDeleteExpired(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ctx := context.Background()
+	insert(t, s, jobParams("ra-completed", "ra"), jobParams("ra-archived", "ra"), jobParams("rb-completed", "rb"))
+	js := claim(t, s, "ra", "w", 2)
+	js = append(js, claim(t, s, "rb", "w", 1)...)
+	for _, j := range js {
+		if strings.HasSuffix(j.ID, "completed") {
+			if res, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{{JobRef: refOf(j)}}}); err != nil || res[0] != nil {
+				t.Fatalf("complete %s: %v %v", j.ID, res, err)
+			}
+		} else {
+			finish(t, s, engine.JobFinishParams{JobRef: refOf(j), To: engine.StateArchived, Reason: engine.ReasonSkipped, Event: engine.EventArchived})
+		}
+	}
+	avail := jobParams("ra-available", "ra")
+	insert(t, s, avail)
+	del := func(p engine.JobDeleteExpiredParams) int {
+		t.Helper()
+		if p.Limit == 0 {
+			p.Limit = 100
+		}
+		n, err := s.JobDeleteExpired(ctx, &p)
+		if err != nil {
+			t.Fatalf("JobDeleteExpired: %v", err)
+		}
+		return n
+	}
+	present := func(want ...string) {
+		t.Helper()
+		for _, id := range []string{"ra-completed", "ra-archived", "rb-completed", "ra-available"} {
+			if gone(s, id) == slices.Contains(want, id) {
+				t.Fatalf("job %s: present %v, want %v", id, !gone(s, id), slices.Contains(want, id))
+			}
+		}
+	}
+	// completed: 0 everywhere but rb, which keeps them an hour; archived
+	// has no retention: kept forever.
+	if n := del(engine.JobDeleteExpiredParams{
+		Retention:      map[engine.State]time.Duration{engine.StateCompleted: 0},
+		QueueRetention: map[string]map[engine.State]time.Duration{"rb": {engine.StateCompleted: time.Hour}},
+	}); n != 1 {
+		t.Fatalf("deleted %d, want 1 (ra-completed)", n)
+	}
+	present("ra-archived", "rb-completed", "ra-available")
+	if n := del(engine.JobDeleteExpiredParams{Retention: map[engine.State]time.Duration{engine.StateArchived: time.Hour}}); n != 0 {
+		t.Fatalf("archived kept an hour: deleted %d", n)
+	}
+	if n := del(engine.JobDeleteExpiredParams{Retention: map[engine.State]time.Duration{engine.StateArchived: 0, engine.StateAvailable: 0}}); n != 1 {
+		t.Fatalf("archived 0: deleted %d, want 1 (never a non-terminal job)", n)
+	}
+	present("rb-completed", "ra-available")
+	if n := del(engine.JobDeleteExpiredParams{
+		QueueRetention: map[string]map[engine.State]time.Duration{"rb": {engine.StateCompleted: 0}},
+	}); n != 1 {
+		t.Fatalf("queue override alone: deleted %d, want 1 (rb-completed)", n)
+	}
+	present("ra-available")
+}
+
+func testLeaderLease(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ctx := context.Background()
+	attempt := func(name, holder string, ttl time.Duration) bool {
+		t.Helper()
+		ok, err := s.LeaderAttempt(ctx, &engine.LeaderAttemptParams{Name: name, Holder: holder, TTL: ttl})
+		if err != nil {
+			t.Fatalf("LeaderAttempt(%s, %s): %v", name, holder, err)
+		}
+		return ok
+	}
+	resign := func(name, holder string) {
+		t.Helper()
+		if err := s.LeaderResign(ctx, &engine.LeaderResignParams{Name: name, Holder: holder}); err != nil {
+			t.Fatalf("LeaderResign(%s, %s): %v", name, holder, err)
+		}
+	}
+	if !attempt("t1", "h1", time.Hour) {
+		t.Fatal("h1 could not take a free lease")
+	}
+	if attempt("t1", "h2", time.Hour) {
+		t.Fatal("h2 took a lease h1 holds")
+	}
+	// h1 renews for a short while only; then it stops renewing.
+	if !attempt("t1", "h1", 100*time.Millisecond) {
+		t.Fatal("h1 could not renew its lease")
+	}
+	if !attempt("t2", "h2", time.Hour) {
+		t.Fatal("leases of different names are not independent")
+	}
+	eventually(t, waitLong, func() bool { return attempt("t1", "h2", time.Hour) }, "h2 to take t1 once h1's lease expired")
+	if attempt("t1", "h1", time.Hour) {
+		t.Fatal("h1 took t1 back while h2 holds it")
+	}
+	resign("t1", "h1") // not the holder: nothing changes
+	if attempt("t1", "h1", time.Hour) {
+		t.Fatal("a resign by a non-holder released the lease")
+	}
+	resign("t1", "h2")
+	if !attempt("t1", "h1", time.Hour) {
+		t.Fatal("h1 could not take t1 after h2 resigned")
+	}
+	if attempt("t2", "h1", time.Hour) {
+		t.Fatal("resigning t1 released t2")
+	}
+}

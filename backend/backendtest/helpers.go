@@ -1,0 +1,370 @@
+package backendtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// waitLong is the deadline of every wait in the suite: generous, since a
+// loaded 2-core machine under -race is slow, and a passing check never
+// waits for it.
+const waitLong = 20 * time.Second
+
+// eventually polls cond until it holds or timeout passes, then fails the
+// test with msg (a format and its arguments, optional).
+func eventually(t testing.TB, timeout time.Duration, cond func() bool, msg ...any) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	wait := 2 * time.Millisecond
+	for {
+		if cond() {
+			return
+		}
+		if time.Now().After(deadline) {
+			what := "condition"
+			if len(msg) > 0 {
+				if f, ok := msg[0].(string); ok {
+					what = fmt.Sprintf(f, msg[1:]...)
+				}
+			}
+			t.Fatalf("%s: not reached within %s", what, timeout)
+		}
+		time.Sleep(wait)
+		wait = min(wait*2, 25*time.Millisecond)
+	}
+}
+
+// fast returns an engine config with short intervals, so the suite runs in
+// seconds. queues get concurrency 4 unless changed by the caller.
+func fast(workerID string, queues ...string) engine.Config {
+	cfg := engine.Config{
+		WorkerID:            workerID,
+		LeaseDuration:       time.Second,
+		HeartbeatInterval:   100 * time.Millisecond,
+		PollInterval:        20 * time.Millisecond,
+		MaintenanceInterval: 25 * time.Millisecond,
+		CrashBackoff:        func(int) time.Duration { return 2 * time.Millisecond },
+		ShutdownTimeout:     3 * time.Second,
+		Queues:              map[string]engine.QueueConfig{},
+	}
+	for _, q := range queues {
+		cfg.Queues[q] = engine.QueueConfig{Concurrency: 4}
+	}
+	return cfg
+}
+
+// quickBackoff is a Kind.Backoff that retries almost at once.
+func quickBackoff(int) time.Duration { return 2 * time.Millisecond }
+
+// newEngine builds an engine over s with kinds registered. It is not
+// started.
+func newEngine(t testing.TB, s engine.Store, cfg engine.Config, kinds ...engine.Kind) *engine.Engine {
+	t.Helper()
+	e, err := engine.New(s, cfg)
+	if err != nil {
+		t.Fatalf("engine.New: %v", err)
+	}
+	for _, k := range kinds {
+		if k.Backoff == nil {
+			k.Backoff = quickBackoff
+		}
+		if err := e.Register(k); err != nil {
+			t.Fatalf("Register(%s): %v", k.Name, err)
+		}
+	}
+	return e
+}
+
+// start starts e and stops it when the test ends (before the store is
+// closed: cleanups run last-registered first).
+func start(t testing.TB, e *engine.Engine) *engine.Engine {
+	t.Helper()
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := e.Stop(ctx); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+	return e
+}
+
+// startEngine is newEngine then start.
+func startEngine(t testing.TB, s engine.Store, cfg engine.Config, kinds ...engine.Kind) *engine.Engine {
+	t.Helper()
+	return start(t, newEngine(t, s, cfg, kinds...))
+}
+
+func enqueue(t testing.TB, e *engine.Engine, p engine.EnqueueParams) *engine.Job {
+	t.Helper()
+	j, err := e.Enqueue(context.Background(), p)
+	if err != nil {
+		t.Fatalf("Enqueue(%s %s): %v", p.Kind, p.ID, err)
+	}
+	if j == nil {
+		t.Fatalf("Enqueue(%s %s): no job returned", p.Kind, p.ID)
+	}
+	return j
+}
+
+// getJob reads a job with its payload, failing the test on any error.
+func getJob(t testing.TB, s engine.Store, id string) *engine.Job {
+	t.Helper()
+	j, err := s.JobGetByID(context.Background(), &engine.JobGetByIDParams{ID: id, IncludePayload: true})
+	if err != nil {
+		t.Fatalf("JobGetByID(%s): %v", id, err)
+	}
+	return j
+}
+
+// tryJob reads a job; nil when the read failed.
+func tryJob(s engine.Store, id string) *engine.Job {
+	j, err := s.JobGetByID(context.Background(), &engine.JobGetByIDParams{ID: id})
+	if err != nil {
+		return nil
+	}
+	return j
+}
+
+// gone reports whether the job's row is deleted.
+func gone(s engine.Store, id string) bool {
+	_, err := s.JobGetByID(context.Background(), &engine.JobGetByIDParams{ID: id})
+	return errors.Is(err, engine.ErrNotFound)
+}
+
+// waitState waits until job id is in state, and returns it as read then.
+func waitState(t testing.TB, s engine.Store, id string, state engine.State) *engine.Job {
+	t.Helper()
+	var last *engine.Job
+	eventually(t, waitLong, func() bool {
+		last = tryJob(s, id)
+		return last != nil && last.State == state
+	}, "job %s to reach %s (last seen: %s)", id, state, describe(last))
+	return getJob(t, s, id)
+}
+
+func describe(j *engine.Job) string {
+	if j == nil {
+		return "<none>"
+	}
+	return fmt.Sprintf("state=%s attempt=%d crash=%d fence=%d reason=%q errors=%d",
+		j.State, j.Attempt, j.CrashAttempt, j.Fence, j.TerminalReason, len(j.Errors))
+}
+
+func events(t testing.TB, s engine.Store, id string) []engine.Event {
+	t.Helper()
+	ev, err := s.JobEventList(context.Background(), &engine.JobEventListParams{JobID: id})
+	if err != nil {
+		t.Fatalf("JobEventList(%s): %v", id, err)
+	}
+	return ev
+}
+
+func eventKinds(ev []engine.Event) []engine.EventKind {
+	out := make([]engine.EventKind, len(ev))
+	for i, e := range ev {
+		out[i] = e.Kind
+	}
+	return out
+}
+
+func hasEvent(ev []engine.Event, k engine.EventKind) bool {
+	return slices.ContainsFunc(ev, func(e engine.Event) bool { return e.Kind == k })
+}
+
+func storeNow(t testing.TB, s engine.Store) time.Time {
+	t.Helper()
+	now, err := s.Now(context.Background())
+	if err != nil {
+		t.Fatalf("Now: %v", err)
+	}
+	return now
+}
+
+// checkLease checks the invariant "a lease exists iff running", and that a
+// lease carries the job's fence.
+func checkLease(t testing.TB, j *engine.Job) {
+	t.Helper()
+	if j.State == engine.StateRunning {
+		if j.Lease == nil {
+			t.Fatalf("job %s is running without a lease", j.ID)
+		}
+		if j.Lease.Fence != j.Fence {
+			t.Fatalf("job %s: lease fence %d, job fence %d", j.ID, j.Lease.Fence, j.Fence)
+		}
+		if j.Lease.ID == "" || j.Lease.WorkerID == "" || j.Lease.ExpiresAt.IsZero() {
+			t.Fatalf("job %s: incomplete lease %+v", j.ID, *j.Lease)
+		}
+		return
+	}
+	if j.Lease != nil {
+		t.Fatalf("job %s is %s but holds lease %+v", j.ID, j.State, *j.Lease)
+	}
+}
+
+// jsonEqual compares two JSON texts by value.
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return bytes.Equal(a, b)
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+func containsFold(s, sub string) bool {
+	return strings.Contains(strings.ToLower(s), strings.ToLower(sub))
+}
+
+// counter counts calls per key, safely.
+type counter struct {
+	mu sync.Mutex
+	m  map[string]int
+}
+
+func (c *counter) inc(k string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]int{}
+	}
+	c.m[k]++
+	return c.m[k]
+}
+
+func (c *counter) get(k string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[k]
+}
+
+// ---- store-level helpers ----
+
+var kindsK = map[string]int{"k": 1}
+
+// jobParams is a store-level new job: kind k, a payload naming the id, a
+// fingerprint of its own.
+func jobParams(id, queue string) *engine.JobInsertParams {
+	return &engine.JobInsertParams{
+		ID:            id,
+		Queue:         queue,
+		Kind:          "k",
+		Payload:       json.RawMessage(fmt.Sprintf(`{"id":%q}`, id)),
+		SchemaVersion: 1,
+		MaxAttempts:   5,
+		Fingerprint:   "fp-" + id,
+	}
+}
+
+// insert writes jobs through the store, failing on any refusal.
+func insert(t testing.TB, s engine.Store, ps ...*engine.JobInsertParams) []*engine.Job {
+	t.Helper()
+	res, err := s.JobInsertMany(context.Background(), &engine.JobInsertManyParams{Jobs: ps})
+	if err != nil {
+		t.Fatalf("JobInsertMany: %v", err)
+	}
+	if len(res) != len(ps) {
+		t.Fatalf("JobInsertMany: %d results for %d jobs", len(res), len(ps))
+	}
+	out := make([]*engine.Job, len(res))
+	for i, r := range res {
+		if r.Err != nil {
+			t.Fatalf("JobInsertMany: job %s refused: %v", ps[i].ID, r.Err)
+		}
+		if r.Job == nil {
+			t.Fatalf("JobInsertMany: job %s: no job returned", ps[i].ID)
+		}
+		out[i] = r.Job
+	}
+	return out
+}
+
+// claimP claims with full control of the params.
+func claimP(t testing.TB, s engine.Store, p engine.JobClaimParams) *engine.JobClaimResult {
+	t.Helper()
+	if p.LeaseID == "" {
+		p.LeaseID = fmt.Sprintf("lease-%s-%d", p.WorkerID, time.Now().UnixNano())
+	}
+	if p.LeaseDuration == 0 {
+		p.LeaseDuration = time.Hour
+	}
+	if p.Kinds == nil {
+		p.Kinds = kindsK
+	}
+	res, err := s.JobClaim(context.Background(), &p)
+	if err != nil {
+		t.Fatalf("JobClaim(%s): %v", p.Queue, err)
+	}
+	for _, j := range res.Jobs {
+		if j.State != engine.StateRunning {
+			t.Fatalf("JobClaim returned job %s in state %s", j.ID, j.State)
+		}
+		checkLease(t, j)
+		if j.Lease.ID != p.LeaseID || j.Lease.WorkerID != p.WorkerID {
+			t.Fatalf("JobClaim: job %s lease %+v, want id %s worker %s", j.ID, *j.Lease, p.LeaseID, p.WorkerID)
+		}
+	}
+	return res
+}
+
+// claim takes up to limit jobs of queue for worker, kind k v1, a long lease.
+func claim(t testing.TB, s engine.Store, queue, worker string, limit int) []*engine.Job {
+	t.Helper()
+	return claimP(t, s, engine.JobClaimParams{Queue: queue, WorkerID: worker, Limit: limit, Suspects: 1}).Jobs
+}
+
+// claimOne claims exactly one job of queue and checks it is id.
+func claimOne(t testing.TB, s engine.Store, queue, id string) *engine.Job {
+	t.Helper()
+	js := claim(t, s, queue, "w-test", 1)
+	if len(js) != 1 || js[0].ID != id {
+		t.Fatalf("claim on %s: got %v, want [%s]", queue, ids(js), id)
+	}
+	return js[0]
+}
+
+func ids(js []*engine.Job) []string {
+	out := make([]string, len(js))
+	for i, j := range js {
+		out[i] = j.ID
+	}
+	return out
+}
+
+func refOf(j *engine.Job) engine.JobRef {
+	if j.Lease == nil {
+		return engine.JobRef{ID: j.ID, Fence: j.Fence}
+	}
+	return engine.JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Lease.Fence}
+}
+
+func finish(t testing.TB, s engine.Store, p engine.JobFinishParams) *engine.Job {
+	t.Helper()
+	j, err := s.JobFinish(context.Background(), &p)
+	if err != nil {
+		t.Fatalf("JobFinish(%s → %s): %v", p.ID, p.To, err)
+	}
+	return j
+}
+
+func scheduleDue(t testing.TB, s engine.Store) []string {
+	t.Helper()
+	qs, err := s.JobScheduleDue(context.Background(), &engine.JobScheduleDueParams{Limit: 1000})
+	if err != nil {
+		t.Fatalf("JobScheduleDue: %v", err)
+	}
+	return qs
+}

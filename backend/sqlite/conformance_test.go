@@ -1,0 +1,18 @@
+package sqlite_test
+
+import (
+	"testing"
+
+	"github.com/sluicehq/sluice/backend/backendtest"
+	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
+	"github.com/sluicehq/sluice/engine"
+)
+
+// TestConformance runs the backend conformance suite on a fresh SQLite
+// file per check.
+func TestConformance(t *testing.T) {
+	backendtest.Run(t, backendtest.Harness{
+		Name:     "sqlite",
+		NewStore: func(t testing.TB) engine.Store { return sqlitetest.New(t) },
+	})
+}

@@ -1,0 +1,142 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+const fingerprintColumns = `f.fingerprint, f.kind, f.status, f.since, f.crashes, f.last_error, f.last_job_id,
+	(SELECT count(*) FROM jobs INDEXED BY jobs_fingerprint
+		WHERE jobs.fingerprint = f.fingerprint AND jobs.state = 'quarantined')`
+
+func scanFingerprint(sc scanner) (*engine.Fingerprint, error) {
+	var f engine.Fingerprint
+	var status string
+	var since int64
+	if err := sc.Scan(&f.Fingerprint, &f.Kind, &status, &since, &f.Crashes, &f.LastError, &f.LastJobID, &f.Held); err != nil {
+		return nil, err
+	}
+	f.Status = engine.FingerprintStatus(status)
+	f.Since = fromNanos(since)
+	return &f, nil
+}
+
+// FingerprintGet returns a quarantine record or ErrNotFound.
+func (s *Store) FingerprintGet(ctx context.Context, p *engine.FingerprintGetParams) (*engine.Fingerprint, error) {
+	st, err := s.readStmt(ctx, `SELECT `+fingerprintColumns+` FROM fingerprints f WHERE f.fingerprint = ?`)
+	if err != nil {
+		return nil, err
+	}
+	f, err := scanFingerprint(st.QueryRowContext(ctx, p.Fingerprint))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("fingerprint %s: %w", p.Fingerprint, engine.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: fingerprint %s: %w", p.Fingerprint, err)
+	}
+	return f, nil
+}
+
+// FingerprintList lists quarantined and probationary fingerprints, the most
+// recently quarantined first.
+func (s *Store) FingerprintList(ctx context.Context, p *engine.FingerprintListParams) ([]*engine.Fingerprint, error) {
+	st, err := s.readStmt(ctx, `SELECT `+fingerprintColumns+` FROM fingerprints f
+		WHERE f.status IN ('quarantined', 'probation')
+		ORDER BY f.since DESC, f.fingerprint LIMIT ?`)
+	if err != nil {
+		return nil, err
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = -1
+	}
+	rows, err := st.QueryContext(ctx, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list fingerprints: %w", err)
+	}
+	defer rows.Close()
+	var out []*engine.Fingerprint
+	for rows.Next() {
+		f, err := scanFingerprint(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: list fingerprints: %w", err)
+		}
+		out = append(out, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list fingerprints: %w", err)
+	}
+	return out, nil
+}
+
+const (
+	sqlReleaseFingerprint = `UPDATE fingerprints SET status = 'probation' WHERE fingerprint = ?`
+	// ?1 fingerprint, ?2 now.
+	sqlReleaseJobs = `UPDATE OR FAIL jobs SET state = 'available', crash_attempt = 0, finalized_at = NULL,
+		terminal_reason = '', scheduled_at = ?2, state_changed_at = ?2, version = version + 1
+	WHERE fingerprint = ?1 AND state = 'quarantined'
+	RETURNING id, attempt`
+)
+
+// FingerprintRelease puts the record on probation and returns its held
+// jobs to available with their crash counters reset.
+func (s *Store) FingerprintRelease(ctx context.Context, p *engine.FingerprintReleaseParams) (int, error) {
+	st, err := s.stmts(ctx, sqlReleaseFingerprint, sqlReleaseJobs, sqlInsertEvent)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	err = s.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
+		n = 0
+		r, err := tx.StmtContext(ctx, st[0]).ExecContext(ctx, p.Fingerprint)
+		if err != nil {
+			return fmt.Errorf("sqlite: release fingerprint %s: %w", p.Fingerprint, err)
+		}
+		if c, err := r.RowsAffected(); err != nil {
+			return fmt.Errorf("sqlite: release fingerprint %s: %w", p.Fingerprint, err)
+		} else if c == 0 {
+			return fmt.Errorf("fingerprint %s: %w", p.Fingerprint, engine.ErrNotFound)
+		}
+		nowNs := now.UnixNano()
+		rows, err := tx.StmtContext(ctx, st[1]).QueryContext(ctx, p.Fingerprint, nowNs)
+		if err != nil {
+			return fmt.Errorf("sqlite: release fingerprint %s: %w", p.Fingerprint, err)
+		}
+		type released struct {
+			id      string
+			attempt int
+		}
+		var rs []released
+		for rows.Next() {
+			var x released
+			if err := rows.Scan(&x.id, &x.attempt); err != nil {
+				rows.Close()
+				return fmt.Errorf("sqlite: release fingerprint %s: %w", p.Fingerprint, err)
+			}
+			rs = append(rs, x)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("sqlite: release fingerprint %s: %w", p.Fingerprint, err)
+		}
+		ev := tx.StmtContext(ctx, st[2])
+		for _, x := range rs {
+			if _, err := ev.ExecContext(ctx, x.id, string(engine.EventReleased), nowNs, p.Actor,
+				string(engine.StateQuarantined), string(engine.StateAvailable), x.attempt,
+				"fingerprint released"); err != nil {
+				return fmt.Errorf("sqlite: release fingerprint %s: job %s: %w", p.Fingerprint, x.id, err)
+			}
+		}
+		n = len(rs)
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}

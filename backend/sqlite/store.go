@@ -1,0 +1,327 @@
+// Package sqlite is the embedded default store: engine.Store on a SQLite
+// file through modernc.org/sqlite (no cgo).
+//
+// The file is opened in WAL mode with two connection pools: one writer (a
+// single connection; every write is a BEGIN IMMEDIATE transaction) and a
+// pool of readers. Several processes may open the same file: writers wait
+// for each other through SQLite's busy timeout, so write transactions are
+// kept short. Every time is the store's clock (the Go process clock, UTC)
+// taken once per transaction after the write lock is held, and stored as
+// INTEGER unix nanoseconds.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// Options tune a Store. The zero value is fine.
+type Options struct {
+	// Logger receives migration and diagnostic messages; silent when nil.
+	Logger *slog.Logger
+	// ReadConns is the size of the read pool (4 when 0).
+	ReadConns int
+	// BusyTimeout is how long a statement waits for another connection's
+	// lock, in this or another process (10s when 0).
+	BusyTimeout time.Duration
+}
+
+// Store is engine.Store on one SQLite file.
+type Store struct {
+	path    string
+	log     *slog.Logger
+	w       *sql.DB // one connection: every write transaction
+	r       *sql.DB // read pool
+	ck      *sql.DB // the background checkpointer's connection
+	wstmts  stmtCache
+	rstmts  stmtCache
+	closed  atomic.Bool
+	writes  atomic.Uint64 // committed write transactions
+	stop    chan struct{}
+	stopped chan struct{}
+
+	claimSQL sync.Map // kind signature -> *claimQueries
+}
+
+var _ engine.Store = (*Store)(nil)
+
+// Open opens (creating when missing) the SQLite file at dsn and brings its
+// schema up to date. dsn is a file path; a sqlite:// URL is accepted too
+// (see ParseURL).
+func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
+	path := dsn
+	if strings.HasPrefix(dsn, "sqlite:") {
+		p, err := ParseURL(dsn)
+		if err != nil {
+			return nil, err
+		}
+		path = p
+	}
+	if path == "" {
+		return nil, fmt.Errorf("sqlite: %w: empty path", engine.ErrInvalid)
+	}
+	if path == ":memory:" || strings.HasPrefix(path, "file:") || strings.ContainsRune(path, '?') {
+		return nil, fmt.Errorf("sqlite: %w: %q is not a plain file path", engine.ErrInvalid, path)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.ReadConns <= 0 {
+		opts.ReadConns = 4
+	}
+	if opts.BusyTimeout <= 0 {
+		opts.BusyTimeout = 10 * time.Second
+	}
+	base := path + "?_pragma=busy_timeout(" + fmt.Sprint(opts.BusyTimeout.Milliseconds()) + ")" +
+		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)" +
+		"&_pragma=temp_store(MEMORY)&_pragma=cache_size(-32000)" +
+		"&_pragma=journal_size_limit(67108864)"
+
+	// The writer leaves checkpoints to the background checkpointer (its
+	// own autocheckpoint is only a safety net), so a commit never waits
+	// for the fsyncs of a checkpoint.
+	w, err := sql.Open("sqlite", base+"&_pragma=wal_autocheckpoint(20000)&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+
+	r, err := sql.Open("sqlite", base+"&_pragma=query_only(1)")
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(opts.ReadConns)
+	r.SetMaxIdleConns(opts.ReadConns)
+	r.SetConnMaxLifetime(0)
+	r.SetConnMaxIdleTime(0)
+
+	ck, err := sql.Open("sqlite", base)
+	if err != nil {
+		w.Close()
+		r.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	ck.SetMaxOpenConns(1)
+	ck.SetMaxIdleConns(1)
+	ck.SetConnMaxLifetime(0)
+	ck.SetConnMaxIdleTime(0)
+
+	s := &Store{path: path, log: opts.Logger, w: w, r: r, ck: ck, stop: make(chan struct{}), stopped: make(chan struct{})}
+	s.wstmts.db = w
+	s.rstmts.db = r
+	if err := w.PingContext(ctx); err != nil {
+		close(s.stopped)
+		s.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		close(s.stopped)
+		s.Close()
+		return nil, err
+	}
+	go s.checkpointer()
+	return s, nil
+}
+
+// checkpointInterval is how often the background checkpointer copies the
+// write-ahead log into the database file when there were writes.
+const checkpointInterval = 200 * time.Millisecond
+
+// checkpointer runs passive checkpoints on its own connection while there
+// are writes, so the writer's commits do not pay for them.
+func (s *Store) checkpointer() {
+	defer close(s.stopped)
+	t := time.NewTicker(checkpointInterval)
+	defer t.Stop()
+	var seen uint64
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		n := s.writes.Load()
+		if n == seen {
+			continue
+		}
+		seen = n
+		if _, err := s.ck.Exec(`PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
+			s.log.Warn("sqlite: checkpoint", "file", s.path, "err", err)
+		}
+	}
+}
+
+// Path is the file the store was opened on.
+func (s *Store) Path() string { return s.path }
+
+// Backend names the implementation.
+func (s *Store) Backend() string { return "sqlite" }
+
+// Close releases the store's connections. Calls after Close fail with
+// engine.ErrClosed.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	close(s.stop)
+	<-s.stopped
+	s.wstmts.close()
+	s.rstmts.close()
+	return errors.Join(s.r.Close(), s.ck.Close(), s.w.Close())
+}
+
+// Now is the store's clock: this process's, in UTC.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	if s.closed.Load() {
+		return time.Time{}, engine.ErrClosed
+	}
+	return now(), nil
+}
+
+func now() time.Time { return time.Now().UTC() }
+
+// Checkpoint copies the write-ahead log into the database file and
+// truncates the log, so the file alone holds every committed change.
+func (s *Store) Checkpoint(ctx context.Context) error {
+	if s.closed.Load() {
+		return engine.ErrClosed
+	}
+	if _, err := s.w.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		return fmt.Errorf("sqlite: checkpoint: %w", err)
+	}
+	return nil
+}
+
+// ParseURL turns a sqlite URL into a file path: sqlite://FILE (relative to
+// the working directory), sqlite:///abs/path, sqlite:FILE, or a bare path.
+func ParseURL(u string) (string, error) {
+	var p string
+	switch {
+	case strings.HasPrefix(u, "sqlite://"):
+		p = strings.TrimPrefix(u, "sqlite://")
+	case strings.HasPrefix(u, "sqlite:"):
+		p = strings.TrimPrefix(u, "sqlite:")
+	case strings.Contains(u, "://"):
+		return "", fmt.Errorf("sqlite: %w: %q is not a sqlite url", engine.ErrInvalid, u)
+	default:
+		p = u
+	}
+	if strings.ContainsAny(p, "?#") && p != u {
+		return "", fmt.Errorf("sqlite: %w: url %q: query and fragment are not supported", engine.ErrInvalid, u)
+	}
+	if p != u {
+		dp, err := url.PathUnescape(p)
+		if err != nil {
+			return "", fmt.Errorf("sqlite: %w: url %q: %v", engine.ErrInvalid, u, err)
+		}
+		p = dp
+	}
+	if p == "" {
+		return "", fmt.Errorf("sqlite: %w: url %q names no file", engine.ErrInvalid, u)
+	}
+	return p, nil
+}
+
+// stmtCache keeps prepared statements by query text. Statements are
+// prepared outside transactions (the writer has one connection, which a
+// transaction holds) and bound to a transaction with Tx.StmtContext, which
+// reuses the connection's prepared statement.
+type stmtCache struct {
+	db *sql.DB
+	mu sync.Mutex
+	m  map[string]*sql.Stmt
+}
+
+func (c *stmtCache) get(ctx context.Context, query string) (*sql.Stmt, error) {
+	c.mu.Lock()
+	st := c.m[query]
+	c.mu.Unlock()
+	if st != nil {
+		return st, nil
+	}
+	st, err := c.db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: prepare: %w", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = make(map[string]*sql.Stmt)
+	}
+	if old := c.m[query]; old != nil {
+		st.Close()
+		return old, nil
+	}
+	c.m[query] = st
+	return st, nil
+}
+
+func (c *stmtCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, st := range c.m {
+		st.Close()
+	}
+	c.m = nil
+}
+
+// stmts prepares (or finds) the writer statements for queries, in order.
+func (s *Store) stmts(ctx context.Context, queries ...string) ([]*sql.Stmt, error) {
+	out := make([]*sql.Stmt, len(queries))
+	for i, q := range queries {
+		st, err := s.wstmts.get(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = st
+	}
+	return out, nil
+}
+
+// writeTx runs fn in one write transaction (BEGIN IMMEDIATE) and commits it.
+// now is read once the write lock is held, so the store's clock follows
+// commit order across processes. Any error rolls the whole transaction
+// back, which is why multi-row statements say UPDATE OR FAIL: they need no
+// statement journal of their own.
+func (s *Store) writeTx(ctx context.Context, fn func(tx *sql.Tx, now time.Time) error) error {
+	if s.closed.Load() {
+		return engine.ErrClosed
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: begin: %w", err)
+	}
+	if err := fn(tx, now()); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: commit: %w", err)
+	}
+	s.writes.Add(1)
+	return nil
+}
+
+// readStmt prepares (or finds) a statement of the read pool.
+func (s *Store) readStmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if s.closed.Load() {
+		return nil, engine.ErrClosed
+	}
+	return s.rstmts.get(ctx, query)
+}

@@ -1,0 +1,99 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+const defaultTTL = 15 * time.Second
+
+const sqlWorkerHeartbeat = `INSERT INTO workers (id, host, pid, queues, started_at, heartbeat_at, expires_at)
+	VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6)
+	ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, queues = excluded.queues,
+		heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at`
+
+// WorkerHeartbeat records that a worker process lives until TTL from now.
+func (s *Store) WorkerHeartbeat(ctx context.Context, p *engine.WorkerHeartbeatParams) error {
+	st, err := s.stmts(ctx, sqlWorkerHeartbeat)
+	if err != nil {
+		return err
+	}
+	ttl := p.TTL
+	if ttl <= 0 {
+		ttl = defaultTTL
+	}
+	return s.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
+		if _, err := tx.StmtContext(ctx, st[0]).ExecContext(ctx, p.ID, p.Host, p.PID, jsonStrings(p.Queues),
+			now.UnixNano(), now.Add(ttl).UnixNano()); err != nil {
+			return fmt.Errorf("sqlite: heartbeat of worker %s: %w", p.ID, err)
+		}
+		return nil
+	})
+}
+
+// WorkerDelete removes a worker's record.
+func (s *Store) WorkerDelete(ctx context.Context, p *engine.WorkerDeleteParams) error {
+	st, err := s.stmts(ctx, `DELETE FROM workers WHERE id = ?`)
+	if err != nil {
+		return err
+	}
+	return s.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
+		if _, err := tx.StmtContext(ctx, st[0]).ExecContext(ctx, p.ID); err != nil {
+			return fmt.Errorf("sqlite: delete worker %s: %w", p.ID, err)
+		}
+		return nil
+	})
+}
+
+// ?1 name, ?2 holder, ?3 expiry, ?4 now.
+const sqlLeaderAttempt = `INSERT INTO leaders (name, holder, expires_at) VALUES (?1, ?2, ?3)
+	ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+	WHERE leaders.holder = excluded.holder OR leaders.expires_at <= ?4`
+
+// LeaderAttempt takes or renews the named lease for holder and reports
+// whether holder leads until TTL from now.
+func (s *Store) LeaderAttempt(ctx context.Context, p *engine.LeaderAttemptParams) (bool, error) {
+	st, err := s.stmts(ctx, sqlLeaderAttempt)
+	if err != nil {
+		return false, err
+	}
+	ttl := p.TTL
+	if ttl <= 0 {
+		ttl = defaultTTL
+	}
+	var lead bool
+	err = s.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
+		r, err := tx.StmtContext(ctx, st[0]).ExecContext(ctx, p.Name, p.Holder, now.Add(ttl).UnixNano(), now.UnixNano())
+		if err != nil {
+			return fmt.Errorf("sqlite: leader %s: %w", p.Name, err)
+		}
+		n, err := r.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("sqlite: leader %s: %w", p.Name, err)
+		}
+		lead = n > 0
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	return lead, nil
+}
+
+// LeaderResign gives the lease up if holder has it.
+func (s *Store) LeaderResign(ctx context.Context, p *engine.LeaderResignParams) error {
+	st, err := s.stmts(ctx, `DELETE FROM leaders WHERE name = ? AND holder = ?`)
+	if err != nil {
+		return err
+	}
+	return s.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
+		if _, err := tx.StmtContext(ctx, st[0]).ExecContext(ctx, p.Name, p.Holder); err != nil {
+			return fmt.Errorf("sqlite: resign leader %s: %w", p.Name, err)
+		}
+		return nil
+	})
+}

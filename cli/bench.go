@@ -1,0 +1,393 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+func newBenchCmd(lo *logOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:    "bench",
+		Short:  "Benchmarks (scripts/bench runs these)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return cmd.Help()
+		},
+	}
+	cmd.AddCommand(newBenchThroughputCmd(lo))
+	return cmd
+}
+
+type benchOptions struct {
+	store       string
+	jobs        int
+	concurrency int
+	batch       int
+	insertConc  int
+	queue       string
+	label       string
+	timeout     time.Duration
+}
+
+func newBenchThroughputCmd(lo *logOptions) *cobra.Command {
+	o := &benchOptions{}
+	cmd := &cobra.Command{
+		Use:   "throughput",
+		Short: "Insert N no-op jobs, then time the workers until the store has completed all N",
+		Long: `Reset the store (a SQLite file named by --store is deleted first), insert N
+no-op jobs with EnqueueMany in batches, then start an engine with one queue
+and time until every job is completed in the store: the clock stops when
+Engine.Stop returns, after the completer has committed every acknowledgement,
+and each job is then read back to check that it is completed.
+
+Prints one key=value result line on stdout, the shape of the peer harness
+(../shared/bench/peers); progress goes to stderr.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runBenchThroughput(cmd.Context(), o, lo, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.store, "store", "", "store URL (required); a sqlite file is deleted first")
+	f.IntVar(&o.jobs, "jobs", 10000, "number of jobs N")
+	f.IntVar(&o.concurrency, "concurrency", 50, "jobs run at once (the queue's concurrency)")
+	f.IntVar(&o.batch, "batch", 1000, "jobs per EnqueueMany call")
+	f.IntVar(&o.insertConc, "insert-conc", 4, "goroutines sending insert batches (as the peer harness)")
+	f.StringVar(&o.queue, "queue", "bench", "queue name")
+	f.StringVar(&o.label, "label", "main", "free-form variant label echoed in the result line")
+	f.DurationVar(&o.timeout, "timeout", 15*time.Minute, "overall timeout")
+	_ = cmd.MarkFlagRequired("store")
+	return cmd
+}
+
+// benchKind is the no-op kind of the throughput benchmark.
+const benchKind = "bench.noop"
+
+func runBenchThroughput(ctx context.Context, o *benchOptions, lo *logOptions, stdout, stderr io.Writer) error {
+	res := benchHeader("throughput", o)
+	err := benchThroughput(ctx, o, lo, stderr, &res)
+	if err != nil {
+		res.add("status", "error")
+		res.add("error", strings.Join(strings.Fields(err.Error()), "_"))
+		fmt.Fprintln(stdout, res.String())
+		return exitError{code: 1}
+	}
+	res.add("status", "ok")
+	fmt.Fprintln(stdout, res.String())
+	return nil
+}
+
+func benchThroughput(ctx context.Context, o *benchOptions, lo *logOptions, stderr io.Writer, res *benchResult) error {
+	progress := func(format string, args ...any) {
+		fmt.Fprintf(stderr, time.Now().Format("15:04:05.000")+" sluice throughput: "+format+"\n", args...)
+	}
+	if o.jobs <= 0 || o.concurrency <= 0 || o.batch <= 0 || o.insertConc <= 0 {
+		return fmt.Errorf("--jobs, --concurrency, --batch and --insert-conc must be positive")
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	log, closeLog, err := lo.logger(stderr)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+
+	target, err := parseStoreURL(o.store)
+	if err != nil {
+		return err
+	}
+	res.add("store", target.backend)
+	res.add("insert_batch", o.batch)
+	res.add("insert_conc", o.insertConc)
+	if target.backend == "sqlite" {
+		if err := removeSQLiteFile(target.path); err != nil {
+			return fmt.Errorf("reset: %w", err)
+		}
+	}
+	store, err := openStoreLogged(ctx, o.store, log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	n := int64(o.jobs)
+	var handled atomic.Int64
+	done := make(chan struct{})
+	var handlerAt time.Time
+	e, err := engine.New(store, engine.Config{
+		Queues: map[string]engine.QueueConfig{o.queue: {Concurrency: o.concurrency}},
+		// Keep every terminal job, so the store can be asked about each.
+		Retention: map[engine.State]time.Duration{},
+		Logger:    log,
+	})
+	if err != nil {
+		return err
+	}
+	err = e.Register(engine.Kind{Name: benchKind, Handler: func(context.Context, *engine.Job) error {
+		if handled.Add(1) == n {
+			handlerAt = time.Now()
+			close(done)
+		}
+		return nil
+	}})
+	if err != nil {
+		return err
+	}
+
+	progress("inserting %d jobs into %s", o.jobs, redactURL(o.store))
+	t0 := time.Now()
+	ids, err := benchInsert(ctx, e, o)
+	if err != nil {
+		return fmt.Errorf("insert: %w", err)
+	}
+	insertDur := time.Since(t0)
+	res.add("insert_seconds", insertDur)
+	res.add("insert_per_sec", float64(o.jobs)/insertDur.Seconds())
+
+	progress("working (concurrency %d)", o.concurrency)
+	t1 := time.Now()
+	if err := e.Start(ctx); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		_ = e.Stop(context.WithoutCancel(ctx))
+		return fmt.Errorf("timed out with %d of %d jobs handled: %w", handled.Load(), n, ctx.Err())
+	}
+	// Stop returns once the completer has committed every acknowledgement:
+	// from here the store has them all.
+	if err := e.Stop(ctx); err != nil {
+		return fmt.Errorf("stop: %w", err)
+	}
+	workDur := time.Since(t1)
+	res.add("seconds", workDur)
+	res.add("work_seconds", workDur)
+	res.add("jobs_per_sec", float64(o.jobs)/workDur.Seconds())
+	res.add("handler_seconds", handlerAt.Sub(t1))
+	res.add("handled", handled.Load())
+
+	progress("verifying %d jobs in the store", len(ids))
+	states, err := benchVerify(ctx, store, ids)
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	res.add("verified", states[engine.StateCompleted])
+	if states[engine.StateCompleted] != len(ids) {
+		return fmt.Errorf("verify: %d of %d jobs completed (%s)", states[engine.StateCompleted], len(ids), formatStates(states))
+	}
+	return nil
+}
+
+// benchInsert enqueues o.jobs no-op jobs in batches of o.batch from
+// o.insertConc goroutines and returns their ids.
+func benchInsert(ctx context.Context, e *engine.Engine, o *benchOptions) ([]string, error) {
+	ids := make([]string, o.jobs)
+	starts := make(chan int)
+	errc := make(chan error, o.insertConc)
+	var wg sync.WaitGroup
+	for range o.insertConc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for start := range starts {
+				end := min(start+o.batch, o.jobs)
+				ps := make([]engine.EnqueueParams, end-start)
+				for i := range ps {
+					ps[i] = engine.EnqueueParams{Queue: o.queue, Kind: benchKind, Payload: []byte(`{}`)}
+				}
+				rs, err := e.EnqueueMany(ctx, ps)
+				if err != nil {
+					errc <- err
+					return
+				}
+				for i, r := range rs {
+					if r.Err != nil {
+						errc <- fmt.Errorf("job %d: %w", start+i, r.Err)
+						return
+					}
+					ids[start+i] = r.Job.ID
+				}
+			}
+		}()
+	}
+	var err error
+feed:
+	for start := 0; start < o.jobs; start += o.batch {
+		select {
+		case starts <- start:
+		case err = <-errc:
+			break feed
+		}
+	}
+	close(starts)
+	wg.Wait()
+	if err == nil {
+		select {
+		case err = <-errc:
+		default:
+		}
+	}
+	return ids, err
+}
+
+// benchVerify reads every job back and counts them by state.
+func benchVerify(ctx context.Context, s engine.Store, ids []string) (map[engine.State]int, error) {
+	const readers = 8
+	var (
+		mu     sync.Mutex
+		states = map[engine.State]int{}
+		first  error
+		wg     sync.WaitGroup
+	)
+	for r := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			local := map[engine.State]int{}
+			for i := r; i < len(ids); i += readers {
+				j, err := s.JobGetByID(ctx, &engine.JobGetByIDParams{ID: ids[i]})
+				if errors.Is(err, engine.ErrNotFound) {
+					local[engine.StateDeleted]++
+					continue
+				}
+				if err != nil {
+					mu.Lock()
+					if first == nil {
+						first = fmt.Errorf("job %s: %w", ids[i], err)
+					}
+					mu.Unlock()
+					return
+				}
+				local[j.State]++
+			}
+			mu.Lock()
+			for k, v := range local {
+				states[k] += v
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return states, first
+}
+
+func formatStates(m map[engine.State]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, string(k))
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%d", k, m[engine.State(k)])
+	}
+	return strings.Join(parts, ",")
+}
+
+// sqliteHeader starts every SQLite database file.
+var sqliteHeader = []byte("SQLite format 3\x00")
+
+// removeSQLiteFile deletes a SQLite database and its -wal and -shm files.
+// It refuses a path that holds something other than a SQLite database, so
+// a mistyped --store cannot delete an unrelated file.
+func removeSQLiteFile(path string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		// Nothing to reset; stale -wal/-shm files without their database
+		// are removed below.
+	case err != nil:
+		return err
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("%s is not a regular file; not deleting it", path)
+	case fi.Size() > 0:
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		head := make([]byte, len(sqliteHeader))
+		_, err = io.ReadFull(f, head)
+		f.Close()
+		if err != nil || !bytes.Equal(head, sqliteHeader) {
+			return fmt.Errorf("%s is not a SQLite database; not deleting it", path)
+		}
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// benchResult is an ordered list of key=value pairs, printed as one line.
+type benchResult struct{ kv [][2]string }
+
+func (r *benchResult) add(k string, v any) {
+	var s string
+	switch x := v.(type) {
+	case float64:
+		s = fmt.Sprintf("%.4f", x)
+	case time.Duration:
+		s = fmt.Sprintf("%.4f", x.Seconds())
+	default:
+		s = fmt.Sprint(x)
+	}
+	r.kv = append(r.kv, [2]string{k, s})
+}
+
+func (r benchResult) String() string {
+	parts := make([]string, 0, len(r.kv))
+	for _, p := range r.kv {
+		parts = append(parts, p[0]+"="+p[1])
+	}
+	return strings.Join(parts, " ")
+}
+
+func benchHeader(scenario string, o *benchOptions) benchResult {
+	var r benchResult
+	r.add("system", "sluice")
+	r.add("scenario", scenario)
+	r.add("label", o.label)
+	r.add("jobs", o.jobs)
+	r.add("concurrency", o.concurrency)
+	r.add("lib", libVersion())
+	r.add("go", runtime.Version())
+	r.add("gomaxprocs", runtime.GOMAXPROCS(0))
+	return r
+}
+
+func libVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := bi.Main.Version
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			v = s.Value[:12]
+		}
+	}
+	if v == "" {
+		v = "(devel)"
+	}
+	return bi.Main.Path + "@" + v
+}

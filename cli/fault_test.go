@@ -1,0 +1,402 @@
+package cli_test
+
+// Process fault tests: real `sluice worker` processes on a SQLite file,
+// killed with SIGKILL mid-job. They skip unless SLUICE_FAULT_TESTS=1;
+// scripts/test runs them one package at a time, without -race. The child
+// binary is built once per test binary, without -race.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/backend/sqlite"
+	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/examples/demo"
+)
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildBin  string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// sluiceBinary builds the sluice command once, without -race, and returns
+// its path.
+func sluiceBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "sluice-fault-")
+		if buildErr != nil {
+			return
+		}
+		buildBin = filepath.Join(buildDir, "sluice")
+		goTool, err := exec.LookPath("go")
+		if err != nil {
+			goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		}
+		cmd := exec.Command(goTool, "build", "-o", buildBin, "github.com/sluicehq/sluice")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build sluice: %v", buildErr)
+	}
+	return buildBin
+}
+
+func faultSetup(t *testing.T) (bin, dbPath string, store *sqlite.Store, e *engine.Engine) {
+	t.Helper()
+	if os.Getenv("SLUICE_FAULT_TESTS") != "1" {
+		t.Skip("fault test: set SLUICE_FAULT_TESTS=1 to run (scripts/test does)")
+	}
+	bin = sluiceBinary(t)
+	dbPath = sqlitetest.Path(t)
+	store, err := sqlite.Open(context.Background(), dbPath, sqlite.Options{})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { store.Close() })
+	// An engine that only enqueues: no queues, no maintenance, so every
+	// claim, crash and reap is the children's.
+	e, err = engine.New(store, engine.Config{NoMaintenance: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := demo.Register(e); err != nil {
+		t.Fatal(err)
+	}
+	return bin, dbPath, store, e
+}
+
+// child is one `sluice worker` process.
+type child struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{}
+	err     error // the process's exit, once done is closed
+}
+
+// startWorker starts `sluice worker` on the chaos queue with the fault
+// tests' short timings. Its stderr goes to a file that is printed if the
+// test fails.
+func startWorker(t *testing.T, bin, dbPath, workerID string, extra ...string) *child {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), workerID+".log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"worker",
+		"--store", "sqlite://" + dbPath,
+		"--queues", demo.QueueChaos,
+		"--worker-id", workerID,
+		"--concurrency", "8",
+		"--lease", "1s",
+		"--heartbeat", "200ms",
+		"--poll", "50ms",
+		"--maintenance-interval", "100ms",
+		"--crash-backoff", "50ms",
+		"--log-level", "debug",
+	}, extra...)
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		t.Fatalf("start %s: %v", workerID, err)
+	}
+	c := &child{name: workerID, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	go func() {
+		c.err = cmd.Wait()
+		logf.Close()
+		close(c.done)
+	}()
+	t.Cleanup(func() {
+		if !c.exited() {
+			_ = c.cmd.Process.Kill()
+			<-c.done
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(c.logPath)
+			t.Logf("---- stderr of %s (pid %d, exit %v) ----\n%s", c.name, c.cmd.Process.Pid, c.err, tail(string(b), 150))
+		}
+	})
+	return c
+}
+
+func (c *child) exited() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// kill sends SIGKILL and waits until the process is gone.
+func (c *child) kill(t *testing.T) {
+	t.Helper()
+	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil && !c.exited() {
+		t.Fatalf("kill %s: %v", c.name, err)
+	}
+	<-c.done
+}
+
+// stop sends SIGTERM and waits for a graceful exit.
+func (c *child) stop(t *testing.T) {
+	t.Helper()
+	if c.exited() {
+		return
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil && !c.exited() {
+		t.Fatalf("stop %s: %v", c.name, err)
+	}
+	select {
+	case <-c.done:
+		if c.err != nil {
+			t.Errorf("%s exited with %v after SIGTERM", c.name, c.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("%s did not stop within 30s of SIGTERM", c.name)
+	}
+}
+
+func tail(s string, lines int) string {
+	ls := strings.Split(s, "\n")
+	if len(ls) > lines {
+		ls = append([]string{fmt.Sprintf("... (%d lines cut)", len(ls)-lines)}, ls[len(ls)-lines:]...)
+	}
+	return strings.Join(ls, "\n")
+}
+
+// enqueueSleeps enqueues n chaos.sleep jobs of lo..hi milliseconds.
+func enqueueSleeps(t *testing.T, e *engine.Engine, n, lo, hi int) []string {
+	t.Helper()
+	r := rand.New(rand.NewPCG(7, uint64(n)))
+	ps := make([]engine.EnqueueParams, n)
+	for i := range ps {
+		ps[i] = engine.EnqueueParams{Queue: demo.QueueChaos, Kind: demo.KindChaosSleep,
+			Args: demo.Sleep{MS: lo + r.IntN(hi-lo+1)}}
+	}
+	res, err := e.EnqueueMany(context.Background(), ps)
+	if err != nil {
+		t.Fatalf("enqueue: %v", err)
+	}
+	ids := make([]string, n)
+	for i, r := range res {
+		if r.Err != nil {
+			t.Fatalf("enqueue job %d: %v", i, r.Err)
+		}
+		ids[i] = r.Job.ID
+	}
+	return ids
+}
+
+// jobs reads every job by id.
+func jobs(t *testing.T, s engine.Store, ids []string) map[string]*engine.Job {
+	t.Helper()
+	out := make(map[string]*engine.Job, len(ids))
+	for _, id := range ids {
+		j, err := s.JobGetByID(context.Background(), &engine.JobGetByIDParams{ID: id})
+		if err != nil {
+			t.Fatalf("get job %s: %v", id, err)
+		}
+		out[id] = j
+	}
+	return out
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func countStates(js map[string]*engine.Job) map[engine.State]int {
+	m := map[engine.State]int{}
+	for _, j := range js {
+		m[j.State]++
+	}
+	return m
+}
+
+func crashErrors(j *engine.Job) int {
+	n := 0
+	for _, e := range j.Errors {
+		if e.Crash {
+			n++
+		}
+	}
+	return n
+}
+
+func TestFaultKillWorkerMidJob(t *testing.T) {
+	bin, dbPath, store, e := faultSetup(t)
+	ids := enqueueSleeps(t, e, 200, 50, 300)
+
+	first := startWorker(t, bin, dbPath, "fault-kill-1")
+	// Mid-run: some done, some held by the first worker.
+	waitFor(t, "the first worker to be mid-run", 60*time.Second, func() bool {
+		if first.exited() {
+			t.Fatalf("first worker exited early: %v", first.err)
+		}
+		st := countStates(jobs(t, store, ids))
+		return st[engine.StateCompleted] >= 20 && st[engine.StateRunning] > 0
+	})
+	first.kill(t)
+
+	// The first worker can write nothing now: what it held is exactly what
+	// the store shows running under its lease.
+	held := map[string]bool{}
+	for id, j := range jobs(t, store, ids) {
+		if j.State == engine.StateRunning {
+			if j.Lease == nil || j.Lease.WorkerID != "fault-kill-1" {
+				t.Fatalf("job %s running without the first worker's lease: %+v", id, j.Lease)
+			}
+			held[id] = true
+		}
+	}
+	if len(held) == 0 {
+		t.Fatal("no job was running when the first worker was killed")
+	}
+	t.Logf("killed the first worker holding %d jobs", len(held))
+
+	second := startWorker(t, bin, dbPath, "fault-kill-2")
+	var final map[string]*engine.Job
+	waitFor(t, "every job to complete", 60*time.Second, func() bool {
+		if second.exited() {
+			t.Fatalf("second worker exited: %v", second.err)
+		}
+		final = jobs(t, store, ids)
+		return countStates(final)[engine.StateCompleted] == len(ids)
+	})
+	second.stop(t)
+
+	for id, j := range final {
+		switch {
+		case j.State != engine.StateCompleted:
+			t.Errorf("job %s: state %s, want completed", id, j.State)
+		case j.CrashAttempt > 1:
+			t.Errorf("job %s: crash_attempt %d, want at most 1", id, j.CrashAttempt)
+		case held[id] && j.CrashAttempt != 1:
+			t.Errorf("job %s was running in the killed worker: crash_attempt %d, want 1", id, j.CrashAttempt)
+		case held[id] && crashErrors(j) != 1:
+			t.Errorf("job %s was running in the killed worker: %d crash errors, want 1: %+v", id, crashErrors(j), j.Errors)
+		case !held[id] && (j.CrashAttempt != 0 || crashErrors(j) != 0):
+			t.Errorf("job %s was not running in the killed worker but has crash_attempt %d, errors %+v", id, j.CrashAttempt, j.Errors)
+		}
+	}
+}
+
+func TestFaultPoisonPillQuarantined(t *testing.T) {
+	bin, dbPath, store, e := faultSetup(t)
+	ctx := context.Background()
+	ids := enqueueSleeps(t, e, 100, 10, 50)
+	poison, err := e.Enqueue(ctx, engine.EnqueueParams{Queue: demo.QueueChaos, Kind: demo.KindChaosExit,
+		Args: map[string]any{"why": "kills its own process"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	const maxWorkers = 10
+	started := 0
+	var w *child
+	settled := func() bool {
+		p, err := store.JobGetByID(ctx, &engine.JobGetByIDParams{ID: poison.ID})
+		if err != nil {
+			t.Fatalf("get poison job: %v", err)
+		}
+		if p.State != engine.StateQuarantined {
+			return false
+		}
+		return countStates(jobs(t, store, ids))[engine.StateCompleted] == len(ids)
+	}
+	waitFor(t, "the poison pill quarantined and every other job completed", 90*time.Second, func() bool {
+		if w == nil || w.exited() {
+			if started == maxWorkers {
+				t.Fatalf("%d workers started and died; the poison pill is still not quarantined", started)
+			}
+			started++
+			w = startWorker(t, bin, dbPath, fmt.Sprintf("fault-poison-%d", started), "--crash-limit", "3")
+		}
+		return settled()
+	})
+	w.stop(t)
+	t.Logf("settled after %d worker processes", started)
+
+	p, err := store.JobGetByID(ctx, &engine.JobGetByIDParams{ID: poison.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.CrashAttempt != 3 {
+		t.Errorf("poison job crash_attempt = %d, want 3", p.CrashAttempt)
+	}
+	if p.TerminalReason != engine.ReasonQuarantined {
+		t.Errorf("poison job terminal_reason = %q, want %q", p.TerminalReason, engine.ReasonQuarantined)
+	}
+	if n := crashErrors(p); n != 3 {
+		t.Errorf("poison job has %d crash errors, want 3: %+v", n, p.Errors)
+	}
+	for id, j := range jobs(t, store, ids) {
+		if j.State != engine.StateCompleted {
+			t.Errorf("job %s: state %s, want completed", id, j.State)
+		}
+		if j.CrashAttempt > 1 {
+			t.Errorf("innocent job %s: crash_attempt %d, want at most 1 (a process runs one suspect at a time)", id, j.CrashAttempt)
+		}
+	}
+
+	fp, err := store.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: p.Fingerprint})
+	if err != nil {
+		t.Fatalf("fingerprint record of the poison pill: %v", err)
+	}
+	if fp.Status != engine.FingerprintQuarantined {
+		t.Errorf("fingerprint status = %q, want %q", fp.Status, engine.FingerprintQuarantined)
+	}
+	if fp.Kind != demo.KindChaosExit {
+		t.Errorf("fingerprint kind = %q, want %q", fp.Kind, demo.KindChaosExit)
+	}
+	// The record counts the crashes across the fingerprint's jobs.
+	if fp.Crashes != 3 {
+		t.Errorf("fingerprint crashes = %d, want 3 (the poison job's own crashes)", fp.Crashes)
+	}
+	if fp.LastJobID != poison.ID {
+		t.Errorf("fingerprint last job = %q, want %q", fp.LastJobID, poison.ID)
+	}
+
+	_, err = e.Enqueue(ctx, engine.EnqueueParams{Queue: demo.QueueChaos, Kind: demo.KindChaosExit,
+		Args: map[string]any{"why": "kills its own process"}})
+	if !errors.Is(err, engine.ErrQuarantined) {
+		t.Errorf("enqueue of the quarantined payload again: err = %v, want ErrQuarantined", err)
+	}
+}

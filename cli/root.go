@@ -1,0 +1,120 @@
+// Package cli is the sluice command: demo, worker, bench, and later tui,
+// serve, jobs, bulk, operations, quarantine, queues, migrate.
+//
+// Commands open a store from a URL (openStore), build an engine over it and
+// run until a signal. Logs go to a file or stderr, never to the screen a
+// command draws on.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// Execute runs the sluice command with the process's arguments and returns
+// its exit status.
+func Execute() int {
+	return run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
+}
+
+// run is Execute with its inputs given, for tests.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRoot()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	if err := root.ExecuteContext(ctx); err != nil {
+		var ex exitError
+		if errors.As(err, &ex) {
+			return ex.code
+		}
+		fmt.Fprintf(stderr, "sluice: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// exitError ends the command with a status and nothing more printed: the
+// command has said what went wrong already.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// logOptions are the flags every command shares.
+type logOptions struct {
+	file  string
+	level string
+}
+
+func newRoot() *cobra.Command {
+	lo := &logOptions{}
+	root := &cobra.Command{
+		Use:   "sluice",
+		Short: "Sluice: a job engine with an operations console",
+		Long: `Sluice runs background jobs and helps you on the bad day: find the jobs
+that died, see why, fix the cause and redrive them.
+
+Stores are named by URL: sqlite://FILE (relative), sqlite:///abs/path, or a
+bare file path. postgres:// and redis:// are not built yet.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.PersistentFlags().StringVar(&lo.file, "log-file", "", "write logs to this file (default: none for demo, stderr for worker)")
+	root.PersistentFlags().StringVar(&lo.level, "log-level", "info", "log level: debug, info, warn, error")
+	root.AddCommand(newDemoCmd(lo), newWorkerCmd(lo), newBenchCmd(lo))
+	return root
+}
+
+// logger opens the log destination: the --log-file when given, else
+// fallback (nil means discard). The returned close flushes and closes the
+// file.
+func (lo *logOptions) logger(fallback io.Writer) (*slog.Logger, func(), error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(lo.level)); err != nil {
+		return nil, nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", lo.level)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if lo.file != "" {
+		f, err := os.OpenFile(lo.file, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open log file: %w", err)
+		}
+		return slog.New(slog.NewTextHandler(f, opts)), func() { _ = f.Close() }, nil
+	}
+	if fallback == nil {
+		return slog.New(slog.DiscardHandler), func() {}, nil
+	}
+	return slog.New(slog.NewTextHandler(fallback, opts)), func() {}, nil
+}
+
+// signalContext is cancelled by the first SIGINT or SIGTERM; a second one
+// gets the default behaviour (the process ends at once).
+func signalContext(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	return ctx, stop
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,129 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/examples/demo"
+)
+
+type workerOptions struct {
+	store               string
+	queues              string
+	concurrency         int
+	workerID            string
+	lease               time.Duration
+	heartbeat           time.Duration
+	poll                time.Duration
+	maintenanceInterval time.Duration
+	noMaintenance       bool
+	crashLimit          int
+	crashBackoff        time.Duration
+	shutdownTimeout     time.Duration
+}
+
+func newWorkerCmd(lo *logOptions) *cobra.Command {
+	o := &workerOptions{}
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Run workers and maintenance for the kinds built into this binary",
+		Long: `Run workers for the job kinds built into this binary (the demo's kinds:
+billing, email, reports, and the chaos kinds of the fault tests) and take
+part in maintenance (scheduling, reaping dead workers' jobs, retention),
+until SIGINT or SIGTERM; then stop gracefully: no new claims, running jobs
+get --shutdown-timeout to finish, unfinished ones go back to available
+without charging an attempt.
+
+Logs go to stderr (slog text) unless --log-file is given.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runWorker(cmd.Context(), o, lo)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.store, "store", "sqlite://sluice.db", "store URL: sqlite://FILE, sqlite:///abs/path or a file path")
+	f.StringVar(&o.queues, "queues", "billing,email,reports,chaos", "comma-separated queues to work")
+	f.IntVar(&o.concurrency, "concurrency", 10, "jobs run at once per queue")
+	f.StringVar(&o.workerID, "worker-id", "", "name of this process in leases and heartbeats (default host/pid/random)")
+	f.DurationVar(&o.lease, "lease", 30*time.Second, "how long a claim lasts without renewal")
+	f.DurationVar(&o.heartbeat, "heartbeat", 5*time.Second, "how often the process says it lives (gone after 3 missed beats)")
+	f.DurationVar(&o.poll, "poll", time.Second, "how often an idle queue looks for work")
+	f.DurationVar(&o.maintenanceInterval, "maintenance-interval", time.Second, "tick of scheduling, reaping and retention")
+	f.BoolVar(&o.noMaintenance, "no-maintenance", false, "run workers only; leave maintenance to other processes")
+	f.IntVar(&o.crashLimit, "crash-limit", engine.DefaultCrashLimit, "crashes of one job that quarantine its fingerprint")
+	f.DurationVar(&o.crashBackoff, "crash-backoff", 0, "fixed delay before a crashed job runs again (0: the engine's growing default)")
+	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long running jobs get to finish at shutdown")
+	return cmd
+}
+
+func runWorker(ctx context.Context, o *workerOptions, lo *logOptions) error {
+	log, closeLog, err := lo.logger(os.Stderr)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	ctx, stop := signalContext(ctx)
+	defer stop()
+
+	queues := splitList(o.queues)
+	if len(queues) == 0 {
+		return fmt.Errorf("worker: --queues names no queue")
+	}
+	if o.concurrency <= 0 {
+		return fmt.Errorf("worker: --concurrency must be positive, got %d", o.concurrency)
+	}
+	cfg := engine.Config{
+		Queues:              make(map[string]engine.QueueConfig, len(queues)),
+		WorkerID:            o.workerID,
+		LeaseDuration:       o.lease,
+		HeartbeatInterval:   o.heartbeat,
+		PollInterval:        o.poll,
+		MaintenanceInterval: o.maintenanceInterval,
+		NoMaintenance:       o.noMaintenance,
+		CrashLimit:          o.crashLimit,
+		ShutdownTimeout:     o.shutdownTimeout,
+		Logger:              log,
+	}
+	for _, q := range queues {
+		cfg.Queues[q] = engine.QueueConfig{Concurrency: o.concurrency}
+	}
+	if d := o.crashBackoff; d > 0 {
+		cfg.CrashBackoff = func(int) time.Duration { return d }
+	}
+
+	store, err := openStoreLogged(ctx, o.store, log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	e, err := engine.New(store, cfg)
+	if err != nil {
+		return err
+	}
+	if err := demo.Register(e); err != nil {
+		return err
+	}
+	e.OnDead(func(_ context.Context, ev engine.DeathEvent) {
+		log.Warn("job died", "job", ev.Job.ID, "kind", ev.Job.Kind, "queue", ev.Job.Queue,
+			"reason", ev.Reason, "attempt", ev.Job.Attempt, "crash_attempt", ev.Job.CrashAttempt, "err", ev.Error)
+	})
+	if err := e.Start(ctx); err != nil {
+		return err
+	}
+	log.Info("worker started", "worker", e.WorkerID(), "store", redactURL(o.store), "queues", queues,
+		"concurrency", o.concurrency, "pid", os.Getpid())
+	<-ctx.Done()
+	log.Info("stopping: draining running jobs", "bound", o.shutdownTimeout)
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.shutdownTimeout+10*time.Second)
+	defer cancel()
+	if err := e.Stop(stopCtx); err != nil {
+		return fmt.Errorf("worker: stop: %w", err)
+	}
+	log.Info("worker stopped", "worker", e.WorkerID())
+	return nil
+}

@@ -1,0 +1,234 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// SeedMarker is the id of the first seeded job: when it exists, the store
+// has been seeded (see Seeded).
+const SeedMarker = "demo-seed-0000"
+
+// seedRand and trickleRand fix the demo's story: the same payloads, in the
+// same order, on every run.
+func seedRand() *rand.Rand    { return rand.New(rand.NewPCG(20261129, 1)) }
+func trickleRand() *rand.Rand { return rand.New(rand.NewPCG(20261129, 2)) }
+
+var (
+	currencies = []string{"EUR", "EUR", "EUR", "USD", "USD", "GBP", "CHF"}
+	firstNames = []string{"Ada", "Grace", "Alan", "Edsger", "Barbara", "Ken", "Margaret", "Donald", "Frances", "Niklaus"}
+	lastNames  = []string{"Lovelace", "Hopper", "Turing", "Dijkstra", "Liskov", "Thompson", "Hamilton", "Knuth", "Allen", "Wirth"}
+	reports    = []string{"daily-kpis", "monthly-revenue", "churn", "ar-aging", "usage-by-plan", "tax-summary"}
+	events     = []string{"invoice.paid", "invoice.overdue", "customer.created", "subscription.renewed"}
+)
+
+// PoisonReport is the payload of the demo's poison pill: report.render
+// panics on it every time, so its fingerprint ends up quarantined.
+var PoisonReport = Report{Report: "q3-revenue", Month: "2026-09", Poison: true}
+
+func invoice(r *rand.Rand, n int) Invoice {
+	return Invoice{
+		Invoice:     fmt.Sprintf("INV-%05d", n),
+		Customer:    1000 + r.IntN(400),
+		AmountCents: 500 + r.IntN(250000),
+		Currency:    currencies[r.IntN(len(currencies))],
+		WorkMS:      20 + r.IntN(230),
+	}
+}
+
+func receipt(r *rand.Rand, inv Invoice) Receipt {
+	return Receipt{
+		Invoice:  inv.Invoice,
+		To:       fmt.Sprintf("billing+%d@example.com", inv.Customer),
+		Template: "receipt-v2",
+		WorkMS:   10 + r.IntN(120),
+	}
+}
+
+func fullName(r *rand.Rand) string {
+	return firstNames[r.IntN(len(firstNames))] + " " + lastNames[r.IntN(len(lastNames))]
+}
+
+// SeedJobs returns the demo's initial mix, about three hundred jobs with
+// fixed ids, in the order they are enqueued. now anchors the deadlines.
+func SeedJobs(now time.Time) []engine.EnqueueParams {
+	r := seedRand()
+	var out []engine.EnqueueParams
+	add := func(p engine.EnqueueParams) {
+		p.ID = fmt.Sprintf("demo-seed-%04d", len(out))
+		out = append(out, p)
+	}
+
+	// Billing: invoices, most of them fine, and their receipts.
+	for i := 1; i <= 140; i++ {
+		inv := invoice(r, i)
+		switch {
+		case i%35 == 0:
+			inv.Fail = "always" // the database never comes back for these
+		case i%20 == 0:
+			inv.Fail = "transient" // back on the third attempt
+		case i == 17 || i == 71 || i == 113:
+			inv.Currency = "EURO" // a typo upstream: fails until archived
+		}
+		add(engine.EnqueueParams{Queue: QueueBilling, Kind: KindInvoiceGenerate, Args: inv,
+			Tags: []string{"customer-" + fmt.Sprint(inv.Customer)}})
+		if i <= 100 {
+			rc := receipt(r, inv)
+			switch {
+			case i%16 == 0:
+				rc.Template = "receipt-legacy" // deleted last week
+			case i%19 == 0:
+				rc.Unsubscribed = true // skipped
+			}
+			add(engine.EnqueueParams{Queue: QueueEmail, Kind: KindReceiptSend, Args: rc})
+		}
+	}
+
+	// Customer syncs: current schema, and old version 1 payloads that the
+	// upcaster brings forward.
+	for i := 1; i <= 20; i++ {
+		id := 2000 + i
+		if i%5 < 2 {
+			add(engine.EnqueueParams{Queue: QueueBilling, Kind: KindCustomerSync, SchemaVersion: 1,
+				Args: CustomerV1{CustomerID: id, Name: fullName(r)}})
+			continue
+		}
+		first, last := firstNames[r.IntN(len(firstNames))], lastNames[r.IntN(len(lastNames))]
+		add(engine.EnqueueParams{Queue: QueueBilling, Kind: KindCustomerSync,
+			Args: CustomerV2{CustomerID: id, FirstName: first, LastName: last, WorkMS: 10 + r.IntN(60)}})
+	}
+
+	// Webhooks: version 3 and 2 run; version 1 has no upcaster path and
+	// becomes undecodable.
+	for i := 1; i <= 23; i++ {
+		ev := events[r.IntN(len(events))]
+		url := fmt.Sprintf("https://hooks.example.com/t/%d", 300+i)
+		switch {
+		case i%8 == 0:
+			add(engine.EnqueueParams{Queue: QueueEmail, Kind: KindWebhookDeliver, SchemaVersion: 1,
+				Args: map[string]any{"endpoint": url, "type": ev}})
+		case i%4 == 0:
+			add(engine.EnqueueParams{Queue: QueueEmail, Kind: KindWebhookDeliver, SchemaVersion: 2,
+				Args: map[string]any{"url": url, "event": ev, "secret": "whsec-" + fmt.Sprint(i)}})
+		default:
+			add(engine.EnqueueParams{Queue: QueueEmail, Kind: KindWebhookDeliver,
+				Args: Webhook{URL: url, Event: ev, Secret: "whsec-" + fmt.Sprint(i), WorkMS: 20 + r.IntN(80)}})
+		}
+	}
+
+	// Reports: slow ones, one poison pill, and two that miss their
+	// deadline.
+	for i := 1; i <= 24; i++ {
+		add(engine.EnqueueParams{Queue: QueueReports, Kind: KindReportRender,
+			Args: Report{Report: reports[r.IntN(len(reports))], Month: fmt.Sprintf("2026-%02d", 1+i%11), WorkMS: 200 + r.IntN(1300)}})
+		if i == 6 {
+			add(engine.EnqueueParams{Queue: QueueReports, Kind: KindReportRender, Args: PoisonReport})
+		}
+	}
+	deadline := now.Add(2 * time.Second)
+	for _, name := range []string{"board-pack", "investor-update"} {
+		add(engine.EnqueueParams{Queue: QueueReports, Kind: KindReportRender, Deadline: &deadline,
+			Args: Report{Report: name, Month: "2026-10", WorkMS: 5000}})
+	}
+	return out
+}
+
+// Seeded reports whether the demo's seed is in the store (its first job
+// exists).
+func Seeded(ctx context.Context, s engine.Store) (bool, error) {
+	_, err := s.JobGetByID(ctx, &engine.JobGetByIDParams{ID: SeedMarker})
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, engine.ErrNotFound):
+		return false, nil
+	}
+	return false, fmt.Errorf("demo: look for the seed: %w", err)
+}
+
+// Seed enqueues the initial mix. It is idempotent: the jobs have fixed ids,
+// so a second call finds them (or is refused for the quarantined poison
+// pill) and adds nothing.
+func Seed(ctx context.Context, e *engine.Engine) error {
+	ps := SeedJobs(time.Now())
+	res, err := e.EnqueueMany(ctx, ps)
+	if err != nil {
+		return fmt.Errorf("demo: seed: %w", err)
+	}
+	var errs []error
+	for i, r := range res {
+		if r.Err != nil && !errors.Is(r.Err, engine.ErrQuarantined) {
+			errs = append(errs, fmt.Errorf("demo: seed job %s: %w", ps[i].ID, r.Err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// TrickleJobs returns the next n jobs of the demo's steady trickle from r:
+// mostly good invoices with their receipts and a report now and then, with
+// the same kinds of failures as the seed, rarer.
+func TrickleJobs(r *rand.Rand, n int) []engine.EnqueueParams {
+	out := make([]engine.EnqueueParams, 0, n)
+	for len(out) < n {
+		roll := r.IntN(100)
+		switch {
+		case roll < 55:
+			inv := invoice(r, 10000+r.IntN(90000))
+			switch f := r.IntN(100); {
+			case f < 3:
+				inv.Fail = "always"
+			case f < 8:
+				inv.Fail = "transient"
+			case f < 10:
+				inv.Currency = "EURO"
+			}
+			out = append(out, engine.EnqueueParams{Queue: QueueBilling, Kind: KindInvoiceGenerate, Args: inv})
+		case roll < 85:
+			rc := receipt(r, invoice(r, 10000+r.IntN(90000)))
+			switch f := r.IntN(100); {
+			case f < 4:
+				rc.Template = "receipt-legacy"
+			case f < 7:
+				rc.Unsubscribed = true
+			}
+			out = append(out, engine.EnqueueParams{Queue: QueueEmail, Kind: KindReceiptSend, Args: rc})
+		case roll < 93:
+			out = append(out, engine.EnqueueParams{Queue: QueueBilling, Kind: KindCustomerSync,
+				Args: CustomerV2{CustomerID: 3000 + r.IntN(1000), FirstName: firstNames[r.IntN(len(firstNames))],
+					LastName: lastNames[r.IntN(len(lastNames))], WorkMS: 10 + r.IntN(60)}})
+		case roll < 99:
+			out = append(out, engine.EnqueueParams{Queue: QueueReports, Kind: KindReportRender,
+				Args: Report{Report: reports[r.IntN(len(reports))], Month: "2026-11", WorkMS: 200 + r.IntN(1300)}})
+		default:
+			// The poison pill again: refused once its fingerprint is
+			// quarantined.
+			out = append(out, engine.EnqueueParams{Queue: QueueReports, Kind: KindReportRender, Args: PoisonReport})
+		}
+	}
+	return out
+}
+
+// Trickle enqueues one job every `every` until ctx ends. Refusals (the
+// quarantined poison pill) and store errors do not stop it: the next tick
+// tries again.
+func Trickle(ctx context.Context, e *engine.Engine, every time.Duration) {
+	if every <= 0 {
+		every = time.Second
+	}
+	r := trickleRand()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		_, _ = e.EnqueueMany(ctx, TrickleJobs(r, 1))
+	}
+}

@@ -1,0 +1,285 @@
+// Package demo holds the job kinds and the data of `sluice demo` and of the
+// process fault tests: a small billing, email and reporting system whose
+// jobs succeed, fail for a while, fail for good, skip, panic every time,
+// arrive in an old schema version, or miss their deadline — so the console
+// has every kind of death to show. What a job does is decided by its
+// payload alone, so every run of the demo tells the same story.
+//
+// The chaos kinds (queue "chaos") are for the process fault tests:
+// chaos.sleep sleeps and succeeds, chaos.exit kills its own process.
+//
+// The package knows the engine only; it never names a backend.
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Queues of the demo.
+const (
+	QueueBilling = "billing"
+	QueueEmail   = "email"
+	QueueReports = "reports"
+	// QueueChaos holds the kinds of the process fault tests.
+	QueueChaos = "chaos"
+)
+
+// Queues lists the demo's business queues, in display order (chaos is
+// left out: the demo never runs it).
+var Queues = []string{QueueBilling, QueueEmail, QueueReports}
+
+// Kind names.
+const (
+	KindInvoiceGenerate = "invoice.generate"
+	KindReceiptSend     = "receipt.send"
+	KindReportRender    = "report.render"
+	// KindCustomerSync is at schema version 2; version 1 payloads are
+	// upcast.
+	KindCustomerSync = "customer.sync"
+	// KindWebhookDeliver is at schema version 3 with an upcaster from 2
+	// only: a version 1 payload has no path and becomes undecodable.
+	KindWebhookDeliver = "webhook.deliver"
+
+	KindChaosSleep = "chaos.sleep"
+	KindChaosExit  = "chaos.exit"
+)
+
+// Backoff is the demo's retry delay: attempt n waits n seconds (at most
+// five), so failures turn into deaths within a minute of watching.
+func Backoff(attempt int) time.Duration {
+	return time.Duration(min(max(attempt, 1), 5)) * time.Second
+}
+
+// CrashBackoff is the demo's delay before a crashed job runs again: a
+// little longer than an ordinary retry, as the engine's default is.
+func CrashBackoff(crash int) time.Duration {
+	return time.Duration(min(max(crash, 1), 5)+2) * time.Second
+}
+
+// Invoice is the payload of invoice.generate.
+type Invoice struct {
+	Invoice     string `json:"invoice"`
+	Customer    int    `json:"customer"`
+	AmountCents int    `json:"amount_cents"`
+	Currency    string `json:"currency"`
+	// Fail: "" succeeds; "transient" fails the first two attempts (the
+	// database is unreachable for a while); "always" fails every attempt
+	// until the job is archived.
+	Fail   string `json:"fail,omitempty"`
+	WorkMS int    `json:"work_ms,omitempty"`
+}
+
+// Receipt is the payload of receipt.send.
+type Receipt struct {
+	Invoice  string `json:"invoice"`
+	To       string `json:"to"`
+	Template string `json:"template"`
+	// Unsubscribed recipients are skipped: the job is archived at once.
+	Unsubscribed bool `json:"unsubscribed,omitempty"`
+	WorkMS       int  `json:"work_ms,omitempty"`
+}
+
+// Report is the payload of report.render.
+type Report struct {
+	Report string `json:"report"`
+	Month  string `json:"month,omitempty"`
+	// Poison makes the handler panic every time: a poison pill, which is
+	// quarantined after the crash limit.
+	Poison bool `json:"poison,omitempty"`
+	WorkMS int  `json:"work_ms,omitempty"`
+}
+
+// CustomerV1 is customer.sync's first schema; CustomerV2 its current one.
+type CustomerV1 struct {
+	CustomerID int    `json:"customer_id"`
+	Name       string `json:"name"`
+}
+
+type CustomerV2 struct {
+	CustomerID int    `json:"customer_id"`
+	FirstName  string `json:"first_name"`
+	LastName   string `json:"last_name"`
+	WorkMS     int    `json:"work_ms,omitempty"`
+}
+
+// Webhook is webhook.deliver's current (version 3) payload.
+type Webhook struct {
+	URL    string `json:"url"`
+	Event  string `json:"event"`
+	Secret string `json:"secret_ref"`
+	WorkMS int    `json:"work_ms,omitempty"`
+}
+
+// Sleep is chaos.sleep's payload.
+type Sleep struct {
+	MS int `json:"ms"`
+}
+
+// supportedCurrencies are what the invoice generator accepts.
+var supportedCurrencies = map[string]bool{"EUR": true, "USD": true, "GBP": true, "CHF": true}
+
+// Register adds every demo and chaos kind to e.
+func Register(e *engine.Engine) error {
+	kinds := []engine.Kind{
+		{
+			Name:        KindInvoiceGenerate,
+			Handler:     engine.TypedHandler(invoiceGenerate),
+			MaxAttempts: 5,
+			Backoff:     Backoff,
+		},
+		{
+			Name:        KindReceiptSend,
+			Handler:     engine.TypedHandler(receiptSend),
+			MaxAttempts: 3,
+			Backoff:     Backoff,
+		},
+		{
+			Name:        KindReportRender,
+			Handler:     engine.TypedHandler(reportRender),
+			MaxAttempts: 3,
+			Backoff:     Backoff,
+		},
+		{
+			Name:      KindCustomerSync,
+			Handler:   engine.TypedHandler(customerSync),
+			Version:   2,
+			Upcasters: map[int]engine.Upcaster{1: customerV1toV2},
+			Backoff:   Backoff,
+		},
+		{
+			Name:      KindWebhookDeliver,
+			Handler:   engine.TypedHandler(webhookDeliver),
+			Version:   3,
+			Upcasters: map[int]engine.Upcaster{2: webhookV2toV3},
+			Backoff:   Backoff,
+		},
+		{
+			Name:    KindChaosSleep,
+			Handler: engine.TypedHandler(chaosSleep),
+			Backoff: Backoff,
+		},
+		{
+			Name:    KindChaosExit,
+			Handler: chaosExit,
+			Backoff: Backoff,
+		},
+	}
+	for _, k := range kinds {
+		if err := e.Register(k); err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+	}
+	return nil
+}
+
+// work pretends to do ms milliseconds of work, giving up when ctx ends.
+func work(ctx context.Context, ms int) error {
+	if ms <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(time.Duration(ms) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func invoiceGenerate(ctx context.Context, job *engine.Job, p Invoice) error {
+	if err := work(ctx, p.WorkMS); err != nil {
+		return err
+	}
+	if !supportedCurrencies[p.Currency] {
+		return fmt.Errorf("invoice %s: invalid currency %q", p.Invoice, p.Currency)
+	}
+	switch p.Fail {
+	case "always":
+		return errors.New("dial tcp 10.0.0.12:5432: connection refused")
+	case "transient":
+		if job.Attempt < 2 {
+			return errors.New("dial tcp 10.0.0.12:5432: connection refused")
+		}
+	}
+	return nil
+}
+
+// knownTemplates are the email templates that exist.
+var knownTemplates = map[string]bool{"receipt-v2": true, "receipt-v3": true}
+
+func receiptSend(ctx context.Context, _ *engine.Job, p Receipt) error {
+	if err := work(ctx, p.WorkMS); err != nil {
+		return err
+	}
+	if p.Unsubscribed {
+		return engine.Skip(fmt.Sprintf("recipient %s unsubscribed", p.To))
+	}
+	if !knownTemplates[p.Template] {
+		return fmt.Errorf("render receipt for %s: template not found: %q", p.Invoice, p.Template)
+	}
+	return nil
+}
+
+func reportRender(ctx context.Context, _ *engine.Job, p Report) error {
+	if p.Poison {
+		// A bug that takes the worker down every time it meets this
+		// report: a nil map deep in the renderer.
+		var cells map[string]int
+		cells[p.Report]++
+	}
+	return work(ctx, p.WorkMS)
+}
+
+func customerV1toV2(raw json.RawMessage) (json.RawMessage, error) {
+	var v1 CustomerV1
+	if err := json.Unmarshal(raw, &v1); err != nil {
+		return nil, err
+	}
+	first, last, _ := strings.Cut(strings.TrimSpace(v1.Name), " ")
+	return json.Marshal(CustomerV2{CustomerID: v1.CustomerID, FirstName: first, LastName: last})
+}
+
+func customerSync(ctx context.Context, _ *engine.Job, p CustomerV2) error {
+	if p.FirstName == "" {
+		return engine.Undecodable(fmt.Errorf("customer %d has no first name", p.CustomerID))
+	}
+	return work(ctx, p.WorkMS)
+}
+
+// webhookV2toV3 renames "secret" to "secret_ref".
+func webhookV2toV3(raw json.RawMessage) (json.RawMessage, error) {
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	if s, ok := m["secret"]; ok {
+		m["secret_ref"] = s
+		delete(m, "secret")
+	}
+	return json.Marshal(m)
+}
+
+func webhookDeliver(ctx context.Context, _ *engine.Job, p Webhook) error {
+	return work(ctx, p.WorkMS)
+}
+
+func chaosSleep(ctx context.Context, _ *engine.Job, p Sleep) error {
+	return work(ctx, p.MS)
+}
+
+// chaosExit kills its own process with SIGKILL: the poison pill that takes
+// the whole worker down every time, so only the reaper of another process
+// can charge the crash.
+func chaosExit(context.Context, *engine.Job) error {
+	killSelf()
+	// Not reached where SIGKILL exists.
+	return errors.New("chaos.exit: the process survived")
+}

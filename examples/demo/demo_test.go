@@ -1,0 +1,323 @@
+package demo_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/examples/demo"
+)
+
+func TestSeedJobsDeterministic(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	a, b := demo.SeedJobs(now), demo.SeedJobs(now)
+	if len(a) < 200 || len(a) > 500 {
+		t.Fatalf("seed has %d jobs, want a few hundred", len(a))
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("two seeds differ")
+	}
+	if a[0].ID != demo.SeedMarker {
+		t.Errorf("first seed id = %q, want the marker %q", a[0].ID, demo.SeedMarker)
+	}
+	ids := map[string]bool{}
+	queues := map[string]int{}
+	for _, p := range a {
+		if ids[p.ID] {
+			t.Errorf("duplicate seed id %s", p.ID)
+		}
+		ids[p.ID] = true
+		queues[p.Queue]++
+		if err := engine.ValidateJobID(p.ID); err != nil {
+			t.Errorf("seed id: %v", err)
+		}
+	}
+	for _, q := range demo.Queues {
+		if queues[q] == 0 {
+			t.Errorf("no seed job on queue %s", q)
+		}
+	}
+	if queues[demo.QueueChaos] != 0 {
+		t.Errorf("the seed puts %d jobs on the chaos queue", queues[demo.QueueChaos])
+	}
+
+	r1, r2 := rand.New(rand.NewPCG(1, 2)), rand.New(rand.NewPCG(1, 2))
+	if !reflect.DeepEqual(demo.TrickleJobs(r1, 50), demo.TrickleJobs(r2, 50)) {
+		t.Error("the trickle is not deterministic for one seed")
+	}
+}
+
+// TestInvoiceAttempts runs invoices whose payload decides their fate.
+func TestInvoiceAttempts(t *testing.T) {
+	t.Parallel()
+	store := sqlitetest.New(t)
+	e := newEngine(t, store, nil)
+	ctx := context.Background()
+	// Budgets are small so the demo's backoffs (seconds) stay short.
+	cases := []struct {
+		name     string
+		inv      demo.Invoice
+		attempts int // the budget
+		want     engine.State
+		errPart  string
+	}{
+		{"ok", demo.Invoice{Invoice: "INV-1", Currency: "EUR"}, 1, engine.StateCompleted, ""},
+		{"typo", demo.Invoice{Invoice: "INV-2", Currency: "EURO"}, 1, engine.StateArchived, `invalid currency "EURO"`},
+		{"down", demo.Invoice{Invoice: "INV-3", Currency: "USD", Fail: "always"}, 1, engine.StateArchived, "dial tcp 10.0.0.12:5432: connection refused"},
+		{"flaky-once", demo.Invoice{Invoice: "INV-4", Currency: "USD", Fail: "transient"}, 1, engine.StateArchived, "connection refused"},
+		{"flaky", demo.Invoice{Invoice: "INV-5", Currency: "USD", Fail: "transient"}, 3, engine.StateCompleted, "connection refused"},
+	}
+	var ids []string
+	for _, c := range cases {
+		j, err := e.Enqueue(ctx, engine.EnqueueParams{Queue: demo.QueueBilling, Kind: demo.KindInvoiceGenerate,
+			Args: c.inv, MaxAttempts: c.attempts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, j.ID)
+	}
+	run(t, e)
+	got := waitTerminal(t, store, ids)
+	for i, c := range cases {
+		j := got[ids[i]]
+		if j.State != c.want {
+			t.Errorf("%s: state %s, want %s (errors %+v)", c.name, j.State, c.want, j.Errors)
+			continue
+		}
+		if c.errPart != "" && (len(j.Errors) == 0 || !strings.Contains(j.Errors[len(j.Errors)-1].Message, c.errPart)) {
+			t.Errorf("%s: errors %+v, want one containing %q", c.name, j.Errors, c.errPart)
+		}
+	}
+}
+
+func TestDemoOutcomes(t *testing.T) {
+	t.Parallel()
+	store := sqlitetest.New(t)
+	tally := demo.NewTally()
+	e := newEngine(t, store, tally)
+	ctx := context.Background()
+	past := time.Now().Add(300 * time.Millisecond)
+
+	type want struct {
+		state  engine.State
+		reason engine.TerminalReason
+	}
+	jobs := []struct {
+		name string
+		p    engine.EnqueueParams
+		want want
+	}{
+		{"receipt", engine.EnqueueParams{Queue: demo.QueueEmail, Kind: demo.KindReceiptSend,
+			Args: demo.Receipt{Invoice: "INV-1", To: "a@example.com", Template: "receipt-v2"}},
+			want{engine.StateCompleted, ""}},
+		{"unsubscribed", engine.EnqueueParams{Queue: demo.QueueEmail, Kind: demo.KindReceiptSend,
+			Args: demo.Receipt{Invoice: "INV-2", To: "b@example.com", Template: "receipt-v2", Unsubscribed: true}},
+			want{engine.StateArchived, engine.ReasonSkipped}},
+		{"no template", engine.EnqueueParams{Queue: demo.QueueEmail, Kind: demo.KindReceiptSend, MaxAttempts: 1,
+			Args: demo.Receipt{Invoice: "INV-3", To: "c@example.com", Template: "receipt-legacy"}},
+			want{engine.StateArchived, engine.ReasonAttemptsExhausted}},
+		{"customer v1 upcast", engine.EnqueueParams{Queue: demo.QueueBilling, Kind: demo.KindCustomerSync, SchemaVersion: 1,
+			Args: demo.CustomerV1{CustomerID: 7, Name: "Grace Hopper"}},
+			want{engine.StateCompleted, ""}},
+		{"customer v2", engine.EnqueueParams{Queue: demo.QueueBilling, Kind: demo.KindCustomerSync,
+			Args: demo.CustomerV2{CustomerID: 8, FirstName: "Ada", LastName: "Lovelace"}},
+			want{engine.StateCompleted, ""}},
+		{"webhook v2 upcast", engine.EnqueueParams{Queue: demo.QueueEmail, Kind: demo.KindWebhookDeliver, SchemaVersion: 2,
+			Args: map[string]any{"url": "https://h.example.com", "event": "invoice.paid", "secret": "s"}},
+			want{engine.StateCompleted, ""}},
+		{"webhook v1 no path", engine.EnqueueParams{Queue: demo.QueueEmail, Kind: demo.KindWebhookDeliver, SchemaVersion: 1,
+			Args: map[string]any{"endpoint": "https://h.example.com"}},
+			want{engine.StateUndecodable, engine.ReasonUndecodable}},
+		{"poison", engine.EnqueueParams{Queue: demo.QueueReports, Kind: demo.KindReportRender, Args: demo.PoisonReport},
+			want{engine.StateQuarantined, engine.ReasonQuarantined}},
+		{"deadline", engine.EnqueueParams{Queue: demo.QueueReports, Kind: demo.KindReportRender, Deadline: &past,
+			Args: demo.Report{Report: "board-pack", WorkMS: 5000}},
+			want{engine.StateArchived, engine.ReasonDeadlineExceeded}},
+		{"report", engine.EnqueueParams{Queue: demo.QueueReports, Kind: demo.KindReportRender,
+			Args: demo.Report{Report: "churn", WorkMS: 10}},
+			want{engine.StateCompleted, ""}},
+		{"chaos sleep", engine.EnqueueParams{Queue: demo.QueueChaos, Kind: demo.KindChaosSleep, Args: demo.Sleep{MS: 20}},
+			want{engine.StateCompleted, ""}},
+	}
+	ps := make([]engine.EnqueueParams, len(jobs))
+	for i, j := range jobs {
+		ps[i] = j.p
+	}
+	res, err := e.EnqueueMany(ctx, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, len(res))
+	for i, r := range res {
+		if r.Err != nil {
+			t.Fatalf("%s: %v", jobs[i].name, r.Err)
+		}
+		ids[i] = r.Job.ID
+	}
+	run(t, e)
+	got := waitTerminal(t, store, ids)
+	for i, c := range jobs {
+		j := got[ids[i]]
+		if j.State != c.want.state || j.TerminalReason != c.want.reason {
+			t.Errorf("%s: %s/%q, want %s/%q (errors %+v)", c.name, j.State, j.TerminalReason, c.want.state, c.want.reason, j.Errors)
+		}
+	}
+
+	// The tally saw the same story.
+	snap := tally.Snapshot()
+	tot := snap.Total
+	if tot.Enqueued != len(jobs) || tot.Completed != 6 || tot.Archived != 3 || tot.Quarantined != 1 || tot.Undecodable != 1 {
+		t.Errorf("tally total = %+v, want enqueued %d, completed 6, archived 3, quarantined 1, undecodable 1", tot, len(jobs))
+	}
+	if tot.Crashed != 2 {
+		t.Errorf("tally crashed = %d, want 2 (the poison pill's first two crashes)", tot.Crashed)
+	}
+	if tot.Running != 0 {
+		t.Errorf("tally running = %d after every job ended", tot.Running)
+	}
+	if len(snap.Deaths) != 4 {
+		t.Errorf("tally heard %d deaths, want 4: %+v", len(snap.Deaths), snap.Deaths)
+	}
+
+	// The poison pill's fingerprint is quarantined: enqueuing it again is
+	// refused, and the tally counts the refusal.
+	_, err = e.Enqueue(ctx, engine.EnqueueParams{Queue: demo.QueueReports, Kind: demo.KindReportRender, Args: demo.PoisonReport})
+	if !errors.Is(err, engine.ErrQuarantined) {
+		t.Errorf("enqueue the poison pill again: %v, want ErrQuarantined", err)
+	}
+	if r := tally.Snapshot().Total.Refused; r != 1 {
+		t.Errorf("tally refused = %d, want 1", r)
+	}
+}
+
+func TestSeedIdempotent(t *testing.T) {
+	t.Parallel()
+	store := sqlitetest.New(t)
+	tally := demo.NewTally()
+	e := newEngine(t, store, tally)
+	ctx := context.Background()
+	if ok, err := demo.Seeded(ctx, store); err != nil || ok {
+		t.Fatalf("Seeded on an empty store = %v, %v", ok, err)
+	}
+	if err := demo.Seed(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := demo.Seeded(ctx, store); err != nil || !ok {
+		t.Fatalf("Seeded after Seed = %v, %v", ok, err)
+	}
+	n := tally.Snapshot().Total.Enqueued
+	if want := len(demo.SeedJobs(time.Now())); n != want {
+		t.Errorf("seed enqueued %d, want %d", n, want)
+	}
+	if err := demo.Seed(ctx, e); err != nil {
+		t.Fatalf("second seed: %v", err)
+	}
+	if again := tally.Snapshot().Total.Enqueued; again != n {
+		t.Errorf("second seed enqueued %d more", again-n)
+	}
+}
+
+func TestTrickle(t *testing.T) {
+	t.Parallel()
+	store := sqlitetest.New(t)
+	tally := demo.NewTally()
+	e := newEngine(t, store, tally)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		demo.Trickle(ctx, e, 5*time.Millisecond)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for tally.Snapshot().Total.Enqueued < 5 {
+		if time.Now().After(deadline) {
+			t.Fatal("the trickle enqueued fewer than 5 jobs in 30s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+}
+
+// newEngine builds an engine working every demo queue with fast timings.
+func newEngine(t *testing.T, store engine.Store, tally *demo.Tally) *engine.Engine {
+	t.Helper()
+	if tally != nil {
+		store = tally.Wrap(store)
+	}
+	e, err := engine.New(store, engine.Config{
+		Queues: map[string]engine.QueueConfig{
+			demo.QueueBilling: {Concurrency: 4},
+			demo.QueueEmail:   {Concurrency: 4},
+			demo.QueueReports: {Concurrency: 4},
+			demo.QueueChaos:   {Concurrency: 4},
+		},
+		PollInterval:        20 * time.Millisecond,
+		MaintenanceInterval: 20 * time.Millisecond,
+		HeartbeatInterval:   200 * time.Millisecond,
+		CrashBackoff:        func(int) time.Duration { return 10 * time.Millisecond },
+		ShutdownTimeout:     2 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := demo.Register(e); err != nil {
+		t.Fatal(err)
+	}
+	if tally != nil {
+		e.OnDead(tally.OnDead)
+	}
+	return e
+}
+
+// run starts e and stops it when the test ends.
+func run(t *testing.T, e *engine.Engine) {
+	t.Helper()
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := e.Stop(context.Background()); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	})
+}
+
+// waitTerminal polls until every job is in a terminal state.
+func waitTerminal(t *testing.T, s engine.Store, ids []string) map[string]*engine.Job {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out := map[string]*engine.Job{}
+		pending := 0
+		for _, id := range ids {
+			j, err := s.JobGetByID(context.Background(), &engine.JobGetByIDParams{ID: id})
+			if err != nil {
+				t.Fatalf("get %s: %v", id, err)
+			}
+			out[id] = j
+			if !j.State.Terminal() {
+				pending++
+			}
+		}
+		if pending == 0 {
+			return out
+		}
+		if time.Now().After(deadline) {
+			for id, j := range out {
+				if !j.State.Terminal() {
+					t.Logf("job %s (%s) still %s", id, j.Kind, j.State)
+				}
+			}
+			t.Fatalf("%d jobs not terminal after 60s", pending)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
