@@ -20,6 +20,8 @@ type demoOptions struct {
 	db      string
 	trickle time.Duration
 	every   time.Duration
+	plain   bool
+	console tuiOptions
 }
 
 func newDemoCmd(lo *logOptions) *cobra.Command {
@@ -31,11 +33,13 @@ func newDemoCmd(lo *logOptions) *cobra.Command {
 reports) on a SQLite file. An empty file is seeded with a few hundred jobs —
 most succeed, some fail until they are archived, one is a poison pill that is
 quarantined, some are undecodable, two miss their deadline — and a steady
-trickle of new jobs follows. A summary of what this process did is printed
-every second. Ctrl-C stops gracefully.
+trickle of new jobs follows.
 
-Logs are discarded unless --log-file is given; they never mix with the
-summary.`,
+The operations console opens on the archived jobs; q quits and stops the
+engine gracefully. With --plain a text summary of what this process did is
+printed every second instead, until Ctrl-C.
+
+Logs are discarded unless --log-file is given; they never reach the screen.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDemo(cmd.Context(), o, lo, cmd.OutOrStdout())
@@ -43,7 +47,11 @@ summary.`,
 	}
 	cmd.Flags().StringVar(&o.db, "db", "sluice-demo.db", "SQLite file (a path or sqlite:// URL)")
 	cmd.Flags().DurationVar(&o.trickle, "trickle", 500*time.Millisecond, "enqueue one new job this often (0 turns the trickle off)")
-	cmd.Flags().DurationVar(&o.every, "refresh", time.Second, "how often the summary is printed")
+	cmd.Flags().DurationVar(&o.every, "refresh", time.Second, "how often the --plain summary is printed")
+	cmd.Flags().BoolVar(&o.plain, "plain", false, "print a text summary instead of opening the console")
+	cmd.Flags().BoolVar(&o.console.readOnly, "read-only", false, "open the console without the actions that change jobs")
+	cmd.Flags().StringVar(&o.console.theme, "theme", "", "console theme: dark, light, high-contrast or mono")
+	cmd.Flags().StringVar(&o.console.state, "state", "archived", "state tab the console opens on")
 	return cmd
 }
 
@@ -69,8 +77,18 @@ func runDemo(ctx context.Context, o *demoOptions, lo *logOptions, out io.Writer)
 	}
 	defer store.Close()
 
+	// The tally counts what this process does for the --plain summary; it
+	// wraps the store as a plain engine.Store, which hides the operator
+	// surface the console needs, so the console runs on the store itself.
 	tally := demo.NewTally()
-	e, err := engine.New(tally.Wrap(store), engine.Config{
+	// Not a terminal (a pipe, a file, a test): the console cannot be
+	// drawn, the summary can.
+	plain := o.plain || !isTerminal(out)
+	var engStore engine.Store = store
+	if plain {
+		engStore = tally.Wrap(store)
+	}
+	e, err := engine.New(engStore, engine.Config{
 		Queues: map[string]engine.QueueConfig{
 			demo.QueueBilling: {Concurrency: 8},
 			demo.QueueEmail:   {Concurrency: 8},
@@ -108,6 +126,18 @@ func runDemo(ctx context.Context, o *demoOptions, lo *logOptions, out io.Writer)
 	if o.trickle > 0 {
 		go demo.Trickle(ctx, e, o.trickle)
 	}
+	if !plain {
+		copts, err := o.console.consoleOptions(ctx, log, "sqlite://"+t.path+" · demo")
+		if err != nil {
+			stopEngine(ctx, e)
+			return err
+		}
+		runErr := runConsole(ctx, e, copts)
+		if err := stopEngine(ctx, e); err != nil && runErr == nil {
+			runErr = err
+		}
+		return runErr
+	}
 
 	scr := newDemoScreen(out, t.path, note)
 	every := o.every
@@ -134,6 +164,16 @@ func runDemo(ctx context.Context, o *demoOptions, lo *logOptions, out io.Writer)
 	}
 	fmt.Fprintln(out, "stopped. "+summaryLine(tally.Snapshot()))
 	return nil
+}
+
+// isTerminal reports whether out is a terminal.
+func isTerminal(out io.Writer) bool {
+	f, ok := out.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // demoScreen prints the summary: redrawn in place on a terminal, one line

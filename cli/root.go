@@ -71,7 +71,8 @@ bare file path. postgres:// and redis:// are not built yet.`,
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.PersistentFlags().StringVar(&lo.file, "log-file", "", "write logs to this file (default: none for demo, stderr for worker)")
 	root.PersistentFlags().StringVar(&lo.level, "log-level", "info", "log level: debug, info, warn, error")
-	root.AddCommand(newDemoCmd(lo), newWorkerCmd(lo), newBenchCmd(lo))
+	root.AddCommand(newDemoCmd(lo), newWorkerCmd(lo), newBenchCmd(lo), newTUICmd(lo))
+	root.AddCommand(controlCommands(lo)...)
 	return root
 }
 

@@ -20,6 +20,7 @@
 package backendtest
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/engine"
@@ -117,5 +118,25 @@ func Run(t *testing.T, h Harness) {
 			continue
 		}
 		t.Run(c.name, func(t *testing.T) { c.fn(t, h) })
+	}
+}
+
+// RunControl runs only the Control area, for a harness whose Control wraps
+// the engine in another implementation (the HTTP client against a server):
+// the other areas would only test the same store again.
+func RunControl(t *testing.T, h Harness) {
+	if h.NewStore == nil {
+		t.Fatal("backendtest: Harness.NewStore is nil")
+	}
+	for _, c := range checks() {
+		if !strings.HasPrefix(c.name, "Control/") {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			if !c.alone {
+				t.Parallel()
+			}
+			c.fn(t, h)
+		})
 	}
 }

@@ -44,9 +44,13 @@ func testConcurrency(t *testing.T, h Harness) {
 	for i := range es {
 		cfg := fast(fmt.Sprintf("worker-%d", i), "bulk")
 		cfg.Queues["bulk"] = engine.QueueConfig{Concurrency: perEngine}
-		// Generous leases: this check is about exclusive claims, not about
-		// lease expiry under a loaded -race run.
-		cfg.LeaseDuration = 5 * time.Second
+		// Generous leases and heartbeats: this check is about exclusive
+		// claims. Eight engines on one store queue their writes; under
+		// -race on a loaded machine a heartbeat or renewal has been seen
+		// to wait 8 s (see the log line), and a living worker whose
+		// lease and heartbeat both run out is rightly taken for dead.
+		cfg.LeaseDuration = 30 * time.Second
+		cfg.HeartbeatInterval = time.Second
 		es[i] = startEngine(t, s, cfg, engine.Kind{Name: "work", Handler: handler})
 	}
 

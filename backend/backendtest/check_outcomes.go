@@ -153,11 +153,17 @@ func testOutcomeSkip(t *testing.T, h Harness) {
 }
 
 func testOutcomeRevoke(t *testing.T, h Harness) {
-	s, e, calls := oneKind(t, h, false, func(context.Context, *engine.Job, int) error { return engine.Revoke() })
+	var fences [4]atomic.Int64
+	s, e, calls := oneKind(t, h, false, func(_ context.Context, j *engine.Job, call int) error {
+		if call <= len(fences) {
+			fences[call-1].Store(j.Fence)
+		}
+		return engine.Revoke()
+	})
 	enqueue(t, e, engine.EnqueueParams{ID: "rev", Queue: "q", Kind: "k"})
 	eventually(t, waitLong, func() bool { return gone(s, "rev") }, "revoked job to be deleted")
 	if calls.Load() != 1 {
-		t.Fatalf("handler called %d times", calls.Load())
+		t.Fatalf("handler called %d times (fences %d %d %d)", calls.Load(), fences[0].Load(), fences[1].Load(), fences[2].Load())
 	}
 }
 

@@ -208,7 +208,7 @@ func (f *faultStore) LeaderResign(ctx context.Context, p *engine.LeaderResignPar
 func testStoreOutage(t *testing.T, h Harness) {
 	base := h.NewStore(t)
 	fs := &faultStore{Store: base}
-	const lease = 300 * time.Millisecond
+	const lease = 500 * time.Millisecond
 
 	started := make(chan struct{}, 1)
 	release := make(chan struct{})
@@ -313,7 +313,7 @@ func testRenewedLeaseNotReaped(t *testing.T, h Harness) {
 	fs := &faultStore{Store: base}
 	gs := &gateStore{Store: base, id: "race", listed: make(chan struct{}), proceed: make(chan struct{})}
 	gs.armed.Store(true)
-	const lease = 300 * time.Millisecond
+	const lease = 500 * time.Millisecond
 
 	started := make(chan struct{}, 1)
 	release := make(chan struct{})

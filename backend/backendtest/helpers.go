@@ -47,11 +47,17 @@ func eventually(t testing.TB, timeout time.Duration, cond func() bool, msg ...an
 
 // fast returns an engine config with short intervals, so the suite runs in
 // seconds. queues get concurrency 4 unless changed by the caller.
+//
+// The lease is long next to everything else: no check waits for one to
+// run out unless it sets its own, and on a loaded 2-core machine under
+// -race a living worker's renewals and heartbeats have been seen to stall
+// for well over a second; a lease lost that way reruns the job (as
+// designed) and would spoil the exact counts the checks assert.
 func fast(workerID string, queues ...string) engine.Config {
 	cfg := engine.Config{
 		WorkerID:            workerID,
-		LeaseDuration:       time.Second,
-		HeartbeatInterval:   100 * time.Millisecond,
+		LeaseDuration:       5 * time.Second,
+		HeartbeatInterval:   250 * time.Millisecond,
 		PollInterval:        20 * time.Millisecond,
 		MaintenanceInterval: 25 * time.Millisecond,
 		CrashBackoff:        func(int) time.Duration { return 2 * time.Millisecond },

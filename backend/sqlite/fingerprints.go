@@ -80,7 +80,7 @@ const (
 	sqlReleaseJobs = `UPDATE OR FAIL jobs SET state = 'available', crash_attempt = 0, finalized_at = NULL,
 		terminal_reason = '', scheduled_at = ?2, state_changed_at = ?2, version = version + 1
 	WHERE fingerprint = ?1 AND state = 'quarantined'
-	RETURNING id, attempt`
+	RETURNING id, attempt, queue`
 )
 
 // FingerprintRelease puts the record on probation and returns its held
@@ -108,17 +108,19 @@ func (s *Store) FingerprintRelease(ctx context.Context, p *engine.FingerprintRel
 			return fmt.Errorf("sqlite: release fingerprint %s: %w", p.Fingerprint, err)
 		}
 		type released struct {
-			id      string
-			attempt int
+			id, queue string
+			attempt   int
 		}
 		var rs []released
+		counts := countDeltas{}
 		for rows.Next() {
 			var x released
-			if err := rows.Scan(&x.id, &x.attempt); err != nil {
+			if err := rows.Scan(&x.id, &x.attempt, &x.queue); err != nil {
 				rows.Close()
 				return fmt.Errorf("sqlite: release fingerprint %s: %w", p.Fingerprint, err)
 			}
 			rs = append(rs, x)
+			counts.move(x.queue, engine.StateQuarantined, engine.StateAvailable, 1)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -133,7 +135,7 @@ func (s *Store) FingerprintRelease(ctx context.Context, p *engine.FingerprintRel
 			}
 		}
 		n = len(rs)
-		return nil
+		return s.applyCounts(ctx, tx, counts)
 	})
 	if err != nil {
 		return 0, err

@@ -56,6 +56,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams
 		ins := tx.StmtContext(ctx, st[2])
 		var get *sql.Stmt
 		nowNs := now.UnixNano()
+		counts := countDeltas{}
 		for i, jp := range p.Jobs {
 			if jp == nil || jp.ID == "" {
 				res[i].Err = fmt.Errorf("sqlite: insert job: %w: no id", engine.ErrInvalid)
@@ -94,6 +95,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams
 			if n, err := r.RowsAffected(); err != nil {
 				return fmt.Errorf("sqlite: insert job %s: %w", jp.ID, err)
 			} else if n == 1 {
+				counts.move(jp.Queue, "", state, 1)
 				j := &engine.Job{
 					ID:             jp.ID,
 					Queue:          jp.Queue,
@@ -135,7 +137,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams
 			res[i].Job = old
 			res[i].Existing = true
 		}
-		return nil
+		return s.applyCounts(ctx, tx, counts)
 	})
 	if err != nil {
 		return nil, err
@@ -210,6 +212,15 @@ type claimQueries struct {
 // maxArchivePerClaim bounds the jobs one claim archives for their deadline.
 const maxArchivePerClaim = 1000
 
+// msgDeadlineBeforeRun is the event message, last error and error pattern
+// of a job archived at claim because its deadline had passed: it died
+// without a handler error, and still forms an error group.
+const msgDeadlineBeforeRun = "deadline passed before the job ran"
+
+// sqlQueuePaused tells whether a queue is paused; a claim reads it first,
+// in its own transaction.
+const sqlQueuePaused = `SELECT EXISTS(SELECT 1 FROM queues WHERE name = ? AND paused = 1)`
+
 // claimQueriesFor builds (once per kind set) the claim statements. Kinds
 // are bound as parameters ?7 onwards: kind, version, kind, version, ...
 func (s *Store) claimQueriesFor(kinds map[string]int) *claimQueries {
@@ -257,7 +268,8 @@ func (s *Store) claimQueriesFor(kinds map[string]int) *claimQueries {
 		// ?4 now, ?5 queue, ?6 limit; ?1 to ?3 are bound but unused, which
 		// keeps the kind parameters' numbers the same as the claim's.
 		archive: `UPDATE OR FAIL jobs SET state = 'archived', terminal_reason = 'deadline_exceeded', finalized_at = ?4,
-			state_changed_at = ?4, version = version + 1
+			state_changed_at = ?4, version = version + 1,
+			last_error = '` + msgDeadlineBeforeRun + `', error_pattern = '` + msgDeadlineBeforeRun + `'
 		WHERE rowid IN (SELECT rowid FROM jobs INDEXED BY jobs_deadline
 			WHERE state = 'available' AND deadline IS NOT NULL AND queue = ?5 AND deadline < ?4` + kindIn + `
 			ORDER BY deadline LIMIT ?6)
@@ -276,7 +288,7 @@ func (s *Store) claimQueriesFor(kinds map[string]int) *claimQueries {
 // full.
 func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine.JobClaimResult, error) {
 	q := s.claimQueriesFor(p.Kinds)
-	st, err := s.stmts(ctx, q.archive, q.claim, q.suspect, sqlInsertEvent)
+	st, err := s.stmts(ctx, q.archive, q.claim, q.suspect, sqlInsertEvent, sqlQueuePaused)
 	if err != nil {
 		return nil, err
 	}
@@ -289,6 +301,14 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 		res.Jobs, res.Dead = nil, nil
 		res.Now = now
 		nowNs := now.UnixNano()
+		var paused bool
+		if err := tx.StmtContext(ctx, st[4]).QueryRowContext(ctx, p.Queue).Scan(&paused); err != nil {
+			return fmt.Errorf("sqlite: claim %s: %w", p.Queue, err)
+		}
+		if paused {
+			return nil
+		}
+		counts := countDeltas{}
 		kindArgs := make([]any, 0, 2*len(q.kinds))
 		for _, k := range q.kinds {
 			kindArgs = append(kindArgs, k, p.Kinds[k])
@@ -305,14 +325,15 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 			for _, j := range dead {
 				if _, err := ev.ExecContext(ctx, j.ID, string(engine.EventArchived), nowNs, p.WorkerID,
 					string(engine.StateAvailable), string(engine.StateArchived), j.Attempt,
-					"deadline passed before the job ran"); err != nil {
+					msgDeadlineBeforeRun); err != nil {
 					return fmt.Errorf("sqlite: claim %s: archive job %s: %w", p.Queue, j.ID, err)
 				}
 			}
 			res.Dead = dead
+			counts.move(p.Queue, engine.StateAvailable, engine.StateArchived, int64(len(dead)))
 		}
 		if p.Limit <= 0 {
-			return nil
+			return s.applyCounts(ctx, tx, counts)
 		}
 
 		expires := now.Add(lease).UnixNano()
@@ -335,7 +356,8 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 			sortJobs(jobs)
 		}
 		res.Jobs = jobs
-		return nil
+		counts.move(p.Queue, engine.StateAvailable, engine.StateRunning, int64(len(jobs)))
+		return s.applyCounts(ctx, tx, counts)
 	})
 	if err != nil {
 		return nil, err
@@ -381,12 +403,12 @@ const (
 		lease_id = NULL, lease_worker = NULL, lease_expires_at = NULL, version = version + 1
 	FROM (SELECT value ->> 0 AS id, value ->> 1 AS lease_id, value ->> 2 AS fence FROM json_each(?2)) AS j
 	WHERE jobs.id = j.id AND jobs.lease_id = j.lease_id AND jobs.fence = j.fence AND +jobs.state = 'running'
-	RETURNING jobs.id, jobs.fence, jobs.fingerprint`
+	RETURNING jobs.id, jobs.fence, jobs.fingerprint, jobs.queue`
 	// ?1 JSON array of [id, lease id, fence].
 	sqlCompleteDelete = `DELETE FROM jobs WHERE rowid IN (
 		SELECT jobs.rowid FROM json_each(?1) AS j CROSS JOIN jobs ON jobs.id = j.value ->> 0
 		WHERE jobs.lease_id = j.value ->> 1 AND jobs.fence = j.value ->> 2 AND +jobs.state = 'running')
-	RETURNING id, fence, fingerprint`
+	RETURNING id, fence, fingerprint, queue`
 	sqlAnyProbation = `SELECT EXISTS(SELECT 1 FROM fingerprints WHERE status = 'probation')`
 	sqlEndProbation = `DELETE FROM fingerprints WHERE status = 'probation' AND fingerprint IN (SELECT value FROM json_each(?))`
 )
@@ -447,7 +469,8 @@ func (s *Store) JobCompleteMany(ctx context.Context, p *engine.JobCompleteManyPa
 	err = s.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
 		done := make(map[refKey]bool, len(p.Items))
 		fps := make(map[string]bool)
-		run := func(st *sql.Stmt, args ...any) error {
+		counts := countDeltas{}
+		run := func(st *sql.Stmt, to engine.State, args ...any) error {
 			rows, err := tx.StmtContext(ctx, st).QueryContext(ctx, args...)
 			if err != nil {
 				return err
@@ -455,10 +478,11 @@ func (s *Store) JobCompleteMany(ctx context.Context, p *engine.JobCompleteManyPa
 			defer rows.Close()
 			for rows.Next() {
 				var k refKey
-				var fp string
-				if err := rows.Scan(&k.id, &k.fence, &fp); err != nil {
+				var fp, queue string
+				if err := rows.Scan(&k.id, &k.fence, &fp, &queue); err != nil {
 					return err
 				}
+				counts.move(queue, engine.StateRunning, to, 1)
 				done[k] = true
 				if fp != "" {
 					fps[fp] = true
@@ -469,12 +493,12 @@ func (s *Store) JobCompleteMany(ctx context.Context, p *engine.JobCompleteManyPa
 		nowNs := now.UnixNano()
 		for _, r := range rounds {
 			if len(r.complete) > 0 {
-				if err := run(st[0], nowNs, encode(r.complete)); err != nil {
+				if err := run(st[0], engine.StateCompleted, nowNs, encode(r.complete)); err != nil {
 					return fmt.Errorf("sqlite: complete jobs: %w", err)
 				}
 			}
 			if len(r.del) > 0 {
-				if err := run(st[1], encode(r.del)); err != nil {
+				if err := run(st[1], engine.StateDeleted, encode(r.del)); err != nil {
 					return fmt.Errorf("sqlite: complete jobs: %w", err)
 				}
 			}
@@ -487,6 +511,9 @@ func (s *Store) JobCompleteMany(ctx context.Context, p *engine.JobCompleteManyPa
 			} else {
 				out[i] = fmt.Errorf("complete job %s: %w", it.ID, engine.ErrLeaseLost)
 			}
+		}
+		if err := s.applyCounts(ctx, tx, counts); err != nil {
+			return err
 		}
 		if len(fps) == 0 {
 			return nil
@@ -514,14 +541,16 @@ func (s *Store) JobCompleteMany(ctx context.Context, p *engine.JobCompleteManyPa
 }
 
 const (
-	sqlFinishRead = `SELECT state, lease_id, fence, attempt, crash_attempt, errors, fingerprint, kind
+	sqlFinishRead = `SELECT state, lease_id, fence, attempt, crash_attempt, errors, fingerprint, kind, queue
 		FROM jobs WHERE id = ?`
 	sqlFinishDelete = `DELETE FROM jobs WHERE id = ?`
 	// ?1 id, ?2 state, ?3 attempt, ?4 crash_attempt, ?5 scheduled_at or
-	// NULL, ?6 finalized_at, ?7 terminal_reason, ?8 errors or NULL, ?9 now.
+	// NULL, ?6 finalized_at, ?7 terminal_reason, ?8 errors or NULL, ?9 now,
+	// ?10 last error or NULL, ?11 error pattern or NULL.
 	sqlFinishUpdate = `UPDATE jobs SET state = ?2, attempt = ?3, crash_attempt = ?4,
 		scheduled_at = coalesce(?5, scheduled_at), finalized_at = ?6, terminal_reason = ?7,
 		errors = coalesce(?8, errors), lease_id = NULL, lease_worker = NULL, lease_expires_at = NULL,
+		last_error = coalesce(?10, last_error), error_pattern = coalesce(?11, error_pattern),
 		state_changed_at = ?9, version = version + 1
 	WHERE id = ?1
 	RETURNING ` + jobColumns
@@ -547,7 +576,7 @@ const (
 		state_changed_at = ?2, version = version + 1
 	WHERE fingerprint = ?1 AND state IN ('available', 'scheduled', 'retryable')
 	RETURNING id, attempt`
-	sqlHoldStates = `SELECT id, state FROM jobs
+	sqlHoldStates = `SELECT id, state, queue FROM jobs
 	WHERE fingerprint = ? AND state IN ('available', 'scheduled', 'retryable')`
 )
 
@@ -565,12 +594,12 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 	err = s.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
 		out = nil
 		var (
-			state, fingerprint, kind, errs string
-			leaseID                        sql.NullString
-			fence                          int64
-			attempt, crash                 int
+			state, fingerprint, kind, errs, queue string
+			leaseID                               sql.NullString
+			fence                                 int64
+			attempt, crash                        int
 		)
-		err := tx.StmtContext(ctx, st[0]).QueryRowContext(ctx, p.ID).Scan(&state, &leaseID, &fence, &attempt, &crash, &errs, &fingerprint, &kind)
+		err := tx.StmtContext(ctx, st[0]).QueryRowContext(ctx, p.ID).Scan(&state, &leaseID, &fence, &attempt, &crash, &errs, &fingerprint, &kind, &queue)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("finish job %s: %w", p.ID, engine.ErrLeaseLost)
 		}
@@ -580,11 +609,13 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 		if state != string(engine.StateRunning) || !leaseID.Valid || leaseID.String != p.LeaseID || fence != p.Fence {
 			return fmt.Errorf("finish job %s: %w", p.ID, engine.ErrLeaseLost)
 		}
+		counts := countDeltas{}
+		counts.move(queue, engine.StateRunning, p.To, 1)
 		if p.To == engine.StateDeleted {
 			if _, err := tx.StmtContext(ctx, st[1]).ExecContext(ctx, p.ID); err != nil {
 				return fmt.Errorf("sqlite: finish job %s: delete: %w", p.ID, err)
 			}
-			return nil
+			return s.applyCounts(ctx, tx, counts)
 		}
 		run := attempt + 1 // which run just ended
 		switch p.Charge {
@@ -594,7 +625,7 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 			crash++
 		}
 		nowNs := now.UnixNano()
-		var scheduled, finalized, newErrs any
+		var scheduled, finalized, newErrs, lastErr, pattern any
 		switch {
 		case p.To == engine.StateRetryable || p.To == engine.StateScheduled:
 			scheduled = now.Add(p.Delay).UnixNano()
@@ -625,9 +656,10 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 				return fmt.Errorf("sqlite: finish job %s: errors: %w", p.ID, err)
 			}
 			newErrs = string(b)
+			lastErr, pattern = p.Error.Message, p.ErrorPattern
 		}
 		j, err := scanJob(tx.StmtContext(ctx, st[2]).QueryRowContext(ctx, p.ID, string(p.To), attempt, crash,
-			scheduled, finalized, reason, newErrs, nowNs))
+			scheduled, finalized, reason, newErrs, nowNs, lastErr, pattern))
 		if err != nil {
 			return fmt.Errorf("sqlite: finish job %s: %w", p.ID, err)
 		}
@@ -655,7 +687,7 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 				if _, err := tx.StmtContext(ctx, st[4]).ExecContext(ctx, fingerprint, kind, nowNs, lastErr, p.ID, crashes); err != nil {
 					return fmt.Errorf("sqlite: finish job %s: quarantine: %w", p.ID, err)
 				}
-				if err := holdFingerprint(ctx, tx, st[5], st[6], ev, fingerprint, p.Actor, nowNs); err != nil {
+				if err := holdFingerprint(ctx, tx, st[5], st[6], ev, counts, fingerprint, p.Actor, nowNs); err != nil {
 					return fmt.Errorf("sqlite: finish job %s: hold: %w", p.ID, err)
 				}
 			} else if _, err := tx.StmtContext(ctx, st[7]).ExecContext(ctx, fingerprint, lastErr, p.ID); err != nil {
@@ -663,7 +695,7 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 			}
 		}
 		out = j
-		return nil
+		return s.applyCounts(ctx, tx, counts)
 	})
 	if err != nil {
 		return nil, err
@@ -673,19 +705,21 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 
 // holdFingerprint moves a quarantined fingerprint's waiting jobs to
 // quarantined, each with a held event.
-func holdFingerprint(ctx context.Context, tx *sql.Tx, states, hold, ev *sql.Stmt, fp, actor string, nowNs int64) error {
-	from := map[string]string{}
+func holdFingerprint(ctx context.Context, tx *sql.Tx, states, hold, ev *sql.Stmt, counts countDeltas, fp, actor string, nowNs int64) error {
+	type was struct{ state, queue string }
+	from := map[string]was{}
 	rows, err := tx.StmtContext(ctx, states).QueryContext(ctx, fp)
 	if err != nil {
 		return err
 	}
 	for rows.Next() {
-		var id, st string
-		if err := rows.Scan(&id, &st); err != nil {
+		var id string
+		var w was
+		if err := rows.Scan(&id, &w.state, &w.queue); err != nil {
 			rows.Close()
 			return err
 		}
-		from[id] = st
+		from[id] = w
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -716,8 +750,10 @@ func holdFingerprint(ctx context.Context, tx *sql.Tx, states, hold, ev *sql.Stmt
 		return err
 	}
 	for _, h := range hs {
+		w := from[h.id]
+		counts.move(w.queue, engine.State(w.state), engine.StateQuarantined, 1)
 		if _, err := ev.ExecContext(ctx, h.id, string(engine.EventHeld), nowNs, actor,
-			from[h.id], string(engine.StateQuarantined), h.attempt,
+			w.state, string(engine.StateQuarantined), h.attempt,
 			"fingerprint quarantined"); err != nil {
 			return err
 		}
@@ -772,7 +808,7 @@ func (s *Store) JobLeaseRenew(ctx context.Context, p *engine.JobLeaseRenewParams
 func (s *Store) JobListExpiredLeases(ctx context.Context, p *engine.JobListExpiredLeasesParams) ([]engine.ExpiredLease, error) {
 	st, err := s.readStmt(ctx, `SELECT `+jobColumnsNoPayload+`,
 		EXISTS(SELECT 1 FROM workers w WHERE w.id = jobs.lease_worker AND w.expires_at >= ?1)
-	FROM jobs INDEXED BY jobs_state_changed
+	FROM jobs INDEXED BY jobs_running
 	WHERE state = 'running' AND lease_expires_at < ?1
 	ORDER BY lease_expires_at, id LIMIT ?2`)
 	if err != nil {
@@ -802,9 +838,12 @@ func (s *Store) JobListExpiredLeases(ctx context.Context, p *engine.JobListExpir
 	return out, nil
 }
 
+// sqlScheduleDue moves the due jobs of one state (?3: scheduled or
+// retryable; RETURNING gives only new values, so the state the counters
+// need is fixed per statement). ?1 now, ?2 limit.
 const sqlScheduleDue = `UPDATE OR FAIL jobs SET state = 'available', state_changed_at = ?1, version = version + 1
 	WHERE rowid IN (SELECT rowid FROM jobs INDEXED BY jobs_due
-		WHERE state IN ('scheduled', 'retryable') AND scheduled_at <= ?1
+		WHERE state IN ('scheduled', 'retryable') AND state = ?3 AND scheduled_at <= ?1
 		ORDER BY scheduled_at LIMIT ?2)
 	RETURNING queue`
 
@@ -817,28 +856,41 @@ func (s *Store) JobScheduleDue(ctx context.Context, p *engine.JobScheduleDuePara
 	}
 	limit := p.Limit
 	if limit <= 0 {
-		limit = -1
+		limit = 1 << 30
 	}
 	var queues []string
 	err = s.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
 		queues = queues[:0]
-		rows, err := tx.StmtContext(ctx, st[0]).QueryContext(ctx, now.UnixNano(), limit)
-		if err != nil {
-			return fmt.Errorf("sqlite: schedule due: %w", err)
-		}
-		defer rows.Close()
 		seen := map[string]bool{}
-		for rows.Next() {
-			var q string
-			if err := rows.Scan(&q); err != nil {
+		counts := countDeltas{}
+		moved := 0
+		for _, from := range []engine.State{engine.StateRetryable, engine.StateScheduled} {
+			if moved >= limit {
+				break
+			}
+			rows, err := tx.StmtContext(ctx, st[0]).QueryContext(ctx, now.UnixNano(), limit-moved, string(from))
+			if err != nil {
 				return fmt.Errorf("sqlite: schedule due: %w", err)
 			}
-			if !seen[q] {
-				seen[q] = true
-				queues = append(queues, q)
+			for rows.Next() {
+				var q string
+				if err := rows.Scan(&q); err != nil {
+					rows.Close()
+					return fmt.Errorf("sqlite: schedule due: %w", err)
+				}
+				moved++
+				counts.move(q, from, engine.StateAvailable, 1)
+				if !seen[q] {
+					seen[q] = true
+					queues = append(queues, q)
+				}
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return fmt.Errorf("sqlite: schedule due: %w", err)
 			}
 		}
-		return rows.Err()
+		return s.applyCounts(ctx, tx, counts)
 	})
 	if err != nil {
 		return nil, err
@@ -850,15 +902,18 @@ func (s *Store) JobScheduleDue(ctx context.Context, p *engine.JobScheduleDuePara
 const (
 	// ?1 state, ?2 cutoff (exclusive), ?3 queues to leave alone (JSON
 	// array), ?4 limit. A terminal job's state_changed_at is its
-	// finalized_at, so the state index finds them in order.
+	// finalized_at, so the state index finds them in order (the index's
+	// own WHERE term, repeated, lets the planner use the partial index).
 	sqlDeleteExpired = `DELETE FROM jobs WHERE rowid IN (SELECT rowid FROM jobs INDEXED BY jobs_state_changed
-		WHERE state = ?1 AND state_changed_at < ?2 AND finalized_at < ?2
+		WHERE state = ?1 AND ` + sqlListable + ` AND state_changed_at < ?2 AND finalized_at < ?2
 		AND queue NOT IN (SELECT value FROM json_each(?3))
-		LIMIT ?4)`
+		LIMIT ?4)
+	RETURNING queue`
 	// ?1 state, ?2 cutoff (exclusive), ?3 queue, ?4 limit.
 	sqlDeleteExpiredQueue = `DELETE FROM jobs WHERE rowid IN (SELECT rowid FROM jobs INDEXED BY jobs_state_changed
-		WHERE state = ?1 AND state_changed_at < ?2 AND finalized_at < ?2 AND queue = ?3
-		LIMIT ?4)`
+		WHERE state = ?1 AND ` + sqlListable + ` AND state_changed_at < ?2 AND finalized_at < ?2 AND queue = ?3
+		LIMIT ?4)
+	RETURNING queue`
 )
 
 // JobDeleteExpired deletes terminal jobs past their retention (with their
@@ -895,16 +950,25 @@ func (s *Store) JobDeleteExpired(ctx context.Context, p *engine.JobDeleteExpired
 	total := 0
 	err = s.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
 		total = 0
+		counts := countDeltas{}
 		del := func(st *sql.Stmt, args ...any) error {
-			r, err := tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+			rows, err := tx.StmtContext(ctx, st).QueryContext(ctx, args...)
 			if err != nil {
 				return fmt.Errorf("sqlite: delete expired %s jobs: %w", args[0], err)
 			}
-			n, err := r.RowsAffected()
-			if err != nil {
+			defer rows.Close()
+			state := engine.State(args[0].(string))
+			for rows.Next() {
+				var q string
+				if err := rows.Scan(&q); err != nil {
+					return fmt.Errorf("sqlite: delete expired %s jobs: %w", args[0], err)
+				}
+				counts.move(q, state, engine.StateDeleted, 1)
+				total++
+			}
+			if err := rows.Err(); err != nil {
 				return fmt.Errorf("sqlite: delete expired %s jobs: %w", args[0], err)
 			}
-			total += int(n)
 			return nil
 		}
 		// Jobs finalized before the cutoff go; a retention of 0 takes
@@ -915,26 +979,32 @@ func (s *Store) JobDeleteExpired(ctx context.Context, p *engine.JobDeleteExpired
 			}
 			return now.Add(-d).UnixNano()
 		}
-		for _, state := range states(p.Retention) {
-			if total >= limit {
-				return nil
-			}
-			if err := del(st[0], string(state), cut(p.Retention[state]), jsonStrings(overriding[state]), limit-total); err != nil {
-				return err
-			}
-		}
-		for _, q := range queues {
-			m := p.QueueRetention[q]
-			for _, state := range states(m) {
+		sweep := func() error {
+			for _, state := range states(p.Retention) {
 				if total >= limit {
 					return nil
 				}
-				if err := del(st[1], string(state), cut(m[state]), q, limit-total); err != nil {
+				if err := del(st[0], string(state), cut(p.Retention[state]), jsonStrings(overriding[state]), limit-total); err != nil {
 					return err
 				}
 			}
+			for _, q := range queues {
+				m := p.QueueRetention[q]
+				for _, state := range states(m) {
+					if total >= limit {
+						return nil
+					}
+					if err := del(st[1], string(state), cut(m[state]), q, limit-total); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
 		}
-		return nil
+		if err := sweep(); err != nil {
+			return err
+		}
+		return s.applyCounts(ctx, tx, counts)
 	})
 	if err != nil {
 		return 0, err

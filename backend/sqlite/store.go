@@ -53,6 +53,11 @@ type Store struct {
 	stopped chan struct{}
 
 	claimSQL sync.Map // kind signature -> *claimQueries
+
+	// The counter upserts, prepared once the schema is up to date: every
+	// write transaction may need them, and a statement cannot be prepared
+	// on the writer's one connection while a transaction holds it.
+	countAdd, countsApply *sql.Stmt
 }
 
 var _ engine.Store = (*Store)(nil)
@@ -135,6 +140,13 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		s.Close()
 		return nil, err
 	}
+	st, err := s.stmts(ctx, sqlCountAdd, sqlCountsApply)
+	if err != nil {
+		close(s.stopped)
+		s.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	s.countAdd, s.countsApply = st[0], st[1]
 	go s.checkpointer()
 	return s, nil
 }

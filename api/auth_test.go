@@ -1,0 +1,237 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// mutatingRequests is one request per mutating route (and per action with
+// its own rule), each of which succeeds for a caller allowed to send it.
+var mutatingRequests = []struct {
+	pattern string
+	r       req
+	need    engine.Role
+}{
+	{"POST /api/v1/jobs", req{method: "POST", path: "/api/v1/jobs", body: `{"kind":"send"}`}, engine.RoleOperator},
+	{"DELETE /api/v1/jobs/{id}", req{method: "DELETE", path: "/api/v1/jobs/JOB_4"}, engine.RoleAdmin},
+	{"POST /api/v1/jobs/{id}/retry", req{method: "POST", path: "/api/v1/jobs/JOB_2/retry"}, engine.RoleOperator},
+	{"POST /api/v1/jobs/{id}/cancel", req{method: "POST", path: "/api/v1/jobs/WAIT_1/cancel"}, engine.RoleOperator},
+	{"POST /api/v1/jobs/{id}/release", req{method: "POST", path: "/api/v1/jobs/HELD_1/release"}, engine.RoleOperator},
+	{"POST /api/v1/jobs/{id}/retry-with-input", req{method: "POST", path: "/api/v1/jobs/JOB_3/retry-with-input", body: `{"payload":{"a":1}}`}, engine.RoleOperator},
+	{"PUT /api/v1/jobs/{id}/payload", req{method: "PUT", path: "/api/v1/jobs/JOB_1/payload", body: `{"a":1}`, header: map[string]string{"If-Match": `"1"`}}, engine.RoleOperator},
+	{"POST /api/v1/jobs/actions", req{method: "POST", path: "/api/v1/jobs/actions", body: `{"action":"retry","ids":["JOB_1"]}`}, engine.RoleOperator},
+	{"POST /api/v1/jobs/actions", req{method: "POST", path: "/api/v1/jobs/actions", body: `{"action":"delete","ids":["JOB_1"]}`}, engine.RoleAdmin},
+	{"POST /api/v1/jobs/bulk", req{method: "POST", path: "/api/v1/jobs/bulk", body: `{"action":"retry","selector":{"queue":"billing"}}`}, engine.RoleOperator},
+	{"POST /api/v1/jobs/bulk", req{method: "POST", path: "/api/v1/jobs/bulk", body: `{"action":"delete","selector":{"queue":"billing"},"dry_run":true}`}, engine.RoleAdmin},
+	{"POST /api/v1/operations/{id}/cancel", req{method: "POST", path: "/api/v1/operations/op-1/cancel"}, engine.RoleOperator},
+	{"DELETE /api/v1/quarantine/{fingerprint}", req{method: "DELETE", path: "/api/v1/quarantine/fp-pill"}, engine.RoleOperator},
+	{"POST /api/v1/queues/{queue}/pause", req{method: "POST", path: "/api/v1/queues/billing/pause"}, engine.RoleAdmin},
+	{"POST /api/v1/queues/{queue}/resume", req{method: "POST", path: "/api/v1/queues/billing/resume"}, engine.RoleAdmin},
+}
+
+func TestMutatingRequestsCoverEveryMutatingRoute(t *testing.T) {
+	_, srv := setup(t, ServerOptions{})
+	for _, rt := range srv.routes {
+		if rt.mutate == nil {
+			continue
+		}
+		if !slices.ContainsFunc(mutatingRequests, func(m struct {
+			pattern string
+			r       req
+			need    engine.Role
+		}) bool {
+			return m.pattern == rt.pattern()
+		}) {
+			t.Errorf("mutating route %s has no row in mutatingRequests", rt.pattern())
+		}
+	}
+}
+
+// TestRolesAndReadOnly sends every mutating request as every role, and as
+// an admin of a read-only server: a refused request gets 403 and changes
+// nothing; an allowed one succeeds.
+func TestRolesAndReadOnly(t *testing.T) {
+	roles := []engine.Role{engine.RoleViewer, engine.RoleInspector, engine.RoleOperator, engine.RoleAdmin}
+	for _, m := range mutatingRequests {
+		for _, role := range roles {
+			for _, readOnly := range []bool{false, true} {
+				name := m.r.method + " " + m.r.path + " " + m.r.body + " as " + string(role)
+				if readOnly {
+					name += " read-only"
+				}
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					f, srv := setup(t, ServerOptions{Tokens: testTokens, ReadOnly: readOnly})
+					if _, err := f.Bulk(context.Background(), engine.BulkParams{Action: engine.ActionRetry, Selector: engine.Filter{Queues: []string{"email"}}}); err != nil {
+						t.Fatal(err)
+					}
+					before := f.mutationCount()
+					r := m.r
+					r.token = tokenOf(role)
+					w := send(t, srv, r)
+					allowed := !readOnly && RoleAtLeast(role, m.need)
+					if !allowed {
+						wantStatus(t, w, http.StatusForbidden)
+						b := decode[errorBody](t, w)
+						if readOnly && b.Reason != reasonReadOnly || !readOnly && (b.Reason != reasonForbidden || RoleAtLeast(role, b.Needs) || !RoleAtLeast(m.need, b.Needs)) {
+							t.Fatalf("refusal %+v", b)
+						}
+						if f.mutationCount() != before {
+							t.Fatal("a refused request changed something")
+						}
+						return
+					}
+					if w.Code >= 300 {
+						t.Fatalf("allowed request answered %d: %s", w.Code, w.Body.String())
+					}
+				})
+			}
+		}
+	}
+}
+
+func TestAuthentication(t *testing.T) {
+	t.Parallel()
+	f, srv := setup(t, ServerOptions{Tokens: testTokens})
+	for _, tc := range []struct {
+		name, auth string
+	}{
+		{"no header", ""},
+		{"unknown token", "Bearer not-a-known-token-at-all"},
+		{"other scheme", "Basic " + tokenOf(engine.RoleAdmin)},
+		{"empty bearer", "Bearer "},
+	} {
+		w := send(t, srv, req{method: "POST", path: "/api/v1/jobs/JOB_1/retry", header: map[string]string{"Authorization": tc.auth}})
+		wantStatus(t, w, 401)
+		if !strings.HasPrefix(w.Header().Get("WWW-Authenticate"), "Bearer") {
+			t.Fatalf("%s: no WWW-Authenticate", tc.name)
+		}
+		if strings.Contains(w.Body.String(), "not-a-known-token") {
+			t.Fatal("the token is echoed")
+		}
+	}
+	if f.mutationCount() != 0 {
+		t.Fatal("an unauthenticated request changed something")
+	}
+	for _, path := range []string{"/api/v1/jobs", "/api/v1/meta", "/api/v1/events", "/metrics"} {
+		if w := send(t, srv, req{method: "GET", path: path}); w.Code != 401 {
+			t.Fatalf("GET %s without a token: %d", path, w.Code)
+		}
+	}
+	for _, path := range []string{"/api/v1/healthz", "/api/v1/readyz"} {
+		wantStatus(t, send(t, srv, req{method: "GET", path: path}), 200)
+	}
+
+	// The token's name is the actor; a named person acting through it is
+	// recorded after it.
+	w := send(t, srv, req{method: "POST", path: "/api/v1/jobs/JOB_1/retry", token: tokenOf(engine.RoleOperator)})
+	wantStatus(t, w, 200)
+	if a := f.lastActor(); a != "otto" {
+		t.Fatalf("actor %q, want otto", a)
+	}
+	w = send(t, srv, req{method: "POST", path: "/api/v1/jobs/JOB_2/retry", token: tokenOf(engine.RoleOperator), header: map[string]string{ActorHeader: "maya"}})
+	wantStatus(t, w, 200)
+	if a := f.lastActor(); a != "otto/maya" {
+		t.Fatalf("actor %q, want otto/maya", a)
+	}
+	w = send(t, srv, req{method: "GET", path: "/api/v1/meta", token: tokenOf(engine.RoleInspector)})
+	wantStatus(t, w, 200)
+	if m := decode[engine.Meta](t, w); m.Role != engine.RoleInspector || m.Actor != "ines" || m.ReadOnly {
+		t.Fatalf("meta %+v", m)
+	}
+
+	// Without tokens everyone is the local admin, or the person named.
+	f, srv = setup(t, ServerOptions{ReadOnly: true})
+	w = send(t, srv, req{method: "GET", path: "/api/v1/meta", header: map[string]string{ActorHeader: "maya"}})
+	if m := decode[engine.Meta](t, w); m.Role != engine.RoleAdmin || m.Actor != "maya" || !m.ReadOnly {
+		t.Fatalf("meta without tokens %+v", m)
+	}
+}
+
+func TestViewerSeesNoPayloadOrMetadata(t *testing.T) {
+	t.Parallel()
+	_, srv := setup(t, ServerOptions{Tokens: testTokens})
+	viewer, inspector := tokenOf(engine.RoleViewer), tokenOf(engine.RoleInspector)
+
+	w := send(t, srv, req{method: "GET", path: "/api/v1/jobs?state=archived", token: viewer})
+	wantStatus(t, w, 200)
+	if strings.Contains(w.Body.String(), "tenant") || strings.Contains(w.Body.String(), "s3cr3t") {
+		t.Fatalf("viewer's list shows metadata or payload: %s", w.Body.String())
+	}
+	w = send(t, srv, req{method: "GET", path: "/api/v1/jobs/JOB_1", token: viewer})
+	wantStatus(t, w, 200)
+	if strings.Contains(w.Body.String(), "tenant") {
+		t.Fatalf("viewer's detail shows metadata: %s", w.Body.String())
+	}
+	for _, path := range []string{
+		"/api/v1/jobs/JOB_1?include_payload=true",
+		"/api/v1/jobs?q=payload.customer:42",
+		"/api/v1/jobs?q=meta.tenant:acme",
+		"/api/v1/error-groups?q=meta.tenant:acme",
+	} {
+		w := send(t, srv, req{method: "GET", path: path, token: viewer})
+		wantStatus(t, w, 403)
+	}
+
+	w = send(t, srv, req{method: "GET", path: "/api/v1/jobs/JOB_1?include_payload=true", token: inspector})
+	wantStatus(t, w, 200)
+	if !strings.Contains(w.Body.String(), "s3cr3t") || !strings.Contains(w.Body.String(), "tenant") {
+		t.Fatalf("inspector's detail lacks payload or metadata: %s", w.Body.String())
+	}
+	wantStatus(t, send(t, srv, req{method: "GET", path: "/api/v1/jobs?q=payload.customer:42", token: inspector}), 200)
+
+	// An operation's payload and meta conditions are hidden from viewers.
+	w = send(t, srv, req{method: "POST", path: "/api/v1/jobs/bulk", token: tokenOf(engine.RoleOperator),
+		body: `{"action":"retry","selector":{"q":"queue:billing meta.tenant:acme"}}`})
+	wantStatus(t, w, 202)
+	id := decode[engine.BulkResult](t, w).Operation.ID
+	for _, path := range []string{"/api/v1/operations", "/api/v1/operations/" + id} {
+		w = send(t, srv, req{method: "GET", path: path, token: viewer})
+		wantStatus(t, w, 200)
+		if strings.Contains(w.Body.String(), "acme") || !strings.Contains(w.Body.String(), "billing") {
+			t.Fatalf("viewer's %s: %s", path, w.Body.String())
+		}
+		w = send(t, srv, req{method: "GET", path: path, token: inspector})
+		if !strings.Contains(w.Body.String(), "acme") {
+			t.Fatalf("inspector's %s lacks the meta condition: %s", path, w.Body.String())
+		}
+	}
+}
+
+func TestParseTokens(t *testing.T) {
+	t.Parallel()
+	good := `
+# operators of the billing team
+ci:viewer:0123456789abcdef
+maya:admin:abc:def:0123456789abcdef
+`
+	toks, err := ParseTokens(strings.NewReader(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if toks["0123456789abcdef"] != (Identity{Name: "ci", Role: engine.RoleViewer}) || toks["abc:def:0123456789abcdef"].Name != "maya" {
+		t.Fatalf("tokens %+v", toks)
+	}
+	for name, bad := range map[string]string{
+		"two fields":     "ci:viewer",
+		"unknown role":   "ci:root:0123456789abcdef",
+		"short token":    "ci:viewer:short",
+		"empty name":     ":viewer:0123456789abcdef",
+		"duplicate name": "ci:viewer:0123456789abcdef\nci:admin:fedcba9876543210",
+		"same token":     "ci:viewer:0123456789abcdef\ncd:admin:0123456789abcdef",
+	} {
+		_, err := ParseTokens(strings.NewReader(bad))
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+			continue
+		}
+		if strings.Contains(err.Error(), "0123456789abcdef") {
+			t.Errorf("%s: error shows the token: %v", name, err)
+		}
+	}
+}

@@ -1,0 +1,324 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// clientSetup serves a fake engine over HTTP and returns a client of it.
+func clientSetup(t *testing.T, opts ServerOptions, token string) (*fakeCtl, *httptest.Server, *Client) {
+	t.Helper()
+	f := newFake()
+	hs := httptest.NewServer(NewServer(f, opts))
+	t.Cleanup(hs.Close)
+	return f, hs, NewClient(hs.URL, token, ClientOptions{Timeout: 5 * time.Second, RetryBackoff: time.Millisecond})
+}
+
+func TestClientMapsErrorsBack(t *testing.T) {
+	t.Parallel()
+	f, _, c := clientSetup(t, ServerOptions{}, "")
+	ctx := engine.WithActor(context.Background(), "maya")
+
+	if _, err := c.GetJob(ctx, "nope", false); !errors.Is(err, engine.ErrNotFound) || !strings.Contains(err.Error(), "nope") {
+		t.Fatalf("missing job: %v", err)
+	}
+	if _, err := c.Retry(ctx, "WAIT_1", engine.RetryOptions{}); !errors.Is(err, engine.ErrWrongState) {
+		t.Fatalf("wrong state: %v", err)
+	}
+	if _, err := c.Retry(ctx, "PILL_1", engine.RetryOptions{}); !errors.Is(err, engine.ErrQuarantined) {
+		t.Fatalf("quarantined: %v", err)
+	}
+	if _, err := c.UpdatePayload(ctx, "JOB_1", json.RawMessage(`{"a":1}`), 0); !errors.Is(err, engine.ErrConflict) {
+		t.Fatalf("stale version: %v", err)
+	}
+	if _, err := c.UpdatePayload(ctx, "JOB_1", json.RawMessage(`{"a":"`+strings.Repeat("x", 1<<20)+`"}`), 1); !errors.Is(err, engine.ErrPayloadTooLarge) || !errors.Is(err, engine.ErrInvalid) {
+		t.Fatalf("too large: %v", err)
+	}
+	if _, err := c.ListJobs(ctx, engine.ListJobsParams{Filter: engine.Filter{States: []engine.State{"dead"}}}); !errors.Is(err, engine.ErrInvalid) {
+		t.Fatalf("bad filter: %v", err)
+	}
+	if _, err := c.Bulk(ctx, engine.BulkParams{Action: engine.ActionRetry}); !errors.Is(err, engine.ErrInvalid) {
+		t.Fatalf("empty selector: %v", err)
+	}
+	if _, err := c.RetryWithInput(ctx, "JOB_1", engine.RetryWithInputParams{Payload: json.RawMessage(`nope`)}); !errors.Is(err, engine.ErrInvalid) {
+		t.Fatalf("bad input: %v", err)
+	}
+	var apiErr *Error
+	if _, err := c.Operation(ctx, "nope"); !errors.As(err, &apiErr) || apiErr.Status != 404 || apiErr.Reason != "not_found" {
+		t.Fatalf("typed error: %#v", err)
+	}
+	f.down = engine.ErrUnsupported
+	if _, err := c.Queues(ctx); !errors.Is(err, engine.ErrUnsupported) {
+		t.Fatalf("unsupported: %v", err)
+	}
+	f.down = nil
+
+	// Roles and read-only mode come back as ErrUnauthorized, ErrForbidden.
+	_, _, anon := clientSetup(t, ServerOptions{Tokens: testTokens}, "")
+	if _, err := anon.Queues(ctx); !errors.Is(err, ErrUnauthorized) {
+		t.Fatalf("no token: %v", err)
+	}
+	_, _, viewer := clientSetup(t, ServerOptions{Tokens: testTokens}, tokenOf(engine.RoleViewer))
+	if _, err := viewer.Retry(ctx, "JOB_1", engine.RetryOptions{}); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("viewer retry: %v", err)
+	}
+	if m, err := viewer.Meta(ctx); err != nil || m.Role != engine.RoleViewer || m.Actor != "vera/maya" {
+		t.Fatalf("viewer meta: %+v %v", m, err)
+	}
+
+	if _, err := NewClient("ftp://x", "", ClientOptions{}).Queues(ctx); !errors.Is(err, engine.ErrInvalid) {
+		t.Fatalf("bad url: %v", err)
+	}
+}
+
+func TestClientRoundTrips(t *testing.T) {
+	t.Parallel()
+	f, _, c := clientSetup(t, ServerOptions{}, "")
+	ctx := engine.WithActor(context.Background(), "maya")
+
+	page, err := c.ListJobs(ctx, engine.ListJobsParams{Filter: engine.Filter{States: []engine.State{engine.StateArchived}, Queues: []string{"email"}}})
+	if err != nil || len(page.Jobs) != 1 || page.Jobs[0].ID != "EMAIL_1" {
+		t.Fatalf("list: %+v %v", page, err)
+	}
+	d, err := c.GetJob(ctx, "JOB_1", true)
+	if err != nil || !strings.Contains(string(d.Job.Payload), "customer") {
+		t.Fatalf("detail: %+v %v", d, err)
+	}
+	j, err := c.Retry(ctx, "JOB_1", engine.RetryOptions{})
+	if err != nil || j.State != engine.StateAvailable || f.lastActor() != "maya" {
+		t.Fatalf("retry: %+v %v actor %q", j, err, f.lastActor())
+	}
+	if _, err := c.Cancel(ctx, "WAIT_1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ReleaseJob(ctx, "HELD_1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, "JOB_5"); err != nil || f.state("JOB_5") != "" {
+		t.Fatalf("delete: %v", err)
+	}
+	if j, err := c.UpdatePayload(ctx, "JOB_2", json.RawMessage(`{"b":2}`), 1); err != nil || j.Version != 2 {
+		t.Fatalf("edit: %+v %v", j, err)
+	}
+	if j, err := c.RetryWithInput(ctx, "JOB_3", engine.RetryWithInputParams{ID: "JOB_3b", Payload: json.RawMessage(`{"c":3}`)}); err != nil || j.ID != "JOB_3b" {
+		t.Fatalf("retry with input: %+v %v", j, err)
+	}
+	res, err := c.Apply(ctx, engine.ActionRetry, []string{"JOB_4", "nope"})
+	if err != nil || len(res) != 2 || !res[0].OK || res[1].Reason != "not_found" {
+		t.Fatalf("apply: %+v %v", res, err)
+	}
+	br, err := c.Bulk(ctx, engine.BulkParams{Action: engine.ActionRetry, Selector: engine.Filter{Queues: []string{"email"}}, DryRun: true})
+	if err != nil || br.Matched != 1 {
+		t.Fatalf("dry run: %+v %v", br, err)
+	}
+	br, err = c.Bulk(ctx, engine.BulkParams{Action: engine.ActionRetry, Selector: engine.Filter{Queues: []string{"email"}}})
+	if err != nil || br.Operation == nil || br.Operation.CreatedBy != "maya" {
+		t.Fatalf("bulk: %+v %v", br, err)
+	}
+	if ops, err := c.Operations(ctx, 10, ""); err != nil || len(ops.Operations) != 1 {
+		t.Fatalf("operations: %+v %v", ops, err)
+	}
+	if op, err := c.CancelOperation(ctx, br.Operation.ID); err != nil || op.Status != engine.OperationCancelled {
+		t.Fatalf("cancel operation: %+v %v", op, err)
+	}
+	if fps, err := c.Quarantine(ctx); err != nil || len(fps) != 1 {
+		t.Fatalf("quarantine: %+v %v", fps, err)
+	}
+	if n, err := c.ReleaseFingerprint(ctx, "fp-pill"); err != nil || n != 0 {
+		t.Fatalf("release fingerprint: %d %v", n, err)
+	}
+	if err := c.PauseQueue(ctx, "billing"); err != nil {
+		t.Fatal(err)
+	}
+	if qs, err := c.Queues(ctx); err != nil || !qs[0].Paused {
+		t.Fatalf("queues: %+v %v", qs, err)
+	}
+	if err := c.ResumeQueue(ctx, "billing"); err != nil {
+		t.Fatal(err)
+	}
+	if cs, err := c.Counts(ctx, "email"); err != nil || len(cs.Queues) != 1 {
+		t.Fatalf("counts: %+v %v", cs, err)
+	}
+	if gs, err := c.ErrorGroups(ctx, engine.Filter{}); err != nil || len(gs) != 1 || gs[0].Selector.Queues[0] != "billing" {
+		t.Fatalf("error groups: %+v %v", gs, err)
+	}
+	res2, err := c.EnqueueMany(ctx, []engine.EnqueueParams{
+		{ID: "n1", Kind: "send", Args: map[string]int{"a": 1}, Timeout: time.Minute},
+		{Kind: "pill"},
+	})
+	if err != nil || res2[0].Err != nil || res2[0].Job.Timeout != time.Minute || !errors.Is(res2[1].Err, engine.ErrQuarantined) {
+		t.Fatalf("enqueue: %+v %v", res2, err)
+	}
+}
+
+// flaky answers the first n requests with 503 (or drops the connection),
+// then passes them on; it records each request's idempotency key.
+type flaky struct {
+	next http.Handler
+	n    atomic.Int32
+	drop bool
+	mu   sync.Mutex
+	keys []string
+}
+
+func (f *flaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.keys = append(f.keys, r.Header.Get(IdempotencyHeader))
+	f.mu.Unlock()
+	if f.n.Add(-1) >= 0 {
+		if f.drop {
+			panic(http.ErrAbortHandler)
+		}
+		writeJSON(w, 503, errorBody{Error: "try again", Reason: reasonUnavailable}) // no Retry-After: the test stays quick
+		return
+	}
+	f.next.ServeHTTP(w, r)
+}
+
+func TestClientRetries(t *testing.T) {
+	t.Parallel()
+	for _, drop := range []bool{false, true} {
+		f := newFake()
+		fl := &flaky{next: NewServer(f, ServerOptions{}), drop: drop}
+		fl.n.Store(2)
+		hs := httptest.NewServer(fl)
+		defer hs.Close()
+		c := NewClient(hs.URL, "", ClientOptions{RetryBackoff: time.Millisecond})
+		if _, err := c.Retry(context.Background(), "JOB_1", engine.RetryOptions{}); err != nil {
+			t.Fatalf("drop %v: retry through two failures: %v", drop, err)
+		}
+		if len(fl.keys) != 3 || fl.keys[0] == "" || fl.keys[0] != fl.keys[1] || fl.keys[1] != fl.keys[2] {
+			t.Fatalf("drop %v: keys across attempts: %q", drop, fl.keys)
+		}
+		fl.n.Store(10)
+		few := NewClient(hs.URL, "", ClientOptions{RetryBackoff: time.Millisecond, Retries: 2})
+		if _, err := few.Queues(context.Background()); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("drop %v: out of retries: %v", drop, err)
+		}
+	}
+	// Not retried: an answer that will not change.
+	f := newFake()
+	fl := &flaky{next: NewServer(f, ServerOptions{})}
+	hs := httptest.NewServer(fl)
+	defer hs.Close()
+	c := NewClient(hs.URL, "", ClientOptions{RetryBackoff: time.Millisecond})
+	if _, err := c.Retry(context.Background(), "WAIT_1", engine.RetryOptions{}); !errors.Is(err, engine.ErrWrongState) || len(fl.keys) != 1 {
+		t.Fatalf("a 409 was retried: %v, %d attempts", err, len(fl.keys))
+	}
+}
+
+func TestClientTimeout(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer hs.Close()
+	defer close(release)
+	c := NewClient(hs.URL, "", ClientOptions{Timeout: 50 * time.Millisecond, Retries: -1})
+	start := time.Now()
+	if _, err := c.Queues(context.Background()); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("timeout: %v", err)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Fatal("the timeout did not end the request")
+	}
+}
+
+func TestClientSubscribe(t *testing.T) {
+	t.Parallel()
+	f, hs, c := clientSetup(t, ServerOptions{Heartbeat: 20 * time.Millisecond}, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := c.Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func() engine.Change {
+		t.Helper()
+		select {
+		case ch, ok := <-ch:
+			if !ok {
+				t.Fatal("stream closed")
+			}
+			return ch
+		case <-time.After(5 * time.Second):
+			t.Fatal("no change")
+		}
+		return engine.Change{}
+	}
+	if _, err := c.Retry(ctx, "JOB_1", engine.RetryOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(); got.Kind != engine.ChangeJob || got.JobID != "JOB_1" || got.State != engine.StateAvailable {
+		t.Fatalf("change %+v", got)
+	}
+	// The connection drops: the client reconnects and says to resync.
+	hs.CloseClientConnections()
+	if got := next(); got.Kind != engine.ChangeResync {
+		t.Fatalf("after a drop: %+v", got)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		f.mu.Lock()
+		n := len(f.subs)
+		f.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d subscriptions after the reconnect", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := c.Retry(ctx, "JOB_2", engine.RetryOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(); got.JobID != "JOB_2" {
+		t.Fatalf("after the reconnect: %+v", got)
+	}
+	cancel()
+	for range ch {
+	}
+
+	// A subscription the server refuses fails at once.
+	_, _, anon := clientSetup(t, ServerOptions{Tokens: testTokens}, "")
+	if _, err := anon.Subscribe(context.Background()); !errors.Is(err, ErrUnauthorized) {
+		t.Fatalf("refused subscription: %v", err)
+	}
+}
+
+func TestSSEReader(t *testing.T) {
+	t.Parallel()
+	rd := newSSEReader(strings.NewReader("retry: 2000\n: connected\n\nevent: change\ndata: {\"kind\":\"job\"}\n\n: ping\n\ndata: a\ndata: b\r\n\r\n"))
+	var got []sseEvent
+	for {
+		ev, err := rd.next()
+		if err != nil {
+			break
+		}
+		got = append(got, ev)
+	}
+	want := []sseEvent{{}, {name: "change", data: `{"kind":"job"}`}, {}, {data: "a\nb"}}
+	if len(got) != len(want) {
+		t.Fatalf("events %+v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("event %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}

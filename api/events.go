@@ -1,0 +1,68 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// The event stream: GET /events answers text/event-stream, one event per
+// engine.Change:
+//
+//	event: change
+//	data: {"kind":"job","job_id":"...","queue":"billing","state":"available"}
+//
+// with a comment line (": ping") every Heartbeat so that proxies keep the
+// connection and clients notice a dead one.
+
+const sseEventChange = "change"
+
+func (s *Server) events(w http.ResponseWriter, r *http.Request, _ *caller) error {
+	ctx := r.Context()
+	// Subscribe before answering: a client that sees the 200 has a live
+	// subscription, and no change made after that is missed.
+	ch, err := s.ctl.Subscribe(ctx)
+	if err != nil {
+		return err
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{}) // a stream outlives any write timeout
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if _, err := fmt.Fprint(w, "retry: 2000\n: connected\n\n"); err != nil {
+		return nil
+	}
+	if err := rc.Flush(); err != nil {
+		return nil
+	}
+	tick := time.NewTicker(s.opts.Heartbeat)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case c, open := <-ch:
+			if !open {
+				return nil
+			}
+			data, err := json.Marshal(c)
+			if err != nil {
+				continue
+			}
+			if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", sseEventChange, data); err != nil {
+				return nil
+			}
+		case <-tick.C:
+			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {
+				return nil
+			}
+		}
+		if err := rc.Flush(); err != nil {
+			return nil
+		}
+	}
+}

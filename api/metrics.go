@@ -1,0 +1,123 @@
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// metrics is the server's Prometheus registry: its own HTTP traffic, and
+// the engine's jobs and operations read through Control on each scrape.
+type metrics struct {
+	reg      *prometheus.Registry
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	handler  http.Handler
+}
+
+func newMetrics(ctl engine.Control, log *slog.Logger) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_http_requests_total",
+			Help: "HTTP requests answered by the control API, by route and status code.",
+		}, []string{"route", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sluice_http_request_duration_seconds",
+			Help:    "Time to answer a control API request, by route (event streams left out).",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"route"}),
+	}
+	m.reg.MustRegister(m.requests, m.duration,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&engineCollector{ctl: ctl, log: log},
+	)
+	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)})
+	return m
+}
+
+// observe counts a request; a zero start leaves its duration out.
+func (m *metrics) observe(route string, code int, start time.Time) {
+	if code == 0 {
+		code = http.StatusNotFound
+	}
+	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+	if !start.IsZero() {
+		m.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	}
+}
+
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request, _ *caller) error {
+	s.metrics.handler.ServeHTTP(w, r)
+	return nil
+}
+
+// Registry returns the server's Prometheus registry, to add collectors
+// to.
+func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
+
+// engineCollector reads the jobs per queue and state (from the maintained
+// counters) and the progress of unfinished operations at scrape time.
+type engineCollector struct {
+	ctl engine.Control
+	log *slog.Logger
+}
+
+var (
+	descJobs = prometheus.NewDesc("sluice_jobs",
+		"Jobs per queue and state, from the engine's maintained counters.", []string{"queue", "state"}, nil)
+	descUp = prometheus.NewDesc("sluice_store_up",
+		"1 when the store answered this scrape, else 0.", nil, nil)
+	descOpMatched = prometheus.NewDesc("sluice_operation_matched_jobs",
+		"Jobs an unfinished bulk operation matched when it was created.", []string{"operation", "action", "status"}, nil)
+	descOpProcessed = prometheus.NewDesc("sluice_operation_processed_jobs",
+		"Jobs an unfinished bulk operation has processed so far.", []string{"operation", "action", "status"}, nil)
+	descOpFailed = prometheus.NewDesc("sluice_operation_failed_jobs",
+		"Jobs an unfinished bulk operation could not change.", []string{"operation", "action", "status"}, nil)
+)
+
+func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descJobs, descUp, descOpMatched, descOpProcessed, descOpFailed} {
+		ch <- d
+	}
+}
+
+func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	counts, err := c.ctl.Counts(ctx, "")
+	if err != nil {
+		c.log.Warn("metrics: counts", "err", err)
+		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 1)
+	for q, states := range counts.Queues {
+		for st, n := range states {
+			ch <- prometheus.MustNewConstMetric(descJobs, prometheus.GaugeValue, float64(n), q, string(st))
+		}
+	}
+	page, err := c.ctl.Operations(ctx, engine.MaxListLimit, "")
+	if err != nil {
+		c.log.Warn("metrics: operations", "err", err)
+		return
+	}
+	for _, op := range page.Operations {
+		if op.Status != engine.OperationPending && op.Status != engine.OperationRunning {
+			continue
+		}
+		labels := []string{op.ID, string(op.Action), string(op.Status)}
+		ch <- prometheus.MustNewConstMetric(descOpMatched, prometheus.GaugeValue, float64(op.Matched), labels...)
+		ch <- prometheus.MustNewConstMetric(descOpProcessed, prometheus.GaugeValue, float64(op.Processed), labels...)
+		ch <- prometheus.MustNewConstMetric(descOpFailed, prometheus.GaugeValue, float64(op.Failed), labels...)
+	}
+}

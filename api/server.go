@@ -1,0 +1,494 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Prefix is the path under which every route of the API lives.
+const Prefix = "/api/v1"
+
+// DefaultMaxBody is the largest request body the server reads.
+const DefaultMaxBody = 2 << 20
+
+// Enqueuer is the capability POST /jobs needs beyond engine.Control; an
+// *engine.Engine (and a *Client) has it. A server over a Control without it
+// answers POST /jobs with 501.
+type Enqueuer interface {
+	EnqueueMany(ctx context.Context, ps []engine.EnqueueParams) ([]engine.EnqueueResult, error)
+}
+
+var _ Enqueuer = (*engine.Engine)(nil)
+
+// ServerOptions configures a Server. The zero value serves every request
+// as admin (see Tokens).
+type ServerOptions struct {
+	// Tokens maps each bearer token to who it names. With none, every
+	// request acts as admin under the name "local": listen on loopback
+	// only then.
+	Tokens map[string]Identity
+	// ReadOnly refuses every mutation with 403.
+	ReadOnly bool
+	// Logger receives request errors and, at debug level, each request;
+	// tokens are never logged. Discarded when nil.
+	Logger *slog.Logger
+	// MaxBody bounds request bodies (DefaultMaxBody when 0); larger
+	// ones get 413.
+	MaxBody int64
+	// IdempotencyStore keeps mutations' responses under their keys; a
+	// MemoryIdempotencyStore with a 24 h TTL when nil.
+	IdempotencyStore IdempotencyStore
+	// Heartbeat is how often GET /events writes a comment to keep the
+	// stream alive through proxies (15s when 0).
+	Heartbeat time.Duration
+	// ReadTimeout bounds one read (30s when 0); event streams have none.
+	ReadTimeout time.Duration
+	// MutationTimeout bounds one mutation, which runs to its end even if
+	// the client goes away so that its idempotency record is true
+	// (2 minutes when 0).
+	MutationTimeout time.Duration
+}
+
+// Server serves an engine.Control over HTTP. It answers the routes under
+// Prefix and GET /metrics; mount it as a whole (mux.Handle("/", srv)) or
+// by prefix (mux.Handle("/api/", srv) and mux.Handle("/metrics", srv)).
+type Server struct {
+	ctl     engine.Control
+	enq     Enqueuer
+	opts    ServerOptions
+	tokens  *tokenTable
+	log     *slog.Logger
+	idem    IdempotencyStore
+	mux     *http.ServeMux
+	metrics *metrics
+	routes  []route
+}
+
+// route is one method and path pattern with the least role it needs.
+type route struct {
+	method string
+	path   string // a ServeMux path pattern, under Prefix or /metrics
+	// role is the least role the route needs; "" needs no token.
+	role engine.Role
+	// Exactly one of read (GET routes) and mutate (the rest) is set.
+	read   func(w http.ResponseWriter, r *http.Request, c *caller) error
+	mutate func(r *http.Request, c *caller, body []byte) (runFunc, error)
+}
+
+func (rt route) pattern() string { return rt.method + " " + rt.path }
+
+// runFunc performs a mutation that has been decoded and authorised.
+type runFunc func(ctx context.Context) (*reply, error)
+
+// reply is a mutation's successful answer.
+type reply struct {
+	status int
+	body   any
+	header http.Header
+}
+
+func ok(body any) *reply { return &reply{status: http.StatusOK, body: body} }
+
+// caller is who sent a request.
+type caller struct {
+	id    Identity
+	actor string
+}
+
+func (c *caller) can(r engine.Role) bool { return RoleAtLeast(c.id.Role, r) }
+
+// NewServer builds a Server over ctl. POST /jobs works when ctl also
+// implements Enqueuer.
+func NewServer(ctl engine.Control, opts ServerOptions) *Server {
+	if opts.MaxBody <= 0 {
+		opts.MaxBody = DefaultMaxBody
+	}
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = 15 * time.Second
+	}
+	if opts.ReadTimeout <= 0 {
+		opts.ReadTimeout = 30 * time.Second
+	}
+	if opts.MutationTimeout <= 0 {
+		opts.MutationTimeout = 2 * time.Minute
+	}
+	s := &Server{
+		ctl:    ctl,
+		opts:   opts,
+		tokens: newTokenTable(opts.Tokens),
+		log:    opts.Logger,
+		idem:   opts.IdempotencyStore,
+		mux:    http.NewServeMux(),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.idem == nil {
+		s.idem = NewMemoryIdempotencyStore(DefaultIdempotencyTTL, 0, 0)
+	}
+	if enq, ok := ctl.(Enqueuer); ok {
+		s.enq = enq
+	}
+	s.metrics = newMetrics(ctl, s.log)
+	s.routes = s.routeTable()
+	for _, rt := range s.routes {
+		s.mux.Handle(rt.pattern(), s.handler(rt))
+	}
+	return s
+}
+
+// Routes lists the server's routes as "METHOD /path" patterns, for docs
+// and tests.
+func (s *Server) Routes() []string {
+	out := make([]string, len(s.routes))
+	for i, rt := range s.routes {
+		out[i] = rt.pattern()
+	}
+	return out
+}
+
+// ServeHTTP answers one request. Unknown paths and methods get JSON 404
+// and 405 answers like every other error.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		s.metrics.observe("unmatched", s.notRouted(w, r), time.Time{})
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// notRouted answers a request no route takes, in JSON, with the status
+// (404 or 405, with its Allow header) the mux would give, and returns it.
+func (s *Server) notRouted(w http.ResponseWriter, r *http.Request) int {
+	h, _ := s.mux.Handler(r)
+	probe := &probeWriter{header: http.Header{}}
+	h.ServeHTTP(probe, r)
+	if allow := probe.header.Get("Allow"); allow != "" {
+		w.Header().Set("Allow", allow)
+	}
+	if probe.status == http.StatusMethodNotAllowed {
+		writeError(w, newHTTPError(http.StatusMethodNotAllowed, reasonMethodNotAllowed, "method %s not allowed on %s (allowed: %s)", r.Method, r.URL.Path, probe.header.Get("Allow")))
+		return http.StatusMethodNotAllowed
+	}
+	writeError(w, newHTTPError(http.StatusNotFound, reasonNotFound, "no route %s %s", r.Method, r.URL.Path))
+	return http.StatusNotFound
+}
+
+// probeWriter records what the mux's own error handler would answer.
+type probeWriter struct {
+	header http.Header
+	status int
+}
+
+func (p *probeWriter) Header() http.Header { return p.header }
+func (p *probeWriter) Write(b []byte) (int, error) {
+	if p.status == 0 {
+		p.status = http.StatusOK
+	}
+	return len(b), nil
+}
+func (p *probeWriter) WriteHeader(code int) {
+	if p.status == 0 {
+		p.status = code
+	}
+}
+
+// handler wraps a route with recovery, metrics, authentication,
+// authorisation and, for mutations, the body and idempotency rules.
+func (s *Server) handler(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				s.log.Error("handler panic", "route", rt.pattern(), "panic", p)
+				if !sw.wrote {
+					writeError(sw, newHTTPError(http.StatusInternalServerError, reasonInternal, "internal error"))
+				}
+			}
+			if rt.path == Prefix+"/events" {
+				start = time.Time{} // a stream's length says nothing
+			}
+			s.metrics.observe(rt.pattern(), sw.code(), start)
+			s.log.Debug("request", "method", r.Method, "route", rt.path, "status", sw.code(), "dur", time.Since(start))
+		}()
+		c, err := s.authorize(r, rt)
+		if err != nil {
+			writeError(sw, err)
+			return
+		}
+		ctx := engine.WithActor(r.Context(), c.actor)
+		r = r.WithContext(ctx)
+		if rt.read != nil {
+			if rt.path != Prefix+"/events" {
+				rctx, cancel := context.WithTimeout(ctx, s.opts.ReadTimeout)
+				defer cancel()
+				r = r.WithContext(rctx)
+			}
+			if err := rt.read(sw, r, c); err != nil {
+				s.logFailure(rt, err)
+				if !sw.wrote {
+					writeError(sw, err)
+				}
+			}
+			return
+		}
+		s.serveMutation(sw, r, rt, c)
+	})
+}
+
+func (s *Server) logFailure(rt route, err error) {
+	if status, _ := errorResponse(err); status >= 500 {
+		s.log.Warn("request failed", "route", rt.pattern(), "status", status, "err", err)
+	}
+}
+
+// authorize finds the caller and checks the route's role and read-only
+// mode.
+func (s *Server) authorize(r *http.Request, rt route) (*caller, error) {
+	if rt.role == "" {
+		return &caller{id: Identity{Name: localActor, Role: engine.RoleViewer}}, nil
+	}
+	id := Identity{Name: localActor, Role: engine.RoleAdmin}
+	if !s.tokens.empty() {
+		tok, ok := bearer(r)
+		if !ok {
+			return nil, newHTTPError(http.StatusUnauthorized, reasonUnauthorized, "missing bearer token: send Authorization: Bearer TOKEN")
+		}
+		if id, ok = s.tokens.lookup(tok); !ok {
+			return nil, newHTTPError(http.StatusUnauthorized, reasonUnauthorized, "unknown bearer token")
+		}
+	}
+	c := &caller{id: id, actor: actorOf(r, id, !s.tokens.empty())}
+	if rt.mutate != nil && s.opts.ReadOnly {
+		return nil, newHTTPError(http.StatusForbidden, reasonReadOnly, "the server is read-only: %s %s refused", r.Method, r.URL.Path)
+	}
+	if err := c.need(rt.role, rt.pattern()); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// need refuses the caller unless its role is at least role.
+func (c *caller) need(role engine.Role, what string) error {
+	if c.can(role) {
+		return nil
+	}
+	e := newHTTPError(http.StatusForbidden, reasonForbidden, "role %s may not %s (needs %s)", c.id.Role, what, role)
+	e.body.Role, e.body.Needs = c.id.Role, role
+	return e
+}
+
+// IdempotencyHeader carries the key of a mutating request.
+const (
+	IdempotencyHeader = "Idempotency-Key"
+	ReplayedHeader    = "Idempotent-Replayed"
+	maxKeyLength      = 255
+)
+
+// serveMutation reads and checks a mutation's body, decodes it, and runs
+// it under its idempotency key.
+func (s *Server) serveMutation(w http.ResponseWriter, r *http.Request, rt route, c *caller) {
+	key := r.Header.Get(IdempotencyHeader)
+	if key == "" {
+		writeError(w, newHTTPError(http.StatusBadRequest, reasonIdempotencyMissing, "%s header required on %s %s", IdempotencyHeader, r.Method, r.URL.Path))
+		return
+	}
+	if len(key) > maxKeyLength || strings.ContainsFunc(key, func(r rune) bool { return r > unicode.MaxASCII || !unicode.IsPrint(r) }) {
+		writeError(w, badRequest("%s must be 1–%d printable ASCII characters", IdempotencyHeader, maxKeyLength))
+		return
+	}
+	body, err := s.readBody(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	run, err := rt.mutate(r, c, body)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+
+	scoped := strings.Join([]string{c.id.Name, r.Method, r.URL.EscapedPath(), key}, "\n")
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(r.Method), []byte(r.URL.EscapedPath()), []byte(r.URL.RawQuery), []byte(r.Header.Get("If-Match")), body} {
+		h.Write(part)
+		h.Write([]byte{0})
+	}
+	hash := hex.EncodeToString(h.Sum(nil))
+	outcome, stored, err := s.idem.Begin(r.Context(), scoped, hash)
+	if err != nil {
+		writeError(w, fmt.Errorf("idempotency store: %w", err))
+		return
+	}
+	switch outcome {
+	case IdempotencyReplay:
+		for k, vs := range stored.Header {
+			w.Header()[k] = vs
+		}
+		w.Header().Set(ReplayedHeader, "true")
+		w.WriteHeader(stored.Status)
+		_, _ = w.Write(stored.Body)
+		return
+	case IdempotencyInFlight:
+		writeError(w, newHTTPError(http.StatusConflict, reasonIdempotencyInFlight, "a request with %s %q is still in progress; retry later", IdempotencyHeader, key))
+		return
+	case IdempotencyMismatch:
+		writeError(w, newHTTPError(http.StatusUnprocessableEntity, reasonIdempotencyMismatch, "%s %q was used for a different request", IdempotencyHeader, key))
+		return
+	}
+
+	done := false
+	defer func() {
+		if !done { // a panic: free the key, let recovery answer
+			_ = s.idem.Abandon(context.WithoutCancel(r.Context()), scoped)
+		}
+	}()
+	// The mutation runs to its end even if the client goes away, so that
+	// what the key records is what happened.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.opts.MutationTimeout)
+	defer cancel()
+	resp := s.respond(run(ctx))
+	done = true
+	if resp.Status >= 500 {
+		_ = s.idem.Abandon(ctx, scoped)
+		s.log.Warn("mutation failed", "route", rt.pattern(), "status", resp.Status, "err", string(resp.Body))
+	} else if err := s.idem.Complete(ctx, scoped, resp); err != nil {
+		s.log.Warn("idempotency record not kept", "route", rt.pattern(), "err", err)
+	}
+	for k, vs := range resp.Header {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(resp.Status)
+	_, _ = w.Write(resp.Body)
+}
+
+// respond renders a mutation's outcome as the response to send and keep.
+func (s *Server) respond(rep *reply, err error) StoredResponse {
+	hdr := http.Header{}
+	hdr.Set("Content-Type", "application/json")
+	if err != nil {
+		status, body := errorResponse(err)
+		if status == http.StatusServiceUnavailable {
+			hdr.Set("Retry-After", "1")
+		}
+		return StoredResponse{Status: status, Header: hdr, Body: marshalBody(body)}
+	}
+	for k, vs := range rep.header {
+		hdr[k] = vs
+	}
+	return StoredResponse{Status: rep.status, Header: hdr, Body: marshalBody(rep.body)}
+}
+
+func marshalBody(v any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return []byte(`{"error":"response not encodable","reason":"internal"}` + "\n")
+	}
+	return buf.Bytes()
+}
+
+// readBody reads a request body within MaxBody. A body that is present
+// must be declared JSON; an absent one is fine (the route says whether it
+// needs one).
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	tooLarge := newHTTPError(http.StatusRequestEntityTooLarge, reasonBodyTooLarge, "request body over %d bytes", s.opts.MaxBody)
+	if r.ContentLength > s.opts.MaxBody {
+		return nil, tooLarge
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, tooLarge
+		}
+		return nil, badRequest("reading request body: %v", err)
+	}
+	if len(b) == 0 {
+		return nil, nil
+	}
+	ct := r.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+		if ct == "" {
+			ct = "none"
+		}
+		return nil, newHTTPError(http.StatusUnsupportedMediaType, reasonUnsupportedMedia, "request body must be JSON (Content-Type: application/json); got %s", ct)
+	}
+	return b, nil
+}
+
+// writeJSON answers v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(marshalBody(v))
+}
+
+// writeError answers err as an error body.
+func writeError(w http.ResponseWriter, err error) {
+	status, body := errorResponse(err)
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
+	}
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, status, body)
+}
+
+// statusWriter remembers the status written, for metrics and recovery.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.status, w.wrote = http.StatusOK, true
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusWriter) code() int {
+	if !w.wrote {
+		return http.StatusOK
+	}
+	return w.status
+}

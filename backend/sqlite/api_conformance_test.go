@@ -1,0 +1,27 @@
+package sqlite_test
+
+import (
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/backend/backendtest"
+	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
+	"github.com/sluicehq/sluice/engine"
+)
+
+// TestAPIConformance runs the Control checks of the conformance suite
+// through api.Client against an api.Server over the engine: the remote
+// path must behave as the embedded one.
+func TestAPIConformance(t *testing.T) {
+	backendtest.RunControl(t, backendtest.Harness{
+		Name:     "sqlite-via-api",
+		NewStore: func(t testing.TB) engine.Store { return sqlitetest.New(t) },
+		Control: func(t testing.TB, e *engine.Engine) engine.Control {
+			srv := httptest.NewServer(api.NewServer(e, api.ServerOptions{Heartbeat: time.Second}))
+			t.Cleanup(srv.Close)
+			return api.NewClient(srv.URL, "", api.ClientOptions{Timeout: 20 * time.Second})
+		},
+	})
+}

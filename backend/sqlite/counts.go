@@ -1,0 +1,160 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// The maintained counters (job_counts): every write that inserts, deletes
+// or moves jobs gathers its changes in a countDeltas while it works and
+// applies them before it commits, one upsert per (queue, state) it
+// touched, in the same transaction. No per-row triggers: a batch of a
+// thousand claims costs two counter writes, not two thousand.
+
+type countKey struct {
+	queue string
+	state engine.State
+}
+
+// countDeltas are the changes of one transaction to job_counts.
+type countDeltas map[countKey]int64
+
+func (d countDeltas) add(queue string, state engine.State, n int64) {
+	if n != 0 {
+		d[countKey{queue, state}] += n
+	}
+}
+
+// move counts n jobs of queue leaving from and entering to. An empty or
+// StateDeleted side is no state (an insert or a delete).
+func (d countDeltas) move(queue string, from, to engine.State, n int64) {
+	if from == to {
+		return
+	}
+	if from != "" && from != engine.StateDeleted {
+		d.add(queue, from, -n)
+	}
+	if to != "" && to != engine.StateDeleted {
+		d.add(queue, to, n)
+	}
+}
+
+// sqlCountsApply adds ?1, a JSON array of [queue, state, delta], to the
+// counters. WHERE true keeps the parser from reading ON CONFLICT as a join
+// constraint.
+const sqlCountsApply = `INSERT INTO job_counts (queue, state, n)
+	SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(?1) WHERE true
+	ON CONFLICT (queue, state) DO UPDATE SET n = n + excluded.n`
+
+// sqlCountAdd adds one delta: ?1 queue, ?2 state, ?3 delta. Most writes
+// touch one or two counters; a prepared single-row upsert is cheaper for
+// them than decoding JSON.
+const sqlCountAdd = `INSERT INTO job_counts (queue, state, n) VALUES (?1, ?2, ?3)
+	ON CONFLICT (queue, state) DO UPDATE SET n = n + excluded.n`
+
+// applyCounts writes d to job_counts inside tx.
+func (s *Store) applyCounts(ctx context.Context, tx *sql.Tx, d countDeltas) error {
+	nonzero := 0
+	for _, n := range d {
+		if n != 0 {
+			nonzero++
+		}
+	}
+	if nonzero == 0 {
+		return nil
+	}
+	if nonzero <= 2 {
+		add := tx.StmtContext(ctx, s.countAdd)
+		for k, n := range d {
+			if n == 0 {
+				continue
+			}
+			if _, err := add.ExecContext(ctx, k.queue, string(k.state), n); err != nil {
+				return fmt.Errorf("sqlite: job counts: %w", err)
+			}
+		}
+		return nil
+	}
+	b := make([]byte, 0, 2+nonzero*40)
+	b = append(b, '[')
+	first := true
+	for k, n := range d {
+		if n == 0 {
+			continue
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = append(b, '[')
+		b = appendJSONString(b, k.queue)
+		b = append(b, ',')
+		b = appendJSONString(b, string(k.state))
+		b = append(b, ',')
+		b = strconv.AppendInt(b, n, 10)
+		b = append(b, ']')
+	}
+	b = append(b, ']')
+	if _, err := tx.StmtContext(ctx, s.countsApply).ExecContext(ctx, string(b)); err != nil {
+		return fmt.Errorf("sqlite: job counts: %w", err)
+	}
+	return nil
+}
+
+// JobCountByQueue reads the maintained counters of one queue or all.
+// States with no jobs are left out.
+func (s *Store) JobCountByQueue(ctx context.Context, p *engine.JobCountByQueueParams) (map[string]map[engine.State]int64, error) {
+	q := `SELECT queue, state, n FROM job_counts WHERE n != 0`
+	args := []any{}
+	if p.Queue != "" {
+		q = `SELECT queue, state, n FROM job_counts WHERE queue = ? AND n != 0`
+		args = append(args, p.Queue)
+	}
+	st, err := s.readStmt(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := st.QueryContext(ctx, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: job counts: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]map[engine.State]int64{}
+	for rows.Next() {
+		var queue, state string
+		var n int64
+		if err := rows.Scan(&queue, &state, &n); err != nil {
+			return nil, fmt.Errorf("sqlite: job counts: %w", err)
+		}
+		m := out[queue]
+		if m == nil {
+			m = map[engine.State]int64{}
+			out[queue] = m
+		}
+		m[engine.State(state)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: job counts: %w", err)
+	}
+	return out, nil
+}
+
+// JobCountReconcile recounts job_counts from the jobs, in one write
+// transaction (a full scan of jobs: for now and then, not every tick).
+func (s *Store) JobCountReconcile(ctx context.Context) error {
+	return s.writeTx(ctx, func(tx *sql.Tx, _ time.Time) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM job_counts`); err != nil {
+			return fmt.Errorf("sqlite: reconcile job counts: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO job_counts (queue, state, n)
+			SELECT queue, state, count(*) FROM jobs GROUP BY queue, state`); err != nil {
+			return fmt.Errorf("sqlite: reconcile job counts: %w", err)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,204 @@
+package sqlite
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// From an engine.Filter to a WHERE clause. Every value is bound as a
+// parameter; the SQL text holds only column names, operators and the
+// fixed terms below, so a filter cannot inject anything.
+//
+// What each field means here:
+//   - states, queues, kinds, ids: the column is any of the values.
+//   - tags: the job has any of the given tags (the q grammar's rule for list
+//     fields: `tag:a,b` matches a or b).
+//   - fingerprint, error_pattern: equal.
+//   - error: a case-sensitive substring of the last error's message.
+//   - payload.<path>:value and meta.<key>:value: the value at the path,
+//     compared as text: a JSON string by its contents ("x" matches x), any
+//     other value by its JSON text (3 matches 3, true matches true, null
+//     matches null). Keys are object keys (no array indexes); a missing
+//     path matches nothing.
+//   - created/finalized after and before: strictly after, strictly before;
+//     a job not finalized has no finalized time and matches neither.
+
+// sqlListable is the WHERE term of the partial index jobs_state_changed.
+// SQLite uses a partial index only when the query holds its WHERE term
+// word for word, so queries over states it covers repeat it.
+const sqlListable = `state NOT IN ('available', 'running')`
+
+// sqlDeadIndexed is the WHERE term of the partial index jobs_error_groups.
+const sqlDeadIndexed = `state IN ('archived', 'quarantined', 'undecodable')`
+
+// hotState reports whether jobs_state_changed leaves s out.
+func hotState(s engine.State) bool {
+	return s == engine.StateAvailable || s == engine.StateRunning
+}
+
+func deadIndexed(s engine.State) bool {
+	return s == engine.StateArchived || s == engine.StateQuarantined || s == engine.StateUndecodable
+}
+
+// where gathers the AND-ed terms of a WHERE clause and their arguments.
+type where struct {
+	terms []string
+	args  []any
+}
+
+func (w *where) add(term string, args ...any) {
+	w.terms = append(w.terms, term)
+	w.args = append(w.args, args...)
+}
+
+// in adds `col IN (?, ...)` for vs.
+func (w *where) in(col string, vs []string) {
+	switch len(vs) {
+	case 0:
+		return
+	case 1:
+		w.add(col+" = ?", vs[0])
+		return
+	}
+	var b strings.Builder
+	b.WriteString(col)
+	b.WriteString(" IN (")
+	for i, v := range vs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteByte('?')
+		w.args = append(w.args, v)
+	}
+	b.WriteByte(')')
+	w.terms = append(w.terms, b.String())
+}
+
+// sql is the clause's text without the WHERE keyword; "1" when empty.
+func (w *where) sql() string {
+	if len(w.terms) == 0 {
+		return "1"
+	}
+	return strings.Join(w.terms, " AND ")
+}
+
+// clone copies w, so branches of one query can each add their own terms.
+func (w *where) clone() *where {
+	return &where{terms: slices.Clone(w.terms), args: slices.Clone(w.args)}
+}
+
+// addStates adds the state condition, with the partial indexes' own terms
+// when every state is one they cover, so the planner may use them.
+func (w *where) addStates(states []engine.State) {
+	if len(states) == 0 {
+		return
+	}
+	ss := make([]string, len(states))
+	listable, dead := true, true
+	for i, s := range states {
+		ss[i] = string(s)
+		listable = listable && !hotState(s)
+		dead = dead && deadIndexed(s)
+	}
+	w.in("state", ss)
+	if listable {
+		w.add(sqlListable)
+	}
+	if dead {
+		w.add(sqlDeadIndexed)
+	}
+}
+
+// addFilter adds every field of f but its states (the caller places
+// those: a state may choose the index).
+func (w *where) addFilter(f *engine.Filter) error {
+	w.in("queue", f.Queues)
+	w.in("kind", f.Kinds)
+	switch len(f.IDs) {
+	case 0:
+	case 1:
+		w.add("id = ?", f.IDs[0])
+	default:
+		w.add("id IN (SELECT value FROM json_each(?))", jsonStrings(f.IDs))
+	}
+	if f.Fingerprint != "" {
+		w.add("fingerprint = ?", f.Fingerprint)
+	}
+	if len(f.Tags) > 0 {
+		var b strings.Builder
+		b.WriteString("EXISTS (SELECT 1 FROM json_each(jobs.tags) WHERE value IN (")
+		for i, t := range f.Tags {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteByte('?')
+			w.args = append(w.args, t)
+		}
+		b.WriteString("))")
+		w.terms = append(w.terms, b.String())
+	}
+	if f.Error != "" {
+		w.add("instr(last_error, ?) > 0", f.Error)
+	}
+	if f.ErrorPattern != "" {
+		w.add("error_pattern = ?", f.ErrorPattern)
+	}
+	for _, m := range f.Payload {
+		if err := w.addPath("payload", "payload", m); err != nil {
+			return err
+		}
+	}
+	for _, m := range f.Meta {
+		if err := w.addPath("metadata", "meta", m); err != nil {
+			return err
+		}
+	}
+	w.addTime("created_at > ?", f.CreatedAfter)
+	w.addTime("created_at < ?", f.CreatedBefore)
+	w.addTime("finalized_at > ?", f.FinalizedAfter)
+	w.addTime("finalized_at < ?", f.FinalizedBefore)
+	return nil
+}
+
+func (w *where) addTime(term string, t *time.Time) {
+	if t != nil {
+		w.add(term, t.UnixNano())
+	}
+}
+
+// addPath compares the value at m.Path in col with m.Value as text. The
+// JSON path is bound as a parameter too.
+func (w *where) addPath(col, what string, m engine.PathMatch) error {
+	path, err := jsonPath(m.Path)
+	if err != nil {
+		return fmt.Errorf("%w: filter: %s path %q: %v", engine.ErrInvalid, what, m.Path, err)
+	}
+	w.add("(CASE json_type("+col+", ?) WHEN 'text' THEN json_extract("+col+", ?) ELSE "+col+" -> ? END) = ?",
+		path, path, path, m.Value)
+	return nil
+}
+
+// jsonPath turns dot-separated keys into a SQLite JSON path with every key
+// quoted: a.b becomes $."a"."b". The engine has checked the keys against
+// engine.PathKeyPattern; quotes and backslashes, which a quoted key could
+// not hold, are refused here as well.
+func jsonPath(p string) (string, error) {
+	if p == "" {
+		return "", fmt.Errorf("empty path")
+	}
+	var b strings.Builder
+	b.WriteByte('$')
+	for key := range strings.SplitSeq(p, ".") {
+		if key == "" || strings.ContainsAny(key, "\"\\") {
+			return "", fmt.Errorf("bad key %q", key)
+		}
+		b.WriteString(`."`)
+		b.WriteString(key)
+		b.WriteByte('"')
+	}
+	return b.String(), nil
+}

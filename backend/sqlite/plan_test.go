@@ -1,0 +1,123 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// TestQueryPlans pins the indexes the operator queries and the hot-path
+// queries that moved with migration 0002 use: a plan that falls back to a
+// scan of every job, or sorts a whole state, would pass the functional
+// tests and fail at a million rows.
+func TestQueryPlans(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "plans.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	plan := func(t *testing.T, q string, args ...any) string {
+		t.Helper()
+		rows, err := s.r.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
+		if err != nil {
+			t.Fatalf("explain: %v\n%s", err, q)
+		}
+		defer rows.Close()
+		var lines []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			lines = append(lines, detail)
+		}
+		return strings.Join(lines, "\n")
+	}
+	expect := func(t *testing.T, p string, want []string, not []string) {
+		t.Helper()
+		for _, w := range want {
+			if !strings.Contains(p, w) {
+				t.Errorf("plan lacks %q:\n%s", w, p)
+			}
+		}
+		for _, n := range not {
+			if strings.Contains(p, n) {
+				t.Errorf("plan has %q:\n%s", n, p)
+			}
+		}
+		for line := range strings.SplitSeq(p, "\n") {
+			if strings.HasPrefix(line, "SCAN jobs") && !strings.Contains(line, "INDEX") {
+				t.Errorf("plan scans every job:\n%s", p)
+			}
+		}
+	}
+	at := time.Now()
+	arch := []engine.State{engine.StateArchived}
+	group := engine.Filter{States: arch, Queues: []string{"q"}, Kinds: []string{"k"}, ErrorPattern: "p"}
+	list := func(p *engine.JobListParams) string {
+		q, args, err := jobListQuery(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return plan(t, q, args...)
+	}
+	count := func(p *engine.JobCountParams) string {
+		q, args, err := jobCountQuery(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return plan(t, q, args...)
+	}
+	sorted := []string{"TEMP B-TREE"}
+	t.Run("list a state", func(t *testing.T) {
+		expect(t, list(&engine.JobListParams{Filter: engine.Filter{States: arch}, Limit: 51}), []string{"jobs_state_changed (state=?)"}, sorted)
+		expect(t, list(&engine.JobListParams{Filter: engine.Filter{States: arch}, Limit: 51, After: &engine.Cursor{At: at, ID: "x"}}),
+			[]string{"(state_changed_at,id)<(?,?)"}, sorted)
+		expect(t, list(&engine.JobListParams{Filter: engine.Filter{States: arch}, Limit: 51, After: &engine.Cursor{At: at, ID: "x"}, Reverse: true}),
+			[]string{"(state_changed_at,id)>(?,?)"}, sorted)
+	})
+	t.Run("list an error group", func(t *testing.T) {
+		expect(t, list(&engine.JobListParams{Filter: group, Limit: 51}), []string{"jobs_error_groups"}, sorted)
+	})
+	t.Run("list every state", func(t *testing.T) {
+		expect(t, list(&engine.JobListParams{Limit: 51}), []string{"MERGE (UNION ALL)", "jobs_claim", "jobs_claim_suspect", "jobs_running"}, nil)
+	})
+	t.Run("list ids", func(t *testing.T) {
+		expect(t, list(&engine.JobListParams{Filter: engine.Filter{IDs: []string{"a", "b"}}, Limit: 51}), []string{"sqlite_autoindex_jobs_1 (id=?)"}, nil)
+	})
+	t.Run("count", func(t *testing.T) {
+		expect(t, count(&engine.JobCountParams{Filter: engine.Filter{States: arch}, Max: 10}), []string{"COVERING INDEX jobs_state_changed"}, nil)
+		expect(t, count(&engine.JobCountParams{Filter: group}), []string{"COVERING INDEX jobs_error_groups"}, nil)
+		expect(t, count(&engine.JobCountParams{Filter: engine.Filter{States: []engine.State{engine.StateAvailable}}}), []string{"jobs_claim"}, nil)
+	})
+	t.Run("error groups", func(t *testing.T) {
+		q, args, err := errorGroupsQuery(&engine.JobErrorGroupsParams{Filter: engine.Filter{States: arch}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		expect(t, plan(t, q, args...), []string{"COVERING INDEX jobs_error_groups (state=?)"}, nil)
+	})
+	t.Run("operation batch", func(t *testing.T) {
+		op := &engine.Operation{Action: engine.ActionRetry, CreatedAt: at}
+		sel, _ := engine.BulkSelector(engine.ActionRetry, engine.Filter{States: arch, Queues: []string{"q"}})
+		q, args, err := batchQuery(op, &sel, "", sql.NullString{String: "z", Valid: true}, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		expect(t, plan(t, q, args...), []string{"sqlite_autoindex_jobs_1 (id>? AND id<?)"}, sorted)
+		expect(t, plan(t, sqlOperationWindowEnd, "", 9999), []string{"COVERING INDEX sqlite_autoindex_jobs_1"}, nil)
+	})
+	t.Run("hot path", func(t *testing.T) {
+		expect(t, plan(t, sqlDeleteExpired, "archived", 1, "[]", 10), []string{"jobs_state_changed (state=? AND state_changed_at<?)"}, nil)
+		expect(t, plan(t, `SELECT id FROM jobs INDEXED BY jobs_running WHERE state = 'running' AND lease_expires_at < ?1 LIMIT 10`, 1),
+			[]string{"jobs_running (lease_expires_at<?)"}, nil)
+		expect(t, plan(t, sqlComplete, 1, "[]"), []string{"sqlite_autoindex_jobs_1 (id=?)"}, nil)
+	})
+}

@@ -1,0 +1,842 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/engine"
+)
+
+// The operator commands: jobs, bulk, operations, quarantine and queues.
+// Each works against a server (--api URL, with --token) or directly on a
+// store (--store URL), through engine.Control either way.
+
+// controlCommands are the operator commands, for the root.
+func controlCommands(lo *logOptions) []*cobra.Command {
+	return []*cobra.Command{
+		newServeCmd(lo),
+		newJobsCmd(), newBulkCmd(), newOperationsCmd(), newQuarantineCmd(), newQueuesCmd(),
+	}
+}
+
+// ctlOptions are the flags every operator command shares.
+type ctlOptions struct {
+	api    string
+	token  string
+	store  string
+	output string
+	yes    bool
+}
+
+func (o *ctlOptions) addFlags(cmd *cobra.Command) {
+	f := cmd.PersistentFlags()
+	f.StringVar(&o.api, "api", "", "control API of a sluice server, as http://127.0.0.1:8080 (env SLUICE_API)")
+	f.StringVar(&o.token, "token", "", "bearer token for --api (env SLUICE_TOKEN)")
+	f.StringVar(&o.store, "store", "", "act directly on a store, as sqlite://sluice.db (env SLUICE_STORE)")
+	f.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
+}
+
+// session is an open Control and what to close after.
+type session struct {
+	ctl    engine.Control
+	engine *engine.Engine // set in --store mode
+	close  func()
+	ctx    context.Context
+}
+
+// open resolves --api/--store (flag beats environment) and opens the
+// Control they name.
+func (o *ctlOptions) open(cmd *cobra.Command) (*session, error) {
+	if o.output != "table" && o.output != "json" {
+		return nil, fmt.Errorf("-o %q: want table or json", o.output)
+	}
+	fl := cmd.Flags()
+	apiURL, storeURL := o.api, o.store
+	if !fl.Changed("api") && !fl.Changed("store") {
+		apiURL, storeURL = os.Getenv("SLUICE_API"), os.Getenv("SLUICE_STORE")
+	}
+	token := o.token
+	if !fl.Changed("token") {
+		token = os.Getenv("SLUICE_TOKEN")
+	}
+	ctx := engine.WithActor(cmd.Context(), cliActor())
+	switch {
+	case apiURL != "" && storeURL != "":
+		return nil, fmt.Errorf("give --api or --store, not both")
+	case apiURL != "":
+		c := api.NewClient(apiURL, token, api.ClientOptions{UserAgent: "sluice-cli"})
+		return &session{ctl: c, close: func() {}, ctx: ctx}, nil
+	case storeURL != "":
+		store, err := openStoreLogged(ctx, storeURL, slog.New(slog.DiscardHandler))
+		if err != nil {
+			return nil, err
+		}
+		e, err := engine.New(store, engine.Config{NoMaintenance: true, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			store.Close()
+			return nil, err
+		}
+		return &session{ctl: e, engine: e, close: func() { store.Close() }, ctx: ctx}, nil
+	}
+	return nil, fmt.Errorf("name a server with --api URL (or SLUICE_API) or a store with --store URL (or SLUICE_STORE)")
+}
+
+// cliActor is who the command line acts as: the login name.
+func cliActor() string {
+	for _, v := range []string{"SLUICE_ACTOR", "USER", "LOGNAME"} {
+		if s := os.Getenv(v); s != "" {
+			return s
+		}
+	}
+	return "cli"
+}
+
+// withSession opens the Control for a command, runs fn and closes it.
+func (o *ctlOptions) withSession(fn func(cmd *cobra.Command, s *session, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		s, err := o.open(cmd)
+		if err != nil {
+			return err
+		}
+		defer s.close()
+		return fn(cmd, s, args)
+	}
+}
+
+func (o *ctlOptions) json() bool { return o.output == "json" }
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// table writes rows under a header, aligned.
+func table(w io.Writer, header string, rows [][]string) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	return tw.Flush()
+}
+
+// confirm asks a yes/no question on the command's input; anything but y
+// or yes (or the end of input) is no.
+func confirm(cmd *cobra.Command, question string) bool {
+	fmt.Fprintf(cmd.ErrOrStderr(), "%s [y/N] ", question)
+	line, _ := bufio.NewReader(cmd.InOrStdin()).ReadString('\n')
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true
+	}
+	return false
+}
+
+// errAborted ends a command the user declined.
+var errAborted = fmt.Errorf("aborted: nothing was changed")
+
+func ago(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := time.Since(t).Round(time.Second)
+	if d < 0 {
+		return "in " + (-d).String()
+	}
+	return d.String() + " ago"
+}
+
+func short(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len([]rune(s)) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}
+
+func lastError(j *engine.Job) string {
+	if len(j.Errors) == 0 {
+		return ""
+	}
+	return j.Errors[len(j.Errors)-1].Message
+}
+
+// filterFlags are the simple filter flags and -q, ANDed.
+type filterFlags struct {
+	states, queues, kinds []string
+	q                     string
+}
+
+func (ff *filterFlags) add(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringSliceVar(&ff.states, "state", nil, "states (comma-separated or repeated)")
+	f.StringSliceVar(&ff.queues, "queue", nil, "queues")
+	f.StringSliceVar(&ff.kinds, "kind", nil, "kinds")
+	f.StringVarP(&ff.q, "query", "q", "", `query, as state:archived queue:billing error:"timeout" payload.customer:42`)
+}
+
+func (ff *filterFlags) filter() (engine.Filter, error) {
+	f, err := engine.ParseQuery(ff.q)
+	if err != nil {
+		return engine.Filter{}, err
+	}
+	for _, s := range ff.states {
+		f.States = append(f.States, engine.State(s))
+	}
+	f.Queues = append(f.Queues, ff.queues...)
+	f.Kinds = append(f.Kinds, ff.kinds...)
+	return f, f.Validate()
+}
+
+// --- jobs ---
+
+func newJobsCmd() *cobra.Command {
+	o := &ctlOptions{}
+	cmd := &cobra.Command{
+		Use:   "jobs",
+		Short: "List, inspect and act on jobs",
+		Long: `List, inspect and act on jobs, on a server (--api) or directly on a store
+(--store).`,
+	}
+	o.addFlags(cmd)
+
+	var ff filterFlags
+	var limit int
+	var cursor string
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List jobs, newest first by the time each entered its state",
+		Example: `  sluice jobs list --api http://127.0.0.1:8080 --state archived --queue billing
+  sluice jobs list --store sqlite://sluice.db -q 'state:archived error:"timeout"' -o json`,
+		Args: cobra.NoArgs,
+		RunE: o.withSession(func(cmd *cobra.Command, s *session, _ []string) error {
+			f, err := ff.filter()
+			if err != nil {
+				return err
+			}
+			page, err := s.ctl.ListJobs(s.ctx, engine.ListJobsParams{Filter: f, Limit: limit, Cursor: cursor})
+			if err != nil {
+				return err
+			}
+			if o.json() {
+				return printJSON(cmd.OutOrStdout(), page)
+			}
+			rows := make([][]string, len(page.Jobs))
+			for i, j := range page.Jobs {
+				rows[i] = []string{j.ID, string(j.State), j.Queue, j.Kind, fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts), ago(j.StateChangedAt), short(lastError(j), 60)}
+			}
+			if err := table(cmd.OutOrStdout(), "ID\tSTATE\tQUEUE\tKIND\tATTEMPT\tSINCE\tLAST ERROR", rows); err != nil {
+				return err
+			}
+			if page.Next != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "more: --cursor %s\n", page.Next)
+			}
+			return nil
+		}),
+	}
+	ff.add(list)
+	list.Flags().IntVar(&limit, "limit", 50, "rows per page (1–200)")
+	list.Flags().StringVar(&cursor, "cursor", "", "continue from a previous page")
+
+	var withPayload bool
+	show := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show one job with its errors and timeline",
+		Args:  cobra.ExactArgs(1),
+		RunE: o.withSession(func(cmd *cobra.Command, s *session, args []string) error {
+			d, err := s.ctl.GetJob(s.ctx, args[0], withPayload)
+			if err != nil {
+				return err
+			}
+			if o.json() {
+				return printJSON(cmd.OutOrStdout(), d)
+			}
+			return printDetail(cmd.OutOrStdout(), d)
+		}),
+	}
+	show.Flags().BoolVar(&withPayload, "payload", false, "include the payload")
+
+	var force bool
+	retry := &cobra.Command{
+		Use:   "retry ID...",
+		Short: "Redrive dead jobs (archived, cancelled, undecodable → available)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: o.withSession(func(cmd *cobra.Command, s *session, args []string) error {
+			if len(args) == 1 {
+				j, err := s.ctl.Retry(s.ctx, args[0], engine.RetryOptions{Force: force})
+				return o.printJob(cmd, j, err, "retried")
+			}
+			return o.apply(cmd, s, engine.ActionRetry, args)
+		}),
+	}
+	retry.Flags().BoolVar(&force, "force", false, "retry a job superseded by a retry with new input")
+
+	cancel := &cobra.Command{
+		Use:   "cancel ID...",
+		Short: "Cancel jobs that have not finished",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: o.withSession(func(cmd *cobra.Command, s *session, args []string) error {
+			if len(args) == 1 {
+				j, err := s.ctl.Cancel(s.ctx, args[0])
+				return o.printJob(cmd, j, err, "cancelled")
+			}
+			return o.apply(cmd, s, engine.ActionCancel, args)
+		}),
+	}
+
+	del := &cobra.Command{
+		Use:   "delete ID...",
+		Short: "Delete jobs that are not running (asks first unless --yes)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: o.withSession(func(cmd *cobra.Command, s *session, args []string) error {
+			if !o.yes && !confirm(cmd, fmt.Sprintf("Delete %d job(s)? This cannot be undone.", len(args))) {
+				return errAborted
+			}
+			if len(args) == 1 {
+				if err := s.ctl.Delete(s.ctx, args[0]); err != nil {
+					return err
+				}
+				if o.json() {
+					return printJSON(cmd.OutOrStdout(), map[string]any{"id": args[0], "deleted": true})
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "deleted %s\n", args[0])
+				return nil
+			}
+			return o.apply(cmd, s, engine.ActionDelete, args)
+		}),
+	}
+	del.Flags().BoolVarP(&o.yes, "yes", "y", false, "do not ask for confirmation")
+
+	var payload string
+	edit := &cobra.Command{
+		Use:   "edit ID --payload JSON|@FILE",
+		Short: "Replace a job's payload (refused if it changed since it was read)",
+		Args:  cobra.ExactArgs(1),
+		RunE: o.withSession(func(cmd *cobra.Command, s *session, args []string) error {
+			raw, err := readPayload(cmd, payload)
+			if err != nil {
+				return err
+			}
+			d, err := s.ctl.GetJob(s.ctx, args[0], false)
+			if err != nil {
+				return err
+			}
+			j, err := s.ctl.UpdatePayload(s.ctx, args[0], raw, d.Job.Version)
+			return o.printJob(cmd, j, err, "payload replaced")
+		}),
+	}
+	edit.Flags().StringVar(&payload, "payload", "", "the new payload: JSON, @FILE, or - for standard input")
+	_ = edit.MarkFlagRequired("payload")
+
+	var newID string
+	rwi := &cobra.Command{
+		Use:   "retry-with-input ID --payload JSON|@FILE",
+		Short: "Enqueue a corrected copy of a dead job; the original is marked superseded",
+		Args:  cobra.ExactArgs(1),
+		RunE: o.withSession(func(cmd *cobra.Command, s *session, args []string) error {
+			raw, err := readPayload(cmd, payload)
+			if err != nil {
+				return err
+			}
+			j, err := s.ctl.RetryWithInput(s.ctx, args[0], engine.RetryWithInputParams{ID: newID, Payload: raw})
+			return o.printJob(cmd, j, err, "enqueued corrected copy")
+		}),
+	}
+	rwi.Flags().StringVar(&payload, "payload", "", "the corrected payload: JSON, @FILE, or - for standard input")
+	rwi.Flags().StringVar(&newID, "id", "", "id of the new job (default ID~retry~<8 hex>)")
+	_ = rwi.MarkFlagRequired("payload")
+
+	cmd.AddCommand(list, show, retry, cancel, del, edit, rwi)
+	return cmd
+}
+
+// readPayload reads --payload: inline JSON, @FILE, or - (standard input).
+func readPayload(cmd *cobra.Command, v string) (json.RawMessage, error) {
+	switch {
+	case v == "-":
+		b, err := io.ReadAll(cmd.InOrStdin())
+		return b, err
+	case strings.HasPrefix(v, "@"):
+		return os.ReadFile(v[1:])
+	}
+	return json.RawMessage(v), nil
+}
+
+func (o *ctlOptions) printJob(cmd *cobra.Command, j *engine.Job, err error, what string) error {
+	if err != nil {
+		return err
+	}
+	if o.json() {
+		return printJSON(cmd.OutOrStdout(), j)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s %s: now %s\n", what, j.ID, j.State)
+	return nil
+}
+
+// apply runs an action on several ids and reports each; it fails when any
+// id failed.
+func (o *ctlOptions) apply(cmd *cobra.Command, s *session, a engine.Action, ids []string) error {
+	res, err := s.ctl.Apply(s.ctx, a, ids)
+	if err != nil {
+		return err
+	}
+	failed := 0
+	rows := make([][]string, len(res))
+	for i, r := range res {
+		status := "ok"
+		if !r.OK {
+			failed++
+			status = r.Reason
+		}
+		rows[i] = []string{r.ID, status, short(r.Error, 80)}
+	}
+	if o.json() {
+		if err := printJSON(cmd.OutOrStdout(), res); err != nil {
+			return err
+		}
+	} else if err := table(cmd.OutOrStdout(), "ID\tRESULT\tERROR", rows); err != nil {
+		return err
+	}
+	if failed > 0 {
+		return fmt.Errorf("%s: %d of %d failed", a, failed, len(ids))
+	}
+	return nil
+}
+
+func printDetail(w io.Writer, d *engine.JobDetail) error {
+	j := d.Job
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	field := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(tw, "%s\t%s\n", k, v)
+		}
+	}
+	field("id", j.ID)
+	field("queue", j.Queue)
+	field("kind", j.Kind)
+	field("state", string(j.State))
+	field("attempt", fmt.Sprintf("%d of %d (crashes %d)", j.Attempt, j.MaxAttempts, j.CrashAttempt))
+	field("since", ago(j.StateChangedAt))
+	field("terminal reason", string(j.TerminalReason))
+	field("fingerprint", j.Fingerprint)
+	field("version", fmt.Sprint(j.Version))
+	field("retry of", j.RetryOf)
+	field("superseded by", j.SupersededBy)
+	if len(j.Metadata) > 0 {
+		field("metadata", string(j.Metadata))
+	}
+	if len(j.Payload) > 0 {
+		field("payload", string(j.Payload))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(j.Errors) > 0 {
+		fmt.Fprintln(w, "\nerrors:")
+		for _, e := range j.Errors {
+			kind := "error"
+			if e.Crash {
+				kind = "crash"
+			}
+			fmt.Fprintf(w, "  #%d %s %s: %s\n", e.Attempt, kind, e.At.Format(time.RFC3339), e.Message)
+		}
+	}
+	fmt.Fprintln(w, "\ntimeline:")
+	for _, ev := range d.Timeline {
+		line := fmt.Sprintf("  %s  %-16s", ev.At.Format(time.RFC3339), ev.Kind)
+		if ev.To != "" {
+			line += " → " + string(ev.To)
+		}
+		if ev.Actor != "" {
+			line += "  by " + ev.Actor
+		}
+		if ev.Message != "" {
+			line += "  " + short(ev.Message, 80)
+		}
+		fmt.Fprintln(w, line)
+	}
+	return nil
+}
+
+// --- bulk ---
+
+func newBulkCmd() *cobra.Command {
+	o := &ctlOptions{}
+	var ff filterFlags
+	var dryRun, wait bool
+	var rate int
+	cmd := &cobra.Command{
+		Use:   "bulk ACTION",
+		Short: "Retry, cancel, delete or release every job a selector matches",
+		Long: `Run ACTION (retry, cancel, delete, release) on every job the selector
+matches, as a persisted operation processed in batches. The matched count
+is shown first and confirmed unless --yes; --dry-run only shows it and a
+sample.
+
+Against a server (--api) the server's maintenance runs the operation; with
+--wait the command follows it to the end. Directly on a store (--store)
+the command drives the operation to the end itself, so it works when
+nothing else runs maintenance.`,
+		Example: `  sluice bulk retry --api http://127.0.0.1:8080 --state archived --queue billing --dry-run
+  sluice bulk retry --store sqlite://sluice.db -q 'state:archived error:"timeout"' --yes`,
+		Args:      cobra.ExactArgs(1),
+		ValidArgs: []string{"retry", "cancel", "delete", "release"},
+		RunE: o.withSession(func(cmd *cobra.Command, s *session, args []string) error {
+			action := engine.Action(args[0])
+			sel, err := ff.filter()
+			if err != nil {
+				return err
+			}
+			if sel.IsEmpty() {
+				return fmt.Errorf("empty selector: name at least one of --state, --queue, --kind, -q")
+			}
+			preview, err := s.ctl.Bulk(s.ctx, engine.BulkParams{Action: action, Selector: sel, DryRun: true})
+			if err != nil {
+				return err
+			}
+			count := fmt.Sprint(preview.Matched)
+			if preview.Estimated {
+				count = "about " + count
+			}
+			if dryRun {
+				if o.json() {
+					return printJSON(cmd.OutOrStdout(), preview)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s would %s %s job(s) matching %s\n", "dry run:", action, count, sel)
+				rows := make([][]string, len(preview.Sample))
+				for i, j := range preview.Sample {
+					rows[i] = []string{j.ID, string(j.State), j.Queue, j.Kind, short(lastError(j), 60)}
+				}
+				if len(rows) > 0 {
+					return table(cmd.OutOrStdout(), "SAMPLE ID\tSTATE\tQUEUE\tKIND\tLAST ERROR", rows)
+				}
+				return nil
+			}
+			if preview.Matched == 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "no job matches %s: nothing to do\n", sel)
+				return nil
+			}
+			if !o.yes && !confirm(cmd, fmt.Sprintf("%s %s job(s) matching %s?", action, count, sel)) {
+				return errAborted
+			}
+			res, err := s.ctl.Bulk(s.ctx, engine.BulkParams{Action: action, Selector: sel, RatePerSecond: rate})
+			if err != nil {
+				return err
+			}
+			op := res.Operation
+			if s.engine != nil {
+				op, err = driveOperation(s, op.ID, cmd.ErrOrStderr())
+			} else if wait {
+				op, err = followOperation(s, op.ID, cmd.ErrOrStderr())
+			}
+			if err != nil {
+				return err
+			}
+			if o.json() {
+				return printJSON(cmd.OutOrStdout(), op)
+			}
+			printOperation(cmd.OutOrStdout(), op)
+			if op.Status == engine.OperationFailed {
+				return fmt.Errorf("operation %s failed: %s", op.ID, op.Error)
+			}
+			return nil
+		}),
+	}
+	o.addFlags(cmd)
+	ff.add(cmd)
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "only count the matching jobs and show a sample")
+	cmd.Flags().BoolVarP(&o.yes, "yes", "y", false, "do not ask for confirmation")
+	cmd.Flags().BoolVar(&wait, "wait", false, "with --api: follow the operation until it ends")
+	cmd.Flags().IntVar(&rate, "rate", 0, "jobs per second at most (0: unlimited)")
+	return cmd
+}
+
+// driveOperation runs pending operations in this process until op ends,
+// showing its progress.
+func driveOperation(s *session, id string, progress io.Writer) (*engine.Operation, error) {
+	done := make(chan error, 1)
+	go func() {
+		for {
+			did, err := s.engine.RunOperation(s.ctx)
+			if err != nil || !did || s.ctx.Err() != nil {
+				done <- err
+				return
+			}
+			op, err := s.ctl.Operation(s.ctx, id)
+			if err == nil && finished(op) {
+				done <- nil
+				return
+			}
+		}
+	}()
+	return watchOperation(s, id, progress, done)
+}
+
+// followOperation polls an operation that someone else runs until it ends.
+func followOperation(s *session, id string, progress io.Writer) (*engine.Operation, error) {
+	return watchOperation(s, id, progress, nil)
+}
+
+func finished(op *engine.Operation) bool {
+	return op.Status != engine.OperationPending && op.Status != engine.OperationRunning
+}
+
+// watchOperation shows an operation's progress until it ends (or the
+// driver stops).
+func watchOperation(s *session, id string, progress io.Writer, driver <-chan error) (*engine.Operation, error) {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		op, err := s.ctl.Operation(s.ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(progress, "\r%s %d/%d (%d failed) %s ", bar(op.Processed, op.Matched, 30), op.Processed, op.Matched, op.Failed, op.Status)
+		if finished(op) {
+			fmt.Fprintln(progress)
+			return op, nil
+		}
+		select {
+		case <-s.ctx.Done():
+			fmt.Fprintln(progress)
+			return op, s.ctx.Err()
+		case err := <-driver:
+			if err != nil {
+				fmt.Fprintln(progress)
+				return nil, err
+			}
+			driver = nil
+		case <-tick.C:
+		}
+	}
+}
+
+func bar(done, total int64, width int) string {
+	if total <= 0 {
+		total = 1
+	}
+	n := int(min(done, total) * int64(width) / total)
+	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
+}
+
+func printOperation(w io.Writer, op *engine.Operation) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "operation\t%s\n", op.ID)
+	fmt.Fprintf(tw, "action\t%s\n", op.Action)
+	fmt.Fprintf(tw, "selector\t%s\n", op.Selector)
+	fmt.Fprintf(tw, "status\t%s\n", op.Status)
+	fmt.Fprintf(tw, "progress\t%d of %d processed, %d succeeded, %d failed\n", op.Processed, op.Matched, op.Succeeded, op.Failed)
+	fmt.Fprintf(tw, "created\t%s by %s\n", op.CreatedAt.Format(time.RFC3339), op.CreatedBy)
+	if op.Error != "" {
+		fmt.Fprintf(tw, "error\t%s\n", op.Error)
+	}
+	_ = tw.Flush()
+}
+
+// --- operations ---
+
+func newOperationsCmd() *cobra.Command {
+	o := &ctlOptions{}
+	cmd := &cobra.Command{Use: "operations", Short: "List, show and cancel bulk operations"}
+	o.addFlags(cmd)
+	var limit int
+	var cursor string
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List bulk operations, newest first",
+		Args:  cobra.NoArgs,
+		RunE: o.withSession(func(cmd *cobra.Command, s *session, _ []string) error {
+			page, err := s.ctl.Operations(s.ctx, limit, cursor)
+			if err != nil {
+				return err
+			}
+			if o.json() {
+				return printJSON(cmd.OutOrStdout(), page)
+			}
+			rows := make([][]string, len(page.Operations))
+			for i, op := range page.Operations {
+				rows[i] = []string{op.ID, string(op.Action), string(op.Status), fmt.Sprintf("%d/%d", op.Processed, op.Matched), fmt.Sprint(op.Failed), op.CreatedBy, ago(op.CreatedAt), short(op.Selector.String(), 50)}
+			}
+			return table(cmd.OutOrStdout(), "ID\tACTION\tSTATUS\tPROCESSED\tFAILED\tBY\tCREATED\tSELECTOR", rows)
+		}),
+	}
+	list.Flags().IntVar(&limit, "limit", 50, "rows (1–200)")
+	list.Flags().StringVar(&cursor, "cursor", "", "continue from a previous page")
+	var wait bool
+	show := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show one operation's progress",
+		Args:  cobra.ExactArgs(1),
+		RunE: o.withSession(func(cmd *cobra.Command, s *session, args []string) error {
+			var op *engine.Operation
+			var err error
+			if wait {
+				op, err = followOperation(s, args[0], cmd.ErrOrStderr())
+			} else {
+				op, err = s.ctl.Operation(s.ctx, args[0])
+			}
+			if err != nil {
+				return err
+			}
+			if o.json() {
+				return printJSON(cmd.OutOrStdout(), op)
+			}
+			printOperation(cmd.OutOrStdout(), op)
+			return nil
+		}),
+	}
+	show.Flags().BoolVar(&wait, "wait", false, "follow the operation until it ends")
+	cancel := &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Stop a pending or running operation after its current batch",
+		Args:  cobra.ExactArgs(1),
+		RunE: o.withSession(func(cmd *cobra.Command, s *session, args []string) error {
+			op, err := s.ctl.CancelOperation(s.ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if o.json() {
+				return printJSON(cmd.OutOrStdout(), op)
+			}
+			printOperation(cmd.OutOrStdout(), op)
+			return nil
+		}),
+	}
+	cmd.AddCommand(list, show, cancel)
+	return cmd
+}
+
+// --- quarantine ---
+
+func newQuarantineCmd() *cobra.Command {
+	o := &ctlOptions{}
+	cmd := &cobra.Command{Use: "quarantine", Short: "List quarantined fingerprints and release them"}
+	o.addFlags(cmd)
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List quarantined and probationary fingerprints",
+		Args:  cobra.NoArgs,
+		RunE: o.withSession(func(cmd *cobra.Command, s *session, _ []string) error {
+			fps, err := s.ctl.Quarantine(s.ctx)
+			if err != nil {
+				return err
+			}
+			if o.json() {
+				return printJSON(cmd.OutOrStdout(), fps)
+			}
+			rows := make([][]string, len(fps))
+			for i, fp := range fps {
+				rows[i] = []string{fp.Fingerprint, fp.Kind, string(fp.Status), fmt.Sprint(fp.Crashes), fmt.Sprint(fp.Held), ago(fp.Since), short(fp.LastError, 50)}
+			}
+			return table(cmd.OutOrStdout(), "FINGERPRINT\tKIND\tSTATUS\tCRASHES\tHELD\tSINCE\tLAST ERROR", rows)
+		}),
+	}
+	release := &cobra.Command{
+		Use:   "release FINGERPRINT",
+		Short: "Lift a quarantine; its held jobs go back to available (asks first unless --yes)",
+		Args:  cobra.ExactArgs(1),
+		RunE: o.withSession(func(cmd *cobra.Command, s *session, args []string) error {
+			if !o.yes {
+				held := "its held jobs"
+				if fps, err := s.ctl.Quarantine(s.ctx); err == nil {
+					for _, fp := range fps {
+						if fp.Fingerprint == args[0] {
+							held = fmt.Sprintf("%d held job(s)", fp.Held)
+						}
+					}
+				}
+				if !confirm(cmd, fmt.Sprintf("Release fingerprint %s and run %s again?", short(args[0], 16), held)) {
+					return errAborted
+				}
+			}
+			n, err := s.ctl.ReleaseFingerprint(s.ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if o.json() {
+				return printJSON(cmd.OutOrStdout(), map[string]int{"released": n})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "released %d job(s)\n", n)
+			return nil
+		}),
+	}
+	release.Flags().BoolVarP(&o.yes, "yes", "y", false, "do not ask for confirmation")
+	cmd.AddCommand(list, release)
+	return cmd
+}
+
+// --- queues ---
+
+func newQueuesCmd() *cobra.Command {
+	o := &ctlOptions{}
+	cmd := &cobra.Command{Use: "queues", Short: "List, pause and resume queues"}
+	o.addFlags(cmd)
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List queues with their counts",
+		Args:  cobra.NoArgs,
+		RunE: o.withSession(func(cmd *cobra.Command, s *session, _ []string) error {
+			qs, err := s.ctl.Queues(s.ctx)
+			if err != nil {
+				return err
+			}
+			if o.json() {
+				return printJSON(cmd.OutOrStdout(), qs)
+			}
+			header := "QUEUE\tPAUSED"
+			for _, st := range engine.AllStates {
+				header += "\t" + strings.ToUpper(string(st))
+			}
+			rows := make([][]string, len(qs))
+			for i, q := range qs {
+				rows[i] = []string{q.Name, fmt.Sprint(q.Paused)}
+				for _, st := range engine.AllStates {
+					rows[i] = append(rows[i], fmt.Sprint(q.Counts[st]))
+				}
+			}
+			return table(cmd.OutOrStdout(), header, rows)
+		}),
+	}
+	pause := func(p bool) *cobra.Command {
+		use, short := "resume QUEUE", "Let workers claim from a queue again"
+		if p {
+			use, short = "pause QUEUE", "Stop workers claiming from a queue"
+		}
+		return &cobra.Command{
+			Use:   use,
+			Short: short,
+			Args:  cobra.ExactArgs(1),
+			RunE: o.withSession(func(cmd *cobra.Command, s *session, args []string) error {
+				var err error
+				if p {
+					err = s.ctl.PauseQueue(s.ctx, args[0])
+				} else {
+					err = s.ctl.ResumeQueue(s.ctx, args[0])
+				}
+				if err != nil {
+					return err
+				}
+				if o.json() {
+					return printJSON(cmd.OutOrStdout(), map[string]any{"queue": args[0], "paused": p})
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "queue %s paused: %v\n", args[0], p)
+				return nil
+			}),
+		}
+	}
+	cmd.AddCommand(list, pause(true), pause(false))
+	return cmd
+}

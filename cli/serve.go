@@ -1,0 +1,213 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/examples/demo"
+)
+
+type serveOptions struct {
+	store       string
+	listen      string
+	tokens      string
+	readOnly    bool
+	demoWorkers bool
+}
+
+func newServeCmd(lo *logOptions) *cobra.Command {
+	o := &serveOptions{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the HTTP control API over a store, and run its maintenance",
+		Long: `Run an engine over the store that takes its turn at maintenance (scheduling,
+reaping, retention, bulk operations) and serve the control API under
+/api/v1 (and Prometheus metrics at /metrics) for the console, the command
+line and scripts.
+
+Tokens: --tokens FILE, or the SLUICE_TOKENS environment variable, holds one
+name:role:token per line (roles viewer, inspector, operator, admin; lines
+starting with # are ignored). Without tokens every request acts as admin,
+so the server refuses to listen anywhere but on loopback.
+
+--read-only refuses every mutation with 403. --demo-workers also runs
+workers for the demo's kinds on the billing, email and reports queues.
+
+Flags may come from the environment: SLUICE_STORE, SLUICE_LISTEN,
+SLUICE_TOKENS; a flag given on the command line wins.`,
+		Example: `  sluice serve --store sqlite://sluice.db --listen 127.0.0.1:8080
+  sluice serve --store sqlite://sluice.db --listen 0.0.0.0:8080 --tokens /etc/sluice/tokens
+  curl 'http://127.0.0.1:8080/api/v1/jobs?state=archived&limit=50'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fromEnv(cmd, "store", &o.store, "SLUICE_STORE")
+			fromEnv(cmd, "listen", &o.listen, "SLUICE_LISTEN")
+			return runServe(cmd.Context(), o, lo, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.store, "store", "sqlite://sluice.db", "store URL (env SLUICE_STORE)")
+	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on; port 0 picks a free one (env SLUICE_LISTEN)")
+	f.StringVar(&o.tokens, "tokens", "", "file of name:role:token lines (default: the SLUICE_TOKENS variable; none: loopback only, everyone admin)")
+	f.BoolVar(&o.readOnly, "read-only", false, "refuse every mutation (403)")
+	f.BoolVar(&o.demoWorkers, "demo-workers", false, "also run workers for the demo's kinds (queues billing, email, reports)")
+	return cmd
+}
+
+// fromEnv sets *dst from the environment variable env unless the flag
+// was given: flag beats environment beats default.
+func fromEnv(cmd *cobra.Command, flag string, dst *string, env string) {
+	if cmd.Flags().Changed(flag) {
+		return
+	}
+	if v, ok := os.LookupEnv(env); ok && v != "" {
+		*dst = v
+	}
+}
+
+// loadTokens reads the tokens file, or SLUICE_TOKENS when no file is
+// named.
+func loadTokens(file string) (map[string]api.Identity, string, error) {
+	if file != "" {
+		f, err := os.Open(file)
+		if err != nil {
+			return nil, "", fmt.Errorf("tokens: %w", err)
+		}
+		defer f.Close()
+		toks, err := api.ParseTokens(f)
+		if err != nil {
+			return nil, "", fmt.Errorf("tokens file %s: %w", file, err)
+		}
+		return toks, "file " + file, nil
+	}
+	if env := os.Getenv("SLUICE_TOKENS"); env != "" {
+		toks, err := api.ParseTokens(strings.NewReader(env))
+		if err != nil {
+			return nil, "", fmt.Errorf("SLUICE_TOKENS: %w", err)
+		}
+		return toks, "SLUICE_TOKENS", nil
+	}
+	return nil, "", nil
+}
+
+// isLoopback reports whether a listen address is reachable only from this
+// machine: a loopback IP or localhost. An empty host listens everywhere.
+func isLoopback(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, fmt.Errorf("%w: --listen %q: want host:port, as in 127.0.0.1:8080", engine.ErrInvalid, addr)
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true, nil
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback(), nil
+}
+
+func runServe(ctx context.Context, o *serveOptions, lo *logOptions, out io.Writer) error {
+	log, closeLog, err := lo.logger(os.Stderr)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	tokens, tokenSource, err := loadTokens(o.tokens)
+	if err != nil {
+		return err
+	}
+	loop, err := isLoopback(o.listen)
+	if err != nil {
+		return err
+	}
+	if len(tokens) == 0 && !loop {
+		return fmt.Errorf("serve: refusing to listen on %s without tokens: every request would act as admin; "+
+			"give --tokens FILE (or SLUICE_TOKENS) or listen on 127.0.0.1", o.listen)
+	}
+	ctx, stop := signalContext(ctx)
+	defer stop()
+
+	store, err := openStoreLogged(ctx, o.store, log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	cfg := engine.Config{Logger: log, ShutdownTimeout: 10 * time.Second}
+	if o.demoWorkers {
+		cfg.Queues = map[string]engine.QueueConfig{}
+		for _, q := range demo.Queues {
+			cfg.Queues[q] = engine.QueueConfig{Concurrency: 8}
+		}
+		cfg.CrashBackoff = demo.CrashBackoff
+	}
+	e, err := engine.New(store, cfg)
+	if err != nil {
+		return err
+	}
+	if o.demoWorkers {
+		if err := demo.Register(e); err != nil {
+			return err
+		}
+	}
+	if err := e.Start(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+		defer cancel()
+		if err := e.Stop(sctx); err != nil {
+			log.Warn("engine stop", "err", err)
+		}
+	}()
+
+	srv := api.NewServer(e, api.ServerOptions{Tokens: tokens, ReadOnly: o.readOnly, Logger: log})
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	// Streams (GET /events) end when baseCtx does, so shutdown is not held
+	// up by them.
+	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelBase()
+	hs := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+	}
+	who := "no tokens: every request acts as admin"
+	if len(tokens) > 0 {
+		who = fmt.Sprintf("%d tokens from %s", len(tokens), tokenSource)
+	}
+	mode := ""
+	if o.readOnly {
+		mode = ", read-only"
+	}
+	fmt.Fprintf(out, "sluice: serving http://%s%s over %s (%s%s)\n", ln.Addr(), api.Prefix, redactURL(o.store), who, mode)
+	log.Info("serving", "addr", ln.Addr().String(), "store", redactURL(o.store), "tokens", len(tokens), "read_only", o.readOnly, "demo_workers", o.demoWorkers)
+
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("stopping the server")
+	cancelBase()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		log.Warn("server shutdown", "err", err)
+	}
+	return nil
+}

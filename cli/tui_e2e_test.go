@@ -1,0 +1,213 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/backend/sqlite"
+	"github.com/sluicehq/sluice/engine"
+)
+
+// End-to-end tests of the console: the real binary runs `sluice demo` in
+// tmux, keys are typed with send-keys, the screen is read with
+// capture-pane, and the store says what happened. They take a while, so
+// they run only with SLUICE_E2E=1 (and tmux installed).
+
+type tmuxConsole struct {
+	t      *testing.T
+	socket string
+	db     string
+}
+
+func e2eBinary(t *testing.T) string {
+	t.Helper()
+	if os.Getenv("SLUICE_E2E") != "1" {
+		t.Skip("end-to-end console test: set SLUICE_E2E=1 to run it")
+	}
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux is not installed")
+	}
+	bin := filepath.Join(t.TempDir(), "sluice")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/sluicehq/sluice").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startDemo runs `sluice demo` on a fresh file in a tmux server of its own.
+func startDemo(t *testing.T, bin string) *tmuxConsole {
+	t.Helper()
+	dir := t.TempDir()
+	c := &tmuxConsole{t: t, socket: fmt.Sprintf("sluice-e2e-%d-%d", os.Getpid(), time.Now().UnixNano()), db: filepath.Join(dir, "demo.db")}
+	cmd := fmt.Sprintf("%s demo --db %s --trickle 0 --log-file %s", bin, c.db, filepath.Join(dir, "demo.log"))
+	c.tmux("new-session", "-d", "-s", "e2e", "-x", "160", "-y", "45", cmd)
+	t.Cleanup(func() { _ = exec.Command("tmux", "-L", c.socket, "kill-server").Run() })
+	return c
+}
+
+func (c *tmuxConsole) tmux(args ...string) string {
+	c.t.Helper()
+	out, err := exec.Command("tmux", append([]string{"-L", c.socket}, args...)...).CombinedOutput()
+	if err != nil {
+		c.t.Fatalf("tmux %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+func (c *tmuxConsole) screen() string { return c.tmux("capture-pane", "-p", "-t", "e2e") }
+
+func (c *tmuxConsole) send(keys ...string) {
+	c.t.Helper()
+	for _, k := range keys {
+		c.tmux("send-keys", "-t", "e2e", k)
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (c *tmuxConsole) typeText(s string) {
+	c.t.Helper()
+	c.tmux("send-keys", "-t", "e2e", "-l", s)
+	time.Sleep(100 * time.Millisecond)
+}
+
+// waitFor waits until the screen matches re and returns the match.
+func (c *tmuxConsole) waitFor(re string, within time.Duration) []string {
+	c.t.Helper()
+	rx := regexp.MustCompile(re)
+	deadline := time.Now().Add(within)
+	for {
+		s := c.screen()
+		if m := rx.FindStringSubmatch(s); m != nil {
+			return m
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("the screen never matched %q:\n%s", re, s)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// quit presses q and waits for the console (and its engine) to end.
+func (c *tmuxConsole) quit() {
+	c.t.Helper()
+	c.send("q")
+	deadline := time.Now().Add(30 * time.Second)
+	for exec.Command("tmux", "-L", c.socket, "has-session", "-t", "e2e").Run() == nil {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("the demo did not stop after q:\n%s", c.screen())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// retriedJobs opens the store and returns every job whose timeline holds
+// an operator retry.
+func retriedJobs(t *testing.T, db string) []string {
+	t.Helper()
+	ctx := context.Background()
+	store, err := sqlite.Open(ctx, db, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	e, err := engine.New(store, engine.Config{NoMaintenance: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	cursor := ""
+	for {
+		page, err := e.ListJobs(ctx, engine.ListJobsParams{Filter: engine.Filter{States: engine.AllStates}, Cursor: cursor, Limit: engine.MaxListLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range page.Jobs {
+			d, err := e.GetJob(ctx, j.ID, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ev := range d.Timeline {
+				if ev.Kind == engine.EventRetried {
+					out = append(out, j.ID)
+					break
+				}
+			}
+		}
+		if page.Next == "" {
+			break
+		}
+		cursor = page.Next
+	}
+	slices.Sort(out)
+	return out
+}
+
+var dialogID = regexp.MustCompile(`│\s+(demo-[A-Za-z0-9-]+)\s+│`)
+
+// TestConsoleMarkTwoAndRetry: mark two archived jobs, retry them, and
+// exactly those two carry the operator's retry.
+func TestConsoleMarkTwoAndRetry(t *testing.T) {
+	bin := e2eBinary(t)
+	c := startDemo(t, bin)
+	c.waitFor(`archived ([2-9]|\d\d)`, 60*time.Second)
+	c.waitFor(`(?m)^› demo-`, 30*time.Second)
+	c.send("Space", "Space")
+	c.waitFor(`2 marked`, 10*time.Second)
+	c.send("r")
+	c.waitFor(`Retry 2 marked jobs\?`, 10*time.Second)
+	var marked []string
+	for _, m := range dialogID.FindAllStringSubmatch(c.screen(), -1) {
+		marked = append(marked, m[1])
+	}
+	if len(marked) != 2 {
+		t.Fatalf("the confirmation names %v, want two jobs:\n%s", marked, c.screen())
+	}
+	c.send("y")
+	c.waitFor(`2 retried`, 15*time.Second)
+	c.quit()
+	slices.Sort(marked)
+	if got := retriedJobs(t, c.db); !slices.Equal(got, marked) {
+		t.Fatalf("jobs with an operator retry: %v, want exactly %v", got, marked)
+	}
+}
+
+// TestConsoleBulkRetry: a dry run from a filter, confirmed, runs to the
+// end as one operation.
+func TestConsoleBulkRetry(t *testing.T) {
+	bin := e2eBinary(t)
+	c := startDemo(t, bin)
+	c.waitFor(`archived ([2-9]|\d\d)`, 60*time.Second)
+	c.send("/")
+	c.typeText("kind:invoice.generate")
+	c.send("Enter")
+	c.waitFor(`(?m)^› demo-\S+\s+billing\s+invoice\.generate`, 30*time.Second)
+	c.send("b")
+	m := c.waitFor(`retry (\d+) jobs? \(state archived, kind invoice\.generate\)`, 15*time.Second)
+	n, _ := strconv.Atoi(m[1])
+	if n == 0 {
+		t.Fatal("the dry run matched nothing")
+	}
+	c.send("y")
+	done := c.waitFor(`bulk retry completed: (\d+) matched, (\d+) retried, (\d+) failed`, 30*time.Second)
+	c.quit()
+	retried, _ := strconv.Atoi(done[2])
+	got := retriedJobs(t, c.db)
+	if len(got) != retried || retried == 0 {
+		t.Fatalf("the operation says %d retried; the store shows %d jobs with a retry: %v", retried, len(got), got)
+	}
+	for _, id := range got {
+		if !strings.HasPrefix(id, "demo-") {
+			t.Errorf("unexpected job %s retried", id)
+		}
+	}
+}

@@ -1,0 +1,400 @@
+// Package keymap holds every key binding of the console in one place: the
+// handlers match against it and the help is generated from it, so a
+// rebound key shows up rebound everywhere.
+//
+// Each binding has a stable action name ("retry", "mark", ...) used by the
+// user's override file ($XDG_CONFIG_HOME/sluice/keys.json) and a Dangerous
+// flag: actions that change jobs or queues, which read-only mode removes
+// from the screen and the help.
+//
+// The package knows nothing of jobs or screens.
+package keymap
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"charm.land/bubbles/v2/key"
+)
+
+// Action names a binding, in override files and in code.
+type Action string
+
+// The actions of the console.
+const (
+	Up         Action = "up"
+	Down       Action = "down"
+	PageUp     Action = "page_up"
+	PageDown   Action = "page_down"
+	Top        Action = "top"
+	Bottom     Action = "bottom"
+	Open       Action = "open"
+	NextTab    Action = "next_tab"
+	PrevTab    Action = "prev_tab"
+	SheetDown  Action = "sheet_down"
+	SheetUp    Action = "sheet_up"
+	Mark       Action = "mark"
+	MarkAll    Action = "mark_visible"
+	SelectAll  Action = "select_matching"
+	Retry      Action = "retry"
+	Cancel     Action = "cancel"
+	Delete     Action = "delete"
+	Release    Action = "release"
+	Edit       Action = "edit"
+	RetryInput Action = "retry_with_input"
+	Bulk       Action = "bulk"
+	Pause      Action = "pause"
+	Copy       Action = "copy"
+	Payload    Action = "payload"
+	Filter     Action = "filter"
+	Command    Action = "command"
+	Help       Action = "help"
+	Back       Action = "back"
+	Quit       Action = "quit"
+	Confirm    Action = "confirm"
+	Refresh    Action = "refresh"
+)
+
+// Group is a heading of the help.
+type Group string
+
+const (
+	GroupMove    Group = "move"
+	GroupSelect  Group = "select"
+	GroupAct     Group = "act"
+	GroupView    Group = "view"
+	GroupGeneral Group = "general"
+)
+
+// Groups lists the help's columns in order.
+var Groups = []Group{GroupMove, GroupSelect, GroupAct, GroupView, GroupGeneral}
+
+// Entry is one binding with what the console needs to know about it.
+type Entry struct {
+	Action  Action
+	Group   Group
+	Binding key.Binding
+	// Dangerous actions change jobs or queues; read-only mode drops them.
+	Dangerous bool
+}
+
+// KeyMap is every binding of the console.
+type KeyMap struct {
+	entries []Entry
+	index   map[Action]int
+}
+
+type def struct {
+	a      Action
+	g      Group
+	keys   []string
+	help   string
+	desc   string
+	danger bool
+}
+
+var defaults = []def{
+	{Up, GroupMove, []string{"k", "up"}, "↑/k", "up", false},
+	{Down, GroupMove, []string{"j", "down"}, "↓/j", "down", false},
+	{PageUp, GroupMove, []string{"pgup", "ctrl+b"}, "pgup", "page up", false},
+	{PageDown, GroupMove, []string{"pgdown", "ctrl+f"}, "pgdn", "page down", false},
+	{Top, GroupMove, []string{"g", "home"}, "g", "top", false},
+	{Bottom, GroupMove, []string{"G", "end"}, "G", "bottom", false},
+	{NextTab, GroupMove, []string{"tab"}, "tab", "next state", false},
+	{PrevTab, GroupMove, []string{"shift+tab"}, "shift+tab", "previous state", false},
+	{SheetDown, GroupMove, []string{"ctrl+d", "shift+down"}, "ctrl+d", "scroll sheet down", false},
+	{SheetUp, GroupMove, []string{"ctrl+u", "shift+up"}, "ctrl+u", "scroll sheet up", false},
+
+	{Mark, GroupSelect, []string{"space"}, "space", "mark", false},
+	{MarkAll, GroupSelect, []string{"ctrl+a"}, "ctrl+a", "mark visible", false},
+	{SelectAll, GroupSelect, []string{"A"}, "A", "select all matching", false},
+
+	{Retry, GroupAct, []string{"r"}, "r", "retry", true},
+	{Cancel, GroupAct, []string{"c"}, "c", "cancel", true},
+	{Delete, GroupAct, []string{"d"}, "d", "delete", true},
+	{Release, GroupAct, []string{"u"}, "u", "release", true},
+	{Edit, GroupAct, []string{"e"}, "e", "edit payload", true},
+	{RetryInput, GroupAct, []string{"w"}, "w", "retry with new input", true},
+	{Bulk, GroupAct, []string{"b"}, "b", "bulk from filter", true},
+	{Pause, GroupAct, []string{"P"}, "P", "pause/resume queue", true},
+
+	{Open, GroupView, []string{"enter"}, "enter", "open", false},
+	{Payload, GroupView, []string{"p"}, "p", "payload", false},
+	{Copy, GroupView, []string{"y"}, "y", "copy id", false},
+	{Filter, GroupView, []string{"/"}, "/", "filter", false},
+	{Command, GroupView, []string{":"}, ":", "command", false},
+	{Refresh, GroupView, []string{"ctrl+r"}, "ctrl+r", "reload", false},
+
+	{Help, GroupGeneral, []string{"?"}, "?", "help", false},
+	{Back, GroupGeneral, []string{"esc"}, "esc", "back", false},
+	{Quit, GroupGeneral, []string{"q", "ctrl+c"}, "q", "quit", false},
+	{Confirm, GroupGeneral, []string{"y"}, "y", "confirm", false},
+}
+
+// Default returns the default bindings: vim keys with arrow aliases.
+func Default() *KeyMap {
+	km := &KeyMap{index: make(map[Action]int, len(defaults))}
+	for _, d := range defaults {
+		km.index[d.a] = len(km.entries)
+		km.entries = append(km.entries, Entry{
+			Action: d.a, Group: d.g, Dangerous: d.danger,
+			Binding: key.NewBinding(key.WithKeys(d.keys...), key.WithHelp(d.help, d.desc)),
+		})
+	}
+	return km
+}
+
+// Actions lists every action name, in help order.
+func Actions() []Action {
+	out := make([]Action, len(defaults))
+	for i, d := range defaults {
+		out[i] = d.a
+	}
+	return out
+}
+
+// clone copies the map so a change never leaks into another session's.
+func (km *KeyMap) clone() *KeyMap {
+	c := &KeyMap{entries: slices.Clone(km.entries), index: make(map[Action]int, len(km.index))}
+	for k, v := range km.index {
+		c.index[k] = v
+	}
+	return c
+}
+
+// B returns the binding of an action (a disabled, empty one for an unknown
+// action, which matches nothing).
+func (km *KeyMap) B(a Action) key.Binding {
+	if i, ok := km.index[a]; ok {
+		return km.entries[i].Binding
+	}
+	return key.NewBinding(key.WithDisabled())
+}
+
+// Matches reports whether a key press is bound to action a (and a is
+// enabled).
+func (km *KeyMap) Matches(msg fmt.Stringer, a Action) bool {
+	return key.Matches(msg, km.B(a))
+}
+
+// Enabled reports whether action a can be used (not removed by read-only
+// mode or unbound).
+func (km *KeyMap) Enabled(a Action) bool {
+	b := km.B(a)
+	return b.Enabled() && len(b.Keys()) > 0
+}
+
+// Dangerous reports whether action a changes jobs or queues.
+func (km *KeyMap) Dangerous(a Action) bool {
+	if i, ok := km.index[a]; ok {
+		return km.entries[i].Dangerous
+	}
+	return false
+}
+
+// Entries returns every binding, in help order.
+func (km *KeyMap) Entries() []Entry { return slices.Clone(km.entries) }
+
+// ReadOnly returns a copy with every dangerous action disabled: they match
+// no key and are left out of the help.
+func (km *KeyMap) ReadOnly() *KeyMap {
+	c := km.clone()
+	for i := range c.entries {
+		if c.entries[i].Dangerous {
+			c.entries[i].Binding.SetEnabled(false)
+		}
+	}
+	return c
+}
+
+// Without returns a copy with the given actions disabled (used for roles
+// that may not see payloads).
+func (km *KeyMap) Without(actions ...Action) *KeyMap {
+	c := km.clone()
+	for _, a := range actions {
+		if i, ok := c.index[a]; ok {
+			c.entries[i].Binding.SetEnabled(false)
+		}
+	}
+	return c
+}
+
+// ShortHelp is the one-line help of the status bar.
+func (km *KeyMap) ShortHelp() []key.Binding {
+	return km.Short(Open, Mark, Retry, Bulk, Filter, Command, Help, Quit)
+}
+
+// Short returns the enabled bindings of the given actions, for a one-line
+// help of a screen.
+func (km *KeyMap) Short(actions ...Action) []key.Binding {
+	var out []key.Binding
+	for _, a := range actions {
+		if b := km.B(a); b.Enabled() && len(b.Keys()) > 0 {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// FullHelp is the help screen: one column per group, enabled bindings only.
+func (km *KeyMap) FullHelp() [][]key.Binding {
+	var cols [][]key.Binding
+	for _, g := range Groups {
+		var col []key.Binding
+		for _, e := range km.entries {
+			if e.Group == g && e.Binding.Enabled() && e.Action != Confirm {
+				col = append(col, e.Binding)
+			}
+		}
+		if len(col) > 0 {
+			cols = append(cols, col)
+		}
+	}
+	return cols
+}
+
+// HelpGroups returns the enabled bindings per group, for a titled help.
+func (km *KeyMap) HelpGroups() []GroupHelp {
+	var out []GroupHelp
+	for _, g := range Groups {
+		gh := GroupHelp{Group: g}
+		for _, e := range km.entries {
+			if e.Group == g && e.Binding.Enabled() && e.Action != Confirm && len(e.Binding.Keys()) > 0 {
+				gh.Bindings = append(gh.Bindings, e.Binding)
+			}
+		}
+		if len(gh.Bindings) > 0 {
+			out = append(out, gh)
+		}
+	}
+	return out
+}
+
+// GroupHelp is one titled column of the help.
+type GroupHelp struct {
+	Group    Group
+	Bindings []key.Binding
+}
+
+// DefaultPath is where user overrides live:
+// $XDG_CONFIG_HOME/sluice/keys.json, else ~/.config/sluice/keys.json.
+func DefaultPath(getenv func(string) string) string {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	dir := getenv("XDG_CONFIG_HOME")
+	if dir == "" {
+		home := getenv("HOME")
+		if home == "" {
+			return ""
+		}
+		dir = filepath.Join(home, ".config")
+	}
+	return filepath.Join(dir, "sluice", "keys.json")
+}
+
+// Load returns the default bindings with the overrides in the file at
+// path applied. A missing file is no error. The file is a JSON object from
+// action name to a key or a list of keys:
+//
+//	{"retry": "R", "down": ["j", "down", "ctrl+n"], "delete": []}
+//
+// An empty list unbinds the action.
+func Load(path string) (*KeyMap, error) {
+	km := Default()
+	if path == "" {
+		return km, nil
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return km, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("key bindings %s: %w", path, err)
+	}
+	if err := km.Apply(b); err != nil {
+		return nil, fmt.Errorf("key bindings %s: %w", path, err)
+	}
+	return km, nil
+}
+
+// Apply applies overrides (the keys.json format) to km in place.
+func (km *KeyMap) Apply(data []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return fmt.Errorf("not a JSON object of action to keys: %w", err)
+	}
+	names := make([]string, 0, len(raw))
+	for n := range raw {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		i, ok := km.index[Action(name)]
+		if !ok {
+			known := make([]string, 0, len(km.entries))
+			for _, e := range km.entries {
+				known = append(known, string(e.Action))
+			}
+			return fmt.Errorf("unknown action %q; known actions: %s", name, strings.Join(known, ", "))
+		}
+		keys, err := parseKeys(raw[name])
+		if err != nil {
+			return fmt.Errorf("action %q: %w", name, err)
+		}
+		b := &km.entries[i].Binding
+		if len(keys) == 0 {
+			b.Unbind()
+			continue
+		}
+		b.SetKeys(keys...)
+		b.SetHelp(strings.Join(keys, "/"), b.Help().Desc)
+	}
+	return km.conflicts()
+}
+
+func parseKeys(raw json.RawMessage) ([]string, error) {
+	var one string
+	if err := json.Unmarshal(raw, &one); err == nil {
+		if strings.TrimSpace(one) == "" {
+			return nil, errors.New("empty key")
+		}
+		return []string{one}, nil
+	}
+	var many []string
+	if err := json.Unmarshal(raw, &many); err != nil {
+		return nil, errors.New("want a key name or a list of key names")
+	}
+	for _, k := range many {
+		if strings.TrimSpace(k) == "" {
+			return nil, errors.New("empty key")
+		}
+	}
+	return many, nil
+}
+
+// conflicts refuses one key bound to two actions that are live at the same
+// time. Confirm shares "y" with copy on purpose: it is only read inside a
+// confirmation, where nothing else is.
+func (km *KeyMap) conflicts() error {
+	seen := map[string]Action{}
+	for _, e := range km.entries {
+		if e.Action == Confirm {
+			continue
+		}
+		for _, k := range e.Binding.Keys() {
+			if other, ok := seen[k]; ok {
+				return fmt.Errorf("key %q is bound to both %q and %q", k, other, e.Action)
+			}
+			seen[k] = e.Action
+		}
+	}
+	return nil
+}

@@ -1,0 +1,529 @@
+package tui
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Every call to engine.Control happens in a tea.Cmd, never in Update. A
+// command captures the values it needs (ids, filters, a sequence number)
+// and answers with a message; the answer to an older request than the
+// latest of its kind is dropped by Update.
+
+// callTimeout bounds one Control call made for the screen.
+const callTimeout = 15 * time.Second
+
+type metaMsg struct {
+	meta *engine.Meta
+	err  error
+}
+
+func (m *Model) loadMeta() tea.Cmd {
+	ctl, ctx := m.ctl, m.ctx
+	return func() tea.Msg {
+		c, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		meta, err := ctl.Meta(c)
+		return metaMsg{meta: meta, err: err}
+	}
+}
+
+type countsMsg struct {
+	seq    uint64
+	counts *engine.Counts
+	err    error
+}
+
+func (m *Model) loadCounts() tea.Cmd {
+	m.seq++
+	m.countsSeq = m.seq
+	seq, ctl, ctx := m.seq, m.ctl, m.ctx
+	queue := ""
+	if qs := m.jobs.filter.Queues; len(qs) == 1 {
+		queue = qs[0]
+	}
+	return func() tea.Msg {
+		c, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		counts, err := ctl.Counts(c, queue)
+		return countsMsg{seq: seq, counts: counts, err: err}
+	}
+}
+
+// listMode says what a list load does with its rows.
+type listMode int
+
+const (
+	listReplace listMode = iota // a new filter or tab: start over
+	listAppend                  // scrolled past the end: older rows
+	listPrepend                 // scrolled past the start of the window: newer rows
+	listRefresh                 // live update: reload the rows on screen, keep the cursor
+)
+
+type listMsg struct {
+	seq    uint64
+	mode   listMode
+	jobs   []*engine.Job
+	next   string
+	prev   string
+	filter engine.Filter
+	err    error
+}
+
+// loadList fetches rows for the jobs screen. For a refresh it fetches up
+// to want rows from the start, in pages.
+func (m *Model) loadList(mode listMode, cursor string, want int) tea.Cmd {
+	m.seq++
+	m.jobs.listSeq = m.seq
+	m.jobs.loading = true
+	m.jobs.loadMode = mode
+	seq, ctl, ctx := m.seq, m.ctl, m.ctx
+	f := m.jobs.effectiveFilter()
+	pageSize := m.opts.PageSize
+	return func() tea.Msg {
+		c, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		out := listMsg{seq: seq, mode: mode, filter: f}
+		if mode != listRefresh {
+			page, err := ctl.ListJobs(c, engine.ListJobsParams{Filter: f, Cursor: cursor, Limit: pageSize})
+			if err != nil {
+				out.err = err
+				return out
+			}
+			out.jobs, out.next, out.prev = page.Jobs, page.Next, page.Prev
+			return out
+		}
+		cur := ""
+		for {
+			page, err := ctl.ListJobs(c, engine.ListJobsParams{Filter: f, Cursor: cur, Limit: pageSize})
+			if err != nil {
+				out.err = err
+				return out
+			}
+			out.jobs = append(out.jobs, page.Jobs...)
+			out.next = page.Next
+			if page.Next == "" || len(out.jobs) >= want {
+				return out
+			}
+			cur = page.Next
+		}
+	}
+}
+
+type detailMsg struct {
+	seq     uint64
+	id      string
+	detail  *engine.JobDetail
+	payload bool
+	lines   []string // pretty payload, sanitized, when payload
+	err     error
+}
+
+// loadDetail fetches one job for the sheet; with payload it also pretty
+// prints the payload off the UI goroutine (it may be many megabytes).
+func (m *Model) loadDetail(id string, payload bool) tea.Cmd {
+	m.seq++
+	if payload {
+		m.sheet.payloadSeq = m.seq
+	} else {
+		m.sheet.detailSeq = m.seq
+	}
+	seq, ctl, ctx := m.seq, m.ctl, m.ctx
+	return func() tea.Msg {
+		c, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		d, err := ctl.GetJob(c, id, payload)
+		out := detailMsg{seq: seq, id: id, detail: d, payload: payload, err: err}
+		if err == nil && payload && d.Job != nil {
+			out.lines = prettyJSONLines(d.Job.Payload)
+		}
+		return out
+	}
+}
+
+// actionMsg reports an Apply run over one or more chunks.
+type actionMsg struct {
+	action  engine.Action
+	results []engine.ActionResult
+	err     error
+}
+
+// applyCmd runs action over ids in chunks of at most MaxApplyIDs.
+func (m *Model) applyCmd(action engine.Action, ids []string) tea.Cmd {
+	ctl, ctx := m.ctl, m.ctx
+	ids = append([]string(nil), ids...)
+	return func() tea.Msg {
+		var all []engine.ActionResult
+		for start := 0; start < len(ids); start += engine.MaxApplyIDs {
+			end := min(start+engine.MaxApplyIDs, len(ids))
+			c, cancel := context.WithTimeout(ctx, callTimeout)
+			res, err := ctl.Apply(c, action, ids[start:end])
+			cancel()
+			if err != nil {
+				return actionMsg{action: action, results: all, err: err}
+			}
+			all = append(all, res...)
+		}
+		return actionMsg{action: action, results: all}
+	}
+}
+
+type bulkPreviewMsg struct {
+	seq uint64
+	res *engine.BulkResult
+	err error
+}
+
+type bulkStartedMsg struct {
+	seq uint64
+	res *engine.BulkResult
+	err error
+}
+
+func (m *Model) bulkCmd(p engine.BulkParams, seq uint64) tea.Cmd {
+	ctl, ctx := m.ctl, m.ctx
+	return func() tea.Msg {
+		c, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		res, err := ctl.Bulk(c, p)
+		if p.DryRun {
+			return bulkPreviewMsg{seq: seq, res: res, err: err}
+		}
+		return bulkStartedMsg{seq: seq, res: res, err: err}
+	}
+}
+
+type opPollMsg struct {
+	seq uint64
+	op  *engine.Operation
+	at  time.Time
+	err error
+}
+
+type opTickMsg struct{ seq uint64 }
+
+func (m *Model) pollOperation(id string, seq uint64) tea.Cmd {
+	ctl, ctx, now := m.ctl, m.ctx, m.now
+	return func() tea.Msg {
+		c, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		op, err := ctl.Operation(c, id)
+		return opPollMsg{seq: seq, op: op, at: now(), err: err}
+	}
+}
+
+type opCancelMsg struct {
+	op  *engine.Operation
+	err error
+}
+
+func (m *Model) cancelOperation(id string) tea.Cmd {
+	ctl, ctx := m.ctl, m.ctx
+	return func() tea.Msg {
+		c, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		op, err := ctl.CancelOperation(c, id)
+		return opCancelMsg{op: op, err: err}
+	}
+}
+
+// Screen loads: one message per screen, tagged.
+type quarantineMsg struct {
+	seq uint64
+	fps []*engine.Fingerprint
+	err error
+}
+
+type operationsMsg struct {
+	seq uint64
+	ops []*engine.Operation
+	err error
+}
+
+type queuesMsg struct {
+	seq    uint64
+	queues []engine.QueueInfo
+	err    error
+}
+
+type groupsMsg struct {
+	seq    uint64
+	groups []engine.ErrorGroup
+	err    error
+}
+
+func (m *Model) loadScreen(s screen) tea.Cmd {
+	m.seq++
+	m.screenSeq = m.seq
+	seq, ctl, ctx := m.seq, m.ctl, m.ctx
+	f := m.jobs.filter
+	call := func(fn func(context.Context) tea.Msg) tea.Cmd {
+		return func() tea.Msg {
+			c, cancel := context.WithTimeout(ctx, callTimeout)
+			defer cancel()
+			return fn(c)
+		}
+	}
+	switch s {
+	case scrQuarantine:
+		return call(func(c context.Context) tea.Msg {
+			fps, err := ctl.Quarantine(c)
+			return quarantineMsg{seq: seq, fps: fps, err: err}
+		})
+	case scrOperations:
+		return call(func(c context.Context) tea.Msg {
+			page, err := ctl.Operations(c, 100, "")
+			if err != nil {
+				return operationsMsg{seq: seq, err: err}
+			}
+			return operationsMsg{seq: seq, ops: page.Operations}
+		})
+	case scrQueues:
+		return call(func(c context.Context) tea.Msg {
+			qs, err := ctl.Queues(c)
+			return queuesMsg{seq: seq, queues: qs, err: err}
+		})
+	case scrErrors:
+		// Error groups of the dead jobs the current filter names (its
+		// states are the groups' default when it names none).
+		gf := engine.Filter{Queues: f.Queues, Kinds: f.Kinds}
+		return call(func(c context.Context) tea.Msg {
+			gs, err := ctl.ErrorGroups(c, gf)
+			return groupsMsg{seq: seq, groups: gs, err: err}
+		})
+	}
+	return nil
+}
+
+type releaseMsg struct {
+	fingerprint string
+	released    int
+	err         error
+}
+
+func (m *Model) releaseFingerprint(fp string) tea.Cmd {
+	ctl, ctx := m.ctl, m.ctx
+	return func() tea.Msg {
+		c, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		n, err := ctl.ReleaseFingerprint(c, fp)
+		return releaseMsg{fingerprint: fp, released: n, err: err}
+	}
+}
+
+type pauseMsg struct {
+	queue  string
+	paused bool
+	err    error
+}
+
+func (m *Model) pauseQueue(queue string, pause bool) tea.Cmd {
+	ctl, ctx := m.ctl, m.ctx
+	return func() tea.Msg {
+		c, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		var err error
+		if pause {
+			err = ctl.PauseQueue(c, queue)
+		} else {
+			err = ctl.ResumeQueue(c, queue)
+		}
+		return pauseMsg{queue: queue, paused: pause, err: err}
+	}
+}
+
+// Live updates.
+
+type subscribedMsg struct {
+	ch  <-chan engine.Change
+	err error
+}
+
+type changesMsg struct {
+	changes []engine.Change
+	closed  bool
+}
+
+func (m *Model) subscribe() tea.Cmd {
+	ctl, ctx := m.ctl, m.ctx
+	return func() tea.Msg {
+		ch, err := ctl.Subscribe(ctx)
+		return subscribedMsg{ch: ch, err: err}
+	}
+}
+
+// waitChanges waits for the next change and takes whatever else is
+// already queued with it, so a burst costs one update.
+func waitChanges(ctx context.Context, ch <-chan engine.Change) tea.Cmd {
+	return func() tea.Msg {
+		var out []engine.Change
+		select {
+		case c, ok := <-ch:
+			if !ok {
+				return changesMsg{closed: true}
+			}
+			out = append(out, c)
+		case <-ctx.Done():
+			return nil
+		}
+		for len(out) < 1024 {
+			select {
+			case c, ok := <-ch:
+				if !ok {
+					return changesMsg{changes: out, closed: true}
+				}
+				out = append(out, c)
+			default:
+				return changesMsg{changes: out}
+			}
+		}
+		return changesMsg{changes: out}
+	}
+}
+
+// Editing a payload in $EDITOR.
+
+type editMode int
+
+const (
+	editPayload editMode = iota // UpdatePayload with the version seen
+	editRetry                   // RetryWithInput
+)
+
+type editReadyMsg struct {
+	mode    editMode
+	id      string
+	version int64
+	path    string
+	orig    []byte
+	err     error
+}
+
+type editorDoneMsg struct {
+	ready editReadyMsg
+	err   error
+}
+
+type editSavedMsg struct {
+	mode editMode
+	id   string
+	job  *engine.Job
+	// invalid is set when the edited text is not a JSON object; the file
+	// is kept so the next edit starts from it.
+	invalid error
+	same    bool
+	ready   editReadyMsg
+	err     error
+}
+
+// prepareEdit fetches the payload with its version and writes it to a
+// temporary file for the editor.
+func (m *Model) prepareEdit(mode editMode, id string) tea.Cmd {
+	ctl, ctx := m.ctl, m.ctx
+	dir := m.opts.TempDir
+	return func() tea.Msg {
+		c, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		d, err := ctl.GetJob(c, id, true)
+		if err != nil {
+			return editReadyMsg{mode: mode, id: id, err: err}
+		}
+		pretty := prettyJSON(d.Job.Payload)
+		f, err := os.CreateTemp(dir, "sluice-payload-*.json")
+		if err != nil {
+			return editReadyMsg{mode: mode, id: id, err: err}
+		}
+		_, werr := f.Write(pretty)
+		cerr := f.Close()
+		if err := errors.Join(werr, cerr); err != nil {
+			_ = os.Remove(f.Name())
+			return editReadyMsg{mode: mode, id: id, err: err}
+		}
+		return editReadyMsg{mode: mode, id: id, version: d.Job.Version, path: f.Name(), orig: pretty}
+	}
+}
+
+// saveEdit reads the edited file, checks it is a JSON object and saves it.
+func (m *Model) saveEdit(r editReadyMsg) tea.Cmd {
+	ctl, ctx := m.ctl, m.ctx
+	return func() tea.Msg {
+		out := editSavedMsg{mode: r.mode, id: r.id, ready: r}
+		b, err := os.ReadFile(r.path)
+		if err != nil {
+			out.err = err
+			return out
+		}
+		if strings.TrimSpace(string(b)) == strings.TrimSpace(string(r.orig)) {
+			_ = os.Remove(r.path)
+			out.same = true
+			return out
+		}
+		if err := checkJSONObject(b); err != nil {
+			out.invalid = err
+			return out
+		}
+		c, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		var j *engine.Job
+		if r.mode == editPayload {
+			j, err = ctl.UpdatePayload(c, r.id, json.RawMessage(b), r.version)
+		} else {
+			j, err = ctl.RetryWithInput(c, r.id, engine.RetryWithInputParams{Payload: json.RawMessage(b)})
+		}
+		if err != nil {
+			out.err = err
+			return out
+		}
+		_ = os.Remove(r.path)
+		out.job = j
+		return out
+	}
+}
+
+// checkJSONObject says where a payload is not a JSON object.
+func checkJSONObject(b []byte) error {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			line := 1 + strings.Count(string(b[:min(int(se.Offset), len(b))]), "\n")
+			return fmt.Errorf("not valid JSON (line %d): %v", line, err)
+		}
+		return fmt.Errorf("not valid JSON: %v", err)
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return errors.New("a payload is a JSON object ({...})")
+	}
+	return nil
+}
+
+// Timers.
+
+type toastExpireMsg struct{ id int }
+
+type retryMsg struct{ what retryWhat }
+
+type retryWhat int
+
+const (
+	retryMeta retryWhat = iota
+	retryCounts
+	retryList
+	retryScreen
+	retrySubscribe
+)
+
+type refreshTickMsg struct{}
+
+type ageTickMsg struct{}
+
+type opsTickMsg struct{ seq uint64 }

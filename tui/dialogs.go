@@ -1,0 +1,546 @@
+package tui
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"charm.land/bubbles/v2/textinput"
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/keymap"
+	"github.com/sluicehq/sluice/themes"
+)
+
+// confirmDialog asks before an action: it states the count, and only the
+// confirm key (y) says yes.
+type confirmDialog struct {
+	title string
+	count int64
+	lines []string
+	yes   func() tea.Cmd
+}
+
+func (m *Model) dialogKey(msg tea.KeyPressMsg) tea.Cmd {
+	d := m.dialog
+	switch {
+	case m.km.Matches(msg, keymap.Confirm):
+		m.dialog = nil
+		return d.yes()
+	case m.km.Matches(msg, keymap.Back), m.km.Matches(msg, keymap.Quit), msg.String() == "n":
+		m.dialog = nil
+		return m.toast("cancelled — nothing changed")
+	}
+	return nil
+}
+
+func (m *Model) confirmBox(w int) []string {
+	d := m.dialog
+	t := m.theme
+	inner := w - 4
+	var lines []string
+	for _, l := range wrap(d.title, inner) {
+		lines = append(lines, t.DialogHead.Render(l))
+	}
+	lines = append(lines, d.lines...)
+	lines = append(lines, "", m.confirmHint())
+	return m.box(lines, w)
+}
+
+func (m *Model) confirmHint() string {
+	t := m.theme
+	return t.HelpKey.Render(m.km.B(keymap.Confirm).Help().Key) + t.HelpDesc.Render(" confirm · ") +
+		t.HelpKey.Render(m.km.B(keymap.Back).Help().Key) + t.HelpDesc.Render(" cancel")
+}
+
+// box draws lines in the dialog frame, w wide.
+func (m *Model) box(lines []string, w int) []string {
+	inner := max(w-4, 1)
+	for i, l := range lines {
+		lines[i] = fit(clip(l, inner), inner)
+	}
+	return strings.Split(m.theme.Dialog.Width(w).Render(strings.Join(lines, "\n")), "\n")
+}
+
+// Bulk: dry run → preview → confirm → progress → result.
+
+type bulkPhase int
+
+const (
+	bulkLoading bulkPhase = iota
+	bulkPreview
+	bulkStarting
+	bulkRunning
+	bulkFailed
+)
+
+type bulkDialog struct {
+	phase    bulkPhase
+	action   engine.Action
+	selector engine.Filter
+	from     string // "the current filter", "error group …"
+	seq      uint64
+	preview  *engine.BulkResult
+	op       *engine.Operation
+	hidden   int
+	visible  bool
+	err      error
+
+	firstAt        time.Time
+	firstProcessed int64
+	rate           float64
+	cancelling     bool
+}
+
+// startBulk previews action over every job sel matches.
+func (m *Model) startBulk(a engine.Action, sel engine.Filter, from string) tea.Cmd {
+	if m.readOnly {
+		return nil
+	}
+	if m.bulk != nil && m.bulk.phase == bulkRunning {
+		m.bulk.visible = true
+		return nil
+	}
+	if sel.IsEmpty() {
+		return m.toastErr("a bulk action needs a filter")
+	}
+	m.seq++
+	m.bulk = &bulkDialog{phase: bulkLoading, action: a, selector: sel, from: from, seq: m.seq, visible: true,
+		hidden: m.jobs.hiddenMarks()}
+	return m.bulkCmd(engine.BulkParams{Action: a, Selector: sel, DryRun: true}, m.seq)
+}
+
+// watchOperation shows the progress of an operation already running.
+func (m *Model) watchOperation(op *engine.Operation) tea.Cmd {
+	m.seq++
+	m.bulk = &bulkDialog{phase: bulkRunning, action: op.Action, selector: op.Selector, seq: m.seq, visible: true, op: op}
+	return m.pollOperation(op.ID, m.seq)
+}
+
+func (m *Model) bulkKey(msg tea.KeyPressMsg) tea.Cmd {
+	b := m.bulk
+	km := m.km
+	switch b.phase {
+	case bulkPreview:
+		switch {
+		case km.Matches(msg, keymap.Confirm):
+			if b.preview == nil || b.preview.Matched == 0 {
+				m.bulk = nil
+				return nil
+			}
+			b.phase = bulkStarting
+			return m.bulkCmd(engine.BulkParams{Action: b.action, Selector: b.selector}, b.seq)
+		case km.Matches(msg, keymap.Back), km.Matches(msg, keymap.Quit), msg.String() == "n":
+			m.bulk = nil
+			return m.toast("bulk cancelled — nothing changed")
+		}
+	case bulkRunning:
+		switch {
+		case km.Matches(msg, keymap.Cancel) && b.op != nil && !b.cancelling:
+			b.cancelling = true
+			return m.cancelOperation(b.op.ID)
+		case km.Matches(msg, keymap.Back), km.Matches(msg, keymap.Quit):
+			b.visible = false
+			return m.jobs.refresh(m)
+		}
+	default:
+		if km.Matches(msg, keymap.Back) || km.Matches(msg, keymap.Quit) {
+			m.bulk = nil
+		}
+	}
+	return nil
+}
+
+func (m *Model) bulkMsg(msg tea.Msg) tea.Cmd {
+	b := m.bulk
+	switch msg := msg.(type) {
+	case bulkPreviewMsg:
+		if b == nil || msg.seq != b.seq {
+			return nil
+		}
+		if msg.err != nil {
+			b.phase, b.err = bulkFailed, msg.err
+			return nil
+		}
+		b.phase, b.preview = bulkPreview, msg.res
+	case bulkStartedMsg:
+		if b == nil || msg.seq != b.seq {
+			return nil
+		}
+		if msg.err != nil || msg.res.Operation == nil {
+			b.phase, b.err = bulkFailed, msg.err
+			if b.err == nil {
+				b.err = fmt.Errorf("no operation was started")
+			}
+			return nil
+		}
+		b.phase, b.op = bulkRunning, msg.res.Operation
+		return m.pollOperation(b.op.ID, b.seq)
+	case opTickMsg:
+		if b == nil || msg.seq != b.seq || b.op == nil {
+			return nil
+		}
+		return m.pollOperation(b.op.ID, b.seq)
+	case opPollMsg:
+		if b == nil || msg.seq != b.seq {
+			return nil
+		}
+		next := tea.Tick(m.opts.PollInterval, func(time.Time) tea.Msg { return opTickMsg{seq: msg.seq} })
+		if msg.err != nil {
+			// Keep polling; the banner says the store is away.
+			return tea.Batch(m.failed(retryCounts, "operation progress", msg.err), next)
+		}
+		b.op = msg.op
+		if b.firstAt.IsZero() {
+			b.firstAt, b.firstProcessed = msg.at, msg.op.Processed
+		} else if dt := msg.at.Sub(b.firstAt).Seconds(); dt > 0 {
+			b.rate = float64(msg.op.Processed-b.firstProcessed) / dt
+		}
+		if opDone(msg.op.Status) {
+			m.bulk = nil
+			op := msg.op
+			text := fmt.Sprintf("bulk %s %s: %s matched, %s %s, %s failed", op.Action, op.Status,
+				commas(op.Matched), commas(op.Succeeded), pastTense[op.Action], commas(op.Failed))
+			var t tea.Cmd
+			if op.Status == engine.OperationFailed {
+				t = m.toastErr(text + ": " + Sanitize(op.Error))
+			} else {
+				t = m.toast(text)
+			}
+			return tea.Batch(t, m.refresh())
+		}
+		return next
+	case opCancelMsg:
+		if msg.err != nil {
+			if b != nil {
+				b.cancelling = false
+			}
+			return m.toastErr("cancel operation: " + Sanitize(msg.err.Error()))
+		}
+		cmds := []tea.Cmd{m.toast("operation cancelling after its current batch")}
+		if m.screen == scrOperations {
+			cmds = append(cmds, m.loadScreen(scrOperations))
+		}
+		return tea.Batch(cmds...)
+	}
+	return nil
+}
+
+func opDone(s engine.OperationStatus) bool {
+	return s == engine.OperationCompleted || s == engine.OperationFailed || s == engine.OperationCancelled
+}
+
+// describeFilter writes a selector for people: "queue billing, kind x".
+func describeFilter(f engine.Filter) string {
+	var parts []string
+	list := func(name string, vs []string) {
+		if len(vs) > 0 {
+			s := make([]string, len(vs))
+			for i, v := range vs {
+				s[i] = Sanitize(v)
+			}
+			parts = append(parts, name+" "+strings.Join(s, ", "))
+		}
+	}
+	states := make([]string, len(f.States))
+	for i, s := range f.States {
+		states[i] = string(s)
+	}
+	list("state", states)
+	list("queue", f.Queues)
+	list("kind", f.Kinds)
+	if f.ErrorPattern != "" {
+		parts = append(parts, "error group \""+Sanitize(f.ErrorPattern)+"\"")
+	}
+	if f.Error != "" {
+		parts = append(parts, "error \""+Sanitize(f.Error)+"\"")
+	}
+	if f.Fingerprint != "" {
+		parts = append(parts, "fingerprint "+f.Fingerprint[:min(12, len(f.Fingerprint))])
+	}
+	if len(f.IDs) > 0 {
+		parts = append(parts, plural(int64(len(f.IDs)), "id", "ids"))
+	}
+	list("tag", f.Tags)
+	if len(f.Payload)+len(f.Meta) > 0 || f.CreatedAfter != nil || f.CreatedBefore != nil || f.FinalizedAfter != nil || f.FinalizedBefore != nil {
+		parts = append(parts, "filter "+Sanitize(f.String()))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (m *Model) bulkBox(w int) []string {
+	b := m.bulk
+	t := m.theme
+	inner := w - 4
+	var lines []string
+	addWrapped := func(s string, st func(...string) string) {
+		for _, l := range wrap(s, inner) {
+			lines = append(lines, st(l))
+		}
+	}
+	title := "Bulk " + string(b.action)
+	switch b.phase {
+	case bulkLoading:
+		lines = append(lines, t.DialogHead.Render(title+" — dry run"), t.Muted.Render("counting matching jobs…"))
+	case bulkFailed:
+		lines = append(lines, t.DialogHead.Render(title+" — failed"))
+		addWrapped(Sanitize(b.err.Error()), t.ErrorText.Render)
+		lines = append(lines, "", t.HelpKey.Render("esc")+t.HelpDesc.Render(" close"))
+	case bulkPreview, bulkStarting:
+		p := b.preview
+		lines = append(lines, t.DialogHead.Render(title+" — dry run"))
+		count := commas(p.Matched)
+		if p.Estimated {
+			count = "about " + count
+		}
+		noun := "jobs"
+		if p.Matched == 1 {
+			noun = "job"
+		}
+		addWrapped(fmt.Sprintf("%s %s %s (%s)", b.action, count, noun, describeFilter(b.selector)), t.Bold.Render)
+		if p.Estimated {
+			lines = append(lines, t.Muted.Render("the count is an estimate past "+commas(engine.DryRunExactLimit)))
+		}
+		if b.hidden > 0 {
+			addWrapped(fmt.Sprintf("%s hidden by the filter — not included", plural(int64(b.hidden), "marked job", "marked jobs")), t.WarnText.Render)
+		}
+		if len(p.Sample) > 0 {
+			lines = append(lines, t.Muted.Render("sample:"))
+			idw := 8
+			for _, j := range p.Sample {
+				idw = max(idw, wOf(Sanitize(j.ID)))
+			}
+			idw = min(idw, 36, inner/2)
+			for i, j := range p.Sample {
+				if i == 10 {
+					break
+				}
+				r := newRow(j)
+				rest := max(inner-idw-3, 0)
+				lines = append(lines, "  "+t.Cell.Render(fitMiddle(r.id, idw))+" "+
+					clip(r.queue+" "+r.kind+" "+t.ErrorText.Render(r.errMsg), rest))
+			}
+		}
+		lines = append(lines, t.Muted.Render("jobs that change state after it starts are left alone"))
+		lines = append(lines, "")
+		if b.phase == bulkStarting {
+			lines = append(lines, t.Muted.Render("starting…"))
+		} else if p.Matched == 0 {
+			lines = append(lines, t.Muted.Render("nothing to do")+"  "+t.HelpKey.Render("esc")+t.HelpDesc.Render(" close"))
+		} else {
+			lines = append(lines, t.HelpKey.Render(m.km.B(keymap.Confirm).Help().Key)+t.HelpDesc.Render(" start · ")+
+				t.HelpKey.Render("esc")+t.HelpDesc.Render(" cancel"))
+		}
+	case bulkRunning:
+		op := b.op
+		lines = append(lines, t.DialogHead.Render(title+" — "+string(op.Status))+t.Muted.Render(" · op "+Sanitize(op.ID)))
+		frac := 0.0
+		if op.Matched > 0 {
+			frac = float64(op.Processed) / float64(op.Matched)
+		}
+		lines = append(lines, m.bar(frac, max(inner-7, 10))+" "+fmt.Sprintf("%3.0f%%", math.Min(frac, 1)*100))
+		lines = append(lines, fmt.Sprintf("%s / %s processed · %s ok · %s failed",
+			commas(op.Processed), commas(op.Matched), commas(op.Succeeded), commas(op.Failed)))
+		rate := "measuring rate…"
+		if b.rate > 0 {
+			left := float64(op.Matched-op.Processed) / b.rate
+			rate = fmt.Sprintf("%s/s · ETA %s", commas(int64(b.rate)), shortDur(time.Duration(math.Max(left, 0)*float64(time.Second))))
+		}
+		lines = append(lines, t.Muted.Render(rate))
+		lines = append(lines, "")
+		hint := t.HelpKey.Render("esc") + t.HelpDesc.Render(" hide (keeps running)")
+		if b.cancelling {
+			hint = t.Muted.Render("cancelling… ") + hint
+		} else if m.km.Enabled(keymap.Cancel) {
+			hint = t.HelpKey.Render(m.km.B(keymap.Cancel).Help().Key) + t.HelpDesc.Render(" cancel operation · ") + hint
+		}
+		lines = append(lines, hint)
+	}
+	return m.box(lines, w)
+}
+
+// bar draws a progress bar frac full, w cells wide.
+func (m *Model) bar(frac float64, w int) string {
+	frac = math.Max(0, math.Min(frac, 1))
+	full := int(math.Round(frac * float64(w)))
+	t := m.theme
+	if t.Palette.Mono {
+		return strings.Repeat("█", full) + strings.Repeat("░", w-full)
+	}
+	return t.Accent.Render(strings.Repeat("█", full)) + t.Subtle.Render(strings.Repeat("░", w-full))
+}
+
+// The input line: / filter and : command.
+
+type inputKind int
+
+const (
+	inputFilter inputKind = iota
+	inputCommand
+)
+
+type inputLine struct {
+	kind inputKind
+	ti   textinput.Model
+	err  string
+}
+
+func (m *Model) openInput(kind inputKind, value string) tea.Cmd {
+	ti := textinput.New()
+	ti.Prompt = "/"
+	ti.Placeholder = "state:archived queue:billing kind:invoice.generate error:\"timeout\" payload.customer:42"
+	if kind == inputCommand {
+		ti.Prompt = ":"
+		ti.Placeholder = "archived · queue billing · theme light · quarantine · operations · queues · errors"
+		ti.ShowSuggestions = true
+		ti.SetSuggestions(commandNames())
+	}
+	ti.SetValue(value)
+	ti.CursorEnd()
+	ti.SetWidth(max(m.width-4, 10))
+	in := &inputLine{kind: kind, ti: ti}
+	in.restyle(m.theme)
+	m.input = in
+	return in.ti.Focus()
+}
+
+func (in *inputLine) restyle(t *themes.Theme) {
+	st := textinput.DefaultStyles(t.Palette.Dark)
+	st.Focused.Prompt = t.Filter
+	st.Blurred.Prompt = t.Filter
+	st.Focused.Placeholder = t.Subtle
+	st.Cursor.Blink = false
+	in.ti.SetStyles(st)
+}
+
+func (in *inputLine) update(msg tea.Msg) tea.Cmd {
+	var cmd tea.Cmd
+	in.ti, cmd = in.ti.Update(msg)
+	if in.kind == inputFilter {
+		in.err = ""
+		if _, err := engine.ParseQuery(in.ti.Value()); err != nil {
+			in.err = err.Error()
+		}
+	} else {
+		in.err = ""
+	}
+	return cmd
+}
+
+func (m *Model) inputKey(msg tea.KeyPressMsg) tea.Cmd {
+	in := m.input
+	switch msg.String() {
+	case "esc":
+		m.input = nil
+		return nil
+	case "enter":
+		val := strings.TrimSpace(in.ti.Value())
+		if in.kind == inputCommand {
+			cmd, err := m.runCommand(val)
+			if err != nil {
+				in.err = err.Error()
+				return nil
+			}
+			m.input = nil
+			return cmd
+		}
+		f, err := engine.ParseQuery(val)
+		if err != nil {
+			in.err = err.Error()
+			return nil
+		}
+		m.input = nil
+		m.jobs.setFilter(val, f)
+		return tea.Batch(m.jobs.reload(m), m.loadCounts())
+	}
+	return in.update(msg)
+}
+
+func (m *Model) inputView(w int) string {
+	in := m.input
+	if in.err == "" {
+		in.ti.SetWidth(max(w-2-len(in.ti.Prompt), 4))
+		return clip(in.ti.View(), w)
+	}
+	// Room for the error: the input is as wide as its text.
+	in.ti.SetWidth(min(max(wOf(in.ti.Value())+1, 8), max(w/2, 8)))
+	msg := strings.TrimPrefix(in.err, engine.ErrInvalid.Error()+": ")
+	return clip(in.ti.View()+"  "+m.theme.FilterError.Render("✗ "+Sanitize(msg)), w)
+}
+
+// helpLines renders the full help from the keymap, one titled column per
+// group, in as many columns as fit.
+func (m *Model) helpLines(w, h int) []string {
+	t := m.theme
+	type col struct {
+		lines []string
+		width int
+	}
+	var cols []col
+	for _, g := range m.km.HelpGroups() {
+		c := col{}
+		c.lines = append(c.lines, t.HelpTitle.Render(string(g.Group)))
+		kw := 0
+		for _, b := range g.Bindings {
+			kw = max(kw, wOf(b.Help().Key))
+		}
+		for _, b := range g.Bindings {
+			c.lines = append(c.lines, t.HelpKey.Render(fit(b.Help().Key, kw))+" "+t.HelpDesc.Render(b.Help().Desc))
+		}
+		for _, l := range c.lines {
+			c.width = max(c.width, wOf(l))
+		}
+		cols = append(cols, c)
+	}
+	var out []string
+	out = append(out, t.Bold.Render("keys")+t.Muted.Render(" — generated from the key map; "+m.km.B(keymap.Back).Help().Key+" closes"))
+	if m.readOnly {
+		out = append(out, t.WarnText.Render("read-only: actions that change jobs are not available"))
+	}
+	out = append(out, "")
+	// Lay the columns out in rows of as many as fit.
+	for start := 0; start < len(cols); {
+		used, end := 0, start
+		for end < len(cols) && (end == start || used+cols[end].width+4 <= w) {
+			used += cols[end].width + 4
+			end++
+		}
+		height := 0
+		for _, c := range cols[start:end] {
+			height = max(height, len(c.lines))
+		}
+		for i := 0; i < height; i++ {
+			var b strings.Builder
+			for _, c := range cols[start:end] {
+				l := ""
+				if i < len(c.lines) {
+					l = c.lines[i]
+				}
+				b.WriteString(fit(l, c.width) + "    ")
+			}
+			out = append(out, clip(strings.TrimRight(b.String(), " "), w))
+		}
+		out = append(out, "")
+		start = end
+	}
+	out = append(out, t.Bold.Render("filter")+t.Muted.Render(" fields: "+strings.Join(engine.QueryFields, " ")))
+	out = append(out, t.Bold.Render("commands")+t.Muted.Render(" "+commandHelp()))
+	var wrapped []string
+	for _, l := range out {
+		wrapped = append(wrapped, wrap(l, w)...)
+	}
+	return padLines(wrapped, h)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return slices.Clip(keys)
+}

@@ -1,0 +1,353 @@
+package tui
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/themes"
+)
+
+func isErr(err, target error) bool { return errors.Is(err, target) }
+
+// jobCols is the table's column widths at one list width; 0 hides a
+// column.
+type jobCols struct {
+	id, queue, kind, att, crash, age, err int
+	width                                 int
+}
+
+// layoutJobCols fits the columns into w cells: the error column takes
+// what is left, and columns are dropped from the right when space runs
+// out (error, crashes, kind, queue).
+func layoutJobCols(w int, fitTo contentWidths) jobCols {
+	c := jobCols{width: w, id: 36, queue: 10, kind: 20, att: 7, crash: 7, age: 5}
+	if fitTo.id > 0 {
+		c.id = min(max(fitTo.id, 8), 36)
+		c.queue = min(max(fitTo.queue, 5), 16)
+		c.kind = min(max(fitTo.kind, 4), 28)
+	}
+	fixed := func() int {
+		n := 2 // mark
+		for _, x := range []int{c.id, c.queue, c.kind, c.att, c.crash, c.age} {
+			if x > 0 {
+				n += x + 1
+			}
+		}
+		return n
+	}
+	// Shrink the id first (it is cut in the middle), then the kind.
+	for _, step := range []func() bool{
+		func() bool { return c.id > 20 && shrink(&c.id, 20) },
+		func() bool { return c.kind > 16 && shrink(&c.kind, 16) },
+		func() bool { return c.id > 13 && shrink(&c.id, 13) },
+		func() bool { return c.queue > 8 && shrink(&c.queue, 8) },
+	} {
+		if w-fixed() >= 24 {
+			break
+		}
+		step()
+	}
+	for _, drop := range []*int{&c.crash, &c.kind, &c.queue, &c.age, &c.att} {
+		if w-fixed() >= 10 {
+			break
+		}
+		*drop = 0
+	}
+	c.err = max(w-fixed(), 0)
+	return c
+}
+
+func shrink(x *int, to int) bool { *x = to; return true }
+
+// header is the table's header line.
+func (c jobCols) header(t *themes.Theme) string {
+	var b strings.Builder
+	b.WriteString("  ")
+	cell := func(w int, s string, right bool) {
+		if w == 0 {
+			return
+		}
+		if right {
+			b.WriteString(fitRight(s, w))
+		} else {
+			b.WriteString(fit(s, w))
+		}
+		b.WriteByte(' ')
+	}
+	cell(c.id, "ID", false)
+	cell(c.queue, "QUEUE", false)
+	cell(c.kind, "KIND", false)
+	cell(c.att, "ATTEMPT", true)
+	cell(c.crash, "CRASHES", true)
+	cell(c.age, "AGE", true)
+	if c.err > 0 {
+		b.WriteString(fit("LAST ERROR", c.err))
+	}
+	return t.TableHeader.Render(fit(b.String(), c.width))
+}
+
+// plain renders the row's cells without colour, padded to the width.
+func (r *jobRow) plain(c jobCols, marked bool, ageText string) string {
+	var b strings.Builder
+	b.Grow(c.width + 8)
+	// The cursor row is drawn with a marker too, so it shows without
+	// colour (NO_COLOR, screen readers, golden files).
+	if marked {
+		b.WriteString("›●")
+	} else {
+		b.WriteString("› ")
+	}
+	if c.id > 0 {
+		b.WriteString(fitMiddle(r.id, c.id))
+		b.WriteByte(' ')
+	}
+	for _, cell := range []struct {
+		w     int
+		s     string
+		right bool
+	}{{c.queue, r.queue, false}, {c.kind, r.kind, false}, {c.att, r.att, true}, {c.crash, r.crash, true}, {c.age, ageText, true}} {
+		if cell.w == 0 {
+			continue
+		}
+		if cell.right {
+			b.WriteString(fitRight(cell.s, cell.w))
+		} else {
+			b.WriteString(fit(cell.s, cell.w))
+		}
+		b.WriteByte(' ')
+	}
+	if c.err > 0 {
+		b.WriteString(fit(r.errMsg, c.err))
+	}
+	return b.String()
+}
+
+// styled renders the row in colour: ids and ages muted, the state's
+// colour on the attempt, the last error in the error colour.
+func (r *jobRow) styled(c jobCols, marked bool, ageText string, t *themes.Theme) string {
+	var b strings.Builder
+	b.Grow(c.width * 2)
+	if marked {
+		b.WriteString(t.RowMarked.Render("●"))
+		b.WriteByte(' ')
+	} else {
+		b.WriteString("  ")
+	}
+	if c.id > 0 {
+		b.WriteString(t.Cell.Render(fitMiddle(r.id, c.id)))
+		b.WriteByte(' ')
+	}
+	if c.queue > 0 {
+		b.WriteString(t.Row.Render(fit(r.queue, c.queue)))
+		b.WriteByte(' ')
+	}
+	if c.kind > 0 {
+		b.WriteString(t.Row.Render(fit(r.kind, c.kind)))
+		b.WriteByte(' ')
+	}
+	if c.att > 0 {
+		b.WriteString(t.State(string(r.job.State)).Render(fitRight(r.att, c.att)))
+		b.WriteByte(' ')
+	}
+	if c.crash > 0 {
+		st := t.Cell
+		if r.job.CrashAttempt > 0 {
+			st = t.WarnText
+		}
+		b.WriteString(st.Render(fitRight(r.crash, c.crash)))
+		b.WriteByte(' ')
+	}
+	if c.age > 0 {
+		b.WriteString(t.Cell.Render(fitRight(ageText, c.age)))
+		b.WriteByte(' ')
+	}
+	if c.err > 0 {
+		b.WriteString(t.CellError.Render(fit(r.errMsg, c.err)))
+	}
+	return b.String()
+}
+
+// rowLine returns the cached rendering of row i, rendering it when the
+// data, the mark, the width, the theme or the age tick changed.
+func (m *Model) rowLine(i int, c jobCols, cursor bool) string {
+	v := &m.jobs
+	r := v.rows[i]
+	_, marked := v.marked[r.job.ID]
+	if cursor {
+		if r.cgen != m.rowGen || r.clineMark != marked {
+			r.cline = m.wrapCursor(r.plain(c, marked, age(m.now(), r.job.StateChangedAt)))
+			r.cgen, r.clineMark = m.rowGen, marked
+		}
+		return r.cline
+	}
+	if r.gen != m.rowGen || r.lineMarked != marked {
+		r.line = r.styled(c, marked, age(m.now(), r.job.StateChangedAt), m.theme)
+		r.gen, r.lineMarked = m.rowGen, marked
+	}
+	return r.line
+}
+
+// jobsBody renders the table into h lines of width w.
+func (m *Model) jobsBody(w, h int) []string {
+	v := &m.jobs
+	c := m.cols(w)
+	lines := make([]string, 0, h)
+	if !m.headCache.ok || m.headCache.key != m.rowGen {
+		m.headCache.key, m.headCache.s, m.headCache.ok = m.rowGen, c.header(m.theme), true
+	}
+	lines = append(lines, m.headCache.s)
+	rows := h - 1
+	switch {
+	case v.err != nil && len(v.rows) == 0:
+		lines = append(lines, m.theme.ErrorText.Render(fit("  "+Sanitize(v.err.Error()), w)))
+	case !v.loaded:
+		lines = append(lines, m.theme.Muted.Render(fit("  loading…", w)))
+	case len(v.rows) == 0:
+		msg := "no jobs"
+		if s := v.state(); s != "" {
+			msg = "no " + string(s) + " jobs"
+		}
+		if v.query != "" {
+			msg += " match the filter"
+		}
+		lines = append(lines, m.theme.Muted.Render(fit("  "+msg, w)))
+	default:
+		end := min(v.offset+rows, len(v.rows))
+		for i := v.offset; i < end; i++ {
+			lines = append(lines, m.rowLine(i, c, i == v.cursor))
+		}
+	}
+	for len(lines) < h {
+		lines = append(lines, strings.Repeat(" ", w))
+	}
+	return lines[:h]
+}
+
+// wrapCursor styles a plain line as the cursor row. The style's escape
+// sequences are taken once per theme, so a cursor move costs a string
+// concatenation, not a lipgloss render.
+func (m *Model) wrapCursor(plain string) string {
+	if m.cursorSGR.theme != m.theme {
+		out := m.theme.RowCursor.Render("\x00")
+		pre, post, ok := strings.Cut(out, "\x00")
+		if !ok {
+			pre, post = "", ""
+		}
+		m.cursorSGR.theme, m.cursorSGR.pre, m.cursorSGR.post = m.theme, pre, post
+	}
+	return m.cursorSGR.pre + plain + m.cursorSGR.post
+}
+
+// contentWidths is the widest id, queue and kind among the loaded rows:
+// columns are as wide as their content needs, the error takes the rest.
+type contentWidths struct{ id, queue, kind int }
+
+func (v *jobsView) measure() {
+	var cw contentWidths
+	for _, r := range v.rows {
+		cw.id = max(cw.id, wOf(r.id))
+		cw.queue = max(cw.queue, wOf(r.queue))
+		cw.kind = max(cw.kind, wOf(r.kind))
+	}
+	v.widths = cw
+}
+
+// cols caches the column layout per width and content; a new layout
+// renders the rows again.
+func (m *Model) cols(w int) jobCols {
+	key := colsKey{w: w, cw: m.jobs.widths}
+	if m.colsKey != key {
+		m.colsKey = key
+		m.colsCache = layoutJobCols(w, key.cw)
+		m.rowGen++
+	}
+	return m.colsCache
+}
+
+type colsKey struct {
+	w  int
+	cw contentWidths
+}
+
+// tabsKey is what the tabs line depends on; it is redrawn when it changes.
+type tabsKey struct {
+	w      int
+	tab    int
+	scr    screen
+	counts *engine.Counts
+	theme  *themes.Theme
+	queue  string
+}
+
+// tabsLine renders the state tabs with live counts (cached).
+func (m *Model) tabsLine(w int) string {
+	k := tabsKey{w: w, tab: m.jobs.tab, scr: m.screen, counts: m.counts, theme: m.theme}
+	if qs := m.jobs.filter.Queues; len(qs) == 1 {
+		k.queue = qs[0]
+	}
+	if m.tabsCache.ok && m.tabsCache.key == k {
+		return m.tabsCache.s
+	}
+	s := m.renderTabs(w)
+	m.tabsCache.key, m.tabsCache.s, m.tabsCache.ok = k, s, true
+	return s
+}
+
+func (m *Model) renderTabs(w int) string {
+	t := m.theme
+	var total map[engine.State]int64
+	if m.counts != nil {
+		total = m.counts.Total
+		if qs := m.jobs.filter.Queues; len(qs) == 1 {
+			total = m.counts.Queues[qs[0]]
+		}
+	}
+	render := func(short bool) string {
+		var b strings.Builder
+		for i, s := range engine.AllStates {
+			name := string(s)
+			if short {
+				name = shortState[s]
+			}
+			n := "…"
+			if m.counts != nil {
+				n = commas(total[s])
+			}
+			label := name + " " + n
+			if i > 0 {
+				b.WriteString("  ")
+			}
+			st := t.Tab
+			if total[s] > 0 {
+				st = t.State(string(s))
+			}
+			if m.screen == scrJobs && i == m.jobs.tab {
+				st = t.State(string(s)).Bold(true).Underline(true)
+				if t.Palette.Mono {
+					st = t.TabActive
+				}
+				label = "▸" + label
+			}
+			b.WriteString(st.Render(label))
+		}
+		return b.String()
+	}
+	line := render(false)
+	if wOf(line) > w {
+		line = render(true)
+	}
+	return clip(line, w)
+}
+
+var shortState = map[engine.State]string{
+	engine.StateScheduled:   "sched",
+	engine.StateAvailable:   "avail",
+	engine.StateRunning:     "run",
+	engine.StateRetryable:   "retry",
+	engine.StateCompleted:   "done",
+	engine.StateArchived:    "arch",
+	engine.StateQuarantined: "quar",
+	engine.StateUndecodable: "undec",
+	engine.StateCancelled:   "canc",
+}

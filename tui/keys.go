@@ -1,0 +1,408 @@
+package tui
+
+import (
+	"fmt"
+	"os/exec"
+	"strings"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/keymap"
+)
+
+// handleKey routes a key press: the input line, a dialog, the help, then
+// the global keys, then the screen's.
+func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
+	if msg.String() == "ctrl+c" {
+		return m.quit()
+	}
+	if m.input != nil {
+		return m.inputKey(msg)
+	}
+	if m.dialog != nil {
+		return m.dialogKey(msg)
+	}
+	if m.bulk != nil && m.bulk.visible {
+		return m.bulkKey(msg)
+	}
+	km := m.km
+	if m.help {
+		if km.Matches(msg, keymap.Help) || km.Matches(msg, keymap.Back) || km.Matches(msg, keymap.Quit) {
+			m.help = false
+		}
+		return nil
+	}
+	if m.tooSmall() {
+		if km.Matches(msg, keymap.Quit) {
+			return m.quit()
+		}
+		return nil
+	}
+	switch {
+	case km.Matches(msg, keymap.Quit):
+		return m.quit()
+	case km.Matches(msg, keymap.Help):
+		m.help = true
+		return nil
+	case km.Matches(msg, keymap.Command):
+		return m.openInput(inputCommand, "")
+	case km.Matches(msg, keymap.Filter):
+		var cmd tea.Cmd
+		if m.screen != scrJobs {
+			cmd = m.switchScreen(scrJobs)
+		}
+		return tea.Batch(cmd, m.openInput(inputFilter, m.jobs.query))
+	case km.Matches(msg, keymap.Back):
+		return m.back()
+	case km.Matches(msg, keymap.Refresh):
+		return m.refresh()
+	}
+	if m.screen == scrJobs {
+		return m.jobsKey(msg)
+	}
+	return m.listKey(msg)
+}
+
+// back undoes one level: the sheet, select-all, the filter, then another
+// screen.
+func (m *Model) back() tea.Cmd {
+	v := &m.jobs
+	switch {
+	case m.screen != scrJobs:
+		return m.switchScreen(scrJobs)
+	case m.sheet.open:
+		m.sheet.open = false
+		return nil
+	case v.selectAll:
+		v.selectAll = false
+		return nil
+	case v.query != "" || len(v.filter.States) > 0:
+		v.setFilter("", engine.Filter{})
+		return tea.Batch(m.jobs.reload(m), m.loadCounts())
+	case len(v.marked) > 0:
+		n := len(v.marked)
+		v.clearMarks()
+		return m.toast(fmt.Sprintf("cleared %s", plural(int64(n), "mark", "marks")))
+	}
+	return nil
+}
+
+func (m *Model) jobsKey(msg tea.KeyPressMsg) tea.Cmd {
+	km, v := m.km, &m.jobs
+	h := max(m.listHeight(), 1)
+	moved := func(d int) tea.Cmd {
+		v.move(d, h)
+		return tea.Batch(m.sheetFollow(), m.maybeLoadMore())
+	}
+	switch {
+	case km.Matches(msg, keymap.Down):
+		return moved(1)
+	case km.Matches(msg, keymap.Up):
+		return moved(-1)
+	case km.Matches(msg, keymap.PageDown):
+		return moved(h)
+	case km.Matches(msg, keymap.PageUp):
+		return moved(-h)
+	case km.Matches(msg, keymap.Top):
+		return moved(-len(v.rows))
+	case km.Matches(msg, keymap.Bottom):
+		return moved(len(v.rows))
+	case km.Matches(msg, keymap.NextTab), km.Matches(msg, keymap.PrevTab):
+		d := 1
+		if km.Matches(msg, keymap.PrevTab) {
+			d = -1
+		}
+		n := len(engine.AllStates)
+		if v.tab < 0 {
+			v.tab = 0
+		} else {
+			v.tab = (v.tab + d + n) % n
+		}
+		v.filter.States = nil
+		v.selectAll = false
+		return tea.Batch(v.reload(m), m.loadCounts())
+	case km.Matches(msg, keymap.Open):
+		if m.sheet.open {
+			m.sheet.open = false
+			return nil
+		}
+		m.sheet.open = true
+		m.sheet.id = ""
+		return m.sheetFollow()
+	case km.Matches(msg, keymap.SheetDown), km.Matches(msg, keymap.SheetUp):
+		if !m.sheet.open {
+			return nil
+		}
+		step := max(m.bodyHeight()/2, 1)
+		if km.Matches(msg, keymap.SheetUp) {
+			step = -step
+		}
+		m.sheet.scroll = max(m.sheet.scroll+step, 0)
+		return nil
+	case km.Matches(msg, keymap.Mark):
+		if r := v.current(); r != nil {
+			v.toggleMark(r)
+			return moved(1)
+		}
+		return nil
+	case km.Matches(msg, keymap.MarkAll):
+		n := v.markVisible(h)
+		return m.toast(fmt.Sprintf("marked %s · %s marked in all", plural(int64(n), "job", "jobs"), commas(int64(len(v.marked)))))
+	case km.Matches(msg, keymap.SelectAll):
+		v.selectAll = !v.selectAll
+		return nil
+	case km.Matches(msg, keymap.Retry):
+		return m.act(engine.ActionRetry)
+	case km.Matches(msg, keymap.Cancel):
+		return m.act(engine.ActionCancel)
+	case km.Matches(msg, keymap.Delete):
+		return m.act(engine.ActionDelete)
+	case km.Matches(msg, keymap.Release):
+		return m.act(engine.ActionRelease)
+	case km.Matches(msg, keymap.Edit):
+		return m.startEdit(editPayload)
+	case km.Matches(msg, keymap.RetryInput):
+		return m.startEdit(editRetry)
+	case km.Matches(msg, keymap.Bulk):
+		f := v.effectiveFilter()
+		return m.startBulk(defaultBulkAction(f.States), f, "the current filter")
+	case km.Matches(msg, keymap.Copy):
+		if r := v.current(); r != nil {
+			return tea.Batch(tea.SetClipboard(r.job.ID), m.toast("copied "+r.id))
+		}
+		return nil
+	case km.Matches(msg, keymap.Payload):
+		return m.togglePayload()
+	}
+	return nil
+}
+
+// togglePayload shows or hides the payload of the sheet's job, fetching it
+// on first show.
+func (m *Model) togglePayload() tea.Cmd {
+	if m.hidePayload {
+		return nil
+	}
+	var cmd tea.Cmd
+	if !m.sheet.open {
+		m.sheet.open = true
+		m.sheet.id = ""
+		cmd = m.sheetFollow()
+	}
+	s := &m.sheet
+	if s.id == "" {
+		return cmd
+	}
+	s.showPayload = !s.showPayload
+	s.invalidate()
+	if !s.showPayload {
+		return cmd
+	}
+	// Scroll to the payload once it is drawn.
+	s.jumpToPayload = true
+	if s.payload == nil && !s.payloadLoading {
+		s.payloadLoading = true
+		s.invalidate()
+		return tea.Batch(cmd, m.loadDetail(s.id, true))
+	}
+	return cmd
+}
+
+// defaultBulkAction is what b does to the jobs of some states: retry the
+// dead, release the held, cancel the waiting, delete the finished.
+func defaultBulkAction(states []engine.State) engine.Action {
+	for _, s := range states {
+		switch s {
+		case engine.StateQuarantined:
+			return engine.ActionRelease
+		case engine.StateScheduled, engine.StateAvailable, engine.StateRetryable, engine.StateRunning:
+			return engine.ActionCancel
+		case engine.StateCompleted:
+			return engine.ActionDelete
+		}
+	}
+	return engine.ActionRetry
+}
+
+var pastTense = map[engine.Action]string{
+	engine.ActionRetry:   "retried",
+	engine.ActionCancel:  "cancelled",
+	engine.ActionDelete:  "deleted",
+	engine.ActionRelease: "released",
+}
+
+func titleCase(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// act confirms and runs an action on the marked jobs, the cursor's job,
+// or — when everything matching is selected — every matching job.
+func (m *Model) act(a engine.Action) tea.Cmd {
+	v := &m.jobs
+	if v.selectAll {
+		return m.startBulk(a, v.effectiveFilter(), "all jobs matching the filter")
+	}
+	ids := v.markedIDs()
+	var title string
+	var lines []string
+	if len(ids) == 0 {
+		r := v.current()
+		if r == nil {
+			return m.toastErr("no job under the cursor")
+		}
+		ids = []string{r.job.ID}
+		title = fmt.Sprintf("%s job %s?", titleCase(string(a)), r.id)
+	} else {
+		title = fmt.Sprintf("%s %s?", titleCase(string(a)), plural(int64(len(ids)), "marked job", "marked jobs"))
+		if hidden := v.hiddenMarks(); hidden > 0 {
+			lines = append(lines, m.theme.WarnText.Render(fmt.Sprintf("%s hidden by the filter", plural(int64(hidden), "of them is", "of them are"))))
+		}
+		for i, id := range ids {
+			if i == 5 {
+				lines = append(lines, m.theme.Muted.Render(fmt.Sprintf("… and %s more", commas(int64(len(ids)-5)))))
+				break
+			}
+			lines = append(lines, "  "+Sanitize(id))
+		}
+		if len(ids) > engine.MaxApplyIDs {
+			lines = append(lines, m.theme.Muted.Render(fmt.Sprintf("sent in %d chunks of at most %s", (len(ids)+engine.MaxApplyIDs-1)/engine.MaxApplyIDs, commas(engine.MaxApplyIDs))))
+		}
+	}
+	count := int64(len(ids))
+	m.dialog = &confirmDialog{
+		title: title,
+		count: count,
+		lines: lines,
+		yes: func() tea.Cmd {
+			return m.applyCmd(a, ids)
+		},
+	}
+	return nil
+}
+
+// actionDone reports an Apply: a toast with the per-id results, marks
+// cleared for the jobs that were acted on, and the screen reloaded.
+func (m *Model) actionDone(msg actionMsg) tea.Cmd {
+	ok := 0
+	reasons := map[string]int{}
+	var firstFail string
+	for _, r := range msg.results {
+		if r.OK || r.Reason == "not_found" {
+			delete(m.jobs.marked, r.ID)
+		}
+		if r.OK {
+			ok++
+			continue
+		}
+		reasons[r.Reason]++
+		if firstFail == "" {
+			firstFail = Sanitize(r.ID) + ": " + Sanitize(r.Error)
+		}
+	}
+	m.jobs.markOrder = m.markedKeysInOrder()
+	text := fmt.Sprintf("%d %s", ok, pastTense[msg.action])
+	failed := len(msg.results) - ok
+	var cmd tea.Cmd
+	switch {
+	case msg.err != nil:
+		text = fmt.Sprintf("%s: %s", text, Sanitize(msg.err.Error()))
+		cmd = m.toastErr(text)
+	case failed > 0:
+		var parts []string
+		for _, r := range sortedKeys(reasons) {
+			parts = append(parts, fmt.Sprintf("%s %d", r, reasons[r]))
+		}
+		text = fmt.Sprintf("%s · %d failed (%s) — %s", text, failed, strings.Join(parts, ", "), firstFail)
+		cmd = m.toastErr(text)
+	default:
+		cmd = m.toast(text)
+	}
+	cmds := []tea.Cmd{cmd, m.loadCounts(), m.jobs.refresh(m)}
+	if m.sheet.open && m.sheet.id != "" {
+		cmds = append(cmds, m.loadDetail(m.sheet.id, false))
+	}
+	return tea.Batch(cmds...)
+}
+
+// markedKeysInOrder keeps the marking order of the ids still marked.
+func (m *Model) markedKeysInOrder() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, id := range m.jobs.markOrder {
+		if _, ok := m.jobs.marked[id]; ok && !seen[id] {
+			out = append(out, id)
+			seen[id] = true
+		}
+	}
+	return out
+}
+
+// startEdit edits the cursor job's payload in $EDITOR: to save it in
+// place (e) or to retry with it as new input (w).
+func (m *Model) startEdit(mode editMode) tea.Cmd {
+	r := m.jobs.current()
+	if r == nil {
+		return m.toastErr("no job under the cursor")
+	}
+	if p := m.pendingEdit; p != nil && p.id == r.job.ID && p.mode == mode {
+		return m.editReady(*p)
+	}
+	return m.prepareEdit(mode, r.job.ID)
+}
+
+func (m *Model) editReady(msg editReadyMsg) tea.Cmd {
+	if msg.err != nil {
+		return m.toastErr(fmt.Sprintf("edit %s: %s", Sanitize(msg.id), Sanitize(msg.err.Error())))
+	}
+	argv := append(m.editorCommand(), msg.path)
+	c := exec.Command(argv[0], argv[1:]...)
+	return tea.ExecProcess(c, func(err error) tea.Msg { return editorDoneMsg{ready: msg, err: err} })
+}
+
+func (m *Model) editorDone(msg editorDoneMsg) tea.Cmd {
+	if msg.err != nil {
+		m.pendingEdit = &msg.ready
+		return m.toastErr(fmt.Sprintf("editor: %s — nothing saved", Sanitize(msg.err.Error())))
+	}
+	return m.saveEdit(msg.ready)
+}
+
+func (m *Model) editSaved(msg editSavedMsg) tea.Cmd {
+	m.pendingEdit = nil
+	key := m.km.B(keymap.Edit).Help().Key
+	if msg.mode == editRetry {
+		key = m.km.B(keymap.RetryInput).Help().Key
+	}
+	switch {
+	case msg.invalid != nil:
+		r := msg.ready
+		m.pendingEdit = &r
+		return m.toastErr(fmt.Sprintf("%s — nothing saved; %s edits it again", msg.invalid, key))
+	case msg.err != nil:
+		if isErr(msg.err, engine.ErrConflict) && msg.mode == editPayload {
+			return m.toastErr("the payload changed since it was opened — nothing saved; " + key + " edits the new version")
+		}
+		return m.toastErr(fmt.Sprintf("save %s: %s", Sanitize(msg.id), Sanitize(msg.err.Error())))
+	case msg.same:
+		return m.toast("payload unchanged — nothing saved")
+	}
+	text := fmt.Sprintf("payload saved (version %d)", msg.job.Version)
+	if msg.mode == editRetry {
+		text = "retried with new input as " + Sanitize(msg.job.ID)
+	}
+	cmds := []tea.Cmd{m.toast(text), m.loadCounts(), m.jobs.refresh(m)}
+	if m.sheet.open && m.sheet.id == msg.id {
+		m.sheet.stale = false
+		cmds = append(cmds, m.loadDetail(msg.id, false))
+		if m.sheet.showPayload {
+			m.sheet.payload = nil
+			m.sheet.payloadLoading = true
+			cmds = append(cmds, m.loadDetail(msg.id, true))
+		}
+	}
+	return tea.Batch(cmds...)
+}

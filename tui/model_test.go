@@ -1,0 +1,377 @@
+package tui
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Unit tests of the model without a program: messages in, frames out.
+
+func TestSmallTerminals(t *testing.T) {
+	t.Parallel()
+	for _, size := range [][2]int{{40, 10}, {20, 5}, {1, 1}, {0, 0}, {59, 30}, {200, 11}, {60, 12}} {
+		t.Run(fmt.Sprintf("%dx%d", size[0], size[1]), func(t *testing.T) {
+			t.Parallel()
+			m := loadedModel(t, 50, size[0], size[1])
+			// Every screen and overlay at this size.
+			for _, k := range []string{"j", "<enter>", "p", "?", "?", ":", "<esc>", "<space>", "r", "<esc>", "A", "<esc>"} {
+				m.Update(keyMsg(k))
+				_ = m.View()
+			}
+			for _, s := range []screen{scrQuarantine, scrOperations, scrQueues, scrErrors, scrJobs} {
+				m.screen = s
+				_ = m.View()
+			}
+			out := ansi.Strip(m.View().Content)
+			lines := strings.Split(out, "\n")
+			if size[1] > 0 && len(lines) > size[1] {
+				t.Errorf("%d lines for a %d-line terminal", len(lines), size[1])
+			}
+			for i, l := range lines {
+				if w := ansi.StringWidth(l); w > max(size[0], 0) {
+					t.Errorf("line %d is %d wide on a %d-wide terminal: %q", i, w, size[0], l)
+				}
+			}
+			small := size[0] < minWidth || size[1] < minHeight
+			if small && size[0] >= 20 && !strings.Contains(strings.ReplaceAll(out, "\n", " "), "too small") {
+				t.Errorf("small terminal not told so:\n%s", out)
+			}
+		})
+	}
+}
+
+func TestFrameFitsTerminal(t *testing.T) {
+	t.Parallel()
+	m := loadedModel(t, 300, 120, 36)
+	m.Update(keyMsg("<enter>"))
+	for _, k := range []string{"j", "j", "?", "?", "<ctrl+a>", "A"} {
+		m.Update(keyMsg(k))
+		lines := strings.Split(ansi.Strip(m.View().Content), "\n")
+		if len(lines) != 36 {
+			t.Fatalf("after %s: %d lines, want 36", k, len(lines))
+		}
+		for i, l := range lines {
+			if w := ansi.StringWidth(l); w > 120 {
+				t.Fatalf("after %s: line %d is %d wide", k, i, w)
+			}
+		}
+	}
+}
+
+func TestStaleListAnswerDropped(t *testing.T) {
+	t.Parallel()
+	m := loadedModel(t, 10, 120, 36)
+	old := m.jobs.listSeq
+	m.loadList(listReplace, "", 0) // a newer request is in flight
+	now := time.Now()
+	m.Update(listMsg{seq: old, mode: listReplace, jobs: syntheticJobs(3, now)})
+	if len(m.jobs.rows) != 10 {
+		t.Fatalf("a stale answer replaced the rows: %d rows", len(m.jobs.rows))
+	}
+	m.Update(listMsg{seq: m.jobs.listSeq, mode: listReplace, jobs: syntheticJobs(3, now)})
+	if len(m.jobs.rows) != 3 {
+		t.Fatalf("the current answer was not taken: %d rows", len(m.jobs.rows))
+	}
+}
+
+// TestLiveRefreshKeepsCursor: rows arriving above and the cursor's
+// neighbours leaving never move the cursor off its job.
+func TestLiveRefreshKeepsCursor(t *testing.T) {
+	t.Parallel()
+	m := loadedModel(t, 100, 120, 36)
+	for range 10 {
+		m.Update(keyMsg("j"))
+	}
+	cur := m.jobs.current().job.ID
+	screenRow := m.jobs.cursor - m.jobs.offset
+	now := time.Date(2026, 11, 29, 2, 14, 0, 0, time.UTC)
+	jobs := syntheticJobs(100, now)
+	fresh := []*engine.Job{
+		{ID: "new-1", Queue: "billing", Kind: "k", State: engine.StateArchived, StateChangedAt: now.Add(time.Second)},
+		{ID: "new-2", Queue: "billing", Kind: "k", State: engine.StateArchived, StateChangedAt: now.Add(2 * time.Second)},
+	}
+	// Two new rows on top, rows 3 and 4 gone.
+	next := append(append(fresh, jobs[:3]...), jobs[5:]...)
+	m.seq++
+	m.jobs.listSeq = m.seq
+	m.Update(listMsg{seq: m.seq, mode: listRefresh, jobs: next})
+	if got := m.jobs.current().job.ID; got != cur {
+		t.Fatalf("cursor on %s, want %s", got, cur)
+	}
+	if got := m.jobs.cursor - m.jobs.offset; got != screenRow {
+		t.Fatalf("cursor moved on screen from row %d to %d", screenRow, got)
+	}
+	// The cursor's job leaves: the cursor goes to the one after it.
+	after := m.jobs.rows[m.jobs.cursor+1].job.ID
+	var without []*engine.Job
+	for _, r := range m.jobs.rows {
+		if r.job.ID != cur {
+			without = append(without, r.job)
+		}
+	}
+	m.seq++
+	m.jobs.listSeq = m.seq
+	m.Update(listMsg{seq: m.seq, mode: listRefresh, jobs: without})
+	if got := m.jobs.current().job.ID; got != after {
+		t.Fatalf("cursor on %s after its job left, want %s", got, after)
+	}
+}
+
+func TestScrollLoadsMore(t *testing.T) {
+	t.Parallel()
+	m := loadedModel(t, 200, 120, 36)
+	m.jobs.next = "cursor-1"
+	var cmd tea.Cmd
+	for range 170 {
+		_, cmd = m.Update(keyMsg("j"))
+		if m.jobs.loading {
+			break
+		}
+	}
+	if !m.jobs.loading || cmd == nil {
+		t.Fatalf("no page asked for near the end (cursor %d of %d)", m.jobs.cursor, len(m.jobs.rows))
+	}
+	cur := m.jobs.current().job.ID
+	more := syntheticJobs(400, time.Date(2026, 11, 29, 2, 14, 0, 0, time.UTC))[200:]
+	m.Update(listMsg{seq: m.jobs.listSeq, mode: listAppend, jobs: more})
+	if len(m.jobs.rows) != 400 || m.jobs.current().job.ID != cur {
+		t.Fatalf("append: %d rows, cursor on %s (want %s)", len(m.jobs.rows), m.jobs.current().job.ID, cur)
+	}
+}
+
+func TestWindowDropsAndReloads(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 29, 2, 14, 0, 0, time.UTC)
+	m := New(nil, Options{NoSubscribe: true, Now: func() time.Time { return now }, Window: 600, PageSize: 200})
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 36})
+	all := syntheticJobs(1000, now)
+	m.seq++
+	m.jobs.listSeq = m.seq
+	m.Update(listMsg{seq: m.seq, mode: listReplace, jobs: all[:200], next: "n1"})
+	for page := 1; page < 5; page++ {
+		m.jobs.cursor = len(m.jobs.rows) - 1
+		m.Update(listMsg{seq: m.jobs.listSeq, mode: listAppend, jobs: all[page*200 : (page+1)*200], next: "n"})
+	}
+	if len(m.jobs.rows) > 600 {
+		t.Fatalf("window holds %d rows, want at most 600", len(m.jobs.rows))
+	}
+	if m.jobs.prev == "" || m.jobs.base == 0 {
+		t.Fatalf("dropped rows left no way back: prev %q base %d", m.jobs.prev, m.jobs.base)
+	}
+	first := m.jobs.rows[0].job.ID
+	if first != all[m.jobs.base].ID {
+		t.Fatalf("rows[0] = %s, want %s (base %d)", first, all[m.jobs.base].ID, m.jobs.base)
+	}
+}
+
+func TestSelectAllTurnsActionIntoBulk(t *testing.T) {
+	t.Parallel()
+	m := loadedModel(t, 20, 120, 36)
+	m.Update(keyMsg("A"))
+	if !m.jobs.selectAll {
+		t.Fatal("A did not select all matching")
+	}
+	_, cmd := m.Update(keyMsg("r"))
+	if m.bulk == nil || m.bulk.phase != bulkLoading || cmd == nil {
+		t.Fatalf("r after A did not start a bulk dry run: %+v", m.bulk)
+	}
+	if got := m.bulk.selector.States; len(got) != 1 || got[0] != engine.StateArchived {
+		t.Fatalf("bulk selector states = %v", got)
+	}
+}
+
+func TestConfirmOnlyWithY(t *testing.T) {
+	t.Parallel()
+	m := loadedModel(t, 5, 120, 36)
+	m.Update(keyMsg("d"))
+	if m.dialog == nil {
+		t.Fatal("d did not ask")
+	}
+	for _, k := range []string{"j", "<enter>", "Y", "<space>", "r"} {
+		if _, cmd := m.Update(keyMsg(k)); m.dialog == nil || cmd != nil {
+			t.Fatalf("%q answered the confirmation", k)
+		}
+	}
+	if _, cmd := m.Update(keyMsg("y")); m.dialog != nil || cmd == nil {
+		t.Fatal("y did not confirm")
+	}
+}
+
+func TestApplyChunks(t *testing.T) {
+	t.Parallel()
+	ctl := &applyRecorder{}
+	m := New(ctl, Options{NoSubscribe: true})
+	ids := make([]string, 2500)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("job-%04d", i)
+	}
+	msg := m.applyCmd(engine.ActionRetry, ids)().(actionMsg)
+	if msg.err != nil || len(msg.results) != 2500 {
+		t.Fatalf("results %d, err %v", len(msg.results), msg.err)
+	}
+	if fmt.Sprint(ctl.sizes) != "[1000 1000 500]" {
+		t.Fatalf("chunks %v, want [1000 1000 500]", ctl.sizes)
+	}
+}
+
+type applyRecorder struct {
+	engine.Control
+	sizes []int
+}
+
+func (a *applyRecorder) Apply(_ context.Context, _ engine.Action, ids []string) ([]engine.ActionResult, error) {
+	a.sizes = append(a.sizes, len(ids))
+	out := make([]engine.ActionResult, len(ids))
+	for i, id := range ids {
+		out[i] = engine.ActionResult{ID: id, OK: true}
+	}
+	return out, nil
+}
+
+// TestLargePayloadIsLazy opens a 16 MiB payload (the store's limit raised
+// to it): it is pretty-printed once in a command, and a frame draws only
+// the lines on screen.
+func TestLargePayloadIsLazy(t *testing.T) {
+	ctx := context.Background()
+	store := sqlitetest.New(t)
+	const limit = 16 << 20
+	eng, err := engine.New(store, engine.Config{PayloadLimit: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	b.WriteString(`{"rows":[`)
+	for i := 0; b.Len() < limit-200; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"n":%d,"s":"row \u001b[2J %d"}`, i, i)
+	}
+	b.WriteString(`]}`)
+	if _, err := eng.Enqueue(ctx, engine.EnqueueParams{ID: "big", Queue: "reports", Kind: "report.render", Payload: json.RawMessage(b.String())}); err != nil {
+		t.Fatal(err)
+	}
+	m := New(eng, Options{NoSubscribe: true, State: engine.StateAvailable})
+	m.Update(tea.WindowSizeMsg{Width: 160, Height: 48})
+	runCmd(m, m.loadList(listReplace, "", 0))
+	m.Update(keyMsg("<enter>"))
+	runCmd(m, m.loadDetail("big", false))
+	_, cmd := m.Update(keyMsg("p"))
+	if cmd == nil || !m.sheet.payloadLoading {
+		t.Fatal("p did not fetch the payload")
+	}
+	runCmd(m, m.loadDetail("big", true))
+	if len(m.sheet.payload) < 100_000 {
+		t.Fatalf("payload has %d lines", len(m.sheet.payload))
+	}
+	start := time.Now()
+	for range 20 {
+		m.Update(keyMsg("<ctrl+d>"))
+		out := m.View().Content
+		if strings.Contains(out, "\x1b[2J") {
+			t.Fatal("a payload escape reached the frame")
+		}
+	}
+	if per := time.Since(start) / 20; per > 20*time.Millisecond {
+		t.Fatalf("a frame of a 16 MiB payload takes %s", per)
+	}
+}
+
+// runCmd runs a command and the commands its messages lead to, feeding
+// every message to the model (batches included), without a program.
+func runCmd(m *Model, cmd tea.Cmd) {
+	if cmd == nil {
+		return
+	}
+	msg := cmd()
+	switch msg := msg.(type) {
+	case nil:
+	case tea.BatchMsg:
+		for _, c := range msg {
+			runCmd(m, c)
+		}
+	default:
+		_, next := m.Update(msg)
+		_ = next // follow-ups (sheet, paging) are not needed here
+	}
+}
+
+func TestCommands(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		line    string
+		check   func(m *Model) bool
+		wantErr string
+	}{
+		{"quarantine", func(m *Model) bool { return m.screen == scrQuarantine }, ""},
+		{"operations", func(m *Model) bool { return m.screen == scrOperations }, ""},
+		{"queues", func(m *Model) bool { return m.screen == scrQueues }, ""},
+		{"errors", func(m *Model) bool { return m.screen == scrErrors }, ""},
+		{"completed", func(m *Model) bool { return m.screen == scrJobs && m.jobs.state() == engine.StateCompleted }, ""},
+		{"queue billing", func(m *Model) bool {
+			return len(m.jobs.filter.Queues) == 1 && m.jobs.filter.Queues[0] == "billing" && m.jobs.query == "queue:billing"
+		}, ""},
+		{"filter kind:x error:\"boom\"", func(m *Model) bool { return m.jobs.filter.Error == "boom" }, ""},
+		{"theme light", func(m *Model) bool { return m.theme.Palette.Name == "light" }, ""},
+		{"theme high-contrast", func(m *Model) bool { return m.theme.Palette.Name == "high-contrast" }, ""},
+		{"theme neon", nil, "unknown theme"},
+		{"frobnicate", nil, "unknown command"},
+		{"queue bad name!", nil, "does not match"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.line, func(t *testing.T) {
+			t.Parallel()
+			m := loadedModel(t, 5, 120, 36)
+			_, err := m.runCommand(tc.line)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !tc.check(m) {
+				t.Fatalf("after :%s: err %v, screen %d, filter %+v, theme %s", tc.line, err, m.screen, m.jobs.filter, m.theme.Palette.Name)
+			}
+		})
+	}
+}
+
+func TestNoColor(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 29, 2, 14, 0, 0, time.UTC)
+	env := func(k string) string {
+		if k == "NO_COLOR" {
+			return "1"
+		}
+		return ""
+	}
+	m := New(nil, Options{NoSubscribe: true, Now: func() time.Time { return now }, Theme: "dark", Getenv: env})
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 36})
+	m.seq++
+	m.jobs.listSeq = m.seq
+	m.Update(listMsg{seq: m.seq, mode: listReplace, jobs: syntheticJobs(20, now)})
+	m.Update(tea.BackgroundColorMsg{}) // a light or dark answer must not bring colour back
+	m.Update(keyMsg("<enter>"))
+	out := m.View().Content
+	if m.theme.Palette.Name != "mono" {
+		t.Fatalf("NO_COLOR theme = %s", m.theme.Palette.Name)
+	}
+	for _, sgr := range []string{"38;", "48;", "[3", "[9"} {
+		if i := strings.Index(out, "\x1b"+sgr); i >= 0 {
+			t.Fatalf("NO_COLOR frame holds a colour sequence at %d: %q", i, out[i:min(i+20, len(out))])
+		}
+	}
+	if !strings.Contains(out, "\x1b[7m") && !strings.Contains(out, ";7m") {
+		t.Fatal("the cursor row is not in reverse video")
+	}
+}

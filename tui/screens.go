@@ -1,0 +1,401 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/keymap"
+)
+
+// The other screens: Quarantine, Operations, Queues and Error groups.
+// Their lists are short (at most a few hundred rows), rendered per frame
+// for the visible rows only.
+
+type listScreen struct {
+	cursor, offset int
+	loaded         bool
+	err            error
+}
+
+func (ls *listScreen) clamp(n, h int) {
+	ls.cursor = min(max(ls.cursor, 0), max(n-1, 0))
+	if h <= 0 {
+		return
+	}
+	if ls.cursor < ls.offset {
+		ls.offset = ls.cursor
+	}
+	if ls.cursor >= ls.offset+h {
+		ls.offset = ls.cursor - h + 1
+	}
+	ls.offset = max(min(ls.offset, max(n-h, 0)), 0)
+}
+
+type colSpec struct {
+	title string
+	w     int // 0: takes what is left
+	right bool
+}
+
+type cell struct {
+	s  string // sanitized
+	st lipgloss.Style
+}
+
+func (m *Model) current() (*listScreen, int) {
+	switch m.screen {
+	case scrQuarantine:
+		return &m.quar, len(m.quarData)
+	case scrOperations:
+		return &m.ops, len(m.opsData)
+	case scrQueues:
+		return &m.queues, len(m.queuesData)
+	case scrErrors:
+		return &m.groups, len(m.groupsData)
+	}
+	return nil, 0
+}
+
+// renderList draws a header and the visible rows of a list screen.
+func (m *Model) renderList(ls *listScreen, cols []colSpec, n int, row func(i int) []cell, w, h int, empty string) []string {
+	t := m.theme
+	fixed := 0
+	for _, c := range cols {
+		if c.w > 0 {
+			fixed += c.w + 1
+		}
+	}
+	widths := make([]int, len(cols))
+	for i, c := range cols {
+		widths[i] = c.w
+		if c.w == 0 {
+			widths[i] = max(w-fixed-2, 0)
+		}
+	}
+	line := func(cells []cell, plain, cursor bool) string {
+		var b strings.Builder
+		if cursor {
+			b.WriteString("› ")
+		} else {
+			b.WriteString("  ")
+		}
+		for i, c := range cols {
+			if widths[i] == 0 {
+				continue
+			}
+			s := ""
+			if i < len(cells) {
+				s = cells[i].s
+			}
+			if c.right {
+				s = fitRight(s, widths[i])
+			} else {
+				s = fit(s, widths[i])
+			}
+			if !plain && i < len(cells) {
+				s = cells[i].st.Render(s)
+			}
+			b.WriteString(s)
+			if i < len(cols)-1 {
+				b.WriteByte(' ')
+			}
+		}
+		return b.String()
+	}
+	head := make([]cell, len(cols))
+	for i, c := range cols {
+		head[i] = cell{s: c.title}
+	}
+	out := []string{t.TableHeader.Render(fit(line(head, true, false), w))}
+	rows := h - 1
+	ls.clamp(n, rows)
+	switch {
+	case ls.err != nil && n == 0:
+		out = append(out, t.ErrorText.Render(clip("  "+Sanitize(ls.err.Error()), w)))
+	case !ls.loaded:
+		out = append(out, t.Muted.Render("  loading…"))
+	case n == 0:
+		out = append(out, t.Muted.Render("  "+empty))
+	}
+	for i := ls.offset; i < min(ls.offset+rows, n) && ls.loaded; i++ {
+		cells := row(i)
+		if i == ls.cursor {
+			out = append(out, t.RowCursor.Render(fit(line(cells, true, true), w)))
+		} else {
+			out = append(out, clip(line(cells, false, false), w))
+		}
+	}
+	return padLines(out, h)
+}
+
+func (m *Model) screenBody(w, h int) []string {
+	t := m.theme
+	now := m.now()
+	switch m.screen {
+	case scrQuarantine:
+		cols := []colSpec{{"FINGERPRINT", 16, false}, {"KIND", 20, false}, {"STATUS", 11, false}, {"CRASHES", 7, true},
+			{"SINCE", 6, true}, {"HELD", 6, true}, {"LAST CRASH", 0, false}}
+		return m.renderList(&m.quar, cols, len(m.quarData), func(i int) []cell {
+			fp := m.quarData[i]
+			st := t.WarnText
+			if fp.Status != engine.FingerprintQuarantined {
+				st = t.Muted
+			}
+			return []cell{
+				{Sanitize(fp.Fingerprint), t.Cell}, {Sanitize(fp.Kind), t.Row}, {string(fp.Status), st},
+				{fmt.Sprint(fp.Crashes), t.WarnText}, {age(now, fp.Since), t.Cell},
+				{commas(int64(fp.Held)), t.Row}, {Sanitize(fp.LastError), t.ErrorText},
+			}
+		}, w, h, "no quarantined fingerprints")
+	case scrOperations:
+		cols := []colSpec{{"OPERATION", 15, false}, {"ACTION", 7, false}, {"STATUS", 9, false}, {"PROGRESS", 16, false},
+			{"MATCHED", 9, true}, {"DONE", 9, true}, {"OK", 9, true}, {"FAILED", 7, true}, {"BY", 10, false}, {"AGE", 5, true}, {"SELECTOR", 0, false}}
+		return m.renderList(&m.ops, cols, len(m.opsData), func(i int) []cell {
+			op := m.opsData[i]
+			frac := 0.0
+			if op.Matched > 0 {
+				frac = float64(op.Processed) / float64(op.Matched)
+			}
+			st := t.Muted
+			switch op.Status {
+			case engine.OperationRunning, engine.OperationPending:
+				st = t.InfoText
+			case engine.OperationCompleted:
+				st = t.OKText
+			case engine.OperationFailed:
+				st = t.ErrorText
+			}
+			return []cell{
+				{fitMiddle(Sanitize(op.ID), 15), t.Cell}, {string(op.Action), t.Row}, {string(op.Status), st},
+				{barText(frac, 11) + fmt.Sprintf(" %3.0f%%", min(frac, 1)*100), t.Accent},
+				{commas(op.Matched), t.Row}, {commas(op.Processed), t.Row}, {commas(op.Succeeded), t.OKText},
+				{commas(op.Failed), t.ErrorText}, {Sanitize(op.CreatedBy), t.Cell}, {age(now, op.CreatedAt), t.Cell},
+				{describeFilter(op.Selector), t.Muted},
+			}
+		}, w, h, "no bulk operations yet")
+	case scrQueues:
+		states := []engine.State{engine.StateAvailable, engine.StateRunning, engine.StateRetryable, engine.StateScheduled,
+			engine.StateArchived, engine.StateQuarantined, engine.StateUndecodable, engine.StateCompleted, engine.StateCancelled}
+		cols := []colSpec{{"QUEUE", 16, false}, {"STATUS", 8, false}}
+		for _, s := range states {
+			cols = append(cols, colSpec{strings.ToUpper(shortState[s]), 9, true})
+		}
+		cols = append(cols, colSpec{"", 0, false})
+		return m.renderList(&m.queues, cols, len(m.queuesData), func(i int) []cell {
+			q := m.queuesData[i]
+			status, st := "active", t.OKText
+			if q.Paused {
+				status, st = "paused", t.WarnText
+			}
+			cells := []cell{{Sanitize(q.Name), t.Row}, {status, st}}
+			for _, s := range states {
+				n := q.Counts[s]
+				cs := t.Subtle
+				if n > 0 {
+					cs = t.State(string(s))
+				}
+				cells = append(cells, cell{commas(n), cs})
+			}
+			return cells
+		}, w, h, "no queues yet")
+	case scrErrors:
+		cols := []colSpec{{"QUEUE", 12, false}, {"KIND", 22, false}, {"JOBS", 8, true}, {"LAST", 5, true}, {"FIRST", 5, true}, {"ERROR", 0, false}}
+		return m.renderList(&m.groups, cols, len(m.groupsData), func(i int) []cell {
+			g := m.groupsData[i]
+			return []cell{
+				{Sanitize(g.Queue), t.Row}, {Sanitize(g.Kind), t.Row}, {commas(g.Count), t.State("archived")},
+				{age(now, g.LastSeen), t.Cell}, {age(now, g.FirstSeen), t.Cell}, {Sanitize(g.Pattern), t.ErrorText},
+			}
+		}, w, h, "no dead jobs — nothing to explain")
+	}
+	return padLines(nil, h)
+}
+
+func barText(frac float64, w int) string {
+	full := int(min(max(frac, 0), 1)*float64(w) + 0.5)
+	return strings.Repeat("█", full) + strings.Repeat("░", w-full)
+}
+
+func (m *Model) screenLoaded(msg tea.Msg) tea.Cmd {
+	var seq uint64
+	var err error
+	var ls *listScreen
+	switch msg := msg.(type) {
+	case quarantineMsg:
+		seq, err, ls = msg.seq, msg.err, &m.quar
+		if msg.seq == m.screenSeq && err == nil {
+			m.quarData = msg.fps
+		}
+	case operationsMsg:
+		seq, err, ls = msg.seq, msg.err, &m.ops
+		if msg.seq == m.screenSeq && err == nil {
+			m.opsData = msg.ops
+		}
+	case queuesMsg:
+		seq, err, ls = msg.seq, msg.err, &m.queues
+		if msg.seq == m.screenSeq && err == nil {
+			m.queuesData = msg.queues
+		}
+	case groupsMsg:
+		seq, err, ls = msg.seq, msg.err, &m.groups
+		if msg.seq == m.screenSeq && err == nil {
+			m.groupsData = msg.groups
+		}
+	}
+	if seq != m.screenSeq {
+		return nil
+	}
+	ls.err = err
+	if err != nil {
+		if isInputErr(err) {
+			ls.loaded = true
+			return nil
+		}
+		return m.failed(retryScreen, screenNames[m.screen], err)
+	}
+	m.succeeded(retryScreen)
+	ls.loaded = true
+	if m.screen == scrOperations {
+		return m.opsTick()
+	}
+	return nil
+}
+
+// listKey handles the keys of the list screens.
+func (m *Model) listKey(msg tea.KeyPressMsg) tea.Cmd {
+	km := m.km
+	ls, n := m.current()
+	if ls == nil {
+		return nil
+	}
+	h := max(m.bodyHeight()-1, 1)
+	switch {
+	case km.Matches(msg, keymap.Down):
+		ls.cursor++
+	case km.Matches(msg, keymap.Up):
+		ls.cursor--
+	case km.Matches(msg, keymap.PageDown):
+		ls.cursor += h
+	case km.Matches(msg, keymap.PageUp):
+		ls.cursor -= h
+	case km.Matches(msg, keymap.Top):
+		ls.cursor = 0
+	case km.Matches(msg, keymap.Bottom):
+		ls.cursor = n - 1
+	case km.Matches(msg, keymap.NextTab), km.Matches(msg, keymap.PrevTab):
+		return m.switchScreen(scrJobs)
+	case n == 0:
+		return nil
+	case km.Matches(msg, keymap.Open):
+		return m.openListItem(ls.cursor)
+	default:
+		return m.listAction(msg, ls.cursor)
+	}
+	ls.clamp(n, h)
+	return nil
+}
+
+// openListItem goes from a list row to the jobs it is about.
+func (m *Model) openListItem(i int) tea.Cmd {
+	v := &m.jobs
+	switch m.screen {
+	case scrQuarantine:
+		fp := m.quarData[i]
+		v.setFilter("fingerprint:"+fp.Fingerprint, engine.Filter{Fingerprint: fp.Fingerprint, States: []engine.State{engine.StateQuarantined}})
+		v.query = "fingerprint:" + fp.Fingerprint
+	case scrQueues:
+		q := m.queuesData[i].Name
+		f := engine.Filter{Queues: []string{q}}
+		v.setFilter(f.String(), f)
+	case scrErrors:
+		g := m.groupsData[i]
+		f := g.Selector
+		v.setFilter(f.String(), f)
+		// The tab shows the state; the filter line the rest.
+		q := v.filter
+		v.query = q.String()
+	case scrOperations:
+		op := m.opsData[i]
+		if !opDone(op.Status) {
+			return m.watchOperation(op)
+		}
+		return m.toast(fmt.Sprintf("operation %s %s: %s matched, %s ok, %s failed", Sanitize(op.ID), op.Status,
+			commas(op.Matched), commas(op.Succeeded), commas(op.Failed)))
+	}
+	return tea.Batch(m.switchScreen(scrJobs), m.loadCounts())
+}
+
+// listAction runs the screen's actions on a row.
+func (m *Model) listAction(msg tea.KeyPressMsg, i int) tea.Cmd {
+	km := m.km
+	switch m.screen {
+	case scrQuarantine:
+		fp := m.quarData[i]
+		switch {
+		case km.Matches(msg, keymap.Release):
+			if fp.Status != engine.FingerprintQuarantined {
+				return m.toastErr("fingerprint is on probation, not quarantined: nothing to release")
+			}
+			fpv := fp.Fingerprint
+			m.dialog = &confirmDialog{
+				title: fmt.Sprintf("Release 1 fingerprint, %s?", plural(int64(fp.Held), "held job", "held jobs")),
+				count: int64(fp.Held),
+				lines: []string{
+					m.theme.Muted.Render("kind " + Sanitize(fp.Kind) + " · " + fmt.Sprint(fp.Crashes) + " crashes"),
+					m.theme.Muted.Render("its held jobs return to available; the next crash quarantines it again"),
+				},
+				yes: func() tea.Cmd { return m.releaseFingerprint(fpv) },
+			}
+		case km.Matches(msg, keymap.Copy):
+			return tea.Batch(tea.SetClipboard(fp.Fingerprint), m.toast("copied fingerprint"))
+		}
+	case scrOperations:
+		op := m.opsData[i]
+		switch {
+		case km.Matches(msg, keymap.Cancel):
+			if opDone(op.Status) {
+				return m.toastErr("operation already " + string(op.Status))
+			}
+			id := op.ID
+			m.dialog = &confirmDialog{
+				title: fmt.Sprintf("Cancel operation %s (%s of %s processed)?", Sanitize(op.ID), commas(op.Processed), commas(op.Matched)),
+				yes:   func() tea.Cmd { return m.cancelOperation(id) },
+			}
+		case km.Matches(msg, keymap.Copy):
+			return tea.Batch(tea.SetClipboard(op.ID), m.toast("copied "+Sanitize(op.ID)))
+		}
+	case scrQueues:
+		q := m.queuesData[i]
+		if km.Matches(msg, keymap.Pause) {
+			verb := "Pause"
+			if q.Paused {
+				verb = "Resume"
+			}
+			name, pause := q.Name, !q.Paused
+			m.dialog = &confirmDialog{
+				title: fmt.Sprintf("%s queue %s?", verb, Sanitize(q.Name)),
+				lines: []string{m.theme.Muted.Render("workers stop claiming from a paused queue; nothing else changes")},
+				yes:   func() tea.Cmd { return m.pauseQueue(name, pause) },
+			}
+		}
+	case scrErrors:
+		g := m.groupsData[i]
+		if km.Matches(msg, keymap.Bulk) || km.Matches(msg, keymap.Retry) {
+			return m.startBulk(engine.ActionRetry, g.Selector, "error group")
+		}
+	}
+	return nil
+}
+
+func (m *Model) released(msg releaseMsg) tea.Cmd {
+	if msg.err != nil {
+		return m.toastErr("release: " + Sanitize(msg.err.Error()))
+	}
+	return tea.Batch(
+		m.toast(fmt.Sprintf("released 1 fingerprint: %s back to available", plural(int64(msg.released), "job", "jobs"))),
+		m.loadScreen(scrQuarantine), m.loadCounts())
+}

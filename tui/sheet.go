@@ -1,0 +1,374 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/keymap"
+)
+
+// sheetView is the detail sheet beside the list: lifecycle, the attempt
+// timeline with errors and traces, metadata, checkpoint, links, and the
+// payload on demand (p).
+type sheetView struct {
+	open      bool
+	id        string
+	detail    *engine.JobDetail
+	err       error
+	detailSeq uint64
+	stale     bool
+
+	showPayload    bool
+	payloadLoading bool
+	payload        []string // sanitized pretty lines
+	payloadErr     error
+	payloadSeq     uint64
+
+	scroll int
+
+	info      []string // rendered lines above the payload
+	infoW     int
+	infoOK    bool
+	payloadAt int // line where the payload section starts
+	// jumpToPayload scrolls to the payload once it has arrived.
+	jumpToPayload bool
+}
+
+func (s *sheetView) invalidate() { s.infoOK = false }
+
+// reset points the sheet at another job.
+func (s *sheetView) reset(id string) {
+	s.id = id
+	s.detail, s.err = nil, nil
+	s.showPayload, s.payloadLoading, s.payload, s.payloadErr = false, false, nil, nil
+	s.jumpToPayload = false
+	s.scroll = 0
+	s.stale = false
+	s.invalidate()
+}
+
+// loaded takes a GetJob answer.
+func (s *sheetView) take(m *Model, msg detailMsg) tea.Cmd {
+	if msg.id != s.id {
+		return nil
+	}
+	if msg.payload {
+		if msg.seq != s.payloadSeq {
+			return nil
+		}
+		s.payloadLoading = false
+		if msg.err != nil {
+			s.payloadErr = msg.err
+		} else {
+			s.payload = msg.lines
+			s.payloadErr = nil
+		}
+		if msg.detail != nil {
+			s.detail = msg.detail
+		}
+		s.invalidate()
+		return nil
+	}
+	if msg.seq != s.detailSeq {
+		return nil
+	}
+	if msg.err != nil {
+		// Shown in the sheet (a deleted job says not found); the next
+		// live change or cursor move asks again.
+		s.err = msg.err
+		s.invalidate()
+		return nil
+	}
+	s.err = nil
+	s.detail = msg.detail
+	s.invalidate()
+	return nil
+}
+
+// sheetFollow keeps the open sheet on the cursor's job.
+func (m *Model) sheetFollow() tea.Cmd {
+	if !m.sheet.open || m.screen != scrJobs {
+		return nil
+	}
+	r := m.jobs.current()
+	if r == nil {
+		return nil
+	}
+	if r.job.ID == m.sheet.id {
+		return nil
+	}
+	m.sheet.reset(r.job.ID)
+	return m.loadDetail(r.job.ID, false)
+}
+
+// sheetWidth is the sheet's share of the screen: the list stays visible
+// beside it on terminals of 100 columns or more; below that the sheet
+// takes the body.
+func (m *Model) sheetWidth() int {
+	if m.width < 100 {
+		return m.width
+	}
+	return max(m.width*9/20, 44)
+}
+
+// sheetBody renders h lines of the sheet at width w (the rule on the left
+// included).
+func (m *Model) sheetBody(w, h int) []string {
+	t := m.theme
+	inner := max(w-2, 1)
+	info := m.sheetInfo(inner)
+	if m.sheet.jumpToPayload && m.sheet.detail != nil && !m.sheet.payloadLoading {
+		m.sheet.scroll = max(m.sheet.payloadAt-1, 0)
+		m.sheet.jumpToPayload = false
+	}
+	total := len(info)
+	if m.sheet.showPayload {
+		total += len(m.sheet.payload)
+	}
+	m.sheet.scroll = min(m.sheet.scroll, max(total-h, 0))
+	m.sheet.scroll = max(m.sheet.scroll, 0)
+	rule := t.Border.Render("│")
+	out := make([]string, 0, h)
+	for i := m.sheet.scroll; i < m.sheet.scroll+h; i++ {
+		var line string
+		switch {
+		case i < len(info):
+			line = info[i]
+		case m.sheet.showPayload && i-len(info) < len(m.sheet.payload):
+			line = colorJSONLine(clipPlain(m.sheet.payload[i-len(info)], inner), t)
+		}
+		out = append(out, rule+" "+line)
+	}
+	return out
+}
+
+// sheetInfo renders (and caches) everything above the payload lines.
+func (m *Model) sheetInfo(w int) []string {
+	s := &m.sheet
+	if s.infoOK && s.infoW == w {
+		return s.info
+	}
+	t := m.theme
+	now := m.now()
+	var out []string
+	add := func(l string) { out = append(out, clip(l, w)) }
+	section := func(title string) {
+		if len(out) > 0 {
+			out = append(out, "")
+		}
+		add(t.SheetHead.Render(title))
+	}
+	field := func(label, value string) {
+		lw := 12
+		first := true
+		for _, l := range wrap(value, max(w-lw-1, 8)) {
+			if first {
+				add(t.Label.Render(fit(label, lw)) + " " + t.Value.Render(l))
+				first = false
+			} else {
+				add(strings.Repeat(" ", lw+1) + t.Value.Render(l))
+			}
+		}
+	}
+	defer func() {
+		s.info, s.infoW, s.infoOK = out, w, true
+	}()
+
+	if s.err != nil && s.detail == nil {
+		add(t.SheetHead.Render("job " + Sanitize(s.id)))
+		for _, l := range wrap(Sanitize(s.err.Error()), w) {
+			add(t.ErrorText.Render(l))
+		}
+		return out
+	}
+	if s.detail == nil || s.detail.Job == nil {
+		add(t.SheetHead.Render("job " + Sanitize(s.id)))
+		add(t.Muted.Render("loading…"))
+		return out
+	}
+	j := s.detail.Job
+	for _, l := range wrap("job "+Sanitize(j.ID), w) {
+		add(t.SheetHead.Render(l))
+	}
+	state := t.State(string(j.State)).Render(string(j.State))
+	if j.TerminalReason != "" {
+		state += t.Muted.Render(" · " + string(j.TerminalReason))
+	}
+	add(t.Label.Render(fit("state", 12)) + " " + state)
+	field("queue", Sanitize(j.Queue))
+	field("kind", fmt.Sprintf("%s (schema v%d)", Sanitize(j.Kind), j.SchemaVersion))
+	field("attempt", fmt.Sprintf("%d/%d · crashes %d · priority %d", j.Attempt, j.MaxAttempts, j.CrashAttempt, j.Priority))
+
+	section("lifecycle")
+	field("created", stamp(now, j.CreatedAt))
+	if j.AttemptedAt != nil {
+		field("attempted", stamp(now, *j.AttemptedAt))
+	}
+	if j.AttemptedBy != "" {
+		field("worker", Sanitize(j.AttemptedBy))
+	}
+	field("in state", stamp(now, j.StateChangedAt))
+	if j.FinalizedAt != nil {
+		field("finalized", stamp(now, *j.FinalizedAt))
+	}
+	if !j.State.Terminal() {
+		field("scheduled", stamp(now, j.ScheduledAt))
+	}
+	if j.Deadline != nil {
+		field("deadline", stamp(now, *j.Deadline))
+	}
+	if j.Timeout > 0 {
+		field("timeout", j.Timeout.String())
+	}
+	if j.Lease != nil {
+		field("lease", fmt.Sprintf("%s until %s", Sanitize(j.Lease.WorkerID), stamp(now, j.Lease.ExpiresAt)))
+	}
+	field("fingerprint", shortFP(Sanitize(j.Fingerprint)))
+	field("version", fmt.Sprintf("%d · fence %d", j.Version, j.Fence))
+	if len(j.Tags) > 0 {
+		tags := make([]string, len(j.Tags))
+		for i, tg := range j.Tags {
+			tags[i] = Sanitize(tg)
+		}
+		field("tags", strings.Join(tags, ", "))
+	}
+
+	section(fmt.Sprintf("timeline (%d)", len(s.detail.Timeline)))
+	var prev time.Time
+	for _, ev := range s.detail.Timeline {
+		delta := ""
+		if !prev.IsZero() {
+			delta = "+" + shortDur(ev.At.Sub(prev))
+		}
+		prev = ev.At
+		head := t.Muted.Render(ev.At.UTC().Format("15:04:05")) + " " + t.Subtle.Render(fitRight(delta, 5)) + " " +
+			m.eventStyle(ev.Kind).Render(fit(string(ev.Kind), 14))
+		var extra []string
+		if ev.Attempt > 0 {
+			extra = append(extra, fmt.Sprintf("#%d", ev.Attempt))
+		}
+		if ev.Actor != "" {
+			extra = append(extra, Sanitize(ev.Actor))
+		}
+		switch ev.Kind {
+		case engine.EventRetried, engine.EventReleased, engine.EventCancelled, engine.EventHeld:
+			if ev.From != "" && ev.To != "" {
+				extra = append(extra, string(ev.From)+"→"+string(ev.To))
+			}
+		}
+		add(head + " " + t.Muted.Render(strings.Join(extra, " · ")))
+		if ev.Message != "" {
+			for _, l := range wrap(Sanitize(ev.Message), max(w-6, 8)) {
+				add("      " + t.ErrorText.Render(l))
+			}
+		}
+	}
+
+	if len(j.Errors) > 0 {
+		section(fmt.Sprintf("errors (%d)", len(j.Errors)))
+		for _, e := range j.Errors {
+			kind := "error"
+			if e.Crash {
+				kind = "crash"
+			}
+			head := fmt.Sprintf("#%d %s · %s", e.Attempt, kind, e.At.UTC().Format("15:04:05"))
+			if e.Worker != "" {
+				head += " · " + Sanitize(e.Worker)
+			}
+			add(t.Bold.Render(head))
+			for _, l := range wrap(Sanitize(e.Message), max(w-2, 8)) {
+				add("  " + t.ErrorText.Render(l))
+			}
+			if e.Trace != "" {
+				tl := SanitizeLines(strings.TrimRight(e.Trace, "\n"))
+				const maxTrace = 12
+				for i, l := range tl {
+					if i == maxTrace {
+						add("    " + t.Muted.Render(fmt.Sprintf("… %d more trace lines", len(tl)-maxTrace)))
+						break
+					}
+					add("    " + t.Muted.Render(clip(l, max(w-4, 1))))
+				}
+			}
+		}
+	}
+
+	if m.hidePayload {
+		section("metadata")
+		add(t.Muted.Render("hidden for your role"))
+	} else if len(j.Metadata) > 0 && string(j.Metadata) != "{}" && string(j.Metadata) != "null" {
+		section("metadata")
+		for _, l := range prettyJSONLines(j.Metadata) {
+			add(colorJSONLine(clipPlain(l, w), t))
+		}
+	}
+	if len(j.Checkpoint) > 0 && string(j.Checkpoint) != "null" {
+		section("checkpoint")
+		lines := prettyJSONLines(j.Checkpoint)
+		for i, l := range lines {
+			if i == 30 {
+				add(t.Muted.Render(fmt.Sprintf("… %d more lines", len(lines)-30)))
+				break
+			}
+			add(colorJSONLine(clipPlain(l, w), t))
+		}
+	}
+	if j.DeadLetterOf != "" || j.RetryOf != "" || j.SupersededBy != "" {
+		section("links")
+		if j.DeadLetterOf != "" {
+			field("dead letter of", Sanitize(j.DeadLetterOf))
+		}
+		if j.RetryOf != "" {
+			field("retry of", Sanitize(j.RetryOf))
+		}
+		if j.SupersededBy != "" {
+			field("superseded by", Sanitize(j.SupersededBy))
+		}
+	}
+
+	section("payload")
+	switch {
+	case m.hidePayload:
+		add(t.Muted.Render("hidden for your role"))
+	case !s.showPayload:
+		if k := m.km.B(keymap.Payload).Help().Key; k != "" {
+			add(t.Muted.Render(k + " shows the payload"))
+		}
+	case s.payloadLoading:
+		add(t.Muted.Render("loading payload…"))
+	case s.payloadErr != nil:
+		add(t.ErrorText.Render(clip(Sanitize(s.payloadErr.Error()), w)))
+	default:
+		add(t.Muted.Render(fmt.Sprintf("%s lines", commas(int64(len(s.payload))))))
+	}
+	s.payloadAt = len(out)
+	return out
+}
+
+func (m *Model) eventStyle(k engine.EventKind) lipgloss.Style {
+	t := m.theme
+	switch k {
+	case engine.EventFailed, engine.EventArchived, engine.EventCrashed:
+		return t.ErrorText
+	case engine.EventQuarantined, engine.EventHeld, engine.EventLeaseLost:
+		return t.WarnText
+	case engine.EventCompleted:
+		return t.OKText
+	case engine.EventRetried, engine.EventReleased, engine.EventPayloadEdited, engine.EventCancelled:
+		return t.InfoText
+	}
+	return t.Value
+}
+
+// shortFP shows the start of a fingerprint: enough to tell them apart.
+func shortFP(fp string) string {
+	if len(fp) > 16 {
+		return fp[:16] + "…"
+	}
+	return fp
+}

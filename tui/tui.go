@@ -1,0 +1,523 @@
+// Package tui is the operations console: one Bubble Tea program that
+// finds, explains and redrives jobs. It sees the engine only through
+// engine.Control, so it works the same embedded, attached over HTTP and
+// served over SSH.
+//
+// Rules kept throughout (see STYLE.md): no IO in Update — every Control
+// call is a tea.Cmd whose answer carries a sequence number, and stale
+// answers are dropped; the model is never touched by a command; every
+// string from a job is sanitized before it is drawn; styles come from
+// package themes and keys from package keymap; logs go to the Logger the
+// caller gives (a file), never to the terminal.
+package tui
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/colorprofile"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/keymap"
+	"github.com/sluicehq/sluice/themes"
+)
+
+// Options configure a console session.
+type Options struct {
+	// ReadOnly hides every action that changes jobs or queues. The
+	// console is read-only too when Meta says so or the role is viewer.
+	ReadOnly bool
+	// Theme names a theme (dark, light, high-contrast, mono); "" picks
+	// dark or light by the terminal's background. NO_COLOR wins.
+	Theme string
+	// KeyMap replaces the default bindings (keymap.Load reads the user's).
+	KeyMap *keymap.KeyMap
+	// Now is the clock ages are measured against (time.Now when nil).
+	Now func() time.Time
+	// Logger receives diagnostics; it must not write to the terminal.
+	Logger *slog.Logger
+	// State is the tab the console opens on (archived when empty).
+	State engine.State
+	// Query is the filter the console opens with, in the q grammar.
+	Query string
+	// Source describes what the console is attached to, for the header
+	// ("sqlite://sluice.db", "https://host").
+	Source string
+	// Actor names the operator on the timeline, for the header.
+	Actor string
+	// Editor is the command that edits payloads; $VISUAL, $EDITOR, then vi.
+	Editor string
+	// Getenv reads the session's environment (NO_COLOR, EDITOR); os.Getenv
+	// when nil. Sessions served over SSH pass the client's.
+	Getenv func(string) string
+	// TempDir holds payloads while they are edited (os.TempDir when "").
+	TempDir string
+	// PageSize is how many rows one ListJobs call asks for (200).
+	PageSize int
+	// Window is the most rows kept in memory; scrolling past it drops the
+	// far end and reloads it by cursor when scrolled back (12,000).
+	Window int
+	// NoSubscribe turns live updates off (tests that want still screens).
+	NoSubscribe bool
+	// RefreshDelay coalesces live changes into one reload (300ms).
+	RefreshDelay time.Duration
+	// PollInterval is how often a running operation is polled (250ms).
+	PollInterval time.Duration
+	// Context ends the session's calls when cancelled.
+	Context context.Context
+}
+
+type screen int
+
+const (
+	scrJobs screen = iota
+	scrQuarantine
+	scrOperations
+	scrQueues
+	scrErrors
+)
+
+var screenNames = []string{"jobs", "quarantine", "operations", "queues", "errors"}
+
+// Model is the console's one root model.
+type Model struct {
+	ctl    engine.Control
+	opts   Options
+	ctx    context.Context
+	cancel context.CancelFunc
+	log    *slog.Logger
+	now    func() time.Time
+	getenv func(string) string
+
+	baseKM        *keymap.KeyMap
+	km            *keymap.KeyMap
+	theme         *themes.Theme
+	themeExplicit bool
+
+	width, height int
+	profile       colorprofile.Profile
+	meta          *engine.Meta
+	readOnly      bool
+	hidePayload   bool
+	counts        *engine.Counts
+
+	screen screen
+	jobs   jobsView
+	sheet  sheetView
+	quar   listScreen
+	ops    listScreen
+	queues listScreen
+	groups listScreen
+
+	quarData   []*engine.Fingerprint
+	opsData    []*engine.Operation
+	queuesData []engine.QueueInfo
+	groupsData []engine.ErrorGroup
+
+	input   *inputLine
+	dialog  *confirmDialog
+	bulk    *bulkDialog
+	help    bool
+	toasts  []toast
+	toastID int
+
+	banner   string
+	failures map[retryWhat]int
+	retrying map[retryWhat]bool
+
+	seq       uint64
+	countsSeq uint64
+	screenSeq uint64
+
+	sub          <-chan engine.Change
+	refreshArmed bool
+	rowGen       uint64
+	colsCache    jobCols
+	tabsCache    cached[tabsKey]
+	titleCache   cached[titleKey]
+	helpCache    cached[helpKey]
+	headCache    cached[uint64]
+	filterCache  cached[filterKey]
+	cursorSGR    struct {
+		theme     *themes.Theme
+		pre, post string
+	}
+	colsKey     colsKey
+	pendingEdit *editReadyMsg
+	quitting    bool
+}
+
+// New builds the console over ctl.
+func New(ctl engine.Control, opts Options) *Model {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Getenv == nil {
+		opts.Getenv = os.Getenv
+	}
+	if opts.PageSize <= 0 || opts.PageSize > engine.MaxListLimit {
+		opts.PageSize = engine.MaxListLimit
+	}
+	if opts.Window <= 0 {
+		opts.Window = 12_000
+	}
+	if opts.Window < 3*opts.PageSize {
+		opts.Window = 3 * opts.PageSize
+	}
+	if opts.RefreshDelay <= 0 {
+		opts.RefreshDelay = 300 * time.Millisecond
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = 250 * time.Millisecond
+	}
+	parent := opts.Context
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, cancel := context.WithCancel(parent)
+	km := opts.KeyMap
+	if km == nil {
+		km = keymap.Default()
+	}
+	m := &Model{
+		ctl: ctl, opts: opts, ctx: ctx, cancel: cancel,
+		log: opts.Logger, now: opts.Now, getenv: opts.Getenv,
+		baseKM:   km,
+		failures: map[retryWhat]int{},
+		retrying: map[retryWhat]bool{},
+		width:    80, height: 24,
+	}
+	m.themeExplicit = opts.Theme != ""
+	m.theme = themes.Resolve(opts.Theme, true, m.getenv)
+	m.readOnly = opts.ReadOnly
+	m.applyKeys()
+	m.jobs.init(opts)
+	m.rowGen = 1
+	return m
+}
+
+// applyKeys derives the live keymap from the base one and the session's
+// rights.
+func (m *Model) applyKeys() {
+	km := m.baseKM
+	if m.readOnly {
+		km = km.ReadOnly()
+	}
+	if m.hidePayload {
+		km = km.Without(keymap.Payload, keymap.Edit, keymap.RetryInput)
+	}
+	m.km = km
+}
+
+// Run runs the console on the terminal until the user quits.
+func Run(ctl engine.Control, opts Options, progOpts ...tea.ProgramOption) error {
+	m := New(ctl, opts)
+	defer m.cancel()
+	p := tea.NewProgram(m, progOpts...)
+	_, err := p.Run()
+	return err
+}
+
+// Close ends the session's background calls (Run does it on return).
+func (m *Model) Close() { m.cancel() }
+
+// Init starts the first loads and live updates.
+func (m *Model) Init() tea.Cmd {
+	cmds := []tea.Cmd{
+		m.loadMeta(),
+		m.loadCounts(),
+		m.loadList(listReplace, "", 0),
+		tea.RequestBackgroundColor,
+		tea.Tick(5*time.Second, func(time.Time) tea.Msg { return ageTickMsg{} }),
+	}
+	if !m.opts.NoSubscribe {
+		cmds = append(cmds, m.subscribe())
+	}
+	return tea.Batch(cmds...)
+}
+
+// Update handles one message. It never does IO: loads and actions are
+// returned as commands.
+func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		if msg.Width != m.width {
+			m.rowGen++
+			m.sheet.invalidate()
+		}
+		m.width, m.height = msg.Width, msg.Height
+		m.jobs.keepCursorVisible(m.listHeight())
+		return m, m.maybeLoadMore()
+	case tea.BackgroundColorMsg:
+		if !m.themeExplicit && !themes.NoColor(m.getenv) {
+			m.setTheme(themes.Resolve("", msg.IsDark(), m.getenv))
+		}
+		return m, nil
+	case tea.ColorProfileMsg:
+		m.profile = msg.Profile
+		m.setTheme(m.theme)
+		return m, nil
+	case tea.KeyPressMsg:
+		return m, m.handleKey(msg)
+	case tea.PasteMsg:
+		if m.input != nil {
+			return m, m.input.update(msg)
+		}
+		return m, nil
+	}
+	return m, m.handleMsg(msg)
+}
+
+// setTheme draws with t from now on, adapted to the terminal's colours.
+func (m *Model) setTheme(t *themes.Theme) {
+	t = t.ForProfile(m.profile)
+	if t == m.theme {
+		return
+	}
+	m.theme = t
+	m.rowGen++
+	m.sheet.invalidate()
+	if m.input != nil {
+		m.input.restyle(t)
+	}
+}
+
+// handleMsg routes the answers of commands and timers.
+func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
+	switch msg := msg.(type) {
+	case metaMsg:
+		if msg.err != nil {
+			return m.failed(retryMeta, "meta", msg.err)
+		}
+		m.succeeded(retryMeta)
+		m.meta = msg.meta
+		ro := m.opts.ReadOnly || msg.meta.ReadOnly || msg.meta.Role == engine.RoleViewer
+		hide := msg.meta.Role == engine.RoleViewer
+		if ro != m.readOnly || hide != m.hidePayload {
+			m.readOnly, m.hidePayload = ro, hide
+			m.applyKeys()
+			m.sheet.invalidate()
+		}
+		return nil
+	case countsMsg:
+		if msg.seq != m.countsSeq {
+			return nil
+		}
+		if msg.err != nil {
+			return m.failed(retryCounts, "counts", msg.err)
+		}
+		m.succeeded(retryCounts)
+		m.counts = msg.counts
+		return nil
+	case listMsg:
+		return m.jobs.take(m, msg)
+	case detailMsg:
+		return m.sheet.take(m, msg)
+	case actionMsg:
+		return m.actionDone(msg)
+	case bulkPreviewMsg, bulkStartedMsg, opPollMsg, opTickMsg, opCancelMsg:
+		return m.bulkMsg(msg)
+	case quarantineMsg, operationsMsg, queuesMsg, groupsMsg:
+		return m.screenLoaded(msg)
+	case releaseMsg:
+		return m.released(msg)
+	case pauseMsg:
+		if msg.err != nil {
+			return m.toastErr(fmt.Sprintf("queue %s: %v", Sanitize(msg.queue), msg.err))
+		}
+		verb := "resumed"
+		if msg.paused {
+			verb = "paused"
+		}
+		return tea.Batch(m.toast(fmt.Sprintf("queue %s %s", Sanitize(msg.queue), verb)), m.loadScreen(scrQueues))
+	case subscribedMsg:
+		if msg.err != nil {
+			return m.failed(retrySubscribe, "live updates", msg.err)
+		}
+		m.succeeded(retrySubscribe)
+		m.sub = msg.ch
+		return waitChanges(m.ctx, m.sub)
+	case changesMsg:
+		return m.changes(msg)
+	case refreshTickMsg:
+		m.refreshArmed = false
+		return m.refresh()
+	case ageTickMsg:
+		m.rowGen++
+		return tea.Tick(5*time.Second, func(time.Time) tea.Msg { return ageTickMsg{} })
+	case toastExpireMsg:
+		m.toasts = slices.DeleteFunc(m.toasts, func(t toast) bool { return t.id == msg.id })
+		return nil
+	case retryMsg:
+		return m.retry(msg.what)
+	case opsTickMsg:
+		if msg.seq == m.screenSeq && m.screen == scrOperations {
+			return m.loadScreen(scrOperations)
+		}
+		return nil
+	case editReadyMsg:
+		return m.editReady(msg)
+	case editorDoneMsg:
+		return m.editorDone(msg)
+	case editSavedMsg:
+		return m.editSaved(msg)
+	}
+	return nil
+}
+
+// failed shows a banner for a failing load and retries it with backoff:
+// 1s, 2s, 4s … up to 30s, one pending retry per kind of load. A backend
+// that cannot do what is asked (ErrUnsupported) is said once, not
+// retried.
+func (m *Model) failed(what retryWhat, name string, err error) tea.Cmd {
+	if m.ctx.Err() != nil {
+		return nil
+	}
+	if isErr(err, engine.ErrUnsupported) {
+		m.banner = fmt.Sprintf("%s: %s", name, Sanitize(err.Error()))
+		return nil
+	}
+	n := m.failures[what]
+	m.failures[what] = n + 1
+	wait := min(time.Second<<min(n, 5), 30*time.Second)
+	m.banner = fmt.Sprintf("%s failed: %s — retrying in %s", name, Sanitize(err.Error()), wait)
+	if m.retrying[what] {
+		return nil
+	}
+	m.retrying[what] = true
+	m.log.Warn("console load failed", "what", name, "err", err, "retry_in", wait)
+	return tea.Tick(wait, func(time.Time) tea.Msg { return retryMsg{what: what} })
+}
+
+func (m *Model) succeeded(what retryWhat) {
+	delete(m.failures, what)
+	if len(m.failures) == 0 {
+		m.banner = ""
+	}
+}
+
+func (m *Model) retry(what retryWhat) tea.Cmd {
+	delete(m.retrying, what)
+	switch what {
+	case retryMeta:
+		return m.loadMeta()
+	case retryCounts:
+		return m.loadCounts()
+	case retryList:
+		return m.jobs.reload(m)
+	case retryScreen:
+		return m.loadScreen(m.screen)
+	case retrySubscribe:
+		return m.subscribe()
+	}
+	return nil
+}
+
+// changes coalesces live changes into one refresh after a short delay.
+func (m *Model) changes(msg changesMsg) tea.Cmd {
+	var cmds []tea.Cmd
+	if msg.closed {
+		m.sub = nil
+		if m.ctx.Err() == nil && !m.opts.NoSubscribe {
+			cmds = append(cmds, m.failed(retrySubscribe, "live updates", fmt.Errorf("stream ended")))
+		}
+	} else {
+		cmds = append(cmds, waitChanges(m.ctx, m.sub))
+	}
+	if len(msg.changes) > 0 && !m.refreshArmed {
+		m.refreshArmed = true
+		cmds = append(cmds, tea.Tick(m.opts.RefreshDelay, func(time.Time) tea.Msg { return refreshTickMsg{} }))
+	}
+	for _, c := range msg.changes {
+		if c.Kind == engine.ChangeJob && m.sheet.open && c.JobID != "" && c.JobID == m.sheet.id {
+			m.sheet.stale = true
+		}
+	}
+	return tea.Batch(cmds...)
+}
+
+// refresh reloads what is on screen, keeping the cursor on its job.
+func (m *Model) refresh() tea.Cmd {
+	cmds := []tea.Cmd{m.loadCounts()}
+	switch m.screen {
+	case scrJobs:
+		cmds = append(cmds, m.jobs.refresh(m))
+		if m.sheet.open && m.sheet.id != "" && m.sheet.stale {
+			m.sheet.stale = false
+			cmds = append(cmds, m.loadDetail(m.sheet.id, false))
+		}
+	default:
+		cmds = append(cmds, m.loadScreen(m.screen))
+	}
+	return tea.Batch(cmds...)
+}
+
+// switchScreen shows another screen and loads it.
+func (m *Model) switchScreen(s screen) tea.Cmd {
+	m.screen = s
+	m.help = false
+	if s == scrJobs {
+		return m.jobs.reload(m)
+	}
+	cmd := m.loadScreen(s)
+	if s == scrOperations {
+		return tea.Batch(cmd, m.opsTick())
+	}
+	return cmd
+}
+
+func (m *Model) opsTick() tea.Cmd {
+	seq := m.screenSeq
+	return tea.Tick(time.Second, func(time.Time) tea.Msg { return opsTickMsg{seq: seq} })
+}
+
+// Toasts: short results with a time to live.
+
+type toast struct {
+	id   int
+	text string
+	err  bool
+}
+
+func (m *Model) toast(text string) tea.Cmd { return m.addToast(text, false, 4*time.Second) }
+
+func (m *Model) toastErr(text string) tea.Cmd { return m.addToast(text, true, 8*time.Second) }
+
+func (m *Model) addToast(text string, isErr bool, ttl time.Duration) tea.Cmd {
+	m.toastID++
+	id := m.toastID
+	m.toasts = append(m.toasts, toast{id: id, text: text, err: isErr})
+	if len(m.toasts) > 3 {
+		m.toasts = m.toasts[len(m.toasts)-3:]
+	}
+	if isErr {
+		m.log.Info("console error shown", "text", text)
+	}
+	return tea.Tick(ttl, func(time.Time) tea.Msg { return toastExpireMsg{id: id} })
+}
+
+// quit ends the program and its background calls.
+func (m *Model) quit() tea.Cmd {
+	m.quitting = true
+	m.cancel()
+	return tea.Quit
+}
+
+// editorCommand is the user's editor, split into words.
+func (m *Model) editorCommand() []string {
+	for _, e := range []string{m.opts.Editor, m.getenv("VISUAL"), m.getenv("EDITOR")} {
+		if f := strings.Fields(e); len(f) > 0 {
+			return f
+		}
+	}
+	return []string{"vi"}
+}

@@ -1,0 +1,395 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/keymap"
+	"github.com/sluicehq/sluice/themes"
+)
+
+// Smallest terminal the console lays out in; below it says so.
+const (
+	minWidth  = 60
+	minHeight = 12
+)
+
+func wOf(s string) int { return ansi.StringWidth(s) }
+
+func (m *Model) tooSmall() bool { return m.width < minWidth || m.height < minHeight }
+
+// Layout, top to bottom: title line, tabs (or the screen's title), the
+// filter line (jobs screen), a banner when a load fails, the body, the
+// status line.
+func (m *Model) chromeHeight() int {
+	h := 3 // title, tabs, status
+	if m.screen == scrJobs || m.input != nil {
+		h++
+	}
+	if m.banner != "" {
+		h++
+	}
+	return h
+}
+
+func (m *Model) bodyHeight() int { return max(m.height-m.chromeHeight(), 1) }
+
+// listHeight is how many job rows fit (the table header takes a line).
+func (m *Model) listHeight() int { return max(m.bodyHeight()-1, 1) }
+
+// View draws the whole screen.
+func (m *Model) View() tea.View {
+	v := tea.NewView(m.render())
+	v.AltScreen = true
+	v.WindowTitle = "sluice"
+	return v
+}
+
+// Render returns the screen as a string (what View draws), for tests and
+// snapshots.
+func (m *Model) Render() string { return m.render() }
+
+func (m *Model) render() string {
+	if m.quitting {
+		return ""
+	}
+	w, h := m.width, m.height
+	if m.tooSmall() {
+		return m.smallView(w, h)
+	}
+	lines := make([]string, 0, h)
+	lines = append(lines, m.titleLine(w))
+	if m.screen == scrJobs {
+		lines = append(lines, m.tabsLine(w))
+	} else {
+		lines = append(lines, m.screenTitle(w))
+	}
+	if m.input != nil {
+		lines = append(lines, m.inputView(w))
+	} else if m.screen == scrJobs {
+		lines = append(lines, m.filterLine(w))
+	}
+	if m.banner != "" {
+		lines = append(lines, m.theme.Banner.Render(fit(clip("⚠ "+m.banner, w-2), w-2)))
+	}
+	bh := m.bodyHeight()
+	body := m.body(w, bh)
+	body = m.overlays(body, w, bh)
+	lines = append(lines, body...)
+	lines = append(lines, m.statusLine(w))
+	return strings.Join(lines, "\n")
+}
+
+func (m *Model) smallView(w, h int) string {
+	msg := fmt.Sprintf("sluice: the terminal is too small (%d×%d); the console needs %d×%d. q quits.", w, h, minWidth, minHeight)
+	if w <= 0 || h <= 0 {
+		return ""
+	}
+	return strings.Join(padLines(wrap(msg, w), h), "\n")
+}
+
+func (m *Model) body(w, h int) []string {
+	if m.help {
+		return m.helpLines(w, h)
+	}
+	if m.screen != scrJobs {
+		return m.screenBody(w, h)
+	}
+	if !m.sheet.open {
+		return m.jobsBody(w, h)
+	}
+	sw := m.sheetWidth()
+	if sw >= w {
+		return m.sheetBody(w, h)
+	}
+	lw := w - sw
+	left := m.jobsBody(lw, h)
+	right := m.sheetBody(sw, h)
+	out := make([]string, h)
+	for i := range h {
+		// jobsBody lines are exactly lw wide.
+		out[i] = left[i] + right[i]
+	}
+	return out
+}
+
+// overlays draws the dialog and the toasts over the body.
+func (m *Model) overlays(body []string, w, h int) []string {
+	if m.dialog != nil || (m.bulk != nil && m.bulk.visible) {
+		bw := min(max(w*2/3, 50), w-2, 100)
+		var box []string
+		if m.dialog != nil {
+			box = m.confirmBox(bw)
+		} else {
+			box = m.bulkBox(bw)
+		}
+		y := max((h-len(box))/2, 0)
+		body = overlay(body, box, (w-bw)/2, y, w)
+	}
+	if len(m.toasts) > 0 {
+		tw := min(max(w/2, 40), w-2)
+		var lines []string
+		for _, t := range m.toasts {
+			st := m.theme.Toast
+			if t.err {
+				st = m.theme.ToastError
+			}
+			text := t.text
+			box := st.Width(min(wOf(text)+4, tw)).Render(text)
+			lines = append(lines, strings.Split(box, "\n")...)
+		}
+		if len(lines) > h {
+			lines = lines[len(lines)-h:]
+		}
+		bw := 0
+		for _, l := range lines {
+			bw = max(bw, wOf(l))
+		}
+		body = overlay(body, lines, max(w-bw-1, 0), h-len(lines), w)
+	}
+	return body
+}
+
+type titleKey struct {
+	w        int
+	scr      screen
+	meta     *engine.Meta
+	readOnly bool
+	live     bool
+	theme    *themes.Theme
+}
+
+// titleLine is the top line (cached).
+func (m *Model) titleLine(w int) string {
+	k := titleKey{w: w, scr: m.screen, meta: m.meta, readOnly: m.readOnly, live: m.sub != nil, theme: m.theme}
+	if m.titleCache.ok && m.titleCache.key == k {
+		return m.titleCache.s
+	}
+	s := m.renderTitle(w)
+	m.titleCache.key, m.titleCache.s, m.titleCache.ok = k, s, true
+	return s
+}
+
+func (m *Model) renderTitle(w int) string {
+	t := m.theme
+	var b strings.Builder
+	b.WriteString(t.Title.Render("sluice"))
+	b.WriteString("  ")
+	for i, name := range screenNames {
+		if i > 0 {
+			b.WriteString(t.Subtle.Render(" · "))
+		}
+		if screen(i) == m.screen {
+			b.WriteString(t.TabActive.Render(name))
+		} else {
+			b.WriteString(t.Tab.Render(name))
+		}
+	}
+	left := b.String()
+	var info []string
+	if m.meta != nil {
+		info = append(info, Sanitize(m.meta.Backend))
+	}
+	if m.opts.Source != "" {
+		info = append(info, Sanitize(m.opts.Source))
+	}
+	if m.meta != nil {
+		who := string(m.meta.Role)
+		if m.meta.Actor != "" {
+			who = Sanitize(m.meta.Actor) + " (" + who + ")"
+		}
+		info = append(info, who)
+	}
+	right := t.HeaderInfo.Render(strings.Join(info, " · "))
+	if m.readOnly {
+		right += " " + t.Badge.Render("READ-ONLY")
+	}
+	if m.sub != nil {
+		right += " " + t.OKText.Render("● live")
+	}
+	gap := w - wOf(left) - wOf(right)
+	if gap < 1 {
+		return clip(left+" "+right, w)
+	}
+	return left + strings.Repeat(" ", gap) + right
+}
+
+func (m *Model) screenTitle(w int) string {
+	t := m.theme
+	var s string
+	switch m.screen {
+	case scrQuarantine:
+		s = "Quarantine — fingerprints whose jobs crashed their workers" + m.keyHint(keymap.Release, "release") + m.keyHint(keymap.Open, "jobs")
+	case scrOperations:
+		s = "Operations — bulk actions and their progress" + m.keyHint(keymap.Open, "watch") + m.keyHint(keymap.Cancel, "cancel")
+	case scrQueues:
+		s = "Queues — jobs per state" + m.keyHint(keymap.Pause, "pause/resume") + m.keyHint(keymap.Open, "jobs")
+	case scrErrors:
+		s = "Error groups — dead jobs by kind and error" + m.keyHint(keymap.Open, "jobs") + m.keyHint(keymap.Bulk, "bulk retry")
+	}
+	return t.Bold.Render(clip(s, w))
+}
+
+func (m *Model) keyHint(a keymap.Action, what string) string {
+	if !m.km.Enabled(a) {
+		return ""
+	}
+	return " · " + m.km.B(a).Help().Key + " " + what
+}
+
+type filterKey struct {
+	w          int
+	query, err string
+	theme      *themes.Theme
+	km         *keymap.KeyMap
+}
+
+// filterLine shows the filter in force (cached).
+func (m *Model) filterLine(w int) string {
+	k := filterKey{w: w, query: m.jobs.query, err: m.jobs.queryErr, theme: m.theme, km: m.km}
+	if m.filterCache.ok && m.filterCache.key == k {
+		return m.filterCache.s
+	}
+	s := m.renderFilterLine(w)
+	m.filterCache.key, m.filterCache.s, m.filterCache.ok = k, s, true
+	return s
+}
+
+func (m *Model) renderFilterLine(w int) string {
+	t := m.theme
+	v := &m.jobs
+	prompt := t.Filter.Render("/")
+	switch {
+	case v.queryErr != "":
+		msg := strings.TrimPrefix(v.queryErr, engine.ErrInvalid.Error()+": ")
+		return clip(prompt+" "+Sanitize(v.query)+"  "+t.FilterError.Render("✗ "+Sanitize(msg)), w)
+	case v.query == "":
+		return clip(prompt+" "+t.Subtle.Render("no filter — "+m.km.B(keymap.Filter).Help().Key+" filters with the query grammar"), w)
+	}
+	return clip(prompt+" "+t.Value.Render(Sanitize(v.query)), w)
+}
+
+// statusLine is the bottom line: where the cursor is, marks, selection,
+// running operations on the left; the short help on the right.
+func (m *Model) statusLine(w int) string {
+	t := m.theme
+	var parts []string
+	switch m.screen {
+	case scrJobs:
+		v := &m.jobs
+		if len(v.rows) > 0 {
+			pos := fmt.Sprintf("%s of %s", commas(int64(v.base+v.cursor+1)), commas(int64(v.base+len(v.rows))))
+			if v.next != "" {
+				pos += "+"
+			} else if n, ok := m.matchCount(); ok && v.base == 0 {
+				pos = fmt.Sprintf("%s of %s", commas(int64(v.cursor+1)), commas(n))
+			}
+			parts = append(parts, pos)
+		}
+		if v.loading && v.loaded && v.loadMode != listRefresh {
+			parts = append(parts, "loading…")
+		}
+		if len(v.marked) > 0 {
+			parts = append(parts, t.RowMarked.Render(fmt.Sprintf("%s marked", commas(int64(len(v.marked))))))
+		}
+		if v.selectAll {
+			parts = append(parts, t.WarnText.Render("ALL MATCHING SELECTED — actions run as a bulk operation"))
+		}
+	default:
+		if ls, n := m.current(); ls != nil && n > 0 {
+			parts = append(parts, fmt.Sprintf("%d of %d", ls.cursor+1, n))
+		}
+	}
+	if b := m.bulk; b != nil && !b.visible && b.op != nil {
+		frac := 0.0
+		if b.op.Matched > 0 {
+			frac = float64(b.op.Processed) / float64(b.op.Matched)
+		}
+		parts = append(parts, t.InfoText.Render(fmt.Sprintf("bulk %s %.0f%%", b.action, frac*100)))
+	}
+	left := t.Status.Render(strings.Join(parts, " · "))
+	right := m.shortHelp(w - wOf(left) - 2)
+	gap := w - wOf(left) - wOf(right)
+	if gap < 1 {
+		return clip(left, w)
+	}
+	return left + strings.Repeat(" ", gap) + right
+}
+
+// matchCount is how many jobs the list shows in all, when the counters
+// can tell (a tab without a filter beyond one queue).
+func (m *Model) matchCount() (int64, bool) {
+	v := &m.jobs
+	if m.counts == nil || v.tab < 0 {
+		return 0, false
+	}
+	f := v.filter
+	q := f.Queues
+	f.Queues = nil
+	if !f.IsEmpty() || f.IncludeSuperseded || len(q) > 1 {
+		return 0, false
+	}
+	s := engine.AllStates[v.tab]
+	if len(q) == 1 {
+		return m.counts.Queues[q[0]][s], true
+	}
+	return m.counts.Total[s], true
+}
+
+type helpKey struct {
+	w     int
+	scr   screen
+	km    *keymap.KeyMap
+	theme *themes.Theme
+}
+
+// screenHelp is the one-line help of each screen.
+func (m *Model) screenHelp() []key.Binding {
+	km := m.km
+	switch m.screen {
+	case scrQuarantine:
+		return km.Short(keymap.Open, keymap.Release, keymap.Copy, keymap.Back, keymap.Help, keymap.Quit)
+	case scrOperations:
+		return km.Short(keymap.Open, keymap.Cancel, keymap.Copy, keymap.Back, keymap.Help, keymap.Quit)
+	case scrQueues:
+		return km.Short(keymap.Open, keymap.Pause, keymap.Back, keymap.Help, keymap.Quit)
+	case scrErrors:
+		return km.Short(keymap.Open, keymap.Bulk, keymap.Back, keymap.Help, keymap.Quit)
+	}
+	return km.ShortHelp()
+}
+
+// shortHelp is as much of the one-line help as fits in w (cached).
+func (m *Model) shortHelp(w int) string {
+	k := helpKey{w: w, scr: m.screen, km: m.km, theme: m.theme}
+	if m.helpCache.ok && m.helpCache.key == k {
+		return m.helpCache.s
+	}
+	t := m.theme
+	var help []string
+	for _, b := range m.screenHelp() {
+		help = append(help, t.HelpKey.Render(b.Help().Key)+" "+t.HelpDesc.Render(b.Help().Desc))
+	}
+	right := ""
+	for i := len(help); i > 0; i-- {
+		right = strings.Join(help[:i], t.HelpSep.Render(" · "))
+		if wOf(right) <= w {
+			break
+		}
+		right = ""
+	}
+	m.helpCache.key, m.helpCache.s, m.helpCache.ok = k, right, true
+	return right
+}
+
+// cached is one memoized line.
+type cached[K comparable] struct {
+	key K
+	s   string
+	ok  bool
+}
