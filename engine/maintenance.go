@@ -178,14 +178,14 @@ func (e *Engine) reap(ctx context.Context) error {
 		ref := JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Lease.Fence}
 		var res handlerResult
 		switch {
-		case x.WorkerAlive:
+		case x.WorkerAlive || j.Lease.WorkerID == e.cfg.WorkerID:
 			res = handlerResult{trigger: TriggerLeaseLost, message: fmt.Sprintf("lease of worker %s expired while it lives; released without charge", j.Lease.WorkerID)}
 		case !trusted:
 			continue
 		default:
 			res = handlerResult{trigger: TriggerCrash, message: fmt.Sprintf("worker %s stopped heartbeating while running the job (process gone)", j.Lease.WorkerID)}
 		}
-		e.finish(ctx, ref, j, res, "reaper:"+e.cfg.WorkerID)
+		e.finishReaped(ctx, ref, j, res)
 	}
 	return nil
 }

@@ -180,6 +180,13 @@ type JobFinishParams struct {
 	// it, for the error filter and error groups.
 	Error        *AttemptError
 	ErrorPattern string
+	// IfLeaseExpired makes the write apply only while the lease is still
+	// expired by the store's clock: the reaper's writes, so that a
+	// renewal between its listing and its write wins.
+	IfLeaseExpired bool
+	// IfWorkerGone makes the write apply only while the lease's worker has
+	// no live heartbeat: the reaper's crash charges.
+	IfWorkerGone bool
 	// Event is written to the timeline.
 	Event   EventKind
 	Actor   string

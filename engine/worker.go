@@ -405,6 +405,17 @@ func (q *queueRunner) retention(s State) time.Duration {
 // finish writes a non-success outcome through the transition table, then
 // calls the death handlers if the job died.
 func (e *Engine) finish(ctx context.Context, ref JobRef, j *Job, res handlerResult, actor string) {
+	e.finishGuarded(ctx, ref, j, res, actor, false)
+}
+
+// finishReaped is finish for the reaper: the write holds only while the
+// lease is still expired (and, for a crash, its worker still gone), so a
+// worker that renewed or beat meanwhile keeps its job.
+func (e *Engine) finishReaped(ctx context.Context, ref JobRef, j *Job, res handlerResult) {
+	e.finishGuarded(ctx, ref, j, res, "reaper:"+e.cfg.WorkerID, true)
+}
+
+func (e *Engine) finishGuarded(ctx context.Context, ref JobRef, j *Job, res handlerResult, actor string, reaped bool) {
 	probation := false
 	if res.trigger == TriggerCrash {
 		fp, err := e.store.FingerprintGet(ctx, &FingerprintGetParams{Fingerprint: j.Fingerprint})
@@ -418,6 +429,7 @@ func (e *Engine) finish(ctx context.Context, ref JobRef, j *Job, res handlerResu
 	p := &JobFinishParams{
 		JobRef: ref, To: row.To, Reason: row.Reason, Charge: row.Charge,
 		Quarantine: row.Quarantine, Actor: actor, Message: res.message,
+		IfLeaseExpired: reaped, IfWorkerGone: reaped && res.trigger == TriggerCrash,
 	}
 	switch res.trigger {
 	case TriggerError:

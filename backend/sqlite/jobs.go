@@ -609,6 +609,9 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 		if state != string(engine.StateRunning) || !leaseID.Valid || leaseID.String != p.LeaseID || fence != p.Fence {
 			return fmt.Errorf("finish job %s: %w", p.ID, engine.ErrLeaseLost)
 		}
+		if err := finishGuards(ctx, tx, p, now); err != nil {
+			return err
+		}
 		counts := countDeltas{}
 		counts.move(queue, engine.StateRunning, p.To, 1)
 		if p.To == engine.StateDeleted {
@@ -1010,4 +1013,34 @@ func (s *Store) JobDeleteExpired(ctx context.Context, p *engine.JobDeleteExpired
 		return 0, err
 	}
 	return total, nil
+}
+
+// finishGuards checks the reaper's conditions inside JobFinish's
+// transaction: the lease still expired, and for a crash its worker still
+// without a live heartbeat. Either failing means a renewal or a beat won
+// the race: ErrLeaseLost, nothing written.
+func finishGuards(ctx context.Context, tx *sql.Tx, p *engine.JobFinishParams, now time.Time) error {
+	if !p.IfLeaseExpired && !p.IfWorkerGone {
+		return nil
+	}
+	var expires int64
+	var worker string
+	err := tx.QueryRowContext(ctx, `SELECT coalesce(lease_expires_at, 0), coalesce(lease_worker, '') FROM jobs WHERE id = ?`, p.ID).Scan(&expires, &worker)
+	if err != nil {
+		return fmt.Errorf("sqlite: finish job %s: read lease: %w", p.ID, err)
+	}
+	if p.IfLeaseExpired && expires >= now.UnixNano() {
+		return fmt.Errorf("finish job %s: lease renewed: %w", p.ID, engine.ErrLeaseLost)
+	}
+	if p.IfWorkerGone {
+		var alive bool
+		err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM workers WHERE id = ? AND expires_at >= ?)`, worker, now.UnixNano()).Scan(&alive)
+		if err != nil {
+			return fmt.Errorf("sqlite: finish job %s: read worker: %w", p.ID, err)
+		}
+		if alive {
+			return fmt.Errorf("finish job %s: worker %s beats again: %w", p.ID, worker, engine.ErrLeaseLost)
+		}
+	}
+	return nil
 }
