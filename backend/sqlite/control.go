@@ -109,7 +109,7 @@ func (s *Store) JobList(ctx context.Context, p *engine.JobListParams) ([]*engine
 		return nil, fmt.Errorf("sqlite: list jobs: %w", err)
 	}
 	defer rows.Close()
-	out := make([]*engine.Job, 0, min(p.Limit, 256))
+	out := make([]*engine.Job, 0, max(0, min(p.Limit, 256)))
 	for rows.Next() {
 		j, err := scanJob(rows)
 		if err != nil {

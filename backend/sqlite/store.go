@@ -40,17 +40,21 @@ type Options struct {
 
 // Store is engine.Store on one SQLite file.
 type Store struct {
-	path    string
-	log     *slog.Logger
-	w       *sql.DB // one connection: every write transaction
-	r       *sql.DB // read pool
-	ck      *sql.DB // the background checkpointer's connection
-	wstmts  stmtCache
-	rstmts  stmtCache
-	closed  atomic.Bool
-	writes  atomic.Uint64 // committed write transactions
-	stop    chan struct{}
-	stopped chan struct{}
+	path string
+	log  *slog.Logger
+	w    *sql.DB // one connection: every write transaction
+	// writeTurn hands the writer out first come, first served:
+	// database/sql gives a freed connection to a random waiter, which let
+	// a heartbeat wait seconds behind a stream of claims.
+	writeTurn chan struct{}
+	r         *sql.DB // read pool
+	ck        *sql.DB // the background checkpointer's connection
+	wstmts    stmtCache
+	rstmts    stmtCache
+	closed    atomic.Bool
+	writes    atomic.Uint64 // committed write transactions
+	stop      chan struct{}
+	stopped   chan struct{}
 
 	claimSQL sync.Map // kind signature -> *claimQueries
 
@@ -127,7 +131,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	ck.SetConnMaxLifetime(0)
 	ck.SetConnMaxIdleTime(0)
 
-	s := &Store{path: path, log: opts.Logger, w: w, r: r, ck: ck, stop: make(chan struct{}), stopped: make(chan struct{})}
+	s := &Store{path: path, log: opts.Logger, w: w, writeTurn: make(chan struct{}, 1), r: r, ck: ck, stop: make(chan struct{}), stopped: make(chan struct{})}
 	s.wstmts.db = w
 	s.rstmts.db = r
 	if err := w.PingContext(ctx); err != nil {
@@ -315,6 +319,12 @@ func (s *Store) writeTx(ctx context.Context, fn func(tx *sql.Tx, now time.Time) 
 	if s.closed.Load() {
 		return engine.ErrClosed
 	}
+	select {
+	case s.writeTurn <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-s.writeTurn }()
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sqlite: begin: %w", err)
