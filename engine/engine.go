@@ -50,6 +50,8 @@ type Engine struct {
 	bus   bus
 	// opsWake starts the operation runner at once after a Bulk.
 	opsWake chan struct{}
+	// lastReconcile is when this engine last recounted the counters.
+	lastReconcile atomic.Int64
 }
 
 // New builds an engine over store. Register kinds and death handlers, then

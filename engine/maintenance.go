@@ -68,7 +68,12 @@ const (
 	taskSchedule  = "schedule"
 	taskReap      = "reap"
 	taskRetention = "retention"
+	taskReconcile = "reconcile"
 )
+
+// reconcileEvery is how often the maintained counts are checked against
+// the jobs themselves.
+const reconcileEvery = 10 * time.Minute
 
 // maintenanceBatch bounds every maintenance write.
 const maintenanceBatch = 1000
@@ -97,6 +102,7 @@ func (e *Engine) maintain(ctx context.Context) {
 		{taskSchedule, e.scheduleDue},
 		{taskReap, e.reap},
 		{taskRetention, e.sweepRetention},
+		{taskReconcile, e.reconcileCounts},
 	} {
 		if ctx.Err() != nil {
 			return
@@ -128,7 +134,7 @@ func (e *Engine) leaderTTL() time.Duration {
 func (e *Engine) resignAll() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	for _, name := range []string{taskSchedule, taskReap, taskRetention} {
+	for _, name := range []string{taskSchedule, taskReap, taskRetention, taskReconcile} {
 		_ = e.store.LeaderResign(ctx, &LeaderResignParams{Name: name, Holder: e.cfg.WorkerID})
 	}
 }
@@ -209,6 +215,24 @@ func (e *Engine) sweepRetention(ctx context.Context) error {
 		if n < maintenanceBatch {
 			return nil
 		}
+	}
+	return nil
+}
+
+// reconcileCounts recounts the maintained counters from the jobs, at most
+// every reconcileEvery, so a drift (a bug, a hand edit) does not last.
+func (e *Engine) reconcileCounts(ctx context.Context) error {
+	cs, ok := e.store.(ControlStore)
+	if !ok {
+		return nil
+	}
+	last := e.lastReconcile.Load()
+	if last != 0 && time.Since(time.Unix(0, last)) < reconcileEvery {
+		return nil
+	}
+	e.lastReconcile.Store(time.Now().UnixNano())
+	if err := cs.JobCountReconcile(ctx); err != nil {
+		return fmt.Errorf("reconcile counts: %w", err)
 	}
 	return nil
 }

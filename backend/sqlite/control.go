@@ -31,6 +31,31 @@ func (s *Store) Capabilities() []string {
 
 // ---- Listing and counting ----
 
+// maxFilterStmts bounds the read statements kept prepared for queries the
+// filter builder writes. Their text depends only on the filter's shape
+// (which fields, how many values), so a console's few shapes stay
+// prepared; past the bound a query is prepared for its one use.
+const maxFilterStmts = 128
+
+// queryRead runs a filter-built query on the read pool, through a kept
+// prepared statement while there is room for one.
+func (s *Store) queryRead(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	c := &s.rstmts
+	c.mu.Lock()
+	st, room := c.m[q], len(c.m) < maxFilterStmts
+	c.mu.Unlock()
+	if st == nil && room {
+		var err error
+		if st, err = c.get(ctx, q); err != nil {
+			return nil, err
+		}
+	}
+	if st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return s.r.QueryContext(ctx, q, args...)
+}
+
 // A list or a count over several states is one branch per state, each on
 // the index that serves it, joined by UNION ALL (lists) or a sum (counts):
 //   - terminal, scheduled and retryable states: jobs_state_changed, read in
@@ -104,7 +129,7 @@ func (s *Store) JobList(ctx context.Context, p *engine.JobListParams) ([]*engine
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.r.QueryContext(ctx, q, args...)
+	rows, err := s.queryRead(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list jobs: %w", err)
 	}
@@ -183,8 +208,19 @@ func (s *Store) JobCount(ctx context.Context, p *engine.JobCountParams) (int64, 
 	if err != nil {
 		return 0, false, err
 	}
+	rows, err := s.queryRead(ctx, q, args...)
+	if err != nil {
+		return 0, false, fmt.Errorf("sqlite: count jobs: %w", err)
+	}
+	defer rows.Close()
 	var n int64
-	if err := s.r.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return 0, false, fmt.Errorf("sqlite: count jobs: %w", err)
+		}
+		return 0, false, fmt.Errorf("sqlite: count jobs: no row")
+	}
+	if err := rows.Scan(&n); err != nil {
 		return 0, false, fmt.Errorf("sqlite: count jobs: %w", err)
 	}
 	if p.Max > 0 && n > p.Max {
@@ -246,7 +282,7 @@ func (s *Store) JobErrorGroups(ctx context.Context, p *engine.JobErrorGroupsPara
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.r.QueryContext(ctx, q, args...)
+	rows, err := s.queryRead(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: error groups: %w", err)
 	}
@@ -947,6 +983,12 @@ const (
 // deltas; and records the progress. A batch looks at most
 // operationWindow×Limit jobs in id order; when it finds fewer than Limit
 // jobs and no job is left past its window, the operation is completed.
+//
+// The fence is the lease's truth: a batch of the holder whose lease has
+// run out is still accepted while nobody else took the operation. An
+// operation that was cancelled (or ended) is returned as it is, without
+// an error, so its runner stops on the status. One whose action or
+// selector this store cannot run is marked failed with the reason.
 func (s *Store) OperationProcessBatch(ctx context.Context, p *engine.OperationProcessBatchParams) (*engine.Operation, error) {
 	limit := p.Limit
 	if limit <= 0 {
@@ -981,14 +1023,17 @@ func (s *Store) OperationProcessBatch(ctx context.Context, p *engine.OperationPr
 			return fmt.Errorf("operation %s: %w", p.ID, engine.ErrLeaseLost)
 		}
 		b := batch{s: s, ctx: ctx, tx: tx, op: op, now: now, limit: limit, events: st[3], actions: st[4:8]}
-		if err := b.run(r.cursor, st[2]); err != nil {
+		status, finished := engine.OperationRunning, any(nil)
+		var opErr any
+		if err := b.run(r.cursor, st[2]); errors.Is(err, errOperationUnrunnable) {
+			b = batch{cursor: r.cursor}
+			status, finished, opErr = engine.OperationFailed, now.UnixNano(), err.Error()
+		} else if err != nil {
 			return fmt.Errorf("operation %s: %w", p.ID, err)
 		}
-		status, finished := engine.OperationRunning, any(nil)
 		if b.done {
 			status, finished = engine.OperationCompleted, now.UnixNano()
 		}
-		var opErr any
 		if b.lastFailure != "" {
 			opErr = fmt.Sprintf("%d jobs refused so far; the last: %s", op.Failed+b.failed, b.lastFailure)
 		}
@@ -1006,6 +1051,11 @@ func (s *Store) OperationProcessBatch(ctx context.Context, p *engine.OperationPr
 	}
 	return out, nil
 }
+
+// errOperationUnrunnable marks an operation no batch can ever run (an
+// unknown action, a selector the filter builder refuses): it fails rather
+// than being retried by every runner forever.
+var errOperationUnrunnable = errors.New("operation cannot run")
 
 // batch is one OperationProcessBatch at work.
 type batch struct {
@@ -1031,14 +1081,14 @@ type candidate struct {
 	rowid       int64
 	id, queue   string
 	state       engine.State
-	attempt     int
 	quarantined bool
 }
 
 // batchQuery builds a batch's query for its candidates, walked by the
 // primary key in id order from cursor to end (when valid). The state
-// condition is a plain IN, without a partial index's term, so the planner
-// keeps to the id order rather than sorting every job of a state.
+// condition is written +state (no index may serve it) and without a
+// partial index's term, so the planner keeps to the id order rather than
+// reading and sorting every job of a state.
 func batchQuery(op *engine.Operation, sel *engine.Filter, cursor string, end sql.NullString, limit int) (string, []any, error) {
 	w := &where{}
 	w.add("id > ?", cursor)
@@ -1049,7 +1099,7 @@ func batchQuery(op *engine.Operation, sel *engine.Filter, cursor string, end sql
 	for i, st := range sel.States {
 		ss[i] = string(st)
 	}
-	w.in("state", ss)
+	w.in("+state", ss)
 	if err := w.addFilter(sel); err != nil {
 		return "", nil, err
 	}
@@ -1061,7 +1111,7 @@ func batchQuery(op *engine.Operation, sel *engine.Filter, cursor string, end sql
 	if op.Action == engine.ActionRetry {
 		quarantined = "fingerprint IN (SELECT fingerprint FROM fingerprints WHERE status = 'quarantined')"
 	}
-	q := "SELECT rowid, id, queue, state, attempt, " + quarantined + " FROM jobs WHERE " + w.sql() + " ORDER BY id LIMIT ?"
+	q := "SELECT rowid, id, queue, state, " + quarantined + " FROM jobs WHERE " + w.sql() + " ORDER BY id LIMIT ?"
 	return q, append(w.args, limit), nil
 }
 
@@ -1086,7 +1136,7 @@ func (b *batch) run(cursor string, windowEnd *sql.Stmt) error {
 	case engine.ActionRelease:
 		set, verb, to, ev = b.actions[3], "release", engine.StateAvailable, engine.EventReleased
 	default:
-		return fmt.Errorf("%w: unknown action %q", engine.ErrInvalid, b.op.Action)
+		return fmt.Errorf("%w: unknown action %q", errOperationUnrunnable, b.op.Action)
 	}
 
 	// The window: at most operationWindow×limit jobs past the cursor.
@@ -1098,7 +1148,7 @@ func (b *batch) run(cursor string, windowEnd *sql.Stmt) error {
 
 	q, args, err := batchQuery(b.op, &sel, cursor, end, b.limit)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %v", errOperationUnrunnable, err)
 	}
 	rows, err := b.tx.QueryContext(b.ctx, q, args...)
 	if err != nil {
@@ -1108,7 +1158,7 @@ func (b *batch) run(cursor string, windowEnd *sql.Stmt) error {
 	for rows.Next() {
 		var c candidate
 		var state string
-		if err := rows.Scan(&c.rowid, &c.id, &c.queue, &state, &c.attempt, &c.quarantined); err != nil {
+		if err := rows.Scan(&c.rowid, &c.id, &c.queue, &state, &c.quarantined); err != nil {
 			rows.Close()
 			return fmt.Errorf("sqlite: select jobs: %w", err)
 		}

@@ -33,7 +33,7 @@ import (
 const sqlListable = `state NOT IN ('available', 'running')`
 
 // sqlDeadIndexed is the WHERE term of the partial index jobs_error_groups.
-const sqlDeadIndexed = `state IN ('archived', 'quarantined', 'undecodable')`
+const sqlDeadIndexed = `(state = 'archived' OR state = 'quarantined' OR state = 'undecodable')`
 
 // hotState reports whether jobs_state_changed leaves s out.
 func hotState(s engine.State) bool {

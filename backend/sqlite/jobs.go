@@ -843,7 +843,9 @@ func (s *Store) JobListExpiredLeases(ctx context.Context, p *engine.JobListExpir
 
 // sqlScheduleDue moves the due jobs of one state (?3: scheduled or
 // retryable; RETURNING gives only new values, so the state the counters
-// need is fixed per statement). ?1 now, ?2 limit.
+// need is fixed per statement). ?1 now, ?2 limit. JobScheduleDue runs it
+// for retryable jobs first: when more than Limit jobs are due, retries go
+// before first runs (each state in scheduled_at order).
 const sqlScheduleDue = `UPDATE OR FAIL jobs SET state = 'available', state_changed_at = ?1, version = version + 1
 	WHERE rowid IN (SELECT rowid FROM jobs INDEXED BY jobs_due
 		WHERE state IN ('scheduled', 'retryable') AND state = ?3 AND scheduled_at <= ?1

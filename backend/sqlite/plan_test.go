@@ -112,6 +112,12 @@ func TestQueryPlans(t *testing.T) {
 			t.Fatal(err)
 		}
 		expect(t, plan(t, q, args...), []string{"sqlite_autoindex_jobs_1 (id>? AND id<?)"}, sorted)
+		sel, _ = engine.BulkSelector(engine.ActionRetry, group)
+		q, args, err = batchQuery(op, &sel, "", sql.NullString{}, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		expect(t, plan(t, q, args...), []string{"sqlite_autoindex_jobs_1 (id>?)"}, sorted)
 		expect(t, plan(t, sqlOperationWindowEnd, "", 9999), []string{"COVERING INDEX sqlite_autoindex_jobs_1"}, nil)
 	})
 	t.Run("hot path", func(t *testing.T) {

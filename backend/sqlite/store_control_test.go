@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -831,5 +833,75 @@ func TestPausedQueueNotClaimed(t *testing.T) {
 	}
 	if !slices.Contains(s.Capabilities(), "operations") {
 		t.Fatal(s.Capabilities())
+	}
+}
+
+// TestOperationUnrunnableFails: an operation no batch can run fails with
+// the reason instead of being retried forever.
+func TestOperationUnrunnableFails(t *testing.T) {
+	s := sqlitetest.New(t)
+	insert(t, s, job("a", "q", "k"))
+	for _, p := range []*engine.OperationInsertParams{
+		{ID: "op-action", Action: "explode", Selector: engine.Filter{Queues: []string{"q"}}},
+		{ID: "op-path", Action: engine.ActionCancel, Selector: engine.Filter{Payload: []engine.PathMatch{{Path: `x"y`, Value: "1"}}}},
+	} {
+		if _, err := s.OperationInsert(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		op := runOperation(t, s, p.ID, 10)
+		if op.Status != engine.OperationFailed || op.FinishedAt == nil || op.Error == "" || op.Processed != 0 {
+			t.Fatalf("%s: %+v", p.ID, op)
+		}
+	}
+	if j := get(t, s, "a"); j.State != engine.StateAvailable {
+		t.Fatalf("a failed operation changed a job: %s", j.State)
+	}
+}
+
+// TestMigration0002OnExistingJobs upgrades a file written at schema 1: the
+// counters start from the jobs there, and last errors come back from the
+// error lists.
+func TestMigration0002OnExistingJobs(t *testing.T) {
+	init1, err := os.ReadFile("migrations/0001_init.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		string(init1),
+		`CREATE TABLE schema_migrations (version INTEGER NOT NULL PRIMARY KEY, applied_at INTEGER NOT NULL)`,
+		`INSERT INTO schema_migrations VALUES (1, 1)`,
+		`INSERT INTO jobs (id, queue, kind, state, scheduled_at, created_at, state_changed_at, errors) VALUES
+			('a', 'q1', 'k', 'archived', 1, 1, 1, '[{"attempt":1,"message":"first"},{"attempt":2,"message":"second"}]'),
+			('b', 'q1', 'k', 'archived', 1, 1, 2, '[]'),
+			('c', 'q2', 'k', 'available', 1, 1, 3, '[]')`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	s, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, err := s.JobCountByQueue(ctx, &engine.JobCountByQueueParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[engine.State]int64{"q1": {engine.StateArchived: 2}, "q2": {engine.StateAvailable: 1}}
+	if !countsEqual(got, want) {
+		t.Fatalf("counters after the upgrade: %v, want %v", got, want)
+	}
+	if ids := listIDs(t, s, engine.Filter{Error: "second"}); !slices.Equal(ids, []string{"a"}) {
+		t.Fatalf("last error after the upgrade: %v", ids)
+	}
+	if sqlite.SchemaVersion() != 2 {
+		t.Fatalf("schema version %d", sqlite.SchemaVersion())
 	}
 }

@@ -32,9 +32,15 @@ CREATE INDEX jobs_running ON jobs (lease_expires_at)
 -- Error groups of dead jobs, and errgroup selectors. Counting a group and
 -- its first and last death reads the index alone; listing a group's jobs
 -- reads it in listing order (state_changed_at, id). Written only on the
--- way into and out of a dead state.
+-- way into and out of a dead state, but that is the bulk retry's whole
+-- work: measured, it costs about a third of a bulk retry's throughput
+-- (38k against 53k jobs/s) and saves error groups five times as much
+-- (100 against 490 ms at 100k archived jobs).
+-- The WHERE term is ORs, not IN: SQLite evaluates an IN list of three or
+-- more constants through a temporary table built for every statement,
+-- which every single-row INSERT and UPDATE of jobs would pay.
 CREATE INDEX jobs_error_groups ON jobs (state, queue, kind, error_pattern, state_changed_at, id)
-    WHERE state IN ('archived', 'quarantined', 'undecodable');
+    WHERE (state = 'archived' OR state = 'quarantined' OR state = 'undecodable');
 
 -- Queues an operator paused (or resumed: the row stays, paused = 0).
 -- Workers do not claim from a paused queue.
