@@ -141,24 +141,8 @@ func runServe(ctx context.Context, o *serveOptions, lo *logOptions, out io.Write
 		return err
 	}
 	defer store.Close()
-	cfg := engine.Config{Logger: log, ShutdownTimeout: 10 * time.Second}
-	if o.demoWorkers {
-		cfg.Queues = map[string]engine.QueueConfig{}
-		for _, q := range demo.Queues {
-			cfg.Queues[q] = engine.QueueConfig{Concurrency: 8}
-		}
-		cfg.CrashBackoff = demo.CrashBackoff
-	}
-	e, err := engine.New(store, cfg)
+	e, err := startEmbedded(ctx, store, engine.Config{Logger: log, ShutdownTimeout: 10 * time.Second}, o.demoWorkers)
 	if err != nil {
-		return err
-	}
-	if o.demoWorkers {
-		if err := demo.Register(e); err != nil {
-			return err
-		}
-	}
-	if err := e.Start(ctx); err != nil {
 		return err
 	}
 	defer func() {
@@ -210,4 +194,29 @@ func runServe(ctx context.Context, o *serveOptions, lo *logOptions, out io.Write
 		log.Warn("server shutdown", "err", err)
 	}
 	return nil
+}
+
+// startEmbedded starts an engine over store that runs maintenance and, with
+// demoWorkers, the demo kinds on the demo queues.
+func startEmbedded(ctx context.Context, store engine.Store, cfg engine.Config, demoWorkers bool) (*engine.Engine, error) {
+	if demoWorkers {
+		cfg.Queues = map[string]engine.QueueConfig{}
+		for _, q := range demo.Queues {
+			cfg.Queues[q] = engine.QueueConfig{Concurrency: 8}
+		}
+		cfg.CrashBackoff = demo.CrashBackoff
+	}
+	e, err := engine.New(store, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if demoWorkers {
+		if err := demo.Register(e); err != nil {
+			return nil, err
+		}
+	}
+	if err := e.Start(ctx); err != nil {
+		return nil, err
+	}
+	return e, nil
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/examples/demo"
 	"github.com/sluicehq/sluice/keymap"
 	"github.com/sluicehq/sluice/tui"
 )
@@ -127,24 +126,8 @@ func runTUI(ctx context.Context, o *tuiOptions, lo *logOptions) error {
 		return err
 	}
 	defer store.Close()
-	cfg := engine.Config{Logger: log, ShutdownTimeout: 5 * time.Second}
-	if o.worker {
-		cfg.Queues = map[string]engine.QueueConfig{}
-		for _, q := range demo.Queues {
-			cfg.Queues[q] = engine.QueueConfig{Concurrency: 8}
-		}
-		cfg.CrashBackoff = demo.CrashBackoff
-	}
-	e, err := engine.New(store, cfg)
+	e, err := startEmbedded(ctx, store, engine.Config{Logger: log, ShutdownTimeout: 5 * time.Second}, o.worker)
 	if err != nil {
-		return err
-	}
-	if o.worker {
-		if err := demo.Register(e); err != nil {
-			return err
-		}
-	}
-	if err := e.Start(ctx); err != nil {
 		return err
 	}
 	opts, err := o.consoleOptions(ctx, log, redactURL(o.store))
