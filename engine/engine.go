@@ -284,7 +284,6 @@ func (c *contactClock) reset() {
 	c.mu.Unlock()
 }
 
-func (c *contactClock) ok()   {}
 func (c *contactClock) fail() { c.reset() }
 
 func (c *contactClock) unbrokenFor() time.Duration {

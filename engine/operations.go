@@ -64,7 +64,9 @@ func (e *Engine) RunOperation(ctx context.Context) (bool, error) {
 		batch = op.Rate
 	}
 	start := time.Now()
-	var done int64
+	// The rate counts from what this run processed: the operation's own
+	// progress, not an estimate.
+	from := op.Processed
 	for {
 		op, err = cs.OperationProcessBatch(ctx, &OperationProcessBatchParams{
 			ID: op.ID, Holder: lease.Holder, Fence: lease.Fence, Limit: batch, TTL: e.operationLeaseTTL(),
@@ -82,11 +84,10 @@ func (e *Engine) RunOperation(ctx context.Context) (bool, error) {
 			}
 			return true, nil
 		}
-		done += int64(batch)
 		if op.Rate > 0 {
 			// Keep to the rate: the next batch may start once the jobs
 			// done so far are due at op.Rate per second.
-			due := start.Add(time.Duration(float64(done) / float64(op.Rate) * float64(time.Second)))
+			due := start.Add(time.Duration(float64(op.Processed-from) / float64(op.Rate) * float64(time.Second)))
 			select {
 			case <-ctx.Done():
 				return true, ctx.Err()
