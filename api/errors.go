@@ -100,6 +100,10 @@ func errorResponse(err error) (int, errorBody) {
 		return http.StatusLocked, errorBody{Error: msg, Reason: reasonQuarantined}
 	case errors.Is(err, engine.ErrUnsupported):
 		return http.StatusNotImplemented, errorBody{Error: msg, Reason: reasonUnsupported}
+	case errors.Is(err, engine.ErrIdempotencyInFlight):
+		return http.StatusConflict, errorBody{Error: msg, Reason: reasonIdempotencyInFlight}
+	case errors.Is(err, engine.ErrIdempotencyMismatch):
+		return http.StatusUnprocessableEntity, errorBody{Error: msg, Reason: reasonIdempotencyMismatch}
 	case errors.Is(err, ErrForbidden):
 		return http.StatusForbidden, errorBody{Error: msg, Reason: reasonForbidden}
 	}
@@ -148,8 +152,10 @@ func (e *Error) Unwrap() []error {
 		return []error{ErrUnauthorized}
 	case reasonForbidden, reasonReadOnly:
 		return []error{ErrForbidden}
-	case reasonIdempotencyInFlight, reasonIdempotencyMismatch:
-		return []error{ErrIdempotency}
+	case reasonIdempotencyInFlight:
+		return []error{ErrIdempotency, engine.ErrIdempotencyInFlight}
+	case reasonIdempotencyMismatch:
+		return []error{ErrIdempotency, engine.ErrIdempotencyMismatch}
 	case reasonUnavailable:
 		return []error{ErrUnavailable}
 	}

@@ -558,6 +558,10 @@ func (s *Server) meta(w http.ResponseWriter, r *http.Request, c *caller) error {
 	out.Role = c.id.Role
 	out.ReadOnly = s.opts.ReadOnly || m.ReadOnly
 	out.Actor = c.actor
+	out.Idempotency = "memory"
+	if s.idem.Durable() {
+		out.Idempotency = "store"
+	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

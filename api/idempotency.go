@@ -13,27 +13,41 @@ import (
 // one's response instead of running twice.
 //
 // Keys reach the store already scoped to (caller, method, path); the hash
-// is of the method, path, query and body. An implementation must make
-// Begin atomic: of two concurrent Begins with one key, exactly one gets
-// IdempotencyStarted.
+// is of the method, path, query, If-Match and body. An implementation
+// must make Begin atomic: of two concurrent Begins with one key, exactly
+// one gets IdempotencyStarted.
 //
-// The default is MemoryIdempotencyStore: per process, lost on restart.
-// Committing the key with the mutation in the engine's store transaction
-// (surviving restarts, shared by several servers) needs store support that
-// does not exist yet.
+// Two implementations: EngineIdempotencyStore commits the key in the
+// engine's store, in the same transaction as the mutation (it survives
+// restarts and is shared by every server on the store); the server uses
+// it when its engine offers it (an *engine.Engine whose store declares
+// engine.CapabilityIdempotency). MemoryIdempotencyStore keeps keys in this
+// process only, lost on restart: the fallback.
 type IdempotencyStore interface {
-	// Begin claims key for a request. It reports IdempotencyStarted when
-	// the key was free (the caller runs the request, then calls Complete
-	// or Abandon), IdempotencyReplay with the stored response when the
+	// Begin claims key for a request. It reports IdempotencyStarted with
+	// the caller's hold on the key when the key was free (the caller runs
+	// the request with hold.Context, then calls hold.Complete or
+	// hold.Abandon), IdempotencyReplay with the stored response when the
 	// same request completed before, IdempotencyInFlight while the first
 	// request runs, and IdempotencyMismatch when the key was used for
 	// another request.
-	Begin(ctx context.Context, key, hash string) (IdempotencyOutcome, *StoredResponse, error)
-	// Complete stores the response of the request that claimed key.
-	Complete(ctx context.Context, key string, resp StoredResponse) error
-	// Abandon frees a claimed key whose request did not reach an answer
-	// worth keeping (the store was down), so a retry runs afresh.
-	Abandon(ctx context.Context, key string) error
+	Begin(ctx context.Context, key, hash string) (IdempotencyOutcome, *StoredResponse, IdempotencyHold, error)
+	// Durable reports whether records survive the process and are shared
+	// with other servers (Meta says "store" then, else "memory").
+	Durable() bool
+}
+
+// IdempotencyHold is a request's claim on its key, from Begin.
+type IdempotencyHold interface {
+	// Context returns the context to run the mutation with: a store that
+	// commits keys with the mutation hands the key to the engine in it.
+	Context(ctx context.Context) context.Context
+	// Complete stores the response and ends the claim.
+	Complete(ctx context.Context, resp StoredResponse) error
+	// Abandon ends a claim whose request did not reach an answer worth
+	// keeping (the store was down), so a retry runs afresh — or, when the
+	// engine had committed part of it, takes over what it committed.
+	Abandon(ctx context.Context) error
 }
 
 // IdempotencyOutcome is what IdempotencyStore.Begin found.
@@ -48,11 +62,11 @@ const (
 
 // StoredResponse is a response kept for replay.
 type StoredResponse struct {
-	Status int
+	Status int `json:"status"`
 	// Header holds the headers worth replaying (Content-Type, ETag,
 	// Location).
-	Header http.Header
-	Body   []byte
+	Header http.Header `json:"header,omitempty"`
+	Body   []byte      `json:"body,omitempty"`
 }
 
 // DefaultIdempotencyTTL is how long a key is remembered.
@@ -108,7 +122,10 @@ func (m *MemoryIdempotencyStore) Len() int {
 	return len(m.entries)
 }
 
-func (m *MemoryIdempotencyStore) Begin(_ context.Context, key, hash string) (IdempotencyOutcome, *StoredResponse, error) {
+// Durable is false: the records live in this process.
+func (m *MemoryIdempotencyStore) Durable() bool { return false }
+
+func (m *MemoryIdempotencyStore) Begin(_ context.Context, key, hash string) (IdempotencyOutcome, *StoredResponse, IdempotencyHold, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.expire()
@@ -116,30 +133,41 @@ func (m *MemoryIdempotencyStore) Begin(_ context.Context, key, hash string) (Ide
 		r := el.Value.(*memRecord)
 		switch {
 		case r.hash != hash:
-			return IdempotencyMismatch, nil, nil
+			return IdempotencyMismatch, nil, nil, nil
 		case !r.done:
-			return IdempotencyInFlight, nil, nil
+			return IdempotencyInFlight, nil, nil, nil
 		}
 		resp := r.resp
 		resp.Header = r.resp.Header.Clone()
-		return IdempotencyReplay, &resp, nil
+		return IdempotencyReplay, &resp, nil, nil
 	}
 	r := &memRecord{key: key, hash: hash, created: m.now()}
 	r.size = int64(len(key) + len(hash) + 64)
 	m.entries[key] = m.order.PushBack(r)
 	m.bytes += r.size
 	m.evict()
-	return IdempotencyStarted, nil, nil
+	return IdempotencyStarted, nil, &memHold{m: m, r: r}, nil
 }
 
-func (m *MemoryIdempotencyStore) Complete(_ context.Context, key string, resp StoredResponse) error {
+// memHold is a claim on a MemoryIdempotencyStore key: the record it
+// created, which Complete and Abandon touch only while it is still the
+// key's (it may have been evicted, and the key claimed again).
+type memHold struct {
+	m *MemoryIdempotencyStore
+	r *memRecord
+}
+
+func (h *memHold) Context(ctx context.Context) context.Context { return ctx }
+
+func (h *memHold) Complete(_ context.Context, resp StoredResponse) error {
+	m := h.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	el, ok := m.entries[key]
-	if !ok {
+	el, ok := m.entries[h.r.key]
+	if !ok || el.Value.(*memRecord) != h.r {
 		return nil // evicted while in flight: nothing to keep it in
 	}
-	r := el.Value.(*memRecord)
+	r := h.r
 	r.done = true
 	r.resp = StoredResponse{Status: resp.Status, Header: resp.Header.Clone(), Body: append([]byte(nil), resp.Body...)}
 	grow := int64(len(resp.Body))
@@ -155,10 +183,11 @@ func (m *MemoryIdempotencyStore) Complete(_ context.Context, key string, resp St
 	return nil
 }
 
-func (m *MemoryIdempotencyStore) Abandon(_ context.Context, key string) error {
+func (h *memHold) Abandon(context.Context) error {
+	m := h.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if el, ok := m.entries[key]; ok {
+	if el, ok := m.entries[h.r.key]; ok && el.Value.(*memRecord) == h.r {
 		m.remove(el)
 	}
 	return nil

@@ -111,21 +111,28 @@ func TestMemoryIdempotencyStore(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	m := NewMemoryIdempotencyStore(time.Hour, 3, 0)
 	m.now = func() time.Time { return now }
+	holds := map[string]IdempotencyHold{}
 	begin := func(key, hash string) IdempotencyOutcome {
 		t.Helper()
-		o, _, err := m.Begin(ctx, key, hash)
+		o, _, h, err := m.Begin(ctx, key, hash)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if (o == IdempotencyStarted) != (h != nil) {
+			t.Fatalf("outcome %v with hold %v", o, h)
+		}
+		if h != nil {
+			holds[key] = h
 		}
 		return o
 	}
 	if begin("a", "h") != IdempotencyStarted || begin("a", "h") != IdempotencyInFlight || begin("a", "x") != IdempotencyMismatch {
 		t.Fatal("begin outcomes")
 	}
-	if err := m.Complete(ctx, "a", StoredResponse{Status: 201, Header: http.Header{"Etag": {`"2"`}}, Body: []byte("ok")}); err != nil {
+	if err := holds["a"].Complete(ctx, StoredResponse{Status: 201, Header: http.Header{"Etag": {`"2"`}}, Body: []byte("ok")}); err != nil {
 		t.Fatal(err)
 	}
-	o, resp, _ := m.Begin(ctx, "a", "h")
+	o, resp, _, _ := m.Begin(ctx, "a", "h")
 	if o != IdempotencyReplay || resp.Status != 201 || string(resp.Body) != "ok" || resp.Header.Get("ETag") != `"2"` {
 		t.Fatalf("replay %v %+v", o, resp)
 	}
@@ -142,16 +149,28 @@ func TestMemoryIdempotencyStore(t *testing.T) {
 		t.Fatalf("expiry: %d entries", m.Len())
 	}
 	// Abandoned keys are free again.
-	_ = m.Abandon(ctx, "d")
+	_ = holds["d"].Abandon(ctx)
 	if begin("d", "x") != IdempotencyStarted {
 		t.Fatal("abandoned key not free")
+	}
+	// A hold whose record was evicted and claimed again touches nothing.
+	stale := holds["d"]
+	m.mu.Lock()
+	m.remove(m.entries["d"])
+	m.mu.Unlock()
+	if begin("d", "y") != IdempotencyStarted {
+		t.Fatal("evicted key not free")
+	}
+	_ = stale.Complete(ctx, StoredResponse{Status: 200})
+	if begin("d", "y") != IdempotencyInFlight {
+		t.Fatal("a stale hold completed the new claim")
 	}
 	// Bounded in bytes too.
 	small := NewMemoryIdempotencyStore(time.Hour, 0, 1000)
 	for i := range 20 {
 		k := string(rune('a' + i))
-		_, _, _ = small.Begin(ctx, k, "h")
-		_ = small.Complete(ctx, k, StoredResponse{Status: 200, Body: make([]byte, 200)})
+		_, _, h, _ := small.Begin(ctx, k, "h")
+		_ = h.Complete(ctx, StoredResponse{Status: 200, Body: make([]byte, 200)})
 	}
 	if small.Len() > 5 {
 		t.Fatalf("byte bound: %d entries of 200 bytes under 1000", small.Len())

@@ -49,9 +49,19 @@ type ServerOptions struct {
 	// MaxBody bounds request bodies (DefaultMaxBody when 0); larger
 	// ones get 413.
 	MaxBody int64
-	// IdempotencyStore keeps mutations' responses under their keys; a
-	// MemoryIdempotencyStore with a 24 h TTL when nil.
+	// IdempotencyStore keeps mutations' responses under their keys. When
+	// nil: an EngineIdempotencyStore when the Control offers one (an
+	// *engine.Engine whose store declares engine.CapabilityIdempotency),
+	// else a MemoryIdempotencyStore.
 	IdempotencyStore IdempotencyStore
+	// IdempotencyTTL is how long a key is remembered
+	// (DefaultIdempotencyTTL when 0), when IdempotencyStore is nil.
+	IdempotencyTTL time.Duration
+	// IdempotencyClaimTTL is how long a request holds its key in the
+	// engine's store without renewing it, so how soon the key of a server
+	// that died mid-request is taken over (DefaultIdempotencyClaimTTL
+	// when 0), when IdempotencyStore is nil.
+	IdempotencyClaimTTL time.Duration
 	// Heartbeat is how often GET /events writes a comment to keep the
 	// stream alive through proxies (15s when 0).
 	Heartbeat time.Duration
@@ -138,7 +148,11 @@ func NewServer(ctl engine.Control, opts ServerOptions) *Server {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if s.idem == nil {
-		s.idem = NewMemoryIdempotencyStore(DefaultIdempotencyTTL, 0, 0)
+		if ie, ok := ctl.(IdempotencyEngine); ok && ie.IdempotencyDurable() {
+			s.idem = NewEngineIdempotencyStore(ie, opts.IdempotencyTTL, opts.IdempotencyClaimTTL)
+		} else {
+			s.idem = NewMemoryIdempotencyStore(opts.IdempotencyTTL, 0, 0)
+		}
 	}
 	if enq, ok := ctl.(Enqueuer); ok {
 		s.enq = enq
@@ -333,7 +347,7 @@ func (s *Server) serveMutation(w http.ResponseWriter, r *http.Request, rt route,
 		h.Write([]byte{0})
 	}
 	hash := hex.EncodeToString(h.Sum(nil))
-	outcome, stored, err := s.idem.Begin(r.Context(), scoped, hash)
+	outcome, stored, hold, err := s.idem.Begin(r.Context(), scoped, hash)
 	if err != nil {
 		writeError(w, fmt.Errorf("idempotency store: %w", err))
 		return
@@ -355,22 +369,29 @@ func (s *Server) serveMutation(w http.ResponseWriter, r *http.Request, rt route,
 		return
 	}
 
+	// The mutation runs to its end even if the client goes away, so that
+	// what the key records is what happened; the record is written on a
+	// context of its own, which the mutation's timeout does not end.
+	base := context.WithoutCancel(r.Context())
+	endRecord := func() (context.Context, context.CancelFunc) { return context.WithTimeout(base, 30*time.Second) }
 	done := false
 	defer func() {
-		if !done { // a panic: free the key, let recovery answer
-			_ = s.idem.Abandon(context.WithoutCancel(r.Context()), scoped)
+		if !done { // a panic: free the key (or leave what the engine committed to be taken over), let recovery answer
+			ectx, ecancel := endRecord()
+			defer ecancel()
+			_ = hold.Abandon(ectx)
 		}
 	}()
-	// The mutation runs to its end even if the client goes away, so that
-	// what the key records is what happened.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.opts.MutationTimeout)
+	ctx, cancel := context.WithTimeout(hold.Context(base), s.opts.MutationTimeout)
 	defer cancel()
 	resp := s.respond(run(ctx))
 	done = true
+	ectx, ecancel := endRecord()
+	defer ecancel()
 	if resp.Status >= 500 {
-		_ = s.idem.Abandon(ctx, scoped)
+		_ = hold.Abandon(ectx)
 		s.log.Warn("mutation failed", "route", rt.pattern(), "status", resp.Status, "err", string(resp.Body))
-	} else if err := s.idem.Complete(ctx, scoped, resp); err != nil {
+	} else if err := hold.Complete(ectx, resp); err != nil {
 		s.log.Warn("idempotency record not kept", "route", rt.pattern(), "err", err)
 	}
 	for k, vs := range resp.Header {

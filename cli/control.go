@@ -55,21 +55,13 @@ type session struct {
 	ctx    context.Context
 }
 
-// open resolves --api/--store (flag beats environment) and opens the
-// Control they name.
+// open opens the Control --api or --store names (the root has resolved
+// them from flag, environment and config file already).
 func (o *ctlOptions) open(cmd *cobra.Command) (*session, error) {
 	if o.output != "table" && o.output != "json" {
 		return nil, fmt.Errorf("-o %q: want table or json", o.output)
 	}
-	fl := cmd.Flags()
-	apiURL, storeURL := o.api, o.store
-	if !fl.Changed("api") && !fl.Changed("store") {
-		apiURL, storeURL = os.Getenv("SLUICE_API"), os.Getenv("SLUICE_STORE")
-	}
-	token := o.token
-	if !fl.Changed("token") {
-		token = os.Getenv("SLUICE_TOKEN")
-	}
+	apiURL, storeURL, token := o.api, o.store, o.token
 	ctx := engine.WithActor(cmd.Context(), cliActor())
 	switch {
 	case apiURL != "" && storeURL != "":
@@ -89,7 +81,7 @@ func (o *ctlOptions) open(cmd *cobra.Command) (*session, error) {
 		}
 		return &session{ctl: e, engine: e, close: func() { store.Close() }, ctx: ctx}, nil
 	}
-	return nil, fmt.Errorf("name a server with --api URL (or SLUICE_API) or a store with --store URL (or SLUICE_STORE)")
+	return nil, fmt.Errorf("name a server with --api URL (or SLUICE_API, or api: in the config file) or a store with --store URL (or SLUICE_STORE, or store:)")
 }
 
 // cliActor is who the command line acts as: the login name.
@@ -650,7 +642,9 @@ func printOperation(w io.Writer, op *engine.Operation) {
 
 func newOperationsCmd() *cobra.Command {
 	o := &ctlOptions{}
-	cmd := &cobra.Command{Use: "operations", Short: "List, show and cancel bulk operations"}
+	cmd := &cobra.Command{Use: "operations", Short: "List, show and cancel bulk operations",
+		Long: `List, show and cancel the bulk operations started by sluice bulk or the
+console, on a server (--api) or directly on a store (--store).`}
 	o.addFlags(cmd)
 	var limit int
 	var cursor string
@@ -723,7 +717,10 @@ func newOperationsCmd() *cobra.Command {
 
 func newQuarantineCmd() *cobra.Command {
 	o := &ctlOptions{}
-	cmd := &cobra.Command{Use: "quarantine", Short: "List quarantined fingerprints and release them"}
+	cmd := &cobra.Command{Use: "quarantine", Short: "List quarantined fingerprints and release them",
+		Long: `List the fingerprints whose jobs crashed their process too often, and
+release them so their held jobs run again, on a server (--api) or directly
+on a store (--store).`}
 	o.addFlags(cmd)
 	list := &cobra.Command{
 		Use:   "list",
@@ -782,7 +779,10 @@ func newQuarantineCmd() *cobra.Command {
 
 func newQueuesCmd() *cobra.Command {
 	o := &ctlOptions{}
-	cmd := &cobra.Command{Use: "queues", Short: "List, pause and resume queues"}
+	cmd := &cobra.Command{Use: "queues", Short: "List, pause and resume queues",
+		Long: `List queues with their jobs per state, and pause or resume them (workers
+claim nothing from a paused queue), on a server (--api) or directly on a
+store (--store).`}
 	o.addFlags(cmd)
 	list := &cobra.Command{
 		Use:   "list",

@@ -1,9 +1,10 @@
-// Package cli is the sluice command: demo, worker, bench, and later tui,
-// serve, jobs, bulk, operations, quarantine, queues, migrate.
+// Package cli is the sluice command: demo, worker, tui, serve, jobs, bulk,
+// operations, quarantine, queues, migrate, config, completion and bench.
 //
 // Commands open a store from a URL (openStore), build an engine over it and
 // run until a signal. Logs go to a file or stderr, never to the screen a
-// command draws on.
+// command draws on. Settings come from flags, then SLUICE_* variables, then
+// the config file (config.go).
 package cli
 
 import (
@@ -55,8 +56,13 @@ type logOptions struct {
 	level string
 }
 
-func newRoot() *cobra.Command {
+func newRoot() *cobra.Command { return newRootEnv(os.LookupEnv) }
+
+// newRootEnv is newRoot reading settings from the environment lookupEnv
+// gives, for tests.
+func newRootEnv(lookupEnv func(string) (string, bool)) *cobra.Command {
 	lo := &logOptions{}
+	s := &settings{lookupEnv: lookupEnv}
 	root := &cobra.Command{
 		Use:   "sluice",
 		Short: "Sluice: a job engine with an operations console",
@@ -64,15 +70,30 @@ func newRoot() *cobra.Command {
 that died, see why, fix the cause and redrive them.
 
 Stores are named by URL: sqlite://FILE (relative), sqlite:///abs/path, or a
-bare file path. postgres:// and redis:// are not built yet.`,
+bare file path. postgres:// and redis:// are not built yet.
+
+Settings: every flag that is a setting (not what one command acts on) can
+also come from the environment as SLUICE_<FLAG> (SLUICE_STORE, SLUICE_API,
+SLUICE_TOKEN, SLUICE_LOG_LEVEL, ...) and from the config file,
+$XDG_CONFIG_HOME/sluice/config.yaml (or --config FILE, or SLUICE_CONFIG).
+A flag beats the environment, which beats the file. See sluice config
+--help for the file's format, and sluice config show CMD for where each
+setting of a command comes from.
+
+Shell completion: sluice completion bash|zsh|fish|powershell --help.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return s.prepare(cmd)
+		},
 	}
-	root.CompletionOptions.DisableDefaultCmd = true
-	root.PersistentFlags().StringVar(&lo.file, "log-file", "", "write logs to this file (default: none for demo, stderr for worker)")
+	root.PersistentFlags().StringVar(&lo.file, "log-file", "", "write logs to this file (default: stderr for worker and serve, none for the others)")
 	root.PersistentFlags().StringVar(&lo.level, "log-level", "info", "log level: debug, info, warn, error")
+	root.PersistentFlags().StringVar(&s.configFlag, "config", "", "config file (default $XDG_CONFIG_HOME/sluice/config.yaml; env SLUICE_CONFIG)")
 	root.AddCommand(newDemoCmd(lo), newWorkerCmd(lo), newBenchCmd(lo), newTUICmd(lo))
 	root.AddCommand(controlCommands(lo)...)
+	root.AddCommand(newMigrateCmd(lo), newConfigCmd(s))
+	registerCompletions(root)
 	return root
 }
 

@@ -44,15 +44,19 @@ so the server refuses to listen anywhere but on loopback.
 --read-only refuses every mutation with 403. --demo-workers also runs
 workers for the demo's kinds on the billing, email and reports queues.
 
-Flags may come from the environment: SLUICE_STORE, SLUICE_LISTEN,
-SLUICE_TOKENS; a flag given on the command line wins.`,
+Settings may come from the environment (SLUICE_STORE, SLUICE_LISTEN,
+SLUICE_READ_ONLY, ...) or the config file (a serve: section, or the top
+level); a flag given on the command line wins. --tokens may be set in the
+config file; the SLUICE_TOKENS variable holds the tokens themselves.
+
+/metrics also counts the transitions this process's workers and reaper
+write (sluice_job_transitions_total) and times handlers
+(sluice_handler_duration_seconds).`,
 		Example: `  sluice serve --store sqlite://sluice.db --listen 127.0.0.1:8080
   sluice serve --store sqlite://sluice.db --listen 0.0.0.0:8080 --tokens /etc/sluice/tokens
   curl 'http://127.0.0.1:8080/api/v1/jobs?state=archived&limit=50'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fromEnv(cmd, "store", &o.store, "SLUICE_STORE")
-			fromEnv(cmd, "listen", &o.listen, "SLUICE_LISTEN")
 			return runServe(cmd.Context(), o, lo, cmd.OutOrStdout())
 		},
 	}
@@ -63,17 +67,6 @@ SLUICE_TOKENS; a flag given on the command line wins.`,
 	f.BoolVar(&o.readOnly, "read-only", false, "refuse every mutation (403)")
 	f.BoolVar(&o.demoWorkers, "demo-workers", false, "also run workers for the demo's kinds (queues billing, email, reports)")
 	return cmd
-}
-
-// fromEnv sets *dst from the environment variable env unless the flag
-// was given: flag beats environment beats default.
-func fromEnv(cmd *cobra.Command, flag string, dst *string, env string) {
-	if cmd.Flags().Changed(flag) {
-		return
-	}
-	if v, ok := os.LookupEnv(env); ok && v != "" {
-		*dst = v
-	}
 }
 
 // loadTokens reads the tokens file, or SLUICE_TOKENS when no file is
@@ -141,7 +134,10 @@ func runServe(ctx context.Context, o *serveOptions, lo *logOptions, out io.Write
 		return err
 	}
 	defer store.Close()
-	e, err := startEmbedded(ctx, store, engine.Config{Logger: log, ShutdownTimeout: 10 * time.Second}, o.demoWorkers)
+	// Transitions and handler times of this process's workers (with
+	// --demo-workers) and reaper, on /metrics.
+	obs := api.NewEngineMetrics()
+	e, err := startEmbedded(ctx, store, engine.Config{Logger: log, ShutdownTimeout: 10 * time.Second, Observer: obs}, o.demoWorkers)
 	if err != nil {
 		return err
 	}
@@ -154,6 +150,7 @@ func runServe(ctx context.Context, o *serveOptions, lo *logOptions, out io.Write
 	}()
 
 	srv := api.NewServer(e, api.ServerOptions{Tokens: tokens, ReadOnly: o.readOnly, Logger: log})
+	srv.Registry().MustRegister(obs)
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)

@@ -43,7 +43,8 @@ maintenance, so bulk operations progress); with --worker it also runs the
 demo's workers on their queues. Attached: --api URL [--token T] talks to a
 sluice server over HTTP.
 
-Keys are rebindable in $XDG_CONFIG_HOME/sluice/keys.json (see --keys).
+Keys are rebindable in the keys section of the config file (sluice config
+--help) or in $XDG_CONFIG_HOME/sluice/keys.json (see --keys), which wins.
 Logs go to --log-file, never to the terminal (discarded when not given).
 NO_COLOR set to anything turns colour off.`,
 		Args: cobra.NoArgs,
@@ -54,7 +55,7 @@ NO_COLOR set to anything turns colour off.`,
 	f := cmd.Flags()
 	f.StringVar(&o.store, "store", "", "store URL to open in this process: sqlite://FILE, sqlite:///abs/path or a file path")
 	f.StringVar(&o.apiURL, "api", "", "URL of a sluice server to attach to (instead of --store)")
-	f.StringVar(&o.token, "token", os.Getenv("SLUICE_TOKEN"), "bearer token for --api (default $SLUICE_TOKEN)")
+	f.StringVar(&o.token, "token", "", "bearer token for --api (env SLUICE_TOKEN)")
 	f.BoolVar(&o.worker, "worker", false, "with --store: also run the demo's workers in this process")
 	f.BoolVar(&o.readOnly, "read-only", false, "hide every action that changes jobs or queues")
 	f.StringVar(&o.theme, "theme", "", "dark, light, high-contrast or mono (default: by the terminal's background)")
@@ -71,7 +72,7 @@ func (o *tuiOptions) consoleOptions(ctx context.Context, log *slog.Logger, sourc
 	if keysPath == "" {
 		keysPath = keymap.DefaultPath(os.Getenv)
 	}
-	km, err := keymap.Load(keysPath)
+	km, err := loadKeyMap(ctx, keysPath)
 	if err != nil {
 		return tui.Options{}, err
 	}

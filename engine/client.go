@@ -123,9 +123,18 @@ func (e *Engine) EnqueueMany(ctx context.Context, ps []EnqueueParams) ([]Enqueue
 	if len(ins) == 0 {
 		return out, nil
 	}
-	res, err := e.store.JobInsertMany(ctx, &JobInsertManyParams{Jobs: ins})
+	res, replay, err := replayed[[]JobInsertResult](ctx)
 	if err != nil {
-		return nil, fmt.Errorf("enqueue: %w", err)
+		return nil, err
+	}
+	if !replay {
+		res, err = e.store.JobInsertMany(ctx, &JobInsertManyParams{Jobs: ins})
+		if err != nil {
+			return nil, fmt.Errorf("enqueue: %w", err)
+		}
+	}
+	if replay && len(res) != len(ins) {
+		return nil, fmt.Errorf("enqueue: the idempotency record holds %d results for %d jobs", len(res), len(ins))
 	}
 	queues := map[string]bool{}
 	for k, r := range res {

@@ -136,6 +136,7 @@ func (c *completer) flush(batch []completion) {
 				e.running.remove(cm.item.ID)
 			}
 			e.publish(Change{Kind: ChangeJob, State: StateCompleted})
+			e.observeCompleted(batch, res)
 			return
 		}
 		e.contact.fail()

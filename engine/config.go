@@ -53,6 +53,9 @@ type Config struct {
 	// transaction (1000).
 	OperationBatch int
 	Logger         *slog.Logger
+	// Observer is told of the transitions this engine's workers write and
+	// of each handler run, for metrics; nil costs nothing.
+	Observer Observer
 }
 
 // QueueConfig is one queue's settings.

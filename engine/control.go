@@ -84,6 +84,11 @@ type Meta struct {
 	Role         Role     `json:"role"`
 	ReadOnly     bool     `json:"read_only"`
 	Actor        string   `json:"actor,omitempty"`
+	// Idempotency says where an HTTP server keeps Idempotency-Key
+	// records: "store" (committed with each mutation in the engine's
+	// store: they survive restarts and are shared by every server on it)
+	// or "memory" (this server process only). Empty from the engine.
+	Idempotency string `json:"idempotency,omitempty"`
 }
 
 // Filter selects jobs. Every field narrows; empty fields match all.

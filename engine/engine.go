@@ -250,7 +250,9 @@ func (e *Engine) releaseUnfinished(ctx context.Context, held []*runState) {
 			Actor:   e.cfg.WorkerID,
 			Message: "released unfinished at shutdown",
 		})
-		if err != nil && !errors.Is(err, ErrLeaseLost) {
+		if err == nil {
+			e.observeTransition(r.queue, r.kind, StateRunning, StateAvailable)
+		} else if !errors.Is(err, ErrLeaseLost) {
 			e.log.Warn("release at shutdown failed", "job", r.ref.ID, "err", err)
 		}
 		e.running.remove(r.ref.ID)

@@ -32,3 +32,14 @@ var (
 	// ErrClosed: the engine or store has been stopped.
 	ErrClosed = errors.New("closed")
 )
+
+// Idempotency keys (see IdempotencyStore).
+var (
+	// ErrIdempotencyInFlight: another request holds the idempotency key
+	// (its claim has not expired), or took it over from this one. Nothing
+	// was changed.
+	ErrIdempotencyInFlight = errors.New("idempotency key in flight")
+	// ErrIdempotencyMismatch: the idempotency key was claimed for another
+	// request.
+	ErrIdempotencyMismatch = errors.New("idempotency key used for another request")
+)

@@ -101,7 +101,7 @@ func (e *Engine) maintain(ctx context.Context) {
 	}{
 		{taskSchedule, e.scheduleDue},
 		{taskReap, e.reap},
-		{taskRetention, e.sweepRetention},
+		{taskRetention, e.sweepExpired},
 		{taskReconcile, e.reconcileCounts},
 	} {
 		if ctx.Err() != nil {

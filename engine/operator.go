@@ -183,6 +183,9 @@ func (e *Engine) Queues(ctx context.Context) ([]QueueInfo, error) {
 
 // PauseQueue stops workers claiming from queue.
 func (e *Engine) PauseQueue(ctx context.Context, queue string) error {
+	if _, ok, err := replayed[struct{}](ctx); ok {
+		return err
+	}
 	cs, err := e.controlStore()
 	if err != nil {
 		return err
@@ -195,6 +198,9 @@ func (e *Engine) PauseQueue(ctx context.Context, queue string) error {
 
 // ResumeQueue lets workers claim from queue again.
 func (e *Engine) ResumeQueue(ctx context.Context, queue string) error {
+	if _, ok, err := replayed[struct{}](ctx); ok {
+		return err
+	}
 	cs, err := e.controlStore()
 	if err != nil {
 		return err
@@ -211,6 +217,9 @@ func (e *Engine) ResumeQueue(ctx context.Context, queue string) error {
 
 // Retry makes a dead job available again with one more attempt.
 func (e *Engine) Retry(ctx context.Context, id string, opts RetryOptions) (*Job, error) {
+	if j, ok, err := replayed[*Job](ctx); ok {
+		return j, err
+	}
 	cs, err := e.controlStore()
 	if err != nil {
 		return nil, err
@@ -227,6 +236,9 @@ func (e *Engine) Retry(ctx context.Context, id string, opts RetryOptions) (*Job,
 // Cancel stops a job that has not finished; a running one's handler has
 // its context cancelled when its worker next renews the lease.
 func (e *Engine) Cancel(ctx context.Context, id string) (*Job, error) {
+	if j, ok, err := replayed[*Job](ctx); ok {
+		return j, err
+	}
 	cs, err := e.controlStore()
 	if err != nil {
 		return nil, err
@@ -244,6 +256,9 @@ func (e *Engine) Cancel(ctx context.Context, id string) (*Job, error) {
 
 // Delete removes a job that is not running.
 func (e *Engine) Delete(ctx context.Context, id string) error {
+	if _, ok, err := replayed[struct{}](ctx); ok {
+		return err
+	}
 	cs, err := e.controlStore()
 	if err != nil {
 		return err
@@ -257,6 +272,9 @@ func (e *Engine) Delete(ctx context.Context, id string) error {
 
 // ReleaseJob returns one quarantined job to available.
 func (e *Engine) ReleaseJob(ctx context.Context, id string) (*Job, error) {
+	if j, ok, err := replayed[*Job](ctx); ok {
+		return j, err
+	}
 	cs, err := e.controlStore()
 	if err != nil {
 		return nil, err
@@ -273,6 +291,9 @@ func (e *Engine) ReleaseJob(ctx context.Context, id string) (*Job, error) {
 // UpdatePayload replaces a job's payload if nobody changed it since the
 // editor read version.
 func (e *Engine) UpdatePayload(ctx context.Context, id string, payload json.RawMessage, version int64) (*Job, error) {
+	if j, ok, err := replayed[*Job](ctx); ok {
+		return j, err
+	}
 	cs, err := e.controlStore()
 	if err != nil {
 		return nil, err
@@ -299,6 +320,9 @@ func (e *Engine) UpdatePayload(ctx context.Context, id string, payload json.RawM
 
 // RetryWithInput enqueues a corrected copy of a job, linked both ways.
 func (e *Engine) RetryWithInput(ctx context.Context, id string, p RetryWithInputParams) (*Job, error) {
+	if j, ok, err := replayed[*Job](ctx); ok {
+		return j, err
+	}
 	cs, err := e.controlStore()
 	if err != nil {
 		return nil, err
@@ -348,9 +372,12 @@ func (e *Engine) Apply(ctx context.Context, action Action, ids []string) ([]Acti
 	out := make([]ActionResult, len(ids))
 	for i, id := range ids {
 		out[i] = ActionResult{ID: id, OK: true}
-		if err := do(ctx, id); err != nil {
+		if err := do(withIdempotencyStep(ctx, applyStep(i)), id); err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
+			}
+			if errors.Is(err, ErrIdempotencyInFlight) {
+				return nil, err
 			}
 			out[i] = ActionResult{ID: id, Error: err.Error(), Reason: ReasonCode(err)}
 		}
@@ -437,6 +464,14 @@ func (e *Engine) Bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 	if p.RatePerSecond < 0 {
 		return nil, fmt.Errorf("%w: negative rate", ErrInvalid)
 	}
+	if !p.DryRun {
+		if op, ok, err := replayed[*Operation](ctx); ok {
+			if err != nil {
+				return nil, err
+			}
+			return &BulkResult{Matched: op.Matched, Estimated: op.Matched >= DryRunExactLimit, Operation: op}, nil
+		}
+	}
 	sel, any := BulkSelector(p.Action, p.Selector)
 	res := &BulkResult{}
 	if any {
@@ -518,6 +553,9 @@ func (e *Engine) Operations(ctx context.Context, limit int, cursor string) (*Ope
 // CancelOperation stops a pending or running operation after its current
 // batch.
 func (e *Engine) CancelOperation(ctx context.Context, id string) (*Operation, error) {
+	if op, ok, err := replayed[*Operation](ctx); ok {
+		return op, err
+	}
 	cs, err := e.controlStore()
 	if err != nil {
 		return nil, err
@@ -538,6 +576,9 @@ func (e *Engine) Quarantine(ctx context.Context) ([]*Fingerprint, error) {
 // ReleaseFingerprint lifts a quarantine and returns how many held jobs
 // went back to available.
 func (e *Engine) ReleaseFingerprint(ctx context.Context, fingerprint string) (int, error) {
+	if n, ok, err := replayed[int](ctx); ok {
+		return n, err
+	}
 	n, err := e.store.FingerprintRelease(ctx, &FingerprintReleaseParams{Fingerprint: fingerprint, Actor: ActorFrom(ctx)})
 	if err != nil {
 		return 0, err

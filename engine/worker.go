@@ -155,6 +155,7 @@ func (q *queueRunner) claim(free int) (int, error) {
 		return 0, err
 	}
 	e.clock.observe(res.Now)
+	e.observeClaim(res)
 	tookSuspect := false
 	for _, j := range res.Jobs {
 		if j.Suspect() {
@@ -192,6 +193,7 @@ func (q *queueRunner) start(j *Job) {
 type runState struct {
 	ref       JobRef
 	queue     string
+	kind      string
 	suspect   bool
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
@@ -220,7 +222,7 @@ type runningSet struct {
 func newRunningSet() *runningSet { return &runningSet{m: map[string]*runState{}} }
 
 func (s *runningSet) add(j *Job, ctx context.Context, cancel context.CancelCauseFunc) *runState {
-	r := &runState{queue: j.Queue, suspect: j.Suspect(), ctx: ctx, cancel: cancel}
+	r := &runState{queue: j.Queue, kind: j.Kind, suspect: j.Suspect(), ctx: ctx, cancel: cancel}
 	if j.Lease != nil {
 		r.ref = JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Lease.Fence}
 	} else {
@@ -288,7 +290,9 @@ func (e *Engine) execute(q *queueRunner, r *runState, j *Job) {
 	}()
 	defer r.cancel(nil)
 
+	began := e.handlerStart()
 	res := e.runHandler(r.ctx, r, j)
+	e.observeHandler(r, j, res.trigger, began)
 	if r.abandoned.Load() {
 		// Our lease is gone (or was handed back at shutdown): whatever
 		// we would write is fenced out, so write nothing.
@@ -480,6 +484,7 @@ func (e *Engine) finishGuarded(ctx context.Context, ref JobRef, j *Job, res hand
 		return
 	}
 	e.publish(Change{Kind: ChangeJob, JobID: j.ID, Queue: j.Queue, State: row.To})
+	e.observeTransition(j.Queue, j.Kind, j.State, row.To)
 	if written != nil && (row.To == StateArchived || row.To == StateQuarantined) {
 		e.fireDeath(written, res.message, row.Reason)
 	}

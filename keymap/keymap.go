@@ -3,7 +3,8 @@
 // rebound key shows up rebound everywhere.
 //
 // Each binding has a stable action name ("retry", "mark", ...) used by the
-// user's override file ($XDG_CONFIG_HOME/sluice/keys.json) and a Dangerous
+// user's overrides (the keys section of $XDG_CONFIG_HOME/sluice/config.yaml,
+// or $XDG_CONFIG_HOME/sluice/keys.json) and a Dangerous
 // flag: actions that change jobs or queues, which read-only mode removes
 // from the screen and the help.
 //
@@ -308,25 +309,53 @@ func DefaultPath(getenv func(string) string) string {
 //
 // An empty list unbinds the action.
 func Load(path string) (*KeyMap, error) {
-	km := Default()
 	if path == "" {
-		return km, nil
+		return Default(), nil
 	}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return km, nil
+		return Default(), nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("key bindings %s: %w", path, err)
 	}
-	if err := km.Apply(b); err != nil {
-		return nil, fmt.Errorf("key bindings %s: %w", path, err)
+	return Build(Overrides{Source: path, Data: b})
+}
+
+// Overrides is one layer of user overrides in the keys.json format, named
+// by where it came from for messages.
+type Overrides struct {
+	Source string
+	Data   []byte
+}
+
+// Build returns the default bindings with each layer applied in order, a
+// later layer winning for the actions it names. Conflicts are checked once,
+// on the result, so a layer may move a key another layer freed.
+func Build(layers ...Overrides) (*KeyMap, error) {
+	km := Default()
+	var sources []string
+	for _, l := range layers {
+		if err := km.apply(l.Data); err != nil {
+			return nil, fmt.Errorf("key bindings %s: %w", l.Source, err)
+		}
+		sources = append(sources, l.Source)
+	}
+	if err := km.conflicts(); err != nil {
+		return nil, fmt.Errorf("key bindings %s: %w", strings.Join(sources, " + "), err)
 	}
 	return km, nil
 }
 
 // Apply applies overrides (the keys.json format) to km in place.
 func (km *KeyMap) Apply(data []byte) error {
+	if err := km.apply(data); err != nil {
+		return err
+	}
+	return km.conflicts()
+}
+
+func (km *KeyMap) apply(data []byte) error {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return fmt.Errorf("not a JSON object of action to keys: %w", err)
@@ -357,7 +386,7 @@ func (km *KeyMap) Apply(data []byte) error {
 		b.SetKeys(keys...)
 		b.SetHelp(strings.Join(keys, "/"), b.Help().Desc)
 	}
-	return km.conflicts()
+	return nil
 }
 
 func parseKeys(raw json.RawMessage) ([]string, error) {

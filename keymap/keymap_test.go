@@ -178,3 +178,33 @@ func TestDefaultPath(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+func TestBuildLayers(t *testing.T) {
+	t.Parallel()
+	// The second layer wins for retry; the first frees "d", which the
+	// second may then take: conflicts are judged on the result.
+	km, err := Build(
+		Overrides{Source: "config.yaml", Data: []byte(`{"retry": "R", "delete": "D"}`)},
+		Overrides{Source: "keys.json", Data: []byte(`{"retry": "x", "cancel": "d"}`)},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !km.Matches(press("x"), Retry) || km.Matches(press("R"), Retry) {
+		t.Error("the later layer does not win for retry")
+	}
+	if !km.Matches(press("D"), Delete) || !km.Matches(press("d"), Cancel) {
+		t.Error("delete or cancel not rebound")
+	}
+	_, err = Build(
+		Overrides{Source: "config.yaml", Data: []byte(`{"retry": "d"}`)},
+		Overrides{Source: "keys.json", Data: []byte(`{}`)},
+	)
+	if err == nil || !strings.Contains(err.Error(), "config.yaml + keys.json") || !strings.Contains(err.Error(), "bound to both") {
+		t.Fatalf("conflict err = %v", err)
+	}
+	_, err = Build(Overrides{Source: "config.yaml", Data: []byte(`{"retri": "x"}`)})
+	if err == nil || !strings.Contains(err.Error(), "config.yaml") || !strings.Contains(err.Error(), `"retri"`) {
+		t.Fatalf("unknown action err = %v", err)
+	}
+}

@@ -89,6 +89,7 @@ func checks() []check {
 		{name: "FinishedWithinBoundCompletes", fn: testShutdownDrain},
 	})
 	add("Control", controlChecks())
+	add("Idempotency", idempotencyChecks())
 	add("BadInput", []check{
 		{name: "RefusedAndNothingStored", fn: testBadInput},
 		{name: "IdempotentEnqueueCanonical", fn: testIdempotentEnqueue},

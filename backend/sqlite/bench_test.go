@@ -48,8 +48,15 @@ func BenchmarkInsert(b *testing.B) {
 // BenchmarkClaimComplete inserts jobs once, then claims 100 and completes
 // them in one batch, over and over: the bare claim/ack loop.
 func BenchmarkClaimComplete(b *testing.B) {
+	for _, batch := range []int{25, 100, 1000} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) { benchClaimComplete(b, batch) })
+	}
+}
+
+// benchClaimComplete claims batch jobs, completes them, and repeats: the
+// store's share of the work loop at a fixed batch size.
+func benchClaimComplete(b *testing.B, batch int) {
 	s := sqlitetest.New(b)
-	const batch = 100
 	n := max(b.N, 1) * batch
 	for off := 0; off < n; off += 1000 {
 		if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: benchJobs(min(1000, n-off), off)}); err != nil {

@@ -26,6 +26,7 @@ func (s *Store) Capabilities() []string {
 	return []string{
 		"filter.payload", "filter.meta", "filter.tags", "filter.error",
 		"error_groups", "operations", "counts", "queues.pause",
+		engine.CapabilityIdempotency,
 	}
 }
 
@@ -447,6 +448,7 @@ func (s *Store) JobRetry(ctx context.Context, p *engine.JobRetryParams) (*engine
 		counts := countDeltas{}
 		counts.move(r.queue, r.state, engine.StateAvailable, 1)
 		out = j
+		s.keepResult(j)
 		return s.applyCounts(ctx, tx, counts)
 	})
 	if err != nil {
@@ -485,6 +487,7 @@ func (s *Store) simpleAction(ctx context.Context, p *engine.JobActionParams, act
 		counts := countDeltas{}
 		counts.move(r.queue, r.state, to, 1)
 		out = j
+		s.keepResult(j)
 		return s.applyCounts(ctx, tx, counts)
 	})
 	if err != nil {
@@ -565,6 +568,7 @@ func (s *Store) JobUpdatePayload(ctx context.Context, p *engine.JobUpdatePayload
 			return fmt.Errorf("sqlite: edit payload of job %s: event: %w", p.ID, err)
 		}
 		out = j
+		s.keepResult(j)
 		return nil
 	})
 	if err != nil {
@@ -631,6 +635,7 @@ func (s *Store) JobRetryWithInput(ctx context.Context, p *engine.JobRetryWithInp
 		counts := countDeltas{}
 		counts.move(j.Queue, "", engine.StateAvailable, 1)
 		out = j
+		s.keepResult(j)
 		return s.applyCounts(ctx, tx, counts)
 	})
 	if err != nil {
@@ -791,6 +796,7 @@ func (s *Store) OperationInsert(ctx context.Context, p *engine.OperationInsertPa
 			return fmt.Errorf("sqlite: insert operation %s: %w", p.ID, err)
 		}
 		out = r.op
+		s.keepResult(r.op)
 		return nil
 	})
 	if err != nil {
@@ -885,6 +891,7 @@ func (s *Store) OperationCancel(ctx context.Context, p *engine.OperationCancelPa
 			return fmt.Errorf("sqlite: cancel operation %s: %w", p.ID, err)
 		}
 		out = r.op
+		s.keepResult(r.op)
 		return nil
 	})
 	if err != nil {

@@ -135,6 +135,7 @@ func (s *Store) FingerprintRelease(ctx context.Context, p *engine.FingerprintRel
 			}
 		}
 		n = len(rs)
+		s.keepResult(n)
 		return s.applyCounts(ctx, tx, counts)
 	})
 	if err != nil {

@@ -137,6 +137,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams
 			res[i].Job = old
 			res[i].Existing = true
 		}
+		s.keepResult(res)
 		return s.applyCounts(ctx, tx, counts)
 	})
 	if err != nil {

@@ -62,6 +62,11 @@ type Store struct {
 	// write transaction may need them, and a statement cannot be prepared
 	// on the writer's one connection while a transaction holds it.
 	countAdd, countsApply *sql.Stmt
+
+	// idem is the result the write transaction running under an
+	// idempotency key keeps for its step record (idempotency.go); nil
+	// otherwise. Only the writer's turn touches it.
+	idem *idemTx
 }
 
 var _ engine.Store = (*Store)(nil)
@@ -325,6 +330,10 @@ func (s *Store) writeTx(ctx context.Context, fn func(tx *sql.Tx, now time.Time) 
 		return ctx.Err()
 	}
 	defer func() { <-s.writeTurn }()
+	fn, err := s.idempotent(ctx, fn) // fn itself unless ctx carries an idempotency key
+	if err != nil {
+		return err
+	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sqlite: begin: %w", err)

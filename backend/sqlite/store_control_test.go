@@ -901,7 +901,7 @@ func TestMigration0002OnExistingJobs(t *testing.T) {
 	if ids := listIDs(t, s, engine.Filter{Error: "second"}); !slices.Equal(ids, []string{"a"}) {
 		t.Fatalf("last error after the upgrade: %v", ids)
 	}
-	if sqlite.SchemaVersion() != 2 {
+	if sqlite.SchemaVersion() < 2 { // later migrations add to it
 		t.Fatalf("schema version %d", sqlite.SchemaVersion())
 	}
 }
