@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -162,6 +163,8 @@ func benchThroughput(ctx context.Context, o *benchOptions, lo *logOptions, stder
 	res.add("insert_per_sec", float64(o.jobs)/insertDur.Seconds())
 
 	progress("working (concurrency %d)", o.concurrency)
+	tx0 := writeTransactions(store)
+	cpu0 := processCPU()
 	t1 := time.Now()
 	if err := e.Start(ctx); err != nil {
 		return fmt.Errorf("start: %w", err)
@@ -178,9 +181,16 @@ func benchThroughput(ctx context.Context, o *benchOptions, lo *logOptions, stder
 		return fmt.Errorf("stop: %w", err)
 	}
 	workDur := time.Since(t1)
+	cpu := processCPU() - cpu0
 	res.add("seconds", workDur)
 	res.add("work_seconds", workDur)
 	res.add("jobs_per_sec", float64(o.jobs)/workDur.Seconds())
+	// CPU per job varies less with the machine's load than the rate does;
+	// write transactions per job show how well work is batched.
+	res.add("cpu_us_per_job", float64(cpu.Microseconds())/float64(o.jobs))
+	if tx0 >= 0 {
+		res.add("write_tx_per_job", float64(writeTransactions(store)-tx0)/float64(o.jobs))
+	}
 	res.add("handler_seconds", handlerAt.Sub(t1))
 	res.add("handled", handled.Load())
 
@@ -390,4 +400,22 @@ func libVersion() string {
 		v = "(devel)"
 	}
 	return bi.Main.Path + "@" + v
+}
+
+// processCPU is this process's CPU time so far, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// writeTransactions is how many write transactions the store has
+// committed, or -1 when it does not count them.
+func writeTransactions(s engine.Store) int64 {
+	if c, ok := s.(interface{ WriteTransactions() uint64 }); ok {
+		return int64(c.WriteTransactions())
+	}
+	return -1
 }

@@ -25,7 +25,7 @@ func noopParams(n int) []engine.EnqueueParams {
 	return ps
 }
 
-func enqueueAll(b *testing.B, e *engine.Engine, n int) {
+func enqueueAll(b testing.TB, e *engine.Engine, n int) {
 	b.Helper()
 	ctx := context.Background()
 	for start := 0; start < n; start += 1000 {

@@ -218,9 +218,14 @@ const maxArchivePerClaim = 1000
 // without a handler error, and still forms an error group.
 const msgDeadlineBeforeRun = "deadline passed before the job ran"
 
-// sqlQueuePaused tells whether a queue is paused; a claim reads it first,
-// in its own transaction.
-const sqlQueuePaused = `SELECT EXISTS(SELECT 1 FROM queues WHERE name = ? AND paused = 1)`
+// sqlClaimProbe is what a claim reads first, in its own transaction:
+// whether the queue (?1) is paused, and whether any of its available jobs
+// is past its deadline at ?2. The archiving UPDATE runs only when one is:
+// a probe of the index costs a fraction of an UPDATE ... RETURNING that
+// finds nothing, and nearly every claim finds nothing.
+const sqlClaimProbe = `SELECT EXISTS(SELECT 1 FROM queues WHERE name = ?1 AND paused = 1),
+	EXISTS(SELECT 1 FROM jobs INDEXED BY jobs_deadline
+		WHERE state = 'available' AND deadline IS NOT NULL AND queue = ?1 AND deadline < ?2)`
 
 // claimQueriesFor builds (once per kind set) the claim statements. Kinds
 // are bound as parameters ?7 onwards: kind, version, kind, version, ...
@@ -289,7 +294,7 @@ func (s *Store) claimQueriesFor(kinds map[string]int) *claimQueries {
 // full.
 func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine.JobClaimResult, error) {
 	q := s.claimQueriesFor(p.Kinds)
-	st, err := s.stmts(ctx, q.archive, q.claim, q.suspect, sqlInsertEvent, sqlQueuePaused)
+	st, err := s.stmts(ctx, q.archive, q.claim, q.suspect, sqlInsertEvent, sqlClaimProbe)
 	if err != nil {
 		return nil, err
 	}
@@ -302,8 +307,8 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 		res.Jobs, res.Dead = nil, nil
 		res.Now = now
 		nowNs := now.UnixNano()
-		var paused bool
-		if err := tx.StmtContext(ctx, st[4]).QueryRowContext(ctx, p.Queue).Scan(&paused); err != nil {
+		var paused, overdue bool
+		if err := tx.StmtContext(ctx, st[4]).QueryRowContext(ctx, p.Queue, nowNs).Scan(&paused, &overdue); err != nil {
 			return fmt.Errorf("sqlite: claim %s: %w", p.Queue, err)
 		}
 		if paused {
@@ -316,10 +321,13 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 		}
 
 		// Archive what can no longer run.
-		args := append([]any{nil, nil, nil, nowNs, p.Queue, maxArchivePerClaim}, kindArgs...)
-		dead, err := queryJobs(ctx, tx.StmtContext(ctx, st[0]), args)
-		if err != nil {
-			return fmt.Errorf("sqlite: claim %s: archive past deadline: %w", p.Queue, err)
+		var dead []*engine.Job
+		if overdue {
+			args := append([]any{nil, nil, nil, nowNs, p.Queue, maxArchivePerClaim}, kindArgs...)
+			var err error
+			if dead, err = queryJobs(ctx, tx.StmtContext(ctx, st[0]), args); err != nil {
+				return fmt.Errorf("sqlite: claim %s: archive past deadline: %w", p.Queue, err)
+			}
 		}
 		if len(dead) > 0 {
 			ev := tx.StmtContext(ctx, st[3])
@@ -338,7 +346,7 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 		}
 
 		expires := now.Add(lease).UnixNano()
-		args = append([]any{p.LeaseID, p.WorkerID, expires, nowNs, p.Queue, p.Limit}, kindArgs...)
+		args := append([]any{p.LeaseID, p.WorkerID, expires, nowNs, p.Queue, p.Limit}, kindArgs...)
 		claimed := &claimedJob{queue: p.Queue, lease: p.LeaseID, worker: p.WorkerID, now: now, expires: fromNanos(expires)}
 		jobs, err := claimed.query(ctx, tx.StmtContext(ctx, st[1]), args)
 		if err != nil {
