@@ -221,13 +221,21 @@ func (e *Engine) sweepRetention(ctx context.Context) error {
 
 // reconcileCounts recounts the maintained counters from the jobs, at most
 // every reconcileEvery, so a drift (a bug, a hand edit) does not last.
+// The first recount comes one interval after start, not at start: the
+// counters are exact after a restart (written with every change), and a
+// recount reads every job — seconds at a million — which a console or
+// worker just started should not wait behind.
 func (e *Engine) reconcileCounts(ctx context.Context) error {
 	cs, ok := e.store.(ControlStore)
 	if !ok {
 		return nil
 	}
 	last := e.lastReconcile.Load()
-	if last != 0 && time.Since(time.Unix(0, last)) < reconcileEvery {
+	if last == 0 {
+		e.lastReconcile.CompareAndSwap(0, time.Now().UnixNano())
+		return nil
+	}
+	if time.Since(time.Unix(0, last)) < reconcileEvery {
 		return nil
 	}
 	e.lastReconcile.Store(time.Now().UnixNano())

@@ -115,7 +115,10 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 
-	r, err := sql.Open("sqlite", base+"&_pragma=query_only(1)")
+	// Readers keep a smaller cache and sort on disk past it: a console
+	// scrolling a million jobs would otherwise hold 32 MB per connection,
+	// and a large sort all in memory.
+	r, err := sql.Open("sqlite", readerDSN(base)+"&_pragma=query_only(1)")
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
@@ -158,6 +161,12 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	s.countAdd, s.countsApply = st[0], st[1]
 	go s.checkpointer()
 	return s, nil
+}
+
+// readerDSN is base with the read pool's cache and temp store.
+func readerDSN(base string) string {
+	base = strings.Replace(base, "&_pragma=temp_store(MEMORY)", "", 1)
+	return strings.Replace(base, "&_pragma=cache_size(-32000)", "&_pragma=cache_size(-4000)", 1)
 }
 
 // checkpointInterval is how often the background checkpointer copies the

@@ -905,3 +905,51 @@ func TestMigration0002OnExistingJobs(t *testing.T) {
 		t.Fatalf("schema version %d", sqlite.SchemaVersion())
 	}
 }
+
+// TestJobCountReconcileRepairsDrift: counters edited by hand (a drift) are
+// put back to the truth, and a queue with no jobs left loses its row.
+func TestJobCountReconcileRepairsDrift(t *testing.T) {
+	t.Parallel()
+	path := sqlitetest.Path(t)
+	s, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	jobs := make([]*engine.JobInsertParams, 0, 30)
+	for i := range 30 {
+		q := []string{"billing", "email", "reports"}[i%3]
+		jobs = append(jobs, &engine.JobInsertParams{ID: fmt.Sprintf("job-%02d", i), Queue: q, Kind: "k",
+			SchemaVersion: 1, MaxAttempts: 3, Payload: json.RawMessage(`{}`)})
+	}
+	if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: jobs}); err != nil {
+		t.Fatal(err)
+	}
+	want, err := s.JobCountByQueue(ctx, &engine.JobCountByQueueParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`UPDATE job_counts SET n = n + 7 WHERE queue = 'email';
+		INSERT INTO job_counts (queue, state, n) VALUES ('ghost', 'archived', 5)`); err != nil {
+		t.Fatal(err)
+	}
+	drifted, _ := s.JobCountByQueue(ctx, &engine.JobCountByQueueParams{})
+	if countsEqual(drifted, want) {
+		t.Fatal("the hand edit did not change the counters")
+	}
+	if err := s.JobCountReconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.JobCountByQueue(ctx, &engine.JobCountByQueueParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !countsEqual(got, want) {
+		t.Fatalf("after reconcile: %v, want %v", got, want)
+	}
+}
