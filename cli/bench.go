@@ -33,6 +33,7 @@ func newBenchCmd(lo *logOptions) *cobra.Command {
 		},
 	}
 	cmd.AddCommand(newBenchThroughputCmd(lo))
+	cmd.AddCommand(newBenchConsoleCmd(lo))
 	return cmd
 }
 

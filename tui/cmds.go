@@ -64,9 +64,12 @@ type listMode int
 
 const (
 	listReplace listMode = iota // a new filter or tab: start over
-	listAppend                  // scrolled past the end: older rows
-	listPrepend                 // scrolled past the start of the window: newer rows
-	listRefresh                 // live update: reload the rows on screen, keep the cursor
+	listAppend                  // scrolled near the end of the window: older rows
+	listPrepend                 // scrolled near the start of the window: newer rows
+	listRefresh                 // live update at the top: reload the rows on screen, keep the cursor
+	listSegment                 // live update deeper: reload the rows on screen after an anchor row
+	listTop                     // jump to the top: the first page
+	listBottom                  // jump to the bottom: the last page
 )
 
 type listMsg struct {
@@ -76,12 +79,24 @@ type listMsg struct {
 	next   string
 	prev   string
 	filter engine.Filter
+	// anchor is the row a segment was loaded after.
+	anchor string
 	err    error
 }
 
-// loadList fetches rows for the jobs screen. For a refresh it fetches up
-// to want rows from the start, in pages.
+// loadList fetches rows for the jobs screen: one page from cursor, or
+// for a refresh up to want rows from the start, in pages.
 func (m *Model) loadList(mode listMode, cursor string, want int) tea.Cmd {
+	return m.listCmd(mode, cursor, want, "")
+}
+
+// loadSegment fetches up to want rows after the anchor row (cursor pages
+// on from it), in pages.
+func (m *Model) loadSegment(cursor string, want int, anchor string) tea.Cmd {
+	return m.listCmd(listSegment, cursor, want, anchor)
+}
+
+func (m *Model) listCmd(mode listMode, cursor string, want int, anchor string) tea.Cmd {
 	m.seq++
 	m.jobs.listSeq = m.seq
 	m.jobs.loading = true
@@ -92,8 +107,8 @@ func (m *Model) loadList(mode listMode, cursor string, want int) tea.Cmd {
 	return func() tea.Msg {
 		c, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
-		out := listMsg{seq: seq, mode: mode, filter: f}
-		if mode != listRefresh {
+		out := listMsg{seq: seq, mode: mode, filter: f, anchor: anchor}
+		if mode != listRefresh && mode != listSegment {
 			page, err := ctl.ListJobs(c, engine.ListJobsParams{Filter: f, Cursor: cursor, Limit: pageSize})
 			if err != nil {
 				out.err = err
@@ -102,7 +117,7 @@ func (m *Model) loadList(mode listMode, cursor string, want int) tea.Cmd {
 			out.jobs, out.next, out.prev = page.Jobs, page.Next, page.Prev
 			return out
 		}
-		cur := ""
+		cur := cursor
 		for {
 			page, err := ctl.ListJobs(c, engine.ListJobsParams{Filter: f, Cursor: cur, Limit: pageSize})
 			if err != nil {

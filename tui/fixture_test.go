@@ -334,6 +334,14 @@ func keyMsg(k string) tea.KeyPressMsg {
 		return tea.KeyPressMsg{Code: 'd', Mod: tea.ModCtrl}
 	case "<up>":
 		return tea.KeyPressMsg{Code: tea.KeyUp}
+	case "<pgdown>":
+		return tea.KeyPressMsg{Code: tea.KeyPgDown}
+	case "<pgup>":
+		return tea.KeyPressMsg{Code: tea.KeyPgUp}
+	case "<home>":
+		return tea.KeyPressMsg{Code: tea.KeyHome}
+	case "<end>":
+		return tea.KeyPressMsg{Code: tea.KeyEnd}
 	}
 	r := []rune(k)
 	if len(r) != 1 {

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	tea "charm.land/bubbletea/v2"
 
@@ -13,6 +15,12 @@ import (
 // jobsView is the Jobs screen: state tabs, the filter and the table. Rows
 // are rendered once per data change (and per width, theme or age tick)
 // and cached on the row, so a cursor move re-renders two rows at most.
+//
+// The table is a window onto the list: at most Options.Window rows are
+// held, loaded a page at a time by keyset cursor as the cursor nears
+// either end, and the far end is dropped as it grows. Scrolling a million
+// rows costs what the window costs, in memory and per frame; the jumps to
+// the top and the bottom load from that end instead of walking to it.
 type jobsView struct {
 	tab    int // index in engine.AllStates; -1 when the filter names states
 	query  string
@@ -24,9 +32,19 @@ type jobsView struct {
 	index  map[string]int
 	cursor int
 	offset int
-	next   string // older rows past the window
-	prev   string // newer rows before the window
-	base   int    // absolute position of rows[0]
+	next   string // older rows past the window; "" when it reaches the end
+	prev   string // newer rows before the window; "" when it starts at the top
+	// base is how many rows come before the window, -1 when not known
+	// (the window was loaded from the end); tail is how many come after
+	// it, -1 when not known. Live changes above the window are not
+	// followed, so base is a position to show, never a key.
+	base int
+	tail int
+	// pending is the part of a move that went past the loaded rows while
+	// more were on the way; it is made when they arrive.
+	pending int
+	// refreshWanted is a live refresh that waits for a page load.
+	refreshWanted bool
 
 	loading  bool
 	loadMode listMode
@@ -38,7 +56,8 @@ type jobsView struct {
 	// shown is the filter the rows were loaded for.
 	shown string
 
-	marked    map[string]*engine.Job
+	// marked maps each marked id to the filter it was marked under.
+	marked    map[string]string
 	markOrder []string
 	// selectAll turns the filter into a bulk selector: actions go to
 	// every matching job through Bulk.
@@ -47,9 +66,12 @@ type jobsView struct {
 
 // jobRow is one job and its cached rendering.
 type jobRow struct {
+	// job holds only what the table and the actions read (see slimJob).
 	job *engine.Job
 	// Sanitized cell text.
 	id, queue, kind, att, crash, errMsg string
+	// errs is how many errors the job had when loaded.
+	errs int
 
 	gen        uint64
 	line       string
@@ -59,19 +81,43 @@ type jobRow struct {
 	clineMark  bool
 }
 
+// maxErrText is the most of a job's last error a row keeps: more than
+// any terminal is wide, and no row pins a long message in memory.
+const maxErrText = 1024
+
 func newRow(j *engine.Job) *jobRow {
 	r := &jobRow{
-		job:   j,
+		job:   slimJob(j),
 		id:    Sanitize(j.ID),
 		queue: Sanitize(j.Queue),
 		kind:  Sanitize(j.Kind),
 		att:   strconv.Itoa(j.Attempt) + "/" + strconv.Itoa(j.MaxAttempts),
 		crash: strconv.Itoa(j.CrashAttempt),
+		errs:  len(j.Errors),
 	}
 	if n := len(j.Errors); n > 0 {
-		r.errMsg = Sanitize(j.Errors[n-1].Message)
+		msg := j.Errors[n-1].Message
+		if len(msg) > maxErrText {
+			cut := maxErrText
+			for cut > 0 && !utf8.RuneStart(msg[cut]) {
+				cut--
+			}
+			msg = msg[:cut]
+		}
+		r.errMsg = strings.Clone(Sanitize(msg))
 	}
 	return r
+}
+
+// slimJob copies the fields a row needs. A listed job carries its errors
+// with their traces, metadata and checkpoint; a window of thousands of
+// rows must not hold all that for a one-line table.
+func slimJob(j *engine.Job) *engine.Job {
+	return &engine.Job{
+		ID: j.ID, Queue: j.Queue, Kind: j.Kind, State: j.State,
+		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, CrashAttempt: j.CrashAttempt,
+		StateChangedAt: j.StateChangedAt, Version: j.Version,
+	}
 }
 
 func (v *jobsView) init(opts Options) {
@@ -81,8 +127,9 @@ func (v *jobsView) init(opts Options) {
 			v.tab = i
 		}
 	}
-	v.marked = map[string]*engine.Job{}
+	v.marked = map[string]string{}
 	v.index = map[string]int{}
+	v.tail = -1
 	if opts.Query != "" {
 		if f, err := engine.ParseQuery(opts.Query); err == nil {
 			v.setFilter(opts.Query, f)
@@ -146,33 +193,99 @@ func (v *jobsView) current() *jobRow {
 // a row the new filter does not match.
 func (v *jobsView) reload(m *Model) tea.Cmd {
 	if f := v.effectiveFilter().String(); f != v.shown {
-		v.rows = v.rows[:0]
-		clear(v.index)
-		v.cursor, v.offset, v.base = 0, 0, 0
+		v.rows = nil
+		v.index = map[string]int{}
+		v.cursor, v.offset, v.base, v.tail = 0, 0, 0, -1
 		v.next, v.prev = "", ""
 		v.loaded = false
 		v.selectAll = false
 	}
+	v.pending, v.refreshWanted = 0, false
 	return m.loadList(listReplace, "", 0)
 }
 
-// refresh reloads the rows from the top down to a little past the screen
-// and keeps the cursor on its job (live updates).
+// retry redoes the load that failed. A page or a refresh failing deep
+// in the list does not send the cursor back to the top: the window stays
+// and the loads start again from where it is.
+func (v *jobsView) retry(m *Model) tea.Cmd {
+	if !v.loaded || len(v.rows) == 0 || v.effectiveFilter().String() != v.shown {
+		return v.reload(m)
+	}
+	switch v.loadMode {
+	case listAppend, listPrepend, listRefresh, listSegment:
+		return tea.Batch(v.refresh(m), m.maybeLoadMore())
+	case listBottom:
+		return m.jumpBottom()
+	}
+	return v.reload(m)
+}
+
+// refresh reloads the rows on screen for a live update and keeps the
+// cursor on its job. At the top of the list it reloads from the top down
+// to a little past the screen, so new rows show above; deeper, it reloads
+// the screen and a little past it, after the row above the screen, and
+// leaves the rest of the window as it is.
 func (v *jobsView) refresh(m *Model) tea.Cmd {
 	if v.loading && !v.loaded {
 		return nil
 	}
-	if v.base > 0 {
-		// Scrolled deep: reloading from the top would move the window;
-		// refresh only what the counts show.
+	if v.loading {
+		// A page is on its way: refresh once it has landed, so the two
+		// answers do not race.
+		v.refreshWanted = true
 		return nil
 	}
-	want := max(v.offset+m.listHeight()+m.opts.PageSize/2, m.opts.PageSize)
-	want = min(want, max(len(v.rows), m.opts.PageSize))
-	return m.loadList(listRefresh, "", want)
+	h := m.listHeight()
+	page := m.opts.PageSize
+	if v.prev == "" {
+		want := max(v.offset+h+page/2, page)
+		want = min(want, max(len(v.rows), page))
+		return m.loadList(listRefresh, "", want)
+	}
+	if len(v.rows) == 0 {
+		return nil
+	}
+	anchor := v.rows[min(max(v.offset-1, 0), len(v.rows)-1)].job
+	return m.loadSegment(cursorAfter(anchor), h+page/2, anchor.ID)
 }
 
-// loaded takes a page of rows.
+// cursorAfter pages on from j towards older rows; cursorBefore pages back
+// from j towards newer ones.
+func cursorAfter(j *engine.Job) string {
+	return engine.Cursor{At: j.StateChangedAt, ID: j.ID, Dir: engine.CursorNext}.Encode()
+}
+
+func cursorBefore(j *engine.Job) string {
+	return engine.Cursor{At: j.StateChangedAt, ID: j.ID, Dir: engine.CursorPrev}.Encode()
+}
+
+// endCursor pages back from before the oldest possible row: its page is
+// the end of the list. No job changed state before 1970.
+var endCursor = engine.Cursor{At: time.Unix(0, 0).UTC(), ID: "0", Dir: engine.CursorPrev}.Encode()
+
+// olderThan reports whether a comes after b in the list (newest first by
+// state_changed_at, then id).
+func olderThan(a, b *engine.Job) bool {
+	if !a.StateChangedAt.Equal(b.StateChangedAt) {
+		return a.StateChangedAt.Before(b.StateChangedAt)
+	}
+	return a.ID < b.ID
+}
+
+// window is how many rows the list holds at most: the configured window,
+// but never so few that the loads at either end would chase each other.
+func (m *Model) window() int {
+	page := m.opts.PageSize
+	return max(m.opts.Window, 2*m.loadMargin()+2*page)
+}
+
+// loadMargin is how near an end of the window the cursor comes before
+// the next page is asked for: two screens, or half a page.
+func (m *Model) loadMargin() int {
+	return max(2*max(m.listHeight(), 1), m.opts.PageSize/2)
+}
+
+// take takes a page of rows.
 func (v *jobsView) take(m *Model, msg listMsg) tea.Cmd {
 	if msg.seq != v.listSeq {
 		return nil
@@ -180,6 +293,7 @@ func (v *jobsView) take(m *Model, msg listMsg) tea.Cmd {
 	v.loading = false
 	if msg.err != nil {
 		v.err = msg.err
+		v.pending = 0
 		if isInputErr(msg.err) {
 			// A filter the backend cannot serve or a bad one: say so
 			// inline, do not retry.
@@ -191,29 +305,73 @@ func (v *jobsView) take(m *Model, msg listMsg) tea.Cmd {
 	m.succeeded(retryList)
 	v.err = nil
 	v.loaded = true
+	h := m.listHeight()
 	switch msg.mode {
-	case listReplace:
+	case listReplace, listTop:
 		v.shown = msg.filter.String()
 		v.setRows(msg.jobs)
-		v.cursor, v.offset, v.base = 0, 0, 0
+		v.cursor, v.offset, v.base, v.tail = 0, 0, 0, endIf(msg.next)
 		v.next, v.prev = msg.next, ""
+		v.pending = 0
+	case listBottom:
+		v.setRows(msg.jobs)
+		// Nothing is older than this page, whatever its cursor says.
+		v.next, v.prev = "", msg.prev
+		v.tail, v.base = 0, -1
+		if msg.prev == "" {
+			v.base = 0
+		}
+		v.cursor, v.offset = len(v.rows)-1, len(v.rows)
+		v.pending = 0
 	case listAppend:
-		v.appendRows(msg.jobs, m.opts.Window, m.opts.PageSize)
-		v.next = msg.next
+		v.appendRows(msg.jobs, msg.next, h)
 	case listPrepend:
-		v.prependRows(msg.jobs, msg.prev, m.opts.Window, m.opts.PageSize)
+		v.prependRows(msg.jobs, msg.prev, h)
 	case listRefresh:
-		v.refreshRows(msg.jobs, msg.next, m.listHeight())
+		v.refreshRows(msg.jobs, msg.next, h)
+	case listSegment:
+		v.segmentRows(msg.anchor, msg.jobs, msg.next, h)
 	}
+	v.trim(m.window(), h)
+	v.placeFromEnd(m)
 	v.measure()
-	v.keepCursorVisible(m.listHeight())
-	return tea.Batch(m.sheetFollow(), m.maybeLoadMore())
+	v.keepCursorVisible(h)
+	var refresh tea.Cmd
+	if v.refreshWanted {
+		v.refreshWanted = false
+		refresh = v.refresh(m)
+	}
+	return tea.Batch(m.sheetFollow(), refresh, m.maybeLoadMore())
+}
+
+// placeFromEnd works out the window's position from the counters when
+// it was loaded from the end (and has not met the top since).
+func (v *jobsView) placeFromEnd(m *Model) {
+	if v.base >= 0 || v.tail < 0 {
+		return
+	}
+	if n, ok := m.matchCount(); ok {
+		v.base = max(int(n)-v.tail-len(v.rows), 0)
+	}
+}
+
+// endIf is 0 (no rows after the window) when there is no next cursor,
+// else -1 (not known).
+func endIf(next string) int {
+	if next == "" {
+		return 0
+	}
+	return -1
 }
 
 func (v *jobsView) setRows(jobs []*engine.Job) {
-	v.rows = v.rows[:0]
-	clear(v.index)
+	// Fresh slice and map: the old window is let go whole.
+	v.rows = make([]*jobRow, 0, len(jobs))
+	v.index = make(map[string]int, len(jobs))
 	for _, j := range jobs {
+		if _, dup := v.index[j.ID]; dup {
+			continue
+		}
 		v.index[j.ID] = len(v.rows)
 		v.rows = append(v.rows, newRow(j))
 	}
@@ -226,9 +384,9 @@ func (v *jobsView) reindex() {
 	}
 }
 
-// appendRows adds older rows; past the window the newest are dropped and
-// remembered by a cursor.
-func (v *jobsView) appendRows(jobs []*engine.Job, window, page int) {
+// appendRows adds older rows at the end of the window and makes a move
+// that was waiting for them.
+func (v *jobsView) appendRows(jobs []*engine.Job, next string, h int) {
 	for _, j := range jobs {
 		if _, dup := v.index[j.ID]; dup {
 			continue
@@ -236,21 +394,20 @@ func (v *jobsView) appendRows(jobs []*engine.Job, window, page int) {
 		v.index[j.ID] = len(v.rows)
 		v.rows = append(v.rows, newRow(j))
 	}
-	if len(v.rows) > window {
-		drop := len(v.rows) - window + page
-		first := v.rows[drop]
-		v.prev = engine.Cursor{At: first.job.StateChangedAt, ID: first.job.ID, Dir: engine.CursorPrev}.Encode()
-		v.rows = append(v.rows[:0:0], v.rows[drop:]...)
-		v.base += drop
-		v.cursor = max(v.cursor-drop, 0)
-		v.offset = max(v.offset-drop, 0)
-		v.reindex()
+	v.next = next
+	if next == "" {
+		v.tail = 0
 	}
+	if v.pending > 0 {
+		v.cursor += v.pending
+	}
+	v.pending = 0
+	v.keepCursorVisible(h)
 }
 
-// prependRows adds newer rows before the window; past the window the
-// oldest are dropped.
-func (v *jobsView) prependRows(jobs []*engine.Job, prev string, window, page int) {
+// prependRows adds newer rows before the window and makes a move that
+// was waiting for them.
+func (v *jobsView) prependRows(jobs []*engine.Job, prev string, h int) {
 	fresh := make([]*jobRow, 0, len(jobs)+len(v.rows))
 	for _, j := range jobs {
 		if _, dup := v.index[j.ID]; !dup {
@@ -261,57 +418,84 @@ func (v *jobsView) prependRows(jobs []*engine.Job, prev string, window, page int
 	v.rows = append(fresh, v.rows...)
 	v.cursor += n
 	v.offset += n
-	v.base = max(v.base-n, 0)
+	if v.base >= 0 {
+		v.base = max(v.base-n, 0)
+	}
 	v.prev = prev
 	if prev == "" {
 		v.base = 0
 	}
-	if len(v.rows) > window {
-		keep := window - page
-		last := v.rows[keep-1]
-		v.next = engine.Cursor{At: last.job.StateChangedAt, ID: last.job.ID, Dir: engine.CursorNext}.Encode()
-		v.rows = v.rows[:keep]
-		v.cursor = min(v.cursor, keep-1)
+	if v.pending < 0 {
+		v.cursor = max(v.cursor+v.pending, 0)
 	}
+	v.pending = 0
 	v.reindex()
+	v.keepCursorVisible(h)
 }
 
-// refreshRows replaces the top of the list with fresh rows, keeping the
-// cursor on the same job and at the same place on screen. When its job
-// left the list, the cursor goes to the job that followed it.
-func (v *jobsView) refreshRows(jobs []*engine.Job, next string, height int) {
-	var curID string
-	var after []string
-	if r := v.current(); r != nil {
-		curID = r.job.ID
-		for i := v.cursor + 1; i < len(v.rows) && len(after) < 64; i++ {
-			after = append(after, v.rows[i].job.ID)
-		}
-	}
-	screenRow := v.cursor - v.offset
-	old := v.rows
-	oldIdx := v.index
-	v.index = make(map[string]int, len(jobs))
-	v.rows = make([]*jobRow, 0, len(jobs))
-	for _, j := range jobs {
-		if _, dup := v.index[j.ID]; dup {
-			continue
-		}
-		if i, ok := oldIdx[j.ID]; ok && sameRow(old[i].job, j) {
-			v.rows = append(v.rows, old[i]) // keep its rendering
+// trim bounds the window: past window rows, the end farther from the
+// screen is dropped (never a row on screen) and remembered by a cursor,
+// to be loaded again when the cursor comes back to it.
+func (v *jobsView) trim(window, h int) {
+	h = max(h, 1)
+	for pass := 0; pass < 2 && len(v.rows) > window; pass++ {
+		over := len(v.rows) - window
+		above, below := v.offset, len(v.rows)-(v.offset+h)
+		if above >= below {
+			drop := min(over, above)
+			if drop <= 0 {
+				continue
+			}
+			v.prev = cursorBefore(v.rows[drop].job)
+			// A new backing array, so the dropped rows are freed.
+			v.rows = slices.Clone(v.rows[drop:])
+			if v.base >= 0 {
+				v.base += drop
+			}
+			v.cursor -= drop
+			v.offset -= drop
 		} else {
-			v.rows = append(v.rows, newRow(j))
+			keep := len(v.rows) - min(over, below)
+			if keep >= len(v.rows) {
+				continue
+			}
+			v.next = cursorAfter(v.rows[keep-1].job)
+			if v.tail >= 0 {
+				v.tail += len(v.rows) - keep
+			}
+			v.rows = slices.Clone(v.rows[:keep])
 		}
-		v.index[j.ID] = len(v.rows) - 1
+		v.reindex()
 	}
-	v.next = next
-	v.prev = ""
-	v.base = 0
+}
+
+// cursorSpot is where the cursor is, to put it back after the rows were
+// reloaded: its job, the jobs that followed it, and its row on screen.
+type cursorSpot struct {
+	id        string
+	after     []string
+	screenRow int
+}
+
+func (v *jobsView) spot() cursorSpot {
+	s := cursorSpot{screenRow: v.cursor - v.offset}
+	if r := v.current(); r != nil {
+		s.id = r.job.ID
+		for i := v.cursor + 1; i < len(v.rows) && len(s.after) < 64; i++ {
+			s.after = append(s.after, v.rows[i].job.ID)
+		}
+	}
+	return s
+}
+
+// restore puts the cursor back on its job at the same place on screen;
+// when its job left the list, on the job that followed it.
+func (v *jobsView) restore(s cursorSpot, h int) {
 	cur := -1
-	if i, ok := v.index[curID]; ok {
+	if i, ok := v.index[s.id]; ok {
 		cur = i
 	} else {
-		for _, id := range after {
+		for _, id := range s.after {
 			if i, ok := v.index[id]; ok {
 				cur = i
 				break
@@ -322,14 +506,94 @@ func (v *jobsView) refreshRows(jobs []*engine.Job, next string, height int) {
 		}
 	}
 	v.cursor = max(cur, 0)
-	v.offset = max(v.cursor-screenRow, 0)
-	v.keepCursorVisible(height)
+	v.offset = max(v.cursor-s.screenRow, 0)
+	v.keepCursorVisible(h)
 }
 
-// sameRow reports whether a row's rendering can be kept.
-func sameRow(a, b *engine.Job) bool {
-	return a.Version == b.Version && a.State == b.State && a.Attempt == b.Attempt &&
-		a.CrashAttempt == b.CrashAttempt && len(a.Errors) == len(b.Errors) && a.StateChangedAt.Equal(b.StateChangedAt)
+// refreshRows replaces the top of the list with fresh rows, keeping the
+// cursor on the same job and at the same place on screen. When its job
+// left the list, the cursor goes to the job that followed it.
+func (v *jobsView) refreshRows(jobs []*engine.Job, next string, height int) {
+	s := v.spot()
+	old := v.rows
+	oldIdx := v.index
+	v.index = make(map[string]int, len(jobs))
+	v.rows = make([]*jobRow, 0, len(jobs))
+	for _, j := range jobs {
+		if _, dup := v.index[j.ID]; dup {
+			continue
+		}
+		if i, ok := oldIdx[j.ID]; ok && sameRow(old[i], j) {
+			v.rows = append(v.rows, old[i]) // keep its rendering
+		} else {
+			v.rows = append(v.rows, newRow(j))
+		}
+		v.index[j.ID] = len(v.rows) - 1
+	}
+	v.next = next
+	v.prev = ""
+	v.base, v.tail = 0, endIf(next)
+	v.restore(s, height)
+}
+
+// segmentRows replaces the rows after the anchor, down to the last fresh
+// row, with the fresh rows; the rest of the window stays. The cursor keeps
+// its job and its place on screen, as in refreshRows.
+func (v *jobsView) segmentRows(anchorID string, jobs []*engine.Job, next string, height int) {
+	a, ok := v.index[anchorID]
+	if !ok {
+		return
+	}
+	s := v.spot()
+	fresh := make(map[string]bool, len(jobs))
+	for _, j := range jobs {
+		fresh[j.ID] = true
+	}
+	old := v.rows
+	// end is the first old row past the fresh ones; with no next cursor
+	// the list ends with them.
+	end := len(old)
+	if next != "" && len(jobs) > 0 {
+		last := jobs[len(jobs)-1]
+		end = a + 1
+		for end < len(old) && !olderThan(old[end].job, last) {
+			end++
+		}
+	}
+	rows := make([]*jobRow, 0, a+1+len(jobs)+len(old)-end)
+	for _, r := range old[:a+1] {
+		if !fresh[r.job.ID] {
+			rows = append(rows, r)
+		}
+	}
+	for _, j := range jobs {
+		if i, ok := v.index[j.ID]; ok && sameRow(old[i], j) {
+			rows = append(rows, old[i])
+		} else {
+			rows = append(rows, newRow(j))
+		}
+	}
+	for _, r := range old[end:] {
+		if !fresh[r.job.ID] {
+			rows = append(rows, r)
+		}
+	}
+	if end >= len(old) {
+		v.next = next
+		if next == "" {
+			v.tail = 0
+		}
+	}
+	v.rows = rows
+	v.reindex()
+	v.restore(s, height)
+}
+
+// sameRow reports whether a row's rendering can be kept for j.
+func sameRow(r *jobRow, j *engine.Job) bool {
+	a := r.job
+	return a.Version == j.Version && a.State == j.State && a.Attempt == j.Attempt &&
+		a.CrashAttempt == j.CrashAttempt && r.errs == len(j.Errors) && a.StateChangedAt.Equal(j.StateChangedAt)
 }
 
 func (v *jobsView) keepCursorVisible(h int) {
@@ -351,9 +615,19 @@ func (v *jobsView) keepCursorVisible(h int) {
 	v.offset = max(v.offset, 0)
 }
 
-// move moves the cursor by d rows.
+// move moves the cursor by d rows. The part of a move past the loaded
+// rows, when more are on the way, is kept (up to a screen) and made when
+// they arrive, so holding a key does not stall at the window's edge.
 func (v *jobsView) move(d, h int) {
-	v.cursor += d
+	v.pending = 0
+	target := v.cursor + d
+	switch {
+	case target > len(v.rows)-1 && v.next != "":
+		v.pending = min(target-max(len(v.rows)-1, 0), max(h, 1))
+	case target < 0 && v.prev != "":
+		v.pending = max(target, -max(h, 1))
+	}
+	v.cursor = target
 	v.keepCursorVisible(h)
 }
 
@@ -364,14 +638,67 @@ func (m *Model) maybeLoadMore() tea.Cmd {
 	if m.screen != scrJobs || v.loading || !v.loaded {
 		return nil
 	}
-	h := max(m.listHeight(), 1)
-	if v.next != "" && v.cursor >= len(v.rows)-h-1 {
+	margin := m.loadMargin()
+	if v.next != "" && (v.cursor >= len(v.rows)-margin || v.pending > 0) {
 		return m.loadList(listAppend, v.next, 0)
 	}
-	if v.prev != "" && v.cursor <= h {
+	if v.prev != "" && (v.cursor < margin || v.pending < 0) {
 		return m.loadList(listPrepend, v.prev, 0)
 	}
 	return nil
+}
+
+// jumpTop puts the cursor on the newest row: in the window when it holds
+// the top of the list, else by loading the first page.
+func (m *Model) jumpTop() tea.Cmd {
+	v := &m.jobs
+	v.pending = 0
+	if v.prev == "" || !v.loaded {
+		v.move(-v.cursor, max(m.listHeight(), 1))
+		return tea.Batch(m.sheetFollow(), m.maybeLoadMore())
+	}
+	return m.loadList(listTop, "", 0)
+}
+
+// jumpBottom puts the cursor on the oldest row: in the window when it
+// holds the end of the list, else by loading the last page.
+func (m *Model) jumpBottom() tea.Cmd {
+	v := &m.jobs
+	v.pending = 0
+	if v.next == "" || !v.loaded {
+		v.cursor = len(v.rows) - 1
+		v.keepCursorVisible(max(m.listHeight(), 1))
+		return tea.Batch(m.sheetFollow(), m.maybeLoadMore())
+	}
+	return m.loadList(listBottom, endCursor, 0)
+}
+
+// position is where the cursor is in the list, for the status line:
+// "1,234 of 1,000,000" when the counters or the window can tell, "of
+// 2,000+" when only a lower bound is known, counted from the end after a
+// jump there when the counters cannot say.
+func (m *Model) position() string {
+	v := &m.jobs
+	n, counted := m.matchCount()
+	abs := -1
+	if v.base >= 0 {
+		abs = v.base + v.cursor
+	}
+	switch {
+	case abs >= 0 && counted:
+		return commas(int64(abs+1)) + " of " + commas(max(n, int64(abs+1)))
+	case abs >= 0:
+		s := commas(int64(abs+1)) + " of " + commas(int64(abs-v.cursor+len(v.rows)))
+		if v.next != "" {
+			s += "+"
+		}
+		return s
+	}
+	after := len(v.rows) - 1 - v.cursor + max(v.tail, 0)
+	if after == 0 {
+		return "last"
+	}
+	return commas(int64(after)) + " before the last"
 }
 
 // Marks.
@@ -383,7 +710,7 @@ func (v *jobsView) toggleMark(r *jobRow) {
 		v.markOrder = slices.DeleteFunc(v.markOrder, func(s string) bool { return s == id })
 		return
 	}
-	v.marked[id] = r.job
+	v.marked[id] = v.shown
 	v.markOrder = append(v.markOrder, id)
 }
 
@@ -392,7 +719,7 @@ func (v *jobsView) markVisible(h int) int {
 	for i := v.offset; i < min(v.offset+h, len(v.rows)); i++ {
 		r := v.rows[i]
 		if _, ok := v.marked[r.job.ID]; !ok {
-			v.marked[r.job.ID] = r.job
+			v.marked[r.job.ID] = v.shown
 			v.markOrder = append(v.markOrder, r.job.ID)
 			n++
 		}
@@ -408,11 +735,13 @@ func (v *jobsView) clearMarks() {
 // markedIDs lists the marked ids in the order they were marked.
 func (v *jobsView) markedIDs() []string { return slices.Clone(v.markOrder) }
 
-// hiddenMarks counts marked jobs the current list does not show.
+// hiddenMarks counts marked jobs the current filter does not show: those
+// marked under another filter and not among the loaded rows. A job
+// marked under this filter and scrolled out of the window is not hidden.
 func (v *jobsView) hiddenMarks() int {
 	n := 0
-	for id := range v.marked {
-		if _, ok := v.index[id]; !ok {
+	for id, under := range v.marked {
+		if _, ok := v.index[id]; !ok && under != v.shown {
 			n++
 		}
 	}

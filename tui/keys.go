@@ -105,9 +105,9 @@ func (m *Model) jobsKey(msg tea.KeyPressMsg) tea.Cmd {
 	case km.Matches(msg, keymap.PageUp):
 		return moved(-h)
 	case km.Matches(msg, keymap.Top):
-		return moved(-len(v.rows))
+		return m.jumpTop()
 	case km.Matches(msg, keymap.Bottom):
-		return moved(len(v.rows))
+		return m.jumpBottom()
 	case km.Matches(msg, keymap.NextTab), km.Matches(msg, keymap.PrevTab):
 		d := 1
 		if km.Matches(msg, keymap.PrevTab) {

@@ -60,8 +60,8 @@ type Options struct {
 	TempDir string
 	// PageSize is how many rows one ListJobs call asks for (200).
 	PageSize int
-	// Window is the most rows kept in memory; scrolling past it drops the
-	// far end and reloads it by cursor when scrolled back (12,000).
+	// Window is the most job rows kept in memory; scrolling past it drops
+	// the far end and reloads it by cursor when scrolled back (2,000).
 	Window int
 	// NoSubscribe turns live updates off (tests that want still screens).
 	NoSubscribe bool
@@ -168,7 +168,7 @@ func New(ctl engine.Control, opts Options) *Model {
 		opts.PageSize = engine.MaxListLimit
 	}
 	if opts.Window <= 0 {
-		opts.Window = 12_000
+		opts.Window = 2_000
 	}
 	if opts.Window < 3*opts.PageSize {
 		opts.Window = 3 * opts.PageSize
@@ -317,6 +317,7 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 		}
 		m.succeeded(retryCounts)
 		m.counts = msg.counts
+		m.jobs.placeFromEnd(m)
 		return nil
 	case listMsg:
 		return m.jobs.take(m, msg)
@@ -413,7 +414,7 @@ func (m *Model) retry(what retryWhat) tea.Cmd {
 	case retryCounts:
 		return m.loadCounts()
 	case retryList:
-		return m.jobs.reload(m)
+		return m.jobs.retry(m)
 	case retryScreen:
 		return m.loadScreen(m.screen)
 	case retrySubscribe:

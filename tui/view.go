@@ -283,15 +283,9 @@ func (m *Model) statusLine(w int) string {
 	case scrJobs:
 		v := &m.jobs
 		if len(v.rows) > 0 {
-			pos := fmt.Sprintf("%s of %s", commas(int64(v.base+v.cursor+1)), commas(int64(v.base+len(v.rows))))
-			if v.next != "" {
-				pos += "+"
-			} else if n, ok := m.matchCount(); ok && v.base == 0 {
-				pos = fmt.Sprintf("%s of %s", commas(int64(v.cursor+1)), commas(n))
-			}
-			parts = append(parts, pos)
+			parts = append(parts, m.position())
 		}
-		if v.loading && v.loaded && v.loadMode != listRefresh {
+		if v.loading && v.loaded && v.loadMode != listRefresh && v.loadMode != listSegment {
 			parts = append(parts, "loading…")
 		}
 		if len(v.marked) > 0 {
