@@ -147,7 +147,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, c *caller) err
 	if page.Jobs == nil {
 		page.Jobs = []*engine.Job{}
 	}
-	writeJSON(w, http.StatusOK, page)
+	writeJobPage(w, page)
 	return nil
 }
 

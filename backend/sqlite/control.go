@@ -104,7 +104,15 @@ func stateBranches(base *where, states []engine.State) []branch {
 			out = append(out, branch{"jobs INDEXED BY jobs_running", w})
 		default:
 			w := base.clone()
-			w.add("state = ?", string(st))
+			if st.Valid() {
+				// A literal, not a parameter: SQLite re-prepares a
+				// statement on every run when a bound value decides
+				// whether a partial index applies — a sixth of a list
+				// page's CPU at a million jobs.
+				w.add("state = '" + string(st) + "'")
+			} else {
+				w.add("state = ?", string(st))
+			}
 			w.add(sqlListable)
 			if deadIndexed(st) {
 				w.add(sqlDeadIndexed)
