@@ -33,7 +33,9 @@ func newBenchCmd(lo *logOptions) *cobra.Command {
 		},
 	}
 	cmd.AddCommand(newBenchThroughputCmd(lo))
+	cmd.AddCommand(newBenchDeadLetterCmd(lo))
 	cmd.AddCommand(newBenchConsoleCmd(lo))
+	cmd.AddCommand(newBenchAPICmd(lo))
 	return cmd
 }
 

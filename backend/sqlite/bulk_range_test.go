@@ -1,0 +1,246 @@
+package sqlite_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/backend/sqlite"
+	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Operations whose selector tests plain columns are taken by id range
+// (events and changes select the batch's jobs again by its condition);
+// these tests walk that path over several windows and every action, and
+// check that a quarantined fingerprint sends a retry back to the list of
+// found rows.
+
+func startOperation(t *testing.T, s *sqlite.Store, id string, a engine.Action, sel engine.Filter) *engine.Operation {
+	t.Helper()
+	time.Sleep(time.Millisecond) // the jobs entered their state before the operation
+	op, err := s.OperationInsert(ctx, &engine.OperationInsertParams{ID: id, Action: a, Selector: sel, CreatedBy: "ops"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return op
+}
+
+// eventsOf returns the kinds and from-states of a job's stored events of
+// kind k.
+func eventsOf(t *testing.T, s *sqlite.Store, id string, k engine.EventKind) []engine.Event {
+	t.Helper()
+	evs, err := s.JobEventList(ctx, &engine.JobEventListParams{JobID: id})
+	if err != nil {
+		t.Fatalf("events of %s: %v", id, err)
+	}
+	var out []engine.Event
+	for _, e := range evs {
+		if e.Kind == k {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func TestBulkByRange(t *testing.T) {
+	s := sqlitetest.New(t)
+	db := rawDB(t, s)
+	// 60 jobs; every fifth is in queue rare, the rest in common, so a
+	// rare selector is sparse in id order.
+	var js []*engine.JobInsertParams
+	var rare, common []string
+	for i := range 60 {
+		q := "common"
+		if i%5 == 0 {
+			q = "rare"
+		}
+		id := fmt.Sprintf("j%03d", i)
+		js = append(js, job(id, q, "k"))
+		if q == "rare" {
+			rare = append(rare, id)
+		} else {
+			common = append(common, id)
+		}
+	}
+	insert(t, s, js...)
+	kill(t, s, "rare", len(rare), engine.StateArchived, func(i int) string { return fmt.Sprintf("timeout after %ds", i) })
+	// common: 36 archived, the other 12 cancelled while available.
+	dead := kill(t, s, "common", 36, engine.StateArchived, func(int) string { return "boom" })
+	wasArchived := map[string]bool{}
+	for _, j := range dead {
+		wasArchived[j.ID] = true
+	}
+	for _, id := range common {
+		if !wasArchived[id] {
+			if _, err := s.JobCancel(ctx, &engine.JobActionParams{ID: id, Actor: "ops"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	checkCounts(t, s, db, "setup")
+
+	// Two states at once, batches of 5 (windows of 50 ids).
+	op := startOperation(t, s, "op-common", engine.ActionRetry, engine.Filter{
+		States: []engine.State{engine.StateArchived, engine.StateCancelled}, Queues: []string{"common"}})
+	done := runOperation(t, s, op.ID, 5)
+	if done.Status != engine.OperationCompleted || done.Succeeded != 48 || done.Processed != 48 || done.Failed != 0 {
+		t.Fatalf("retry common: %+v", done)
+	}
+	checkCounts(t, s, db, "retry common")
+	for _, id := range common {
+		if j := get(t, s, id); j.State != engine.StateAvailable {
+			t.Fatalf("%s: %s", id, j.State)
+		}
+		evs := eventsOf(t, s, id, engine.EventRetried)
+		want := engine.StateCancelled
+		if wasArchived[id] {
+			want = engine.StateArchived
+		}
+		if len(evs) != 1 || evs[0].From != want || evs[0].To != engine.StateAvailable || evs[0].Actor != "ops" ||
+			!strings.Contains(evs[0].Message, "op-common") {
+			t.Fatalf("%s events: %+v", id, evs)
+		}
+	}
+	for _, id := range rare {
+		if j := get(t, s, id); j.State != engine.StateArchived {
+			t.Fatalf("rare %s touched: %s", id, j.State)
+		}
+	}
+
+	// Sparse: batches of 2 look at 20 ids each.
+	op = startOperation(t, s, "op-rare", engine.ActionRetry, engine.Filter{
+		States: []engine.State{engine.StateArchived}, Queues: []string{"rare"}, ErrorPattern: "timeout after <n>"})
+	if done := runOperation(t, s, op.ID, 2); done.Status != engine.OperationCompleted || done.Succeeded != 12 {
+		t.Fatalf("retry rare: %+v", done)
+	}
+	checkCounts(t, s, db, "retry rare")
+	for _, id := range rare {
+		if j := get(t, s, id); j.State != engine.StateAvailable || j.MaxAttempts != 3 || j.Attempt != 1 {
+			t.Fatalf("rare %s: %s, max attempts %d", id, j.State, j.MaxAttempts)
+		}
+	}
+
+	// Cancel, then delete, by range.
+	op = startOperation(t, s, "op-cancel", engine.ActionCancel, engine.Filter{Queues: []string{"rare"}})
+	if done := runOperation(t, s, op.ID, 3); done.Succeeded != 12 {
+		t.Fatalf("cancel: %+v", done)
+	}
+	checkCounts(t, s, db, "cancel")
+	if evs := eventsOf(t, s, rare[3], engine.EventCancelled); len(evs) != 1 || evs[0].From != engine.StateAvailable {
+		t.Fatalf("cancel events: %+v", evs)
+	}
+	op = startOperation(t, s, "op-delete", engine.ActionDelete, engine.Filter{
+		States: []engine.State{engine.StateCancelled}, Queues: []string{"rare"}})
+	if done := runOperation(t, s, op.ID, 4); done.Succeeded != 12 {
+		t.Fatalf("delete: %+v", done)
+	}
+	checkCounts(t, s, db, "delete")
+	if n := len(listIDs(t, s, engine.Filter{Queues: []string{"rare"}})); n != 0 {
+		t.Fatalf("%d rare jobs left", n)
+	}
+	if n := len(listIDs(t, s, engine.Filter{Queues: []string{"common"}})); n != 48 {
+		t.Fatalf("%d common jobs left", n)
+	}
+}
+
+// TestBulkRangeQuarantineAndSuperseded: with a quarantined fingerprint in
+// the store a retry refuses its jobs one by one (the list path); superseded
+// jobs are left out unless included, by range as by list.
+func TestBulkRangeQuarantineAndSuperseded(t *testing.T) {
+	s := sqlitetest.New(t)
+	db := rawDB(t, s)
+	var js []*engine.JobInsertParams
+	for i := range 6 {
+		js = append(js, job(fmt.Sprintf("q%d", i), "q", "k"))
+	}
+	insert(t, s, js...)
+	dead := kill(t, s, "q", 6, engine.StateArchived, func(int) string { return "x" })
+	if _, err := s.JobRetryWithInput(ctx, &engine.JobRetryWithInputParams{ID: dead[1].ID, NewID: "fixed",
+		Payload: json.RawMessage(`{"fixed":true}`), Fingerprint: "fp-fixed"}); err != nil {
+		t.Fatal(err)
+	}
+	// Cancel the copy, so the queue's available jobs are the ones retried.
+	if _, err := s.JobCancel(ctx, &engine.JobActionParams{ID: "fixed"}); err != nil {
+		t.Fatal(err)
+	}
+	sel := engine.Filter{States: []engine.State{engine.StateArchived}, Queues: []string{"q"}}
+
+	// No quarantine: by range; the superseded job is left out.
+	op := startOperation(t, s, "op1", engine.ActionRetry, sel)
+	if done := runOperation(t, s, op.ID, 1000); done.Succeeded != 5 || done.Failed != 0 {
+		t.Fatalf("retry: %+v", done)
+	}
+	checkCounts(t, s, db, "retry")
+	if j := get(t, s, dead[1].ID); j.State != engine.StateArchived {
+		t.Fatalf("superseded job retried: %s", j.State)
+	}
+	sel.IncludeSuperseded = true
+	op = startOperation(t, s, "op2", engine.ActionRetry, sel)
+	if done := runOperation(t, s, op.ID, 1000); done.Succeeded != 1 {
+		t.Fatalf("retry with superseded: %+v", done)
+	}
+	checkCounts(t, s, db, "retry with superseded")
+
+	// Kill them again, then quarantine one fingerprint.
+	dead = kill(t, s, "q", 6, engine.StateArchived, func(int) string { return "y" })
+	insert(t, s, &engine.JobInsertParams{ID: "pill", Queue: "pills", Kind: "k", Payload: json.RawMessage(`{}`),
+		Fingerprint: dead[2].Fingerprint, MaxAttempts: 1})
+	res := claim(t, s, engine.JobClaimParams{Queue: "pills", Limit: 1})
+	if _, err := s.JobFinish(ctx, &engine.JobFinishParams{JobRef: ref(res.Jobs[0]), To: engine.StateQuarantined,
+		Charge: engine.ChargeCrash, Quarantine: true, Error: &engine.AttemptError{Crash: true, Message: "boom"}}); err != nil {
+		t.Fatal(err)
+	}
+	op = startOperation(t, s, "op3", engine.ActionRetry, sel)
+	done := runOperation(t, s, op.ID, 2)
+	if done.Status != engine.OperationCompleted || done.Succeeded != 5 || done.Failed != 1 || !strings.Contains(done.Error, dead[2].ID) {
+		t.Fatalf("retry with a quarantined fingerprint: %+v", done)
+	}
+	if j := get(t, s, dead[2].ID); j.State != engine.StateArchived {
+		t.Fatalf("quarantined job retried: %s", j.State)
+	}
+	checkCounts(t, s, db, "retry with a quarantined fingerprint")
+}
+
+// TestCountWithoutSuperseded: a bulk selector's count takes the
+// superseded jobs away from the filter's count, capped as asked.
+func TestCountWithoutSuperseded(t *testing.T) {
+	s := sqlitetest.New(t)
+	var js []*engine.JobInsertParams
+	for i := range 8 {
+		js = append(js, job(fmt.Sprintf("c%d", i), "q", "k"))
+	}
+	insert(t, s, js...)
+	dead := kill(t, s, "q", 8, engine.StateArchived, func(int) string { return "x" })
+	for _, j := range dead[:3] {
+		if _, err := s.JobRetryWithInput(ctx, &engine.JobRetryWithInputParams{ID: j.ID, NewID: j.ID + "-fixed",
+			Payload: json.RawMessage(`{"fixed":true}`), Fingerprint: "fp-" + j.ID + "-fixed"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	arch := engine.Filter{States: []engine.State{engine.StateArchived}}
+	for _, tc := range []struct {
+		f            engine.Filter
+		exclude      bool
+		max, want    int64
+		wantEstimate bool
+	}{
+		{arch, false, 0, 8, false},
+		{arch, true, 0, 5, false},
+		{arch, true, 5, 5, false},
+		{arch, true, 4, 4, true},
+		{arch, true, 1, 1, true},
+		{engine.Filter{States: arch.States, Queues: []string{"q"}}, true, 100, 5, false},
+		{engine.Filter{States: arch.States, Queues: []string{"other"}}, true, 100, 0, false},
+		{engine.Filter{Queues: []string{"q"}}, true, 0, 8, false}, // 5 archived and 3 available copies
+		{engine.Filter{IDs: []string{dead[0].ID, dead[5].ID}}, true, 0, 1, false},
+	} {
+		n, est, err := s.JobCount(ctx, &engine.JobCountParams{Filter: tc.f, ExcludeSuperseded: tc.exclude, Max: tc.max})
+		if err != nil || n != tc.want || est != tc.wantEstimate {
+			t.Errorf("count %s (exclude superseded %v, max %d): %d %v %v, want %d %v", tc.f, tc.exclude, tc.max, n, est, err,
+				tc.want, tc.wantEstimate)
+		}
+	}
+}
