@@ -213,37 +213,50 @@ func benchThroughput(ctx context.Context, o *benchOptions, lo *logOptions, stder
 // o.insertConc goroutines and returns their ids.
 func benchInsert(ctx context.Context, e *engine.Engine, o *benchOptions) ([]string, error) {
 	ids := make([]string, o.jobs)
+	err := enqueueBatches(ctx, e, o.jobs, o.batch, o.insertConc,
+		func(int) engine.EnqueueParams {
+			return engine.EnqueueParams{Queue: o.queue, Kind: benchKind, Payload: []byte(`{}`)}
+		},
+		func(i int, j *engine.Job) { ids[i] = j.ID })
+	return ids, err
+}
+
+// enqueueBatches enqueues n jobs, job i made by params(i), in EnqueueMany
+// batches of batch from conc goroutines, and calls done(i, job) for each
+// one accepted (from those goroutines). It stops at the first error,
+// whether the batch's or one job's.
+func enqueueBatches(ctx context.Context, e *engine.Engine, n, batch, conc int,
+	params func(i int) engine.EnqueueParams, done func(i int, j *engine.Job)) error {
 	starts := make(chan int)
-	errc := make(chan error, o.insertConc)
+	errc := make(chan error, conc)
 	var wg sync.WaitGroup
-	for range o.insertConc {
+	for range conc {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for start := range starts {
-				end := min(start+o.batch, o.jobs)
-				ps := make([]engine.EnqueueParams, end-start)
-				for i := range ps {
-					ps[i] = engine.EnqueueParams{Queue: o.queue, Kind: benchKind, Payload: []byte(`{}`)}
+				ps := make([]engine.EnqueueParams, min(start+batch, n)-start)
+				for k := range ps {
+					ps[k] = params(start + k)
 				}
 				rs, err := e.EnqueueMany(ctx, ps)
 				if err != nil {
 					errc <- err
 					return
 				}
-				for i, r := range rs {
+				for k, r := range rs {
 					if r.Err != nil {
-						errc <- fmt.Errorf("job %d: %w", start+i, r.Err)
+						errc <- fmt.Errorf("job %d: %w", start+k, r.Err)
 						return
 					}
-					ids[start+i] = r.Job.ID
+					done(start+k, r.Job)
 				}
 			}
 		}()
 	}
 	var err error
 feed:
-	for start := 0; start < o.jobs; start += o.batch {
+	for start := 0; start < n; start += batch {
 		select {
 		case starts <- start:
 		case err = <-errc:
@@ -258,7 +271,7 @@ feed:
 		default:
 		}
 	}
-	return ids, err
+	return err
 }
 
 // benchVerify reads every job back and counts them by state.

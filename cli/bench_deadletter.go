@@ -512,58 +512,19 @@ func benchDeadInsert(ctx context.Context, e *engine.Engine, o *benchDeadOptions)
 		mu      sync.Mutex
 		samples []string
 	)
-	starts := make(chan int)
-	errc := make(chan error, o.insertConc)
-	var wg sync.WaitGroup
-	for range o.insertConc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for start := range starts {
-				end := min(start+o.batch, o.jobs)
-				ps := make([]engine.EnqueueParams, end-start)
-				for k := range ps {
-					i := start + k
-					kind := deadKinds[i%len(deadKinds)]
-					ps[k] = engine.EnqueueParams{Queue: o.queue, Kind: kind.name, MaxAttempts: 1,
-						Payload: []byte(kind.payload(i))}
-				}
-				rs, err := e.EnqueueMany(ctx, ps)
-				if err != nil {
-					errc <- err
-					return
-				}
-				for k, r := range rs {
-					if r.Err != nil {
-						errc <- fmt.Errorf("job %d: %w", start+k, r.Err)
-						return
-					}
-					if (start+k)%every == 0 {
-						mu.Lock()
-						samples = append(samples, r.Job.ID)
-						mu.Unlock()
-					}
-				}
+	err := enqueueBatches(ctx, e, o.jobs, o.batch, o.insertConc,
+		func(i int) engine.EnqueueParams {
+			kind := deadKinds[i%len(deadKinds)]
+			return engine.EnqueueParams{Queue: o.queue, Kind: kind.name, MaxAttempts: 1,
+				Payload: []byte(kind.payload(i))}
+		},
+		func(i int, j *engine.Job) {
+			if i%every == 0 {
+				mu.Lock()
+				samples = append(samples, j.ID)
+				mu.Unlock()
 			}
-		}()
-	}
-	var err error
-feed:
-	for start := 0; start < o.jobs; start += o.batch {
-		select {
-		case starts <- start:
-		case err = <-errc:
-			break feed
-		}
-	}
-	close(starts)
-	wg.Wait()
-	if err == nil {
-		select {
-		case err = <-errc:
-		default:
-		}
-	}
+		})
 	return samples, err
 }
 
