@@ -266,12 +266,22 @@ func start(t *testing.T, ctl engine.Control, opts Options) *session {
 
 // waitFor waits until the screen shows all of wants, is settled (no load
 // in flight) and live (subscribed), so snapshots do not race the loads.
+// countsPending reports whether the state tabs (the second line) still
+// show "…" for counts on their way: a screen caught then differs from one
+// caught a moment later. With the store-down banner up they stay "…".
+func countsPending(screen string) bool {
+	lines := strings.SplitN(screen, "\n", 3)
+	return len(lines) > 1 && strings.Contains(lines[1], "▸") && strings.Contains(lines[1], " …") &&
+		!strings.Contains(screen, "⚠")
+}
+
 func (s *session) waitFor(wants ...string) string {
 	s.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		screen := ansi.Strip(s.h.last())
-		ok := !strings.Contains(screen, "loading…") && (s.h.opts.NoSubscribe || strings.Contains(screen, "● live"))
+		ok := !strings.Contains(screen, "loading…") && (s.h.opts.NoSubscribe || strings.Contains(screen, "● live")) &&
+			!countsPending(screen)
 		for _, w := range wants {
 			if !strings.Contains(screen, w) {
 				ok = false
