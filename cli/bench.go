@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,6 +51,21 @@ type benchOptions struct {
 	timeout     time.Duration
 }
 
+// addFlags registers the flags every scenario built on benchOptions shares;
+// --store is required.
+func (o *benchOptions) addFlags(cmd *cobra.Command, timeout time.Duration) {
+	f := cmd.Flags()
+	f.StringVar(&o.store, "store", "", "store URL (required); a sqlite file is deleted first")
+	f.IntVar(&o.jobs, "jobs", 10000, "number of jobs N")
+	f.IntVar(&o.concurrency, "concurrency", 50, "jobs run at once (the queue's concurrency)")
+	f.IntVar(&o.batch, "batch", 1000, "jobs per EnqueueMany call")
+	f.IntVar(&o.insertConc, "insert-conc", 4, "goroutines sending insert batches (as the peer harness)")
+	f.StringVar(&o.queue, "queue", "bench", "queue name")
+	f.StringVar(&o.label, "label", "main", "free-form variant label echoed in the result line")
+	f.DurationVar(&o.timeout, "timeout", timeout, "overall timeout")
+	_ = cmd.MarkFlagRequired("store")
+}
+
 func newBenchThroughputCmd(lo *logOptions) *cobra.Command {
 	o := &benchOptions{}
 	cmd := &cobra.Command{
@@ -68,16 +84,7 @@ Prints one key=value result line on stdout, the shape of the peer harness
 			return runBenchThroughput(cmd.Context(), o, lo, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&o.store, "store", "", "store URL (required); a sqlite file is deleted first")
-	f.IntVar(&o.jobs, "jobs", 10000, "number of jobs N")
-	f.IntVar(&o.concurrency, "concurrency", 50, "jobs run at once (the queue's concurrency)")
-	f.IntVar(&o.batch, "batch", 1000, "jobs per EnqueueMany call")
-	f.IntVar(&o.insertConc, "insert-conc", 4, "goroutines sending insert batches (as the peer harness)")
-	f.StringVar(&o.queue, "queue", "bench", "queue name")
-	f.StringVar(&o.label, "label", "main", "free-form variant label echoed in the result line")
-	f.DurationVar(&o.timeout, "timeout", 15*time.Minute, "overall timeout")
-	_ = cmd.MarkFlagRequired("store")
+	o.addFlags(cmd, 15*time.Minute)
 	return cmd
 }
 
@@ -417,6 +424,33 @@ func libVersion() string {
 	}
 	return bi.Main.Path + "@" + v
 }
+
+// procStatus reads VmRSS and VmHWM of a process (os.Getpid() for this
+// one), in kB; 0 where /proc has no such process.
+func procStatus(pid int) (rss, hwm int64) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, 0
+	}
+	return parseProcStatus(b)
+}
+
+func parseProcStatus(b []byte) (rss, hwm int64) {
+	for line := range strings.SplitSeq(string(b), "\n") {
+		for _, f := range []struct {
+			key string
+			dst *int64
+		}{{"VmRSS:", &rss}, {"VmHWM:", &hwm}} {
+			if rest, ok := strings.CutPrefix(line, f.key); ok {
+				*f.dst, _ = strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			}
+		}
+	}
+	return rss, hwm
+}
+
+// mb converts kB to MiB.
+func mb(kb int64) float64 { return float64(kb) / 1024 }
 
 // processCPU is this process's CPU time so far, user and system.
 func processCPU() time.Duration {

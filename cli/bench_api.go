@@ -197,7 +197,7 @@ func benchAPI(ctx context.Context, o *benchAPIOptions, lo *logOptions, stderr io
 		return err
 	}
 
-	rssIdle, _ := apiProcStatus(srv.pid)
+	rssIdle, _ := procStatus(srv.pid)
 	work := startAPIBenchWork(ctx, cl, o, log)
 	defer work.stop()
 	settle, err := apiBenchSettle(ctx, cl, progress)
@@ -222,7 +222,7 @@ func benchAPI(ctx context.Context, o *benchAPIOptions, lo *logOptions, stderr io
 		return fmt.Errorf("counts: %w", err)
 	}
 	res.add("load1_before", apiLoadAvg())
-	rssStart, _ := apiProcStatus(srv.pid)
+	rssStart, _ := procStatus(srv.pid)
 	rss := startAPIRSSSampler(srv.pid, 250*time.Millisecond)
 	defer rss.close()
 	srvCPU0, genCPU0, wall0 := apiProcCPU(srv.pid), apiProcCPU(os.Getpid()), time.Now()
@@ -239,7 +239,7 @@ func benchAPI(ctx context.Context, o *benchAPIOptions, lo *logOptions, stderr io
 		return fmt.Errorf("counts: %w", err)
 	}
 	rss.close()
-	rssEnd, hwm := apiProcStatus(srv.pid)
+	rssEnd, hwm := procStatus(srv.pid)
 	werr := work.firstErr()
 
 	lat := st.sorted()
@@ -254,11 +254,11 @@ func benchAPI(ctx context.Context, o *benchAPIOptions, lo *logOptions, stderr io
 	}{{"p50_ms", 50}, {"p90_ms", 90}, {"p99_ms", 99}, {"p999_ms", 99.9}, {"max_ms", 100}} {
 		res.add(p.key, apiMS(apiPercentile(lat, p.p)))
 	}
-	res.add("server_rss_mb_idle", apiMB(rssIdle))
-	res.add("server_rss_mb_start", apiMB(rssStart))
-	res.add("server_rss_mb_peak", apiMB(rss.peakKB()))
-	res.add("server_rss_mb_end", apiMB(rssEnd))
-	res.add("server_rss_mb_hwm", apiMB(hwm))
+	res.add("server_rss_mb_idle", mb(rssIdle))
+	res.add("server_rss_mb_start", mb(rssStart))
+	res.add("server_rss_mb_peak", mb(rss.peakKB()))
+	res.add("server_rss_mb_end", mb(rssEnd))
+	res.add("server_rss_mb_hwm", mb(hwm))
 	// CPU says more than a rate on a shared machine: the server's
 	// includes its workers' share.
 	res.add("server_cpu_cores", srvCPU.Seconds()/wall.Seconds())
@@ -274,7 +274,7 @@ func benchAPI(ctx context.Context, o *benchAPIOptions, lo *logOptions, stderr io
 		res.add("first_error", strings.Join(strings.Fields(st.firstErr.Error()), "_"))
 	}
 	progress("achieved %.0f/s, p50 %.2fms p99 %.2fms max %.2fms, %d errors; server RSS %.0f→%.0f MB (peak %.0f)",
-		st.achievedRate(), apiMS(apiPercentile(lat, 50)), apiMS(p99), apiMS(apiPercentile(lat, 100)), st.errors, apiMB(rssStart), apiMB(rssEnd), apiMB(rss.peakKB()))
+		st.achievedRate(), apiMS(apiPercentile(lat, 50)), apiMS(p99), apiMS(apiPercentile(lat, 100)), st.errors, mb(rssStart), mb(rssEnd), mb(rss.peakKB()))
 
 	if o.wrk {
 		if bin, err := exec.LookPath("wrk"); err == nil {
@@ -286,9 +286,9 @@ func benchAPI(ctx context.Context, o *benchAPIOptions, lo *logOptions, stderr io
 			for _, kv := range w {
 				res.add(kv[0], kv[1])
 			}
-			rssWrk, hwm := apiProcStatus(srv.pid)
-			res.add("server_rss_mb_after_wrk", apiMB(rssWrk))
-			res.add("server_rss_mb_hwm_after_wrk", apiMB(hwm))
+			rssWrk, hwm := procStatus(srv.pid)
+			res.add("server_rss_mb_after_wrk", mb(rssWrk))
+			res.add("server_rss_mb_hwm_after_wrk", mb(hwm))
 		} else {
 			res.add("wrk", "not_installed")
 		}
@@ -316,8 +316,6 @@ func (l *apiLockedWriter) Write(p []byte) (int, error) {
 }
 
 func apiMS(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func apiMB(kb int64) float64 { return float64(kb) / 1024 }
 
 // apiLoadAvg is /proc/loadavg's first field ("" where there is none).
 func apiLoadAvg() string {
@@ -509,7 +507,7 @@ func startAPIRSSSampler(pid int, every time.Duration) *apiRSSSampler {
 }
 
 func (s *apiRSSSampler) sample() {
-	rss, _ := apiProcStatus(s.pid)
+	rss, _ := procStatus(s.pid)
 	for {
 		p := s.peak.Load()
 		if rss <= p || s.peak.CompareAndSwap(p, rss) {
@@ -527,30 +525,6 @@ func (s *apiRSSSampler) close() {
 		<-s.done
 		s.sample()
 	})
-}
-
-// apiProcStatus reads VmRSS and VmHWM of a process, in kB (0 where
-// /proc has no such process).
-func apiProcStatus(pid int) (rss, hwm int64) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, 0
-	}
-	return parseAPIProcStatus(b)
-}
-
-func parseAPIProcStatus(b []byte) (rss, hwm int64) {
-	for line := range strings.SplitSeq(string(b), "\n") {
-		for _, f := range []struct {
-			key string
-			dst *int64
-		}{{"VmRSS:", &rss}, {"VmHWM:", &hwm}} {
-			if rest, ok := strings.CutPrefix(line, f.key); ok {
-				*f.dst, _ = strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			}
-		}
-	}
-	return rss, hwm
 }
 
 // apiProcCPU is a process's CPU time so far (user and system), from

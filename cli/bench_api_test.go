@@ -219,7 +219,7 @@ func TestAPIPickerShare(t *testing.T) {
 
 func TestParseAPIProcStatus(t *testing.T) {
 	status := "Name:\tsluice\nVmPeak:\t 2000000 kB\nVmHWM:\t   81234 kB\nVmRSS:\t   70000 kB\nThreads:\t9\n"
-	rss, hwm := parseAPIProcStatus([]byte(status))
+	rss, hwm := parseProcStatus([]byte(status))
 	if rss != 70000 || hwm != 81234 {
 		t.Errorf("rss %d hwm %d, want 70000 81234", rss, hwm)
 	}

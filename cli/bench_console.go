@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -334,7 +333,7 @@ func startRSSSampler(every time.Duration) *rssSampler {
 }
 
 func (s *rssSampler) sample() int64 {
-	rss, _ := procStatus()
+	rss, _ := procStatus(os.Getpid())
 	for {
 		p := s.peak.Load()
 		if rss <= p {
@@ -355,27 +354,6 @@ func (s *rssSampler) close() {
 		s.sample()
 	})
 }
-
-// procStatus reads VmRSS and VmHWM of this process, in kB.
-func procStatus() (rss, hwm int64) {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0, 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		for key, dst := range map[string]*int64{"VmRSS:": &rss, "VmHWM:": &hwm} {
-			if rest, ok := strings.CutPrefix(line, key); ok {
-				*dst, _ = strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			}
-		}
-	}
-	return rss, hwm
-}
-
-func mb(kb int64) float64 { return float64(kb) / 1024 }
 
 var (
 	reJobID    = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
@@ -576,7 +554,7 @@ func benchConsoleMeasure(ctx context.Context, o *benchConsoleOptions, log *slog.
 	res.add("startup_ms", float64(firstAt.Sub(t0).Microseconds())/1000)
 	progress("first frame with rows %.1fms after the program started (%.1fms after opening the store)",
 		float64(firstAt.Sub(progStart).Microseconds())/1000, float64(firstAt.Sub(t0).Microseconds())/1000)
-	rssFirst, _ := procStatus()
+	rssFirst, _ := procStatus(os.Getpid())
 	res.add("rss_first_frame_mb", mb(rssFirst))
 
 	// The counters give the total; wait for it on the status line.
@@ -603,7 +581,7 @@ func benchConsoleMeasure(ctx context.Context, o *benchConsoleOptions, log *slog.
 		}
 		if time.Since(lastReport) > 10*time.Second {
 			lastReport = time.Now()
-			cur, _ := procStatus()
+			cur, _ := procStatus(os.Getpid())
 			progress("at %d of %d, rss %.1f MB (peak %.1f MB)", pos, total, mb(cur), mb(rss.peak.Load()))
 		}
 	}
@@ -640,7 +618,7 @@ func benchConsoleMeasure(ctx context.Context, o *benchConsoleOptions, log *slog.
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	rss.close()
-	_, hwm := procStatus()
+	_, hwm := procStatus(os.Getpid())
 	res.add("peak_rss_mb", mb(rss.peak.Load()))
 	res.add("peak_rss_at_seconds", time.Unix(0, rss.peakAt.Load()).Sub(t0))
 	res.add("hwm_rss_mb", mb(hwm))

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -65,19 +64,11 @@ Prints one key=value result line on stdout with the peer harness's keys
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.store, "store", "", "store URL (required); a sqlite file is deleted first")
-	f.IntVar(&o.jobs, "jobs", 10000, "number of jobs N")
-	f.IntVar(&o.concurrency, "concurrency", 50, "jobs run at once (the queue's concurrency)")
-	f.IntVar(&o.batch, "batch", 1000, "jobs per EnqueueMany call")
-	f.IntVar(&o.insertConc, "insert-conc", 4, "goroutines sending insert batches (as the peer harness)")
-	f.StringVar(&o.queue, "queue", "bench", "queue name")
-	f.StringVar(&o.label, "label", "main", "free-form variant label echoed in the result line")
-	f.DurationVar(&o.timeout, "timeout", time.Hour, "overall timeout")
+	o.addFlags(cmd, time.Hour)
 	f.IntVar(&o.listCalls, "list-calls", 20, "calls per list and counts measurement (the median is reported)")
 	f.IntVar(&o.pageSize, "page-size", 50, "rows per list page")
 	f.BoolVar(&o.noRetry, "no-retry", false, "stop before the bulk retry (leave the dead jobs in place)")
 	f.BoolVar(&o.reuse, "reuse", false, "keep the store; if it holds the N dead jobs a --no-retry run left (or a copy of them), skip the seeding")
-	_ = cmd.MarkFlagRequired("store")
 	return cmd
 }
 
@@ -324,7 +315,7 @@ func benchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *logOptions, s
 
 	if o.noRetry {
 		res.add("retry_all", "skipped")
-		deadAddMB(res, "peak_rss_mb", deadProcMB("VmHWM"))
+		deadAddMB(res, "peak_rss_mb", selfHWM())
 		return nil
 	}
 
@@ -405,7 +396,7 @@ func benchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *logOptions, s
 		avail == n && exact.Matched == n && retained == n && after.Total[engine.StateArchived] == 0 && bad == ""
 	if !ok {
 		res.add("retry_verify", "MISMATCH")
-		deadAddMB(res, "peak_rss_mb", deadProcMB("VmHWM"))
+		deadAddMB(res, "peak_rss_mb", selfHWM())
 		if bad == "" {
 			bad = fmt.Sprintf("operation %s succeeded %d failed %d; %d available (%d counted), %d archived, of %d",
 				op.Status, op.Succeeded, op.Failed, avail, exact.Matched, after.Total[engine.StateArchived], n)
@@ -413,7 +404,7 @@ func benchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *logOptions, s
 		return fmt.Errorf("verify: %s", bad)
 	}
 	res.add("retry_verify", "ok")
-	deadAddMB(res, "peak_rss_mb", deadProcMB("VmHWM"))
+	deadAddMB(res, "peak_rss_mb", selfHWM())
 	return nil
 }
 
@@ -592,35 +583,16 @@ func deadAddMB(r *benchResult, k string, mb float64) {
 	r.kv = append(r.kv, [2]string{k, fmt.Sprintf("%.1f", mb)})
 }
 
-// deadProcMB reads a memory line of /proc/self/status (VmHWM, VmRSS) in
-// MiB; -1 where there is none.
-func deadProcMB(key string) float64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return -1
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok || k != key {
-			continue
-		}
-		kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-		if err != nil {
-			return -1
-		}
-		return kb / 1024
-	}
-	return -1
-}
+// selfRSS and selfHWM are this process's VmRSS and VmHWM in MiB.
+func selfRSS() float64 { rss, _ := procStatus(os.Getpid()); return mb(rss) }
+func selfHWM() float64 { _, hwm := procStatus(os.Getpid()); return mb(hwm) }
 
 // deadSampleRSS samples VmRSS every interval until the returned function is
 // called, which reports the first, largest and last sample in MiB.
 func deadSampleRSS(interval time.Duration) func() (first, peak, last float64) {
 	stop := make(chan struct{})
 	done := make(chan struct{})
-	first := deadProcMB("VmRSS")
+	first := selfRSS()
 	peak := first
 	go func() {
 		defer close(done)
@@ -632,13 +604,13 @@ func deadSampleRSS(interval time.Duration) func() (first, peak, last float64) {
 				return
 			case <-t.C:
 			}
-			peak = max(peak, deadProcMB("VmRSS"))
+			peak = max(peak, selfRSS())
 		}
 	}()
 	return func() (float64, float64, float64) {
 		close(stop)
 		<-done
-		v := deadProcMB("VmRSS")
+		v := selfRSS()
 		return first, max(peak, v), v
 	}
 }
