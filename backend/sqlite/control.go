@@ -144,8 +144,9 @@ func (s *Store) JobList(ctx context.Context, p *engine.JobListParams) ([]*engine
 	}
 	defer rows.Close()
 	out := make([]*engine.Job, 0, max(0, min(p.Limit, 256)))
+	js := newJobScanner()
 	for rows.Next() {
-		j, err := scanJob(rows)
+		j, err := js.scan(rows)
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: list jobs: %w", err)
 		}

@@ -395,8 +395,9 @@ func queryJobs(ctx context.Context, st *sql.Stmt, args []any) ([]*engine.Job, er
 	}
 	defer rows.Close()
 	var out []*engine.Job
+	js := newJobScanner()
 	for rows.Next() {
-		j, err := scanJob(rows)
+		j, err := js.scan(rows)
 		if err != nil {
 			return nil, err
 		}
@@ -652,7 +653,8 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 		if p.Error != nil {
 			var list []engine.AttemptError
 			if errs != "" && errs != "[]" {
-				if err := json.Unmarshal([]byte(errs), &list); err != nil {
+				var err error
+				if list, err = decodeAttemptErrors(errs); err != nil {
 					return fmt.Errorf("sqlite: finish job %s: errors: %w", p.ID, err)
 				}
 			}

@@ -96,13 +96,14 @@ func (c *claimedJob) query(ctx context.Context, st *sql.Stmt, args []any) ([]*en
 
 // decodeLists decodes the tags and errors columns.
 func decodeLists(j *engine.Job, tags, errs string) error {
+	var err error
 	if tags != "" && tags != "[]" {
-		if err := json.Unmarshal([]byte(tags), &j.Tags); err != nil {
+		if j.Tags, err = decodeTags(tags); err != nil {
 			return fmt.Errorf("sqlite: job %s: tags: %w", j.ID, err)
 		}
 	}
 	if errs != "" && errs != "[]" {
-		if err := json.Unmarshal([]byte(errs), &j.Errors); err != nil {
+		if j.Errors, err = decodeAttemptErrors(errs); err != nil {
 			return fmt.Errorf("sqlite: job %s: errors: %w", j.ID, err)
 		}
 	}
@@ -116,13 +117,28 @@ type scanner interface {
 // scanJob reads one row of jobColumns (plus extra trailing columns into
 // extra).
 func scanJob(sc scanner, extra ...any) (*engine.Job, error) {
-	var v [numJobColumns]any
-	dest := make([]any, numJobColumns, numJobColumns+len(extra))
-	for i := range v {
-		dest[i] = &v[i]
+	return newJobScanner(extra...).scan(sc)
+}
+
+// jobScanner reads rows of jobColumns into jobs, reusing its scan
+// destinations from row to row.
+type jobScanner struct {
+	v    [numJobColumns]any
+	dest []any
+}
+
+func newJobScanner(extra ...any) *jobScanner {
+	js := &jobScanner{dest: make([]any, numJobColumns, numJobColumns+len(extra))}
+	for i := range js.v {
+		js.dest[i] = &js.v[i]
 	}
-	dest = append(dest, extra...)
-	if err := sc.Scan(dest...); err != nil {
+	js.dest = append(js.dest, extra...)
+	return js
+}
+
+func (js *jobScanner) scan(sc scanner) (*engine.Job, error) {
+	v := &js.v
+	if err := sc.Scan(js.dest...); err != nil {
 		return nil, err
 	}
 	j := &engine.Job{

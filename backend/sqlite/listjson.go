@@ -1,0 +1,347 @@
+package sqlite
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// The errors and tags columns hold JSON this package wrote with
+// json.Marshal. Every listed row decodes them, and encoding/json's
+// reflection was a fifth of a list page's CPU, so the shapes this package
+// writes are read by hand here. Anything else — another key, a number
+// that is not a plain integer, a value of the wrong type — is not guessed
+// at: the caller falls back to encoding/json, which stays the reference
+// (listjson_test.go holds the two to the same answers).
+
+// errNotFast reports input the hand decoders leave to encoding/json.
+var errNotFast = errors.New("sqlite: not in the fast JSON shape")
+
+// decodeAttemptErrors decodes an errors column.
+func decodeAttemptErrors(s string) ([]engine.AttemptError, error) {
+	out, err := fastAttemptErrors(s)
+	if err == nil {
+		return out, nil
+	}
+	out = nil
+	if err := json.Unmarshal([]byte(s), &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// decodeTags decodes a tags column.
+func decodeTags(s string) ([]string, error) {
+	out, err := fastStrings(s)
+	if err == nil {
+		return out, nil
+	}
+	out = nil
+	if err := json.Unmarshal([]byte(s), &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// jsonLexer reads the compact JSON json.Marshal writes: no whitespace is
+// skipped, on purpose — the fast path only has to be right for that.
+type jsonLexer struct {
+	s string
+	i int
+}
+
+func (l *jsonLexer) byte(c byte) bool {
+	if l.i < len(l.s) && l.s[l.i] == c {
+		l.i++
+		return true
+	}
+	return false
+}
+
+func (l *jsonLexer) literal(w string) bool {
+	if len(l.s)-l.i >= len(w) && l.s[l.i:l.i+len(w)] == w {
+		l.i += len(w)
+		return true
+	}
+	return false
+}
+
+// str reads a JSON string, unescaped as encoding/json would.
+func (l *jsonLexer) str() (string, error) {
+	if !l.byte('"') {
+		return "", errNotFast
+	}
+	start := l.i
+	for l.i < len(l.s) {
+		c := l.s[l.i]
+		switch {
+		case c == '"':
+			v := l.s[start:l.i]
+			l.i++
+			return v, nil
+		case c == '\\' || c < 0x20 || c >= utf8.RuneSelf:
+			return l.strSlow(start)
+		}
+		l.i++
+	}
+	return "", errNotFast
+}
+
+// strSlow finishes a string that has escapes or non-ASCII bytes.
+func (l *jsonLexer) strSlow(start int) (string, error) {
+	b := make([]byte, 0, len(l.s)-start)
+	b = append(b, l.s[start:l.i]...)
+	for l.i < len(l.s) {
+		c := l.s[l.i]
+		switch {
+		case c == '"':
+			l.i++
+			return string(b), nil
+		case c < 0x20:
+			return "", errNotFast
+		case c == '\\':
+			if l.i+1 >= len(l.s) {
+				return "", errNotFast
+			}
+			e := l.s[l.i+1]
+			l.i += 2
+			switch e {
+			case '"', '\\', '/':
+				b = append(b, e)
+			case 'b':
+				b = append(b, '\b')
+			case 'f':
+				b = append(b, '\f')
+			case 'n':
+				b = append(b, '\n')
+			case 'r':
+				b = append(b, '\r')
+			case 't':
+				b = append(b, '\t')
+			case 'u':
+				r, ok := l.hex4()
+				if !ok {
+					return "", errNotFast
+				}
+				if utf16.IsSurrogate(r) {
+					r2 := utf8.RuneError
+					save := l.i
+					if l.literal(`\u`) {
+						if x, ok := l.hex4(); ok {
+							r2 = x
+						}
+					}
+					if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
+						r = dec
+					} else {
+						l.i = save // a lone surrogate: the next escape stands alone
+						r = utf8.RuneError
+					}
+				}
+				b = utf8.AppendRune(b, r)
+			default:
+				return "", errNotFast
+			}
+		case c < utf8.RuneSelf:
+			b = append(b, c)
+			l.i++
+		default:
+			r, size := utf8.DecodeRuneInString(l.s[l.i:])
+			if r == utf8.RuneError && size == 1 {
+				b = utf8.AppendRune(b, utf8.RuneError)
+			} else {
+				b = append(b, l.s[l.i:l.i+size]...)
+			}
+			l.i += size
+		}
+	}
+	return "", errNotFast
+}
+
+func (l *jsonLexer) hex4() (rune, bool) {
+	if len(l.s)-l.i < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range []byte(l.s[l.i : l.i+4]) {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	l.i += 4
+	return r, true
+}
+
+// plainStr reads a JSON string that has no escapes and only ASCII.
+func (l *jsonLexer) plainStr() (string, bool) {
+	if !l.byte('"') {
+		return "", false
+	}
+	start := l.i
+	for l.i < len(l.s) {
+		c := l.s[l.i]
+		if c == '"' {
+			l.i++
+			return l.s[start : l.i-1], true
+		}
+		if c == '\\' || c < 0x20 || c >= utf8.RuneSelf {
+			return "", false
+		}
+		l.i++
+	}
+	return "", false
+}
+
+// integer reads a plain integer (no fraction or exponent).
+func (l *jsonLexer) integer() (int, error) {
+	start := l.i
+	if l.i < len(l.s) && l.s[l.i] == '-' {
+		l.i++
+	}
+	digits := l.i
+	for l.i < len(l.s) && '0' <= l.s[l.i] && l.s[l.i] <= '9' {
+		l.i++
+	}
+	if l.i-digits > 1 && l.s[digits] == '0' {
+		return 0, errNotFast // a leading zero is not JSON
+	}
+	if l.i < len(l.s) && (l.s[l.i] == '.' || l.s[l.i] == 'e' || l.s[l.i] == 'E') {
+		return 0, errNotFast
+	}
+	n, err := strconv.Atoi(l.s[start:l.i])
+	if err != nil {
+		return 0, errNotFast
+	}
+	return n, nil
+}
+
+// fastStrings decodes a JSON array of strings.
+func fastStrings(s string) ([]string, error) {
+	l := &jsonLexer{s: s}
+	if !l.byte('[') {
+		return nil, errNotFast
+	}
+	if l.byte(']') {
+		return []string{}, l.end()
+	}
+	var out []string
+	for {
+		v, err := l.str()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+		if l.byte(']') {
+			return out, l.end()
+		}
+		if !l.byte(',') {
+			return nil, errNotFast
+		}
+	}
+}
+
+func (l *jsonLexer) end() error {
+	if l.i != len(l.s) {
+		return errNotFast
+	}
+	return nil
+}
+
+// fastAttemptErrors decodes an array of engine.AttemptError objects.
+func fastAttemptErrors(s string) ([]engine.AttemptError, error) {
+	l := &jsonLexer{s: s}
+	if !l.byte('[') {
+		return nil, errNotFast
+	}
+	if l.byte(']') {
+		return []engine.AttemptError{}, l.end()
+	}
+	var out []engine.AttemptError
+	for {
+		e, err := l.attemptError()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+		if l.byte(']') {
+			return out, l.end()
+		}
+		if !l.byte(',') {
+			return nil, errNotFast
+		}
+	}
+}
+
+func (l *jsonLexer) attemptError() (engine.AttemptError, error) {
+	var e engine.AttemptError
+	if !l.byte('{') {
+		return e, errNotFast
+	}
+	if l.byte('}') {
+		return e, nil
+	}
+	for {
+		key, err := l.str()
+		if err != nil || !l.byte(':') {
+			return e, errNotFast
+		}
+		switch key {
+		case "attempt":
+			if e.Attempt, err = l.integer(); err != nil {
+				return e, err
+			}
+		case "crash":
+			switch {
+			case l.literal("true"):
+				e.Crash = true
+			case l.literal("false"):
+				e.Crash = false
+			default:
+				return e, errNotFast
+			}
+		case "at":
+			// time.Time's UnmarshalJSON parses the quoted bytes as
+			// they stand, escapes and all; UnmarshalText is the same
+			// strict RFC 3339 parse.
+			v, ok := l.plainStr()
+			if !ok {
+				return e, errNotFast
+			}
+			if err := e.At.UnmarshalText([]byte(v)); err != nil {
+				return e, errNotFast
+			}
+		case "worker":
+			if e.Worker, err = l.str(); err != nil {
+				return e, err
+			}
+		case "message":
+			if e.Message, err = l.str(); err != nil {
+				return e, err
+			}
+		case "trace":
+			if e.Trace, err = l.str(); err != nil {
+				return e, err
+			}
+		default:
+			return e, errNotFast
+		}
+		if l.byte('}') {
+			return e, nil
+		}
+		if !l.byte(',') {
+			return e, errNotFast
+		}
+	}
+}
