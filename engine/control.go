@@ -12,8 +12,9 @@ import (
 type Control interface {
 	// Meta describes the backend, its capabilities and the caller.
 	Meta(ctx context.Context) (*Meta, error)
-	// ListJobs pages payload-free rows, newest first by the time each
-	// job entered its state.
+	// ListJobs pages job summaries, newest first by the time each job
+	// entered its state: no payload, no checkpoint, and the latest error
+	// only (GetJob has them all).
 	ListJobs(ctx context.Context, p ListJobsParams) (*JobPage, error)
 	// GetJob returns one job with its errors, timeline and links; the
 	// payload only when asked.
@@ -127,7 +128,7 @@ type ListJobsParams struct {
 	Limit  int // 1–200, 50 when 0
 }
 
-// JobPage is one page of payload-free rows.
+// JobPage is one page of job summaries (see Control.ListJobs).
 type JobPage struct {
 	Jobs []*Job `json:"jobs"`
 	// Next pages on towards older rows, Prev back towards newer ones; ""

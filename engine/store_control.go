@@ -12,8 +12,9 @@ import (
 // every operator action, and ErrUnsupported (wrapped, naming the filter)
 // for a filter the backend cannot serve — never a silently ignored one.
 type ControlStore interface {
-	// JobList pages payload-free jobs matching the filter, ordered by
-	// (state_changed_at, id) descending. After, when set, continues
+	// JobList pages summaries of the jobs matching the filter — no
+	// payload, no checkpoint, and in Errors the latest error alone —
+	// ordered by (state_changed_at, id) descending. After, when set, continues
 	// strictly past that key: towards older rows, or towards newer ones
 	// when Reverse (rows then come oldest first; the caller flips them).
 	JobList(ctx context.Context, p *JobListParams) ([]*Job, error)

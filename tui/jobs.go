@@ -109,9 +109,9 @@ func newRow(j *engine.Job) *jobRow {
 	return r
 }
 
-// slimJob copies the fields a row needs. A listed job carries its errors
-// with their traces, metadata and checkpoint; a window of thousands of
-// rows must not hold all that for a one-line table.
+// slimJob copies the fields a row needs. A listed job still carries its
+// latest error with its trace, metadata and tags; a window of thousands
+// of rows must not hold all that for a one-line table.
 func slimJob(j *engine.Job) *engine.Job {
 	return &engine.Job{
 		ID: j.ID, Queue: j.Queue, Kind: j.Kind, State: j.State,

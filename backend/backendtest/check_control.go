@@ -23,6 +23,7 @@ func controlChecks() []check {
 		{name: "ListFiltersAndPaging", fn: testControlList},
 		{name: "ListBadInput", fn: testControlListBadInput},
 		{name: "GetJob", fn: testControlGetJob},
+		{name: "ListRowsCarryLatestError", fn: testControlListLatestError},
 		{name: "Counts", fn: testControlCounts},
 		{name: "ErrorGroups", fn: testControlErrorGroups},
 		{name: "RetryPauseResume", fn: testControlRetry},
@@ -307,6 +308,56 @@ func testControlGetJob(t *testing.T, h Harness) {
 	}
 	if _, err := f.c.GetJob(f.ctx, "missing", false); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("missing job: %v", err)
+	}
+}
+
+// A listed row is a summary: its latest error only (a dead job carries up
+// to engine.MaxKeptErrors, and a page of them would be mostly old errors);
+// GetJob has them all.
+func testControlListLatestError(t *testing.T, h Harness) {
+	f := newCtl(t, h, nil)
+	const attempts = 3
+	_, err := f.e.Enqueue(context.Background(), engine.EnqueueParams{
+		ID: "m-000", Queue: "misc", Kind: "fail", MaxAttempts: attempts,
+		Args: failPayload{Msg: "still failing"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, f.s, "m-000", engine.StateArchived)
+	f.dead(t, "misc", "one", 1, "once")
+
+	page, err := f.c.ListJobs(f.ctx, engine.ListJobsParams{Filter: engine.Filter{Queues: []string{"misc"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]*engine.Job{}
+	for _, j := range page.Jobs {
+		rows[j.ID] = j
+	}
+	if j := rows["m-000"]; j == nil || len(j.Errors) != 1 || j.Errors[0].Attempt != attempts ||
+		j.Errors[0].Message != "still failing" || j.Errors[0].At.IsZero() || j.Attempt != attempts {
+		t.Fatalf("listed m-000: %+v", j)
+	}
+	if j := rows["one-000"]; j == nil || len(j.Errors) != 1 || j.Errors[0].Attempt != 1 || j.Errors[0].Message != "once" {
+		t.Fatalf("listed one-000: %+v", j)
+	}
+
+	d, err := f.c.GetJob(f.ctx, "m-000", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Job.Errors) != attempts {
+		t.Fatalf("GetJob: %d errors, want %d: %+v", len(d.Job.Errors), attempts, d.Job.Errors)
+	}
+	for i, e := range d.Job.Errors {
+		if e.Attempt != i+1 {
+			t.Fatalf("GetJob: error %d is of attempt %d", i, e.Attempt)
+		}
+	}
+	if got, want := rows["m-000"].Errors[0], d.Job.Errors[attempts-1]; got.Attempt != want.Attempt ||
+		got.Message != want.Message || got.Worker != want.Worker || got.Crash != want.Crash || !got.At.Equal(want.At) {
+		t.Fatalf("listed error %+v is not GetJob's latest %+v", got, want)
 	}
 }
 

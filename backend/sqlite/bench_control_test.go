@@ -207,6 +207,36 @@ func BenchmarkListDeepPage(b *testing.B) {
 	}
 }
 
+// sqlTwentyErrors gives the newest 1,000 jobs the error list of a job that
+// exhausted the default 25 attempts: engine.MaxKeptErrors errors, each as
+// json.Marshal writes an engine.AttemptError.
+const sqlTwentyErrors = `UPDATE jobs SET errors = (
+	WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20)
+	SELECT json_group_array(json_object('attempt', i, 'crash', json('false'), 'at', '2026-11-29T00:00:00.123456789Z',
+		'worker', 'host-7/4242/9f86d081', 'message', 'dial tcp 10.0.3.17:5432: connect: connection refused')) FROM n)
+	WHERE rowid > (SELECT max(rowid) - 1000 FROM jobs)`
+
+// BenchmarkListFirstPageTwentyErrors is BenchmarkListFirstPage on jobs
+// that carry twenty errors each: a listed row decodes only the latest.
+func BenchmarkListFirstPageTwentyErrors(b *testing.B) {
+	s := fixture(b)
+	db, err := sql.Open("sqlite", s.Path()+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, err = db.Exec(sqlTwentyErrors)
+	db.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		js, err := s.JobList(ctx, &engine.JobListParams{Filter: archivedFilter, Limit: 51})
+		if err != nil || len(js) != 51 || len(js[0].Errors) != 1 || js[0].Errors[0].Attempt != 20 {
+			b.Fatalf("%d rows, %v", len(js), err)
+		}
+	}
+}
+
 // BenchmarkCounts reads the maintained counters (Counts, the state tabs),
 // and for comparison counts archived jobs exactly (a bulk dry run) and
 // groups them by error.

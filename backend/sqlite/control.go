@@ -128,8 +128,8 @@ func direct(f *engine.Filter) bool {
 	return len(f.IDs) > 0 || f.Fingerprint != ""
 }
 
-// JobList pages payload-free jobs newest first by (state_changed_at, id),
-// or oldest first past After when Reverse.
+// JobList pages job summaries newest first by (state_changed_at, id), or
+// oldest first past After when Reverse.
 func (s *Store) JobList(ctx context.Context, p *engine.JobListParams) ([]*engine.Job, error) {
 	if s.closed.Load() {
 		return nil, engine.ErrClosed
@@ -145,6 +145,7 @@ func (s *Store) JobList(ctx context.Context, p *engine.JobListParams) ([]*engine
 	defer rows.Close()
 	out := make([]*engine.Job, 0, max(0, min(p.Limit, 256)))
 	js := newJobScanner()
+	js.lastErrorOnly = true
 	for rows.Next() {
 		j, err := js.scan(rows)
 		if err != nil {
@@ -184,12 +185,12 @@ func jobListQuery(p *engine.JobListParams) (string, []any, error) {
 	if direct(&p.Filter) {
 		w := base.clone()
 		w.addStates(p.Filter.States)
-		q.WriteString("SELECT " + jobColumnsNoPayload + " FROM jobs WHERE " + w.sql() + order)
+		q.WriteString("SELECT " + jobColumnsList + " FROM jobs WHERE " + w.sql() + order)
 		args = append(w.args, limit)
 	} else {
 		bs := stateBranches(base, p.Filter.States)
 		for i, b := range bs {
-			sel := "SELECT " + jobColumnsNoPayload + " FROM " + b.from + " WHERE " + b.w.sql() + order
+			sel := "SELECT " + jobColumnsList + " FROM " + b.from + " WHERE " + b.w.sql() + order
 			args = append(args, b.w.args...)
 			args = append(args, limit)
 			if len(bs) == 1 {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -30,6 +31,30 @@ func decodeAttemptErrors(s string) ([]engine.AttemptError, error) {
 	out = nil
 	if err := json.Unmarshal([]byte(s), &out); err != nil {
 		return nil, err
+	}
+	return out, nil
+}
+
+// lastErrorMark starts every element but the first of an errors column
+// json.Marshal wrote: AttemptError's first field is attempt, and no error
+// nests an object. Inside a string the quotes would be escaped, so the
+// mark's last occurrence starts the last element.
+const lastErrorMark = `},{"attempt":`
+
+// decodeLastAttemptError decodes the latest error of an errors column (a
+// list of at most one) without decoding the others.
+func decodeLastAttemptError(s string) ([]engine.AttemptError, error) {
+	if i := strings.LastIndex(s, lastErrorMark); i >= 0 {
+		if out, err := fastAttemptErrors("[" + s[i+2:]); err == nil && len(out) == 1 {
+			return out, nil
+		}
+	}
+	out, err := decodeAttemptErrors(s)
+	if err != nil {
+		return nil, err
+	}
+	if len(out) > 1 {
+		out = []engine.AttemptError{out[len(out)-1]}
 	}
 	return out, nil
 }

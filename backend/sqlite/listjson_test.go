@@ -47,6 +47,22 @@ func sameAsEncodingJSON(t *testing.T, s string) {
 		t.Fatalf("errors %q:\n got %#v\nwant %#v", s, got, want)
 	}
 
+	// The latest error alone may be read from a list whose earlier
+	// elements encoding/json refuses: a list row then still shows it.
+	last, err := decodeLastAttemptError(s)
+	if wantErr == nil && err != nil {
+		t.Fatalf("last error %q: err %v, encoding/json took it", s, err)
+	}
+	if wantErr != nil {
+		err = wantErr
+	}
+	if len(want) > 1 {
+		want = want[len(want)-1:]
+	}
+	if err == nil && !equalErrors(last, want) {
+		t.Fatalf("last error %q:\n got %#v\nwant %#v", s, last, want)
+	}
+
 	var wantTags []string
 	wantErr = json.Unmarshal([]byte(s), &wantTags)
 	tags, err := decodeTags(s)
@@ -108,6 +124,9 @@ func TestListJSONAgreesWithEncodingJSON(t *testing.T) {
 		`[{"message":"x","message":"y"}]`, `[{"other":1}]`, `[{"message":"x"},]`,
 		`[{"message":"x"}{"message":"y"}]`, `[{"message":"x"}`, `["a","b"]`, `["a",]`, `[1]`,
 		`["\u00"]`, "[\"\xff\"]", `{}`, ``,
+		`[{"attempt":1},{"attempt":2}]`, `[{"attempt":1},{"attempt":2,"other":3}]`, `[{"attempt":1},{"attempt":2}`,
+		`[{"attempt":1,"message":"},{\"attempt\":9}"},{"attempt":2,"message":"},{\"attempt\":7"}]`,
+		`[{"attempt":1},{"attempt":2}] `, `[{"attempt":1}, {"attempt":2}]`, `[{"attempt":1},{"attempt":x}]`, `[{"attempt":x},{"attempt":2}]`,
 	}
 	for _, s := range cases {
 		sameAsEncodingJSON(t, s)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -23,6 +24,10 @@ const (
 	jobColumnsNoPayload = `id, queue, kind, NULL, ` + jobColumnsRest
 	numJobColumns       = 32
 )
+
+// jobColumnsList are a listed row's columns: no payload and no checkpoint
+// (both read NULL). Its errors are cut to the latest by the scanner.
+var jobColumnsList = strings.Replace(jobColumnsNoPayload, "checkpoint,", "NULL,", 1)
 
 // claimedColumns are what a claim returns: the columns the claim did not
 // just set itself (queue, state, lease, attempted_at/by, state_changed_at)
@@ -86,7 +91,7 @@ func (c *claimedJob) query(ctx context.Context, st *sql.Stmt, args []any) ([]*en
 			SupersededBy:   asString(v[21]),
 		}
 		j.Lease = &engine.Lease{ID: c.lease, WorkerID: c.worker, Fence: j.Fence, ExpiresAt: c.expires}
-		if err := decodeLists(j, asString(v[5]), asString(v[16])); err != nil {
+		if err := decodeLists(j, asString(v[5]), asString(v[16]), false); err != nil {
 			return nil, err
 		}
 		out = append(out, j)
@@ -94,8 +99,9 @@ func (c *claimedJob) query(ctx context.Context, st *sql.Stmt, args []any) ([]*en
 	return out, rows.Err()
 }
 
-// decodeLists decodes the tags and errors columns.
-func decodeLists(j *engine.Job, tags, errs string) error {
+// decodeLists decodes the tags and errors columns; the latest error only
+// when lastErrorOnly.
+func decodeLists(j *engine.Job, tags, errs string, lastErrorOnly bool) error {
 	var err error
 	if tags != "" && tags != "[]" {
 		if j.Tags, err = decodeTags(tags); err != nil {
@@ -103,7 +109,11 @@ func decodeLists(j *engine.Job, tags, errs string) error {
 		}
 	}
 	if errs != "" && errs != "[]" {
-		if j.Errors, err = decodeAttemptErrors(errs); err != nil {
+		decode := decodeAttemptErrors
+		if lastErrorOnly {
+			decode = decodeLastAttemptError
+		}
+		if j.Errors, err = decode(errs); err != nil {
 			return fmt.Errorf("sqlite: job %s: errors: %w", j.ID, err)
 		}
 	}
@@ -125,6 +135,8 @@ func scanJob(sc scanner, extra ...any) (*engine.Job, error) {
 type jobScanner struct {
 	v    [numJobColumns]any
 	dest []any
+	// lastErrorOnly keeps only the latest error of each job (list rows).
+	lastErrorOnly bool
 }
 
 func newJobScanner(extra ...any) *jobScanner {
@@ -170,7 +182,7 @@ func (js *jobScanner) scan(sc scanner) (*engine.Job, error) {
 		RetryOf:        asString(v[30]),
 		SupersededBy:   asString(v[31]),
 	}
-	if err := decodeLists(j, asString(v[6]), asString(v[26])); err != nil {
+	if err := decodeLists(j, asString(v[6]), asString(v[26]), js.lastErrorOnly); err != nil {
 		return nil, err
 	}
 	if v[23] != nil {
