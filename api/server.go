@@ -280,6 +280,26 @@ func (s *Server) authorize(r *http.Request, rt route) (*caller, error) {
 	if rt.role == "" {
 		return &caller{id: Identity{Name: localActor, Role: engine.RoleViewer}}, nil
 	}
+	c, err := s.authenticate(r)
+	if err != nil {
+		return nil, err
+	}
+	if rt.mutate != nil && s.opts.ReadOnly {
+		return nil, newHTTPError(http.StatusForbidden, reasonReadOnly, "the server is read-only: %s %s refused", r.Method, r.URL.Path)
+	}
+	if err := c.need(rt.role, rt.pattern()); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// authenticate finds who sent r: an in-process caller (Server.Local), whose
+// identity stands in for a token; the bearer token's identity; or, with
+// no tokens configured, the local admin.
+func (s *Server) authenticate(r *http.Request) (*caller, error) {
+	if id, ok := localIdentity(r); ok {
+		return &caller{id: id, actor: id.Name}, nil
+	}
 	id := Identity{Name: localActor, Role: engine.RoleAdmin}
 	if !s.tokens.empty() {
 		tok, ok := bearer(r)
@@ -290,14 +310,7 @@ func (s *Server) authorize(r *http.Request, rt route) (*caller, error) {
 			return nil, newHTTPError(http.StatusUnauthorized, reasonUnauthorized, "unknown bearer token")
 		}
 	}
-	c := &caller{id: id, actor: actorOf(r, id, !s.tokens.empty())}
-	if rt.mutate != nil && s.opts.ReadOnly {
-		return nil, newHTTPError(http.StatusForbidden, reasonReadOnly, "the server is read-only: %s %s refused", r.Method, r.URL.Path)
-	}
-	if err := c.need(rt.role, rt.pattern()); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return &caller{id: id, actor: actorOf(r, id, !s.tokens.empty())}, nil
 }
 
 // need refuses the caller unless its role is at least role.

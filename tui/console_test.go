@@ -3,7 +3,9 @@ package tui
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -191,6 +193,27 @@ func TestReadOnly(t *testing.T) {
 	}
 	if !slices.Contains(f.events(t, "evil-0001"), engine.EventArchived) || slices.Contains(f.events(t, "evil-0001"), engine.EventRetried) {
 		t.Fatal("read-only console changed a job")
+	}
+}
+
+// Sessions served over SSH run no editor: it would run on the server,
+// named by the client's environment.
+func TestNoEditor(t *testing.T) {
+	f := setup(t, false)
+	marker := filepath.Join(t.TempDir(), "editor-ran")
+	opts := testOptions()
+	opts.NoEditor = true
+	opts.Editor = "touch " + marker
+	s := start(t, f.eng, opts)
+	s.waitFor("evil-0001")
+	s.keys("e", "w", "?")
+	help := s.waitFor("keys — generated from the key map")
+	help = help[strings.Index(help, "keys — generated"):]
+	if strings.Contains(help, "edit payload") || !strings.Contains(help, "retry") {
+		t.Fatalf("help without an editor:\n%s", help)
+	}
+	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the editor ran: %v", err)
 	}
 }
 

@@ -53,6 +53,10 @@ type Options struct {
 	Actor string
 	// Editor is the command that edits payloads; $VISUAL, $EDITOR, then vi.
 	Editor string
+	// NoEditor removes payload editing (e and w). Sessions served over SSH
+	// set it: the editor would run on the server, as the server, named by
+	// the client's environment, and any editor can start a shell.
+	NoEditor bool
 	// Getenv reads the session's environment (NO_COLOR, EDITOR); os.Getenv
 	// when nil. Sessions served over SSH pass the client's.
 	Getenv func(string) string
@@ -214,6 +218,9 @@ func (m *Model) applyKeys() {
 	}
 	if m.hidePayload {
 		km = km.Without(keymap.Payload, keymap.Edit, keymap.RetryInput)
+	}
+	if m.opts.NoEditor {
+		km = km.Without(keymap.Edit, keymap.RetryInput)
 	}
 	m.km = km
 }

@@ -25,3 +25,20 @@ func TestAPIConformance(t *testing.T) {
 		},
 	})
 }
+
+// TestLocalAPIConformance runs the same checks through api.Server.Local,
+// the in-process client consoles served over SSH use: no socket, the
+// identity given in place of a token, on a server that has tokens.
+func TestLocalAPIConformance(t *testing.T) {
+	backendtest.RunControl(t, backendtest.Harness{
+		Name:     "sqlite-via-local-api",
+		NewStore: func(t testing.TB) engine.Store { return sqlitetest.New(t) },
+		Control: func(t testing.TB, e *engine.Engine) engine.Control {
+			srv := api.NewServer(e, api.ServerOptions{
+				Heartbeat: time.Second,
+				Tokens:    map[string]api.Identity{"a-token-nobody-sends-0123456789": {Name: "other", Role: engine.RoleViewer}},
+			})
+			return srv.Local(api.Identity{Name: "maya", Role: engine.RoleAdmin}, api.ClientOptions{Timeout: 20 * time.Second})
+		},
+	})
+}
