@@ -24,6 +24,9 @@ type serveOptions struct {
 	tokens      string
 	readOnly    bool
 	demoWorkers bool
+	ssh         string // address of the console over SSH; "" for none
+	sshKeys     string // authorized keys file
+	sshHostKey  string
 }
 
 func newServeCmd(lo *logOptions) *cobra.Command {
@@ -49,12 +52,22 @@ SLUICE_READ_ONLY, ...) or the config file (a serve: section, or the top
 level); a flag given on the command line wins. --tokens may be set in the
 config file; the SLUICE_TOKENS variable holds the tokens themselves.
 
+--ssh ADDR also serves the console over SSH: each key of
+--ssh-authorized-keys (OpenSSH authorized_keys lines) opens its own
+console session on this engine, as the role its line gives with the
+option sluice-role="viewer|inspector|operator|admin" (operator when
+absent), named by the key's comment. Sessions obey the same roles and
+read-only mode as the API, and never run an editor on the server. The host
+key is read from --ssh-host-key, and generated there when missing.
+
 /metrics also counts the transitions this process's workers and reaper
 write (sluice_job_transitions_total) and times handlers
 (sluice_handler_duration_seconds).`,
 		Example: `  sluice serve --store sqlite://sluice.db --listen 127.0.0.1:8080
   sluice serve --store sqlite://sluice.db --listen 0.0.0.0:8080 --tokens /etc/sluice/tokens
-  curl 'http://127.0.0.1:8080/api/v1/jobs?state=archived&limit=50'`,
+  curl 'http://127.0.0.1:8080/api/v1/jobs?state=archived&limit=50'
+  sluice serve --store sqlite://sluice.db --ssh 0.0.0.0:2222 --ssh-authorized-keys ~/.ssh/authorized_keys
+  ssh -p 2222 sluice-host`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runServe(cmd.Context(), o, lo, cmd.OutOrStdout())
@@ -66,6 +79,9 @@ write (sluice_job_transitions_total) and times handlers
 	f.StringVar(&o.tokens, "tokens", "", "file of name:role:token lines (default: the SLUICE_TOKENS variable; none: loopback only, everyone admin)")
 	f.BoolVar(&o.readOnly, "read-only", false, "refuse every mutation (403)")
 	f.BoolVar(&o.demoWorkers, "demo-workers", false, "also run workers for the demo's kinds (queues billing, email, reports)")
+	f.StringVar(&o.ssh, "ssh", "", "also serve the console over SSH on this address, as in 0.0.0.0:2222 (env SLUICE_SSH)")
+	f.StringVar(&o.sshKeys, "ssh-authorized-keys", "", "authorized_keys file of the keys that may open the console (needed with --ssh)")
+	f.StringVar(&o.sshHostKey, "ssh-host-key", "", "SSH host key file, generated when missing (default $XDG_DATA_HOME/sluice/ssh_host_ed25519_key)")
 	return cmd
 }
 
@@ -175,6 +191,17 @@ func runServe(ctx context.Context, o *serveOptions, lo *logOptions, out io.Write
 	}
 	fmt.Fprintf(out, "sluice: serving http://%s%s over %s (%s%s)\n", ln.Addr(), api.Prefix, redactURL(o.store), who, mode)
 	log.Info("serving", "addr", ln.Addr().String(), "store", redactURL(o.store), "tokens", len(tokens), "read_only", o.readOnly, "demo_workers", o.demoWorkers)
+
+	if o.ssh != "" {
+		sc, err := startSSHConsole(o, srv, log)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer sc.stop(context.WithoutCancel(ctx))
+		fmt.Fprintf(out, "sluice: serving the console over ssh://%s (%d keys from %s%s)\n", sc.ln.Addr(), len(sc.keys), o.sshKeys, mode)
+		log.Info("serving ssh", "addr", sc.ln.Addr().String(), "keys", len(sc.keys))
+	}
 
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()

@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -215,5 +217,79 @@ func TestConsoleBulkRetry(t *testing.T) {
 		if !strings.HasPrefix(id, "demo-") {
 			t.Errorf("unexpected job %s retried", id)
 		}
+	}
+}
+
+// TestConsoleOverSSH: the real `sluice serve --ssh`, reached by OpenSSH's
+// client in tmux; two jobs marked and retried, recorded as the key's name.
+func TestConsoleOverSSH(t *testing.T) {
+	bin := e2eBinary(t)
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Fatal("the ssh client is not installed (scripts/test installs openssh-client)")
+	}
+	dir := t.TempDir()
+	key := newTestSSHKey(t, "maya@laptop")
+	keyFile, authFile := filepath.Join(dir, "id_ed25519"), filepath.Join(dir, "authorized_keys")
+	if err := os.WriteFile(keyFile, key.pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(authFile, []byte(key.line+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db := deadStore(t, 6, 0)
+
+	serve := exec.Command(bin, "serve", "--store", "sqlite://"+db, "--listen", "127.0.0.1:0",
+		"--ssh", "127.0.0.1:0", "--ssh-authorized-keys", authFile, "--ssh-host-key", filepath.Join(dir, "host_key"),
+		"--log-file", filepath.Join(dir, "serve.log"))
+	serve.Env = append(os.Environ(), "SLUICE_TOKENS=", "XDG_CONFIG_HOME="+dir)
+	stdout, err := serve.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = serve.Process.Signal(os.Interrupt)
+		_ = serve.Wait()
+	})
+	port := ""
+	sc := bufio.NewScanner(stdout)
+	for port == "" && sc.Scan() {
+		if m := regexp.MustCompile(`ssh://127\.0\.0\.1:(\d+)`).FindStringSubmatch(sc.Text()); m != nil {
+			port = m[1]
+		}
+	}
+	if port == "" {
+		t.Fatal("serve printed no ssh address")
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+
+	c := &tmuxConsole{t: t, socket: fmt.Sprintf("sluice-e2e-ssh-%d-%d", os.Getpid(), time.Now().UnixNano()), db: db}
+	cmd := fmt.Sprintf("ssh -F /dev/null -i %s -o IdentitiesOnly=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -p %s -t 127.0.0.1", keyFile, port)
+	c.tmux("new-session", "-d", "-s", "e2e", "-x", "160", "-y", "45", cmd)
+	t.Cleanup(func() { _ = exec.Command("tmux", "-L", c.socket, "kill-server").Run() })
+
+	c.waitFor(`maya@laptop \(operator\)`, 30*time.Second)
+	c.waitFor(`(?m)^› B-0`, 30*time.Second)
+	c.send("g", "Space")
+	c.waitFor(`1 marked`, 10*time.Second)
+	c.send("Space")
+	c.waitFor(`2 marked`, 10*time.Second)
+	c.send("r")
+	c.waitFor(`Retry 2 marked jobs\?`, 10*time.Second)
+	var marked []string
+	for _, m := range regexp.MustCompile(`│\s+(B-\d+)\s+│`).FindAllStringSubmatch(c.screen(), -1) {
+		marked = append(marked, m[1])
+	}
+	if len(marked) != 2 {
+		t.Fatalf("the confirmation names %v, want two jobs:\n%s", marked, c.screen())
+	}
+	c.send("y")
+	c.waitFor(`2 retried`, 15*time.Second)
+	c.quit()
+	slices.Sort(marked)
+	if got := retriedJobs(t, db); !slices.Equal(got, marked) {
+		t.Fatalf("jobs with an operator retry: %v, want exactly %v", got, marked)
 	}
 }

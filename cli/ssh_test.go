@@ -1,0 +1,323 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/backend/sqlite"
+	"github.com/sluicehq/sluice/engine"
+)
+
+// testSSHKey is a client key: its signer, and its authorized_keys line.
+type testSSHKey struct {
+	signer gossh.Signer
+	line   string // "ssh-ed25519 AAAA... comment"
+	pem    []byte // the private key, OpenSSH format
+}
+
+func newTestSSHKey(t *testing.T, comment string) testSSHKey {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := gossh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := gossh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := gossh.MarshalPrivateKey(priv, comment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.TrimSpace(string(gossh.MarshalAuthorizedKey(sp)))
+	if comment != "" {
+		line += " " + comment
+	}
+	return testSSHKey{signer: signer, line: line, pem: pem.EncodeToMemory(block)}
+}
+
+func TestParseSSHKeys(t *testing.T) {
+	t.Parallel()
+	maya, sam, anon := newTestSSHKey(t, "maya@laptop"), newTestSSHKey(t, "sam"), newTestSSHKey(t, "")
+	weird := newTestSSHKey(t, "")
+	weirdLine := weird.line + " two words"
+	file := strings.Join([]string{
+		"# operators",
+		"",
+		maya.line,
+		`sluice-role="viewer" ` + sam.line,
+		`sluice-role=admin ` + anon.line,
+		weirdLine,
+	}, "\n")
+	keys, err := parseSSHKeys(strings.NewReader(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []api.Identity{
+		{Name: "maya@laptop", Role: engine.RoleOperator},
+		{Name: "sam", Role: engine.RoleViewer},
+		{Name: "ssh:" + strings.TrimPrefix(gossh.FingerprintSHA256(anon.signer.PublicKey()), "SHA256:"), Role: engine.RoleAdmin},
+		{Name: "ssh:" + strings.TrimPrefix(gossh.FingerprintSHA256(weird.signer.PublicKey()), "SHA256:"), Role: engine.RoleOperator},
+	}
+	if len(keys) != len(want) {
+		t.Fatalf("%d keys, want %d", len(keys), len(want))
+	}
+	for i, k := range []testSSHKey{maya, sam, anon, weird} {
+		id, ok := keys.lookup(k.signer.PublicKey())
+		if !ok || id != want[i] {
+			t.Errorf("key %d: %+v %v, want %+v", i, id, ok, want[i])
+		}
+	}
+	if _, ok := keys.lookup(newTestSSHKey(t, "x").signer.PublicKey()); ok {
+		t.Error("a key not in the file was found")
+	}
+
+	for name, bad := range map[string]struct{ file, err string }{
+		"other option":  {`from="10.0.0.0/8" ` + maya.line, `option "from" is not supported`},
+		"command":       {`command="/bin/sh" ` + maya.line, `option "command" is not supported`},
+		"unknown role":  {`sluice-role=root ` + maya.line, `unknown role "root"`},
+		"listed twice":  {maya.line + "\n" + maya.line, "listed twice"},
+		"not a key":     {"ssh-ed25519 notbase64", "line 1"},
+		"garbage later": {maya.line + "\nhello", "line 2"},
+	} {
+		_, err := parseSSHKeys(strings.NewReader(bad.file))
+		if !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), bad.err) {
+			t.Errorf("%s: err %v, want ErrInvalid mentioning %q", name, err, bad.err)
+		}
+	}
+}
+
+// sshTerm is a client session with a pseudo-terminal whose output is
+// gathered, escape sequences stripped, for substring checks.
+type sshTerm struct {
+	t    *testing.T
+	sess *gossh.Session
+	in   io.WriteCloser
+	mu   sync.Mutex
+	out  bytes.Buffer
+	done chan error
+}
+
+var ansiSeq = regexp.MustCompile(`\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>78cDEHMNOZ]|\x1bP[^\x1b]*\x1b\\`)
+
+func (s *sshTerm) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out.Write(p)
+}
+
+func (s *sshTerm) text() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return ansiSeq.ReplaceAllString(s.out.String(), "")
+}
+
+func (s *sshTerm) waitFor(sub string) {
+	s.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(s.text(), sub) {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("the session never showed %q; it showed:\n%s", sub, tailText(s.text(), 3000))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (s *sshTerm) keys(ks ...string) {
+	s.t.Helper()
+	for _, k := range ks {
+		if _, err := io.WriteString(s.in, k); err != nil {
+			s.t.Fatalf("send %q: %v", k, err)
+		}
+		time.Sleep(150 * time.Millisecond)
+	}
+}
+
+// quit presses q and waits for the session to end.
+func (s *sshTerm) quit() {
+	s.t.Helper()
+	s.keys("q")
+	select {
+	case <-s.done:
+	case <-time.After(15 * time.Second):
+		s.t.Fatalf("the session did not end after q:\n%s", tailText(s.text(), 2000))
+	}
+}
+
+func tailText(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+func dialSSH(addr string, key testSSHKey) (*gossh.Client, error) {
+	return gossh.Dial("tcp", addr, &gossh.ClientConfig{
+		User:            "operator",
+		Auth:            []gossh.AuthMethod{gossh.PublicKeys(key.signer)},
+		HostKeyCallback: gossh.InsecureIgnoreHostKey(), // a fresh host key per test
+		Timeout:         10 * time.Second,
+	})
+}
+
+func openSSHTerm(t *testing.T, addr string, key testSSHKey) *sshTerm {
+	t.Helper()
+	c, err := dialSSH(addr, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	sess, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &sshTerm{t: t, sess: sess, done: make(chan error, 1)}
+	sess.Stdout, sess.Stderr = st, st
+	if st.in, err = sess.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.Setenv("NO_COLOR", "1"); err != nil {
+		t.Logf("setenv refused: %v", err)
+	}
+	if err := sess.RequestPty("xterm-256color", 40, 160, gossh.TerminalModes{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.Shell(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { st.done <- sess.Wait() }()
+	return st
+}
+
+// retriedBy returns the jobs whose timeline holds a retry, with who did it.
+func retriedBy(t *testing.T, e *engine.Engine) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	page, err := e.ListJobs(context.Background(), engine.ListJobsParams{Filter: engine.Filter{States: engine.AllStates}, Limit: engine.MaxListLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range page.Jobs {
+		d, err := e.GetJob(context.Background(), j.ID, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range d.Timeline {
+			if ev.Kind == engine.EventRetried {
+				out[j.ID] = ev.Actor
+			}
+		}
+	}
+	return out
+}
+
+// TestSSHConsoleSessions serves the console over SSH on a store of dead
+// jobs: a stranger's key is refused, a session without a terminal is
+// refused, an operator's key retries a job (recorded as the key's name),
+// and a viewer's key gets a read-only console that changes nothing.
+func TestSSHConsoleSessions(t *testing.T) {
+	dir := t.TempDir()
+	maya, sam, stranger := newTestSSHKey(t, "maya@laptop"), newTestSSHKey(t, "sam@desk"), newTestSSHKey(t, "eve")
+	keysFile := filepath.Join(dir, "authorized_keys")
+	if err := os.WriteFile(keysFile, []byte(maya.line+"\nsluice-role=\"viewer\" "+sam.line+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	db := deadStore(t, 3, 0)
+	store, err := sqlite.Open(context.Background(), db, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	e, err := engine.New(store, engine.Config{NoMaintenance: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	o := &serveOptions{store: "sqlite://" + db, ssh: "127.0.0.1:0", sshKeys: keysFile, sshHostKey: filepath.Join(dir, "host", "key")}
+	sc, err := startSSHConsole(o, api.NewServer(e, api.ServerOptions{}), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sc.stop(context.Background()) })
+	addr := sc.ln.Addr().String()
+	if _, err := os.Stat(o.sshHostKey); err != nil {
+		t.Fatalf("no host key generated: %v", err)
+	}
+
+	if c, err := dialSSH(addr, stranger); err == nil {
+		c.Close()
+		t.Fatal("a key not in the file opened a connection")
+	}
+
+	c, err := dialSSH(addr, maya)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := sess.CombinedOutput("")
+	c.Close()
+	if err == nil || !strings.Contains(string(out), "PTY") {
+		t.Fatalf("a session without a terminal: %v %q", err, out)
+	}
+
+	op := openSSHTerm(t, addr, maya)
+	op.waitFor("maya@laptop (operator)")
+	op.waitFor("B-0")
+	op.keys("r")
+	op.waitFor("Retry")
+	op.keys("y")
+	deadline := time.Now().Add(15 * time.Second)
+	for len(retriedBy(t, e)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no job retried; the session showed:\n%s", tailText(op.text(), 2000))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	op.quit()
+	got := retriedBy(t, e)
+	if len(got) != 1 {
+		t.Fatalf("retried %v, want one job", got)
+	}
+	for id, actor := range got {
+		if actor != "maya@laptop" {
+			t.Fatalf("%s retried by %q, want the key's name", id, actor)
+		}
+	}
+
+	viewer := openSSHTerm(t, addr, sam)
+	viewer.waitFor("sam@desk (viewer)")
+	viewer.waitFor("READ-ONLY")
+	viewer.keys(" ", "r", "y", "d", "y", "e")
+	viewer.quit()
+	if after := retriedBy(t, e); len(after) != 1 {
+		t.Fatalf("a viewer's session changed jobs: %v", after)
+	}
+	page, err := e.ListJobs(context.Background(), engine.ListJobsParams{Filter: engine.Filter{States: []engine.State{engine.StateArchived}}})
+	if err != nil || len(page.Jobs) != 2 {
+		t.Fatalf("archived after the viewer: %d, %v (want the 2 nobody retried)", len(page.Jobs), err)
+	}
+}
