@@ -375,3 +375,20 @@ func TestNoColor(t *testing.T) {
 		t.Fatal("the cursor row is not in reverse video")
 	}
 }
+
+// On a narrow terminal the header cuts the backend, source and caller
+// before the READ-ONLY badge.
+func TestHeaderKeepsReadOnlyBadge(t *testing.T) {
+	t.Parallel()
+	m := loadedModel(t, 5, 100, 30)
+	m.opts.Source = "sqlite:///var/lib/a/very/long/path/to/the/store/of/this/server/sluice.db"
+	m.meta = &engine.Meta{Backend: "sqlite", Role: engine.RoleViewer, Actor: "sam@desk"}
+	m.readOnly = true
+	title := strings.TrimSpace(ansi.Strip(m.renderTitle(100)))
+	if w := ansi.StringWidth(title); w > 100 {
+		t.Fatalf("title %d wide: %q", w, title)
+	}
+	if !strings.HasSuffix(title, "READ-ONLY") || !strings.Contains(title, "sqlite · sqlite:///var") || !strings.Contains(title, "…") {
+		t.Fatalf("title %q: want the info cut and the badge kept", title)
+	}
+}

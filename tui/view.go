@@ -205,13 +205,20 @@ func (m *Model) renderTitle(w int) string {
 		}
 		info = append(info, who)
 	}
-	right := t.HeaderInfo.Render(strings.Join(info, " · "))
+	var badges string
 	if m.readOnly {
-		right += " " + t.Badge.Render("READ-ONLY")
+		badges += " " + t.Badge.Render("READ-ONLY")
 	}
 	if m.sub != nil {
-		right += " " + t.OKText.Render("● live")
+		badges += " " + t.OKText.Render("● live")
 	}
+	// The badges outrank the backend, source and caller: on a narrow
+	// terminal the info text is cut first, so READ-ONLY stays in sight.
+	text := strings.Join(info, " · ")
+	if room := w - wOf(left) - 1 - wOf(badges); wOf(text) > room {
+		text = clip(text, max(room, 0))
+	}
+	right := t.HeaderInfo.Render(text) + badges
 	gap := w - wOf(left) - wOf(right)
 	if gap < 1 {
 		return clip(left+" "+right, w)
