@@ -254,16 +254,27 @@ func (l *jsonLexer) integer() (int, error) {
 
 // fastStrings decodes a JSON array of strings.
 func fastStrings(s string) ([]string, error) {
+	return fastArray(s, (*jsonLexer).str)
+}
+
+// fastAttemptErrors decodes an array of engine.AttemptError objects.
+func fastAttemptErrors(s string) ([]engine.AttemptError, error) {
+	return fastArray(s, (*jsonLexer).attemptError)
+}
+
+// fastArray decodes s, a JSON array, with elem reading each element. An
+// empty array is an empty slice, not nil, as encoding/json has it.
+func fastArray[T any](s string, elem func(*jsonLexer) (T, error)) ([]T, error) {
 	l := &jsonLexer{s: s}
 	if !l.byte('[') {
 		return nil, errNotFast
 	}
 	if l.byte(']') {
-		return []string{}, l.end()
+		return []T{}, l.end()
 	}
-	var out []string
+	var out []T
 	for {
-		v, err := l.str()
+		v, err := elem(l)
 		if err != nil {
 			return nil, err
 		}
@@ -282,31 +293,6 @@ func (l *jsonLexer) end() error {
 		return errNotFast
 	}
 	return nil
-}
-
-// fastAttemptErrors decodes an array of engine.AttemptError objects.
-func fastAttemptErrors(s string) ([]engine.AttemptError, error) {
-	l := &jsonLexer{s: s}
-	if !l.byte('[') {
-		return nil, errNotFast
-	}
-	if l.byte(']') {
-		return []engine.AttemptError{}, l.end()
-	}
-	var out []engine.AttemptError
-	for {
-		e, err := l.attemptError()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-		if l.byte(']') {
-			return out, l.end()
-		}
-		if !l.byte(',') {
-			return nil, errNotFast
-		}
-	}
 }
 
 func (l *jsonLexer) attemptError() (engine.AttemptError, error) {
