@@ -452,6 +452,57 @@ func parseProcStatus(b []byte) (rss, hwm int64) {
 // mb converts kB to MiB.
 func mb(kb int64) float64 { return float64(kb) / 1024 }
 
+// rssSampler keeps the highest VmRSS of a process, and when it was seen.
+type rssSampler struct {
+	pid    int
+	peak   atomic.Int64 // kB
+	peakAt atomic.Int64 // unix nanoseconds
+	stop   chan struct{}
+	done   chan struct{}
+	once   sync.Once
+}
+
+func startRSSSampler(pid int, every time.Duration) *rssSampler {
+	s := &rssSampler{pid: pid, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			s.sample()
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return s
+}
+
+func (s *rssSampler) sample() int64 {
+	rss, _ := procStatus(s.pid)
+	for {
+		p := s.peak.Load()
+		if rss <= p {
+			return rss
+		}
+		if s.peak.CompareAndSwap(p, rss) {
+			s.peakAt.Store(time.Now().UnixNano())
+			return rss
+		}
+	}
+}
+
+// close stops the sampling after a last sample; it may be called again.
+func (s *rssSampler) close() {
+	s.once.Do(func() {
+		close(s.stop)
+		<-s.done
+		s.sample()
+	})
+}
+
 // processCPU is this process's CPU time so far, user and system.
 func processCPU() time.Duration {
 	var ru syscall.Rusage

@@ -223,7 +223,7 @@ func benchAPI(ctx context.Context, o *benchAPIOptions, lo *logOptions, stderr io
 	}
 	res.add("load1_before", apiLoadAvg())
 	rssStart, _ := procStatus(srv.pid)
-	rss := startAPIRSSSampler(srv.pid, 250*time.Millisecond)
+	rss := startRSSSampler(srv.pid, 250*time.Millisecond)
 	defer rss.close()
 	srvCPU0, genCPU0, wall0 := apiProcCPU(srv.pid), apiProcCPU(os.Getpid()), time.Now()
 	progress("measuring: %.0f requests/s for %s over %d connections", o.rate, o.duration, o.connections)
@@ -256,7 +256,7 @@ func benchAPI(ctx context.Context, o *benchAPIOptions, lo *logOptions, stderr io
 	}
 	res.add("server_rss_mb_idle", mb(rssIdle))
 	res.add("server_rss_mb_start", mb(rssStart))
-	res.add("server_rss_mb_peak", mb(rss.peakKB()))
+	res.add("server_rss_mb_peak", mb(rss.peak.Load()))
 	res.add("server_rss_mb_end", mb(rssEnd))
 	res.add("server_rss_mb_hwm", mb(hwm))
 	// CPU says more than a rate on a shared machine: the server's
@@ -274,7 +274,7 @@ func benchAPI(ctx context.Context, o *benchAPIOptions, lo *logOptions, stderr io
 		res.add("first_error", strings.Join(strings.Fields(st.firstErr.Error()), "_"))
 	}
 	progress("achieved %.0f/s, p50 %.2fms p99 %.2fms max %.2fms, %d errors; server RSS %.0f→%.0f MB (peak %.0f)",
-		st.achievedRate(), apiMS(apiPercentile(lat, 50)), apiMS(p99), apiMS(apiPercentile(lat, 100)), st.errors, mb(rssStart), mb(rssEnd), mb(rss.peakKB()))
+		st.achievedRate(), apiMS(apiPercentile(lat, 50)), apiMS(p99), apiMS(apiPercentile(lat, 100)), st.errors, mb(rssStart), mb(rssEnd), mb(rss.peak.Load()))
 
 	if o.wrk {
 		if bin, err := exec.LookPath("wrk"); err == nil {
@@ -477,54 +477,6 @@ func (s *apiBenchServer) stop(progress func(string, ...any)) {
 		}
 	}
 	os.RemoveAll(s.tmp)
-}
-
-// apiRSSSampler keeps the highest VmRSS of a process.
-type apiRSSSampler struct {
-	pid  int
-	peak atomic.Int64 // kB
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
-}
-
-func startAPIRSSSampler(pid int, every time.Duration) *apiRSSSampler {
-	s := &apiRSSSampler{pid: pid, stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			s.sample()
-			select {
-			case <-s.stop:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return s
-}
-
-func (s *apiRSSSampler) sample() {
-	rss, _ := procStatus(s.pid)
-	for {
-		p := s.peak.Load()
-		if rss <= p || s.peak.CompareAndSwap(p, rss) {
-			return
-		}
-	}
-}
-
-func (s *apiRSSSampler) peakKB() int64 { return s.peak.Load() }
-
-// close stops the sampling after a last sample; it may be called again.
-func (s *apiRSSSampler) close() {
-	s.once.Do(func() {
-		close(s.stop)
-		<-s.done
-		s.sample()
-	})
 }
 
 // apiProcCPU is a process's CPU time so far (user and system), from

@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
@@ -305,56 +304,6 @@ func benchConsoleSeed(ctx context.Context, o *benchConsoleOptions, log *slog.Log
 
 // Measuring.
 
-// rssSampler keeps the highest VmRSS seen.
-type rssSampler struct {
-	peak   atomic.Int64 // kB
-	peakAt atomic.Int64 // unix nanoseconds
-	stop   chan struct{}
-	done   chan struct{}
-	once   sync.Once
-}
-
-func startRSSSampler(every time.Duration) *rssSampler {
-	s := &rssSampler{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			s.sample()
-			select {
-			case <-s.stop:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return s
-}
-
-func (s *rssSampler) sample() int64 {
-	rss, _ := procStatus(os.Getpid())
-	for {
-		p := s.peak.Load()
-		if rss <= p {
-			return rss
-		}
-		if s.peak.CompareAndSwap(p, rss) {
-			s.peakAt.Store(time.Now().UnixNano())
-			return rss
-		}
-	}
-}
-
-// close stops the sampling after a last sample; it may be called again.
-func (s *rssSampler) close() {
-	s.once.Do(func() {
-		close(s.stop)
-		<-s.done
-		s.sample()
-	})
-}
-
 var (
 	reJobID    = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 	rePosition = regexp.MustCompile(`([\d,]+) of ([\d,]+)(\+?)`)
@@ -478,7 +427,7 @@ func (w *frameWriter) arm() {
 }
 
 func benchConsoleMeasure(ctx context.Context, o *benchConsoleOptions, log *slog.Logger, progress func(string, ...any), res *benchResult) error {
-	rss := startRSSSampler(50 * time.Millisecond)
+	rss := startRSSSampler(os.Getpid(), 50*time.Millisecond)
 	defer rss.close()
 	t0 := time.Now()
 	store, err := openStoreLogged(ctx, o.store, log)
