@@ -57,7 +57,8 @@ config file; the SLUICE_TOKENS variable holds the tokens themselves.
 console session on this engine, as the role its line gives with the
 option sluice-role="viewer|inspector|operator|admin" (operator when
 absent), named by the key's comment. Sessions obey the same roles and
-read-only mode as the API, and never run an editor on the server. The host
+read-only mode as the API, and edit payloads in the console's own editor:
+no program is ever started on the server. The host
 key is read from --ssh-host-key, and generated there when missing.
 
 /metrics also counts the transitions this process's workers and reaper

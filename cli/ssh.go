@@ -189,12 +189,12 @@ func startSSHConsole(o *serveOptions, apiSrv *api.Server, log *slog.Logger) (*ss
 		}
 		ctl := apiSrv.Local(id, api.ClientOptions{})
 		return tui.New(ctl, tui.Options{
-			Source:   "over ssh",
-			Actor:    id.Name,
-			Getenv:   getenv,
-			NoEditor: true,
-			Logger:   log.With("ssh_user", id.Name),
-			Context:  sess.Context(),
+			Source:        "over ssh",
+			Actor:         id.Name,
+			Getenv:        getenv,
+			BuiltinEditor: true,
+			Logger:        log.With("ssh_user", id.Name),
+			Context:       sess.Context(),
 		}), nil
 	}
 	c.srv, err = wish.NewServer(

@@ -297,6 +297,33 @@ func TestSSHConsoleSessions(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// The story's payload fix, over SSH: the built-in editor, as maya.
+	op.keys("e")
+	op.waitFor("Edit the payload of B-0")
+	op.keys("\x1b[B", "\x1b[F", "\x7f", "42", "\x13") // down, end, backspace, "42", ctrl+s
+	op.waitFor("payload saved (version")
+	edited := ""
+	page, err := e.ListJobs(context.Background(), engine.ListJobsParams{Filter: engine.Filter{States: []engine.State{engine.StateArchived}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range page.Jobs {
+		d, err := e.GetJob(context.Background(), j.ID, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range d.Timeline {
+			if ev.Kind == engine.EventPayloadEdited {
+				if ev.Actor != "maya@laptop" || !strings.Contains(string(d.Job.Payload), "42") {
+					t.Fatalf("%s edited by %q to %s", j.ID, ev.Actor, d.Job.Payload)
+				}
+				edited = j.ID
+			}
+		}
+	}
+	if edited == "" {
+		t.Fatalf("no payload edited; the session showed:\n%s", tailText(op.text(), 2000))
+	}
 	op.quit()
 	got := retriedBy(t, e)
 	if len(got) != 1 {
@@ -316,7 +343,7 @@ func TestSSHConsoleSessions(t *testing.T) {
 	if after := retriedBy(t, e); len(after) != 1 {
 		t.Fatalf("a viewer's session changed jobs: %v", after)
 	}
-	page, err := e.ListJobs(context.Background(), engine.ListJobsParams{Filter: engine.Filter{States: []engine.State{engine.StateArchived}}})
+	page, err = e.ListJobs(context.Background(), engine.ListJobsParams{Filter: engine.Filter{States: []engine.State{engine.StateArchived}}})
 	if err != nil || len(page.Jobs) != 2 {
 		t.Fatalf("archived after the viewer: %d, %v (want the 2 nobody retried)", len(page.Jobs), err)
 	}

@@ -58,6 +58,7 @@ const (
 	Command    Action = "command"
 	Help       Action = "help"
 	Back       Action = "back"
+	Save       Action = "save"
 	Quit       Action = "quit"
 	Confirm    Action = "confirm"
 	Refresh    Action = "refresh"
@@ -137,6 +138,7 @@ var defaults = []def{
 	{Back, GroupGeneral, []string{"esc"}, "esc", "back", false},
 	{Quit, GroupGeneral, []string{"q", "ctrl+c"}, "q", "quit", false},
 	{Confirm, GroupGeneral, []string{"y"}, "y", "confirm", false},
+	{Save, GroupGeneral, []string{"ctrl+s"}, "ctrl+s", "save (payload editor)", true},
 }
 
 // Default returns the default bindings: vim keys with arrow aliases.

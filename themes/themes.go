@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 
+	"charm.land/bubbles/v2/textarea"
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/colorprofile"
 )
@@ -96,6 +97,8 @@ type Theme struct {
 	ProgressEmpty color.Color
 
 	JSONKey, JSONString, JSONNumber, JSONBool, JSONNull, JSONPunct lipgloss.Style
+
+	Editor textarea.Styles // the payload editor inside the console
 
 	states map[string]lipgloss.Style
 }
@@ -269,6 +272,13 @@ func New(p Palette) *Theme {
 	t.Label = fg(p.Muted)
 	t.Value = fg(p.Text)
 	t.ErrorText = fg(p.Error)
+	t.Editor = textarea.Styles{Cursor: textarea.CursorStyle{Color: p.Accent}}
+	t.Editor.Focused = textarea.StyleState{
+		Base: s(), Text: fg(p.Text), LineNumber: fg(p.Subtle), CursorLineNumber: fg(p.Accent),
+		CursorLine: s(), EndOfBuffer: fg(p.Subtle), Placeholder: fg(p.Muted), Prompt: fg(p.Muted),
+		Selection: s().Reverse(true),
+	}
+	t.Editor.Blurred = t.Editor.Focused
 	t.WarnText = fg(p.Warning)
 	t.OKText = fg(p.Success)
 	t.InfoText = fg(p.Info)

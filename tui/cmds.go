@@ -423,6 +423,13 @@ type editReadyMsg struct {
 	err     error
 }
 
+// removeFile removes the external editor's file, if there is one.
+func (r editReadyMsg) removeFile() {
+	if r.path != "" {
+		_ = os.Remove(r.path)
+	}
+}
+
 type editorDoneMsg struct {
 	ready editReadyMsg
 	err   error
@@ -444,7 +451,7 @@ type editSavedMsg struct {
 // temporary file for the editor.
 func (m *Model) prepareEdit(mode editMode, id string) tea.Cmd {
 	ctl, ctx := m.ctl, m.ctx
-	dir := m.opts.TempDir
+	dir, builtin := m.opts.TempDir, m.opts.BuiltinEditor
 	return func() tea.Msg {
 		c, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
@@ -453,6 +460,9 @@ func (m *Model) prepareEdit(mode editMode, id string) tea.Cmd {
 			return editReadyMsg{mode: mode, id: id, err: err}
 		}
 		pretty := prettyJSON(d.Job.Payload)
+		if builtin {
+			return editReadyMsg{mode: mode, id: id, version: d.Job.Version, orig: []byte(editableJSON(pretty))}
+		}
 		f, err := os.CreateTemp(dir, "sluice-payload-*.json")
 		if err != nil {
 			return editReadyMsg{mode: mode, id: id, err: err}
@@ -467,18 +477,21 @@ func (m *Model) prepareEdit(mode editMode, id string) tea.Cmd {
 	}
 }
 
-// saveEdit reads the edited file, checks it is a JSON object and saves it.
-func (m *Model) saveEdit(r editReadyMsg) tea.Cmd {
+// saveEdit checks the edited text is a JSON object and saves it: text,
+// from the built-in editor, or else the edited file's.
+func (m *Model) saveEdit(r editReadyMsg, text []byte) tea.Cmd {
 	ctl, ctx := m.ctl, m.ctx
 	return func() tea.Msg {
 		out := editSavedMsg{mode: r.mode, id: r.id, ready: r}
-		b, err := os.ReadFile(r.path)
-		if err != nil {
-			out.err = err
-			return out
+		b, err := text, error(nil)
+		if b == nil {
+			if b, err = os.ReadFile(r.path); err != nil {
+				out.err = err
+				return out
+			}
 		}
 		if strings.TrimSpace(string(b)) == strings.TrimSpace(string(r.orig)) {
-			_ = os.Remove(r.path)
+			r.removeFile()
 			out.same = true
 			return out
 		}
@@ -498,7 +511,7 @@ func (m *Model) saveEdit(r editReadyMsg) tea.Cmd {
 			out.err = err
 			return out
 		}
-		_ = os.Remove(r.path)
+		r.removeFile()
 		out.job = j
 		return out
 	}

@@ -2,10 +2,12 @@ package tui
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -196,24 +198,74 @@ func TestReadOnly(t *testing.T) {
 	}
 }
 
-// Sessions served over SSH run no editor: it would run on the server,
-// named by the client's environment.
-func TestNoEditor(t *testing.T) {
+// TestBuiltinEditor is the story's payload fix as a session served over
+// SSH does it: inside the console, never in an external program. A text
+// that is not a JSON object is refused and stays in the editor; the
+// corrected one is saved with the version that was read.
+func TestBuiltinEditor(t *testing.T) {
 	f := setup(t, false)
 	marker := filepath.Join(t.TempDir(), "editor-ran")
 	opts := testOptions()
-	opts.NoEditor = true
-	opts.Editor = "touch " + marker
+	opts.BuiltinEditor = true
+	opts.Editor = "touch " + marker // must never run
 	s := start(t, f.eng, opts)
-	s.waitFor("evil-0001")
-	s.keys("e", "w", "?")
-	help := s.waitFor("keys — generated from the key map")
-	help = help[strings.Index(help, "keys — generated"):]
-	if strings.Contains(help, "edit payload") || !strings.Contains(help, "retry") {
-		t.Fatalf("help without an editor:\n%s", help)
+	s.waitFor("inv-0004")
+	s.keys("j", "j", "j", "<enter>")
+	s.waitFor("job inv-0004")
+	s.keys("e")
+	s.goldenAs("open", s.waitFor("Edit the payload of inv-0004", "EURO", "ctrl+s save"))
+
+	// Break it: a comma after the opening brace.
+	s.keys("<right>", ",", "<ctrl+s>")
+	s.waitFor("not valid JSON", "Edit the payload of inv-0004")
+	if slices.Contains(f.events(t, "inv-0004"), engine.EventPayloadEdited) {
+		t.Fatal("an invalid edit was saved")
 	}
+	// Mend it, and fix the currency: EURO → EUR.
+	s.keys("<backspace>", "<down>", "<down>", "<end>", "<left>", "<left>", "<backspace>", "<ctrl+s>")
+	s.waitFor("payload saved (version")
+	s.waitGone("Edit the payload of")
+	d, err := f.eng.GetJob(t.Context(), "inv-0004", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(d.Job.Payload), `"EUR"`) || strings.Contains(string(d.Job.Payload), "EURO") {
+		t.Fatalf("payload after the edit: %s", d.Job.Payload)
+	}
+
+	// esc leaves without saving.
+	s.keys("e")
+	s.waitFor("Edit the payload of inv-0004")
+	s.keys("x", "<esc>")
+	s.waitFor("edit cancelled — nothing saved")
 	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("the editor ran: %v", err)
+		t.Fatalf("the external editor ran: %v", err)
+	}
+}
+
+// editableJSON shows every rune that could drive a terminal as its \u
+// escape, and the text still decodes to the same value.
+func TestEditableJSON(t *testing.T) {
+	t.Parallel()
+	raw := []byte("{\"a\":\"x\u009b2J\u2028\u202e\U0001F680\xff é\",\n\t\"b\": 1}")
+	got := editableJSON(raw)
+	for _, bad := range []string{"\u009b", "\u2028", "\u202e", "\xff"} {
+		if strings.Contains(got, bad) {
+			t.Errorf("%q left raw in %q", bad, got)
+		}
+	}
+	if !strings.Contains(got, `\u009b`) || !strings.Contains(got, "🚀") || !strings.Contains(got, "é") {
+		t.Errorf("editable text %q", got)
+	}
+	var a, b any
+	if err := json.Unmarshal(raw, &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(got), &b); err != nil {
+		t.Fatalf("editable text is not JSON: %v\n%s", err, got)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("decodes to %#v, want %#v", b, a)
 	}
 }
 

@@ -352,6 +352,14 @@ func keyMsg(k string) tea.KeyPressMsg {
 		return tea.KeyPressMsg{Code: tea.KeyHome}
 	case "<end>":
 		return tea.KeyPressMsg{Code: tea.KeyEnd}
+	case "<left>":
+		return tea.KeyPressMsg{Code: tea.KeyLeft}
+	case "<right>":
+		return tea.KeyPressMsg{Code: tea.KeyRight}
+	case "<backspace>":
+		return tea.KeyPressMsg{Code: tea.KeyBackspace}
+	case "<ctrl+s>":
+		return tea.KeyPressMsg{Code: 's', Mod: tea.ModCtrl}
 	}
 	r := []rune(k)
 	if len(r) != 1 {

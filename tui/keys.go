@@ -17,6 +17,9 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
 	if msg.String() == "ctrl+c" {
 		return m.quit()
 	}
+	if m.editor != nil {
+		return m.editorKey(msg)
+	}
 	if m.input != nil {
 		return m.inputKey(msg)
 	}
@@ -358,6 +361,9 @@ func (m *Model) editReady(msg editReadyMsg) tea.Cmd {
 	if msg.err != nil {
 		return m.toastErr(fmt.Sprintf("edit %s: %s", Sanitize(msg.id), Sanitize(msg.err.Error())))
 	}
+	if m.opts.BuiltinEditor {
+		return m.openEditor(msg)
+	}
 	argv := append(m.editorCommand(), msg.path)
 	c := exec.Command(argv[0], argv[1:]...)
 	return tea.ExecProcess(c, func(err error) tea.Msg { return editorDoneMsg{ready: msg, err: err} })
@@ -368,10 +374,13 @@ func (m *Model) editorDone(msg editorDoneMsg) tea.Cmd {
 		m.pendingEdit = &msg.ready
 		return m.toastErr(fmt.Sprintf("editor: %s — nothing saved", Sanitize(msg.err.Error())))
 	}
-	return m.saveEdit(msg.ready)
+	return m.saveEdit(msg.ready, nil)
 }
 
 func (m *Model) editSaved(msg editSavedMsg) tea.Cmd {
+	if m.editorSaved(msg) {
+		return nil // refused: the text stays in the editor, with the reason
+	}
 	m.pendingEdit = nil
 	key := m.km.B(keymap.Edit).Help().Key
 	if msg.mode == editRetry {

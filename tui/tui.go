@@ -53,10 +53,11 @@ type Options struct {
 	Actor string
 	// Editor is the command that edits payloads; $VISUAL, $EDITOR, then vi.
 	Editor string
-	// NoEditor removes payload editing (e and w). Sessions served over SSH
-	// set it: the editor would run on the server, as the server, named by
-	// the client's environment, and any editor can start a shell.
-	NoEditor bool
+	// BuiltinEditor edits payloads (e and w) inside the console instead of
+	// in $EDITOR. Sessions served over SSH set it: an external editor
+	// would run on the server, as the server, named by the client's
+	// environment, and any editor can start a shell.
+	BuiltinEditor bool
 	// Getenv reads the session's environment (NO_COLOR, EDITOR); os.Getenv
 	// when nil. Sessions served over SSH pass the client's.
 	Getenv func(string) string
@@ -154,6 +155,7 @@ type Model struct {
 	}
 	colsKey     colsKey
 	pendingEdit *editReadyMsg
+	editor      *payloadEditor // the built-in editor, while open
 	quitting    bool
 }
 
@@ -219,9 +221,6 @@ func (m *Model) applyKeys() {
 	if m.hidePayload {
 		km = km.Without(keymap.Payload, keymap.Edit, keymap.RetryInput)
 	}
-	if m.opts.NoEditor {
-		km = km.Without(keymap.Edit, keymap.RetryInput)
-	}
 	m.km = km
 }
 
@@ -262,6 +261,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.sheet.invalidate()
 		}
 		m.width, m.height = msg.Width, msg.Height
+		m.sizeEditor()
 		m.jobs.keepCursorVisible(m.listHeight())
 		return m, m.maybeLoadMore()
 	case tea.BackgroundColorMsg:
@@ -276,6 +276,11 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tea.KeyPressMsg:
 		return m, m.handleKey(msg)
 	case tea.PasteMsg:
+		if m.editor != nil {
+			var cmd tea.Cmd
+			m.editor.ta, cmd = m.editor.ta.Update(msg)
+			return m, cmd
+		}
 		if m.input != nil {
 			return m, m.input.update(msg)
 		}
@@ -293,6 +298,9 @@ func (m *Model) setTheme(t *themes.Theme) {
 	m.theme = t
 	m.rowGen++
 	m.sheet.invalidate()
+	if m.editor != nil {
+		m.editor.ta.SetStyles(t.Editor)
+	}
 	if m.input != nil {
 		m.input.restyle(t)
 	}

@@ -120,6 +120,11 @@ func (m *Model) body(w, h int) []string {
 
 // overlays draws the dialog and the toasts over the body.
 func (m *Model) overlays(body []string, w, h int) []string {
+	if m.editor != nil {
+		box := m.editorBox()
+		bw, _ := m.editorSize()
+		body = overlay(body, box, max((w-bw)/2, 0), max((h-len(box))/2, 0), w)
+	}
 	if m.dialog != nil || (m.bulk != nil && m.bulk.visible) {
 		bw := min(max(w*2/3, 50), w-2, 100)
 		var box []string

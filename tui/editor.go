@@ -1,0 +1,161 @@
+package tui
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"charm.land/bubbles/v2/textarea"
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/keymap"
+)
+
+// The payload editor inside the console, for sessions that must not start
+// an external program (Options.BuiltinEditor: consoles served over SSH).
+// It edits the same pretty-printed JSON $EDITOR would get and saves
+// through the same path (saveEdit), with the version that was read.
+
+// maxBuiltinEdit is the largest payload the built-in editor opens.
+const maxBuiltinEdit = 256 << 10
+
+type payloadEditor struct {
+	ready  editReadyMsg
+	ta     textarea.Model
+	note   string // why the last save was refused
+	saving bool
+}
+
+// openEditor opens the built-in editor on a fetched payload.
+func (m *Model) openEditor(r editReadyMsg) tea.Cmd {
+	if len(r.orig) > maxBuiltinEdit {
+		return m.toastErr(fmt.Sprintf("the payload is %d KB: too large to edit in the console", len(r.orig)>>10))
+	}
+	ta := textarea.New()
+	ta.ShowLineNumbers = true
+	ta.Prompt = ""
+	ta.CharLimit = 0
+	ta.MaxHeight = 0
+	ta.SetStyles(m.theme.Editor)
+	ta.SetValue(editableJSON(r.orig))
+	ta.MoveToBegin()
+	m.editor = &payloadEditor{ready: r, ta: ta}
+	m.sizeEditor()
+	return m.editor.ta.Focus()
+}
+
+// sizeEditor fits the text area to the editor's box.
+func (m *Model) sizeEditor() {
+	if m.editor == nil {
+		return
+	}
+	w, h := m.editorSize()
+	m.editor.ta.SetWidth(max(w-4, 10))
+	m.editor.ta.SetHeight(max(h-6, 3))
+}
+
+// editorSize is the editor box's outer size.
+func (m *Model) editorSize() (w, h int) {
+	return min(max(m.width-4, 20), 120), max(m.bodyHeight(), 8)
+}
+
+func (m *Model) editorKey(msg tea.KeyPressMsg) tea.Cmd {
+	ed := m.editor
+	switch {
+	case m.km.Matches(msg, keymap.Save):
+		if ed.saving {
+			return nil
+		}
+		ed.saving, ed.note = true, ""
+		return m.saveEdit(ed.ready, []byte(ed.ta.Value()))
+	case m.km.Matches(msg, keymap.Back):
+		m.editor = nil
+		return m.toast("edit cancelled — nothing saved")
+	}
+	var cmd tea.Cmd
+	ed.ta, cmd = ed.ta.Update(msg)
+	return cmd
+}
+
+// editorSaved takes a save's outcome while the editor is open: a refusal
+// keeps the text in the editor with the reason; anything else closes it.
+// It reports whether the outcome was the editor's.
+func (m *Model) editorSaved(msg editSavedMsg) bool {
+	ed := m.editor
+	if ed == nil || ed.ready.id != msg.id || ed.ready.mode != msg.mode {
+		return false
+	}
+	ed.saving = false
+	switch {
+	case msg.invalid != nil:
+		ed.note = msg.invalid.Error()
+		return true
+	case msg.err != nil && isErr(msg.err, engine.ErrConflict) && msg.mode == editPayload:
+		ed.note = "the payload changed since it was opened: nothing saved (" +
+			m.km.B(keymap.Back).Help().Key + ", then " + m.km.B(keymap.Edit).Help().Key + " edits the new version)"
+		return true
+	case msg.err != nil:
+		ed.note = "not saved: " + Sanitize(msg.err.Error())
+		return true
+	}
+	m.editor = nil
+	return false
+}
+
+func (m *Model) editorBox() []string {
+	ed := m.editor
+	t := m.theme
+	w, _ := m.editorSize()
+	title := "Edit the payload of " + Sanitize(ed.ready.id) + " (version " + strconv.FormatInt(ed.ready.version, 10) + ")"
+	if ed.ready.mode == editRetry {
+		title = "Retry " + Sanitize(ed.ready.id) + " with new input"
+	}
+	lines := []string{t.DialogHead.Render(title), ""}
+	lines = append(lines, strings.Split(ed.ta.View(), "\n")...)
+	lines = append(lines, "")
+	switch {
+	case ed.saving:
+		lines = append(lines, t.HelpDesc.Render("saving…"))
+	case ed.note != "":
+		lines = append(lines, t.ErrorText.Render(ed.note))
+	default:
+		lines = append(lines, t.HelpKey.Render(m.km.B(keymap.Save).Help().Key)+t.HelpDesc.Render(" save · ")+
+			t.HelpKey.Render(m.km.B(keymap.Back).Help().Key)+t.HelpDesc.Render(" cancel"))
+	}
+	return m.box(lines, w)
+}
+
+// editableJSON is pretty JSON made safe to show and edit: every rune that
+// is not printable — C1 controls, line and paragraph separators, bidi
+// overrides, bytes that are not UTF-8 — is written as its \u escape. In
+// JSON such a rune can only stand inside a string, where the escape means
+// the same, so the text decodes to the same value and cannot drive the
+// terminal.
+func editableJSON(b []byte) string {
+	var s strings.Builder
+	s.Grow(len(b))
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		switch {
+		case r == '\n' || r == '\t' || (r >= 0x20 && r < 0x7f):
+			s.WriteRune(r)
+		case r == utf8.RuneError && size == 1:
+			s.WriteString(`\ufffd`)
+		case !unicode.IsPrint(r) || unicode.Is(unicode.Bidi_Control, r):
+			if r > 0xffff {
+				r1, r2 := utf16.EncodeRune(r)
+				fmt.Fprintf(&s, `\u%04x\u%04x`, r1, r2)
+			} else {
+				fmt.Fprintf(&s, `\u%04x`, r)
+			}
+		default:
+			s.WriteRune(r)
+		}
+		i += size
+	}
+	return s.String()
+}
