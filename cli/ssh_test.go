@@ -348,3 +348,30 @@ func TestSSHConsoleSessions(t *testing.T) {
 		t.Fatalf("archived after the viewer: %d, %v (want the 2 nobody retried)", len(page.Jobs), err)
 	}
 }
+
+func TestSSHConsoleRefusesToStartWithoutKeys(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, []byte("# nobody yet\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := api.NewServer(nil, api.ServerOptions{})
+	log := slog.New(slog.DiscardHandler)
+	for name, tc := range map[string]struct {
+		keys string
+		want string
+	}{
+		"no file named": {"", "--ssh needs --ssh-authorized-keys"},
+		"missing file":  {filepath.Join(dir, "missing"), "no such file"},
+		"no keys":       {empty, "no keys"},
+	} {
+		o := &serveOptions{ssh: "127.0.0.1:0", sshKeys: tc.keys, sshHostKey: filepath.Join(dir, "host")}
+		if sc, err := startSSHConsole(o, srv, log); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if sc != nil {
+				sc.stop(context.Background())
+			}
+			t.Errorf("%s: err %v, want it to say %q", name, err, tc.want)
+		}
+	}
+}
