@@ -51,6 +51,7 @@ Logs are discarded unless --log-file is given; they never reach the screen.`,
 	cmd.Flags().BoolVar(&o.plain, "plain", false, "print a text summary instead of opening the console")
 	cmd.Flags().BoolVar(&o.console.readOnly, "read-only", false, "open the console without the actions that change jobs")
 	cmd.Flags().StringVar(&o.console.theme, "theme", "", "console theme: dark, light, high-contrast or mono")
+	cmd.Flags().BoolVar(&o.console.mouse, "mouse", false, "use the mouse: wheel, row and tab clicks")
 	cmd.Flags().StringVar(&o.console.state, "state", "archived", "state tab the console opens on")
 	return cmd
 }

@@ -28,6 +28,7 @@ type tuiOptions struct {
 	query    string
 	actor    string
 	keys     string
+	mouse    bool
 }
 
 func newTUICmd(lo *logOptions) *cobra.Command {
@@ -63,6 +64,7 @@ NO_COLOR set to anything turns colour off.`,
 	f.StringVar(&o.query, "query", "", "filter to open with, in the query grammar (queue:billing kind:x ...)")
 	f.StringVar(&o.actor, "actor", "", "your name on the jobs' timelines and operations (default $USER)")
 	f.StringVar(&o.keys, "keys", "", "key bindings file (default $XDG_CONFIG_HOME/sluice/keys.json)")
+	f.BoolVar(&o.mouse, "mouse", false, "use the mouse: wheel, row and tab clicks (shift-drag still selects text in most terminals)")
 	return cmd
 }
 
@@ -93,7 +95,7 @@ func (o *tuiOptions) consoleOptions(ctx context.Context, log *slog.Logger, sourc
 		ctx = engine.WithActor(ctx, actor)
 	}
 	return tui.Options{
-		ReadOnly: o.readOnly, Theme: o.theme, KeyMap: km, Logger: log,
+		ReadOnly: o.readOnly, Theme: o.theme, KeyMap: km, Logger: log, Mouse: o.mouse,
 		State: state, Query: o.query, Source: source, Actor: actor, Context: ctx,
 	}, nil
 }

@@ -67,6 +67,21 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
 	return m.listKey(msg)
 }
 
+// moveJobs moves the jobs cursor d rows.
+func (m *Model) moveJobs(d int) tea.Cmd {
+	m.jobs.move(d, max(m.listHeight(), 1))
+	return tea.Batch(m.sheetFollow(), m.maybeLoadMore())
+}
+
+// selectTab switches the jobs list to state tab i.
+func (m *Model) selectTab(i int) tea.Cmd {
+	v := &m.jobs
+	v.tab = i
+	v.filter.States = nil
+	v.selectAll = false
+	return tea.Batch(v.reload(m), m.loadCounts())
+}
+
 // back undoes one level: the sheet, select-all, the filter, then another
 // screen.
 func (m *Model) back() tea.Cmd {
@@ -94,10 +109,7 @@ func (m *Model) back() tea.Cmd {
 func (m *Model) jobsKey(msg tea.KeyPressMsg) tea.Cmd {
 	km, v := m.km, &m.jobs
 	h := max(m.listHeight(), 1)
-	moved := func(d int) tea.Cmd {
-		v.move(d, h)
-		return tea.Batch(m.sheetFollow(), m.maybeLoadMore())
-	}
+	moved := m.moveJobs
 	switch {
 	case km.Matches(msg, keymap.Down):
 		return moved(1)
@@ -118,13 +130,9 @@ func (m *Model) jobsKey(msg tea.KeyPressMsg) tea.Cmd {
 		}
 		n := len(engine.AllStates)
 		if v.tab < 0 {
-			v.tab = 0
-		} else {
-			v.tab = (v.tab + d + n) % n
+			return m.selectTab(0)
 		}
-		v.filter.States = nil
-		v.selectAll = false
-		return tea.Batch(v.reload(m), m.loadCounts())
+		return m.selectTab((v.tab + d + n) % n)
 	case km.Matches(msg, keymap.Open):
 		if m.sheet.open {
 			m.sheet.open = false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -390,5 +391,65 @@ func TestHeaderKeepsReadOnlyBadge(t *testing.T) {
 	}
 	if !strings.HasSuffix(title, "READ-ONLY") || !strings.Contains(title, "sqlite · sqlite:///var") || !strings.Contains(title, "…") {
 		t.Fatalf("title %q: want the info cut and the badge kept", title)
+	}
+}
+
+func TestMouse(t *testing.T) {
+	t.Parallel()
+	m := loadedModel(t, 50, 160, 40)
+	wheel := func(b tea.MouseButton, x int) { m.Update(tea.MouseWheelMsg{X: x, Y: 10, Button: b}) }
+	click := func(x, y int) { m.Update(tea.MouseClickMsg{X: x, Y: y, Button: tea.MouseLeft}) }
+
+	// Off by default: the terminal keeps the mouse.
+	wheel(tea.MouseWheelDown, 10)
+	if m.jobs.cursor != 0 || m.View().MouseMode != tea.MouseModeNone {
+		t.Fatalf("mouse off: cursor %d, mode %v", m.jobs.cursor, m.View().MouseMode)
+	}
+
+	m.opts.Mouse = true
+	if m.View().MouseMode != tea.MouseModeCellMotion {
+		t.Fatal("mouse on, but the view does not ask for it")
+	}
+	wheel(tea.MouseWheelDown, 10)
+	wheel(tea.MouseWheelDown, 10)
+	wheel(tea.MouseWheelUp, 10)
+	if m.jobs.cursor != wheelStep {
+		t.Fatalf("after two notches down and one up: cursor %d, want %d", m.jobs.cursor, wheelStep)
+	}
+
+	// A click on the row drawn on screen line y picks it; find the line
+	// of job 7 in the frame itself.
+	lines := strings.Split(ansi.Strip(m.View().Content), "\n")
+	id := m.jobs.rows[7].job.ID
+	y := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, id) })
+	if y < 0 {
+		t.Fatalf("job %s not on screen", id)
+	}
+	click(20, y)
+	if m.jobs.cursor != 7 || m.sheet.open {
+		t.Fatalf("after a click on %s: cursor %d, sheet open %v", id, m.jobs.cursor, m.sheet.open)
+	}
+	click(20, y)
+	if !m.sheet.open {
+		t.Fatal("a second click on the picked row did not open it")
+	}
+	// The wheel over the sheet scrolls it, not the list.
+	wheel(tea.MouseWheelDown, 159)
+	if m.jobs.cursor != 7 || m.sheet.scroll != wheelStep {
+		t.Fatalf("wheel over the sheet: cursor %d, sheet scroll %d", m.jobs.cursor, m.sheet.scroll)
+	}
+	// A click below the rows, or on the header, picks nothing.
+	click(20, 39)
+	click(20, m.bodyTop())
+	if m.jobs.cursor != 7 {
+		t.Fatalf("clicks off the rows moved the cursor to %d", m.jobs.cursor)
+	}
+
+	// A click on a state tab switches to it.
+	tabs := ansi.Strip(lines[1])
+	x := ansi.StringWidth(tabs[:strings.Index(tabs, "completed")]) + 2
+	click(x, 1)
+	if got := engine.AllStates[m.jobs.tab]; got != engine.StateCompleted {
+		t.Fatalf("clicked the completed tab (x=%d in %q): tab %s", x, tabs, got)
 	}
 }

@@ -74,6 +74,9 @@ type Options struct {
 	RefreshDelay time.Duration
 	// PollInterval is how often a running operation is polled (250ms).
 	PollInterval time.Duration
+	// Mouse turns on the mouse: wheel, row clicks and tab clicks on the
+	// jobs screen (mouse.go).
+	Mouse bool
 	// Context ends the session's calls when cancelled.
 	Context context.Context
 }
@@ -275,6 +278,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, nil
 	case tea.KeyPressMsg:
 		return m, m.handleKey(msg)
+	case tea.MouseMsg:
+		return m, m.handleMouse(msg)
 	case tea.PasteMsg:
 		if m.editor != nil {
 			var cmd tea.Cmd

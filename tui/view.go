@@ -46,6 +46,9 @@ func (m *Model) listHeight() int { return max(m.bodyHeight()-1, 1) }
 func (m *Model) View() tea.View {
 	v := tea.NewView(m.render())
 	v.AltScreen = true
+	if m.opts.Mouse {
+		v.MouseMode = tea.MouseModeCellMotion
+	}
 	v.WindowTitle = "sluice"
 	return v
 }
