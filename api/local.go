@@ -54,6 +54,7 @@ func (t *localTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			w.commit(http.StatusOK)
 			pw.Close()
+			_ = r.Body.Close() // a RoundTripper closes the request body, as net/http's server does
 		}()
 		t.h.ServeHTTP(w, r)
 	}()
