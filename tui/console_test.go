@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	tea "charm.land/bubbletea/v2"
+
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -423,4 +425,23 @@ func (c *viewerControl) Meta(ctx context.Context) (*engine.Meta, error) {
 	}
 	m.Role, m.Actor = engine.RoleViewer, "guest"
 	return m, nil
+}
+
+// A payload the text area cannot hold whole is not opened: saving what it
+// kept would cut the payload.
+func TestBuiltinEditorRefusesWhatItCannotHold(t *testing.T) {
+	m := New(nil, Options{BuiltinEditor: true, NoSubscribe: true})
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
+	long := "[" + strings.Repeat("\n1,", 12_000) + "\n1\n]"
+	m.handleMsg(editReadyMsg{mode: editPayload, id: "big", version: 1, orig: []byte(long)})
+	if m.editor != nil {
+		t.Fatal("the editor opened a payload longer than it can hold")
+	}
+	if len(m.toasts) == 0 || !strings.Contains(m.toasts[len(m.toasts)-1].text, "too many to edit") {
+		t.Fatalf("toasts %+v", m.toasts)
+	}
+	m.handleMsg(editReadyMsg{mode: editPayload, id: "small", version: 1, orig: []byte("{\n  \"a\": 1\n}")})
+	if m.editor == nil || m.editor.ta.Value() != "{\n  \"a\": 1\n}" {
+		t.Fatal("the editor did not open a small payload whole")
+	}
 }

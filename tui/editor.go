@@ -41,7 +41,13 @@ func (m *Model) openEditor(r editReadyMsg) tea.Cmd {
 	ta.CharLimit = 0
 	ta.MaxHeight = 0
 	ta.SetStyles(m.theme.Editor)
-	ta.SetValue(editableJSON(r.orig))
+	text := string(r.orig) // editableJSON already (prepareEdit)
+	ta.SetValue(text)
+	if ta.Value() != text {
+		// The text area holds at most 10,000 lines: saving what it kept
+		// would cut the payload.
+		return m.toastErr(fmt.Sprintf("the payload has %d lines: too many to edit in the console", strings.Count(text, "\n")+1))
+	}
 	ta.MoveToBegin()
 	m.editor = &payloadEditor{ready: r, ta: ta}
 	m.sizeEditor()
