@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -18,7 +19,9 @@ import (
 // one SQLite file work a stream of jobs while, at random moments, one is
 // killed with SIGKILL (and replaced), frozen with SIGSTOP past its lease
 // and then thawed (a zombie that wakes up holding stale leases), or
-// stopped with SIGTERM (and replaced). Afterwards every job must be
+// stopped with SIGTERM (and replaced); or the store is locked against
+// every writer for longer than a lease, as a store that goes away and
+// comes back. Afterwards every job must be
 // completed (a completion is fenced: a job completes once), each crash
 // must be on the job's record, the counters must agree with the jobs,
 // and no job may be left running or holding a lease.
@@ -81,7 +84,7 @@ func TestFaultChaos(t *testing.T) {
 		spawn()
 	}
 
-	var kills, stops, terms int
+	var kills, stops, terms, locks int
 	thawed := make(chan struct{}, 64)
 	frozen := 0
 	end := time.Now().Add(duration)
@@ -93,7 +96,10 @@ func TestFaultChaos(t *testing.T) {
 			continue
 		}
 		w := ws[r.IntN(len(ws))]
-		switch a := r.IntN(10); {
+		switch a := r.IntN(11); {
+		case a == 10: // every writer blocked past the lease, then let go
+			lockStore(t, dbPath, time.Duration(1200+r.IntN(1500))*time.Millisecond)
+			locks++
 		case a < 4: // SIGKILL, and a replacement
 			w.kill(t)
 			kills++
@@ -121,7 +127,7 @@ func TestFaultChaos(t *testing.T) {
 	for range frozen {
 		<-thawed
 	}
-	t.Logf("chaos: %d SIGKILL, %d SIGSTOP/SIGCONT, %d SIGTERM, %d worker processes in all", kills, stops, terms, spawned)
+	t.Logf("chaos: %d SIGKILL, %d SIGSTOP/SIGCONT, %d SIGTERM, %d store locks, %d worker processes in all", kills, stops, terms, locks, spawned)
 	for len(live()) < 2 {
 		spawn()
 	}
@@ -172,5 +178,29 @@ func TestFaultChaos(t *testing.T) {
 	t.Logf("%d of %d jobs crashed at least once and completed once; %d late writes refused (lease lost)", crashed, n, refused)
 	if t.Failed() {
 		t.Logf("chaos seed %d: rerun with SLUICE_CHAOS_SEED=%d", seed, seed)
+	}
+}
+
+// lockStore holds the SQLite file's write lock for d from a connection of
+// its own (BEGIN EXCLUSIVE), so every worker's writes wait — heartbeats,
+// claims, completions, the reaper — and then lets go.
+func lockStore(t *testing.T, dbPath string, d time.Duration) {
+	t.Helper()
+	db, err := sql.Open("sqlite", dbPath+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(context.Background(), "BEGIN EXCLUSIVE"); err != nil {
+		t.Fatalf("lock the store: %v", err)
+	}
+	time.Sleep(d)
+	if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
+		t.Fatalf("unlock the store: %v", err)
 	}
 }
