@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -13,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -113,24 +111,13 @@ type sshTerm struct {
 	t    *testing.T
 	sess *gossh.Session
 	in   io.WriteCloser
-	mu   sync.Mutex
-	out  bytes.Buffer
+	out  syncBuffer
 	done chan error
 }
 
 var ansiSeq = regexp.MustCompile(`\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>78cDEHMNOZ]|\x1bP[^\x1b]*\x1b\\`)
 
-func (s *sshTerm) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.out.Write(p)
-}
-
-func (s *sshTerm) text() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return ansiSeq.ReplaceAllString(s.out.String(), "")
-}
+func (s *sshTerm) text() string { return ansiSeq.ReplaceAllString(s.out.String(), "") }
 
 func (s *sshTerm) waitFor(sub string) {
 	s.t.Helper()
@@ -192,7 +179,7 @@ func openSSHTerm(t *testing.T, addr string, key testSSHKey) *sshTerm {
 		t.Fatal(err)
 	}
 	st := &sshTerm{t: t, sess: sess, done: make(chan error, 1)}
-	sess.Stdout, sess.Stderr = st, st
+	sess.Stdout, sess.Stderr = &st.out, &st.out
 	if st.in, err = sess.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}

@@ -163,6 +163,14 @@ func TestConsoleMarkTwoAndRetry(t *testing.T) {
 	c := startDemo(t, bin)
 	c.waitFor(`archived ([2-9]|\d\d)`, 60*time.Second)
 	c.waitFor(`(?m)^› demo-`, 30*time.Second)
+	c.markTwoAndRetry(dialogID)
+}
+
+// markTwoAndRetry marks the first two rows, retries them, quits, and
+// checks through the store that exactly those two carry an operator
+// retry. ids finds the job ids the confirmation lists.
+func (c *tmuxConsole) markTwoAndRetry(ids *regexp.Regexp) {
+	c.t.Helper()
 	// Rows that die meanwhile arrive above the cursor, which stays on its
 	// job: go to the top first, so the two marks land on two rows (space
 	// marks and moves down; on the last row a second space would unmark).
@@ -174,18 +182,18 @@ func TestConsoleMarkTwoAndRetry(t *testing.T) {
 	c.send("r")
 	c.waitFor(`Retry 2 marked jobs\?`, 10*time.Second)
 	var marked []string
-	for _, m := range dialogID.FindAllStringSubmatch(c.screen(), -1) {
+	for _, m := range ids.FindAllStringSubmatch(c.screen(), -1) {
 		marked = append(marked, m[1])
 	}
 	if len(marked) != 2 {
-		t.Fatalf("the confirmation names %v, want two jobs:\n%s", marked, c.screen())
+		c.t.Fatalf("the confirmation names %v, want two jobs:\n%s", marked, c.screen())
 	}
 	c.send("y")
 	c.waitFor(`2 retried`, 15*time.Second)
 	c.quit()
 	slices.Sort(marked)
-	if got := retriedJobs(t, c.db); !slices.Equal(got, marked) {
-		t.Fatalf("jobs with an operator retry: %v, want exactly %v", got, marked)
+	if got := retriedJobs(c.t, c.db); !slices.Equal(got, marked) {
+		c.t.Fatalf("jobs with an operator retry: %v, want exactly %v", got, marked)
 	}
 }
 
@@ -272,24 +280,5 @@ func TestConsoleOverSSH(t *testing.T) {
 
 	c.waitFor(`maya@laptop \(operator\)`, 30*time.Second)
 	c.waitFor(`(?m)^› B-0`, 30*time.Second)
-	c.send("g", "Space")
-	c.waitFor(`1 marked`, 10*time.Second)
-	c.send("Space")
-	c.waitFor(`2 marked`, 10*time.Second)
-	c.send("r")
-	c.waitFor(`Retry 2 marked jobs\?`, 10*time.Second)
-	var marked []string
-	for _, m := range regexp.MustCompile(`│\s+(B-\d+)\s+│`).FindAllStringSubmatch(c.screen(), -1) {
-		marked = append(marked, m[1])
-	}
-	if len(marked) != 2 {
-		t.Fatalf("the confirmation names %v, want two jobs:\n%s", marked, c.screen())
-	}
-	c.send("y")
-	c.waitFor(`2 retried`, 15*time.Second)
-	c.quit()
-	slices.Sort(marked)
-	if got := retriedJobs(t, db); !slices.Equal(got, marked) {
-		t.Fatalf("jobs with an operator retry: %v, want exactly %v", got, marked)
-	}
+	c.markTwoAndRetry(regexp.MustCompile(`│\s+(B-\d+)\s+│`))
 }

@@ -24,11 +24,16 @@ var errNotFast = errors.New("sqlite: not in the fast JSON shape")
 
 // decodeAttemptErrors decodes an errors column.
 func decodeAttemptErrors(s string) ([]engine.AttemptError, error) {
-	out, err := fastAttemptErrors(s)
-	if err == nil {
+	return decodeList(s, fastAttemptErrors)
+}
+
+// decodeList decodes s with fast, or with encoding/json when fast leaves
+// it.
+func decodeList[T any](s string, fast func(string) ([]T, error)) ([]T, error) {
+	if out, err := fast(s); err == nil {
 		return out, nil
 	}
-	out = nil
+	var out []T
 	if err := json.Unmarshal([]byte(s), &out); err != nil {
 		return nil, err
 	}
@@ -60,17 +65,7 @@ func decodeLastAttemptError(s string) ([]engine.AttemptError, error) {
 }
 
 // decodeTags decodes a tags column.
-func decodeTags(s string) ([]string, error) {
-	out, err := fastStrings(s)
-	if err == nil {
-		return out, nil
-	}
-	out = nil
-	if err := json.Unmarshal([]byte(s), &out); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
+func decodeTags(s string) ([]string, error) { return decodeList(s, fastStrings) }
 
 // jsonLexer reads the compact JSON json.Marshal writes: no whitespace is
 // skipped, on purpose — the fast path only has to be right for that.
