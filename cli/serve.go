@@ -199,7 +199,7 @@ func runServe(ctx context.Context, o *serveOptions, lo *logOptions, out io.Write
 			ln.Close()
 			return err
 		}
-		defer sc.stop(context.WithoutCancel(ctx))
+		defer sc.stop()
 		fmt.Fprintf(out, "sluice: serving the console over ssh://%s (%d keys from %s%s)\n", sc.ln.Addr(), len(sc.keys), o.sshKeys, mode)
 		log.Info("serving ssh", "addr", sc.ln.Addr().String(), "keys", len(sc.keys))
 	}

@@ -246,7 +246,7 @@ func TestSSHConsoleSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { sc.stop(context.Background()) })
+	t.Cleanup(func() { sc.stop() })
 	addr := sc.ln.Addr().String()
 	if _, err := os.Stat(o.sshHostKey); err != nil {
 		t.Fatalf("no host key generated: %v", err)
@@ -356,7 +356,7 @@ func TestSSHConsoleRefusesToStartWithoutKeys(t *testing.T) {
 		o := &serveOptions{ssh: "127.0.0.1:0", sshKeys: tc.keys, sshHostKey: filepath.Join(dir, "host")}
 		if sc, err := startSSHConsole(o, srv, log); err == nil || !strings.Contains(err.Error(), tc.want) {
 			if sc != nil {
-				sc.stop(context.Background())
+				sc.stop()
 			}
 			t.Errorf("%s: err %v, want it to say %q", name, err, tc.want)
 		}
