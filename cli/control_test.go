@@ -41,7 +41,7 @@ func runCLI(t *testing.T, stdin string, args ...string) (code int, stdout, stder
 
 // deadStore returns a SQLite file holding billing jobs B-00… and email
 // jobs E-00… that all died (archived after one failed attempt).
-func deadStore(t *testing.T, billing, email int) string {
+func deadStore(t testing.TB, billing, email int) string {
 	t.Helper()
 	path := sqlitetest.Path(t)
 	s, err := sqlite.Open(context.Background(), path, sqlite.Options{})

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +30,7 @@ type testSSHKey struct {
 	pem    []byte // the private key, OpenSSH format
 }
 
-func newTestSSHKey(t *testing.T, comment string) testSSHKey {
+func newTestSSHKey(t testing.TB, comment string) testSSHKey {
 	t.Helper()
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -108,7 +109,7 @@ func TestParseSSHKeys(t *testing.T) {
 // sshTerm is a client session with a pseudo-terminal whose output is
 // gathered, escape sequences stripped, for substring checks.
 type sshTerm struct {
-	t    *testing.T
+	t    testing.TB
 	sess *gossh.Session
 	in   io.WriteCloser
 	out  syncBuffer
@@ -167,7 +168,7 @@ func dialSSH(addr string, key testSSHKey) (*gossh.Client, error) {
 	})
 }
 
-func openSSHTerm(t *testing.T, addr string, key testSSHKey) *sshTerm {
+func openSSHTerm(t testing.TB, addr string, key testSSHKey) *sshTerm {
 	t.Helper()
 	c, err := dialSSH(addr, key)
 	if err != nil {
@@ -361,4 +362,57 @@ func TestSSHConsoleRefusesToStartWithoutKeys(t *testing.T) {
 			t.Errorf("%s: err %v, want it to say %q", name, err, tc.want)
 		}
 	}
+}
+
+// BenchmarkSSHConsoleSession opens b.N console sessions over SSH, one
+// after another, and keeps them open: it reports how long each took to
+// draw its first frame with rows, and the server's heap per open session.
+// The store is SLUICE_BENCH_SSH_STORE (a SQLite file, say one of a million
+// dead jobs) or else 150 dead jobs seeded here:
+//
+//	SLUICE_BENCH_SSH_STORE=/tmp/apib/m1.db go test -run XXX -bench SSHConsoleSession -benchtime 50x ./cli/
+func BenchmarkSSHConsoleSession(b *testing.B) {
+	db := os.Getenv("SLUICE_BENCH_SSH_STORE")
+	if db == "" {
+		db = deadStore(b, 150, 0)
+	}
+	store, err := sqlite.Open(context.Background(), db, sqlite.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { store.Close() })
+	e, err := engine.New(store, engine.Config{NoMaintenance: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	key := newTestSSHKey(b, "bench")
+	keysFile := filepath.Join(dir, "keys")
+	if err := os.WriteFile(keysFile, []byte(key.line+"\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	o := &serveOptions{store: "sqlite://" + db, ssh: "127.0.0.1:0", sshKeys: keysFile, sshHostKey: filepath.Join(dir, "host")}
+	sc, err := startSSHConsole(o, api.NewServer(e, api.ServerOptions{}), slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(sc.stop)
+	addr := sc.ln.Addr().String()
+
+	// One session first, so the store's caches are warm and counted once.
+	openSSHTerm(b, addr, key).waitFor(" of ")
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	var first time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		openSSHTerm(b, addr, key).waitFor(" of ")
+		first += time.Since(t0)
+	}
+	var after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(first.Microseconds())/1000/float64(b.N), "ms/first-frame")
+	b.ReportMetric(float64(int64(after.HeapInuse)-int64(before.HeapInuse))/(1<<20)/float64(b.N), "heap-MB/session")
 }
