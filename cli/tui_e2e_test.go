@@ -228,6 +228,53 @@ func TestConsoleBulkRetry(t *testing.T) {
 	}
 }
 
+// startServe runs the real `sluice serve` over db on free loopback ports
+// with the extra flags, and returns what it printed it serves: the HTTP
+// base URL and, with --ssh, the SSH port.
+func startServe(t *testing.T, bin, db string, env []string, extra ...string) (base, sshPort string) {
+	t.Helper()
+	dir := t.TempDir()
+	args := append([]string{"serve", "--store", "sqlite://" + db, "--listen", "127.0.0.1:0",
+		"--log-file", filepath.Join(dir, "serve.log")}, extra...)
+	serve := exec.Command(bin, args...)
+	serve.Env = append(append(os.Environ(), "SLUICE_TOKENS=", "XDG_CONFIG_HOME="+dir), env...)
+	stdout, err := serve.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = serve.Process.Signal(os.Interrupt)
+		_ = serve.Wait()
+	})
+	wantSSH := slices.Contains(extra, "--ssh")
+	sc := bufio.NewScanner(stdout)
+	for (base == "" || (wantSSH && sshPort == "")) && sc.Scan() {
+		if m := regexp.MustCompile(`serving (http://127\.0\.0\.1:\d+)/api/v1`).FindStringSubmatch(sc.Text()); m != nil {
+			base = m[1]
+		}
+		if m := regexp.MustCompile(`ssh://127\.0\.0\.1:(\d+)`).FindStringSubmatch(sc.Text()); m != nil {
+			sshPort = m[1]
+		}
+	}
+	if base == "" || (wantSSH && sshPort == "") {
+		t.Fatalf("serve printed no address (http %q, ssh %q)", base, sshPort)
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	return base, sshPort
+}
+
+// startConsole runs cmd in a tmux server of its own, 160×45.
+func startConsole(t *testing.T, name, db, cmd string) *tmuxConsole {
+	t.Helper()
+	c := &tmuxConsole{t: t, socket: fmt.Sprintf("sluice-e2e-%s-%d-%d", name, os.Getpid(), time.Now().UnixNano()), db: db}
+	c.tmux("new-session", "-d", "-s", "e2e", "-x", "160", "-y", "45", cmd)
+	t.Cleanup(func() { _ = exec.Command("tmux", "-L", c.socket, "kill-server").Run() })
+	return c
+}
+
 // TestConsoleOverSSH: the real `sluice serve --ssh`, reached by OpenSSH's
 // client in tmux; two jobs marked and retried, recorded as the key's name.
 func TestConsoleOverSSH(t *testing.T) {
@@ -245,40 +292,65 @@ func TestConsoleOverSSH(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := deadStore(t, 6, 0)
+	_, port := startServe(t, bin, db, nil,
+		"--ssh", "127.0.0.1:0", "--ssh-authorized-keys", authFile, "--ssh-host-key", filepath.Join(dir, "host_key"))
 
-	serve := exec.Command(bin, "serve", "--store", "sqlite://"+db, "--listen", "127.0.0.1:0",
-		"--ssh", "127.0.0.1:0", "--ssh-authorized-keys", authFile, "--ssh-host-key", filepath.Join(dir, "host_key"),
-		"--log-file", filepath.Join(dir, "serve.log"))
-	serve.Env = append(os.Environ(), "SLUICE_TOKENS=", "XDG_CONFIG_HOME="+dir)
-	stdout, err := serve.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = serve.Process.Signal(os.Interrupt)
-		_ = serve.Wait()
-	})
-	port := ""
-	sc := bufio.NewScanner(stdout)
-	for port == "" && sc.Scan() {
-		if m := regexp.MustCompile(`ssh://127\.0\.0\.1:(\d+)`).FindStringSubmatch(sc.Text()); m != nil {
-			port = m[1]
-		}
-	}
-	if port == "" {
-		t.Fatal("serve printed no ssh address")
-	}
-	go func() { _, _ = io.Copy(io.Discard, stdout) }()
-
-	c := &tmuxConsole{t: t, socket: fmt.Sprintf("sluice-e2e-ssh-%d-%d", os.Getpid(), time.Now().UnixNano()), db: db}
-	cmd := fmt.Sprintf("ssh -F /dev/null -i %s -o IdentitiesOnly=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -p %s -t 127.0.0.1", keyFile, port)
-	c.tmux("new-session", "-d", "-s", "e2e", "-x", "160", "-y", "45", cmd)
-	t.Cleanup(func() { _ = exec.Command("tmux", "-L", c.socket, "kill-server").Run() })
-
+	c := startConsole(t, "ssh", db, fmt.Sprintf("ssh -F /dev/null -i %s -o IdentitiesOnly=yes -o StrictHostKeyChecking=no "+
+		"-o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -p %s -t 127.0.0.1", keyFile, port))
 	c.waitFor(`maya@laptop \(operator\)`, 30*time.Second)
 	c.waitFor(`(?m)^› B-0`, 30*time.Second)
 	c.markTwoAndRetry(regexp.MustCompile(`│\s+(B-\d+)\s+│`))
+}
+
+// TestConsoleAttachedOverHTTP: `sluice tui --api` against the real server
+// with tokens. An operator's console runs story step 5 — a bulk retry from
+// a filter, previewed and confirmed — to the end as one operation; a
+// viewer's console shows the same jobs read-only, with no action keys and
+// no payload.
+func TestConsoleAttachedOverHTTP(t *testing.T) {
+	bin := e2eBinary(t)
+	db := deadStore(t, 8, 3)
+	const opToken, viewToken = "op-token-0123456789abcdef", "view-token-0123456789abcdef"
+	base, _ := startServe(t, bin, db, []string{"SLUICE_TOKENS=maya:operator:" + opToken + "\nsam:viewer:" + viewToken})
+
+	viewer := startConsole(t, "viewer", db, fmt.Sprintf("%s tui --api %s --token %s", bin, base, viewToken))
+	viewer.waitFor(`sam \(viewer\)\s+READ-ONLY`, 30*time.Second)
+	viewer.waitFor(`(?m)^› [BE]-0`, 30*time.Second)
+	viewer.send("/")
+	viewer.typeText("queue:billing")
+	viewer.send("Enter")
+	viewer.waitFor(`(?m)^› B-0`, 15*time.Second)
+	viewer.send("Enter", "p")
+	viewer.waitFor(`hidden for your role`, 15*time.Second)
+	screen := viewer.screen()
+	if strings.Contains(screen, "r retry") || strings.Contains(screen, "b bulk") || strings.Contains(screen, "customer") {
+		t.Fatalf("a viewer's console offers actions or shows a payload:\n%s", screen)
+	}
+	viewer.send("r", "b")
+	viewer.quit()
+
+	c := startConsole(t, "http", db, fmt.Sprintf("%s tui --api %s --token %s", bin, base, opToken))
+	c.waitFor(`maya \(operator\)`, 30*time.Second)
+	c.waitFor(`(?m)^› [BE]-0`, 30*time.Second)
+	c.send("/")
+	c.typeText("queue:billing")
+	c.send("Enter")
+	c.waitFor(`(?m)^› B-0`, 15*time.Second)
+	c.send("b")
+	m := c.waitFor(`retry (\d+) jobs? \(state archived, queue billing\)`, 15*time.Second)
+	if m[1] != "8" {
+		t.Fatalf("the dry run matched %s jobs, want the 8 billing ones", m[1])
+	}
+	c.send("y")
+	c.waitFor(`bulk retry completed: 8 matched, 8 retried, 0 failed`, 30*time.Second)
+	c.quit()
+	got := retriedJobs(t, db)
+	if len(got) != 8 {
+		t.Fatalf("jobs with a retry: %v, want the 8 billing ones", got)
+	}
+	for _, id := range got {
+		if !strings.HasPrefix(id, "B-") {
+			t.Errorf("%s retried: the filter was queue:billing", id)
+		}
+	}
 }
