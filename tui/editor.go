@@ -129,10 +129,16 @@ func (m *Model) editorBox() []string {
 	case ed.note != "":
 		lines = append(lines, t.ErrorText.Render(ed.note))
 	default:
-		lines = append(lines, t.HelpKey.Render(m.km.B(keymap.Save).Help().Key)+t.HelpDesc.Render(" save · ")+
-			t.HelpKey.Render(m.km.B(keymap.Back).Help().Key)+t.HelpDesc.Render(" cancel"))
+		lines = append(lines, m.editorHint())
 	}
 	return m.box(lines, w)
+}
+
+// editorHint names the editor's own keys; every other key edits.
+func (m *Model) editorHint() string {
+	t := m.theme
+	return t.HelpKey.Render(m.km.B(keymap.Save).Help().Key) + t.HelpDesc.Render(" save · ") +
+		t.HelpKey.Render(m.km.B(keymap.Back).Help().Key) + t.HelpDesc.Render(" cancel")
 }
 
 // editableJSON is pretty JSON made safe to show and edit: every rune that

@@ -323,6 +323,9 @@ func (m *Model) statusLine(w int) string {
 	}
 	left := t.Status.Render(strings.Join(parts, " · "))
 	right := m.shortHelp(w - wOf(left) - 2)
+	if m.editor != nil {
+		right = m.editorHint() // the list's keys go to the editor meanwhile
+	}
 	gap := w - wOf(left) - wOf(right)
 	if gap < 1 {
 		return clip(left, w)
