@@ -106,9 +106,7 @@ func runBenchThroughput(ctx context.Context, o *benchOptions, lo *logOptions, st
 }
 
 func benchThroughput(ctx context.Context, o *benchOptions, lo *logOptions, stderr io.Writer, res *benchResult) error {
-	progress := func(format string, args ...any) {
-		fmt.Fprintf(stderr, time.Now().Format("15:04:05.000")+" sluice throughput: "+format+"\n", args...)
-	}
+	progress := benchProgress(stderr, "throughput")
 	if o.jobs <= 0 || o.concurrency <= 0 || o.batch <= 0 || o.insertConc <= 0 {
 		return fmt.Errorf("--jobs, --concurrency, --batch and --insert-conc must be positive")
 	}
@@ -120,11 +118,10 @@ func benchThroughput(ctx context.Context, o *benchOptions, lo *logOptions, stder
 	}
 	defer closeLog()
 
-	target, err := parseStoreURL(o.store)
+	target, err := benchStore(o.store, res)
 	if err != nil {
 		return err
 	}
-	res.add("store", target.backend)
 	res.add("insert_batch", o.batch)
 	res.add("insert_conc", o.insertConc)
 	if target.backend == "sqlite" {
@@ -501,6 +498,23 @@ func (s *rssSampler) close() {
 		<-s.done
 		s.sample()
 	})
+}
+
+// benchProgress writes a scenario's progress lines, time-stamped.
+func benchProgress(w io.Writer, scenario string) func(format string, args ...any) {
+	return func(format string, args ...any) {
+		fmt.Fprintf(w, time.Now().Format("15:04:05.000")+" sluice "+scenario+": "+format+"\n", args...)
+	}
+}
+
+// benchStore parses a scenario's store URL and records its backend.
+func benchStore(url string, res *benchResult) (storeTarget, error) {
+	target, err := parseStoreURL(url)
+	if err != nil {
+		return storeTarget{}, err
+	}
+	res.add("store", target.backend)
+	return target, nil
 }
 
 // processCPU is this process's CPU time so far, user and system.

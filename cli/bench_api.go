@@ -139,9 +139,7 @@ const apiBenchPath = api.Prefix + "/jobs?state=archived&limit=50"
 func benchAPI(ctx context.Context, o *benchAPIOptions, lo *logOptions, stderr io.Writer, res *benchResult) error {
 	// The server's stderr is copied here too, from a goroutine of os/exec.
 	stderr = &apiLockedWriter{w: stderr}
-	progress := func(format string, args ...any) {
-		fmt.Fprintf(stderr, time.Now().Format("15:04:05.000")+" sluice api: "+format+"\n", args...)
-	}
+	progress := benchProgress(stderr, "api")
 	if o.jobs < 50 || o.rate <= 0 || o.duration <= 0 || o.warmup < 0 || o.connections <= 0 ||
 		o.workRate < 0 || o.workMS < 0 || o.seedConc <= 0 || o.seedBatch <= 0 || o.cursorShare < 0 || o.cursorShare > 1 {
 		return errors.New("--rate, --duration, --connections, --seed-concurrency and --seed-batch must be positive, --jobs at least 50 (a page), --cursor-share within 0–1")
@@ -153,11 +151,9 @@ func benchAPI(ctx context.Context, o *benchAPIOptions, lo *logOptions, stderr io
 		return err
 	}
 	defer closeLog()
-	target, err := parseStoreURL(o.store)
-	if err != nil {
+	if _, err := benchStore(o.store, res); err != nil {
 		return err
 	}
-	res.add("store", target.backend)
 	res.add("jobs", o.jobs)
 	res.add("rate_target", o.rate)
 	res.add("duration", o.duration)

@@ -119,9 +119,7 @@ func runBenchConsole(ctx context.Context, o *benchConsoleOptions, lo *logOptions
 		return fail(err)
 	}
 	defer closeLog()
-	progress := func(format string, args ...any) {
-		fmt.Fprintf(stderr, time.Now().Format("15:04:05.000")+" sluice bench console: "+format+"\n", args...)
-	}
+	progress := benchProgress(stderr, "bench console")
 
 	if !o.measureOnly {
 		seeded, took, err := benchConsoleSeed(ctx, o, log, progress)

@@ -155,9 +155,7 @@ func deadIndex(p []byte) int {
 const deadSamples = 200
 
 func benchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *logOptions, stderr io.Writer, res *benchResult) error {
-	progress := func(format string, args ...any) {
-		fmt.Fprintf(stderr, time.Now().Format("15:04:05.000")+" sluice deadletter: "+format+"\n", args...)
-	}
+	progress := benchProgress(stderr, "deadletter")
 	if o.jobs <= 0 || o.concurrency <= 0 || o.batch <= 0 || o.insertConc <= 0 || o.listCalls <= 0 {
 		return fmt.Errorf("--jobs, --concurrency, --batch, --insert-conc and --list-calls must be positive")
 	}
@@ -173,11 +171,10 @@ func benchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *logOptions, s
 	}
 	defer closeLog()
 
-	target, err := parseStoreURL(o.store)
+	target, err := benchStore(o.store, res)
 	if err != nil {
 		return err
 	}
-	res.add("store", target.backend)
 	res.add("insert_batch", o.batch)
 	res.add("insert_conc", o.insertConc)
 	res.add("kinds", len(deadKinds))

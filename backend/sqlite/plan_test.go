@@ -24,21 +24,7 @@ func TestQueryPlans(t *testing.T) {
 	defer s.Close()
 	plan := func(t *testing.T, q string, args ...any) string {
 		t.Helper()
-		rows, err := s.r.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
-		if err != nil {
-			t.Fatalf("explain: %v\n%s", err, q)
-		}
-		defer rows.Close()
-		var lines []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			lines = append(lines, detail)
-		}
-		return strings.Join(lines, "\n")
+		return explain(t, s, q, args...)
 	}
 	expect := func(t *testing.T, p string, want []string, not []string) {
 		t.Helper()
