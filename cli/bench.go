@@ -93,7 +93,12 @@ const benchKind = "bench.noop"
 
 func runBenchThroughput(ctx context.Context, o *benchOptions, lo *logOptions, stdout, stderr io.Writer) error {
 	res := benchHeader("throughput", o)
-	err := benchThroughput(ctx, o, lo, stderr, &res)
+	return printBenchResult(stdout, &res, benchThroughput(ctx, o, lo, stderr, &res))
+}
+
+// printBenchResult ends a scenario: its result line with status=ok, or
+// status=error and the error (and exit status 1).
+func printBenchResult(stdout io.Writer, res *benchResult, err error) error {
 	if err != nil {
 		res.add("status", "error")
 		res.add("error", strings.Join(strings.Fields(err.Error()), "_"))

@@ -121,16 +121,7 @@ func runBenchAPI(ctx context.Context, o *benchAPIOptions, lo *logOptions, stdout
 	res.add("system", "sluice")
 	res.add("scenario", "api")
 	res.add("label", o.label)
-	err := benchAPI(ctx, o, lo, stderr, &res)
-	if err != nil {
-		res.add("status", "error")
-		res.add("error", strings.Join(strings.Fields(err.Error()), "_"))
-		fmt.Fprintln(stdout, res.String())
-		return exitError{code: 1}
-	}
-	res.add("status", "ok")
-	fmt.Fprintln(stdout, res.String())
-	return nil
+	return printBenchResult(stdout, &res, benchAPI(ctx, o, lo, stderr, &res))
 }
 
 // apiBenchPath is what the load generator asks for.

@@ -103,12 +103,7 @@ func runBenchConsole(ctx context.Context, o *benchConsoleOptions, lo *logOptions
 	res.add("lib", libVersion())
 	res.add("go", runtime.Version())
 	res.add("gomaxprocs", runtime.GOMAXPROCS(0))
-	fail := func(err error) error {
-		res.add("status", "error")
-		res.add("error", strings.Join(strings.Fields(err.Error()), "_"))
-		fmt.Fprintln(stdout, res.String())
-		return exitError{code: 1}
-	}
+	fail := func(err error) error { return printBenchResult(stdout, &res, err) }
 	if o.jobs <= 0 || o.width < 60 || o.height < 16 || o.concurrency <= 0 || o.batch <= 0 {
 		return fail(errors.New("--jobs, --concurrency and --batch must be positive, the terminal at least 60x16"))
 	}
@@ -134,12 +129,7 @@ func runBenchConsole(ctx context.Context, o *benchConsoleOptions, lo *logOptions
 	}
 	res.add("seeded", o.seeded)
 	res.add("seed_seconds", o.seedSeconds)
-	if err := benchConsoleMeasure(ctx, o, log, progress, &res); err != nil {
-		return fail(err)
-	}
-	res.add("status", "ok")
-	fmt.Fprintln(stdout, res.String())
-	return nil
+	return printBenchResult(stdout, &res, benchConsoleMeasure(ctx, o, log, progress, &res))
 }
 
 // benchConsoleReexec runs the measurement in a new process of this binary.

@@ -9,7 +9,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,16 +73,7 @@ Prints one key=value result line on stdout with the peer harness's keys
 
 func runBenchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *logOptions, stdout, stderr io.Writer) error {
 	res := benchHeader("deadletter", &o.benchOptions)
-	err := benchDeadLetter(ctx, o, lo, stderr, &res)
-	if err != nil {
-		res.add("status", "error")
-		res.add("error", strings.Join(strings.Fields(err.Error()), "_"))
-		fmt.Fprintln(stdout, res.String())
-		return exitError{code: 1}
-	}
-	res.add("status", "ok")
-	fmt.Fprintln(stdout, res.String())
-	return nil
+	return printBenchResult(stdout, &res, benchDeadLetter(ctx, o, lo, stderr, &res))
 }
 
 // deadKinds are the kinds of the scenario, each with a small payload and
