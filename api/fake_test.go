@@ -347,7 +347,7 @@ func (f *fakeCtl) Apply(ctx context.Context, a engine.Action, ids []string) ([]e
 }
 
 func (f *fakeCtl) Bulk(ctx context.Context, p engine.BulkParams) (*engine.BulkResult, error) {
-	if _, ok := engine.ActionStates[p.Action]; !ok {
+	if _, err := engine.SpecFor(p.Action); err != nil {
 		return nil, fmt.Errorf("%w: unknown action %q", engine.ErrInvalid, p.Action)
 	}
 	if p.Selector.IsEmpty() {

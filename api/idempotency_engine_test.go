@@ -98,7 +98,7 @@ func TestEngineIdempotencySurvivesRestart(t *testing.T) {
 	if _, ok := n1.srv.idem.(*EngineIdempotencyStore); !ok {
 		t.Fatalf("a server over a SQLite engine keeps keys in %T", n1.srv.idem)
 	}
-	if m := decode[engine.Meta](t, send(t, n1.srv, req{method: "GET", path: "/api/v1/meta"})); m.Idempotency != "store" || !strings.Contains(strings.Join(m.Capabilities, ","), engine.CapabilityIdempotency) {
+	if m := decode[engine.Meta](t, send(t, n1.srv, req{method: "GET", path: "/api/v1/meta"})); m.Idempotency != "store" || !strings.Contains(strings.Join(m.Capabilities, ","), string(engine.CapabilityIdempotency)) {
 		t.Fatalf("meta: %+v", m)
 	}
 	n1.scheduledJobs(t, "j")

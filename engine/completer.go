@@ -123,7 +123,7 @@ func (c *completer) flush(batch []completion) {
 	wait := 20 * time.Millisecond
 	ctx := context.WithoutCancel(e.hardCtx)
 	for {
-		res, err := e.store.JobCompleteMany(ctx, &JobCompleteManyParams{Items: items})
+		res, err := e.store.JobCompleteMany(ctx, &JobCompleteManyParams{Items: items, EndProbation: true})
 		if err == nil {
 			for i, cm := range batch {
 				if res[i] != nil {

@@ -20,6 +20,9 @@ type Engine struct {
 	store Store
 	cfg   Config
 	log   *slog.Logger
+	// claimDeadlinePlan is what every claim writes on jobs past their
+	// deadline.
+	claimDeadlinePlan ClaimDeadlineWrite
 
 	mu    sync.RWMutex
 	kinds map[string]*Kind
@@ -83,6 +86,10 @@ func New(store Store, cfg Config) (*Engine, error) {
 		e.queues[name] = newQueueRunner(e, name, q)
 	}
 	e.completer = newCompleter(e)
+	var err error
+	if e.claimDeadlinePlan, err = claimDeadlinePlan(cfg.WorkerID); err != nil {
+		return nil, err
+	}
 	return e, nil
 }
 
@@ -172,7 +179,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	if !e.cfg.NoMaintenance {
 		e.spawn(e.maintenanceLoop)
-		if _, ok := e.store.(ControlStore); ok {
+		if Declares(e.store, CapabilityOperations) {
 			e.spawn(e.operationLoop)
 		}
 	}
@@ -243,19 +250,24 @@ func (e *Engine) Stop(ctx context.Context) error {
 // available, charging nothing.
 func (e *Engine) releaseUnfinished(ctx context.Context, held []*runState) {
 	for _, r := range held {
-		_, err := e.store.JobFinish(ctx, &JobFinishParams{
-			JobRef:  r.ref,
-			To:      StateAvailable,
-			Event:   EventShutdown,
-			Actor:   e.cfg.WorkerID,
-			Message: "released unfinished at shutdown",
-		})
+		_, err := e.store.JobFinish(ctx, shutdownPlan(r, e.cfg.WorkerID))
 		if err == nil {
 			e.observeTransition(r.queue, r.kind, StateRunning, StateAvailable)
 		} else if !errors.Is(err, ErrLeaseLost) {
 			e.log.Warn("release at shutdown failed", "job", r.ref.ID, "err", err)
 		}
 		e.running.remove(r.ref.ID)
+	}
+}
+
+// shutdownPlan hands a job this process still holds back to available,
+// charging nothing.
+func shutdownPlan(r *runState, worker string) *JobFinishParams {
+	return &JobFinishParams{
+		JobRef: r.ref, To: StateAvailable, Schedule: ScheduleNow,
+		Counts: []CountDelta{{Queue: r.queue, From: StateRunning, To: StateAvailable, N: 1}},
+		Event: &EventWrite{Kind: EventShutdown, Actor: worker, From: StateRunning, To: StateAvailable,
+			Attempt: r.attempt + 1, Message: "released unfinished at shutdown"},
 	}
 }
 

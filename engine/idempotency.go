@@ -30,10 +30,6 @@ import (
 //     expiry and another request took the key over) has its writes
 //     refused with ErrIdempotencyInFlight, changing nothing.
 
-// CapabilityIdempotency is the capability a store declares when it
-// implements IdempotencyStore.
-const CapabilityIdempotency = "idempotency"
-
 // Defaults of IdempotencyClaimParams.
 const (
 	DefaultIdempotencyTTL      = 24 * time.Hour
@@ -222,24 +218,10 @@ func applyStep(i int) string { return "apply/" + strconv.Itoa(i) }
 // ---- The engine's side ----
 
 func (e *Engine) idempotencyStore() (IdempotencyStore, error) {
-	is, ok := e.store.(IdempotencyStore)
-	if !ok || !e.declares(CapabilityIdempotency) {
+	if !Declares(e.store, CapabilityIdempotency) {
 		return nil, fmt.Errorf("%w: the %s store keeps no idempotency keys", ErrUnsupported, e.store.Backend())
 	}
-	return is, nil
-}
-
-func (e *Engine) declares(capability string) bool {
-	c, ok := e.store.(Capabilities)
-	if !ok {
-		return false
-	}
-	for _, x := range c.Capabilities() {
-		if x == capability {
-			return true
-		}
-	}
-	return false
+	return e.store, nil
 }
 
 // IdempotencyDurable reports whether the engine's store keeps idempotency

@@ -31,6 +31,17 @@ const (
 	StateDeleted State = "deleted"
 )
 
+// TerminalStates lists the terminal states, in AllStates' order.
+func TerminalStates() []State {
+	var out []State
+	for _, st := range AllStates {
+		if st.Terminal() {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
 // AllStates lists every stored state, in the order the console shows them.
 var AllStates = []State{
 	StateScheduled, StateAvailable, StateRunning, StateRetryable,

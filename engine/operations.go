@@ -59,30 +59,81 @@ func (e *Engine) RunOperation(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	op := lease.Operation
+	finish := func(status OperationStatus, msg string) error {
+		done, err := cs.OperationFinish(ctx, &OperationFinishParams{
+			ID: op.ID, Holder: lease.Holder, Fence: lease.Fence, Status: status, Error: msg,
+		})
+		if errors.Is(err, ErrLeaseLost) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("operation %s: %w", op.ID, err)
+		}
+		e.publish(Change{Kind: ChangeOperation, Operation: done.ID})
+		if status != OperationRunning {
+			for q := range e.queues {
+				e.wake(q)
+			}
+		}
+		return nil
+	}
+	spec, err := SpecFor(op.Action)
+	if err != nil {
+		return true, finish(OperationFailed, err.Error())
+	}
+	sel, any := spec.Narrow(op.Selector)
+	if !any {
+		// No state the action changes is selected: nothing to do.
+		return true, finish(OperationCompleted, "")
+	}
 	batch := e.cfg.OperationBatch
 	if op.Rate > 0 && op.Rate < batch {
 		batch = op.Rate
 	}
+	event := EventWrite{Kind: spec.Event, Actor: op.CreatedBy, To: spec.To,
+		Message: "bulk " + string(op.Action) + " (operation " + op.ID + ")"}
+	cursor := lease.Cursor
 	start := time.Now()
 	// The rate counts from what this run processed: the operation's own
 	// progress, not an estimate.
 	from := op.Processed
 	for {
-		op, err = cs.OperationProcessBatch(ctx, &OperationProcessBatchParams{
-			ID: op.ID, Holder: lease.Holder, Fence: lease.Fence, Limit: batch, TTL: e.operationLeaseTTL(),
+		res, err := cs.OperationProcessBatch(ctx, &OperationProcessBatchParams{
+			ID: op.ID, Holder: lease.Holder, Fence: lease.Fence, After: cursor,
+			Spec: spec, Selector: sel, Cutoff: op.CreatedAt,
+			Limit: batch, Window: operationWindow * batch, Event: event, TTL: e.operationLeaseTTL(),
 		})
-		if err != nil {
-			if errors.Is(err, ErrLeaseLost) {
-				return true, nil
-			}
-			return true, fmt.Errorf("operation %s: %w", lease.Operation.ID, err)
+		switch {
+		case errors.Is(err, ErrLeaseLost):
+			return true, nil
+		case errors.Is(err, ErrInvalid) || errors.Is(err, ErrUnsupported):
+			// This store can never run the selector: fail rather than
+			// have every runner retry it forever.
+			return true, finish(OperationFailed, err.Error())
+		case err != nil:
+			return true, fmt.Errorf("operation %s: %w", op.ID, err)
 		}
+		op = res.Operation
 		e.publish(Change{Kind: ChangeOperation, Operation: op.ID})
 		if op.Status != OperationRunning && op.Status != OperationPending {
+			// Cancelled (or ended) meanwhile.
 			for q := range e.queues {
 				e.wake(q)
 			}
 			return true, nil
+		}
+		cursor = res.Cursor
+		msg := ""
+		if n := len(res.Refused); n > 0 {
+			msg = fmt.Sprintf("%d jobs refused so far; the last: %v", op.Failed, res.Refused[n-1])
+		}
+		if res.Exhausted {
+			return true, finish(OperationCompleted, msg)
+		}
+		if msg != "" {
+			if err := finish(OperationRunning, msg); err != nil {
+				return true, err
+			}
 		}
 		if op.Rate > 0 {
 			// Keep to the rate: the next batch may start once the jobs
@@ -99,3 +150,9 @@ func (e *Engine) RunOperation(ctx context.Context) (bool, error) {
 		}
 	}
 }
+
+// operationWindow bounds, in multiples of the batch size, how many jobs (in
+// id order) one batch looks at: a selector that matches few jobs of a big
+// table is walked over several short transactions rather than one long
+// one that would hold up the workers' writes.
+const operationWindow = 10

@@ -29,25 +29,12 @@ const (
 	OperationBatch = 1000
 )
 
-func (e *Engine) controlStore() (ControlStore, error) {
-	cs, ok := e.store.(ControlStore)
-	if !ok {
-		return nil, fmt.Errorf("%w: the %s store has no operator surface", ErrUnsupported, e.store.Backend())
-	}
-	return cs, nil
-}
-
-// Capabilities lists what a store can do beyond the Store contract.
-type Capabilities interface {
-	Capabilities() []string
-}
+func (e *Engine) controlStore() (ControlStore, error) { return e.store, nil }
 
 // Meta describes this engine; embedded callers are admins.
 func (e *Engine) Meta(ctx context.Context) (*Meta, error) {
 	m := &Meta{Backend: e.store.Backend(), Role: RoleAdmin, Actor: ActorFrom(ctx)}
-	if c, ok := e.store.(Capabilities); ok {
-		m.Capabilities = c.Capabilities()
-	}
+	m.Capabilities = capabilityNames(e.store.Capabilities())
 	return m, nil
 }
 
@@ -215,16 +202,36 @@ func (e *Engine) ResumeQueue(ctx context.Context, queue string) error {
 	return nil
 }
 
+// act applies action a to one job through its spec, with the event the
+// engine writes for it.
+func (e *Engine) act(ctx context.Context, a Action, id string, p JobActionParams) (*Job, error) {
+	spec, err := SpecFor(a)
+	if err != nil {
+		return nil, err
+	}
+	p.ID, p.Spec = id, spec
+	p.Event = EventWrite{Kind: spec.Event, Actor: ActorFrom(ctx), To: spec.To, Message: p.Event.Message}
+	return e.store.JobAction(ctx, &p)
+}
+
 // Retry makes a dead job available again with one more attempt.
 func (e *Engine) Retry(ctx context.Context, id string, opts RetryOptions) (*Job, error) {
 	if j, ok, err := replayed[*Job](ctx); ok {
 		return j, err
 	}
-	cs, err := e.controlStore()
-	if err != nil {
-		return nil, err
+	p := JobActionParams{Force: opts.Force, Deadline: opts.Deadline}
+	if opts.Force {
+		// The text names what the force passed; superseded_by is set once
+		// and never changes, so reading it first is safe.
+		cur, err := e.store.JobGetByID(ctx, &JobGetByIDParams{ID: id})
+		if err != nil {
+			return nil, err
+		}
+		if cur.SupersededBy != "" {
+			p.Event.Message = "forced: superseded by " + cur.SupersededBy
+		}
 	}
-	j, err := cs.JobRetry(ctx, &JobRetryParams{ID: id, Actor: ActorFrom(ctx), Force: opts.Force, Deadline: opts.Deadline})
+	j, err := e.act(ctx, ActionRetry, id, p)
 	if err != nil {
 		return nil, err
 	}
@@ -239,11 +246,7 @@ func (e *Engine) Cancel(ctx context.Context, id string) (*Job, error) {
 	if j, ok, err := replayed[*Job](ctx); ok {
 		return j, err
 	}
-	cs, err := e.controlStore()
-	if err != nil {
-		return nil, err
-	}
-	j, err := cs.JobCancel(ctx, &JobActionParams{ID: id, Actor: ActorFrom(ctx)})
+	j, err := e.act(ctx, ActionCancel, id, JobActionParams{})
 	if err != nil {
 		return nil, err
 	}
@@ -259,11 +262,7 @@ func (e *Engine) Delete(ctx context.Context, id string) error {
 	if _, ok, err := replayed[struct{}](ctx); ok {
 		return err
 	}
-	cs, err := e.controlStore()
-	if err != nil {
-		return err
-	}
-	if err := cs.JobDelete(ctx, &JobActionParams{ID: id, Actor: ActorFrom(ctx)}); err != nil {
+	if _, err := e.act(ctx, ActionDelete, id, JobActionParams{}); err != nil {
 		return err
 	}
 	e.publish(Change{Kind: ChangeJob, JobID: id, State: StateDeleted})
@@ -275,11 +274,7 @@ func (e *Engine) ReleaseJob(ctx context.Context, id string) (*Job, error) {
 	if j, ok, err := replayed[*Job](ctx); ok {
 		return j, err
 	}
-	cs, err := e.controlStore()
-	if err != nil {
-		return nil, err
-	}
-	j, err := cs.JobRelease(ctx, &JobActionParams{ID: id, Actor: ActorFrom(ctx)})
+	j, err := e.act(ctx, ActionRelease, id, JobActionParams{Event: EventWrite{Message: "job released"}})
 	if err != nil {
 		return nil, err
 	}
@@ -294,10 +289,6 @@ func (e *Engine) UpdatePayload(ctx context.Context, id string, payload json.RawM
 	if j, ok, err := replayed[*Job](ctx); ok {
 		return j, err
 	}
-	cs, err := e.controlStore()
-	if err != nil {
-		return nil, err
-	}
 	clean, err := ValidatePayload(payload, e.cfg.PayloadLimit)
 	if err != nil {
 		return nil, fmt.Errorf("job %s: %w", id, err)
@@ -306,11 +297,23 @@ func (e *Engine) UpdatePayload(ctx context.Context, id string, payload json.RawM
 	if err != nil {
 		return nil, err
 	}
+	if cur.Version != version {
+		return nil, &VersionError{ID: id, Have: cur.Version, Want: version}
+	}
 	fp, err := FingerprintOf(cur.Kind, clean)
 	if err != nil {
 		return nil, fmt.Errorf("job %s: %w", id, err)
 	}
-	j, err := cs.JobUpdatePayload(ctx, &JobUpdatePayloadParams{ID: id, Payload: clean, Fingerprint: fp, Version: version, Actor: ActorFrom(ctx)})
+	// The store applies the edit only at this version, so cur's
+	// fingerprint is the one replaced.
+	msg := ""
+	if cur.Fingerprint != fp {
+		msg = "fingerprint " + cur.Fingerprint + " → " + fp
+	}
+	j, err := e.store.JobUpdatePayload(ctx, &JobUpdatePayloadParams{
+		ID: id, Payload: clean, Fingerprint: fp, Version: version,
+		Event: EventWrite{Kind: EventPayloadEdited, Actor: ActorFrom(ctx), Message: msg},
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -322,10 +325,6 @@ func (e *Engine) UpdatePayload(ctx context.Context, id string, payload json.RawM
 func (e *Engine) RetryWithInput(ctx context.Context, id string, p RetryWithInputParams) (*Job, error) {
 	if j, ok, err := replayed[*Job](ctx); ok {
 		return j, err
-	}
-	cs, err := e.controlStore()
-	if err != nil {
-		return nil, err
 	}
 	clean, err := ValidatePayload(p.Payload, e.cfg.PayloadLimit)
 	if err != nil {
@@ -348,7 +347,12 @@ func (e *Engine) RetryWithInput(ctx context.Context, id string, p RetryWithInput
 	if err != nil {
 		return nil, fmt.Errorf("job %s: %w", id, err)
 	}
-	j, err := cs.JobRetryWithInput(ctx, &JobRetryWithInputParams{ID: id, NewID: newID, Payload: clean, Fingerprint: fp, Actor: ActorFrom(ctx)})
+	actor := ActorFrom(ctx)
+	j, err := e.store.JobRetryWithInput(ctx, &JobRetryWithInputParams{
+		ID: id, NewID: newID, Payload: clean, Fingerprint: fp,
+		OriginalEvent: EventWrite{Kind: EventRetried, Actor: actor, Message: "retried with new input as " + newID},
+		CopyEvent:     EventWrite{Kind: EventRetried, Actor: actor, To: StateAvailable, Message: "retry of " + id + " with new input"},
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -420,40 +424,15 @@ func ReasonCode(err error) string {
 	return "error"
 }
 
-// ActionStates are the states each action changes.
-var ActionStates = map[Action][]State{
-	ActionRetry:   {StateArchived, StateCancelled, StateUndecodable},
-	ActionCancel:  {StateScheduled, StateAvailable, StateRetryable, StateRunning},
-	ActionDelete:  {StateScheduled, StateAvailable, StateRetryable, StateCompleted, StateArchived, StateQuarantined, StateUndecodable, StateCancelled},
-	ActionRelease: {StateQuarantined},
-}
-
-// BulkSelector narrows a selector to the states its action changes. It
-// reports false when none is left.
-func BulkSelector(a Action, f Filter) (Filter, bool) {
-	allowed := ActionStates[a]
-	if len(f.States) == 0 {
-		f.States = slices.Clone(allowed)
-		return f, true
-	}
-	var keep []State
-	for _, s := range f.States {
-		if slices.Contains(allowed, s) {
-			keep = append(keep, s)
-		}
-	}
-	f.States = keep
-	return f, len(keep) > 0
-}
-
 // Bulk previews or starts an operation over every job the selector matches.
 func (e *Engine) Bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 	cs, err := e.controlStore()
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := ActionStates[p.Action]; !ok {
-		return nil, fmt.Errorf("%w: unknown action %q (retry, cancel, delete, release)", ErrInvalid, p.Action)
+	spec, err := SpecFor(p.Action)
+	if err != nil {
+		return nil, err
 	}
 	if p.Selector.IsEmpty() {
 		return nil, fmt.Errorf("%w: empty selector: a bulk action needs at least one condition", ErrInvalid)
@@ -472,7 +451,7 @@ func (e *Engine) Bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 			return &BulkResult{Matched: op.Matched, Estimated: op.Matched >= DryRunExactLimit, Operation: op}, nil
 		}
 	}
-	sel, any := BulkSelector(p.Action, p.Selector)
+	sel, any := spec.Narrow(p.Selector)
 	res := &BulkResult{}
 	if any {
 		n, capped, err := cs.JobCount(ctx, &JobCountParams{Filter: sel, ExcludeSuperseded: !sel.IncludeSuperseded, Max: DryRunExactLimit})
@@ -560,7 +539,11 @@ func (e *Engine) CancelOperation(ctx context.Context, id string) (*Operation, er
 	if err != nil {
 		return nil, err
 	}
-	op, err := cs.OperationCancel(ctx, &OperationCancelParams{ID: id, Actor: ActorFrom(ctx)})
+	msg := "cancelled"
+	if a := ActorFrom(ctx); a != "" {
+		msg = "cancelled by " + a
+	}
+	op, err := cs.OperationCancel(ctx, &OperationCancelParams{ID: id, Message: msg})
 	if err != nil {
 		return nil, err
 	}
@@ -579,7 +562,12 @@ func (e *Engine) ReleaseFingerprint(ctx context.Context, fingerprint string) (in
 	if n, ok, err := replayed[int](ctx); ok {
 		return n, err
 	}
-	n, err := e.store.FingerprintRelease(ctx, &FingerprintReleaseParams{Fingerprint: fingerprint, Actor: ActorFrom(ctx)})
+	spec, err := SpecFor(ActionRelease)
+	if err != nil {
+		return 0, err
+	}
+	n, err := e.store.FingerprintRelease(ctx, &FingerprintReleaseParams{Fingerprint: fingerprint, Spec: spec,
+		Event: EventWrite{Kind: spec.Event, Actor: ActorFrom(ctx), To: spec.To, Message: "fingerprint released"}})
 	if err != nil {
 		return 0, err
 	}

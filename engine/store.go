@@ -17,9 +17,21 @@ import (
 //     and reports ErrLeaseLost.
 //   - Each method is one transaction: a transition, its event row, its
 //     error entry and any fingerprint change commit together.
+//
+// Writes arrive resolved (plan.go): the engine has decided the state, the
+// texts and the consequences, and the store only translates them into its
+// own statements. The operator surface (ControlStore) and idempotency keys
+// (IdempotencyStore) are part of every store; what a store cannot serve it
+// leaves undeclared in Capabilities and answers with ErrUnsupported.
 type Store interface {
+	ControlStore
+	IdempotencyStore
+
 	// Backend names the implementation: "sqlite", "postgres", "redis".
 	Backend() string
+	// Capabilities lists what the store serves beyond the rules every
+	// store keeps. Code asks with Declares.
+	Capabilities() []Capability
 	// Close releases the store's connections.
 	Close() error
 	// Now is the store's clock.
@@ -36,15 +48,16 @@ type Store interface {
 	JobEventList(ctx context.Context, p *JobEventListParams) ([]Event, error)
 	// JobClaim moves up to Limit available jobs of one queue to running
 	// under new leases (fence +1) and returns them with their payloads.
-	// Jobs whose deadline has passed are archived instead (returned in
-	// Dead), never run.
+	// Jobs whose deadline has passed are written as PastDeadline says
+	// instead (returned in Dead), never run.
 	JobClaim(ctx context.Context, p *JobClaimParams) (*JobClaimResult, error)
 	// JobCompleteMany finishes successful jobs in one transaction; each
 	// item is fenced on its own.
 	JobCompleteMany(ctx context.Context, p *JobCompleteManyParams) ([]error, error)
 	// JobFinish applies one fenced transition out of running (anything but
-	// success): retry, archive, quarantine, snooze, undecodable, revoke,
-	// release. It returns the job as written (nil when deleted).
+	// success) as the engine resolved it: retry, archive, quarantine,
+	// snooze, undecodable, revoke, release. It returns the job as written
+	// (nil when deleted).
 	JobFinish(ctx context.Context, p *JobFinishParams) (*Job, error)
 	// JobLeaseRenew extends leases; each item is fenced on its own.
 	JobLeaseRenew(ctx context.Context, p *JobLeaseRenewParams) ([]error, error)
@@ -133,6 +146,9 @@ type JobClaimParams struct {
 	// it knows; jobs of other kinds or newer versions are left alone.
 	Kinds         map[string]int
 	LeaseDuration time.Duration
+	// PastDeadline is the write for available jobs whose deadline has
+	// passed; a zero value (To "") leaves them alone.
+	PastDeadline ClaimDeadlineWrite
 }
 
 type JobClaimResult struct {
@@ -159,38 +175,9 @@ type JobCompleteItem struct {
 
 type JobCompleteManyParams struct {
 	Items []JobCompleteItem
-}
-
-// JobFinishParams is one fenced transition out of running.
-type JobFinishParams struct {
-	JobRef
-	// To is the new state; StateDeleted removes the row.
-	To     State
-	Reason TerminalReason
-	Charge Charge
-	// Delay sets scheduled_at to the store's now plus Delay (retryable,
-	// scheduled).
-	Delay time.Duration
-	// Quarantine also quarantines the job's fingerprint: the record is
-	// created or bumped, and the fingerprint's waiting jobs are held.
-	Quarantine bool
-	// Error is appended to the job's errors (the store fills At and
-	// Attempt); nil for outcomes that are not failures. The store also
-	// keeps its message as the job's last error and ErrorPattern beside
-	// it, for the error filter and error groups.
-	Error        *AttemptError
-	ErrorPattern string
-	// IfLeaseExpired makes the write apply only while the lease is still
-	// expired by the store's clock: the reaper's writes, so that a
-	// renewal between its listing and its write wins.
-	IfLeaseExpired bool
-	// IfWorkerGone makes the write apply only while the lease's worker has
-	// no live heartbeat: the reaper's crash charges.
-	IfWorkerGone bool
-	// Event is written to the timeline.
-	Event   EventKind
-	Actor   string
-	Message string
+	// EndProbation deletes the probation record of each completed job's
+	// fingerprint: a success ends it.
+	EndProbation bool
 }
 
 type JobLeaseRenewParams struct {
@@ -253,9 +240,14 @@ type FingerprintListParams struct {
 	Limit int
 }
 
+// FingerprintReleaseParams lifts a quarantine: the record goes on
+// probation and the fingerprint's jobs in Spec.From get the spec's write
+// (the release action: quarantined → available, crash counters reset),
+// each with Event (From and Attempt its own).
 type FingerprintReleaseParams struct {
 	Fingerprint string
-	Actor       string
+	Spec        ActionSpec
+	Event       EventWrite
 }
 
 type WorkerHeartbeatParams struct {

@@ -29,26 +29,21 @@ type ControlStore interface {
 	// and error pattern (written at death by the engine).
 	JobErrorGroups(ctx context.Context, p *JobErrorGroupsParams) ([]ErrorGroup, error)
 
-	// JobRetry: archived, cancelled or undecodable → available; history
-	// kept, max_attempts = max(max_attempts, attempt+1), scheduled now,
-	// finalized_at and terminal_reason cleared, a passed deadline dropped
-	// unless a new one is given. ErrQuarantined when its fingerprint is
-	// quarantined; ErrConflict when superseded and not forced;
-	// ErrWrongState otherwise.
-	JobRetry(ctx context.Context, p *JobRetryParams) (*Job, error)
-	// JobCancel: scheduled, available, retryable or running → cancelled;
-	// a running job's lease is cleared in the same write.
-	JobCancel(ctx context.Context, p *JobActionParams) (*Job, error)
-	// JobDelete removes a job in any state but running.
-	JobDelete(ctx context.Context, p *JobActionParams) error
-	// JobRelease: one quarantined job → available, crash_attempt reset.
-	JobRelease(ctx context.Context, p *JobActionParams) (*Job, error)
+	// JobAction applies one operator action's spec to one job in one
+	// transaction: the job must be in one of Spec.From (else a
+	// *StateError) and pass the spec's refusals (*QuarantinedError,
+	// *SupersededError unless Force); then the spec's state and effects are
+	// written with Event and the counter delta. It returns the job as
+	// written (nil when deleted); ErrNotFound for no such job.
+	JobAction(ctx context.Context, p *JobActionParams) (*Job, error)
 	// JobUpdatePayload replaces the payload (and fingerprint) when the
-	// row's version is still Version; ErrConflict otherwise,
-	// ErrWrongState while running.
+	// row's version is still Version (else a *VersionError) and the job
+	// is not running (else a *StateError), with Event.
 	JobUpdatePayload(ctx context.Context, p *JobUpdatePayloadParams) (*Job, error)
-	// JobRetryWithInput inserts the corrected copy and marks the original
-	// superseded, both in one transaction.
+	// JobRetryWithInput inserts the corrected copy of a terminal job (else
+	// a *StateError; a quarantined new fingerprint is a
+	// *QuarantinedError; an existing NewID is ErrConflict) and marks the
+	// original superseded, with both events, in one transaction.
 	JobRetryWithInput(ctx context.Context, p *JobRetryWithInputParams) (*Job, error)
 
 	// OperationInsert persists a new bulk operation (status pending,
@@ -62,13 +57,23 @@ type ControlStore interface {
 	// OperationClaim leases the oldest pending or running operation whose
 	// lease is free or expired (fence +1) to Holder; nil when none.
 	OperationClaim(ctx context.Context, p *OperationClaimParams) (*OperationLease, error)
-	// OperationProcessBatch applies the operation's action to the next
-	// Limit jobs past its id cursor that match its selector and entered
-	// their state at or before its creation (re-checked in the same
-	// transaction), and commits the jobs' changes and the operation's
-	// progress together, fenced on the operation lease (ErrLeaseLost
-	// otherwise). It completes the operation when no job is left.
-	OperationProcessBatch(ctx context.Context, p *OperationProcessBatchParams) (*Operation, error)
+	// OperationProcessBatch applies one batch the engine chose, fenced on
+	// the operation lease (Holder, Fence) and on its cursor (After must be
+	// the operation's cursor), else ErrLeaseLost. Under lock it takes, in
+	// id order past After and among at most Window jobs, up to Limit jobs
+	// that match Selector and entered their state at or before Cutoff
+	// (superseded ones only when the selector includes them); writes the
+	// spec on each (one refused by the spec's refusals is counted failed
+	// and named in Refused); and commits the jobs' changes and the
+	// operation's progress (processed, succeeded, failed, cursor, lease
+	// expiry) together. Exhausted reports that no job is left past the
+	// batch. An operation that is no longer running is returned as it is,
+	// unchanged, so its runner stops on the status.
+	OperationProcessBatch(ctx context.Context, p *OperationProcessBatchParams) (*OperationBatchResult, error)
+	// OperationFinish sets a running operation's status and error, fenced
+	// on its lease (ErrLeaseLost otherwise); a final status sets
+	// finished_at and frees the lease.
+	OperationFinish(ctx context.Context, p *OperationFinishParams) (*Operation, error)
 
 	// QueueList names every queue that has jobs or a paused record.
 	QueueList(ctx context.Context) ([]QueueInfo, error)
@@ -104,16 +109,17 @@ type JobErrorGroupsParams struct {
 	Limit  int
 }
 
-type JobRetryParams struct {
-	ID       string
-	Actor    string
-	Force    bool
-	Deadline *time.Time
-}
-
+// JobActionParams is one operator action on one job.
 type JobActionParams struct {
-	ID    string
-	Actor string
+	ID   string
+	Spec ActionSpec
+	// Force passes RefuseSuperseded.
+	Force bool
+	// Deadline replaces the job's deadline (EffectOneMoreAttempt).
+	Deadline *time.Time
+	// Event is written when Spec.Event is set; From and Attempt are the
+	// job's own.
+	Event EventWrite
 }
 
 type JobUpdatePayloadParams struct {
@@ -121,7 +127,8 @@ type JobUpdatePayloadParams struct {
 	Payload     json.RawMessage
 	Fingerprint string
 	Version     int64
-	Actor       string
+	// Event is written on the job; From, To and Attempt are its own.
+	Event EventWrite
 }
 
 type JobRetryWithInputParams struct {
@@ -129,7 +136,10 @@ type JobRetryWithInputParams struct {
 	NewID       string
 	Payload     json.RawMessage
 	Fingerprint string
-	Actor       string
+	// OriginalEvent is written on the original (From and To its state,
+	// Attempt its own); CopyEvent on the copy.
+	OriginalEvent EventWrite
+	CopyEvent     EventWrite
 }
 
 type OperationInsertParams struct {
@@ -149,8 +159,9 @@ type OperationListParams struct {
 }
 
 type OperationCancelParams struct {
-	ID    string
-	Actor string
+	ID string
+	// Message is recorded as the operation's error.
+	Message string
 }
 
 type OperationClaimParams struct {
@@ -163,14 +174,53 @@ type OperationLease struct {
 	Operation *Operation
 	Holder    string
 	Fence     int64
+	// Cursor is the last job id the operation's batches covered.
+	Cursor string
 }
 
 type OperationProcessBatchParams struct {
 	ID     string
 	Holder string
 	Fence  int64
+	// After is the operation's cursor: the batch covers ids past it.
+	After string
+	// Spec is the action; Selector is the operation's selector narrowed
+	// to the spec's states.
+	Spec     ActionSpec
+	Selector Filter
+	// Cutoff: only jobs that entered their state at or before it.
+	Cutoff time.Time
+	// Limit is the most jobs the batch changes, Window the most it looks
+	// at in id order.
 	Limit  int
-	TTL    time.Duration // extends the operation lease
+	Window int
+	// Event is each changed job's timeline entry (when Spec.Event is
+	// set); From and Attempt are the job's own.
+	Event EventWrite
+	TTL   time.Duration // extends the operation lease
+}
+
+// OperationBatchResult is what one batch did.
+type OperationBatchResult struct {
+	// Operation is the operation after the batch.
+	Operation *Operation
+	// Cursor is the operation's cursor after the batch: the next batch's
+	// After.
+	Cursor string
+	// Exhausted: no job is left past the batch.
+	Exhausted bool
+	// Refused has one error per job the spec's refusals turned away (a
+	// *QuarantinedError), in id order.
+	Refused []error
+}
+
+type OperationFinishParams struct {
+	ID     string
+	Holder string
+	Fence  int64
+	Status OperationStatus
+	// Error is recorded as the operation's error ("" keeps it).
+	Error string
 }
 
 type QueuePauseParams struct {

@@ -80,6 +80,14 @@ type Transition struct {
 	Operator bool
 	// Quarantine marks the row that also quarantines the fingerprint.
 	Quarantine bool
+	// Event is the timeline entry an operator row writes (operator rows
+	// only; worker outcomes choose theirs in the finish plan).
+	Event EventKind
+	// Effects and Refuse are what an operator row does beside the state
+	// and what refuses it; the effects that follow from the states alone
+	// are added by SpecFor.
+	Effects Effect
+	Refuse  Refusal
 }
 
 // Transitions is the job state machine, one row per line of DESIGN.md's
@@ -101,9 +109,12 @@ var Transitions = []Transition{
 	{From: []State{StateScheduled, StateAvailable, StateRetryable}, Trigger: TriggerHold, To: StateQuarantined, Reason: ReasonQuarantined},
 	{From: []State{StateRunning}, Trigger: TriggerShutdown, To: StateAvailable},
 	{From: []State{StateRunning}, Trigger: TriggerLeaseLost, To: StateAvailable},
-	{From: []State{StateArchived, StateCancelled, StateUndecodable}, Trigger: TriggerOperatorRetry, To: StateAvailable, Operator: true},
-	{From: []State{StateQuarantined}, Trigger: TriggerOperatorRelease, To: StateAvailable, Operator: true},
-	{From: []State{StateScheduled, StateAvailable, StateRetryable, StateRunning}, Trigger: TriggerOperatorCancel, To: StateCancelled, Reason: ReasonCancelled, Operator: true},
+	{From: []State{StateArchived, StateCancelled, StateUndecodable}, Trigger: TriggerOperatorRetry, To: StateAvailable, Operator: true,
+		Event: EventRetried, Effects: EffectOneMoreAttempt, Refuse: RefuseQuarantined | RefuseSuperseded},
+	{From: []State{StateQuarantined}, Trigger: TriggerOperatorRelease, To: StateAvailable, Operator: true,
+		Event: EventReleased, Effects: EffectResetCrashes},
+	{From: []State{StateScheduled, StateAvailable, StateRetryable, StateRunning}, Trigger: TriggerOperatorCancel, To: StateCancelled, Reason: ReasonCancelled, Operator: true,
+		Event: EventCancelled},
 	{From: []State{StateScheduled, StateAvailable, StateRetryable, StateCompleted, StateArchived, StateQuarantined, StateUndecodable, StateCancelled}, Trigger: TriggerOperatorDelete, To: StateDeleted, Operator: true},
 	{From: []State{StateCompleted, StateArchived, StateQuarantined, StateUndecodable, StateCancelled}, Trigger: TriggerRetention, To: StateDeleted, Operator: true},
 }
@@ -145,4 +156,19 @@ func (row Transition) Apply(j *Job) {
 	}
 	j.State = row.To
 	j.TerminalReason = row.Reason
+}
+
+// transitionFor returns the one row of trigger t (for triggers with a
+// single row).
+func transitionFor(t Trigger) (Transition, error) {
+	var found []Transition
+	for _, row := range Transitions {
+		if row.Trigger == t {
+			found = append(found, row)
+		}
+	}
+	if len(found) != 1 {
+		return Transition{}, fmt.Errorf("%w: %d rows for %s", ErrInvalidTransition, len(found), t)
+	}
+	return found[0], nil
 }

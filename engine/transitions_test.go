@@ -618,3 +618,67 @@ func TestTransitionsProperty(t *testing.T) {
 		}
 	}
 }
+
+// The operator specs come from the table: change a row and the spec
+// follows.
+func TestActionSpecsFollowTheTable(t *testing.T) {
+	t.Parallel()
+	for _, a := range Actions {
+		spec, err := SpecFor(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		row, err := transitionFor(spec.Trigger)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(spec.From, row.From) || spec.To != row.To || spec.Reason != row.Reason || spec.Event != row.Event {
+			t.Fatalf("%s: spec %+v does not match its row %+v", a, spec, row)
+		}
+	}
+	retry, _ := SpecFor(ActionRetry)
+	if !retry.Has(EffectOneMoreAttempt) || !retry.Has(EffectScheduleNow) || !retry.Has(EffectReopen) ||
+		!retry.Refuses(RefuseQuarantined) || !retry.Refuses(RefuseSuperseded) || retry.Has(EffectClearLease) {
+		t.Fatalf("retry spec %+v", retry)
+	}
+	cancel, _ := SpecFor(ActionCancel)
+	if !cancel.Has(EffectClearLease) || !cancel.Has(EffectFinalize) || cancel.Has(EffectScheduleNow) {
+		t.Fatalf("cancel spec %+v", cancel)
+	}
+	del, _ := SpecFor(ActionDelete)
+	if !del.Has(EffectDelete) || del.Event != "" {
+		t.Fatalf("delete spec %+v", del)
+	}
+
+	// A changed table: retry also takes completed jobs, and cancel no
+	// longer takes running ones.
+	table := slices.Clone(Transitions)
+	for i := range table {
+		switch table[i].Trigger {
+		case TriggerOperatorRetry:
+			table[i].From = append(slices.Clone(table[i].From), StateCompleted)
+		case TriggerOperatorCancel:
+			table[i].From = []State{StateScheduled, StateAvailable, StateRetryable}
+		}
+	}
+	r2, err := specFrom(table, ActionRetry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r2.Allows(StateCompleted) || retry.Allows(StateCompleted) {
+		t.Fatalf("retry from completed: changed table %v, real table %v", r2.From, retry.From)
+	}
+	if sel, ok := r2.Narrow(Filter{States: []State{StateCompleted, StateRunning}}); !ok || !slices.Equal(sel.States, []State{StateCompleted}) {
+		t.Fatalf("narrowed by the changed table: %v %v", sel.States, ok)
+	}
+	c2, err := specFrom(table, ActionCancel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c2.Allows(StateRunning) || c2.Has(EffectClearLease) {
+		t.Fatalf("cancel without running still clears leases: %+v", c2)
+	}
+	if _, err := specFrom(table, Action("explode")); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("unknown action: %v", err)
+	}
+}

@@ -147,6 +147,7 @@ func (q *queueRunner) claim(free int) (int, error) {
 		Queue: q.name, WorkerID: e.cfg.WorkerID, LeaseID: uuid.NewString(),
 		Limit: free, Suspects: suspects, Kinds: e.kindVersions(),
 		LeaseDuration: e.cfg.LeaseDuration,
+		PastDeadline:  e.claimDeadlinePlan,
 	})
 	if err != nil {
 		if suspects == 1 {
@@ -166,12 +167,29 @@ func (q *queueRunner) claim(free int) (int, error) {
 		e.suspect.Store(0)
 	}
 	for _, j := range res.Dead {
-		go e.fireDeath(j, "deadline passed before the job ran", ReasonDeadlineExceeded)
+		go e.fireDeath(j, msgDeadlineBeforeRun, ReasonDeadlineExceeded)
 	}
 	for _, j := range res.Jobs {
 		q.start(j)
 	}
 	return len(res.Jobs), nil
+}
+
+// msgDeadlineBeforeRun is the last error, error pattern and event text of
+// a job archived at claim because its deadline had passed.
+const msgDeadlineBeforeRun = "deadline passed before the job ran"
+
+// claimDeadlinePlan is the claim's write for available jobs past their
+// deadline, from the table's claim_past_deadline row.
+func claimDeadlinePlan(worker string) (ClaimDeadlineWrite, error) {
+	row, err := transitionFor(TriggerClaimPastDeadline)
+	if err != nil {
+		return ClaimDeadlineWrite{}, err
+	}
+	return ClaimDeadlineWrite{
+		To: row.To, Reason: row.Reason, LastError: msgDeadlineBeforeRun, Pattern: msgDeadlineBeforeRun,
+		Event: EventWrite{Kind: EventArchived, Actor: worker, From: StateAvailable, To: row.To, Message: msgDeadlineBeforeRun},
+	}, nil
 }
 
 func (q *queueRunner) start(j *Job) {
@@ -194,6 +212,7 @@ type runState struct {
 	ref       JobRef
 	queue     string
 	kind      string
+	attempt   int // the job's attempt when claimed
 	suspect   bool
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
@@ -222,7 +241,7 @@ type runningSet struct {
 func newRunningSet() *runningSet { return &runningSet{m: map[string]*runState{}} }
 
 func (s *runningSet) add(j *Job, ctx context.Context, cancel context.CancelCauseFunc) *runState {
-	r := &runState{queue: j.Queue, kind: j.Kind, suspect: j.Suspect(), ctx: ctx, cancel: cancel}
+	r := &runState{queue: j.Queue, kind: j.Kind, attempt: j.Attempt, suspect: j.Suspect(), ctx: ctx, cancel: cancel}
 	if j.Lease != nil {
 		r.ref = JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Lease.Fence}
 	} else {
@@ -430,50 +449,7 @@ func (e *Engine) finishGuarded(ctx context.Context, ref JobRef, j *Job, res hand
 		e.log.Error("no transition", "job", j.ID, "err", err)
 		return
 	}
-	p := &JobFinishParams{
-		JobRef: ref, To: row.To, Reason: row.Reason, Charge: row.Charge,
-		Quarantine: row.Quarantine, Actor: actor, Message: res.message,
-		IfLeaseExpired: reaped, IfWorkerGone: reaped && res.trigger == TriggerCrash,
-	}
-	switch res.trigger {
-	case TriggerError:
-		p.Event = EventFailed
-		p.Error = &AttemptError{Message: res.message, Trace: res.trace}
-		if row.To == StateRetryable {
-			k := e.kind(j.Kind)
-			backoff := DefaultBackoff
-			if k != nil && k.Backoff != nil {
-				backoff = k.Backoff
-			}
-			p.Delay = backoff(j.Attempt + 1)
-		} else {
-			p.Event = EventArchived
-		}
-	case TriggerCrash:
-		p.Event = EventCrashed
-		p.Error = &AttemptError{Crash: true, Message: res.message, Trace: res.trace}
-		if row.To == StateRetryable {
-			p.Delay = e.cfg.CrashBackoff(j.CrashAttempt + 1)
-		} else {
-			p.Event = EventQuarantined
-		}
-	case TriggerSkip, TriggerDeadline:
-		p.Event = EventArchived
-		p.Error = &AttemptError{Message: res.message}
-	case TriggerSnooze:
-		p.Event = EventSnoozed
-		p.Delay = res.delay
-	case TriggerUndecodable:
-		p.Event = EventUndecodable
-		p.Error = &AttemptError{Message: res.message}
-	case TriggerLeaseLost:
-		p.Event = EventLeaseLost
-	case TriggerShutdown:
-		p.Event = EventShutdown
-	}
-	if p.Error != nil {
-		p.ErrorPattern = NormalizeError(p.Error.Message)
-	}
+	p := e.finishPlan(ref, j, row, res, actor, reaped)
 	written, err := e.finishWithRetry(ctx, p)
 	if err != nil {
 		if errors.Is(err, ErrLeaseLost) {
@@ -487,6 +463,101 @@ func (e *Engine) finishGuarded(ctx context.Context, ref JobRef, j *Job, res hand
 	e.observeTransition(j.Queue, j.Kind, j.State, row.To)
 	if written != nil && (row.To == StateArchived || row.To == StateQuarantined) {
 		e.fireDeath(written, res.message, row.Reason)
+	}
+}
+
+// finishPlan resolves a worker outcome (row of the table, for job j as
+// claimed) into the write the store applies: every state, time, text,
+// counter and fingerprint consequence is decided here.
+func (e *Engine) finishPlan(ref JobRef, j *Job, row Transition, res handlerResult, actor string, reaped bool) *JobFinishParams {
+	p := &JobFinishParams{
+		JobRef: ref, To: row.To, Reason: row.Reason, Charge: row.Charge,
+		IfLeaseExpired: reaped, IfWorkerGone: reaped && res.trigger == TriggerCrash,
+		Finalize: row.To.Terminal(),
+		Counts:   []CountDelta{{Queue: j.Queue, From: StateRunning, To: row.To, N: 1}},
+	}
+	switch row.To {
+	case StateAvailable:
+		p.Schedule = ScheduleNow
+	case StateRetryable, StateScheduled:
+		p.Schedule = ScheduleAfter
+	}
+	var kind EventKind
+	var entry *AttemptError
+	switch res.trigger {
+	case TriggerError:
+		kind = EventFailed
+		entry = &AttemptError{Message: res.message, Trace: res.trace}
+		if row.To == StateRetryable {
+			k := e.kind(j.Kind)
+			backoff := DefaultBackoff
+			if k != nil && k.Backoff != nil {
+				backoff = k.Backoff
+			}
+			p.Delay = backoff(j.Attempt + 1)
+		} else {
+			kind = EventArchived
+		}
+	case TriggerCrash:
+		kind = EventCrashed
+		entry = &AttemptError{Crash: true, Message: res.message, Trace: res.trace}
+		if row.To == StateRetryable {
+			p.Delay = e.cfg.CrashBackoff(j.CrashAttempt + 1)
+		} else {
+			kind = EventQuarantined
+		}
+	case TriggerSkip, TriggerDeadline:
+		kind = EventArchived
+		entry = &AttemptError{Message: res.message}
+	case TriggerSnooze:
+		kind = EventSnoozed
+		p.Delay = res.delay
+	case TriggerUndecodable:
+		kind = EventUndecodable
+		entry = &AttemptError{Message: res.message}
+	case TriggerLeaseLost:
+		kind = EventLeaseLost
+	case TriggerShutdown:
+		kind = EventShutdown
+	}
+	if row.To == StateDeleted {
+		return p
+	}
+	run := j.Attempt + 1 // the run that just ended
+	if entry != nil {
+		entry.Attempt = run
+		entry.Worker = actor
+		p.Error = &ErrorWrite{Entry: *entry, Keep: MaxKeptErrors, LastError: entry.Message, Pattern: NormalizeError(entry.Message)}
+	}
+	if kind != "" {
+		p.Event = &EventWrite{Kind: kind, Actor: actor, From: StateRunning, To: row.To, Attempt: run, Message: res.message}
+	}
+	if j.Fingerprint != "" && (row.Quarantine || row.Charge == ChargeCrash) {
+		fw := &FingerprintWrite{
+			Fingerprint: j.Fingerprint, Kind: j.Kind,
+			Quarantine: row.Quarantine,
+			LastError:  res.message, LastJobID: j.ID,
+		}
+		if row.Charge == ChargeCrash {
+			fw.AddCrashes = 1
+		}
+		if row.Quarantine {
+			fw.Hold = holdPlan(actor)
+		}
+		p.Fingerprint = fw
+	}
+	return p
+}
+
+// holdPlan moves a quarantined fingerprint's waiting jobs to quarantined.
+func holdPlan(actor string) *HoldWrite {
+	row, err := transitionFor(TriggerHold)
+	if err != nil {
+		panic(err) // the table has the row; transitions_test keeps it so
+	}
+	return &HoldWrite{
+		From: row.From, To: row.To, Reason: row.Reason,
+		Event: EventWrite{Kind: EventHeld, Actor: actor, Message: "fingerprint quarantined"},
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/charmbracelet/x/exp/golden"
 	"github.com/charmbracelet/x/exp/teatest/v2"
 
+	"github.com/sluicehq/sluice/backend/backendtest"
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
@@ -114,7 +115,7 @@ func (f *fixture) seed(t *testing.T, ctx context.Context) {
 			MaxAttempts: len(j.fails), Metadata: json.RawMessage(`{"tenant":"acme"}`)})
 		for i, msg := range j.fails {
 			job := f.claim(t, ctx, j.queue, j.id)
-			p := &engine.JobFinishParams{
+			p := &backendtest.Outcome{
 				JobRef: engine.JobRef{ID: job.ID, LeaseID: job.Lease.ID, Fence: job.Fence},
 				Charge: engine.ChargeAttempt, Event: engine.EventFailed, Actor: testWorker, Message: msg,
 				Error:        &engine.AttemptError{Message: msg, Worker: testWorker, Trace: "goroutine 7 [running]:\n\tbilling.go:42\n\tworker.go:310"},
@@ -124,7 +125,7 @@ func (f *fixture) seed(t *testing.T, ctx context.Context) {
 			if i == len(j.fails)-1 {
 				p.To, p.Reason, p.Event = engine.StateArchived, engine.ReasonAttemptsExhausted, engine.EventArchived
 			}
-			if _, err := f.store.JobFinish(ctx, p); err != nil {
+			if _, err := f.store.JobFinish(ctx, p.Plan(job)); err != nil {
 				t.Fatalf("finish %s: %v", j.id, err)
 			}
 			if p.To == engine.StateRetryable {
@@ -144,12 +145,12 @@ func (f *fixture) seed(t *testing.T, ctx context.Context) {
 		engine.EnqueueParams{ID: "rep-0002", Queue: "reports", Kind: "report.render", Payload: poison},
 		engine.EnqueueParams{ID: "rep-0003", Queue: "reports", Kind: "report.render", Payload: poison},
 	)
-	_, err := f.store.JobFinish(ctx, &engine.JobFinishParams{
+	_, err := f.store.JobFinish(ctx, backendtest.Outcome{
 		JobRef: engine.JobRef{ID: job.ID, LeaseID: job.Lease.ID, Fence: job.Fence},
 		To:     engine.StateQuarantined, Reason: engine.ReasonQuarantined, Charge: engine.ChargeCrash, Quarantine: true,
 		Event: engine.EventQuarantined, Actor: testWorker, Message: errOOM,
 		Error: &engine.AttemptError{Crash: true, Message: errOOM, Worker: testWorker}, ErrorPattern: engine.NormalizeError(errOOM),
-	})
+	}.Plan(job))
 	if err != nil {
 		t.Fatalf("quarantine: %v", err)
 	}

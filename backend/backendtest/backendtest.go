@@ -88,6 +88,7 @@ func checks() []check {
 		{name: "UnfinishedReleasedUncharged", fn: testShutdownRelease},
 		{name: "FinishedWithinBoundCompletes", fn: testShutdownDrain},
 	})
+	add("Plans", planChecks())
 	add("Control", controlChecks())
 	add("Idempotency", idempotencyChecks())
 	add("BadInput", []check{

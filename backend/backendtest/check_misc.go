@@ -156,7 +156,7 @@ func testRetentionBounded(t *testing.T, h Harness) {
 	}
 	insert(t, s, ps...)
 	for _, j := range claim(t, s, "bq", "w", n) {
-		finish(t, s, engine.JobFinishParams{JobRef: refOf(j), To: engine.StateArchived, Reason: engine.ReasonSkipped, Event: engine.EventArchived})
+		finish(t, s, Outcome{JobRef: refOf(j), To: engine.StateArchived, Reason: engine.ReasonSkipped, Event: engine.EventArchived})
 	}
 	p := &engine.JobDeleteExpiredParams{Retention: map[engine.State]time.Duration{engine.StateArchived: 0}, Limit: limit}
 	left := n

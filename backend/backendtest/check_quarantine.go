@@ -90,7 +90,7 @@ func testQuarantine(t *testing.T, h Harness) {
 	}
 
 	// Release while still poisonous: the next crash quarantines again at once.
-	n, err := s.FingerprintRelease(ctx, &engine.FingerprintReleaseParams{Fingerprint: fp, Actor: "ops"})
+	n, err := s.FingerprintRelease(ctx, releasePlan(t, fp, "ops"))
 	if err != nil || n != 3 {
 		t.Fatalf("FingerprintRelease: %d %v, want 3", n, err)
 	}
@@ -119,7 +119,7 @@ func testQuarantine(t *testing.T, h Harness) {
 
 	// Fixed: released jobs run and complete, and that ends probation.
 	healed.Store(true)
-	n, err = s.FingerprintRelease(ctx, &engine.FingerprintReleaseParams{Fingerprint: fp, Actor: "ops"})
+	n, err = s.FingerprintRelease(ctx, releasePlan(t, fp, "ops"))
 	if err != nil || n != 3 {
 		t.Fatalf("second FingerprintRelease: %d %v, want 3", n, err)
 	}

@@ -90,7 +90,7 @@ func testInsertOneAndMany(t *testing.T, h Harness) {
 	// A quarantined fingerprint, to be refused below.
 	insert(t, s, jobParams("poison", "q-poison"))
 	x := claimOne(t, s, "q-poison", "poison")
-	finish(t, s, engine.JobFinishParams{JobRef: refOf(x), To: engine.StateQuarantined, Reason: engine.ReasonQuarantined,
+	finish(t, s, Outcome{JobRef: refOf(x), To: engine.StateQuarantined, Reason: engine.ReasonQuarantined,
 		Charge: engine.ChargeCrash, Quarantine: true, Event: engine.EventQuarantined,
 		Error: &engine.AttemptError{Crash: true, Message: "panic: poison"}})
 
@@ -334,7 +334,7 @@ func makeSuspect(t testing.TB, s engine.Store, p *engine.JobInsertParams) {
 	if len(js) != 1 || js[0].ID != p.ID {
 		t.Fatalf("claim %s: got %v", p.ID, ids(js))
 	}
-	finish(t, s, engine.JobFinishParams{JobRef: refOf(js[0]), To: engine.StateRetryable, Charge: engine.ChargeCrash,
+	finish(t, s, Outcome{JobRef: refOf(js[0]), To: engine.StateRetryable, Charge: engine.ChargeCrash,
 		Event: engine.EventCrashed, Error: &engine.AttemptError{Crash: true, Message: "panic: made suspect"}})
 	scheduleDue(t, s)
 	if j := getJob(t, s, p.ID); j.State != engine.StateAvailable || j.CrashAttempt != 1 {
@@ -418,7 +418,7 @@ func testFenceAndLease(t *testing.T, h Harness) {
 	if j.AttemptedAt == nil || j.AttemptedBy != "w-test" {
 		t.Fatalf("attempted_at %v by %q", j.AttemptedAt, j.AttemptedBy)
 	}
-	finish(t, s, engine.JobFinishParams{JobRef: refOf(c), To: engine.StateRetryable, Charge: engine.ChargeAttempt,
+	finish(t, s, Outcome{JobRef: refOf(c), To: engine.StateRetryable, Charge: engine.ChargeAttempt,
 		Event: engine.EventFailed, Error: &engine.AttemptError{Message: "boom"}})
 	j = step("error", engine.StateRetryable, 1)
 	if j.AttemptedBy != "w-test" || j.AttemptedAt == nil {
@@ -429,19 +429,19 @@ func testFenceAndLease(t *testing.T, h Harness) {
 
 	c = claimOne(t, s, "fq", "f")
 	step("claim 2", engine.StateRunning, 2)
-	finish(t, s, engine.JobFinishParams{JobRef: refOf(c), To: engine.StateScheduled, Event: engine.EventSnoozed})
+	finish(t, s, Outcome{JobRef: refOf(c), To: engine.StateScheduled, Event: engine.EventSnoozed})
 	step("snooze", engine.StateScheduled, 2)
 	scheduleDue(t, s)
 	step("due", engine.StateAvailable, 2)
 
 	c = claimOne(t, s, "fq", "f")
 	step("claim 3", engine.StateRunning, 3)
-	finish(t, s, engine.JobFinishParams{JobRef: refOf(c), To: engine.StateAvailable, Event: engine.EventLeaseLost})
+	finish(t, s, Outcome{JobRef: refOf(c), To: engine.StateAvailable, Event: engine.EventLeaseLost})
 	step("release", engine.StateAvailable, 3)
 
 	c = claimOne(t, s, "fq", "f")
 	step("claim 4", engine.StateRunning, 4)
-	res, err := s.JobCompleteMany(context.Background(), &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{{JobRef: refOf(c)}}})
+	res, err := s.JobCompleteMany(context.Background(), &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{{JobRef: refOf(c)}}, EndProbation: true})
 	if err != nil || len(res) != 1 || res[0] != nil {
 		t.Fatalf("complete: %v %v", res, err)
 	}
@@ -476,7 +476,7 @@ func testCompleteMany(t *testing.T, h Harness) {
 		{JobRef: refOf(byID["c4"]), Delete: true},
 		{JobRef: engine.JobRef{ID: "nope", LeaseID: "x", Fence: 1}},
 	}
-	res, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: items})
+	res, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: items, EndProbation: true})
 	if err != nil {
 		t.Fatalf("JobCompleteMany: %v", err)
 	}
@@ -507,7 +507,7 @@ func testCompleteMany(t *testing.T, h Harness) {
 		t.Fatalf("a refused item changed c3:\nbefore %+v\nafter  %+v", c3before, c3)
 	}
 	// Completing twice: the lease is gone.
-	res, err = s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: items[:1]})
+	res, err = s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: items[:1], EndProbation: true})
 	if err != nil || len(res) != 1 || !errors.Is(res[0], engine.ErrLeaseLost) {
 		t.Fatalf("second completion of c1: %v %v, want ErrLeaseLost", res, err)
 	}
@@ -517,7 +517,7 @@ func testCompleteMany(t *testing.T, h Harness) {
 // through JobFinish.
 type finishRow struct {
 	name   string
-	params func(ref engine.JobRef) engine.JobFinishParams
+	params func(ref engine.JobRef) Outcome
 	// want is the state after; StateDeleted when the row is gone.
 	want    engine.State
 	reason  engine.TerminalReason
@@ -534,49 +534,49 @@ func testFinishRows(t *testing.T, h Harness) {
 	errMsg := func(m string) *engine.AttemptError { return &engine.AttemptError{Message: m, Trace: "trace of " + m} }
 	rows := []finishRow{
 		{name: "retryable", want: engine.StateRetryable, attempt: 1, errs: 1, future: true,
-			params: func(r engine.JobRef) engine.JobFinishParams {
-				return engine.JobFinishParams{JobRef: r, To: engine.StateRetryable, Charge: engine.ChargeAttempt,
+			params: func(r engine.JobRef) Outcome {
+				return Outcome{JobRef: r, To: engine.StateRetryable, Charge: engine.ChargeAttempt,
 					Delay: time.Hour, Error: errMsg("boom"), Event: engine.EventFailed}
 			}},
 		{name: "attempts-exhausted", want: engine.StateArchived, reason: engine.ReasonAttemptsExhausted, attempt: 1, errs: 1,
-			params: func(r engine.JobRef) engine.JobFinishParams {
-				return engine.JobFinishParams{JobRef: r, To: engine.StateArchived, Reason: engine.ReasonAttemptsExhausted,
+			params: func(r engine.JobRef) Outcome {
+				return Outcome{JobRef: r, To: engine.StateArchived, Reason: engine.ReasonAttemptsExhausted,
 					Charge: engine.ChargeAttempt, Error: errMsg("last"), Event: engine.EventArchived}
 			}},
 		{name: "skipped", want: engine.StateArchived, reason: engine.ReasonSkipped, errs: 1,
-			params: func(r engine.JobRef) engine.JobFinishParams {
-				return engine.JobFinishParams{JobRef: r, To: engine.StateArchived, Reason: engine.ReasonSkipped,
+			params: func(r engine.JobRef) Outcome {
+				return Outcome{JobRef: r, To: engine.StateArchived, Reason: engine.ReasonSkipped,
 					Error: errMsg("skipped: no"), Event: engine.EventArchived}
 			}},
 		{name: "deadline-exceeded", want: engine.StateArchived, reason: engine.ReasonDeadlineExceeded, errs: 1,
-			params: func(r engine.JobRef) engine.JobFinishParams {
-				return engine.JobFinishParams{JobRef: r, To: engine.StateArchived, Reason: engine.ReasonDeadlineExceeded,
+			params: func(r engine.JobRef) Outcome {
+				return Outcome{JobRef: r, To: engine.StateArchived, Reason: engine.ReasonDeadlineExceeded,
 					Error: errMsg("deadline passed"), Event: engine.EventArchived}
 			}},
 		{name: "undecodable", want: engine.StateUndecodable, reason: engine.ReasonUndecodable, errs: 1,
-			params: func(r engine.JobRef) engine.JobFinishParams {
-				return engine.JobFinishParams{JobRef: r, To: engine.StateUndecodable, Reason: engine.ReasonUndecodable,
+			params: func(r engine.JobRef) Outcome {
+				return Outcome{JobRef: r, To: engine.StateUndecodable, Reason: engine.ReasonUndecodable,
 					Error: errMsg("no upcaster"), Event: engine.EventUndecodable}
 			}},
 		{name: "revoke", want: engine.StateDeleted,
-			params: func(r engine.JobRef) engine.JobFinishParams {
-				return engine.JobFinishParams{JobRef: r, To: engine.StateDeleted}
+			params: func(r engine.JobRef) Outcome {
+				return Outcome{JobRef: r, To: engine.StateDeleted}
 			}},
 		{name: "snooze", want: engine.StateScheduled, future: true,
-			params: func(r engine.JobRef) engine.JobFinishParams {
-				return engine.JobFinishParams{JobRef: r, To: engine.StateScheduled, Delay: time.Hour, Event: engine.EventSnoozed}
+			params: func(r engine.JobRef) Outcome {
+				return Outcome{JobRef: r, To: engine.StateScheduled, Delay: time.Hour, Event: engine.EventSnoozed}
 			}},
 		{name: "shutdown", want: engine.StateAvailable,
-			params: func(r engine.JobRef) engine.JobFinishParams {
-				return engine.JobFinishParams{JobRef: r, To: engine.StateAvailable, Event: engine.EventShutdown}
+			params: func(r engine.JobRef) Outcome {
+				return Outcome{JobRef: r, To: engine.StateAvailable, Event: engine.EventShutdown}
 			}},
 		{name: "lease-lost", want: engine.StateAvailable,
-			params: func(r engine.JobRef) engine.JobFinishParams {
-				return engine.JobFinishParams{JobRef: r, To: engine.StateAvailable, Event: engine.EventLeaseLost}
+			params: func(r engine.JobRef) Outcome {
+				return Outcome{JobRef: r, To: engine.StateAvailable, Event: engine.EventLeaseLost}
 			}},
 		{name: "crash", want: engine.StateRetryable, crash: 1, errs: 1, future: true,
-			params: func(r engine.JobRef) engine.JobFinishParams {
-				return engine.JobFinishParams{JobRef: r, To: engine.StateRetryable, Charge: engine.ChargeCrash, Delay: time.Hour,
+			params: func(r engine.JobRef) Outcome {
+				return Outcome{JobRef: r, To: engine.StateRetryable, Charge: engine.ChargeCrash, Delay: time.Hour,
 					Error: &engine.AttemptError{Crash: true, Message: "panic: x", Trace: "goroutine 1 [running]:\npanic(...)"},
 					Event: engine.EventCrashed}
 			}},
@@ -591,7 +591,7 @@ func testFinishRows(t *testing.T, h Harness) {
 		// A stale fence changes nothing.
 		stale := p
 		stale.Fence--
-		if _, err := s.JobFinish(ctx, &stale); !errors.Is(err, engine.ErrLeaseLost) {
+		if _, err := s.JobFinish(ctx, PlanOf(t, s, stale)); !errors.Is(err, engine.ErrLeaseLost) {
 			t.Fatalf("%s with a stale fence: %v, want ErrLeaseLost", row.name, err)
 		}
 		if j := getJob(t, s, id); !reflect.DeepEqual(j, before) {
@@ -599,7 +599,7 @@ func testFinishRows(t *testing.T, h Harness) {
 		}
 
 		now := storeNow(t, s)
-		written, err := s.JobFinish(ctx, &p)
+		written, err := s.JobFinish(ctx, PlanOf(t, s, p))
 		if err != nil {
 			t.Fatalf("%s: JobFinish: %v", row.name, err)
 		}
@@ -656,7 +656,7 @@ func testFinishRows(t *testing.T, h Harness) {
 			t.Fatalf("%s: event without a time", row.name)
 		}
 		// The lease is gone: a second write is refused.
-		if _, err := s.JobFinish(ctx, &p); !errors.Is(err, engine.ErrLeaseLost) {
+		if _, err := s.JobFinish(ctx, PlanOf(t, s, p)); !errors.Is(err, engine.ErrLeaseLost) {
 			t.Fatalf("%s written twice: %v, want ErrLeaseLost", row.name, err)
 		}
 	}
@@ -680,14 +680,14 @@ func testFinishQuarantine(t *testing.T, h Harness) {
 	r := claimOne(t, s, "qr", "r")
 	insert(t, s, same("c", "qc"))
 	c := claimOne(t, s, "qc", "c")
-	if res, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{{JobRef: refOf(c)}}}); err != nil || res[0] != nil {
+	if res, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{{JobRef: refOf(c)}}, EndProbation: true}); err != nil || res[0] != nil {
 		t.Fatalf("complete c: %v %v", res, err)
 	}
 	z := same("z", "qw")
 	z.Delay = time.Hour
 	insert(t, s, same("y", "qw"), z, jobParams("o", "qw"))
 
-	finish(t, s, engine.JobFinishParams{JobRef: refOf(x), To: engine.StateQuarantined, Reason: engine.ReasonQuarantined,
+	finish(t, s, Outcome{JobRef: refOf(x), To: engine.StateQuarantined, Reason: engine.ReasonQuarantined,
 		Charge: engine.ChargeCrash, Quarantine: true, Event: engine.EventQuarantined, Actor: "w-test",
 		Error: &engine.AttemptError{Crash: true, Message: "panic: poison pill", Trace: "goroutine 7 [running]"}})
 
@@ -738,7 +738,7 @@ func testFinishQuarantine(t *testing.T, h Harness) {
 
 	// Release: held jobs back to available with crash counters reset; the
 	// record stays, on probation.
-	n, err := s.FingerprintRelease(ctx, &engine.FingerprintReleaseParams{Fingerprint: fp, Actor: "ops"})
+	n, err := s.FingerprintRelease(ctx, releasePlan(t, fp, "ops"))
 	if err != nil || n != 3 {
 		t.Fatalf("FingerprintRelease: %d %v, want 3", n, err)
 	}
@@ -760,14 +760,14 @@ func testFinishQuarantine(t *testing.T, h Harness) {
 
 	// On probation the engine quarantines at the next crash.
 	x = claimOne(t, s, "qx", "x")
-	finish(t, s, engine.JobFinishParams{JobRef: refOf(x), To: engine.StateQuarantined, Reason: engine.ReasonQuarantined,
+	finish(t, s, Outcome{JobRef: refOf(x), To: engine.StateQuarantined, Reason: engine.ReasonQuarantined,
 		Charge: engine.ChargeCrash, Quarantine: true, Event: engine.EventQuarantined,
 		Error: &engine.AttemptError{Crash: true, Message: "panic: again"}})
 	rec, err = s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: fp})
 	if err != nil || rec.Status != engine.FingerprintQuarantined || rec.Crashes != 2 || !strings.Contains(rec.LastError, "again") {
 		t.Fatalf("quarantined again: %+v %v", rec, err)
 	}
-	n, err = s.FingerprintRelease(ctx, &engine.FingerprintReleaseParams{Fingerprint: fp, Actor: "ops"})
+	n, err = s.FingerprintRelease(ctx, releasePlan(t, fp, "ops"))
 	if err != nil || n != 4 {
 		t.Fatalf("second release: %d %v, want 4 (x y z n)", n, err)
 	}
@@ -776,7 +776,7 @@ func testFinishQuarantine(t *testing.T, h Harness) {
 	if len(js) != 1 {
 		t.Fatalf("claim x after release: %v", ids(js))
 	}
-	if res, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{{JobRef: refOf(js[0])}}}); err != nil || res[0] != nil {
+	if res, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{{JobRef: refOf(js[0])}}, EndProbation: true}); err != nil || res[0] != nil {
 		t.Fatalf("complete x: %v %v", res, err)
 	}
 	rec, err = s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: fp})
@@ -800,7 +800,7 @@ func testErrorsCapped(t *testing.T, h Harness) {
 	for i := range n {
 		c := claimOne(t, s, "eq", "e")
 		crash := i%5 == 4
-		fp := engine.JobFinishParams{JobRef: refOf(c), To: engine.StateRetryable, Event: engine.EventFailed,
+		fp := Outcome{JobRef: refOf(c), To: engine.StateRetryable, Event: engine.EventFailed,
 			Error: &engine.AttemptError{Message: fmt.Sprintf("e%d", i), Crash: crash}}
 		if crash {
 			fp.Charge, fp.Event, fp.Error.Trace = engine.ChargeCrash, engine.EventCrashed, fmt.Sprintf("trace %d", i)
@@ -867,7 +867,7 @@ func testLeaseRenew(t *testing.T, h Harness) {
 		t.Fatalf("a refused renewal extended the lease")
 	}
 	// A finished job's lease cannot be renewed.
-	finish(t, s, engine.JobFinishParams{JobRef: refOf(js[0]), To: engine.StateAvailable, Event: engine.EventLeaseLost})
+	finish(t, s, Outcome{JobRef: refOf(js[0]), To: engine.StateAvailable, Event: engine.EventLeaseLost})
 	res, err = s.JobLeaseRenew(ctx, &engine.JobLeaseRenewParams{Items: []engine.JobRef{refOf(js[0])}, LeaseDuration: time.Hour})
 	if err != nil || len(res) != 1 || !errors.Is(res[0], engine.ErrLeaseLost) {
 		t.Fatalf("renewal of a released job: %v %v, want ErrLeaseLost", res, err)
@@ -978,11 +978,11 @@ func testDeleteExpired(t *testing.T, h Harness) {
 	js = append(js, claim(t, s, "rb", "w", 1)...)
 	for _, j := range js {
 		if strings.HasSuffix(j.ID, "completed") {
-			if res, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{{JobRef: refOf(j)}}}); err != nil || res[0] != nil {
+			if res, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{{JobRef: refOf(j)}}, EndProbation: true}); err != nil || res[0] != nil {
 				t.Fatalf("complete %s: %v %v", j.ID, res, err)
 			}
 		} else {
-			finish(t, s, engine.JobFinishParams{JobRef: refOf(j), To: engine.StateArchived, Reason: engine.ReasonSkipped, Event: engine.EventArchived})
+			finish(t, s, Outcome{JobRef: refOf(j), To: engine.StateArchived, Reason: engine.ReasonSkipped, Event: engine.EventArchived})
 		}
 	}
 	avail := jobParams("ra-available", "ra")

@@ -62,7 +62,7 @@ func testZombie(t *testing.T, h Harness) {
 	if got := refOf(expired.Job); got != refA {
 		t.Fatalf("expired lease names %+v, A holds %+v", got, refA)
 	}
-	finish(t, s, engine.JobFinishParams{JobRef: refA, To: engine.StateAvailable, Event: engine.EventLeaseLost, Actor: "reaper"})
+	finish(t, s, Outcome{JobRef: refA, To: engine.StateAvailable, Event: engine.EventLeaseLost, Actor: "reaper"})
 
 	b := claimP(t, s, engine.JobClaimParams{Queue: "zq", WorkerID: "w-b", LeaseID: "lease-b", Limit: 1, LeaseDuration: time.Hour}).Jobs
 	if len(b) != 1 || b[0].Fence != refA.Fence+1 {
@@ -71,18 +71,18 @@ func testZombie(t *testing.T, h Harness) {
 	before := snap(t, s, "z")
 
 	// A wakes up and reports, in every way it can.
-	res, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{{JobRef: refA}}})
+	res, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{{JobRef: refA}}, EndProbation: true})
 	if err != nil || len(res) != 1 || !errors.Is(res[0], engine.ErrLeaseLost) {
 		t.Fatalf("A's late completion: %v %v, want ErrLeaseLost", res, err)
 	}
 	sameSnapshot(t, "A's late completion", before, snap(t, s, "z"))
-	res, err = s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{{JobRef: refA, Delete: true}}})
+	res, err = s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{{JobRef: refA, Delete: true}}, EndProbation: true})
 	if err != nil || len(res) != 1 || !errors.Is(res[0], engine.ErrLeaseLost) {
 		t.Fatalf("A's late completion with delete: %v %v, want ErrLeaseLost", res, err)
 	}
 	sameSnapshot(t, "A's late completion with delete", before, snap(t, s, "z"))
 
-	lateFinishes := []engine.JobFinishParams{
+	lateFinishes := []Outcome{
 		{JobRef: refA, To: engine.StateRetryable, Charge: engine.ChargeAttempt, Delay: time.Hour, Event: engine.EventFailed,
 			Error: &engine.AttemptError{Message: "late error"}},
 		{JobRef: refA, To: engine.StateRetryable, Charge: engine.ChargeCrash, Event: engine.EventCrashed,
@@ -95,7 +95,7 @@ func testZombie(t *testing.T, h Harness) {
 		{JobRef: refA, To: engine.StateDeleted},
 	}
 	for _, p := range lateFinishes {
-		if _, err := s.JobFinish(ctx, &p); !errors.Is(err, engine.ErrLeaseLost) {
+		if _, err := s.JobFinish(ctx, PlanOf(t, s, p)); !errors.Is(err, engine.ErrLeaseLost) {
 			t.Fatalf("A's late JobFinish to %s: %v, want ErrLeaseLost", p.To, err)
 		}
 		sameSnapshot(t, "A's late JobFinish to "+string(p.To), before, snap(t, s, "z"))
@@ -104,7 +104,7 @@ func testZombie(t *testing.T, h Harness) {
 	// B's fence, are refused too.
 	forged := []engine.JobRef{{ID: "z", LeaseID: refA.LeaseID, Fence: b[0].Fence}, {ID: "z", LeaseID: "lease-x", Fence: b[0].Fence}}
 	for _, ref := range forged {
-		if _, err := s.JobFinish(ctx, &engine.JobFinishParams{JobRef: ref, To: engine.StateArchived, Reason: engine.ReasonSkipped}); !errors.Is(err, engine.ErrLeaseLost) {
+		if _, err := s.JobFinish(ctx, PlanOf(t, s, Outcome{JobRef: ref, To: engine.StateArchived, Reason: engine.ReasonSkipped})); !errors.Is(err, engine.ErrLeaseLost) {
 			t.Fatalf("forged ref %+v: %v, want ErrLeaseLost", ref, err)
 		}
 	}
@@ -118,7 +118,7 @@ func testZombie(t *testing.T, h Harness) {
 	}
 
 	// B's own outcome still applies.
-	res, err = s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{{JobRef: refOf(b[0])}}})
+	res, err = s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{{JobRef: refOf(b[0])}}, EndProbation: true})
 	if err != nil || res[0] != nil {
 		t.Fatalf("B's completion: %v %v", res, err)
 	}

@@ -357,15 +357,6 @@ func refOf(j *engine.Job) engine.JobRef {
 	return engine.JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Lease.Fence}
 }
 
-func finish(t testing.TB, s engine.Store, p engine.JobFinishParams) *engine.Job {
-	t.Helper()
-	j, err := s.JobFinish(context.Background(), &p)
-	if err != nil {
-		t.Fatalf("JobFinish(%s → %s): %v", p.ID, p.To, err)
-	}
-	return j
-}
-
 func scheduleDue(t testing.TB, s engine.Store) []string {
 	t.Helper()
 	qs, err := s.JobScheduleDue(context.Background(), &engine.JobScheduleDueParams{Limit: 1000})

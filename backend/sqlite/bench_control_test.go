@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -128,6 +129,10 @@ func BenchmarkBulkRetry(b *testing.B) {
 	first := true
 	var ops int
 	var cpu time.Duration
+	runner, err := engine.New(s, engine.Config{NoMaintenance: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
 	for b.Loop() {
 		if !first {
 			b.StopTimer()
@@ -144,22 +149,13 @@ func BenchmarkBulkRetry(b *testing.B) {
 			b.Fatal(err)
 		}
 		c0 := cpuTime()
-		lease, err := s.OperationClaim(ctx, &engine.OperationClaimParams{Holder: "bench", TTL: time.Minute})
-		if err != nil || lease == nil || lease.Operation.ID != op.ID {
-			b.Fatalf("claim: %v %v", lease, err)
-		}
-		for {
-			op, err = s.OperationProcessBatch(ctx, &engine.OperationProcessBatchParams{
-				ID: op.ID, Holder: lease.Holder, Fence: lease.Fence, Limit: engine.OperationBatch, TTL: time.Minute,
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if op.Status != engine.OperationRunning {
-				break
-			}
+		if did, err := runner.RunOperation(ctx); err != nil || !did {
+			b.Fatalf("run operation: %v %v", did, err)
 		}
 		cpu += cpuTime() - c0
+		if op, err = s.OperationGet(ctx, &engine.OperationGetParams{ID: op.ID}); err != nil {
+			b.Fatal(err)
+		}
 		if op.Status != engine.OperationCompleted || op.Succeeded != fixtureJobs {
 			b.Fatalf("operation: %+v", op)
 		}

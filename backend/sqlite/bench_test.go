@@ -80,7 +80,7 @@ func benchClaimComplete(b *testing.B, batch int) {
 		for _, j := range res.Jobs {
 			items = append(items, engine.JobCompleteItem{JobRef: engine.JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Fence}})
 		}
-		out, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: items})
+		out, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: items, EndProbation: true})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -22,22 +22,26 @@ func TestBulkRangePlans(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	op := &engine.Operation{Action: engine.ActionRetry, CreatedAt: time.Now()}
+	spec, err := engine.SpecFor(engine.ActionRetry)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range []engine.Filter{
 		{States: []engine.State{engine.StateArchived}},
 		{States: []engine.State{engine.StateArchived}, Queues: []string{"q"}, Kinds: []string{"k"}, ErrorPattern: "p"},
 		{Queues: []string{"q"}},
 	} {
-		sel, _ := engine.BulkSelector(engine.ActionRetry, f)
+		sel, _ := spec.Narrow(f)
+		op := &engine.OperationProcessBatchParams{Spec: spec, Selector: sel, Cutoff: time.Now()}
 		if !byRange(&sel) {
 			t.Fatalf("%s is not taken by range", f)
 		}
 		end := sql.NullString{String: "z", Valid: true}
-		q, args, err := batchGroupsQuery(op, &sel, "a", end, 1000)
+		q, args, err := batchGroupsQuery(op, "a", end, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := batchWhere(op, &sel, "a", end)
+		w, err := batchWhere(op, "a", end)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,7 +53,7 @@ func TestBulkRangePlans(t *testing.T) {
 			{"count", q, args},
 			{"events", `INSERT OR FAIL INTO job_events (job_id, kind, at, actor, from_state, to_state, attempt, message)
 				SELECT id, ?, ?, ?, state, ?, attempt, ? FROM jobs WHERE ` + w.sql(), slices.Concat([]any{1, 2, 3, 4, 5}, w.args)},
-			{"retry", `UPDATE OR FAIL jobs SET ` + setRetry + ` WHERE ` + w.sql(), slices.Concat([]any{1, nil}, w.args)},
+			{"retry", `UPDATE OR FAIL jobs SET ` + specSet(spec) + ` WHERE ` + w.sql(), slices.Concat([]any{1, nil}, w.args)},
 			{"delete", `DELETE FROM jobs WHERE ` + w.sql(), w.args},
 		} {
 			p := explain(t, s, c.q, c.args...)

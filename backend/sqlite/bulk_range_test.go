@@ -75,7 +75,7 @@ func TestBulkByRange(t *testing.T) {
 	}
 	for _, id := range common {
 		if !wasArchived[id] {
-			if _, err := s.JobCancel(ctx, &engine.JobActionParams{ID: id, Actor: "ops"}); err != nil {
+			if _, err := cancelJob(t, s, id); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -163,7 +163,7 @@ func TestBulkRangeQuarantineAndSuperseded(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Cancel the copy, so the queue's available jobs are the ones retried.
-	if _, err := s.JobCancel(ctx, &engine.JobActionParams{ID: "fixed"}); err != nil {
+	if _, err := cancelJob(t, s, "fixed"); err != nil {
 		t.Fatal(err)
 	}
 	sel := engine.Filter{States: []engine.State{engine.StateArchived}, Queues: []string{"q"}}
@@ -189,8 +189,13 @@ func TestBulkRangeQuarantineAndSuperseded(t *testing.T) {
 	insert(t, s, &engine.JobInsertParams{ID: "pill", Queue: "pills", Kind: "k", Payload: json.RawMessage(`{}`),
 		Fingerprint: dead[2].Fingerprint, MaxAttempts: 1})
 	res := claim(t, s, engine.JobClaimParams{Queue: "pills", Limit: 1})
-	if _, err := s.JobFinish(ctx, &engine.JobFinishParams{JobRef: ref(res.Jobs[0]), To: engine.StateQuarantined,
-		Charge: engine.ChargeCrash, Quarantine: true, Error: &engine.AttemptError{Crash: true, Message: "boom"}}); err != nil {
+	pill := res.Jobs[0]
+	if _, err := s.JobFinish(ctx, &engine.JobFinishParams{JobRef: ref(pill), To: engine.StateQuarantined,
+		Reason: engine.ReasonQuarantined, Charge: engine.ChargeCrash, Finalize: true,
+		Error:  &engine.ErrorWrite{Entry: engine.AttemptError{Attempt: 1, Crash: true, Message: "boom"}, LastError: "boom", Pattern: "boom"},
+		Counts: []engine.CountDelta{{Queue: "pills", From: engine.StateRunning, To: engine.StateQuarantined, N: 1}},
+		Fingerprint: &engine.FingerprintWrite{Fingerprint: pill.Fingerprint, Kind: pill.Kind, Quarantine: true, AddCrashes: 1,
+			LastError: "boom", LastJobID: pill.ID}}); err != nil {
 		t.Fatal(err)
 	}
 	op = startOperation(t, s, "op3", engine.ActionRetry, sel)

@@ -58,7 +58,7 @@ const sqlCountAdd = `INSERT INTO job_counts (queue, state, n) VALUES (?1, ?2, ?3
 	ON CONFLICT (queue, state) DO UPDATE SET n = n + excluded.n`
 
 // applyCounts writes d to job_counts inside tx.
-func (s *Store) applyCounts(ctx context.Context, tx *sql.Tx, d countDeltas) error {
+func (s *Store) applyCounts(ctx context.Context, tx *wtx, d countDeltas) error {
 	nonzero := 0
 	for _, n := range d {
 		if n != 0 {
@@ -151,7 +151,7 @@ func (s *Store) JobCountByQueue(ctx context.Context, p *engine.JobCountByQueuePa
 // index has (queue, state), so SQLite would sort every row first, in
 // memory (temp_store is MEMORY) — about 150 MB at a million jobs.
 func (s *Store) JobCountReconcile(ctx context.Context) error {
-	return s.writeTx(ctx, func(tx *sql.Tx, _ time.Time) error {
+	return s.writeTx(ctx, func(tx *wtx, _ time.Time) error {
 		counts := map[countKey]int64{}
 		rows, err := tx.QueryContext(ctx, `SELECT queue, state FROM jobs`)
 		if err != nil {

@@ -76,22 +76,30 @@ func (s *Store) FingerprintList(ctx context.Context, p *engine.FingerprintListPa
 
 const (
 	sqlReleaseFingerprint = `UPDATE fingerprints SET status = 'probation' WHERE fingerprint = ?`
-	// ?1 fingerprint, ?2 now.
-	sqlReleaseJobs = `UPDATE OR FAIL jobs SET state = 'available', crash_attempt = 0, finalized_at = NULL,
-		terminal_reason = '', scheduled_at = ?2, state_changed_at = ?2, version = version + 1
-	WHERE fingerprint = ?1 AND state = 'quarantined'
-	RETURNING id, attempt, queue`
 )
+
+// sqlReleaseJobs writes the release spec on a fingerprint's jobs in one
+// state: ?1 now, ?3 fingerprint, ?4 the state (?2, the set's deadline, is
+// bound NULL). RETURNING gives new values, so each from-state is its own
+// run of the statement.
+func sqlReleaseJobs(spec engine.ActionSpec) string {
+	return `UPDATE OR FAIL jobs SET ` + specSet(spec) + `
+	WHERE fingerprint = ?3 AND state = ?4
+	RETURNING id, attempt, queue`
+}
 
 // FingerprintRelease puts the record on probation and returns its held
 // jobs to available with their crash counters reset.
 func (s *Store) FingerprintRelease(ctx context.Context, p *engine.FingerprintReleaseParams) (int, error) {
-	st, err := s.stmts(ctx, sqlReleaseFingerprint, sqlReleaseJobs, sqlInsertEvent)
+	if p.Spec.Has(engine.EffectDelete) || len(p.Spec.From) == 0 {
+		return 0, fmt.Errorf("release fingerprint %s: %w: the spec must move jobs", p.Fingerprint, engine.ErrInvalid)
+	}
+	st, err := s.stmts(ctx, sqlReleaseFingerprint, sqlReleaseJobs(p.Spec), sqlInsertEvent)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
-	err = s.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
+	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
 		n = 0
 		r, err := tx.StmtContext(ctx, st[0]).ExecContext(ctx, p.Fingerprint)
 		if err != nil {
@@ -103,39 +111,40 @@ func (s *Store) FingerprintRelease(ctx context.Context, p *engine.FingerprintRel
 			return fmt.Errorf("fingerprint %s: %w", p.Fingerprint, engine.ErrNotFound)
 		}
 		nowNs := now.UnixNano()
-		rows, err := tx.StmtContext(ctx, st[1]).QueryContext(ctx, p.Fingerprint, nowNs)
-		if err != nil {
-			return fmt.Errorf("sqlite: release fingerprint %s: %w", p.Fingerprint, err)
-		}
 		type released struct {
-			id, queue string
-			attempt   int
+			id, queue, from string
+			attempt         int
 		}
 		var rs []released
 		counts := countDeltas{}
-		for rows.Next() {
-			var x released
-			if err := rows.Scan(&x.id, &x.attempt, &x.queue); err != nil {
-				rows.Close()
+		for _, from := range p.Spec.From {
+			rows, err := tx.StmtContext(ctx, st[1]).QueryContext(ctx, nowNs, nil, p.Fingerprint, string(from))
+			if err != nil {
 				return fmt.Errorf("sqlite: release fingerprint %s: %w", p.Fingerprint, err)
 			}
-			rs = append(rs, x)
-			counts.move(x.queue, engine.StateQuarantined, engine.StateAvailable, 1)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("sqlite: release fingerprint %s: %w", p.Fingerprint, err)
+			for rows.Next() {
+				x := released{from: string(from)}
+				if err := rows.Scan(&x.id, &x.attempt, &x.queue); err != nil {
+					rows.Close()
+					return fmt.Errorf("sqlite: release fingerprint %s: %w", p.Fingerprint, err)
+				}
+				rs = append(rs, x)
+				counts.move(x.queue, from, p.Spec.To, 1)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return fmt.Errorf("sqlite: release fingerprint %s: %w", p.Fingerprint, err)
+			}
 		}
 		ev := tx.StmtContext(ctx, st[2])
 		for _, x := range rs {
-			if _, err := ev.ExecContext(ctx, x.id, string(engine.EventReleased), nowNs, p.Actor,
-				string(engine.StateQuarantined), string(engine.StateAvailable), x.attempt,
-				"fingerprint released"); err != nil {
+			if _, err := ev.ExecContext(ctx, x.id, string(p.Event.Kind), nowNs, p.Event.Actor,
+				x.from, string(p.Event.To), x.attempt, p.Event.Message); err != nil {
 				return fmt.Errorf("sqlite: release fingerprint %s: job %s: %w", p.Fingerprint, x.id, err)
 			}
 		}
 		n = len(rs)
-		s.keepResult(n)
+		tx.keep(n)
 		return s.applyCounts(ctx, tx, counts)
 	})
 	if err != nil {

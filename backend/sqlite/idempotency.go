@@ -62,22 +62,21 @@ const (
 	sqlIdemDeleteExpired      = `DELETE FROM idempotency_keys WHERE key IN (` + sqlIdemExpiredKeys + `)`
 )
 
-// idemTx is the result the write transaction under a key keeps for its
-// step record (keepResult).
-type idemTx struct {
-	v   any
-	set bool
+// wtx is one write transaction: the SQL transaction and what the
+// method running in it keeps for the idempotency step it may be (keep).
+// It lives exactly as long as the transaction, so nothing of one
+// transaction is shared with another.
+type wtx struct {
+	*sql.Tx
+	// result is the method's result for its step record, when set.
+	result any
+	kept   bool
 }
 
-// keepResult hands v, the result the running write transaction's method
-// returns, to its step record when the transaction runs under an
-// idempotency key; it does nothing otherwise. Call it inside writeTx's fn
-// (the writer's turn orders every access to s.idem).
-func (s *Store) keepResult(v any) {
-	if p := s.idem; p != nil {
-		p.v, p.set = v, true
-	}
-}
+// keep hands v, the result the running method returns, to the step
+// record of the transaction when it runs under an idempotency key; the
+// record is written only then.
+func (t *wtx) keep(v any) { t.result, t.kept = v, true }
 
 // idempotent returns fn unchanged when ctx carries no idempotency key: one
 // context lookup. Under a key it returns fn wrapped so that, in the same
@@ -85,7 +84,7 @@ func (s *Store) keepResult(v any) {
 // another request holds the key now) and the step is recorded after, with
 // the result fn kept. writeTx calls it holding the writer's turn, before
 // it begins the transaction (statements cannot be prepared inside one).
-func (s *Store) idempotent(ctx context.Context, fn func(*sql.Tx, time.Time) error) (func(*sql.Tx, time.Time) error, error) {
+func (s *Store) idempotent(ctx context.Context, fn func(*wtx, time.Time) error) (func(*wtx, time.Time) error, error) {
 	w, ok := engine.IdempotencyWriteFrom(ctx)
 	if !ok {
 		return fn, nil
@@ -94,7 +93,7 @@ func (s *Store) idempotent(ctx context.Context, fn func(*sql.Tx, time.Time) erro
 	if err != nil {
 		return nil, err
 	}
-	return func(tx *sql.Tx, now time.Time) error {
+	return func(tx *wtx, now time.Time) error {
 		var held bool
 		if err := tx.StmtContext(ctx, st[0]).QueryRowContext(ctx, w.Key, w.Token).Scan(&held); err != nil {
 			return fmt.Errorf("sqlite: idempotency key: %w", err)
@@ -102,16 +101,12 @@ func (s *Store) idempotent(ctx context.Context, fn func(*sql.Tx, time.Time) erro
 		if !held {
 			return fmt.Errorf("idempotency key: %w: another request holds the key now; nothing was changed", engine.ErrIdempotencyInFlight)
 		}
-		kept := &idemTx{}
-		s.idem = kept
-		err := fn(tx, now)
-		s.idem = nil
-		if err != nil {
+		if err := fn(tx, now); err != nil {
 			return err
 		}
 		var result any
-		if kept.set {
-			b, err := json.Marshal(kept.v)
+		if tx.kept {
+			b, err := json.Marshal(tx.result)
 			if err != nil {
 				return fmt.Errorf("sqlite: idempotency key: step %s: result: %w", w.Step, err)
 			}
@@ -156,7 +151,7 @@ func (s *Store) IdempotencyClaim(ctx context.Context, p *engine.IdempotencyClaim
 		return nil, err
 	}
 	var out *engine.IdempotencyClaim
-	err = s.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
+	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
 		out = nil
 		nowNs := now.UnixNano()
 		var hash, state string
@@ -246,7 +241,7 @@ func (s *Store) IdempotencyRenew(ctx context.Context, p *engine.IdempotencyRenew
 	if err != nil {
 		return err
 	}
-	return s.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
+	return s.writeTx(ctx, func(tx *wtx, now time.Time) error {
 		r, err := tx.StmtContext(ctx, st[0]).ExecContext(ctx, p.Key, p.Token, now.Add(p.ClaimTTL).UnixNano())
 		if err != nil {
 			return fmt.Errorf("sqlite: idempotency renew: %w", err)
@@ -272,7 +267,7 @@ func (s *Store) IdempotencyComplete(ctx context.Context, p *engine.IdempotencyCo
 	if resp == nil {
 		resp = []byte{}
 	}
-	return s.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
+	return s.writeTx(ctx, func(tx *wtx, now time.Time) error {
 		r, err := tx.StmtContext(ctx, st[0]).ExecContext(ctx, p.Key, p.Token, resp)
 		if err != nil {
 			return fmt.Errorf("sqlite: idempotency complete: %w", err)
@@ -298,7 +293,7 @@ func (s *Store) IdempotencyRelease(ctx context.Context, p *engine.IdempotencyRel
 	if err != nil {
 		return err
 	}
-	return s.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
+	return s.writeTx(ctx, func(tx *wtx, now time.Time) error {
 		for _, stmt := range st {
 			r, err := tx.StmtContext(ctx, stmt).ExecContext(ctx, p.Key, p.Token)
 			if err != nil {
@@ -338,7 +333,7 @@ func (s *Store) IdempotencyDeleteExpired(ctx context.Context, p *engine.Idempote
 		return 0, err
 	}
 	n := 0
-	err = s.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
+	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
 		nowNs := now.UnixNano()
 		if _, err := tx.StmtContext(ctx, st[0]).ExecContext(ctx, nowNs, limit); err != nil {
 			return fmt.Errorf("sqlite: idempotency sweep: %w", err)

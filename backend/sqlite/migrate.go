@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"embed"
 	"fmt"
 	"io/fs"
@@ -72,7 +71,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return err
 	}
 	var applied []string
-	err = s.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
+	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
 		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 			version    INTEGER NOT NULL PRIMARY KEY,
 			applied_at INTEGER NOT NULL

@@ -91,15 +91,19 @@ func TestQueryPlans(t *testing.T) {
 		expect(t, plan(t, q, args...), []string{"COVERING INDEX jobs_error_groups (state=?)"}, nil)
 	})
 	t.Run("operation batch", func(t *testing.T) {
-		op := &engine.Operation{Action: engine.ActionRetry, CreatedAt: at}
-		sel, _ := engine.BulkSelector(engine.ActionRetry, engine.Filter{States: arch, Queues: []string{"q"}})
-		q, args, err := batchQuery(op, &sel, "", sql.NullString{String: "z", Valid: true}, 1000)
+		spec, err := engine.SpecFor(engine.ActionRetry)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sel, _ := spec.Narrow(engine.Filter{States: arch, Queues: []string{"q"}})
+		op := &engine.OperationProcessBatchParams{Spec: spec, Selector: sel, Cutoff: at}
+		q, args, err := batchQuery(op, "", sql.NullString{String: "z", Valid: true}, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
 		expect(t, plan(t, q, args...), []string{"sqlite_autoindex_jobs_1 (id>? AND id<?)"}, sorted)
-		sel, _ = engine.BulkSelector(engine.ActionRetry, group)
-		q, args, err = batchQuery(op, &sel, "", sql.NullString{}, 1000)
+		op.Selector, _ = spec.Narrow(group)
+		q, args, err = batchQuery(op, "", sql.NullString{}, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}

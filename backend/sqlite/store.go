@@ -62,11 +62,6 @@ type Store struct {
 	// write transaction may need them, and a statement cannot be prepared
 	// on the writer's one connection while a transaction holds it.
 	countAdd, countsApply *sql.Stmt
-
-	// idem is the result the write transaction running under an
-	// idempotency key keeps for its step record (idempotency.go); nil
-	// otherwise. Only the writer's turn touches it.
-	idem *idemTx
 }
 
 var _ engine.Store = (*Store)(nil)
@@ -333,7 +328,7 @@ func (s *Store) stmts(ctx context.Context, queries ...string) ([]*sql.Stmt, erro
 // commit order across processes. Any error rolls the whole transaction
 // back, which is why multi-row statements say UPDATE OR FAIL: they need no
 // statement journal of their own.
-func (s *Store) writeTx(ctx context.Context, fn func(tx *sql.Tx, now time.Time) error) error {
+func (s *Store) writeTx(ctx context.Context, fn func(tx *wtx, now time.Time) error) error {
 	if s.closed.Load() {
 		return engine.ErrClosed
 	}
@@ -351,7 +346,7 @@ func (s *Store) writeTx(ctx context.Context, fn func(tx *sql.Tx, now time.Time) 
 	if err != nil {
 		return fmt.Errorf("sqlite: begin: %w", err)
 	}
-	if err := fn(tx, now()); err != nil {
+	if err := fn(&wtx{Tx: tx}, now()); err != nil {
 		tx.Rollback()
 		return err
 	}

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
@@ -26,7 +25,7 @@ func (s *Store) WorkerHeartbeat(ctx context.Context, p *engine.WorkerHeartbeatPa
 	if ttl <= 0 {
 		ttl = defaultTTL
 	}
-	return s.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
+	return s.writeTx(ctx, func(tx *wtx, now time.Time) error {
 		if _, err := tx.StmtContext(ctx, st[0]).ExecContext(ctx, p.ID, p.Host, p.PID, jsonStrings(p.Queues),
 			now.UnixNano(), now.Add(ttl).UnixNano()); err != nil {
 			return fmt.Errorf("sqlite: heartbeat of worker %s: %w", p.ID, err)
@@ -41,7 +40,7 @@ func (s *Store) WorkerDelete(ctx context.Context, p *engine.WorkerDeleteParams) 
 	if err != nil {
 		return err
 	}
-	return s.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
+	return s.writeTx(ctx, func(tx *wtx, now time.Time) error {
 		if _, err := tx.StmtContext(ctx, st[0]).ExecContext(ctx, p.ID); err != nil {
 			return fmt.Errorf("sqlite: delete worker %s: %w", p.ID, err)
 		}
@@ -66,7 +65,7 @@ func (s *Store) LeaderAttempt(ctx context.Context, p *engine.LeaderAttemptParams
 		ttl = defaultTTL
 	}
 	var lead bool
-	err = s.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
+	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
 		r, err := tx.StmtContext(ctx, st[0]).ExecContext(ctx, p.Name, p.Holder, now.Add(ttl).UnixNano(), now.UnixNano())
 		if err != nil {
 			return fmt.Errorf("sqlite: leader %s: %w", p.Name, err)
@@ -90,7 +89,7 @@ func (s *Store) LeaderResign(ctx context.Context, p *engine.LeaderResignParams) 
 	if err != nil {
 		return err
 	}
-	return s.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
+	return s.writeTx(ctx, func(tx *wtx, now time.Time) error {
 		if _, err := tx.StmtContext(ctx, st[0]).ExecContext(ctx, p.Name, p.Holder); err != nil {
 			return fmt.Errorf("sqlite: resign leader %s: %w", p.Name, err)
 		}

@@ -1,0 +1,130 @@
+package backendtest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Outcome is a worker outcome as a check writes it: the row of the table
+// and the texts. plan resolves it into the engine.JobFinishParams a store
+// applies, the way the engine resolves a handler's outcome, so the checks
+// drive JobFinish with complete plans and the store decides nothing.
+type Outcome struct {
+	engine.JobRef
+	To         engine.State
+	Reason     engine.TerminalReason
+	Charge     engine.Charge
+	Delay      time.Duration
+	Quarantine bool
+	// Error is the attempt's error entry; ErrorPattern its pattern.
+	Error        *engine.AttemptError
+	ErrorPattern string
+	Event        engine.EventKind
+	Actor        string
+	Message      string
+
+	IfLeaseExpired, IfWorkerGone bool
+}
+
+// Plan resolves o against j, the job as it is running (its queue, kind,
+// attempt and fingerprint).
+func (o Outcome) Plan(j *engine.Job) *engine.JobFinishParams {
+	p := &engine.JobFinishParams{
+		JobRef: o.JobRef, To: o.To, Reason: o.Reason, Charge: o.Charge, Delay: o.Delay,
+		IfLeaseExpired: o.IfLeaseExpired, IfWorkerGone: o.IfWorkerGone,
+		Finalize: o.To.Terminal(),
+		Counts:   []engine.CountDelta{{Queue: j.Queue, From: engine.StateRunning, To: o.To, N: 1}},
+	}
+	switch o.To {
+	case engine.StateAvailable:
+		p.Schedule = engine.ScheduleNow
+	case engine.StateRetryable, engine.StateScheduled:
+		p.Schedule = engine.ScheduleAfter
+	}
+	if o.To == engine.StateDeleted {
+		return p
+	}
+	run := j.Attempt + 1
+	msg := o.Message
+	if o.Error != nil {
+		e := *o.Error
+		e.Attempt = run
+		if e.Worker == "" {
+			e.Worker = o.Actor
+		}
+		p.Error = &engine.ErrorWrite{Entry: e, Keep: engine.MaxKeptErrors, LastError: e.Message, Pattern: o.ErrorPattern}
+		if msg == "" {
+			msg = e.Message
+		}
+	}
+	if o.Event != "" {
+		p.Event = &engine.EventWrite{Kind: o.Event, Actor: o.Actor, From: engine.StateRunning, To: o.To, Attempt: run, Message: msg}
+	}
+	if j.Fingerprint != "" && (o.Quarantine || o.Charge == engine.ChargeCrash) {
+		f := &engine.FingerprintWrite{Fingerprint: j.Fingerprint, Kind: j.Kind, Quarantine: o.Quarantine,
+			LastError: msg, LastJobID: j.ID}
+		if o.Charge == engine.ChargeCrash {
+			f.AddCrashes = 1
+		}
+		if o.Quarantine {
+			f.Hold = &engine.HoldWrite{
+				From:   []engine.State{engine.StateScheduled, engine.StateAvailable, engine.StateRetryable},
+				To:     engine.StateQuarantined,
+				Reason: engine.ReasonQuarantined,
+				Event:  engine.EventWrite{Kind: engine.EventHeld, Actor: o.Actor, Message: "fingerprint quarantined"},
+			}
+		}
+		p.Fingerprint = f
+	}
+	return p
+}
+
+// PlanOf resolves o against the job as the store has it now.
+func PlanOf(t testing.TB, s engine.Store, o Outcome) *engine.JobFinishParams {
+	t.Helper()
+	j, err := s.JobGetByID(context.Background(), &engine.JobGetByIDParams{ID: o.ID})
+	if err != nil {
+		// A job that is gone still gets a plan: the store refuses it.
+		j = &engine.Job{ID: o.ID}
+	}
+	return o.Plan(j)
+}
+
+// finish applies o and fails the check on an error.
+func finish(t testing.TB, s engine.Store, o Outcome) *engine.Job {
+	t.Helper()
+	j, err := s.JobFinish(context.Background(), PlanOf(t, s, o))
+	if err != nil {
+		t.Fatalf("JobFinish(%s → %s): %v", o.ID, o.To, err)
+	}
+	return j
+}
+
+// actionSpec is the engine's spec of a, for checks that call JobAction.
+func actionSpec(t testing.TB, a engine.Action) engine.ActionSpec {
+	t.Helper()
+	spec, err := engine.SpecFor(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+// jobAction applies a to id as the engine does, with actor on its event.
+func jobAction(ctx context.Context, t testing.TB, s engine.Store, a engine.Action, id, actor string) (*engine.Job, error) {
+	t.Helper()
+	spec := actionSpec(t, a)
+	return s.JobAction(ctx, &engine.JobActionParams{ID: id, Spec: spec,
+		Event: engine.EventWrite{Kind: spec.Event, Actor: actor, To: spec.To}})
+}
+
+// releasePlan is the engine's release of fingerprint fp by actor.
+func releasePlan(t testing.TB, fp, actor string) *engine.FingerprintReleaseParams {
+	t.Helper()
+	spec := actionSpec(t, engine.ActionRelease)
+	return &engine.FingerprintReleaseParams{Fingerprint: fp, Spec: spec,
+		Event: engine.EventWrite{Kind: spec.Event, Actor: actor, To: spec.To, Message: "fingerprint released"}}
+}

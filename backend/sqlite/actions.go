@@ -1,0 +1,286 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Operator actions on one job, applied from the engine's specs.
+
+// specSet is the SET clause of an action spec: its state and effects,
+// with ?1 the store's now and ?2 a new deadline or NULL. States and
+// reasons are written as literals, so each spec's statements are prepared
+// once. max_attempts takes CASE, not max(): a function call in the SET of
+// a multi-row UPDATE gives the statement a statement journal (every page
+// it writes is first copied aside), about a sixth of a bulk retry's UPDATE.
+func specSet(spec engine.ActionSpec) string {
+	var b strings.Builder
+	b.WriteString("state = " + literal(string(spec.To)))
+	if spec.Has(engine.EffectOneMoreAttempt) {
+		b.WriteString(", max_attempts = CASE WHEN max_attempts > attempt THEN max_attempts ELSE attempt + 1 END")
+	}
+	if spec.Has(engine.EffectResetCrashes) {
+		b.WriteString(", crash_attempt = 0")
+	}
+	if spec.Has(engine.EffectScheduleNow) {
+		b.WriteString(", scheduled_at = ?1")
+	}
+	switch {
+	case spec.Has(engine.EffectFinalize):
+		b.WriteString(", finalized_at = ?1, terminal_reason = " + literal(string(spec.Reason)))
+	case spec.Has(engine.EffectReopen):
+		b.WriteString(", finalized_at = NULL, terminal_reason = ''")
+	}
+	if spec.Has(engine.EffectClearLease) {
+		b.WriteString(", lease_id = NULL, lease_worker = NULL, lease_expires_at = NULL")
+	}
+	b.WriteString(", state_changed_at = ?1, version = version + 1")
+	if spec.Has(engine.EffectOneMoreAttempt) {
+		b.WriteString(", deadline = CASE WHEN ?2 IS NOT NULL THEN ?2 WHEN deadline <= ?1 THEN NULL ELSE deadline END")
+	}
+	return b.String()
+}
+
+// literal quotes a word (a state, a reason) as an SQL string.
+func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// stateLiterals is a list of states as SQL strings, for IN (...).
+func stateLiterals(states []engine.State) string {
+	out := make([]string, len(states))
+	for i, st := range states {
+		out[i] = literal(string(st))
+	}
+	return strings.Join(out, ", ")
+}
+
+// sqlActionOne is the statement of a spec on one job: ?1 now, ?2 deadline
+// or NULL, ?3 id.
+func sqlActionOne(spec engine.ActionSpec) string {
+	if spec.Has(engine.EffectDelete) {
+		return `DELETE FROM jobs WHERE id = ?3`
+	}
+	return `UPDATE jobs SET ` + specSet(spec) + ` WHERE id = ?3 RETURNING ` + jobColumnsNoPayload
+}
+
+const (
+	sqlActionRead = `SELECT state, queue, attempt, fingerprint, superseded_by, version FROM jobs WHERE id = ?`
+	// ?1 id, ?2 payload, ?3 fingerprint.
+	sqlUpdatePayload = `UPDATE jobs SET payload = ?2, fingerprint = ?3, version = version + 1
+		WHERE id = ?1 RETURNING ` + jobColumns
+	// ?1 original id, ?2 new id, ?3 payload, ?4 fingerprint, ?5 now.
+	sqlInsertRetryCopy = `INSERT INTO jobs (id, queue, kind, payload, schema_version, metadata, tags, priority,
+		state, max_attempts, fingerprint, scheduled_at, timeout_ns, created_at, state_changed_at, retry_of)
+	SELECT ?2, queue, kind, ?3, schema_version, metadata, tags, priority,
+		'available', max_attempts, ?4, ?5, timeout_ns, ?5, ?5, id
+	FROM jobs WHERE id = ?1
+	ON CONFLICT (id) DO NOTHING`
+	// ?1 id, ?2 the copy's id.
+	sqlSupersede = `UPDATE jobs SET superseded_by = ?2, version = version + 1 WHERE id = ?1`
+)
+
+// actionRow is what an action reads of a job before changing it.
+type actionRow struct {
+	state        engine.State
+	queue        string
+	attempt      int
+	fingerprint  string
+	supersededBy string
+	version      int64
+}
+
+func readActionRow(ctx context.Context, st *sql.Stmt, id string) (*actionRow, error) {
+	var r actionRow
+	var state string
+	err := st.QueryRowContext(ctx, id).Scan(&state, &r.queue, &r.attempt, &r.fingerprint, &r.supersededBy, &r.version)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("job %s: %w", id, engine.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: read job %s: %w", id, err)
+	}
+	r.state = engine.State(state)
+	return &r, nil
+}
+
+// JobAction applies an operator action's spec to one job.
+func (s *Store) JobAction(ctx context.Context, p *engine.JobActionParams) (*engine.Job, error) {
+	spec := &p.Spec
+	if spec.To == "" || len(spec.From) == 0 {
+		return nil, fmt.Errorf("%s job %s: %w: empty action spec", spec.Action, p.ID, engine.ErrInvalid)
+	}
+	st, err := s.stmts(ctx, sqlActionRead, sqlIsQuarantined, sqlActionOne(*spec), sqlInsertEvent)
+	if err != nil {
+		return nil, err
+	}
+	var out *engine.Job
+	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
+		out = nil
+		r, err := readActionRow(ctx, tx.StmtContext(ctx, st[0]), p.ID)
+		if err != nil {
+			return err
+		}
+		if !spec.Allows(r.state) {
+			return &engine.StateError{Action: spec.Action, ID: p.ID, State: r.state, Allowed: spec.From}
+		}
+		if spec.Refuses(engine.RefuseSuperseded) && r.supersededBy != "" && !p.Force {
+			return &engine.SupersededError{ID: p.ID, By: r.supersededBy}
+		}
+		if spec.Refuses(engine.RefuseQuarantined) && r.fingerprint != "" {
+			var q bool
+			if err := tx.StmtContext(ctx, st[1]).QueryRowContext(ctx, r.fingerprint).Scan(&q); err != nil {
+				return fmt.Errorf("sqlite: %s job %s: %w", spec.Action, p.ID, err)
+			}
+			if q {
+				return &engine.QuarantinedError{Verb: string(spec.Action), ID: p.ID, Fingerprint: r.fingerprint}
+			}
+		}
+		nowNs := now.UnixNano()
+		if spec.Has(engine.EffectDelete) {
+			if _, err := tx.StmtContext(ctx, st[2]).ExecContext(ctx, nowNs, nil, p.ID); err != nil {
+				return fmt.Errorf("sqlite: %s job %s: %w", spec.Action, p.ID, err)
+			}
+		} else {
+			j, err := scanJob(tx.StmtContext(ctx, st[2]).QueryRowContext(ctx, nowNs, nanosPtr(p.Deadline), p.ID))
+			if err != nil {
+				return fmt.Errorf("sqlite: %s job %s: %w", spec.Action, p.ID, err)
+			}
+			out = j
+		}
+		if spec.Event != "" {
+			if _, err := tx.StmtContext(ctx, st[3]).ExecContext(ctx, p.ID, string(p.Event.Kind), nowNs, p.Event.Actor,
+				string(r.state), string(p.Event.To), r.attempt, p.Event.Message); err != nil {
+				return fmt.Errorf("sqlite: %s job %s: event: %w", spec.Action, p.ID, err)
+			}
+		}
+		counts := countDeltas{}
+		counts.move(r.queue, r.state, spec.To, 1)
+		if out != nil {
+			tx.keep(out)
+		}
+		return s.applyCounts(ctx, tx, counts)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// JobUpdatePayload replaces the payload and fingerprint of a job that is
+// not running, if its version is still p.Version.
+func (s *Store) JobUpdatePayload(ctx context.Context, p *engine.JobUpdatePayloadParams) (*engine.Job, error) {
+	st, err := s.stmts(ctx, sqlActionRead, sqlUpdatePayload, sqlInsertEvent)
+	if err != nil {
+		return nil, err
+	}
+	var out *engine.Job
+	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
+		r, err := readActionRow(ctx, tx.StmtContext(ctx, st[0]), p.ID)
+		if err != nil {
+			return err
+		}
+		if r.state == engine.StateRunning {
+			return &engine.StateError{Action: "edit payload of", ID: p.ID, State: r.state, Allowed: editableStates()}
+		}
+		if r.version != p.Version {
+			return &engine.VersionError{ID: p.ID, Have: r.version, Want: p.Version}
+		}
+		j, err := scanJob(tx.StmtContext(ctx, st[1]).QueryRowContext(ctx, p.ID, string(p.Payload), p.Fingerprint))
+		if err != nil {
+			return fmt.Errorf("sqlite: edit payload of job %s: %w", p.ID, err)
+		}
+		if _, err := tx.StmtContext(ctx, st[2]).ExecContext(ctx, p.ID, string(p.Event.Kind), now.UnixNano(),
+			p.Event.Actor, string(r.state), string(r.state), r.attempt, p.Event.Message); err != nil {
+			return fmt.Errorf("sqlite: edit payload of job %s: event: %w", p.ID, err)
+		}
+		out = j
+		tx.keep(j)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// editableStates are the states whose payload can be edited: all but running.
+func editableStates() []engine.State {
+	var out []engine.State
+	for _, st := range engine.AllStates {
+		if st != engine.StateRunning {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// JobRetryWithInput inserts the corrected copy of a finished job (same
+// queue, kind, metadata, tags, priority, attempt budget, schema version
+// and timeout; the new payload; retry_of the original) and marks the
+// original superseded by it, in one transaction. The original must be in a
+// terminal state: a copy of a job that may still run would run twice.
+func (s *Store) JobRetryWithInput(ctx context.Context, p *engine.JobRetryWithInputParams) (*engine.Job, error) {
+	st, err := s.stmts(ctx, sqlActionRead, sqlIsQuarantined, sqlInsertRetryCopy, sqlSupersede, sqlInsertEvent, sqlGetJob)
+	if err != nil {
+		return nil, err
+	}
+	var out *engine.Job
+	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
+		r, err := readActionRow(ctx, tx.StmtContext(ctx, st[0]), p.ID)
+		if err != nil {
+			return err
+		}
+		if !r.state.Terminal() {
+			return &engine.StateError{Action: "retry with input", ID: p.ID, State: r.state, Allowed: engine.TerminalStates()}
+		}
+		if p.Fingerprint != "" {
+			var q bool
+			if err := tx.StmtContext(ctx, st[1]).QueryRowContext(ctx, p.Fingerprint).Scan(&q); err != nil {
+				return fmt.Errorf("sqlite: retry job %s with input: %w", p.ID, err)
+			}
+			if q {
+				return &engine.QuarantinedError{Verb: "retry with input", ID: p.ID, Fingerprint: p.Fingerprint}
+			}
+		}
+		nowNs := now.UnixNano()
+		res, err := tx.StmtContext(ctx, st[2]).ExecContext(ctx, p.ID, p.NewID, string(p.Payload), p.Fingerprint, nowNs)
+		if err != nil {
+			return fmt.Errorf("sqlite: retry job %s with input: %w", p.ID, err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("sqlite: retry job %s with input: %w", p.ID, err)
+		} else if n == 0 {
+			return fmt.Errorf("retry job %s with input: %w: job %s exists", p.ID, engine.ErrConflict, p.NewID)
+		}
+		if _, err := tx.StmtContext(ctx, st[3]).ExecContext(ctx, p.ID, p.NewID); err != nil {
+			return fmt.Errorf("sqlite: retry job %s with input: %w", p.ID, err)
+		}
+		ev := tx.StmtContext(ctx, st[4])
+		if _, err := ev.ExecContext(ctx, p.ID, string(p.OriginalEvent.Kind), nowNs, p.OriginalEvent.Actor,
+			string(r.state), string(r.state), r.attempt, p.OriginalEvent.Message); err != nil {
+			return fmt.Errorf("sqlite: retry job %s with input: event: %w", p.ID, err)
+		}
+		if _, err := ev.ExecContext(ctx, p.NewID, string(p.CopyEvent.Kind), nowNs, p.CopyEvent.Actor,
+			"", string(p.CopyEvent.To), 0, p.CopyEvent.Message); err != nil {
+			return fmt.Errorf("sqlite: retry job %s with input: event: %w", p.ID, err)
+		}
+		j, err := scanJob(tx.StmtContext(ctx, st[5]).QueryRowContext(ctx, p.NewID))
+		if err != nil {
+			return fmt.Errorf("sqlite: retry job %s with input: %w", p.ID, err)
+		}
+		counts := countDeltas{}
+		counts.move(j.Queue, "", engine.StateAvailable, 1)
+		out = j
+		tx.keep(j)
+		return s.applyCounts(ctx, tx, counts)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,152 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Inserting jobs, and the statements every area shares.
+
+const defaultLease = 30 * time.Second
+
+const (
+	sqlAnyQuarantined = `SELECT EXISTS(SELECT 1 FROM fingerprints WHERE status = 'quarantined')`
+	sqlIsQuarantined  = `SELECT EXISTS(SELECT 1 FROM fingerprints WHERE fingerprint = ? AND status = 'quarantined')`
+	sqlInsertJob      = `INSERT INTO jobs (id, queue, kind, payload, schema_version, metadata, tags, priority, state,
+		max_attempts, fingerprint, scheduled_at, deadline, timeout_ns, created_at, state_changed_at,
+		checkpoint, dead_letter_of, retry_of)
+	VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, NULL, '', '')
+	ON CONFLICT (id) DO NOTHING`
+	sqlGetJob          = `SELECT ` + jobColumns + ` FROM jobs WHERE id = ?`
+	sqlGetJobNoPayload = `SELECT ` + jobColumnsNoPayload + ` FROM jobs WHERE id = ?`
+	sqlInsertEvent     = `INSERT INTO job_events (job_id, kind, at, actor, from_state, to_state, attempt, message)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+)
+
+// JobInsertMany writes new jobs in one transaction; each is accepted or
+// refused on its own.
+func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams) ([]engine.JobInsertResult, error) {
+	res := make([]engine.JobInsertResult, len(p.Jobs))
+	if len(p.Jobs) == 0 {
+		return res, nil
+	}
+	st, err := s.stmts(ctx, sqlAnyQuarantined, sqlIsQuarantined, sqlInsertJob, sqlGetJobNoPayload)
+	if err != nil {
+		return nil, err
+	}
+	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
+		for i := range res {
+			res[i] = engine.JobInsertResult{}
+		}
+		var anyQuarantined bool
+		if err := tx.StmtContext(ctx, st[0]).QueryRowContext(ctx).Scan(&anyQuarantined); err != nil {
+			return fmt.Errorf("sqlite: insert jobs: %w", err)
+		}
+		var isQ *sql.Stmt
+		if anyQuarantined {
+			isQ = tx.StmtContext(ctx, st[1])
+		}
+		ins := tx.StmtContext(ctx, st[2])
+		var get *sql.Stmt
+		nowNs := now.UnixNano()
+		counts := countDeltas{}
+		for i, jp := range p.Jobs {
+			if jp == nil || jp.ID == "" {
+				res[i].Err = fmt.Errorf("sqlite: insert job: %w: no id", engine.ErrInvalid)
+				continue
+			}
+			if isQ != nil && jp.Fingerprint != "" {
+				var q bool
+				if err := isQ.QueryRowContext(ctx, jp.Fingerprint).Scan(&q); err != nil {
+					return fmt.Errorf("sqlite: insert job %s: %w", jp.ID, err)
+				}
+				if q {
+					res[i].Err = fmt.Errorf("insert job %s: %w: %s", jp.ID, engine.ErrQuarantined, jp.Fingerprint)
+					continue
+				}
+			}
+			due := now.Add(jp.Delay)
+			if jp.ScheduledAt != nil {
+				due = jp.ScheduledAt.UTC()
+			}
+			state := engine.StateAvailable
+			if due.After(now) {
+				state = engine.StateScheduled
+			}
+			tags := "[]"
+			if len(jp.Tags) > 0 {
+				tags = jsonStrings(jp.Tags)
+			}
+			r, err := ins.ExecContext(ctx,
+				jp.ID, jp.Queue, jp.Kind, string(jp.Payload), jp.SchemaVersion,
+				textOrNull(jp.Metadata), tags, jp.Priority, string(state),
+				jp.MaxAttempts, jp.Fingerprint, due.UnixNano(), nanosPtr(jp.Deadline),
+				int64(jp.Timeout), nowNs)
+			if err != nil {
+				return fmt.Errorf("sqlite: insert job %s: %w", jp.ID, err)
+			}
+			if n, err := r.RowsAffected(); err != nil {
+				return fmt.Errorf("sqlite: insert job %s: %w", jp.ID, err)
+			} else if n == 1 {
+				counts.move(jp.Queue, "", state, 1)
+				j := &engine.Job{
+					ID:             jp.ID,
+					Queue:          jp.Queue,
+					Kind:           jp.Kind,
+					SchemaVersion:  jp.SchemaVersion,
+					Metadata:       cloneRaw(jp.Metadata),
+					Priority:       jp.Priority,
+					State:          state,
+					MaxAttempts:    jp.MaxAttempts,
+					Fingerprint:    jp.Fingerprint,
+					ScheduledAt:    fromNanos(due.UnixNano()),
+					Timeout:        jp.Timeout,
+					CreatedAt:      now,
+					StateChangedAt: now,
+					Version:        1,
+				}
+				if len(jp.Tags) > 0 {
+					j.Tags = append([]string(nil), jp.Tags...)
+				}
+				if jp.Deadline != nil {
+					d := fromNanos(jp.Deadline.UnixNano())
+					j.Deadline = &d
+				}
+				res[i].Job = j
+				continue
+			}
+			// The id exists: the same job again, or a conflict.
+			if get == nil {
+				get = tx.StmtContext(ctx, st[3])
+			}
+			old, err := scanJob(get.QueryRowContext(ctx, jp.ID))
+			if err != nil {
+				return fmt.Errorf("sqlite: insert job %s: %w", jp.ID, err)
+			}
+			if old.Queue != jp.Queue || old.Kind != jp.Kind || old.Fingerprint != jp.Fingerprint {
+				res[i].Err = fmt.Errorf("insert job %s: %w: the id exists with other content", jp.ID, engine.ErrConflict)
+				continue
+			}
+			res[i].Job = old
+			res[i].Existing = true
+		}
+		tx.keep(res)
+		return s.applyCounts(ctx, tx, counts)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func cloneRaw(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	return append(json.RawMessage(nil), b...)
+}

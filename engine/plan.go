@@ -1,0 +1,168 @@
+package engine
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Plans: the writes the engine resolves and a store applies.
+//
+// Every rule lives in the engine. For each worker outcome, maintenance
+// finding and operator action the engine works out the whole write — the
+// target state, the times to set or clear, the error entry and its cap,
+// the event row and its text, the counter deltas and the fingerprint's
+// consequences — and hands it to the store as one of these values. A store
+// applies a plan as one transaction (one SQL transaction, one Lua script)
+// and decides nothing: it holds no user-facing text and chooses no state.
+// The fences a plan carries (a lease, a version, an operation lease) are
+// checked in that same transaction.
+
+// Schedule says what a write does to a job's scheduled_at.
+type Schedule int
+
+const (
+	// ScheduleKeep leaves scheduled_at as it is.
+	ScheduleKeep Schedule = iota
+	// ScheduleNow sets it to the store's now.
+	ScheduleNow
+	// ScheduleAfter sets it to the store's now plus the plan's Delay.
+	ScheduleAfter
+)
+
+// ErrorWrite appends one entry to a job's error list.
+type ErrorWrite struct {
+	// Entry is appended as it is, but for At, which the store sets to its
+	// now.
+	Entry AttemptError
+	// Keep caps the list after the append: the first entry and the latest
+	// Keep-1 stay (0: no cap). See ErrorCap.
+	Keep int
+	// LastError and Pattern become the job's last error and error
+	// pattern, which the error filter and the error groups read.
+	LastError string
+	Pattern   string
+}
+
+// ErrorCap applies an ErrorWrite's Keep rule to a list, for stores that
+// hold the list as a value they rewrite.
+func ErrorCap(list []AttemptError, keep int) []AttemptError {
+	if keep <= 0 || len(list) <= keep {
+		return list
+	}
+	out := make([]AttemptError, 0, keep)
+	out = append(out, list[0])
+	return append(out, list[len(list)-(keep-1):]...)
+}
+
+// EventWrite is one timeline row, written as it is at the store's now.
+type EventWrite struct {
+	Kind    EventKind
+	Actor   string
+	From    State
+	To      State
+	Attempt int
+	Message string
+}
+
+// CountDelta moves N jobs of Queue from one state to another in the
+// maintained counters ("" for From when the jobs are new, StateDeleted for
+// To when they are gone).
+type CountDelta struct {
+	Queue    string
+	From, To State
+	N        int64
+}
+
+// FingerprintWrite is what a worker outcome does to the job's fingerprint.
+type FingerprintWrite struct {
+	Fingerprint string
+	Kind        string
+	// AddCrashes is added to the crash count of the fingerprint's record
+	// when it has one (quarantined or on probation); without Quarantine
+	// no record is created.
+	AddCrashes int
+	// Quarantine creates the record, or bumps it, as quarantined (since
+	// kept when it already was). A new record counts the crashes of all
+	// the fingerprint's jobs, this one's included.
+	Quarantine bool
+	// LastError and LastJobID are recorded on the record.
+	LastError string
+	LastJobID string
+	// Hold, when set, moves the fingerprint's waiting jobs as it says.
+	Hold *HoldWrite
+}
+
+// HoldWrite moves every job of a fingerprint in one of From to To, each
+// with an event of Event's kind and text; the counters move by the rows
+// moved.
+type HoldWrite struct {
+	From   []State
+	To     State
+	Reason TerminalReason
+	Event  EventWrite // From, To and Attempt are each held job's own
+}
+
+// DeadLetterWrite is the dead-letter route of a death: the job to insert
+// in the same transaction, or, when a job of that id exists and is
+// terminal, to retry with the death recorded. (Room for the workflow
+// issue: the engine does not produce it yet, and a store that cannot apply
+// it refuses the whole write with ErrUnsupported.)
+type DeadLetterWrite struct {
+	Job *JobInsertParams
+	// RetryEvent is written on the existing job when it is retried.
+	RetryEvent EventWrite
+}
+
+// CheckpointWrite records a workflow step's result on the job under its
+// lease. (Room for the workflow issue, as DeadLetterWrite.)
+type CheckpointWrite struct {
+	Checkpoint json.RawMessage
+}
+
+// JobFinishParams is one fenced transition out of running, resolved by
+// the engine (see finishPlan): the store applies it under the lease and
+// decides nothing.
+type JobFinishParams struct {
+	JobRef
+	// IfLeaseExpired makes the write apply only while the lease is still
+	// expired by the store's clock: the reaper's writes, so that a
+	// renewal between its listing and its write wins.
+	IfLeaseExpired bool
+	// IfWorkerGone makes the write apply only while the lease's worker
+	// has no live heartbeat: the reaper's crash charges.
+	IfWorkerGone bool
+
+	// To is the new state; StateDeleted removes the row (and nothing else
+	// of the plan but Counts applies).
+	To State
+	// Reason is the terminal reason written ("" clears it).
+	Reason TerminalReason
+	// Charge is the counter the transition spends (+1).
+	Charge Charge
+	// Schedule and Delay set scheduled_at.
+	Schedule Schedule
+	Delay    time.Duration
+	// Finalize sets finalized_at to the store's now; otherwise it is
+	// cleared.
+	Finalize bool
+
+	Error       *ErrorWrite
+	Event       *EventWrite
+	Counts      []CountDelta
+	Fingerprint *FingerprintWrite
+	DeadLetter  *DeadLetterWrite
+	Checkpoint  *CheckpointWrite
+}
+
+// ClaimDeadlineWrite is what a claim writes on an available job whose
+// deadline has passed: it is archived instead of run.
+type ClaimDeadlineWrite struct {
+	To     State
+	Reason TerminalReason
+	// LastError and Pattern are the job's last error and error pattern:
+	// it died without a handler error, and still forms an error group.
+	LastError string
+	Pattern   string
+	// Event is written for each such job; its Attempt is the job's own.
+	Event EventWrite
+}
