@@ -1,0 +1,74 @@
+package sqlite_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/backend/backendtest"
+	"github.com/sluicehq/sluice/backend/sqlite"
+	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
+	"github.com/sluicehq/sluice/engine"
+)
+
+// The suite's checks catch a store that breaks the rule they guard. Each
+// broken store below is a test-only wrapper around the real one that
+// breaks one rule; the test runs the checks that guard it on the wrapper,
+// in a child process, and requires them to fail (and the same checks pass
+// on the real store, in TestConformance).
+
+// noCutoffStore drops the cutoff re-check of bulk batches: it moves every
+// batch's cutoff a day ahead, so jobs that died after the operation was
+// created are swept in.
+type noCutoffStore struct{ *sqlite.Store }
+
+func (s noCutoffStore) OperationProcessBatch(ctx context.Context, p *engine.OperationProcessBatchParams) (*engine.OperationBatchResult, error) {
+	q := *p
+	q.Cutoff = time.Now().Add(24 * time.Hour)
+	return s.Store.OperationProcessBatch(ctx, &q)
+}
+
+// brokenStores names each broken store and the checks that must fail on it.
+var brokenStores = map[string]struct {
+	wrap   func(*sqlite.Store) engine.Store
+	checks []string
+}{
+	"no-cutoff": {
+		wrap:   func(s *sqlite.Store) engine.Store { return noCutoffStore{s} },
+		checks: []string{"Control/BulkLeavesLaterDeathsAlone"},
+	},
+}
+
+func TestConformanceCatchesBrokenStores(t *testing.T) {
+	if name := os.Getenv("SLUICE_BROKEN_STORE"); name != "" {
+		b := brokenStores[name]
+		backendtest.Run(t, backendtest.Harness{
+			Name:     "sqlite-" + name,
+			NewStore: func(t testing.TB) engine.Store { return b.wrap(sqlitetest.New(t)) },
+		})
+		return
+	}
+	for name, b := range brokenStores {
+		for _, check := range b.checks {
+			t.Run(name+"/"+check, func(t *testing.T) {
+				t.Parallel()
+				parts := strings.Split(check, "/")
+				pattern := "^TestConformanceCatchesBrokenStores$"
+				for _, p := range parts {
+					pattern += "/^" + p + "$"
+				}
+				cmd := exec.Command(os.Args[0], "-test.run="+pattern, "-test.count=1")
+				cmd.Env = append(os.Environ(), "SLUICE_BROKEN_STORE="+name)
+				out, err := cmd.CombinedOutput()
+				want := "--- FAIL: TestConformanceCatchesBrokenStores/" + check
+				if err == nil || !strings.Contains(string(out), want) {
+					t.Fatalf("the %s store passed %s (err %v):\n%s", name, check, err, out)
+				}
+				t.Logf("%s fails on the %s store, as it must", check, name)
+			})
+		}
+	}
+}
