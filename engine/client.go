@@ -128,7 +128,7 @@ func (e *Engine) EnqueueMany(ctx context.Context, ps []EnqueueParams) ([]Enqueue
 		return nil, err
 	}
 	if !replay {
-		res, err = e.store.JobInsertMany(ctx, &JobInsertManyParams{Jobs: ins})
+		res, err = e.store.JobInsertMany(ctx, &JobInsertManyParams{Jobs: ins, RefuseQuarantined: true})
 		if err != nil {
 			return nil, fmt.Errorf("enqueue: %w", err)
 		}

@@ -23,6 +23,9 @@ type Engine struct {
 	// claimDeadlinePlan is what every claim writes on jobs past their
 	// deadline.
 	claimDeadlinePlan ClaimDeadlineWrite
+	// holdRow is the table's row for a quarantined fingerprint's waiting
+	// jobs.
+	holdRow Transition
 
 	mu    sync.RWMutex
 	kinds map[string]*Kind
@@ -88,6 +91,9 @@ func New(store Store, cfg Config) (*Engine, error) {
 	e.completer = newCompleter(e)
 	var err error
 	if e.claimDeadlinePlan, err = claimDeadlinePlan(cfg.WorkerID); err != nil {
+		return nil, err
+	}
+	if e.holdRow, err = transitionFor(TriggerHold); err != nil {
 		return nil, err
 	}
 	return e, nil

@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -149,8 +151,17 @@ func (e *Engine) RunMaintenance(ctx context.Context) {
 // scheduleDue moves due scheduled and retryable jobs to available and wakes
 // this process's runners of their queues.
 func (e *Engine) scheduleDue(ctx context.Context) error {
+	row, err := transitionFor(TriggerDue)
+	if err != nil {
+		return err
+	}
+	// Retries go before first runs when more are due than a batch takes.
+	from := slices.Clone(row.From)
+	slices.SortStableFunc(from, func(a, b State) int {
+		return cmp.Compare(boolInt(b == StateRetryable), boolInt(a == StateRetryable))
+	})
 	for range 10 {
-		queues, err := e.store.JobScheduleDue(ctx, &JobScheduleDueParams{Limit: maintenanceBatch})
+		queues, err := e.store.JobScheduleDue(ctx, &JobScheduleDueParams{From: from, To: row.To, Limit: maintenanceBatch})
 		if err != nil {
 			return fmt.Errorf("schedule due jobs: %w", err)
 		}
@@ -243,4 +254,11 @@ func (e *Engine) reconcileCounts(ctx context.Context) error {
 		return fmt.Errorf("reconcile counts: %w", err)
 	}
 	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -64,8 +64,9 @@ type Store interface {
 	// JobListExpiredLeases lists running jobs whose lease has expired, with
 	// whether the owning worker process still heartbeats.
 	JobListExpiredLeases(ctx context.Context, p *JobListExpiredLeasesParams) ([]ExpiredLease, error)
-	// JobScheduleDue moves scheduled and retryable jobs whose time has come
-	// to available and returns the queues that got work.
+	// JobScheduleDue moves jobs whose time has come (scheduled and
+	// retryable, as the params say) to available and returns the queues
+	// that got work.
 	JobScheduleDue(ctx context.Context, p *JobScheduleDueParams) ([]string, error)
 	// JobDeleteExpired deletes terminal jobs past their retention, at most
 	// Limit, and returns how many.
@@ -115,6 +116,9 @@ type JobInsertParams struct {
 
 type JobInsertManyParams struct {
 	Jobs []*JobInsertParams
+	// RefuseQuarantined refuses each job whose fingerprint is quarantined
+	// (a *QuarantinedError in its result).
+	RefuseQuarantined bool
 }
 
 // JobInsertResult is the outcome for one job of JobInsertMany.
@@ -197,7 +201,12 @@ type ExpiredLease struct {
 	WorkerAlive bool
 }
 
+// JobScheduleDueParams moves due jobs as the table's due row says: jobs
+// in From whose scheduled_at has come go to To, the states of From taken
+// in order when more than Limit are due.
 type JobScheduleDueParams struct {
+	From  []State
+	To    State
 	Limit int
 }
 

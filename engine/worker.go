@@ -542,23 +542,14 @@ func (e *Engine) finishPlan(ref JobRef, j *Job, row Transition, res handlerResul
 			fw.AddCrashes = 1
 		}
 		if row.Quarantine {
-			fw.Hold = holdPlan(actor)
+			fw.Hold = &HoldWrite{
+				From: e.holdRow.From, To: e.holdRow.To, Reason: e.holdRow.Reason,
+				Event: EventWrite{Kind: EventHeld, Actor: actor, Message: "fingerprint quarantined"},
+			}
 		}
 		p.Fingerprint = fw
 	}
 	return p
-}
-
-// holdPlan moves a quarantined fingerprint's waiting jobs to quarantined.
-func holdPlan(actor string) *HoldWrite {
-	row, err := transitionFor(TriggerHold)
-	if err != nil {
-		panic(err) // the table has the row; transitions_test keeps it so
-	}
-	return &HoldWrite{
-		From: row.From, To: row.To, Reason: row.Reason,
-		Event: EventWrite{Kind: EventHeld, Actor: actor, Message: "fingerprint quarantined"},
-	}
 }
 
 // nextRow consults the table; a fingerprint on probation quarantines at its

@@ -129,7 +129,7 @@ func (f *fixture) seed(t *testing.T, ctx context.Context) {
 				t.Fatalf("finish %s: %v", j.id, err)
 			}
 			if p.To == engine.StateRetryable {
-				if _, err := f.store.JobScheduleDue(ctx, &engine.JobScheduleDueParams{Limit: 100}); err != nil {
+				if _, err := f.store.JobScheduleDue(ctx, &engine.JobScheduleDueParams{From: []engine.State{engine.StateRetryable, engine.StateScheduled}, To: engine.StateAvailable, Limit: 100}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -100,7 +100,7 @@ func testInsertOneAndMany(t *testing.T, h Harness) {
 	quarantined := jobParams("m2", "q1")
 	quarantined.Fingerprint = "fp-poison"
 	batch := []*engine.JobInsertParams{jobParams("m1", "q1"), conflict, quarantined, jobParams("m3", "q1")}
-	res, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: batch})
+	res, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: batch, RefuseQuarantined: true})
 	if err != nil {
 		t.Fatalf("JobInsertMany: %v", err)
 	}
@@ -138,7 +138,7 @@ func testInsertIdempotent(t *testing.T, h Harness) {
 	v := getJob(t, s, "idem")
 
 	again := *p
-	res, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: []*engine.JobInsertParams{&again}})
+	res, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: []*engine.JobInsertParams{&again}, RefuseQuarantined: true})
 	if err != nil || len(res) != 1 {
 		t.Fatalf("re-insert: %v %v", res, err)
 	}
@@ -158,7 +158,7 @@ func testInsertIdempotent(t *testing.T, h Harness) {
 	otherQueue := *p
 	otherQueue.Queue = "q2"
 	for name, c := range map[string]*engine.JobInsertParams{"payload": &otherPayload, "kind": &otherKind, "queue": &otherQueue} {
-		res, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: []*engine.JobInsertParams{c}})
+		res, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: []*engine.JobInsertParams{c}, RefuseQuarantined: true})
 		if err != nil || len(res) != 1 {
 			t.Fatalf("other %s: %v %v", name, res, err)
 		}
@@ -728,7 +728,7 @@ func testFinishQuarantine(t *testing.T, h Harness) {
 	if err != nil || len(list) != 1 || list[0].Fingerprint != fp || list[0].Status != engine.FingerprintQuarantined {
 		t.Fatalf("FingerprintList: %v %v", list, err)
 	}
-	res, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: []*engine.JobInsertParams{same("n", "qw")}})
+	res, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: []*engine.JobInsertParams{same("n", "qw")}, RefuseQuarantined: true})
 	if err != nil || !errors.Is(res[0].Err, engine.ErrQuarantined) {
 		t.Fatalf("insert of a quarantined fingerprint: %v %v, want ErrQuarantined", res, err)
 	}

@@ -278,7 +278,7 @@ func jobParams(id, queue string) *engine.JobInsertParams {
 // insert writes jobs through the store, failing on any refusal.
 func insert(t testing.TB, s engine.Store, ps ...*engine.JobInsertParams) []*engine.Job {
 	t.Helper()
-	res, err := s.JobInsertMany(context.Background(), &engine.JobInsertManyParams{Jobs: ps})
+	res, err := s.JobInsertMany(context.Background(), &engine.JobInsertManyParams{Jobs: ps, RefuseQuarantined: true})
 	if err != nil {
 		t.Fatalf("JobInsertMany: %v", err)
 	}
@@ -359,7 +359,7 @@ func refOf(j *engine.Job) engine.JobRef {
 
 func scheduleDue(t testing.TB, s engine.Store) []string {
 	t.Helper()
-	qs, err := s.JobScheduleDue(context.Background(), &engine.JobScheduleDueParams{Limit: 1000})
+	qs, err := s.JobScheduleDue(context.Background(), &engine.JobScheduleDueParams{From: []engine.State{engine.StateRetryable, engine.StateScheduled}, To: engine.StateAvailable, Limit: 1000})
 	if err != nil {
 		t.Fatalf("JobScheduleDue: %v", err)
 	}

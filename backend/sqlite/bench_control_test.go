@@ -66,7 +66,7 @@ func buildFixture() {
 		return
 	}
 	for off := 0; off < fixtureJobs; off += 1000 {
-		res, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: benchJobs(1000, off)})
+		res, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: benchJobs(1000, off), RefuseQuarantined: true})
 		if err != nil {
 			fixtureErr = err
 			s.Close()

@@ -34,7 +34,7 @@ func job(id, queue, kind string) *engine.JobInsertParams {
 
 func insert(t testing.TB, s *sqlite.Store, jobs ...*engine.JobInsertParams) []engine.JobInsertResult {
 	t.Helper()
-	res, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: jobs})
+	res, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: jobs, RefuseQuarantined: true})
 	if err != nil {
 		t.Fatalf("insert: %v", err)
 	}

@@ -48,7 +48,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams
 			return fmt.Errorf("sqlite: insert jobs: %w", err)
 		}
 		var isQ *sql.Stmt
-		if anyQuarantined {
+		if anyQuarantined && p.RefuseQuarantined {
 			isQ = tx.StmtContext(ctx, st[1])
 		}
 		ins := tx.StmtContext(ctx, st[2])
@@ -66,7 +66,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams
 					return fmt.Errorf("sqlite: insert job %s: %w", jp.ID, err)
 				}
 				if q {
-					res[i].Err = fmt.Errorf("insert job %s: %w: %s", jp.ID, engine.ErrQuarantined, jp.Fingerprint)
+					res[i].Err = &engine.QuarantinedError{Verb: "insert", ID: jp.ID, Fingerprint: jp.Fingerprint}
 					continue
 				}
 			}

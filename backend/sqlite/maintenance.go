@@ -49,10 +49,10 @@ func (s *Store) JobListExpiredLeases(ctx context.Context, p *engine.JobListExpir
 
 // sqlScheduleDue moves the due jobs of one state (?3: scheduled or
 // retryable; RETURNING gives only new values, so the state the counters
-// need is fixed per statement). ?1 now, ?2 limit. JobScheduleDue runs it
+// need is fixed per statement) to ?4. ?1 now, ?2 limit. JobScheduleDue runs it
 // for retryable jobs first: when more than Limit jobs are due, retries go
 // before first runs (each state in scheduled_at order).
-const sqlScheduleDue = `UPDATE OR FAIL jobs SET state = 'available', state_changed_at = ?1, version = version + 1
+const sqlScheduleDue = `UPDATE OR FAIL jobs SET state = ?4, state_changed_at = ?1, version = version + 1
 	WHERE rowid IN (SELECT rowid FROM jobs INDEXED BY jobs_due
 		WHERE state IN ('scheduled', 'retryable') AND state = ?3 AND scheduled_at <= ?1
 		ORDER BY scheduled_at LIMIT ?2)
@@ -65,6 +65,9 @@ func (s *Store) JobScheduleDue(ctx context.Context, p *engine.JobScheduleDuePara
 	if err != nil {
 		return nil, err
 	}
+	if p.To == "" {
+		return nil, fmt.Errorf("schedule due: %w: no target state", engine.ErrInvalid)
+	}
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 1 << 30
@@ -75,11 +78,11 @@ func (s *Store) JobScheduleDue(ctx context.Context, p *engine.JobScheduleDuePara
 		seen := map[string]bool{}
 		counts := countDeltas{}
 		moved := 0
-		for _, from := range []engine.State{engine.StateRetryable, engine.StateScheduled} {
+		for _, from := range p.From {
 			if moved >= limit {
 				break
 			}
-			rows, err := tx.StmtContext(ctx, st[0]).QueryContext(ctx, now.UnixNano(), limit-moved, string(from))
+			rows, err := tx.StmtContext(ctx, st[0]).QueryContext(ctx, now.UnixNano(), limit-moved, string(from), string(p.To))
 			if err != nil {
 				return fmt.Errorf("sqlite: schedule due: %w", err)
 			}
@@ -90,7 +93,7 @@ func (s *Store) JobScheduleDue(ctx context.Context, p *engine.JobScheduleDuePara
 					return fmt.Errorf("sqlite: schedule due: %w", err)
 				}
 				moved++
-				counts.move(q, from, engine.StateAvailable, 1)
+				counts.move(q, from, p.To, 1)
 				if !seen[q] {
 					seen[q] = true
 					queues = append(queues, q)
