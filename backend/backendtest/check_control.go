@@ -73,9 +73,7 @@ func controlKinds() []engine.Kind {
 func newCtl(t *testing.T, h Harness, tune func(*engine.Config)) *ctlFixture {
 	t.Helper()
 	s := h.NewStore(t)
-	if _, ok := s.(engine.ControlStore); !ok {
-		t.Skipf("SKIP: the %s store does not implement engine.ControlStore yet", s.Backend())
-	}
+	controlStore(t, s) // skips a store without the operator surface
 	cfg := fast("ctl-worker", "billing", "email", "later", "misc")
 	cfg.OperationBatch = 10
 	cfg.CrashLimit = 2

@@ -46,7 +46,7 @@ func newIdem(t *testing.T, h Harness, tune func(*engine.Config)) *idemFixture {
 		}
 		t.Skipf("SKIP: the %s store does not declare %s", f.s.Backend(), engine.CapabilityIdempotency)
 	}
-	if _, ok := f.s.(engine.IdempotencyStore); !ok {
+	if _, ok := idempotencyStore(f.s); !ok {
 		t.Fatalf("the %s store declares %s but does not implement engine.IdempotencyStore", f.s.Backend(), engine.CapabilityIdempotency)
 	}
 	if !f.e.IdempotencyDurable() {
@@ -59,8 +59,7 @@ func newIdem(t *testing.T, h Harness, tune func(*engine.Config)) *idemFixture {
 }
 
 func declares(s engine.Store, capability string) bool {
-	c, ok := s.(engine.Capabilities)
-	return ok && slices.Contains(c.Capabilities(), capability)
+	return slices.Contains(capabilities(s), capability)
 }
 
 // claim claims key for hash with the claim TTL given (a minute when 0).
@@ -496,7 +495,7 @@ func testIdemExpiry(t *testing.T, h Harness) {
 		c, err := claim("e1", "other")
 		return err == nil && c.Token != ""
 	}, "e1 expires")
-	is := f.s.(engine.IdempotencyStore)
+	is, _ := idempotencyStore(f.s)
 	swept := 0
 	eventually(t, waitLong, func() bool {
 		n, err := is.IdempotencyDeleteExpired(f.ctx, &engine.IdempotencyDeleteExpiredParams{Limit: 1})
