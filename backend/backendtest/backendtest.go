@@ -101,6 +101,7 @@ func checks() []check {
 		{name: "FinishedWithinBoundCompletes", fn: testShutdownDrain},
 	})
 	add("Control", controlChecks())
+	add("ControlStore", controlStoreChecks())
 	add("Idempotency", idempotencyChecks())
 	add("BadInput", []check{
 		{name: "RefusedAndNothingStored", fn: testBadInput},
