@@ -28,6 +28,9 @@ func controlStoreChecks() []check {
 		{name: "BulkTakesOnlyEarlierDeaths", fn: testCStoreBulkTakesOnlyEarlierDeaths},
 		{name: "BulkWindowsAndRefusals", fn: testCStoreBulkWindowsAndRefusals},
 		{name: "OperationUnrunnableFails", fn: testCStoreOperationUnrunnableFails},
+		{name: "BulkSparseEveryAction", fn: testCStoreBulkSparseEveryAction},
+		{name: "BulkQuarantineAndSuperseded", fn: testCStoreBulkQuarantineAndSuperseded},
+		{name: "JobCountWithoutSuperseded", fn: testCStoreCountWithoutSuperseded},
 		{name: "OperatorActions", fn: testCStoreOperatorActions},
 		{name: "PausedQueueNotClaimed", fn: testCStorePausedQueueNotClaimed},
 	}

@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/engine"
@@ -50,34 +48,12 @@ func get(t testing.TB, s *sqlite.Store, id string) *engine.Job {
 	return j
 }
 
-func claim(t testing.TB, s *sqlite.Store, p engine.JobClaimParams) *engine.JobClaimResult {
-	t.Helper()
-	if p.WorkerID == "" {
-		p.WorkerID = "w1"
-	}
-	if p.LeaseID == "" {
-		p.LeaseID = fmt.Sprintf("lease-%d", time.Now().UnixNano())
-	}
-	if p.LeaseDuration == 0 {
-		p.LeaseDuration = time.Minute
-	}
-	res, err := s.JobClaim(ctx, &p)
-	if err != nil {
-		t.Fatalf("claim: %v", err)
-	}
-	return res
-}
-
 func ids(js []*engine.Job) []string {
 	out := []string{}
 	for _, j := range js {
 		out = append(out, j.ID)
 	}
 	return out
-}
-
-func ref(j *engine.Job) engine.JobRef {
-	return engine.JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Fence}
 }
 
 func TestParseURL(t *testing.T) {
