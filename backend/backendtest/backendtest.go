@@ -15,6 +15,12 @@
 //		})
 //	}
 //
+// Truth gives the checks the ground truth the Store API does not (counts
+// from the jobs themselves, a drift of the maintained counters), and
+// Reopen a second store over the same data; a backend implements both on
+// its own storage, for tests only. A new backend is done when Run passes
+// on it.
+//
 // Every check gets its own store, so checks run in parallel; the heavy
 // concurrency check runs alone, before the others. Checks wait for
 // conditions by polling the store under a generous deadline and never
