@@ -10,8 +10,16 @@
 //		backendtest.Run(t, backendtest.Harness{
 //			Name:     "sqlite",
 //			NewStore: func(t testing.TB) engine.Store { return sqlitetest.New(t) },
+//			Truth:    func(t testing.TB, s engine.Store) backendtest.Truth { return sqlitetest.NewTruth(t, s) },
+//			Reopen:   func(t testing.TB, s engine.Store) engine.Store { return sqlitetest.Reopen(t, s) },
 //		})
 //	}
+//
+// Truth gives the checks the ground truth the Store API does not (counts
+// from the jobs themselves, a drift of the maintained counters), and
+// Reopen a second store over the same data; a backend implements both on
+// its own storage, for tests only. A new backend is done when Run passes
+// on it.
 //
 // Every check gets its own store, so checks run in parallel; the heavy
 // concurrency check runs alone, before the others. Checks wait for
@@ -37,6 +45,15 @@ type Harness struct {
 	// checks exercise (the HTTP client against a server over the engine);
 	// nil exercises the engine itself.
 	Control func(t testing.TB, e *engine.Engine) engine.Control
+	// Truth gives the ground truth over s, a store NewStore returned:
+	// counts from the jobs themselves, and a drift of the maintained
+	// counters (see Truth). The StoreDirect and ControlStore checks need
+	// it.
+	Truth func(t testing.TB, s engine.Store) Truth
+	// Reopen opens a second store over the data of s, a store NewStore
+	// returned, as another process would, and closes it when t ends. The
+	// checks of two stores at once need it.
+	Reopen func(t testing.TB, s engine.Store) engine.Store
 }
 
 // check is one conformance check.
@@ -59,6 +76,7 @@ func checks() []check {
 		}
 	}
 	add("Store", storeChecks())
+	add("StoreDirect", directChecks())
 	add("Zombie", []check{
 		{name: "LateWritesRefused", fn: testZombie},
 	})
@@ -90,6 +108,7 @@ func checks() []check {
 	})
 	add("Plans", planChecks())
 	add("Control", controlChecks())
+	add("ControlStore", controlStoreChecks())
 	add("Idempotency", idempotencyChecks())
 	add("BadInput", []check{
 		{name: "RefusedAndNothingStored", fn: testBadInput},

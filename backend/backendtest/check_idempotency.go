@@ -45,6 +45,9 @@ func newIdem(t *testing.T, h Harness, tune func(*engine.Config)) *idemFixture {
 		}
 		t.Skipf("SKIP: the %s store does not declare %s", f.s.Backend(), engine.CapabilityIdempotency)
 	}
+	if _, ok := idempotencyStore(f.s); !ok {
+		t.Fatalf("the %s store declares %s but does not implement engine.IdempotencyStore", f.s.Backend(), engine.CapabilityIdempotency)
+	}
 	if !f.e.IdempotencyDurable() {
 		t.Fatal("IdempotencyDurable is false on a store with the capability")
 	}
@@ -489,7 +492,7 @@ func testIdemExpiry(t *testing.T, h Harness) {
 		c, err := claim("e1", "other")
 		return err == nil && c.Token != ""
 	}, "e1 expires")
-	is := f.s.(engine.IdempotencyStore)
+	is, _ := idempotencyStore(f.s)
 	swept := 0
 	eventually(t, waitLong, func() bool {
 		n, err := is.IdempotencyDeleteExpired(f.ctx, &engine.IdempotencyDeleteExpiredParams{Limit: 1})

@@ -194,15 +194,3 @@ func testSentinelTexts(t *testing.T, h Harness) {
 		t.Fatalf("cancel operation: %+v %v", cancelled, err)
 	}
 }
-
-// listIDs lists the ids of the jobs matching f, sorted.
-func listIDs(t testing.TB, s engine.Store, f engine.Filter) []string {
-	t.Helper()
-	js, err := s.JobList(context.Background(), &engine.JobListParams{Filter: f, Limit: 1000})
-	if err != nil {
-		t.Fatalf("JobList(%s): %v", f, err)
-	}
-	out := ids(js)
-	slices.Sort(out)
-	return out
-}

@@ -530,7 +530,6 @@ type finishRow struct {
 
 func testFinishRows(t *testing.T, h Harness) {
 	s := h.NewStore(t)
-	ctx := context.Background()
 	errMsg := func(m string) *engine.AttemptError { return &engine.AttemptError{Message: m, Trace: "trace of " + m} }
 	rows := []finishRow{
 		{name: "retryable", want: engine.StateRetryable, attempt: 1, errs: 1, future: true,
@@ -591,7 +590,7 @@ func testFinishRows(t *testing.T, h Harness) {
 		// A stale fence changes nothing.
 		stale := p
 		stale.Fence--
-		if _, err := s.JobFinish(ctx, PlanOf(t, s, stale)); !errors.Is(err, engine.ErrLeaseLost) {
+		if _, err := tryFinish(s, stale); !errors.Is(err, engine.ErrLeaseLost) {
 			t.Fatalf("%s with a stale fence: %v, want ErrLeaseLost", row.name, err)
 		}
 		if j := getJob(t, s, id); !reflect.DeepEqual(j, before) {
@@ -599,7 +598,7 @@ func testFinishRows(t *testing.T, h Harness) {
 		}
 
 		now := storeNow(t, s)
-		written, err := s.JobFinish(ctx, PlanOf(t, s, p))
+		written, err := tryFinish(s, p)
 		if err != nil {
 			t.Fatalf("%s: JobFinish: %v", row.name, err)
 		}
@@ -656,7 +655,7 @@ func testFinishRows(t *testing.T, h Harness) {
 			t.Fatalf("%s: event without a time", row.name)
 		}
 		// The lease is gone: a second write is refused.
-		if _, err := s.JobFinish(ctx, PlanOf(t, s, p)); !errors.Is(err, engine.ErrLeaseLost) {
+		if _, err := tryFinish(s, p); !errors.Is(err, engine.ErrLeaseLost) {
 			t.Fatalf("%s written twice: %v, want ErrLeaseLost", row.name, err)
 		}
 	}

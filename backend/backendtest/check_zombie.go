@@ -95,7 +95,7 @@ func testZombie(t *testing.T, h Harness) {
 		{JobRef: refA, To: engine.StateDeleted},
 	}
 	for _, p := range lateFinishes {
-		if _, err := s.JobFinish(ctx, PlanOf(t, s, p)); !errors.Is(err, engine.ErrLeaseLost) {
+		if _, err := tryFinish(s, p); !errors.Is(err, engine.ErrLeaseLost) {
 			t.Fatalf("A's late JobFinish to %s: %v, want ErrLeaseLost", p.To, err)
 		}
 		sameSnapshot(t, "A's late JobFinish to "+string(p.To), before, snap(t, s, "z"))
@@ -104,7 +104,7 @@ func testZombie(t *testing.T, h Harness) {
 	// B's fence, are refused too.
 	forged := []engine.JobRef{{ID: "z", LeaseID: refA.LeaseID, Fence: b[0].Fence}, {ID: "z", LeaseID: "lease-x", Fence: b[0].Fence}}
 	for _, ref := range forged {
-		if _, err := s.JobFinish(ctx, PlanOf(t, s, Outcome{JobRef: ref, To: engine.StateArchived, Reason: engine.ReasonSkipped})); !errors.Is(err, engine.ErrLeaseLost) {
+		if _, err := tryFinish(s, Outcome{JobRef: ref, To: engine.StateArchived, Reason: engine.ReasonSkipped}); !errors.Is(err, engine.ErrLeaseLost) {
 			t.Fatalf("forged ref %+v: %v, want ErrLeaseLost", ref, err)
 		}
 	}

@@ -298,34 +298,6 @@ func insert(t testing.TB, s engine.Store, ps ...*engine.JobInsertParams) []*engi
 	return out
 }
 
-// claimP claims with full control of the params.
-func claimP(t testing.TB, s engine.Store, p engine.JobClaimParams) *engine.JobClaimResult {
-	t.Helper()
-	if p.LeaseID == "" {
-		p.LeaseID = fmt.Sprintf("lease-%s-%d", p.WorkerID, time.Now().UnixNano())
-	}
-	if p.LeaseDuration == 0 {
-		p.LeaseDuration = time.Hour
-	}
-	if p.Kinds == nil {
-		p.Kinds = kindsK
-	}
-	res, err := s.JobClaim(context.Background(), &p)
-	if err != nil {
-		t.Fatalf("JobClaim(%s): %v", p.Queue, err)
-	}
-	for _, j := range res.Jobs {
-		if j.State != engine.StateRunning {
-			t.Fatalf("JobClaim returned job %s in state %s", j.ID, j.State)
-		}
-		checkLease(t, j)
-		if j.Lease.ID != p.LeaseID || j.Lease.WorkerID != p.WorkerID {
-			t.Fatalf("JobClaim: job %s lease %+v, want id %s worker %s", j.ID, *j.Lease, p.LeaseID, p.WorkerID)
-		}
-	}
-	return res
-}
-
 // claim takes up to limit jobs of queue for worker, kind k v1, a long lease.
 func claim(t testing.TB, s engine.Store, queue, worker string, limit int) []*engine.Job {
 	t.Helper()

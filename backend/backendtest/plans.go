@@ -94,14 +94,6 @@ func PlanOf(t testing.TB, s engine.Store, o Outcome) *engine.JobFinishParams {
 }
 
 // finish applies o and fails the check on an error.
-func finish(t testing.TB, s engine.Store, o Outcome) *engine.Job {
-	t.Helper()
-	j, err := s.JobFinish(context.Background(), PlanOf(t, s, o))
-	if err != nil {
-		t.Fatalf("JobFinish(%s → %s): %v", o.ID, o.To, err)
-	}
-	return j
-}
 
 // actionSpec is the engine's spec of a, for checks that call JobAction.
 func actionSpec(t testing.TB, a engine.Action) engine.ActionSpec {

@@ -25,10 +25,28 @@ import (
 // created are swept in.
 type noCutoffStore struct{ *sqlite.Store }
 
+func (s noCutoffStore) Unwrap() *sqlite.Store { return s.Store }
+
 func (s noCutoffStore) OperationProcessBatch(ctx context.Context, p *engine.OperationProcessBatchParams) (*engine.OperationBatchResult, error) {
 	q := *p
 	q.Cutoff = time.Now().Add(24 * time.Hour)
 	return s.Store.OperationProcessBatch(ctx, &q)
+}
+
+// ownWordsStore writes a text of its own on worker outcomes' events, as a
+// store that decided its own texts would.
+type ownWordsStore struct{ *sqlite.Store }
+
+func (s ownWordsStore) Unwrap() *sqlite.Store { return s.Store }
+
+func (s ownWordsStore) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engine.Job, error) {
+	q := *p
+	if q.Event != nil {
+		e := *q.Event
+		e.Message = "the store's own words"
+		q.Event = &e
+	}
+	return s.Store.JobFinish(ctx, &q)
 }
 
 // brokenStores names each broken store and the checks that must fail on it.
@@ -38,16 +56,30 @@ var brokenStores = map[string]struct {
 }{
 	"no-cutoff": {
 		wrap:   func(s *sqlite.Store) engine.Store { return noCutoffStore{s} },
-		checks: []string{"Control/BulkLeavesLaterDeathsAlone"},
+		checks: []string{"Control/BulkLeavesLaterDeathsAlone", "ControlStore/BulkTakesOnlyEarlierDeaths"},
+	},
+	"own-words": {
+		wrap:   func(s *sqlite.Store) engine.Store { return ownWordsStore{s} },
+		checks: []string{"Plans/SentinelTextsInEveryPlan"},
 	},
 }
 
 func TestConformanceCatchesBrokenStores(t *testing.T) {
 	if name := os.Getenv("SLUICE_BROKEN_STORE"); name != "" {
 		b := brokenStores[name]
+		unwrap := func(s engine.Store) engine.Store {
+			if w, ok := s.(interface{ Unwrap() *sqlite.Store }); ok {
+				return w.Unwrap()
+			}
+			return s
+		}
 		backendtest.Run(t, backendtest.Harness{
 			Name:     "sqlite-" + name,
 			NewStore: func(t testing.TB) engine.Store { return b.wrap(sqlitetest.New(t)) },
+			Truth:    func(t testing.TB, s engine.Store) backendtest.Truth { return sqlitetest.NewTruth(t, unwrap(s)) },
+			Reopen: func(t testing.TB, s engine.Store) engine.Store {
+				return b.wrap(sqlitetest.Reopen(t, unwrap(s)).(*sqlite.Store))
+			},
 		})
 		return
 	}

@@ -14,5 +14,7 @@ func TestConformance(t *testing.T) {
 	backendtest.Run(t, backendtest.Harness{
 		Name:     "sqlite",
 		NewStore: func(t testing.TB) engine.Store { return sqlitetest.New(t) },
+		Truth:    func(t testing.TB, s engine.Store) backendtest.Truth { return sqlitetest.NewTruth(t, s) },
+		Reopen:   sqlitetest.Reopen,
 	})
 }

@@ -1,27 +1,26 @@
-package sqlite_test
+package backendtest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/backend/sqlite"
-	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
 )
 
-// Operations whose selector tests plain columns are taken by id range
-// (events and changes select the batch's jobs again by its condition);
-// these tests walk that path over several windows and every action, and
-// check that a quarantined fingerprint sends a retry back to the list of
-// found rows.
+// Bulk operations over selectors that test plain columns only (states,
+// queues, an error pattern), sparse and dense in id order, with every
+// action, and counts that leave superseded jobs out. (On SQLite these are
+// the batches taken by id range.)
 
-func startOperation(t *testing.T, s *sqlite.Store, id string, a engine.Action, sel engine.Filter) *engine.Operation {
+func startOperation(t *testing.T, s engine.Store, id string, a engine.Action, sel engine.Filter) *engine.Operation {
 	t.Helper()
+	ctx := context.Background()
 	time.Sleep(time.Millisecond) // the jobs entered their state before the operation
-	op, err := s.OperationInsert(ctx, &engine.OperationInsertParams{ID: id, Action: a, Selector: sel, CreatedBy: "ops"})
+	op, err := controlStore(t, s).OperationInsert(ctx, &engine.OperationInsertParams{ID: id, Action: a, Selector: sel, CreatedBy: "ops"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,12 +29,9 @@ func startOperation(t *testing.T, s *sqlite.Store, id string, a engine.Action, s
 
 // eventsOf returns the kinds and from-states of a job's stored events of
 // kind k.
-func eventsOf(t *testing.T, s *sqlite.Store, id string, k engine.EventKind) []engine.Event {
+func eventsOf(t *testing.T, s engine.Store, id string, k engine.EventKind) []engine.Event {
 	t.Helper()
-	evs, err := s.JobEventList(ctx, &engine.JobEventListParams{JobID: id})
-	if err != nil {
-		t.Fatalf("events of %s: %v", id, err)
-	}
+	evs := events(t, s, id)
 	var out []engine.Event
 	for _, e := range evs {
 		if e.Kind == k {
@@ -45,9 +41,9 @@ func eventsOf(t *testing.T, s *sqlite.Store, id string, k engine.EventKind) []en
 	return out
 }
 
-func TestBulkByRange(t *testing.T) {
-	s := sqlitetest.New(t)
-	db := rawDB(t, s)
+func testCStoreBulkSparseEveryAction(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	db := h.truth(t, s)
 	// 60 jobs; every fifth is in queue rare, the rest in common, so a
 	// rare selector is sparse in id order.
 	var js []*engine.JobInsertParams
@@ -58,14 +54,14 @@ func TestBulkByRange(t *testing.T) {
 			q = "rare"
 		}
 		id := fmt.Sprintf("j%03d", i)
-		js = append(js, job(id, q, "k"))
+		js = append(js, djob(id, q, "k"))
 		if q == "rare" {
 			rare = append(rare, id)
 		} else {
 			common = append(common, id)
 		}
 	}
-	insert(t, s, js...)
+	insertRes(t, s, js...)
 	kill(t, s, "rare", len(rare), engine.StateArchived, func(i int) string { return fmt.Sprintf("timeout after %ds", i) })
 	// common: 36 archived, the other 12 cancelled while available.
 	dead := kill(t, s, "common", 36, engine.StateArchived, func(int) string { return "boom" })
@@ -75,7 +71,7 @@ func TestBulkByRange(t *testing.T) {
 	}
 	for _, id := range common {
 		if !wasArchived[id] {
-			if _, err := cancelJob(t, s, id); err != nil {
+			if _, err := cancelJob(t, s, actionParams{ID: id, Actor: "ops"}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -91,7 +87,7 @@ func TestBulkByRange(t *testing.T) {
 	}
 	checkCounts(t, s, db, "retry common")
 	for _, id := range common {
-		if j := get(t, s, id); j.State != engine.StateAvailable {
+		if j := getJob(t, s, id); j.State != engine.StateAvailable {
 			t.Fatalf("%s: %s", id, j.State)
 		}
 		evs := eventsOf(t, s, id, engine.EventRetried)
@@ -105,7 +101,7 @@ func TestBulkByRange(t *testing.T) {
 		}
 	}
 	for _, id := range rare {
-		if j := get(t, s, id); j.State != engine.StateArchived {
+		if j := getJob(t, s, id); j.State != engine.StateArchived {
 			t.Fatalf("rare %s touched: %s", id, j.State)
 		}
 	}
@@ -118,7 +114,7 @@ func TestBulkByRange(t *testing.T) {
 	}
 	checkCounts(t, s, db, "retry rare")
 	for _, id := range rare {
-		if j := get(t, s, id); j.State != engine.StateAvailable || j.MaxAttempts != 3 || j.Attempt != 1 {
+		if j := getJob(t, s, id); j.State != engine.StateAvailable || j.MaxAttempts != 3 || j.Attempt != 1 {
 			t.Fatalf("rare %s: %s, max attempts %d", id, j.State, j.MaxAttempts)
 		}
 	}
@@ -146,24 +142,24 @@ func TestBulkByRange(t *testing.T) {
 	}
 }
 
-// TestBulkRangeQuarantineAndSuperseded: with a quarantined fingerprint in
+// testCStoreBulkQuarantineAndSuperseded: with a quarantined fingerprint in
 // the store a retry refuses its jobs one by one (the list path); superseded
 // jobs are left out unless included, by range as by list.
-func TestBulkRangeQuarantineAndSuperseded(t *testing.T) {
-	s := sqlitetest.New(t)
-	db := rawDB(t, s)
+func testCStoreBulkQuarantineAndSuperseded(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	db := h.truth(t, s)
 	var js []*engine.JobInsertParams
 	for i := range 6 {
-		js = append(js, job(fmt.Sprintf("q%d", i), "q", "k"))
+		js = append(js, djob(fmt.Sprintf("q%d", i), "q", "k"))
 	}
-	insert(t, s, js...)
+	insertRes(t, s, js...)
 	dead := kill(t, s, "q", 6, engine.StateArchived, func(int) string { return "x" })
-	if _, err := s.JobRetryWithInput(ctx, &engine.JobRetryWithInputParams{ID: dead[1].ID, NewID: "fixed",
+	if _, err := retryWithInput(t, s, withInputParams{ID: dead[1].ID, NewID: "fixed",
 		Payload: json.RawMessage(`{"fixed":true}`), Fingerprint: "fp-fixed"}); err != nil {
 		t.Fatal(err)
 	}
 	// Cancel the copy, so the queue's available jobs are the ones retried.
-	if _, err := cancelJob(t, s, "fixed"); err != nil {
+	if _, err := cancelJob(t, s, actionParams{ID: "fixed"}); err != nil {
 		t.Fatal(err)
 	}
 	sel := engine.Filter{States: []engine.State{engine.StateArchived}, Queues: []string{"q"}}
@@ -174,7 +170,7 @@ func TestBulkRangeQuarantineAndSuperseded(t *testing.T) {
 		t.Fatalf("retry: %+v", done)
 	}
 	checkCounts(t, s, db, "retry")
-	if j := get(t, s, dead[1].ID); j.State != engine.StateArchived {
+	if j := getJob(t, s, dead[1].ID); j.State != engine.StateArchived {
 		t.Fatalf("superseded job retried: %s", j.State)
 	}
 	sel.IncludeSuperseded = true
@@ -186,41 +182,34 @@ func TestBulkRangeQuarantineAndSuperseded(t *testing.T) {
 
 	// Kill them again, then quarantine one fingerprint.
 	dead = kill(t, s, "q", 6, engine.StateArchived, func(int) string { return "y" })
-	insert(t, s, &engine.JobInsertParams{ID: "pill", Queue: "pills", Kind: "k", Payload: json.RawMessage(`{}`),
+	insertRes(t, s, &engine.JobInsertParams{ID: "pill", Queue: "pills", Kind: "k", Payload: json.RawMessage(`{}`),
 		Fingerprint: dead[2].Fingerprint, MaxAttempts: 1})
-	res := claim(t, s, engine.JobClaimParams{Queue: "pills", Limit: 1})
-	pill := res.Jobs[0]
-	if _, err := s.JobFinish(ctx, &engine.JobFinishParams{JobRef: ref(pill), To: engine.StateQuarantined,
-		Reason: engine.ReasonQuarantined, Charge: engine.ChargeCrash, Finalize: true,
-		Error:  &engine.ErrorWrite{Entry: engine.AttemptError{Attempt: 1, Crash: true, Message: "boom"}, LastError: "boom", Pattern: "boom"},
-		Counts: []engine.CountDelta{{Queue: "pills", From: engine.StateRunning, To: engine.StateQuarantined, N: 1}},
-		Fingerprint: &engine.FingerprintWrite{Fingerprint: pill.Fingerprint, Kind: pill.Kind, Quarantine: true, AddCrashes: 1,
-			LastError: "boom", LastJobID: pill.ID}}); err != nil {
-		t.Fatal(err)
-	}
+	res := claimRaw(t, s, engine.JobClaimParams{Queue: "pills", Limit: 1})
+	quarantineJob(t, s, res.Jobs[0], "boom")
 	op = startOperation(t, s, "op3", engine.ActionRetry, sel)
 	done := runOperation(t, s, op.ID, 2)
 	if done.Status != engine.OperationCompleted || done.Succeeded != 5 || done.Failed != 1 || !strings.Contains(done.Error, dead[2].ID) {
 		t.Fatalf("retry with a quarantined fingerprint: %+v", done)
 	}
-	if j := get(t, s, dead[2].ID); j.State != engine.StateArchived {
+	if j := getJob(t, s, dead[2].ID); j.State != engine.StateArchived {
 		t.Fatalf("quarantined job retried: %s", j.State)
 	}
 	checkCounts(t, s, db, "retry with a quarantined fingerprint")
 }
 
-// TestCountWithoutSuperseded: a bulk selector's count takes the
+// testCStoreCountWithoutSuperseded: a bulk selector's count takes the
 // superseded jobs away from the filter's count, capped as asked.
-func TestCountWithoutSuperseded(t *testing.T) {
-	s := sqlitetest.New(t)
+func testCStoreCountWithoutSuperseded(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ctx := context.Background()
 	var js []*engine.JobInsertParams
 	for i := range 8 {
-		js = append(js, job(fmt.Sprintf("c%d", i), "q", "k"))
+		js = append(js, djob(fmt.Sprintf("c%d", i), "q", "k"))
 	}
-	insert(t, s, js...)
+	insertRes(t, s, js...)
 	dead := kill(t, s, "q", 8, engine.StateArchived, func(int) string { return "x" })
 	for _, j := range dead[:3] {
-		if _, err := s.JobRetryWithInput(ctx, &engine.JobRetryWithInputParams{ID: j.ID, NewID: j.ID + "-fixed",
+		if _, err := retryWithInput(t, s, withInputParams{ID: j.ID, NewID: j.ID + "-fixed",
 			Payload: json.RawMessage(`{"fixed":true}`), Fingerprint: "fp-" + j.ID + "-fixed"}); err != nil {
 			t.Fatal(err)
 		}
@@ -242,7 +231,7 @@ func TestCountWithoutSuperseded(t *testing.T) {
 		{engine.Filter{Queues: []string{"q"}}, true, 0, 8, false}, // 5 archived and 3 available copies
 		{engine.Filter{IDs: []string{dead[0].ID, dead[5].ID}}, true, 0, 1, false},
 	} {
-		n, est, err := s.JobCount(ctx, &engine.JobCountParams{Filter: tc.f, ExcludeSuperseded: tc.exclude, Max: tc.max})
+		n, est, err := controlStore(t, s).JobCount(ctx, &engine.JobCountParams{Filter: tc.f, ExcludeSuperseded: tc.exclude, Max: tc.max})
 		if err != nil || n != tc.want || est != tc.wantEstimate {
 			t.Errorf("count %s (exclude superseded %v, max %d): %d %v %v, want %d %v", tc.f, tc.exclude, tc.max, n, est, err,
 				tc.want, tc.wantEstimate)

@@ -1,0 +1,76 @@
+package sqlite_test
+
+import (
+	"database/sql"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/sluicehq/sluice/backend/sqlite"
+	"github.com/sluicehq/sluice/engine"
+)
+
+func countsEqual(a, b map[string]map[engine.State]int64) bool {
+	return maps.EqualFunc(a, b, func(x, y map[engine.State]int64) bool { return maps.Equal(x, y) })
+}
+
+func listIDs(t testing.TB, s *sqlite.Store, f engine.Filter) []string {
+	t.Helper()
+	js, err := s.JobList(ctx, &engine.JobListParams{Filter: f, Limit: 1000})
+	if err != nil {
+		t.Fatalf("JobList(%s): %v", f, err)
+	}
+	out := ids(js)
+	slices.Sort(out)
+	return out
+}
+
+// TestMigration0002OnExistingJobs upgrades a file written at schema 1: the
+// counters start from the jobs there, and last errors come back from the
+// error lists.
+func TestMigration0002OnExistingJobs(t *testing.T) {
+	init1, err := os.ReadFile("migrations/0001_init.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		string(init1),
+		`CREATE TABLE schema_migrations (version INTEGER NOT NULL PRIMARY KEY, applied_at INTEGER NOT NULL)`,
+		`INSERT INTO schema_migrations VALUES (1, 1)`,
+		`INSERT INTO jobs (id, queue, kind, state, scheduled_at, created_at, state_changed_at, errors) VALUES
+			('a', 'q1', 'k', 'archived', 1, 1, 1, '[{"attempt":1,"message":"first"},{"attempt":2,"message":"second"}]'),
+			('b', 'q1', 'k', 'archived', 1, 1, 2, '[]'),
+			('c', 'q2', 'k', 'available', 1, 1, 3, '[]')`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	s, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, err := s.JobCountByQueue(ctx, &engine.JobCountByQueueParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[engine.State]int64{"q1": {engine.StateArchived: 2}, "q2": {engine.StateAvailable: 1}}
+	if !countsEqual(got, want) {
+		t.Fatalf("counters after the upgrade: %v, want %v", got, want)
+	}
+	if ids := listIDs(t, s, engine.Filter{Error: "second"}); !slices.Equal(ids, []string{"a"}) {
+		t.Fatalf("last error after the upgrade: %v", ids)
+	}
+	if sqlite.SchemaVersion() < 2 { // later migrations add to it
+		t.Fatalf("schema version %d", sqlite.SchemaVersion())
+	}
+}
