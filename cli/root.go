@@ -12,13 +12,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/internal/cliutil"
 )
 
 // Execute runs the sluice command with the process's arguments and returns
@@ -51,10 +52,7 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 // logOptions are the flags every command shares.
-type logOptions struct {
-	file  string
-	level string
-}
+type logOptions = cliutil.LogOptions
 
 func newRoot() *cobra.Command { return newRootEnv(os.LookupEnv) }
 
@@ -87,36 +85,13 @@ Shell completion: sluice completion bash|zsh|fish|powershell --help.`,
 			return s.prepare(cmd)
 		},
 	}
-	root.PersistentFlags().StringVar(&lo.file, "log-file", "", "write logs to this file (default: stderr for worker and serve, none for the others)")
-	root.PersistentFlags().StringVar(&lo.level, "log-level", "info", "log level: debug, info, warn, error")
+	lo.AddFlags(root.PersistentFlags(), "write logs to this file (default: stderr for worker and serve, none for the others)")
 	root.PersistentFlags().StringVar(&s.configFlag, "config", "", "config file (default $XDG_CONFIG_HOME/sluice/config.yaml; env SLUICE_CONFIG)")
 	root.AddCommand(newDemoCmd(lo), newWorkerCmd(lo), newBenchCmd(lo), newTUICmd(lo))
 	root.AddCommand(controlCommands(lo)...)
 	root.AddCommand(newMigrateCmd(lo), newConfigCmd(s))
 	registerCompletions(root)
 	return root
-}
-
-// logger opens the log destination: the --log-file when given, else
-// fallback (nil means discard). The returned close flushes and closes the
-// file.
-func (lo *logOptions) logger(fallback io.Writer) (*slog.Logger, func(), error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(lo.level)); err != nil {
-		return nil, nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", lo.level)
-	}
-	opts := &slog.HandlerOptions{Level: level}
-	if lo.file != "" {
-		f, err := os.OpenFile(lo.file, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return nil, nil, fmt.Errorf("open log file: %w", err)
-		}
-		return slog.New(slog.NewTextHandler(f, opts)), func() { _ = f.Close() }, nil
-	}
-	if fallback == nil {
-		return slog.New(slog.DiscardHandler), func() {}, nil
-	}
-	return slog.New(slog.NewTextHandler(fallback, opts)), func() {}, nil
 }
 
 // signalContext is cancelled by the first SIGINT or SIGTERM; a second one

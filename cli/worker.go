@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/examples/demo"
+	"github.com/sluicehq/sluice/internal/cliutil"
 )
 
 type workerOptions struct {
@@ -62,7 +63,7 @@ Logs go to stderr (slog text) unless --log-file is given.`,
 }
 
 func runWorker(ctx context.Context, o *workerOptions, lo *logOptions) error {
-	log, closeLog, err := lo.logger(os.Stderr)
+	log, closeLog, err := lo.Logger(os.Stderr)
 	if err != nil {
 		return err
 	}
@@ -96,7 +97,7 @@ func runWorker(ctx context.Context, o *workerOptions, lo *logOptions) error {
 		cfg.CrashBackoff = func(int) time.Duration { return d }
 	}
 
-	store, err := openStoreLogged(ctx, o.store, log)
+	store, err := cliutil.OpenStore(ctx, o.store, log)
 	if err != nil {
 		return err
 	}
@@ -115,7 +116,7 @@ func runWorker(ctx context.Context, o *workerOptions, lo *logOptions) error {
 	if err := e.Start(ctx); err != nil {
 		return err
 	}
-	log.Info("worker started", "worker", e.WorkerID(), "store", redactURL(o.store), "queues", queues,
+	log.Info("worker started", "worker", e.WorkerID(), "store", cliutil.RedactURL(o.store), "queues", queues,
 		"concurrency", o.concurrency, "pid", os.Getpid())
 	<-ctx.Done()
 	log.Info("stopping: draining running jobs", "bound", o.shutdownTimeout)
