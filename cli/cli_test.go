@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,7 +15,7 @@ import (
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/examples/demo"
+	"github.com/sluicehq/sluice/internal/demo"
 )
 
 func TestWorkerCommand(t *testing.T) {
@@ -31,8 +32,8 @@ func TestWorkerCommand(t *testing.T) {
 	}
 	var ids []string
 	for i := range 20 {
-		j, err := e.Enqueue(context.Background(), engine.EnqueueParams{Queue: demo.QueueChaos, Kind: demo.KindChaosSleep,
-			Args: demo.Sleep{MS: i}})
+		j, err := e.Enqueue(context.Background(), engine.EnqueueParams{Queue: demo.QueueBilling, Kind: demo.KindInvoiceGenerate,
+			Args: demo.Invoice{Invoice: fmt.Sprintf("INV-W-%d", i), Customer: 7, AmountCents: 100, Currency: "EUR", WorkMS: i}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +46,7 @@ func TestWorkerCommand(t *testing.T) {
 	exit := make(chan int, 1)
 	var out bytes.Buffer
 	go func() {
-		exit <- run(ctx, []string{"worker", "--store", "sqlite://" + db, "--queues", "chaos", "--worker-id", "test-worker",
+		exit <- run(ctx, []string{"worker", "--demo", "--store", "sqlite://" + db, "--queues", "billing", "--worker-id", "test-worker",
 			"--poll", "20ms", "--maintenance-interval", "50ms", "--log-file", logFile}, &out, &out)
 	}()
 	deadline := time.Now().Add(60 * time.Second)
@@ -80,6 +81,28 @@ func TestWorkerCommand(t *testing.T) {
 	log, _ := os.ReadFile(logFile)
 	if !strings.Contains(string(log), "worker stopped") {
 		t.Errorf("log file lacks the stop line:\n%s", log)
+	}
+}
+
+// Without kinds, sluice worker refuses to start, and says where workers
+// run; it opens no store.
+func TestWorkerWithoutKinds(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "never.db")
+	for _, args := range [][]string{{"worker"}, {"worker", "--store", "sqlite://" + db, "--queues", "billing"}} {
+		var out bytes.Buffer
+		if code := run(context.Background(), args, &out, &out); code == 0 {
+			t.Errorf("%v: exit 0, want non-zero", args)
+		}
+		for _, want := range []string{"no job kinds", "inside your own program", "examples/embedded", "--demo"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%v: output lacks %q:\n%s", args, want, out.String())
+			}
+		}
+	}
+	if _, err := os.Stat(db); !os.IsNotExist(err) {
+		t.Errorf("the store was created: %v", err)
 	}
 }
 

@@ -36,7 +36,7 @@ func writeConfig(t *testing.T, body string) string {
 // root does before running it.
 func prepared(t *testing.T, env map[string]string, args ...string) (*settingsProbe, error) {
 	t.Helper()
-	root := newRootEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	root := newRootEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, nil)
 	// Execute adds these two; Find needs them now.
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd(args...)
@@ -266,7 +266,7 @@ func TestConfigFileErrors(t *testing.T) {
 // keymap, keys.json winning for the actions it names.
 func TestConfigFileKeyBindings(t *testing.T) {
 	t.Parallel()
-	root := newRootEnv(func(string) (string, bool) { return "", false })
+	root := newRootEnv(func(string) (string, bool) { return "", false }, nil)
 	cfg, err := parseConfig(root, "config.yaml", []byte("keys:\n  retry: R\n  cancel: X\n  delete: []\n"))
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/cliutil"
 )
 
@@ -28,9 +29,23 @@ func Execute() int {
 	return run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
 }
 
+// Kinds registers job kinds on an engine.
+type Kinds func(*engine.Engine) error
+
+// ExecuteWithKinds is Execute for a binary that builds more job kinds into
+// `worker`, which then runs them without --demo. The test worker of the
+// fault tests (internal/testworker) is such a binary.
+func ExecuteWithKinds(kinds Kinds) int {
+	return runWith(context.Background(), os.Args[1:], os.Stdout, os.Stderr, kinds)
+}
+
 // run is Execute with its inputs given, for tests.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	root := newRoot()
+	return runWith(ctx, args, stdout, stderr, nil)
+}
+
+func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, kinds Kinds) int {
+	root := newRootEnv(os.LookupEnv, kinds)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -54,11 +69,11 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 // logOptions are the flags every command shares.
 type logOptions = cliutil.LogOptions
 
-func newRoot() *cobra.Command { return newRootEnv(os.LookupEnv) }
+func newRoot() *cobra.Command { return newRootEnv(os.LookupEnv, nil) }
 
 // newRootEnv is newRoot reading settings from the environment lookupEnv
-// gives, for tests.
-func newRootEnv(lookupEnv func(string) (string, bool)) *cobra.Command {
+// gives, for tests, with kinds built into worker.
+func newRootEnv(lookupEnv func(string) (string, bool), kinds Kinds) *cobra.Command {
 	lo := &logOptions{}
 	s := &settings{lookupEnv: lookupEnv}
 	root := &cobra.Command{
@@ -87,7 +102,7 @@ Shell completion: sluice completion bash|zsh|fish|powershell --help.`,
 	}
 	lo.AddFlags(root.PersistentFlags(), "write logs to this file (default: stderr for worker and serve, none for the others)")
 	root.PersistentFlags().StringVar(&s.configFlag, "config", "", "config file (default $XDG_CONFIG_HOME/sluice/config.yaml; env SLUICE_CONFIG)")
-	root.AddCommand(newDemoCmd(lo), newWorkerCmd(lo), newBenchCmd(lo), newTUICmd(lo))
+	root.AddCommand(newDemoCmd(lo), newWorkerCmd(lo, kinds), newBenchCmd(lo), newTUICmd(lo))
 	root.AddCommand(controlCommands(lo)...)
 	root.AddCommand(newMigrateCmd(lo), newConfigCmd(s))
 	registerCompletions(root)

@@ -29,7 +29,7 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/examples/demo"
+	"github.com/sluicehq/sluice/internal/demo"
 	"github.com/sluicehq/sluice/internal/cliutil"
 )
 
