@@ -55,8 +55,8 @@ func jsonErrorText(err error) string {
 }
 
 // selectorWire is a bulk selector as the wire takes it: the singular form
-// of the seed documents ({"state":"archived","queue":"billing"}), the plural
-// form of engine.Filter, and a q string in the query grammar, all ANDed
+// the API has taken from its first version ({"state":"archived","queue":
+// "billing"}), the plural form of engine.Filter, and a q string in the query grammar, all ANDed
 // (values of one field from several forms are merged).
 type selectorWire struct {
 	State  string         `json:"state,omitempty"`

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -188,5 +189,37 @@ func TestSanitize(t *testing.T) {
 		if got := sanitize(c.in, c.max); got != c.want {
 			t.Errorf("sanitize(%q, %d) = %q, want %q", c.in, c.max, got, c.want)
 		}
+	}
+}
+
+// sluice bench burns down N no-op jobs on the store named and prints the
+// rate with the machine it ran on; the store keeps none of them.
+func TestBenchCommand(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "bench.db")
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"bench", "--store", "sqlite://" + db, "--jobs", "200", "--concurrency", "8"}, &out, &out); code != 0 {
+		t.Fatalf("exit %d: %s", code, out.String())
+	}
+	for _, want := range []string{"200 jobs on sqlite://" + db, "jobs/s", runtime.Version(), "cores"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	store, err := sqlite.Open(context.Background(), db, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	e, err := engine.New(store, engine.Config{NoMaintenance: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := e.ListJobs(context.Background(), engine.ListJobsParams{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Jobs) != 0 {
+		t.Errorf("the store keeps %d jobs of the run", len(page.Jobs))
 	}
 }

@@ -1,10 +1,16 @@
 // Package cli is the sluice command: demo, worker, tui, serve, jobs, bulk,
 // operations, quarantine, queues, migrate, config, completion and bench.
 //
-// Commands open a store from a URL (openStore), build an engine over it and
-// run until a signal. Logs go to a file or stderr, never to the screen a
-// command draws on. Settings come from flags, then SLUICE_* variables, then
-// the config file (config.go).
+// Commands open a store from a URL (internal/cliutil.OpenStore), build an
+// engine over it and run until a signal. The binary holds no job kinds but
+// the demo's, and those only for demo features (demo, worker --demo,
+// tui --worker, serve --demo-workers); a program's own kinds run in the
+// program (examples/embedded). The benchmark scenarios are not here either:
+// they are internal/bench, which scripts/bench runs.
+//
+// Logs go to a file or stderr, never to the screen a command draws on.
+// Settings come from flags, then SLUICE_* variables, then the config file
+// (config.go).
 package cli
 
 import (

@@ -29,8 +29,8 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/internal/demo"
 	"github.com/sluicehq/sluice/internal/cliutil"
+	"github.com/sluicehq/sluice/internal/demo"
 )
 
 // `sluice bench api`: the HTTP control API under a fixed arrival rate of
