@@ -33,9 +33,9 @@ import (
 	"github.com/sluicehq/sluice/internal/demo"
 )
 
-// `sluice bench api`: the HTTP control API under a fixed arrival rate of
-// list requests, over a store holding N archived jobs, while the server's
-// workers run.
+// The api scenario (scripts/bench api): the HTTP control API under a fixed
+// arrival rate of list requests, over a store holding N archived jobs,
+// while the server's workers run.
 
 type benchAPIOptions struct {
 	store       string
