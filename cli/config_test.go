@@ -103,7 +103,7 @@ tui:
 		noCfg bool              // run without the config file
 	}{
 		{"defaults without a file", nil, []string{"worker"},
-			map[string]string{"store": "sqlite://sluice.db", "concurrency": "10", "log-level": "info", "queues": "billing,email,reports,chaos"}, true},
+			map[string]string{"store": "sqlite://sluice.db", "concurrency": "10", "log-level": "info", "queues": ""}, true},
 		{"file: top level and the command's section", nil, []string{"worker"},
 			map[string]string{"store": "sqlite://worker.db", "concurrency": "7", "log-level": "warn", "queues": "billing,email"}, false},
 		{"environment beats file", map[string]string{"SLUICE_STORE": "sqlite://env.db", "SLUICE_CONCURRENCY": "3", "SLUICE_LOG_LEVEL": "debug"}, []string{"worker"},
@@ -141,7 +141,7 @@ tui:
 			map[string]string{"token": "t0k3n", "state": "running"}, false},
 		{"migrate: store", map[string]string{"SLUICE_STORE": "sqlite://m.db"}, []string{"migrate"},
 			map[string]string{"store": "sqlite://m.db"}, false},
-		{"bench takes nothing (it deletes its store)", map[string]string{"SLUICE_STORE": "sqlite://precious.db"}, []string{"bench", "throughput"},
+		{"bench takes nothing (its store is named on the command line)", map[string]string{"SLUICE_STORE": "sqlite://precious.db"}, []string{"bench"},
 			map[string]string{"store": "", "concurrency": "50"}, false},
 	}
 	for _, tc := range tests {

@@ -15,8 +15,6 @@ package cli
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -51,26 +49,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, kinds Kinds) int {
-	root := newRootEnv(os.LookupEnv, kinds)
-	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	if err := root.ExecuteContext(ctx); err != nil {
-		var ex exitError
-		if errors.As(err, &ex) {
-			return ex.code
-		}
-		fmt.Fprintf(stderr, "sluice: %v\n", err)
-		return 1
-	}
-	return 0
+	return cliutil.Run(ctx, newRootEnv(os.LookupEnv, kinds), "sluice", args, stdout, stderr)
 }
-
-// exitError ends the command with a status and nothing more printed: the
-// command has said what went wrong already.
-type exitError struct{ code int }
-
-func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 // logOptions are the flags every command shares.
 type logOptions = cliutil.LogOptions

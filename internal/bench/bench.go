@@ -87,7 +87,7 @@ func printBenchResult(stdout io.Writer, res *benchResult, err error) error {
 		res.add("status", "error")
 		res.add("error", strings.Join(strings.Fields(err.Error()), "_"))
 		fmt.Fprintln(stdout, res.String())
-		return exitError{code: 1}
+		return cliutil.ExitError{Code: 1}
 	}
 	res.add("status", "ok")
 	fmt.Fprintln(stdout, res.String())

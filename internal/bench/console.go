@@ -161,7 +161,7 @@ func benchConsoleReexec(ctx context.Context, o *benchConsoleOptions, lo *cliutil
 	if err := c.Run(); err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
-			return exitError{code: ee.ExitCode()}
+			return cliutil.ExitError{Code: ee.ExitCode()}
 		}
 		return err
 	}

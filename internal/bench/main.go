@@ -13,7 +13,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -44,25 +43,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	lo.AddFlags(root.PersistentFlags(), "write logs to this file (default: stderr)")
 	root.AddCommand(newBenchThroughputCmd(lo), newBenchDeadLetterCmd(lo), newBenchConsoleCmd(lo), newBenchAPICmd(lo))
-	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	if err := root.ExecuteContext(ctx); err != nil {
-		var ex exitError
-		if errors.As(err, &ex) {
-			return ex.code
-		}
-		fmt.Fprintf(stderr, "sluice-bench: %v\n", err)
-		return 1
-	}
-	return 0
+	return cliutil.Run(ctx, root, "sluice-bench", args, stdout, stderr)
 }
-
-// exitError ends the command with a status and nothing more printed: the
-// scenario has printed its result line already.
-type exitError struct{ code int }
-
-func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 // driveOperation runs pending operations in this process until operation
 // id ends, as `sluice bulk --store` does, writing its progress to progress.

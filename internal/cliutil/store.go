@@ -1,5 +1,6 @@
 // Package cliutil holds what the sluice command and the benchmark binary
-// (internal/bench) share: opening a store from its URL and the log flags.
+// (internal/bench) share: opening a store from its URL, the log flags and
+// running a cobra root to an exit status.
 package cliutil
 
 import (
