@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"os"
-	"path/filepath"
 
-	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -19,16 +16,8 @@ import (
 // worker.
 func ExampleEngine_OnDead() {
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "sluice-example-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	store, err := sqlite.Open(ctx, filepath.Join(dir, "jobs.db"), sqlite.Options{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer store.Close()
+	store, closeStore := exampleStore(ctx) // a SQLite file in a temporary directory
+	defer closeStore()
 
 	e, err := engine.New(store, engine.Config{
 		Queues: map[string]engine.QueueConfig{"billing": {Concurrency: 1}},

@@ -4,10 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"os"
-	"path/filepath"
 
-	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -23,16 +20,8 @@ type Receipt struct {
 // at once, and nil completes it.
 func ExampleTypedHandler() {
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "sluice-example-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	store, err := sqlite.Open(ctx, filepath.Join(dir, "jobs.db"), sqlite.Options{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer store.Close()
+	store, closeStore := exampleStore(ctx) // a SQLite file in a temporary directory
+	defer closeStore()
 
 	e, err := engine.New(store, engine.Config{
 		Queues: map[string]engine.QueueConfig{"email": {Concurrency: 4}},
