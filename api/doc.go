@@ -12,5 +12,6 @@
 // The package knows the engine's types and nothing of any store: errors
 // cross the wire as a status code and a short reason, and the client maps
 // them back to the engine's sentinel errors (errors.Is works on both
-// sides). See openapi.yaml for the routes.
+// sides). See openapi.yaml for the routes, and examples/server for a
+// service that mounts the server in its own mux behind its own middleware.
 package api

@@ -17,8 +17,8 @@ import (
 	"github.com/sluicehq/sluice/engine"
 )
 
-// TestSeedRequestsOnEngine sends the seed document's requests, as curl
-// sends them, to a server over a real engine on SQLite whose billing jobs
+// TestSeedRequestsOnEngine sends the API's first documented requests (the
+// curl command lines in the comments below), as curl sends them, to a server over a real engine on SQLite whose billing jobs
 // have died.
 func TestSeedRequestsOnEngine(t *testing.T) {
 	store := sqlitetest.New(t)

@@ -15,7 +15,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 )
 
-// TestFaultChaos is the chaos harness: real `sluice worker` processes on
+// TestFaultChaos is the chaos harness: real `testworker worker` processes on
 // one SQLite file work a stream of jobs while, at random moments, one is
 // killed with SIGKILL (and replaced), frozen with SIGSTOP past its lease
 // and then thawed (a zombie that wakes up holding stale leases), or

@@ -3,10 +3,11 @@ package cli
 import (
 	"bytes"
 	"context"
-	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -15,159 +16,8 @@ import (
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/examples/demo"
+	"github.com/sluicehq/sluice/internal/demo"
 )
-
-func TestParseStoreURL(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		url, backend, path string
-		err                error
-	}{
-		{"sqlite://sluice.db", "sqlite", "sluice.db", nil},
-		{"sqlite://dir/x.db", "sqlite", "dir/x.db", nil},
-		{"sqlite:///abs/path.db", "sqlite", "/abs/path.db", nil},
-		{"sqlite:x.db", "sqlite", "x.db", nil},
-		{"plain.db", "sqlite", "plain.db", nil},
-		{"/abs/plain.db", "sqlite", "/abs/plain.db", nil},
-		{"postgres://root@127.0.0.1:5432/db?sslmode=disable", "postgres", "", nil},
-		{"postgresql://h/db", "postgres", "", nil},
-		{"redis://127.0.0.1:6379/0", "redis", "", nil},
-		{"mysql://h/db", "", "", engine.ErrInvalid},
-		{"", "", "", engine.ErrInvalid},
-		{"sqlite://", "", "", engine.ErrInvalid},
-	}
-	for _, c := range cases {
-		got, err := parseStoreURL(c.url)
-		if c.err != nil {
-			if !errors.Is(err, c.err) {
-				t.Errorf("parseStoreURL(%q) err = %v, want %v", c.url, err, c.err)
-			}
-			continue
-		}
-		if err != nil || got.backend != c.backend || got.path != c.path {
-			t.Errorf("parseStoreURL(%q) = %+v, %v; want %s %q", c.url, got, err, c.backend, c.path)
-		}
-	}
-}
-
-func TestOpenStoreNotBuilt(t *testing.T) {
-	t.Parallel()
-	for _, u := range []string{"postgres://u:hunter2@127.0.0.1/db", "redis://127.0.0.1:6379/0"} {
-		s, err := openStore(context.Background(), u)
-		if s != nil || !errors.Is(err, engine.ErrUnsupported) || !strings.Contains(err.Error(), "not built yet") {
-			t.Errorf("openStore(%q) = %v, %v; want an ErrUnsupported saying not built yet", u, s, err)
-		}
-		if err != nil && strings.Contains(err.Error(), "hunter2") {
-			t.Errorf("error shows the password: %v", err)
-		}
-	}
-}
-
-func TestOpenStoreSQLite(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	for _, u := range []string{"sqlite://" + filepath.Join(dir, "a.db"), filepath.Join(dir, "b.db")} {
-		s, err := openStore(context.Background(), u)
-		if err != nil {
-			t.Fatalf("openStore(%q): %v", u, err)
-		}
-		if s.Backend() != "sqlite" {
-			t.Errorf("backend = %q", s.Backend())
-		}
-		s.Close()
-	}
-}
-
-func TestRemoveSQLiteFile(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	other := filepath.Join(dir, "notes.txt")
-	if err := os.WriteFile(other, []byte("not a database"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := removeSQLiteFile(other); err == nil {
-		t.Error("removeSQLiteFile deleted a file that is not a SQLite database")
-	}
-	if _, err := os.Stat(other); err != nil {
-		t.Errorf("the other file is gone: %v", err)
-	}
-	if err := removeSQLiteFile(dir); err == nil {
-		t.Error("removeSQLiteFile accepted a directory")
-	}
-	if err := removeSQLiteFile(filepath.Join(dir, "missing.db")); err != nil {
-		t.Errorf("a missing file: %v", err)
-	}
-
-	db := filepath.Join(dir, "x.db")
-	s, err := sqlite.Open(context.Background(), db, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	if err := os.WriteFile(db+"-wal", nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := removeSQLiteFile(db); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range []string{db, db + "-wal", db + "-shm"} {
-		if _, err := os.Stat(p); !os.IsNotExist(err) {
-			t.Errorf("%s still there (%v)", p, err)
-		}
-	}
-}
-
-func TestBenchThroughput(t *testing.T) {
-	t.Parallel()
-	db := filepath.Join(t.TempDir(), "bench.db")
-	var out, errOut bytes.Buffer
-	code := run(context.Background(), []string{"bench", "throughput", "--store", "sqlite://" + db,
-		"--jobs", "300", "--concurrency", "10", "--batch", "100", "--log-level", "warn"}, &out, &errOut)
-	if code != 0 {
-		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out.String(), errOut.String())
-	}
-	line := strings.TrimSpace(out.String())
-	if strings.Count(line, "\n") != 0 {
-		t.Errorf("want one result line, got:\n%s", line)
-	}
-	for _, want := range []string{"system=sluice ", "scenario=throughput ", "store=sqlite ", "jobs=300 ", "concurrency=10 ",
-		"handled=300 ", "verified=300 ", "status=ok"} {
-		if !strings.Contains(line, want) {
-			t.Errorf("result line lacks %q: %s", want, line)
-		}
-	}
-	for _, key := range []string{"insert_seconds", "insert_per_sec", "seconds", "work_seconds", "jobs_per_sec"} {
-		if !regexp.MustCompile(`(^| )` + key + `=[0-9]+\.[0-9]{4}( |$)`).MatchString(line) {
-			t.Errorf("result line lacks a number for %s: %s", key, line)
-		}
-	}
-
-	// A second run resets the file: the same counts again.
-	out.Reset()
-	if code := run(context.Background(), []string{"bench", "throughput", "--store", db, "--jobs", "50", "--log-level", "warn"}, &out, &errOut); code != 0 {
-		t.Fatalf("second run: exit %d: %s", code, out.String())
-	}
-	if !strings.Contains(out.String(), "verified=50 ") {
-		t.Errorf("second run: %s", out.String())
-	}
-}
-
-func TestBenchThroughputError(t *testing.T) {
-	t.Parallel()
-	var out, errOut bytes.Buffer
-	code := run(context.Background(), []string{"bench", "throughput", "--store", "redis://127.0.0.1:6379/0", "--jobs", "10"}, &out, &errOut)
-	if code != 1 {
-		t.Errorf("exit %d, want 1", code)
-	}
-	line := strings.TrimSpace(out.String())
-	if !strings.HasPrefix(line, "system=sluice ") || !strings.Contains(line, " status=error error=") {
-		t.Errorf("want an error result line, got %q", line)
-	}
-	if strings.Contains(line[strings.Index(line, "error="):], " ") {
-		t.Errorf("the error value has spaces: %q", line)
-	}
-}
 
 func TestWorkerCommand(t *testing.T) {
 	t.Parallel()
@@ -183,8 +33,8 @@ func TestWorkerCommand(t *testing.T) {
 	}
 	var ids []string
 	for i := range 20 {
-		j, err := e.Enqueue(context.Background(), engine.EnqueueParams{Queue: demo.QueueChaos, Kind: demo.KindChaosSleep,
-			Args: demo.Sleep{MS: i}})
+		j, err := e.Enqueue(context.Background(), engine.EnqueueParams{Queue: demo.QueueBilling, Kind: demo.KindInvoiceGenerate,
+			Args: demo.Invoice{Invoice: fmt.Sprintf("INV-W-%d", i), Customer: 7, AmountCents: 100, Currency: "EUR", WorkMS: i}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,7 +47,7 @@ func TestWorkerCommand(t *testing.T) {
 	exit := make(chan int, 1)
 	var out bytes.Buffer
 	go func() {
-		exit <- run(ctx, []string{"worker", "--store", "sqlite://" + db, "--queues", "chaos", "--worker-id", "test-worker",
+		exit <- run(ctx, []string{"worker", "--demo", "--store", "sqlite://" + db, "--queues", "billing", "--worker-id", "test-worker",
 			"--poll", "20ms", "--maintenance-interval", "50ms", "--log-file", logFile}, &out, &out)
 	}()
 	deadline := time.Now().Add(60 * time.Second)
@@ -232,6 +82,28 @@ func TestWorkerCommand(t *testing.T) {
 	log, _ := os.ReadFile(logFile)
 	if !strings.Contains(string(log), "worker stopped") {
 		t.Errorf("log file lacks the stop line:\n%s", log)
+	}
+}
+
+// Without kinds, sluice worker refuses to start, and says where workers
+// run; it opens no store.
+func TestWorkerWithoutKinds(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "never.db")
+	for _, args := range [][]string{{"worker"}, {"worker", "--store", "sqlite://" + db, "--queues", "billing"}} {
+		var out bytes.Buffer
+		if code := run(context.Background(), args, &out, &out); code == 0 {
+			t.Errorf("%v: exit 0, want non-zero", args)
+		}
+		for _, want := range []string{"no job kinds", "inside your own program", "examples/embedded", "--demo"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%v: output lacks %q:\n%s", args, want, out.String())
+			}
+		}
+	}
+	if _, err := os.Stat(db); !os.IsNotExist(err) {
+		t.Errorf("the store was created: %v", err)
 	}
 }
 
@@ -317,5 +189,37 @@ func TestSanitize(t *testing.T) {
 		if got := sanitize(c.in, c.max); got != c.want {
 			t.Errorf("sanitize(%q, %d) = %q, want %q", c.in, c.max, got, c.want)
 		}
+	}
+}
+
+// sluice bench burns down N no-op jobs on the store named and prints the
+// rate with the machine it ran on; the store keeps none of them.
+func TestBenchCommand(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "bench.db")
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"bench", "--store", "sqlite://" + db, "--jobs", "200", "--concurrency", "8"}, &out, &out); code != 0 {
+		t.Fatalf("exit %d: %s", code, out.String())
+	}
+	for _, want := range []string{"200 jobs on sqlite://" + db, "jobs/s", runtime.Version(), "cores"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	store, err := sqlite.Open(context.Background(), db, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	e, err := engine.New(store, engine.Config{NoMaintenance: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := e.ListJobs(context.Background(), engine.ListJobsParams{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Jobs) != 0 {
+		t.Errorf("the store keeps %d jobs of the run", len(page.Jobs))
 	}
 }

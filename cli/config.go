@@ -52,7 +52,8 @@ var envOverride = map[string]string{"tokens": ""}
 var exclusiveFlags = [][]string{{"api", "store"}}
 
 // unconfigured commands take nothing from the environment or the file:
-// bench deletes the store it is given; the others have no settings.
+// bench writes jobs to a store, which it must be named on its command
+// line; the others have no settings.
 var unconfigured = map[string]bool{
 	"bench": true, "completion": true, "help": true, "config": true,
 	cobra.ShellCompRequestCmd: true, cobra.ShellCompNoDescRequestCmd: true,

@@ -36,7 +36,7 @@ func writeConfig(t *testing.T, body string) string {
 // root does before running it.
 func prepared(t *testing.T, env map[string]string, args ...string) (*settingsProbe, error) {
 	t.Helper()
-	root := newRootEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	root := newRootEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, nil)
 	// Execute adds these two; Find needs them now.
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd(args...)
@@ -103,7 +103,7 @@ tui:
 		noCfg bool              // run without the config file
 	}{
 		{"defaults without a file", nil, []string{"worker"},
-			map[string]string{"store": "sqlite://sluice.db", "concurrency": "10", "log-level": "info", "queues": "billing,email,reports,chaos"}, true},
+			map[string]string{"store": "sqlite://sluice.db", "concurrency": "10", "log-level": "info", "queues": ""}, true},
 		{"file: top level and the command's section", nil, []string{"worker"},
 			map[string]string{"store": "sqlite://worker.db", "concurrency": "7", "log-level": "warn", "queues": "billing,email"}, false},
 		{"environment beats file", map[string]string{"SLUICE_STORE": "sqlite://env.db", "SLUICE_CONCURRENCY": "3", "SLUICE_LOG_LEVEL": "debug"}, []string{"worker"},
@@ -141,7 +141,7 @@ tui:
 			map[string]string{"token": "t0k3n", "state": "running"}, false},
 		{"migrate: store", map[string]string{"SLUICE_STORE": "sqlite://m.db"}, []string{"migrate"},
 			map[string]string{"store": "sqlite://m.db"}, false},
-		{"bench takes nothing (it deletes its store)", map[string]string{"SLUICE_STORE": "sqlite://precious.db"}, []string{"bench", "throughput"},
+		{"bench takes nothing (its store is named on the command line)", map[string]string{"SLUICE_STORE": "sqlite://precious.db"}, []string{"bench"},
 			map[string]string{"store": "", "concurrency": "50"}, false},
 	}
 	for _, tc := range tests {
@@ -266,7 +266,7 @@ func TestConfigFileErrors(t *testing.T) {
 // keymap, keys.json winning for the actions it names.
 func TestConfigFileKeyBindings(t *testing.T) {
 	t.Parallel()
-	root := newRootEnv(func(string) (string, bool) { return "", false })
+	root := newRootEnv(func(string) (string, bool) { return "", false }, nil)
 	cfg, err := parseConfig(root, "config.yaml", []byte("keys:\n  retry: R\n  cancel: X\n  delete: []\n"))
 	if err != nil {
 		t.Fatal(err)

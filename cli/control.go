@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/cliutil"
 )
 
 // The operator commands: jobs, bulk, operations, quarantine and queues.
@@ -70,7 +71,7 @@ func (o *ctlOptions) open(cmd *cobra.Command) (*session, error) {
 		c := api.NewClient(apiURL, token, api.ClientOptions{UserAgent: "sluice-cli"})
 		return &session{ctl: c, close: func() {}, ctx: ctx}, nil
 	case storeURL != "":
-		store, err := openStoreLogged(ctx, storeURL, slog.New(slog.DiscardHandler))
+		store, err := cliutil.OpenStore(ctx, storeURL, slog.New(slog.DiscardHandler))
 		if err != nil {
 			return nil, err
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/cliutil"
 )
 
 // runCLI runs the sluice command in process with stdin as its input.
@@ -24,19 +25,9 @@ func runCLI(t *testing.T, stdin string, args ...string) (code int, stdout, stder
 	t.Helper()
 	var out, errb bytes.Buffer
 	root := newRoot()
-	root.SetArgs(args)
 	root.SetIn(strings.NewReader(stdin))
-	root.SetOut(&out)
-	root.SetErr(&errb)
-	if err := root.ExecuteContext(context.Background()); err != nil {
-		var ex exitError
-		if errors.As(err, &ex) {
-			return ex.code, out.String(), errb.String()
-		}
-		fmt.Fprintf(&errb, "sluice: %v\n", err)
-		return 1, out.String(), errb.String()
-	}
-	return 0, out.String(), errb.String()
+	code = cliutil.Run(context.Background(), root, "sluice", args, &out, &errb)
+	return code, out.String(), errb.String()
 }
 
 // deadStore returns a SQLite file holding billing jobs B-00… and email

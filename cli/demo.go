@@ -13,7 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/examples/demo"
+	"github.com/sluicehq/sluice/internal/cliutil"
+	"github.com/sluicehq/sluice/internal/demo"
 )
 
 type demoOptions struct {
@@ -57,7 +58,7 @@ Logs are discarded unless --log-file is given; they never reach the screen.`,
 }
 
 func runDemo(ctx context.Context, o *demoOptions, lo *logOptions, out io.Writer) error {
-	log, closeLog, err := lo.logger(nil)
+	log, closeLog, err := lo.Logger(nil)
 	if err != nil {
 		return err
 	}
@@ -65,14 +66,14 @@ func runDemo(ctx context.Context, o *demoOptions, lo *logOptions, out io.Writer)
 	ctx, stop := signalContext(ctx)
 	defer stop()
 
-	t, err := parseStoreURL(o.db)
+	t, err := cliutil.ParseStoreURL(o.db)
 	if err != nil {
 		return err
 	}
-	if t.backend != "sqlite" {
-		return fmt.Errorf("demo: --db names a SQLite file; got a %s url", t.backend)
+	if t.Backend != "sqlite" {
+		return fmt.Errorf("demo: --db names a SQLite file; got a %s url", t.Backend)
 	}
-	store, err := openStoreLogged(ctx, o.db, log)
+	store, err := cliutil.OpenStore(ctx, o.db, log)
 	if err != nil {
 		return err
 	}
@@ -128,7 +129,7 @@ func runDemo(ctx context.Context, o *demoOptions, lo *logOptions, out io.Writer)
 		go demo.Trickle(ctx, e, o.trickle)
 	}
 	if !plain {
-		copts, err := o.console.consoleOptions(ctx, log, "sqlite://"+t.path+" · demo")
+		copts, err := o.console.consoleOptions(ctx, log, "sqlite://"+t.Path+" · demo")
 		if err != nil {
 			stopEngine(ctx, e)
 			return err
@@ -140,7 +141,7 @@ func runDemo(ctx context.Context, o *demoOptions, lo *logOptions, out io.Writer)
 		return runErr
 	}
 
-	scr := newDemoScreen(out, t.path, note)
+	scr := newDemoScreen(out, t.Path, note)
 	every := o.every
 	if every <= 0 {
 		every = time.Second

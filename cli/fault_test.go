@@ -1,9 +1,11 @@
 package cli_test
 
-// Process fault tests: real `sluice worker` processes on a SQLite file,
-// killed with SIGKILL mid-job. They skip unless SLUICE_FAULT_TESTS=1;
-// scripts/test runs them one package at a time, without -race. The child
-// binary is built once per test binary, without -race.
+// Process fault tests: real worker processes on a SQLite file, killed with
+// SIGKILL mid-job. The children are `testworker worker` (internal/testworker:
+// the sluice command with the chaos kinds built in, which the sluice binary
+// never carries). They skip unless SLUICE_FAULT_TESTS=1; scripts/test runs
+// them one package at a time, without -race. The child binary is built once
+// per test binary, without -race.
 
 import (
 	"context"
@@ -23,15 +25,22 @@ import (
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/examples/demo"
+	"github.com/sluicehq/sluice/internal/chaos"
 )
 
 var (
-	buildOnce sync.Once
-	buildDir  string
-	buildBin  string
-	buildErr  error
+	buildDirOnce sync.Once
+	buildDir     string
+	buildDirErr  error
+	builds       sync.Map // package path -> *goBuild
 )
+
+// goBuild is one package built for the child processes.
+type goBuild struct {
+	once sync.Once
+	bin  string
+	err  error
+}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -41,30 +50,41 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// sluiceBinary builds the sluice command once, without -race, and returns
-// its path.
-func sluiceBinary(t *testing.T) string {
+// buildBinary builds the command pkg once per test binary, without -race,
+// and returns its path.
+func buildBinary(t *testing.T, pkg, name string) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "sluice-fault-")
-		if buildErr != nil {
-			return
-		}
-		buildBin = filepath.Join(buildDir, "sluice")
+	buildDirOnce.Do(func() { buildDir, buildDirErr = os.MkdirTemp("", "sluice-fault-") })
+	if buildDirErr != nil {
+		t.Fatal(buildDirErr)
+	}
+	v, _ := builds.LoadOrStore(pkg, &goBuild{})
+	b := v.(*goBuild)
+	b.once.Do(func() {
+		b.bin = filepath.Join(buildDir, name)
 		goTool, err := exec.LookPath("go")
 		if err != nil {
 			goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
 		}
-		cmd := exec.Command(goTool, "build", "-o", buildBin, "github.com/sluicehq/sluice")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		if out, err := exec.Command(goTool, "build", "-o", b.bin, pkg).CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 		}
 	})
-	if buildErr != nil {
-		t.Fatalf("build sluice: %v", buildErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return buildBin
+	return b.bin
+}
+
+// sluiceBinary is the sluice command, as shipped.
+func sluiceBinary(t *testing.T) string {
+	return buildBinary(t, "github.com/sluicehq/sluice", "sluice")
+}
+
+// testWorkerBinary is internal/testworker: sluice with the chaos kinds
+// built into its worker command.
+func testWorkerBinary(t *testing.T) string {
+	return buildBinary(t, "github.com/sluicehq/sluice/internal/testworker", "testworker")
 }
 
 func faultSetup(t *testing.T) (bin, dbPath string, store *sqlite.Store, e *engine.Engine) {
@@ -72,7 +92,7 @@ func faultSetup(t *testing.T) (bin, dbPath string, store *sqlite.Store, e *engin
 	if os.Getenv("SLUICE_FAULT_TESTS") != "1" {
 		t.Skip("fault test: set SLUICE_FAULT_TESTS=1 to run (scripts/test does)")
 	}
-	bin = sluiceBinary(t)
+	bin = testWorkerBinary(t)
 	dbPath = sqlitetest.Path(t)
 	store, err := sqlite.Open(context.Background(), dbPath, sqlite.Options{})
 	if err != nil {
@@ -85,13 +105,13 @@ func faultSetup(t *testing.T) (bin, dbPath string, store *sqlite.Store, e *engin
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := demo.Register(e); err != nil {
+	if err := chaos.Register(e); err != nil {
 		t.Fatal(err)
 	}
 	return bin, dbPath, store, e
 }
 
-// child is one `sluice worker` process.
+// child is one `testworker worker` process.
 type child struct {
 	name    string
 	cmd     *exec.Cmd
@@ -100,7 +120,7 @@ type child struct {
 	err     error // the process's exit, once done is closed
 }
 
-// startWorker starts `sluice worker` on the chaos queue with the fault
+// startWorker starts `testworker worker` on the chaos queue with the fault
 // tests' short timings. Its stderr goes to a file that is printed if the
 // test fails.
 func startWorker(t *testing.T, bin, dbPath, workerID string, extra ...string) *child {
@@ -112,7 +132,7 @@ func startWorker(t *testing.T, bin, dbPath, workerID string, extra ...string) *c
 	}
 	args := append([]string{"worker",
 		"--store", "sqlite://" + dbPath,
-		"--queues", demo.QueueChaos,
+		"--queues", chaos.Queue,
 		"--worker-id", workerID,
 		"--concurrency", "8",
 		"--lease", "1s",
@@ -199,8 +219,8 @@ func enqueueSleeps(t *testing.T, e *engine.Engine, n, lo, hi int) []string {
 	r := rand.New(rand.NewPCG(7, uint64(n)))
 	ps := make([]engine.EnqueueParams, n)
 	for i := range ps {
-		ps[i] = engine.EnqueueParams{Queue: demo.QueueChaos, Kind: demo.KindChaosSleep,
-			Args: demo.Sleep{MS: lo + r.IntN(hi-lo+1)}}
+		ps[i] = engine.EnqueueParams{Queue: chaos.Queue, Kind: chaos.KindSleep,
+			Args: chaos.Sleep{MS: lo + r.IntN(hi-lo+1)}}
 	}
 	res, err := e.EnqueueMany(context.Background(), ps)
 	if err != nil {
@@ -322,7 +342,7 @@ func TestFaultPoisonPillQuarantined(t *testing.T) {
 	bin, dbPath, store, e := faultSetup(t)
 	ctx := context.Background()
 	ids := enqueueSleeps(t, e, 100, 10, 50)
-	poison, err := e.Enqueue(ctx, engine.EnqueueParams{Queue: demo.QueueChaos, Kind: demo.KindChaosExit,
+	poison, err := e.Enqueue(ctx, engine.EnqueueParams{Queue: chaos.Queue, Kind: chaos.KindExit,
 		Args: map[string]any{"why": "kills its own process"}})
 	if err != nil {
 		t.Fatal(err)
@@ -383,8 +403,8 @@ func TestFaultPoisonPillQuarantined(t *testing.T) {
 	if fp.Status != engine.FingerprintQuarantined {
 		t.Errorf("fingerprint status = %q, want %q", fp.Status, engine.FingerprintQuarantined)
 	}
-	if fp.Kind != demo.KindChaosExit {
-		t.Errorf("fingerprint kind = %q, want %q", fp.Kind, demo.KindChaosExit)
+	if fp.Kind != chaos.KindExit {
+		t.Errorf("fingerprint kind = %q, want %q", fp.Kind, chaos.KindExit)
 	}
 	// The record counts the crashes across the fingerprint's jobs.
 	if fp.Crashes != 3 {
@@ -394,7 +414,7 @@ func TestFaultPoisonPillQuarantined(t *testing.T) {
 		t.Errorf("fingerprint last job = %q, want %q", fp.LastJobID, poison.ID)
 	}
 
-	_, err = e.Enqueue(ctx, engine.EnqueueParams{Queue: demo.QueueChaos, Kind: demo.KindChaosExit,
+	_, err = e.Enqueue(ctx, engine.EnqueueParams{Queue: chaos.Queue, Kind: chaos.KindExit,
 		Args: map[string]any{"why": "kills its own process"}})
 	if !errors.Is(err, engine.ErrQuarantined) {
 		t.Errorf("enqueue of the quarantined payload again: err = %v, want ErrQuarantined", err)

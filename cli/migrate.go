@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/cliutil"
 )
 
 type migrateOptions struct {
@@ -45,15 +46,15 @@ transaction. A store whose schema is newer than this binary's is refused.`,
 }
 
 func runMigrate(ctx context.Context, o *migrateOptions, lo *logOptions, out io.Writer) error {
-	t, err := parseStoreURL(o.store)
+	t, err := cliutil.ParseStoreURL(o.store)
 	if err != nil {
 		return err
 	}
-	if t.backend != "sqlite" {
-		return fmt.Errorf("migrate: store %s: %s backend not built yet: %w", redactURL(o.store), t.backend, engine.ErrUnsupported)
+	if t.Backend != "sqlite" {
+		return fmt.Errorf("migrate: store %s: %s backend not built yet: %w", cliutil.RedactURL(o.store), t.Backend, engine.ErrUnsupported)
 	}
-	name := redactURL(o.store)
-	before, err := sqlite.Status(ctx, t.path)
+	name := cliutil.RedactURL(o.store)
+	before, err := sqlite.Status(ctx, t.Path)
 	if err != nil {
 		return err
 	}
@@ -75,20 +76,20 @@ func runMigrate(ctx context.Context, o *migrateOptions, lo *logOptions, out io.W
 		return nil
 	}
 
-	log, closeLog, err := lo.logger(nil)
+	log, closeLog, err := lo.Logger(nil)
 	if err != nil {
 		return err
 	}
 	defer closeLog()
 	// Open applies what is missing, in one transaction.
-	store, err := sqlite.Open(ctx, t.path, sqlite.Options{Logger: log})
+	store, err := sqlite.Open(ctx, t.Path, sqlite.Options{Logger: log})
 	if err != nil {
 		return fmt.Errorf("migrate: store %s: %w", name, err)
 	}
 	if err := store.Close(); err != nil {
 		return fmt.Errorf("migrate: store %s: %w", name, err)
 	}
-	after, err := sqlite.Status(ctx, t.path)
+	after, err := sqlite.Status(ctx, t.Path)
 	if err != nil {
 		return err
 	}

@@ -1,24 +1,30 @@
 // Package cli is the sluice command: demo, worker, tui, serve, jobs, bulk,
 // operations, quarantine, queues, migrate, config, completion and bench.
 //
-// Commands open a store from a URL (openStore), build an engine over it and
-// run until a signal. Logs go to a file or stderr, never to the screen a
-// command draws on. Settings come from flags, then SLUICE_* variables, then
-// the config file (config.go).
+// Commands open a store from a URL (internal/cliutil.OpenStore), build an
+// engine over it and run until a signal. The binary holds no job kinds but
+// the demo's, and those only for demo features (demo, worker --demo,
+// tui --worker, serve --demo-workers); a program's own kinds run in the
+// program (examples/embedded). The benchmark scenarios are not here either:
+// they are internal/bench, which scripts/bench runs.
+//
+// Logs go to a file or stderr, never to the screen a command draws on.
+// Settings come from flags, then SLUICE_* variables, then the config file
+// (config.go).
 package cli
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/cliutil"
 )
 
 // Execute runs the sluice command with the process's arguments and returns
@@ -27,40 +33,33 @@ func Execute() int {
 	return run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
 }
 
+// Kinds registers job kinds on an engine.
+type Kinds func(*engine.Engine) error
+
+// ExecuteWithKinds is Execute for a binary that builds more job kinds into
+// `worker`, which then runs them without --demo. The test worker of the
+// fault tests (internal/testworker) is such a binary.
+func ExecuteWithKinds(kinds Kinds) int {
+	return runWith(context.Background(), os.Args[1:], os.Stdout, os.Stderr, kinds)
+}
+
 // run is Execute with its inputs given, for tests.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	root := newRoot()
-	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	if err := root.ExecuteContext(ctx); err != nil {
-		var ex exitError
-		if errors.As(err, &ex) {
-			return ex.code
-		}
-		fmt.Fprintf(stderr, "sluice: %v\n", err)
-		return 1
-	}
-	return 0
+	return runWith(ctx, args, stdout, stderr, nil)
 }
 
-// exitError ends the command with a status and nothing more printed: the
-// command has said what went wrong already.
-type exitError struct{ code int }
-
-func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, kinds Kinds) int {
+	return cliutil.Run(ctx, newRootEnv(os.LookupEnv, kinds), "sluice", args, stdout, stderr)
+}
 
 // logOptions are the flags every command shares.
-type logOptions struct {
-	file  string
-	level string
-}
+type logOptions = cliutil.LogOptions
 
-func newRoot() *cobra.Command { return newRootEnv(os.LookupEnv) }
+func newRoot() *cobra.Command { return newRootEnv(os.LookupEnv, nil) }
 
 // newRootEnv is newRoot reading settings from the environment lookupEnv
-// gives, for tests.
-func newRootEnv(lookupEnv func(string) (string, bool)) *cobra.Command {
+// gives, for tests, with kinds built into worker.
+func newRootEnv(lookupEnv func(string) (string, bool), kinds Kinds) *cobra.Command {
 	lo := &logOptions{}
 	s := &settings{lookupEnv: lookupEnv}
 	root := &cobra.Command{
@@ -87,36 +86,13 @@ Shell completion: sluice completion bash|zsh|fish|powershell --help.`,
 			return s.prepare(cmd)
 		},
 	}
-	root.PersistentFlags().StringVar(&lo.file, "log-file", "", "write logs to this file (default: stderr for worker and serve, none for the others)")
-	root.PersistentFlags().StringVar(&lo.level, "log-level", "info", "log level: debug, info, warn, error")
+	lo.AddFlags(root.PersistentFlags(), "write logs to this file (default: stderr for worker and serve, none for the others)")
 	root.PersistentFlags().StringVar(&s.configFlag, "config", "", "config file (default $XDG_CONFIG_HOME/sluice/config.yaml; env SLUICE_CONFIG)")
-	root.AddCommand(newDemoCmd(lo), newWorkerCmd(lo), newBenchCmd(lo), newTUICmd(lo))
+	root.AddCommand(newDemoCmd(lo), newWorkerCmd(lo, kinds), newBenchCmd(lo), newTUICmd(lo))
 	root.AddCommand(controlCommands(lo)...)
 	root.AddCommand(newMigrateCmd(lo), newConfigCmd(s))
 	registerCompletions(root)
 	return root
-}
-
-// logger opens the log destination: the --log-file when given, else
-// fallback (nil means discard). The returned close flushes and closes the
-// file.
-func (lo *logOptions) logger(fallback io.Writer) (*slog.Logger, func(), error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(lo.level)); err != nil {
-		return nil, nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", lo.level)
-	}
-	opts := &slog.HandlerOptions{Level: level}
-	if lo.file != "" {
-		f, err := os.OpenFile(lo.file, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return nil, nil, fmt.Errorf("open log file: %w", err)
-		}
-		return slog.New(slog.NewTextHandler(f, opts)), func() { _ = f.Close() }, nil
-	}
-	if fallback == nil {
-		return slog.New(slog.DiscardHandler), func() {}, nil
-	}
-	return slog.New(slog.NewTextHandler(fallback, opts)), func() {}, nil
 }
 
 // signalContext is cancelled by the first SIGINT or SIGTERM; a second one

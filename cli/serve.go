@@ -15,7 +15,8 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/examples/demo"
+	"github.com/sluicehq/sluice/internal/cliutil"
+	"github.com/sluicehq/sluice/internal/demo"
 )
 
 type serveOptions struct {
@@ -126,7 +127,7 @@ func isLoopback(addr string) (bool, error) {
 }
 
 func runServe(ctx context.Context, o *serveOptions, lo *logOptions, out io.Writer) error {
-	log, closeLog, err := lo.logger(os.Stderr)
+	log, closeLog, err := lo.Logger(os.Stderr)
 	if err != nil {
 		return err
 	}
@@ -146,7 +147,7 @@ func runServe(ctx context.Context, o *serveOptions, lo *logOptions, out io.Write
 	ctx, stop := signalContext(ctx)
 	defer stop()
 
-	store, err := openStoreLogged(ctx, o.store, log)
+	store, err := cliutil.OpenStore(ctx, o.store, log)
 	if err != nil {
 		return err
 	}
@@ -190,8 +191,8 @@ func runServe(ctx context.Context, o *serveOptions, lo *logOptions, out io.Write
 	if o.readOnly {
 		mode = ", read-only"
 	}
-	fmt.Fprintf(out, "sluice: serving http://%s%s over %s (%s%s)\n", ln.Addr(), api.Prefix, redactURL(o.store), who, mode)
-	log.Info("serving", "addr", ln.Addr().String(), "store", redactURL(o.store), "tokens", len(tokens), "read_only", o.readOnly, "demo_workers", o.demoWorkers)
+	fmt.Fprintf(out, "sluice: serving http://%s%s over %s (%s%s)\n", ln.Addr(), api.Prefix, cliutil.RedactURL(o.store), who, mode)
+	log.Info("serving", "addr", ln.Addr().String(), "store", cliutil.RedactURL(o.store), "tokens", len(tokens), "read_only", o.readOnly, "demo_workers", o.demoWorkers)
 
 	if o.ssh != "" {
 		sc, err := startSSHConsole(o, srv, log)

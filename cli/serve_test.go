@@ -23,8 +23,8 @@ import (
 )
 
 // TestFaultServeSeedRequests runs the real `sluice serve` over a store
-// whose billing jobs died and sends it the seed document's requests as
-// curl sends them (no body and no Content-Type on the retry; the
+// whose billing jobs died and sends it the API's first documented requests
+// (the curl command lines in the comments below) as curl sends them (no body and no Content-Type on the retry; the
 // Idempotency-Key headers as written); then stops it with SIGTERM while an
 // event stream is open. It builds the binary, so it runs in the fault
 // stage (SLUICE_FAULT_TESTS=1), not under -race.
@@ -82,8 +82,8 @@ func TestFaultServeSeedRequests(t *testing.T) {
 		header http.Header
 		body   []byte
 	}
-	// curl is the request curl sends for the seed's command line: its
-	// User-Agent and Accept, a Content-Type only where the seed gives one.
+	// curl is the request curl sends for such a command line: its
+	// User-Agent and Accept, a Content-Type only where the line gives one.
 	curl := func(method, url string, headers map[string]string, data string) answer {
 		t.Helper()
 		var body io.Reader

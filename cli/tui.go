@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/keymap"
 	"github.com/sluicehq/sluice/tui"
 )
@@ -107,7 +108,7 @@ func runTUI(ctx context.Context, o *tuiOptions, lo *logOptions) error {
 	if o.worker && o.store == "" {
 		return fmt.Errorf("tui: --worker runs workers in this process and needs --store")
 	}
-	log, closeLog, err := lo.logger(nil)
+	log, closeLog, err := lo.Logger(nil)
 	if err != nil {
 		return err
 	}
@@ -117,14 +118,14 @@ func runTUI(ctx context.Context, o *tuiOptions, lo *logOptions) error {
 
 	if o.apiURL != "" {
 		ctl := api.NewClient(o.apiURL, o.token, api.ClientOptions{})
-		opts, err := o.consoleOptions(ctx, log, redactURL(o.apiURL))
+		opts, err := o.consoleOptions(ctx, log, cliutil.RedactURL(o.apiURL))
 		if err != nil {
 			return err
 		}
 		return runConsole(ctx, ctl, opts)
 	}
 
-	store, err := openStoreLogged(ctx, o.store, log)
+	store, err := cliutil.OpenStore(ctx, o.store, log)
 	if err != nil {
 		return err
 	}
@@ -133,7 +134,7 @@ func runTUI(ctx context.Context, o *tuiOptions, lo *logOptions) error {
 	if err != nil {
 		return err
 	}
-	opts, err := o.consoleOptions(ctx, log, redactURL(o.store))
+	opts, err := o.consoleOptions(ctx, log, cliutil.RedactURL(o.store))
 	if err != nil {
 		stopEngine(ctx, e)
 		return err

@@ -2,14 +2,17 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/examples/demo"
+	"github.com/sluicehq/sluice/internal/cliutil"
+	"github.com/sluicehq/sluice/internal/demo"
 )
 
 type workerOptions struct {
@@ -25,29 +28,41 @@ type workerOptions struct {
 	crashLimit          int
 	crashBackoff        time.Duration
 	shutdownTimeout     time.Duration
+	demo                bool
 }
 
-func newWorkerCmd(lo *logOptions) *cobra.Command {
+// errNoKinds is sluice worker's answer when it has no job kinds to run.
+var errNoKinds = errors.New(`worker: no job kinds to run. Workers run inside your own program, where
+your handlers are: build an engine.Engine, Register your kinds and Start it
+(examples/embedded in the Sluice repository is a whole program, workers and
+console in one process). sluice worker --demo runs the demo's kinds`)
+
+func newWorkerCmd(lo *logOptions, kinds Kinds) *cobra.Command {
 	o := &workerOptions{}
 	cmd := &cobra.Command{
 		Use:   "worker",
-		Short: "Run workers and maintenance for the kinds built into this binary",
-		Long: `Run workers for the job kinds built into this binary (the demo's kinds:
-billing, email, reports, and the chaos kinds of the fault tests) and take
-part in maintenance (scheduling, reaping dead workers' jobs, retention),
-until SIGINT or SIGTERM; then stop gracefully: no new claims, running jobs
-get --shutdown-timeout to finish, unfinished ones go back to available
-without charging an attempt.
+		Short: "Run the demo's workers (--demo) and take part in maintenance",
+		Long: `Job handlers are Go code, so workers run inside your own program: build an
+engine.Engine over your store, Register your kinds and Start it (see
+examples/embedded in the Sluice repository). This binary holds no kinds of
+yours; without --demo it refuses to start.
+
+With --demo it runs workers for the demo's kinds (billing, email, reports:
+the jobs sluice demo seeds) and takes part in maintenance (scheduling,
+reaping dead workers' jobs, retention), until SIGINT or SIGTERM; then it
+stops gracefully: no new claims, running jobs get --shutdown-timeout to
+finish, unfinished ones go back to available without charging an attempt.
 
 Logs go to stderr (slog text) unless --log-file is given.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runWorker(cmd.Context(), o, lo)
+			return runWorker(cmd.Context(), o, lo, kinds)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.store, "store", "sqlite://sluice.db", "store URL: sqlite://FILE, sqlite:///abs/path or a file path")
-	f.StringVar(&o.queues, "queues", "billing,email,reports,chaos", "comma-separated queues to work")
+	f.BoolVar(&o.demo, "demo", false, "run the demo's kinds (billing, email, reports)")
+	f.StringVar(&o.queues, "queues", "", "comma-separated queues to work (with --demo: "+strings.Join(demo.Queues, ",")+")")
 	f.IntVar(&o.concurrency, "concurrency", 10, "jobs run at once per queue")
 	f.StringVar(&o.workerID, "worker-id", "", "name of this process in leases and heartbeats (default host/pid/random)")
 	f.DurationVar(&o.lease, "lease", 30*time.Second, "how long a claim lasts without renewal")
@@ -61,8 +76,25 @@ Logs go to stderr (slog text) unless --log-file is given.`,
 	return cmd
 }
 
-func runWorker(ctx context.Context, o *workerOptions, lo *logOptions) error {
-	log, closeLog, err := lo.logger(os.Stderr)
+func runWorker(ctx context.Context, o *workerOptions, lo *logOptions, kinds Kinds) error {
+	register := []Kinds{}
+	if o.demo {
+		register = append(register, demo.Register)
+	}
+	if kinds != nil {
+		register = append(register, kinds)
+	}
+	if len(register) == 0 {
+		return errNoKinds
+	}
+	queues := splitList(o.queues)
+	if len(queues) == 0 && o.demo {
+		queues = demo.Queues
+	}
+	if len(queues) == 0 {
+		return fmt.Errorf("worker: --queues names no queue")
+	}
+	log, closeLog, err := lo.Logger(os.Stderr)
 	if err != nil {
 		return err
 	}
@@ -70,10 +102,6 @@ func runWorker(ctx context.Context, o *workerOptions, lo *logOptions) error {
 	ctx, stop := signalContext(ctx)
 	defer stop()
 
-	queues := splitList(o.queues)
-	if len(queues) == 0 {
-		return fmt.Errorf("worker: --queues names no queue")
-	}
 	if o.concurrency <= 0 {
 		return fmt.Errorf("worker: --concurrency must be positive, got %d", o.concurrency)
 	}
@@ -96,7 +124,7 @@ func runWorker(ctx context.Context, o *workerOptions, lo *logOptions) error {
 		cfg.CrashBackoff = func(int) time.Duration { return d }
 	}
 
-	store, err := openStoreLogged(ctx, o.store, log)
+	store, err := cliutil.OpenStore(ctx, o.store, log)
 	if err != nil {
 		return err
 	}
@@ -105,8 +133,10 @@ func runWorker(ctx context.Context, o *workerOptions, lo *logOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := demo.Register(e); err != nil {
-		return err
+	for _, r := range register {
+		if err := r(e); err != nil {
+			return err
+		}
 	}
 	e.OnDead(func(_ context.Context, ev engine.DeathEvent) {
 		log.Warn("job died", "job", ev.Job.ID, "kind", ev.Job.Kind, "queue", ev.Job.Queue,
@@ -115,7 +145,7 @@ func runWorker(ctx context.Context, o *workerOptions, lo *logOptions) error {
 	if err := e.Start(ctx); err != nil {
 		return err
 	}
-	log.Info("worker started", "worker", e.WorkerID(), "store", redactURL(o.store), "queues", queues,
+	log.Info("worker started", "worker", e.WorkerID(), "store", cliutil.RedactURL(o.store), "queues", queues,
 		"concurrency", o.concurrency, "pid", os.Getpid())
 	<-ctx.Done()
 	log.Info("stopping: draining running jobs", "bound", o.shutdownTimeout)

@@ -10,8 +10,9 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/internal/jsonw"
 )
 
 // maxJSONDepth bounds the nesting of arrays and objects CanonicalJSON
@@ -144,7 +145,7 @@ func (p *jcsParser) value(depth int) (int, error) {
 			return 0, err
 		}
 		start := len(p.arena)
-		p.arena = appendJCSString(p.arena, p.tmp)
+		p.arena = jsonw.AppendCanonical(p.arena, p.tmp)
 		return p.scalar(start), nil
 	case c == '-' || (c >= '0' && c <= '9'):
 		return p.number()
@@ -347,7 +348,7 @@ func (p *jcsParser) write(out []byte, n int) []byte {
 			if i > nd.a {
 				out = append(out, ',')
 			}
-			out = appendJCSString(out, p.nameOf(p.kids[i]))
+			out = jsonw.AppendCanonical(out, p.nameOf(p.kids[i]))
 			out = append(out, ':')
 			out = p.write(out, p.kids[i+1])
 		}
@@ -358,132 +359,16 @@ func (p *jcsParser) write(out []byte, n int) []byte {
 // str reads a string literal and appends its value to dst. It refuses raw
 // control characters, invalid UTF-8, unknown escapes and lone surrogates.
 func (p *jcsParser) str(dst []byte) ([]byte, error) {
-	p.pos++ // opening quote
-	// Fast path: no escapes.
-	start := p.pos
-	for i := p.pos; i < len(p.in); i++ {
-		c := p.in[i]
-		if c == '"' {
-			s := p.in[start:i]
-			if !utf8.Valid(s) {
-				return nil, p.badUTF8(start, i)
-			}
-			p.pos = i + 1
-			return append(dst, s...), nil
+	out, next, err := jsonw.ReadString(dst, p.in, p.pos, jsonw.Strict)
+	if err != nil {
+		var se *jsonw.SyntaxError
+		if errors.As(err, &se) {
+			p.pos = se.Offset
 		}
-		if c == '\\' || c < 0x20 {
-			break
-		}
+		return nil, p.errorf("%s", err)
 	}
-	b := dst
-	for {
-		if p.pos >= len(p.in) {
-			return nil, p.errorf("unterminated string")
-		}
-		c := p.in[p.pos]
-		switch {
-		case c == '"':
-			p.pos++
-			return b, nil
-		case c < 0x20:
-			return nil, p.errorf("control character 0x%02x in a string", c)
-		case c < utf8.RuneSelf:
-			if c != '\\' {
-				b = append(b, c)
-				p.pos++
-				continue
-			}
-		default:
-			r, size := utf8.DecodeRune(p.in[p.pos:])
-			if r == utf8.RuneError && size <= 1 {
-				return nil, p.errorf("invalid UTF-8 in a string")
-			}
-			b = append(b, p.in[p.pos:p.pos+size]...)
-			p.pos += size
-			continue
-		}
-		// An escape.
-		if p.pos+1 >= len(p.in) {
-			return nil, p.errorf("unterminated escape")
-		}
-		e := p.in[p.pos+1]
-		p.pos += 2
-		switch e {
-		case '"', '\\', '/':
-			b = append(b, e)
-		case 'b':
-			b = append(b, '\b')
-		case 'f':
-			b = append(b, '\f')
-		case 'n':
-			b = append(b, '\n')
-		case 'r':
-			b = append(b, '\r')
-		case 't':
-			b = append(b, '\t')
-		case 'u':
-			r, err := p.hex4()
-			if err != nil {
-				return nil, err
-			}
-			if utf16.IsSurrogate(r) {
-				if r >= 0xdc00 {
-					return nil, p.errorf("lone low surrogate \\u%04x", r)
-				}
-				if p.pos+1 >= len(p.in) || p.in[p.pos] != '\\' || p.in[p.pos+1] != 'u' {
-					return nil, p.errorf("lone high surrogate \\u%04x", r)
-				}
-				p.pos += 2
-				lo, err := p.hex4()
-				if err != nil {
-					return nil, err
-				}
-				if lo < 0xdc00 || lo > 0xdfff {
-					return nil, p.errorf("high surrogate \\u%04x followed by \\u%04x", r, lo)
-				}
-				r = utf16.DecodeRune(r, lo)
-			}
-			b = utf8.AppendRune(b, r)
-		default:
-			p.pos -= 2
-			return nil, p.errorf("invalid escape \\%c", e)
-		}
-	}
-}
-
-func (p *jcsParser) badUTF8(start, end int) error {
-	s := p.in[start:end]
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRune(s[i:])
-		if r == utf8.RuneError && size <= 1 {
-			p.pos = start + i
-			break
-		}
-		i += size
-	}
-	return p.errorf("invalid UTF-8 in a string")
-}
-
-func (p *jcsParser) hex4() (rune, error) {
-	if p.pos+4 > len(p.in) {
-		return 0, p.errorf("short \\u escape")
-	}
-	var r rune
-	for _, c := range p.in[p.pos : p.pos+4] {
-		r <<= 4
-		switch {
-		case c >= '0' && c <= '9':
-			r |= rune(c - '0')
-		case c >= 'a' && c <= 'f':
-			r |= rune(c-'a') + 10
-		case c >= 'A' && c <= 'F':
-			r |= rune(c-'A') + 10
-		default:
-			return 0, p.errorf("invalid \\u escape")
-		}
-	}
-	p.pos += 4
-	return r, nil
+	p.pos = next
+	return out, nil
 }
 
 // number reads a number with RFC 8259's grammar, parses it as an IEEE-754
@@ -621,33 +506,4 @@ func appendJCSNumber(out []byte, f float64) []byte {
 		out = strconv.AppendInt(out, int64(n-1), 10)
 	}
 	return out
-}
-
-// appendJCSString appends s (valid UTF-8) as a JSON string with only the
-// escapes RFC 8785 requires.
-func appendJCSString[T string | []byte](out []byte, s T) []byte {
-	const hexDigits = "0123456789abcdef"
-	out = append(out, '"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			out = append(out, '\\', c)
-		case c >= 0x20:
-			out = append(out, c)
-		case c == '\b':
-			out = append(out, '\\', 'b')
-		case c == '\f':
-			out = append(out, '\\', 'f')
-		case c == '\n':
-			out = append(out, '\\', 'n')
-		case c == '\r':
-			out = append(out, '\\', 'r')
-		case c == '\t':
-			out = append(out, '\\', 't')
-		default:
-			out = append(out, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
-	}
-	return append(out, '"')
 }

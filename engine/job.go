@@ -5,7 +5,9 @@
 //
 // The engine knows no store, no screen and no transport. It defines the
 // interface it needs from storage (Store) and is handed an implementation
-// (backend/sqlite, backend/postgres, backend/redis).
+// (backend/sqlite; PostgreSQL and Redis stores are planned). Every write
+// reaches the store as a plan the engine resolved (plan.go, spec.go): the
+// store translates it and decides nothing.
 package engine
 
 import (

@@ -90,8 +90,10 @@ type Transition struct {
 	Refuse  Refusal
 }
 
-// Transitions is the job state machine, one row per line of DESIGN.md's
-// table. Code consults it through Next; nothing else decides a state.
+// Transitions is the job state machine: one row per (from states,
+// trigger, guard) and the state it leads to, transcribed from the design
+// table in TestTransitionsCoverDesign. Code consults it through Next and
+// SpecFor; nothing else decides a state.
 var Transitions = []Transition{
 	{From: []State{StateScheduled, StateRetryable}, Trigger: TriggerDue, To: StateAvailable},
 	{From: []State{StateAvailable}, Trigger: TriggerClaim, To: StateRunning},

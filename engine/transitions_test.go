@@ -331,7 +331,7 @@ func TestTransitionsGuardBoundaries(t *testing.T) {
 		}
 	}
 	if DefaultCrashLimit != 3 {
-		t.Errorf("DefaultCrashLimit = %d, DESIGN.md says 3", DefaultCrashLimit)
+		t.Errorf("DefaultCrashLimit = %d, the design says 3", DefaultCrashLimit)
 	}
 
 	// The attempt guard does not apply to crashes' rows and vice versa:
@@ -342,7 +342,8 @@ func TestTransitionsGuardBoundaries(t *testing.T) {
 	}
 }
 
-// designRow is one line of DESIGN.md's transition table, expanded to one
+// designRow is one line of the design's transition table (as written
+// down here), expanded to one
 // from-state, with the guard that picks it.
 type designRow struct {
 	from    State
@@ -351,7 +352,7 @@ type designRow struct {
 	to      State
 }
 
-// TestTransitionsCoverDesign checks the table against DESIGN.md's, line by
+// TestTransitionsCoverDesign checks the table against the design's, line by
 // line, both ways: every design line has its row and every row (per
 // from-state) is a design line.
 func TestTransitionsCoverDesign(t *testing.T) {
@@ -426,19 +427,19 @@ func TestTransitionsCoverDesign(t *testing.T) {
 	}
 	for _, d := range design {
 		if !inTable(d) {
-			t.Errorf("DESIGN.md line (%s, %s, guard %d) -> %s has no row", d.from, d.trigger, d.guard, d.to)
+			t.Errorf("design line (%s, %s, guard %d) -> %s has no row", d.from, d.trigger, d.guard, d.to)
 		}
 	}
 	for i, row := range Transitions {
 		for _, f := range row.From {
 			d := designRow{f, row.Trigger, row.Guard, row.To}
 			if !slices.Contains(design, d) {
-				t.Errorf("row %d (%s, %s, guard %d) -> %s is not in DESIGN.md's table", i, f, row.Trigger, row.Guard, row.To)
+				t.Errorf("row %d (%s, %s, guard %d) -> %s is not in the design table", i, f, row.Trigger, row.Guard, row.To)
 			}
 		}
 	}
 
-	// Terminal states as DESIGN.md lists them.
+	// Terminal states as the design lists them.
 	for _, s := range everyState {
 		if got, want := s.Terminal(), slices.Contains(terminal, s); got != want {
 			t.Errorf("%s.Terminal() = %v, want %v", s, got, want)
@@ -480,7 +481,7 @@ func TestTransitionsNoAmbiguity(t *testing.T) {
 
 // TestTransitionsProperty drives a model job through random trigger
 // sequences, taking each trigger only when Next allows it, and checks
-// DESIGN.md's invariants after every step. Set SLUICE_PROPERTY_SEED to
+// the invariants after every step. Set SLUICE_PROPERTY_SEED to
 // replay a logged seed.
 func TestTransitionsProperty(t *testing.T) {
 	t.Parallel()

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/jsonw"
 )
 
 // The errors and tags columns hold JSON this package wrote with
@@ -111,97 +111,15 @@ func (l *jsonLexer) str() (string, error) {
 	return "", errNotFast
 }
 
-// strSlow finishes a string that has escapes or non-ASCII bytes.
+// strSlow finishes a string that has escapes or non-ASCII bytes, read as
+// encoding/json reads it.
 func (l *jsonLexer) strSlow(start int) (string, error) {
-	b := make([]byte, 0, len(l.s)-start)
-	b = append(b, l.s[start:l.i]...)
-	for l.i < len(l.s) {
-		c := l.s[l.i]
-		switch {
-		case c == '"':
-			l.i++
-			return string(b), nil
-		case c < 0x20:
-			return "", errNotFast
-		case c == '\\':
-			if l.i+1 >= len(l.s) {
-				return "", errNotFast
-			}
-			e := l.s[l.i+1]
-			l.i += 2
-			switch e {
-			case '"', '\\', '/':
-				b = append(b, e)
-			case 'b':
-				b = append(b, '\b')
-			case 'f':
-				b = append(b, '\f')
-			case 'n':
-				b = append(b, '\n')
-			case 'r':
-				b = append(b, '\r')
-			case 't':
-				b = append(b, '\t')
-			case 'u':
-				r, ok := l.hex4()
-				if !ok {
-					return "", errNotFast
-				}
-				if utf16.IsSurrogate(r) {
-					r2 := utf8.RuneError
-					save := l.i
-					if l.literal(`\u`) {
-						if x, ok := l.hex4(); ok {
-							r2 = x
-						}
-					}
-					if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
-						r = dec
-					} else {
-						l.i = save // a lone surrogate: the next escape stands alone
-						r = utf8.RuneError
-					}
-				}
-				b = utf8.AppendRune(b, r)
-			default:
-				return "", errNotFast
-			}
-		case c < utf8.RuneSelf:
-			b = append(b, c)
-			l.i++
-		default:
-			r, size := utf8.DecodeRuneInString(l.s[l.i:])
-			if r == utf8.RuneError && size == 1 {
-				b = utf8.AppendRune(b, utf8.RuneError)
-			} else {
-				b = append(b, l.s[l.i:l.i+size]...)
-			}
-			l.i += size
-		}
+	b, next, err := jsonw.ReadString(nil, l.s, start-1, jsonw.Lenient)
+	if err != nil {
+		return "", errNotFast
 	}
-	return "", errNotFast
-}
-
-func (l *jsonLexer) hex4() (rune, bool) {
-	if len(l.s)-l.i < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range []byte(l.s[l.i : l.i+4]) {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	l.i += 4
-	return r, true
+	l.i = next
+	return string(b), nil
 }
 
 // plainStr reads a JSON string that has no escapes and only ASCII.

@@ -1,12 +1,14 @@
-// Package demo holds the job kinds and the data of `sluice demo` and of the
-// process fault tests: a small billing, email and reporting system whose
+// Package demo holds the job kinds and the data of `sluice demo` (and of
+// `sluice worker --demo`, `tui --worker` and `serve --demo-workers`): a
+// small billing, email and reporting system whose
 // jobs succeed, fail for a while, fail for good, skip, panic every time,
 // arrive in an old schema version, or miss their deadline — so the console
 // has every kind of death to show. What a job does is decided by its
 // payload alone, so every run of the demo tells the same story.
 //
-// The chaos kinds (queue "chaos") are for the process fault tests:
-// chaos.sleep sleeps and succeeds, chaos.exit kills its own process.
+// The kinds of the process fault tests, among them one that kills its own
+// process, are not here: they are in internal/chaos, built only into the
+// test worker binary (internal/testworker).
 //
 // The package knows the engine only; it never names a backend.
 package demo
@@ -27,12 +29,9 @@ const (
 	QueueBilling = "billing"
 	QueueEmail   = "email"
 	QueueReports = "reports"
-	// QueueChaos holds the kinds of the process fault tests.
-	QueueChaos = "chaos"
 )
 
-// Queues lists the demo's business queues, in display order (chaos is
-// left out: the demo never runs it).
+// Queues lists the demo's queues, in display order.
 var Queues = []string{QueueBilling, QueueEmail, QueueReports}
 
 // Kind names.
@@ -46,9 +45,6 @@ const (
 	// KindWebhookDeliver is at schema version 3 with an upcaster from 2
 	// only: a version 1 payload has no path and becomes undecodable.
 	KindWebhookDeliver = "webhook.deliver"
-
-	KindChaosSleep = "chaos.sleep"
-	KindChaosExit  = "chaos.exit"
 )
 
 // Backoff is the demo's retry delay: attempt n waits n seconds (at most
@@ -117,15 +113,10 @@ type Webhook struct {
 	WorkMS int    `json:"work_ms,omitempty"`
 }
 
-// Sleep is chaos.sleep's payload.
-type Sleep struct {
-	MS int `json:"ms"`
-}
-
 // supportedCurrencies are what the invoice generator accepts.
 var supportedCurrencies = map[string]bool{"EUR": true, "USD": true, "GBP": true, "CHF": true}
 
-// Register adds every demo and chaos kind to e.
+// Register adds every demo kind to e.
 func Register(e *engine.Engine) error {
 	kinds := []engine.Kind{
 		{
@@ -159,16 +150,6 @@ func Register(e *engine.Engine) error {
 			Version:   3,
 			Upcasters: map[int]engine.Upcaster{2: webhookV2toV3},
 			Backoff:   Backoff,
-		},
-		{
-			Name:    KindChaosSleep,
-			Handler: engine.TypedHandler(chaosSleep),
-			Backoff: Backoff,
-		},
-		{
-			Name:    KindChaosExit,
-			Handler: chaosExit,
-			Backoff: Backoff,
 		},
 	}
 	for _, k := range kinds {
@@ -269,17 +250,4 @@ func webhookV2toV3(raw json.RawMessage) (json.RawMessage, error) {
 
 func webhookDeliver(ctx context.Context, _ *engine.Job, p Webhook) error {
 	return work(ctx, p.WorkMS)
-}
-
-func chaosSleep(ctx context.Context, _ *engine.Job, p Sleep) error {
-	return work(ctx, p.MS)
-}
-
-// chaosExit kills its own process with SIGKILL: the poison pill that takes
-// the whole worker down every time, so only the reaper of another process
-// can charge the crash.
-func chaosExit(context.Context, *engine.Job) error {
-	killSelf()
-	// Not reached where SIGKILL exists.
-	return errors.New("chaos.exit: the process survived")
 }

@@ -1,4 +1,4 @@
-package cli
+package main
 
 import (
 	"bytes"
@@ -13,12 +13,13 @@ func TestBenchDeadLetter(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "dead.db")
 	var out, errOut bytes.Buffer
-	code := run(context.Background(), []string{"bench", "deadletter", "--store", "sqlite://" + db,
+	code := run(context.Background(), []string{"deadletter", "--store", "sqlite://" + db,
 		"--jobs", "300", "--concurrency", "10", "--batch", "100", "--list-calls", "3", "--log-level", "warn"}, &out, &errOut)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out.String(), errOut.String())
 	}
 	line := strings.TrimSpace(out.String())
+	checkKeys(t, "deadletter", line)
 	if strings.Count(line, "\n") != 0 {
 		t.Errorf("want one result line, got:\n%s", line)
 	}
@@ -49,7 +50,7 @@ func TestBenchDeadLetter(t *testing.T) {
 func TestBenchDeadLetterReuse(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "dead.db")
-	args := []string{"bench", "deadletter", "--store", db, "--jobs", "120", "--concurrency", "10", "--batch", "50",
+	args := []string{"deadletter", "--store", db, "--jobs", "120", "--concurrency", "10", "--batch", "50",
 		"--list-calls", "1", "--log-level", "warn"}
 	var out, errOut bytes.Buffer
 	if code := run(context.Background(), append(args, "--no-retry"), &out, &errOut); code != 0 ||

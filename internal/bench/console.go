@@ -1,4 +1,4 @@
-package cli
+package main
 
 import (
 	"context"
@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/keymap"
 	"github.com/sluicehq/sluice/tui"
 )
@@ -43,7 +44,7 @@ type benchConsoleOptions struct {
 	seedSeconds float64
 }
 
-func newBenchConsoleCmd(lo *logOptions) *cobra.Command {
+func newBenchConsoleCmd(lo *cliutil.LogOptions) *cobra.Command {
 	o := &benchConsoleOptions{}
 	cmd := &cobra.Command{
 		Use:   "console",
@@ -94,7 +95,7 @@ Prints one key=value result line on stdout; progress goes to stderr.`,
 	return cmd
 }
 
-func runBenchConsole(ctx context.Context, o *benchConsoleOptions, lo *logOptions, stdout, stderr io.Writer) error {
+func runBenchConsole(ctx context.Context, o *benchConsoleOptions, lo *cliutil.LogOptions, stdout, stderr io.Writer) error {
 	var res benchResult
 	res.add("system", "sluice")
 	res.add("scenario", "console")
@@ -109,7 +110,7 @@ func runBenchConsole(ctx context.Context, o *benchConsoleOptions, lo *logOptions
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	log, closeLog, err := lo.logger(nil)
+	log, closeLog, err := lo.Logger(nil)
 	if err != nil {
 		return fail(err)
 	}
@@ -132,30 +133,35 @@ func runBenchConsole(ctx context.Context, o *benchConsoleOptions, lo *logOptions
 	return printBenchResult(stdout, &res, benchConsoleMeasure(ctx, o, log, progress, &res))
 }
 
+// asMainEnv set to 1 makes a test binary of this package run main, so the
+// console scenario can re-execute itself under go test too.
+const asMainEnv = "SLUICE_BENCH_AS_MAIN"
+
 // benchConsoleReexec runs the measurement in a new process of this binary.
-func benchConsoleReexec(ctx context.Context, o *benchConsoleOptions, lo *logOptions, seeded int, took time.Duration, stdout, stderr io.Writer) error {
+func benchConsoleReexec(ctx context.Context, o *benchConsoleOptions, lo *cliutil.LogOptions, seeded int, took time.Duration, stdout, stderr io.Writer) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	args := []string{"bench", "console", "--measure-only",
+	args := []string{"console", "--measure-only",
 		"--store", o.store, "--jobs", strconv.Itoa(o.jobs),
 		"--width", strconv.Itoa(o.width), "--height", strconv.Itoa(o.height),
 		"--label", o.label, "--timeout", o.timeout.String(),
 		"--seeded", strconv.Itoa(seeded), "--seed-seconds", strconv.FormatFloat(took.Seconds(), 'f', 1, 64),
-		"--log-level", lo.level}
-	if lo.file != "" {
-		args = append(args, "--log-file", lo.file)
+		"--log-level", lo.Level}
+	if lo.File != "" {
+		args = append(args, "--log-file", lo.File)
 	}
 	if o.noMaintenance {
 		args = append(args, "--no-maintenance")
 	}
 	c := exec.CommandContext(ctx, exe, args...)
+	c.Env = append(os.Environ(), asMainEnv+"=1")
 	c.Stdout, c.Stderr = stdout, stderr
 	if err := c.Run(); err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
-			return exitError{code: ee.ExitCode()}
+			return cliutil.ExitError{Code: ee.ExitCode()}
 		}
 		return err
 	}
@@ -198,7 +204,7 @@ func archivedCount(ctx context.Context, ctl engine.Control) (int64, error) {
 // benchConsoleSeed tops the store up to o.jobs archived jobs and returns
 // how many it added.
 func benchConsoleSeed(ctx context.Context, o *benchConsoleOptions, log *slog.Logger, progress func(string, ...any)) (int, time.Duration, error) {
-	store, err := openStoreLogged(ctx, o.store, log)
+	store, err := cliutil.OpenStore(ctx, o.store, log)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -229,11 +235,11 @@ func benchConsoleSeed(ctx context.Context, o *benchConsoleOptions, log *slog.Log
 	}
 	need := o.jobs - int(have)
 	if need <= 0 {
-		progress("%s holds %d archived jobs: no seeding", redactURL(o.store), have)
+		progress("%s holds %d archived jobs: no seeding", cliutil.RedactURL(o.store), have)
 		return 0, 0, nil
 	}
 	t0 := time.Now()
-	progress("%s holds %d archived jobs: enqueueing %d", redactURL(o.store), have, need)
+	progress("%s holds %d archived jobs: enqueueing %d", cliutil.RedactURL(o.store), have, need)
 	for start := 0; start < need; start += o.batch {
 		ps := make([]engine.EnqueueParams, min(o.batch, need-start))
 		for i := range ps {
@@ -418,15 +424,18 @@ func benchConsoleMeasure(ctx context.Context, o *benchConsoleOptions, log *slog.
 	rss := startRSSSampler(os.Getpid(), 50*time.Millisecond)
 	defer rss.close()
 	t0 := time.Now()
-	store, err := openStoreLogged(ctx, o.store, log)
+	store, err := cliutil.OpenStore(ctx, o.store, log)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 	// As sluice tui --store: an embedded engine with maintenance, no
 	// workers.
-	e, err := startEmbedded(ctx, store, engine.Config{Logger: log, ShutdownTimeout: 5 * time.Second, NoMaintenance: o.noMaintenance}, false)
+	e, err := engine.New(store, engine.Config{Logger: log, ShutdownTimeout: 5 * time.Second, NoMaintenance: o.noMaintenance})
 	if err != nil {
+		return err
+	}
+	if err := e.Start(ctx); err != nil {
 		return err
 	}
 	defer func() { _ = stopEngine(ctx, e) }()
@@ -448,7 +457,7 @@ func benchConsoleMeasure(ctx context.Context, o *benchConsoleOptions, log *slog.
 	defer stopProgram()
 	model := tui.New(e, tui.Options{
 		Theme: "dark", KeyMap: keymap.Default(), Logger: log, State: engine.StateArchived,
-		Source: redactURL(o.store), Context: pctx, Getenv: func(string) string { return "" },
+		Source: cliutil.RedactURL(o.store), Context: pctx, Getenv: func(string) string { return "" },
 	})
 	probe := &consoleProbe{Model: model, firstRows: out.arm, changed: make(chan struct{}, 1)}
 	prog := tea.NewProgram(probe,

@@ -1,4 +1,4 @@
-package cli
+package main
 
 import (
 	"context"
@@ -16,9 +16,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/cliutil"
 )
 
-// The deadletter scenario of the peer harness (../shared/bench/peers):
+// The deadletter scenario of the peer harness for River and asynq (see
+// BENCHMARKS.md):
 // N jobs whose handler always fails with one attempt, timed until all are
 // dead; then, with the workers stopped, the operator's side through
 // engine.Control (the embedded engine, as `sluice tui --store` and `sluice
@@ -34,7 +36,7 @@ type benchDeadOptions struct {
 	reuse     bool
 }
 
-func newBenchDeadLetterCmd(lo *logOptions) *cobra.Command {
+func newBenchDeadLetterCmd(lo *cliutil.LogOptions) *cobra.Command {
 	o := &benchDeadOptions{}
 	cmd := &cobra.Command{
 		Use:   "deadletter",
@@ -56,7 +58,7 @@ store and skips the seeding when it holds exactly those N dead jobs (a
 copy of a --no-retry run's file can be measured again and again).
 
 Prints one key=value result line on stdout with the peer harness's keys
-(../shared/bench/peers); progress goes to stderr.`,
+(the harness for River and asynq, see BENCHMARKS.md); progress goes to stderr.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runBenchDeadLetter(cmd.Context(), o, lo, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -71,7 +73,7 @@ Prints one key=value result line on stdout with the peer harness's keys
 	return cmd
 }
 
-func runBenchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *logOptions, stdout, stderr io.Writer) error {
+func runBenchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *cliutil.LogOptions, stdout, stderr io.Writer) error {
 	res := benchHeader("deadletter", &o.benchOptions)
 	return printBenchResult(stdout, &res, benchDeadLetter(ctx, o, lo, stderr, &res))
 }
@@ -144,7 +146,7 @@ func deadIndex(p []byte) int {
 // retry to check their timelines.
 const deadSamples = 200
 
-func benchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *logOptions, stderr io.Writer, res *benchResult) error {
+func benchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *cliutil.LogOptions, stderr io.Writer, res *benchResult) error {
 	progress := benchProgress(stderr, "deadletter")
 	if o.jobs <= 0 || o.concurrency <= 0 || o.batch <= 0 || o.insertConc <= 0 || o.listCalls <= 0 {
 		return fmt.Errorf("--jobs, --concurrency, --batch, --insert-conc and --list-calls must be positive")
@@ -155,7 +157,7 @@ func benchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *logOptions, s
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	ctx = engine.WithActor(ctx, "bench")
-	log, closeLog, err := lo.logger(stderr)
+	log, closeLog, err := lo.Logger(stderr)
 	if err != nil {
 		return err
 	}
@@ -168,12 +170,12 @@ func benchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *logOptions, s
 	res.add("insert_batch", o.batch)
 	res.add("insert_conc", o.insertConc)
 	res.add("kinds", len(deadKinds))
-	if target.backend == "sqlite" && !o.reuse {
-		if err := removeSQLiteFile(target.path); err != nil {
+	if target.Backend == "sqlite" && !o.reuse {
+		if err := removeSQLiteFile(target.Path); err != nil {
 			return fmt.Errorf("reset: %w", err)
 		}
 	}
-	store, err := openStoreLogged(ctx, o.store, log)
+	store, err := cliutil.OpenStore(ctx, o.store, log)
 	if err != nil {
 		return err
 	}
@@ -188,7 +190,7 @@ func benchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *logOptions, s
 	var samples []string
 	if have {
 		// --reuse on a store a run with --no-retry left: its dead jobs.
-		progress("%s holds %d dead jobs: reusing them", redactURL(o.store), n)
+		progress("%s holds %d dead jobs: reusing them", cliutil.RedactURL(o.store), n)
 		res.add("seeded", "reused")
 	} else {
 		res.add("seeded", "handlers")
@@ -316,8 +318,7 @@ func benchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *logOptions, s
 		rss()
 		return fmt.Errorf("bulk retry: %w", err)
 	}
-	s := &session{ctl: ctl, engine: e, close: func() {}, ctx: ctx}
-	op, err := driveOperation(s, started.Operation.ID, stderr)
+	op, err := driveOperation(ctx, e, started.Operation.ID, stderr)
 	retryDur := time.Since(t3)
 	cpu := processCPU() - cpu0
 	rssStart, rssMax, rssEnd := rss()
@@ -426,7 +427,7 @@ func benchDeadSeed(ctx context.Context, store engine.Store, o *benchDeadOptions,
 		}
 	}
 
-	progress("inserting %d failing jobs into %s", o.jobs, redactURL(o.store))
+	progress("inserting %d failing jobs into %s", o.jobs, cliutil.RedactURL(o.store))
 	t0 := time.Now()
 	samples, err := benchDeadInsert(ctx, w, o)
 	if err != nil {

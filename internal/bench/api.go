@@ -1,4 +1,4 @@
-package cli
+package main
 
 import (
 	"bufio"
@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
@@ -28,12 +29,13 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/examples/demo"
+	"github.com/sluicehq/sluice/internal/cliutil"
+	"github.com/sluicehq/sluice/internal/demo"
 )
 
-// `sluice bench api`: the HTTP control API under a fixed arrival rate of
-// list requests, over a store holding N archived jobs, while the server's
-// workers run.
+// The api scenario (scripts/bench api): the HTTP control API under a fixed
+// arrival rate of list requests, over a store holding N archived jobs,
+// while the server's workers run.
 
 type benchAPIOptions struct {
 	store       string
@@ -53,7 +55,7 @@ type benchAPIOptions struct {
 	serverBin   string
 }
 
-func newBenchAPICmd(lo *logOptions) *cobra.Command {
+func newBenchAPICmd(lo *cliutil.LogOptions) *cobra.Command {
 	o := &benchAPIOptions{}
 	cmd := &cobra.Command{
 		Use:   "api",
@@ -110,13 +112,12 @@ Prints one key=value result line on stdout (load1_before/load1_after are
 	f.BoolVar(&o.wrk, "wrk", true, "also run wrk against the server when it is installed")
 	f.StringVar(&o.label, "label", "main", "free-form variant label echoed in the result line")
 	f.DurationVar(&o.timeout, "timeout", 60*time.Minute, "overall timeout")
-	f.StringVar(&o.serverBin, "server-bin", "", "sluice binary to run the server with (default: this one)")
-	_ = f.MarkHidden("server-bin")
+	f.StringVar(&o.serverBin, "server-bin", "", "sluice binary to run the server with (default: sluice beside this binary)")
 	_ = cmd.MarkFlagRequired("store")
 	return cmd
 }
 
-func runBenchAPI(ctx context.Context, o *benchAPIOptions, lo *logOptions, stdout, stderr io.Writer) error {
+func runBenchAPI(ctx context.Context, o *benchAPIOptions, lo *cliutil.LogOptions, stdout, stderr io.Writer) error {
 	var res benchResult
 	res.add("system", "sluice")
 	res.add("scenario", "api")
@@ -127,7 +128,7 @@ func runBenchAPI(ctx context.Context, o *benchAPIOptions, lo *logOptions, stdout
 // apiBenchPath is what the load generator asks for.
 const apiBenchPath = api.Prefix + "/jobs?state=archived&limit=50"
 
-func benchAPI(ctx context.Context, o *benchAPIOptions, lo *logOptions, stderr io.Writer, res *benchResult) error {
+func benchAPI(ctx context.Context, o *benchAPIOptions, lo *cliutil.LogOptions, stderr io.Writer, res *benchResult) error {
 	// The server's stderr is copied here too, from a goroutine of os/exec.
 	stderr = &apiLockedWriter{w: stderr}
 	progress := benchProgress(stderr, "api")
@@ -137,7 +138,7 @@ func benchAPI(ctx context.Context, o *benchAPIOptions, lo *logOptions, stderr io
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	log, closeLog, err := lo.logger(nil)
+	log, closeLog, err := lo.Logger(nil)
 	if err != nil {
 		return err
 	}
@@ -324,7 +325,7 @@ func apiLoadAvg() string {
 // on queue "bench", run to their death by an engine's workers), and
 // returns how many it added.
 func apiBenchSeed(ctx context.Context, o *benchAPIOptions, log *slog.Logger, progress func(string, ...any)) (int, time.Duration, error) {
-	store, err := openStoreLogged(ctx, o.store, log)
+	store, err := cliutil.OpenStore(ctx, o.store, log)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -340,10 +341,10 @@ func apiBenchSeed(ctx context.Context, o *benchAPIOptions, log *slog.Logger, pro
 	have := c.Total[engine.StateArchived]
 	need := o.jobs - int(have)
 	if need <= 0 {
-		progress("%s holds %d archived jobs: no seeding", redactURL(o.store), have)
+		progress("%s holds %d archived jobs: no seeding", cliutil.RedactURL(o.store), have)
 		return 0, 0, nil
 	}
-	progress("%s holds %d archived jobs: seeding %d more", redactURL(o.store), have, need)
+	progress("%s holds %d archived jobs: seeding %d more", cliutil.RedactURL(o.store), have, need)
 	t0 := time.Now()
 	var discard benchResult // the dead letter scenario's own figures
 	do := &benchDeadOptions{benchOptions: benchOptions{store: o.store, jobs: need, concurrency: o.seedConc,
@@ -375,10 +376,11 @@ var reAPIServing = regexp.MustCompile(`serving (http://\S+?)` + regexp.QuoteMeta
 func startAPIBenchServer(ctx context.Context, o *benchAPIOptions, stderr io.Writer, progress func(string, ...any)) (*apiBenchServer, error) {
 	bin := o.serverBin
 	if bin == "" {
-		var err error
-		if bin, err = os.Executable(); err != nil {
+		exe, err := os.Executable()
+		if err != nil {
 			return nil, fmt.Errorf("server binary: %w", err)
 		}
+		bin = filepath.Join(filepath.Dir(exe), "sluice")
 	}
 	tmp, err := os.MkdirTemp("", "sluice-bench-api-")
 	if err != nil {

@@ -1,4 +1,4 @@
-package cli
+package main
 
 import (
 	"bytes"
@@ -283,7 +283,7 @@ func TestBenchAPI(t *testing.T) {
 	runIt := func(jobs string) string {
 		t.Helper()
 		var out, errOut bytes.Buffer
-		code := run(context.Background(), []string{"bench", "api", "--store", "sqlite://" + db, "--jobs", jobs,
+		code := run(context.Background(), []string{"api", "--store", "sqlite://" + db, "--jobs", jobs,
 			"--rate", "40", "--duration", "1s", "--warmup", "0s", "--connections", "4", "--cursor-share", "0.5",
 			"--work-rate", "20", "--seed-concurrency", "20", "--seed-batch", "100", "--wrk=false",
 			"--server-bin", bin}, &out, &errOut)
@@ -303,6 +303,7 @@ func TestBenchAPI(t *testing.T) {
 	}
 
 	line := runIt("300")
+	checkKeys(t, "api", line)
 	for _, want := range []string{"system=sluice ", "scenario=api ", "store=sqlite ", "jobs=300 ", "seeded=300 ",
 		"archived=300 ", "requests=40 ", "errors=0 ", "status=ok"} {
 		if !strings.Contains(line, want) {

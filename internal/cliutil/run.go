@@ -1,0 +1,33 @@
+package cliutil
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+)
+
+// ExitError ends a command with a status and nothing more printed: the
+// command has said what went wrong already.
+type ExitError struct{ Code int }
+
+func (e ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
+
+// Run executes root with args and returns the exit status: 0, an
+// ExitError's code, or 1 after writing "name: error" to stderr.
+func Run(ctx context.Context, root *cobra.Command, name string, args []string, stdout, stderr io.Writer) int {
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	if err := root.ExecuteContext(ctx); err != nil {
+		var ex ExitError
+		if errors.As(err, &ex) {
+			return ex.Code
+		}
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 1
+	}
+	return 0
+}
