@@ -94,6 +94,15 @@ func New(store Store, cfg Config) (*Engine, error) {
 		most = max(most, q.Concurrency)
 	}
 	e.suspects = newSuspectGate(most)
+	e.running.released = func(r *runState) {
+		e.suspects.released(r.suspect)
+		if r.suspect == suspectLone {
+			// Claims held back while it was held may go on.
+			for _, q := range e.queues {
+				q.wake()
+			}
+		}
+	}
 	var err error
 	if e.claimDeadlinePlan, err = claimDeadlinePlan(cfg.WorkerID); err != nil {
 		return nil, err

@@ -38,10 +38,11 @@ type suspectGate struct {
 	first int
 	// claiming counts claims in flight; a lone claim needs it at 0.
 	claiming int
-	// lone is set while a lone claim is in flight or its job runs.
+	// lone is set while a lone claim is in flight or its job is held:
+	// until its outcome is written (a success is written by the
+	// completer after the handler returns), so nothing that could crash
+	// the process starts before the store has it.
 	lone bool
-	// inflight counts this process's running jobs, every queue.
-	inflight int
 }
 
 func newSuspectGate(most int) *suspectGate {
@@ -49,10 +50,10 @@ func newSuspectGate(most int) *suspectGate {
 }
 
 // admit is what one claim may take: n first-crash suspects, and whether
-// it may take a lone job. ok is false while a lone job runs (or is being
-// claimed): nothing else may start then. Every admit is followed by one
-// claimed.
-func (g *suspectGate) admit() (n int, lone, ok bool) {
+// it may take a lone job (only when the process holds no job: idle). ok
+// is false while a lone job is held (or being claimed): nothing else may
+// start then. Every admit is followed by one claimed.
+func (g *suspectGate) admit(idle bool) (n int, lone, ok bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.lone {
@@ -60,7 +61,7 @@ func (g *suspectGate) admit() (n int, lone, ok bool) {
 	}
 	n = max(0, g.group-g.first)
 	g.first += n
-	if g.inflight == 0 && g.claiming == 0 {
+	if idle && g.claiming == 0 {
 		lone, g.lone = true, true
 	}
 	g.claiming++
@@ -69,37 +70,43 @@ func (g *suspectGate) admit() (n int, lone, ok bool) {
 
 // claimed records what a claim admitted by admit(n, lone) took: took
 // first-crash suspects, and tookLone whether its job is a lone one (then
-// the lone hold stays until that job ends). jobs is how many jobs it took
-// in all.
-func (g *suspectGate) claimed(n int, lone bool, took, jobs int, tookLone bool) {
+// the lone hold stays until that job is released).
+func (g *suspectGate) claimed(n int, lone bool, took int, tookLone bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.claiming--
 	g.first -= n - took
-	g.inflight += jobs
 	if lone && !tookLone {
 		g.lone = false
 	}
 }
 
-// done records the end of a job of this process: its kind of suspect and
-// whether it crashed (a panic; a success or an ordinary failure counts as
-// not crashing).
+// done records the end of a first-crash suspect's run: whether it
+// crashed (a panic; a success or an ordinary failure counts as not
+// crashing).
 func (g *suspectGate) done(kind suspectKind, crashed bool) {
+	if kind != suspectFirst {
+		return
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.inflight--
-	switch kind {
-	case suspectFirst:
-		g.first--
-		if crashed {
-			g.group = 1
-		} else {
-			g.group = min(2*g.group, g.max)
-		}
-	case suspectLone:
-		g.lone = false
+	g.first--
+	if crashed {
+		g.group = 1
+	} else {
+		g.group = min(2*g.group, g.max)
 	}
+}
+
+// released records that the process no longer holds a job: its outcome
+// is written (or its lease is gone). A lone job's hold ends there.
+func (g *suspectGate) released(kind suspectKind) {
+	if kind != suspectLone {
+		return
+	}
+	g.mu.Lock()
+	g.lone = false
+	g.mu.Unlock()
 }
 
 // suspectKind sorts a claimed job for admission.

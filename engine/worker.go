@@ -139,7 +139,7 @@ func (q *queueRunner) wait(ch chan struct{}, tick <-chan time.Time) bool {
 // claim takes up to free jobs and starts them; it returns how many it took.
 func (q *queueRunner) claim(free int) (int, error) {
 	e := q.e
-	suspects, lone, ok := e.suspects.admit()
+	suspects, lone, ok := e.suspects.admit(e.running.len() == 0)
 	if !ok {
 		// A job that crashed twice or more runs alone in this process.
 		return 0, nil
@@ -151,7 +151,7 @@ func (q *queueRunner) claim(free int) (int, error) {
 		PastDeadline:  e.claimDeadlinePlan,
 	})
 	if err != nil {
-		e.suspects.claimed(suspects, lone, 0, 0, false)
+		e.suspects.claimed(suspects, lone, 0, false)
 		return 0, err
 	}
 	took, tookLone := 0, false
@@ -163,7 +163,7 @@ func (q *queueRunner) claim(free int) (int, error) {
 			tookLone = true
 		}
 	}
-	e.suspects.claimed(suspects, lone, took, len(res.Jobs), tookLone)
+	e.suspects.claimed(suspects, lone, took, tookLone)
 	e.clock.observe(res.Now)
 	e.observeClaim(res)
 	for _, j := range res.Dead {
@@ -236,6 +236,8 @@ func (r *runState) lost() {
 type runningSet struct {
 	mu sync.Mutex
 	m  map[string]*runState
+	// released is told of each job the process stops holding.
+	released func(*runState)
 }
 
 func newRunningSet() *runningSet { return &runningSet{m: map[string]*runState{}} }
@@ -255,8 +257,19 @@ func (s *runningSet) add(j *Job, ctx context.Context, cancel context.CancelCause
 
 func (s *runningSet) remove(id string) {
 	s.mu.Lock()
+	r := s.m[id]
 	delete(s.m, id)
 	s.mu.Unlock()
+	if r != nil && s.released != nil {
+		s.released(r)
+	}
+}
+
+// len is how many jobs the process holds.
+func (s *runningSet) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m)
 }
 
 func (s *runningSet) get(id string) *runState {
@@ -303,15 +316,7 @@ type handlerResult struct {
 // execute runs one claimed job to its outcome and writes it.
 func (e *Engine) execute(q *queueRunner, r *runState, j *Job) {
 	var res handlerResult
-	defer func() {
-		e.suspects.done(r.suspect, res.trigger == TriggerCrash)
-		if r.suspect == suspectLone {
-			// Claims held back while it ran may go on.
-			for _, q := range e.queues {
-				q.wake()
-			}
-		}
-	}()
+	defer func() { e.suspects.done(r.suspect, res.trigger == TriggerCrash) }()
 	defer r.cancel(nil)
 
 	began := e.handlerStart()
