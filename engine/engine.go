@@ -45,8 +45,8 @@ type Engine struct {
 	queues    map[string]*queueRunner
 	completer *completer
 	running   *runningSet
-	// suspect is 1 while this process runs a job that crashed before.
-	suspect atomic.Int32
+	// suspects admits jobs that crashed before (suspects.go).
+	suspects *suspectGate
 	// storeOK is when the store last answered this process without error
 	// after a failure: the reaper waits a heartbeat TTL after an outage
 	// before it may call a silent worker dead.
@@ -89,6 +89,20 @@ func New(store Store, cfg Config) (*Engine, error) {
 		e.queues[name] = newQueueRunner(e, name, q)
 	}
 	e.completer = newCompleter(e)
+	most := 1
+	for _, q := range cfg.Queues {
+		most = max(most, q.Concurrency)
+	}
+	e.suspects = newSuspectGate(most)
+	e.running.released = func(r *runState) {
+		e.suspects.released(r.suspect)
+		if r.suspect == suspectLone {
+			// Claims held back while it was held may go on.
+			for _, q := range e.queues {
+				q.wake()
+			}
+		}
+	}
 	var err error
 	if e.claimDeadlinePlan, err = claimDeadlinePlan(cfg.WorkerID); err != nil {
 		return nil, err

@@ -142,10 +142,15 @@ type JobClaimParams struct {
 	WorkerID string
 	LeaseID  string
 	Limit    int
-	// Suspects is how many jobs with crash_attempt > 0 the claim may take
-	// (0 or 1: a process runs at most one suspect). They are taken only
-	// when the batch is not filled by non-suspects.
+	// Suspects is how many jobs on their first crash (crash_attempt 1)
+	// the claim may take; they are taken only when the batch is not
+	// filled by jobs that never crashed.
 	Suspects int
+	// Lone lets the claim take one job that crashed twice or more
+	// (crash_attempt >= 2), and only when it takes nothing else: the
+	// engine asks for it when its process runs nothing, and then runs
+	// that job alone.
+	Lone bool
 	// Kinds maps each kind this worker runs to the newest schema version
 	// it knows; jobs of other kinds or newer versions are left alone.
 	Kinds         map[string]int

@@ -139,33 +139,33 @@ func (q *queueRunner) wait(ch chan struct{}, tick <-chan time.Time) bool {
 // claim takes up to free jobs and starts them; it returns how many it took.
 func (q *queueRunner) claim(free int) (int, error) {
 	e := q.e
-	suspects := 0
-	if e.suspect.CompareAndSwap(0, 1) {
-		suspects = 1
+	suspects, lone, ok := e.suspects.admit(e.running.len() == 0)
+	if !ok {
+		// A job that crashed twice or more runs alone in this process.
+		return 0, nil
 	}
 	res, err := e.store.JobClaim(e.runCtx, &JobClaimParams{
 		Queue: q.name, WorkerID: e.cfg.WorkerID, LeaseID: uuid.NewString(),
-		Limit: free, Suspects: suspects, Kinds: e.kindVersions(),
+		Limit: free, Suspects: suspects, Lone: lone, Kinds: e.kindVersions(),
 		LeaseDuration: e.cfg.LeaseDuration,
 		PastDeadline:  e.claimDeadlinePlan,
 	})
 	if err != nil {
-		if suspects == 1 {
-			e.suspect.Store(0)
-		}
+		e.suspects.claimed(suspects, lone, 0, false)
 		return 0, err
 	}
-	e.clock.observe(res.Now)
-	e.observeClaim(res)
-	tookSuspect := false
+	took, tookLone := 0, false
 	for _, j := range res.Jobs {
-		if j.Suspect() {
-			tookSuspect = true
+		switch suspectOf(j) {
+		case suspectFirst:
+			took++
+		case suspectLone:
+			tookLone = true
 		}
 	}
-	if suspects == 1 && !tookSuspect {
-		e.suspect.Store(0)
-	}
+	e.suspects.claimed(suspects, lone, took, tookLone)
+	e.clock.observe(res.Now)
+	e.observeClaim(res)
 	for _, j := range res.Dead {
 		go e.fireDeath(j, msgDeadlineBeforeRun, ReasonDeadlineExceeded)
 	}
@@ -213,7 +213,7 @@ type runState struct {
 	queue     string
 	kind      string
 	attempt   int // the job's attempt when claimed
-	suspect   bool
+	suspect   suspectKind
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
 	abandoned atomic.Bool // released at shutdown or lease lost: drop the result
@@ -236,12 +236,14 @@ func (r *runState) lost() {
 type runningSet struct {
 	mu sync.Mutex
 	m  map[string]*runState
+	// released is told of each job the process stops holding.
+	released func(*runState)
 }
 
 func newRunningSet() *runningSet { return &runningSet{m: map[string]*runState{}} }
 
 func (s *runningSet) add(j *Job, ctx context.Context, cancel context.CancelCauseFunc) *runState {
-	r := &runState{queue: j.Queue, kind: j.Kind, attempt: j.Attempt, suspect: j.Suspect(), ctx: ctx, cancel: cancel}
+	r := &runState{queue: j.Queue, kind: j.Kind, attempt: j.Attempt, suspect: suspectOf(j), ctx: ctx, cancel: cancel}
 	if j.Lease != nil {
 		r.ref = JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Lease.Fence}
 	} else {
@@ -255,8 +257,19 @@ func (s *runningSet) add(j *Job, ctx context.Context, cancel context.CancelCause
 
 func (s *runningSet) remove(id string) {
 	s.mu.Lock()
+	r := s.m[id]
 	delete(s.m, id)
 	s.mu.Unlock()
+	if r != nil && s.released != nil {
+		s.released(r)
+	}
+}
+
+// len is how many jobs the process holds.
+func (s *runningSet) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m)
 }
 
 func (s *runningSet) get(id string) *runState {
@@ -302,15 +315,12 @@ type handlerResult struct {
 
 // execute runs one claimed job to its outcome and writes it.
 func (e *Engine) execute(q *queueRunner, r *runState, j *Job) {
-	defer func() {
-		if r.suspect {
-			e.suspect.Store(0)
-		}
-	}()
+	var res handlerResult
+	defer func() { e.suspects.done(r.suspect, res.trigger == TriggerCrash) }()
 	defer r.cancel(nil)
 
 	began := e.handlerStart()
-	res := e.runHandler(r.ctx, r, j)
+	res = e.runHandler(r.ctx, r, j)
 	e.observeHandler(r, j, res.trigger, began)
 	if r.abandoned.Load() {
 		// Our lease is gone (or was handed back at shutdown): whatever

@@ -83,7 +83,7 @@ func checks() []check {
 	add("Outcomes", outcomeChecks())
 	add("Quarantine", []check{
 		{name: "CrashLimitReleaseProbation", fn: testQuarantine},
-		{name: "OneSuspectAtATime", fn: testSuspects},
+		{name: "SuspectsInGrowingGroupsTwiceCrashedAlone", fn: testSuspects},
 	})
 	add("Reaper", []check{
 		{name: "DeadWorkerChargedLiveWorkerReleased", fn: testReaper},

@@ -139,12 +139,22 @@ func testQuarantine(t *testing.T, h Harness) {
 	waitState(t, s, "bad-again", engine.StateCompleted)
 }
 
-// testSuspects: a process runs at most one suspect at a time, while
-// ordinary jobs run side by side.
+// testSuspects: jobs on their first crash run in a group that grows as
+// they succeed (so more than one runs at once, never more than the
+// concurrency), and a job that crashed twice or more runs alone: nothing
+// else runs in the process while it does.
 func testSuspects(t *testing.T, h Harness) {
 	s := h.NewStore(t)
-	const suspects, normals = 6, 24
-	for i := range suspects {
+	const firsts, lones, normals = 12, 3, 24
+	// The jobs of two crashes first: each claim while they are made takes
+	// the one job being made (a new job before suspects, a first-crash
+	// suspect before jobs of two crashes).
+	for i := range lones {
+		p := jobParams(fmt.Sprintf("l-%d", i), "q")
+		p.Kind = "l"
+		makeSuspectN(t, s, p, 2)
+	}
+	for i := range firsts {
 		p := jobParams(fmt.Sprintf("s-%d", i), "q")
 		p.Kind = "s"
 		makeSuspect(t, s, p)
@@ -155,34 +165,62 @@ func testSuspects(t *testing.T, h Harness) {
 		insert(t, s, p)
 	}
 	type gauge struct{ cur, max atomic.Int64 }
-	track := func(g *gauge) engine.Handler {
-		return func(context.Context, *engine.Job) error {
-			c := g.cur.Add(1)
-			for {
-				m := g.max.Load()
-				if c <= m || g.max.CompareAndSwap(m, c) {
-					break
-				}
+	var all gauge
+	var loneBeside atomic.Int64 // the most jobs running while a lone one ran
+	raise := func(g *gauge, c int64) {
+		for {
+			m := g.max.Load()
+			if c <= m || g.max.CompareAndSwap(m, c) {
+				return
 			}
-			time.Sleep(40 * time.Millisecond)
+		}
+	}
+	track := func(g *gauge, lone bool) engine.Handler {
+		return func(context.Context, *engine.Job) error {
+			raise(g, g.cur.Add(1))
+			n := all.cur.Add(1)
+			raise(&all, n)
+			for range 4 {
+				if lone {
+					for {
+						m := loneBeside.Load()
+						if now := all.cur.Load(); now <= m || loneBeside.CompareAndSwap(m, now) {
+							break
+						}
+					}
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			all.cur.Add(-1)
 			g.cur.Add(-1)
 			return nil
 		}
 	}
-	var sg, ng gauge
+	var sg, lg, ng gauge
 	cfg := fast("w1", "q")
 	cfg.Queues["q"] = engine.QueueConfig{Concurrency: 8}
-	startEngine(t, s, cfg, engine.Kind{Name: "s", Handler: track(&sg)}, engine.Kind{Name: "n", Handler: track(&ng)})
-	for i := range suspects {
+	startEngine(t, s, cfg, engine.Kind{Name: "s", Handler: track(&sg, false)},
+		engine.Kind{Name: "l", Handler: track(&lg, true)}, engine.Kind{Name: "n", Handler: track(&ng, false)})
+	for i := range firsts {
 		waitState(t, s, fmt.Sprintf("s-%d", i), engine.StateCompleted)
+	}
+	for i := range lones {
+		waitState(t, s, fmt.Sprintf("l-%d", i), engine.StateCompleted)
 	}
 	for i := range normals {
 		waitState(t, s, fmt.Sprintf("n-%d", i), engine.StateCompleted)
 	}
-	if m := sg.max.Load(); m != 1 {
-		t.Fatalf("%d suspects ran at once, want at most 1", m)
+	if m := sg.max.Load(); m < 2 || m > 8 {
+		t.Fatalf("%d first-crash suspects ran at once, want a group that grew past one and within the concurrency", m)
+	}
+	if m := lg.max.Load(); m != 1 {
+		t.Fatalf("%d jobs of two crashes ran at once, want 1", m)
+	}
+	if m := loneBeside.Load(); m != 1 {
+		t.Fatalf("a job of two crashes ran beside %d other jobs, want none", m-1)
 	}
 	if m := ng.max.Load(); m < 2 {
 		t.Fatalf("ordinary jobs never ran side by side (max %d at once)", m)
 	}
 }
+

@@ -26,6 +26,7 @@ func storeChecks() []check {
 		{name: "ClaimLimitAndQueue", fn: testClaimLimit},
 		{name: "ClaimKindVersionFilter", fn: testClaimKindFilter},
 		{name: "ClaimSuspectsLast", fn: testClaimSuspects},
+		{name: "ClaimLoneOnlyAlone", fn: testClaimLone},
 		{name: "FenceAndLeaseEveryTransition", fn: testFenceAndLease},
 		{name: "CompleteManyFencedPerItem", fn: testCompleteMany},
 		{name: "FinishEveryRow", fn: testFinishRows},
@@ -328,17 +329,63 @@ func testClaimKindFilter(t *testing.T, h Harness) {
 // makeSuspect runs a job once and crashes it, then makes it due again.
 func makeSuspect(t testing.TB, s engine.Store, p *engine.JobInsertParams) {
 	t.Helper()
+	makeSuspectN(t, s, p, 1)
+}
+
+// makeSuspectN inserts a job and crashes it n times, then makes it due
+// again.
+func makeSuspectN(t testing.TB, s engine.Store, p *engine.JobInsertParams, n int) {
+	t.Helper()
 	insert(t, s, p)
-	js := claimP(t, s, engine.JobClaimParams{Queue: p.Queue, WorkerID: "w-crash", Limit: 1, Suspects: 1,
-		Kinds: map[string]int{p.Kind: p.SchemaVersion}}).Jobs
-	if len(js) != 1 || js[0].ID != p.ID {
-		t.Fatalf("claim %s: got %v", p.ID, ids(js))
+	for i := range n {
+		// A new job goes before suspects, a first-crash suspect before a
+		// job of two crashes: the claim takes the job being made.
+		js := claimP(t, s, engine.JobClaimParams{Queue: p.Queue, WorkerID: "w-crash", Limit: 1, Suspects: 1, Lone: i > 0,
+			Kinds: map[string]int{p.Kind: p.SchemaVersion}}).Jobs
+		if len(js) != 1 || js[0].ID != p.ID {
+			t.Fatalf("claim %s: got %v", p.ID, ids(js))
+		}
+		finish(t, s, Outcome{JobRef: refOf(js[0]), To: engine.StateRetryable, Charge: engine.ChargeCrash,
+			Event: engine.EventCrashed, Error: &engine.AttemptError{Crash: true, Message: "panic: made suspect"}})
+		scheduleDue(t, s)
+		if j := getJob(t, s, p.ID); j.State != engine.StateAvailable || j.CrashAttempt != i+1 {
+			t.Fatalf("suspect %s: %s", p.ID, describe(j))
+		}
 	}
-	finish(t, s, Outcome{JobRef: refOf(js[0]), To: engine.StateRetryable, Charge: engine.ChargeCrash,
-		Event: engine.EventCrashed, Error: &engine.AttemptError{Crash: true, Message: "panic: made suspect"}})
-	scheduleDue(t, s)
-	if j := getJob(t, s, p.ID); j.State != engine.StateAvailable || j.CrashAttempt != 1 {
-		t.Fatalf("suspect %s: %s", p.ID, describe(j))
+}
+
+// testClaimLone: a job that crashed twice or more is taken only by a claim
+// that allows it (Lone), only when that claim takes nothing else, and one
+// at a time; Suspects never takes it.
+func testClaimLone(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	for _, id := range []string{"l-1", "l-2"} {
+		p := jobParams(id, "lone")
+		makeSuspectN(t, s, p, 2)
+		// Park it elsewhere while the next one is made.
+		if j := getJob(t, s, id); j.CrashAttempt != 2 {
+			t.Fatalf("%s: %s", id, describe(j))
+		}
+	}
+	makeSuspect(t, s, jobParams("f-1", "lone"))
+	insert(t, s, jobParams("n-1", "lone"))
+	claim := func(p engine.JobClaimParams) []string {
+		p.Queue, p.WorkerID = "lone", "w"
+		return sortedIDs(claimP(t, s, p).Jobs)
+	}
+	if got := claim(engine.JobClaimParams{Limit: 10, Suspects: 10}); !slices.Equal(got, []string{"f-1", "n-1"}) {
+		t.Fatalf("suspects 10: claimed %v, want the first-crash suspect and the ordinary job only", got)
+	}
+	if got := claim(engine.JobClaimParams{Limit: 10, Suspects: 10}); len(got) != 0 {
+		t.Fatalf("suspects 10 with only jobs of two crashes left: claimed %v", got)
+	}
+	insert(t, s, jobParams("n-2", "lone"))
+	if got := claim(engine.JobClaimParams{Limit: 10, Lone: true}); !slices.Equal(got, []string{"n-2"}) {
+		t.Fatalf("lone with an ordinary job waiting: claimed %v, want only the ordinary job", got)
+	}
+	got := claim(engine.JobClaimParams{Limit: 10, Suspects: 10, Lone: true})
+	if len(got) != 1 || (got[0] != "l-1" && got[0] != "l-2") {
+		t.Fatalf("lone with nothing else waiting: claimed %v, want exactly one job of two crashes", got)
 	}
 }
 

@@ -298,10 +298,12 @@ func insert(t testing.TB, s engine.Store, ps ...*engine.JobInsertParams) []*engi
 	return out
 }
 
-// claim takes up to limit jobs of queue for worker, kind k v1, a long lease.
+// claim takes up to limit jobs of queue for worker, kind k v1, a long
+// lease: at most one first-crash suspect, and a job of two crashes or more
+// when nothing else is there.
 func claim(t testing.TB, s engine.Store, queue, worker string, limit int) []*engine.Job {
 	t.Helper()
-	return claimP(t, s, engine.JobClaimParams{Queue: queue, WorkerID: worker, Limit: limit, Suspects: 1}).Jobs
+	return claimP(t, s, engine.JobClaimParams{Queue: queue, WorkerID: worker, Limit: limit, Suspects: 1, Lone: true}).Jobs
 }
 
 // claimOne claims exactly one job of queue and checks it is id.
