@@ -301,6 +301,11 @@ func (m *Model) bulkBox(w int) []string {
 		if p.Matched == 1 {
 			noun = "job"
 		}
+		if strings.HasPrefix(b.from, "error group ") {
+			// Name the group the way its row does: the action is on it,
+			// whatever the list does meanwhile.
+			addWrapped(b.from, t.Bold.Render)
+		}
 		addWrapped(fmt.Sprintf("%s %s %s (%s)", b.action, count, noun, describeFilter(b.selector)), t.Bold.Render)
 		if p.Estimated {
 			lines = append(lines, t.Muted.Render("the count is an estimate past "+commas(engine.DryRunExactLimit)))
