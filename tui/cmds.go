@@ -369,6 +369,7 @@ type changesMsg struct {
 }
 
 func (m *Model) subscribe() tea.Cmd {
+	m.subscribing = true
 	ctl, ctx := m.ctl, m.ctx
 	return func() tea.Msg {
 		ch, err := ctl.Subscribe(ctx)

@@ -1,8 +1,11 @@
 package tui
 
 import (
+	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
@@ -89,5 +92,72 @@ func TestListCursorFollowsItem(t *testing.T) {
 	m.handleKey(keyMsg("P"))
 	if m.dialog == nil || !strings.Contains(m.dialog.title, "reports") {
 		t.Fatalf("the pause dialog does not name reports: %+v", m.dialog)
+	}
+}
+
+// countingFlaky is flakyControl that counts its Meta calls.
+type countingFlaky struct {
+	flakyControl
+	metaCalls atomic.Int64
+}
+
+func (c *countingFlaky) Meta(ctx context.Context) (*engine.Meta, error) {
+	c.metaCalls.Add(1)
+	return c.flakyControl.Meta(ctx)
+}
+
+func waitCond(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestConnectionTruth: with the API gone the header stops saying live and
+// says it is unreachable; once it is back, the first refresh that
+// succeeds (ctrl+r) clears the warning, however long the backoff of the
+// other loads has grown.
+func TestConnectionTruth(t *testing.T) {
+	f := setup(t, false)
+	ctl := &countingFlaky{flakyControl: flakyControl{Control: f.eng}}
+	s := start(t, ctl, testOptions())
+	s.waitFor("evil-0001", "archived 7", "● live")
+	ctl.down.Store(true)
+	// The header's probe (every few seconds) finds it gone; send its
+	// ticks rather than wait for them.
+	for i := int64(0); i < 6; i++ {
+		n := ctl.metaCalls.Load()
+		s.tm.Send(ageTickMsg{})
+		waitCond(t, "the probe asked", func() bool { return ctl.metaCalls.Load() > n })
+	}
+	s.keys("<ctrl+r>")
+	waitCond(t, "a retry while down", func() bool { return ctl.metaCalls.Load() >= 8 })
+	screen := ansi.Strip(s.h.last())
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(strings.SplitN(screen, "\n", 2)[0], "unreachable") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the header does not say the API is unreachable:\n%s", screen)
+		}
+		time.Sleep(10 * time.Millisecond)
+		screen = ansi.Strip(s.h.last())
+	}
+	if strings.Contains(strings.SplitN(screen, "\n", 2)[0], "● live") {
+		t.Fatalf("the header says live with the API down:\n%s", screen)
+	}
+	ctl.down.Store(false)
+	s.keys("<ctrl+r>")
+	s.waitGone("⚠")
+	s.waitFor("● live", "archived 7")
+	// And :clear on live data leaves no warning either.
+	s.keys(":")
+	s.typeText("clear")
+	s.keys("<enter>")
+	s.waitFor("no filter", "● live")
+	if strings.Contains(ansi.Strip(s.h.last()), "⚠") {
+		t.Fatal("a warning after :clear on live data")
 	}
 }

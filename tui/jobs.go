@@ -302,7 +302,7 @@ func (v *jobsView) take(m *Model, msg listMsg) tea.Cmd {
 		}
 		return m.failed(retryList, "job list", msg.err)
 	}
-	m.succeeded(retryList)
+	ok := m.succeeded(retryList)
 	v.err = nil
 	v.loaded = true
 	h := m.listHeight()
@@ -341,7 +341,7 @@ func (v *jobsView) take(m *Model, msg listMsg) tea.Cmd {
 		v.refreshWanted = false
 		refresh = v.refresh(m)
 	}
-	return tea.Batch(m.sheetFollow(), refresh, m.maybeLoadMore())
+	return tea.Batch(ok, m.sheetFollow(), refresh, m.maybeLoadMore())
 }
 
 // placeFromEnd works out the window's position from the counters when

@@ -310,12 +310,12 @@ func (m *Model) screenLoaded(msg tea.Msg) tea.Cmd {
 		}
 		return m.failed(retryScreen, screenNames[m.screen], err)
 	}
-	m.succeeded(retryScreen)
+	ok := m.succeeded(retryScreen)
 	ls.loaded = true
 	if m.screen == scrOperations {
-		return m.opsTick()
+		return tea.Batch(ok, m.opsTick())
 	}
-	return nil
+	return ok
 }
 
 // listKey handles the keys of the list screens.

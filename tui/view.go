@@ -169,12 +169,13 @@ type titleKey struct {
 	meta     *engine.Meta
 	readOnly bool
 	live     bool
+	down     bool
 	theme    *themes.Theme
 }
 
 // titleLine is the top line (cached).
 func (m *Model) titleLine(w int) string {
-	k := titleKey{w: w, scr: m.screen, meta: m.meta, readOnly: m.readOnly, live: m.sub != nil, theme: m.theme}
+	k := titleKey{w: w, scr: m.screen, meta: m.meta, readOnly: m.readOnly, live: m.sub != nil, down: m.unreachable(), theme: m.theme}
 	if m.titleCache.ok && m.titleCache.key == k {
 		return m.titleCache.s
 	}
@@ -217,7 +218,12 @@ func (m *Model) renderTitle(w int) string {
 	if m.readOnly {
 		badges += " " + t.Badge.Render("READ-ONLY")
 	}
-	if m.sub != nil {
+	switch {
+	case m.unreachable():
+		// A load is failing: whatever the stream says, the data on
+		// screen is not live.
+		badges += " " + t.ErrorText.Render("○ unreachable")
+	case m.sub != nil:
 		badges += " " + t.OKText.Render("● live")
 	}
 	// The badges outrank the backend, source and caller: on a narrow
