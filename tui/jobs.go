@@ -43,6 +43,9 @@ type jobsView struct {
 	// pending is the part of a move that went past the loaded rows while
 	// more were on the way; it is made when they arrive.
 	pending int
+	// seek is the job the cursor goes back to when the next full load
+	// lands (esc back to this list).
+	seek string
 	// refreshWanted is a live refresh that waits for a page load.
 	refreshWanted bool
 
@@ -313,6 +316,10 @@ func (v *jobsView) take(m *Model, msg listMsg) tea.Cmd {
 		v.cursor, v.offset, v.base, v.tail = 0, 0, 0, endIf(msg.next)
 		v.next, v.prev = msg.next, ""
 		v.pending = 0
+		if i, ok := v.index[v.seek]; ok && v.seek != "" {
+			v.cursor = i
+		}
+		v.seek = ""
 	case listBottom:
 		v.setRows(msg.jobs)
 		// Nothing is older than this page, whatever its cursor says.

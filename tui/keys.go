@@ -87,6 +87,8 @@ func (m *Model) selectTab(i int) tea.Cmd {
 func (m *Model) back() tea.Cmd {
 	v := &m.jobs
 	switch {
+	case m.screen != scrJobs && len(m.nav) > 0:
+		return m.popNav()
 	case m.screen != scrJobs:
 		return m.switchScreen(scrJobs)
 	case m.sheet.open:
@@ -95,6 +97,8 @@ func (m *Model) back() tea.Cmd {
 	case v.selectAll:
 		v.selectAll = false
 		return nil
+	case len(m.nav) > 0:
+		return m.popNav()
 	case v.query != "" || len(v.filter.States) > 0:
 		v.setFilter("", engine.Filter{})
 		return tea.Batch(m.jobs.reload(m), m.loadCounts())

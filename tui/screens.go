@@ -355,6 +355,10 @@ func (m *Model) listKey(msg tea.KeyPressMsg) tea.Cmd {
 // openListItem goes from a list row to the jobs it is about.
 func (m *Model) openListItem(i int) tea.Cmd {
 	v := &m.jobs
+	if m.screen != scrOperations {
+		m.pushNav()
+		m.sheet.open = false
+	}
 	switch m.screen {
 	case scrQuarantine:
 		fp := m.quarData[i]

@@ -128,6 +128,9 @@ type Model struct {
 	queuesData []engine.QueueInfo
 	groupsData []engine.ErrorGroup
 
+	// nav is where esc goes back to (nav.go).
+	nav []navFrame
+
 	input   *inputLine
 	dialog  *confirmDialog
 	bulk    *bulkDialog

@@ -251,7 +251,12 @@ func (m *Model) screenTitle(w int) string {
 	case scrQueues:
 		s = "Queues — jobs per state" + m.keyHint(keymap.Pause, "pause/resume") + m.keyHint(keymap.Open, "jobs")
 	case scrErrors:
-		s = "Error groups — dead jobs by kind and error" + m.keyHint(keymap.Open, "jobs") + m.keyHint(keymap.Bulk, "bulk retry")
+		s = "Error groups — dead jobs by kind and error"
+		if scope := m.groupScope(); scope != "" {
+			// The filter narrows them: say so before anything else.
+			s = "Error groups · scope: " + scope + " (the filter's; :clear shows all)"
+		}
+		s += m.keyHint(keymap.Open, "jobs") + m.keyHint(keymap.Bulk, "bulk retry")
 	}
 	return t.Bold.Render(clip(s, w))
 }
