@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -467,14 +468,72 @@ func (m *Model) inputKey(msg tea.KeyPressMsg) tea.Cmd {
 
 func (m *Model) inputView(w int) string {
 	in := m.input
-	if in.err == "" {
-		in.ti.SetWidth(max(w-2-len(in.ti.Prompt), 4))
-		return clip(in.ti.View(), w)
+	in.ti.SetWidth(max(w-2-len(in.ti.Prompt), 4))
+	return clip(in.ti.View(), w)
+}
+
+// maxInputErrLines bounds the error under the input line, so the list
+// keeps most of the screen.
+const maxInputErrLines = 5
+
+// inputErrLines are the lines under the input while what is typed does
+// not parse: a marker under the term that failed, then the whole message.
+func (m *Model) inputErrLines(w int) []string {
+	in := m.input
+	if in == nil || in.err == "" {
+		return nil
 	}
-	// Room for the error: the input is as wide as its text.
-	in.ti.SetWidth(min(max(wOf(in.ti.Value())+1, 8), max(w/2, 8)))
+	t := m.theme
 	msg := strings.TrimPrefix(in.err, engine.ErrInvalid.Error()+": ")
-	return clip(in.ti.View()+"  "+m.theme.FilterError.Render("✗ "+Sanitize(msg)), w)
+	var out []string
+	if at, n, ok := failedTerm(in.ti.Value(), msg); ok {
+		col := wOf(in.ti.Prompt) + wOf(Sanitize(in.ti.Value()[:at]))
+		if col+n <= w && wOf(in.ti.Prompt+Sanitize(in.ti.Value())) < w-2 {
+			out = append(out, strings.Repeat(" ", col)+t.FilterError.Render(strings.Repeat("^", max(n, 1))))
+		}
+	}
+	wrapped := wrap("✗ "+Sanitize(msg), w)
+	if room := maxInputErrLines - len(out); len(wrapped) > room {
+		wrapped = wrapped[:room]
+		wrapped[room-1] = clip(wrapped[room-1], w)
+	}
+	for _, l := range wrapped {
+		out = append(out, t.FilterError.Render(l))
+	}
+	return out
+}
+
+// failedTerm finds the term a query error names (query term "x": …) in
+// the typed value: its byte offset and its width.
+func failedTerm(value, msg string) (at, width int, ok bool) {
+	for _, pre := range []string{"query term ", "term "} {
+		rest, found := strings.CutPrefix(msg, pre)
+		if !found {
+			continue
+		}
+		q, err := strconv.QuotedPrefix(rest)
+		if err != nil {
+			return 0, 0, false
+		}
+		term, err := strconv.Unquote(q)
+		if err != nil || term == "" {
+			return 0, 0, false
+		}
+		term = strings.TrimSuffix(term, "...")
+		// The last whole-term occurrence: the one being typed.
+		for i := len(value); i >= 0; {
+			j := strings.LastIndex(value[:i], term)
+			if j < 0 {
+				break
+			}
+			if j == 0 || value[j-1] == ' ' {
+				return j, wOf(Sanitize(term)), true
+			}
+			i = j
+		}
+		return 0, 0, false
+	}
+	return 0, 0, false
 }
 
 // helpLines renders the full help from the keymap, one titled column per

@@ -55,7 +55,12 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
 		if m.screen != scrJobs {
 			cmd = m.switchScreen(scrJobs)
 		}
-		return tea.Batch(cmd, m.openInput(inputFilter, m.jobs.query))
+		// The filter in force, and a space: what is typed is a new term.
+		q := m.jobs.query
+		if q != "" {
+			q += " "
+		}
+		return tea.Batch(cmd, m.openInput(inputFilter, q))
 	case km.Matches(msg, keymap.Back):
 		return m.back()
 	case km.Matches(msg, keymap.Refresh):

@@ -31,6 +31,7 @@ func (m *Model) chromeHeight() int {
 	if m.screen == scrJobs || m.input != nil {
 		h++
 	}
+	h += len(m.inputErrLines(m.width))
 	if m.banner != "" {
 		h++
 	}
@@ -74,6 +75,7 @@ func (m *Model) render() string {
 	}
 	if m.input != nil {
 		lines = append(lines, m.inputView(w))
+		lines = append(lines, m.inputErrLines(w)...)
 	} else if m.screen == scrJobs {
 		lines = append(lines, m.filterLine(w))
 	}
