@@ -39,7 +39,7 @@ func (m *Model) dialogKey(msg tea.KeyPressMsg) tea.Cmd {
 	return nil
 }
 
-func (m *Model) confirmBox(w int) []string {
+func (m *Model) confirmBox(w, h int) []string {
 	d := m.dialog
 	t := m.theme
 	inner := w - 4
@@ -49,7 +49,7 @@ func (m *Model) confirmBox(w int) []string {
 	}
 	lines = append(lines, d.lines...)
 	lines = append(lines, "", m.confirmHint())
-	return m.box(lines, w)
+	return m.box(keepEnds(lines, h-2, 1, 2), w)
 }
 
 func (m *Model) confirmHint() string {
@@ -273,7 +273,7 @@ func describeFilter(f engine.Filter) string {
 	return strings.Join(parts, ", ")
 }
 
-func (m *Model) bulkBox(w int) []string {
+func (m *Model) bulkBox(w, h int) []string {
 	b := m.bulk
 	t := m.theme
 	inner := w - 4
@@ -320,14 +320,14 @@ func (m *Model) bulkBox(w int) []string {
 			for _, j := range p.Sample {
 				idw = max(idw, wOf(Sanitize(j.ID)))
 			}
-			idw = min(idw, 36, inner/2)
+			idw = min(idw, maxIDCol, max(inner-6, 8))
 			for i, j := range p.Sample {
 				if i == 10 {
 					break
 				}
 				r := newRow(j)
 				rest := max(inner-idw-3, 0)
-				lines = append(lines, "  "+t.Cell.Render(fitMiddle(r.id, idw))+" "+
+				lines = append(lines, "  "+t.Cell.Render(fitEnd(r.id, idw))+" "+
 					clip(r.queue+" "+r.kind+" "+t.ErrorText.Render(r.errMsg), rest))
 			}
 		}
@@ -366,7 +366,22 @@ func (m *Model) bulkBox(w int) []string {
 		}
 		lines = append(lines, hint)
 	}
-	return m.box(lines, w)
+	return m.box(keepEnds(lines, h-2, 1, 2), w)
+}
+
+// keepEnds fits lines into h: when they do not fit, the first head and
+// the last tail lines stay (a dialog's title, its action line) and the
+// middle is cut, saying how much.
+func keepEnds(lines []string, h, head, tail int) []string {
+	if len(lines) <= h || h < head+tail+1 {
+		return lines
+	}
+	cut := len(lines) - (h - 1)
+	mid := lines[head : len(lines)-tail]
+	out := append([]string{}, lines[:head]...)
+	out = append(out, mid[:len(mid)-cut]...)
+	out = append(out, fmt.Sprintf("… %d lines hidden: the terminal is short", cut))
+	return append(out, lines[len(lines)-tail:]...)
 }
 
 // bar draws a progress bar frac full, w cells wide.
@@ -597,7 +612,24 @@ func (m *Model) helpLines(w, h int) []string {
 	for _, l := range out {
 		wrapped = append(wrapped, wrap(l, w)...)
 	}
-	return padLines(wrapped, h)
+	if len(wrapped) <= h {
+		m.helpScroll = 0
+		return padLines(wrapped, h)
+	}
+	// Taller than the screen: scroll, and say what is below or above.
+	rows := max(h-1, 1)
+	m.helpScroll = min(max(m.helpScroll, 0), len(wrapped)-rows)
+	view := slices.Clone(wrapped[m.helpScroll : m.helpScroll+rows])
+	var more []string
+	if below := len(wrapped) - m.helpScroll - rows; below > 0 {
+		more = append(more, fmt.Sprintf("↓ %d more below", below))
+	}
+	if m.helpScroll > 0 {
+		more = append(more, fmt.Sprintf("↑ %d above", m.helpScroll))
+	}
+	more = append(more, m.km.B(keymap.Down).Help().Key+"/"+m.km.B(keymap.Up).Help().Key+" scroll")
+	view = append(view, t.Muted.Render(clip(strings.Join(more, " · "), w)))
+	return padLines(view, h)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -31,9 +31,25 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
 	}
 	km := m.km
 	if m.help {
-		if km.Matches(msg, keymap.Help) || km.Matches(msg, keymap.Back) || km.Matches(msg, keymap.Quit) {
+		page := max(m.bodyHeight()-1, 1)
+		switch {
+		case km.Matches(msg, keymap.Help) || km.Matches(msg, keymap.Back) || km.Matches(msg, keymap.Quit):
 			m.help = false
+			m.helpScroll = 0
+		case km.Matches(msg, keymap.Down):
+			m.helpScroll++
+		case km.Matches(msg, keymap.Up):
+			m.helpScroll--
+		case km.Matches(msg, keymap.PageDown):
+			m.helpScroll += page
+		case km.Matches(msg, keymap.PageUp):
+			m.helpScroll -= page
+		case km.Matches(msg, keymap.Top):
+			m.helpScroll = 0
+		case km.Matches(msg, keymap.Bottom):
+			m.helpScroll = 1 << 20 // clamped when drawn
 		}
+		m.helpScroll = max(m.helpScroll, 0)
 		return nil
 	}
 	if m.tooSmall() {

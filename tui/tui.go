@@ -131,12 +131,14 @@ type Model struct {
 	// nav is where esc goes back to (nav.go).
 	nav []navFrame
 
-	input   *inputLine
-	dialog  *confirmDialog
-	bulk    *bulkDialog
-	help    bool
-	toasts  []toast
-	toastID int
+	input  *inputLine
+	dialog *confirmDialog
+	bulk   *bulkDialog
+	help   bool
+	// helpScroll is the first help line shown (clamped when drawn).
+	helpScroll int
+	toasts     []toast
+	toastID    int
 
 	banner   string
 	failures map[retryWhat]int

@@ -134,9 +134,9 @@ func (m *Model) overlays(body []string, w, h int) []string {
 		bw := min(max(w*2/3, 50), w-2, 100)
 		var box []string
 		if m.dialog != nil {
-			box = m.confirmBox(bw)
+			box = m.confirmBox(bw, h)
 		} else {
-			box = m.bulkBox(bw)
+			box = m.bulkBox(bw, h)
 		}
 		y := max((h-len(box))/2, 0)
 		body = overlay(body, box, (w-bw)/2, y, w)
