@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -293,5 +294,117 @@ func TestSmallTerminalsKeepWhatMatters(t *testing.T) {
 			}
 			golden.RequireEqual(namedTB{t, t.Name() + "_help_end"}, normalize(screen))
 		})
+	}
+}
+
+// sheetTop is the first line of the sheet (right of the rule) in a screen.
+func sheetTop(screen string) string {
+	for _, l := range strings.Split(screen, "\n")[3:] {
+		if _, after, ok := strings.Cut(l, "│ "); ok {
+			return strings.TrimSpace(after)
+		}
+	}
+	return ""
+}
+
+// TestSheetKeysAndSections: with the sheet open the status line offers
+// the sheet's keys; ] and [ jump between its sections, down to the
+// payload below the traces; p twice puts the sheet back where it was.
+func TestSheetKeysAndSections(t *testing.T) {
+	f := setup(t, false)
+	s := start(t, f.eng, testOptions())
+	s.waitFor("inv-0004")
+	// A short terminal: the sheet is longer than the screen.
+	s.tm.Send(tea.WindowSizeMsg{Width: goldenW, Height: 22})
+	s.keys("j", "j", "j", "<enter>")
+	screen := s.waitFor("job inv-0004", "timeline (")
+	lines := strings.Split(screen, "\n")
+	status := lines[len(lines)-1]
+	if !strings.Contains(status, "p payload") || !strings.Contains(status, "] next sheet section") {
+		t.Fatalf("the status line does not offer the sheet's keys: %q", status)
+	}
+	s.keys("]")
+	screen = s.waitFor("lifecycle")
+	if top := sheetTop(screen); top != "lifecycle" {
+		t.Fatalf("] went to %q, want lifecycle:\n%s", top, screen)
+	}
+	s.keys("]", "]")
+	screen = s.waitFor("errors (3)")
+	if top := sheetTop(screen); top != "errors (3)" {
+		t.Fatalf("] ] went to %q, want errors (3):\n%s", top, screen)
+	}
+	s.keys("[")
+	screen = s.waitFor("timeline (")
+	if top := sheetTop(screen); !strings.HasPrefix(top, "timeline (") {
+		t.Fatalf("[ went to %q, want the timeline:\n%s", top, screen)
+	}
+	s.keys("[", "[")
+	screen = s.waitFor("job inv-0004")
+	s.keys("p")
+	s.waitFor(`"currency": "EURO"`)
+	s.keys("p")
+	s.waitGone(`"currency": "EURO"`)
+	screen = s.waitFor("job inv-0004")
+	if top := sheetTop(screen); top != "job inv-0004" {
+		t.Fatalf("p twice left the sheet at %q:\n%s", top, screen)
+	}
+	s.golden(screen)
+}
+
+// TestFailedMarksKeepReason: after r on marked jobs, those retried lose
+// their marks; the one that failed keeps it, its row says why, and a
+// second r names only it.
+func TestFailedMarksKeepReason(t *testing.T) {
+	f := setup(t, false)
+	s := start(t, f.eng, testOptions())
+	s.waitFor("inv-0001")
+	s.keys("j", "j", "<space>", "<space>")
+	s.waitFor("2 marked")
+	// Someone else retries inv-0004 meanwhile.
+	if _, err := f.eng.Retry(t.Context(), "inv-0004", engine.RetryOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.keys("r")
+	s.waitFor("Retry 2 marked jobs?")
+	s.keys("y")
+	s.waitFor("1 retried · 1 failed", "1 marked")
+	s.keys("/")
+	s.typeText("state:available")
+	s.keys("<enter>")
+	screen := s.waitFor("inv-0004", "●", "✗")
+	s.golden(screen)
+	s.keys("r")
+	// One, not two: the job retried the first time is not in it.
+	s.waitFor("Retry 1 marked job?")
+}
+
+// TestResumeDialogSaysResume: resuming a paused queue is not described
+// with the pause text.
+func TestResumeDialogSaysResume(t *testing.T) {
+	m := stillModel(t, goldenW, goldenH)
+	m.screen = scrQueues
+	m.loadScreen(scrQueues)
+	m.handleMsg(queuesMsg{seq: m.screenSeq, queues: []engine.QueueInfo{{Name: "billing", Paused: true}}})
+	m.handleKey(keyMsg("P"))
+	if m.dialog == nil || !strings.HasPrefix(m.dialog.title, "Resume queue billing") {
+		t.Fatalf("dialog %+v", m.dialog)
+	}
+	body := ansi.Strip(strings.Join(m.dialog.lines, "\n"))
+	if strings.Contains(body, "stop claiming") || !strings.Contains(body, "claim from the queue again") {
+		t.Fatalf("the resume dialog says %q", body)
+	}
+}
+
+// TestReadmeKeyList: the README's key list names the keys of the
+// operator's night (STORY.md), e and u among them.
+func TestReadmeKeyList(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"tab", "enter", "p", "space", "r", "b", "e", "u", "esc", "/", "?"} {
+		if !strings.Contains(string(b), "`"+k+"`") {
+			t.Errorf("README's key list lacks `%s`", k)
+		}
 	}
 }

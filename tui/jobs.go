@@ -62,6 +62,9 @@ type jobsView struct {
 	// marked maps each marked id to the filter it was marked under.
 	marked    map[string]string
 	markOrder []string
+	// failNote says why an action failed on a job that stays marked
+	// ("✗ state_conflict: …"), shown in its row until it is unmarked.
+	failNote map[string]string
 	// selectAll turns the filter into a bulk selector: actions go to
 	// every matching job through Bulk.
 	selectAll bool
@@ -75,6 +78,8 @@ type jobRow struct {
 	id, queue, kind, att, crash, errMsg string
 	// errs is how many errors the job had when loaded.
 	errs int
+	// note replaces the last error in the row: why an action failed on it.
+	note string
 
 	gen        uint64
 	line       string
@@ -131,6 +136,7 @@ func (v *jobsView) init(opts Options) {
 		}
 	}
 	v.marked = map[string]string{}
+	v.failNote = map[string]string{}
 	v.index = map[string]int{}
 	v.tail = -1
 	if opts.Query != "" {
@@ -714,6 +720,7 @@ func (v *jobsView) toggleMark(r *jobRow) {
 	id := r.job.ID
 	if _, ok := v.marked[id]; ok {
 		delete(v.marked, id)
+		delete(v.failNote, id)
 		v.markOrder = slices.DeleteFunc(v.markOrder, func(s string) bool { return s == id })
 		return
 	}
@@ -736,6 +743,7 @@ func (v *jobsView) markVisible(h int) int {
 
 func (v *jobsView) clearMarks() {
 	clear(v.marked)
+	clear(v.failNote)
 	v.markOrder = v.markOrder[:0]
 }
 

@@ -123,7 +123,7 @@ func (r *jobRow) plain(c jobCols, marked bool, ageText string) string {
 		b.WriteByte(' ')
 	}
 	if c.err > 0 {
-		b.WriteString(fit(r.errMsg, c.err))
+		b.WriteString(fit(r.errText(), c.err))
 	}
 	return b.String()
 }
@@ -168,9 +168,18 @@ func (r *jobRow) styled(c jobCols, marked bool, ageText string, t *themes.Theme)
 		b.WriteByte(' ')
 	}
 	if c.err > 0 {
-		b.WriteString(t.CellError.Render(fit(r.errMsg, c.err)))
+		b.WriteString(t.CellError.Render(fit(r.errText(), c.err)))
 	}
 	return b.String()
+}
+
+// errText is the row's last column: why the last action failed on it,
+// else its last error.
+func (r *jobRow) errText() string {
+	if r.note != "" {
+		return r.note
+	}
+	return r.errMsg
 }
 
 // rowLine returns the cached rendering of row i, rendering it when the
@@ -179,6 +188,7 @@ func (m *Model) rowLine(i int, c jobCols, cursor bool) string {
 	v := &m.jobs
 	r := v.rows[i]
 	_, marked := v.marked[r.job.ID]
+	r.note = v.failNote[r.job.ID] // a change of note bumps rowGen
 	if cursor {
 		if r.cgen != m.rowGen || r.clineMark != marked {
 			r.cline = m.wrapCursor(r.plain(c, marked, age(m.now(), r.job.StateChangedAt)))

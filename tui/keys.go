@@ -176,6 +176,16 @@ func (m *Model) jobsKey(msg tea.KeyPressMsg) tea.Cmd {
 		}
 		m.sheet.scroll = max(m.sheet.scroll+step, 0)
 		return nil
+	case km.Matches(msg, keymap.NextSection), km.Matches(msg, keymap.PrevSection):
+		if !m.sheet.open {
+			return nil
+		}
+		d := 1
+		if km.Matches(msg, keymap.PrevSection) {
+			d = -1
+		}
+		m.sheet.jumpSection(d)
+		return nil
 	case km.Matches(msg, keymap.Mark):
 		if r := v.current(); r != nil {
 			v.toggleMark(r)
@@ -233,8 +243,12 @@ func (m *Model) togglePayload() tea.Cmd {
 	s.showPayload = !s.showPayload
 	s.invalidate()
 	if !s.showPayload {
+		// Back where the sheet was, not deep in the traces above.
+		s.jumpToPayload = false
+		s.scroll = s.scrollBefore
 		return cmd
 	}
+	s.scrollBefore = s.scroll
 	// Scroll to the payload once it is drawn.
 	s.jumpToPayload = true
 	if s.payload == nil && !s.payloadLoading {
@@ -326,13 +340,19 @@ func (m *Model) actionDone(msg actionMsg) tea.Cmd {
 	ok := 0
 	reasons := map[string]int{}
 	var firstFail string
+	m.rowGen++ // rows show their notes
 	for _, r := range msg.results {
 		if r.OK || r.Reason == "not_found" {
 			delete(m.jobs.marked, r.ID)
+			delete(m.jobs.failNote, r.ID)
 		}
 		if r.OK {
 			ok++
 			continue
+		}
+		if _, still := m.jobs.marked[r.ID]; still {
+			// It stays marked, saying why: a second r redoes only these.
+			m.jobs.failNote[r.ID] = "✗ " + Sanitize(r.Reason) + ": " + Sanitize(r.Error)
 		}
 		reasons[r.Reason]++
 		if firstFail == "" {

@@ -369,6 +369,7 @@ func (m *Model) matchCount() (int64, bool) {
 type helpKey struct {
 	w     int
 	scr   screen
+	sheet bool
 	km    *keymap.KeyMap
 	theme *themes.Theme
 }
@@ -386,12 +387,17 @@ func (m *Model) screenHelp() []key.Binding {
 	case scrErrors:
 		return km.Short(keymap.Open, keymap.Bulk, keymap.Back, keymap.Help, keymap.Quit)
 	}
+	if m.sheet.open {
+		// The sheet's own keys first: they are what the operator needs now.
+		return km.Short(keymap.Payload, keymap.NextSection, keymap.SheetDown, keymap.Edit, keymap.Retry,
+			keymap.Release, keymap.Copy, keymap.Back, keymap.Help)
+	}
 	return km.ShortHelp()
 }
 
 // shortHelp is as much of the one-line help as fits in w (cached).
 func (m *Model) shortHelp(w int) string {
-	k := helpKey{w: w, scr: m.screen, km: m.km, theme: m.theme}
+	k := helpKey{w: w, scr: m.screen, sheet: m.sheet.open && m.screen == scrJobs, km: m.km, theme: m.theme}
 	if m.helpCache.ok && m.helpCache.key == k {
 		return m.helpCache.s
 	}
