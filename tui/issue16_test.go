@@ -408,3 +408,14 @@ func TestReadmeKeyList(t *testing.T) {
 		}
 	}
 }
+
+// TestNarrowHeaderKeepsConnectionBadge: at 60 columns the header still
+// says whether the data is live.
+func TestNarrowHeaderKeepsConnectionBadge(t *testing.T) {
+	m := stillModel(t, 60, 15)
+	m.failures[retryMeta] = 1
+	head := strings.SplitN(plainScreen(m), "\n", 2)[0]
+	if !strings.Contains(head, "○ unreachable") {
+		t.Fatalf("the header at 60 columns: %q", head)
+	}
+}

@@ -229,7 +229,12 @@ func (m *Model) renderTitle(w int) string {
 		badges += " " + t.OKText.Render("● live")
 	}
 	// The badges outrank the backend, source and caller: on a narrow
-	// terminal the info text is cut first, so READ-ONLY stays in sight.
+	// terminal the info text is cut first, so READ-ONLY stays in sight;
+	// then the screen names give way to the current one, so the
+	// connection's badge (live or unreachable) does too.
+	if wOf(left)+1+wOf(badges) > w {
+		left = t.Title.Render("sluice") + "  " + t.TabActive.Render(screenNames[m.screen])
+	}
 	text := strings.Join(info, " · ")
 	if room := w - wOf(left) - 1 - wOf(badges); wOf(text) > room {
 		text = clip(text, max(room, 0))
