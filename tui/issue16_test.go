@@ -201,7 +201,7 @@ func TestBackIsAStack(t *testing.T) {
 	}
 	s.goldenAs("scoped", screen)
 	// :jobs from a group's list with the sheet open: the plain list.
-	s.keys("<enter>")
+	s.keys("j", "<enter>")
 	s.waitFor("errgroup:", "inv-0005")
 	s.keys("<enter>")
 	s.waitFor("timeline (")

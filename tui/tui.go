@@ -127,6 +127,8 @@ type Model struct {
 	opsData    []*engine.Operation
 	queuesData []engine.QueueInfo
 	groupsData []engine.ErrorGroup
+	// groupsScope is the filter groupsData was asked for.
+	groupsScope string
 
 	// nav is where esc goes back to (nav.go).
 	nav []navFrame
