@@ -30,38 +30,40 @@ type Action string
 
 // The actions of the console.
 const (
-	Up         Action = "up"
-	Down       Action = "down"
-	PageUp     Action = "page_up"
-	PageDown   Action = "page_down"
-	Top        Action = "top"
-	Bottom     Action = "bottom"
-	Open       Action = "open"
-	NextTab    Action = "next_tab"
-	PrevTab    Action = "prev_tab"
-	SheetDown  Action = "sheet_down"
-	SheetUp    Action = "sheet_up"
-	Mark       Action = "mark"
-	MarkAll    Action = "mark_visible"
-	SelectAll  Action = "select_matching"
-	Retry      Action = "retry"
-	Cancel     Action = "cancel"
-	Delete     Action = "delete"
-	Release    Action = "release"
-	Edit       Action = "edit"
-	RetryInput Action = "retry_with_input"
-	Bulk       Action = "bulk"
-	Pause      Action = "pause"
-	Copy       Action = "copy"
-	Payload    Action = "payload"
-	Filter     Action = "filter"
-	Command    Action = "command"
-	Help       Action = "help"
-	Back       Action = "back"
-	Save       Action = "save"
-	Quit       Action = "quit"
-	Confirm    Action = "confirm"
-	Refresh    Action = "refresh"
+	Up          Action = "up"
+	Down        Action = "down"
+	PageUp      Action = "page_up"
+	PageDown    Action = "page_down"
+	Top         Action = "top"
+	Bottom      Action = "bottom"
+	Open        Action = "open"
+	NextTab     Action = "next_tab"
+	PrevTab     Action = "prev_tab"
+	SheetDown   Action = "sheet_down"
+	SheetUp     Action = "sheet_up"
+	NextSection Action = "next_section"
+	PrevSection Action = "prev_section"
+	Mark        Action = "mark"
+	MarkAll     Action = "mark_visible"
+	SelectAll   Action = "select_matching"
+	Retry       Action = "retry"
+	Cancel      Action = "cancel"
+	Delete      Action = "delete"
+	Release     Action = "release"
+	Edit        Action = "edit"
+	RetryInput  Action = "retry_with_input"
+	Bulk        Action = "bulk"
+	Pause       Action = "pause"
+	Copy        Action = "copy"
+	Payload     Action = "payload"
+	Filter      Action = "filter"
+	Command     Action = "command"
+	Help        Action = "help"
+	Back        Action = "back"
+	Save        Action = "save"
+	Quit        Action = "quit"
+	Confirm     Action = "confirm"
+	Refresh     Action = "refresh"
 )
 
 // Group is a heading of the help.
@@ -113,6 +115,8 @@ var defaults = []def{
 	{PrevTab, GroupMove, []string{"shift+tab"}, "shift+tab", "previous state", false},
 	{SheetDown, GroupMove, []string{"ctrl+d", "shift+down"}, "ctrl+d", "scroll sheet down", false},
 	{SheetUp, GroupMove, []string{"ctrl+u", "shift+up"}, "ctrl+u", "scroll sheet up", false},
+	{NextSection, GroupMove, []string{"]"}, "]", "next sheet section", false},
+	{PrevSection, GroupMove, []string{"["}, "[", "previous sheet section", false},
 
 	{Mark, GroupSelect, []string{"space"}, "space", "mark", false},
 	{MarkAll, GroupSelect, []string{"ctrl+a"}, "ctrl+a", "mark visible", false},

@@ -311,6 +311,11 @@ func (m *Model) loadScreen(s screen) tea.Cmd {
 		// Error groups of the dead jobs the current filter names (its
 		// states are the groups' default when it names none).
 		gf := engine.Filter{Queues: f.Queues, Kinds: f.Kinds}
+		if scope := gf.String(); scope != m.groupsScope {
+			// Groups of another scope are not shown under this one's
+			// title, not even while its answer is on the way.
+			m.groupsData, m.groups, m.groupsScope = nil, listScreen{}, scope
+		}
 		return call(func(c context.Context) tea.Msg {
 			gs, err := ctl.ErrorGroups(c, gf)
 			return groupsMsg{seq: seq, groups: gs, err: err}
@@ -369,6 +374,7 @@ type changesMsg struct {
 }
 
 func (m *Model) subscribe() tea.Cmd {
+	m.subscribing = true
 	ctl, ctx := m.ctl, m.ctx
 	return func() tea.Msg {
 		ch, err := ctl.Subscribe(ctx)

@@ -31,6 +31,15 @@ func commandNames() []string {
 	return names
 }
 
+// goScreen goes to another screen, remembering where esc comes back to.
+func (m *Model) goScreen(s screen) tea.Cmd {
+	if s == m.screen {
+		return m.loadScreen(s)
+	}
+	m.pushNav()
+	return m.switchScreen(s)
+}
+
 // runCommand runs one command line; an error is shown inline and keeps
 // the line open.
 func (m *Model) runCommand(line string) (tea.Cmd, error) {
@@ -48,15 +57,19 @@ func (m *Model) runCommand(line string) (tea.Cmd, error) {
 	case "":
 		return nil, nil
 	case "jobs", "j":
-		return m.switchScreen(scrJobs), nil
+		// The plain job list: no filter, no sheet; esc goes back.
+		m.pushNav()
+		v.setFilter("", engine.Filter{})
+		m.sheet.open = false
+		return tea.Batch(m.switchScreen(scrJobs), m.loadCounts()), nil
 	case "quarantine", "quar":
-		return m.switchScreen(scrQuarantine), nil
+		return m.goScreen(scrQuarantine), nil
 	case "operations", "ops", "op":
-		return m.switchScreen(scrOperations), nil
+		return m.goScreen(scrOperations), nil
 	case "queues":
-		return m.switchScreen(scrQueues), nil
+		return m.goScreen(scrQueues), nil
 	case "errors", "err", "groups":
-		return m.switchScreen(scrErrors), nil
+		return m.goScreen(scrErrors), nil
 	case "queue", "kind":
 		f := v.filter
 		if arg == "" {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,7 +39,7 @@ func (m *Model) dialogKey(msg tea.KeyPressMsg) tea.Cmd {
 	return nil
 }
 
-func (m *Model) confirmBox(w int) []string {
+func (m *Model) confirmBox(w, h int) []string {
 	d := m.dialog
 	t := m.theme
 	inner := w - 4
@@ -48,7 +49,7 @@ func (m *Model) confirmBox(w int) []string {
 	}
 	lines = append(lines, d.lines...)
 	lines = append(lines, "", m.confirmHint())
-	return m.box(lines, w)
+	return m.box(keepEnds(lines, h-2, 1, 2), w)
 }
 
 func (m *Model) confirmHint() string {
@@ -272,7 +273,7 @@ func describeFilter(f engine.Filter) string {
 	return strings.Join(parts, ", ")
 }
 
-func (m *Model) bulkBox(w int) []string {
+func (m *Model) bulkBox(w, h int) []string {
 	b := m.bulk
 	t := m.theme
 	inner := w - 4
@@ -301,6 +302,11 @@ func (m *Model) bulkBox(w int) []string {
 		if p.Matched == 1 {
 			noun = "job"
 		}
+		if strings.HasPrefix(b.from, "error group ") {
+			// Name the group the way its row does: the action is on it,
+			// whatever the list does meanwhile.
+			addWrapped(b.from, t.Bold.Render)
+		}
 		addWrapped(fmt.Sprintf("%s %s %s (%s)", b.action, count, noun, describeFilter(b.selector)), t.Bold.Render)
 		if p.Estimated {
 			lines = append(lines, t.Muted.Render("the count is an estimate past "+commas(engine.DryRunExactLimit)))
@@ -314,14 +320,14 @@ func (m *Model) bulkBox(w int) []string {
 			for _, j := range p.Sample {
 				idw = max(idw, wOf(Sanitize(j.ID)))
 			}
-			idw = min(idw, 36, inner/2)
+			idw = min(idw, maxIDCol, max(inner-6, 8))
 			for i, j := range p.Sample {
 				if i == 10 {
 					break
 				}
 				r := newRow(j)
 				rest := max(inner-idw-3, 0)
-				lines = append(lines, "  "+t.Cell.Render(fitMiddle(r.id, idw))+" "+
+				lines = append(lines, "  "+t.Cell.Render(fitEnd(r.id, idw))+" "+
 					clip(r.queue+" "+r.kind+" "+t.ErrorText.Render(r.errMsg), rest))
 			}
 		}
@@ -360,7 +366,22 @@ func (m *Model) bulkBox(w int) []string {
 		}
 		lines = append(lines, hint)
 	}
-	return m.box(lines, w)
+	return m.box(keepEnds(lines, h-2, 1, 2), w)
+}
+
+// keepEnds fits lines into h: when they do not fit, the first head and
+// the last tail lines stay (a dialog's title, its action line) and the
+// middle is cut, saying how much.
+func keepEnds(lines []string, h, head, tail int) []string {
+	if len(lines) <= h || h < head+tail+1 {
+		return lines
+	}
+	cut := len(lines) - (h - 1)
+	mid := lines[head : len(lines)-tail]
+	out := append([]string{}, lines[:head]...)
+	out = append(out, mid[:len(mid)-cut]...)
+	out = append(out, fmt.Sprintf("… %d lines hidden: the terminal is short", cut))
+	return append(out, lines[len(lines)-tail:]...)
 }
 
 // bar draws a progress bar frac full, w cells wide.
@@ -462,14 +483,72 @@ func (m *Model) inputKey(msg tea.KeyPressMsg) tea.Cmd {
 
 func (m *Model) inputView(w int) string {
 	in := m.input
-	if in.err == "" {
-		in.ti.SetWidth(max(w-2-len(in.ti.Prompt), 4))
-		return clip(in.ti.View(), w)
+	in.ti.SetWidth(max(w-2-len(in.ti.Prompt), 4))
+	return clip(in.ti.View(), w)
+}
+
+// maxInputErrLines bounds the error under the input line, so the list
+// keeps most of the screen.
+const maxInputErrLines = 5
+
+// inputErrLines are the lines under the input while what is typed does
+// not parse: a marker under the term that failed, then the whole message.
+func (m *Model) inputErrLines(w int) []string {
+	in := m.input
+	if in == nil || in.err == "" {
+		return nil
 	}
-	// Room for the error: the input is as wide as its text.
-	in.ti.SetWidth(min(max(wOf(in.ti.Value())+1, 8), max(w/2, 8)))
+	t := m.theme
 	msg := strings.TrimPrefix(in.err, engine.ErrInvalid.Error()+": ")
-	return clip(in.ti.View()+"  "+m.theme.FilterError.Render("✗ "+Sanitize(msg)), w)
+	var out []string
+	if at, n, ok := failedTerm(in.ti.Value(), msg); ok {
+		col := wOf(in.ti.Prompt) + wOf(Sanitize(in.ti.Value()[:at]))
+		if col+n <= w && wOf(in.ti.Prompt+Sanitize(in.ti.Value())) < w-2 {
+			out = append(out, strings.Repeat(" ", col)+t.FilterError.Render(strings.Repeat("^", max(n, 1))))
+		}
+	}
+	wrapped := wrap("✗ "+Sanitize(msg), w)
+	if room := maxInputErrLines - len(out); len(wrapped) > room {
+		wrapped = wrapped[:room]
+		wrapped[room-1] = clip(wrapped[room-1], w)
+	}
+	for _, l := range wrapped {
+		out = append(out, t.FilterError.Render(l))
+	}
+	return out
+}
+
+// failedTerm finds the term a query error names (query term "x": …) in
+// the typed value: its byte offset and its width.
+func failedTerm(value, msg string) (at, width int, ok bool) {
+	for _, pre := range []string{"query term ", "term "} {
+		rest, found := strings.CutPrefix(msg, pre)
+		if !found {
+			continue
+		}
+		q, err := strconv.QuotedPrefix(rest)
+		if err != nil {
+			return 0, 0, false
+		}
+		term, err := strconv.Unquote(q)
+		if err != nil || term == "" {
+			return 0, 0, false
+		}
+		term = strings.TrimSuffix(term, "...")
+		// The last whole-term occurrence: the one being typed.
+		for i := len(value); i >= 0; {
+			j := strings.LastIndex(value[:i], term)
+			if j < 0 {
+				break
+			}
+			if j == 0 || value[j-1] == ' ' {
+				return j, wOf(Sanitize(term)), true
+			}
+			i = j
+		}
+		return 0, 0, false
+	}
+	return 0, 0, false
 }
 
 // helpLines renders the full help from the keymap, one titled column per
@@ -533,7 +612,24 @@ func (m *Model) helpLines(w, h int) []string {
 	for _, l := range out {
 		wrapped = append(wrapped, wrap(l, w)...)
 	}
-	return padLines(wrapped, h)
+	if len(wrapped) <= h {
+		m.helpScroll = 0
+		return padLines(wrapped, h)
+	}
+	// Taller than the screen: scroll, and say what is below or above.
+	rows := max(h-1, 1)
+	m.helpScroll = min(max(m.helpScroll, 0), len(wrapped)-rows)
+	view := slices.Clone(wrapped[m.helpScroll : m.helpScroll+rows])
+	var more []string
+	if below := len(wrapped) - m.helpScroll - rows; below > 0 {
+		more = append(more, fmt.Sprintf("↓ %d more below", below))
+	}
+	if m.helpScroll > 0 {
+		more = append(more, fmt.Sprintf("↑ %d above", m.helpScroll))
+	}
+	more = append(more, m.km.B(keymap.Down).Help().Key+"/"+m.km.B(keymap.Up).Help().Key+" scroll")
+	view = append(view, t.Muted.Render(clip(strings.Join(more, " · "), w)))
+	return padLines(view, h)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

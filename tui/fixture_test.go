@@ -281,7 +281,7 @@ func (s *session) waitFor(wants ...string) string {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		screen := ansi.Strip(s.h.last())
-		ok := !strings.Contains(screen, "loading…") && (s.h.opts.NoSubscribe || strings.Contains(screen, "● live")) &&
+		ok := !strings.Contains(screen, "loading…") && (s.h.opts.NoSubscribe || strings.Contains(screen, "● live") || strings.Contains(screen, "○ unreachable")) &&
 			!countsPending(screen)
 		for _, w := range wants {
 			if !strings.Contains(screen, w) {
@@ -359,6 +359,8 @@ func keyMsg(k string) tea.KeyPressMsg {
 		return tea.KeyPressMsg{Code: tea.KeyRight}
 	case "<backspace>":
 		return tea.KeyPressMsg{Code: tea.KeyBackspace}
+	case "<ctrl+r>":
+		return tea.KeyPressMsg{Code: 'r', Mod: tea.ModCtrl}
 	case "<ctrl+s>":
 		return tea.KeyPressMsg{Code: 's', Mod: tea.ModCtrl}
 	}

@@ -50,6 +50,23 @@ func clip(s string, w int) string {
 	return ansi.Truncate(s, w, "…")
 }
 
+// fitEnd keeps the end of an id that does not fit: where ids of one
+// kind differ (demo-seed-0239, UUIDv7's random tail).
+func fitEnd(s string, w int) string {
+	if w <= 0 {
+		return ""
+	}
+	n := ansi.StringWidth(s)
+	if n <= w {
+		return s + strings.Repeat(" ", w-n)
+	}
+	r := []rune(s)
+	if len(r) != n || w < 2 { // wide runes: keep it simple
+		return fit(s, w)
+	}
+	return "…" + string(r[len(r)-(w-1):])
+}
+
 // fitMiddle cuts an id in the middle, keeping both ends: UUIDv7 ids share
 // their leading time bits, so the tail is what tells them apart.
 func fitMiddle(s string, w int) string {

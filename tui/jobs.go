@@ -43,6 +43,9 @@ type jobsView struct {
 	// pending is the part of a move that went past the loaded rows while
 	// more were on the way; it is made when they arrive.
 	pending int
+	// seek is the job the cursor goes back to when the next full load
+	// lands (esc back to this list).
+	seek string
 	// refreshWanted is a live refresh that waits for a page load.
 	refreshWanted bool
 
@@ -59,6 +62,9 @@ type jobsView struct {
 	// marked maps each marked id to the filter it was marked under.
 	marked    map[string]string
 	markOrder []string
+	// failNote says why an action failed on a job that stays marked
+	// ("✗ state_conflict: …"), shown in its row until it is unmarked.
+	failNote map[string]string
 	// selectAll turns the filter into a bulk selector: actions go to
 	// every matching job through Bulk.
 	selectAll bool
@@ -72,6 +78,8 @@ type jobRow struct {
 	id, queue, kind, att, crash, errMsg string
 	// errs is how many errors the job had when loaded.
 	errs int
+	// note replaces the last error in the row: why an action failed on it.
+	note string
 
 	gen        uint64
 	line       string
@@ -128,6 +136,7 @@ func (v *jobsView) init(opts Options) {
 		}
 	}
 	v.marked = map[string]string{}
+	v.failNote = map[string]string{}
 	v.index = map[string]int{}
 	v.tail = -1
 	if opts.Query != "" {
@@ -302,7 +311,7 @@ func (v *jobsView) take(m *Model, msg listMsg) tea.Cmd {
 		}
 		return m.failed(retryList, "job list", msg.err)
 	}
-	m.succeeded(retryList)
+	ok := m.succeeded(retryList)
 	v.err = nil
 	v.loaded = true
 	h := m.listHeight()
@@ -313,6 +322,10 @@ func (v *jobsView) take(m *Model, msg listMsg) tea.Cmd {
 		v.cursor, v.offset, v.base, v.tail = 0, 0, 0, endIf(msg.next)
 		v.next, v.prev = msg.next, ""
 		v.pending = 0
+		if i, ok := v.index[v.seek]; ok && v.seek != "" {
+			v.cursor = i
+		}
+		v.seek = ""
 	case listBottom:
 		v.setRows(msg.jobs)
 		// Nothing is older than this page, whatever its cursor says.
@@ -341,7 +354,7 @@ func (v *jobsView) take(m *Model, msg listMsg) tea.Cmd {
 		v.refreshWanted = false
 		refresh = v.refresh(m)
 	}
-	return tea.Batch(m.sheetFollow(), refresh, m.maybeLoadMore())
+	return tea.Batch(ok, m.sheetFollow(), refresh, m.maybeLoadMore())
 }
 
 // placeFromEnd works out the window's position from the counters when
@@ -707,6 +720,7 @@ func (v *jobsView) toggleMark(r *jobRow) {
 	id := r.job.ID
 	if _, ok := v.marked[id]; ok {
 		delete(v.marked, id)
+		delete(v.failNote, id)
 		v.markOrder = slices.DeleteFunc(v.markOrder, func(s string) bool { return s == id })
 		return
 	}
@@ -729,6 +743,7 @@ func (v *jobsView) markVisible(h int) int {
 
 func (v *jobsView) clearMarks() {
 	clear(v.marked)
+	clear(v.failNote)
 	v.markOrder = v.markOrder[:0]
 }
 

@@ -17,13 +17,18 @@ type jobCols struct {
 	width                                 int
 }
 
+// maxIDCol is the widest the id column grows; a longer id keeps its end.
+const maxIDCol = 48
+
 // layoutJobCols fits the columns into w cells: the error column takes
-// what is left, and columns are dropped from the right when space runs
-// out (error, crashes, kind, queue).
+// what is left, and columns are dropped when space runs out (crashes,
+// kind, queue, age, attempt). The id is the operator's handle: it stays
+// whole while anything else can give way, and when even that is not
+// enough it keeps its end, where ids differ.
 func layoutJobCols(w int, fitTo contentWidths) jobCols {
 	c := jobCols{width: w, id: 36, queue: 10, kind: 20, att: 7, crash: 7, age: 5}
 	if fitTo.id > 0 {
-		c.id = min(max(fitTo.id, 8), 36)
+		c.id = min(max(fitTo.id, 8), maxIDCol)
 		c.queue = min(max(fitTo.queue, 5), 16)
 		c.kind = min(max(fitTo.kind, 4), 28)
 	}
@@ -36,11 +41,8 @@ func layoutJobCols(w int, fitTo contentWidths) jobCols {
 		}
 		return n
 	}
-	// Shrink the id first (it is cut in the middle), then the kind.
 	for _, step := range []func() bool{
-		func() bool { return c.id > 20 && shrink(&c.id, 20) },
 		func() bool { return c.kind > 16 && shrink(&c.kind, 16) },
-		func() bool { return c.id > 13 && shrink(&c.id, 13) },
 		func() bool { return c.queue > 8 && shrink(&c.queue, 8) },
 	} {
 		if w-fixed() >= 24 {
@@ -53,6 +55,9 @@ func layoutJobCols(w int, fitTo contentWidths) jobCols {
 			break
 		}
 		*drop = 0
+	}
+	if over := fixed() - w; over > 0 {
+		c.id = max(c.id-over, 4)
 	}
 	c.err = max(w-fixed(), 0)
 	return c
@@ -99,7 +104,7 @@ func (r *jobRow) plain(c jobCols, marked bool, ageText string) string {
 		b.WriteString("› ")
 	}
 	if c.id > 0 {
-		b.WriteString(fitMiddle(r.id, c.id))
+		b.WriteString(fitEnd(r.id, c.id))
 		b.WriteByte(' ')
 	}
 	for _, cell := range []struct {
@@ -118,7 +123,7 @@ func (r *jobRow) plain(c jobCols, marked bool, ageText string) string {
 		b.WriteByte(' ')
 	}
 	if c.err > 0 {
-		b.WriteString(fit(r.errMsg, c.err))
+		b.WriteString(fit(r.errText(), c.err))
 	}
 	return b.String()
 }
@@ -135,7 +140,7 @@ func (r *jobRow) styled(c jobCols, marked bool, ageText string, t *themes.Theme)
 		b.WriteString("  ")
 	}
 	if c.id > 0 {
-		b.WriteString(t.Cell.Render(fitMiddle(r.id, c.id)))
+		b.WriteString(t.Cell.Render(fitEnd(r.id, c.id)))
 		b.WriteByte(' ')
 	}
 	if c.queue > 0 {
@@ -163,9 +168,18 @@ func (r *jobRow) styled(c jobCols, marked bool, ageText string, t *themes.Theme)
 		b.WriteByte(' ')
 	}
 	if c.err > 0 {
-		b.WriteString(t.CellError.Render(fit(r.errMsg, c.err)))
+		b.WriteString(t.CellError.Render(fit(r.errText(), c.err)))
 	}
 	return b.String()
+}
+
+// errText is the row's last column: why the last action failed on it,
+// else its last error.
+func (r *jobRow) errText() string {
+	if r.note != "" {
+		return r.note
+	}
+	return r.errMsg
 }
 
 // rowLine returns the cached rendering of row i, rendering it when the
@@ -174,6 +188,7 @@ func (m *Model) rowLine(i int, c jobCols, cursor bool) string {
 	v := &m.jobs
 	r := v.rows[i]
 	_, marked := v.marked[r.job.ID]
+	r.note = v.failNote[r.job.ID] // a change of note bumps rowGen
 	if cursor {
 		if r.cgen != m.rowGen || r.clineMark != marked {
 			r.cline = m.wrapCursor(r.plain(c, marked, age(m.now(), r.job.StateChangedAt)))

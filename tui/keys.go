@@ -31,9 +31,25 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
 	}
 	km := m.km
 	if m.help {
-		if km.Matches(msg, keymap.Help) || km.Matches(msg, keymap.Back) || km.Matches(msg, keymap.Quit) {
+		page := max(m.bodyHeight()-1, 1)
+		switch {
+		case km.Matches(msg, keymap.Help) || km.Matches(msg, keymap.Back) || km.Matches(msg, keymap.Quit):
 			m.help = false
+			m.helpScroll = 0
+		case km.Matches(msg, keymap.Down):
+			m.helpScroll++
+		case km.Matches(msg, keymap.Up):
+			m.helpScroll--
+		case km.Matches(msg, keymap.PageDown):
+			m.helpScroll += page
+		case km.Matches(msg, keymap.PageUp):
+			m.helpScroll -= page
+		case km.Matches(msg, keymap.Top):
+			m.helpScroll = 0
+		case km.Matches(msg, keymap.Bottom):
+			m.helpScroll = 1 << 20 // clamped when drawn
 		}
+		m.helpScroll = max(m.helpScroll, 0)
 		return nil
 	}
 	if m.tooSmall() {
@@ -55,7 +71,12 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
 		if m.screen != scrJobs {
 			cmd = m.switchScreen(scrJobs)
 		}
-		return tea.Batch(cmd, m.openInput(inputFilter, m.jobs.query))
+		// The filter in force, and a space: what is typed is a new term.
+		q := m.jobs.query
+		if q != "" {
+			q += " "
+		}
+		return tea.Batch(cmd, m.openInput(inputFilter, q))
 	case km.Matches(msg, keymap.Back):
 		return m.back()
 	case km.Matches(msg, keymap.Refresh):
@@ -87,6 +108,8 @@ func (m *Model) selectTab(i int) tea.Cmd {
 func (m *Model) back() tea.Cmd {
 	v := &m.jobs
 	switch {
+	case m.screen != scrJobs && len(m.nav) > 0:
+		return m.popNav()
 	case m.screen != scrJobs:
 		return m.switchScreen(scrJobs)
 	case m.sheet.open:
@@ -95,6 +118,8 @@ func (m *Model) back() tea.Cmd {
 	case v.selectAll:
 		v.selectAll = false
 		return nil
+	case len(m.nav) > 0:
+		return m.popNav()
 	case v.query != "" || len(v.filter.States) > 0:
 		v.setFilter("", engine.Filter{})
 		return tea.Batch(m.jobs.reload(m), m.loadCounts())
@@ -150,6 +175,16 @@ func (m *Model) jobsKey(msg tea.KeyPressMsg) tea.Cmd {
 			step = -step
 		}
 		m.sheet.scroll = max(m.sheet.scroll+step, 0)
+		return nil
+	case km.Matches(msg, keymap.NextSection), km.Matches(msg, keymap.PrevSection):
+		if !m.sheet.open {
+			return nil
+		}
+		d := 1
+		if km.Matches(msg, keymap.PrevSection) {
+			d = -1
+		}
+		m.sheet.jumpSection(d)
 		return nil
 	case km.Matches(msg, keymap.Mark):
 		if r := v.current(); r != nil {
@@ -208,8 +243,12 @@ func (m *Model) togglePayload() tea.Cmd {
 	s.showPayload = !s.showPayload
 	s.invalidate()
 	if !s.showPayload {
+		// Back where the sheet was, not deep in the traces above.
+		s.jumpToPayload = false
+		s.scroll = s.scrollBefore
 		return cmd
 	}
+	s.scrollBefore = s.scroll
 	// Scroll to the payload once it is drawn.
 	s.jumpToPayload = true
 	if s.payload == nil && !s.payloadLoading {
@@ -301,13 +340,19 @@ func (m *Model) actionDone(msg actionMsg) tea.Cmd {
 	ok := 0
 	reasons := map[string]int{}
 	var firstFail string
+	m.rowGen++ // rows show their notes
 	for _, r := range msg.results {
 		if r.OK || r.Reason == "not_found" {
 			delete(m.jobs.marked, r.ID)
+			delete(m.jobs.failNote, r.ID)
 		}
 		if r.OK {
 			ok++
 			continue
+		}
+		if _, still := m.jobs.marked[r.ID]; still {
+			// It stays marked, saying why: a second r redoes only these.
+			m.jobs.failNote[r.ID] = "✗ " + Sanitize(r.Reason) + ": " + Sanitize(r.Error)
 		}
 		reasons[r.Reason]++
 		if firstFail == "" {

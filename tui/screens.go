@@ -220,34 +220,87 @@ func barText(frac float64, w int) string {
 	return strings.Repeat("█", full) + strings.Repeat("░", w-full)
 }
 
+// itemKey names the item at row i of a list screen: what the cursor
+// stays on while the list changes under it ("" when there is none).
+func (m *Model) itemKey(s screen, i int) string {
+	if i < 0 {
+		return ""
+	}
+	switch s {
+	case scrQuarantine:
+		if i < len(m.quarData) {
+			return m.quarData[i].Fingerprint
+		}
+	case scrOperations:
+		if i < len(m.opsData) {
+			return m.opsData[i].ID
+		}
+	case scrQueues:
+		if i < len(m.queuesData) {
+			return m.queuesData[i].Name
+		}
+	case scrErrors:
+		if i < len(m.groupsData) {
+			g := m.groupsData[i]
+			return groupKey(g)
+		}
+	}
+	return ""
+}
+
+// groupKey tells error groups apart: queue, kind and pattern.
+func groupKey(g engine.ErrorGroup) string { return g.Queue + "\x00" + g.Kind + "\x00" + g.Pattern }
+
+// follow puts the cursor of screen s back on the item named key after
+// its rows changed; an item gone leaves the cursor on the row it had.
+func (m *Model) follow(s screen, ls *listScreen, key string) {
+	if key == "" {
+		return
+	}
+	for i := 0; ; i++ {
+		k := m.itemKey(s, i)
+		if k == "" {
+			return
+		}
+		if k == key {
+			ls.cursor = i
+			return
+		}
+	}
+}
+
 func (m *Model) screenLoaded(msg tea.Msg) tea.Cmd {
 	var seq uint64
 	var err error
 	var ls *listScreen
+	var s screen
 	switch msg := msg.(type) {
 	case quarantineMsg:
-		seq, err, ls = msg.seq, msg.err, &m.quar
-		if msg.seq == m.screenSeq && err == nil {
-			m.quarData = msg.fps
-		}
+		seq, err, ls, s = msg.seq, msg.err, &m.quar, scrQuarantine
 	case operationsMsg:
-		seq, err, ls = msg.seq, msg.err, &m.ops
-		if msg.seq == m.screenSeq && err == nil {
-			m.opsData = msg.ops
-		}
+		seq, err, ls, s = msg.seq, msg.err, &m.ops, scrOperations
 	case queuesMsg:
-		seq, err, ls = msg.seq, msg.err, &m.queues
-		if msg.seq == m.screenSeq && err == nil {
-			m.queuesData = msg.queues
-		}
+		seq, err, ls, s = msg.seq, msg.err, &m.queues, scrQueues
 	case groupsMsg:
-		seq, err, ls = msg.seq, msg.err, &m.groups
-		if msg.seq == m.screenSeq && err == nil {
-			m.groupsData = msg.groups
-		}
+		seq, err, ls, s = msg.seq, msg.err, &m.groups, scrErrors
 	}
 	if seq != m.screenSeq {
 		return nil
+	}
+	if err == nil {
+		// The cursor stays on its item, not on its row number.
+		key := m.itemKey(s, ls.cursor)
+		switch msg := msg.(type) {
+		case quarantineMsg:
+			m.quarData = msg.fps
+		case operationsMsg:
+			m.opsData = msg.ops
+		case queuesMsg:
+			m.queuesData = msg.queues
+		case groupsMsg:
+			m.groupsData = msg.groups
+		}
+		m.follow(s, ls, key)
 	}
 	ls.err = err
 	if err != nil {
@@ -257,12 +310,12 @@ func (m *Model) screenLoaded(msg tea.Msg) tea.Cmd {
 		}
 		return m.failed(retryScreen, screenNames[m.screen], err)
 	}
-	m.succeeded(retryScreen)
+	ok := m.succeeded(retryScreen)
 	ls.loaded = true
 	if m.screen == scrOperations {
-		return m.opsTick()
+		return tea.Batch(ok, m.opsTick())
 	}
-	return nil
+	return ok
 }
 
 // listKey handles the keys of the list screens.
@@ -302,6 +355,10 @@ func (m *Model) listKey(msg tea.KeyPressMsg) tea.Cmd {
 // openListItem goes from a list row to the jobs it is about.
 func (m *Model) openListItem(i int) tea.Cmd {
 	v := &m.jobs
+	if m.screen != scrOperations {
+		m.pushNav()
+		m.sheet.open = false
+	}
 	switch m.screen {
 	case scrQuarantine:
 		fp := m.quarData[i]
@@ -376,16 +433,21 @@ func (m *Model) listAction(msg tea.KeyPressMsg, i int) tea.Cmd {
 				verb = "Resume"
 			}
 			name, pause := q.Name, !q.Paused
+			what := "workers stop claiming from a paused queue; nothing else changes"
+			if q.Paused {
+				what = "workers claim from the queue again; its waiting jobs run"
+			}
 			m.dialog = &confirmDialog{
 				title: fmt.Sprintf("%s queue %s?", verb, Sanitize(q.Name)),
-				lines: []string{m.theme.Muted.Render("workers stop claiming from a paused queue; nothing else changes")},
+				lines: []string{m.theme.Muted.Render(what)},
 				yes:   func() tea.Cmd { return m.pauseQueue(name, pause) },
 			}
 		}
 	case scrErrors:
 		g := m.groupsData[i]
 		if km.Matches(msg, keymap.Bulk) || km.Matches(msg, keymap.Retry) {
-			return m.startBulk(engine.ActionRetry, g.Selector, "error group")
+			return m.startBulk(engine.ActionRetry, g.Selector,
+				fmt.Sprintf("error group %s / %s — %s", Sanitize(g.Queue), Sanitize(g.Kind), Sanitize(g.Pattern)))
 		}
 	}
 	return nil

@@ -35,6 +35,11 @@ type sheetView struct {
 	infoW     int
 	infoOK    bool
 	payloadAt int // line where the payload section starts
+	// sections are the lines where the sheet's sections start (] and [).
+	sections []int
+	// scrollBefore is where the sheet was before p showed the payload:
+	// hiding it goes back there.
+	scrollBefore int
 	// jumpToPayload scrolls to the payload once it has arrived.
 	jumpToPayload bool
 }
@@ -47,7 +52,7 @@ func (s *sheetView) reset(id string) {
 	s.detail, s.err = nil, nil
 	s.showPayload, s.payloadLoading, s.payload, s.payloadErr = false, false, nil, nil
 	s.jumpToPayload = false
-	s.scroll = 0
+	s.scroll, s.scrollBefore = 0, 0
 	s.stale = false
 	s.invalidate()
 }
@@ -157,10 +162,12 @@ func (m *Model) sheetInfo(w int) []string {
 	now := m.now()
 	var out []string
 	add := func(l string) { out = append(out, clip(l, w)) }
+	s.sections = s.sections[:0]
 	section := func(title string) {
 		if len(out) > 0 {
 			out = append(out, "")
 		}
+		s.sections = append(s.sections, len(out))
 		add(t.SheetHead.Render(title))
 	}
 	field := func(label, value string) {
@@ -363,6 +370,28 @@ func (m *Model) eventStyle(k engine.EventKind) lipgloss.Style {
 		return t.InfoText
 	}
 	return t.Value
+}
+
+// jumpSection scrolls the sheet to the next (d > 0) or the previous
+// section's heading.
+func (s *sheetView) jumpSection(d int) {
+	if d > 0 {
+		for _, at := range s.sections {
+			if at > s.scroll {
+				s.scroll = at
+				return
+			}
+		}
+		return
+	}
+	to := 0
+	for _, at := range s.sections {
+		if at >= s.scroll {
+			break
+		}
+		to = at
+	}
+	s.scroll = to
 }
 
 // shortFP shows the start of a fingerprint: enough to tell them apart.

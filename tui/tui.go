@@ -127,13 +127,20 @@ type Model struct {
 	opsData    []*engine.Operation
 	queuesData []engine.QueueInfo
 	groupsData []engine.ErrorGroup
+	// groupsScope is the filter groupsData was asked for.
+	groupsScope string
 
-	input   *inputLine
-	dialog  *confirmDialog
-	bulk    *bulkDialog
-	help    bool
-	toasts  []toast
-	toastID int
+	// nav is where esc goes back to (nav.go).
+	nav []navFrame
+
+	input  *inputLine
+	dialog *confirmDialog
+	bulk   *bulkDialog
+	help   bool
+	// helpScroll is the first help line shown (clamped when drawn).
+	helpScroll int
+	toasts     []toast
+	toastID    int
 
 	banner   string
 	failures map[retryWhat]int
@@ -144,6 +151,7 @@ type Model struct {
 	screenSeq uint64
 
 	sub          <-chan engine.Change
+	subscribing  bool
 	refreshArmed bool
 	rowGen       uint64
 	colsCache    jobCols
@@ -318,7 +326,7 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 		if msg.err != nil {
 			return m.failed(retryMeta, "meta", msg.err)
 		}
-		m.succeeded(retryMeta)
+		cmd := m.succeeded(retryMeta)
 		m.meta = msg.meta
 		ro := m.opts.ReadOnly || msg.meta.ReadOnly || msg.meta.Role == engine.RoleViewer
 		hide := msg.meta.Role == engine.RoleViewer
@@ -327,7 +335,7 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 			m.applyKeys()
 			m.sheet.invalidate()
 		}
-		return nil
+		return cmd
 	case countsMsg:
 		if msg.seq != m.countsSeq {
 			return nil
@@ -335,10 +343,10 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 		if msg.err != nil {
 			return m.failed(retryCounts, "counts", msg.err)
 		}
-		m.succeeded(retryCounts)
+		cmd := m.succeeded(retryCounts)
 		m.counts = msg.counts
 		m.jobs.placeFromEnd(m)
-		return nil
+		return cmd
 	case listMsg:
 		return m.jobs.take(m, msg)
 	case detailMsg:
@@ -361,12 +369,12 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 		}
 		return tea.Batch(m.toast(fmt.Sprintf("queue %s %s", Sanitize(msg.queue), verb)), m.loadScreen(scrQueues))
 	case subscribedMsg:
+		m.subscribing = false
 		if msg.err != nil {
 			return m.failed(retrySubscribe, "live updates", msg.err)
 		}
-		m.succeeded(retrySubscribe)
 		m.sub = msg.ch
-		return waitChanges(m.ctx, m.sub)
+		return tea.Batch(m.succeeded(retrySubscribe), waitChanges(m.ctx, m.sub))
 	case changesMsg:
 		return m.changes(msg)
 	case refreshTickMsg:
@@ -374,7 +382,10 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 		return m.refresh()
 	case ageTickMsg:
 		m.rowGen++
-		return tea.Tick(5*time.Second, func(time.Time) tea.Msg { return ageTickMsg{} })
+		// The tick doubles as the connection probe: a live stream that
+		// reconnects by itself says nothing while the API is away, and
+		// the header must not say live then.
+		return tea.Batch(m.loadMeta(), tea.Tick(5*time.Second, func(time.Time) tea.Msg { return ageTickMsg{} }))
 	case toastExpireMsg:
 		m.toasts = slices.DeleteFunc(m.toasts, func(t toast) bool { return t.id == msg.id })
 		return nil
@@ -419,15 +430,27 @@ func (m *Model) failed(what retryWhat, name string, err error) tea.Cmd {
 	return tea.Tick(wait, func(time.Time) tea.Msg { return retryMsg{what: what} })
 }
 
-func (m *Model) succeeded(what retryWhat) {
+// succeeded notes a load that worked. An answer proves the API is
+// reachable again, so the warning goes at once, and the loads still
+// waiting out their backoff are redone now instead of up to 30s later
+// (a failure among them brings the warning back, truthfully).
+func (m *Model) succeeded(what retryWhat) tea.Cmd {
 	delete(m.failures, what)
-	if len(m.failures) == 0 {
-		m.banner = ""
+	m.banner = ""
+	var cmds []tea.Cmd
+	for w := range m.failures {
+		delete(m.failures, w)
+		cmds = append(cmds, m.load(w))
 	}
+	return tea.Batch(cmds...)
 }
 
-func (m *Model) retry(what retryWhat) tea.Cmd {
-	delete(m.retrying, what)
+// unreachable reports whether a load is failing (the API or the store is
+// away): the header says so instead of live.
+func (m *Model) unreachable() bool { return len(m.failures) > 0 }
+
+// load redoes one kind of load now.
+func (m *Model) load(what retryWhat) tea.Cmd {
 	switch what {
 	case retryMeta:
 		return m.loadMeta()
@@ -436,11 +459,23 @@ func (m *Model) retry(what retryWhat) tea.Cmd {
 	case retryList:
 		return m.jobs.retry(m)
 	case retryScreen:
-		return m.loadScreen(m.screen)
+		if m.screen != scrJobs {
+			return m.loadScreen(m.screen)
+		}
 	case retrySubscribe:
-		return m.subscribe()
+		if m.sub == nil && !m.subscribing && !m.opts.NoSubscribe {
+			return m.subscribe()
+		}
 	}
 	return nil
+}
+
+func (m *Model) retry(what retryWhat) tea.Cmd {
+	delete(m.retrying, what)
+	if _, failing := m.failures[what]; !failing {
+		return nil // it worked meanwhile
+	}
+	return m.load(what)
 }
 
 // changes coalesces live changes into one refresh after a short delay.
@@ -466,9 +501,15 @@ func (m *Model) changes(msg changesMsg) tea.Cmd {
 	return tea.Batch(cmds...)
 }
 
-// refresh reloads what is on screen, keeping the cursor on its job.
+// refresh reloads what is on screen, keeping the cursor on its job, and
+// redoes at once every load that is waiting to be retried.
 func (m *Model) refresh() tea.Cmd {
 	cmds := []tea.Cmd{m.loadCounts()}
+	for w := range m.failures {
+		if w != retryCounts && w != retryList && w != retryScreen {
+			cmds = append(cmds, m.load(w))
+		}
+	}
 	switch m.screen {
 	case scrJobs:
 		cmds = append(cmds, m.jobs.refresh(m))

@@ -31,6 +31,7 @@ func (m *Model) chromeHeight() int {
 	if m.screen == scrJobs || m.input != nil {
 		h++
 	}
+	h += len(m.inputErrLines(m.width))
 	if m.banner != "" {
 		h++
 	}
@@ -74,6 +75,7 @@ func (m *Model) render() string {
 	}
 	if m.input != nil {
 		lines = append(lines, m.inputView(w))
+		lines = append(lines, m.inputErrLines(w)...)
 	} else if m.screen == scrJobs {
 		lines = append(lines, m.filterLine(w))
 	}
@@ -132,9 +134,9 @@ func (m *Model) overlays(body []string, w, h int) []string {
 		bw := min(max(w*2/3, 50), w-2, 100)
 		var box []string
 		if m.dialog != nil {
-			box = m.confirmBox(bw)
+			box = m.confirmBox(bw, h)
 		} else {
-			box = m.bulkBox(bw)
+			box = m.bulkBox(bw, h)
 		}
 		y := max((h-len(box))/2, 0)
 		body = overlay(body, box, (w-bw)/2, y, w)
@@ -169,12 +171,13 @@ type titleKey struct {
 	meta     *engine.Meta
 	readOnly bool
 	live     bool
+	down     bool
 	theme    *themes.Theme
 }
 
 // titleLine is the top line (cached).
 func (m *Model) titleLine(w int) string {
-	k := titleKey{w: w, scr: m.screen, meta: m.meta, readOnly: m.readOnly, live: m.sub != nil, theme: m.theme}
+	k := titleKey{w: w, scr: m.screen, meta: m.meta, readOnly: m.readOnly, live: m.sub != nil, down: m.unreachable(), theme: m.theme}
 	if m.titleCache.ok && m.titleCache.key == k {
 		return m.titleCache.s
 	}
@@ -217,11 +220,21 @@ func (m *Model) renderTitle(w int) string {
 	if m.readOnly {
 		badges += " " + t.Badge.Render("READ-ONLY")
 	}
-	if m.sub != nil {
+	switch {
+	case m.unreachable():
+		// A load is failing: whatever the stream says, the data on
+		// screen is not live.
+		badges += " " + t.ErrorText.Render("○ unreachable")
+	case m.sub != nil:
 		badges += " " + t.OKText.Render("● live")
 	}
 	// The badges outrank the backend, source and caller: on a narrow
-	// terminal the info text is cut first, so READ-ONLY stays in sight.
+	// terminal the info text is cut first, so READ-ONLY stays in sight;
+	// then the screen names give way to the current one, so the
+	// connection's badge (live or unreachable) does too.
+	if wOf(left)+1+wOf(badges) > w {
+		left = t.Title.Render("sluice") + "  " + t.TabActive.Render(screenNames[m.screen])
+	}
 	text := strings.Join(info, " · ")
 	if room := w - wOf(left) - 1 - wOf(badges); wOf(text) > room {
 		text = clip(text, max(room, 0))
@@ -245,7 +258,12 @@ func (m *Model) screenTitle(w int) string {
 	case scrQueues:
 		s = "Queues — jobs per state" + m.keyHint(keymap.Pause, "pause/resume") + m.keyHint(keymap.Open, "jobs")
 	case scrErrors:
-		s = "Error groups — dead jobs by kind and error" + m.keyHint(keymap.Open, "jobs") + m.keyHint(keymap.Bulk, "bulk retry")
+		s = "Error groups — dead jobs by kind and error"
+		if scope := m.groupScope(); scope != "" {
+			// The filter narrows them: say so before anything else.
+			s = "Error groups · scope: " + scope + " (the filter's; :clear shows all)"
+		}
+		s += m.keyHint(keymap.Open, "jobs") + m.keyHint(keymap.Bulk, "bulk retry")
 	}
 	return t.Bold.Render(clip(s, w))
 }
@@ -356,6 +374,7 @@ func (m *Model) matchCount() (int64, bool) {
 type helpKey struct {
 	w     int
 	scr   screen
+	sheet bool
 	km    *keymap.KeyMap
 	theme *themes.Theme
 }
@@ -373,12 +392,17 @@ func (m *Model) screenHelp() []key.Binding {
 	case scrErrors:
 		return km.Short(keymap.Open, keymap.Bulk, keymap.Back, keymap.Help, keymap.Quit)
 	}
+	if m.sheet.open {
+		// The sheet's own keys first: they are what the operator needs now.
+		return km.Short(keymap.Payload, keymap.NextSection, keymap.SheetDown, keymap.Edit, keymap.Retry,
+			keymap.Release, keymap.Copy, keymap.Back, keymap.Help)
+	}
 	return km.ShortHelp()
 }
 
 // shortHelp is as much of the one-line help as fits in w (cached).
 func (m *Model) shortHelp(w int) string {
-	k := helpKey{w: w, scr: m.screen, km: m.km, theme: m.theme}
+	k := helpKey{w: w, scr: m.screen, sheet: m.sheet.open && m.screen == scrJobs, km: m.km, theme: m.theme}
 	if m.helpCache.ok && m.helpCache.key == k {
 		return m.helpCache.s
 	}

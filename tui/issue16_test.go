@@ -1,0 +1,421 @@
+package tui
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/exp/golden"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Issue 16: the console tells the truth at every step. These tests drive
+// the model directly with the answers its commands would bring, so a
+// list can be re-sorted under the cursor at a chosen moment.
+
+func stillModel(t *testing.T, w, h int) *Model {
+	t.Helper()
+	opts := testOptions()
+	opts.NoSubscribe = true
+	m := New(nil, opts)
+	m.Update(tea.WindowSizeMsg{Width: w, Height: h})
+	return m
+}
+
+func plainScreen(m *Model) string { return ansi.Strip(m.Render()) }
+
+func group(queue, kind, pattern string, n int64) engine.ErrorGroup {
+	return engine.ErrorGroup{Queue: queue, Kind: kind, Pattern: pattern, Count: n,
+		Selector: engine.Filter{States: []engine.State{engine.StateArchived}, Queues: []string{queue}, Kinds: []string{kind}, ErrorPattern: pattern}}
+}
+
+// loadGroups feeds the errors screen an answer, as its load would.
+func loadGroups(m *Model, gs ...engine.ErrorGroup) {
+	m.loadScreen(scrErrors)
+	m.handleMsg(groupsMsg{seq: m.screenSeq, groups: gs})
+}
+
+var (
+	gRefused  = group("billing", "invoice.generate", "dial tcp <addr>: connection refused", 4180)
+	gCurrency = group("billing", "invoice.generate", `invalid currency "<str>"`, 31)
+	gTemplate = group("email", "receipt.send", "template not found", 2)
+)
+
+// TestListCursorFollowsItem: the groups re-sort live while a bulk preview
+// is open for the second one; the cursor stays on that group, the preview
+// names it, and y acts on it.
+func TestListCursorFollowsItem(t *testing.T) {
+	m := stillModel(t, goldenW, goldenH)
+	m.screen = scrErrors
+	loadGroups(m, gRefused, gCurrency, gTemplate)
+	press(m, "j")
+	if g := m.groupsData[m.groups.cursor]; g.Pattern != gCurrency.Pattern {
+		t.Fatalf("cursor on %q", g.Pattern)
+	}
+	m.handleKey(keyMsg("b"))
+	if m.bulk == nil {
+		t.Fatal("b opened no preview")
+	}
+	m.handleMsg(bulkPreviewMsg{seq: m.bulk.seq, res: &engine.BulkResult{Matched: 31}})
+	// The currency group grows past the outage's: it is row 1 now.
+	big := gCurrency
+	big.Count = 5000
+	loadGroups(m, big, gRefused, gTemplate)
+	if g := m.groupsData[m.groups.cursor]; g.Pattern != gCurrency.Pattern {
+		t.Fatalf("after the re-sort the cursor is on %q, want the currency group", g.Pattern)
+	}
+	screen := plainScreen(m)
+	if !strings.Contains(screen, `invalid currency "<str>"`) || !strings.Contains(screen, "retry 31 jobs") {
+		t.Fatalf("the preview does not name its group:\n%s", screen)
+	}
+	golden.RequireEqual(t, normalize(screen))
+	if got := m.bulk.selector.ErrorPattern; got != gCurrency.Pattern {
+		t.Fatalf("y would act on %q", got)
+	}
+	m.handleKey(keyMsg("<esc>"))
+	// Other lists keep their item too: queues, quarantine, operations.
+	m.screen = scrQueues
+	m.loadScreen(scrQueues)
+	m.handleMsg(queuesMsg{seq: m.screenSeq, queues: []engine.QueueInfo{{Name: "billing"}, {Name: "email"}, {Name: "reports"}}})
+	press(m, "j")
+	press(m, "j")
+	m.loadScreen(scrQueues)
+	m.handleMsg(queuesMsg{seq: m.screenSeq, queues: []engine.QueueInfo{{Name: "audit"}, {Name: "reports"}, {Name: "billing"}, {Name: "email"}}})
+	if q := m.queuesData[m.queues.cursor].Name; q != "reports" {
+		t.Fatalf("queues cursor on %q, want reports", q)
+	}
+	m.handleKey(keyMsg("P"))
+	if m.dialog == nil || !strings.Contains(m.dialog.title, "reports") {
+		t.Fatalf("the pause dialog does not name reports: %+v", m.dialog)
+	}
+}
+
+// countingFlaky is flakyControl that counts its Meta calls.
+type countingFlaky struct {
+	flakyControl
+	metaCalls atomic.Int64
+}
+
+func (c *countingFlaky) Meta(ctx context.Context) (*engine.Meta, error) {
+	c.metaCalls.Add(1)
+	return c.flakyControl.Meta(ctx)
+}
+
+func waitCond(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestConnectionTruth: with the API gone the header stops saying live and
+// says it is unreachable; once it is back, the first refresh that
+// succeeds (ctrl+r) clears the warning, however long the backoff of the
+// other loads has grown.
+func TestConnectionTruth(t *testing.T) {
+	f := setup(t, false)
+	ctl := &countingFlaky{flakyControl: flakyControl{Control: f.eng}}
+	s := start(t, ctl, testOptions())
+	s.waitFor("evil-0001", "archived 7", "● live")
+	ctl.down.Store(true)
+	// The header's probe (every few seconds) finds it gone; send its
+	// ticks rather than wait for them.
+	for i := int64(0); i < 6; i++ {
+		n := ctl.metaCalls.Load()
+		s.tm.Send(ageTickMsg{})
+		waitCond(t, "the probe asked", func() bool { return ctl.metaCalls.Load() > n })
+	}
+	s.keys("<ctrl+r>")
+	waitCond(t, "a retry while down", func() bool { return ctl.metaCalls.Load() >= 8 })
+	screen := ansi.Strip(s.h.last())
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(strings.SplitN(screen, "\n", 2)[0], "unreachable") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the header does not say the API is unreachable:\n%s", screen)
+		}
+		time.Sleep(10 * time.Millisecond)
+		screen = ansi.Strip(s.h.last())
+	}
+	if strings.Contains(strings.SplitN(screen, "\n", 2)[0], "● live") {
+		t.Fatalf("the header says live with the API down:\n%s", screen)
+	}
+	ctl.down.Store(false)
+	s.keys("<ctrl+r>")
+	s.waitGone("⚠")
+	s.waitFor("● live", "archived 7")
+	// And :clear on live data leaves no warning either.
+	s.keys(":")
+	s.typeText("clear")
+	s.keys("<enter>")
+	s.waitFor("no filter", "● live")
+	if strings.Contains(ansi.Strip(s.h.last()), "⚠") {
+		t.Fatal("a warning after :clear on live data")
+	}
+}
+
+// TestBackIsAStack: esc goes back to the screen and the row it came from;
+// the error groups say when the filter scopes them; :jobs is the plain
+// job list.
+func TestBackIsAStack(t *testing.T) {
+	f := setup(t, false)
+	s := start(t, f.eng, testOptions())
+	s.waitFor("evil-0001")
+	s.keys(":")
+	s.typeText("errors")
+	s.keys("<enter>")
+	s.waitFor("invalid currency", "connection refused", "template not found")
+	s.keys("j", "<enter>")
+	s.waitFor("errgroup:", "inv-0005")
+	s.waitGone("evil-0001")
+	s.keys("<esc>")
+	screen := s.waitFor("Error groups", "template not found")
+	if !strings.Contains(screen, "› billing      invoice.generate") || !strings.Contains(screen, "2 of 4") {
+		t.Fatalf("esc did not return to the group it came from:\n%s", screen)
+	}
+	s.goldenAs("back", screen)
+	s.keys("<esc>")
+	s.waitFor("/ no filter", "evil-0001", "▸archived 7")
+	// A filter scopes the groups; the screen says so.
+	s.keys("/")
+	s.typeText("queue:billing")
+	s.keys("<enter>")
+	s.waitFor("/ queue:billing", "› inv-0005")
+	s.keys(":")
+	s.typeText("errors")
+	s.keys("<enter>")
+	screen = s.waitFor("invalid currency", "connection refused")
+	if !strings.Contains(screen, "scope: queue billing") {
+		t.Fatalf("the scoped error groups do not state their scope:\n%s", screen)
+	}
+	s.goldenAs("scoped", screen)
+	// :jobs from a group's list with the sheet open: the plain list.
+	s.keys("j", "<enter>")
+	s.waitFor("errgroup:", "inv-0005")
+	s.keys("<enter>")
+	s.waitFor("timeline (")
+	s.keys(":")
+	s.typeText("jobs")
+	s.keys("<enter>")
+	screen = s.waitFor("/ no filter", "evil-0001")
+	if strings.Contains(screen, "timeline (") {
+		t.Fatalf(":jobs kept the sheet open:\n%s", screen)
+	}
+}
+
+// TestFilterLineHelpsTheTypist: / reopens with the filter in force and a
+// space after it, so a new term is a new term; a parse error is shown
+// whole, the term that failed marked under the input.
+func TestFilterLineHelpsTheTypist(t *testing.T) {
+	f := setup(t, false)
+	s := start(t, f.eng, testOptions())
+	s.waitFor("evil-0001")
+	s.keys("/")
+	s.typeText("queue:billing")
+	s.keys("<enter>")
+	s.waitFor("/ queue:billing", "› inv-0005")
+	s.keys("/")
+	s.typeText("kind:invoice.generate")
+	s.waitFor("/queue:billing kind:invoice.generate")
+	s.typeText(" colour:red")
+	_, err := engine.ParseQuery("queue:billing kind:invoice.generate colour:red")
+	msg := strings.TrimPrefix(err.Error(), engine.ErrInvalid.Error()+": ")
+	screen := s.waitFor(`unknown field "colour"`)
+	flat := strings.Join(strings.Fields(screen), " ")
+	if !strings.Contains(flat, msg) {
+		t.Fatalf("the error is not shown whole (%q):\n%s", msg, screen)
+	}
+	lines := strings.Split(screen, "\n")
+	in := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "/queue:billing") })
+	if in < 0 || in+1 >= len(lines) {
+		t.Fatalf("no input line:\n%s", screen)
+	}
+	col := strings.Index(lines[in], "colour:red")
+	if mark := lines[in+1]; len(mark) <= col || mark[col] != '^' {
+		t.Fatalf("the failing term is not marked:\n%s\n%s", lines[in], lines[in+1])
+	}
+	s.golden(screen)
+}
+
+// TestSmallTerminalsKeepWhatMatters: at 80×24 and 60×15 every id in the
+// list is whole, the bulk dialog shows its action line, and the help says
+// it has more and scrolls to it.
+func TestSmallTerminalsKeepWhatMatters(t *testing.T) {
+	for _, size := range [][2]int{{80, 24}, {60, 15}} {
+		w, h := size[0], size[1]
+		t.Run(fmt.Sprintf("%dx%d", w, h), func(t *testing.T) {
+			m := loadedModel(t, 50, w, h)
+			screen := plainScreen(m)
+			shown := 0
+			for _, r := range m.jobs.rows[:10] {
+				if strings.Contains(screen, r.job.ID) {
+					shown++
+				}
+			}
+			if shown < min(10, m.listHeight()) {
+				t.Fatalf("%d of the first ids shown whole:\n%s", shown, screen)
+			}
+			golden.RequireEqual(namedTB{t, t.Name() + "_list"}, normalize(screen))
+
+			m.handleKey(keyMsg("b"))
+			if m.bulk == nil {
+				t.Fatal("no bulk dialog")
+			}
+			m.handleMsg(bulkPreviewMsg{seq: m.bulk.seq, res: &engine.BulkResult{Matched: 50, Sample: syntheticJobs(10, m.now())}})
+			screen = plainScreen(m)
+			if !strings.Contains(screen, "y start") {
+				t.Fatalf("the bulk dialog's action line is off screen:\n%s", screen)
+			}
+			golden.RequireEqual(namedTB{t, t.Name() + "_bulk"}, normalize(screen))
+			m.handleKey(keyMsg("<esc>"))
+
+			m.handleKey(keyMsg("?"))
+			screen = plainScreen(m)
+			if !strings.Contains(screen, "more below") {
+				t.Fatalf("the help drops rows without saying so:\n%s", screen)
+			}
+			for range 40 {
+				m.handleKey(keyMsg("j"))
+			}
+			screen = plainScreen(m)
+			if !strings.Contains(screen, "commands") || strings.Contains(screen, "more below") {
+				t.Fatalf("the help does not scroll to its end:\n%s", screen)
+			}
+			golden.RequireEqual(namedTB{t, t.Name() + "_help_end"}, normalize(screen))
+		})
+	}
+}
+
+// sheetTop is the first line of the sheet (right of the rule) in a screen.
+func sheetTop(screen string) string {
+	for _, l := range strings.Split(screen, "\n")[3:] {
+		if _, after, ok := strings.Cut(l, "│ "); ok {
+			return strings.TrimSpace(after)
+		}
+	}
+	return ""
+}
+
+// TestSheetKeysAndSections: with the sheet open the status line offers
+// the sheet's keys; ] and [ jump between its sections, down to the
+// payload below the traces; p twice puts the sheet back where it was.
+func TestSheetKeysAndSections(t *testing.T) {
+	f := setup(t, false)
+	s := start(t, f.eng, testOptions())
+	s.waitFor("inv-0004")
+	// A short terminal: the sheet is longer than the screen.
+	s.tm.Send(tea.WindowSizeMsg{Width: goldenW, Height: 22})
+	s.keys("j", "j", "j", "<enter>")
+	screen := s.waitFor("job inv-0004", "timeline (")
+	lines := strings.Split(screen, "\n")
+	status := lines[len(lines)-1]
+	if !strings.Contains(status, "p payload") || !strings.Contains(status, "] next sheet section") {
+		t.Fatalf("the status line does not offer the sheet's keys: %q", status)
+	}
+	s.keys("]")
+	screen = s.waitFor("lifecycle")
+	if top := sheetTop(screen); top != "lifecycle" {
+		t.Fatalf("] went to %q, want lifecycle:\n%s", top, screen)
+	}
+	s.keys("]", "]")
+	screen = s.waitFor("errors (3)")
+	if top := sheetTop(screen); top != "errors (3)" {
+		t.Fatalf("] ] went to %q, want errors (3):\n%s", top, screen)
+	}
+	s.keys("[")
+	screen = s.waitFor("timeline (")
+	if top := sheetTop(screen); !strings.HasPrefix(top, "timeline (") {
+		t.Fatalf("[ went to %q, want the timeline:\n%s", top, screen)
+	}
+	s.keys("[", "[")
+	screen = s.waitFor("job inv-0004")
+	s.keys("p")
+	s.waitFor(`"currency": "EURO"`)
+	s.keys("p")
+	s.waitGone(`"currency": "EURO"`)
+	screen = s.waitFor("job inv-0004")
+	if top := sheetTop(screen); top != "job inv-0004" {
+		t.Fatalf("p twice left the sheet at %q:\n%s", top, screen)
+	}
+	s.golden(screen)
+}
+
+// TestFailedMarksKeepReason: after r on marked jobs, those retried lose
+// their marks; the one that failed keeps it, its row says why, and a
+// second r names only it.
+func TestFailedMarksKeepReason(t *testing.T) {
+	f := setup(t, false)
+	s := start(t, f.eng, testOptions())
+	s.waitFor("inv-0001")
+	s.keys("j", "j", "<space>", "<space>")
+	s.waitFor("2 marked")
+	// Someone else retries inv-0004 meanwhile.
+	if _, err := f.eng.Retry(t.Context(), "inv-0004", engine.RetryOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.keys("r")
+	s.waitFor("Retry 2 marked jobs?")
+	s.keys("y")
+	s.waitFor("1 retried · 1 failed", "1 marked")
+	s.keys("/")
+	s.typeText("state:available")
+	s.keys("<enter>")
+	screen := s.waitFor("inv-0004", "●", "✗")
+	s.golden(screen)
+	s.keys("r")
+	// One, not two: the job retried the first time is not in it.
+	s.waitFor("Retry 1 marked job?")
+}
+
+// TestResumeDialogSaysResume: resuming a paused queue is not described
+// with the pause text.
+func TestResumeDialogSaysResume(t *testing.T) {
+	m := stillModel(t, goldenW, goldenH)
+	m.screen = scrQueues
+	m.loadScreen(scrQueues)
+	m.handleMsg(queuesMsg{seq: m.screenSeq, queues: []engine.QueueInfo{{Name: "billing", Paused: true}}})
+	m.handleKey(keyMsg("P"))
+	if m.dialog == nil || !strings.HasPrefix(m.dialog.title, "Resume queue billing") {
+		t.Fatalf("dialog %+v", m.dialog)
+	}
+	body := ansi.Strip(strings.Join(m.dialog.lines, "\n"))
+	if strings.Contains(body, "stop claiming") || !strings.Contains(body, "claim from the queue again") {
+		t.Fatalf("the resume dialog says %q", body)
+	}
+}
+
+// TestReadmeKeyList: the README's key list names the keys of the
+// operator's night (STORY.md), e and u among them.
+func TestReadmeKeyList(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"tab", "enter", "p", "space", "r", "b", "e", "u", "esc", "/", "?"} {
+		if !strings.Contains(string(b), "`"+k+"`") {
+			t.Errorf("README's key list lacks `%s`", k)
+		}
+	}
+}
+
+// TestNarrowHeaderKeepsConnectionBadge: at 60 columns the header still
+// says whether the data is live.
+func TestNarrowHeaderKeepsConnectionBadge(t *testing.T) {
+	m := stillModel(t, 60, 15)
+	m.failures[retryMeta] = 1
+	head := strings.SplitN(plainScreen(m), "\n", 2)[0]
+	if !strings.Contains(head, "○ unreachable") {
+		t.Fatalf("the header at 60 columns: %q", head)
+	}
+}
