@@ -71,7 +71,8 @@ func (o *ctlOptions) open(cmd *cobra.Command) (*session, error) {
 		c := api.NewClient(apiURL, token, api.ClientOptions{UserAgent: "sluice-cli"})
 		return &session{ctl: c, close: func() {}, ctx: ctx}, nil
 	case storeURL != "":
-		store, err := cliutil.OpenStore(ctx, storeURL, slog.New(slog.DiscardHandler))
+		// A command never creates or migrates the store it acts on.
+		store, err := cliutil.OpenExistingStore(ctx, storeURL, slog.New(slog.DiscardHandler))
 		if err != nil {
 			return nil, err
 		}

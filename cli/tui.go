@@ -125,7 +125,13 @@ func runTUI(ctx context.Context, o *tuiOptions, lo *logOptions) error {
 		return runConsole(ctx, ctl, opts)
 	}
 
-	store, err := cliutil.OpenStore(ctx, o.store, log)
+	// Only a console that runs workers owns the store: without --worker
+	// it never creates or migrates one.
+	open := cliutil.OpenExistingStore
+	if o.worker {
+		open = cliutil.OpenStore
+	}
+	store, err := open(ctx, o.store, log)
 	if err != nil {
 		return err
 	}

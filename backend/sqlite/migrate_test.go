@@ -2,10 +2,12 @@ package sqlite_test
 
 import (
 	"database/sql"
+	"errors"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/backend/sqlite"
@@ -73,4 +75,44 @@ func TestMigration0002OnExistingJobs(t *testing.T) {
 	if sqlite.SchemaVersion() < 2 { // later migrations add to it
 		t.Fatalf("schema version %d", sqlite.SchemaVersion())
 	}
+}
+
+// TestOpenMustExist: a MustExist open never creates or migrates: a missing
+// file and a file behind this build's schema are ErrNoStore, naming
+// `sluice migrate`, and change nothing; a migrated store opens.
+func TestOpenMustExist(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.db")
+	if _, err := sqlite.Open(ctx, missing, sqlite.Options{MustExist: true}); !errors.Is(err, sqlite.ErrNoStore) || !strings.Contains(err.Error(), "sluice migrate") {
+		t.Fatalf("missing file: %v", err)
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Fatalf("a MustExist open created %s", missing)
+	}
+	behind := filepath.Join(dir, "behind.db")
+	db, err := sql.Open("sqlite", behind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE unrelated (x)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, err := sqlite.Open(ctx, behind, sqlite.Options{MustExist: true}); !errors.Is(err, sqlite.ErrNoStore) || !strings.Contains(err.Error(), "version 0") {
+		t.Fatalf("file behind the schema: %v", err)
+	}
+	if st, err := sqlite.Status(ctx, behind); err != nil || st.Version != 0 {
+		t.Fatalf("a MustExist open migrated the file: %+v %v", st, err)
+	}
+	s, err := sqlite.Open(ctx, behind, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = sqlite.Open(ctx, behind, sqlite.Options{MustExist: true})
+	if err != nil {
+		t.Fatalf("a migrated store: %v", err)
+	}
+	s.Close()
 }

@@ -36,7 +36,17 @@ type Options struct {
 	// BusyTimeout is how long a statement waits for another connection's
 	// lock, in this or another process (10s when 0).
 	BusyTimeout time.Duration
+	// MustExist opens only a store that exists and is migrated to this
+	// build's schema: it never creates or migrates one. Commands that
+	// only read (and every command acting on a store it does not own)
+	// open stores so; a missing file or a schema behind is an error that
+	// names `sluice migrate`.
+	MustExist bool
 }
+
+// ErrNoStore is the error of a MustExist open of a store that is missing
+// or not migrated.
+var ErrNoStore = errors.New("no such store")
 
 // Store is engine.Store on one SQLite file.
 type Store struct {
@@ -86,6 +96,18 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MustExist {
+		st, err := Status(ctx, path)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case !st.Exists:
+			return nil, fmt.Errorf("sqlite: %s: %w: the file does not exist (create it with: sluice migrate --store sqlite://%s)", path, ErrNoStore, path)
+		case st.Version < st.Latest:
+			return nil, fmt.Errorf("sqlite: %s: %w: its schema is at version %d, this build needs %d (migrate it with: sluice migrate --store sqlite://%s)", path, ErrNoStore, st.Version, st.Latest, path)
+		}
 	}
 	if opts.ReadConns <= 0 {
 		opts.ReadConns = 4
@@ -142,10 +164,12 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	if err := s.Migrate(ctx); err != nil {
-		close(s.stopped)
-		s.Close()
-		return nil, err
+	if !opts.MustExist {
+		if err := s.Migrate(ctx); err != nil {
+			close(s.stopped)
+			s.Close()
+			return nil, err
+		}
 	}
 	st, err := s.stmts(ctx, sqlCountAdd, sqlCountsApply)
 	if err != nil {

@@ -55,13 +55,24 @@ func ParseStoreURL(raw string) (StoreTarget, error) {
 // PostgreSQL and Redis URLs are recognised and refused with an error that
 // wraps engine.ErrUnsupported.
 func OpenStore(ctx context.Context, rawURL string, log *slog.Logger) (engine.Store, error) {
+	return openStore(ctx, rawURL, log, false)
+}
+
+// OpenExistingStore opens the store a URL names only if it exists and is
+// migrated: it never creates or migrates one. Commands that only read,
+// and commands acting on a store they do not own, open stores so.
+func OpenExistingStore(ctx context.Context, rawURL string, log *slog.Logger) (engine.Store, error) {
+	return openStore(ctx, rawURL, log, true)
+}
+
+func openStore(ctx context.Context, rawURL string, log *slog.Logger, mustExist bool) (engine.Store, error) {
 	t, err := ParseStoreURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
 	switch t.Backend {
 	case "sqlite":
-		s, err := sqlite.Open(ctx, t.Path, sqlite.Options{Logger: log})
+		s, err := sqlite.Open(ctx, t.Path, sqlite.Options{Logger: log, MustExist: mustExist})
 		if err != nil {
 			return nil, err
 		}
