@@ -223,4 +223,3 @@ func testSuspects(t *testing.T, h Harness) {
 		t.Fatalf("ordinary jobs never ran side by side (max %d at once)", m)
 	}
 }
-

@@ -89,7 +89,7 @@ func (s *Store) claimQueriesFor(kinds map[string]int) *claimQueries {
 			WHERE state = 'available' AND deadline IS NOT NULL AND queue = ?5 AND deadline < ?4` + kindIn + `
 			ORDER BY deadline LIMIT ?6)
 		RETURNING ` + jobColumns,
-		claim:   claim("jobs_claim", "crash_attempt = 0"),
+		claim: claim("jobs_claim", "crash_attempt = 0"),
 		// The partial index's own term, repeated, lets the planner use it.
 		suspect: claim("jobs_claim_suspect", "crash_attempt > 0 AND crash_attempt = 1"),
 		lone:    claim("jobs_claim_suspect", "crash_attempt > 0 AND crash_attempt >= 2"),
