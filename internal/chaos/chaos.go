@@ -38,19 +38,24 @@ const (
 type Sleep struct {
 	MS int `json:"ms"`
 	N  int `json:"n,omitempty"`
+	// Run names the harness run, so that a fingerprint quarantined in one
+	// run on a store is not refused in the next.
+	Run string `json:"run,omitempty"`
 }
 
 // Panic is chaos.panic's payload: the handler panics while the job's
 // crash_attempt is below Times, then succeeds.
 type Panic struct {
-	Times int `json:"times"`
-	N     int `json:"n,omitempty"`
+	Times int    `json:"times"`
+	N     int    `json:"n,omitempty"`
+	Run   string `json:"run,omitempty"`
 }
 
 // Exit is chaos.exit's payload (any object will do; N keeps fingerprints
 // apart).
 type Exit struct {
-	N int `json:"n,omitempty"`
+	N   int    `json:"n,omitempty"`
+	Run string `json:"run,omitempty"`
 }
 
 // backoff is the retry delay: attempt n waits n seconds, at most five.

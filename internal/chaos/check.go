@@ -82,6 +82,19 @@ func (r *run) check(ctx context.Context) error {
 		r.checkJob(j, r.class[id], execs[id], writes[id], fate)
 	}
 
+	innocents, hit := 0, 0
+	for _, id := range r.ids {
+		if innocent(r.class[id]) {
+			innocents++
+			if r.crashedInnocent[id] {
+				hit++
+			}
+		}
+	}
+	if innocents > 0 {
+		r.rep.CrashRate = float64(hit) / float64(innocents)
+	}
+
 	c, err := r.e.Counts(ctx, r.queue)
 	if err != nil {
 		return fmt.Errorf("counts: %w", err)
@@ -157,7 +170,13 @@ func (r *run) checkJob(j *engine.Job, class string, execs []execRow, writes []wr
 	if len(j.Errors) < engine.MaxKeptErrors && otherErrs != j.Attempt {
 		r.violate("%s: attempt %d but %d failed attempts on the record", name, j.Attempt, otherErrs)
 	}
+	if j.Attempt+j.CrashAttempt > int(j.Fence) {
+		r.violate("%s: attempt %d and crash_attempt %d charge more runs than its %d claims", name, j.Attempt, j.CrashAttempt, j.Fence)
+	}
 	if j.CrashAttempt > 0 {
+		if innocent(class) {
+			r.crashedInnocent[j.ID] = true
+		}
 		rep.Crashed++
 		if j.CrashAttempt >= 2 && innocent(class) {
 			rep.CrashedTwice++
@@ -198,6 +217,24 @@ func (r *run) checkJob(j *engine.Job, class string, execs []execRow, writes []wr
 	}
 	if n := int64(len(claimedBy)); n < j.Fence {
 		rep.Unrecorded += int(j.Fence - n)
+	}
+	// Each run saw the counters as the runs before it left them: never
+	// more than the job ends with, never less than an earlier run saw; and
+	// the run that completed the job was charged nothing after it began.
+	sort.Slice(execs, func(a, b int) bool { return execs[a].fence < execs[b].fence })
+	for i, x := range execs {
+		if x.attempt > j.Attempt || x.crashes > j.CrashAttempt {
+			r.violate("%s: its run under fence %d began at attempt %d, crash_attempt %d; the job ends at %d, %d",
+				name, x.fence, x.attempt, x.crashes, j.Attempt, j.CrashAttempt)
+		}
+		if i > 0 && (x.attempt < execs[i-1].attempt || x.crashes < execs[i-1].crashes) {
+			r.violate("%s: its run under fence %d began at attempt %d, crash_attempt %d, below fence %d's %d, %d",
+				name, x.fence, x.attempt, x.crashes, execs[i-1].fence, execs[i-1].attempt, execs[i-1].crashes)
+		}
+		if j.State == engine.StateCompleted && x.fence == j.Fence && x.crashes != j.CrashAttempt {
+			r.violate("%s: completed by its run under fence %d, which began at crash_attempt %d; the job ends at %d",
+				name, x.fence, x.crashes, j.CrashAttempt)
+		}
 	}
 	ran := map[int64]string{}
 	for _, x := range execs {

@@ -3,9 +3,9 @@ package chaos
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -29,25 +29,41 @@ const (
 	FaultPill   = "pill"   // enqueue a poison pill: every run kills its process
 )
 
-// AllFaults is the default mix, each with its weight.
+// AllFaults is the mix of faults, each with its weight.
 //
-// Rates, and why the check "no innocent job quarantined" means something
-// with the engine's real crash limit (3): a SIGKILL or a stall charges a
-// crash to every job running in that process, innocent or not, so
-// random faults alone can push an innocent job to the limit. A job is hit
-// on a run with probability p ≈ (crash-causing faults per second per
-// worker) × (how long a run holds its lease). With a fault every 1.5 s on
-// average, 8 of 10 weighted picks causing a process death (kill 3, stall 2,
-// and a pill's up to 3 runs at weight 1), 3 workers and runs of 10-60 ms
-// (~50 ms with the store's writes), p ≈ 0.53/3 × 0.05 ≈ 0.009, and
-// quarantine by chance alone needs three hits in a row: p³ ≈ 7e-7 per job,
-// ~0.004 expected per 5 000-job run and ~0.04 per 50 000 jobs. An innocent
-// in quarantine is thus, within that margin, the engine's doing (a pill
-// dragging the same innocents down with it, a crash charged to a live
-// process), and the violation says which faults its crashes came from.
-// The report's crashed2= (innocents that crashed twice) measures p² in
-// each run, so the margin is checked rather than assumed.
+// Rates, and why "no innocent job quarantined" means something with the
+// engine's real crash limit (3): a SIGKILL or a stall charges a crash to
+// every job running in that process, innocent or not, so random faults
+// alone can push an innocent job to the limit. A job is hit on a run with
+// probability p ≈ (process deaths per second per worker) × (how long a
+// run holds its lease: 10-60 ms of handler plus the store's writes), and
+// quarantine by chance alone needs three hits in a row: ≈ p³ per job,
+// N·p³ per run of N jobs. Measured (the report's crash_rate=, the share of
+// innocent jobs that crashed at least once): p ≈ 0.0126 with 3 workers
+// and a fault every 1.5 s on average, 8 of 10 weighted picks ending a
+// process (kill 3, stall 2, a pill's three runs at weight 1). With that
+// rate, chance quarantines an innocent in about one 5 000-job run in 100,
+// and in one 50 000-job run in 10 — too often for a violation to mean
+// anything. So the default time between faults grows with the jobs
+// (DefaultFaultEvery): p is held to (0.01/N)^⅓, and chance alone
+// quarantines an innocent in fewer than one run in 100 of any size (1 s
+// between faults at 1 500 jobs, 1.5 s at 5 000, 3.3 s at 50 000), while
+// N·p — the jobs that crash and recover, which is what is tested — still
+// grows with N. An innocent in quarantine is then, within that margin,
+// the engine's doing (a pill dragging the same innocents down with it, a
+// crash charged to a live process), and the violation says which faults
+// its crashes came from. crashed2= counts innocents that crashed twice.
 var AllFaults = map[string]int{FaultKill: 3, FaultStall: 2, FaultTerm: 2, FaultOutage: 1, FaultPanic: 1, FaultPill: 1}
+
+// DefaultFaultEvery is the mean time between faults for a run of jobs
+// innocent jobs: p, the chance a run is hit, held to (0.01/jobs)^⅓ (see
+// AllFaults), from p ≈ 0.0126 measured at a fault every 1.5 s; within
+// 500 ms and 10 s.
+func DefaultFaultEvery(jobs int) time.Duration {
+	p := math.Cbrt(0.01 / float64(max(jobs, 1)))
+	d := time.Duration(float64(1500*time.Millisecond) * 0.0126 / p)
+	return min(max(d, 500*time.Millisecond), 10*time.Second)
+}
 
 // Options configure one harness run.
 type Options struct {
@@ -65,7 +81,7 @@ type Options struct {
 	CrashLimit int // engine.DefaultCrashLimit when 0
 	// Faults picks from AllFaults (nil: all of them).
 	Faults []string
-	// FaultEvery is the mean time between faults (1.5 s).
+	// FaultEvery is the mean time between faults (DefaultFaultEvery).
 	FaultEvery time.Duration
 	// DefeatFencing starts the workers with --defeat-fencing: the checker
 	// must then report violations.
@@ -88,15 +104,17 @@ type Report struct {
 	DrainSeconds                                  float64
 	Completed, Quarantined, Crashed, CrashedTwice int
 	Refused, Unrecorded                           int
-	Violations                                    []string
+	// CrashRate is the share of innocent jobs that crashed at least once.
+	CrashRate  float64
+	Violations []string
 }
 
 // Line is the report as key=value pairs.
 func (r *Report) Line() string {
 	return fmt.Sprintf("store=%s seed=%d jobs=%d workers=%d kills=%d stalls=%d terms=%d outages=%d panics=%d pills=%d pill_deaths=%d "+
-		"completed=%d quarantined=%d crashed=%d crashed2=%d refused=%d unrecorded=%d drain_seconds=%.1f violations=%d",
+		"completed=%d quarantined=%d crashed=%d crashed2=%d crash_rate=%.4f refused=%d unrecorded=%d drain_seconds=%.1f violations=%d",
 		r.Store, r.Seed, r.Jobs, r.Workers, r.Kills, r.Stalls, r.Terms, r.Outages, r.Panics, r.Pills, r.PillDeaths,
-		r.Completed, r.Quarantined, r.Crashed, r.CrashedTwice, r.Refused, r.Unrecorded, r.DrainSeconds, len(r.Violations))
+		r.Completed, r.Quarantined, r.Crashed, r.CrashedTwice, r.CrashRate, r.Refused, r.Unrecorded, r.DrainSeconds, len(r.Violations))
 }
 
 // job classes
@@ -136,22 +154,24 @@ func (p *proc) exited() bool {
 }
 
 type run struct {
-	o        Options
-	rep      *Report
-	log      func(format string, args ...any)
-	url      string
-	sqlite   string // the store's file when it is SQLite
-	side     string
-	queue    string
-	e        *engine.Engine
-	store    engine.Store
-	mu       sync.Mutex
-	procs    []*proc
-	spawned  int
-	ids      []string
-	class    map[string]string
-	bg       sync.WaitGroup
-	spawnErr error
+	o       Options
+	rep     *Report
+	log     func(format string, args ...any)
+	url     string
+	sqlite  string // the store's file when it is SQLite
+	side    string
+	queue   string
+	e       *engine.Engine
+	store   engine.Store
+	mu      sync.Mutex
+	procs   []*proc
+	spawned int
+	ids     []string
+	class   map[string]string
+	// crashedInnocent: the innocent jobs that crashed at least once.
+	crashedInnocent map[string]bool
+	bg              sync.WaitGroup
+	spawnErr        error
 }
 
 // Run runs the harness: workers on the store, faults for the duration,
@@ -171,7 +191,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		o.CrashLimit = engine.DefaultCrashLimit
 	}
 	if o.FaultEvery <= 0 {
-		o.FaultEvery = 1500 * time.Millisecond
+		o.FaultEvery = DefaultFaultEvery(o.Jobs)
 	}
 	if o.Faults == nil {
 		for f := range AllFaults {
@@ -194,7 +214,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &run{o: o, rep: &Report{Seed: o.Seed, Dir: dir}, class: map[string]string{}}
+	r := &run{o: o, rep: &Report{Seed: o.Seed, Dir: dir}, class: map[string]string{}, crashedInnocent: map[string]bool{}}
 	r.log = func(format string, args ...any) {
 		if o.Log != nil {
 			fmt.Fprintf(o.Log, "chaos: "+format+"\n", args...)
@@ -371,7 +391,7 @@ func (r *run) stream(ctx context.Context, start time.Time, stop <-chan struct{})
 		var ps []engine.EnqueueParams
 		for ; sent < want; sent++ {
 			ps = append(ps, engine.EnqueueParams{Queue: r.queue, Kind: KindSleep,
-				Args: Sleep{MS: 10 + rng.IntN(51), N: sent}})
+				Args: Sleep{MS: 10 + rng.IntN(51), N: sent, Run: r.queue}})
 			if len(ps) == 500 {
 				if err := r.enqueue(ctx, classSleep, ps); err != nil {
 					return err
@@ -482,6 +502,13 @@ func (r *run) chaos(ctx context.Context) error {
 			_ = w.cmd.Process.Signal(syscall.SIGTERM)
 			r.rep.Terms++
 		case FaultOutage:
+			// On SQLite the outage is the file locked, private or not: a
+			// file has no server to restart and no connections but those of
+			// the processes on it, and the run works a queue of its own.
+			// Stores with servers (PostgreSQL, Redis) restart a private
+			// server, and on a URL the harness does not own cut only their
+			// own connections; they are not built yet, so their outage is
+			// left out (sqlite == "").
 			d := time.Duration(1200+rng.IntN(1500)) * time.Millisecond
 			r.rep.Outages++
 			r.bg.Add(1)
@@ -498,14 +525,14 @@ func (r *run) chaos(ctx context.Context) error {
 				times, class = 1000, classPanicN
 			}
 			if err := r.enqueue(ctx, class, []engine.EnqueueParams{{Queue: r.queue, Kind: KindPanic,
-				Args: Panic{Times: times, N: special}}}); err != nil {
+				Args: Panic{Times: times, N: special, Run: r.queue}}}); err != nil {
 				return err
 			}
 			r.rep.Panics++
 		case FaultPill:
 			special++
 			if err := r.enqueue(ctx, classPill, []engine.EnqueueParams{{Queue: r.queue, Kind: KindExit,
-				Args: Exit{N: special}}}); err != nil {
+				Args: Exit{N: special, Run: r.queue}}}); err != nil {
 				return err
 			}
 			r.rep.Pills++
@@ -645,8 +672,6 @@ func lockSQLite(path string, d time.Duration) error {
 	}
 	return nil
 }
-
-var errUsage = errors.New("usage")
 
 // FaultList parses a comma-separated list of faults ("" or "all": all).
 func FaultList(s string) []string {

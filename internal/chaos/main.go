@@ -39,7 +39,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Jobs, "jobs", 20000, "innocent jobs, enqueued evenly over the duration")
 	fs.IntVar(&o.CrashLimit, "crash-limit", engine.DefaultCrashLimit, "the workers' crash limit")
 	fs.StringVar(&faults, "faults", "all", "faults to drive: kill,stall,term,outage,panic,pill")
-	fs.DurationVar(&o.FaultEvery, "fault-every", 1500*time.Millisecond, "mean time between faults")
+	fs.DurationVar(&o.FaultEvery, "fault-every", 0, "mean time between faults (0: grows with --jobs, see internal/chaos.AllFaults)")
 	fs.BoolVar(&o.DefeatFencing, "defeat-fencing", false, "TEST ONLY: workers defeat fencing; the checker must fail")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the work directory (worker logs, side table, private store)")
 	if err := fs.Parse(args); err != nil {
