@@ -44,10 +44,21 @@ func TestFaultChaos(t *testing.T) {
 // lands and the checker must say so.
 func TestFaultChaosDefeatedFencing(t *testing.T) {
 	o := chaosOptions(t)
-	o.Duration = 6 * time.Second
-	o.Jobs = 1500
+	o.Duration = 8 * time.Second
 	o.Faults = []string{chaos.FaultStall}
-	o.FaultEvery = 700 * time.Millisecond
+	// Few jobs, long runs, a stall every 3 s on average: the zombie holds
+	// a few jobs, and the other workers, nearly idle, take them up again
+	// at once (whatever the rule that admits suspects) and are still
+	// running them when the zombie wakes — which is when a defeated fence
+	// lets its late write land. (On a busy store its jobs wait as suspects
+	// and the zombie's writes find no lease to borrow.)
+	o.Jobs = 30
+	o.SleepMS = [2]int{1000, 2500}
+	o.FaultEvery = 3 * time.Second
+	// Stalls on runs that long would quarantine innocent jobs by chance
+	// (see chaos.AllFaults); quarantine is not what this test is about,
+	// fencing is.
+	o.CrashLimit = 1000
 
 	honest := runChaos(t, o)
 	if len(honest.Violations) > 0 {
@@ -56,23 +67,23 @@ func TestFaultChaosDefeatedFencing(t *testing.T) {
 
 	o.DefeatFencing = true
 	// A zombie's write lands only when it wakes while its job runs under
-	// another's lease; give it a few tries before calling the checker blind.
-	for try := 1; ; try++ {
+	// another's lease; a seed whose stalls all miss that is given another
+	// try, a few times, before the checker is called blind.
+	const tries = 4
+	for try := 1; try <= tries; try++ {
 		rep := runChaos(t, o)
 		for _, v := range rep.Violations {
-			if strings.Contains(v, "late write of a superseded holder") {
-				t.Logf("with fencing defeated the checker reports (of %d): %s", len(rep.Violations), v)
+			if strings.Contains(v, "superseded holder") {
+				t.Logf("with fencing defeated the checker reports (the first of %d): %s", len(rep.Violations), v)
 				return
 			}
 		}
-		if rep.Refused > 0 && rep.Stalls > 0 && try >= 3 {
-			t.Fatalf("fencing defeated, %d stalls, %d refused writes, and the checker reports no late write: %q", rep.Stalls, rep.Refused, rep.Violations)
-		}
-		if try >= 5 {
-			t.Fatalf("fencing defeated: %d tries and no zombie's late write reported: %s", try, rep.Line())
+		if len(rep.Violations) > 0 {
+			t.Fatalf("fencing defeated: violations, but none names a late write: %q", rep.Violations)
 		}
 		o.Seed++
 	}
+	t.Fatalf("fencing defeated: %d runs and the checker reported no zombie's late write", tries)
 }
 
 func chaosOptions(t *testing.T) chaos.Options {

@@ -79,6 +79,9 @@ type Options struct {
 	// panics and pills come on top.
 	Jobs       int
 	CrashLimit int // engine.DefaultCrashLimit when 0
+	// SleepMS is the range of an innocent job's run, in milliseconds
+	// ([10, 60] when zero; AllFaults explains why short).
+	SleepMS [2]int
 	// Faults picks from AllFaults (nil: all of them).
 	Faults []string
 	// FaultEvery is the mean time between faults (DefaultFaultEvery).
@@ -192,6 +195,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if o.FaultEvery <= 0 {
 		o.FaultEvery = DefaultFaultEvery(o.Jobs)
+	}
+	if o.SleepMS[1] <= 0 {
+		o.SleepMS = [2]int{10, 60}
+	}
+	if o.SleepMS[1] < o.SleepMS[0] {
+		return nil, fmt.Errorf("chaos: sleep range %v", o.SleepMS)
 	}
 	if o.Faults == nil {
 		for f := range AllFaults {
@@ -391,7 +400,7 @@ func (r *run) stream(ctx context.Context, start time.Time, stop <-chan struct{})
 		var ps []engine.EnqueueParams
 		for ; sent < want; sent++ {
 			ps = append(ps, engine.EnqueueParams{Queue: r.queue, Kind: KindSleep,
-				Args: Sleep{MS: 10 + rng.IntN(51), N: sent, Run: r.queue}})
+				Args: Sleep{MS: r.o.SleepMS[0] + rng.IntN(r.o.SleepMS[1]-r.o.SleepMS[0]+1), N: sent, Run: r.queue}})
 			if len(ps) == 500 {
 				if err := r.enqueue(ctx, classSleep, ps); err != nil {
 					return err

@@ -40,6 +40,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.CrashLimit, "crash-limit", engine.DefaultCrashLimit, "the workers' crash limit")
 	fs.StringVar(&faults, "faults", "all", "faults to drive: kill,stall,term,outage,panic,pill")
 	fs.DurationVar(&o.FaultEvery, "fault-every", 0, "mean time between faults (0: grows with --jobs, see internal/chaos.AllFaults)")
+	sleepMS := fs.IntSlice("sleep-ms", []int{10, 60}, "range of an innocent job's run, in milliseconds: LO,HI")
 	fs.BoolVar(&o.DefeatFencing, "defeat-fencing", false, "TEST ONLY: workers defeat fencing; the checker must fail")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the work directory (worker logs, side table, private store)")
 	if err := fs.Parse(args); err != nil {
@@ -49,6 +50,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "chaos: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
+	if len(*sleepMS) != 2 {
+		fmt.Fprintf(stderr, "chaos: --sleep-ms wants LO,HI, got %v\n", *sleepMS)
+		return 2
+	}
+	o.SleepMS = [2]int{(*sleepMS)[0], (*sleepMS)[1]}
 	o.Seed = *seed
 	if o.Seed == 0 {
 		o.Seed = uint64(time.Now().UnixNano())
