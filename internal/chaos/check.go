@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/engine"
 )
@@ -53,7 +54,9 @@ func (r *run) check(ctx context.Context) error {
 	}
 	fate := map[string]string{} // process → how it ended (or "" while it lived through)
 	r.mu.Lock()
+	r.exitedAt = map[string]time.Time{}
 	for _, p := range r.procs {
+		r.exitedAt[p.name] = p.exitedAt
 		switch {
 		case p.killed:
 			fate[p.name] = "killed"
@@ -153,11 +156,22 @@ func (r *run) checkJob(j *engine.Job, class string, execs []execRow, writes []wr
 			switch {
 			case !ok:
 				r.violate("%s: crash charged to %s, no process of this run", name, m[1])
-			case f == "lived" || (f == "termed" && r.rep.Outages == 0):
-				// A process stopped with SIGTERM hands its jobs back
-				// uncharged, unless the store was away while it stopped.
-				r.violate("%s: crash charged to process %s, which the harness neither killed nor froze and which did not die (%s): %s",
-					name, m[1], f, e.Message)
+			case (f == "lived" || f == "termed") && !r.exitedBefore(m[1], e.At):
+				// A process that lived (or was stopped with SIGTERM, which
+				// hands its jobs back uncharged) was charged a crash. Its
+				// heartbeat lapsed: after a store outage that breaks the
+				// design's rule (never charge a crash for a lease lost to
+				// an outage while the process lives); elsewhere it is a
+				// process starved past its heartbeat's TTL, which the
+				// others cannot tell from a dead one: counted, reported.
+				if o, ok := r.duringOutage(e.At); ok {
+					r.violate("%s: crash charged to process %s, which lived (%s), at %s, %s after a store outage of %s ended: %s",
+						name, m[1], f, e.At.UTC().Format("15:04:05.000"), e.At.Sub(o[1]).Round(time.Millisecond),
+						o[1].Sub(o[0]).Round(time.Millisecond), e.Message)
+				} else {
+					rep.LiveCharged++
+					r.log("note: %s: crash charged to process %s, which lived (%s), away from any outage: its heartbeat lapsed", name, m[1], f)
+				}
 			}
 			why[f]++
 		default:
@@ -281,6 +295,25 @@ func (r *run) checkJob(j *engine.Job, class string, execs []execRow, writes []wr
 	if completions > 1 {
 		r.violate("%s: %d successes accepted", name, completions)
 	}
+}
+
+// exitedBefore reports whether process name had exited by t: a crash
+// charged after that is a process gone, however it went.
+func (r *run) exitedBefore(name string, t time.Time) bool {
+	at, ok := r.exitedAt[name]
+	return ok && !at.IsZero() && !t.Before(at)
+}
+
+// duringOutage finds the outage that t falls in or follows closely: from
+// the lock taken to 2 s after it was let go (the writes that waited go
+// through then, the reaper's among them).
+func (r *run) duringOutage(t time.Time) ([2]time.Time, bool) {
+	for _, o := range r.outageAt {
+		if !t.Before(o[0]) && t.Before(o[1].Add(2*time.Second)) {
+			return o, true
+		}
+	}
+	return [2]time.Time{}, false
 }
 
 func causes(why map[string]int) string {

@@ -107,6 +107,11 @@ type Report struct {
 	DrainSeconds                                  float64
 	Completed, Quarantined, Crashed, CrashedTwice int
 	Refused, Unrecorded                           int
+	// LiveCharged counts crashes charged to a process that lived, away
+	// from any store outage: its heartbeat lapsed (a process starved of
+	// CPU looks gone to the others). Reported, not a violation; after an
+	// outage it is one.
+	LiveCharged int
 	// CrashRate is the share of innocent jobs that crashed at least once.
 	CrashRate  float64
 	Violations []string
@@ -115,9 +120,9 @@ type Report struct {
 // Line is the report as key=value pairs.
 func (r *Report) Line() string {
 	return fmt.Sprintf("store=%s seed=%d jobs=%d workers=%d kills=%d stalls=%d terms=%d outages=%d panics=%d pills=%d pill_deaths=%d "+
-		"completed=%d quarantined=%d crashed=%d crashed2=%d crash_rate=%.4f refused=%d unrecorded=%d drain_seconds=%.1f violations=%d",
+		"completed=%d quarantined=%d crashed=%d crashed2=%d crash_rate=%.4f live_charged=%d refused=%d unrecorded=%d drain_seconds=%.1f violations=%d",
 		r.Store, r.Seed, r.Jobs, r.Workers, r.Kills, r.Stalls, r.Terms, r.Outages, r.Panics, r.Pills, r.PillDeaths,
-		r.Completed, r.Quarantined, r.Crashed, r.CrashedTwice, r.CrashRate, r.Refused, r.Unrecorded, r.DrainSeconds, len(r.Violations))
+		r.Completed, r.Quarantined, r.Crashed, r.CrashedTwice, r.CrashRate, r.LiveCharged, r.Refused, r.Unrecorded, r.DrainSeconds, len(r.Violations))
 }
 
 // job classes
@@ -145,6 +150,7 @@ type proc struct {
 	// SIGTERM, the end of the run): a pill took it down.
 	unasked  bool
 	stopping bool
+	exitedAt time.Time
 }
 
 func (p *proc) exited() bool {
@@ -171,6 +177,10 @@ type run struct {
 	spawned int
 	ids     []string
 	class   map[string]string
+	// exitedAt: when each process exited, for the checker.
+	exitedAt map[string]time.Time
+	// outageAt: when each store outage began and ended.
+	outageAt [][2]time.Time
 	// crashedInnocent: the innocent jobs that crashed at least once.
 	crashedInnocent map[string]bool
 	bg              sync.WaitGroup
@@ -331,6 +341,7 @@ func (r *run) spawn() (*proc, error) {
 		r.mu.Lock()
 		p.err = err
 		p.unasked = !p.killed && !p.termed && !p.stopping
+		p.exitedAt = time.Now()
 		r.mu.Unlock()
 		close(p.done)
 	}()
@@ -469,6 +480,11 @@ func (r *run) chaos(ctx context.Context) error {
 		if len(ws) > 0 {
 			w = ws[rng.IntN(len(ws))]
 		}
+		target := ""
+		if w != nil && (f == FaultKill || f == FaultStall || f == FaultTerm) {
+			target = " " + w.name
+		}
+		r.log("%s %s%s", time.Now().UTC().Format("15:04:05.000"), f, target)
 		switch f {
 		case FaultKill:
 			if w == nil {
@@ -523,9 +539,14 @@ func (r *run) chaos(ctx context.Context) error {
 			r.bg.Add(1)
 			go func() {
 				defer r.bg.Done()
-				if err := lockSQLite(r.sqlite, d); err != nil {
+				began, err := lockSQLite(r.sqlite, d)
+				if err != nil {
 					r.log("outage: %v", err)
+					return
 				}
+				r.mu.Lock()
+				r.outageAt = append(r.outageAt, [2]time.Time{began, time.Now()})
+				r.mu.Unlock()
 			}()
 		case FaultPanic:
 			special++
@@ -661,25 +682,26 @@ func (r *run) violate(format string, args ...any) {
 // its own (BEGIN EXCLUSIVE), so every worker's writes wait — heartbeats,
 // claims, completions, the reaper — and then lets go: a store that goes
 // away past a lease and comes back.
-func lockSQLite(path string, d time.Duration) error {
+func lockSQLite(path string, d time.Duration) (time.Time, error) {
 	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	defer db.Close()
 	conn, err := db.Conn(context.Background())
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	defer conn.Close()
 	if _, err := conn.ExecContext(context.Background(), "BEGIN EXCLUSIVE"); err != nil {
-		return fmt.Errorf("lock the store: %w", err)
+		return time.Time{}, fmt.Errorf("lock the store: %w", err)
 	}
+	began := time.Now()
 	time.Sleep(d)
 	if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
-		return fmt.Errorf("unlock the store: %w", err)
+		return began, fmt.Errorf("unlock the store: %w", err)
 	}
-	return nil
+	return began, nil
 }
 
 // FaultList parses a comma-separated list of faults ("" or "all": all).
