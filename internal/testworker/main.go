@@ -4,17 +4,50 @@
 // cli/chaos_test.go, scripts/chaos) build it and run
 //
 //	testworker worker --store sqlite://FILE --queues chaos ...
+//	testworker chaos --store URL --duration D --seed S ...   (the harness)
+//
+// `worker` is sluice's own worker command, unless --record FILE or
+// --defeat-fencing is given: then it is this binary's worker (worker.go),
+// which takes the same flags, wraps its store in the chaos witness (each
+// claim, completion and finish recorded in the side table FILE, with
+// whether the store accepted it) and, with --defeat-fencing, defeats
+// fencing on purpose, to prove that the harness's checker catches it.
+// `chaos` runs the harness (internal/chaos.Run), whose workers are this
+// same binary.
 //
 // It is a test tool: the sluice binary never carries these kinds.
 package main
 
 import (
 	"os"
+	"strings"
 
 	"github.com/sluicehq/sluice/cli"
 	"github.com/sluicehq/sluice/internal/chaos"
 )
 
 func main() {
+	args := os.Args[1:]
+	if len(args) > 0 {
+		switch args[0] {
+		case "chaos":
+			os.Exit(chaos.Main(args[1:], os.Stdout, os.Stderr))
+		case "worker":
+			if witnessed(args[1:]) {
+				os.Exit(runWorker(args[1:]))
+			}
+		}
+	}
 	os.Exit(cli.ExecuteWithKinds(chaos.Register))
+}
+
+// witnessed reports whether a worker command line asks for the witness.
+func witnessed(args []string) bool {
+	for _, a := range args {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && (name == "record" || name == "defeat-fencing") {
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/chaos"
+	"github.com/sluicehq/sluice/internal/cliutil"
+)
+
+// runWorker is `testworker worker --record FILE [--defeat-fencing]`: the
+// flags of sluice worker (those the fault tests use), an engine over the
+// store wrapped in the chaos witness, and the chaos kinds recording each
+// run. It stops gracefully on SIGINT or SIGTERM, as sluice worker does.
+func runWorker(args []string) int {
+	fs := pflag.NewFlagSet("testworker worker", pflag.ContinueOnError)
+	var (
+		storeURL, queues, workerID, record string
+		concurrency, crashLimit            int
+		lease, heartbeat, poll, maint      time.Duration
+		crashBackoff, shutdownTimeout      time.Duration
+		noMaintenance, defeat              bool
+		lo                                 cliutil.LogOptions
+	)
+	fs.StringVar(&storeURL, "store", "sqlite://sluice.db", "store URL")
+	fs.StringVar(&queues, "queues", chaos.Queue, "comma-separated queues to work")
+	fs.StringVar(&workerID, "worker-id", "", "name of this process in leases and heartbeats")
+	fs.IntVar(&concurrency, "concurrency", 10, "jobs run at once per queue")
+	fs.DurationVar(&lease, "lease", 30*time.Second, "how long a claim lasts without renewal")
+	fs.DurationVar(&heartbeat, "heartbeat", 5*time.Second, "how often the process says it lives")
+	fs.DurationVar(&poll, "poll", time.Second, "how often an idle queue looks for work")
+	fs.DurationVar(&maint, "maintenance-interval", time.Second, "tick of scheduling, reaping and retention")
+	fs.BoolVar(&noMaintenance, "no-maintenance", false, "run workers only")
+	fs.IntVar(&crashLimit, "crash-limit", engine.DefaultCrashLimit, "crashes of one job that quarantine its fingerprint")
+	fs.DurationVar(&crashBackoff, "crash-backoff", 0, "fixed delay before a crashed job runs again (0: the engine's default)")
+	fs.DurationVar(&shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long running jobs get to finish at shutdown")
+	fs.StringVar(&record, "record", "", "side table (a SQLite file) for the chaos witness")
+	fs.BoolVar(&defeat, "defeat-fencing", false, "TEST ONLY: rewrite every lease reference to the job's current lease")
+	lo.AddFlags(fs, "log file (default stderr)")
+	if err := fs.Parse(args); err != nil {
+		fmt.Fprintln(os.Stderr, "testworker worker:", err)
+		return 2
+	}
+	if err := work(storeURL, queues, workerID, record, concurrency, crashLimit, lease, heartbeat, poll, maint,
+		crashBackoff, shutdownTimeout, noMaintenance, defeat, &lo); err != nil {
+		fmt.Fprintln(os.Stderr, "testworker worker:", err)
+		return 1
+	}
+	return 0
+}
+
+func work(storeURL, queues, workerID, record string, concurrency, crashLimit int,
+	lease, heartbeat, poll, maint, crashBackoff, shutdownTimeout time.Duration,
+	noMaintenance, defeat bool, lo *cliutil.LogOptions) error {
+	if record == "" {
+		return fmt.Errorf("--defeat-fencing needs --record FILE")
+	}
+	log, closeLog, err := lo.Logger(os.Stderr)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if workerID == "" {
+		host, _ := os.Hostname()
+		workerID = fmt.Sprintf("%s/%d", host, os.Getpid())
+	}
+	rec, err := chaos.OpenRecorder(record)
+	if err != nil {
+		return err
+	}
+	defer rec.Close()
+	cfg := engine.Config{
+		Queues:              map[string]engine.QueueConfig{},
+		WorkerID:            workerID,
+		LeaseDuration:       lease,
+		HeartbeatInterval:   heartbeat,
+		PollInterval:        poll,
+		MaintenanceInterval: maint,
+		NoMaintenance:       noMaintenance,
+		CrashLimit:          crashLimit,
+		ShutdownTimeout:     shutdownTimeout,
+		Logger:              log,
+	}
+	for _, q := range strings.Split(queues, ",") {
+		if q = strings.TrimSpace(q); q != "" {
+			cfg.Queues[q] = engine.QueueConfig{Concurrency: concurrency}
+		}
+	}
+	if crashBackoff > 0 {
+		cfg.CrashBackoff = func(int) time.Duration { return crashBackoff }
+	}
+	store, err := cliutil.OpenStore(ctx, storeURL, log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	e, err := engine.New(chaos.Witness(store, rec, workerID, defeat), cfg)
+	if err != nil {
+		return err
+	}
+	if err := chaos.RegisterRecording(rec)(e); err != nil {
+		return err
+	}
+	if err := e.Start(ctx); err != nil {
+		return err
+	}
+	log.Info("worker started", "worker", e.WorkerID(), "store", cliutil.RedactURL(storeURL), "queues", queues,
+		"pid", os.Getpid(), "defeat_fencing", defeat)
+	<-ctx.Done()
+	stopCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout+10*time.Second)
+	defer cancel()
+	if err := e.Stop(stopCtx); err != nil {
+		return fmt.Errorf("stop: %w", err)
+	}
+	log.Info("worker stopped", "worker", e.WorkerID())
+	return nil
+}
