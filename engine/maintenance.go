@@ -23,9 +23,14 @@ func (e *Engine) leaseLoop() {
 		case <-ctx.Done():
 			return
 		case <-beat.C:
+			began := time.Now()
 			if err := e.heartbeat(ctx); err != nil && ctx.Err() == nil {
 				e.contact.fail()
 				e.log.Warn("heartbeat failed", "err", err)
+			} else if e.slow(began) {
+				// A store that blocks writes (a lock, a failover) is a
+				// break in contact too: other workers' beats waited as well.
+				e.contact.fail()
 			}
 		case <-renew.C:
 			e.renewLeases(ctx)
@@ -109,9 +114,13 @@ func (e *Engine) maintain(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		began := time.Now()
 		lead, err := e.store.LeaderAttempt(ctx, &LeaderAttemptParams{
 			Name: task.name, Holder: e.cfg.WorkerID, TTL: e.leaderTTL(),
 		})
+		if err == nil && e.slow(began) {
+			e.contact.fail()
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				e.contact.fail()
@@ -187,6 +196,10 @@ func (e *Engine) reap(ctx context.Context) error {
 		return fmt.Errorf("list expired leases: %w", err)
 	}
 	trusted := e.contact.unbrokenFor() >= e.heartbeatTTL()
+	// A crash charge must land while this view holds: a write the store
+	// holds back past it (an outage that began after the listing) is
+	// refused, and the next round looks again.
+	chargeBy := e.clock.now().Add(e.cfg.HeartbeatInterval)
 	for _, x := range expired {
 		j := x.Job
 		if j.Lease == nil {
@@ -201,6 +214,7 @@ func (e *Engine) reap(ctx context.Context) error {
 			continue
 		default:
 			res = handlerResult{trigger: TriggerCrash, message: fmt.Sprintf("worker %s stopped heartbeating while running the job (process gone)", j.Lease.WorkerID)}
+			res.before = chargeBy
 		}
 		e.finishReaped(ctx, ref, j, res)
 	}
@@ -237,10 +251,10 @@ func (e *Engine) sweepRetention(ctx context.Context) error {
 // recount reads every job — seconds at a million — which a console or
 // worker just started should not wait behind.
 func (e *Engine) reconcileCounts(ctx context.Context) error {
-	cs, ok := e.store.(ControlStore)
-	if !ok {
+	if !Declares(e.store, CapabilityCounts) {
 		return nil
 	}
+	cs := e.store
 	last := e.lastReconcile.Load()
 	if last == 0 {
 		e.lastReconcile.CompareAndSwap(0, time.Now().UnixNano())
@@ -261,4 +275,10 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// slow reports whether a store call that began at began took longer than
+// a heartbeat interval: the store held it back.
+func (e *Engine) slow(began time.Time) bool {
+	return time.Since(began) > e.cfg.HeartbeatInterval
 }

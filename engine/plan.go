@@ -131,6 +131,10 @@ type JobFinishParams struct {
 	// IfWorkerGone makes the write apply only while the lease's worker
 	// has no live heartbeat: the reaper's crash charges.
 	IfWorkerGone bool
+	// IfBefore, when set, makes the write apply only until that time by
+	// the store's clock: a crash charge the store held back (an outage)
+	// is refused rather than applied on a stale view of who lives.
+	IfBefore time.Time
 
 	// To is the new state; StateDeleted removes the row (and nothing else
 	// of the plan but Counts applies).

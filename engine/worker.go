@@ -311,6 +311,9 @@ type handlerResult struct {
 	delay   time.Duration
 	message string
 	trace   string
+	// before, when set, is the store time by which the outcome's write
+	// must land (the reaper's crash charges).
+	before time.Time
 }
 
 // execute runs one claimed job to its outcome and writes it.
@@ -482,7 +485,7 @@ func (e *Engine) finishGuarded(ctx context.Context, ref JobRef, j *Job, res hand
 func (e *Engine) finishPlan(ref JobRef, j *Job, row Transition, res handlerResult, actor string, reaped bool) *JobFinishParams {
 	p := &JobFinishParams{
 		JobRef: ref, To: row.To, Reason: row.Reason, Charge: row.Charge,
-		IfLeaseExpired: reaped, IfWorkerGone: reaped && res.trigger == TriggerCrash,
+		IfLeaseExpired: reaped, IfWorkerGone: reaped && res.trigger == TriggerCrash, IfBefore: res.before,
 		Finalize: row.To.Terminal(),
 		Counts:   []CountDelta{{Queue: j.Queue, From: StateRunning, To: row.To, N: 1}},
 	}

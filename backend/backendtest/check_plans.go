@@ -3,6 +3,7 @@ package backendtest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -18,6 +19,7 @@ import (
 func planChecks() []check {
 	return []check{
 		{name: "SentinelTextsInEveryPlan", fn: testSentinelTexts},
+		{name: "FinishIfBeforeBound", fn: testFinishIfBefore},
 	}
 }
 
@@ -192,5 +194,30 @@ func testSentinelTexts(t *testing.T, h Harness) {
 	cancelled, err := s.OperationCancel(ctx, &engine.OperationCancelParams{ID: op2.ID, Message: sentinel("cancelled")})
 	if err != nil || cancelled.Error != sentinel("cancelled") {
 		t.Fatalf("cancel operation: %+v %v", cancelled, err)
+	}
+}
+
+// testFinishIfBefore: a write bounded by IfBefore applies only until that
+// store time; past it, nothing changes and the writer hears ErrLeaseLost.
+func testFinishIfBefore(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ctx := context.Background()
+	c := running(t, s, "bound")
+	before := getJob(t, s, c.ID)
+	late := Outcome{JobRef: refOf(c), To: engine.StateRetryable, Charge: engine.ChargeCrash, Delay: time.Hour,
+		Error: &engine.AttemptError{Crash: true, Message: "gone"}, Event: engine.EventCrashed}.Plan(c)
+	late.IfBefore = storeNow(t, s).Add(-time.Second)
+	if _, err := s.JobFinish(ctx, late); !errors.Is(err, engine.ErrLeaseLost) {
+		t.Fatalf("a write past its bound: %v, want ErrLeaseLost", err)
+	}
+	if j := getJob(t, s, c.ID); j.State != engine.StateRunning || j.CrashAttempt != before.CrashAttempt || j.Version != before.Version {
+		t.Fatalf("a write past its bound changed the job: %s", describe(j))
+	}
+	late.IfBefore = storeNow(t, s).Add(time.Minute)
+	if _, err := s.JobFinish(ctx, late); err != nil {
+		t.Fatalf("a write within its bound: %v", err)
+	}
+	if j := getJob(t, s, c.ID); j.State != engine.StateRetryable || j.CrashAttempt != before.CrashAttempt+1 {
+		t.Fatalf("a write within its bound: %s", describe(j))
 	}
 }

@@ -235,6 +235,9 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 		}
 		nowNs := now.UnixNano()
 		// The reaper's guards: a renewal or a heartbeat since its listing wins.
+		if !p.IfBefore.IsZero() && now.After(p.IfBefore) {
+			return fmt.Errorf("finish job %s: the write came after its bound %s: %w", p.ID, p.IfBefore.Format(time.RFC3339Nano), engine.ErrLeaseLost)
+		}
 		if p.IfLeaseExpired && expires >= nowNs {
 			return fmt.Errorf("finish job %s: lease renewed: %w", p.ID, engine.ErrLeaseLost)
 		}
