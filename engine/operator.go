@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/google/uuid"
 )
@@ -293,7 +294,7 @@ func (e *Engine) UpdatePayload(ctx context.Context, id string, payload json.RawM
 	if err != nil {
 		return nil, fmt.Errorf("job %s: %w", id, err)
 	}
-	cur, err := e.store.JobGetByID(ctx, &JobGetByIDParams{ID: id})
+	cur, err := e.store.JobGetByID(ctx, &JobGetByIDParams{ID: id, IncludePayload: true})
 	if err != nil {
 		return nil, err
 	}
@@ -306,10 +307,14 @@ func (e *Engine) UpdatePayload(ctx context.Context, id string, payload json.RawM
 	}
 	// The store applies the edit only at this version, so cur's
 	// fingerprint is the one replaced.
-	msg := ""
-	if cur.Fingerprint != fp {
-		msg = "fingerprint " + cur.Fingerprint + " → " + fp
+	var parts []string
+	if d := payloadDiff(cur.Payload, clean); d != "" {
+		parts = append(parts, d)
 	}
+	if cur.Fingerprint != fp {
+		parts = append(parts, "fingerprint "+cur.Fingerprint+" → "+fp)
+	}
+	msg := strings.Join(parts, "; ")
 	j, err := e.store.JobUpdatePayload(ctx, &JobUpdatePayloadParams{
 		ID: id, Payload: clean, Fingerprint: fp, Version: version,
 		Event: EventWrite{Kind: EventPayloadEdited, Actor: ActorFrom(ctx), Message: msg},

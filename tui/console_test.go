@@ -334,6 +334,10 @@ func TestEditPayload(t *testing.T) {
 	s.waitFor("job inv-0004")
 	s.keys("e")
 	s.waitFor("payload saved (version")
+	// The sheet shows the saved payload, and its timeline the edit (the
+	// sections above it: metadata, errors, timeline).
+	s.waitFor(`"currency": "EUR"`)
+	s.keys("[", "[", "[")
 	s.waitFor("payload_edited")
 	d, err := f.eng.GetJob(t.Context(), "inv-0004", true)
 	if err != nil {

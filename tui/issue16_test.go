@@ -419,3 +419,37 @@ func TestNarrowHeaderKeepsConnectionBadge(t *testing.T) {
 		t.Fatalf("the header at 60 columns: %q", head)
 	}
 }
+
+// TestEditedPayloadShown (issue 16, problem 4): after `e` saves, the sheet
+// shows the new payload at once, without `p` (and without a second `p`),
+// and the payload_edited entry says which path changed.
+func TestEditedPayloadShown(t *testing.T) {
+	f := setup(t, false)
+	opts := testOptions()
+	opts.BuiltinEditor = true
+	s := start(t, f.eng, opts)
+	s.waitFor("inv-0004")
+	s.keys("j", "j", "j", "<enter>")
+	s.waitFor("job inv-0004")
+	s.keys("e")
+	s.waitFor("Edit the payload of inv-0004", "EURO")
+	// EURO → EUR, as in TestBuiltinEditor.
+	s.keys("<down>", "<down>", "<end>", "<left>", "<left>", "<backspace>", "<ctrl+s>")
+	s.waitFor("payload saved (version")
+	s.waitGone("Edit the payload of")
+	// The sheet scrolls to the payload it just saved.
+	s.waitFor(`"currency": "EUR"`, "payload")
+	d, err := f.eng.GetJob(t.Context(), "inv-0004", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var edited string
+	for _, ev := range d.Timeline {
+		if ev.Kind == engine.EventPayloadEdited {
+			edited = ev.Message
+		}
+	}
+	if !strings.HasPrefix(edited, `currency: "EURO" → "EUR"; fingerprint `) {
+		t.Fatalf("payload_edited says %q, want the changed path first", edited)
+	}
+}

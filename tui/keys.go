@@ -457,14 +457,22 @@ func (m *Model) editSaved(msg editSavedMsg) tea.Cmd {
 		text = "retried with new input as " + Sanitize(msg.job.ID)
 	}
 	cmds := []tea.Cmd{m.toast(text), m.loadCounts(), m.jobs.refresh(m)}
-	if m.sheet.open && m.sheet.id == msg.id {
+	if m.sheet.open && m.sheet.id == msg.id && msg.mode == editPayload {
+		// Show what was saved: one load, with the payload, so no answer
+		// without it can land after and hide it.
 		m.sheet.stale = false
-		cmds = append(cmds, m.loadDetail(msg.id, false))
-		if m.sheet.showPayload {
-			m.sheet.payload = nil
-			m.sheet.payloadLoading = true
-			cmds = append(cmds, m.loadDetail(msg.id, true))
+		if !m.sheet.showPayload {
+			m.sheet.scrollBefore = m.sheet.scroll
 		}
+		m.sheet.showPayload = true
+		m.sheet.jumpToPayload = true
+		m.sheet.payload = nil
+		m.sheet.payloadLoading = true
+		m.sheet.invalidate()
+		cmds = append(cmds, m.loadDetail(msg.id, true))
+	} else if m.sheet.open && m.sheet.id == msg.id {
+		m.sheet.stale = false
+		cmds = append(cmds, m.loadDetail(msg.id, m.sheet.showPayload))
 	}
 	return tea.Batch(cmds...)
 }
