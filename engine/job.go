@@ -154,6 +154,25 @@ func CapErrors(errs []AttemptError) []AttemptError {
 	return append(out, errs[len(errs)-(MaxKeptErrors-1):]...)
 }
 
+// AttemptShown is the attempt an operator reads as "attempt/max": the
+// attempts spent, and the last run too when it spent none — it is still
+// going, or it ended in success, a skip, a deadline or an undecodable
+// payload. A job that completed on its sixth run shows 6, one skipped on
+// its first shows 1.
+func (j *Job) AttemptShown() int {
+	n := j.Attempt
+	ran := j.AttemptedAt != nil
+	switch {
+	case j.State == StateRunning, j.State == StateCompleted:
+		n++
+	case ran && j.State == StateArchived && (j.TerminalReason == ReasonSkipped || j.TerminalReason == ReasonDeadlineExceeded):
+		n++
+	case ran && j.State == StateUndecodable:
+		n++
+	}
+	return n
+}
+
 // Clone returns a deep copy, so handlers given a job cannot change the
 // engine's.
 func (j *Job) Clone() *Job {

@@ -536,7 +536,13 @@ func (e *Engine) finishPlan(ref JobRef, j *Job, row Transition, res handlerResul
 	if row.To == StateDeleted {
 		return p
 	}
-	run := j.Attempt + 1 // the run that just ended
+	// The run that just ended, numbered by its claim: the fence grows by
+	// one on every claim, so crashes (which spend no attempt) and
+	// failures are numbered alike, #1, #2, ...
+	run := int(ref.Fence)
+	if run <= 0 {
+		run = j.Attempt + 1
+	}
 	if entry != nil {
 		entry.Attempt = run
 		entry.Worker = actor

@@ -453,3 +453,29 @@ func TestEditedPayloadShown(t *testing.T) {
 		t.Fatalf("payload_edited says %q, want the changed path first", edited)
 	}
 }
+
+// TestRowNumbers (issue 16, problem 10): a job that completed on its
+// sixth run reads 6/6 with no last error; one skipped on its first run
+// reads 1/3; one that spent its attempts reads them all.
+func TestRowNumbers(t *testing.T) {
+	t.Parallel()
+	at := time.Now()
+	fails := []engine.AttemptError{{Attempt: 5, Message: "boom"}}
+	for _, c := range []struct {
+		name    string
+		job     engine.Job
+		att     string
+		lastErr string
+	}{
+		{"completed on the sixth run", engine.Job{ID: "a", State: engine.StateCompleted, Attempt: 5, MaxAttempts: 6, AttemptedAt: &at, Errors: fails}, "6/6", ""},
+		{"skipped on the first run", engine.Job{ID: "b", State: engine.StateArchived, TerminalReason: engine.ReasonSkipped, MaxAttempts: 3, AttemptedAt: &at}, "1/3", ""},
+		{"attempts exhausted", engine.Job{ID: "c", State: engine.StateArchived, TerminalReason: engine.ReasonAttemptsExhausted, Attempt: 3, MaxAttempts: 3, AttemptedAt: &at, Errors: fails}, "3/3", "boom"},
+		{"running its second run", engine.Job{ID: "d", State: engine.StateRunning, Attempt: 1, MaxAttempts: 3, AttemptedAt: &at, Errors: fails}, "2/3", "boom"},
+		{"past its deadline before it ran", engine.Job{ID: "e", State: engine.StateArchived, TerminalReason: engine.ReasonDeadlineExceeded, MaxAttempts: 3}, "0/3", ""},
+	} {
+		r := newRow(&c.job)
+		if r.att != c.att || r.errMsg != c.lastErr {
+			t.Errorf("%s: attempt %q, last error %q; want %q, %q", c.name, r.att, r.errMsg, c.att, c.lastErr)
+		}
+	}
+}

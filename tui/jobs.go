@@ -99,11 +99,12 @@ func newRow(j *engine.Job) *jobRow {
 		id:    Sanitize(j.ID),
 		queue: Sanitize(j.Queue),
 		kind:  Sanitize(j.Kind),
-		att:   strconv.Itoa(j.Attempt) + "/" + strconv.Itoa(j.MaxAttempts),
+		att:   strconv.Itoa(j.AttemptShown()) + "/" + strconv.Itoa(j.MaxAttempts),
 		crash: strconv.Itoa(j.CrashAttempt),
 		errs:  len(j.Errors),
 	}
-	if n := len(j.Errors); n > 0 {
+	// A completed job's errors are behind it: its row shows none.
+	if n := len(j.Errors); n > 0 && j.State != engine.StateCompleted {
 		msg := j.Errors[n-1].Message
 		if len(msg) > maxErrText {
 			cut := maxErrText

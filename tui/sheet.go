@@ -209,7 +209,7 @@ func (m *Model) sheetInfo(w int) []string {
 	add(t.Label.Render(fit("state", 12)) + " " + state)
 	field("queue", Sanitize(j.Queue))
 	field("kind", fmt.Sprintf("%s (schema v%d)", Sanitize(j.Kind), j.SchemaVersion))
-	field("attempt", fmt.Sprintf("%d/%d · crashes %d · priority %d", j.Attempt, j.MaxAttempts, j.CrashAttempt, j.Priority))
+	field("attempt", fmt.Sprintf("%d/%d · crashes %d · priority %d", j.AttemptShown(), j.MaxAttempts, j.CrashAttempt, j.Priority))
 
 	section("lifecycle")
 	field("created", stamp(now, j.CreatedAt))

@@ -100,6 +100,7 @@ func checks() []check {
 	})
 	add("Timeline", []check{
 		{name: "FailTwiceThenSucceed", fn: testTimeline},
+		{name: "CrashesNumberedByRun", fn: testCrashesNumberedByRun},
 	})
 	add("Retention", retentionChecks())
 	add("Shutdown", []check{

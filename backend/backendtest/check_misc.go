@@ -358,3 +358,49 @@ func testIdempotentEnqueue(t *testing.T, h Harness) {
 		t.Fatalf("the job changed: before %+v after %+v", before, after)
 	}
 }
+
+// testCrashesNumberedByRun: a job's error entries are numbered by the run
+// that ended in them, crashes included (a crash spends no attempt, yet it
+// is a run of its own), and the attempt an operator reads counts the run
+// that succeeded or was skipped.
+func testCrashesNumberedByRun(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	runs := &counter{}
+	cfg := fast("w1", "q")
+	cfg.CrashLimit = 10
+	e := startEngine(t, s, cfg, engine.Kind{Name: "crashy", Handler: func(_ context.Context, j *engine.Job) error {
+		n := runs.inc(j.ID)
+		switch {
+		case n <= 2:
+			panic(fmt.Sprintf("crash %d", n))
+		case n == 3:
+			return fmt.Errorf("failure %d", n)
+		case j.ID == "nr-skip":
+			return engine.Skip("not wanted")
+		}
+		return nil
+	}})
+	enqueue(t, e, engine.EnqueueParams{ID: "nr", Queue: "q", Kind: "crashy", MaxAttempts: 5})
+	enqueue(t, e, engine.EnqueueParams{ID: "nr-skip", Queue: "q", Kind: "crashy", MaxAttempts: 5})
+	j := waitState(t, s, "nr", engine.StateCompleted)
+	if len(j.Errors) != 3 {
+		t.Fatalf("two crashes, a failure and a success: %s", describe(j))
+	}
+	for i, er := range j.Errors {
+		if er.Attempt != i+1 || er.Crash != (i < 2) {
+			t.Fatalf("error %d of %+v: numbered %d (crash %v), want run %d", i, j.Errors, er.Attempt, er.Crash, i+1)
+		}
+	}
+	if got := j.AttemptShown(); got != 2 {
+		t.Fatalf("a job that failed once and then completed shows attempt %d, want 2", got)
+	}
+	sk := waitState(t, s, "nr-skip", engine.StateArchived)
+	if sk.TerminalReason != engine.ReasonSkipped || sk.AttemptShown() != sk.Attempt+1 {
+		t.Fatalf("a skipped job shows attempt %d: %s", sk.AttemptShown(), describe(sk))
+	}
+	for _, ev := range events(t, s, "nr-skip") {
+		if ev.Kind == engine.EventArchived && ev.Attempt != 4 {
+			t.Fatalf("the skip is numbered %d on the timeline, want run 4", ev.Attempt)
+		}
+	}
+}
