@@ -114,6 +114,10 @@ func newRow(j *engine.Job) *jobRow {
 			msg = msg[:cut]
 		}
 		r.errMsg = strings.Clone(Sanitize(msg))
+	} else if n == 0 && j.TerminalReason != "" && j.State != engine.StateCompleted && j.State != engine.StateCancelled {
+		// Dead without an error of its own (a deadline passed before it
+		// ran): the reason is what is known.
+		r.errMsg = strings.ReplaceAll(string(j.TerminalReason), "_", " ")
 	}
 	return r
 }
