@@ -479,3 +479,26 @@ func TestRowNumbers(t *testing.T) {
 		}
 	}
 }
+
+// TestTabsSayWhenTheyAreTotals (issue 16, problem 2): the maintained
+// counters know states and one queue; under any other term of the filter
+// the state tabs say they are totals instead of passing for the filter's
+// counts.
+func TestTabsSayWhenTheyAreTotals(t *testing.T) {
+	f := setup(t, false)
+	s := start(t, f.eng, testOptions())
+	s.waitFor("evil-0001")
+	if strings.Contains(s.waitFor("archived 7"), "totals") {
+		t.Fatal("the unfiltered tabs call themselves totals")
+	}
+	s.keys("/")
+	s.typeText("queue:billing")
+	s.keys("<enter>")
+	if screen := s.waitFor("/ queue:billing", "› inv-0005"); strings.Contains(screen, "totals") {
+		t.Fatalf("one queue's counters are exact, yet the tabs say totals:\n%s", screen)
+	}
+	s.keys("/")
+	s.typeText(` error:"currency"`)
+	s.keys("<enter>")
+	s.waitFor(`error:"currency"`, "  totals")
+}

@@ -293,11 +293,12 @@ type tabsKey struct {
 	counts *engine.Counts
 	theme  *themes.Theme
 	queue  string
+	totals bool
 }
 
 // tabsLine renders the state tabs with live counts (cached).
 func (m *Model) tabsLine(w int) string {
-	k := tabsKey{w: w, tab: m.jobs.tab, scr: m.screen, counts: m.counts, theme: m.theme}
+	k := tabsKey{w: w, tab: m.jobs.tab, scr: m.screen, counts: m.counts, theme: m.theme, totals: !countsServe(m.jobs.filter)}
 	if qs := m.jobs.filter.Queues; len(qs) == 1 {
 		k.queue = qs[0]
 	}
@@ -352,7 +353,30 @@ func (m *Model) renderTabs(w int) string {
 	if wOf(line) > w {
 		line = render(true)
 	}
+	if m.screen == scrJobs && !countsServe(m.jobs.filter) {
+		// The counters know states and queues only: under any other
+		// term the tabs are totals, and say so rather than pass for the
+		// filter's counts.
+		for _, note := range []string{"  totals, not the filter's", "  totals"} {
+			if wOf(line)+wOf(note) <= w {
+				return line + t.Muted.Render(note)
+			}
+		}
+		short := render(true)
+		if wOf(short)+wOf("  totals") <= w {
+			return short + t.Muted.Render("  totals")
+		}
+	}
 	return clip(line, w)
+}
+
+// countsServe reports whether the maintained counters count what the
+// filter matches: they know states and queues (one at a time), nothing
+// else.
+func countsServe(f engine.Filter) bool {
+	g := f
+	g.States, g.Queues = nil, nil
+	return len(f.Queues) <= 1 && g.IsEmpty()
 }
 
 var shortState = map[engine.State]string{
