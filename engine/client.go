@@ -234,3 +234,10 @@ func (e *Engine) wake(q string) {
 		r.wake()
 	}
 }
+
+// wakeAll wakes every queue runner of this process.
+func (e *Engine) wakeAll() {
+	for _, r := range e.queues {
+		r.wake()
+	}
+}

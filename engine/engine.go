@@ -98,9 +98,7 @@ func New(store Store, cfg Config) (*Engine, error) {
 		e.suspects.released(r.suspect)
 		if r.suspect == suspectLone {
 			// Claims held back while it was held may go on.
-			for _, q := range e.queues {
-				q.wake()
-			}
+			e.wakeAll()
 		}
 	}
 	var err error

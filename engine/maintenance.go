@@ -254,7 +254,6 @@ func (e *Engine) reconcileCounts(ctx context.Context) error {
 	if !Declares(e.store, CapabilityCounts) {
 		return nil
 	}
-	cs := e.store
 	last := e.lastReconcile.Load()
 	if last == 0 {
 		e.lastReconcile.CompareAndSwap(0, time.Now().UnixNano())
@@ -264,7 +263,7 @@ func (e *Engine) reconcileCounts(ctx context.Context) error {
 		return nil
 	}
 	e.lastReconcile.Store(time.Now().UnixNano())
-	if err := cs.JobCountReconcile(ctx); err != nil {
+	if err := e.store.JobCountReconcile(ctx); err != nil {
 		return fmt.Errorf("reconcile counts: %w", err)
 	}
 	return nil

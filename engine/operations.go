@@ -47,11 +47,7 @@ func (e *Engine) operationLoop() {
 // its end (or until ctx ends). It reports whether it found one. Commands
 // that act on a store with no engine running call it themselves.
 func (e *Engine) RunOperation(ctx context.Context) (bool, error) {
-	cs, err := e.controlStore()
-	if err != nil {
-		return false, err
-	}
-	lease, err := cs.OperationClaim(ctx, &OperationClaimParams{Holder: e.cfg.WorkerID, TTL: e.operationLeaseTTL()})
+	lease, err := e.store.OperationClaim(ctx, &OperationClaimParams{Holder: e.cfg.WorkerID, TTL: e.operationLeaseTTL()})
 	if err != nil {
 		return false, fmt.Errorf("claim operation: %w", err)
 	}
@@ -60,7 +56,7 @@ func (e *Engine) RunOperation(ctx context.Context) (bool, error) {
 	}
 	op := lease.Operation
 	finish := func(status OperationStatus, msg string) error {
-		done, err := cs.OperationFinish(ctx, &OperationFinishParams{
+		done, err := e.store.OperationFinish(ctx, &OperationFinishParams{
 			ID: op.ID, Holder: lease.Holder, Fence: lease.Fence, Status: status, Error: msg,
 		})
 		if errors.Is(err, ErrLeaseLost) {
@@ -71,9 +67,7 @@ func (e *Engine) RunOperation(ctx context.Context) (bool, error) {
 		}
 		e.publish(Change{Kind: ChangeOperation, Operation: done.ID})
 		if status != OperationRunning {
-			for q := range e.queues {
-				e.wake(q)
-			}
+			e.wakeAll()
 		}
 		return nil
 	}
@@ -98,7 +92,7 @@ func (e *Engine) RunOperation(ctx context.Context) (bool, error) {
 	// progress, not an estimate.
 	from := op.Processed
 	for {
-		res, err := cs.OperationProcessBatch(ctx, &OperationProcessBatchParams{
+		res, err := e.store.OperationProcessBatch(ctx, &OperationProcessBatchParams{
 			ID: op.ID, Holder: lease.Holder, Fence: lease.Fence, After: cursor,
 			Spec: spec, Selector: sel, Cutoff: op.CreatedAt,
 			Limit: batch, Window: operationWindow * batch, Event: event, TTL: e.operationLeaseTTL(),
@@ -117,9 +111,7 @@ func (e *Engine) RunOperation(ctx context.Context) (bool, error) {
 		e.publish(Change{Kind: ChangeOperation, Operation: op.ID})
 		if op.Status != OperationRunning && op.Status != OperationPending {
 			// Cancelled (or ended) meanwhile.
-			for q := range e.queues {
-				e.wake(q)
-			}
+			e.wakeAll()
 			return true, nil
 		}
 		cursor = res.Cursor

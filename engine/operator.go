@@ -30,8 +30,6 @@ const (
 	OperationBatch = 1000
 )
 
-func (e *Engine) controlStore() (ControlStore, error) { return e.store, nil }
-
 // Meta describes this engine; embedded callers are admins.
 func (e *Engine) Meta(ctx context.Context) (*Meta, error) {
 	m := &Meta{Backend: e.store.Backend(), Role: RoleAdmin, Actor: ActorFrom(ctx)}
@@ -41,10 +39,6 @@ func (e *Engine) Meta(ctx context.Context) (*Meta, error) {
 
 // ListJobs pages payload-free rows newest first by state_changed_at.
 func (e *Engine) ListJobs(ctx context.Context, p ListJobsParams) (*JobPage, error) {
-	cs, err := e.controlStore()
-	if err != nil {
-		return nil, err
-	}
 	limit := p.Limit
 	if limit == 0 {
 		limit = DefaultListLimit
@@ -65,7 +59,7 @@ func (e *Engine) ListJobs(ctx context.Context, p ListJobsParams) (*JobPage, erro
 		after = &c
 		reverse = c.Dir == CursorPrev
 	}
-	rows, err := cs.JobList(ctx, &JobListParams{Filter: p.Filter, After: after, Reverse: reverse, Limit: limit + 1})
+	rows, err := e.store.JobList(ctx, &JobListParams{Filter: p.Filter, After: after, Reverse: reverse, Limit: limit + 1})
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
@@ -107,16 +101,12 @@ func (e *Engine) GetJob(ctx context.Context, id string, includePayload bool) (*J
 
 // Counts reads the maintained counters.
 func (e *Engine) Counts(ctx context.Context, queue string) (*Counts, error) {
-	cs, err := e.controlStore()
-	if err != nil {
-		return nil, err
-	}
 	if queue != "" {
 		if err := validName("queue", queue); err != nil {
 			return nil, err
 		}
 	}
-	byQueue, err := cs.JobCountByQueue(ctx, &JobCountByQueueParams{Queue: queue})
+	byQueue, err := e.store.JobCountByQueue(ctx, &JobCountByQueueParams{Queue: queue})
 	if err != nil {
 		return nil, fmt.Errorf("counts: %w", err)
 	}
@@ -134,17 +124,13 @@ var deadStates = []State{StateArchived}
 
 // ErrorGroups groups dead jobs by kind and normalised error.
 func (e *Engine) ErrorGroups(ctx context.Context, f Filter) ([]ErrorGroup, error) {
-	cs, err := e.controlStore()
-	if err != nil {
-		return nil, err
-	}
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
 	if len(f.States) == 0 {
 		f.States = deadStates
 	}
-	groups, err := cs.JobErrorGroups(ctx, &JobErrorGroupsParams{Filter: f, Limit: 200})
+	groups, err := e.store.JobErrorGroups(ctx, &JobErrorGroupsParams{Filter: f, Limit: 200})
 	if err != nil {
 		return nil, fmt.Errorf("error groups: %w", err)
 	}
@@ -162,11 +148,7 @@ func (e *Engine) ErrorGroups(ctx context.Context, f Filter) ([]ErrorGroup, error
 
 // Queues lists queues with their counts and pause state.
 func (e *Engine) Queues(ctx context.Context) ([]QueueInfo, error) {
-	cs, err := e.controlStore()
-	if err != nil {
-		return nil, err
-	}
-	return cs.QueueList(ctx)
+	return e.store.QueueList(ctx)
 }
 
 // PauseQueue stops workers claiming from queue.
@@ -174,14 +156,10 @@ func (e *Engine) PauseQueue(ctx context.Context, queue string) error {
 	if _, ok, err := replayed[struct{}](ctx); ok {
 		return err
 	}
-	cs, err := e.controlStore()
-	if err != nil {
-		return err
-	}
 	if err := validName("queue", queue); err != nil {
 		return err
 	}
-	return cs.QueuePause(ctx, &QueuePauseParams{Queue: queue, Actor: ActorFrom(ctx)})
+	return e.store.QueuePause(ctx, &QueuePauseParams{Queue: queue, Actor: ActorFrom(ctx)})
 }
 
 // ResumeQueue lets workers claim from queue again.
@@ -189,14 +167,10 @@ func (e *Engine) ResumeQueue(ctx context.Context, queue string) error {
 	if _, ok, err := replayed[struct{}](ctx); ok {
 		return err
 	}
-	cs, err := e.controlStore()
-	if err != nil {
-		return err
-	}
 	if err := validName("queue", queue); err != nil {
 		return err
 	}
-	if err := cs.QueueResume(ctx, &QueuePauseParams{Queue: queue, Actor: ActorFrom(ctx)}); err != nil {
+	if err := e.store.QueueResume(ctx, &QueuePauseParams{Queue: queue, Actor: ActorFrom(ctx)}); err != nil {
 		return err
 	}
 	e.wake(queue)
@@ -431,10 +405,6 @@ func ReasonCode(err error) string {
 
 // Bulk previews or starts an operation over every job the selector matches.
 func (e *Engine) Bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
-	cs, err := e.controlStore()
-	if err != nil {
-		return nil, err
-	}
 	spec, err := SpecFor(p.Action)
 	if err != nil {
 		return nil, err
@@ -459,7 +429,7 @@ func (e *Engine) Bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 	sel, any := spec.Narrow(p.Selector)
 	res := &BulkResult{}
 	if any {
-		n, capped, err := cs.JobCount(ctx, &JobCountParams{Filter: sel, ExcludeSuperseded: !sel.IncludeSuperseded, Max: DryRunExactLimit})
+		n, capped, err := e.store.JobCount(ctx, &JobCountParams{Filter: sel, ExcludeSuperseded: !sel.IncludeSuperseded, Max: DryRunExactLimit})
 		if err != nil {
 			return nil, fmt.Errorf("bulk count: %w", err)
 		}
@@ -467,7 +437,7 @@ func (e *Engine) Bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 	}
 	if p.DryRun {
 		if any && res.Matched > 0 {
-			sample, err := cs.JobList(ctx, &JobListParams{Filter: sel, ExcludeSuperseded: !sel.IncludeSuperseded, Limit: BulkSampleSize})
+			sample, err := e.store.JobList(ctx, &JobListParams{Filter: sel, ExcludeSuperseded: !sel.IncludeSuperseded, Limit: BulkSampleSize})
 			if err != nil {
 				return nil, fmt.Errorf("bulk sample: %w", err)
 			}
@@ -479,7 +449,7 @@ func (e *Engine) Bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	op, err := cs.OperationInsert(ctx, &OperationInsertParams{
+	op, err := e.store.OperationInsert(ctx, &OperationInsertParams{
 		ID: v7.String(), Action: p.Action, Selector: p.Selector,
 		CreatedBy: ActorFrom(ctx), Matched: res.Matched, Rate: p.RatePerSecond,
 	})
@@ -494,19 +464,11 @@ func (e *Engine) Bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 
 // Operation returns one bulk operation.
 func (e *Engine) Operation(ctx context.Context, id string) (*Operation, error) {
-	cs, err := e.controlStore()
-	if err != nil {
-		return nil, err
-	}
-	return cs.OperationGet(ctx, &OperationGetParams{ID: id})
+	return e.store.OperationGet(ctx, &OperationGetParams{ID: id})
 }
 
 // Operations pages bulk operations newest first.
 func (e *Engine) Operations(ctx context.Context, limit int, cursor string) (*OperationPage, error) {
-	cs, err := e.controlStore()
-	if err != nil {
-		return nil, err
-	}
 	if limit == 0 {
 		limit = DefaultListLimit
 	}
@@ -521,7 +483,7 @@ func (e *Engine) Operations(ctx context.Context, limit int, cursor string) (*Ope
 		}
 		after = &Cursor{At: c.CreatedAt, ID: c.ID}
 	}
-	ops, err := cs.OperationList(ctx, &OperationListParams{After: after, Limit: limit + 1})
+	ops, err := e.store.OperationList(ctx, &OperationListParams{After: after, Limit: limit + 1})
 	if err != nil {
 		return nil, fmt.Errorf("operations: %w", err)
 	}
@@ -540,15 +502,11 @@ func (e *Engine) CancelOperation(ctx context.Context, id string) (*Operation, er
 	if op, ok, err := replayed[*Operation](ctx); ok {
 		return op, err
 	}
-	cs, err := e.controlStore()
-	if err != nil {
-		return nil, err
-	}
 	msg := "cancelled"
 	if a := ActorFrom(ctx); a != "" {
 		msg = "cancelled by " + a
 	}
-	op, err := cs.OperationCancel(ctx, &OperationCancelParams{ID: id, Message: msg})
+	op, err := e.store.OperationCancel(ctx, &OperationCancelParams{ID: id, Message: msg})
 	if err != nil {
 		return nil, err
 	}
@@ -576,9 +534,7 @@ func (e *Engine) ReleaseFingerprint(ctx context.Context, fingerprint string) (in
 	if err != nil {
 		return 0, err
 	}
-	for q := range e.queues {
-		e.wake(q)
-	}
+	e.wakeAll()
 	e.publish(Change{Kind: ChangeJob, State: StateAvailable})
 	return n, nil
 }

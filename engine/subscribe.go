@@ -95,11 +95,7 @@ func (e *Engine) Subscribe(ctx context.Context) (<-chan Change, error) {
 					return
 				}
 			case <-poll.C:
-				cs, err := e.controlStore()
-				if err != nil {
-					continue
-				}
-				now, err := cs.JobCountByQueue(ctx, &JobCountByQueueParams{})
+				now, err := e.store.JobCountByQueue(ctx, &JobCountByQueueParams{})
 				if err != nil {
 					continue
 				}
