@@ -43,7 +43,7 @@ func testCStoreOperatorActions(t *testing.T, h Harness) {
 		t.Fatalf("retry: %+v %v", j, err)
 	}
 	a := getJob(t, s, "a")
-	newDL := time.Now().Add(time.Hour)
+	newDL := time.Now().Add(time.Hour).Truncate(time.Microsecond) // stores keep microseconds (PostgreSQL)
 	j, err = retryJob(t, s, retryParams{ID: "a", Actor: "maya", Deadline: &newDL})
 	if err != nil || j.Attempt != a.Attempt || j.MaxAttempts != 3 || len(j.Errors) != 1 || j.Deadline == nil || !j.Deadline.Equal(newDL.UTC()) {
 		t.Fatalf("retry with a deadline: %+v %v", j, err)
