@@ -549,9 +549,9 @@ func (s *Store) countByWalk(ctx context.Context, p *engine.JobCountParams) (int6
 
 // group is one key of the error groups hash: state, queue, kind, pattern.
 type group struct {
-	raw                        string
-	state                      engine.State
-	queue, kind, pattern       string
+	raw                  string
+	state                engine.State
+	queue, kind, pattern string
 }
 
 func (g *group) fits(f *engine.Filter, states []engine.State) bool {
