@@ -14,12 +14,17 @@ import (
 
 // tstr is a time as the scripts keep it: 19 digits of unix nanoseconds.
 func tstr(t time.Time) string {
+	if t.After(maxTime) {
+		t = maxTime // past what nanoseconds since 1970 hold in an int64
+	}
 	n := t.UnixNano()
 	if n < 0 {
 		n = 0
 	}
 	return fmt.Sprintf("%019d", n)
 }
+
+var maxTime = time.Unix(0, 1<<63-1).UTC()
 
 // tptr is tstr of t, or "" for nil.
 func tptr(t *time.Time) string {

@@ -212,19 +212,19 @@ func (s *Store) openSchema(ctx context.Context, opts Options) error {
 	case have > SchemaVersion:
 		return fmt.Errorf("redis: %s: %w: namespace %s is at schema version %d, newer than this build's %d (run a newer build, or %s from it)",
 			s.url, ErrNoStore, s.ns, have, SchemaVersion, cmd)
-	case have == 0 && opts.MustExist:
+	case v == "" && opts.MustExist:
 		return fmt.Errorf("redis: %s: %w: namespace %s is empty (create it with: %s)", s.url, ErrNoStore, s.ns, cmd)
-	case have == 0 || opts.Migrate:
-		// Version 1 is the first layout: creating is writing the key.
-		// SETNX: of two processes creating at once, both see version 1.
-		if err := s.c.SetNX(ctx, s.anchor, strconv.Itoa(SchemaVersion), 0).Err(); err != nil {
-			return fmt.Errorf("redis: %s: create namespace %s: %w", s.url, s.ns, err)
-		}
-		s.log.Info("redis: namespace created", "namespace", s.ns, "schema", SchemaVersion)
-		return nil
+	case v != "" && !opts.Migrate:
+		return fmt.Errorf("redis: %s: %w: namespace %s is at schema version %d, this build needs %d (migrate it with: %s)",
+			s.url, ErrNoStore, s.ns, have, SchemaVersion, cmd)
 	}
-	return fmt.Errorf("redis: %s: %w: namespace %s is at schema version %d, this build needs %d (migrate it with: %s)",
-		s.url, ErrNoStore, s.ns, have, SchemaVersion, cmd)
+	// Version 1 is the first layout: creating or migrating is writing the
+	// key, which two processes may do at once.
+	if err := s.c.Set(ctx, s.anchor, strconv.Itoa(SchemaVersion), 0).Err(); err != nil {
+		return fmt.Errorf("redis: %s: migrate namespace %s: %w", s.url, s.ns, err)
+	}
+	s.log.Info("redis: namespace at schema version", "namespace", s.ns, "from", have, "to", SchemaVersion)
+	return nil
 }
 
 // warnDurability logs when the server would lose jobs silently: nothing
