@@ -25,6 +25,9 @@ func TestParseStoreURL(t *testing.T) {
 		{"postgres://root@127.0.0.1:5432/db?sslmode=disable", "postgres", "", nil},
 		{"postgresql://h/db", "postgres", "", nil},
 		{"redis://127.0.0.1:6379/0", "redis", "", nil},
+		{"rediss://u:p@127.0.0.1:6380/1?ns=jobs", "redis", "", nil},
+		{"redis+cluster://127.0.0.1:7001,127.0.0.1:7002?ns=jobs", "redis", "", nil},
+		{"redis+cluster://", "", "", engine.ErrInvalid},
 		{"mysql://h/db", "", "", engine.ErrInvalid},
 		{"", "", "", engine.ErrInvalid},
 		{"sqlite://", "", "", engine.ErrInvalid},
@@ -45,7 +48,7 @@ func TestParseStoreURL(t *testing.T) {
 
 func TestOpenStoreNotBuilt(t *testing.T) {
 	t.Parallel()
-	for _, u := range []string{"postgres://u:hunter2@127.0.0.1/db", "redis://127.0.0.1:6379/0"} {
+	for _, u := range []string{"postgres://u:hunter2@127.0.0.1/db"} {
 		s, err := OpenStore(context.Background(), u, nil)
 		if s != nil || !errors.Is(err, engine.ErrUnsupported) || !strings.Contains(err.Error(), "not built yet") {
 			t.Errorf("OpenStore(%q) = %v, %v; want an ErrUnsupported saying not built yet", u, s, err)
