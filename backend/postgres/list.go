@@ -23,15 +23,15 @@ import (
 // jobs_fingerprint finds its few rows.
 
 // withMode prefixes the arguments of a read with payload or meta
-// conditions with pgx's exec mode: an unnamed statement, planned for its
-// values every time. A cached statement's generic plan cannot tell a
-// selective containment (served by the GIN index) from a common one, and
-// was seen to walk a listing index filtering every row instead.
+// conditions with pgx's simple protocol: the values inlined, so the query
+// is planned for them every time. A generic plan cannot tell a selective
+// containment (served by the GIN index) from a common one, and was seen
+// to walk a listing index filtering every row instead.
 func withMode(f *engine.Filter, a []any) []any {
 	if len(f.Payload) == 0 && len(f.Meta) == 0 {
 		return a
 	}
-	return append([]any{pgx.QueryExecModeExec}, a...)
+	return append([]any{pgx.QueryExecModeSimpleProtocol}, a...)
 }
 
 // direct reports whether f is best served by one query.

@@ -152,6 +152,16 @@ func parseURL(raw string) (*config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w: store url %s: %v", engine.ErrInvalid, c.redacted, err)
 	}
+	// Generic plans for the store's prepared statements: the claim and the
+	// completion are large statements whose planning (about 2-3 ms on the
+	// project machine) cost more than their execution, and PostgreSQL's
+	// automatic choice kept planning them per execution. Their generic
+	// plans are pinned by plan_test.go; reads whose plan must follow their
+	// values run in the simple protocol (see withMode). A URL naming
+	// plan_cache_mode keeps its own.
+	if _, ok := pc.ConnConfig.RuntimeParams["plan_cache_mode"]; !ok {
+		pc.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	}
 	c.pool = pc
 	return c, nil
 }
