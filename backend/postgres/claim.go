@@ -37,7 +37,7 @@ func pickSQL(cond, limit string) string {
 //
 // $1 lease id, $2 worker, $3 lease length (ns), $4 queue, $5 limit, $6
 // suspects, $7 lone, $8 kinds and $9 their newest versions (NULL: any),
-// $10 the past-deadline state (” leaves them alone), $11 its reason,
+// $10 the past-deadline state (empty: leave them alone), $11 its reason,
 // $12 last error, $13 error pattern, $14-$18 its event (kind, actor,
 // from, to, message).
 var sqlClaim = `WITH n AS MATERIALIZED (SELECT ` + sqlNow + ` AS t),

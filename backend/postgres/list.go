@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -19,6 +21,18 @@ import (
 // and completion would write it): their branch sorts the backlog. A
 // filter naming ids or a fingerprint is one query: the primary key or
 // jobs_fingerprint finds its few rows.
+
+// withMode prefixes the arguments of a read with payload or meta
+// conditions with pgx's simple protocol: the values inlined, so the query
+// is planned for them every time. A generic plan cannot tell a selective
+// containment (served by the GIN index) from a common one, and was seen
+// to walk a listing index filtering every row instead.
+func withMode(f *engine.Filter, a []any) []any {
+	if len(f.Payload) == 0 && len(f.Meta) == 0 {
+		return a
+	}
+	return append([]any{pgx.QueryExecModeSimpleProtocol}, a...)
+}
 
 // direct reports whether f is best served by one query.
 func direct(f *engine.Filter) bool {
@@ -54,7 +68,7 @@ func (s *Store) JobList(ctx context.Context, p *engine.JobListParams) ([]*engine
 	if err != nil {
 		return nil, err
 	}
-	jobs, err := collectJobs(s.pool.Query(ctx, q, a...))
+	jobs, err := collectJobs(s.pool.Query(ctx, q, withMode(&p.Filter, a)...))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list jobs: %w", err)
 	}
@@ -135,7 +149,7 @@ func (s *Store) JobCount(ctx context.Context, p *engine.JobCountParams) (int64, 
 	}
 	w.add("superseded_by <> ''")
 	var sup int64
-	if err := s.pool.QueryRow(ctx, s.sql("SELECT count(*) FROM {s}.jobs WHERE ")+w.sql(), w.a.vals...).Scan(&sup); err != nil {
+	if err := s.pool.QueryRow(ctx, s.sql("SELECT count(*) FROM {s}.jobs WHERE ")+w.sql(), withMode(&p.Filter, w.a.vals)...).Scan(&sup); err != nil {
 		return 0, false, fmt.Errorf("postgres: count jobs: %w", err)
 	}
 	all := *p
@@ -190,7 +204,7 @@ func (s *Store) jobCount(ctx context.Context, p *engine.JobCountParams) (int64, 
 		}
 	}
 	var n int64
-	if err := s.pool.QueryRow(ctx, q.String(), base.a.vals...).Scan(&n); err != nil {
+	if err := s.pool.QueryRow(ctx, q.String(), withMode(&p.Filter, base.a.vals)...).Scan(&n); err != nil {
 		return 0, false, fmt.Errorf("postgres: count jobs: %w", err)
 	}
 	if p.Max > 0 && n > p.Max {
@@ -226,7 +240,7 @@ func (s *Store) JobErrorGroups(ctx context.Context, p *engine.JobErrorGroupsPara
 		GROUP BY queue, kind, error_pattern
 		ORDER BY n DESC, queue, kind, error_pattern LIMIT `) + w.a.add(limit) + `) AS g
 	ORDER BY g.n DESC, g.queue, g.kind, g.error_pattern`
-	rows, err := s.pool.Query(ctx, q, w.a.vals...)
+	rows, err := s.pool.Query(ctx, q, withMode(&p.Filter, w.a.vals)...)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: error groups: %w", err)
 	}

@@ -152,6 +152,16 @@ func parseURL(raw string) (*config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w: store url %s: %v", engine.ErrInvalid, c.redacted, err)
 	}
+	// Generic plans for the store's prepared statements: the claim and the
+	// completion are large statements whose planning (about 2-3 ms on the
+	// project machine) cost more than their execution, and PostgreSQL's
+	// automatic choice kept planning them per execution. Their generic
+	// plans are pinned by plan_test.go; reads whose plan must follow their
+	// values run in the simple protocol (see withMode). A URL naming
+	// plan_cache_mode keeps its own.
+	if _, ok := pc.ConnConfig.RuntimeParams["plan_cache_mode"]; !ok {
+		pc.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	}
 	c.pool = pc
 	return c, nil
 }
@@ -170,13 +180,12 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		c.pool.MaxConns = opts.MaxConns
 	}
 	migrate := (opts.Migrate || c.migrate) && !opts.MustExist
-	pool, err := pgxpool.NewWithConfig(ctx, c.pool)
+	s, err := openPool(ctx, c, opts)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: open %s: %w", c.redacted, err)
+		return nil, err
 	}
-	s := &Store{url: c.redacted, schema: c.schema, log: opts.Logger, pool: pool, listenURL: c.listenURL}
 	fail := func(err error) (*Store, error) {
-		pool.Close()
+		s.pool.Close()
 		return nil, err
 	}
 	if migrate {
@@ -208,6 +217,28 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		s.notify = newNotifier(s, lu)
 	}
 	return s, nil
+}
+
+func openPool(ctx context.Context, c *config, opts Options) (*Store, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, c.pool)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open %s: %w", c.redacted, err)
+	}
+	return &Store{url: c.redacted, schema: c.schema, log: opts.Logger, pool: pool, listenURL: c.listenURL}, nil
+}
+
+// OpenForMigration opens the store's schema for `sluice migrate`: it
+// neither migrates nor checks the schema's version, and listens for
+// nothing. Use Status, Migrate and MigrateDown on it, then Close.
+func OpenForMigration(ctx context.Context, rawURL string, log *slog.Logger) (*Store, error) {
+	c, err := parseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	return openPool(ctx, c, Options{Logger: log})
 }
 
 // Schema is the schema the store lives in.

@@ -64,6 +64,12 @@ CREATE INDEX jobs_fingerprint ON {s}.jobs (fingerprint);
 -- claim and completion would write it).
 CREATE INDEX jobs_state_changed ON {s}.jobs (state, state_changed_at, id)
     WHERE state NOT IN ('available', 'running');
+-- Listing available jobs newest first: claims never write it (a claimed
+-- row leaves the partial index); an enqueue or a retry adds one entry.
+-- Without it the console's first page of a large backlog read and sorted
+-- every available job, or the whole table.
+CREATE INDEX jobs_available_listing ON {s}.jobs (state_changed_at, id)
+    WHERE state = 'available';
 -- The reaper's scan and listing running jobs (few: the concurrency).
 CREATE INDEX jobs_running ON {s}.jobs (lease_expires_at)
     WHERE state = 'running';
