@@ -149,8 +149,8 @@ func TestNoOrphanedKeys(t *testing.T) {
 			}
 			if _, err := s.JobFinish(ctx, &engine.JobFinishParams{JobRef: engine.JobRef{ID: j.ID, LeaseID: "l", Fence: j.Fence},
 				To: engine.StateArchived, Reason: engine.ReasonAttemptsExhausted, Charge: engine.ChargeAttempt, Finalize: true,
-				Error: &engine.ErrorWrite{Entry: engine.AttemptError{Attempt: 0, Message: "boom 1"}, Keep: 20, LastError: "boom 1", Pattern: "boom <n>"},
-				Event: &engine.EventWrite{Kind: engine.EventArchived, From: engine.StateRunning, To: engine.StateArchived, Message: "boom 1"},
+				Error:  &engine.ErrorWrite{Entry: engine.AttemptError{Attempt: 0, Message: "boom 1"}, Keep: 20, LastError: "boom 1", Pattern: "boom <n>"},
+				Event:  &engine.EventWrite{Kind: engine.EventArchived, From: engine.StateRunning, To: engine.StateArchived, Message: "boom 1"},
 				Counts: []engine.CountDelta{{Queue: j.Queue, From: engine.StateRunning, To: engine.StateArchived, N: 1}}}); err != nil {
 				t.Fatal(err)
 			}

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -44,11 +45,29 @@ func ServerURL(tb testing.TB) string {
 	return u
 }
 
+// ClusterURL is the Redis Cluster the cluster tests use:
+// SLUICE_TEST_REDIS_CLUSTER, a redis+cluster:// URL. Without it the test
+// is skipped, saying so.
+func ClusterURL(tb testing.TB) string {
+	tb.Helper()
+	u := os.Getenv("SLUICE_TEST_REDIS_CLUSTER")
+	if u == "" {
+		tb.Skip("SKIP: SLUICE_TEST_REDIS_CLUSTER is unset (a redis+cluster://host:port,... URL of a test cluster)")
+	}
+	return u
+}
+
 // URL returns a store URL of a fresh namespace on the test server, whose
 // keys are deleted when tb ends.
 func URL(tb testing.TB) string {
 	tb.Helper()
-	base := ServerURL(tb)
+	return URLOn(tb, ServerURL(tb))
+}
+
+// URLOn returns a store URL of a fresh namespace on the server (or
+// cluster) base names, whose keys are deleted when tb ends.
+func URLOn(tb testing.TB, base string) string {
+	tb.Helper()
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		tb.Fatal(err)
@@ -63,14 +82,25 @@ func URL(tb testing.TB) string {
 	return u
 }
 
+// client connects to the server or cluster a base URL names.
+func client(base string) (goredis.UniversalClient, error) {
+	t, err := redis.ParseURL(base)
+	if err != nil {
+		return nil, err
+	}
+	if t.Cluster {
+		return goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: t.Addrs}), nil
+	}
+	return goredis.NewClient(t.Options), nil
+}
+
 // drop deletes every key of namespace ns.
 func drop(tb testing.TB, base, ns string) {
-	o, err := goredis.ParseURL(base)
+	c, err := client(base)
 	if err != nil {
 		tb.Errorf("redistest: %v", err)
 		return
 	}
-	c := goredis.NewClient(o)
 	defer c.Close()
 	ctx := context.Background()
 	keys, err := Keys(ctx, c, ns)
@@ -78,8 +108,14 @@ func drop(tb testing.TB, base, ns string) {
 		tb.Errorf("redistest: drop namespace %s: %v", ns, err)
 		return
 	}
-	for i := 0; i < len(keys); i += 500 {
-		if err := c.Unlink(ctx, keys[i:min(i+500, len(keys))]...).Err(); err != nil {
+	// One key per command: a namespace lives in one slot, but UNLINK of
+	// many keys would still need them routed together on a cluster.
+	pipe := c.Pipeline()
+	for _, k := range keys {
+		pipe.Unlink(ctx, k)
+	}
+	if len(keys) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
 			tb.Errorf("redistest: drop namespace %s: %v", ns, err)
 			return
 		}
@@ -88,18 +124,45 @@ func drop(tb testing.TB, base, ns string) {
 
 // Keys lists every key of namespace ns.
 func Keys(ctx context.Context, c goredis.UniversalClient, ns string) ([]string, error) {
-	var out []string
-	iter := c.Scan(ctx, 0, "{"+ns+"}:*", 1000).Iterator()
-	for iter.Next(ctx) {
-		out = append(out, iter.Val())
+	return scan(ctx, c, "{"+ns+"}:*")
+}
+
+// scan lists the keys matching pattern, on every master of a cluster.
+func scan(ctx context.Context, c goredis.UniversalClient, pattern string) ([]string, error) {
+	one := func(ctx context.Context, c goredis.Cmdable) ([]string, error) {
+		var out []string
+		iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			out = append(out, iter.Val())
+		}
+		return out, iter.Err()
 	}
-	return out, iter.Err()
+	cc, ok := c.(*goredis.ClusterClient)
+	if !ok {
+		return one(ctx, c)
+	}
+	var mu sync.Mutex
+	var out []string
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error {
+		ks, err := one(ctx, m)
+		mu.Lock()
+		out = append(out, ks...)
+		mu.Unlock()
+		return err
+	})
+	return out, err
 }
 
 // New opens a fresh store for one test and closes it when the test ends.
 func New(tb testing.TB) *redis.Store {
 	tb.Helper()
-	s, err := redis.Open(context.Background(), URL(tb), redis.Options{Migrate: true})
+	return NewOn(tb, ServerURL(tb))
+}
+
+// NewOn opens a fresh store on the server (or cluster) base names.
+func NewOn(tb testing.TB, base string) *redis.Store {
+	tb.Helper()
+	s, err := redis.Open(context.Background(), URLOn(tb, base), redis.Options{Migrate: true})
 	if err != nil {
 		tb.Fatalf("redistest: open: %v", err)
 	}
@@ -148,12 +211,8 @@ func (tr *Truth) JobCounts(tb testing.TB) map[string]map[engine.State]int64 {
 	ctx := context.Background()
 	c := tr.s.Client()
 	out := map[string]map[engine.State]int64{}
-	iter := c.Scan(ctx, 0, tr.s.Key("job", "*"), 1000).Iterator()
-	var keys []string
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-	}
-	if err := iter.Err(); err != nil {
+	keys, err := scan(ctx, c, tr.s.Key("job", "*"))
+	if err != nil {
 		tb.Fatalf("redistest: truth: %v", err)
 	}
 	pipe := c.Pipeline()
