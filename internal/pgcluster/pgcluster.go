@@ -181,28 +181,50 @@ func (c *Cluster) Conn(ctx context.Context) (*pgx.Conn, error) {
 	return pgx.Connect(ctx, c.URL())
 }
 
-// Hold opens connections to the server until it refuses one (or n are
-// open, when n > 0): another client holding every connection slot. The
-// connections stay open until the returned func is called.
-func (c *Cluster) Hold(ctx context.Context, n int) (held int, release func(), err error) {
-	var conns []*pgx.Conn
-	release = func() {
-		for _, cn := range conns {
-			cn.Close(context.Background())
-		}
-		conns = nil
-	}
-	for n <= 0 || len(conns) < n {
-		cn, err := pgx.Connect(ctx, c.URL()+"&application_name=pgcluster-hold")
+// Holder is another client holding connection slots of a server.
+type Holder struct {
+	url   string
+	conns []*pgx.Conn
+}
+
+// NewHolder is a client of the cluster that holds no connection yet.
+func (c *Cluster) NewHolder() *Holder {
+	return &Holder{url: c.URL() + "&application_name=pgcluster-hold"}
+}
+
+// Grab opens connections until the server refuses one (or n are open,
+// when n > 0) and returns how many it holds in all. A refusal is not an
+// error: it is what Grab is for.
+func (h *Holder) Grab(ctx context.Context, n int) int {
+	for n <= 0 || len(h.conns) < n {
+		cn, err := pgx.Connect(ctx, h.url)
 		if err != nil {
-			if len(conns) == 0 {
-				return 0, release, fmt.Errorf("pgcluster: hold: %w", err)
-			}
 			break
 		}
-		conns = append(conns, cn)
+		h.conns = append(h.conns, cn)
 	}
-	return len(conns), release, nil
+	return len(h.conns)
+}
+
+// Held is how many connections the holder has.
+func (h *Holder) Held() int { return len(h.conns) }
+
+// Terminate ends, over one of the held connections (a starved server has
+// no slot for another), every other client's connection whose
+// application_name is app, and returns how many it ended.
+func (h *Holder) Terminate(ctx context.Context, app string) (int, error) {
+	if len(h.conns) == 0 {
+		return 0, errors.New("pgcluster: terminate: the holder holds no connection")
+	}
+	return terminate(ctx, h.conns[0], app)
+}
+
+// Release closes every held connection.
+func (h *Holder) Release() {
+	for _, cn := range h.conns {
+		cn.Close(context.Background())
+	}
+	h.conns = nil
 }
 
 // run runs a command as the server's user; its output is returned in the

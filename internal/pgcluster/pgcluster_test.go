@@ -88,26 +88,43 @@ func TestClusterRestartKeepsData(t *testing.T) {
 	cn3.Close(ctx)
 }
 
-// TestClusterHoldExhaustsConnections: Hold takes every connection slot,
+// TestClusterHoldExhaustsConnections: a Holder takes every connection slot,
 // so the next client is refused with too_many_connections (53300), and
 // one is accepted again once they are released.
 func TestClusterHoldExhaustsConnections(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c := start(t, Options{MaxConnections: 8})
-	n, release, err := c.Hold(ctx, 0)
+	app, err := pgx.Connect(ctx, c.URL()+"&application_name=sluice")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != 8 {
-		t.Errorf("held %d connections, want max_connections 8", n)
+	defer app.Close(ctx)
+	h := c.NewHolder()
+	if n := h.Grab(ctx, 0); n != 7 {
+		t.Fatalf("beside one other client held %d connections, want 7", n)
+	}
+	// The holder ends the other client's connection over one of its own
+	// (there is no free slot for another) and takes its slot.
+	if n, err := h.Terminate(ctx, "sluice"); err != nil || n != 1 {
+		t.Fatalf("terminate sluice: %d, %v; want 1", n, err)
+	}
+	if _, err := app.Exec(ctx, "select 1"); err == nil {
+		t.Error("a terminated connection still works")
+	}
+	if n := h.Grab(ctx, 0); n != 8 {
+		t.Errorf("held %d connections, want max_connections 8", h.Held())
 	}
 	_, err = c.Conn(ctx)
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || pe.Code != "53300" {
 		t.Errorf("connect with every slot held: %v, want SQLSTATE 53300", err)
 	}
-	release()
+	// Never the connection it runs on: of its own eight it ends seven.
+	if n, err := h.Terminate(ctx, "pgcluster-hold"); err != nil || n != 7 {
+		t.Errorf("terminate pgcluster-hold from a held connection: %d, %v; want the 7 others", n, err)
+	}
+	h.Release()
 	cn, err := c.Conn(ctx)
 	if err != nil {
 		t.Fatalf("connect after release: %v", err)

@@ -141,16 +141,21 @@ func OpenStore(t testing.TB, raw string) engine.Store {
 
 // Terminate ends every server connection whose application_name is app
 // (the PostgreSQL store names its connections "sluice"), never the
-// connection it runs on, and returns how many it ended.
+// connection it runs on, and returns how many it ended. It waits (up to
+// 5 s each) until they are gone, so their slots are free when it returns.
 func Terminate(ctx context.Context, raw, app string) (int, error) {
 	cn, err := pgx.Connect(ctx, withParam(stripStoreParams(raw), "application_name", "sluice-chaos"))
 	if err != nil {
 		return 0, fmt.Errorf("pgcluster: terminate: %w", err)
 	}
 	defer cn.Close(ctx)
+	return terminate(ctx, cn, app)
+}
+
+func terminate(ctx context.Context, cn *pgx.Conn, app string) (int, error) {
 	var n int
-	err = cn.QueryRow(ctx, `SELECT count(*) FROM (
-		SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+	err := cn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE t.ended) FROM (
+		SELECT pg_terminate_backend(pid, 5000) AS ended FROM pg_stat_activity
 		WHERE application_name = $1 AND pid <> pg_backend_pid() AND datname = current_database()) t`, app).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("pgcluster: terminate %s: %w", app, err)
