@@ -134,11 +134,6 @@ type child struct {
 // test fails.
 func startWorker(t *testing.T, bin, storeURL, workerID string, extra ...string) *child {
 	t.Helper()
-	logPath := filepath.Join(t.TempDir(), workerID+".log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	args := append([]string{"worker",
 		"--store", storeURL,
 		"--queues", chaos.Queue,
@@ -151,14 +146,27 @@ func startWorker(t *testing.T, bin, storeURL, workerID string, extra ...string) 
 		"--crash-backoff", "50ms",
 		"--log-level", "debug",
 	}, extra...)
+	return startChild(t, bin, workerID, args...)
+}
+
+// startChild starts bin with args as a child named name. Its stdout and
+// stderr go to a file that is printed if the test fails; the process is
+// killed when the test ends, if it still runs.
+func startChild(t *testing.T, bin, name string, args ...string) *child {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), name+".log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		t.Fatalf("start %s: %v", workerID, err)
+		t.Fatalf("start %s: %v", name, err)
 	}
-	c := &child{name: workerID, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	c := &child{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
 	go func() {
 		c.err = cmd.Wait()
 		logf.Close()

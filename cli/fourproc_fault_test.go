@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/chaos"
 )
@@ -157,30 +159,61 @@ func fourProcesses(t *testing.T, storeURL string, n int) {
 		n, took.Round(time.Millisecond), float64(n)/took.Seconds(), crashedHeld, rerun, unrecorded)
 }
 
-// enqueueBatched enqueues n chaos.sleep jobs of 0-20 ms on queue, each
-// payload its own (so each its own fingerprint), in batches of 1,000.
-func enqueueBatched(t *testing.T, e *engine.Engine, queue string, n int) []string {
+// sleepJobs are n chaos.sleep jobs of lo..hi ms on queue, numbered from
+// first, each payload its own (so each its own fingerprint), each with an
+// id of its own, so that enqueueing them again is harmless.
+func sleepJobs(t *testing.T, queue string, first, n, lo, hi int) []engine.EnqueueParams {
 	t.Helper()
-	r := rand.New(rand.NewPCG(17, uint64(n)))
-	ids := make([]string, 0, n)
-	for len(ids) < n {
-		ps := make([]engine.EnqueueParams, min(1000, n-len(ids)))
-		for i := range ps {
-			ps[i] = engine.EnqueueParams{Queue: queue, Kind: chaos.KindSleep,
-				Args: chaos.Sleep{MS: r.IntN(21), N: len(ids) + i, Run: queue}}
-		}
-		res, err := e.EnqueueMany(context.Background(), ps)
+	r := rand.New(rand.NewPCG(17, uint64(first)))
+	ps := make([]engine.EnqueueParams, n)
+	for i := range ps {
+		id, err := uuid.NewV7()
 		if err != nil {
-			t.Fatalf("enqueue: %v", err)
+			t.Fatal(err)
 		}
-		for i, x := range res {
-			if x.Err != nil {
-				t.Fatalf("enqueue job %d: %v", len(ids)+i, x.Err)
+		ps[i] = engine.EnqueueParams{ID: id.String(), Queue: queue, Kind: chaos.KindSleep,
+			Args: chaos.Sleep{MS: lo + r.IntN(hi-lo+1), N: first + i, Run: queue}}
+	}
+	return ps
+}
+
+// enqueueAll enqueues ps in batches of 1,000. A batch that fails is sent
+// again (the ids make that harmless) until retryFor has passed: a store
+// that is coming back is given that long.
+func enqueueAll(t *testing.T, e *engine.Engine, ps []engine.EnqueueParams, retryFor time.Duration) []string {
+	t.Helper()
+	ids := make([]string, 0, len(ps))
+	for len(ids) < len(ps) {
+		batch := ps[len(ids):min(len(ps), len(ids)+1000)]
+		deadline := time.Now().Add(retryFor)
+		for {
+			res, err := e.EnqueueMany(context.Background(), batch)
+			if err == nil {
+				for _, x := range res {
+					if x.Err != nil {
+						err = x.Err
+					}
+				}
 			}
-			ids = append(ids, x.Job.ID)
+			if err == nil {
+				for _, x := range res {
+					ids = append(ids, x.Job.ID)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("enqueue %d jobs: %v", len(batch), err)
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
 	}
 	return ids
+}
+
+// enqueueBatched enqueues n chaos.sleep jobs of 0-20 ms on queue.
+func enqueueBatched(t *testing.T, e *engine.Engine, queue string, n int) []string {
+	t.Helper()
+	return enqueueAll(t, e, sleepJobs(t, queue, 0, n, 0, 20), 0)
 }
 
 // counts are the queue's jobs by state, from the maintained counters.
