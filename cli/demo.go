@@ -90,7 +90,17 @@ func runDemo(ctx context.Context, o *demoOptions, lo *logOptions, out io.Writer)
 	}
 	// The demo owns its store and sets it up: OpenStore creates and
 	// migrates (DESIGN.md, "Creating and migrating a store").
-	store, err := cliutil.OpenStore(ctx, storeURL, log)
+	openURL := storeURL
+	if t.Backend == "postgres" && !strings.Contains(storeURL, "migrate=") {
+		// On PostgreSQL a process migrates only when told; the demo is
+		// always told (the backend's migrate=true parameter).
+		sep := "?"
+		if strings.Contains(storeURL, "?") {
+			sep = "&"
+		}
+		openURL += sep + "migrate=true"
+	}
+	store, err := cliutil.OpenStore(ctx, openURL, log)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}

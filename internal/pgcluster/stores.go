@@ -47,9 +47,24 @@ func WithSchema(raw, schema string) string {
 // BouncerStoreURL is the store URL of a PostgreSQL store reached through
 // a PgBouncer (bouncer) whose LISTEN connection goes to the server
 // directly (direct): the backend's optional listen_url parameter, since a
-// LISTEN needs a session and transaction pooling keeps none.
+// LISTEN needs a session and transaction pooling keeps none. Statements go
+// by pgx's simple protocol (default_query_exec_mode): a prepared
+// statement is a session's, and a transaction-mode PgBouncer hands each
+// transaction whichever server connection is free.
 func BouncerStoreURL(bouncer, direct string) string {
-	return withParam(bouncer, "listen_url", direct)
+	return withParam(withParam(bouncer, "listen_url", direct), "default_query_exec_mode", "simple_protocol")
+}
+
+// Migrating is a store URL that opens migrating: for postgres:// the
+// backend's migrate=true (a process on PostgreSQL migrates only when told;
+// DESIGN.md, "Creating and migrating a store"). Other URLs are returned
+// as they are: SQLite's processes migrate by themselves.
+func Migrating(raw string) string {
+	t, err := cliutil.ParseStoreURL(raw)
+	if err != nil || t.Backend != "postgres" || strings.Contains(raw, "migrate=") {
+		return raw
+	}
+	return withParam(raw, "migrate", "true")
 }
 
 func withParam(raw, key, value string) string {
@@ -110,25 +125,26 @@ func DropSchema(raw, schema string) {
 }
 
 // stripStoreParams removes the store's own parameters (schema,
-// listen_url), which are not libpq's, so pgx can connect with the rest.
+// listen_url, migrate), which are not libpq's, so pgx can connect with the rest.
 func stripStoreParams(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return raw
 	}
 	q := u.Query()
-	q.Del("schema")
-	q.Del("listen_url")
+	for _, k := range []string{"schema", "listen_url", "migrate"} {
+		q.Del(k)
+	}
 	u.RawQuery = q.Encode()
 	return u.String()
 }
 
-// OpenStore opens (creating and migrating) the store a URL names for a
-// test, closed when the test ends. A backend not built yet (the error
-// wraps engine.ErrUnsupported) skips the test with that reason.
+// OpenStore opens (creating and migrating: see Migrating) the store a URL
+// names for a test, closed when the test ends. A backend not built yet
+// (the error wraps engine.ErrUnsupported) skips the test with that reason.
 func OpenStore(t testing.TB, raw string) engine.Store {
 	t.Helper()
-	s, err := cliutil.OpenStore(context.Background(), raw, nil)
+	s, err := cliutil.OpenStore(context.Background(), Migrating(raw), nil)
 	if errors.Is(err, engine.ErrUnsupported) {
 		t.Skip(err)
 	}
