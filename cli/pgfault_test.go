@@ -100,6 +100,8 @@ func TestFaultPostgresRestart(t *testing.T) {
 	// The restart: a fast shutdown (every session ended), two seconds
 	// without a server — past heartbeats, short of the lease — and the
 	// server back on the same port with its data.
+	marks := logMarks(ws)
+	atStop := countsNow(e, queue)
 	if err := c.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -108,6 +110,7 @@ func TestFaultPostgresRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	alive()
+	t.Logf("server restarted with %d of %d jobs completed, %d running", atStop[engine.StateCompleted], before, atStop[engine.StateRunning])
 	// The test's engine reconnects too: it enqueues more after the
 	// restart (a batch that meets a dead connection is sent again).
 	ids = append(ids, enqueueAll(t, e, sleepJobs(t, queue, before, after, 5, 40), time.Minute)...)
@@ -119,6 +122,15 @@ func TestFaultPostgresRestart(t *testing.T) {
 	})
 	for _, w := range ws {
 		w.stop(t)
+	}
+	// Each worker said it lost the store, in a few lines, not one per
+	// attempt.
+	for _, w := range ws {
+		lines := problemLines(t, w, marks[w.name], -1)
+		t.Logf("%s logged %d warnings/errors across the restart; the first: %s", w.name, len(lines), first(lines))
+		if len(lines) == 0 || len(lines) > 12 {
+			t.Errorf("%s logged %d warnings/errors across the restart, want a few (one per outage and loop):\n%s", w.name, len(lines), strings.Join(lines, "\n"))
+		}
 	}
 	runs, completions, _ := readSide(t, side)
 	rerun, unrecorded := 0, 0
@@ -169,7 +181,7 @@ func TestFaultPostgresConnectionsExhausted(t *testing.T) {
 	if err := chaos.CreateSideTable(side); err != nil {
 		t.Fatal(err)
 	}
-	const n = 3000
+	const n = 4000
 	queue := fmt.Sprintf("exhaust-%x", time.Now().UnixNano()&0xffffffff)
 	ids := enqueueAll(t, e, sleepJobs(t, queue, 0, n, 20, 60), 0)
 
@@ -201,36 +213,28 @@ func TestFaultPostgresConnectionsExhausted(t *testing.T) {
 		return c != nil && c[engine.StateCompleted] >= n/10
 	})
 
-	// The other client takes every free slot, ends the sluice processes'
-	// connections over one of its own and takes their slots as they free,
-	// until two rounds in a row find no sluice connection left.
-	h := c.NewHolder()
-	defer h.Release()
+	// The other client takes every slot: it shuts the store's database to
+	// new connections, ends the sluice processes' connections, fills every
+	// slot from a database of its own and opens the store's database
+	// again, so that the sluice processes are refused for want of a slot.
 	marks := logMarks(procs)
-	quiet := 0
-	waitFor(t, "every connection slot held by the other client", 2*time.Minute, func() bool {
-		h.Grab(ctx, 0)
-		ended, err := h.Terminate(ctx, "sluice")
-		if err != nil {
-			t.Fatalf("terminate the sluice connections: %v", err)
-		}
-		h.Grab(ctx, 0)
-		if ended == 0 {
-			quiet++
-		} else {
-			quiet = 0
-		}
-		return quiet >= 2
-	})
-	t.Logf("the other client holds %d connections of max_connections 40", h.Held())
+	began := time.Now()
+	h, err := c.Exhaust(ctx, "sluice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release()
+	t.Logf("the other client holds %d connections of max_connections 40 (%s after it began)", h.Held(), time.Since(began).Round(time.Millisecond))
 
-	// The outage as the API tells it: 503 with Retry-After.
+	// The outage as the API tells it: 503 with Retry-After, once the
+	// server has refused it a connection (SQLSTATE 53300, too many
+	// clients), not only cut the one it had.
 	var body string
-	waitFor(t, "the API to answer 503", time.Minute, func() bool {
+	waitFor(t, "the API to answer 503 for want of a connection", time.Minute, func() bool {
 		alive()
 		status, b := get(api)
 		body = b
-		return status == http.StatusServiceUnavailable
+		return status == http.StatusServiceUnavailable && (strings.Contains(b, "53300") || strings.Contains(b, "too many clients"))
 	})
 	t.Logf("API during the outage: 503 %s", strings.TrimSpace(body))
 	// Each process says it lost the store: at least one warning or error.
@@ -249,6 +253,13 @@ func TestFaultPostgresConnectionsExhausted(t *testing.T) {
 	alive()
 	ends := logMarks(procs)
 	h.Release()
+	var left map[engine.State]int64
+	waitFor(t, "the test's engine to reach the store again", time.Minute, func() bool {
+		left = countsNow(e, queue)
+		return left != nil
+	})
+	t.Logf("slots freed %s after the outage began, %d of %d jobs not yet completed", time.Since(began).Round(time.Millisecond),
+		n-left[engine.StateCompleted], n)
 
 	for _, p := range procs {
 		lines := problemLines(t, p, marks[p.name], ends[p.name])
@@ -269,6 +280,7 @@ func TestFaultPostgresConnectionsExhausted(t *testing.T) {
 		status, _ := get(api)
 		return status == http.StatusOK
 	})
+	t.Logf("every job completed and the API answers again %s after the outage began", time.Since(began).Round(time.Millisecond))
 	for _, w := range ws {
 		w.stop(t)
 	}

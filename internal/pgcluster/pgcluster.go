@@ -23,6 +23,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -194,16 +195,110 @@ func (c *Cluster) NewHolder() *Holder {
 
 // Grab opens connections until the server refuses one (or n are open,
 // when n > 0) and returns how many it holds in all. A refusal is not an
-// error: it is what Grab is for.
+// error: it is what Grab is for. It connects from several goroutines at
+// once, so that clients reconnecting at the same time do not win every
+// slot that frees.
 func (h *Holder) Grab(ctx context.Context, n int) int {
-	for n <= 0 || len(h.conns) < n {
-		cn, err := pgx.Connect(ctx, h.url)
-		if err != nil {
-			break
-		}
-		h.conns = append(h.conns, cn)
+	const parallel = 8
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range parallel {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				full := n > 0 && len(h.conns) >= n
+				mu.Unlock()
+				if full {
+					return
+				}
+				cn, err := pgx.Connect(ctx, h.url)
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				if n > 0 && len(h.conns) >= n {
+					mu.Unlock()
+					cn.Close(context.Background())
+					return
+				}
+				h.conns = append(h.conns, cn)
+				mu.Unlock()
+			}
+		}()
 	}
+	wg.Wait()
 	return len(h.conns)
+}
+
+// Exhaust is another client taking every connection slot of the server
+// from the clients whose application_name is app, which are connected to
+// the cluster's database postgres and reconnect as fast as they can:
+//
+//  1. database postgres stops accepting connections (ALLOW_CONNECTIONS
+//     false), so app's clients cannot win back a slot that frees;
+//  2. app's connections are ended;
+//  3. the holder fills every slot (max_connections, a superuser may take
+//     the reserved ones too) from a database of its own;
+//  4. database postgres accepts connections again: app's clients are
+//     now refused for want of a slot (SQLSTATE 53300, too many clients).
+//
+// The slots are the holder's until Release.
+func (c *Cluster) Exhaust(ctx context.Context, app string) (*Holder, error) {
+	// The holder's database: created from template1, which always exists,
+	// and which no client of the store uses.
+	boot, err := pgx.Connect(ctx, c.dbURL("template1"))
+	if err != nil {
+		return nil, fmt.Errorf("pgcluster: exhaust: %w", err)
+	}
+	var exists bool
+	err = boot.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = 'pgcluster_hold')`).Scan(&exists)
+	if err == nil && !exists {
+		_, err = boot.Exec(ctx, `CREATE DATABASE pgcluster_hold`)
+	}
+	boot.Close(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pgcluster: exhaust: %w", err)
+	}
+	h := &Holder{url: c.dbURL("pgcluster_hold") + "&application_name=pgcluster-hold"}
+	if h.Grab(ctx, 1) != 1 {
+		return nil, fmt.Errorf("pgcluster: exhaust: no connection to pgcluster_hold")
+	}
+	admin := h.conns[0]
+	fail := func(err error) (*Holder, error) {
+		_, _ = admin.Exec(context.Background(), `ALTER DATABASE postgres ALLOW_CONNECTIONS true`)
+		h.Release()
+		return nil, fmt.Errorf("pgcluster: exhaust: %w", err)
+	}
+	var max int
+	if err := admin.QueryRow(ctx, `SELECT current_setting('max_connections')::int`).Scan(&max); err != nil {
+		return fail(err)
+	}
+	if _, err := admin.Exec(ctx, `ALTER DATABASE postgres ALLOW_CONNECTIONS false`); err != nil {
+		return fail(err)
+	}
+	if _, err := terminate(ctx, admin, app, "postgres"); err != nil {
+		return fail(err)
+	}
+	// A client's attempt to connect takes a slot for a moment before it is
+	// turned away, so a refusal does not yet mean every slot is taken.
+	deadline := time.Now().Add(30 * time.Second)
+	for h.Grab(ctx, max) < max {
+		if time.Now().After(deadline) {
+			return fail(fmt.Errorf("holds %d of %d connection slots after 30s", h.Held(), max))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := admin.Exec(ctx, `ALTER DATABASE postgres ALLOW_CONNECTIONS true`); err != nil {
+		return fail(err)
+	}
+	return h, nil
+}
+
+// dbURL is URL with another database.
+func (c *Cluster) dbURL(db string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.port, db)
 }
 
 // Held is how many connections the holder has.
@@ -216,7 +311,7 @@ func (h *Holder) Terminate(ctx context.Context, app string) (int, error) {
 	if len(h.conns) == 0 {
 		return 0, errors.New("pgcluster: terminate: the holder holds no connection")
 	}
-	return terminate(ctx, h.conns[0], app)
+	return terminate(ctx, h.conns[0], app, "")
 }
 
 // Release closes every held connection.

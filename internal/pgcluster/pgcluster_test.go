@@ -198,3 +198,38 @@ func mustConfig(t *testing.T, u string) *pgx.ConnConfig {
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
 	return cfg
 }
+
+// TestClusterExhaust: Exhaust takes every slot from the clients of an
+// application_name, which are then refused for want of a slot, and gives
+// them back on Release.
+func TestClusterExhaust(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := start(t, Options{MaxConnections: 10})
+	appURL := c.URL() + "&application_name=sluice"
+	for range 3 {
+		cn, err := pgx.Connect(ctx, appURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cn.Close(ctx)
+	}
+	h, err := c.Exhaust(ctx, "sluice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Held() != 10 {
+		t.Errorf("Exhaust holds %d slots, want max_connections 10", h.Held())
+	}
+	_, err = pgx.Connect(ctx, appURL)
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "53300" {
+		t.Errorf("connect while exhausted: %v, want SQLSTATE 53300", err)
+	}
+	h.Release()
+	cn, err := pgx.Connect(ctx, appURL)
+	if err != nil {
+		t.Fatalf("connect after Release: %v", err)
+	}
+	cn.Close(ctx)
+}

@@ -165,14 +165,16 @@ func Terminate(ctx context.Context, raw, app string) (int, error) {
 		return 0, fmt.Errorf("pgcluster: terminate: %w", err)
 	}
 	defer cn.Close(ctx)
-	return terminate(ctx, cn, app)
+	return terminate(ctx, cn, app, "")
 }
 
-func terminate(ctx context.Context, cn *pgx.Conn, app string) (int, error) {
+// terminate ends, over cn, the connections named app to database db (""
+// for cn's own).
+func terminate(ctx context.Context, cn *pgx.Conn, app, db string) (int, error) {
 	var n int
 	err := cn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE t.ended) FROM (
 		SELECT pg_terminate_backend(pid, 5000) AS ended FROM pg_stat_activity
-		WHERE application_name = $1 AND pid <> pg_backend_pid() AND datname = current_database()) t`, app).Scan(&n)
+		WHERE application_name = $1 AND pid <> pg_backend_pid() AND datname = coalesce(nullif($2, ''), current_database())) t`, app, db).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("pgcluster: terminate %s: %w", app, err)
 	}
