@@ -62,13 +62,14 @@ func TestFaultChaosPostgres(t *testing.T) {
 			// Eight seconds see a store fault or two at the usual weights;
 			// these runs are about the store's faults.
 			o.Weights = map[string]int{chaos.FaultCut: 3, chaos.FaultOutage: 2}
+			o.Ensure = []string{chaos.FaultCut, chaos.FaultOutage}
 			rep := runChaos(t, o)
 			if len(rep.Violations) > 0 {
 				t.Fatalf("chaos on PostgreSQL (%s) seed %d: %d invariants broken, the first: %s (rerun with SLUICE_CHAOS_SEED=%d)",
 					tc.name, o.Seed, len(rep.Violations), rep.Violations[0], o.Seed)
 			}
-			if rep.Cuts == 0 && rep.Outages == 0 {
-				t.Logf("seed %d drove no PostgreSQL fault in %s", o.Seed, o.Duration)
+			if rep.Cuts == 0 || (tc.private && rep.Outages == 0) {
+				t.Errorf("seed %d drove %d cuts and %d server restarts; want each PostgreSQL fault the store offers at least once", o.Seed, rep.Cuts, rep.Outages)
 			}
 		})
 	}

@@ -97,6 +97,9 @@ type Options struct {
 	// Weights replace AllFaults' weights of the faults they name (a short
 	// run that must see a store fault weighs it more).
 	Weights map[string]int
+	// Ensure names faults driven at least once (if the store offers
+	// them): one not picked by half the run is the next one.
+	Ensure []string
 	// FaultEvery is the mean time between faults (DefaultFaultEvery).
 	FaultEvery time.Duration
 	// DefeatFencing starts the workers with --defeat-fencing: the checker
@@ -515,6 +518,7 @@ func (r *run) chaos(ctx context.Context) error {
 	go func() { streamErr <- r.stream(ctx, start, stopStream) }()
 
 	special := 0
+	driven := map[string]bool{}
 	next := time.Now().Add(r.interval(rng))
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -535,6 +539,16 @@ func (r *run) chaos(ctx context.Context) error {
 		}
 		next = time.Now().Add(r.interval(rng))
 		f := faults[rng.IntN(len(faults))]
+		// Past half the run, an ensured fault not driven yet goes first.
+		if time.Now().After(start.Add(r.o.Duration / 2)) {
+			for _, g := range r.o.Ensure {
+				if !driven[g] && r.offers(g) {
+					f = g
+					break
+				}
+			}
+		}
+		driven[f] = true
 		r.mu.Lock()
 		var ws []*proc
 		for _, p := range r.live() {
