@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/sluicehq/sluice/backend/postgres"
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/engine"
 )
@@ -51,9 +52,11 @@ func ParseStoreURL(raw string) (StoreTarget, error) {
 }
 
 // OpenStore opens the store a URL names, with the store's diagnostics
-// sent to log (discarded when nil). Only SQLite is built so far; the
-// PostgreSQL and Redis URLs are recognised and refused with an error that
-// wraps engine.ErrUnsupported.
+// sent to log (discarded when nil). A SQLite file is created and migrated
+// as it opens; a PostgreSQL schema only with migrate=true in the URL
+// (otherwise a schema behind or ahead is refused, naming `sluice
+// migrate`). A backend not built yet is refused with an error that wraps
+// engine.ErrUnsupported.
 func OpenStore(ctx context.Context, rawURL string, log *slog.Logger) (engine.Store, error) {
 	return openStore(ctx, rawURL, log, false)
 }
@@ -73,6 +76,15 @@ func openStore(ctx context.Context, rawURL string, log *slog.Logger, mustExist b
 	switch t.Backend {
 	case "sqlite":
 		s, err := sqlite.Open(ctx, t.Path, sqlite.Options{Logger: log, MustExist: mustExist})
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	case "postgres":
+		// A process opening a PostgreSQL store migrates it only when
+		// told (migrate=true in the URL, or `sluice migrate`): see
+		// postgres.Options.
+		s, err := postgres.Open(ctx, rawURL, postgres.Options{Logger: log, MustExist: mustExist})
 		if err != nil {
 			return nil, err
 		}
