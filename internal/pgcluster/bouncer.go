@@ -97,9 +97,15 @@ admin_users = postgres
 pool_mode = transaction
 default_pool_size = %d
 max_client_conn = 2000
-; pgx sends no parameters pgbouncer does not track but these two, which
-; other clients (psql, lib/pq) send.
-ignore_startup_parameters = extra_float_digits,options
+; Startup parameters PgBouncer does not track refuse the connection
+; ("unsupported startup parameter"). extra_float_digits and options are
+; what other clients (psql, lib/pq) send. plan_cache_mode is what the
+; PostgreSQL store sends (force_generic_plan): a WORKAROUND, to go when
+; the store stops sending it through a bouncer — a user's PgBouncer
+; without this line refuses the store's connections. Ignoring it loses
+; nothing here: under the simple protocol nothing is prepared, so there
+; is no plan cache for it to steer.
+ignore_startup_parameters = extra_float_digits,options,plan_cache_mode
 server_reset_query =
 logfile = %s
 pidfile = %s
