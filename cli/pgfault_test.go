@@ -128,7 +128,7 @@ func TestFaultPostgresRestart(t *testing.T) {
 	for _, w := range ws {
 		lines := problemLines(t, w, marks[w.name], -1)
 		t.Logf("%s logged %d warnings/errors across the restart; the first: %s", w.name, len(lines), first(lines))
-		if len(lines) == 0 || len(lines) > 12 {
+		if len(lines) == 0 || len(lines) > maxOutageLines {
 			t.Errorf("%s logged %d warnings/errors across the restart, want a few (one per outage and loop):\n%s", w.name, len(lines), strings.Join(lines, "\n"))
 		}
 	}
@@ -264,9 +264,7 @@ func TestFaultPostgresConnectionsExhausted(t *testing.T) {
 	for _, p := range procs {
 		lines := problemLines(t, p, marks[p.name], ends[p.name])
 		t.Logf("%s logged %d warnings/errors during the outage; the first: %s", p.name, len(lines), first(lines))
-		// One line per outage and loop, not one per attempt: a process
-		// retrying every 50 ms for 5 s would write a hundred.
-		if len(lines) > 12 {
+		if len(lines) > maxOutageLines {
 			t.Errorf("%s logged %d warnings/errors in one outage, want a few (one per outage and loop):\n%s", p.name, len(lines), strings.Join(lines, "\n"))
 		}
 	}
@@ -303,6 +301,13 @@ func TestFaultPostgresConnectionsExhausted(t *testing.T) {
 		}
 	}
 }
+
+// maxOutageLines bounds the warnings and errors one process may log in
+// one store outage: issue 17 asks for one line per outage, and a process
+// has a handful of loops that meet it (claims per queue, completions,
+// heartbeat, maintenance tasks, operations, the listener) — not one line
+// per attempt, which at the fault tests' timings is hundreds.
+const maxOutageLines = 12
 
 // get is a GET's status and body; 0 when no answer came.
 func get(url string) (int, string) {
