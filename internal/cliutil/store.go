@@ -60,8 +60,7 @@ func ParseStoreURL(raw string) (StoreTarget, error) {
 // sent to log (discarded when nil). A SQLite file is created and migrated
 // as it opens; a PostgreSQL schema only with migrate=true in the URL
 // (otherwise a schema behind or ahead is refused, naming `sluice
-// migrate`); a Redis namespace is created when empty. A backend not built yet is refused with an error that wraps
-// engine.ErrUnsupported.
+// migrate`); a Redis namespace is created when empty.
 func OpenStore(ctx context.Context, rawURL string, log *slog.Logger) (engine.Store, error) {
 	return openStore(ctx, rawURL, log, false)
 }
