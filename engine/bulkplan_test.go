@@ -18,10 +18,10 @@ func killJobs(t *testing.T, store engine.Store, queue string, enqueue []string, 
 	t.Helper()
 	ctx := context.Background()
 	e, err := engine.New(store, engine.Config{
-		Queues:              map[string]engine.QueueConfig{queue: {Concurrency: 4}},
-		PollInterval:        10 * time.Millisecond,
-		NoMaintenance:       true, // no operation runs behind the test's back
-		ShutdownTimeout:     5 * time.Second,
+		Queues:          map[string]engine.QueueConfig{queue: {Concurrency: 4}},
+		PollInterval:    10 * time.Millisecond,
+		NoMaintenance:   true, // no operation runs behind the test's back
+		ShutdownTimeout: 5 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
