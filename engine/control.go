@@ -148,6 +148,10 @@ type JobPage struct {
 type JobDetail struct {
 	Job      *Job    `json:"job"`
 	Timeline []Event `json:"timeline"`
+	// DeleteAt, for a terminal job, is when retention deletes it (the
+	// first maintenance sweep after it); nil when its state is kept
+	// forever, or the job is not terminal.
+	DeleteAt *time.Time `json:"delete_at,omitempty"`
 }
 
 // Counts is jobs per state, per queue.
@@ -174,6 +178,10 @@ type QueueInfo struct {
 	Name   string          `json:"name"`
 	Paused bool            `json:"paused"`
 	Counts map[State]int64 `json:"counts"`
+	// Retention is how long after entering each terminal state a job of
+	// the queue is kept (in nanoseconds on the wire); a state absent is
+	// kept forever. The engine fills it from its configuration.
+	Retention map[State]time.Duration `json:"retention,omitempty"`
 }
 
 // RetryOptions tunes an operator retry.

@@ -97,7 +97,7 @@ func (e *Engine) GetJob(ctx context.Context, id string, includePayload bool) (*J
 	if err != nil {
 		return nil, fmt.Errorf("job %s timeline: %w", id, err)
 	}
-	return &JobDetail{Job: j, Timeline: Timeline(j, ev)}, nil
+	return &JobDetail{Job: j, Timeline: Timeline(j, ev), DeleteAt: e.deleteAt(j)}, nil
 }
 
 // Counts reads the maintained counters.
@@ -148,8 +148,16 @@ func (e *Engine) ErrorGroups(ctx context.Context, f Filter) ([]ErrorGroup, error
 }
 
 // Queues lists queues with their counts and pause state.
+// Each queue says the retention this engine's maintenance applies to it.
 func (e *Engine) Queues(ctx context.Context) ([]QueueInfo, error) {
-	return e.store.QueueList(ctx)
+	qs, err := e.store.QueueList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := range qs {
+		qs[i].Retention = e.RetentionOf(qs[i].Name)
+	}
+	return qs, nil
 }
 
 // PauseQueue stops workers claiming from queue.
