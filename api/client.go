@@ -399,8 +399,12 @@ func (c *Client) Apply(ctx context.Context, action engine.Action, ids []string) 
 }
 
 func (c *Client) Bulk(ctx context.Context, p engine.BulkParams) (*engine.BulkResult, error) {
-	sel := selectorOf(p.Selector)
-	b, err := jsonBody(bulkRequest{Action: p.Action, Selector: &sel, DryRun: p.DryRun, RatePerSecond: p.RatePerSecond})
+	req := bulkRequest{Action: p.Action, DryRun: p.DryRun, RatePerSecond: p.RatePerSecond, Plan: planWireOf(p.Plan)}
+	if !p.Selector.IsEmpty() || p.Plan == nil {
+		sel := selectorOf(p.Selector)
+		req.Selector = &sel
+	}
+	b, err := jsonBody(req)
 	if err != nil {
 		return nil, err
 	}

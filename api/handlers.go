@@ -407,6 +407,11 @@ func (s *Server) bulk(_ *http.Request, c *caller, body []byte) (runFunc, error) 
 	if err := checkFilter(c, p.Selector); err != nil {
 		return nil, err
 	}
+	if p.Plan != nil {
+		if err := checkFilter(c, p.Plan.Selector); err != nil {
+			return nil, err
+		}
+	}
 	return func(ctx context.Context) (*reply, error) {
 		res, err := s.ctl.Bulk(ctx, p)
 		if err != nil {

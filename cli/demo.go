@@ -18,12 +18,13 @@ import (
 )
 
 type demoOptions struct {
-	db      string
-	store   string
-	trickle time.Duration
-	every   time.Duration
-	plain   bool
-	console tuiOptions
+	retention retentionFlag
+	db        string
+	store     string
+	trickle   time.Duration
+	every     time.Duration
+	plain     bool
+	console   tuiOptions
 }
 
 func newDemoCmd(lo *logOptions) *cobra.Command {
@@ -59,6 +60,7 @@ Logs are discarded unless --log-file is given; they never reach the screen.`,
 	cmd.Flags().StringVar(&o.console.theme, "theme", "", "console theme: dark, light, high-contrast or mono")
 	cmd.Flags().BoolVar(&o.console.mouse, "mouse", false, "use the mouse: wheel, row and tab clicks")
 	cmd.Flags().StringVar(&o.console.state, "state", "archived", "state tab the console opens on")
+	o.retention.add(cmd.Flags())
 	return cmd
 }
 
@@ -117,7 +119,7 @@ func runDemo(ctx context.Context, o *demoOptions, lo *logOptions, out io.Writer)
 	if plain {
 		engStore = tally.Wrap(store)
 	}
-	e, err := engine.New(engStore, engine.Config{
+	cfg := engine.Config{
 		Queues: map[string]engine.QueueConfig{
 			demo.QueueBilling: {Concurrency: 8},
 			demo.QueueEmail:   {Concurrency: 8},
@@ -126,7 +128,11 @@ func runDemo(ctx context.Context, o *demoOptions, lo *logOptions, out io.Writer)
 		CrashBackoff:    demo.CrashBackoff,
 		ShutdownTimeout: 5 * time.Second,
 		Logger:          log,
-	})
+	}
+	if err := o.retention.apply(&cfg); err != nil {
+		return err
+	}
+	e, err := engine.New(engStore, cfg)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 )
 
 type workerOptions struct {
+	retention           retentionFlag
 	store               string
 	queues              string
 	concurrency         int
@@ -73,6 +74,7 @@ Logs go to stderr (slog text) unless --log-file is given.`,
 	f.IntVar(&o.crashLimit, "crash-limit", engine.DefaultCrashLimit, "crashes of one job that quarantine its fingerprint")
 	f.DurationVar(&o.crashBackoff, "crash-backoff", 0, "fixed delay before a crashed job runs again (0: the engine's growing default)")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long running jobs get to finish at shutdown")
+	o.retention.add(f)
 	return cmd
 }
 
@@ -116,6 +118,9 @@ func runWorker(ctx context.Context, o *workerOptions, lo *logOptions, kinds Kind
 		CrashLimit:          o.crashLimit,
 		ShutdownTimeout:     o.shutdownTimeout,
 		Logger:              log,
+	}
+	if err := o.retention.apply(&cfg); err != nil {
+		return err
 	}
 	for _, q := range queues {
 		cfg.Queues[q] = engine.QueueConfig{Concurrency: o.concurrency}

@@ -41,8 +41,14 @@ type Config struct {
 	MaxAttempts int
 	// PayloadLimit is the largest payload accepted, in bytes (1 MiB).
 	PayloadLimit int
-	// Retention of terminal jobs per state; see DefaultRetention.
+	// Retention of terminal jobs per state; see DefaultRetention. A
+	// negative retention (Forever), like a state left out, keeps the jobs.
 	Retention map[State]time.Duration
+	// QueueRetention overrides Retention per queue and state, like
+	// QueueConfig.Retention but for any queue, also those this engine does
+	// not work: maintenance, which any engine may lead, sweeps them all.
+	// Where both name a state, QueueRetention wins.
+	QueueRetention map[string]map[State]time.Duration
 	// ShutdownTimeout bounds the drain on Stop (10s); work unfinished by
 	// then is released without charging an attempt.
 	ShutdownTimeout time.Duration

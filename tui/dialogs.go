@@ -134,7 +134,9 @@ func (m *Model) bulkKey(msg tea.KeyPressMsg) tea.Cmd {
 				return nil
 			}
 			b.phase = bulkStarting
-			return m.bulkCmd(engine.BulkParams{Action: b.action, Selector: b.selector}, b.seq)
+			// The preview's plan: the run takes only jobs that were in
+			// their state when the preview counted, never more.
+			return m.bulkCmd(engine.BulkParams{Action: b.action, Selector: b.selector, Plan: b.preview.Plan}, b.seq)
 		case km.Matches(msg, keymap.Back), km.Matches(msg, keymap.Quit), msg.String() == "n":
 			m.bulk = nil
 			return m.toast("bulk cancelled — nothing changed")
@@ -331,7 +333,7 @@ func (m *Model) bulkBox(w, h int) []string {
 					clip(r.queue+" "+r.kind+" "+t.ErrorText.Render(r.errMsg), rest))
 			}
 		}
-		lines = append(lines, t.Muted.Render("jobs that change state after it starts are left alone"))
+		addWrapped("the run takes at most these "+count+": jobs that enter the state after this preview are left alone", t.Muted.Render)
 		lines = append(lines, "")
 		if b.phase == bulkStarting {
 			lines = append(lines, t.Muted.Render("starting…"))
