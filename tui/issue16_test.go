@@ -502,3 +502,49 @@ func TestTabsSayWhenTheyAreTotals(t *testing.T) {
 	s.keys("<enter>")
 	s.waitFor(`error:"currency"`, "  totals")
 }
+
+// TestTimelineClaimsEachRun (issue 16, problem 10): the happy path keeps
+// no event rows, so only the last run's claim is stored; the sheet's
+// timeline shows a claim before each earlier run too, derived from its
+// error entry, numbered as the run and marked as derived.
+func TestTimelineClaimsEachRun(t *testing.T) {
+	f := setup(t, false)
+	s := start(t, f.eng, testOptions())
+	s.waitFor("inv-0004")
+	s.keys("j", "j", "j", "<enter>")
+	screen := s.waitFor("job inv-0004", "timeline (7)")
+	var kinds []string
+	in := false
+	for _, l := range strings.Split(screen, "\n") {
+		_, after, ok := strings.Cut(l, "│ ")
+		if !ok {
+			continue
+		}
+		after = strings.TrimSpace(after)
+		switch {
+		case strings.HasPrefix(after, "timeline ("):
+			in = true
+			continue
+		case in && after == "":
+			in = false
+		}
+		if f := strings.Fields(after); in && len(f) >= 2 && len(f[0]) == 8 && f[0][2] == ':' {
+			k := f[1]
+			if strings.HasPrefix(k, "+") && len(f) >= 3 {
+				k = f[2]
+			}
+			if len(f) >= 4 && strings.HasPrefix(f[len(f)-3], "#") {
+				k += " " + f[len(f)-3]
+			}
+			kinds = append(kinds, k)
+		}
+	}
+	want := []string{"enqueued", "claimed #1", "failed #1", "claimed #2", "failed #2", "claimed", "archived #3"}
+	if !slices.Equal(kinds, want) {
+		t.Fatalf("timeline reads %q, want %q:\n%s", kinds, want, screen)
+	}
+	if n := strings.Count(screen, engine.DerivedClaimNote); n != 2 {
+		t.Fatalf("%d claims say they are derived, want the two earlier runs':\n%s", n, screen)
+	}
+	s.golden(screen)
+}
