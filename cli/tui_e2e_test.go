@@ -215,6 +215,7 @@ func TestConsoleBulkRetry(t *testing.T) {
 	}
 	c.send("y")
 	done := c.waitFor(`bulk retry completed: (\d+) matched, (\d+) retried, (\d+) failed`, 30*time.Second)
+	c.send("Escape") // the dialog stays on the result until closed
 	c.quit()
 	retried, _ := strconv.Atoi(done[2])
 	got := retriedJobs(t, c.db)
@@ -343,6 +344,7 @@ func TestConsoleAttachedOverHTTP(t *testing.T) {
 	}
 	c.send("y")
 	c.waitFor(`bulk retry completed: 8 matched, 8 retried, 0 failed`, 30*time.Second)
+	c.send("Escape") // the dialog stays on the result until closed
 	c.quit()
 	got := retriedJobs(t, db)
 	if len(got) != 8 {

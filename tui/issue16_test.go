@@ -548,3 +548,37 @@ func TestTimelineClaimsEachRun(t *testing.T) {
 	}
 	s.golden(screen)
 }
+
+// TestBulkRateInDialog (issue 16, problem 6): the preview takes a rate
+// limit typed as digits, the operation runs at it (its record says so),
+// the progress shows the limit with the measured rate and ETA, and the
+// dialog stays on the result until the operator closes it.
+func TestBulkRateInDialog(t *testing.T) {
+	f := setup(t, false)
+	s := start(t, f.eng, testOptions())
+	s.waitFor("inv-0001")
+	s.keys("/")
+	s.typeText("queue:billing")
+	s.keys("<enter>")
+	s.waitFor("/ queue:billing", "› inv-0005")
+	s.keys("b")
+	s.waitFor("retry 5 jobs", "no limit")
+	s.keys("2", "0", "<backspace>")
+	s.goldenAs("preview", s.waitFor("rate [", "2▏] jobs/s · takes about 2s"))
+	s.keys("y")
+	s.waitFor("Bulk retry — pending", "limit 2/s")
+	f.startEngine(t)
+	screen := s.waitFor("Bulk retry — completed", "5 / 5 processed", "esc close")
+	if !strings.Contains(screen, "bulk retry completed: 5 matched, 5 retried, 0 failed") {
+		t.Fatalf("no toast with the result:\n%s", screen)
+	}
+	ops, err := f.eng.Operations(t.Context(), 10, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ops.Operations) != 1 || ops.Operations[0].Rate != 2 {
+		t.Fatalf("operations %+v, want one at 2 jobs/s", ops.Operations)
+	}
+	s.keys("<esc>")
+	s.waitGone("Bulk retry — completed")
+}
