@@ -480,11 +480,12 @@ func TestRowNumbers(t *testing.T) {
 	}
 }
 
-// TestTabsSayWhenTheyAreTotals (issue 16, problem 2): the maintained
-// counters know states and one queue; under any other term of the filter
-// the state tabs say they are totals instead of passing for the filter's
-// counts.
-func TestTabsSayWhenTheyAreTotals(t *testing.T) {
+// TestTabsCountTheFilter (issue 16, problem 2): the state tabs count what
+// the filter matches — from the counters under states and one queue, from
+// engine.Control.CountJobs under any other term — and the tab's number is
+// the list's "of N". A backend that cannot count a filter leaves the tabs
+// as totals, and they say so.
+func TestTabsCountTheFilter(t *testing.T) {
 	f := setup(t, false)
 	s := start(t, f.eng, testOptions())
 	s.waitFor("evil-0001")
@@ -494,13 +495,38 @@ func TestTabsSayWhenTheyAreTotals(t *testing.T) {
 	s.keys("/")
 	s.typeText("queue:billing")
 	s.keys("<enter>")
-	if screen := s.waitFor("/ queue:billing", "› inv-0005"); strings.Contains(screen, "totals") {
+	if screen := s.waitFor("/ queue:billing", "› inv-0005", "archived 5", "1 of 5"); strings.Contains(screen, "totals") {
 		t.Fatalf("one queue's counters are exact, yet the tabs say totals:\n%s", screen)
 	}
 	s.keys("/")
 	s.typeText(` error:"currency"`)
 	s.keys("<enter>")
-	s.waitFor(`error:"currency"`, "  totals")
+	screen := s.waitFor(`error:"currency"`, "▸archived 2", "1 of 2")
+	if strings.Contains(screen, "totals") || !strings.Contains(screen, "quarantined 0") || !strings.Contains(screen, "scheduled 0") {
+		t.Fatalf("the tabs do not count the filter:\n%s", screen)
+	}
+	s.golden(screen)
+	// Another state's tab under the same filter: none there, and the
+	// list agrees.
+	s.keys("<tab>")
+	s.waitFor("▸quarantined 0", "no quarantined jobs match the filter")
+}
+
+// noFilterCounts is a backend that cannot count a filter.
+type noFilterCounts struct{ engine.Control }
+
+func (noFilterCounts) CountJobs(context.Context, engine.CountJobsParams) (*engine.JobCounts, error) {
+	return nil, fmt.Errorf("count jobs: %w", engine.ErrUnsupported)
+}
+
+func TestTabsSayWhenTheyAreTotals(t *testing.T) {
+	f := setup(t, false)
+	s := start(t, noFilterCounts{f.eng}, testOptions())
+	s.waitFor("evil-0001")
+	s.keys("/")
+	s.typeText(`error:"currency"`)
+	s.keys("<enter>")
+	s.waitFor(`error:"currency"`, "▸arch 7", "quar 3", "  totals")
 }
 
 // TestTimelineClaimsEachRun (issue 16, problem 10): the happy path keeps
@@ -581,4 +607,27 @@ func TestBulkRateInDialog(t *testing.T) {
 	}
 	s.keys("<esc>")
 	s.waitGone("Bulk retry — completed")
+}
+
+// TestTabsMarkCappedCounts: a state whose filter count reached its bound
+// reads as at least that many, and the list does not claim a total.
+func TestTabsMarkCappedCounts(t *testing.T) {
+	t.Parallel()
+	m := stillModel(t, goldenW, goldenH)
+	f, err := engine.ParseQuery(`error:"refused"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.jobs.setFilter(`error:"refused"`, f)
+	m.counts = &engine.Counts{Total: map[engine.State]int64{engine.StateArchived: 50_000}}
+	m.fcounts = &engine.JobCounts{States: map[engine.State]int64{engine.StateArchived: 10_000, engine.StateCancelled: 3},
+		Capped: []engine.State{engine.StateArchived}, Max: 10_000}
+	m.fcountsFor = f.String()
+	tabs := strings.Split(plainScreen(m), "\n")[1]
+	if !strings.Contains(tabs, "▸arch 10,000+") || !strings.Contains(tabs, "canc 3") || strings.Contains(tabs, "totals") {
+		t.Fatalf("tabs %q, want arch 10,000+ and canc 3", tabs)
+	}
+	if n, ok := m.matchCount(); ok {
+		t.Fatalf("matchCount = %d, true past the bound", n)
+	}
 }
