@@ -287,9 +287,9 @@ type colsKey struct {
 
 // tabsKey is what the tabs line depends on; it is redrawn when it changes.
 type tabsKey struct {
-	w      int
-	tab    int
-	scr    screen
+	w       int
+	tab     int
+	scr     screen
 	counts  *engine.Counts
 	fcounts *engine.JobCounts
 	theme   *themes.Theme
