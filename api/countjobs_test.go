@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"reflect"
@@ -88,8 +89,21 @@ func TestCountJobs(t *testing.T) {
 		if want := map[engine.State]int64{engine.StateCancelled: 3}; !reflect.DeepEqual(only.States, want) {
 			t.Errorf("%s: counts of one state %+v, want %v", c.name, only.States, want)
 		}
-		if _, err := c.ctl.CountJobs(ctx, engine.CountJobsParams{Filter: gold, Max: engine.MaxCountJobsMax + 1}); err == nil {
-			t.Errorf("%s: a bound past the most was accepted", c.name)
+		if _, err := c.ctl.CountJobs(ctx, engine.CountJobsParams{Filter: gold, Max: engine.MaxCountJobsMax + 1}); !errors.Is(err, engine.ErrInvalid) {
+			t.Errorf("%s: a bound past the most: %v, want ErrInvalid", c.name, err)
 		}
+	}
+
+	// A viewer may count, but not by payload: the count would probe it.
+	vs := httptest.NewServer(api.NewServer(e, api.ServerOptions{Tokens: map[string]api.Identity{
+		"view-token-0123456789": {Name: "sam", Role: engine.RoleViewer}}}))
+	t.Cleanup(vs.Close)
+	viewer := api.NewClient(vs.URL, "view-token-0123456789", api.ClientOptions{})
+	if _, err := viewer.CountJobs(ctx, engine.CountJobsParams{Filter: gold}); !errors.Is(err, api.ErrForbidden) {
+		t.Errorf("a viewer counting by payload: %v, want ErrForbidden", err)
+	}
+	byKind := engine.Filter{Kinds: []string{"charge"}}
+	if got, err := viewer.CountJobs(ctx, engine.CountJobsParams{Filter: byKind}); err != nil || got.States[engine.StateCancelled] != 4 {
+		t.Errorf("a viewer counting by kind: %+v, %v; want 4 cancelled", got, err)
 	}
 }
