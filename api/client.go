@@ -303,6 +303,20 @@ func (c *Client) Counts(ctx context.Context, queue string) (*engine.Counts, erro
 	return &cs, nil
 }
 
+// CountJobs asks GET /jobs/counts/filter for the filter's counts per
+// state.
+func (c *Client) CountJobs(ctx context.Context, p engine.CountJobsParams) (*engine.JobCounts, error) {
+	v := filterQuery(p.Filter)
+	if p.Max != 0 {
+		v.Set("max", strconv.FormatInt(p.Max, 10))
+	}
+	var out engine.JobCounts
+	if _, err := c.do(ctx, &call{method: "GET", path: "/jobs/counts/filter", query: v, out: &out}); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 func (c *Client) ErrorGroups(ctx context.Context, f engine.Filter) ([]engine.ErrorGroup, error) {
 	var out errorGroupsResponse
 	if _, err := c.do(ctx, &call{method: "GET", path: "/error-groups", query: filterQuery(f), out: &out}); err != nil {

@@ -196,6 +196,14 @@ func TestAPIContract(t *testing.T) {
 		{name: "counts of a queue", method: "GET", path: "/api/v1/jobs/counts?queue=billing", token: tokViewer, want: 200},
 		{name: "counts of a bad queue name", method: "GET", path: "/api/v1/jobs/counts?queue=%20bad%20", token: tokViewer, want: 400},
 		{name: "counts without token", method: "GET", path: "/api/v1/jobs/counts", want: 401},
+		// GET /jobs/counts/filter
+		{name: "filter counts", method: "GET", path: "/api/v1/jobs/counts/filter?q=error:refused", token: tokViewer, want: 200},
+		{name: "filter counts of a state, bounded", method: "GET", path: "/api/v1/jobs/counts/filter?state=archived&max=1", token: tokViewer, want: 200},
+		{name: "filter counts by payload as inspector", method: "GET", path: "/api/v1/jobs/counts/filter?q=payload.to:x", token: tokInspector, want: 200},
+		{name: "filter counts by payload as viewer", method: "GET", path: "/api/v1/jobs/counts/filter?q=payload.to:x", token: tokViewer, want: 403},
+		{name: "filter counts with a bad max", method: "GET", path: "/api/v1/jobs/counts/filter?max=many", token: tokViewer, want: 400},
+		{name: "filter counts with an unknown parameter", method: "GET", path: "/api/v1/jobs/counts/filter?colour=red", token: tokViewer, want: 400},
+		{name: "filter counts without token", method: "GET", path: "/api/v1/jobs/counts/filter", want: 401},
 		// GET /jobs/{id}
 		{name: "get", method: "GET", path: "/api/v1/jobs/dead-1", token: tokViewer, want: 200},
 		{name: "get with payload", method: "GET", path: "/api/v1/jobs/dead-1?include_payload=true", token: tokInspector, want: 200},

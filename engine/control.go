@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -21,6 +22,12 @@ type Control interface {
 	GetJob(ctx context.Context, id string, includePayload bool) (*JobDetail, error)
 	// Counts gives jobs per state per queue; queue "" means all.
 	Counts(ctx context.Context, queue string) (*Counts, error)
+	// CountJobs counts, state by state, the jobs a filter matches — what
+	// ListJobs lists under it — for filters the maintained counters
+	// cannot answer (an error, a payload path, a fingerprint, ...). Each
+	// state is counted exactly up to a bound; past it the count is that
+	// bound and the state is named in Capped.
+	CountJobs(ctx context.Context, p CountJobsParams) (*JobCounts, error)
 	// ErrorGroups groups dead jobs by kind and normalised error.
 	ErrorGroups(ctx context.Context, f Filter) ([]ErrorGroup, error)
 
@@ -159,6 +166,36 @@ type Counts struct {
 	Queues map[string]map[State]int64 `json:"queues"`
 	Total  map[State]int64            `json:"total"`
 }
+
+// CountJobsParams asks CountJobs for the jobs Filter matches in each of
+// its states (every state when it names none).
+type CountJobsParams struct {
+	Filter Filter
+	// Max bounds each state's exact count: DefaultCountJobsMax when 0, at
+	// most MaxCountJobsMax.
+	Max int64
+}
+
+// Bounds of CountJobs: counting a filter reads the jobs it matches, so a
+// screen refreshing live counts asks for a bound it can afford.
+const (
+	DefaultCountJobsMax int64 = 10_000
+	MaxCountJobsMax     int64 = 1_000_000
+)
+
+// JobCounts answers CountJobs.
+type JobCounts struct {
+	// States holds the count of each state asked for (0 included).
+	States map[State]int64 `json:"states"`
+	// Capped names the states whose count reached Max: at least that
+	// many match, maybe more.
+	Capped []State `json:"capped,omitempty"`
+	// Max is the bound each state was counted to.
+	Max int64 `json:"max"`
+}
+
+// IsCapped reports whether s's count stopped at the bound.
+func (c *JobCounts) IsCapped(s State) bool { return slices.Contains(c.Capped, s) }
 
 // ErrorGroup is the dead jobs of one kind sharing a normalised error.
 type ErrorGroup struct {

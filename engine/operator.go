@@ -120,6 +120,43 @@ func (e *Engine) Counts(ctx context.Context, queue string) (*Counts, error) {
 	return c, nil
 }
 
+// CountJobs counts what the filter matches in each state, one bounded
+// count per state: the list under the filter shows as many (ListJobs
+// keeps superseded jobs, so the counts do).
+func (e *Engine) CountJobs(ctx context.Context, p CountJobsParams) (*JobCounts, error) {
+	if err := p.Filter.Validate(); err != nil {
+		return nil, err
+	}
+	limit := p.Max
+	if limit == 0 {
+		limit = DefaultCountJobsMax
+	}
+	if limit < 1 || limit > MaxCountJobsMax {
+		return nil, fmt.Errorf("%w: count bound %d outside 1–%d", ErrInvalid, limit, MaxCountJobsMax)
+	}
+	states := AllStates
+	if len(p.Filter.States) > 0 {
+		states = p.Filter.States
+	}
+	out := &JobCounts{States: make(map[State]int64, len(states)), Max: limit}
+	for _, s := range states {
+		if _, done := out.States[s]; done {
+			continue
+		}
+		f := p.Filter
+		f.States = []State{s}
+		n, capped, err := e.store.JobCount(ctx, &JobCountParams{Filter: f, Max: limit})
+		if err != nil {
+			return nil, fmt.Errorf("count jobs in %s: %w", s, err)
+		}
+		out.States[s] = n
+		if capped {
+			out.Capped = append(out.Capped, s)
+		}
+	}
+	return out, nil
+}
+
 // deadStates are the states ErrorGroups looks at by default.
 var deadStates = []State{StateArchived}
 
