@@ -62,9 +62,23 @@ type Config struct {
 type QueueConfig struct {
 	// Concurrency is how many of its jobs run at once in this process (10).
 	Concurrency int
+	// Prefetch is how many jobs the queue claims ahead of its free slots
+	// (DefaultPrefetch(Concurrency) when 0; none when negative). They are
+	// held under lease, renewed like running jobs and so visible to the
+	// reaper, start as slots free, and are released without charge on
+	// Stop. It makes claims larger and rarer (a transaction per batch is
+	// what a store pays most for at tens of workers), at the price of
+	// jobs a slow process holds while other processes could run them.
+	Prefetch int
 	// Retention overrides Config.Retention for this queue's jobs.
 	Retention map[State]time.Duration
 }
+
+// DefaultPrefetch is a queue's Prefetch when its config leaves it 0:
+// as many as its concurrency, and at least 100, so that a claim takes
+// about a hundred jobs or more even at a concurrency of ten
+// (BENCHMARKS.md, "The hot path at ordinary concurrency").
+func DefaultPrefetch(concurrency int) int { return max(concurrency, 100) }
 
 // DefaultRetention keeps completed and cancelled jobs a day and dead ones
 // two weeks.
@@ -122,6 +136,12 @@ func (c Config) withDefaults() Config {
 	for name, q := range c.Queues {
 		if q.Concurrency <= 0 {
 			q.Concurrency = 10
+		}
+		switch {
+		case q.Prefetch == 0:
+			q.Prefetch = DefaultPrefetch(q.Concurrency)
+		case q.Prefetch < 0:
+			q.Prefetch = 0
 		}
 		qs[name] = q
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,6 +34,9 @@ type benchOptions struct {
 	queue       string
 	label       string
 	timeout     time.Duration
+	// cpuProfile, when set, is a file for a CPU profile of the work
+	// window alone (throughput): not the insert, not the read-back.
+	cpuProfile string
 }
 
 // addFlags registers the flags every scenario built on benchOptions shares;
@@ -69,6 +73,7 @@ Prints one key=value result line on stdout, the shape of the peer harness
 		},
 	}
 	o.addFlags(cmd, 15*time.Minute)
+	cmd.Flags().StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the work window alone (from Start to Stop) to this file")
 	return cmd
 }
 
@@ -159,6 +164,10 @@ func benchThroughput(ctx context.Context, o *benchOptions, lo *cliutil.LogOption
 	res.add("insert_per_sec", float64(o.jobs)/insertDur.Seconds())
 
 	progress("working (concurrency %d)", o.concurrency)
+	stopProfile, err := startCPUProfile(o.cpuProfile)
+	if err != nil {
+		return err
+	}
 	tx0 := writeTransactions(store)
 	cpu0 := processCPU()
 	t1 := time.Now()
@@ -178,6 +187,9 @@ func benchThroughput(ctx context.Context, o *benchOptions, lo *cliutil.LogOption
 	}
 	workDur := time.Since(t1)
 	cpu := processCPU() - cpu0
+	if err := stopProfile(); err != nil {
+		return err
+	}
 	res.add("seconds", workDur)
 	res.add("work_seconds", workDur)
 	res.add("jobs_per_sec", float64(o.jobs)/workDur.Seconds())
@@ -504,6 +516,29 @@ func benchStore(url string, res *benchResult) (cliutil.StoreTarget, error) {
 	}
 	res.add("store", target.Backend)
 	return target, nil
+}
+
+// startCPUProfile starts a CPU profile into path (nothing when path is
+// empty) and returns what stops it and closes the file.
+func startCPUProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		return nil
+	}, nil
 }
 
 // processCPU is this process's CPU time so far, user and system.
