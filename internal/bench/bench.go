@@ -168,6 +168,17 @@ func benchThroughput(ctx context.Context, o *benchOptions, lo *cliutil.LogOption
 	if err != nil {
 		return err
 	}
+	scpu, err := storeCPUFor(target.Backend, o.store)
+	if err != nil && !errors.Is(err, errNoStoreCPU) {
+		return err
+	}
+	var scpu0 map[string]time.Duration
+	if scpu != nil {
+		if scpu0, err = scpu.snapshot(ctx); err != nil {
+			return err
+		}
+	}
+	res.add("load1_before", load1())
 	tx0 := writeTransactions(store)
 	cpu0 := processCPU()
 	t1 := time.Now()
@@ -190,6 +201,16 @@ func benchThroughput(ctx context.Context, o *benchOptions, lo *cliutil.LogOption
 	if err := stopProfile(); err != nil {
 		return err
 	}
+	// The store server's CPU, read before the store closes its
+	// connections (their backends would be gone).
+	storeSource, storeCPU := "in_process", time.Duration(0)
+	if scpu != nil {
+		scpu1, err := scpu.snapshot(ctx)
+		if err != nil {
+			return err
+		}
+		storeSource, storeCPU = scpu.source(), cpuDelta(scpu0, scpu1)
+	}
 	res.add("seconds", workDur)
 	res.add("work_seconds", workDur)
 	res.add("jobs_per_sec", float64(o.jobs)/workDur.Seconds())
@@ -198,7 +219,17 @@ func benchThroughput(ctx context.Context, o *benchOptions, lo *cliutil.LogOption
 	res.add("cpu_us_per_job", float64(cpu.Microseconds())/float64(o.jobs))
 	if tx0 >= 0 {
 		res.add("write_tx_per_job", float64(writeTransactions(store)-tx0)/float64(o.jobs))
+	} else {
+		res.add("write_tx_per_job", "na")
 	}
+	// The split: this process (the engine, and the store too where it is
+	// embedded: SQLite) and the store's own processes, measured apart.
+	perJob := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(o.jobs) }
+	res.add("engine_cpu_us_per_job", perJob(cpu))
+	res.add("store_cpu_us_per_job", perJob(storeCPU))
+	res.add("store_cpu_source", storeSource)
+	res.add("total_cpu_us_per_job", perJob(cpu+storeCPU))
+	res.add("load1_after", load1())
 	res.add("handler_seconds", handlerAt.Sub(t1))
 	res.add("handled", handled.Load())
 
