@@ -16,6 +16,11 @@ import (
 // faultConcurrency is startWorker's --concurrency.
 const faultConcurrency = 8
 
+// faultPrefetch is the surplus the tests' workers hold: fixed, since
+// with the default it follows the rate, and these sleeping jobs run
+// too slowly for one.
+const faultPrefetch = "100"
+
 // heldBy returns the jobs running in the store under worker's lease.
 func heldBy(t *testing.T, s engine.Store, ids []string, worker string) map[string]bool {
 	t.Helper()
@@ -36,7 +41,7 @@ func TestFaultPrefetchReleasedOnStop(t *testing.T) {
 	bin, dbPath, store, e := faultSetup(t)
 	ids := enqueueSleeps(t, e, 300, 100, 200)
 
-	w := startWorker(t, bin, dbPath, "prefetch-stop")
+	w := startWorker(t, bin, dbPath, "prefetch-stop", "--prefetch", faultPrefetch)
 	var held map[string]bool
 	waitFor(t, "the worker to hold more jobs than it runs", 60*time.Second, func() bool {
 		if w.exited() {
@@ -82,7 +87,7 @@ func TestFaultPrefetchReclaimedAfterKill(t *testing.T) {
 	bin, dbPath, store, e := faultSetup(t)
 	ids := enqueueSleeps(t, e, 300, 100, 200)
 
-	first := startWorker(t, bin, dbPath, "prefetch-kill-1")
+	first := startWorker(t, bin, dbPath, "prefetch-kill-1", "--prefetch", faultPrefetch)
 	waitFor(t, "the first worker to hold more jobs than it runs", 60*time.Second, func() bool {
 		if first.exited() {
 			t.Fatalf("first worker exited early: %v", first.err)

@@ -41,6 +41,14 @@ type queueRunner struct {
 	closed bool
 
 	active sync.WaitGroup
+
+	// runs counts the jobs the slots have taken, for the rate.
+	runs atomic.Int64
+	// The rate the queue runs jobs at (jobs per second), kept by the
+	// producer alone: when it was last measured and runs then.
+	rate     float64
+	rateAt   time.Time
+	rateRuns int64
 }
 
 // heldJob is a claimed job and this process's hold on it.
@@ -72,15 +80,35 @@ func (q *queueRunner) stopClaiming() { q.stopOne.Do(func() { close(q.stopCh) }) 
 
 func (q *queueRunner) waitIdle() { q.active.Wait() }
 
-// capacity is how many jobs the runner holds at most: running and held
-// ahead of a slot.
-func (q *queueRunner) capacity() int { return q.cfg.Concurrency + q.cfg.Prefetch }
+// capacity is how many jobs the runner holds at most now: running and
+// held ahead of a slot. Only the producer calls it.
+func (q *queueRunner) capacity() int { return q.cfg.Concurrency + q.surplus() }
 
-// free is how many more jobs the runner may claim now.
-func (q *queueRunner) free() int {
+// surplus is how many jobs to hold ahead of the slots: the configured
+// number, or what the queue runs in PrefetchHorizon at its recent rate.
+func (q *queueRunner) surplus() int {
+	if q.cfg.Prefetch != prefetchAuto {
+		return q.cfg.Prefetch
+	}
+	now := time.Now()
+	if dt := now.Sub(q.rateAt); dt >= 5*time.Millisecond {
+		runs := q.runs.Load()
+		inst := float64(runs-q.rateRuns) / dt.Seconds()
+		if q.rateAt.IsZero() {
+			inst = 0
+		}
+		// Smoothed, so one slow claim does not empty the surplus.
+		q.rate = 0.7*q.rate + 0.3*inst
+		q.rateAt, q.rateRuns = now, runs
+	}
+	return min(DefaultPrefetch(q.cfg.Concurrency), int(q.rate*PrefetchHorizon.Seconds()))
+}
+
+// free is how many more jobs the runner may claim now, out of capacity.
+func (q *queueRunner) free(capacity int) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.capacity() - q.slots - len(q.buf)
+	return capacity - q.slots - len(q.buf)
 }
 
 // run is the producer: claim while there is room and work, then sleep
@@ -95,9 +123,10 @@ func (q *queueRunner) run() {
 	defer close(q.done)
 	defer q.releaseHeld(true, msgReleasedAtShutdown)
 	backoff := 10 * time.Millisecond
-	lowWater := max(1, q.capacity()/2)
 	for {
-		free := q.free()
+		capacity := q.capacity()
+		lowWater := max(1, capacity/2)
+		free := q.free(capacity)
 		if free <= 0 {
 			if !q.wait(q.freedCh, nil) {
 				return
@@ -118,7 +147,7 @@ func (q *queueRunner) run() {
 				if !ok {
 					return
 				}
-				free = q.free()
+				free = q.free(capacity)
 			}
 		}
 		n, err := q.claim(free)
@@ -258,6 +287,7 @@ func (q *queueRunner) hold(jobs []*Job) {
 func (q *queueRunner) work(h heldJob) {
 	defer q.active.Done()
 	for {
+		q.runs.Add(1)
 		q.e.execute(q, h.r, h.j)
 		q.mu.Lock()
 		if q.closed || len(q.buf) == 0 {

@@ -37,6 +37,9 @@ type benchOptions struct {
 	// cpuProfile, when set, is a file for a CPU profile of the work
 	// window alone (throughput): not the insert, not the read-back.
 	cpuProfile string
+	// prefetch is the queue's Prefetch (throughput; 0: the engine's
+	// default, negative: none).
+	prefetch int
 }
 
 // addFlags registers the flags every scenario built on benchOptions shares;
@@ -74,6 +77,7 @@ Prints one key=value result line on stdout, the shape of the peer harness
 	}
 	o.addFlags(cmd, 15*time.Minute)
 	cmd.Flags().StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the work window alone (from Start to Stop) to this file")
+	cmd.Flags().IntVar(&o.prefetch, "prefetch", 0, "jobs claimed ahead of free slots (0: the engine's default, engine.DefaultPrefetch; negative: none)")
 	return cmd
 }
 
@@ -134,7 +138,7 @@ func benchThroughput(ctx context.Context, o *benchOptions, lo *cliutil.LogOption
 	done := make(chan struct{})
 	var handlerAt time.Time
 	e, err := engine.New(store, engine.Config{
-		Queues: map[string]engine.QueueConfig{o.queue: {Concurrency: o.concurrency}},
+		Queues: map[string]engine.QueueConfig{o.queue: {Concurrency: o.concurrency, Prefetch: o.prefetch}},
 		// Keep every terminal job, so the store can be asked about each.
 		Retention: map[engine.State]time.Duration{},
 		Logger:    log,
