@@ -478,7 +478,9 @@ func (e *Engine) Bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 			if err != nil {
 				return nil, err
 			}
-			return &BulkResult{Matched: op.Matched, Estimated: op.Matched >= DryRunExactLimit, Operation: op}, nil
+			// The recorded operation is the store's, as persisted: lift its
+			// cutoff as the first answer did.
+			return &BulkResult{Matched: op.Matched, Estimated: op.Matched >= DryRunExactLimit, Operation: liftCutoff(op)}, nil
 		}
 	}
 	sel, any := spec.Narrow(p.Selector)
