@@ -333,7 +333,7 @@ func (q *queueRunner) releaseHeld(closing bool, msg string) {
 			// Its lease was lost meanwhile: nothing to hand back.
 			e.running.remove(h.r.ref.ID)
 		}
-		e.suspects.done(h.r.suspect, false)
+		e.suspects.dropped(h.r.suspect)
 		h.r.cancel(nil)
 	}
 	e.releaseUnfinished(context.WithoutCancel(e.hardCtx), rs, msg)
@@ -450,16 +450,17 @@ type handlerResult struct {
 
 // execute runs one claimed job to its outcome and writes it.
 func (e *Engine) execute(q *queueRunner, r *runState, j *Job) {
-	var res handlerResult
-	defer func() { e.suspects.done(r.suspect, res.trigger == TriggerCrash) }()
 	defer r.cancel(nil)
-
 	if r.abandoned.Load() {
 		// Its lease was lost while it waited for a slot: the job is no
 		// longer ours to run.
+		e.suspects.dropped(r.suspect)
 		e.running.remove(j.ID)
 		return
 	}
+	var res handlerResult
+	defer func() { e.suspects.done(r.suspect, res.trigger == TriggerCrash) }()
+
 	began := e.handlerStart()
 	res = e.runHandler(r.ctx, r, j)
 	e.observeHandler(r, j, res.trigger, began)
