@@ -37,7 +37,8 @@ type queueRunner struct {
 	slots int
 	// buf holds claimed jobs waiting for a slot, oldest first.
 	buf []heldJob
-	// closed stops buf from feeding slots: the runner is stopping.
+	// closed stops buf from feeding slots: the runner is stopping
+	// (set by stopClaiming, and by the producer's last releaseHeld).
 	closed bool
 
 	active sync.WaitGroup
@@ -76,7 +77,17 @@ func signal(ch chan struct{}) {
 	}
 }
 
-func (q *queueRunner) stopClaiming() { q.stopOne.Do(func() { close(q.stopCh) }) }
+// stopClaiming ends the producer's claims and stops held jobs from
+// starting: from Stop on, only jobs already running finish, and the
+// producer hands the held ones back as it returns.
+func (q *queueRunner) stopClaiming() {
+	q.stopOne.Do(func() {
+		q.mu.Lock()
+		q.closed = true
+		q.mu.Unlock()
+		close(q.stopCh)
+	})
+}
 
 func (q *queueRunner) waitIdle() { q.active.Wait() }
 
@@ -266,7 +277,9 @@ func (q *queueRunner) hold(jobs []*Job) {
 	q.mu.Lock()
 	q.buf = append(q.buf, held...)
 	var starts []heldJob
-	for q.slots < q.cfg.Concurrency && len(q.buf) > 0 {
+	// Once stopping (a claim that was in flight), nothing starts: the
+	// producer hands these back as it returns.
+	for !q.closed && q.slots < q.cfg.Concurrency && len(q.buf) > 0 {
 		starts = append(starts, q.buf[0])
 		q.buf[0] = heldJob{}
 		q.buf = q.buf[1:]
@@ -333,7 +346,7 @@ func (q *queueRunner) releaseHeld(closing bool, msg string) {
 			// Its lease was lost meanwhile: nothing to hand back.
 			e.running.remove(h.r.ref.ID)
 		}
-		e.suspects.done(h.r.suspect, false)
+		e.suspects.dropped(h.r.suspect)
 		h.r.cancel(nil)
 	}
 	e.releaseUnfinished(context.WithoutCancel(e.hardCtx), rs, msg)
@@ -450,16 +463,17 @@ type handlerResult struct {
 
 // execute runs one claimed job to its outcome and writes it.
 func (e *Engine) execute(q *queueRunner, r *runState, j *Job) {
-	var res handlerResult
-	defer func() { e.suspects.done(r.suspect, res.trigger == TriggerCrash) }()
 	defer r.cancel(nil)
-
 	if r.abandoned.Load() {
 		// Its lease was lost while it waited for a slot: the job is no
 		// longer ours to run.
+		e.suspects.dropped(r.suspect)
 		e.running.remove(j.ID)
 		return
 	}
+	var res handlerResult
+	defer func() { e.suspects.done(r.suspect, res.trigger == TriggerCrash) }()
+
 	began := e.handlerStart()
 	res = e.runHandler(r.ctx, r, j)
 	e.observeHandler(r, j, res.trigger, began)
