@@ -186,3 +186,24 @@ func TestNoOrphanedKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestDurabilityWarnings: the store says when the server keeps nothing on
+// disk or evicts keys, as the server's own configuration says.
+func TestDurabilityWarnings(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := redistest.New(t)
+	cfg, err := s.Client().ConfigGet(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := strings.Join(s.DurabilityWarnings(ctx), "\n")
+	noDisk := cfg["appendonly"] != "yes" && strings.TrimSpace(cfg["save"]) == ""
+	if got := strings.Contains(ws, "nothing on disk"); got != noDisk {
+		t.Errorf("appendonly %q save %q: warnings %q", cfg["appendonly"], cfg["save"], ws)
+	}
+	evicts := cfg["maxmemory-policy"] != "noeviction"
+	if got := strings.Contains(ws, "maxmemory-policy"); got != evicts {
+		t.Errorf("maxmemory-policy %q: warnings %q", cfg["maxmemory-policy"], ws)
+	}
+}
