@@ -207,3 +207,26 @@ func TestDurabilityWarnings(t *testing.T) {
 		t.Errorf("maxmemory-policy %q: warnings %q", cfg["maxmemory-policy"], ws)
 	}
 }
+
+// TestStatusAndMigrate: Status reads a namespace without creating it;
+// Migrate brings it to this build's version.
+func TestStatusAndMigrate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u := redistest.URL(t)
+	st, err := redis.Status(ctx, u)
+	if err != nil || st.Exists || st.Version != 0 || st.Latest != redis.SchemaVersion || len(st.Pending) != redis.SchemaVersion {
+		t.Fatalf("status of an empty namespace: %+v %v", st, err)
+	}
+	if st2, _ := redis.Status(ctx, u); st2.Exists {
+		t.Fatal("Status created the namespace")
+	}
+	s, err := redis.Open(ctx, u, redis.Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if st, err = redis.Status(ctx, u); err != nil || !st.Exists || st.Version != redis.SchemaVersion || len(st.Pending) != 0 {
+		t.Fatalf("status after migrate: %+v %v", st, err)
+	}
+}
