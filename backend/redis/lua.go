@@ -121,9 +121,14 @@ end
 local function index(J, add)
   local id, s = J.id, J.s
   local m = J.sca .. ':' .. id
-  zlex(add, K('st', s), m)
-  zlex(add, K('sq', s, J.q), m)
-  zlex(add, K('sk', s, J.k), m)
+  -- The hot states stay out of the state indexes: a claim and a
+  -- completion each spare three entries; listings gather them from the
+  -- claim and lease sets.
+  if s ~= 'available' and s ~= 'running' then
+    zlex(add, K('st', s), m)
+    zlex(add, K('sq', s, J.q), m)
+    zlex(add, K('sk', s, J.k), m)
+  end
   if J.ep ~= '' then
     local g = s .. US .. J.q .. US .. J.k .. US .. J.ep
     zlex(add, K('eg', g), m)
@@ -245,7 +250,7 @@ for i = 5, #ARGV, 14 do
         recs[#recs + 1] = enc({'C', id})
       else
         r = {'E', out(O, false)}
-        recs[#recs + 1] = enc({'E', rec(O, false)})
+        if IK ~= '' then recs[#recs + 1] = enc({'E', rec(O, false)}) end
       end
     else
       local sch = ARGV[i + 10]
@@ -257,8 +262,8 @@ for i = 5, #ARGV, 14 do
         dl = ARGV[i + 12], to = ARGV[i + 13], cr = NOW, ata = '', atb = '', sca = NOW, fin = '', rs = '',
         lid = '', lw = '', lx = '', v = '1', cp = '', dlo = '', ro = '', sb = '', le = '', ep = ''}
       create(J)
-      r = {'N', out(J, false)}
-      recs[#recs + 1] = enc({'N', rec(J, false)})
+      r = {'N', {flat(J, false), {}}}
+      if IK ~= '' then recs[#recs + 1] = enc({'N', rec(J, false)}) end
     end
   end
   res[#res + 1] = r
@@ -753,8 +758,9 @@ if redis.call('HGET', key, 'holder') == ARGV[5] then redis.call('DEL', key) end
 return 1
 `)
 
-// luaReconcile recounts the counters from the per-state, per-queue
-// indexes of the jobs (JobCountReconcile).
+// luaReconcile recounts the counters from the indexes of the jobs: the
+// per-queue state sets, the claim sets (available) and the lease set
+// (running) (JobCountReconcile).
 //
 // ARGV[4] the states, joined by US. Returns 1.
 var luaReconcile = script(`
@@ -762,11 +768,19 @@ local qs = {}
 for _, q in ipairs(redis.call('SMEMBERS', K('queues'))) do qs[q] = true end
 for _, f in ipairs(redis.call('HKEYS', K('counts'))) do qs[split(f)[1]] = true end
 redis.call('DEL', K('counts'))
+local function add(q, s, n) if n > 0 then redis.call('HINCRBY', K('counts'), q .. US .. s, n) end end
 for q in pairs(qs) do
   for _, s in ipairs(split(ARGV[4])) do
-    local n = redis.call('ZCARD', K('sq', s, q))
-    if n > 0 then redis.call('HSET', K('counts'), q .. US .. s, n) end
+    if s == 'available' then
+      add(q, s, redis.call('ZCARD', K('av', q, '0')) + redis.call('ZCARD', K('av', q, '1')) + redis.call('ZCARD', K('av', q, '2')))
+    elseif s ~= 'running' then
+      add(q, s, redis.call('ZCARD', K('sq', s, q)))
+    end
   end
+end
+for _, m in ipairs(redis.call('ZRANGE', K('run'), 0, -1)) do
+  local q = redis.call('HGET', K('job', string.sub(m, 21)), 'q')
+  if q then add(q, 'running', 1) end
 end
 return 1
 `)
