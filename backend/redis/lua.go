@@ -23,7 +23,8 @@ package redis
 // (a double, which cannot hold nanoseconds since 1970). The store's clock
 // is the server's (TIME).
 
-// luaLib is the code every script starts with.
+// luaLib is the code every script starts with; script wraps the body in
+// a function, so the counter moves it made are flushed after it returns.
 const luaLib = `
 local P = string.sub(KEYS[1], 1, -7)
 local US, RS = '\31', '\30'
@@ -110,11 +111,22 @@ local function cls(c)
   if c == 0 then return '0' elseif c == 1 then return '1' end
   return '2'
 end
+-- count moves the maintained counters; the moves of a script are summed
+-- and written once per (queue, state) when the script ends (flush).
+local CD = {}
 local function count(q, s, n)
   if n == 0 or s == '' or s == 'deleted' then return end
   local f = q .. US .. s
-  local v = redis.call('HINCRBY', K('counts'), f, n)
-  if v == 0 then redis.call('HDEL', K('counts'), f) end
+  CD[f] = (CD[f] or 0) + n
+end
+local function flush()
+  for f, n in pairs(CD) do
+    if n ~= 0 then
+      local v = redis.call('HINCRBY', K('counts'), f, n)
+      if v == 0 then redis.call('HDEL', K('counts'), f) end
+    end
+  end
+  CD = {}
 end
 -- index adds the job to (or removes it from) every index its fields
 -- place it in.

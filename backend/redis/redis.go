@@ -310,7 +310,7 @@ type luaScript struct {
 }
 
 func script(body string) *luaScript {
-	src := luaLib + body
+	src := luaLib + "local function body()\n" + body + "\nend\nlocal r = body()\nflush()\nreturn r\n"
 	h := sha1.Sum([]byte(src))
 	return &luaScript{src: src, sha: hex.EncodeToString(h[:])}
 }
