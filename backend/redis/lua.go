@@ -390,7 +390,7 @@ for i = 5, #ARGV, 4 do
     res[#res + 1] = 0
   end
 end
-if endp then
+if endp and redis.call('SCARD', K('fprs')) > 0 then
   for fp in pairs(fps) do
     if redis.call('HGET', K('fpr', fp), 'st') == 'probation' then
       redis.call('DEL', K('fpr', fp))
