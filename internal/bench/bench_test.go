@@ -90,7 +90,7 @@ func TestBenchThroughput(t *testing.T) {
 func TestBenchThroughputError(t *testing.T) {
 	t.Parallel()
 	var out, errOut bytes.Buffer
-	code := run(context.Background(), []string{"throughput", "--store", "redis://127.0.0.1:6379/0", "--jobs", "10"}, &out, &errOut)
+	code := run(context.Background(), []string{"throughput", "--store", "redis://127.0.0.1:1/0", "--jobs", "10"}, &out, &errOut)
 	if code != 1 {
 		t.Errorf("exit %d, want 1", code)
 	}
