@@ -46,18 +46,6 @@ func ServerURL(tb testing.TB) string {
 	return u
 }
 
-// ClusterURL is the Redis Cluster the cluster tests use:
-// SLUICE_TEST_REDIS_CLUSTER, a redis+cluster:// URL. Without it the test
-// is skipped, saying so.
-func ClusterURL(tb testing.TB) string {
-	tb.Helper()
-	u := os.Getenv("SLUICE_TEST_REDIS_CLUSTER")
-	if u == "" {
-		tb.Skip("SKIP: SLUICE_TEST_REDIS_CLUSTER is unset (a redis+cluster://host:port,... URL of a test cluster)")
-	}
-	return u
-}
-
 // URL returns a store URL of a fresh namespace on the test server, whose
 // keys are deleted when tb ends.
 func URL(tb testing.TB) string {
