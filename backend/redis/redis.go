@@ -150,6 +150,13 @@ func ParseURL(raw string) (*Target, error) {
 		if err != nil {
 			return nil, fmt.Errorf("redis: %w: url: %v", engine.ErrInvalid, err)
 		}
+		if !q.Has("max_retries") {
+			// A script is not safe to send twice: one that ran but whose
+			// answer was lost would be run again (a claim of other jobs, a
+			// finish refused as a lost lease). The engine handles a
+			// failed call; retries stay off unless the URL asks.
+			o.MaxRetries = -1
+		}
 		t.Options = o
 	case "redis+cluster", "rediss+cluster":
 		for a := range strings.SplitSeq(u.Host, ",") {
@@ -176,7 +183,9 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	}
 	var c goredis.UniversalClient
 	if t.Cluster {
-		c = goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: t.Addrs})
+		// Redirections (MOVED, ASK) are followed; retries of a script that
+		// may have run are not (see ParseURL).
+		c = goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: t.Addrs, MaxRetries: -1})
 	} else {
 		c = goredis.NewClient(t.Options)
 	}
