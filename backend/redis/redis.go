@@ -150,6 +150,11 @@ func ParseURL(raw string) (*Target, error) {
 		if err != nil {
 			return nil, fmt.Errorf("redis: %w: url: %v", engine.ErrInvalid, err)
 		}
+		if o.ClientName == "" {
+			// Named, so an operator (or a fault test) can find the
+			// store's connections in CLIENT LIST.
+			o.ClientName = "sluice:" + ns
+		}
 		if !q.Has("max_retries") {
 			// A script is not safe to send twice: one that ran but whose
 			// answer was lost would be run again (a claim of other jobs, a
@@ -185,7 +190,8 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	if t.Cluster {
 		// Redirections (MOVED, ASK) are followed; retries of a script that
 		// may have run are not (see ParseURL).
-		c = goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: t.Addrs, MaxRetries: -1})
+		c = goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: t.Addrs, MaxRetries: -1,
+			ClientName: "sluice:" + t.Namespace})
 	} else {
 		c = goredis.NewClient(t.Options)
 	}
