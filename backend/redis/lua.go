@@ -144,6 +144,7 @@ local function index(J, add)
   if J.ep ~= '' then
     local g = s .. US .. J.q .. US .. J.k .. US .. J.ep
     zlex(add, K('eg', g), m)
+    zlex(add, K('egi', g), id)
     local n = redis.call('HINCRBY', K('egc'), g, add and 1 or -1)
     if n <= 0 then redis.call('HDEL', K('egc'), g) end
   end

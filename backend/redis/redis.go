@@ -30,6 +30,7 @@
 //	sq:STATE:QUEUE     the same per queue
 //	sk:STATE:KIND      the same per kind
 //	eg:GROUP           jobs of an error group (state, queue, kind, pattern)
+//	egi:GROUP          the same jobs by id: a group's bulk batches walk it
 //	egc                error group -> number of jobs (hash)
 //	av:QUEUE:C         available jobs by priority, then (scheduled_at, id);
 //	                   C is 0 (never crashed), 1 (crashed once), 2 (more)
