@@ -273,16 +273,16 @@ func (w *walker) next(ctx context.Context, n int) ([]string, error) {
 type plan struct {
 	ids  []string // read directly (ids, fingerprint)
 	keys []string // walked
-	// hot are the members ("TIME:ID") of the jobs in the hot states
-	// (available, running) that match the filter's states, queues and
-	// kinds: the claim path keeps them out of the state indexes, so they
-	// are gathered from the claim and lease sets and sorted here.
+	// hot are the members ("TIME:ID") of the running jobs that match the
+	// filter's queues and kinds: the claim path keeps running jobs out of
+	// the state indexes, so they are gathered from the lease set (they
+	// are few: the workers' concurrency) and sorted here.
 	hot []string
 }
 
 // hotState reports whether the state indexes leave s out (every claim and
 // every completion would otherwise rewrite three entries there).
-func hotState(s engine.State) bool { return s == engine.StateAvailable || s == engine.StateRunning }
+func hotState(s engine.State) bool { return s == engine.StateRunning }
 
 func (s *Store) planFor(ctx context.Context, f *engine.Filter) (*plan, error) {
 	states := f.States
@@ -340,44 +340,14 @@ func (s *Store) planFor(ctx context.Context, f *engine.Filter) (*plan, error) {
 	return p, nil
 }
 
-// hotMembers gathers the members of the jobs in the hot states given that
-// match f's queues and kinds, from the claim sets (available) and the
-// lease set (running).
+// hotMembers gathers the members of the running jobs that match f's
+// queues and kinds, from the lease set.
 func (s *Store) hotMembers(ctx context.Context, states []engine.State, f *engine.Filter) ([]string, error) {
-	var ids []string
-	for _, st := range states {
-		switch st {
-		case engine.StateRunning:
-			ms, err := s.c.ZRange(ctx, s.Key("run"), 0, -1).Result()
-			if err != nil {
-				return nil, fmt.Errorf("redis: running jobs: %w", err)
-			}
-			ids = append(ids, memberIDs(ms)...)
-		case engine.StateAvailable:
-			queues := f.Queues
-			if len(queues) == 0 {
-				var err error
-				if queues, err = s.c.SMembers(ctx, s.Key("queues")).Result(); err != nil {
-					return nil, fmt.Errorf("redis: queues: %w", err)
-				}
-			}
-			pipe := s.c.Pipeline()
-			var cs []*goredis.StringSliceCmd
-			for _, q := range queues {
-				for _, c := range []string{"0", "1", "2"} {
-					cs = append(cs, pipe.ZRange(ctx, s.Key("av", q, c), 0, -1))
-				}
-			}
-			if len(cs) > 0 {
-				if _, err := pipe.Exec(ctx); err != nil {
-					return nil, fmt.Errorf("redis: available jobs: %w", err)
-				}
-			}
-			for _, c := range cs {
-				ids = append(ids, memberIDs(c.Val())...)
-			}
-		}
+	ms, err := s.c.ZRange(ctx, s.Key("run"), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("redis: running jobs: %w", err)
 	}
+	ids := memberIDs(ms)
 	if len(ids) == 0 {
 		return nil, nil
 	}

@@ -133,10 +133,10 @@ end
 local function index(J, add)
   local id, s = J.id, J.s
   local m = J.sca .. ':' .. id
-  -- The hot states stay out of the state indexes: a claim and a
-  -- completion each spare three entries; listings gather them from the
-  -- claim and lease sets.
-  if s ~= 'available' and s ~= 'running' then
+  -- Running jobs stay out of the state indexes: a claim and a completion
+  -- each spare three entries, and listings gather the few running jobs
+  -- from the lease set.
+  if s ~= 'running' then
     zlex(add, K('st', s), m)
     zlex(add, K('sq', s, J.q), m)
     zlex(add, K('sk', s, J.k), m)
@@ -772,8 +772,7 @@ return 1
 `)
 
 // luaReconcile recounts the counters from the indexes of the jobs: the
-// per-queue state sets, the claim sets (available) and the lease set
-// (running) (JobCountReconcile).
+// per-queue state sets and the lease set (running) (JobCountReconcile).
 //
 // ARGV[4] the states, joined by US. Returns 1.
 var luaReconcile = script(`
@@ -784,9 +783,7 @@ redis.call('DEL', K('counts'))
 local function add(q, s, n) if n > 0 then redis.call('HINCRBY', K('counts'), q .. US .. s, n) end end
 for q in pairs(qs) do
   for _, s in ipairs(split(ARGV[4])) do
-    if s == 'available' then
-      add(q, s, redis.call('ZCARD', K('av', q, '0')) + redis.call('ZCARD', K('av', q, '1')) + redis.call('ZCARD', K('av', q, '2')))
-    elseif s ~= 'running' then
+    if s ~= 'running' then
       add(q, s, redis.call('ZCARD', K('sq', s, q)))
     end
   end

@@ -23,10 +23,10 @@
 //	ev:ID              the job's stored timeline events (list)
 //	err:ID             the job's error entries (list, capped by the plan)
 //	ids                every job id (sorted set by id): bulk batches walk it
-//	st:STATE           jobs of a state, by (state_changed_at, id); the hot
-//	                   states (available, running) are left out of st, sq
-//	                   and sk, so a claim and a completion spare six entries:
-//	                   their listings gather them from av and run
+//	st:STATE           jobs of a state, by (state_changed_at, id); running
+//	                   jobs are left out of st, sq and sk, so a claim and a
+//	                   completion spare six entries: their listings gather
+//	                   them from run
 //	sq:STATE:QUEUE     the same per queue
 //	sk:STATE:KIND      the same per kind
 //	eg:GROUP           jobs of an error group (state, queue, kind, pattern)
