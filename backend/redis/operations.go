@@ -19,6 +19,11 @@ import (
 
 const defaultOperationLease = 30 * time.Second
 
+// maxBatchScript is the most jobs one bulk batch script changes: about
+// sixteen commands each, so a batch stays a few milliseconds of the
+// server's time on a quiet machine.
+const maxBatchScript = 200
+
 // opRow is an operation hash: the operation and its runner's state.
 type opRow struct {
 	op     *engine.Operation
@@ -198,6 +203,10 @@ func (s *Store) OperationProcessBatch(ctx context.Context, p *engine.OperationPr
 		limit = engine.OperationBatch
 	}
 	window := max(p.Window, limit)
+	// A script blocks the server while it runs: a batch takes at most
+	// maxBatchScript jobs (the engine's "up to Limit" allows fewer; the
+	// cursor says where the next batch starts).
+	limit = min(limit, maxBatchScript)
 	ttl := p.TTL
 	if ttl <= 0 {
 		ttl = defaultOperationLease
