@@ -84,18 +84,25 @@ local function idem_record(res)
 end
 
 -- Jobs are hashes at {ns}:job:ID; see the package doc for the fields.
+-- Empty fields are not stored (a job hash holds what it has); load
+-- gives every field, '' when absent.
+local FIELDS = {'id', 'q', 'k', 'p', 'sv', 'm', 'tg', 'pr', 's', 'a', 'ma', 'c', 'fp', 'f', 'sch', 'dl', 'to', 'cr',
+  'ata', 'atb', 'sca', 'fin', 'rs', 'lid', 'lw', 'lx', 'v', 'cp', 'dlo', 'ro', 'sb', 'le', 'ep'}
 local function load(id)
   local r = redis.call('HGETALL', K('job', id))
   if #r == 0 then return nil end
   local J = {}
   for i = 1, #r, 2 do J[r[i]] = r[i + 1] end
+  for _, f in ipairs(FIELDS) do
+    if J[f] == nil then J[f] = '' end
+  end
   return J
 end
 local function copy(J) local c = {}; for k, v in pairs(J) do c[k] = v end; return c end
 local function flat(J, payload)
   local r = {}
   for k, v in pairs(J) do
-    if payload or k ~= 'p' then r[#r + 1] = k; r[#r + 1] = v end
+    if v ~= '' and (payload or k ~= 'p') then r[#r + 1] = k; r[#r + 1] = v end
   end
   return r
 end
@@ -162,11 +169,14 @@ end
 -- indexes, and with autocount the counters of the state it moved.
 local function commit(O, J, autocount)
   index(O, false)
-  local a = {}
+  local a, d = {}, {}
   for k, v in pairs(J) do
-    if O[k] ~= v then a[#a + 1] = k; a[#a + 1] = v end
+    if O[k] ~= v then
+      if v == '' then d[#d + 1] = k else a[#a + 1] = k; a[#a + 1] = v end
+    end
   end
   if #a > 0 then redis.call('HSET', K('job', J.id), unpack(a)) end
+  if #d > 0 then redis.call('HDEL', K('job', J.id), unpack(d)) end
   index(J, true)
   if autocount and (O.s ~= J.s or O.q ~= J.q) then count(O.q, O.s, -1); count(J.q, J.s, 1) end
 end

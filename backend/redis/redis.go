@@ -11,7 +11,7 @@
 // it. The layout, under the prefix {ns}:
 //
 //	schema             the namespace's schema version (a string)
-//	job:ID             a job: hash with fields id q(ueue) k(ind) p(ayload)
+//	job:ID             a job: hash (empty fields not stored) with fields id q(ueue) k(ind) p(ayload)
 //	                   sv (schema version) m(etadata) tg (tags, JSON) pr(iority)
 //	                   s(tate) a(ttempt) ma (max attempts) c (crash attempt)
 //	                   fp (fingerprint) f(ence) sch (scheduled_at) dl (deadline)
