@@ -8,12 +8,13 @@ import (
 	"github.com/sluicehq/sluice/engine"
 )
 
-// TestClusterConformance runs the conformance suite on a Redis Cluster
-// (SLUICE_TEST_REDIS_CLUSTER): every script touches only keys of its
+// TestClusterConformance runs the conformance suite on a Redis Cluster of
+// three masters (SLUICE_TEST_REDIS_CLUSTER, or a private one it starts on
+// loopback ports): every script touches only keys of its
 // namespace's hash tag, so every script runs on the one node that serves
 // the namespace's slot, and a key outside it would fail the script.
 func TestClusterConformance(t *testing.T) {
-	base := redistest.ClusterURL(t)
+	base := redistest.Cluster(t)
 	backendtest.Run(t, backendtest.Harness{
 		Name:     "redis-cluster",
 		NewStore: func(t testing.TB) engine.Store { return redistest.NewOn(t, base) },

@@ -63,6 +63,9 @@ func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams
 		i := idx[n]
 		jp := p.Jobs[i]
 		r, _ := it.([]any)
+		if len(r) == 0 {
+			return nil, fmt.Errorf("redis: insert job %s: bad reply", jp.ID)
+		}
 		code, _ := r[0].(string)
 		switch code {
 		case "Q":
@@ -70,7 +73,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams
 		case "C":
 			res[i].Err = fmt.Errorf("insert job %s: %w: the id exists with other content", jp.ID, engine.ErrConflict)
 		case "E", "N":
-			j, err := jobReply(r[1], false)
+			j, err := jobReply(at(r, 1), false)
 			if err != nil {
 				return nil, err
 			}
@@ -211,14 +214,16 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 	}
 	now, _ := r[0].(string)
 	res := &engine.JobClaimResult{Now: ttime(now)}
-	for _, x := range r[1].([]any) {
+	jobs, _ := r[1].([]any)
+	dead, _ := r[2].([]any)
+	for _, x := range jobs {
 		j, err := jobReply(x, true)
 		if err != nil {
 			return nil, err
 		}
 		res.Jobs = append(res.Jobs, j)
 	}
-	for _, x := range r[2].([]any) {
+	for _, x := range dead {
 		j, err := jobReply(x, true)
 		if err != nil {
 			return nil, err
@@ -246,7 +251,7 @@ func (s *Store) JobCompleteMany(ctx context.Context, p *engine.JobCompleteManyPa
 	}
 	r, _ := v.([]any)
 	for i := range p.Items {
-		if i >= len(r) || r[i].(int64) != 1 {
+		if ok, _ := at(r, i).(int64); ok != 1 {
 			out[i] = fmt.Errorf("complete job %s: %w", p.Items[i].ID, engine.ErrLeaseLost)
 		}
 	}
@@ -325,6 +330,14 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 	return jobReply(v, true)
 }
 
+// at is arr[i], or nil past its end.
+func at(arr []any, i int) any {
+	if i < len(arr) {
+		return arr[i]
+	}
+	return nil
+}
+
 // countsArg encodes a plan's counter deltas for a script.
 func countsArg(ds []engine.CountDelta) string {
 	var b strings.Builder
@@ -359,7 +372,7 @@ func (s *Store) JobLeaseRenew(ctx context.Context, p *engine.JobLeaseRenewParams
 	}
 	r, _ := v.([]any)
 	for i, it := range p.Items {
-		if i >= len(r) || r[i].(int64) != 1 {
+		if ok, _ := at(r, i).(int64); ok != 1 {
 			out[i] = fmt.Errorf("renew lease of job %s: %w", it.ID, engine.ErrLeaseLost)
 		}
 	}

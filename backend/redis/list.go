@@ -273,7 +273,16 @@ func (w *walker) next(ctx context.Context, n int) ([]string, error) {
 type plan struct {
 	ids  []string // read directly (ids, fingerprint)
 	keys []string // walked
+	// hot are the members ("TIME:ID") of the running jobs that match the
+	// filter's queues and kinds: the claim path keeps running jobs out of
+	// the state indexes, so they are gathered from the lease set (they
+	// are few: the workers' concurrency) and sorted here.
+	hot []string
 }
+
+// hotState reports whether the state indexes leave s out (every claim and
+// every completion would otherwise rewrite three entries there).
+func hotState(s engine.State) bool { return s == engine.StateRunning }
 
 func (s *Store) planFor(ctx context.Context, f *engine.Filter) (*plan, error) {
 	states := f.States
@@ -301,28 +310,91 @@ func (s *Store) planFor(ctx context.Context, f *engine.Filter) (*plan, error) {
 			}
 		}
 		return p, nil
-	case len(f.Queues) > 0:
-		p := &plan{}
-		for _, st := range states {
+	}
+	p := &plan{}
+	var hot []engine.State
+	for _, st := range states {
+		if hotState(st) {
+			hot = append(hot, st)
+			continue
+		}
+		switch {
+		case len(f.Queues) > 0:
 			for _, q := range f.Queues {
 				p.keys = append(p.keys, s.Key("sq", string(st), q))
 			}
-		}
-		return p, nil
-	case len(f.Kinds) > 0:
-		p := &plan{}
-		for _, st := range states {
+		case len(f.Kinds) > 0:
 			for _, k := range f.Kinds {
 				p.keys = append(p.keys, s.Key("sk", string(st), k))
 			}
+		default:
+			p.keys = append(p.keys, s.Key("st", string(st)))
 		}
-		return p, nil
 	}
-	p := &plan{}
-	for _, st := range states {
-		p.keys = append(p.keys, s.Key("st", string(st)))
+	if len(hot) > 0 {
+		var err error
+		if p.hot, err = s.hotMembers(ctx, hot, f); err != nil {
+			return nil, err
+		}
 	}
 	return p, nil
+}
+
+// hotMembers gathers the members of the running jobs that match f's
+// queues and kinds, from the lease set.
+func (s *Store) hotMembers(ctx context.Context, states []engine.State, f *engine.Filter) ([]string, error) {
+	ms, err := s.c.ZRange(ctx, s.Key("run"), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("redis: running jobs: %w", err)
+	}
+	ids := memberIDs(ms)
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	out := make([]string, 0, len(ids))
+	for i := 0; i < len(ids); i += 1000 {
+		chunk := ids[i:min(i+1000, len(ids))]
+		pipe := s.c.Pipeline()
+		cs := make([]*goredis.SliceCmd, len(chunk))
+		for k, id := range chunk {
+			cs[k] = pipe.HMGet(ctx, s.Key("job", id), "sca", "s", "q", "k")
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("redis: hot jobs: %w", err)
+		}
+		for k, c := range cs {
+			v := c.Val()
+			sca, _ := v[0].(string)
+			st, _ := v[1].(string)
+			q, _ := v[2].(string)
+			kind, _ := v[3].(string)
+			if sca == "" || !slices.Contains(states, engine.State(st)) ||
+				(len(f.Queues) > 0 && !slices.Contains(f.Queues, q)) || (len(f.Kinds) > 0 && !slices.Contains(f.Kinds, kind)) {
+				continue
+			}
+			out = append(out, sca+":"+chunk[k])
+		}
+	}
+	return out, nil
+}
+
+// walkerFor is a walker over a plan's indexes and hot members.
+func (s *Store) walkerFor(pl *plan, after string, asc bool, chunk int) *walker {
+	w := s.newWalker(pl.keys, after, asc, chunk)
+	if len(pl.hot) > 0 {
+		var buf []string
+		for _, m := range pl.hot {
+			if after == "" || (asc && m > after) || (!asc && m < after) {
+				buf = append(buf, m)
+			}
+		}
+		sort.Strings(buf)
+		if !asc {
+			slices.Reverse(buf)
+		}
+		w.srcs = append(w.srcs, &source{buf: buf, done: true})
+	}
+	return w
 }
 
 // JobList pages job summaries newest first by (state_changed_at, id).
@@ -379,7 +451,7 @@ func (s *Store) JobList(ctx context.Context, p *engine.JobListParams) ([]*engine
 		keep(past)
 		return out, nil
 	}
-	w := s.newWalker(pl.keys, after, p.Reverse, limit+1)
+	w := s.walkerFor(pl, after, p.Reverse, limit+1)
 	for {
 		ms, err := w.next(ctx, max(limit-len(out), 16))
 		if err != nil {
@@ -470,11 +542,18 @@ func (s *Store) JobCount(ctx context.Context, p *engine.JobCountParams) (int64, 
 		for i, k := range pl.keys {
 			cs[i] = pipe.ZLexCount(ctx, k, "-", max)
 		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return 0, false, fmt.Errorf("redis: count jobs: %w", err)
+		if len(cs) > 0 {
+			if _, err := pipe.Exec(ctx); err != nil {
+				return 0, false, fmt.Errorf("redis: count jobs: %w", err)
+			}
 		}
 		for _, c := range cs {
 			n += c.Val()
+		}
+		for _, m := range pl.hot {
+			if p.AsOf == nil || m[:19] <= tstr(*p.AsOf) {
+				n++
+			}
 		}
 	default:
 		return s.countByWalk(ctx, p)
@@ -523,7 +602,7 @@ func (s *Store) countByWalk(ctx context.Context, p *engine.JobCountParams) (int6
 		}
 		count(rs)
 	} else {
-		w := s.newWalker(pl.keys, "", false, 500)
+		w := s.walkerFor(pl, "", false, 500)
 		for {
 			ms, err := w.next(ctx, 500)
 			if err != nil {

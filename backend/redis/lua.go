@@ -23,7 +23,8 @@ package redis
 // (a double, which cannot hold nanoseconds since 1970). The store's clock
 // is the server's (TIME).
 
-// luaLib is the code every script starts with.
+// luaLib is the code every script starts with; script wraps the body in
+// a function, so the counter moves it made are flushed after it returns.
 const luaLib = `
 local P = string.sub(KEYS[1], 1, -7)
 local US, RS = '\31', '\30'
@@ -83,18 +84,25 @@ local function idem_record(res)
 end
 
 -- Jobs are hashes at {ns}:job:ID; see the package doc for the fields.
+-- Empty fields are not stored (a job hash holds what it has); load
+-- gives every field, '' when absent.
+local FIELDS = {'id', 'q', 'k', 'p', 'sv', 'm', 'tg', 'pr', 's', 'a', 'ma', 'c', 'fp', 'f', 'sch', 'dl', 'to', 'cr',
+  'ata', 'atb', 'sca', 'fin', 'rs', 'lid', 'lw', 'lx', 'v', 'cp', 'dlo', 'ro', 'sb', 'le', 'ep'}
 local function load(id)
   local r = redis.call('HGETALL', K('job', id))
   if #r == 0 then return nil end
   local J = {}
   for i = 1, #r, 2 do J[r[i]] = r[i + 1] end
+  for _, f in ipairs(FIELDS) do
+    if J[f] == nil then J[f] = '' end
+  end
   return J
 end
 local function copy(J) local c = {}; for k, v in pairs(J) do c[k] = v end; return c end
 local function flat(J, payload)
   local r = {}
   for k, v in pairs(J) do
-    if payload or k ~= 'p' then r[#r + 1] = k; r[#r + 1] = v end
+    if v ~= '' and (payload or k ~= 'p') then r[#r + 1] = k; r[#r + 1] = v end
   end
   return r
 end
@@ -110,23 +118,40 @@ local function cls(c)
   if c == 0 then return '0' elseif c == 1 then return '1' end
   return '2'
 end
+-- count moves the maintained counters; the moves of a script are summed
+-- and written once per (queue, state) when the script ends (flush).
+local CD = {}
 local function count(q, s, n)
   if n == 0 or s == '' or s == 'deleted' then return end
   local f = q .. US .. s
-  local v = redis.call('HINCRBY', K('counts'), f, n)
-  if v == 0 then redis.call('HDEL', K('counts'), f) end
+  CD[f] = (CD[f] or 0) + n
+end
+local function flush()
+  for f, n in pairs(CD) do
+    if n ~= 0 then
+      local v = redis.call('HINCRBY', K('counts'), f, n)
+      if v == 0 then redis.call('HDEL', K('counts'), f) end
+    end
+  end
+  CD = {}
 end
 -- index adds the job to (or removes it from) every index its fields
 -- place it in.
 local function index(J, add)
   local id, s = J.id, J.s
   local m = J.sca .. ':' .. id
-  zlex(add, K('st', s), m)
-  zlex(add, K('sq', s, J.q), m)
-  zlex(add, K('sk', s, J.k), m)
+  -- Running jobs stay out of the state indexes: a claim and a completion
+  -- each spare three entries, and listings gather the few running jobs
+  -- from the lease set.
+  if s ~= 'running' then
+    zlex(add, K('st', s), m)
+    zlex(add, K('sq', s, J.q), m)
+    zlex(add, K('sk', s, J.k), m)
+  end
   if J.ep ~= '' then
     local g = s .. US .. J.q .. US .. J.k .. US .. J.ep
     zlex(add, K('eg', g), m)
+    zlex(add, K('egi', g), id)
     local n = redis.call('HINCRBY', K('egc'), g, add and 1 or -1)
     if n <= 0 then redis.call('HDEL', K('egc'), g) end
   end
@@ -144,11 +169,14 @@ end
 -- indexes, and with autocount the counters of the state it moved.
 local function commit(O, J, autocount)
   index(O, false)
-  local a = {}
+  local a, d = {}, {}
   for k, v in pairs(J) do
-    if O[k] ~= v then a[#a + 1] = k; a[#a + 1] = v end
+    if O[k] ~= v then
+      if v == '' then d[#d + 1] = k else a[#a + 1] = k; a[#a + 1] = v end
+    end
   end
   if #a > 0 then redis.call('HSET', K('job', J.id), unpack(a)) end
+  if #d > 0 then redis.call('HDEL', K('job', J.id), unpack(d)) end
   index(J, true)
   if autocount and (O.s ~= J.s or O.q ~= J.q) then count(O.q, O.s, -1); count(J.q, J.s, 1) end
 end
@@ -245,7 +273,7 @@ for i = 5, #ARGV, 14 do
         recs[#recs + 1] = enc({'C', id})
       else
         r = {'E', out(O, false)}
-        recs[#recs + 1] = enc({'E', rec(O, false)})
+        if IK ~= '' then recs[#recs + 1] = enc({'E', rec(O, false)}) end
       end
     else
       local sch = ARGV[i + 10]
@@ -257,8 +285,8 @@ for i = 5, #ARGV, 14 do
         dl = ARGV[i + 12], to = ARGV[i + 13], cr = NOW, ata = '', atb = '', sca = NOW, fin = '', rs = '',
         lid = '', lw = '', lx = '', v = '1', cp = '', dlo = '', ro = '', sb = '', le = '', ep = ''}
       create(J)
-      r = {'N', out(J, false)}
-      recs[#recs + 1] = enc({'N', rec(J, false)})
+      r = {'N', {flat(J, false), {}}}
+      if IK ~= '' then recs[#recs + 1] = enc({'N', rec(J, false)}) end
     end
   end
   res[#res + 1] = r
@@ -373,7 +401,7 @@ for i = 5, #ARGV, 4 do
     res[#res + 1] = 0
   end
 end
-if endp then
+if endp and redis.call('SCARD', K('fprs')) > 0 then
   for fp in pairs(fps) do
     if redis.call('HGET', K('fpr', fp), 'st') == 'probation' then
       redis.call('DEL', K('fpr', fp))
@@ -753,8 +781,8 @@ if redis.call('HGET', key, 'holder') == ARGV[5] then redis.call('DEL', key) end
 return 1
 `)
 
-// luaReconcile recounts the counters from the per-state, per-queue
-// indexes of the jobs (JobCountReconcile).
+// luaReconcile recounts the counters from the indexes of the jobs: the
+// per-queue state sets and the lease set (running) (JobCountReconcile).
 //
 // ARGV[4] the states, joined by US. Returns 1.
 var luaReconcile = script(`
@@ -762,11 +790,17 @@ local qs = {}
 for _, q in ipairs(redis.call('SMEMBERS', K('queues'))) do qs[q] = true end
 for _, f in ipairs(redis.call('HKEYS', K('counts'))) do qs[split(f)[1]] = true end
 redis.call('DEL', K('counts'))
+local function add(q, s, n) if n > 0 then redis.call('HINCRBY', K('counts'), q .. US .. s, n) end end
 for q in pairs(qs) do
   for _, s in ipairs(split(ARGV[4])) do
-    local n = redis.call('ZCARD', K('sq', s, q))
-    if n > 0 then redis.call('HSET', K('counts'), q .. US .. s, n) end
+    if s ~= 'running' then
+      add(q, s, redis.call('ZCARD', K('sq', s, q)))
+    end
   end
+end
+for _, m in ipairs(redis.call('ZRANGE', K('run'), 0, -1)) do
+  local q = redis.call('HGET', K('job', string.sub(m, 21)), 'q')
+  if q then add(q, 'running', 1) end
 end
 return 1
 `)

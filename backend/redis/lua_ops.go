@@ -92,6 +92,10 @@ return opflat(O)
 // f_verdicts lists as id US version US 0|1 records joined by RS); and the
 // event ev ("1") with ev_kind, ev_actor, ev_to, ev_msg.
 //
+// The window is the next ids past the cursor among all jobs, or, for a
+// selector with an error pattern, among the jobs of the error groups it
+// names (their id sets, {ns}:egi:GROUP).
+//
 // Returns {"over", op} for an operation that is no longer running, or
 // {"ok", op, cursor, exhausted (0|1), refused (id US fingerprint ...)}.
 // Errors: "NOTFOUND", "LEASE", "RETRY" (a job changed since the Go side
@@ -108,10 +112,25 @@ local S = spec(A, 's_')
 local limit, window = tonumber(A.limit), tonumber(A.window)
 local min = '-'
 if A.after ~= '' then min = '(' .. A.after end
-local win = redis.call('ZRANGEBYLEX', K('ids'), min, '+', 'LIMIT', 0, window)
 local states = set(split(A.f_states))
 local queues, kinds, ids = split(A.f_queues), split(A.f_kinds), split(A.f_ids)
 local qs, ks, is = set(queues), set(kinds), set(ids)
+local win
+if A.f_ep ~= '' then
+  -- An error group's jobs: the window walks the id sets of the groups
+  -- the selector names, so a group's bulk retry reads its own jobs.
+  win = {}
+  for _, g in ipairs(redis.call('HKEYS', K('egc'))) do
+    local f = split(g)
+    if f[4] == A.f_ep and states[f[1]] and (#queues == 0 or qs[f[2]]) and (#kinds == 0 or ks[f[3]]) then
+      for _, id in ipairs(redis.call('ZRANGEBYLEX', K('egi', g), min, '+', 'LIMIT', 0, window)) do win[#win + 1] = id end
+    end
+  end
+  table.sort(win)
+  while #win > window do table.remove(win) end
+else
+  win = redis.call('ZRANGEBYLEX', K('ids'), min, '+', 'LIMIT', 0, window)
+end
 local verdicts = {}
 if A.f_more == '1' then
   for _, r in ipairs(split(A.f_verdicts, RS)) do

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +18,11 @@ import (
 // one script.
 
 const defaultOperationLease = 30 * time.Second
+
+// maxBatchScript is the most jobs one bulk batch script changes: about
+// sixteen commands each, so a batch stays a few milliseconds of the
+// server's time on a quiet machine.
+const maxBatchScript = 200
 
 // opRow is an operation hash: the operation and its runner's state.
 type opRow struct {
@@ -197,6 +203,10 @@ func (s *Store) OperationProcessBatch(ctx context.Context, p *engine.OperationPr
 		limit = engine.OperationBatch
 	}
 	window := max(p.Window, limit)
+	// A script blocks the server while it runs: a batch takes at most
+	// maxBatchScript jobs (the engine's "up to Limit" allows fewer; the
+	// cursor says where the next batch starts).
+	limit = min(limit, maxBatchScript)
 	ttl := p.TTL
 	if ttl <= 0 {
 		ttl = defaultOperationLease
@@ -272,13 +282,35 @@ func (s *Store) OperationProcessBatch(ctx context.Context, p *engine.OperationPr
 // verdicts judges the jobs of a batch's window on the whole selector:
 // records "id US version US 0|1" joined by RS.
 func (s *Store) verdicts(ctx context.Context, after string, window int, sel *engine.Filter) (string, error) {
-	min := "-"
+	lo := "-"
 	if after != "" {
-		min = "(" + after
+		lo = "(" + after
 	}
-	ids, err := s.c.ZRangeByLex(ctx, s.Key("ids"), &goredis.ZRangeBy{Min: min, Max: "+", Count: int64(window)}).Result()
-	if err != nil {
-		return "", fmt.Errorf("redis: batch window: %w", err)
+	var ids []string
+	if sel.ErrorPattern != "" {
+		// The script's window for a group selector (see luaOpBatch).
+		gs, err := s.groupKeys(ctx)
+		if err != nil {
+			return "", err
+		}
+		for _, g := range gs {
+			if g.pattern != sel.ErrorPattern || !g.fits(sel, sel.States) {
+				continue
+			}
+			more, err := s.c.ZRangeByLex(ctx, s.Key("egi", g.raw), &goredis.ZRangeBy{Min: lo, Max: "+", Count: int64(window)}).Result()
+			if err != nil {
+				return "", fmt.Errorf("redis: batch window: %w", err)
+			}
+			ids = append(ids, more...)
+		}
+		sort.Strings(ids)
+		ids = ids[:min(len(ids), window)]
+	} else {
+		var err error
+		ids, err = s.c.ZRangeByLex(ctx, s.Key("ids"), &goredis.ZRangeBy{Min: lo, Max: "+", Count: int64(window)}).Result()
+		if err != nil {
+			return "", fmt.Errorf("redis: batch window: %w", err)
+		}
 	}
 	rs, err := s.rows(ctx, ids, needsPayload(sel), true)
 	if err != nil {

@@ -11,7 +11,7 @@
 // it. The layout, under the prefix {ns}:
 //
 //	schema             the namespace's schema version (a string)
-//	job:ID             a job: hash with fields id q(ueue) k(ind) p(ayload)
+//	job:ID             a job: hash (empty fields not stored) with fields id q(ueue) k(ind) p(ayload)
 //	                   sv (schema version) m(etadata) tg (tags, JSON) pr(iority)
 //	                   s(tate) a(ttempt) ma (max attempts) c (crash attempt)
 //	                   fp (fingerprint) f(ence) sch (scheduled_at) dl (deadline)
@@ -23,10 +23,14 @@
 //	ev:ID              the job's stored timeline events (list)
 //	err:ID             the job's error entries (list, capped by the plan)
 //	ids                every job id (sorted set by id): bulk batches walk it
-//	st:STATE           jobs of a state, by (state_changed_at, id)
+//	st:STATE           jobs of a state, by (state_changed_at, id); running
+//	                   jobs are left out of st, sq and sk, so a claim and a
+//	                   completion spare six entries: their listings gather
+//	                   them from run
 //	sq:STATE:QUEUE     the same per queue
 //	sk:STATE:KIND      the same per kind
 //	eg:GROUP           jobs of an error group (state, queue, kind, pattern)
+//	egi:GROUP          the same jobs by id: a group's bulk batches walk it
 //	egc                error group -> number of jobs (hash)
 //	av:QUEUE:C         available jobs by priority, then (scheduled_at, id);
 //	                   C is 0 (never crashed), 1 (crashed once), 2 (more)
@@ -147,6 +151,18 @@ func ParseURL(raw string) (*Target, error) {
 		if err != nil {
 			return nil, fmt.Errorf("redis: %w: url: %v", engine.ErrInvalid, err)
 		}
+		if o.ClientName == "" {
+			// Named, so an operator (or a fault test) can find the
+			// store's connections in CLIENT LIST.
+			o.ClientName = "sluice:" + ns
+		}
+		if !q.Has("max_retries") {
+			// A script is not safe to send twice: one that ran but whose
+			// answer was lost would be run again (a claim of other jobs, a
+			// finish refused as a lost lease). The engine handles a
+			// failed call; retries stay off unless the URL asks.
+			o.MaxRetries = -1
+		}
 		t.Options = o
 	case "redis+cluster", "rediss+cluster":
 		for a := range strings.SplitSeq(u.Host, ",") {
@@ -173,7 +189,10 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	}
 	var c goredis.UniversalClient
 	if t.Cluster {
-		c = goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: t.Addrs})
+		// Redirections (MOVED, ASK) are followed; retries of a script that
+		// may have run are not (see ParseURL).
+		c = goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: t.Addrs, MaxRetries: -1,
+			ClientName: "sluice:" + t.Namespace})
 	} else {
 		c = goredis.NewClient(t.Options)
 	}
@@ -307,7 +326,7 @@ type luaScript struct {
 }
 
 func script(body string) *luaScript {
-	src := luaLib + body
+	src := luaLib + "local function body()\n" + body + "\nend\nlocal r = body()\nflush()\nreturn r\n"
 	h := sha1.Sum([]byte(src))
 	return &luaScript{src: src, sha: hex.EncodeToString(h[:])}
 }

@@ -186,3 +186,120 @@ func TestNoOrphanedKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestDurabilityWarnings: the store says when the server keeps nothing on
+// disk or evicts keys, as the server's own configuration says.
+func TestDurabilityWarnings(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := redistest.New(t)
+	cfg, err := s.Client().ConfigGet(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := strings.Join(s.DurabilityWarnings(ctx), "\n")
+	noDisk := cfg["appendonly"] != "yes" && strings.TrimSpace(cfg["save"]) == ""
+	if got := strings.Contains(ws, "nothing on disk"); got != noDisk {
+		t.Errorf("appendonly %q save %q: warnings %q", cfg["appendonly"], cfg["save"], ws)
+	}
+	evicts := cfg["maxmemory-policy"] != "noeviction"
+	if got := strings.Contains(ws, "maxmemory-policy"); got != evicts {
+		t.Errorf("maxmemory-policy %q: warnings %q", cfg["maxmemory-policy"], ws)
+	}
+}
+
+// TestStatusAndMigrate: Status reads a namespace without creating it;
+// Migrate brings it to this build's version.
+func TestStatusAndMigrate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u := redistest.URL(t)
+	st, err := redis.Status(ctx, u)
+	if err != nil || st.Exists || st.Version != 0 || st.Latest != redis.SchemaVersion || len(st.Pending) != redis.SchemaVersion {
+		t.Fatalf("status of an empty namespace: %+v %v", st, err)
+	}
+	if st2, _ := redis.Status(ctx, u); st2.Exists {
+		t.Fatal("Status created the namespace")
+	}
+	s, err := redis.Open(ctx, u, redis.Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if st, err = redis.Status(ctx, u); err != nil || !st.Exists || st.Version != redis.SchemaVersion || len(st.Pending) != 0 {
+		t.Fatalf("status after migrate: %+v %v", st, err)
+	}
+}
+
+// kill inserts jobs of queue q and archives each with the error pattern
+// pattern(i) (as the engine's finish would).
+func kill(t *testing.T, s engine.Store, q string, n int, pattern func(i int) string) {
+	t.Helper()
+	ctx := context.Background()
+	var js []*engine.JobInsertParams
+	for i := range n {
+		js = append(js, &engine.JobInsertParams{ID: fmt.Sprintf("%s-%04d", q, i), Queue: q, Kind: "k", Payload: []byte(`{}`),
+			SchemaVersion: 1, MaxAttempts: 1})
+	}
+	if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: js}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: q, WorkerID: "w", LeaseID: "l", Limit: n,
+		Kinds: map[string]int{"k": 1}, LeaseDuration: time.Minute})
+	if err != nil || len(c.Jobs) != n {
+		t.Fatalf("claimed %d, %v", len(c.Jobs), err)
+	}
+	for _, j := range c.Jobs {
+		i := 0
+		fmt.Sscanf(j.ID[len(q)+1:], "%d", &i)
+		p := pattern(i)
+		if _, err := s.JobFinish(ctx, &engine.JobFinishParams{JobRef: engine.JobRef{ID: j.ID, LeaseID: "l", Fence: j.Fence},
+			To: engine.StateArchived, Reason: engine.ReasonAttemptsExhausted, Charge: engine.ChargeAttempt, Finalize: true,
+			Error:  &engine.ErrorWrite{Entry: engine.AttemptError{Message: p}, Keep: 20, LastError: p, Pattern: p},
+			Counts: []engine.CountDelta{{Queue: q, From: engine.StateRunning, To: engine.StateArchived, N: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestGroupBulkWalksTheGroup: a bulk batch over an error group walks the
+// group's own jobs, so three jobs of a rare group among two hundred dead
+// jobs are retried in one batch of window 10 (a walk of every job would
+// take twenty batches).
+func TestGroupBulkWalksTheGroup(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := redistest.New(t)
+	kill(t, s, "q", 203, func(i int) string {
+		if i%100 == 1 { // 1, 101, 201
+			return "rare <n>"
+		}
+		return "common <n>"
+	})
+	spec, err := engine.SpecFor(engine.ActionRetry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel, _ := spec.Narrow(engine.Filter{Queues: []string{"q"}, ErrorPattern: "rare <n>"})
+	op, err := s.OperationInsert(ctx, &engine.OperationInsertParams{ID: "op", Action: engine.ActionRetry, Selector: sel, Matched: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease, err := s.OperationClaim(ctx, &engine.OperationClaimParams{Holder: "h", TTL: time.Minute})
+	if err != nil || lease == nil {
+		t.Fatalf("claim: %v %v", lease, err)
+	}
+	res, err := s.OperationProcessBatch(ctx, &engine.OperationProcessBatchParams{ID: op.ID, Holder: "h", Fence: lease.Fence,
+		Spec: spec, Selector: sel, Cutoff: op.CreatedAt, Limit: 10, Window: 10, TTL: time.Minute,
+		Event: engine.EventWrite{Kind: engine.EventRetried, Actor: "maya", To: engine.StateAvailable}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Exhausted || res.Operation.Succeeded != 3 {
+		t.Fatalf("one batch of window 10: exhausted %v, succeeded %d; want the 3 jobs of the group and the end", res.Exhausted, res.Operation.Succeeded)
+	}
+	n, _, err := s.JobCount(ctx, &engine.JobCountParams{Filter: engine.Filter{States: []engine.State{engine.StateAvailable}}})
+	if err != nil || n != 3 {
+		t.Fatalf("available after the retry: %d %v", n, err)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -41,18 +42,6 @@ func ServerURL(tb testing.TB) string {
 			tb.Fatalf("redistest: no Redis at %s (CI is set, so this fails): %v", u, err)
 		}
 		tb.Skipf("SKIP: no Redis at %s (set SLUICE_TEST_REDIS): %v", u, err)
-	}
-	return u
-}
-
-// ClusterURL is the Redis Cluster the cluster tests use:
-// SLUICE_TEST_REDIS_CLUSTER, a redis+cluster:// URL. Without it the test
-// is skipped, saying so.
-func ClusterURL(tb testing.TB) string {
-	tb.Helper()
-	u := os.Getenv("SLUICE_TEST_REDIS_CLUSTER")
-	if u == "" {
-		tb.Skip("SKIP: SLUICE_TEST_REDIS_CLUSTER is unset (a redis+cluster://host:port,... URL of a test cluster)")
 	}
 	return u
 }
@@ -88,10 +77,15 @@ func client(base string) (goredis.UniversalClient, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Generous timeouts: a cleanup on a loaded machine deletes thousands
+	// of keys.
 	if t.Cluster {
-		return goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: t.Addrs}), nil
+		return goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: t.Addrs,
+			ReadTimeout: 2 * time.Minute, WriteTimeout: 2 * time.Minute}), nil
 	}
-	return goredis.NewClient(t.Options), nil
+	o := *t.Options
+	o.ReadTimeout, o.WriteTimeout = 2*time.Minute, 2*time.Minute
+	return goredis.NewClient(&o), nil
 }
 
 // drop deletes every key of namespace ns.
@@ -110,11 +104,11 @@ func drop(tb testing.TB, base, ns string) {
 	}
 	// One key per command: a namespace lives in one slot, but UNLINK of
 	// many keys would still need them routed together on a cluster.
-	pipe := c.Pipeline()
-	for _, k := range keys {
-		pipe.Unlink(ctx, k)
-	}
-	if len(keys) > 0 {
+	for i := 0; i < len(keys); i += 1000 {
+		pipe := c.Pipeline()
+		for _, k := range keys[i:min(i+1000, len(keys))] {
+			pipe.Unlink(ctx, k)
+		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			tb.Errorf("redistest: drop namespace %s: %v", ns, err)
 			return
@@ -131,7 +125,7 @@ func Keys(ctx context.Context, c goredis.UniversalClient, ns string) ([]string, 
 func scan(ctx context.Context, c goredis.UniversalClient, pattern string) ([]string, error) {
 	one := func(ctx context.Context, c goredis.Cmdable) ([]string, error) {
 		var out []string
-		iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		iter := c.Scan(ctx, 0, pattern, 10000).Iterator()
 		for iter.Next(ctx) {
 			out = append(out, iter.Val())
 		}

@@ -1,0 +1,147 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/backend/redis"
+	"github.com/sluicehq/sluice/backend/redis/redistest"
+	"github.com/sluicehq/sluice/engine"
+)
+
+// archivedStore fills a fresh namespace with n archived jobs over ten
+// kinds (ten error groups), archived at claim past their deadline: a
+// thousand per script. It reports the server's memory per archived job.
+func archivedStore(b *testing.B, n int) *redis.Store {
+	b.Helper()
+	ctx := context.Background()
+	s := redistest.New(b)
+	mem0 := usedMemory(b, s)
+	past := time.Now().Add(-time.Hour)
+	for i := 0; i < n; i += 1000 {
+		js := benchJobs(min(1000, n-i), i)
+		for k, j := range js {
+			j.Kind = fmt.Sprintf("k%d", (i+k)%10)
+			j.Deadline = &past
+		}
+		if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: js}); err != nil {
+			b.Fatal(err)
+		}
+		const msg = "deadline passed before the job ran"
+		if _, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: "default", WorkerID: "w", LeaseID: "l",
+			PastDeadline: engine.ClaimDeadlineWrite{To: engine.StateArchived, Reason: engine.ReasonDeadlineExceeded,
+				LastError: msg, Pattern: msg, Event: engine.EventWrite{Kind: engine.EventArchived, From: engine.StateAvailable,
+					To: engine.StateArchived, Message: msg}}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(usedMemory(b, s)-mem0)/float64(n), "server-bytes/job")
+	return s
+}
+
+func usedMemory(b *testing.B, s *redis.Store) int64 {
+	info, err := s.Client().Info(context.Background(), "memory").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, l := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "used_memory:"); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// BenchmarkArchivedReads reads the first page, the counts and the error
+// groups of a namespace of SLUICE_BENCH_ARCHIVED archived jobs (100,000
+// by default; the figure is at 1,000,000).
+func BenchmarkArchivedReads(b *testing.B) {
+	n := 100000
+	if v, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_ARCHIVED")); err == nil && v > 0 {
+		n = v
+	}
+	s := archivedStore(b, n)
+	ctx := context.Background()
+	arch := engine.Filter{States: []engine.State{engine.StateArchived}}
+	b.Run("FirstPage", func(b *testing.B) {
+		for b.Loop() {
+			js, err := s.JobList(ctx, &engine.JobListParams{Filter: arch, Limit: 50})
+			if err != nil || len(js) != 50 {
+				b.Fatal(len(js), err)
+			}
+		}
+	})
+	b.Run("Count", func(b *testing.B) {
+		for b.Loop() {
+			c, _, err := s.JobCount(ctx, &engine.JobCountParams{Filter: arch})
+			if err != nil || c != int64(n) {
+				b.Fatal(c, err)
+			}
+		}
+	})
+	b.Run("ErrorGroups", func(b *testing.B) {
+		for b.Loop() {
+			gs, err := s.JobErrorGroups(ctx, &engine.JobErrorGroupsParams{Filter: arch})
+			if err != nil || len(gs) != 10 {
+				b.Fatal(len(gs), err)
+			}
+		}
+	})
+}
+
+// BenchmarkBulkRetryArchived retries every archived job of a namespace of
+// SLUICE_BENCH_ARCHIVED (100,000) in batches of 1,000, one script each.
+func BenchmarkBulkRetryArchived(b *testing.B) {
+	n := 100000
+	if v, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_ARCHIVED")); err == nil && v > 0 {
+		n = v
+	}
+	ctx := context.Background()
+	spec, err := engine.SpecFor(engine.ActionRetry)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		b.StopTimer()
+		s := archivedStore(b, n)
+		sel, _ := spec.Narrow(engine.Filter{States: []engine.State{engine.StateArchived}})
+		op, err := s.OperationInsert(ctx, &engine.OperationInsertParams{ID: "op", Action: engine.ActionRetry, Selector: sel})
+		if err != nil {
+			b.Fatal(err)
+		}
+		lease, err := s.OperationClaim(ctx, &engine.OperationClaimParams{Holder: "h", TTL: time.Minute})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		t0 := time.Now()
+		var slowest time.Duration
+		cursor, done := "", 0
+		for {
+			t1 := time.Now()
+			res, err := s.OperationProcessBatch(ctx, &engine.OperationProcessBatchParams{ID: op.ID, Holder: "h", Fence: lease.Fence,
+				After: cursor, Spec: spec, Selector: sel, Cutoff: op.CreatedAt, Limit: 1000, Window: 1000, TTL: time.Minute,
+				Event: engine.EventWrite{Kind: engine.EventRetried, Actor: "bench", To: engine.StateAvailable}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			slowest = max(slowest, time.Since(t1))
+			cursor = res.Cursor
+			done = int(res.Operation.Succeeded)
+			if res.Exhausted {
+				break
+			}
+		}
+		if done != n {
+			b.Fatalf("retried %d of %d", done, n)
+		}
+		b.ReportMetric(float64(n)/time.Since(t0).Seconds(), "jobs/s")
+		b.ReportMetric(float64(slowest.Microseconds())/1000, "slowest-batch-ms")
+	}
+}
