@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/backend/postgres"
+	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/cliutil"
@@ -38,11 +39,14 @@ transaction. A store whose schema is newer than this binary's is refused.
 
 On PostgreSQL (postgres://…?schema=NAME, default schema sluice) processes
 do not migrate by themselves: run this before rolling out a new version.
-"down N" reverts the newest N migrations there.`,
+"down N" reverts the newest N migrations there. On Redis (redis://…?ns=NAME,
+default namespace sluice) the same: a namespace's layout only grows, so it
+has no down steps.`,
 		Example: `  sluice migrate --store sqlite://sluice.db --dry-run
   sluice migrate --store sqlite:///var/lib/sluice/jobs.db
   sluice migrate --store 'postgres://app@db/jobs?schema=sluice'
-  sluice migrate down 1 --store 'postgres://app@db/jobs?schema=sluice'`,
+  sluice migrate down 1 --store 'postgres://app@db/jobs?schema=sluice'
+  sluice migrate --store 'redis://127.0.0.1:6379/0?ns=sluice'`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return nil
@@ -72,14 +76,14 @@ func runMigrate(ctx context.Context, o *migrateOptions, lo *logOptions, out io.W
 	if err != nil {
 		return err
 	}
-	if t.Backend == "postgres" {
+	switch t.Backend {
+	case "postgres":
 		return runMigratePostgres(ctx, o, lo, out)
+	case "redis":
+		return runMigrateRedis(ctx, o, lo, out)
 	}
 	if o.down > 0 {
 		return fmt.Errorf("migrate: store %s: %w: the %s backend has no down migrations", cliutil.RedactURL(o.store), engine.ErrUnsupported, t.Backend)
-	}
-	if t.Backend != "sqlite" {
-		return fmt.Errorf("migrate: store %s: %s backend not built yet: %w", cliutil.RedactURL(o.store), t.Backend, engine.ErrUnsupported)
 	}
 	name := cliutil.RedactURL(o.store)
 	before, err := sqlite.Status(ctx, t.Path)
@@ -197,6 +201,57 @@ func runMigratePostgres(ctx context.Context, o *migrateOptions, lo *logOptions, 
 		return nil
 	}
 	fmt.Fprintf(out, "store %s: schema %s version %d → %d\n", name, store.Schema(), before.Version, after.Version)
+	for _, m := range before.Pending {
+		fmt.Fprintf(out, "applied %s\n", m)
+	}
+	return nil
+}
+
+// runMigrateRedis is runMigrate on a Redis namespace (no down steps: a
+// namespace's layout only grows).
+func runMigrateRedis(ctx context.Context, o *migrateOptions, lo *logOptions, out io.Writer) error {
+	name := cliutil.RedactURL(o.store)
+	if o.down > 0 {
+		return fmt.Errorf("migrate: store %s: %w: the redis backend has no down migrations", name, engine.ErrUnsupported)
+	}
+	before, err := redis.Status(ctx, o.store)
+	if err != nil {
+		return fmt.Errorf("migrate: store %s: %w", name, err)
+	}
+	if before.Version > before.Latest {
+		return fmt.Errorf("migrate: store %s: schema version %d is newer than this binary's %d: use a newer sluice",
+			name, before.Version, before.Latest)
+	}
+	if o.dryRun {
+		where := fmt.Sprintf("schema version %d", before.Version)
+		if !before.Exists {
+			where = "no namespace yet, schema version 0"
+		}
+		fmt.Fprintf(out, "store %s: %s; this binary's is %d\n", name, where, before.Latest)
+		if len(before.Pending) == 0 {
+			fmt.Fprintln(out, "up to date: nothing to apply")
+			return nil
+		}
+		fmt.Fprintf(out, "pending: %s\n", strings.Join(before.Pending, ", "))
+		return nil
+	}
+	log, closeLog, err := lo.Logger(nil)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	store, err := redis.Open(ctx, o.store, redis.Options{Logger: log, Migrate: true})
+	if err != nil {
+		return fmt.Errorf("migrate: store %s: %w", name, err)
+	}
+	if err := store.Close(); err != nil {
+		return fmt.Errorf("migrate: store %s: %w", name, err)
+	}
+	if len(before.Pending) == 0 {
+		fmt.Fprintf(out, "store %s: schema version %d, up to date: nothing to apply\n", name, before.Version)
+		return nil
+	}
+	fmt.Fprintf(out, "store %s: schema version %d → %d\n", name, before.Version, before.Latest)
 	for _, m := range before.Pending {
 		fmt.Fprintf(out, "applied %s\n", m)
 	}

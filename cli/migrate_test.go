@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/backend/redis/redistest"
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 )
@@ -132,6 +133,31 @@ func TestMigrate(t *testing.T) {
 			if code != 1 || !strings.Contains(stderr, "schema version 9999 is newer than this binary's") {
 				t.Fatalf("migrate %v: exit %d %s", extra, code, stderr)
 			}
+		}
+	})
+
+	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
+		url := redistest.URL(t) // a fresh namespace, deleted at the end
+		code, out, stderr := runCLI(t, "", "migrate", "--store", url, "--dry-run")
+		if code != 0 || !strings.Contains(out, "no namespace yet, schema version 0") || !strings.Contains(out, "pending: ") {
+			t.Fatalf("dry run: exit %d %s %s", code, out, stderr)
+		}
+		// A reader refuses the namespace until it is migrated.
+		if code, _, stderr := runCLI(t, "", "jobs", "list", "--store", url); code == 0 || !strings.Contains(stderr, "sluice migrate") {
+			t.Fatalf("jobs list before migrate: exit %d %s", code, stderr)
+		}
+		if code, out, stderr := runCLI(t, "", "migrate", "--store", url); code != 0 || !strings.Contains(out, "applied ") {
+			t.Fatalf("migrate: exit %d %s %s", code, out, stderr)
+		}
+		if code, out, stderr := runCLI(t, "", "migrate", "--store", url); code != 0 || !strings.Contains(out, "up to date: nothing to apply") {
+			t.Fatalf("migrate again: exit %d %s %s", code, out, stderr)
+		}
+		if code, _, stderr := runCLI(t, "", "jobs", "list", "--store", url); code != 0 {
+			t.Fatalf("jobs list after migrate: exit %d %s", code, stderr)
+		}
+		if code, _, stderr := runCLI(t, "", "migrate", "down", "1", "--store", url); code != 1 || !strings.Contains(stderr, "no down migrations") {
+			t.Fatalf("down: exit %d %s", code, stderr)
 		}
 	})
 
