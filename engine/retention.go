@@ -130,14 +130,20 @@ func parseRetentionDuration(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// FormatRetention writes a retention as ParseRetention reads it, in days
-// when it is a whole number of them: 14d, 36h0m0s, forever.
+// FormatRetention writes a retention as ParseRetention reads it, in the
+// largest whole unit: 14d, 36h, 90m, 1m30s, forever.
 func FormatRetention(d time.Duration) string {
 	switch {
 	case d < 0:
 		return "forever"
-	case d > 0 && d%(24*time.Hour) == 0:
+	case d == 0:
+		return "0s"
+	case d%(24*time.Hour) == 0:
 		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
 	}
 	return d.String()
 }

@@ -53,7 +53,7 @@ func TestParseRetention(t *testing.T) {
 			}
 		}
 	}
-	for d, want := range map[time.Duration]string{14 * day: "14d", 36 * time.Hour: "36h0m0s", engine.Forever: "forever", 0: "0s"} {
+	for d, want := range map[time.Duration]string{14 * day: "14d", 36 * time.Hour: "36h", 90 * time.Minute: "90m", 90 * time.Second: "1m30s", engine.Forever: "forever", 0: "0s"} {
 		if got := engine.FormatRetention(d); got != want {
 			t.Errorf("FormatRetention(%v) = %q, want %q", d, got, want)
 		}

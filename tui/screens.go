@@ -185,7 +185,7 @@ func (m *Model) screenBody(w, h int) []string {
 			cols = append(cols, colSpec{strings.ToUpper(shortState[s]), 9, true})
 		}
 		cols = append(cols, colSpec{"", 0, false})
-		return m.renderList(&m.queues, cols, len(m.queuesData), func(i int) []cell {
+		row := func(i int) []cell {
 			q := m.queuesData[i]
 			status, st := "active", t.OKText
 			if q.Paused {
@@ -201,7 +201,21 @@ func (m *Model) screenBody(w, h int) []string {
 				cells = append(cells, cell{commas(n), cs})
 			}
 			return cells
-		}, w, h, "no queues yet")
+		}
+		n := len(m.queuesData)
+		lines := m.renderList(&m.queues, cols, n, row, w, h, "no queues yet")
+		if n == 0 || !m.queues.loaded {
+			return lines
+		}
+		// The cursor's queue's retention, below the rows (no column is
+		// wide enough for it beside the counts).
+		q := m.queuesData[m.queues.cursor]
+		info := clip("  "+t.Muted.Render("retention of "+Sanitize(q.Name)+": "+retentionSummary(q.Retention)), w)
+		if pos := 2 + min(n, h-1); pos < h {
+			lines[pos] = info
+			return lines
+		}
+		return append(m.renderList(&m.queues, cols, n, row, w, max(h-2, 1), "no queues yet"), "", info)
 	case scrErrors:
 		cols := []colSpec{{"QUEUE", 12, false}, {"KIND", 22, false}, {"JOBS", 8, true}, {"LAST", 5, true}, {"FIRST", 5, true}, {"ERROR", 0, false}}
 		return m.renderList(&m.groups, cols, len(m.groupsData), func(i int) []cell {
