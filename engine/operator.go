@@ -452,8 +452,12 @@ func (e *Engine) Bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 		c := p.Plan.Cutoff
 		cutoff = &c
 	case p.DryRun:
-		// The preview's store time, read before the count: every job the
-		// count sees as of it is one the run given the plan may take.
+		// The preview's store time, read before the count, which counts
+		// as of it: the run given the plan takes what the count saw, less
+		// what left its state since. The one window: a state change whose
+		// store time precedes the cutoff but whose transaction commits
+		// after the count (the length of one write transaction) is taken
+		// without having been counted; no store call closes it today.
 		now, err := e.store.Now(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("bulk: store clock: %w", err)
