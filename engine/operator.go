@@ -33,7 +33,7 @@ const (
 
 // Meta describes this engine; embedded callers are admins.
 func (e *Engine) Meta(ctx context.Context) (*Meta, error) {
-	m := &Meta{Backend: e.store.Backend(), Role: RoleAdmin, Actor: ActorFrom(ctx)}
+	m := &Meta{Backend: e.store.Backend(), Role: RoleAdmin, Actor: ActorFrom(ctx), Retention: e.Retention()}
 	m.Capabilities = capabilityNames(e.store.Capabilities())
 	return m, nil
 }
@@ -148,16 +148,8 @@ func (e *Engine) ErrorGroups(ctx context.Context, f Filter) ([]ErrorGroup, error
 }
 
 // Queues lists queues with their counts and pause state.
-// Each queue says the retention this engine's maintenance applies to it.
 func (e *Engine) Queues(ctx context.Context) ([]QueueInfo, error) {
-	qs, err := e.store.QueueList(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for i := range qs {
-		qs[i].Retention = e.RetentionOf(qs[i].Name)
-	}
-	return qs, nil
+	return e.store.QueueList(ctx)
 }
 
 // PauseQueue stops workers claiming from queue.
@@ -441,7 +433,7 @@ func (e *Engine) Bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 			if err != nil {
 				return nil, err
 			}
-			return &BulkResult{Matched: op.Matched, Estimated: op.Matched >= DryRunExactLimit, Operation: op}, nil
+			return &BulkResult{Matched: op.Matched, Estimated: op.Matched >= DryRunExactLimit, Operation: liftCutoff(op)}, nil
 		}
 	}
 	sel, any := spec.Narrow(p.Selector)
@@ -611,7 +603,7 @@ func (e *Engine) Operations(ctx context.Context, limit int, cursor string) (*Ope
 // batch.
 func (e *Engine) CancelOperation(ctx context.Context, id string) (*Operation, error) {
 	if op, ok, err := replayed[*Operation](ctx); ok {
-		return op, err
+		return liftCutoff(op), err
 	}
 	msg := "cancelled"
 	if a := ActorFrom(ctx); a != "" {

@@ -3,6 +3,7 @@ package tui
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
@@ -210,7 +211,11 @@ func (m *Model) screenBody(w, h int) []string {
 		// The cursor's queue's retention, below the rows (no column is
 		// wide enough for it beside the counts).
 		q := m.queuesData[m.queues.cursor]
-		info := clip("  "+t.Muted.Render("retention of "+Sanitize(q.Name)+": "+retentionSummary(q.Retention)), w)
+		var r map[engine.State]time.Duration
+		if m.meta != nil && m.meta.Retention != nil {
+			r = m.meta.Retention.Of(q.Name)
+		}
+		info := clip("  "+t.Muted.Render("retention of "+Sanitize(q.Name)+": "+retentionSummary(r)), w)
 		if pos := 2 + min(n, h-1); pos < h {
 			lines[pos] = info
 			return lines
