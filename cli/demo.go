@@ -18,12 +18,14 @@ import (
 )
 
 type demoOptions struct {
+	db      string
+	trickle time.Duration
+	every   time.Duration
+	plain   bool
+	console tuiOptions
+
+	// retention is --retention (retention.go).
 	retention retentionFlag
-	db        string
-	trickle   time.Duration
-	every     time.Duration
-	plain     bool
-	console   tuiOptions
 }
 
 func newDemoCmd(lo *logOptions) *cobra.Command {
