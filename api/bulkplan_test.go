@@ -120,6 +120,12 @@ func TestBulkPlanThroughClient(t *testing.T) {
 		t.Fatalf("still archived %v, want %v (died after the preview)", still, want)
 	}
 
+	// The plan with its own selection again: a dry run counts what a run
+	// of it would still take, none now.
+	again, err := ctl.Bulk(ctx, engine.BulkParams{Action: engine.ActionRetry, Selector: dead, Plan: preview.Plan, DryRun: true})
+	if err != nil || again.Matched != 0 || again.Plan == nil || !again.Plan.Cutoff.Equal(preview.Plan.Cutoff) {
+		t.Fatalf("dry run of the plan again: %+v, %v; want 0 matched at the same cutoff", again, err)
+	}
 	// A plan handed back with another selection is refused by the server.
 	_, err = ctl.Bulk(ctx, engine.BulkParams{Action: engine.ActionRetry,
 		Selector: engine.Filter{Queues: []string{"email"}}, Plan: preview.Plan})

@@ -39,6 +39,7 @@ error that names it. Keep the file private if it holds a token.
   store: sqlite:///var/lib/sluice/jobs.db
   log-level: warn
   output: table
+  retention: [archived=30d, billing/completed=1h]   # serve, worker, demo, tui
   serve:
     listen: 127.0.0.1:9090
     tokens: /etc/sluice/tokens

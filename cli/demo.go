@@ -18,6 +18,7 @@ import (
 )
 
 type demoOptions struct {
+	// retention is --retention (retention.go).
 	retention retentionFlag
 	db        string
 	store     string

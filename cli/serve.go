@@ -20,7 +20,6 @@ import (
 )
 
 type serveOptions struct {
-	retention   retentionFlag
 	store       string
 	listen      string
 	tokens      string
@@ -29,6 +28,9 @@ type serveOptions struct {
 	ssh         string // address of the console over SSH; "" for none
 	sshKeys     string // authorized keys file
 	sshHostKey  string
+
+	// retention is --retention (retention.go).
+	retention retentionFlag
 }
 
 func newServeCmd(lo *logOptions) *cobra.Command {

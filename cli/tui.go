@@ -19,18 +19,20 @@ import (
 )
 
 type tuiOptions struct {
+	store    string
+	apiURL   string
+	token    string
+	worker   bool
+	readOnly bool
+	theme    string
+	state    string
+	query    string
+	actor    string
+	keys     string
+	mouse    bool
+
+	// retention is --retention (retention.go).
 	retention retentionFlag
-	store     string
-	apiURL    string
-	token     string
-	worker    bool
-	readOnly  bool
-	theme     string
-	state     string
-	query     string
-	actor     string
-	keys      string
-	mouse     bool
 }
 
 func newTUICmd(lo *logOptions) *cobra.Command {

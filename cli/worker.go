@@ -16,7 +16,6 @@ import (
 )
 
 type workerOptions struct {
-	retention           retentionFlag
 	store               string
 	queues              string
 	concurrency         int
@@ -31,6 +30,9 @@ type workerOptions struct {
 	crashBackoff        time.Duration
 	shutdownTimeout     time.Duration
 	demo                bool
+
+	// retention is --retention (retention.go).
+	retention retentionFlag
 }
 
 // errNoKinds is sluice worker's answer when it has no job kinds to run.

@@ -97,6 +97,39 @@ type Meta struct {
 	// store: they survive restarts and are shared by every server on it)
 	// or "memory" (this server process only). Empty from the engine.
 	Idempotency string `json:"idempotency,omitempty"`
+	// Retention is what the engine's maintenance deletes and when.
+	Retention *RetentionPolicy `json:"retention,omitempty"`
+}
+
+// RetentionPolicy is how long terminal jobs are kept: per state by
+// default, and per queue and state where a queue overrides the default
+// (durations in nanoseconds on the wire). A negative duration, like a
+// state left out, keeps the jobs forever.
+type RetentionPolicy struct {
+	Default map[State]time.Duration            `json:"default"`
+	Queues  map[string]map[State]time.Duration `json:"queues,omitempty"`
+}
+
+// Of is the retention of a queue's terminal jobs, per state: how long
+// after a job entered the state it is deleted. A state absent from the
+// map is kept forever.
+func (p *RetentionPolicy) Of(queue string) map[State]time.Duration {
+	out := map[State]time.Duration{}
+	if p == nil {
+		return out
+	}
+	for st, d := range p.Default {
+		out[st] = d
+	}
+	for st, d := range p.Queues[queue] {
+		out[st] = d
+	}
+	for st, d := range out {
+		if d < 0 || !st.Terminal() {
+			delete(out, st)
+		}
+	}
+	return out
 }
 
 // Filter selects jobs. Every field narrows; empty fields match all.
@@ -215,10 +248,6 @@ type QueueInfo struct {
 	Name   string          `json:"name"`
 	Paused bool            `json:"paused"`
 	Counts map[State]int64 `json:"counts"`
-	// Retention is how long after entering each terminal state a job of
-	// the queue is kept (in nanoseconds on the wire); a state absent is
-	// kept forever. The engine fills it from its configuration.
-	Retention map[State]time.Duration `json:"retention,omitempty"`
 }
 
 // RetryOptions tunes an operator retry.

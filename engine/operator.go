@@ -33,7 +33,7 @@ const (
 
 // Meta describes this engine; embedded callers are admins.
 func (e *Engine) Meta(ctx context.Context) (*Meta, error) {
-	m := &Meta{Backend: e.store.Backend(), Role: RoleAdmin, Actor: ActorFrom(ctx)}
+	m := &Meta{Backend: e.store.Backend(), Role: RoleAdmin, Actor: ActorFrom(ctx), Retention: e.Retention()}
 	m.Capabilities = capabilityNames(e.store.Capabilities())
 	return m, nil
 }
@@ -185,16 +185,8 @@ func (e *Engine) ErrorGroups(ctx context.Context, f Filter) ([]ErrorGroup, error
 }
 
 // Queues lists queues with their counts and pause state.
-// Each queue says the retention this engine's maintenance applies to it.
 func (e *Engine) Queues(ctx context.Context) ([]QueueInfo, error) {
-	qs, err := e.store.QueueList(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for i := range qs {
-		qs[i].Retention = e.RetentionOf(qs[i].Name)
-	}
-	return qs, nil
+	return e.store.QueueList(ctx)
 }
 
 // PauseQueue stops workers claiming from queue.
@@ -491,8 +483,12 @@ func (e *Engine) Bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 		c := p.Plan.Cutoff
 		cutoff = &c
 	case p.DryRun:
-		// The preview's store time, read before the count: every job the
-		// count sees as of it is one the run given the plan may take.
+		// The preview's store time, read before the count, which counts
+		// as of it: the run given the plan takes what the count saw, less
+		// what left its state since. The one window: a state change whose
+		// store time precedes the cutoff but whose transaction commits
+		// after the count (the length of one write transaction) is taken
+		// without having been counted; no store call closes it today.
 		now, err := e.store.Now(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("bulk: store clock: %w", err)
@@ -646,7 +642,7 @@ func (e *Engine) Operations(ctx context.Context, limit int, cursor string) (*Ope
 // batch.
 func (e *Engine) CancelOperation(ctx context.Context, id string) (*Operation, error) {
 	if op, ok, err := replayed[*Operation](ctx); ok {
-		return op, err
+		return liftCutoff(op), err
 	}
 	msg := "cancelled"
 	if a := ActorFrom(ctx); a != "" {

@@ -31,23 +31,17 @@ func (e *Engine) queueOverrides() map[string]map[State]time.Duration {
 	return out
 }
 
-// RetentionOf is the retention this engine's maintenance applies to a
-// queue's terminal jobs, per state: how long after a job entered the state
-// it is deleted. A state absent from the map is kept forever.
-func (e *Engine) RetentionOf(queue string) map[State]time.Duration {
-	out := map[State]time.Duration{}
+// Retention is the retention this engine's maintenance applies (Meta
+// says it too).
+func (e *Engine) Retention() *RetentionPolicy {
+	p := &RetentionPolicy{Default: map[State]time.Duration{}, Queues: e.queueOverrides()}
 	for st, d := range e.cfg.Retention {
-		out[st] = d
+		p.Default[st] = d
 	}
-	for st, d := range e.queueOverrides()[queue] {
-		out[st] = d
+	if len(p.Queues) == 0 {
+		p.Queues = nil
 	}
-	for st, d := range out {
-		if d < 0 || !st.Terminal() {
-			delete(out, st)
-		}
-	}
-	return out
+	return p
 }
 
 // deleteAt is when retention deletes a terminal job (the first sweep after
@@ -56,7 +50,7 @@ func (e *Engine) deleteAt(j *Job) *time.Time {
 	if j == nil || !j.State.Terminal() {
 		return nil
 	}
-	d, ok := e.RetentionOf(j.Queue)[j.State]
+	d, ok := e.Retention().Of(j.Queue)[j.State]
 	if !ok {
 		return nil
 	}
@@ -130,14 +124,20 @@ func parseRetentionDuration(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// FormatRetention writes a retention as ParseRetention reads it, in days
-// when it is a whole number of them: 14d, 36h0m0s, forever.
+// FormatRetention writes a retention as ParseRetention reads it, in the
+// largest whole unit: 14d, 36h, 90m, 1m30s, forever.
 func FormatRetention(d time.Duration) string {
 	switch {
 	case d < 0:
 		return "forever"
-	case d > 0 && d%(24*time.Hour) == 0:
+	case d == 0:
+		return "0s"
+	case d%(24*time.Hour) == 0:
 		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
 	}
 	return d.String()
 }

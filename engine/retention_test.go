@@ -53,7 +53,7 @@ func TestParseRetention(t *testing.T) {
 			}
 		}
 	}
-	for d, want := range map[time.Duration]string{14 * day: "14d", 36 * time.Hour: "36h0m0s", engine.Forever: "forever", 0: "0s"} {
+	for d, want := range map[time.Duration]string{14 * day: "14d", 36 * time.Hour: "36h", 90 * time.Minute: "90m", 90 * time.Second: "1m30s", engine.Forever: "forever", 0: "0s"} {
 		if got := engine.FormatRetention(d); got != want {
 			t.Errorf("FormatRetention(%v) = %q, want %q", d, got, want)
 		}
@@ -61,7 +61,7 @@ func TestParseRetention(t *testing.T) {
 }
 
 // TestRetentionVisible: a terminal job's detail says when retention
-// deletes it, Queues says each queue's retention, and a per-queue
+// deletes it, Meta says each queue's retention, and a per-queue
 // retention given for a queue this engine does not work is swept.
 func TestRetentionVisible(t *testing.T) {
 	t.Parallel()
@@ -87,18 +87,14 @@ func TestRetentionVisible(t *testing.T) {
 			t.Errorf("%s: delete at %v, want %v after its death at %v", id, d.DeleteAt, keep, d.Job.FinalizedAt)
 		}
 	}
-	qs, err := e.Queues(ctx)
+	meta, err := e.Meta(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	byName := map[string]engine.QueueInfo{}
-	for _, q := range qs {
-		byName[q.Name] = q
-	}
-	if r := byName["billing"].Retention; r[engine.StateArchived] != 2*time.Hour || len(r) != 1 {
+	if r := meta.Retention.Of("billing"); r[engine.StateArchived] != 2*time.Hour || len(r) != 1 {
 		t.Errorf("billing retention %v, want archived 2h and completed kept forever (absent)", r)
 	}
-	if r := byName["late"].Retention; r[engine.StateArchived] != 14*24*time.Hour || r[engine.StateCompleted] != time.Hour {
+	if r := meta.Retention.Of("late"); r[engine.StateArchived] != 14*24*time.Hour || r[engine.StateCompleted] != time.Hour {
 		t.Errorf("late retention %v, want the defaults", r)
 	}
 

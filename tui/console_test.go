@@ -417,7 +417,10 @@ func TestViewerRole(t *testing.T) {
 	s := start(t, &viewerControl{Control: f.eng}, testOptions())
 	s.waitFor("READ-ONLY", "viewer", "evil-0001")
 	s.keys("<enter>", "p")
-	screen := s.waitFor("job evil-0001", "hidden for your role")
+	s.waitFor("job evil-0001", "metadata")
+	// The sheet's payload section is below the first screen.
+	s.keys("<ctrl+d>")
+	screen := s.waitFor("hidden for your role")
 	if strings.Contains(screen, "p shows the payload") {
 		t.Fatal("the payload key is offered to a viewer")
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/charmbracelet/x/ansi"
+
+	"github.com/sluicehq/sluice/engine"
 )
 
 // Text helpers. Widths are terminal cells; inputs are sanitized already.
@@ -212,4 +214,48 @@ func overlay(base []string, box []string, x, y, width int) []string {
 		out[row] = clip(left+"\x1b[0m"+bl+"\x1b[0m"+right, width)
 	}
 	return out
+}
+
+// retentionLine says when retention deletes a terminal job: at the first
+// maintenance sweep after deleteAt, or never.
+func retentionLine(now time.Time, queue string, st engine.State, deleteAt *time.Time) string {
+	switch {
+	case deleteAt == nil:
+		return "kept forever (" + string(st) + " in " + queue + ")"
+	case !deleteAt.After(now):
+		return "deleted at the next maintenance sweep (due " + stamp(now, *deleteAt) + ")"
+	}
+	return "deleted " + stamp(now, *deleteAt)
+}
+
+// retentionTerminal orders the terminal states in the queues screen's
+// retention column.
+var retentionTerminal = []engine.State{engine.StateArchived, engine.StateQuarantined, engine.StateUndecodable,
+	engine.StateCompleted, engine.StateCancelled}
+
+// retentionSummary writes a queue's retention: states sharing a retention
+// together, "archived, quarantined, undecodable 14d · completed, cancelled
+// 1d"; a state with none is kept forever. "not known" when the engine did
+// not say (a server of an older version).
+func retentionSummary(r map[engine.State]time.Duration) string {
+	if r == nil {
+		return "not known"
+	}
+	var order []string
+	groups := map[string][]string{}
+	for _, st := range retentionTerminal {
+		v := "forever"
+		if d, ok := r[st]; ok {
+			v = engine.FormatRetention(d)
+		}
+		if _, ok := groups[v]; !ok {
+			order = append(order, v)
+		}
+		groups[v] = append(groups[v], string(st))
+	}
+	parts := make([]string, len(order))
+	for i, v := range order {
+		parts[i] = strings.Join(groups[v], ", ") + " " + v
+	}
+	return strings.Join(parts, " · ")
 }

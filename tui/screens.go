@@ -3,6 +3,7 @@ package tui
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
@@ -185,7 +186,7 @@ func (m *Model) screenBody(w, h int) []string {
 			cols = append(cols, colSpec{strings.ToUpper(shortState[s]), 9, true})
 		}
 		cols = append(cols, colSpec{"", 0, false})
-		return m.renderList(&m.queues, cols, len(m.queuesData), func(i int) []cell {
+		row := func(i int) []cell {
 			q := m.queuesData[i]
 			status, st := "active", t.OKText
 			if q.Paused {
@@ -201,7 +202,25 @@ func (m *Model) screenBody(w, h int) []string {
 				cells = append(cells, cell{commas(n), cs})
 			}
 			return cells
-		}, w, h, "no queues yet")
+		}
+		n := len(m.queuesData)
+		lines := m.renderList(&m.queues, cols, n, row, w, h, "no queues yet")
+		if n == 0 || !m.queues.loaded {
+			return lines
+		}
+		// The cursor's queue's retention, below the rows (no column is
+		// wide enough for it beside the counts).
+		q := m.queuesData[m.queues.cursor]
+		var r map[engine.State]time.Duration
+		if m.meta != nil && m.meta.Retention != nil {
+			r = m.meta.Retention.Of(q.Name)
+		}
+		info := clip("  "+t.Muted.Render("retention of "+Sanitize(q.Name)+": "+retentionSummary(r)), w)
+		if pos := 2 + min(n, h-1); pos < h {
+			lines[pos] = info
+			return lines
+		}
+		return append(m.renderList(&m.queues, cols, n, row, w, max(h-2, 1), "no queues yet"), "", info)
 	case scrErrors:
 		cols := []colSpec{{"QUEUE", 12, false}, {"KIND", 22, false}, {"JOBS", 8, true}, {"LAST", 5, true}, {"FIRST", 5, true}, {"ERROR", 0, false}}
 		return m.renderList(&m.groups, cols, len(m.groupsData), func(i int) []cell {

@@ -223,6 +223,9 @@ func (m *Model) sheetInfo(w int) []string {
 	if j.FinalizedAt != nil {
 		field("finalized", stamp(now, *j.FinalizedAt))
 	}
+	if j.State.Terminal() {
+		field("retention", retentionLine(now, Sanitize(j.Queue), j.State, s.detail.DeleteAt))
+	}
 	if !j.State.Terminal() {
 		field("scheduled", stamp(now, j.ScheduledAt))
 	}
