@@ -17,6 +17,8 @@
 //	operations         bulk operations and their leases
 //	idempotency_keys,  idempotency records and the steps committed under
 //	idempotency_steps  them, in the mutations' own transactions
+//	job_archive        the cold archive (queues that opt in), partitioned
+//	                   by month of eviction: job_archive_YYYYMM
 //	schema_migrations  the applied versions of the embedded migrations
 //
 // Every statement names its tables with the schema, so nothing depends on
