@@ -30,6 +30,20 @@
 // locking the rows they check (SELECT … FOR UPDATE) before they decide
 // what the engine's plan allows. Inserts and due jobs NOTIFY the
 // channel of the schema once per statement; see Store.Wakeups.
+//
+// The store URL is a pgx URL (postgres:// or postgresql://) with the
+// store's own parameters, which are taken off before pgx sees it:
+//
+//	schema=NAME              the schema (default sluice)
+//	migrate=true             create and migrate the schema at open
+//	listen_url=URL           a direct connection for LISTEN (PgBouncer)
+//	archive_queues=a,b       queues whose evicted jobs are cold-archived
+//	archive_retention=2160h  how long a closed archive month is kept
+//
+// Every other parameter is pgx's or the server's: pool_max_conns,
+// default_query_exec_mode=simple_protocol (PgBouncer in transaction
+// mode), application_name (default sluice), plan_cache_mode (default
+// force_generic_plan), synchronous_commit.
 package postgres
 
 import (
