@@ -18,21 +18,30 @@ import (
 )
 
 type demoOptions struct {
-	db      string
-	trickle time.Duration
-	every   time.Duration
-	plain   bool
-	console tuiOptions
+	retention retentionFlag
+	db        string
+	store     string
+	trickle   time.Duration
+	every     time.Duration
+	plain     bool
+	outage    time.Duration
+	backlog   int
+	console   tuiOptions
 }
 
 func newDemoCmd(lo *logOptions) *cobra.Command {
 	o := &demoOptions{}
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Run the demo: workers on a SQLite file, seeded with jobs that live and die",
+		Short: "Run the demo: workers on a store, seeded with jobs that live and die",
 		Long: `Run an embedded engine with the demo's workers (queues billing, email and
-reports) on a SQLite file. An empty file is seeded with a few hundred jobs —
-most succeed, some fail until they are archived, one is a poison pill that is
+reports) on a SQLite file (--db) or on the store a URL names (--store, e.g.
+postgres://...); the demo sets its store up itself: it always migrates it.
+An empty store is seeded with the operator's night: a few thousand invoices
+killed by an outage of the billing database (--backlog), which ends a few
+minutes in (--outage; invoices retried after it succeed), and a few hundred
+other jobs — most succeed, some fail until they are archived (bad data: they
+succeed once their payload is fixed), one is a poison pill that is
 quarantined, some are undecodable, two miss their deadline — and a steady
 trickle of new jobs follows.
 
@@ -46,14 +55,19 @@ Logs are discarded unless --log-file is given; they never reach the screen.`,
 			return runDemo(cmd.Context(), o, lo, cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().StringVar(&o.db, "db", "sluice-demo.db", "SQLite file (a path or sqlite:// URL)")
+	cmd.Flags().StringVar(&o.db, "db", "sluice-demo.db", "SQLite file (a path or sqlite:// URL): the shorthand of --store for SQLite")
+	cmd.Flags().StringVar(&o.store, "store", "", "store URL (sqlite://FILE, postgres://...); replaces --db")
+	cmd.MarkFlagsMutuallyExclusive("db", "store")
 	cmd.Flags().DurationVar(&o.trickle, "trickle", 500*time.Millisecond, "enqueue one new job this often (0 turns the trickle off)")
 	cmd.Flags().DurationVar(&o.every, "refresh", time.Second, "how often the --plain summary is printed")
 	cmd.Flags().BoolVar(&o.plain, "plain", false, "print a text summary instead of opening the console")
+	cmd.Flags().DurationVar(&o.outage, "outage", demo.DefaultOutage, "how long the billing database's outage lasts from the seed; invoices retried after it succeed")
+	cmd.Flags().IntVar(&o.backlog, "backlog", demo.DefaultBacklog, "how many invoices the outage killed before the demo opened (seeded on an empty file)")
 	cmd.Flags().BoolVar(&o.console.readOnly, "read-only", false, "open the console without the actions that change jobs")
 	cmd.Flags().StringVar(&o.console.theme, "theme", "", "console theme: dark, light, high-contrast or mono")
 	cmd.Flags().BoolVar(&o.console.mouse, "mouse", false, "use the mouse: wheel, row and tab clicks")
 	cmd.Flags().StringVar(&o.console.state, "state", "archived", "state tab the console opens on")
+	o.retention.add(cmd.Flags())
 	return cmd
 }
 
@@ -66,16 +80,38 @@ func runDemo(ctx context.Context, o *demoOptions, lo *logOptions, out io.Writer)
 	ctx, stop := signalContext(ctx)
 	defer stop()
 
-	t, err := cliutil.ParseStoreURL(o.db)
+	storeURL := o.db
+	if o.store != "" {
+		storeURL = o.store
+	}
+	t, err := cliutil.ParseStoreURL(storeURL)
 	if err != nil {
 		return err
 	}
-	if t.Backend != "sqlite" {
-		return fmt.Errorf("demo: --db names a SQLite file; got a %s url", t.Backend)
+	if o.store == "" && t.Backend != "sqlite" {
+		return fmt.Errorf("demo: --db names a SQLite file; got a %s url (use --store for it)", t.Backend)
 	}
-	store, err := cliutil.OpenStore(ctx, o.db, log)
+	// What the console's title and the summary call the store: never a
+	// password.
+	label := cliutil.RedactURL(storeURL)
+	if t.Backend == "sqlite" {
+		label = "sqlite://" + t.Path
+	}
+	// The demo owns its store and sets it up: OpenStore creates and
+	// migrates (DESIGN.md, "Creating and migrating a store").
+	openURL := storeURL
+	if t.Backend == "postgres" && !strings.Contains(storeURL, "migrate=") {
+		// On PostgreSQL a process migrates only when told; the demo is
+		// always told (the backend's migrate=true parameter).
+		sep := "?"
+		if strings.Contains(storeURL, "?") {
+			sep = "&"
+		}
+		openURL += sep + "migrate=true"
+	}
+	store, err := cliutil.OpenStore(ctx, openURL, log)
 	if err != nil {
-		return err
+		return fmt.Errorf("demo: %w", err)
 	}
 	defer store.Close()
 
@@ -90,7 +126,7 @@ func runDemo(ctx context.Context, o *demoOptions, lo *logOptions, out io.Writer)
 	if plain {
 		engStore = tally.Wrap(store)
 	}
-	e, err := engine.New(engStore, engine.Config{
+	cfg := engine.Config{
 		Queues: map[string]engine.QueueConfig{
 			demo.QueueBilling: {Concurrency: 8},
 			demo.QueueEmail:   {Concurrency: 8},
@@ -99,7 +135,11 @@ func runDemo(ctx context.Context, o *demoOptions, lo *logOptions, out io.Writer)
 		CrashBackoff:    demo.CrashBackoff,
 		ShutdownTimeout: 5 * time.Second,
 		Logger:          log,
-	})
+	}
+	if err := o.retention.apply(&cfg); err != nil {
+		return err
+	}
+	e, err := engine.New(engStore, cfg)
 	if err != nil {
 		return err
 	}
@@ -111,13 +151,13 @@ func runDemo(ctx context.Context, o *demoOptions, lo *logOptions, out io.Writer)
 		log.Warn("job died", "job", ev.Job.ID, "kind", ev.Job.Kind, "queue", ev.Job.Queue, "reason", ev.Reason, "err", ev.Error)
 	})
 
-	seeded, err := demo.Seeded(ctx, store)
+	story, seeded, err := demo.StoryOf(ctx, store, o.outage, o.backlog)
 	if err != nil {
 		return err
 	}
 	note := "the store was seeded before: not seeding again"
 	if !seeded {
-		if err := demo.Seed(ctx, e); err != nil {
+		if err := demo.Seed(ctx, e, story); err != nil {
 			return err
 		}
 		note = "seeded the store"
@@ -126,10 +166,10 @@ func runDemo(ctx context.Context, o *demoOptions, lo *logOptions, out io.Writer)
 		return err
 	}
 	if o.trickle > 0 {
-		go demo.Trickle(ctx, e, o.trickle)
+		go demo.Trickle(ctx, e, o.trickle, story)
 	}
 	if !plain {
-		copts, err := o.console.consoleOptions(ctx, log, "sqlite://"+t.Path+" · demo")
+		copts, err := o.console.consoleOptions(ctx, log, label+" · demo")
 		if err != nil {
 			stopEngine(ctx, e)
 			return err
@@ -141,7 +181,7 @@ func runDemo(ctx context.Context, o *demoOptions, lo *logOptions, out io.Writer)
 		return runErr
 	}
 
-	scr := newDemoScreen(out, t.Path, note)
+	scr := newDemoScreen(out, label, note)
 	every := o.every
 	if every <= 0 {
 		every = time.Second
