@@ -74,6 +74,11 @@ func SchemaURL(tb testing.TB) (rawURL, schema string) {
 	}
 	q := p.Query()
 	q.Set("schema", schema)
+	// Not the product's default application_name: fault tests and chaos
+	// runs that terminate "sluice" connections must not hit these.
+	if q.Get("application_name") == "" {
+		q.Set("application_name", "sluice_test")
+	}
 	p.RawQuery = q.Encode()
 	tb.Cleanup(func() { Drop(tb, base, schema) })
 	return p.String(), schema
@@ -96,10 +101,14 @@ func Drop(tb testing.TB, serverURL, schema string) {
 }
 
 // New opens a fresh, migrated store in its own schema and closes it (and
-// drops the schema) when tb ends.
-func New(tb testing.TB) *postgres.Store {
+// drops the schema) when tb ends. params are added to the URL's query
+// (default_query_exec_mode=simple_protocol, say).
+func New(tb testing.TB, params ...string) *postgres.Store {
 	tb.Helper()
 	u, _ := SchemaURL(tb)
+	for _, p := range params {
+		u += "&" + p
+	}
 	return Open(tb, u, postgres.Options{Migrate: true, MaxConns: 4})
 }
 
@@ -125,6 +134,9 @@ func URL(tb testing.TB, s engine.Store) string {
 	}
 	q := p.Query()
 	q.Set("schema", ps.Schema())
+	if q.Get("application_name") == "" {
+		q.Set("application_name", "sluice_test")
+	}
 	p.RawQuery = q.Encode()
 	return p.String()
 }
