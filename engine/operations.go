@@ -88,8 +88,10 @@ func (e *Engine) RunOperation(ctx context.Context) (bool, error) {
 		return true, finish(OperationCompleted, "")
 	}
 	batch := e.cfg.OperationBatch
-	if op.Rate > 0 && op.Rate < batch {
-		batch = op.Rate
+	if op.Rate > 0 {
+		// A tenth of a second's worth of jobs per batch: the rate then
+		// holds within a tenth of a second, not in bursts of a second's.
+		batch = min(batch, max(1, op.Rate/10))
 	}
 	event := EventWrite{Kind: spec.Event, Actor: op.CreatedBy, To: spec.To,
 		Message: "bulk " + string(op.Action) + " (operation " + op.ID + ")"}
@@ -99,6 +101,17 @@ func (e *Engine) RunOperation(ctx context.Context) (bool, error) {
 	// progress, not an estimate.
 	from := op.Processed
 	for {
+		if op.Rate > 0 {
+			// Keep under the rate: a batch starts once the jobs done so
+			// far and this batch's are all due at op.Rate per second, so
+			// the rate measured from the run's start never exceeds it.
+			due := start.Add(time.Duration(float64(op.Processed-from+int64(batch)) / float64(op.Rate) * float64(time.Second)))
+			select {
+			case <-ctx.Done():
+				return true, ctx.Err()
+			case <-time.After(time.Until(due)):
+			}
+		}
 		res, err := e.store.OperationProcessBatch(ctx, &OperationProcessBatchParams{
 			ID: op.ID, Holder: lease.Holder, Fence: lease.Fence, After: cursor,
 			Spec: spec, Selector: sel, Cutoff: cutoff,
@@ -132,16 +145,6 @@ func (e *Engine) RunOperation(ctx context.Context) (bool, error) {
 		if msg != "" {
 			if err := finish(OperationRunning, msg); err != nil {
 				return true, err
-			}
-		}
-		if op.Rate > 0 {
-			// Keep to the rate: the next batch may start once the jobs
-			// done so far are due at op.Rate per second.
-			due := start.Add(time.Duration(float64(op.Processed-from) / float64(op.Rate) * float64(time.Second)))
-			select {
-			case <-ctx.Done():
-				return true, ctx.Err()
-			case <-time.After(time.Until(due)):
 			}
 		}
 		if ctx.Err() != nil {

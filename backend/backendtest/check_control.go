@@ -34,6 +34,7 @@ func controlChecks() []check {
 		{name: "BulkDryRunAndRun", fn: testControlBulk},
 		{name: "BulkLeavesLaterDeathsAlone", fn: testControlBulkLaterDeaths},
 		{name: "BulkResumesAfterRestart", fn: testControlBulkResume},
+		{name: "BulkKeepsUnderItsRate", fn: testControlBulkKeepsUnderRate},
 		{name: "BulkCancel", fn: testControlBulkCancel},
 		{name: "QuarantineRelease", fn: testControlQuarantine},
 		{name: "Subscribe", fn: testControlSubscribe},
@@ -813,6 +814,47 @@ func testControlBulkResume(t *testing.T, h Harness) {
 		if j := getJob(t, f.s, id); j.State != engine.StateAvailable {
 			t.Fatalf("%s: %s", id, describe(j))
 		}
+	}
+}
+
+// A bulk run with a rate never goes faster than it: each progress seen,
+// read after it was written, is at most the rate times the time since the
+// run started (the operation's StartedAt, which precedes the runner's own
+// clock). A slow machine only lowers the rate, so this cannot fail for
+// slowness.
+func testControlBulkKeepsUnderRate(t *testing.T, h Harness) {
+	f := newCtl(t, h, func(c *engine.Config) { c.NoMaintenance = true })
+	const n, rate = 40, 50
+	f.dead(t, "billing", "b", n, "x")
+	if err := f.c.PauseQueue(f.ctx, "billing"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := f.c.Bulk(f.ctx, engine.BulkParams{Action: engine.ActionRetry, Selector: mustQuery(t, "state:archived"), RatePerSecond: rate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, newEngine(t, f.s, fast("runner-rate")))
+	seen := 0
+	eventually(t, waitLong, func() bool {
+		op, err := f.c.Operation(f.ctx, r.Operation.ID)
+		now := time.Now()
+		if err != nil || op.StartedAt == nil {
+			return false
+		}
+		if limit := float64(rate) * now.Sub(*op.StartedAt).Seconds(); float64(op.Processed) > limit {
+			t.Fatalf("%d processed %v after the run started: over the rate of %d/s (at most %.1f)",
+				op.Processed, now.Sub(*op.StartedAt), rate, limit)
+		}
+		if op.Processed > 0 {
+			seen++
+		}
+		return op.Status == engine.OperationCompleted
+	}, "the rated operation completes")
+	if op, err := f.c.Operation(f.ctx, r.Operation.ID); err != nil || op.Processed != n || op.Succeeded != n {
+		t.Fatalf("operation: %+v, %v", op, err)
+	}
+	if seen == 0 {
+		t.Fatal("no progress was observed before the end")
 	}
 }
 
