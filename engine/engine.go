@@ -58,6 +58,14 @@ type Engine struct {
 	opsWake chan struct{}
 	// lastReconcile is when this engine last recounted the counters.
 	lastReconcile atomic.Int64
+	// out* report each loop's store outages: one WARN when one begins,
+	// one INFO when it ends, and the loop's backoff meanwhile
+	// (outage.go). Each claim loop has its own (queueRunner.out).
+	outComplete  *Outage
+	outHeartbeat *Outage
+	outRenew     *Outage
+	outMaint     *Outage
+	outOps       *Outage
 }
 
 // New builds an engine over store. Register kinds and death handlers, then
@@ -84,6 +92,11 @@ func New(store Store, cfg Config) (*Engine, error) {
 		running: newRunningSet(),
 		opsWake: make(chan struct{}, 1),
 	}
+	e.outComplete = NewOutage(e.log, "complete", 20*time.Millisecond, 2*time.Second)
+	e.outHeartbeat = NewOutage(e.log, "heartbeat", cfg.HeartbeatInterval, cfg.HeartbeatInterval)
+	e.outRenew = NewOutage(e.log, "lease renewal", max(cfg.LeaseDuration/3, 10*time.Millisecond), max(cfg.LeaseDuration/3, 10*time.Millisecond))
+	e.outMaint = NewOutage(e.log, "maintenance", cfg.MaintenanceInterval, max(cfg.MaintenanceInterval, DefaultOutageMaxBackoff))
+	e.outOps = NewOutage(e.log, "operations", cfg.MaintenanceInterval, max(cfg.MaintenanceInterval, DefaultOutageMaxBackoff))
 	e.queues = make(map[string]*queueRunner, len(cfg.Queues))
 	for name, q := range cfg.Queues {
 		e.queues[name] = newQueueRunner(e, name, q)
@@ -187,7 +200,13 @@ func (e *Engine) Start(ctx context.Context) error {
 		// Say we live before claiming anything, so no reaper mistakes our
 		// first leases for a dead process's.
 		if err := e.heartbeat(ctx); err != nil {
-			e.log.Warn("first heartbeat failed", "err", err)
+			if StoreUnavailable(err) {
+				e.outHeartbeat.Fail(err)
+			} else {
+				e.log.Warn("first heartbeat failed", "err", err)
+			}
+		} else {
+			e.outHeartbeat.Succeed()
 		}
 		e.spawn(e.completer.run)
 		e.spawn(e.leaseLoop)

@@ -43,6 +43,10 @@ type queueRunner struct {
 
 	active sync.WaitGroup
 
+	// out reports this queue's claim failures once per outage and gives
+	// the claim loop its backoff.
+	out *Outage
+
 	// runs counts the jobs the slots have taken, for the rate.
 	runs atomic.Int64
 	// The rate the queue runs jobs at (jobs per second), kept by the
@@ -65,6 +69,9 @@ func newQueueRunner(e *Engine, name string, cfg QueueConfig) *queueRunner {
 		freedCh: make(chan struct{}, 1),
 		stopCh:  make(chan struct{}),
 		done:    make(chan struct{}),
+		// From the poll interval's hundredth (a claim that failed under
+		// load is worth a quick retry) up to 5s.
+		out: NewOutage(e.log, "claim", min(10*time.Millisecond, e.cfg.PollInterval), DefaultOutageMaxBackoff),
 	}
 }
 
@@ -133,7 +140,6 @@ func (q *queueRunner) free(capacity int) int {
 func (q *queueRunner) run() {
 	defer close(q.done)
 	defer q.releaseHeld(true, msgReleasedAtShutdown)
-	backoff := 10 * time.Millisecond
 	for {
 		capacity := q.capacity()
 		lowWater := max(1, capacity/2)
@@ -167,14 +173,18 @@ func (q *queueRunner) run() {
 				return
 			}
 			q.e.contact.fail()
-			q.e.log.Warn("claim failed", "queue", q.name, "err", err)
+			if !StoreUnavailable(err) {
+				q.e.log.Warn("claim failed", "queue", q.name, "err", err)
+			}
+			// A refusal backs off too: retrying it at once would only
+			// spin.
+			backoff := q.out.Fail(err, "queue", q.name)
 			if !q.wait(nil, time.After(backoff)) {
 				return
 			}
-			backoff = min(backoff*2, 5*time.Second)
 			continue
 		}
-		backoff = 10 * time.Millisecond
+		q.out.Succeed()
 		if n == free {
 			// The queue had at least a full batch: claim again as soon as
 			// room frees, without waiting for the poll.
