@@ -39,7 +39,7 @@ func newMetrics(ctl engine.Control, log *slog.Logger) *metrics {
 	m.reg.MustRegister(m.requests, m.duration,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&engineCollector{ctl: ctl, log: log, out: engine.NewOutage(log, "metrics", 0, 0)},
+		&engineCollector{ctl: ctl, log: log, out: engine.NewOutage(log, "metrics", engine.OutageOptions{})},
 	)
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)})
 	return m

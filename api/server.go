@@ -150,7 +150,7 @@ func NewServer(ctl engine.Control, opts ServerOptions) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	s.out = engine.NewOutage(s.log, "api", 0, 0)
+	s.out = engine.NewOutage(s.log, "api", engine.OutageOptions{})
 	if s.idem == nil {
 		if ie, ok := ctl.(IdempotencyEngine); ok && ie.IdempotencyDurable() {
 			s.idem = NewEngineIdempotencyStore(ie, opts.IdempotencyTTL, opts.IdempotencyClaimTTL)

@@ -92,11 +92,14 @@ func New(store Store, cfg Config) (*Engine, error) {
 		running: newRunningSet(),
 		opsWake: make(chan struct{}, 1),
 	}
-	e.outComplete = NewOutage(e.log, "complete", 20*time.Millisecond, 2*time.Second)
-	e.outHeartbeat = NewOutage(e.log, "heartbeat", cfg.HeartbeatInterval, cfg.HeartbeatInterval)
-	e.outRenew = NewOutage(e.log, "lease renewal", max(cfg.LeaseDuration/3, 10*time.Millisecond), max(cfg.LeaseDuration/3, 10*time.Millisecond))
-	e.outMaint = NewOutage(e.log, "maintenance", cfg.MaintenanceInterval, max(cfg.MaintenanceInterval, DefaultOutageMaxBackoff))
-	e.outOps = NewOutage(e.log, "operations", cfg.MaintenanceInterval, max(cfg.MaintenanceInterval, DefaultOutageMaxBackoff))
+	// Completions retry from 20ms up to 2s, as they did before.
+	e.outComplete = NewOutage(e.log, "complete", OutageOptions{MinBackoff: 20 * time.Millisecond, MaxBackoff: 2 * time.Second})
+	// The heartbeat and renewals keep their cadence (see leaseLoop).
+	e.outHeartbeat = NewOutage(e.log, "heartbeat", OutageOptions{})
+	e.outRenew = NewOutage(e.log, "lease renewal", OutageOptions{})
+	maint := OutageOptions{MinBackoff: cfg.MaintenanceInterval, MaxBackoff: max(cfg.MaintenanceInterval, DefaultOutageMaxBackoff)}
+	e.outMaint = NewOutage(e.log, "maintenance", maint)
+	e.outOps = NewOutage(e.log, "operations", maint)
 	e.queues = make(map[string]*queueRunner, len(cfg.Queues))
 	for name, q := range cfg.Queues {
 		e.queues[name] = newQueueRunner(e, name, q)

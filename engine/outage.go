@@ -15,52 +15,81 @@ import (
 // fails every attempt of every loop; logged one line per attempt, that is
 // hundreds of lines per outage, which drown what the operator needs: that
 // the store went away, and when it came back. So the first failure of an
-// outage logs one WARN, the rest of that outage only DEBUG, and the first
-// success after it one INFO with the attempts and the duration.
+// outage logs one WARN, the rest of that outage only DEBUG, and its end
+// one INFO with the failed attempts and the duration.
+//
+// An outage ends at the first success that comes a settle period after
+// its last failure. A store going away rarely fails cleanly: while its
+// connections are cut and refused, some attempts still get through on a
+// connection that lives on, and ending the outage at each of them would
+// log a WARN and an INFO per flap, which is the flood again.
 //
 // Fail also says how long the loop should back off: capped exponential
 // with jitter, so that the processes of a cluster do not all retry at
 // once against a store that is coming back. A success resets it.
 //
 // Succeed costs one atomic load while the store answers, so a loop may
-// call it on every round of its hot path.
+// call it on every round of its hot path; only in the settle period after
+// an outage does it take a lock.
 type Outage struct {
-	log  *slog.Logger
-	loop string
-	min  time.Duration
-	max  time.Duration
+	log    *slog.Logger
+	loop   string
+	min    time.Duration
+	max    time.Duration
+	settle time.Duration
 
-	// failing is set by any Fail and cleared by the next Succeed: the one
-	// thing Succeed reads without the lock.
+	// failing is set by any Fail and cleared when the outage ends (or, for
+	// refusals only, by the next Succeed): the one thing Succeed reads
+	// without the lock.
 	failing atomic.Bool
 
 	mu       sync.Mutex
-	began    time.Time
+	began    time.Time     // the outage's first failure
+	lastFail time.Time     // its latest
+	upSince  time.Time     // the first success since lastFail; zero while failing
 	failures int           // unavailability failures of the open outage
 	nominal  time.Duration // the next backoff before jitter
 }
 
-// Default bounds of an Outage's backoff.
+// OutageOptions bound an Outage's backoff and set its settle period.
+type OutageOptions struct {
+	// MinBackoff is the first backoff, typically the loop's normal
+	// interval; 0 means DefaultOutageMinBackoff.
+	MinBackoff time.Duration
+	// MaxBackoff caps it; 0 means DefaultOutageMaxBackoff.
+	MaxBackoff time.Duration
+	// Settle is how long after its last failure an outage ends at the
+	// next success; 0 means DefaultOutageSettle, negative that the first
+	// success ends it.
+	Settle time.Duration
+}
+
+// Defaults of OutageOptions.
 const (
 	DefaultOutageMinBackoff = 10 * time.Millisecond
 	DefaultOutageMaxBackoff = 5 * time.Second
+	DefaultOutageSettle     = 5 * time.Second
 )
 
-// NewOutage is an Outage for the loop named loop, logging to log, backing
-// off from minBackoff (the loop's normal interval, typically) doubling up
-// to maxBackoff. Zero or negative bounds take the defaults.
-func NewOutage(log *slog.Logger, loop string, minBackoff, maxBackoff time.Duration) *Outage {
+// NewOutage is an Outage for the loop named loop, logging to log.
+func NewOutage(log *slog.Logger, loop string, o OutageOptions) *Outage {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if minBackoff <= 0 {
-		minBackoff = DefaultOutageMinBackoff
+	if o.MinBackoff <= 0 {
+		o.MinBackoff = DefaultOutageMinBackoff
 	}
-	if maxBackoff <= 0 {
-		maxBackoff = DefaultOutageMaxBackoff
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = DefaultOutageMaxBackoff
 	}
-	maxBackoff = max(maxBackoff, minBackoff)
-	return &Outage{log: log, loop: loop, min: minBackoff, max: maxBackoff, nominal: minBackoff}
+	o.MaxBackoff = max(o.MaxBackoff, o.MinBackoff)
+	switch {
+	case o.Settle == 0:
+		o.Settle = DefaultOutageSettle
+	case o.Settle < 0:
+		o.Settle = 0
+	}
+	return &Outage{log: log, loop: loop, min: o.MinBackoff, max: o.MaxBackoff, settle: o.Settle, nominal: o.MinBackoff}
 }
 
 // Fail records a failed attempt and returns how long to wait before the
@@ -73,13 +102,16 @@ func NewOutage(log *slog.Logger, loop string, minBackoff, maxBackoff time.Durati
 // every round does not spin.
 func (o *Outage) Fail(err error, attrs ...any) time.Duration {
 	unavailable := StoreUnavailable(err)
+	now := time.Now()
 	o.mu.Lock()
 	first := unavailable && o.failures == 0
 	if first {
-		o.began = time.Now()
+		o.began = now
 	}
 	if unavailable {
 		o.failures++
+		o.lastFail = now
+		o.upSince = time.Time{}
 	}
 	n := o.failures
 	d := o.nominal
@@ -101,32 +133,39 @@ func (o *Outage) Fail(err error, attrs ...any) time.Duration {
 	return half + rand.N(d-half+1)
 }
 
-// Succeed records a successful attempt; the first after an outage logs an
-// INFO with the failed attempts and how long the outage lasted.
+// Succeed records a successful attempt. It resets the backoff; the first
+// success a settle period after an outage's last failure ends it with an
+// INFO: the failed attempts, and how long the store was away (from the
+// first failure to the first success that stayed).
 func (o *Outage) Succeed() {
 	if !o.failing.Load() {
 		return
 	}
+	now := time.Now()
 	o.mu.Lock()
-	if !o.failing.Load() { // another goroutine closed it meanwhile
-		o.mu.Unlock()
+	defer o.mu.Unlock()
+	o.nominal = o.min
+	if o.failures == 0 { // refusals only, or closed meanwhile
+		o.failing.Store(false)
 		return
 	}
-	n, began := o.failures, o.began
-	o.failures, o.nominal = 0, o.min
-	o.failing.Store(false)
-	o.mu.Unlock()
-	if n > 0 {
-		o.log.Info("store reachable again", "loop", o.loop, "failed_attempts", n, "outage", time.Since(began).Round(time.Millisecond))
+	if o.upSince.IsZero() {
+		o.upSince = now
 	}
+	if now.Sub(o.lastFail) < o.settle {
+		return
+	}
+	n, lasted := o.failures, o.upSince.Sub(o.began)
+	o.failures = 0
+	o.failing.Store(false)
+	o.log.Info("store reachable again", "loop", o.loop, "failed_attempts", n, "outage", lasted.Round(time.Millisecond))
 }
 
-// Down reports whether an outage is open: the store did not answer the
-// last attempt, and none has succeeded since.
+// Down reports whether the store did not answer the last attempt.
 func (o *Outage) Down() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.failures > 0
+	return o.failures > 0 && o.upSince.IsZero()
 }
 
 // sleepCtx waits d or until ctx ends; it reports false when ctx ended.

@@ -13,10 +13,14 @@ import (
 )
 
 // outageLog is an Outage logging at every level to a buffer.
-func outageLog(minB, maxB time.Duration) (*engine.Outage, *bytes.Buffer) {
+// Settle is off (the first success ends an outage) unless settle is set.
+func outageLog(minB, maxB, settle time.Duration) (*engine.Outage, *bytes.Buffer) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	return engine.NewOutage(log, "claim", minB, maxB), &buf
+	if settle == 0 {
+		settle = -1
+	}
+	return engine.NewOutage(log, "claim", engine.OutageOptions{MinBackoff: minB, MaxBackoff: maxB, Settle: settle}), &buf
 }
 
 // linesAt are the lines of buf logged at level.
@@ -33,7 +37,7 @@ func linesAt(buf *bytes.Buffer, level string) []string {
 var errDown = fmt.Errorf("claim: %w", errors.New("dial tcp 127.0.0.1:5432: connect: connection refused"))
 
 func TestOutageLogsOncePerOutage(t *testing.T) {
-	o, buf := outageLog(time.Millisecond, time.Second)
+	o, buf := outageLog(time.Millisecond, time.Second, 0)
 	o.Succeed() // no outage yet: nothing to say
 	for range 50 {
 		o.Fail(errDown, "queue", "q1")
@@ -77,7 +81,7 @@ func TestOutageLogsOncePerOutage(t *testing.T) {
 // A refusal (the store answered) is the caller's to log: no outage opens
 // and none closes.
 func TestOutageIgnoresRefusals(t *testing.T) {
-	o, buf := outageLog(time.Millisecond, time.Second)
+	o, buf := outageLog(time.Millisecond, time.Second, 0)
 	for _, err := range []error{engine.ErrLeaseLost, fmt.Errorf("x: %w", engine.ErrInvalid), &engine.StateError{}} {
 		if engine.StoreUnavailable(err) {
 			t.Errorf("StoreUnavailable(%v) = true, want false", err)
@@ -98,7 +102,7 @@ func TestOutageIgnoresRefusals(t *testing.T) {
 
 func TestOutageBackoffGrowsCapsAndResets(t *testing.T) {
 	const minB, maxB = 10 * time.Millisecond, 80 * time.Millisecond
-	o, _ := outageLog(minB, maxB)
+	o, _ := outageLog(minB, maxB, 0)
 	check := func(nominal time.Duration) {
 		t.Helper()
 		d := o.Fail(errDown)
@@ -117,4 +121,31 @@ func TestOutageBackoffGrowsCapsAndResets(t *testing.T) {
 	o.Succeed()
 	o.Fail(engine.ErrInvalid)
 	check(2 * minB)
+}
+
+// A store that flaps while it goes away (some attempts get through on a
+// connection that lives on) is one outage: no WARN per flap, and no INFO
+// before a settle period without failure. The settle period here is an
+// hour, so the outage cannot end within the test.
+func TestOutageFlappingIsOneOutage(t *testing.T) {
+	o, buf := outageLog(time.Millisecond, time.Second, time.Hour)
+	for range 20 {
+		o.Fail(errDown)
+		o.Fail(errDown)
+		o.Succeed()
+		if o.Down() {
+			t.Fatal("Down() = true right after a success")
+		}
+	}
+	o.Fail(errDown)
+	if !o.Down() {
+		t.Fatal("Down() = false after a failure")
+	}
+	if w, i := len(linesAt(buf, "WARN")), len(linesAt(buf, "INFO")); w != 1 || i != 0 {
+		t.Fatalf("flapping store: %d WARN and %d INFO lines, want 1 and 0:\n%s", w, i, buf)
+	}
+	// The backoff resets at each success all the same: the store answered.
+	if d := o.Fail(errDown); d > 2*time.Millisecond {
+		t.Errorf("backoff %v after a success and one failure, want at most 2ms", d)
+	}
 }

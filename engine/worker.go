@@ -69,9 +69,9 @@ func newQueueRunner(e *Engine, name string, cfg QueueConfig) *queueRunner {
 		freedCh: make(chan struct{}, 1),
 		stopCh:  make(chan struct{}),
 		done:    make(chan struct{}),
-		// From the poll interval's hundredth (a claim that failed under
-		// load is worth a quick retry) up to 5s.
-		out: NewOutage(e.log, "claim", min(10*time.Millisecond, e.cfg.PollInterval), DefaultOutageMaxBackoff),
+		// From 10ms (a claim cut by a blip is worth a quick retry; the
+		// poll interval when shorter) up to 5s, as before the Outage.
+		out: NewOutage(e.log, "claim", OutageOptions{MinBackoff: min(10*time.Millisecond, e.cfg.PollInterval)}),
 	}
 }
 
