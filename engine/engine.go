@@ -62,6 +62,7 @@ type Engine struct {
 	// one INFO when it ends, and the loop's backoff meanwhile
 	// (outage.go). Each claim loop has its own (queueRunner.out).
 	outComplete  *Outage
+	outOutcome   *Outage
 	outHeartbeat *Outage
 	outRenew     *Outage
 	outMaint     *Outage
@@ -94,6 +95,9 @@ func New(store Store, cfg Config) (*Engine, error) {
 	}
 	// Completions retry from 20ms up to 2s, as they did before.
 	e.outComplete = NewOutage(e.log, "complete", OutageOptions{MinBackoff: 20 * time.Millisecond, MaxBackoff: 2 * time.Second})
+	// Outcomes other than success retry on their own (finishWithRetry);
+	// this only reports the ones given up.
+	e.outOutcome = NewOutage(e.log, "outcome", OutageOptions{})
 	// The heartbeat and renewals keep their cadence (see leaseLoop).
 	e.outHeartbeat = NewOutage(e.log, "heartbeat", OutageOptions{})
 	e.outRenew = NewOutage(e.log, "lease renewal", OutageOptions{})

@@ -638,13 +638,20 @@ func (e *Engine) finishGuarded(ctx context.Context, ref JobRef, j *Job, res hand
 	p := e.finishPlan(ref, j, row, res, actor, reaped)
 	written, err := e.finishWithRetry(ctx, p)
 	if err != nil {
-		if errors.Is(err, ErrLeaseLost) {
+		switch {
+		case errors.Is(err, ErrLeaseLost):
 			e.log.Info("outcome refused: lease lost", "job", j.ID, "outcome", res.trigger)
-		} else {
+		case StoreUnavailable(err):
+			// Every outcome meets an outage: one line for all of them
+			// (the job stays leased until it expires, and the reaper
+			// hands it out again).
+			e.outOutcome.Fail(err, "job", j.ID, "outcome", res.trigger)
+		default:
 			e.log.Error("outcome not written", "job", j.ID, "outcome", res.trigger, "err", err)
 		}
 		return
 	}
+	e.outOutcome.Succeed()
 	e.publish(Change{Kind: ChangeJob, JobID: j.ID, Queue: j.Queue, State: row.To})
 	e.observeTransition(j.Queue, j.Kind, j.State, row.To)
 	if written != nil && (row.To == StateArchived || row.To == StateQuarantined) {
