@@ -39,7 +39,7 @@ func newMetrics(ctl engine.Control, log *slog.Logger) *metrics {
 	m.reg.MustRegister(m.requests, m.duration,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&engineCollector{ctl: ctl, log: log},
+		&engineCollector{ctl: ctl, log: log, out: engine.NewOutage(log, "metrics", engine.OutageOptions{})},
 	)
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)})
 	return m
@@ -70,6 +70,19 @@ func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
 type engineCollector struct {
 	ctl engine.Control
 	log *slog.Logger
+	// out logs a store outage once, not at every scrape (the backoff it
+	// gives is unused: the scraper sets the pace).
+	out *engine.Outage
+}
+
+// fail logs a scrape's store error: once per outage when the store did
+// not answer, as before otherwise.
+func (c *engineCollector) fail(what string, err error) {
+	if engine.StoreUnavailable(err) {
+		c.out.Fail(err, "what", what)
+		return
+	}
+	c.log.Warn("metrics: "+what, "err", err)
 }
 
 var (
@@ -96,10 +109,11 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	counts, err := c.ctl.Counts(ctx, "")
 	if err != nil {
-		c.log.Warn("metrics: counts", "err", err)
+		c.fail("counts", err)
 		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 0)
 		return
 	}
+	c.out.Succeed()
 	ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 1)
 	for q, states := range counts.Queues {
 		for st, n := range states {
@@ -108,7 +122,7 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	page, err := c.ctl.Operations(ctx, engine.MaxListLimit, "")
 	if err != nil {
-		c.log.Warn("metrics: operations", "err", err)
+		c.fail("operations", err)
 		return
 	}
 	for _, op := range page.Operations {

@@ -86,6 +86,9 @@ type Server struct {
 	mux     *http.ServeMux
 	metrics *metrics
 	routes  []route
+	// out logs the answers of 503 (the store not answering) once per
+	// outage rather than once per request, and when they stop.
+	out *engine.Outage
 }
 
 // route is one method and path pattern with the least role it needs.
@@ -147,6 +150,7 @@ func NewServer(ctl engine.Control, opts ServerOptions) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.out = engine.NewOutage(s.log, "api", engine.OutageOptions{})
 	if s.idem == nil {
 		if ie, ok := ctl.(IdempotencyEngine); ok && ie.IdempotencyDurable() {
 			s.idem = NewEngineIdempotencyStore(ie, opts.IdempotencyTTL, opts.IdempotencyClaimTTL)
@@ -261,6 +265,8 @@ func (s *Server) handler(rt route) http.Handler {
 				if !sw.wrote {
 					writeError(sw, err)
 				}
+			} else {
+				s.out.Succeed()
 			}
 			return
 		}
@@ -269,8 +275,17 @@ func (s *Server) handler(rt route) http.Handler {
 }
 
 func (s *Server) logFailure(rt route, err error) {
-	if status, _ := errorResponse(err); status >= 500 {
+	status, _ := errorResponse(err)
+	switch {
+	case status == http.StatusServiceUnavailable && engine.StoreUnavailable(err):
+		// Every request meets an outage: say so once (s.out), not per
+		// request. The backoff is the client's (Retry-After).
+		s.out.Fail(err, "route", rt.pattern(), "status", status)
+	case status >= 500:
 		s.log.Warn("request failed", "route", rt.pattern(), "status", status, "err", err)
+	default:
+		// The store answered (a refusal, not found...).
+		s.out.Succeed()
 	}
 }
 
@@ -403,9 +418,17 @@ func (s *Server) serveMutation(w http.ResponseWriter, r *http.Request, rt route,
 	defer ecancel()
 	if resp.Status >= 500 {
 		_ = hold.Abandon(ectx)
-		s.log.Warn("mutation failed", "route", rt.pattern(), "status", resp.Status, "err", string(resp.Body))
-	} else if err := hold.Complete(ectx, resp); err != nil {
-		s.log.Warn("idempotency record not kept", "route", rt.pattern(), "err", err)
+		if resp.Status == http.StatusServiceUnavailable {
+			// The store did not answer: once per outage (s.out).
+			s.out.Fail(fmt.Errorf("mutation answered %d: %s", resp.Status, resp.Body), "route", rt.pattern(), "status", resp.Status)
+		} else {
+			s.log.Warn("mutation failed", "route", rt.pattern(), "status", resp.Status, "err", string(resp.Body))
+		}
+	} else {
+		s.out.Succeed()
+		if err := hold.Complete(ectx, resp); err != nil {
+			s.log.Warn("idempotency record not kept", "route", rt.pattern(), "err", err)
+		}
 	}
 	for k, vs := range resp.Header {
 		w.Header()[k] = vs

@@ -76,6 +76,11 @@ func (c *completer) run() {
 	}
 }
 
+// completeGiveUp is the backoff past which a completer shut down stops
+// retrying (half the completion backoff's cap of 2s, the least its jitter
+// gives once the cap is reached).
+const completeGiveUp = time.Second
+
 // completeLinger bounds how long the completer waits for more successes
 // before writing a small batch: a commit per handful of jobs is what caps
 // a single-writer store.
@@ -120,11 +125,11 @@ func (c *completer) flush(batch []completion) {
 	for i, cm := range batch {
 		items[i] = cm.item
 	}
-	wait := 20 * time.Millisecond
 	ctx := context.WithoutCancel(e.hardCtx)
 	for {
 		res, err := e.store.JobCompleteMany(ctx, &JobCompleteManyParams{Items: items, EndProbation: true})
 		if err == nil {
+			e.outComplete.Succeed()
 			for i, cm := range batch {
 				if res[i] != nil {
 					if errors.Is(res[i], ErrLeaseLost) {
@@ -140,13 +145,18 @@ func (c *completer) flush(batch []completion) {
 			return
 		}
 		e.contact.fail()
-		e.log.Warn("completions not written; retrying", "jobs", len(items), "err", err)
-		if e.hardCtx.Err() != nil && wait >= 2*time.Second {
-			// Shut down and the store still refuses: leave the jobs to
-			// the reaper, which hands them out again.
+		if !StoreUnavailable(err) {
+			e.log.Warn("completions not written; retrying", "jobs", len(items), "err", err)
+		}
+		wait := e.outComplete.Fail(err, "jobs", len(items))
+		if e.hardCtx.Err() != nil && wait >= completeGiveUp {
+			// Shut down and the store still refuses after the backoff
+			// has grown near its cap: leave the jobs to the reaper,
+			// which hands them out again.
 			return
 		}
+		// Not bound by a context: the jobs stay leased (renewed) until
+		// written, and a shutdown gives up above instead.
 		time.Sleep(wait)
-		wait = min(wait*2, 2*time.Second)
 	}
 }

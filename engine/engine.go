@@ -58,6 +58,15 @@ type Engine struct {
 	opsWake chan struct{}
 	// lastReconcile is when this engine last recounted the counters.
 	lastReconcile atomic.Int64
+	// out* report each loop's store outages: one WARN when one begins,
+	// one INFO when it ends, and the loop's backoff meanwhile
+	// (outage.go). Each claim loop has its own (queueRunner.out).
+	outComplete  *Outage
+	outOutcome   *Outage
+	outHeartbeat *Outage
+	outRenew     *Outage
+	outMaint     *Outage
+	outOps       *Outage
 }
 
 // New builds an engine over store. Register kinds and death handlers, then
@@ -84,6 +93,17 @@ func New(store Store, cfg Config) (*Engine, error) {
 		running: newRunningSet(),
 		opsWake: make(chan struct{}, 1),
 	}
+	// Completions retry from 20ms up to 2s, as they did before.
+	e.outComplete = NewOutage(e.log, "complete", OutageOptions{MinBackoff: 20 * time.Millisecond, MaxBackoff: 2 * time.Second})
+	// Outcomes other than success retry on their own (finishWithRetry);
+	// this only reports the ones given up.
+	e.outOutcome = NewOutage(e.log, "outcome", OutageOptions{})
+	// The heartbeat and renewals keep their cadence (see leaseLoop).
+	e.outHeartbeat = NewOutage(e.log, "heartbeat", OutageOptions{})
+	e.outRenew = NewOutage(e.log, "lease renewal", OutageOptions{})
+	maint := OutageOptions{MinBackoff: cfg.MaintenanceInterval, MaxBackoff: max(cfg.MaintenanceInterval, DefaultOutageMaxBackoff)}
+	e.outMaint = NewOutage(e.log, "maintenance", maint)
+	e.outOps = NewOutage(e.log, "operations", maint)
 	e.queues = make(map[string]*queueRunner, len(cfg.Queues))
 	for name, q := range cfg.Queues {
 		e.queues[name] = newQueueRunner(e, name, q)
@@ -187,7 +207,13 @@ func (e *Engine) Start(ctx context.Context) error {
 		// Say we live before claiming anything, so no reaper mistakes our
 		// first leases for a dead process's.
 		if err := e.heartbeat(ctx); err != nil {
-			e.log.Warn("first heartbeat failed", "err", err)
+			if StoreUnavailable(err) {
+				e.outHeartbeat.Fail(err)
+			} else {
+				e.log.Warn("first heartbeat failed", "err", err)
+			}
+		} else {
+			e.outHeartbeat.Succeed()
 		}
 		e.spawn(e.completer.run)
 		e.spawn(e.leaseLoop)

@@ -24,10 +24,20 @@ func (e *Engine) leaseLoop() {
 			return
 		case <-beat.C:
 			began := time.Now()
+			// The heartbeat keeps its ticker's cadence through an outage
+			// (its backoff is ignored): a beat later than the interval
+			// after the store is back would let other processes' reapers
+			// call this one dead.
 			if err := e.heartbeat(ctx); err != nil && ctx.Err() == nil {
 				e.contact.fail()
-				e.log.Warn("heartbeat failed", "err", err)
-			} else if e.slow(began) {
+				if !StoreUnavailable(err) {
+					e.log.Warn("heartbeat failed", "err", err)
+				}
+				e.outHeartbeat.Fail(err)
+			} else if err == nil {
+				e.outHeartbeat.Succeed()
+			}
+			if e.slow(began) {
 				// A store that blocks writes (a lock, a failover) is a
 				// break in contact too: other workers' beats waited as well.
 				e.contact.fail()
@@ -51,10 +61,16 @@ func (e *Engine) renewLeases(ctx context.Context) {
 	if err != nil {
 		if ctx.Err() == nil {
 			e.contact.fail()
-			e.log.Warn("lease renewal failed", "jobs", len(refs), "err", err)
+			if !StoreUnavailable(err) {
+				e.log.Warn("lease renewal failed", "jobs", len(refs), "err", err)
+			}
+			// Like the heartbeat, renewals keep their cadence: a lease
+			// renewed late after the store is back is a lease lost.
+			e.outRenew.Fail(err, "jobs", len(refs))
 		}
 		return
 	}
+	e.outRenew.Succeed()
 	for i, rerr := range res {
 		if !errors.Is(rerr, ErrLeaseLost) {
 			continue
@@ -91,7 +107,15 @@ func (e *Engine) maintenanceLoop() {
 	ctx := e.runCtx
 	defer e.resignAll()
 	for {
-		e.maintain(ctx)
+		if wait, down := e.maintainTick(ctx); down {
+			// The store did not answer: back off rather than meet it
+			// again at every tick.
+			if !sleepCtx(ctx, wait) {
+				return
+			}
+			t.Reset(e.cfg.MaintenanceInterval)
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -101,7 +125,13 @@ func (e *Engine) maintenanceLoop() {
 }
 
 // maintain runs one tick of every task this engine leads.
-func (e *Engine) maintain(ctx context.Context) {
+func (e *Engine) maintain(ctx context.Context) { e.maintainTick(ctx) }
+
+// maintainTick runs one tick of every task this engine leads. A store
+// that does not answer ends the tick (the other tasks would only meet it
+// too) and reports the backoff to wait; one Outage covers all the tasks,
+// so an outage is one line however many tasks it meets.
+func (e *Engine) maintainTick(ctx context.Context) (time.Duration, bool) {
 	for _, task := range []struct {
 		name string
 		run  func(context.Context) error
@@ -112,7 +142,7 @@ func (e *Engine) maintain(ctx context.Context) {
 		{taskReconcile, e.reconcileCounts},
 	} {
 		if ctx.Err() != nil {
-			return
+			return 0, false
 		}
 		began := time.Now()
 		lead, err := e.store.LeaderAttempt(ctx, &LeaderAttemptParams{
@@ -122,20 +152,30 @@ func (e *Engine) maintain(ctx context.Context) {
 			e.contact.fail()
 		}
 		if err != nil {
-			if ctx.Err() == nil {
-				e.contact.fail()
-				e.log.Warn("maintenance lease failed", "task", task.name, "err", err)
+			if ctx.Err() != nil {
+				return 0, false
 			}
-			continue
+			e.contact.fail()
+			if !StoreUnavailable(err) {
+				e.log.Warn("maintenance lease failed", "task", task.name, "err", err)
+				continue
+			}
+			return e.outMaint.Fail(err, "task", task.name, "step", "lease"), true
 		}
 		if !lead {
 			continue
 		}
 		if err := task.run(ctx); err != nil && ctx.Err() == nil {
 			e.contact.fail()
-			e.log.Warn("maintenance task failed", "task", task.name, "err", err)
+			if !StoreUnavailable(err) {
+				e.log.Warn("maintenance task failed", "task", task.name, "err", err)
+				continue
+			}
+			return e.outMaint.Fail(err, "task", task.name, "step", "run"), true
 		}
 	}
+	e.outMaint.Succeed()
+	return 0, false
 }
 
 func (e *Engine) leaderTTL() time.Duration {

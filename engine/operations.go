@@ -24,15 +24,31 @@ func (e *Engine) operationLoop() {
 	defer t.Stop()
 	ctx := e.runCtx
 	for {
+		var wait time.Duration
 		for {
 			did, err := e.RunOperation(ctx)
 			if err != nil && ctx.Err() == nil {
 				e.contact.fail()
-				e.log.Warn("operation run failed", "err", err)
+				if !StoreUnavailable(err) {
+					e.log.Warn("operation run failed", "err", err)
+				} else {
+					wait = e.outOps.Fail(err)
+					break
+				}
+			} else if err == nil {
+				e.outOps.Succeed()
 			}
 			if !did || ctx.Err() != nil {
 				break
 			}
+		}
+		if wait > 0 {
+			// The store did not answer: back off rather than retry at
+			// every tick or wake-up.
+			if !sleepCtx(ctx, wait) {
+				return
+			}
+			continue
 		}
 		select {
 		case <-ctx.Done():

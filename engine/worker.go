@@ -43,6 +43,10 @@ type queueRunner struct {
 
 	active sync.WaitGroup
 
+	// out reports this queue's claim failures once per outage and gives
+	// the claim loop its backoff.
+	out *Outage
+
 	// runs counts the jobs the slots have taken, for the rate.
 	runs atomic.Int64
 	// The rate the queue runs jobs at (jobs per second), kept by the
@@ -65,6 +69,9 @@ func newQueueRunner(e *Engine, name string, cfg QueueConfig) *queueRunner {
 		freedCh: make(chan struct{}, 1),
 		stopCh:  make(chan struct{}),
 		done:    make(chan struct{}),
+		// From 10ms (a claim cut by a blip is worth a quick retry; the
+		// poll interval when shorter) up to 5s, as before the Outage.
+		out: NewOutage(e.log, "claim", OutageOptions{MinBackoff: min(10*time.Millisecond, e.cfg.PollInterval)}),
 	}
 }
 
@@ -133,7 +140,6 @@ func (q *queueRunner) free(capacity int) int {
 func (q *queueRunner) run() {
 	defer close(q.done)
 	defer q.releaseHeld(true, msgReleasedAtShutdown)
-	backoff := 10 * time.Millisecond
 	for {
 		capacity := q.capacity()
 		lowWater := max(1, capacity/2)
@@ -167,14 +173,18 @@ func (q *queueRunner) run() {
 				return
 			}
 			q.e.contact.fail()
-			q.e.log.Warn("claim failed", "queue", q.name, "err", err)
+			if !StoreUnavailable(err) {
+				q.e.log.Warn("claim failed", "queue", q.name, "err", err)
+			}
+			// A refusal backs off too: retrying it at once would only
+			// spin.
+			backoff := q.out.Fail(err, "queue", q.name)
 			if !q.wait(nil, time.After(backoff)) {
 				return
 			}
-			backoff = min(backoff*2, 5*time.Second)
 			continue
 		}
-		backoff = 10 * time.Millisecond
+		q.out.Succeed()
 		if n == free {
 			// The queue had at least a full batch: claim again as soon as
 			// room frees, without waiting for the poll.
@@ -628,13 +638,20 @@ func (e *Engine) finishGuarded(ctx context.Context, ref JobRef, j *Job, res hand
 	p := e.finishPlan(ref, j, row, res, actor, reaped)
 	written, err := e.finishWithRetry(ctx, p)
 	if err != nil {
-		if errors.Is(err, ErrLeaseLost) {
+		switch {
+		case errors.Is(err, ErrLeaseLost):
 			e.log.Info("outcome refused: lease lost", "job", j.ID, "outcome", res.trigger)
-		} else {
+		case StoreUnavailable(err):
+			// Every outcome meets an outage: one line for all of them
+			// (the job stays leased until it expires, and the reaper
+			// hands it out again).
+			e.outOutcome.Fail(err, "job", j.ID, "outcome", res.trigger)
+		default:
 			e.log.Error("outcome not written", "job", j.ID, "outcome", res.trigger, "err", err)
 		}
 		return
 	}
+	e.outOutcome.Succeed()
 	e.publish(Change{Kind: ChangeJob, JobID: j.ID, Queue: j.Queue, State: row.To})
 	e.observeTransition(j.Queue, j.Kind, j.State, row.To)
 	if written != nil && (row.To == StateArchived || row.To == StateQuarantined) {
