@@ -176,6 +176,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	if !e.started.CompareAndSwap(false, true) {
 		return fmt.Errorf("%w: engine already started", ErrInvalid)
 	}
+	e.warnDeadLetterRules()
 	if len(e.cfg.Queues) > 0 && len(e.kindVersions()) == 0 {
 		return fmt.Errorf("%w: queues configured but no kind registered", ErrInvalid)
 	}

@@ -61,6 +61,11 @@ type Store interface {
 	// snooze, undecodable, revoke, release. It returns the job as written
 	// (nil when deleted).
 	JobFinish(ctx context.Context, p *JobFinishParams) (*Job, error)
+	// JobCheckpoint replaces a running job's checkpoint (a workflow step's
+	// result) under its lease: fenced like JobFinish, and refused with
+	// ErrLeaseLost too once the lease has expired by the store's clock, so
+	// that no step is recorded after the reaper may have taken the job.
+	JobCheckpoint(ctx context.Context, p *JobCheckpointParams) error
 	// JobLeaseRenew extends leases; each item is fenced on its own.
 	JobLeaseRenew(ctx context.Context, p *JobLeaseRenewParams) ([]error, error)
 	// JobListExpiredLeases lists running jobs whose lease has expired, with
@@ -189,6 +194,13 @@ type JobCompleteManyParams struct {
 	// EndProbation deletes the probation record of each completed job's
 	// fingerprint: a success ends it.
 	EndProbation bool
+}
+
+// JobCheckpointParams is one step's write: the job's whole checkpoint as
+// it is after the step.
+type JobCheckpointParams struct {
+	JobRef
+	Checkpoint json.RawMessage
 }
 
 type JobLeaseRenewParams struct {
