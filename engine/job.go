@@ -238,6 +238,9 @@ const (
 	EventPayloadEdited EventKind = "payload_edited"
 	EventHeld          EventKind = "held"
 	EventShutdown      EventKind = "shutdown_release"
+	// EventForked: a replay from a step made a new job of this one (on
+	// the original) or this job of another (on the new one).
+	EventForked EventKind = "forked"
 )
 
 // Event is one entry on a job's timeline. The happy path (enqueued,
