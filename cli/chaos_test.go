@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/chaos"
+	"github.com/sluicehq/sluice/internal/pgcluster"
 )
 
 // TestFaultChaos is the chaos harness (internal/chaos.Run, which
@@ -33,6 +34,44 @@ func TestFaultChaos(t *testing.T) {
 	if len(rep.Violations) > 0 {
 		t.Fatalf("chaos seed %d: %d invariants broken, the first: %s (rerun with SLUICE_CHAOS_SEED=%d)",
 			o.Seed, len(rep.Violations), rep.Violations[0], o.Seed)
+	}
+}
+
+// TestFaultChaosPostgres is the same short seeded run on PostgreSQL, with
+// its faults: on the shared server (a schema and a queue of the run's
+// own) the workers' connections are cut (pg_terminate_backend of every
+// connection named "sluice" but the harness's asking one), and on a
+// cluster of the harness's own (--private) the server is also restarted.
+func TestFaultChaosPostgres(t *testing.T) {
+	o := chaosOptions(t)
+	shared, _ := pgcluster.SharedStoreURL(t)
+	// Skips while the backend is not built.
+	pgcluster.OpenStore(t, shared)
+	cases := []struct {
+		name    string
+		store   string
+		private bool
+	}{
+		{"shared", shared, false},
+		{"private", "postgres://", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := o
+			o.Store, o.Private = tc.store, tc.private
+			// Eight seconds see a store fault or two at the usual weights;
+			// these runs are about the store's faults.
+			o.Weights = map[string]int{chaos.FaultCut: 3, chaos.FaultOutage: 2}
+			o.Ensure = []string{chaos.FaultCut, chaos.FaultOutage}
+			rep := runChaos(t, o)
+			if len(rep.Violations) > 0 {
+				t.Fatalf("chaos on PostgreSQL (%s) seed %d: %d invariants broken, the first: %s (rerun with SLUICE_CHAOS_SEED=%d)",
+					tc.name, o.Seed, len(rep.Violations), rep.Violations[0], o.Seed)
+			}
+			if rep.Cuts == 0 || (tc.private && rep.Outages == 0) {
+				t.Errorf("seed %d drove %d cuts and %d server restarts; want each PostgreSQL fault the store offers at least once", o.Seed, rep.Cuts, rep.Outages)
+			}
+		})
 	}
 }
 

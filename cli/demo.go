@@ -19,6 +19,7 @@ import (
 
 type demoOptions struct {
 	db      string
+	store   string
 	trickle time.Duration
 	every   time.Duration
 	plain   bool
@@ -29,9 +30,11 @@ func newDemoCmd(lo *logOptions) *cobra.Command {
 	o := &demoOptions{}
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Run the demo: workers on a SQLite file, seeded with jobs that live and die",
+		Short: "Run the demo: workers on a store, seeded with jobs that live and die",
 		Long: `Run an embedded engine with the demo's workers (queues billing, email and
-reports) on a SQLite file. An empty file is seeded with a few hundred jobs —
+reports) on a SQLite file (--db) or on the store a URL names (--store, e.g.
+postgres://...). The demo sets its store up itself: it always migrates it.
+An empty store is seeded with a few hundred jobs —
 most succeed, some fail until they are archived, one is a poison pill that is
 quarantined, some are undecodable, two miss their deadline — and a steady
 trickle of new jobs follows.
@@ -46,7 +49,9 @@ Logs are discarded unless --log-file is given; they never reach the screen.`,
 			return runDemo(cmd.Context(), o, lo, cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().StringVar(&o.db, "db", "sluice-demo.db", "SQLite file (a path or sqlite:// URL)")
+	cmd.Flags().StringVar(&o.db, "db", "sluice-demo.db", "SQLite file (a path or sqlite:// URL): the shorthand of --store for SQLite")
+	cmd.Flags().StringVar(&o.store, "store", "", "store URL (sqlite://FILE, postgres://...); replaces --db")
+	cmd.MarkFlagsMutuallyExclusive("db", "store")
 	cmd.Flags().DurationVar(&o.trickle, "trickle", 500*time.Millisecond, "enqueue one new job this often (0 turns the trickle off)")
 	cmd.Flags().DurationVar(&o.every, "refresh", time.Second, "how often the --plain summary is printed")
 	cmd.Flags().BoolVar(&o.plain, "plain", false, "print a text summary instead of opening the console")
@@ -66,16 +71,38 @@ func runDemo(ctx context.Context, o *demoOptions, lo *logOptions, out io.Writer)
 	ctx, stop := signalContext(ctx)
 	defer stop()
 
-	t, err := cliutil.ParseStoreURL(o.db)
+	storeURL := o.db
+	if o.store != "" {
+		storeURL = o.store
+	}
+	t, err := cliutil.ParseStoreURL(storeURL)
 	if err != nil {
 		return err
 	}
-	if t.Backend != "sqlite" {
-		return fmt.Errorf("demo: --db names a SQLite file; got a %s url", t.Backend)
+	if o.store == "" && t.Backend != "sqlite" {
+		return fmt.Errorf("demo: --db names a SQLite file; got a %s url (use --store for it)", t.Backend)
 	}
-	store, err := cliutil.OpenStore(ctx, o.db, log)
+	// What the console's title and the summary call the store: never a
+	// password.
+	label := cliutil.RedactURL(storeURL)
+	if t.Backend == "sqlite" {
+		label = "sqlite://" + t.Path
+	}
+	// The demo owns its store and sets it up: OpenStore creates and
+	// migrates (DESIGN.md, "Creating and migrating a store").
+	openURL := storeURL
+	if t.Backend == "postgres" && !strings.Contains(storeURL, "migrate=") {
+		// On PostgreSQL a process migrates only when told; the demo is
+		// always told (the backend's migrate=true parameter).
+		sep := "?"
+		if strings.Contains(storeURL, "?") {
+			sep = "&"
+		}
+		openURL += sep + "migrate=true"
+	}
+	store, err := cliutil.OpenStore(ctx, openURL, log)
 	if err != nil {
-		return err
+		return fmt.Errorf("demo: %w", err)
 	}
 	defer store.Close()
 
@@ -129,7 +156,7 @@ func runDemo(ctx context.Context, o *demoOptions, lo *logOptions, out io.Writer)
 		go demo.Trickle(ctx, e, o.trickle)
 	}
 	if !plain {
-		copts, err := o.console.consoleOptions(ctx, log, "sqlite://"+t.Path+" · demo")
+		copts, err := o.console.consoleOptions(ctx, log, label+" · demo")
 		if err != nil {
 			stopEngine(ctx, e)
 			return err
@@ -141,7 +168,7 @@ func runDemo(ctx context.Context, o *demoOptions, lo *logOptions, out io.Writer)
 		return runErr
 	}
 
-	scr := newDemoScreen(out, t.Path, note)
+	scr := newDemoScreen(out, label, note)
 	every := o.every
 	if every <= 0 {
 		every = time.Second

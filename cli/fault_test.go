@@ -87,13 +87,21 @@ func testWorkerBinary(t *testing.T) string {
 	return buildBinary(t, "github.com/sluicehq/sluice/internal/testworker", "testworker")
 }
 
-func faultSetup(t *testing.T) (bin, dbPath string, store *sqlite.Store, e *engine.Engine) {
+// skipUnlessFault skips a fault test unless SLUICE_FAULT_TESTS=1.
+func skipUnlessFault(t *testing.T) {
 	t.Helper()
 	if os.Getenv("SLUICE_FAULT_TESTS") != "1" {
 		t.Skip("fault test: set SLUICE_FAULT_TESTS=1 to run (scripts/test does)")
 	}
+}
+
+// faultSetup makes a SQLite store for a fault test and returns its URL.
+func faultSetup(t *testing.T) (bin, storeURL string, store *sqlite.Store, e *engine.Engine) {
+	t.Helper()
+	skipUnlessFault(t)
 	bin = testWorkerBinary(t)
-	dbPath = sqlitetest.Path(t)
+	dbPath := sqlitetest.Path(t)
+	storeURL = "sqlite://" + dbPath
 	store, err := sqlite.Open(context.Background(), dbPath, sqlite.Options{})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
@@ -108,7 +116,7 @@ func faultSetup(t *testing.T) (bin, dbPath string, store *sqlite.Store, e *engin
 	if err := chaos.Register(e); err != nil {
 		t.Fatal(err)
 	}
-	return bin, dbPath, store, e
+	return bin, storeURL, store, e
 }
 
 // child is one `testworker worker` process.
@@ -120,18 +128,14 @@ type child struct {
 	err     error // the process's exit, once done is closed
 }
 
-// startWorker starts `testworker worker` on the chaos queue with the fault
-// tests' short timings. Its stderr goes to a file that is printed if the
+// startWorker starts `testworker worker` on the chaos queue of the store a
+// URL names with the fault tests' short timings (later flags in extra
+// override them). Its stderr goes to a file that is printed if the
 // test fails.
-func startWorker(t *testing.T, bin, dbPath, workerID string, extra ...string) *child {
+func startWorker(t *testing.T, bin, storeURL, workerID string, extra ...string) *child {
 	t.Helper()
-	logPath := filepath.Join(t.TempDir(), workerID+".log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	args := append([]string{"worker",
-		"--store", "sqlite://" + dbPath,
+		"--store", storeURL,
 		"--queues", chaos.Queue,
 		"--worker-id", workerID,
 		"--concurrency", "8",
@@ -142,14 +146,27 @@ func startWorker(t *testing.T, bin, dbPath, workerID string, extra ...string) *c
 		"--crash-backoff", "50ms",
 		"--log-level", "debug",
 	}, extra...)
+	return startChild(t, bin, workerID, args...)
+}
+
+// startChild starts bin with args as a child named name. Its stdout and
+// stderr go to a file that is printed if the test fails; the process is
+// killed when the test ends, if it still runs.
+func startChild(t *testing.T, bin, name string, args ...string) *child {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), name+".log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		t.Fatalf("start %s: %v", workerID, err)
+		t.Fatalf("start %s: %v", name, err)
 	}
-	c := &child{name: workerID, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	c := &child{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
 	go func() {
 		c.err = cmd.Wait()
 		logf.Close()
@@ -281,10 +298,10 @@ func crashErrors(j *engine.Job) int {
 }
 
 func TestFaultKillWorkerMidJob(t *testing.T) {
-	bin, dbPath, store, e := faultSetup(t)
+	bin, storeURL, store, e := faultSetup(t)
 	ids := enqueueSleeps(t, e, 200, 50, 300)
 
-	first := startWorker(t, bin, dbPath, "fault-kill-1")
+	first := startWorker(t, bin, storeURL, "fault-kill-1")
 	// Mid-run: some done, some held by the first worker.
 	waitFor(t, "the first worker to be mid-run", 60*time.Second, func() bool {
 		if first.exited() {
@@ -311,7 +328,7 @@ func TestFaultKillWorkerMidJob(t *testing.T) {
 	}
 	t.Logf("killed the first worker holding %d jobs", len(held))
 
-	second := startWorker(t, bin, dbPath, "fault-kill-2")
+	second := startWorker(t, bin, storeURL, "fault-kill-2")
 	var final map[string]*engine.Job
 	waitFor(t, "every job to complete", 60*time.Second, func() bool {
 		if second.exited() {
@@ -339,7 +356,7 @@ func TestFaultKillWorkerMidJob(t *testing.T) {
 }
 
 func TestFaultPoisonPillQuarantined(t *testing.T) {
-	bin, dbPath, store, e := faultSetup(t)
+	bin, storeURL, store, e := faultSetup(t)
 	ctx := context.Background()
 	ids := enqueueSleeps(t, e, 100, 10, 50)
 	poison, err := e.Enqueue(ctx, engine.EnqueueParams{Queue: chaos.Queue, Kind: chaos.KindExit,
@@ -367,7 +384,7 @@ func TestFaultPoisonPillQuarantined(t *testing.T) {
 				t.Fatalf("%d workers started and died; the poison pill is still not quarantined", started)
 			}
 			started++
-			w = startWorker(t, bin, dbPath, fmt.Sprintf("fault-poison-%d", started), "--crash-limit", "3")
+			w = startWorker(t, bin, storeURL, fmt.Sprintf("fault-poison-%d", started), "--crash-limit", "3")
 		}
 		return settled()
 	})

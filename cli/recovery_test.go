@@ -18,7 +18,7 @@ import (
 // the same remaining workers, measured in the same test, so the figure is
 // a ratio of two runs on one machine.
 func TestFaultRecoveryAfterPillKill(t *testing.T) {
-	bin, dbPath, store, e := faultSetup(t)
+	bin, storeURL, store, e := faultSetup(t)
 	ctx := context.Background()
 	const ms, remaining = 1000, 2
 	completedAll := func(ids []string) func() bool {
@@ -27,7 +27,7 @@ func TestFaultRecoveryAfterPillKill(t *testing.T) {
 	spawned := 0
 	spawn := func(extra ...string) *child {
 		spawned++
-		return startWorker(t, bin, dbPath, fmt.Sprintf("rec-%d", spawned), append([]string{"--crash-limit", "3"}, extra...)...)
+		return startWorker(t, bin, storeURL, fmt.Sprintf("rec-%d", spawned), append([]string{"--crash-limit", "3"}, extra...)...)
 	}
 
 	// The baseline: 49 ordinary jobs on the remaining workers.

@@ -76,7 +76,12 @@ func (r *run) check(ctx context.Context) error {
 	r.rep.Jobs = len(r.ids)
 	tally := map[engine.State]int64{}
 	for _, id := range r.ids {
-		j, err := r.store.JobGetByID(ctx, &engine.JobGetByIDParams{ID: id})
+		var j *engine.Job
+		err := r.retry(ctx, "get job", func() error {
+			var err error
+			j, err = r.store.JobGetByID(ctx, &engine.JobGetByIDParams{ID: id})
+			return err
+		})
 		if err != nil {
 			r.violate("job %s: %v", id, err)
 			continue
@@ -98,7 +103,12 @@ func (r *run) check(ctx context.Context) error {
 		r.rep.CrashRate = float64(hit) / float64(innocents)
 	}
 
-	c, err := r.e.Counts(ctx, r.queue)
+	var c *engine.Counts
+	err = r.retry(ctx, "counts", func() error {
+		var err error
+		c, err = r.e.Counts(ctx, r.queue)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("counts: %w", err)
 	}

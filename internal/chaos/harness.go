@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -15,8 +16,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/cliutil"
+	"github.com/sluicehq/sluice/internal/pgcluster"
 )
 
 // Faults the driver can pick.
@@ -24,7 +28,8 @@ const (
 	FaultKill   = "kill"   // SIGKILL a worker, start another
 	FaultStall  = "stall"  // SIGSTOP a worker past its lease, then SIGCONT: a zombie
 	FaultTerm   = "term"   // SIGTERM a worker (graceful), start another
-	FaultOutage = "outage" // the store goes away past a lease (SQLite: its file locked against every writer)
+	FaultOutage = "outage" // the store goes away past a lease (SQLite: its file locked against every writer; a private PostgreSQL: its server restarted)
+	FaultCut    = "cut"    // PostgreSQL: the server ends the workers' connections (pg_terminate_backend)
 	FaultPanic  = "panic"  // enqueue a job whose handler panics
 	FaultPill   = "pill"   // enqueue a poison pill: every run kills its process
 )
@@ -53,7 +58,10 @@ const (
 // the engine's doing (a pill dragging the same innocents down with it, a
 // crash charged to a live process), and the violation says which faults
 // its crashes came from. crashed2= counts innocents that crashed twice.
-var AllFaults = map[string]int{FaultKill: 3, FaultStall: 2, FaultTerm: 2, FaultOutage: 1, FaultPanic: 1, FaultPill: 1}
+//
+// A cut (PostgreSQL only) ends no process and charges nothing: it is on
+// top of the mix the rates were measured with.
+var AllFaults = map[string]int{FaultKill: 3, FaultStall: 2, FaultTerm: 2, FaultOutage: 1, FaultPanic: 1, FaultPill: 1, FaultCut: 1}
 
 // DefaultFaultEvery is the mean time between faults for a run of jobs
 // innocent jobs: p, the chance a run is hit, held to (0.01/jobs)^⅓ (see
@@ -68,7 +76,9 @@ func DefaultFaultEvery(jobs int) time.Duration {
 // Options configure one harness run.
 type Options struct {
 	// Store is the store's URL. Empty or with Private set, the harness
-	// makes a private store of its own (SQLite: a temp file).
+	// makes a private store of its own: a temp SQLite file, or, when
+	// Store is a postgres:// URL, a PostgreSQL cluster of its own
+	// (internal/pgcluster), whose outage is a server restart.
 	Store   string
 	Private bool
 	// Duration of the faults; the drain follows.
@@ -84,6 +94,12 @@ type Options struct {
 	SleepMS [2]int
 	// Faults picks from AllFaults (nil: all of them).
 	Faults []string
+	// Weights replace AllFaults' weights of the faults they name (a short
+	// run that must see a store fault weighs it more).
+	Weights map[string]int
+	// Ensure names faults driven at least once (if the store offers
+	// them): one not picked by half the run is the next one.
+	Ensure []string
 	// FaultEvery is the mean time between faults (DefaultFaultEvery).
 	FaultEvery time.Duration
 	// DefeatFencing starts the workers with --defeat-fencing: the checker
@@ -102,7 +118,8 @@ type Report struct {
 	Store, Queue, Dir                             string
 	Seed                                          uint64
 	Jobs, Workers                                 int
-	Kills, Stalls, Terms, Outages, Panics, Pills  int
+	Kills, Stalls, Terms, Outages, Cuts, Panics   int
+	Pills                                         int
 	PillDeaths                                    int
 	DrainSeconds                                  float64
 	Completed, Quarantined, Crashed, CrashedTwice int
@@ -119,9 +136,9 @@ type Report struct {
 
 // Line is the report as key=value pairs.
 func (r *Report) Line() string {
-	return fmt.Sprintf("store=%s seed=%d jobs=%d workers=%d kills=%d stalls=%d terms=%d outages=%d panics=%d pills=%d pill_deaths=%d "+
+	return fmt.Sprintf("store=%s seed=%d jobs=%d workers=%d kills=%d stalls=%d terms=%d outages=%d cuts=%d panics=%d pills=%d pill_deaths=%d "+
 		"completed=%d quarantined=%d crashed=%d crashed2=%d crash_rate=%.4f live_charged=%d refused=%d unrecorded=%d drain_seconds=%.1f violations=%d",
-		r.Store, r.Seed, r.Jobs, r.Workers, r.Kills, r.Stalls, r.Terms, r.Outages, r.Panics, r.Pills, r.PillDeaths,
+		r.Store, r.Seed, r.Jobs, r.Workers, r.Kills, r.Stalls, r.Terms, r.Outages, r.Cuts, r.Panics, r.Pills, r.PillDeaths,
 		r.Completed, r.Quarantined, r.Crashed, r.CrashedTwice, r.CrashRate, r.LiveCharged, r.Refused, r.Unrecorded, r.DrainSeconds, len(r.Violations))
 }
 
@@ -163,20 +180,25 @@ func (p *proc) exited() bool {
 }
 
 type run struct {
-	o       Options
-	rep     *Report
-	log     func(format string, args ...any)
-	url     string
-	sqlite  string // the store's file when it is SQLite
-	side    string
-	queue   string
-	e       *engine.Engine
-	store   engine.Store
-	mu      sync.Mutex
-	procs   []*proc
-	spawned int
-	ids     []string
-	class   map[string]string
+	o      Options
+	rep    *Report
+	log    func(format string, args ...any)
+	url    string
+	sqlite string // the store's file when it is SQLite
+	// cluster is the harness's own PostgreSQL server (--private on a
+	// postgres:// URL); clusterMu keeps its restarts one at a time.
+	cluster   *pgcluster.Cluster
+	clusterMu sync.Mutex
+	postgres  bool // the store is PostgreSQL
+	side      string
+	queue     string
+	e         *engine.Engine
+	store     engine.Store
+	mu        sync.Mutex
+	procs     []*proc
+	spawned   int
+	ids       []string
+	class     map[string]string
 	// exitedAt: when each process exited, for the checker.
 	exitedAt map[string]time.Time
 	// outageAt: when each store outage began and ended.
@@ -219,7 +241,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	for _, f := range o.Faults {
 		if _, ok := AllFaults[f]; !ok {
-			return nil, fmt.Errorf("chaos: unknown fault %q (want kill, stall, term, outage, panic, pill)", f)
+			return nil, fmt.Errorf("chaos: unknown fault %q (want kill, stall, term, outage, cut, panic, pill)", f)
 		}
 	}
 	if o.Bin == "" {
@@ -246,7 +268,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			r.log("work directory kept: %s (worker logs, side table)", dir)
 		}
 	}()
-	if err := r.setup(ctx, dir); err != nil {
+	err = r.setup(ctx, dir)
+	if r.cluster != nil {
+		defer r.cluster.Close()
+	}
+	if err != nil {
 		return r.rep, err
 	}
 	defer r.store.Close()
@@ -267,12 +293,30 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 func (r *run) setup(ctx context.Context, dir string) error {
 	r.url = r.o.Store
 	if r.o.Private || r.url == "" {
-		r.url = "sqlite://" + filepath.Join(dir, "store.db")
+		t, err := cliutil.ParseStoreURL(r.url)
+		switch {
+		case r.url != "" && err != nil:
+			return err
+		case r.url != "" && t.Backend == "postgres":
+			// The URL names the backend only: the store is a cluster of
+			// the harness's own, which it may restart.
+			c, err := pgcluster.Start(ctx, pgcluster.Options{MaxConnections: 200})
+			if err != nil {
+				return err
+			}
+			r.cluster = c
+			r.url = c.URL()
+		case r.url == "" || t.Backend == "sqlite":
+			r.url = "sqlite://" + filepath.Join(dir, "store.db")
+		default:
+			return fmt.Errorf("chaos: --private on a %s store: not built yet: %w", t.Backend, engine.ErrUnsupported)
+		}
 	}
 	t, err := cliutil.ParseStoreURL(r.url)
 	if err != nil {
 		return err
 	}
+	r.postgres = t.Backend == "postgres"
 	r.rep.Store = t.Backend
 	if t.Backend == "sqlite" {
 		r.sqlite = t.Path
@@ -281,7 +325,9 @@ func (r *run) setup(ctx context.Context, dir string) error {
 	if err := CreateSideTable(r.side); err != nil {
 		return err
 	}
-	r.store, err = cliutil.OpenStore(ctx, r.url, nil)
+	// The harness sets its store up itself: it always migrates (the
+	// workers, told nothing, find it migrated).
+	r.store, err = cliutil.OpenStore(ctx, pgcluster.Migrating(r.url), nil)
 	if err != nil {
 		return err
 	}
@@ -373,9 +419,29 @@ func (r *run) topUp() error {
 	return nil
 }
 
-// enqueue adds jobs of one class and remembers them.
+// enqueue adds jobs of one class and remembers them. Each job gets its id
+// here, so that a batch whose answer a fault cut (a PostgreSQL connection
+// ended, a server restarting) is sent again harmlessly: the same id with
+// the same content is the same job.
 func (r *run) enqueue(ctx context.Context, class string, ps []engine.EnqueueParams) error {
-	res, err := r.e.EnqueueMany(ctx, ps)
+	if len(ps) == 0 {
+		return nil
+	}
+	for i := range ps {
+		if ps[i].ID == "" {
+			id, err := uuid.NewV7()
+			if err != nil {
+				return err
+			}
+			ps[i].ID = id.String()
+		}
+	}
+	var res []engine.EnqueueResult
+	err := r.retry(ctx, "enqueue", func() error {
+		var err error
+		res, err = r.e.EnqueueMany(ctx, ps)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("enqueue: %w", err)
 	}
@@ -432,10 +498,14 @@ func (r *run) chaos(ctx context.Context) error {
 	}
 	rng := rand.New(rand.NewPCG(r.o.Seed, 0x5107ce))
 	var faults []string
-	for _, f := range []string{FaultKill, FaultStall, FaultTerm, FaultOutage, FaultPanic, FaultPill} {
+	for _, f := range []string{FaultKill, FaultStall, FaultTerm, FaultOutage, FaultCut, FaultPanic, FaultPill} {
 		for _, g := range r.o.Faults {
-			if f == g && !(f == FaultOutage && r.sqlite == "") {
-				for range AllFaults[f] {
+			if f == g && r.offers(f) {
+				w := AllFaults[f]
+				if v, ok := r.o.Weights[f]; ok {
+					w = v
+				}
+				for range w {
 					faults = append(faults, f)
 				}
 			}
@@ -448,6 +518,7 @@ func (r *run) chaos(ctx context.Context) error {
 	go func() { streamErr <- r.stream(ctx, start, stopStream) }()
 
 	special := 0
+	driven := map[string]bool{}
 	next := time.Now().Add(r.interval(rng))
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -468,6 +539,16 @@ func (r *run) chaos(ctx context.Context) error {
 		}
 		next = time.Now().Add(r.interval(rng))
 		f := faults[rng.IntN(len(faults))]
+		// Past half the run, an ensured fault not driven yet goes first.
+		if time.Now().After(start.Add(r.o.Duration / 2)) {
+			for _, g := range r.o.Ensure {
+				if !driven[g] && r.offers(g) {
+					f = g
+					break
+				}
+			}
+		}
+		driven[f] = true
 		r.mu.Lock()
 		var ws []*proc
 		for _, p := range r.live() {
@@ -530,16 +611,21 @@ func (r *run) chaos(ctx context.Context) error {
 			// On SQLite the outage is the file locked, private or not: a
 			// file has no server to restart and no connections but those of
 			// the processes on it, and the run works a queue of its own.
-			// Stores with servers (PostgreSQL, Redis) restart a private
-			// server, and on a URL the harness does not own cut only their
-			// own connections; they are not built yet, so their outage is
-			// left out (sqlite == "").
+			// On PostgreSQL it is a restart of the harness's own server
+			// (private only: a server the harness does not own is never
+			// restarted; it gets cuts instead).
 			d := time.Duration(1200+rng.IntN(1500)) * time.Millisecond
 			r.rep.Outages++
 			r.bg.Add(1)
 			go func() {
 				defer r.bg.Done()
-				began, err := lockSQLite(r.sqlite, d)
+				var began time.Time
+				var err error
+				if r.cluster != nil {
+					began, err = r.restart(ctx, d)
+				} else {
+					began, err = lockSQLite(r.sqlite, d)
+				}
 				if err != nil {
 					r.log("outage: %v", err)
 					return
@@ -548,6 +634,22 @@ func (r *run) chaos(ctx context.Context) error {
 				r.outageAt = append(r.outageAt, [2]time.Time{began, time.Now()})
 				r.mu.Unlock()
 			}()
+		case FaultCut:
+			// The server ends every connection named "sluice" (the
+			// PostgreSQL store's application_name) but the one that asks:
+			// the workers', and the harness's own engine's, which copes
+			// (enqueues are sent again under their ids, reads retried).
+			began := time.Now()
+			n, err := pgcluster.Terminate(ctx, r.url, "sluice")
+			if err != nil {
+				r.log("cut: %v", err)
+				continue
+			}
+			r.log("cut: %d connections ended", n)
+			r.rep.Cuts++
+			r.mu.Lock()
+			r.outageAt = append(r.outageAt, [2]time.Time{began, time.Now()})
+			r.mu.Unlock()
 		case FaultPanic:
 			special++
 			times, class := 1, classPanic1
@@ -575,8 +677,8 @@ func (r *run) chaos(ctx context.Context) error {
 		}
 	}
 	r.bg.Wait() // every zombie thawed, every lock let go
-	r.log("faults over after %s: %d SIGKILL, %d SIGSTOP/SIGCONT, %d SIGTERM, %d store outages, %d panics, %d pills; %d jobs",
-		r.o.Duration, r.rep.Kills, r.rep.Stalls, r.rep.Terms, r.rep.Outages, r.rep.Panics, r.rep.Pills, len(r.ids))
+	r.log("faults over after %s: %d SIGKILL, %d SIGSTOP/SIGCONT, %d SIGTERM, %d store outages, %d connection cuts, %d panics, %d pills; %d jobs",
+		r.o.Duration, r.rep.Kills, r.rep.Stalls, r.rep.Terms, r.rep.Outages, r.rep.Cuts, r.rep.Panics, r.rep.Pills, len(r.ids))
 	return nil
 }
 
@@ -626,7 +728,12 @@ func (r *run) drain(ctx context.Context) error {
 // notTerminal counts the run's jobs not in a terminal state, from the
 // maintained counters (the checker compares them with the jobs).
 func (r *run) notTerminal(ctx context.Context) (int, error) {
-	c, err := r.e.Counts(ctx, r.queue)
+	var c *engine.Counts
+	err := r.retry(ctx, "counts", func() error {
+		var err error
+		c, err = r.e.Counts(ctx, r.queue)
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("counts: %w", err)
 	}
@@ -672,6 +779,58 @@ func (r *run) killAll() {
 			<-p.done
 		}
 	}
+}
+
+// offers reports whether fault f can be driven at this run's store.
+func (r *run) offers(f string) bool {
+	switch f {
+	case FaultOutage:
+		return r.sqlite != "" || r.cluster != nil
+	case FaultCut:
+		return r.postgres
+	}
+	return true
+}
+
+// restart stops the harness's own PostgreSQL server (a fast shutdown: its
+// sessions are ended), keeps it down for d and starts it again.
+func (r *run) restart(ctx context.Context, d time.Duration) (time.Time, error) {
+	r.clusterMu.Lock()
+	defer r.clusterMu.Unlock()
+	began := time.Now()
+	if err := r.cluster.Stop(ctx); err != nil {
+		return began, err
+	}
+	time.Sleep(d)
+	return began, r.cluster.Resume(ctx)
+}
+
+// retry runs f until it succeeds or a minute has passed: the harness's
+// own calls meet the same cut connections and restarts as the workers.
+// Only calls that are safe to repeat come here (reads, and enqueues with
+// their ids).
+func (r *run) retry(ctx context.Context, what string, f func() error) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := f()
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) || r.sqlite != "" || answered(err) {
+			return err
+		}
+		r.log("%s: %v (again in 250ms)", what, err)
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// answered reports whether err is the store's answer (a sentinel of the
+// engine), not a failure to reach it: asking again would answer the same.
+func answered(err error) bool {
+	for _, s := range []error{engine.ErrNotFound, engine.ErrInvalid, engine.ErrConflict, engine.ErrUnsupported,
+		engine.ErrQuarantined, engine.ErrPayloadTooLarge} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *run) violate(format string, args ...any) {

@@ -19,7 +19,7 @@ import (
 //
 //	testworker chaos [--store URL | --private] --duration D --seed S
 //	                 [--workers N] [--jobs N] [--crash-limit N]
-//	                 [--faults kill,stall,term,outage,panic,pill]
+//	                 [--faults kill,stall,term,outage,cut,panic,pill]
 //	                 [--fault-every D] [--defeat-fencing] [--keep]
 //
 // Progress goes to stderr; the last line on stdout is the report's
@@ -32,13 +32,13 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	var o Options
 	var faults string
 	seed := fs.Uint64("seed", 0, "seed of the random choices (0: from the clock)")
-	fs.StringVar(&o.Store, "store", "", "store URL (sqlite://FILE); none: a private store")
-	fs.BoolVar(&o.Private, "private", false, "run on a store of the harness's own (SQLite: a temp file)")
+	fs.StringVar(&o.Store, "store", "", "store URL (sqlite://FILE, postgres://...); none: a private SQLite store")
+	fs.BoolVar(&o.Private, "private", false, "run on a store of the harness's own: a temp SQLite file, or with a postgres:// --store a PostgreSQL cluster of its own (its outage is a server restart)")
 	fs.DurationVar(&o.Duration, "duration", 2*time.Minute, "how long the faults go on")
 	fs.IntVar(&o.Workers, "workers", 3, "worker processes at once")
 	fs.IntVar(&o.Jobs, "jobs", 20000, "innocent jobs, enqueued evenly over the duration")
 	fs.IntVar(&o.CrashLimit, "crash-limit", engine.DefaultCrashLimit, "the workers' crash limit")
-	fs.StringVar(&faults, "faults", "all", "faults to drive: kill,stall,term,outage,panic,pill")
+	fs.StringVar(&faults, "faults", "all", "faults to drive: kill,stall,term,outage,cut,panic,pill (outage: SQLite, or a private PostgreSQL; cut: PostgreSQL)")
 	fs.DurationVar(&o.FaultEvery, "fault-every", 0, "mean time between faults (0: grows with --jobs, see internal/chaos.AllFaults)")
 	sleepMS := fs.IntSlice("sleep-ms", []int{10, 60}, "range of an innocent job's run, in milliseconds: LO,HI")
 	fs.BoolVar(&o.DefeatFencing, "defeat-fencing", false, "TEST ONLY: workers defeat fencing; the checker must fail")

@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/sluicehq/sluice/backend/postgres"
+	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/engine"
 )
@@ -22,7 +24,8 @@ type StoreTarget struct {
 
 // ParseStoreURL names the backend of a store URL: sqlite://FILE (relative
 // to the working directory), sqlite:///abs/path, a bare file path (SQLite),
-// postgres:// or postgresql://, redis:// or rediss://.
+// postgres:// or postgresql://, redis:// or rediss://, and a Redis Cluster
+// as redis+cluster://host1:port,host2:port (rediss+cluster:// with TLS).
 func ParseStoreURL(raw string) (StoreTarget, error) {
 	if strings.TrimSpace(raw) == "" {
 		return StoreTarget{}, fmt.Errorf("%w: empty store url (try sqlite://sluice.db)", engine.ErrInvalid)
@@ -43,7 +46,10 @@ func ParseStoreURL(raw string) (StoreTarget, error) {
 		return StoreTarget{Backend: "sqlite", Path: p}, nil
 	case "postgres", "postgresql":
 		return StoreTarget{Backend: "postgres"}, nil
-	case "redis", "rediss":
+	case "redis", "rediss", "redis+cluster", "rediss+cluster":
+		if _, err := redis.ParseURL(raw); err != nil {
+			return StoreTarget{}, err
+		}
 		return StoreTarget{Backend: "redis"}, nil
 	}
 	return StoreTarget{}, fmt.Errorf("%w: store url %s: unknown scheme %q (want sqlite://, postgres:// or redis://)",
@@ -51,9 +57,10 @@ func ParseStoreURL(raw string) (StoreTarget, error) {
 }
 
 // OpenStore opens the store a URL names, with the store's diagnostics
-// sent to log (discarded when nil). Only SQLite is built so far; the
-// PostgreSQL and Redis URLs are recognised and refused with an error that
-// wraps engine.ErrUnsupported.
+// sent to log (discarded when nil). A SQLite file is created and migrated
+// as it opens; a PostgreSQL schema only with migrate=true in the URL
+// (otherwise a schema behind or ahead is refused, naming `sluice
+// migrate`); a Redis namespace is created when empty.
 func OpenStore(ctx context.Context, rawURL string, log *slog.Logger) (engine.Store, error) {
 	return openStore(ctx, rawURL, log, false)
 }
@@ -73,6 +80,23 @@ func openStore(ctx context.Context, rawURL string, log *slog.Logger, mustExist b
 	switch t.Backend {
 	case "sqlite":
 		s, err := sqlite.Open(ctx, t.Path, sqlite.Options{Logger: log, MustExist: mustExist})
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	case "postgres":
+		// A process opening a PostgreSQL store migrates it only when
+		// told (migrate=true in the URL, or `sluice migrate`): see
+		// postgres.Options.
+		s, err := postgres.Open(ctx, rawURL, postgres.Options{Logger: log, MustExist: mustExist})
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	case "redis":
+		// A namespace is created when empty (unless mustExist); one at
+		// another schema version is refused, naming sluice migrate.
+		s, err := redis.Open(ctx, rawURL, redis.Options{Logger: log, MustExist: mustExist})
 		if err != nil {
 			return nil, err
 		}

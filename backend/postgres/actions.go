@@ -1,0 +1,276 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Operator actions on one job, applied from the engine's specs.
+
+// specSet is the SET clause of an action spec: its state and effects, with
+// $1 the store's now and, when the spec gives one more attempt, $2 a new
+// deadline or NULL. States and reasons are literals the engine's spec
+// names (never user text), so each spec is one statement text.
+func specSet(spec engine.ActionSpec) string {
+	var b strings.Builder
+	b.WriteString("state = " + literal(string(spec.To)))
+	if spec.Has(engine.EffectOneMoreAttempt) {
+		b.WriteString(", max_attempts = greatest(max_attempts, attempt + 1)")
+	}
+	if spec.Has(engine.EffectResetCrashes) {
+		b.WriteString(", crash_attempt = 0")
+	}
+	if spec.Has(engine.EffectScheduleNow) {
+		b.WriteString(", scheduled_at = $1")
+	}
+	switch {
+	case spec.Has(engine.EffectFinalize):
+		b.WriteString(", finalized_at = $1, terminal_reason = " + literal(string(spec.Reason)))
+	case spec.Has(engine.EffectReopen):
+		b.WriteString(", finalized_at = NULL, terminal_reason = ''")
+	}
+	if spec.Has(engine.EffectClearLease) {
+		b.WriteString(", lease_id = NULL, lease_worker = NULL, lease_expires_at = NULL")
+	}
+	b.WriteString(", state_changed_at = $1, version = version + 1")
+	if spec.Has(engine.EffectOneMoreAttempt) {
+		b.WriteString(", deadline = CASE WHEN $2::bigint IS NOT NULL THEN $2::bigint WHEN deadline <= $1 THEN NULL ELSE deadline END")
+	}
+	return b.String()
+}
+
+// setArgs are the leading arguments of a statement that starts with
+// specSet: now, and the deadline when the set names one.
+func setArgs(spec engine.ActionSpec, nowNs int64, deadline *int64) []any {
+	if spec.Has(engine.EffectOneMoreAttempt) {
+		return []any{nowNs, deadline}
+	}
+	return []any{nowNs}
+}
+
+// argBase is the number of the first argument after setArgs.
+func argBase(spec engine.ActionSpec) int {
+	if spec.Has(engine.EffectOneMoreAttempt) {
+		return 3
+	}
+	return 2
+}
+
+// literal quotes a word (a state, a reason) as an SQL string.
+func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+const (
+	sqlActionRead = `SELECT state, queue, attempt, fingerprint, superseded_by, version FROM {s}.jobs WHERE id = $1 FOR UPDATE`
+	// $1 id, $2 payload, $3 fingerprint.
+	sqlUpdatePayload = `UPDATE {s}.jobs SET payload = $2, fingerprint = $3, version = version + 1
+		WHERE id = $1 RETURNING ` + jobColumns
+	// $1 original id, $2 new id, $3 payload, $4 fingerprint, $5 now.
+	sqlInsertRetryCopy = `INSERT INTO {s}.jobs (id, queue, kind, payload, schema_version, metadata, tags, priority,
+		state, max_attempts, fingerprint, scheduled_at, timeout_ns, created_at, state_changed_at, retry_of)
+	SELECT $2, queue, kind, $3, schema_version, metadata, tags, priority,
+		'available', max_attempts, $4, $5, timeout_ns, $5, $5, id
+	FROM {s}.jobs WHERE id = $1
+	ON CONFLICT (id) DO NOTHING`
+	// $1 id, $2 the copy's id.
+	sqlSupersede = `UPDATE {s}.jobs SET superseded_by = $2, version = version + 1 WHERE id = $1`
+)
+
+// actionRow is what an action reads (and locks) of a job before it
+// changes it.
+type actionRow struct {
+	state        engine.State
+	queue        string
+	attempt      int32
+	fingerprint  string
+	supersededBy string
+	version      int64
+}
+
+func readActionRow(ctx context.Context, tx *wtx, id string) (*actionRow, error) {
+	var r actionRow
+	var state string
+	err := tx.QueryRow(ctx, tx.q(sqlActionRead), id).Scan(&state, &r.queue, &r.attempt, &r.fingerprint, &r.supersededBy, &r.version)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("job %s: %w", id, engine.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: read job %s: %w", id, err)
+	}
+	r.state = engine.State(state)
+	return &r, nil
+}
+
+// JobAction applies an operator action's spec to one job.
+func (s *Store) JobAction(ctx context.Context, p *engine.JobActionParams) (*engine.Job, error) {
+	spec := &p.Spec
+	if spec.To == "" || len(spec.From) == 0 {
+		return nil, fmt.Errorf("%s job %s: %w: empty action spec", spec.Action, p.ID, engine.ErrInvalid)
+	}
+	var out *engine.Job
+	err := s.writeTx(ctx, func(tx *wtx) error {
+		out = nil
+		r, err := readActionRow(ctx, tx, p.ID)
+		if err != nil {
+			return err
+		}
+		if !spec.Allows(r.state) {
+			return &engine.StateError{Action: spec.Action, ID: p.ID, State: r.state, Allowed: spec.From}
+		}
+		if spec.Refuses(engine.RefuseSuperseded) && r.supersededBy != "" && !p.Force {
+			return &engine.SupersededError{ID: p.ID, By: r.supersededBy}
+		}
+		if spec.Refuses(engine.RefuseQuarantined) && r.fingerprint != "" {
+			var q bool
+			if err := tx.QueryRow(ctx, tx.q(sqlIsQuarantined), r.fingerprint).Scan(&q); err != nil {
+				return fmt.Errorf("postgres: %s job %s: %w", spec.Action, p.ID, err)
+			}
+			if q {
+				return &engine.QuarantinedError{Verb: string(spec.Action), ID: p.ID, Fingerprint: r.fingerprint}
+			}
+		}
+		if spec.Event != "" {
+			// Before a delete: the event goes with the job.
+			if _, err := tx.Exec(ctx, tx.q(sqlInsertEvent), p.ID, string(p.Event.Kind), tx.nowNs, p.Event.Actor,
+				string(r.state), string(p.Event.To), r.attempt, p.Event.Message); err != nil {
+				return fmt.Errorf("postgres: %s job %s: event: %w", spec.Action, p.ID, err)
+			}
+		}
+		if spec.Has(engine.EffectDelete) {
+			if _, err := tx.Exec(ctx, tx.q(`DELETE FROM {s}.jobs WHERE id = $1`), p.ID); err != nil {
+				return fmt.Errorf("postgres: %s job %s: %w", spec.Action, p.ID, err)
+			}
+		} else {
+			q := tx.q(`UPDATE {s}.jobs SET ` + specSet(*spec) + fmt.Sprintf(` WHERE id = $%d RETURNING `, argBase(*spec)) + jobColumnsNoPayload)
+			args := append(setArgs(*spec, tx.nowNs, nanosPtr(p.Deadline)), p.ID)
+			j, err := scanJob(tx.QueryRow(ctx, q, args...))
+			if err != nil {
+				return fmt.Errorf("postgres: %s job %s: %w", spec.Action, p.ID, err)
+			}
+			out = j
+		}
+		counts := countDeltas{}
+		counts.move(r.queue, r.state, spec.To, 1)
+		if out != nil {
+			tx.keep(out)
+		}
+		if err := s.applyCounts(ctx, tx, counts); err != nil {
+			return err
+		}
+		if spec.To == engine.StateAvailable {
+			return s.notifyQueues(ctx, tx, map[string]bool{r.queue: true})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// JobUpdatePayload replaces the payload and fingerprint of a job that is
+// not running, if its version is still p.Version.
+func (s *Store) JobUpdatePayload(ctx context.Context, p *engine.JobUpdatePayloadParams) (*engine.Job, error) {
+	var out *engine.Job
+	err := s.writeTx(ctx, func(tx *wtx) error {
+		r, err := readActionRow(ctx, tx, p.ID)
+		if err != nil {
+			return err
+		}
+		if r.state == engine.StateRunning {
+			return &engine.StateError{Action: "edit payload of", ID: p.ID, State: r.state, Allowed: editableStates()}
+		}
+		if r.version != p.Version {
+			return &engine.VersionError{ID: p.ID, Have: r.version, Want: p.Version}
+		}
+		j, err := scanJob(tx.QueryRow(ctx, tx.q(sqlUpdatePayload), p.ID, string(p.Payload), p.Fingerprint))
+		if err != nil {
+			return fmt.Errorf("postgres: edit payload of job %s: %w", p.ID, err)
+		}
+		if _, err := tx.Exec(ctx, tx.q(sqlInsertEvent), p.ID, string(p.Event.Kind), tx.nowNs,
+			p.Event.Actor, string(r.state), string(r.state), r.attempt, p.Event.Message); err != nil {
+			return fmt.Errorf("postgres: edit payload of job %s: event: %w", p.ID, err)
+		}
+		out = j
+		tx.keep(j)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// editableStates are the states whose payload can be edited: all but running.
+func editableStates() []engine.State {
+	var out []engine.State
+	for _, st := range engine.AllStates {
+		if st != engine.StateRunning {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// JobRetryWithInput inserts the corrected copy of a finished job and
+// marks the original superseded by it, in one transaction.
+func (s *Store) JobRetryWithInput(ctx context.Context, p *engine.JobRetryWithInputParams) (*engine.Job, error) {
+	var out *engine.Job
+	err := s.writeTx(ctx, func(tx *wtx) error {
+		r, err := readActionRow(ctx, tx, p.ID)
+		if err != nil {
+			return err
+		}
+		if !r.state.Terminal() {
+			return &engine.StateError{Action: "retry with input", ID: p.ID, State: r.state, Allowed: engine.TerminalStates()}
+		}
+		if p.Fingerprint != "" {
+			var q bool
+			if err := tx.QueryRow(ctx, tx.q(sqlIsQuarantined), p.Fingerprint).Scan(&q); err != nil {
+				return fmt.Errorf("postgres: retry job %s with input: %w", p.ID, err)
+			}
+			if q {
+				return &engine.QuarantinedError{Verb: "retry with input", ID: p.ID, Fingerprint: p.Fingerprint}
+			}
+		}
+		tag, err := tx.Exec(ctx, tx.q(sqlInsertRetryCopy), p.ID, p.NewID, string(p.Payload), p.Fingerprint, tx.nowNs)
+		if err != nil {
+			return fmt.Errorf("postgres: retry job %s with input: %w", p.ID, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("retry job %s with input: %w: job %s exists", p.ID, engine.ErrConflict, p.NewID)
+		}
+		if _, err := tx.Exec(ctx, tx.q(sqlSupersede), p.ID, p.NewID); err != nil {
+			return fmt.Errorf("postgres: retry job %s with input: %w", p.ID, err)
+		}
+		if _, err := tx.Exec(ctx, tx.q(sqlInsertEvent), p.ID, string(p.OriginalEvent.Kind), tx.nowNs, p.OriginalEvent.Actor,
+			string(r.state), string(r.state), r.attempt, p.OriginalEvent.Message); err != nil {
+			return fmt.Errorf("postgres: retry job %s with input: event: %w", p.ID, err)
+		}
+		if _, err := tx.Exec(ctx, tx.q(sqlInsertEvent), p.NewID, string(p.CopyEvent.Kind), tx.nowNs, p.CopyEvent.Actor,
+			"", string(p.CopyEvent.To), 0, p.CopyEvent.Message); err != nil {
+			return fmt.Errorf("postgres: retry job %s with input: event: %w", p.ID, err)
+		}
+		j, err := scanJob(tx.QueryRow(ctx, tx.q(sqlGetJob), p.NewID))
+		if err != nil {
+			return fmt.Errorf("postgres: retry job %s with input: %w", p.ID, err)
+		}
+		counts := countDeltas{}
+		counts.move(j.Queue, "", engine.StateAvailable, 1)
+		out = j
+		tx.keep(j)
+		if err := s.applyCounts(ctx, tx, counts); err != nil {
+			return err
+		}
+		return s.notifyQueues(ctx, tx, map[string]bool{j.Queue: true})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

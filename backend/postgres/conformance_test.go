@@ -1,0 +1,21 @@
+package postgres_test
+
+import (
+	"testing"
+
+	"github.com/sluicehq/sluice/backend/backendtest"
+	"github.com/sluicehq/sluice/backend/postgres/pgtest"
+	"github.com/sluicehq/sluice/engine"
+)
+
+// TestConformance runs the backend conformance suite on the test server,
+// each check in a fresh schema of its own.
+func TestConformance(t *testing.T) {
+	pgtest.ServerURL(t)
+	backendtest.Run(t, backendtest.Harness{
+		Name:     "postgres",
+		NewStore: func(t testing.TB) engine.Store { return pgtest.New(t) },
+		Truth:    func(t testing.TB, s engine.Store) backendtest.Truth { return pgtest.NewTruth(t, s) },
+		Reopen:   pgtest.Reopen,
+	})
+}

@@ -1,0 +1,140 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// The maintained counters (job_counts): every write that inserts, deletes
+// or moves jobs adds its deltas in its own transaction (or statement),
+// one row per (queue, state) it touched, in one of countShards shards. The
+// shard is random per write, so two transactions moving jobs of one queue
+// rarely wait for each other's counter row; the rows are written in key
+// order, so they never deadlock on them.
+
+const countShards = 16
+
+type countKey struct {
+	queue string
+	state engine.State
+}
+
+// countDeltas are one write's changes to job_counts.
+type countDeltas map[countKey]int64
+
+func (d countDeltas) add(queue string, state engine.State, n int64) {
+	if n != 0 {
+		d[countKey{queue, state}] += n
+	}
+}
+
+// move counts n jobs of queue leaving from and entering to; an empty or
+// StateDeleted side is no state (an insert or a delete).
+func (d countDeltas) move(queue string, from, to engine.State, n int64) {
+	if from == to {
+		return
+	}
+	if from != "" && from != engine.StateDeleted {
+		d.add(queue, from, -n)
+	}
+	if to != "" && to != engine.StateDeleted {
+		d.add(queue, to, n)
+	}
+}
+
+func countsOf(ds []engine.CountDelta) countDeltas {
+	c := countDeltas{}
+	for _, d := range ds {
+		c.move(d.Queue, d.From, d.To, d.N)
+	}
+	return c
+}
+
+// sqlCountsApply adds the deltas of arrays $1 queues, $2 states, $3 deltas
+// (in key order) to shard $4.
+const sqlCountsApply = `INSERT INTO {s}.job_counts (queue, state, shard, n)
+	SELECT q, st, $4, d FROM unnest($1::text[], $2::text[], $3::bigint[]) AS c(q, st, d)
+	ON CONFLICT (queue, state, shard) DO UPDATE SET n = job_counts.n + excluded.n`
+
+// applyCounts writes d in tx.
+func (s *Store) applyCounts(ctx context.Context, q querier, d countDeltas) error {
+	keys := make([]countKey, 0, len(d))
+	for k, n := range d {
+		if n != 0 {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].queue != keys[j].queue {
+			return keys[i].queue < keys[j].queue
+		}
+		return keys[i].state < keys[j].state
+	})
+	qs, sts, ns := make([]string, len(keys)), make([]string, len(keys)), make([]int64, len(keys))
+	for i, k := range keys {
+		qs[i], sts[i], ns[i] = k.queue, string(k.state), d[k]
+	}
+	if _, err := q.Exec(ctx, s.sql(sqlCountsApply), qs, sts, ns, rand.IntN(countShards)); err != nil {
+		return fmt.Errorf("postgres: job counts: %w", err)
+	}
+	return nil
+}
+
+// JobCountByQueue sums the shards of the maintained counters of one queue
+// or all. States with no jobs are left out.
+func (s *Store) JobCountByQueue(ctx context.Context, p *engine.JobCountByQueueParams) (map[string]map[engine.State]int64, error) {
+	if s.closed.Load() {
+		return nil, engine.ErrClosed
+	}
+	rows, err := s.pool.Query(ctx, s.sql(`SELECT queue, state, sum(n)::bigint FROM {s}.job_counts
+		WHERE ($1 = '' OR queue = $1) GROUP BY queue, state HAVING sum(n) <> 0`), p.Queue)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: job counts: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]map[engine.State]int64{}
+	for rows.Next() {
+		var queue, state string
+		var n int64
+		if err := rows.Scan(&queue, &state, &n); err != nil {
+			return nil, fmt.Errorf("postgres: job counts: %w", err)
+		}
+		m := out[queue]
+		if m == nil {
+			m = map[engine.State]int64{}
+			out[queue] = m
+		}
+		m[engine.State(state)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: job counts: %w", err)
+	}
+	return out, nil
+}
+
+// JobCountReconcile recounts job_counts from the jobs in one transaction.
+// It locks job_counts against writers while it counts (SHARE ROW
+// EXCLUSIVE lets reads through), so no delta committed meanwhile is lost
+// or counted twice.
+func (s *Store) JobCountReconcile(ctx context.Context) error {
+	return s.writeTx(engine.WithoutIdempotency(ctx), func(tx *wtx) error {
+		if _, err := tx.Exec(ctx, tx.q(`LOCK TABLE {s}.job_counts IN SHARE ROW EXCLUSIVE MODE`)); err != nil {
+			return fmt.Errorf("postgres: reconcile job counts: %w", err)
+		}
+		if _, err := tx.Exec(ctx, tx.q(`DELETE FROM {s}.job_counts`)); err != nil {
+			return fmt.Errorf("postgres: reconcile job counts: %w", err)
+		}
+		if _, err := tx.Exec(ctx, tx.q(`INSERT INTO {s}.job_counts (queue, state, shard, n)
+			SELECT queue, state, 0, count(*) FROM {s}.jobs GROUP BY queue, state`)); err != nil {
+			return fmt.Errorf("postgres: reconcile job counts: %w", err)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,182 @@
+package postgres
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// From an engine.Filter to a WHERE clause. Every value is bound as a
+// parameter; the SQL text holds only column names, operators, the fixed
+// terms below and state names the engine validated (literals, so the
+// planner can prove a partial index's predicate even in a generic plan).
+//
+// What each field means is as on SQLite (backend/sqlite/filter.go); here:
+//   - tags: tags && the given tags (any of them).
+//   - error: strpos(last_error, value) > 0 (case-sensitive substring).
+//   - payload.<path>:value and meta.<key>:value: jsonb containment (@>),
+//     which the GIN indexes jobs_payload and jobs_metadata serve: the
+//     value at the path is the JSON string value, or, when value is a JSON
+//     number, true, false or null, that value; an object or array value
+//     is compared whole (#>). A missing path matches nothing.
+
+// args numbers the parameters of one statement.
+type args struct{ vals []any }
+
+// add binds v and returns its placeholder.
+func (a *args) add(v any) string {
+	a.vals = append(a.vals, v)
+	return "$" + strconv.Itoa(len(a.vals))
+}
+
+// where gathers the AND-ed terms of a WHERE clause; its arguments go to a
+// shared args, so branches of one statement may each add their own terms.
+type where struct {
+	a     *args
+	terms []string
+}
+
+func newWhere() *where { return &where{a: &args{}} }
+
+func (w *where) add(term string) { w.terms = append(w.terms, term) }
+
+func (w *where) clone() *where { return &where{a: w.a, terms: slices.Clone(w.terms)} }
+
+// sql is the clause's text without the WHERE keyword.
+func (w *where) sql() string {
+	if len(w.terms) == 0 {
+		return "true"
+	}
+	return strings.Join(w.terms, " AND ")
+}
+
+// in adds col = value or col = ANY(values).
+func (w *where) in(col string, vs []string) {
+	switch len(vs) {
+	case 0:
+	case 1:
+		w.add(col + " = " + w.a.add(vs[0]))
+	default:
+		w.add(col + " = ANY(" + w.a.add(vs) + "::text[])")
+	}
+}
+
+// addStates adds the state condition: literals for valid states.
+func (w *where) addStates(states []engine.State) {
+	if len(states) == 0 {
+		return
+	}
+	lits := make([]string, 0, len(states))
+	for _, st := range states {
+		if st.Valid() {
+			lits = append(lits, literal(string(st)))
+		} else {
+			lits = append(lits, w.a.add(string(st))+"::text")
+		}
+	}
+	if len(lits) == 1 {
+		w.add("state = " + lits[0])
+		return
+	}
+	w.add("state IN (" + strings.Join(lits, ", ") + ")")
+}
+
+// addFilter adds every field of f but its states.
+func (w *where) addFilter(f *engine.Filter) error {
+	w.in("queue", f.Queues)
+	w.in("kind", f.Kinds)
+	w.in("id", f.IDs)
+	if f.Fingerprint != "" {
+		w.add("fingerprint = " + w.a.add(f.Fingerprint))
+	}
+	if len(f.Tags) > 0 {
+		w.add("tags && " + w.a.add(f.Tags) + "::text[]")
+	}
+	if f.Error != "" {
+		w.add("strpos(last_error, " + w.a.add(f.Error) + ") > 0")
+	}
+	if f.ErrorPattern != "" {
+		w.add("error_pattern = " + w.a.add(f.ErrorPattern))
+	}
+	for _, m := range f.Payload {
+		if err := w.addPath("payload", "payload", m); err != nil {
+			return err
+		}
+	}
+	for _, m := range f.Meta {
+		if err := w.addPath("metadata", "meta", m); err != nil {
+			return err
+		}
+	}
+	w.addTime("created_at >", f.CreatedAfter)
+	w.addTime("created_at <", f.CreatedBefore)
+	w.addTime("finalized_at >", f.FinalizedAfter)
+	w.addTime("finalized_at <", f.FinalizedBefore)
+	return nil
+}
+
+func (w *where) addTime(term string, t *time.Time) {
+	if t != nil {
+		w.add(term + " " + w.a.add(t.UnixNano()))
+	}
+}
+
+// addPath matches the value at m.Path in col (see the package comment of
+// this file).
+func (w *where) addPath(col, what string, m engine.PathMatch) error {
+	keys, err := pathKeys(m.Path)
+	if err != nil {
+		return fmt.Errorf("%w: filter: %s path %q: %v", engine.ErrInvalid, what, m.Path, err)
+	}
+	str, _ := json.Marshal(m.Value)
+	terms := []string{col + " @> " + w.a.add(string(nest(keys, str))) + "::jsonb"}
+	v := strings.TrimSpace(m.Value)
+	if json.Valid([]byte(v)) && v != "" {
+		switch v[0] {
+		case '"':
+			// A JSON string is matched by its contents, which str is.
+		case '{', '[':
+			terms = append(terms, col+" #> "+w.a.add(keys)+"::text[] = "+w.a.add(v)+"::jsonb")
+		default: // number, true, false, null
+			terms = append(terms, col+" @> "+w.a.add(string(nest(keys, []byte(v))))+"::jsonb")
+		}
+	}
+	w.add("(" + strings.Join(terms, " OR ") + ")")
+	return nil
+}
+
+// nest wraps a JSON value in objects along keys: a.b and 1 give
+// {"a":{"b":1}}.
+func nest(keys []string, v []byte) []byte {
+	var b []byte
+	for _, k := range keys {
+		kb, _ := json.Marshal(k)
+		b = append(b, '{')
+		b = append(b, kb...)
+		b = append(b, ':')
+	}
+	b = append(b, v...)
+	for range keys {
+		b = append(b, '}')
+	}
+	return b
+}
+
+// pathKeys splits a dot-separated path into its keys.
+func pathKeys(p string) ([]string, error) {
+	if p == "" {
+		return nil, fmt.Errorf("empty path")
+	}
+	keys := strings.Split(p, ".")
+	for _, k := range keys {
+		if k == "" || strings.ContainsAny(k, "\"\\") {
+			return nil, fmt.Errorf("bad key %q", k)
+		}
+	}
+	return keys, nil
+}

@@ -1,0 +1,261 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Inserting jobs, reading them, and the statements several areas share.
+
+const defaultLease = 30 * time.Second
+
+const (
+	// The new jobs as arrays, one element per job: $1 id, $2 queue, $3
+	// kind, $4 payload, $5 schema version, $6 metadata, $7 tags (each a
+	// JSON array), $8 priority, $9 state, $10 max attempts, $11
+	// fingerprint, $12 scheduled_at, $13 deadline, $14 timeout; $15 now.
+	sqlInsertJobs = `INSERT INTO {s}.jobs (id, queue, kind, payload, schema_version, metadata, tags, priority, state,
+		max_attempts, fingerprint, scheduled_at, deadline, timeout_ns, created_at, state_changed_at)
+	SELECT id, queue, kind, payload, sv, meta, ARRAY(SELECT jsonb_array_elements_text(tags)), prio, state,
+		ma, fp, sched, dl, tmo, $15, $15
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::int[], $6::jsonb[], $7::jsonb[], $8::int[],
+		$9::text[], $10::int[], $11::text[], $12::bigint[], $13::bigint[], $14::bigint[])
+		AS j(id, queue, kind, payload, sv, meta, tags, prio, state, ma, fp, sched, dl, tmo)
+	ON CONFLICT (id) DO NOTHING
+	RETURNING id`
+	sqlQuarantinedOf = `SELECT fingerprint FROM {s}.fingerprints WHERE status = 'quarantined' AND fingerprint = ANY($1::text[])`
+	sqlIsQuarantined = `SELECT EXISTS(SELECT 1 FROM {s}.fingerprints WHERE fingerprint = $1 AND status = 'quarantined')`
+	sqlGetJob        = `SELECT ` + jobColumns + ` FROM {s}.jobs WHERE id = $1`
+	sqlGetJobNoPay   = `SELECT ` + jobColumnsNoPayload + ` FROM {s}.jobs WHERE id = $1`
+	sqlInsertEvent   = `INSERT INTO {s}.job_events (job_id, kind, at, actor, from_state, to_state, attempt, message)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
+	sqlNotify = `SELECT pg_notify($1, $2)`
+)
+
+// JobInsertMany writes new jobs in one transaction; each is accepted or
+// refused on its own. New available jobs send one notification for the
+// batch (on commit).
+func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams) ([]engine.JobInsertResult, error) {
+	res := make([]engine.JobInsertResult, len(p.Jobs))
+	if len(p.Jobs) == 0 {
+		return res, nil
+	}
+	err := s.writeTx(ctx, func(tx *wtx) error {
+		for i := range res {
+			res[i] = engine.JobInsertResult{}
+		}
+		quarantined := map[string]bool{}
+		if p.RefuseQuarantined {
+			fps := make([]string, 0, len(p.Jobs))
+			for _, jp := range p.Jobs {
+				if jp != nil && jp.Fingerprint != "" {
+					fps = append(fps, jp.Fingerprint)
+				}
+			}
+			if len(fps) > 0 {
+				qs, err := queryStrings(ctx, tx, tx.q(sqlQuarantinedOf), fps)
+				if err != nil {
+					return fmt.Errorf("postgres: insert jobs: %w", err)
+				}
+				for _, fp := range qs {
+					quarantined[fp] = true
+				}
+			}
+		}
+		n := len(p.Jobs)
+		var (
+			ids, queues, kinds, states, fps = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+			payloads, metas, tags           = make([]*string, 0, n), make([]*string, 0, n), make([]string, 0, n)
+			svs, prios, mas                 = make([]int32, 0, n), make([]int32, 0, n), make([]int32, 0, n)
+			scheds, tmos                    = make([]int64, 0, n), make([]int64, 0, n)
+			dls                             = make([]*int64, 0, n)
+			idx                             = make([]int, 0, n)
+		)
+		for i, jp := range p.Jobs {
+			if jp == nil || jp.ID == "" {
+				res[i].Err = fmt.Errorf("postgres: insert job: %w: no id", engine.ErrInvalid)
+				continue
+			}
+			if quarantined[jp.Fingerprint] {
+				res[i].Err = &engine.QuarantinedError{Verb: "insert", ID: jp.ID, Fingerprint: jp.Fingerprint}
+				continue
+			}
+			due := tx.now.Add(jp.Delay)
+			if jp.ScheduledAt != nil {
+				due = jp.ScheduledAt.UTC()
+			}
+			state := engine.StateAvailable
+			if due.After(tx.now) {
+				state = engine.StateScheduled
+			}
+			tg, err := json.Marshal(jp.Tags)
+			if err != nil || len(jp.Tags) == 0 {
+				tg = []byte("[]")
+			}
+			ids, queues, kinds, states, fps = append(ids, jp.ID), append(queues, jp.Queue), append(kinds, jp.Kind), append(states, string(state)), append(fps, jp.Fingerprint)
+			payloads, metas, tags = append(payloads, strPtr(jp.Payload)), append(metas, strPtr(jp.Metadata)), append(tags, string(tg))
+			svs, prios, mas = append(svs, int32(jp.SchemaVersion)), append(prios, int32(jp.Priority)), append(mas, int32(jp.MaxAttempts))
+			scheds, tmos, dls = append(scheds, due.UnixNano()), append(tmos, int64(jp.Timeout)), append(dls, nanosPtr(jp.Deadline))
+			idx = append(idx, i)
+			res[i].Job = &engine.Job{
+				ID: jp.ID, Queue: jp.Queue, Kind: jp.Kind, SchemaVersion: jp.SchemaVersion,
+				Metadata: cloneRaw(jp.Metadata), Priority: jp.Priority, State: state,
+				MaxAttempts: jp.MaxAttempts, Fingerprint: jp.Fingerprint, ScheduledAt: due,
+				Timeout: jp.Timeout, CreatedAt: tx.now, StateChangedAt: tx.now, Version: 1,
+				Deadline: timePtr(nanosPtr(jp.Deadline)),
+			}
+			if len(jp.Tags) > 0 {
+				res[i].Job.Tags = slices.Clone(jp.Tags)
+			}
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		inserted, err := queryStrings(ctx, tx, tx.q(sqlInsertJobs), ids, queues, kinds, payloads, svs, metas, tags, prios,
+			states, mas, fps, scheds, dls, tmos, tx.nowNs)
+		if err != nil {
+			return fmt.Errorf("postgres: insert jobs: %w", err)
+		}
+		fresh := make(map[string]bool, len(inserted))
+		for _, id := range inserted {
+			fresh[id] = true
+		}
+		counts := countDeltas{}
+		wake := map[string]bool{}
+		for _, i := range idx {
+			jp, j := p.Jobs[i], res[i].Job
+			if fresh[jp.ID] {
+				delete(fresh, jp.ID) // a second item of the same id is not new
+				counts.move(jp.Queue, "", j.State, 1)
+				if j.State == engine.StateAvailable {
+					wake[jp.Queue] = true
+				}
+				continue
+			}
+			// The id exists: the same job again, or a conflict.
+			res[i].Job = nil
+			old, err := scanJob(tx.QueryRow(ctx, tx.q(sqlGetJobNoPay), jp.ID))
+			if err != nil {
+				return fmt.Errorf("postgres: insert job %s: %w", jp.ID, err)
+			}
+			if old.Queue != jp.Queue || old.Kind != jp.Kind || old.Fingerprint != jp.Fingerprint {
+				res[i].Err = fmt.Errorf("insert job %s: %w: the id exists with other content", jp.ID, engine.ErrConflict)
+				continue
+			}
+			res[i].Job = old
+			res[i].Existing = true
+		}
+		tx.keep(res)
+		if err := s.applyCounts(ctx, tx, counts); err != nil {
+			return err
+		}
+		return s.notifyQueues(ctx, tx, wake)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// notifyQueues sends one notification naming the queues that got work;
+// it is delivered when the transaction commits.
+func (s *Store) notifyQueues(ctx context.Context, q querier, queues map[string]bool) error {
+	if len(queues) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(queues))
+	for name := range queues {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	payload := strings.Join(names, "\n")
+	if len(payload) > 7000 {
+		payload = "" // too long for a notification: wake every queue
+	}
+	if _, err := q.Exec(ctx, sqlNotify, s.channel(), payload); err != nil {
+		return fmt.Errorf("postgres: notify: %w", err)
+	}
+	return nil
+}
+
+func strPtr(b []byte) *string {
+	if len(b) == 0 {
+		return nil
+	}
+	s := string(b)
+	return &s
+}
+
+func cloneRaw(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	return append(json.RawMessage(nil), b...)
+}
+
+// JobGetByID returns one job, with its payload only when asked.
+func (s *Store) JobGetByID(ctx context.Context, p *engine.JobGetByIDParams) (*engine.Job, error) {
+	if s.closed.Load() {
+		return nil, engine.ErrClosed
+	}
+	q := sqlGetJobNoPay
+	if p.IncludePayload {
+		q = sqlGetJob
+	}
+	j, err := scanJob(s.pool.QueryRow(ctx, s.sql(q), p.ID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("job %s: %w", p.ID, engine.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: get job %s: %w", p.ID, err)
+	}
+	return j, nil
+}
+
+// JobEventList returns a job's stored events, oldest first.
+func (s *Store) JobEventList(ctx context.Context, p *engine.JobEventListParams) ([]engine.Event, error) {
+	if s.closed.Load() {
+		return nil, engine.ErrClosed
+	}
+	rows, err := s.pool.Query(ctx, s.sql(`SELECT job_id, kind, at, actor, from_state, to_state, attempt, message
+		FROM {s}.job_events WHERE job_id = $1 ORDER BY id`), p.JobID)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: events of job %s: %w", p.JobID, err)
+	}
+	defer rows.Close()
+	var out []engine.Event
+	for rows.Next() {
+		var e engine.Event
+		var at int64
+		var attempt int32
+		var kind, from, to string
+		if err := rows.Scan(&e.JobID, &kind, &at, &e.Actor, &from, &to, &attempt, &e.Message); err != nil {
+			return nil, fmt.Errorf("postgres: events of job %s: %w", p.JobID, err)
+		}
+		e.Kind, e.From, e.To, e.At, e.Attempt = engine.EventKind(kind), engine.State(from), engine.State(to), fromNanos(at), int(attempt)
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: events of job %s: %w", p.JobID, err)
+	}
+	return out, nil
+}
+
+// queryStrings runs a query of one text column and collects it.
+func queryStrings(ctx context.Context, q querier, query string, args ...any) ([]string, error) {
+	rows, err := q.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}

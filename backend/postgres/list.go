@@ -1,0 +1,266 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Listing, counting and grouping jobs: the operator surface's reads.
+//
+// A list or count over several states is one branch per state, joined by
+// UNION ALL (lists, each branch with its own ORDER BY and LIMIT, so the
+// planner merges index scans) or a sum (counts). Terminal, scheduled and
+// retryable states are read from jobs_state_changed in listing order, so
+// a page reads about a page of index entries whatever the table's size;
+// available and running jobs have no listing index on purpose (every claim
+// and completion would write it): their branch sorts the backlog. A
+// filter naming ids or a fingerprint is one query: the primary key or
+// jobs_fingerprint finds its few rows.
+
+// withMode prefixes the arguments of a read with payload or meta
+// conditions with pgx's simple protocol: the values inlined, so the query
+// is planned for them every time. A generic plan cannot tell a selective
+// containment (served by the GIN index) from a common one, and was seen
+// to walk a listing index filtering every row instead.
+func withMode(f *engine.Filter, a []any) []any {
+	if len(f.Payload) == 0 && len(f.Meta) == 0 {
+		return a
+	}
+	return append([]any{pgx.QueryExecModeSimpleProtocol}, a...)
+}
+
+// direct reports whether f is best served by one query.
+func direct(f *engine.Filter) bool {
+	return len(f.IDs) > 0 || f.Fingerprint != ""
+}
+
+// branches splits base by state; states empty means all.
+func branches(base *where, states []engine.State) []*where {
+	if len(states) == 0 {
+		states = engine.AllStates
+	}
+	var out []*where
+	seen := map[engine.State]bool{}
+	for _, st := range states {
+		if seen[st] {
+			continue
+		}
+		seen[st] = true
+		w := base.clone()
+		w.addStates([]engine.State{st})
+		out = append(out, w)
+	}
+	return out
+}
+
+// JobList pages job summaries newest first by (state_changed_at, id), or
+// oldest first past After when Reverse.
+func (s *Store) JobList(ctx context.Context, p *engine.JobListParams) ([]*engine.Job, error) {
+	if s.closed.Load() {
+		return nil, engine.ErrClosed
+	}
+	q, a, err := s.jobListQuery(p)
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := collectJobs(s.pool.Query(ctx, q, withMode(&p.Filter, a)...))
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list jobs: %w", err)
+	}
+	if jobs == nil {
+		jobs = []*engine.Job{}
+	}
+	return jobs, nil
+}
+
+// jobListQuery builds JobList's query.
+func (s *Store) jobListQuery(p *engine.JobListParams) (string, []any, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = engine.DefaultListLimit
+	}
+	base := newWhere()
+	if err := base.addFilter(&p.Filter); err != nil {
+		return "", nil, err
+	}
+	if p.ExcludeSuperseded {
+		base.add("superseded_by = ''")
+	}
+	dir, cmp := "DESC", "<"
+	if p.Reverse {
+		dir, cmp = "ASC", ">"
+	}
+	if p.After != nil {
+		base.add("(state_changed_at, id) " + cmp + " (" + base.a.add(p.After.At.UnixNano()) + ", " + base.a.add(p.After.ID) + "::text)")
+	}
+	lim := base.a.add(limit)
+	order := " ORDER BY state_changed_at " + dir + ", id " + dir + " LIMIT " + lim
+	from := s.sql(" FROM {s}.jobs WHERE ")
+	var q strings.Builder
+	if direct(&p.Filter) {
+		w := base.clone()
+		w.addStates(p.Filter.States)
+		q.WriteString("SELECT " + jobColumnsList + from + w.sql() + order)
+		return q.String(), base.a.vals, nil
+	}
+	bs := branches(base, p.Filter.States)
+	for i, b := range bs {
+		sel := "SELECT " + jobColumnsList + from + b.sql() + order
+		if len(bs) == 1 {
+			q.WriteString(sel)
+			break
+		}
+		if i > 0 {
+			q.WriteString(" UNION ALL ")
+		}
+		q.WriteString("(" + sel + ")")
+	}
+	if len(bs) > 1 {
+		q.WriteString(order)
+	}
+	return q.String(), base.a.vals, nil
+}
+
+// JobCount counts the jobs matching the filter, stopping past Max.
+//
+// Without the superseded jobs (a bulk selector's count), it counts the
+// filter's jobs, superseded or not, which the listing indexes answer
+// alone (an index-only scan), and takes away the superseded ones it
+// matches, which jobs_superseded finds (they are few).
+func (s *Store) JobCount(ctx context.Context, p *engine.JobCountParams) (int64, bool, error) {
+	if s.closed.Load() {
+		return 0, false, engine.ErrClosed
+	}
+	if !p.ExcludeSuperseded || direct(&p.Filter) {
+		return s.jobCount(ctx, p)
+	}
+	w := newWhere()
+	if err := w.addFilter(&p.Filter); err != nil {
+		return 0, false, err
+	}
+	w.addStates(p.Filter.States)
+	if p.AsOf != nil {
+		w.add("state_changed_at <= " + w.a.add(p.AsOf.UnixNano()))
+	}
+	w.add("superseded_by <> ''")
+	var sup int64
+	if err := s.pool.QueryRow(ctx, s.sql("SELECT count(*) FROM {s}.jobs WHERE ")+w.sql(), withMode(&p.Filter, w.a.vals)...).Scan(&sup); err != nil {
+		return 0, false, fmt.Errorf("postgres: count jobs: %w", err)
+	}
+	all := *p
+	all.ExcludeSuperseded = false
+	if all.Max > 0 {
+		all.Max += sup
+	}
+	n, capped, err := s.jobCount(ctx, &all)
+	if err != nil {
+		return 0, false, err
+	}
+	if capped {
+		return p.Max, true, nil
+	}
+	return n - sup, false, nil
+}
+
+// jobCount sums one capped count per branch.
+func (s *Store) jobCount(ctx context.Context, p *engine.JobCountParams) (int64, bool, error) {
+	base := newWhere()
+	if err := base.addFilter(&p.Filter); err != nil {
+		return 0, false, err
+	}
+	if p.ExcludeSuperseded {
+		base.add("superseded_by = ''")
+	}
+	if p.AsOf != nil {
+		base.add("state_changed_at <= " + base.a.add(p.AsOf.UnixNano()))
+	}
+	var capAt *int64 // NULL: LIMIT ALL
+	if p.Max > 0 {
+		c := p.Max + 1
+		capAt = &c
+	}
+	lim := base.a.add(capAt) + "::bigint"
+	from := s.sql(" FROM {s}.jobs WHERE ")
+	count := func(w *where) string {
+		return "(SELECT count(*) FROM (SELECT 1" + from + w.sql() + " LIMIT " + lim + ") x)"
+	}
+	var q strings.Builder
+	q.WriteString("SELECT ")
+	if direct(&p.Filter) {
+		w := base.clone()
+		w.addStates(p.Filter.States)
+		q.WriteString(count(w))
+	} else {
+		for i, b := range branches(base, p.Filter.States) {
+			if i > 0 {
+				q.WriteString(" + ")
+			}
+			q.WriteString(count(b))
+		}
+	}
+	var n int64
+	if err := s.pool.QueryRow(ctx, q.String(), withMode(&p.Filter, base.a.vals)...).Scan(&n); err != nil {
+		return 0, false, fmt.Errorf("postgres: count jobs: %w", err)
+	}
+	if p.Max > 0 && n > p.Max {
+		return p.Max, true, nil
+	}
+	return n, false, nil
+}
+
+// JobErrorGroups groups the jobs matching the filter by queue, kind and
+// the error pattern stored at death, the largest groups first. Jobs
+// without a pattern form no group.
+func (s *Store) JobErrorGroups(ctx context.Context, p *engine.JobErrorGroupsParams) ([]engine.ErrorGroup, error) {
+	if s.closed.Load() {
+		return nil, engine.ErrClosed
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 200
+	}
+	w := newWhere()
+	if err := w.addFilter(&p.Filter); err != nil {
+		return nil, err
+	}
+	w.addStates(p.Filter.States)
+	w.add("error_pattern <> ''")
+	cond := w.sql()
+	q := s.sql(`SELECT g.queue, g.kind, g.error_pattern, g.n, g.first_seen, g.last_seen,
+		(SELECT last_error FROM {s}.jobs WHERE `+cond+` AND queue = g.queue AND kind = g.kind
+			AND error_pattern = g.error_pattern ORDER BY state_changed_at DESC LIMIT 1)
+	FROM (SELECT queue, kind, error_pattern, count(*) AS n, min(state_changed_at) AS first_seen,
+			max(state_changed_at) AS last_seen
+		FROM {s}.jobs WHERE `+cond+`
+		GROUP BY queue, kind, error_pattern
+		ORDER BY n DESC, queue, kind, error_pattern LIMIT `) + w.a.add(limit) + `) AS g
+	ORDER BY g.n DESC, g.queue, g.kind, g.error_pattern`
+	rows, err := s.pool.Query(ctx, q, withMode(&p.Filter, w.a.vals)...)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: error groups: %w", err)
+	}
+	defer rows.Close()
+	var out []engine.ErrorGroup
+	for rows.Next() {
+		var g engine.ErrorGroup
+		var first, last int64
+		var sample *string
+		if err := rows.Scan(&g.Queue, &g.Kind, &g.Pattern, &g.Count, &first, &last, &sample); err != nil {
+			return nil, fmt.Errorf("postgres: error groups: %w", err)
+		}
+		g.FirstSeen, g.LastSeen = fromNanos(first), fromNanos(last)
+		if sample != nil {
+			g.Sample = *sample
+		}
+		out = append(out, g)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: error groups: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,474 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Maintenance, fingerprints, queues, workers and leaders.
+
+// JobListExpiredLeases lists running jobs whose lease has expired by the
+// store's clock, oldest expiry first.
+func (s *Store) JobListExpiredLeases(ctx context.Context, p *engine.JobListExpiredLeasesParams) ([]engine.ExpiredLease, error) {
+	if s.closed.Load() {
+		return nil, engine.ErrClosed
+	}
+	var limit *int
+	if p.Limit > 0 {
+		limit = &p.Limit
+	}
+	rows, err := s.pool.Query(ctx, s.sql(`WITH n AS MATERIALIZED (SELECT `+sqlNow+` AS t)
+	SELECT `+jobColumnsNoPayload+`,
+		EXISTS(SELECT 1 FROM {s}.workers w WHERE w.id = jobs.lease_worker AND w.expires_at >= n.t)
+	FROM {s}.jobs, n
+	WHERE state = 'running' AND lease_expires_at < n.t
+	ORDER BY lease_expires_at, id LIMIT $1::bigint`), limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: expired leases: %w", err)
+	}
+	defer rows.Close()
+	var out []engine.ExpiredLease
+	for rows.Next() {
+		var alive bool
+		j, err := scanJob(rows, &alive)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: expired leases: %w", err)
+		}
+		out = append(out, engine.ExpiredLease{Job: j, WorkerAlive: alive})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: expired leases: %w", err)
+	}
+	return out, nil
+}
+
+// sqlScheduleDue moves the due jobs of one state ($3) to $4, at most $2,
+// in scheduled_at order: $1 now. SKIP LOCKED: two maintenance runs (a
+// leader handing over) pass each other by.
+const sqlScheduleDue = `UPDATE {s}.jobs j SET state = $4, state_changed_at = $1, version = j.version + 1
+	FROM (SELECT id FROM {s}.jobs WHERE state IN ('scheduled', 'retryable') AND state = $3 AND scheduled_at <= $1
+		ORDER BY scheduled_at LIMIT $2 FOR UPDATE SKIP LOCKED) d
+	WHERE j.id = d.id
+	RETURNING j.queue`
+
+// JobScheduleDue makes due scheduled and retryable jobs available and
+// returns the queues that got work, sorted; one notification wakes their
+// workers in every process.
+func (s *Store) JobScheduleDue(ctx context.Context, p *engine.JobScheduleDueParams) ([]string, error) {
+	if p.To == "" {
+		return nil, fmt.Errorf("schedule due: %w: no target state", engine.ErrInvalid)
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 1 << 30
+	}
+	var queues []string
+	err := s.writeTx(ctx, func(tx *wtx) error {
+		queues = queues[:0]
+		seen := map[string]bool{}
+		counts := countDeltas{}
+		moved := 0
+		for _, from := range p.From {
+			if moved >= limit {
+				break
+			}
+			qs, err := queryStrings(ctx, tx, tx.q(sqlScheduleDue), tx.nowNs, limit-moved, string(from), string(p.To))
+			if err != nil {
+				return fmt.Errorf("postgres: schedule due: %w", err)
+			}
+			for _, q := range qs {
+				moved++
+				counts.move(q, from, p.To, 1)
+				if !seen[q] {
+					seen[q] = true
+					queues = append(queues, q)
+				}
+			}
+		}
+		if err := s.applyCounts(ctx, tx, counts); err != nil {
+			return err
+		}
+		if p.To == engine.StateAvailable {
+			return s.notifyQueues(ctx, tx, seen)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(queues)
+	return queues, nil
+}
+
+// sqlDeleteExpired deletes terminal jobs of state $1 finalized before $2
+// in queues $3 (NULL: all but those in $4), at most $5, and returns their
+// queues.
+const sqlDeleteExpired = `DELETE FROM {s}.jobs j
+	USING (SELECT id FROM {s}.jobs
+		WHERE state = $1 AND state NOT IN ('available', 'running') AND state_changed_at < $2 AND finalized_at < $2
+		AND ($3::text IS NULL OR queue = $3) AND NOT (queue = ANY($4::text[]))
+		LIMIT $5 FOR UPDATE SKIP LOCKED) d
+	WHERE j.id = d.id
+	RETURNING j.queue`
+
+// JobDeleteExpired deletes terminal jobs past their retention (with their
+// events), at most Limit in all. A retention of 0 deletes at once; a
+// negative one, like a missing state, keeps the jobs.
+func (s *Store) JobDeleteExpired(ctx context.Context, p *engine.JobDeleteExpiredParams) (int, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 1 << 30
+	}
+	overriding := map[engine.State][]string{}
+	queues := make([]string, 0, len(p.QueueRetention))
+	for q, m := range p.QueueRetention {
+		queues = append(queues, q)
+		for state := range m {
+			overriding[state] = append(overriding[state], q)
+		}
+	}
+	sort.Strings(queues)
+	states := func(m map[engine.State]time.Duration) []engine.State {
+		out := make([]engine.State, 0, len(m))
+		for _, st := range engine.AllStates {
+			if d, ok := m[st]; ok && st.Terminal() && d >= 0 {
+				out = append(out, st)
+			}
+		}
+		return out
+	}
+	total := 0
+	err := s.writeTx(ctx, func(tx *wtx) error {
+		total = 0
+		counts := countDeltas{}
+		cut := func(d time.Duration) int64 {
+			if d == 0 {
+				return tx.nowNs + 1
+			}
+			return tx.now.Add(-d).UnixNano()
+		}
+		del := func(state engine.State, d time.Duration, queue *string, skip []string) error {
+			if skip == nil {
+				skip = []string{}
+			}
+			qs, err := queryStrings(ctx, tx, tx.q(sqlDeleteExpired), string(state), cut(d), queue, skip, limit-total)
+			if err != nil {
+				return fmt.Errorf("postgres: delete expired %s jobs: %w", state, err)
+			}
+			for _, q := range qs {
+				counts.move(q, state, engine.StateDeleted, 1)
+				total++
+			}
+			return nil
+		}
+		for _, state := range states(p.Retention) {
+			if total >= limit {
+				break
+			}
+			if err := del(state, p.Retention[state], nil, overriding[state]); err != nil {
+				return err
+			}
+		}
+		for _, q := range queues {
+			m := p.QueueRetention[q]
+			for _, state := range states(m) {
+				if total >= limit {
+					break
+				}
+				if err := del(state, m[state], &q, nil); err != nil {
+					return err
+				}
+			}
+		}
+		return s.applyCounts(ctx, tx, counts)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return total, nil
+}
+
+const fingerprintColumns = `f.fingerprint, f.kind, f.status, f.since, f.crashes, f.last_error, f.last_job_id,
+	(SELECT count(*) FROM {s}.jobs WHERE jobs.fingerprint = f.fingerprint AND jobs.state = 'quarantined')`
+
+func scanFingerprint(row pgx.Row) (*engine.Fingerprint, error) {
+	var f engine.Fingerprint
+	var status string
+	var since int64
+	var crashes int32
+	var held int64
+	if err := row.Scan(&f.Fingerprint, &f.Kind, &status, &since, &crashes, &f.LastError, &f.LastJobID, &held); err != nil {
+		return nil, err
+	}
+	f.Status, f.Since, f.Crashes, f.Held = engine.FingerprintStatus(status), fromNanos(since), int(crashes), int(held)
+	return &f, nil
+}
+
+// FingerprintGet returns a quarantine record or ErrNotFound.
+func (s *Store) FingerprintGet(ctx context.Context, p *engine.FingerprintGetParams) (*engine.Fingerprint, error) {
+	if s.closed.Load() {
+		return nil, engine.ErrClosed
+	}
+	f, err := scanFingerprint(s.pool.QueryRow(ctx, s.sql(`SELECT `+fingerprintColumns+` FROM {s}.fingerprints f WHERE f.fingerprint = $1`), p.Fingerprint))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("fingerprint %s: %w", p.Fingerprint, engine.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: fingerprint %s: %w", p.Fingerprint, err)
+	}
+	return f, nil
+}
+
+// FingerprintList lists quarantined and probationary fingerprints, the most
+// recently quarantined first.
+func (s *Store) FingerprintList(ctx context.Context, p *engine.FingerprintListParams) ([]*engine.Fingerprint, error) {
+	if s.closed.Load() {
+		return nil, engine.ErrClosed
+	}
+	var limit *int
+	if p.Limit > 0 {
+		limit = &p.Limit
+	}
+	rows, err := s.pool.Query(ctx, s.sql(`SELECT `+fingerprintColumns+` FROM {s}.fingerprints f
+		WHERE f.status IN ('quarantined', 'probation')
+		ORDER BY f.since DESC, f.fingerprint LIMIT $1::bigint`), limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list fingerprints: %w", err)
+	}
+	defer rows.Close()
+	var out []*engine.Fingerprint
+	for rows.Next() {
+		f, err := scanFingerprint(rows)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: list fingerprints: %w", err)
+		}
+		out = append(out, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: list fingerprints: %w", err)
+	}
+	return out, nil
+}
+
+// FingerprintRelease puts the record on probation and returns its held
+// jobs to available with their crash counters reset, each with its event.
+func (s *Store) FingerprintRelease(ctx context.Context, p *engine.FingerprintReleaseParams) (int, error) {
+	if p.Spec.Has(engine.EffectDelete) || len(p.Spec.From) == 0 {
+		return 0, fmt.Errorf("release fingerprint %s: %w: the spec must move jobs", p.Fingerprint, engine.ErrInvalid)
+	}
+	n := 0
+	err := s.writeTx(ctx, func(tx *wtx) error {
+		n = 0
+		tag, err := tx.Exec(ctx, tx.q(`UPDATE {s}.fingerprints SET status = 'probation' WHERE fingerprint = $1`), p.Fingerprint)
+		if err != nil {
+			return fmt.Errorf("postgres: release fingerprint %s: %w", p.Fingerprint, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("fingerprint %s: %w", p.Fingerprint, engine.ErrNotFound)
+		}
+		b := argBase(p.Spec)
+		q := tx.q(`WITH old AS (SELECT id, state, queue FROM {s}.jobs WHERE fingerprint = ` + fmt.Sprintf("$%d", b) +
+			` AND state = ANY(` + fmt.Sprintf("$%d", b+1) + `::text[]) ORDER BY id FOR UPDATE),
+		moved AS (UPDATE {s}.jobs SET ` + specSet(p.Spec) + ` FROM old WHERE jobs.id = old.id
+			RETURNING jobs.id, jobs.attempt, old.state, old.queue),
+		ev AS (INSERT INTO {s}.job_events (job_id, kind, at, actor, from_state, to_state, attempt, message)
+			SELECT id, ` + fmt.Sprintf("$%d, $1, $%d, state, $%d, attempt, $%d", b+2, b+3, b+4, b+5) + ` FROM moved)
+		SELECT queue, state, count(*) FROM moved GROUP BY queue, state`)
+		a := append(setArgs(p.Spec, tx.nowNs, nil), p.Fingerprint, stateNames(p.Spec.From),
+			string(p.Event.Kind), p.Event.Actor, string(p.Event.To), p.Event.Message)
+		rows, err := tx.Query(ctx, q, a...)
+		if err != nil {
+			return fmt.Errorf("postgres: release fingerprint %s: %w", p.Fingerprint, err)
+		}
+		counts := countDeltas{}
+		wake := map[string]bool{}
+		for rows.Next() {
+			var queue, state string
+			var c int64
+			if err := rows.Scan(&queue, &state, &c); err != nil {
+				rows.Close()
+				return fmt.Errorf("postgres: release fingerprint %s: %w", p.Fingerprint, err)
+			}
+			counts.move(queue, engine.State(state), p.Spec.To, c)
+			n += int(c)
+			wake[queue] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("postgres: release fingerprint %s: %w", p.Fingerprint, err)
+		}
+		tx.keep(n)
+		if err := s.applyCounts(ctx, tx, counts); err != nil {
+			return err
+		}
+		if p.Spec.To == engine.StateAvailable {
+			return s.notifyQueues(ctx, tx, wake)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// QueueList names every queue with jobs (per the counters) or a pause
+// record, sorted, with its counts.
+func (s *Store) QueueList(ctx context.Context) ([]engine.QueueInfo, error) {
+	counts, err := s.JobCountByQueue(ctx, &engine.JobCountByQueueParams{})
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, s.sql(`SELECT name, paused FROM {s}.queues`))
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list queues: %w", err)
+	}
+	defer rows.Close()
+	paused := map[string]bool{}
+	for rows.Next() {
+		var name string
+		var p bool
+		if err := rows.Scan(&name, &p); err != nil {
+			return nil, fmt.Errorf("postgres: list queues: %w", err)
+		}
+		paused[name] = p
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: list queues: %w", err)
+	}
+	names := make([]string, 0, len(counts)+len(paused))
+	for q := range counts {
+		names = append(names, q)
+	}
+	for q := range paused {
+		if _, ok := counts[q]; !ok {
+			names = append(names, q)
+		}
+	}
+	sort.Strings(names)
+	out := make([]engine.QueueInfo, len(names))
+	for i, q := range names {
+		c := counts[q]
+		if c == nil {
+			c = map[engine.State]int64{}
+		}
+		out[i] = engine.QueueInfo{Name: q, Paused: paused[q], Counts: c}
+	}
+	return out, nil
+}
+
+func (s *Store) queueSetPaused(ctx context.Context, p *engine.QueuePauseParams, paused bool) error {
+	return s.writeTx(ctx, func(tx *wtx) error {
+		var at *int64
+		if paused {
+			at = &tx.nowNs
+		}
+		if _, err := tx.Exec(ctx, tx.q(`INSERT INTO {s}.queues AS q (name, paused, paused_at, paused_by) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, paused_at = excluded.paused_at,
+				paused_by = excluded.paused_by`), p.Queue, paused, at, p.Actor); err != nil {
+			return fmt.Errorf("postgres: pause queue %s: %w", p.Queue, err)
+		}
+		if !paused {
+			return s.notifyQueues(ctx, tx, map[string]bool{p.Queue: true})
+		}
+		return nil
+	})
+}
+
+// QueuePause stops claims from the queue (running jobs finish).
+func (s *Store) QueuePause(ctx context.Context, p *engine.QueuePauseParams) error {
+	return s.queueSetPaused(ctx, p, true)
+}
+
+// QueueResume lets workers claim from the queue again.
+func (s *Store) QueueResume(ctx context.Context, p *engine.QueuePauseParams) error {
+	return s.queueSetPaused(ctx, p, false)
+}
+
+const defaultTTL = 15 * time.Second
+
+// WorkerHeartbeat records that a worker process lives until TTL from now.
+func (s *Store) WorkerHeartbeat(ctx context.Context, p *engine.WorkerHeartbeatParams) error {
+	ttl := p.TTL
+	if ttl <= 0 {
+		ttl = defaultTTL
+	}
+	queues := p.Queues
+	if queues == nil {
+		queues = []string{}
+	}
+	return s.single(ctx, func(q querier) error {
+		if _, err := q.Exec(ctx, s.sql(`WITH n AS MATERIALIZED (SELECT `+sqlNow+` AS t)
+			INSERT INTO {s}.workers AS w (id, host, pid, queues, started_at, heartbeat_at, expires_at)
+			SELECT $1, $2, $3, $4, n.t, n.t, n.t + $5 FROM n
+			ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, queues = excluded.queues,
+				heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at`),
+			p.ID, p.Host, p.PID, queues, int64(ttl)); err != nil {
+			return fmt.Errorf("postgres: heartbeat of worker %s: %w", p.ID, err)
+		}
+		return nil
+	})
+}
+
+// WorkerDelete removes a worker's record.
+func (s *Store) WorkerDelete(ctx context.Context, p *engine.WorkerDeleteParams) error {
+	return s.single(ctx, func(q querier) error {
+		if _, err := q.Exec(ctx, s.sql(`DELETE FROM {s}.workers WHERE id = $1`), p.ID); err != nil {
+			return fmt.Errorf("postgres: delete worker %s: %w", p.ID, err)
+		}
+		return nil
+	})
+}
+
+// LeaderAttempt takes or renews the named lease for holder and reports
+// whether holder leads until TTL from now.
+func (s *Store) LeaderAttempt(ctx context.Context, p *engine.LeaderAttemptParams) (bool, error) {
+	ttl := p.TTL
+	if ttl <= 0 {
+		ttl = defaultTTL
+	}
+	var lead bool
+	err := s.single(ctx, func(q querier) error {
+		tag, err := q.Exec(ctx, s.sql(`WITH n AS MATERIALIZED (SELECT `+sqlNow+` AS t)
+			INSERT INTO {s}.leaders AS l (name, holder, expires_at) SELECT $1, $2, n.t + $3 FROM n
+			ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+			WHERE l.holder = excluded.holder OR l.expires_at <= (SELECT t FROM n)`), p.Name, p.Holder, int64(ttl))
+		if err != nil {
+			return fmt.Errorf("postgres: leader %s: %w", p.Name, err)
+		}
+		lead = tag.RowsAffected() > 0
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	return lead, nil
+}
+
+// LeaderResign gives the lease up if holder has it.
+func (s *Store) LeaderResign(ctx context.Context, p *engine.LeaderResignParams) error {
+	return s.single(ctx, func(q querier) error {
+		if _, err := q.Exec(ctx, s.sql(`DELETE FROM {s}.leaders WHERE name = $1 AND holder = $2`), p.Name, p.Holder); err != nil {
+			return fmt.Errorf("postgres: resign leader %s: %w", p.Name, err)
+		}
+		return nil
+	})
+}
+
+// Capabilities: every filter field, error groups, bulk operations,
+// maintained counts, queue pausing and idempotency keys committed with
+// the mutation.
+func (s *Store) Capabilities() []engine.Capability {
+	return []engine.Capability{
+		engine.CapabilityFilterPayload, engine.CapabilityFilterMeta, engine.CapabilityFilterTags,
+		engine.CapabilityFilterError, engine.CapabilityErrorGroups, engine.CapabilityOperations,
+		engine.CapabilityCounts, engine.CapabilityQueuePause, engine.CapabilityIdempotency,
+	}
+}

@@ -1,0 +1,120 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/backend/postgres"
+	"github.com/sluicehq/sluice/backend/postgres/pgtest"
+)
+
+// tables lists the tables of a schema.
+func tables(t *testing.T, s *postgres.Store) []string {
+	t.Helper()
+	rows, err := s.Pool().Query(context.Background(),
+		`SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1`, s.Schema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// TestMigrateUpDown applies the migrations to an empty schema, reverts
+// them all, and applies them again; Status follows each step.
+func TestMigrateUpDown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u, _ := pgtest.SchemaURL(t)
+	s, err := postgres.OpenForMigration(ctx, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st, err := s.Status(ctx)
+	if err != nil || st.Version != 0 || st.Latest != postgres.SchemaVersion() || len(st.Pending) != st.Latest {
+		t.Fatalf("empty schema: %+v %v", st, err)
+	}
+	for round := range 2 {
+		if err := s.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Migrate(ctx); err != nil { // idempotent
+			t.Fatal(err)
+		}
+		st, err := s.Status(ctx)
+		if err != nil || st.Version != st.Latest || len(st.Pending) != 0 {
+			t.Fatalf("round %d up: %+v %v", round, st, err)
+		}
+		if got := strings.Join(tables(t, s), ","); !strings.Contains(got, "jobs") || !strings.Contains(got, "job_counts") {
+			t.Fatalf("round %d up: tables %s", round, got)
+		}
+		reverted, err := s.MigrateDown(ctx, st.Latest)
+		if err != nil || len(reverted) != st.Latest {
+			t.Fatalf("round %d down: %v %v", round, reverted, err)
+		}
+		if got := tables(t, s); len(got) != 1 || got[0] != "schema_migrations" {
+			t.Fatalf("round %d down: tables left %v", round, got)
+		}
+	}
+}
+
+// TestOpenFollowsTheCreationRule: MustExist never creates, a process not
+// told to migrate refuses a schema behind or ahead naming both versions
+// and the command, and one told to migrates.
+func TestOpenFollowsTheCreationRule(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u, schema := pgtest.SchemaURL(t)
+	latest := postgres.SchemaVersion()
+
+	_, err := postgres.Open(ctx, u, postgres.Options{MustExist: true, Migrate: true})
+	if !errors.Is(err, postgres.ErrNoStore) || !strings.Contains(err.Error(), "sluice migrate --store") {
+		t.Fatalf("MustExist on an empty schema: %v", err)
+	}
+	_, err = postgres.Open(ctx, u, postgres.Options{})
+	if !errors.Is(err, postgres.ErrSchemaVersion) || !strings.Contains(err.Error(), "version 0, this build needs") ||
+		!strings.Contains(err.Error(), "sluice migrate --store") {
+		t.Fatalf("not told to migrate, empty schema: %v", err)
+	}
+	m, err := postgres.OpenForMigration(ctx, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if st, _ := m.Status(ctx); st.Version != 0 {
+		t.Fatalf("refused opens created something: %+v", st)
+	}
+
+	s, err := postgres.Open(ctx, u+"&migrate=true", postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = postgres.Open(ctx, u, postgres.Options{MustExist: true})
+	if err != nil {
+		t.Fatalf("MustExist on a migrated schema: %v", err)
+	}
+	s.Close()
+
+	// A schema ahead of this build.
+	if _, err := m.Pool().Exec(ctx, `INSERT INTO `+pgx.Identifier{schema, "schema_migrations"}.Sanitize()+` (version, name) VALUES ($1, 'from_the_future')`, latest+1); err != nil {
+		t.Fatal(err)
+	}
+	for _, opts := range []postgres.Options{{}, {MustExist: true}} {
+		_, err = postgres.Open(ctx, u, opts)
+		if !errors.Is(err, postgres.ErrSchemaVersion) || !strings.Contains(err.Error(), "newer than this build") {
+			t.Fatalf("%+v, schema ahead: %v", opts, err)
+		}
+	}
+	if err := m.Migrate(ctx); err == nil || !errors.Is(err, postgres.ErrMigration) {
+		t.Fatalf("migrating a schema ahead: %v", err)
+	}
+}

@@ -1,0 +1,425 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Bulk operations: persisted, leased, applied batch by batch.
+
+const operationColumns = `id, action, selector, status, created_by, created_at, started_at, finished_at,
+	matched, processed, succeeded, failed, error, rate, cursor_id, lease_holder, lease_fence, lease_expires_at`
+
+// opRow is an operations row: the operation and its runner's state.
+type opRow struct {
+	op      *engine.Operation
+	cursor  string
+	holder  string
+	fence   int64
+	expires int64
+}
+
+func scanOperation(row pgx.Row) (*opRow, error) {
+	var r opRow
+	var op engine.Operation
+	var action, selector, status string
+	var created int64
+	var started, finished *int64
+	var rate int32
+	if err := row.Scan(&op.ID, &action, &selector, &status, &op.CreatedBy, &created, &started, &finished,
+		&op.Matched, &op.Processed, &op.Succeeded, &op.Failed, &op.Error, &rate,
+		&r.cursor, &r.holder, &r.fence, &r.expires); err != nil {
+		return nil, err
+	}
+	op.Rate = int(rate)
+	op.Action, op.Status, op.CreatedAt = engine.Action(action), engine.OperationStatus(status), fromNanos(created)
+	op.StartedAt, op.FinishedAt = timePtr(started), timePtr(finished)
+	if err := json.Unmarshal([]byte(selector), &op.Selector); err != nil {
+		return nil, fmt.Errorf("operation %s: selector: %w", op.ID, err)
+	}
+	r.op = &op
+	return &r, nil
+}
+
+const (
+	sqlOperationInsert = `INSERT INTO {s}.operations (id, action, selector, status, created_by, created_at, matched, rate)
+	VALUES ($1, $2, $3, 'pending', $4, $5, $6, $7)
+	ON CONFLICT (id) DO NOTHING
+	RETURNING ` + operationColumns
+	sqlOperationGet = `SELECT ` + operationColumns + ` FROM {s}.operations WHERE id = $1`
+	// $1 id, $2 now, $3 message.
+	sqlOperationCancel = `UPDATE {s}.operations SET status = 'cancelled', finished_at = $2, error = $3,
+		lease_holder = '', lease_expires_at = 0
+	WHERE id = $1 AND status IN ('pending', 'running')
+	RETURNING ` + operationColumns
+	// $1 now.
+	sqlOperationNext = `SELECT id FROM {s}.operations
+	WHERE status IN ('pending', 'running') AND (lease_holder = '' OR lease_expires_at <= $1)
+	ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED`
+	// $1 id, $2 holder, $3 now, $4 lease expiry.
+	sqlOperationLease = `UPDATE {s}.operations SET lease_holder = $2, lease_fence = lease_fence + 1,
+		lease_expires_at = $4, status = 'running', started_at = coalesce(started_at, $3)
+	WHERE id = $1
+	RETURNING ` + operationColumns
+	// $1 id, $2 processed, $3 succeeded, $4 failed, $5 cursor, $6 lease expiry.
+	sqlOperationProgress = `UPDATE {s}.operations SET processed = processed + $2, succeeded = succeeded + $3,
+		failed = failed + $4, cursor_id = $5, lease_expires_at = $6
+	WHERE id = $1
+	RETURNING ` + operationColumns
+	// $1 id, $2 status, $3 finished_at or NULL (kept), $4 error ('' kept),
+	// $5 holder, $6 fence.
+	sqlOperationFinish = `UPDATE {s}.operations SET status = $2, finished_at = coalesce($3, finished_at),
+		error = CASE WHEN $4 = '' THEN error ELSE $4 END
+	WHERE id = $1 AND status = 'running' AND lease_holder = $5 AND lease_fence = $6
+	RETURNING ` + operationColumns
+	// $1 cursor, $2 offset: the last id of the batch's window, or none
+	// when fewer jobs are left.
+	sqlOperationWindowEnd = `SELECT id FROM {s}.jobs WHERE id > $1 ORDER BY id LIMIT 1 OFFSET $2`
+)
+
+// defaultOperationLease is an operation lease's length when the caller
+// gives none.
+const defaultOperationLease = 30_000_000_000 // 30s in ns
+
+// OperationInsert persists a new pending operation created now.
+func (s *Store) OperationInsert(ctx context.Context, p *engine.OperationInsertParams) (*engine.Operation, error) {
+	sel, err := json.Marshal(p.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: operation %s: selector: %w", p.ID, err)
+	}
+	var out *engine.Operation
+	err = s.writeTx(ctx, func(tx *wtx) error {
+		r, err := scanOperation(tx.QueryRow(ctx, tx.q(sqlOperationInsert), p.ID, string(p.Action), string(sel),
+			p.CreatedBy, tx.nowNs, p.Matched, p.Rate))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("insert operation %s: %w: the id exists", p.ID, engine.ErrConflict)
+		}
+		if err != nil {
+			return fmt.Errorf("postgres: insert operation %s: %w", p.ID, err)
+		}
+		out = r.op
+		tx.keep(r.op)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// OperationGet returns one operation or ErrNotFound.
+func (s *Store) OperationGet(ctx context.Context, p *engine.OperationGetParams) (*engine.Operation, error) {
+	if s.closed.Load() {
+		return nil, engine.ErrClosed
+	}
+	r, err := scanOperation(s.pool.QueryRow(ctx, s.sql(sqlOperationGet), p.ID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("operation %s: %w", p.ID, engine.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: operation %s: %w", p.ID, err)
+	}
+	return r.op, nil
+}
+
+// OperationList pages operations newest first by (created_at, id).
+func (s *Store) OperationList(ctx context.Context, p *engine.OperationListParams) ([]*engine.Operation, error) {
+	if s.closed.Load() {
+		return nil, engine.ErrClosed
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = engine.DefaultListLimit
+	}
+	q := `SELECT ` + operationColumns + ` FROM {s}.operations ORDER BY created_at DESC, id DESC LIMIT $1`
+	a := []any{limit}
+	if p.After != nil {
+		q = `SELECT ` + operationColumns + ` FROM {s}.operations WHERE (created_at, id) < ($2, $3::text)
+			ORDER BY created_at DESC, id DESC LIMIT $1`
+		a = append(a, p.After.At.UnixNano(), p.After.ID)
+	}
+	rows, err := s.pool.Query(ctx, s.sql(q), a...)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list operations: %w", err)
+	}
+	defer rows.Close()
+	var out []*engine.Operation
+	for rows.Next() {
+		r, err := scanOperation(rows)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: list operations: %w", err)
+		}
+		out = append(out, r.op)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: list operations: %w", err)
+	}
+	return out, nil
+}
+
+// OperationCancel marks a pending or running operation cancelled; its
+// runner stops at its next batch, whose write is refused.
+func (s *Store) OperationCancel(ctx context.Context, p *engine.OperationCancelParams) (*engine.Operation, error) {
+	var out *engine.Operation
+	err := s.writeTx(ctx, func(tx *wtx) error {
+		r, err := scanOperation(tx.QueryRow(ctx, tx.q(sqlOperationCancel), p.ID, tx.nowNs, p.Message))
+		if errors.Is(err, pgx.ErrNoRows) {
+			cur, err := scanOperation(tx.QueryRow(ctx, tx.q(sqlOperationGet), p.ID))
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("cancel operation %s: %w", p.ID, engine.ErrNotFound)
+			}
+			if err != nil {
+				return fmt.Errorf("postgres: cancel operation %s: %w", p.ID, err)
+			}
+			return fmt.Errorf("cancel operation %s: %w: it is %s", p.ID, engine.ErrWrongState, cur.op.Status)
+		}
+		if err != nil {
+			return fmt.Errorf("postgres: cancel operation %s: %w", p.ID, err)
+		}
+		out = r.op
+		tx.keep(r.op)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// OperationClaim leases the oldest pending or running operation whose
+// lease is free or expired to p.Holder (fence +1); nil when there is none.
+func (s *Store) OperationClaim(ctx context.Context, p *engine.OperationClaimParams) (*engine.OperationLease, error) {
+	ttl := int64(p.TTL)
+	if ttl <= 0 {
+		ttl = defaultOperationLease
+	}
+	var out *engine.OperationLease
+	err := s.writeTx(ctx, func(tx *wtx) error {
+		out = nil
+		var id string
+		err := tx.QueryRow(ctx, tx.q(sqlOperationNext), tx.nowNs).Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("postgres: claim operation: %w", err)
+		}
+		r, err := scanOperation(tx.QueryRow(ctx, tx.q(sqlOperationLease), id, p.Holder, tx.nowNs, tx.nowNs+ttl))
+		if err != nil {
+			return fmt.Errorf("postgres: claim operation %s: %w", id, err)
+		}
+		out = &engine.OperationLease{Operation: r.op, Holder: r.holder, Fence: r.fence, Cursor: r.cursor}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// OperationFinish sets a running operation's status and error, fenced on
+// its lease.
+func (s *Store) OperationFinish(ctx context.Context, p *engine.OperationFinishParams) (*engine.Operation, error) {
+	var out *engine.Operation
+	err := s.writeTx(ctx, func(tx *wtx) error {
+		var finished *int64
+		if p.Status != engine.OperationRunning && p.Status != engine.OperationPending {
+			finished = &tx.nowNs
+		}
+		r, err := scanOperation(tx.QueryRow(ctx, tx.q(sqlOperationFinish), p.ID, string(p.Status), finished, p.Error, p.Holder, p.Fence))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("operation %s: %w", p.ID, engine.ErrLeaseLost)
+		}
+		if err != nil {
+			return fmt.Errorf("postgres: operation %s: %w", p.ID, err)
+		}
+		out = r.op
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// OperationProcessBatch runs one batch the engine chose, in one
+// transaction fenced on the operation lease (the operation's row is
+// locked first, so batches of one operation never overlap) and on its
+// cursor: it locks the next jobs past the cursor that match the selector,
+// entered their state at or before the cutoff and are not superseded
+// unless the selector includes them (FOR UPDATE re-checks the condition
+// on each row's latest version), applies the spec to them with their
+// events and counter deltas, and records the progress. A batch looks at
+// most Window jobs in id order.
+func (s *Store) OperationProcessBatch(ctx context.Context, p *engine.OperationProcessBatchParams) (*engine.OperationBatchResult, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = engine.OperationBatch
+	}
+	window := max(p.Window, limit)
+	ttl := int64(p.TTL)
+	if ttl <= 0 {
+		ttl = defaultOperationLease
+	}
+	if p.Spec.To == "" || len(p.Spec.From) == 0 || len(p.Selector.States) == 0 {
+		return nil, fmt.Errorf("operation %s: %w: a batch needs a spec and a selector narrowed to its states", p.ID, engine.ErrInvalid)
+	}
+	var out *engine.OperationBatchResult
+	err := s.writeTx(ctx, func(tx *wtx) error {
+		out = nil
+		r, err := scanOperation(tx.QueryRow(ctx, tx.q(sqlOperationGet+` FOR UPDATE`), p.ID))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("operation %s: %w", p.ID, engine.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("postgres: operation %s: %w", p.ID, err)
+		}
+		op := r.op
+		switch {
+		case op.Status == engine.OperationCancelled || op.Status == engine.OperationCompleted || op.Status == engine.OperationFailed:
+			out = &engine.OperationBatchResult{Operation: op, Cursor: r.cursor}
+			return nil
+		case op.Status != engine.OperationRunning || r.holder != p.Holder || r.fence != p.Fence || r.cursor != p.After:
+			return fmt.Errorf("operation %s: %w", p.ID, engine.ErrLeaseLost)
+		}
+		b := batch{s: s, tx: tx, p: p, limit: limit, window: window}
+		if err := b.run(ctx); err != nil {
+			return fmt.Errorf("operation %s: %w", p.ID, err)
+		}
+		r, err = scanOperation(tx.QueryRow(ctx, tx.q(sqlOperationProgress), p.ID,
+			b.succeeded+int64(len(b.refused)), b.succeeded, len(b.refused), b.cursor, tx.nowNs+ttl))
+		if err != nil {
+			return fmt.Errorf("postgres: operation %s: progress: %w", p.ID, err)
+		}
+		out = &engine.OperationBatchResult{Operation: r.op, Cursor: b.cursor, Exhausted: b.done, Refused: b.refused}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// batch is one OperationProcessBatch at work.
+type batch struct {
+	s      *Store
+	tx     *wtx
+	p      *engine.OperationProcessBatchParams
+	limit  int
+	window int
+
+	cursor    string
+	done      bool
+	succeeded int64
+	refused   []error
+}
+
+func (b *batch) run(ctx context.Context) error {
+	p, tx := b.p, b.tx
+	b.cursor = p.After
+	var end *string
+	err := tx.QueryRow(ctx, tx.q(sqlOperationWindowEnd), p.After, b.window-1).Scan(&end)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("postgres: window: %w", err)
+	}
+	sel := &p.Selector
+	w := newWhere()
+	w.add("id > " + w.a.add(p.After) + "::text")
+	if end != nil {
+		w.add("id <= " + w.a.add(*end) + "::text")
+	}
+	w.addStates(sel.States)
+	if err := w.addFilter(sel); err != nil {
+		return err
+	}
+	w.add("state_changed_at <= " + w.a.add(p.Cutoff.UnixNano()))
+	if !sel.IncludeSuperseded {
+		w.add("superseded_by = ''")
+	}
+	quarantined := "false"
+	if p.Spec.Refuses(engine.RefuseQuarantined) {
+		quarantined = tx.q("fingerprint IN (SELECT fingerprint FROM {s}.fingerprints WHERE status = 'quarantined')")
+	}
+	q := tx.q("SELECT id, queue, state, fingerprint, "+quarantined+" FROM {s}.jobs WHERE ") + w.sql() +
+		" ORDER BY id LIMIT " + w.a.add(b.limit) + " FOR UPDATE"
+	rows, err := tx.Query(ctx, q, w.a.vals...)
+	if err != nil {
+		return fmt.Errorf("postgres: select jobs: %w", err)
+	}
+	type candidate struct {
+		id, queue, state, fingerprint string
+		quarantined                   bool
+	}
+	var found []candidate
+	for rows.Next() {
+		var c candidate
+		if err := rows.Scan(&c.id, &c.queue, &c.state, &c.fingerprint, &c.quarantined); err != nil {
+			rows.Close()
+			return fmt.Errorf("postgres: select jobs: %w", err)
+		}
+		found = append(found, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("postgres: select jobs: %w", err)
+	}
+	switch {
+	case len(found) == b.limit:
+		b.cursor = found[len(found)-1].id
+	case end != nil:
+		b.cursor = *end
+	default:
+		if len(found) > 0 {
+			b.cursor = found[len(found)-1].id
+		}
+		b.done = true
+	}
+	counts := countDeltas{}
+	var ids []string
+	wake := map[string]bool{}
+	for _, c := range found {
+		if c.quarantined {
+			b.refused = append(b.refused, &engine.QuarantinedError{Verb: string(p.Spec.Action), ID: c.id, Fingerprint: c.fingerprint})
+			continue
+		}
+		ids = append(ids, c.id)
+		counts.move(c.queue, engine.State(c.state), p.Spec.To, 1)
+		if p.Spec.To == engine.StateAvailable {
+			wake[c.queue] = true
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	if p.Spec.Event != "" {
+		if _, err := tx.Exec(ctx, tx.q(`INSERT INTO {s}.job_events (job_id, kind, at, actor, from_state, to_state, attempt, message)
+			SELECT id, $1, $2, $3, state, $4, attempt, $5 FROM {s}.jobs WHERE id = ANY($6::text[]) ORDER BY id`),
+			string(p.Event.Kind), tx.nowNs, p.Event.Actor, string(p.Event.To), p.Event.Message, ids); err != nil {
+			return fmt.Errorf("postgres: %s jobs: events: %w", p.Spec.Action, err)
+		}
+	}
+	var tag interface{ RowsAffected() int64 }
+	if p.Spec.Has(engine.EffectDelete) {
+		tag, err = tx.Exec(ctx, tx.q(`DELETE FROM {s}.jobs WHERE id = ANY($1::text[])`), ids)
+	} else {
+		a := append(setArgs(p.Spec, tx.nowNs, nil), ids)
+		tag, err = tx.Exec(ctx, tx.q(`UPDATE {s}.jobs SET `+specSet(p.Spec)+fmt.Sprintf(` WHERE id = ANY($%d::text[])`, argBase(p.Spec))), a...)
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: %s jobs: %w", p.Spec.Action, err)
+	}
+	if m := tag.RowsAffected(); m != int64(len(ids)) {
+		return fmt.Errorf("postgres: %s jobs: %d rows changed, %d expected", p.Spec.Action, m, len(ids))
+	}
+	b.succeeded += int64(len(ids))
+	if err := b.s.applyCounts(ctx, tx, counts); err != nil {
+		return err
+	}
+	return b.s.notifyQueues(ctx, tx, wake)
+}

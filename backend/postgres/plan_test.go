@@ -1,0 +1,192 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// planURL is the test server (pgtest cannot be imported here: it imports
+// this package).
+func planURL(t *testing.T) string {
+	u := os.Getenv("SLUICE_TEST_POSTGRES")
+	if u == "" {
+		u = "postgres://root@127.0.0.1:5432/test?sslmode=disable"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, u)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("PostgreSQL at %s does not answer (CI is set): %v", u, err)
+		}
+		t.Skipf("SKIPPED — PostgreSQL at %s does not answer: %v", u, err)
+	}
+	c.Close(ctx)
+	return u
+}
+
+// TestQueryPlans pins the plans of the hot path and the operator's first
+// reads on a table with stats (ANALYZE) and no running job — the state
+// in which a batched UPDATE … FROM unnest() of hundreds of ids was seen to
+// flip to a sequential scan of jobs. Each query is planned four ways: as
+// pgx sends it by default (extended protocol), as a generic plan (what a
+// cached prepared statement runs after five executions), as a custom plan
+// (what the simple protocol gets, with the values inlined), and through
+// pgx's simple protocol itself (PgBouncer's transaction mode). None may
+// scan every job.
+func TestQueryPlans(t *testing.T) {
+	base := planURL(t)
+	ctx := context.Background()
+	schema := fmt.Sprintf("plan_%d", time.Now().UnixNano())
+	s, err := Open(ctx, base+"&schema="+schema, Options{Migrate: true, MaxConns: 2, NoListen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s.pool.Exec(context.Background(), `DROP SCHEMA `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
+		s.Close()
+	})
+	// 60,000 jobs: a tenth available, a tenth archived, the rest
+	// completed; none running.
+	if _, err := s.pool.Exec(ctx, s.sql(`INSERT INTO {s}.jobs (id, queue, kind, payload, metadata, state, scheduled_at,
+		created_at, state_changed_at, finalized_at, error_pattern, last_error)
+	SELECT 'j' || lpad(g::text, 6, '0'), 'q' || (g % 3), 'k', jsonb_build_object('n', g, 'user', jsonb_build_object('id', g % 500)),
+		jsonb_build_object('tenant', 't' || (g % 50)),
+		CASE g % 10 WHEN 0 THEN 'available' WHEN 1 THEN 'archived' ELSE 'completed' END, g, g, g,
+		CASE WHEN g % 10 IN (0) THEN NULL ELSE g END,
+		CASE WHEN g % 10 = 1 THEN 'boom <n>' ELSE '' END, CASE WHEN g % 10 = 1 THEN 'boom 1' ELSE '' END
+	FROM generate_series(1, 60000) g`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, s.sql(`ANALYZE {s}.jobs`)); err != nil {
+		t.Fatal(err)
+	}
+
+	ids := make([]string, maxCompleteBatch)
+	leases := make([]string, maxCompleteBatch)
+	fences := make([]int64, maxCompleteBatch)
+	dels := make([]bool, maxCompleteBatch)
+	for i := range ids {
+		ids[i], leases[i], fences[i] = fmt.Sprintf("j%06d", 1+i*37), "lease", 1
+	}
+	listQ := func(p *engine.JobListParams) (string, []any) {
+		q, a, err := s.jobListQuery(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q, a
+	}
+	arch := []engine.State{engine.StateArchived}
+	cases := []struct {
+		name string
+		q    string
+		args []any
+		want string // an index the plan must use
+	}{
+		// (The store runs filter reads with payload or meta conditions
+		// in pgx's exec mode, planned for their values: the generic
+		// plan is checked for scans only.)
+		{"claim", s.sql(sqlClaim), []any{"lease", "w", int64(time.Second), "q1", 100, 10, true,
+			[]string{"k"}, []int32{1}, "archived", "deadline_exceeded", "", "", "x", "", "", "", ""}, "jobs_claim"},
+		{"claim any kind", s.sql(sqlClaim), []any{"lease", "w", int64(time.Second), "q1", 100, 0, false,
+			[]string(nil), []int32(nil), "", "", "", "", "", "", "", "", ""}, "jobs_claim"},
+		// The primary key, or jobs_running (no more entries than running jobs).
+		{"batched ack", s.sql(sqlComplete), []any{ids, leases, fences, dels, true}, "Index Scan using jobs_"},
+		{"lease renew", s.sql(sqlRenew), []any{ids, leases, fences, int64(time.Second)}, "Index Scan using jobs_"},
+	}
+	q, a := listQ(&engine.JobListParams{Filter: engine.Filter{States: arch}, Limit: 51})
+	cases = append(cases, struct {
+		name, q string
+		args    []any
+		want    string
+	}{"list first page of a state", q, a, "jobs_state_changed"})
+	q, a = listQ(&engine.JobListParams{Limit: 51})
+	cases = append(cases, struct {
+		name, q string
+		args    []any
+		want    string
+	}{"list first page of every state", q, a, "jobs_state_changed"})
+	q, a = listQ(&engine.JobListParams{Filter: engine.Filter{Payload: []engine.PathMatch{{Path: "user.id", Value: "7"}}}, Limit: 51})
+	cases = append(cases, struct {
+		name, q string
+		args    []any
+		want    string
+	}{"payload filter", q, a, ""})
+	q, a = listQ(&engine.JobListParams{Filter: engine.Filter{Payload: []engine.PathMatch{{Path: "n", Value: "12345"}}}, Limit: 51})
+	cases = append(cases, struct {
+		name, q string
+		args    []any
+		want    string
+	}{"selective payload filter", q, a, "jobs_payload"})
+	q, a = listQ(&engine.JobListParams{Filter: engine.Filter{Meta: []engine.PathMatch{{Path: "tenant", Value: "t7"}}}, Limit: 51})
+	cases = append(cases, struct {
+		name, q string
+		args    []any
+		want    string
+	}{"meta filter", q, a, ""})
+
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for _, c := range cases {
+		for _, mode := range []string{"extended", "generic", "custom", "simple"} {
+			t.Run(c.name+"/"+mode, func(t *testing.T) {
+				p := explain(t, conn, mode, c.q, c.args)
+				if strings.Contains(p, "Seq Scan on jobs") {
+					t.Errorf("plan scans every job:\n%s", p)
+				}
+				if c.want != "" && !strings.Contains(p, c.want) && !(mode == "generic" && strings.Contains(c.name, "filter")) {
+					t.Errorf("plan does not use %s:\n%s", c.want, p)
+				}
+			})
+		}
+	}
+}
+
+// explain returns the plan of q with args, planned as mode says.
+func explain(t *testing.T, conn *pgxpool.Conn, mode, q string, args []any) string {
+	t.Helper()
+	ctx := context.Background()
+	var rows pgx.Rows
+	var err error
+	switch mode {
+	case "extended":
+		rows, err = conn.Query(ctx, "EXPLAIN "+q, args...)
+	case "simple":
+		rows, err = conn.Query(ctx, "EXPLAIN "+q, append([]any{pgx.QueryExecModeSimpleProtocol}, args...)...)
+	default: // generic, custom: a prepared statement, its args inlined into EXECUTE
+		if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_"+mode+"_plan"); err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Exec(ctx, "RESET plan_cache_mode")
+		if _, err := conn.Exec(ctx, "PREPARE plan_test AS "+q); err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Exec(ctx, "DEALLOCATE plan_test")
+		ph := make([]string, len(args))
+		for i := range args {
+			ph[i] = fmt.Sprintf("$%d", i+1)
+		}
+		rows, err = conn.Query(ctx, "EXPLAIN EXECUTE plan_test("+strings.Join(ph, ", ")+")",
+			append([]any{pgx.QueryExecModeSimpleProtocol}, args...)...)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
+}

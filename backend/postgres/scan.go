@@ -1,0 +1,196 @@
+package postgres
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// The columns of a job row, in the order jobRow.dest reads them.
+// jobColumnsNoPayload reads NULL for the payload; jobColumnsList reads no
+// checkpoint either and only the latest error.
+const (
+	jobColumnsRest = `schema_version, metadata, tags, priority, state, attempt, max_attempts, crash_attempt,
+	fingerprint, fence, scheduled_at, deadline, timeout_ns, created_at, attempted_at, attempted_by,
+	state_changed_at, finalized_at, terminal_reason, lease_id, lease_worker, lease_expires_at, errors,
+	version, checkpoint, dead_letter_of, retry_of, superseded_by`
+	jobColumns          = `id, queue, kind, payload, ` + jobColumnsRest
+	jobColumnsNoPayload = `id, queue, kind, NULL::jsonb, ` + jobColumnsRest
+	jobColumnsList      = `id, queue, kind, NULL::jsonb, schema_version, metadata, tags, priority, state, attempt, max_attempts, crash_attempt,
+	fingerprint, fence, scheduled_at, deadline, timeout_ns, created_at, attempted_at, attempted_by,
+	state_changed_at, finalized_at, terminal_reason, lease_id, lease_worker, lease_expires_at,
+	CASE WHEN jsonb_array_length(errors) > 1 THEN jsonb_build_array(errors -> -1) ELSE errors END,
+	version, NULL::jsonb, dead_letter_of, retry_of, superseded_by`
+)
+
+// jobColumnsOf prefixes the job columns with a table alias.
+func jobColumnsOf(alias string) string {
+	return alias + ".id, " + alias + ".queue, " + alias + ".kind, " + alias + ".payload, " +
+		prefixAll(alias, jobColumnsRest)
+}
+
+func prefixAll(alias, cols string) string {
+	var b bytes.Buffer
+	for i, c := range bytes.Split([]byte(cols), []byte(",")) {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(alias + "." + string(bytes.TrimSpace(c)))
+	}
+	return b.String()
+}
+
+// jobRow holds the scan destinations of one job row.
+type jobRow struct {
+	id, queue, kind                string
+	payload, metadata              []byte
+	schemaVersion                  int32
+	tags                           []string
+	priority                       int32
+	state                          string
+	attempt, maxAttempts, crash    int32
+	fingerprint                    string
+	fence                          int64
+	scheduledAt                    int64
+	deadline                       *int64
+	timeout, createdAt             int64
+	attemptedAt                    *int64
+	attemptedBy                    string
+	stateChangedAt                 int64
+	finalizedAt                    *int64
+	reason                         string
+	leaseID, leaseWorker           *string
+	leaseExpires                   *int64
+	errors                         []byte
+	version                        int64
+	checkpoint                     []byte
+	deadLetterOf, retryOf, superBy string
+}
+
+func (r *jobRow) dest() []any {
+	return []any{&r.id, &r.queue, &r.kind, &r.payload, &r.schemaVersion, &r.metadata, &r.tags, &r.priority,
+		&r.state, &r.attempt, &r.maxAttempts, &r.crash, &r.fingerprint, &r.fence, &r.scheduledAt, &r.deadline,
+		&r.timeout, &r.createdAt, &r.attemptedAt, &r.attemptedBy, &r.stateChangedAt, &r.finalizedAt, &r.reason,
+		&r.leaseID, &r.leaseWorker, &r.leaseExpires, &r.errors, &r.version, &r.checkpoint, &r.deadLetterOf,
+		&r.retryOf, &r.superBy}
+}
+
+// compact returns jsonb's text form without its spaces ({"a": 1} as
+// {"a":1}), a copy the row no longer shares.
+func compact(b []byte) json.RawMessage {
+	if b == nil {
+		return nil
+	}
+	var out bytes.Buffer
+	out.Grow(len(b))
+	if err := json.Compact(&out, b); err != nil {
+		return append(json.RawMessage(nil), b...)
+	}
+	return out.Bytes()
+}
+
+func (r *jobRow) job() (*engine.Job, error) {
+	j := &engine.Job{
+		ID:             r.id,
+		Queue:          r.queue,
+		Kind:           r.kind,
+		Payload:        compact(r.payload),
+		SchemaVersion:  int(r.schemaVersion),
+		Metadata:       compact(r.metadata),
+		Priority:       int(r.priority),
+		State:          engine.State(r.state),
+		Attempt:        int(r.attempt),
+		MaxAttempts:    int(r.maxAttempts),
+		CrashAttempt:   int(r.crash),
+		Fingerprint:    r.fingerprint,
+		Fence:          r.fence,
+		ScheduledAt:    fromNanos(r.scheduledAt),
+		Deadline:       timePtr(r.deadline),
+		Timeout:        time.Duration(r.timeout),
+		CreatedAt:      fromNanos(r.createdAt),
+		AttemptedAt:    timePtr(r.attemptedAt),
+		AttemptedBy:    r.attemptedBy,
+		StateChangedAt: fromNanos(r.stateChangedAt),
+		FinalizedAt:    timePtr(r.finalizedAt),
+		TerminalReason: engine.TerminalReason(r.reason),
+		Version:        r.version,
+		Checkpoint:     compact(r.checkpoint),
+		DeadLetterOf:   r.deadLetterOf,
+		RetryOf:        r.retryOf,
+		SupersededBy:   r.superBy,
+	}
+	if len(r.tags) > 0 {
+		j.Tags = append([]string(nil), r.tags...)
+	}
+	if len(r.errors) > 2 { // not "[]"
+		if err := json.Unmarshal(r.errors, &j.Errors); err != nil {
+			return nil, fmt.Errorf("postgres: job %s: errors: %w", r.id, err)
+		}
+		if len(j.Errors) == 0 {
+			j.Errors = nil
+		}
+	}
+	if r.leaseID != nil {
+		j.Lease = &engine.Lease{ID: *r.leaseID, Fence: j.Fence}
+		if r.leaseWorker != nil {
+			j.Lease.WorkerID = *r.leaseWorker
+		}
+		if r.leaseExpires != nil {
+			j.Lease.ExpiresAt = fromNanos(*r.leaseExpires)
+		}
+	}
+	return j, nil
+}
+
+// scanJob reads one row of jobColumns (plus extra trailing columns).
+func scanJob(row pgx.Row, extra ...any) (*engine.Job, error) {
+	var r jobRow
+	if err := row.Scan(append(r.dest(), extra...)...); err != nil {
+		return nil, err
+	}
+	return r.job()
+}
+
+// collectJobs reads every row of jobColumns.
+func collectJobs(rows pgx.Rows, err error) ([]*engine.Job, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*engine.Job
+	var r jobRow
+	dest := r.dest()
+	for rows.Next() {
+		r = jobRow{}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		j, err := r.job()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// jsonOrNil is a JSON value for a jsonb column, NULL when empty.
+func jsonOrNil(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return string(b)
+}
+
+func stateNames(states []engine.State) []string {
+	out := make([]string, len(states))
+	for i, st := range states {
+		out[i] = string(st)
+	}
+	return out
+}

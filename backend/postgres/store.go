@@ -1,0 +1,430 @@
+// Package postgres is engine.Store on PostgreSQL through pgx/v5 (pgxpool),
+// for workers on many machines sharing one database.
+//
+// A store lives in one schema of a database (?schema= in the URL, default
+// "sluice"), so several installs share a database. Its tables:
+//
+//	jobs               one row per job; times are bigint unix nanoseconds
+//	                   from the server's clock; payload, metadata, errors,
+//	                   checkpoint are jsonb, tags text[]
+//	job_events         stored timeline rows (failures, crashes, operator
+//	                   actions), deleted with their job (ON DELETE CASCADE)
+//	job_counts         jobs per (queue, state), in 16 shards per pair, kept
+//	                   exact by the transactions that move jobs
+//	fingerprints       quarantine records
+//	workers, leaders   heartbeats and maintenance leases
+//	queues             paused queues
+//	operations         bulk operations and their leases
+//	idempotency_keys,  idempotency records and the steps committed under
+//	idempotency_steps  them, in the mutations' own transactions
+//	schema_migrations  the applied versions of the embedded migrations
+//
+// Every statement names its tables with the schema, so nothing depends on
+// a session's search_path (PgBouncer in transaction mode keeps no session
+// state). Claims and completions are single statements (no BEGIN/COMMIT
+// round trips): a claim picks rows with FOR UPDATE SKIP LOCKED and sets
+// lease and fence in the same statement; a completion batch joins
+// unnest()ed arrays. Other writes are one READ COMMITTED transaction each,
+// locking the rows they check (SELECT … FOR UPDATE) before they decide
+// what the engine's plan allows. Inserts and due jobs NOTIFY the
+// channel of the schema once per statement; see Store.Wakeups.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Options tune a Store. The zero value opens an existing, up-to-date
+// schema and refuses anything else.
+type Options struct {
+	// Logger receives migration and diagnostic messages; silent when nil.
+	Logger *slog.Logger
+	// MustExist opens only a schema that exists and is migrated to this
+	// build's version; it never creates or migrates one (commands that
+	// only read).
+	MustExist bool
+	// Migrate creates the schema and applies pending migrations at open
+	// (`sluice migrate`, and processes told to migrate). Without it a
+	// schema behind or ahead of this build is refused, naming both
+	// versions and the command to run. The URL parameter migrate=true
+	// sets it too.
+	Migrate bool
+	// MaxConns is the pool size (pgxpool's default when 0; the URL's
+	// pool_max_conns wins).
+	MaxConns int32
+	// NoListen opens no LISTEN connection: Wakeups then never fires and
+	// workers poll.
+	NoListen bool
+}
+
+// Errors of Open.
+var (
+	// ErrNoStore: a MustExist open of a schema that is missing or behind.
+	ErrNoStore = errors.New("no such store")
+	// ErrSchemaVersion: the schema is behind or ahead of this build and
+	// the store was not opened to migrate it.
+	ErrSchemaVersion = errors.New("schema version mismatch")
+)
+
+// DefaultSchema is the schema of a URL without ?schema=.
+const DefaultSchema = "sluice"
+
+// DefaultApplicationName is the application_name of the store's
+// connections unless the URL names one, so that faults and operators can
+// find them in pg_stat_activity.
+const DefaultApplicationName = "sluice"
+
+var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// Store is engine.Store on one schema of a PostgreSQL database.
+type Store struct {
+	url       string // redacted, for messages
+	schema    string
+	log       *slog.Logger
+	pool      *pgxpool.Pool
+	closed    atomic.Bool
+	sqlCache  sync.Map // query template -> query text with the schema
+	claimSQL  sync.Map // claim variant key -> query text
+	listenURL string
+	notify    *notifier
+}
+
+var _ engine.Store = (*Store)(nil)
+
+// config is a parsed store URL.
+type config struct {
+	pool      *pgxpool.Config
+	schema    string
+	listenURL string
+	migrate   bool
+	redacted  string
+}
+
+// parseURL splits the store's own parameters (schema, listen_url,
+// migrate) off a postgres:// URL and parses the rest with pgxpool.
+func parseURL(raw string) (*config, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w: store url: %v", engine.ErrInvalid, err)
+	}
+	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
+		return nil, fmt.Errorf("postgres: %w: %q is not a postgres:// url", engine.ErrInvalid, u.Redacted())
+	}
+	c := &config{schema: DefaultSchema, redacted: u.Redacted()}
+	q := u.Query()
+	if v := q.Get("schema"); v != "" {
+		c.schema = v
+	}
+	if !schemaName.MatchString(c.schema) {
+		return nil, fmt.Errorf("postgres: %w: schema %q: want lower-case letters, digits and _", engine.ErrInvalid, c.schema)
+	}
+	c.listenURL = q.Get("listen_url")
+	switch v := q.Get("migrate"); v {
+	case "", "0", "false":
+	case "1", "true":
+		c.migrate = true
+	default:
+		return nil, fmt.Errorf("postgres: %w: migrate=%q: want true or false", engine.ErrInvalid, v)
+	}
+	q.Del("schema")
+	q.Del("listen_url")
+	q.Del("migrate")
+	if q.Get("application_name") == "" {
+		q.Set("application_name", DefaultApplicationName)
+	}
+	u.RawQuery = q.Encode()
+	pc, err := pgxpool.ParseConfig(u.String())
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w: store url %s: %v", engine.ErrInvalid, c.redacted, err)
+	}
+	// Generic plans for the store's prepared statements: the claim and the
+	// completion are large statements whose planning (about 2-3 ms on the
+	// project machine) cost more than their execution, and PostgreSQL's
+	// automatic choice kept planning them per execution. Their generic
+	// plans are pinned by plan_test.go; reads whose plan must follow their
+	// values run in the simple protocol (see withMode). A URL naming
+	// plan_cache_mode keeps its own.
+	if _, ok := pc.ConnConfig.RuntimeParams["plan_cache_mode"]; !ok {
+		pc.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	}
+	c.pool = pc
+	return c, nil
+}
+
+// Open opens the store in the schema the URL names. See Options for when
+// it creates or migrates the schema.
+func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
+	c, err := parseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxConns > 0 && !strings.Contains(rawURL, "pool_max_conns") {
+		c.pool.MaxConns = opts.MaxConns
+	}
+	migrate := (opts.Migrate || c.migrate) && !opts.MustExist
+	s, err := openPool(ctx, c, opts)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Store, error) {
+		s.pool.Close()
+		return nil, err
+	}
+	if migrate {
+		if err := s.Migrate(ctx); err != nil {
+			return fail(err)
+		}
+	} else {
+		st, err := s.Status(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		cmd := "sluice migrate --store " + c.redacted
+		switch {
+		case st.Version == 0 && opts.MustExist:
+			return fail(fmt.Errorf("postgres: %s: %w: schema %q holds no sluice store (create it with: %s)", c.redacted, ErrNoStore, c.schema, cmd))
+		case st.Version < st.Latest && opts.MustExist:
+			return fail(fmt.Errorf("postgres: %s: %w: schema %q is at version %d, this build needs %d (migrate it with: %s)", c.redacted, ErrNoStore, c.schema, st.Version, st.Latest, cmd))
+		case st.Version < st.Latest:
+			return fail(fmt.Errorf("postgres: %s: %w: schema %q is at version %d, this build needs %d (migrate it with: %s, or start this process with --migrate)", c.redacted, ErrSchemaVersion, c.schema, st.Version, st.Latest, cmd))
+		case st.Version > st.Latest:
+			return fail(fmt.Errorf("postgres: %s: %w: schema %q is at version %d, newer than this build's %d (use a newer sluice, or roll the schema back with: sluice migrate --store %s down N)", c.redacted, ErrSchemaVersion, c.schema, st.Version, st.Latest, c.redacted))
+		}
+	}
+	if !opts.NoListen {
+		lu := c.listenURL
+		if lu == "" {
+			lu = c.pool.ConnConfig.ConnString()
+		}
+		s.notify = newNotifier(s, lu)
+	}
+	return s, nil
+}
+
+func openPool(ctx context.Context, c *config, opts Options) (*Store, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, c.pool)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open %s: %w", c.redacted, err)
+	}
+	return &Store{url: c.redacted, schema: c.schema, log: opts.Logger, pool: pool, listenURL: c.listenURL}, nil
+}
+
+// OpenForMigration opens the store's schema for `sluice migrate`: it
+// neither migrates nor checks the schema's version, and listens for
+// nothing. Use Status, Migrate and MigrateDown on it, then Close.
+func OpenForMigration(ctx context.Context, rawURL string, log *slog.Logger) (*Store, error) {
+	c, err := parseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	return openPool(ctx, c, Options{Logger: log})
+}
+
+// Schema is the schema the store lives in.
+func (s *Store) Schema() string { return s.schema }
+
+// Pool is the store's connection pool, for callers that run their own
+// transactions (see EnqueueTx) and for tests.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Backend names the implementation.
+func (s *Store) Backend() string { return "postgres" }
+
+// Close releases the store's connections. Calls after Close fail with
+// engine.ErrClosed.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	if s.notify != nil {
+		s.notify.close()
+	}
+	s.pool.Close()
+	return nil
+}
+
+// sqlNow is the store's clock in SQL: the server's, in unix nanoseconds
+// (the server keeps microseconds).
+const sqlNow = `(extract(epoch FROM clock_timestamp()) * 1000000000)::bigint`
+
+// Now is the store's clock: the server's.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	if s.closed.Load() {
+		return time.Time{}, engine.ErrClosed
+	}
+	var n int64
+	if err := s.pool.QueryRow(ctx, `SELECT `+sqlNow).Scan(&n); err != nil {
+		return time.Time{}, fmt.Errorf("postgres: now: %w", err)
+	}
+	return fromNanos(n), nil
+}
+
+// sql returns a query template with {s} replaced by the quoted schema.
+func (s *Store) sql(q string) string {
+	if v, ok := s.sqlCache.Load(q); ok {
+		return v.(string)
+	}
+	out := strings.ReplaceAll(q, "{s}", pgx.Identifier{s.schema}.Sanitize())
+	s.sqlCache.Store(q, out)
+	return out
+}
+
+// querier is what a store method runs statements on: the pool, a
+// transaction of the store's, or a caller's transaction (EnqueueTx).
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// wtx is one write transaction: the pgx transaction, the store's now
+// read at its start, and what the method running in it keeps for the
+// idempotency step it may be (keep). It lives as long as the
+// transaction: nothing of one transaction is kept on the Store, whose pool
+// many goroutines use at once.
+type wtx struct {
+	pgx.Tx
+	s      *Store
+	now    time.Time
+	nowNs  int64
+	result any
+	kept   bool
+}
+
+// keep hands v, the result the running method returns, to the step
+// record of the transaction when it runs under an idempotency key.
+func (t *wtx) keep(v any) { t.result, t.kept = v, true }
+
+// q is s.sql, for brevity in transactions.
+func (t *wtx) q(query string) string { return t.s.sql(query) }
+
+// callerTx is the caller's own transaction a context carries (WithTx).
+type callerTxKey struct{}
+
+// maxTxAttempts bounds the retries of a transaction the server aborted
+// for a deadlock or a serialization failure: nothing of it was committed.
+const maxTxAttempts = 5
+
+// writeTx runs fn in one transaction and commits it. The store's now is
+// read first, in the transaction. A deadlock or serialization failure
+// runs fn again in a new transaction. A context carrying a caller's
+// transaction (WithTx) runs fn in it instead, in a savepoint, and leaves
+// the commit to the caller.
+func (s *Store) writeTx(ctx context.Context, fn func(tx *wtx) error) error {
+	if s.closed.Load() {
+		return engine.ErrClosed
+	}
+	fn = s.idempotent(ctx, fn)
+	if ctl, ok := ctx.Value(callerTxKey{}).(pgx.Tx); ok {
+		sp, err := ctl.Begin(ctx)
+		if err != nil {
+			return fmt.Errorf("postgres: savepoint: %w", err)
+		}
+		if err := s.runTx(ctx, sp, fn); err != nil {
+			sp.Rollback(ctx)
+			return err
+		}
+		if err := sp.Commit(ctx); err != nil {
+			return fmt.Errorf("postgres: release savepoint: %w", err)
+		}
+		return nil
+	}
+	for attempt := 1; ; attempt++ {
+		tx, err := s.pool.Begin(ctx)
+		if err != nil {
+			return fmt.Errorf("postgres: begin: %w", err)
+		}
+		err = s.runTx(ctx, tx, fn)
+		if err == nil {
+			if err = tx.Commit(ctx); err == nil {
+				return nil
+			}
+			err = fmt.Errorf("postgres: commit: %w", err)
+		} else {
+			tx.Rollback(ctx)
+		}
+		if attempt < maxTxAttempts && retryable(err) {
+			continue
+		}
+		return err
+	}
+}
+
+func (s *Store) runTx(ctx context.Context, tx pgx.Tx, fn func(*wtx) error) error {
+	var n int64
+	if err := tx.QueryRow(ctx, `SELECT `+sqlNow).Scan(&n); err != nil {
+		return fmt.Errorf("postgres: now: %w", err)
+	}
+	return fn(&wtx{Tx: tx, s: s, now: fromNanos(n), nowNs: n})
+}
+
+// retryable reports a server error that aborted a transaction which may
+// simply be run again.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "40P01" || pe.Code == "40001"
+	}
+	return false
+}
+
+// single runs one autocommitted statement-level write (claims,
+// completions): on the pool, or in a transaction when the context
+// carries an idempotency key or a caller's transaction, so those rules
+// still hold.
+func (s *Store) single(ctx context.Context, fn func(q querier) error) error {
+	if s.closed.Load() {
+		return engine.ErrClosed
+	}
+	_, keyed := engine.IdempotencyWriteFrom(ctx)
+	if _, ok := ctx.Value(callerTxKey{}).(pgx.Tx); ok || keyed {
+		return s.writeTx(ctx, func(tx *wtx) error { return fn(tx) })
+	}
+	for attempt := 1; ; attempt++ {
+		err := fn(s.pool)
+		if err != nil && attempt < maxTxAttempts && retryable(err) {
+			continue
+		}
+		return err
+	}
+}
+
+func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+// nanosPtr is a nullable time column's value.
+func nanosPtr(t *time.Time) *int64 {
+	if t == nil {
+		return nil
+	}
+	n := t.UnixNano()
+	return &n
+}
+
+func timePtr(n *int64) *time.Time {
+	if n == nil {
+		return nil
+	}
+	t := fromNanos(*n)
+	return &t
+}
