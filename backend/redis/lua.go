@@ -463,6 +463,7 @@ if A.err == '1' then
   end
   J.le = A.err_le; J.ep = A.err_ep
 end
+if A.cp == '1' then J.cp = A.cp_v end
 J.lid = ''; J.lw = ''; J.lx = ''
 J.sca = NOW
 bump(J)
@@ -505,6 +506,7 @@ if A.fp == '1' then
     end
   end
 end
+` + luaFinishWorkflow + `
 return out(J, true)
 `)
 
