@@ -11,15 +11,30 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend/redis/redistest"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/chaos"
 )
+
+// workflowStoreCases are the stores the workflow fault tests run on: every
+// store a URL can name (storeCases) and Redis.
+func workflowStoreCases() []storeCase {
+	return append(storeCases(), storeCase{"redis", func(t *testing.T) string { return redistest.URL(t) }})
+}
 
 // TestFaultWorkflowResumesAfterSIGKILL: a 5-step workflow is SIGKILLed
 // during step 3; a new process runs steps 3 to 5 only. The side effects
 // each step writes prove steps 1 and 2 ran once, in the killed process.
 func TestFaultWorkflowResumesAfterSIGKILL(t *testing.T) {
-	bin, dbPath, store, e := faultSetup(t)
+	skipUnlessFault(t)
+	for _, sc := range workflowStoreCases() {
+		t.Run(sc.name, func(t *testing.T) { workflowResumes(t, sc.url(t)) })
+	}
+}
+
+func workflowResumes(t *testing.T, storeURL string) {
+	store, e := urlSetup(t, storeURL)
+	bin := testWorkerBinary(t)
 	ctx := context.Background()
 	log := filepath.Join(t.TempDir(), "steps.log")
 	j, err := e.Enqueue(ctx, engine.EnqueueParams{ID: "wf-1", Queue: chaos.Queue, Kind: chaos.KindWorkflow,
@@ -34,7 +49,7 @@ func TestFaultWorkflowResumesAfterSIGKILL(t *testing.T) {
 		}
 		return c
 	}
-	first := startWorker(t, bin, dbPath, "fault-wf-1")
+	first := startWorker(t, bin, storeURL, "fault-wf-1")
 	waitFor(t, "step 3 to start in the first worker", 60*time.Second, func() bool {
 		if first.exited() {
 			t.Fatalf("first worker exited early: %v", first.err)
@@ -55,7 +70,7 @@ func TestFaultWorkflowResumesAfterSIGKILL(t *testing.T) {
 		t.Fatalf("after the kill: %s with steps %+v, want running with s1 and s2 recorded", mid.State, cp.Steps)
 	}
 
-	second := startWorker(t, bin, dbPath, "fault-wf-2")
+	second := startWorker(t, bin, storeURL, "fault-wf-2")
 	var done *engine.Job
 	waitFor(t, "the workflow to complete in the second worker", 60*time.Second, func() bool {
 		if second.exited() {
@@ -108,6 +123,13 @@ func equalInts(a, b []int) bool {
 // death with its dead-letter route leaves neither the archived job nor its
 // dlq: job; killed just after the store committed it, it leaves both.
 func TestFaultDeadLetterAtomic(t *testing.T) {
+	skipUnlessFault(t)
+	for _, sc := range workflowStoreCases() {
+		t.Run(sc.name, func(t *testing.T) { deadLetterAtomic(t, sc) })
+	}
+}
+
+func deadLetterAtomic(t *testing.T, sc storeCase) {
 	for _, tc := range []struct {
 		fault string
 		both  bool
@@ -116,13 +138,15 @@ func TestFaultDeadLetterAtomic(t *testing.T) {
 		{"dead-letter-after-commit", true},
 	} {
 		t.Run(tc.fault, func(t *testing.T) {
-			bin, dbPath, store, e := faultSetup(t)
+			storeURL := sc.url(t)
+			store, e := urlSetup(t, storeURL)
+			bin := testWorkerBinary(t)
 			ctx := context.Background()
 			j, err := e.Enqueue(ctx, engine.EnqueueParams{ID: "dies", Queue: chaos.Queue, Kind: chaos.KindFail})
 			if err != nil {
 				t.Fatal(err)
 			}
-			w := startWorker(t, bin, dbPath, "fault-dlq", "--fault", tc.fault,
+			w := startWorker(t, bin, storeURL, "fault-dlq", "--fault", tc.fault,
 				"--record", filepath.Join(t.TempDir(), "record.db"), "--no-maintenance")
 			waitFor(t, "the worker to kill itself at the death", 60*time.Second, w.exited)
 
