@@ -44,6 +44,8 @@ type Engine struct {
 
 	queues    map[string]*queueRunner
 	completer *completer
+	// checkpoints group-commits workflow steps (checkpointer.go).
+	checkpoints checkpointer
 	running   *runningSet
 	// suspects admits jobs that crashed before (suspects.go).
 	suspects *suspectGate
@@ -89,6 +91,7 @@ func New(store Store, cfg Config) (*Engine, error) {
 		e.queues[name] = newQueueRunner(e, name, q)
 	}
 	e.completer = newCompleter(e)
+	e.checkpoints.e = e
 	most := 1
 	for _, q := range cfg.Queues {
 		most = max(most, q.Concurrency)

@@ -308,7 +308,7 @@ func (wf *workflow) complete(ctx context.Context, pos int, result json.RawMessag
 	}
 	// The write must land even when the handler's context is cancelled
 	// right after the step: the step's work is done.
-	err = wf.e.store.JobCheckpoint(context.WithoutCancel(ctx), &JobCheckpointParams{JobRef: wf.r.ref, Checkpoint: raw})
+	err = wf.e.checkpoints.write(context.WithoutCancel(ctx), wf.r.ref, raw)
 	if err != nil {
 		if errors.Is(err, ErrLeaseLost) {
 			wf.r.lost()

@@ -61,11 +61,13 @@ type Store interface {
 	// snooze, undecodable, revoke, release. It returns the job as written
 	// (nil when deleted).
 	JobFinish(ctx context.Context, p *JobFinishParams) (*Job, error)
-	// JobCheckpoint replaces a running job's checkpoint (a workflow step's
-	// result) under its lease: fenced like JobFinish, and refused with
-	// ErrLeaseLost too once the lease has expired by the store's clock, so
-	// that no step is recorded after the reaper may have taken the job.
-	JobCheckpoint(ctx context.Context, p *JobCheckpointParams) error
+	// JobCheckpoint replaces running jobs' checkpoints (a workflow step's
+	// result each) in one transaction, each item under its job's lease:
+	// fenced like JobFinish, and refused with ErrLeaseLost too once the
+	// lease has expired by the store's clock, so that no step is recorded
+	// after the reaper may have taken the job. Each item succeeds or fails
+	// on its own.
+	JobCheckpoint(ctx context.Context, p *JobCheckpointParams) ([]error, error)
 	// JobLeaseRenew extends leases; each item is fenced on its own.
 	JobLeaseRenew(ctx context.Context, p *JobLeaseRenewParams) ([]error, error)
 	// JobListExpiredLeases lists running jobs whose lease has expired, with
@@ -196,9 +198,14 @@ type JobCompleteManyParams struct {
 	EndProbation bool
 }
 
-// JobCheckpointParams is one step's write: the job's whole checkpoint as
-// it is after the step.
+// JobCheckpointParams is a group of step writes, at most one per job.
 type JobCheckpointParams struct {
+	Items []JobCheckpointItem
+}
+
+// JobCheckpointItem is one step's write: the job's whole checkpoint as it
+// is after the step.
+type JobCheckpointItem struct {
 	JobRef
 	Checkpoint json.RawMessage
 }

@@ -20,6 +20,7 @@ func workflowChecks() []check {
 	return []check{
 		{name: "StepsReplayAfterFailure", fn: testStepsReplay},
 		{name: "CheckpointFencedAndRefusedAfterExpiry", fn: testCheckpointFenced},
+		{name: "CheckpointGroupEachItemFenced", fn: testCheckpointGroup},
 		{name: "ZombieStopsAtNextStepNotRecorded", fn: testZombieStep},
 		{name: "StepMismatchUndecodableThenUpgraderCompletes", fn: testStepMismatch},
 		{name: "NewerStepSetLeftForNewerWorker", fn: testNewerStepSet},
@@ -135,7 +136,7 @@ func testCheckpointFenced(t *testing.T, h Harness) {
 	j := claimP(t, s, engine.JobClaimParams{Queue: "cq", WorkerID: "w-a", LeaseID: "lease-a", Limit: 1, LeaseDuration: time.Hour}).Jobs[0]
 	ref := refOf(j)
 	cp1 := json.RawMessage(`{"version":1,"steps":[{"name":"a","state":"completed","result":1,"attempts":1}]}`)
-	if err := s.JobCheckpoint(ctx, &engine.JobCheckpointParams{JobRef: ref, Checkpoint: cp1}); err != nil {
+	if err := checkpointOne(s, ref, cp1); err != nil {
 		t.Fatalf("checkpoint under the lease: %v", err)
 	}
 	if got := getJob(t, s, "c"); !jsonEqual(got.Checkpoint, cp1) {
@@ -147,7 +148,7 @@ func testCheckpointFenced(t *testing.T, h Harness) {
 		{ID: "c", LeaseID: ref.LeaseID, Fence: ref.Fence + 1},
 		{ID: "nope", LeaseID: ref.LeaseID, Fence: ref.Fence},
 	} {
-		err := s.JobCheckpoint(ctx, &engine.JobCheckpointParams{JobRef: bad, Checkpoint: json.RawMessage(`{"steps":[]}`)})
+		err := checkpointOne(s, bad, json.RawMessage(`{"steps":[]}`))
 		if !errors.Is(err, engine.ErrLeaseLost) {
 			t.Fatalf("checkpoint with %+v: %v, want ErrLeaseLost", bad, err)
 		}
@@ -170,7 +171,7 @@ func testCheckpointFenced(t *testing.T, h Harness) {
 		return false
 	}, "d's lease to expire")
 	before = snap(t, s, "d")
-	if err := s.JobCheckpoint(ctx, &engine.JobCheckpointParams{JobRef: refOf(d), Checkpoint: cp1}); !errors.Is(err, engine.ErrLeaseLost) {
+	if err := checkpointOne(s, refOf(d), cp1); !errors.Is(err, engine.ErrLeaseLost) {
 		t.Fatalf("checkpoint after the lease expired: %v, want ErrLeaseLost", err)
 	}
 	sameSnapshot(t, "checkpoint after expiry", before, snap(t, s, "d"))
@@ -187,6 +188,55 @@ func testCheckpointFenced(t *testing.T, h Harness) {
 	if !jsonEqual(w.Checkpoint, cp2) || !jsonEqual(getJob(t, s, "c").Checkpoint, cp2) {
 		t.Fatalf("checkpoint after finish: returned %s, stored %s, want %s", w.Checkpoint, getJob(t, s, "c").Checkpoint, cp2)
 	}
+}
+
+// checkpointOne writes one step's checkpoint and returns its item's
+// outcome.
+func checkpointOne(s engine.Store, ref engine.JobRef, raw json.RawMessage) error {
+	res, err := s.JobCheckpoint(context.Background(), &engine.JobCheckpointParams{Items: []engine.JobCheckpointItem{{JobRef: ref, Checkpoint: raw}}})
+	if err != nil {
+		return err
+	}
+	if len(res) != 1 {
+		return fmt.Errorf("JobCheckpoint: %d results for 1 item", len(res))
+	}
+	return res[0]
+}
+
+// testCheckpointGroup: one group of step writes, each fenced on its own:
+// the stale item is refused, the others are written.
+func testCheckpointGroup(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ctx := context.Background()
+	insert(t, s, jobParams("g1", "gq"), jobParams("g2", "gq"), jobParams("g3", "gq"))
+	js := claimP(t, s, engine.JobClaimParams{Queue: "gq", WorkerID: "w", LeaseID: "lease-g", Limit: 3, LeaseDuration: time.Hour}).Jobs
+	if len(js) != 3 {
+		t.Fatalf("claimed %v", ids(js))
+	}
+	items := make([]engine.JobCheckpointItem, 3)
+	for i, j := range js {
+		items[i] = engine.JobCheckpointItem{JobRef: refOf(j), Checkpoint: json.RawMessage(fmt.Sprintf(`{"steps":[{"name":"s","state":"completed","result":%d,"attempts":1}]}`, i))}
+	}
+	items[1].Fence++
+	stale := items[1].ID
+	before := snap(t, s, stale)
+	res, err := s.JobCheckpoint(ctx, &engine.JobCheckpointParams{Items: items})
+	if err != nil || len(res) != 3 {
+		t.Fatalf("JobCheckpoint: %v %v", res, err)
+	}
+	for i, it := range items {
+		got := getJob(t, s, it.ID)
+		if i == 1 {
+			if !errors.Is(res[i], engine.ErrLeaseLost) {
+				t.Fatalf("stale item: %v, want ErrLeaseLost", res[i])
+			}
+			continue
+		}
+		if res[i] != nil || !jsonEqual(got.Checkpoint, it.Checkpoint) {
+			t.Fatalf("item %s: %v, checkpoint %s, want %s", it.ID, res[i], got.Checkpoint, it.Checkpoint)
+		}
+	}
+	sameSnapshot(t, "a stale item of a group", before, snap(t, s, stale))
 }
 
 // testZombieStep: while step two runs, the job's lease is taken from the

@@ -14,10 +14,13 @@ import (
 // written with a death, and the replay of a job from a step.
 
 var (
-	// $1 id, $2 lease id, $3 fence, $4 checkpoint. A lease that has
+	// $1 ids, $2 lease ids, $3 fences, $4 checkpoints. A lease that has
 	// expired no longer records steps: the reaper may take the job.
-	sqlCheckpoint = `UPDATE {s}.jobs SET checkpoint = $4::jsonb, version = version + 1
-	WHERE id = $1 AND lease_id = $2 AND fence = $3 AND state = 'running' AND lease_expires_at >= ` + sqlNow
+	sqlCheckpoint = `UPDATE {s}.jobs j SET checkpoint = i.cp::jsonb, version = j.version + 1
+	FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) AS i(id, lease_id, fence, cp)
+	WHERE j.id = ANY($1::text[]) AND j.id = i.id AND j.lease_id = i.lease_id AND j.fence = i.fence
+		AND j.state = 'running' AND j.lease_expires_at >= ` + sqlNow + `
+	RETURNING j.id, j.fence, j.lease_id`
 	sqlSetCheckpoint  = `UPDATE {s}.jobs SET checkpoint = $2::jsonb WHERE id = $1`
 	sqlDeadLetterRead = `SELECT state, attempt FROM {s}.jobs WHERE id = $1 FOR UPDATE`
 	// $1 id, $2 queue, $3 kind, $4 payload, $5 schema version, $6
@@ -43,21 +46,44 @@ var (
 	sqlForkOriginal = `UPDATE {s}.jobs SET checkpoint = $2::jsonb, version = version + 1 WHERE id = $1`
 )
 
-// JobCheckpoint replaces a running job's checkpoint under its lease.
-func (s *Store) JobCheckpoint(ctx context.Context, p *engine.JobCheckpointParams) error {
-	var n int64
+// JobCheckpoint replaces running jobs' checkpoints under their leases, in
+// one statement; each item is fenced on its own.
+func (s *Store) JobCheckpoint(ctx context.Context, p *engine.JobCheckpointParams) ([]error, error) {
+	out := make([]error, len(p.Items))
+	if len(p.Items) == 0 {
+		return out, nil
+	}
+	n := len(p.Items)
+	ids, leases, fences, cps := make([]string, n), make([]string, n), make([]int64, n), make([]string, n)
+	for i, it := range p.Items {
+		ids[i], leases[i], fences[i], cps[i] = it.ID, it.LeaseID, it.Fence, string(it.Checkpoint)
+	}
+	written := map[refKey]bool{}
 	err := s.single(ctx, func(q querier) error {
-		tag, err := q.Exec(ctx, s.sql(sqlCheckpoint), p.ID, p.LeaseID, p.Fence, string(p.Checkpoint))
-		n = tag.RowsAffected()
-		return err
+		clear(written)
+		rows, err := q.Query(ctx, s.sql(sqlCheckpoint), ids, leases, fences, cps)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k refKey
+			if err := rows.Scan(&k.id, &k.fence, &k.lease); err != nil {
+				return err
+			}
+			written[k] = true
+		}
+		return rows.Err()
 	})
 	if err != nil {
-		return fmt.Errorf("postgres: checkpoint job %s: %w", p.ID, err)
+		return nil, fmt.Errorf("postgres: checkpoint jobs: %w", err)
 	}
-	if n == 0 {
-		return fmt.Errorf("checkpoint job %s: %w", p.ID, engine.ErrLeaseLost)
+	for i, it := range p.Items {
+		if !written[refKey{it.ID, it.LeaseID, it.Fence}] {
+			out[i] = fmt.Errorf("checkpoint job %s: %w", it.ID, engine.ErrLeaseLost)
+		}
 	}
-	return nil
+	return out, nil
 }
 
 // finishCheckpoint writes a finish plan's checkpoint, before the row's

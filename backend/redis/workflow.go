@@ -11,20 +11,27 @@ import (
 // Workflows: step checkpoints under the lease, the dead-letter route
 // written by the death's own script, and the replay of a job from a step.
 
-// luaCheckpoint replaces a running job's checkpoint under its lease
-// (JobCheckpoint): refused once the lease has expired by the server's
+// luaCheckpoint replaces running jobs' checkpoints under their leases
+// (JobCheckpoint): refused once a lease has expired by the server's
 // clock, so that no step is recorded after the reaper may have taken the
 // job.
 //
-// ARGV[4...] name/value pairs: id, lease, fence, cp.
+// ARGV[4...] 4 values per item: id, lease id, fence, checkpoint.
 //
-// Returns 1. Errors: "LEASE".
+// Returns one integer per item: 1 written, 0 lease lost.
 var luaCheckpoint = script(`
-local A = args(4)
-local h = redis.call('HMGET', K('job', A.id), 's', 'lid', 'f', 'lx', 'v')
-if h[1] ~= 'running' or h[2] ~= A.lease or h[3] ~= A.fence or h[4] < NOW then return redis.error_reply('LEASE') end
-redis.call('HSET', K('job', A.id), 'cp', A.cp, 'v', istr(tonumber(h[5]) + 1))
-return 1
+local res = {}
+for i = 4, #ARGV, 4 do
+  local key = K('job', ARGV[i])
+  local h = redis.call('HMGET', key, 's', 'lid', 'f', 'lx', 'v')
+  if h[1] == 'running' and h[2] == ARGV[i + 1] and h[3] == ARGV[i + 2] and h[4] >= NOW then
+    redis.call('HSET', key, 'cp', ARGV[i + 3], 'v', istr(tonumber(h[5]) + 1))
+    res[#res + 1] = 1
+  else
+    res[#res + 1] = 0
+  end
+end
+return res
 `)
 
 // luaFinishWorkflow is the part of luaFinish (lua.go) that writes a
@@ -82,17 +89,28 @@ func finishWorkflowArgs(p *engine.JobFinishParams) []any {
 	return a
 }
 
-// JobCheckpoint replaces a running job's checkpoint under its lease.
-func (s *Store) JobCheckpoint(ctx context.Context, p *engine.JobCheckpointParams) error {
-	_, err := s.run(ctx, "checkpoint job "+p.ID, luaCheckpoint,
-		"id", p.ID, "lease", p.LeaseID, "fence", strconv.FormatInt(p.Fence, 10), "cp", string(p.Checkpoint))
-	if err != nil {
-		if r, ok := asRefusal(err); ok && r.code == "LEASE" {
-			return fmt.Errorf("checkpoint job %s: %w", p.ID, engine.ErrLeaseLost)
-		}
-		return err
+// JobCheckpoint replaces running jobs' checkpoints under their leases, in
+// one script; each item is fenced on its own.
+func (s *Store) JobCheckpoint(ctx context.Context, p *engine.JobCheckpointParams) ([]error, error) {
+	out := make([]error, len(p.Items))
+	if len(p.Items) == 0 {
+		return out, nil
 	}
-	return nil
+	args := make([]any, 0, 4*len(p.Items))
+	for _, it := range p.Items {
+		args = append(args, it.ID, it.LeaseID, strconv.FormatInt(it.Fence, 10), string(it.Checkpoint))
+	}
+	v, err := s.run(ctx, "checkpoint jobs", luaCheckpoint, args...)
+	if err != nil {
+		return nil, err
+	}
+	r, _ := v.([]any)
+	for i, it := range p.Items {
+		if i >= len(r) || r[i].(int64) != 1 {
+			out[i] = fmt.Errorf("checkpoint job %s: %w", it.ID, engine.ErrLeaseLost)
+		}
+	}
+	return out, nil
 }
 
 // luaFork inserts the replay of a terminal job from a step and records the

@@ -33,26 +33,39 @@ const (
 	RETURNING queue`
 )
 
-// JobCheckpoint replaces a running job's checkpoint under its lease.
-func (s *Store) JobCheckpoint(ctx context.Context, p *engine.JobCheckpointParams) error {
+// JobCheckpoint replaces running jobs' checkpoints under their leases, in
+// one transaction; each item is fenced on its own.
+func (s *Store) JobCheckpoint(ctx context.Context, p *engine.JobCheckpointParams) ([]error, error) {
+	out := make([]error, len(p.Items))
+	if len(p.Items) == 0 {
+		return out, nil
+	}
 	st, err := s.stmts(ctx, sqlCheckpoint)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return s.writeTx(ctx, func(tx *wtx, now time.Time) error {
-		r, err := tx.StmtContext(ctx, st[0]).ExecContext(ctx, p.ID, p.LeaseID, p.Fence, now.UnixNano(), string(p.Checkpoint))
-		if err != nil {
-			return fmt.Errorf("sqlite: checkpoint job %s: %w", p.ID, err)
-		}
-		n, err := r.RowsAffected()
-		if err != nil {
-			return fmt.Errorf("sqlite: checkpoint job %s: %w", p.ID, err)
-		}
-		if n == 0 {
-			return fmt.Errorf("checkpoint job %s: %w", p.ID, engine.ErrLeaseLost)
+	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
+		up := tx.StmtContext(ctx, st[0])
+		for i, it := range p.Items {
+			r, err := up.ExecContext(ctx, it.ID, it.LeaseID, it.Fence, now.UnixNano(), string(it.Checkpoint))
+			if err != nil {
+				return fmt.Errorf("sqlite: checkpoint job %s: %w", it.ID, err)
+			}
+			n, err := r.RowsAffected()
+			if err != nil {
+				return fmt.Errorf("sqlite: checkpoint job %s: %w", it.ID, err)
+			}
+			out[i] = nil
+			if n == 0 {
+				out[i] = fmt.Errorf("checkpoint job %s: %w", it.ID, engine.ErrLeaseLost)
+			}
 		}
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // finishWorkflowStmts are the statements finishCheckpoint and
