@@ -46,7 +46,7 @@ type Engine struct {
 	completer *completer
 	// checkpoints group-commits workflow steps (checkpointer.go).
 	checkpoints checkpointer
-	running   *runningSet
+	running     *runningSet
 	// suspects admits jobs that crashed before (suspects.go).
 	suspects *suspectGate
 	// storeOK is when the store last answered this process without error
