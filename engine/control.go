@@ -147,6 +147,9 @@ type JobPage struct {
 type JobDetail struct {
 	Job      *Job    `json:"job"`
 	Timeline []Event `json:"timeline"`
+	// DeadLetter is the id of the job that triages this one's death
+	// (dlq:<id>), when there is one.
+	DeadLetter string `json:"dead_letter,omitempty"`
 }
 
 // Counts is jobs per state, per queue.

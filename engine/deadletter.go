@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -122,6 +123,26 @@ func (e *Engine) withPayloadForDeath(ctx context.Context, j *Job, row Transition
 	c := j.Clone()
 	c.Payload = full.Payload
 	return c
+}
+
+// deadLetterOf returns the id of j's dead-letter job, "" when it has
+// none. Only a job that may have died is looked for: one dead now, or
+// with an attempt or a crash behind it (it died and was redriven).
+func (e *Engine) deadLetterOf(ctx context.Context, j *Job) (string, error) {
+	if IsDeadLetter(j.ID) || (j.State != StateArchived && j.State != StateQuarantined && j.Attempt == 0 && j.CrashAttempt == 0) {
+		return "", nil
+	}
+	id := DeadLetterID(j.ID)
+	if ValidateJobID(id) != nil {
+		return "", nil
+	}
+	if _, err := e.store.JobGetByID(ctx, &JobGetByIDParams{ID: id}); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return "", nil
+		}
+		return "", fmt.Errorf("job %s: dead letter: %w", j.ID, err)
+	}
+	return id, nil
 }
 
 // warnDeadLetterRules logs each rule naming a kind with no handler here.

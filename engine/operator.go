@@ -96,7 +96,12 @@ func (e *Engine) GetJob(ctx context.Context, id string, includePayload bool) (*J
 	if err != nil {
 		return nil, fmt.Errorf("job %s timeline: %w", id, err)
 	}
-	return &JobDetail{Job: j, Timeline: Timeline(j, ev)}, nil
+	d := &JobDetail{Job: j, Timeline: Timeline(j, ev)}
+	d.DeadLetter, err = e.deadLetterOf(ctx, j)
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 // Counts reads the maintained counters.

@@ -506,6 +506,9 @@ func testDeadLetterRules(t *testing.T, h Harness) {
 	if d2.Kind != "triage-default" || d2.Queue != "q" || d2.DeadLetterOf != "j2" {
 		t.Fatalf("dlq:j2 %s", describe(d2))
 	}
+	if d, err := e.GetJob(context.Background(), "j1", false); err != nil || d.DeadLetter != "dlq:j1" {
+		t.Fatalf("GetJob(j1) links its dead letter as %q (%v), want dlq:j1", d.DeadLetter, err)
+	}
 	var body engine.DeadLetterPayload
 	if err := json.Unmarshal(d1.Payload, &body); err != nil {
 		t.Fatal(err)
