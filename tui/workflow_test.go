@@ -129,3 +129,40 @@ func TestWorkflowSheetStepsAndLinks(t *testing.T) {
 		t.Fatalf("the running step is not marked:\n%s", screen)
 	}
 }
+
+// TestWorkflowReplayPreview: :replay 3 on the dead workflow shows what the
+// replay keeps and runs again before it asks; n changes nothing, y
+// creates the new job, linked from the original's sheet.
+func TestWorkflowReplayPreview(t *testing.T) {
+	eng := workflowFixture(t)
+	s := start(t, eng, testOptions())
+	s.waitFor("wf-0001")
+	s.keys("<enter>")
+	s.waitFor("job wf-0001", "steps (3)")
+	s.keys(":")
+	s.typeText("replay 3")
+	s.keys("<enter>")
+	screen := s.waitFor("Replay wf-0001 from step 3 as a new job?", "keep   1 reserve", "run    3 ship · was failed")
+	s.golden(screen)
+	s.keys("n")
+	s.waitGone("Replay wf-0001 from step 3")
+	page, err := eng.ListJobs(context.Background(), engine.ListJobsParams{Filter: engine.Filter{Kinds: []string{"order.flow"}}, Limit: 10})
+	if err != nil || len(page.Jobs) != 2 {
+		t.Fatalf("after n: %d order.flow jobs (%v), want the 2 of the fixture", len(page.Jobs), err)
+	}
+	s.keys(":")
+	s.typeText("replay 3")
+	s.keys("<enter>")
+	s.waitFor("Replay wf-0001 from step 3 as a new job?")
+	s.keys("y")
+	s.waitFor("forked", "replayed from step 3 as wf-")
+	s.keys("]", "]", "]", "]", "]")
+	screen = s.waitFor("replayed as")
+	if !strings.Contains(screen, "~replay~") || !strings.Contains(screen, "· from step 3") {
+		t.Fatalf("the original's links do not name its fork:\n%s", screen)
+	}
+	page, err = eng.ListJobs(context.Background(), engine.ListJobsParams{Filter: engine.Filter{Kinds: []string{"order.flow"}}, Limit: 10})
+	if err != nil || len(page.Jobs) != 3 {
+		t.Fatalf("after y: %d order.flow jobs (%v), want 3", len(page.Jobs), err)
+	}
+}
