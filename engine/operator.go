@@ -521,7 +521,14 @@ func (e *Engine) CancelOperation(ctx context.Context, id string) (*Operation, er
 
 // Quarantine lists quarantined and probationary fingerprints.
 func (e *Engine) Quarantine(ctx context.Context) ([]*Fingerprint, error) {
-	return e.store.FingerprintList(ctx, &FingerprintListParams{Limit: 1000})
+	fps, err := e.store.FingerprintList(ctx, &FingerprintListParams{Limit: 1000})
+	if err != nil {
+		return nil, err
+	}
+	if err := e.addStepCrashes(ctx, fps); err != nil {
+		return nil, err
+	}
+	return fps, nil
 }
 
 // ReleaseFingerprint lifts a quarantine and returns how many held jobs

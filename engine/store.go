@@ -265,6 +265,10 @@ type Fingerprint struct {
 	LastJobID   string            `json:"last_job_id"`
 	// Held counts the fingerprint's jobs in the quarantined state.
 	Held int `json:"held"`
+	// StepCrashes counts the crashes inside workflow steps, by step name,
+	// over (a bounded few of) the fingerprint's crashed jobs: filled by
+	// Control.Quarantine, never by a store.
+	StepCrashes map[string]int `json:"step_crashes,omitempty"`
 }
 
 type FingerprintGetParams struct {

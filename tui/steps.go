@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -132,4 +133,28 @@ func kindCell(j *engine.Job) string {
 		return "[dlq] " + Sanitize(j.Kind)
 	}
 	return Sanitize(j.Kind)
+}
+
+// stepCrashText leads a fingerprint's last crash with its crashes per
+// workflow step ("in ship ×3, pack ×1: "), most first.
+func stepCrashText(fp *engine.Fingerprint) string {
+	if len(fp.StepCrashes) == 0 {
+		return ""
+	}
+	names := make([]string, 0, len(fp.StepCrashes))
+	for n := range fp.StepCrashes {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(a, b int) bool {
+		ca, cb := fp.StepCrashes[names[a]], fp.StepCrashes[names[b]]
+		if ca != cb {
+			return ca > cb
+		}
+		return names[a] < names[b]
+	})
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s ×%d", Sanitize(n), fp.StepCrashes[n])
+	}
+	return "in " + strings.Join(parts, ", ") + ": "
 }

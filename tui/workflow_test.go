@@ -166,3 +166,48 @@ func TestWorkflowReplayPreview(t *testing.T) {
 		t.Fatalf("after y: %d order.flow jobs (%v), want 3", len(page.Jobs), err)
 	}
 }
+
+// TestQuarantineStepCrashes: the quarantine screen leads a fingerprint's
+// last crash with the crashes per workflow step.
+func TestQuarantineStepCrashes(t *testing.T) {
+	ctx := context.Background()
+	store := sqlitetest.New(t)
+	eng, err := engine.New(store, engine.Config{WorkerID: "console-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Enqueue(ctx, engine.EnqueueParams{ID: "rep-0001", Queue: "reports", Kind: "report.flow",
+		Payload: json.RawMessage(`{"report":"q3"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := store.JobClaim(ctx, &engine.JobClaimParams{Queue: "reports", WorkerID: testWorker, LeaseID: "lease-r",
+		Limit: 1, Kinds: map[string]int{"report.flow": 1}, LeaseDuration: time.Hour})
+	if err != nil || len(res.Jobs) != 1 {
+		t.Fatalf("claim: %v %v", res, err)
+	}
+	j := res.Jobs[0]
+	cp, err := engine.Checkpoint{Version: 1, Steps: []engine.StepRecord{
+		{Name: "fetch", State: engine.StepCompleted, Result: json.RawMessage(`1`), Attempts: 1},
+		{Name: "render", State: engine.StepCrashed, Attempts: 1, Crashes: 1, Error: errOOM},
+	}}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := backendtest.Outcome{
+		JobRef: engine.JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Fence},
+		To:     engine.StateQuarantined, Reason: engine.ReasonQuarantined, Charge: engine.ChargeCrash, Quarantine: true,
+		Event: engine.EventQuarantined, Actor: testWorker, Message: errOOM,
+		Error: &engine.AttemptError{Crash: true, Message: errOOM, Worker: testWorker}, ErrorPattern: engine.NormalizeError(errOOM),
+	}.Plan(j)
+	p.Checkpoint = &engine.CheckpointWrite{Checkpoint: cp}
+	if _, err := store.JobFinish(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, eng, testOptions())
+	s.waitFor("quarantined 1")
+	s.keys(":")
+	s.typeText("quarantine")
+	s.keys("<enter>")
+	screen := s.waitFor("in render ×1: runtime: out of memory")
+	s.golden(screen)
+}

@@ -31,6 +31,7 @@ func controlChecks() []check {
 		{name: "UpdatePayload", fn: testControlUpdatePayload},
 		{name: "RetryWithInput", fn: testControlRetryWithInput},
 		{name: "ReplayFromStep", fn: testControlReplay},
+		{name: "QuarantineCountsCrashesPerStep", fn: testControlQuarantineStepCrashes},
 		{name: "Apply", fn: testControlApply},
 		{name: "BulkDryRunAndRun", fn: testControlBulk},
 		{name: "BulkLeavesLaterDeathsAlone", fn: testControlBulkLaterDeaths},

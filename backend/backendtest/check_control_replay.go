@@ -96,3 +96,37 @@ func testControlReplay(t *testing.T, h Harness) {
 		t.Fatalf("replay of a waiting job: %v, want ErrWrongState", err)
 	}
 }
+
+// testControlQuarantineStepCrashes: a workflow whose second step crashes
+// its process-worth of times is quarantined; Quarantine counts its crashes
+// on that step.
+func testControlQuarantineStepCrashes(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	controlStore(t, s)
+	cfg := fast("ctl-worker", "wf")
+	cfg.CrashLimit = 2
+	e := startEngine(t, s, cfg, engine.Kind{Name: "pill", Handler: func(ctx context.Context, j *engine.Job) error {
+		if _, err := engine.Step(ctx, "fetch", func(context.Context) (int, error) { return 1, nil }); err != nil {
+			return err
+		}
+		_, err := engine.Step(ctx, "render", func(context.Context) (int, error) { panic("render blew up") })
+		return err
+	}})
+	ctl := h.control(t, e)
+	enqueue(t, e, engine.EnqueueParams{ID: "pill-1", Queue: "wf", Kind: "pill"})
+	j := waitState(t, s, "pill-1", engine.StateQuarantined)
+	fps, err := ctl.Quarantine(context.Background())
+	if err != nil {
+		t.Fatalf("Quarantine: %v", err)
+	}
+	for _, fp := range fps {
+		if fp.Fingerprint != j.Fingerprint {
+			continue
+		}
+		if fp.StepCrashes["render"] != 2 || len(fp.StepCrashes) != 1 {
+			t.Fatalf("step crashes of the pill's fingerprint: %v, want render:2", fp.StepCrashes)
+		}
+		return
+	}
+	t.Fatalf("the pill's fingerprint is not in Quarantine: %+v", fps)
+}
