@@ -98,6 +98,18 @@ func (g *suspectGate) done(kind suspectKind, crashed bool) {
 	}
 }
 
+// dropped records that a first-crash suspect held ahead of a slot was
+// handed back without running: it neither crashed nor succeeded, so the
+// group stays as it is.
+func (g *suspectGate) dropped(kind suspectKind) {
+	if kind != suspectFirst {
+		return
+	}
+	g.mu.Lock()
+	g.first--
+	g.mu.Unlock()
+}
+
 // released records that the process no longer holds a job: its outcome
 // is written (or its lease is gone). A lone job's hold ends there.
 func (g *suspectGate) released(kind suspectKind) {

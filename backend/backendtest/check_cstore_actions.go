@@ -159,8 +159,12 @@ func testCStorePausedQueueNotClaimed(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := fmt.Sprint(qs)
-	if want := "[{empty true map[]} {other false map[running:1]} {q true map[available:1]}]"; got != want {
+	var parts []string
+	for _, q := range qs {
+		parts = append(parts, fmt.Sprint(q.Name, " ", q.Paused, " ", q.Counts))
+	}
+	got := strings.Join(parts, ", ")
+	if want := "empty true map[], other false map[running:1], q true map[available:1]"; got != want {
 		t.Fatalf("queues %s, want %s", got, want)
 	}
 	if err := cs.QueueResume(ctx, &engine.QueuePauseParams{Queue: "q", Actor: "maya"}); err != nil {
