@@ -64,7 +64,7 @@ func (s *Server) replayPreview(w http.ResponseWriter, r *http.Request, c *caller
 }
 
 func redactPlan(p *engine.ReplayPlan) *engine.ReplayPlan {
-	out := &engine.ReplayPlan{Kept: append([]engine.StepRecord(nil), p.Kept...), Rerun: append([]engine.StepRecord(nil), p.Rerun...)}
+	out := &engine.ReplayPlan{Kept: append([]engine.StepRecord{}, p.Kept...), Rerun: append([]engine.StepRecord{}, p.Rerun...)}
 	for i := range out.Kept {
 		out.Kept[i].Result = nil
 	}

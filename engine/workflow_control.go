@@ -48,7 +48,8 @@ func PlanReplay(j *Job, p ReplayParams) (*ReplayPlan, Checkpoint, error) {
 			return nil, Checkpoint{}, fmt.Errorf("%w: job %s: step %d (%s) is %s, so the replay cannot start after it", ErrInvalid, j.ID, i+1, cp.Steps[i].Name, cp.Steps[i].State)
 		}
 	}
-	kept := append([]StepRecord(nil), cp.Steps[:p.Step-1]...)
+	// Empty lists, not nil: the answer says "none" as [] on the wire.
+	kept := append([]StepRecord{}, cp.Steps[:p.Step-1]...)
 	if len(p.Result) > 0 {
 		if p.Step < 2 {
 			return nil, Checkpoint{}, fmt.Errorf("%w: a replacement result is for step %d−1; there is none before step 1", ErrInvalid, p.Step)
@@ -59,7 +60,7 @@ func PlanReplay(j *Job, p ReplayParams) (*ReplayPlan, Checkpoint, error) {
 		}
 		kept[p.Step-2].Result = v
 	}
-	plan := &ReplayPlan{Kept: kept, Rerun: append([]StepRecord(nil), cp.Steps[p.Step-1:]...)}
+	plan := &ReplayPlan{Kept: kept, Rerun: append([]StepRecord{}, cp.Steps[p.Step-1:]...)}
 	next := Checkpoint{Version: cp.Version, Steps: kept, ForkedFrom: &Fork{JobID: j.ID, Step: p.Step}}
 	return plan, next, nil
 }
