@@ -184,6 +184,9 @@ func (e *Engine) prepareWorkflow(ctx context.Context, r *runState, j *Job, k *Ki
 // another name, Step returns an error and the job becomes undecodable
 // (reason step_mismatch), whatever the handler returns. When the lease is
 // lost, Step returns an error wrapping ErrLeaseLost and records nothing.
+//
+// A handler calls its steps one after another, from its own goroutine:
+// positions are what match a run's steps to the recorded ones.
 func Step[T any](ctx context.Context, name string, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
 	wf, _ := ctx.Value(workflowKey{}).(*workflow)
