@@ -87,6 +87,19 @@ func testControlReplay(t *testing.T, h Harness) {
 	if cp := checkpointOf(t, done); string(cp.Steps[1].Result) != "100" || string(cp.Steps[2].Result) != "103" {
 		t.Fatalf("replay with a replacement result: %+v", cp.Steps)
 	}
+	// Retry with new input starts over: its copy has a clean checkpoint.
+	rwi, err := ctl.RetryWithInput(ctx, "w", engine.RetryWithInputParams{ID: "w-input", Payload: json.RawMessage(`{"fixed":true}`)})
+	if err != nil {
+		t.Fatalf("RetryWithInput: %v", err)
+	}
+	if cp := checkpointOf(t, rwi); len(cp.Steps) != 0 || cp.ForkedFrom != nil {
+		t.Fatalf("retry with input kept a checkpoint: %+v", cp)
+	}
+	waitState(t, s, "w-input", engine.StateCompleted)
+	// Its steps ran (none was replayed from the original's checkpoint).
+	if c.get("w-input/s1") != 1 || c.get("w-input/s5") != 1 {
+		t.Fatalf("retry with input ran s1 %d times and s5 %d times, want once each", c.get("w-input/s1"), c.get("w-input/s5"))
+	}
 	// A job that is not terminal is not replayed.
 	if _, err := ctl.ReplayFromStep(ctx, "w-r2", engine.ReplayParams{Step: 1}); err != nil {
 		t.Fatalf("replay of a completed job from step 1: %v", err)
