@@ -23,6 +23,7 @@ var mutatingRequests = []struct {
 	{"POST /api/v1/jobs/{id}/cancel", req{method: "POST", path: "/api/v1/jobs/WAIT_1/cancel"}, engine.RoleOperator},
 	{"POST /api/v1/jobs/{id}/release", req{method: "POST", path: "/api/v1/jobs/HELD_1/release"}, engine.RoleOperator},
 	{"POST /api/v1/jobs/{id}/retry-with-input", req{method: "POST", path: "/api/v1/jobs/JOB_3/retry-with-input", body: `{"payload":{"a":1}}`}, engine.RoleOperator},
+	{"POST /api/v1/jobs/{id}/replay", req{method: "POST", path: "/api/v1/jobs/JOB_2/replay", body: `{"step":1}`}, engine.RoleOperator},
 	{"PUT /api/v1/jobs/{id}/payload", req{method: "PUT", path: "/api/v1/jobs/JOB_1/payload", body: `{"a":1}`, header: map[string]string{"If-Match": `"1"`}}, engine.RoleOperator},
 	{"POST /api/v1/jobs/actions", req{method: "POST", path: "/api/v1/jobs/actions", body: `{"action":"retry","ids":["JOB_1"]}`}, engine.RoleOperator},
 	{"POST /api/v1/jobs/actions", req{method: "POST", path: "/api/v1/jobs/actions", body: `{"action":"delete","ids":["JOB_1"]}`}, engine.RoleAdmin},

@@ -237,6 +237,13 @@ func TestAPIContract(t *testing.T) {
 		{name: "retry with input of a live job", method: "POST", path: "/api/v1/jobs/avail-1/retry-with-input", token: tokOperator, key: "rwi-3", body: `{"payload":{}}`, want: 409},
 		{name: "retry with input unknown", method: "POST", path: "/api/v1/jobs/nope/retry-with-input", token: tokOperator, key: "rwi-4", body: `{"payload":{}}`, want: 404},
 		{name: "retry with input an existing new id", method: "POST", path: "/api/v1/jobs/dead-4/retry-with-input", token: tokOperator, key: "rwi-5", body: `{"id":"avail-1","payload":{}}`, want: 409},
+		// GET and POST /jobs/{id}/replay: dead-4 has no steps, so a replay
+		// from step 1 is the only one.
+		{name: "replay preview", method: "GET", path: "/api/v1/jobs/dead-4/replay?step=1", token: tokViewer, want: 200},
+		{name: "replay preview past the steps", method: "GET", path: "/api/v1/jobs/dead-4/replay?step=5", token: tokViewer, want: 400},
+		{name: "replay from step", method: "POST", path: "/api/v1/jobs/dead-4/replay", token: tokOperator, key: "rep-1", body: `{"step":1,"id":"dead-4-replay"}`, want: 201},
+		{name: "replay without a step", method: "POST", path: "/api/v1/jobs/dead-4/replay", token: tokOperator, key: "rep-2", body: `{}`, want: 400},
+		{name: "replay of a live job", method: "POST", path: "/api/v1/jobs/avail-1/replay", token: tokOperator, key: "rep-3", body: `{"step":1}`, want: 409},
 		// PUT /jobs/{id}/payload
 		{name: "edit payload", method: "PUT", path: "/api/v1/jobs/edit/payload", token: tokOperator, key: "pay-1", header: map[string]string{"If-Match": f.etag}, body: `{"to":"c@example.com"}`, want: 200},
 		{name: "edit payload stale", method: "PUT", path: "/api/v1/jobs/edit/payload", token: tokOperator, key: "pay-2", header: map[string]string{"If-Match": f.etag}, body: `{"to":"d@example.com"}`, want: 412},

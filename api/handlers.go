@@ -34,6 +34,8 @@ func (s *Server) routeTable() []route {
 		{method: "POST", path: p + "/jobs/{id}/cancel", role: operator, mutate: s.jobAction(engine.ActionCancel)},
 		{method: "POST", path: p + "/jobs/{id}/release", role: operator, mutate: s.jobAction(engine.ActionRelease)},
 		{method: "POST", path: p + "/jobs/{id}/retry-with-input", role: operator, mutate: s.retryWithInput},
+		{method: "POST", path: p + "/jobs/{id}/replay", role: operator, mutate: s.replay},
+		{method: "GET", path: p + "/jobs/{id}/replay", role: viewer, read: s.replayPreview},
 		{method: "PUT", path: p + "/jobs/{id}/payload", role: operator, mutate: s.updatePayload},
 		{method: "POST", path: p + "/jobs/actions", role: operator, mutate: s.actions},
 		{method: "POST", path: p + "/jobs/bulk", role: operator, mutate: s.bulk},

@@ -59,6 +59,9 @@ type Config struct {
 	// transaction (1000).
 	OperationBatch int
 	Logger         *slog.Logger
+	// DeadLetter routes the deaths of every kind without a rule of its own
+	// (Kind.DeadLetter) to a dead-letter job; none when nil.
+	DeadLetter *DeadLetterRule
 	// Observer is told of the transitions this engine's workers write and
 	// of each handler run, for metrics; nil costs nothing.
 	Observer Observer
@@ -193,6 +196,15 @@ type Kind struct {
 	// Backoff gives the delay before retry n (1-based) after an error;
 	// DefaultBackoff when nil.
 	Backoff func(attempt int) time.Duration
+	// StepVersion is the version of the kind's step set (engine.Step
+	// names and order; 1 when 0), declared as Version is for payloads.
+	// A job whose checkpoint was written by a newer step set is left for
+	// a newer worker; an older one is brought up through
+	// StepUpgraders[v] (v to v+1) where the kind declares one.
+	StepVersion   int
+	StepUpgraders map[int]StepUpgrader
+	// DeadLetter routes this kind's deaths; it beats Config.DeadLetter.
+	DeadLetter *DeadLetterRule
 }
 
 // TypedHandler adapts a function taking a decoded payload; a payload that

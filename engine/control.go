@@ -45,6 +45,12 @@ type Control interface {
 	// RetryWithInput enqueues a corrected copy linked to the original,
 	// which is marked superseded.
 	RetryWithInput(ctx context.Context, id string, p RetryWithInputParams) (*Job, error)
+	// ReplayFromStep creates a new job that keeps the checkpoint of a
+	// terminal workflow job before p.Step and runs from it on, linked
+	// both ways (workflow_control.go); ReplayPreview says what it would
+	// keep and run again.
+	ReplayFromStep(ctx context.Context, id string, p ReplayParams) (*Job, error)
+	ReplayPreview(ctx context.Context, id string, p ReplayParams) (*ReplayPlan, error)
 
 	// Apply runs one action on up to MaxApplyIDs jobs, each on its own.
 	Apply(ctx context.Context, action Action, ids []string) ([]ActionResult, error)
@@ -192,6 +198,9 @@ type JobDetail struct {
 	// first maintenance sweep after it); nil when its state is kept
 	// forever, or the job is not terminal.
 	DeleteAt *time.Time `json:"delete_at,omitempty"`
+	// DeadLetter is the id of the job that triages this one's death
+	// (dlq:<id>), when there is one.
+	DeadLetter string `json:"dead_letter,omitempty"`
 }
 
 // Counts is jobs per state, per queue.

@@ -44,7 +44,9 @@ type Engine struct {
 
 	queues    map[string]*queueRunner
 	completer *completer
-	running   *runningSet
+	// checkpoints group-commits workflow steps (checkpointer.go).
+	checkpoints checkpointer
+	running     *runningSet
 	// suspects admits jobs that crashed before (suspects.go).
 	suspects *suspectGate
 	// storeOK is when the store last answered this process without error
@@ -109,6 +111,7 @@ func New(store Store, cfg Config) (*Engine, error) {
 		e.queues[name] = newQueueRunner(e, name, q)
 	}
 	e.completer = newCompleter(e)
+	e.checkpoints.e = e
 	most := 1
 	for _, q := range cfg.Queues {
 		most = max(most, q.Concurrency)
@@ -196,6 +199,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	if !e.started.CompareAndSwap(false, true) {
 		return fmt.Errorf("%w: engine already started", ErrInvalid)
 	}
+	e.warnDeadLetterRules()
 	if len(e.cfg.Queues) > 0 && len(e.kindVersions()) == 0 {
 		return fmt.Errorf("%w: queues configured but no kind registered", ErrInvalid)
 	}

@@ -1,7 +1,8 @@
 // Package engine is the Sluice library: the job model and its transition
 // table, the client that enqueues, the worker pool with fenced leases,
-// crash accounting and quarantine, upcasters, death handlers and the
-// maintenance loops.
+// crash accounting and quarantine, upcasters, durable workflow steps
+// (Step), death handlers and dead-letter routing, and the maintenance
+// loops.
 //
 // The engine knows no store, no screen and no transport. It defines the
 // interface it needs from storage (Store) and is handed an implementation
@@ -238,6 +239,9 @@ const (
 	EventPayloadEdited EventKind = "payload_edited"
 	EventHeld          EventKind = "held"
 	EventShutdown      EventKind = "shutdown_release"
+	// EventForked: a replay from a step made a new job of this one (on
+	// the original) or this job of another (on the new one).
+	EventForked EventKind = "forked"
 )
 
 // Event is one entry on a job's timeline. The happy path (enqueued,

@@ -255,6 +255,7 @@ func (e *Engine) reap(ctx context.Context) error {
 		default:
 			res = handlerResult{trigger: TriggerCrash, message: fmt.Sprintf("worker %s stopped heartbeating while running the job (process gone)", j.Lease.WorkerID)}
 			res.before = chargeBy
+			res.checkpoint = crashedStepCheckpoint(j, res.message)
 		}
 		e.finishReaped(ctx, ref, j, res)
 	}

@@ -97,7 +97,12 @@ func (e *Engine) GetJob(ctx context.Context, id string, includePayload bool) (*J
 	if err != nil {
 		return nil, fmt.Errorf("job %s timeline: %w", id, err)
 	}
-	return &JobDetail{Job: j, Timeline: Timeline(j, ev), DeleteAt: e.deleteAt(j)}, nil
+	d := &JobDetail{Job: j, Timeline: Timeline(j, ev), DeleteAt: e.deleteAt(j)}
+	d.DeadLetter, err = e.deadLetterOf(ctx, j)
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 // Counts reads the maintained counters.
@@ -658,7 +663,14 @@ func (e *Engine) CancelOperation(ctx context.Context, id string) (*Operation, er
 
 // Quarantine lists quarantined and probationary fingerprints.
 func (e *Engine) Quarantine(ctx context.Context) ([]*Fingerprint, error) {
-	return e.store.FingerprintList(ctx, &FingerprintListParams{Limit: 1000})
+	fps, err := e.store.FingerprintList(ctx, &FingerprintListParams{Limit: 1000})
+	if err != nil {
+		return nil, err
+	}
+	if err := e.addStepCrashes(ctx, fps); err != nil {
+		return nil, err
+	}
+	return fps, nil
 }
 
 // ReleaseFingerprint lifts a quarantine and returns how many held jobs

@@ -102,19 +102,27 @@ type HoldWrite struct {
 	Event  EventWrite // From, To and Attempt are each held job's own
 }
 
-// DeadLetterWrite is the dead-letter route of a death: the job to insert
-// in the same transaction, or, when a job of that id exists and is
-// terminal, to retry with the death recorded. (Room for the workflow
-// issue: the engine does not produce it yet, and a store that cannot apply
-// it refuses the whole write with ErrUnsupported.)
+// DeadLetterWrite is the dead-letter route of a death (deadletter.go),
+// applied in the same transaction as the death:
+//   - no job of Job.ID exists: Job is inserted as JobInsertMany would (no
+//     quarantine check), with dead_letter_of the dying job's id;
+//   - it exists in a terminal state (the dead job was redriven and died
+//     again): it is retried with the new death — payload and fingerprint
+//     replaced by Job's, state available, scheduled now, finalized_at and
+//     terminal_reason cleared, max_attempts = max(max_attempts, attempt+1)
+//     — and RetryEvent is written on it (From and Attempt its own);
+//   - it exists and is not terminal: it is left as it is (it has not
+//     triaged the earlier death yet, and will read the job as it is).
+//
+// The counters move by what was written.
 type DeadLetterWrite struct {
 	Job *JobInsertParams
 	// RetryEvent is written on the existing job when it is retried.
 	RetryEvent EventWrite
 }
 
-// CheckpointWrite records a workflow step's result on the job under its
-// lease. (Room for the workflow issue, as DeadLetterWrite.)
+// CheckpointWrite replaces a workflow job's checkpoint (step.go) in the
+// same transaction as the outcome: the step that failed or crashed.
 type CheckpointWrite struct {
 	Checkpoint json.RawMessage
 }

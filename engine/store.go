@@ -61,6 +61,13 @@ type Store interface {
 	// snooze, undecodable, revoke, release. It returns the job as written
 	// (nil when deleted).
 	JobFinish(ctx context.Context, p *JobFinishParams) (*Job, error)
+	// JobCheckpoint replaces running jobs' checkpoints (a workflow step's
+	// result each) in one transaction, each item under its job's lease:
+	// fenced like JobFinish, and refused with ErrLeaseLost too once the
+	// lease has expired by the store's clock, so that no step is recorded
+	// after the reaper may have taken the job. Each item succeeds or fails
+	// on its own.
+	JobCheckpoint(ctx context.Context, p *JobCheckpointParams) ([]error, error)
 	// JobLeaseRenew extends leases; each item is fenced on its own.
 	JobLeaseRenew(ctx context.Context, p *JobLeaseRenewParams) ([]error, error)
 	// JobListExpiredLeases lists running jobs whose lease has expired, with
@@ -191,6 +198,18 @@ type JobCompleteManyParams struct {
 	EndProbation bool
 }
 
+// JobCheckpointParams is a group of step writes, at most one per job.
+type JobCheckpointParams struct {
+	Items []JobCheckpointItem
+}
+
+// JobCheckpointItem is one step's write: the job's whole checkpoint as it
+// is after the step.
+type JobCheckpointItem struct {
+	JobRef
+	Checkpoint json.RawMessage
+}
+
 type JobLeaseRenewParams struct {
 	Items         []JobRef
 	LeaseDuration time.Duration
@@ -246,6 +265,10 @@ type Fingerprint struct {
 	LastJobID   string            `json:"last_job_id"`
 	// Held counts the fingerprint's jobs in the quarantined state.
 	Held int `json:"held"`
+	// StepCrashes counts the crashes inside workflow steps, by step name,
+	// over (a bounded few of) the fingerprint's crashed jobs: filled by
+	// Control.Quarantine, never by a store.
+	StepCrashes map[string]int `json:"step_crashes,omitempty"`
 }
 
 type FingerprintGetParams struct {

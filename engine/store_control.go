@@ -45,6 +45,14 @@ type ControlStore interface {
 	// *QuarantinedError; an existing NewID is ErrConflict) and marks the
 	// original superseded, with both events, in one transaction.
 	JobRetryWithInput(ctx context.Context, p *JobRetryWithInputParams) (*Job, error)
+	// JobFork inserts a copy of a terminal job (else a *StateError; a
+	// quarantined fingerprint is a *QuarantinedError; an existing NewID,
+	// or an original whose version is no longer Version, is ErrConflict):
+	// same queue, kind, payload, fingerprint, metadata, tags, priority,
+	// attempt budget, schema version and timeout, available now, with
+	// Checkpoint; and writes OriginalCheckpoint on the original, leaving
+	// its state as it is. Both events, one transaction.
+	JobFork(ctx context.Context, p *JobForkParams) (*Job, error)
 
 	// OperationInsert persists a new bulk operation (status pending,
 	// created_at the store's now) and returns it.
@@ -136,6 +144,22 @@ type JobRetryWithInputParams struct {
 	NewID       string
 	Payload     json.RawMessage
 	Fingerprint string
+	// OriginalEvent is written on the original (From and To its state,
+	// Attempt its own); CopyEvent on the copy.
+	OriginalEvent EventWrite
+	CopyEvent     EventWrite
+}
+
+// JobForkParams is a replay from a step (engine.ReplayFromStep).
+type JobForkParams struct {
+	ID string
+	// Version is the original's version the engine planned from.
+	Version int64
+	NewID   string
+	// Checkpoint is the copy's; OriginalCheckpoint replaces the
+	// original's (the fork recorded).
+	Checkpoint         json.RawMessage
+	OriginalCheckpoint json.RawMessage
 	// OriginalEvent is written on the original (From and To its state,
 	// Attempt its own); CopyEvent on the copy.
 	OriginalEvent EventWrite

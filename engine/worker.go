@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -469,6 +470,11 @@ type handlerResult struct {
 	// before, when set, is the store time by which the outcome's write
 	// must land (the reaper's crash charges).
 	before time.Time
+	// reason, when set, replaces the table row's terminal reason
+	// (step_mismatch); checkpoint, when set, is written with the outcome
+	// (step.go).
+	reason     TerminalReason
+	checkpoint json.RawMessage
 }
 
 // execute runs one claimed job to its outcome and writes it.
@@ -527,6 +533,11 @@ func (e *Engine) runHandler(ctx context.Context, r *runState, j *Job) (res handl
 	hj := j.Clone()
 	hj.Payload = payload
 	hj.SchemaVersion = k.Version
+	ctx, wf, early := e.prepareWorkflow(ctx, r, j, k)
+	if early != nil {
+		return *early
+	}
+	defer wf.outcome(&res)
 
 	timeout := j.Timeout
 	if timeout <= 0 {
@@ -635,7 +646,11 @@ func (e *Engine) finishGuarded(ctx context.Context, ref JobRef, j *Job, res hand
 		e.log.Error("no transition", "job", j.ID, "err", err)
 		return
 	}
+	j = e.withPayloadForDeath(ctx, j, row)
 	p := e.finishPlan(ref, j, row, res, actor, reaped)
+	if p.DeadLetter, err = e.deadLetterPlan(j, row, res.message, actor); err != nil {
+		e.log.Error("dead letter not routed", "job", j.ID, "err", err)
+	}
 	written, err := e.finishWithRetry(ctx, p)
 	if err != nil {
 		switch {
@@ -668,6 +683,12 @@ func (e *Engine) finishPlan(ref JobRef, j *Job, row Transition, res handlerResul
 		IfLeaseExpired: reaped, IfWorkerGone: reaped && res.trigger == TriggerCrash, IfBefore: res.before,
 		Finalize: row.To.Terminal(),
 		Counts:   []CountDelta{{Queue: j.Queue, From: StateRunning, To: row.To, N: 1}},
+	}
+	if res.reason != "" {
+		p.Reason = res.reason
+	}
+	if res.checkpoint != nil && row.To != StateDeleted {
+		p.Checkpoint = &CheckpointWrite{Checkpoint: res.checkpoint}
 	}
 	switch row.To {
 	case StateAvailable:

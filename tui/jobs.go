@@ -98,7 +98,7 @@ func newRow(j *engine.Job) *jobRow {
 		job:   slimJob(j),
 		id:    Sanitize(j.ID),
 		queue: Sanitize(j.Queue),
-		kind:  Sanitize(j.Kind),
+		kind:  kindCell(j),
 		att:   strconv.Itoa(j.AttemptShown()) + "/" + strconv.Itoa(j.MaxAttempts),
 		crash: strconv.Itoa(j.CrashAttempt),
 		errs:  len(j.Errors),

@@ -160,6 +160,12 @@ func (m *Model) jobsKey(msg tea.KeyPressMsg) tea.Cmd {
 		return m.selectTab((v.tab + d + n) % n)
 	case km.Matches(msg, keymap.Open):
 		if m.sheet.open {
+			if id := m.sheet.linkAtTop(); id != "" {
+				// On a link: follow it (steps.go); the cursor's job
+				// comes back when the cursor moves.
+				m.sheet.reset(id)
+				return m.loadDetail(id, false)
+			}
 			m.sheet.open = false
 			return nil
 		}

@@ -149,7 +149,7 @@ func (m *Model) screenBody(w, h int) []string {
 			return []cell{
 				{Sanitize(fp.Fingerprint), t.Cell}, {Sanitize(fp.Kind), t.Row}, {string(fp.Status), st},
 				{fmt.Sprint(fp.Crashes), t.WarnText}, {age(now, fp.Since), t.Cell},
-				{commas(int64(fp.Held)), t.Row}, {Sanitize(fp.LastError), t.ErrorText},
+				{commas(int64(fp.Held)), t.Row}, {stepCrashText(fp) + Sanitize(fp.LastError), t.ErrorText},
 			}
 		}, w, h, "no quarantined fingerprints")
 	case scrOperations:

@@ -42,6 +42,18 @@ type sheetView struct {
 	scrollBefore int
 	// jumpToPayload scrolls to the payload once it has arrived.
 	jumpToPayload bool
+	// links are the jobs the links section names, from linksAt (its
+	// heading's line; 0 when there is none): enter follows the one on
+	// the sheet's top line (steps.go).
+	links   []sheetLink
+	linksAt int
+	// linkFocus: ] landed on the links section (even where the end of
+	// the sheet holds the scroll short of it); any other move clears it.
+	linkFocus bool
+	// focusSec is the section ] or [ went to last (-1 none), and
+	// focusScroll the scroll it left; maxScroll is the most the sheet
+	// scrolls, as last drawn.
+	focusSec, focusScroll, maxScroll int
 }
 
 func (s *sheetView) invalidate() { s.infoOK = false }
@@ -54,6 +66,8 @@ func (s *sheetView) reset(id string) {
 	s.jumpToPayload = false
 	s.scroll, s.scrollBefore = 0, 0
 	s.stale = false
+	s.linkFocus = false
+	s.focusSec, s.maxScroll = -1, -1
 	s.invalidate()
 }
 
@@ -135,7 +149,8 @@ func (m *Model) sheetBody(w, h int) []string {
 	if m.sheet.showPayload {
 		total += len(m.sheet.payload)
 	}
-	m.sheet.scroll = min(m.sheet.scroll, max(total-h, 0))
+	m.sheet.maxScroll = max(total-h, 0)
+	m.sheet.scroll = min(m.sheet.scroll, m.sheet.maxScroll)
 	m.sheet.scroll = max(m.sheet.scroll, 0)
 	rule := t.Border.Render("│")
 	out := make([]string, 0, h)
@@ -322,27 +337,44 @@ func (m *Model) sheetInfo(w int) []string {
 			add(colorJSONLine(clipPlain(l, w), t))
 		}
 	}
+	var cp *engine.Checkpoint
 	if len(j.Checkpoint) > 0 && string(j.Checkpoint) != "null" {
-		section("checkpoint")
-		lines := prettyJSONLines(j.Checkpoint)
-		for i, l := range lines {
-			if i == 30 {
-				add(t.Muted.Render(fmt.Sprintf("… %d more lines", len(lines)-30)))
-				break
+		if c, err := engine.ParseCheckpoint(j.Checkpoint); err == nil {
+			cp = &c
+			if len(c.Steps) > 0 || j.State == engine.StateRunning {
+				section(fmt.Sprintf("steps (%d)", len(c.Steps)))
+				for _, l := range m.stepLines(j, cp, w) {
+					add(l)
+				}
 			}
-			add(colorJSONLine(clipPlain(l, w), t))
+		} else {
+			section("checkpoint")
+			lines := prettyJSONLines(j.Checkpoint)
+			for i, l := range lines {
+				if i == 30 {
+					add(t.Muted.Render(fmt.Sprintf("… %d more lines", len(lines)-30)))
+					break
+				}
+				add(colorJSONLine(clipPlain(l, w), t))
+			}
 		}
 	}
-	if j.DeadLetterOf != "" || j.RetryOf != "" || j.SupersededBy != "" {
+	s.links = sheetLinks(s.detail, cp)
+	s.linksAt = 0
+	if len(s.links) > 0 {
 		section("links")
-		if j.DeadLetterOf != "" {
-			field("dead letter of", Sanitize(j.DeadLetterOf))
+		s.linksAt = len(out) - 1
+		for _, l := range s.links {
+			v := Sanitize(l.id)
+			if l.note != "" {
+				v += " · " + l.note
+			}
+			field(l.label, v)
 		}
-		if j.RetryOf != "" {
-			field("retry of", Sanitize(j.RetryOf))
-		}
-		if j.SupersededBy != "" {
-			field("superseded by", Sanitize(j.SupersededBy))
+		if k := m.km.B(keymap.Open).Help().Key; k != "" && s.linkFocus {
+			add(t.InfoText.Render(k + " follows " + Sanitize(s.links[0].id)))
+		} else if k := m.km.B(keymap.NextSection).Help().Key; k != "" {
+			add(t.Muted.Render(k + " to here, then " + m.km.B(keymap.Open).Help().Key + " follows the first link"))
 		}
 	}
 
@@ -381,25 +413,42 @@ func (m *Model) eventStyle(k engine.EventKind) lipgloss.Style {
 }
 
 // jumpSection scrolls the sheet to the next (d > 0) or the previous
-// section's heading.
+// section's heading. The section it went to stays the current one while
+// the scroll is where the jump left it, so ] goes on through the sections
+// at the end of the sheet, which the end holds short of the top.
 func (s *sheetView) jumpSection(d int) {
-	if d > 0 {
-		for _, at := range s.sections {
-			if at > s.scroll {
-				s.scroll = at
-				return
-			}
+	was := s.linkFocus
+	defer func() {
+		if s.linkFocus != was {
+			s.invalidate()
 		}
+	}()
+	s.linkFocus = false
+	if len(s.sections) == 0 {
 		return
 	}
-	to := 0
-	for _, at := range s.sections {
-		if at >= s.scroll {
-			break
+	cur := -1
+	for i, at := range s.sections {
+		if at <= s.scroll {
+			cur = i
 		}
-		to = at
 	}
-	s.scroll = to
+	if s.focusSec >= 0 && s.scroll == s.focusScroll {
+		cur = s.focusSec
+	}
+	next := cur + d
+	if next < 0 {
+		s.scroll, s.focusSec = 0, -1
+		return
+	}
+	next = min(next, len(s.sections)-1)
+	at := s.sections[next]
+	s.scroll = at
+	if s.maxScroll >= 0 {
+		s.scroll = min(at, s.maxScroll)
+	}
+	s.focusSec, s.focusScroll = next, s.scroll
+	s.linkFocus = s.linksAt > 0 && at == s.linksAt
 }
 
 // shortFP shows the start of a fingerprint: enough to tell them apart.

@@ -409,6 +409,10 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 		return m.editorDone(msg)
 	case editSavedMsg:
 		return m.editSaved(msg)
+	case replayPreviewMsg:
+		return m.replayPreviewed(msg)
+	case replayDoneMsg:
+		return m.replayDone(msg)
 	}
 	return nil
 }

@@ -107,6 +107,8 @@ func checks() []check {
 		{name: "UnfinishedReleasedUncharged", fn: testShutdownRelease},
 		{name: "FinishedWithinBoundCompletes", fn: testShutdownDrain},
 	})
+	add("Workflow", workflowChecks())
+	add("DeadLetter", deadLetterChecks())
 	add("Plans", planChecks())
 	add("Control", controlChecks())
 	add("ControlStore", controlStoreChecks())

@@ -30,6 +30,8 @@ func controlChecks() []check {
 		{name: "CancelAndDelete", fn: testControlCancelDelete},
 		{name: "UpdatePayload", fn: testControlUpdatePayload},
 		{name: "RetryWithInput", fn: testControlRetryWithInput},
+		{name: "ReplayFromStep", fn: testControlReplay},
+		{name: "QuarantineCountsCrashesPerStep", fn: testControlQuarantineStepCrashes},
 		{name: "Apply", fn: testControlApply},
 		{name: "BulkDryRunAndRun", fn: testControlBulk},
 		{name: "BulkLeavesLaterDeathsAlone", fn: testControlBulkLaterDeaths},

@@ -190,9 +190,6 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 	if p.To == engine.StateRunning || (p.To != engine.StateDeleted && !p.To.Valid()) {
 		return nil, fmt.Errorf("finish job %s: %w: cannot go to %q", p.ID, engine.ErrInvalidTransition, p.To)
 	}
-	if p.DeadLetter != nil || p.Checkpoint != nil {
-		return nil, fmt.Errorf("finish job %s: %w: dead-letter routes and checkpoints are not written by this store yet", p.ID, engine.ErrUnsupported)
-	}
 	var out *engine.Job
 	err := s.writeTx(ctx, func(tx *wtx) error {
 		out = nil
@@ -272,6 +269,9 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 			es := string(b)
 			newErrs, lastErr, pattern = &es, &p.Error.LastError, &p.Error.Pattern
 		}
+		if err := finishCheckpoint(ctx, tx, p); err != nil {
+			return err
+		}
 		j, err := scanJob(tx.QueryRow(ctx, tx.q(sqlFinishUpdate), p.ID, string(p.To), attemptCharge, crashCharge,
 			scheduled, finalized, string(p.Reason), newErrs, nowNs, lastErr, pattern))
 		if err != nil {
@@ -299,12 +299,23 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 				}
 			}
 		}
+		dlq, err := finishDeadLetter(ctx, tx, p, counts)
+		if err != nil {
+			return err
+		}
 		out = j
 		if err := s.applyCounts(ctx, tx, counts); err != nil {
 			return err
 		}
+		woke := map[string]bool{}
 		if p.To == engine.StateAvailable {
-			return s.notifyQueues(ctx, tx, map[string]bool{j.Queue: true})
+			woke[j.Queue] = true
+		}
+		if dlq != "" {
+			woke[dlq] = true
+		}
+		if len(woke) > 0 {
+			return s.notifyQueues(ctx, tx, woke)
 		}
 		return nil
 	})

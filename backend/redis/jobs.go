@@ -264,9 +264,6 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 	if p.To == engine.StateRunning || (p.To != engine.StateDeleted && !p.To.Valid()) {
 		return nil, fmt.Errorf("finish job %s: %w: cannot go to %q", p.ID, engine.ErrInvalidTransition, p.To)
 	}
-	if p.DeadLetter != nil || p.Checkpoint != nil {
-		return nil, fmt.Errorf("finish job %s: %w: dead-letter routes and checkpoints are not written by this store yet", p.ID, engine.ErrUnsupported)
-	}
 	ifBefore := ""
 	if !p.IfBefore.IsZero() {
 		ifBefore = tstr(p.IfBefore)
@@ -309,6 +306,7 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 				"h_kind", string(h.Event.Kind), "h_actor", h.Event.Actor, "h_msg", h.Event.Message)
 		}
 	}
+	a = append(a, finishWorkflowArgs(p)...)
 	v, err := s.run(ctx, "finish job "+p.ID, luaFinish, a...)
 	if err != nil {
 		if r, ok := asRefusal(err); ok && r.code == "LEASE" {

@@ -491,6 +491,7 @@ if A.err == '1' then
   end
   J.le = A.err_le; J.ep = A.err_ep
 end
+if A.cp == '1' then J.cp = A.cp_v end
 J.lid = ''; J.lw = ''; J.lx = ''
 J.sca = NOW
 bump(J)
@@ -533,6 +534,7 @@ if A.fp == '1' then
     end
   end
 end
+` + luaFinishWorkflow + `
 return out(J, true)
 `)
 

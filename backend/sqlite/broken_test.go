@@ -62,6 +62,15 @@ var brokenStores = map[string]struct {
 		wrap:   func(s *sqlite.Store) engine.Store { return ownWordsStore{s} },
 		checks: []string{"Plans/SentinelTextsInEveryPlan"},
 	},
+	"unfenced-checkpoint": {
+		wrap:   func(s *sqlite.Store) engine.Store { return unfencedCheckpointStore{s} },
+		checks: []string{"Workflow/ZombieStopsAtNextStepNotRecorded", "Workflow/CheckpointGroupEachItemFenced"},
+	},
+	"unrouted": {
+		wrap: func(s *sqlite.Store) engine.Store { return unroutedStore{s} },
+		checks: []string{"DeadLetter/WrittenWithTheDeathOrNotAtAll", "DeadLetter/PerKindRuleBeatsDefaultNoTagsOnDeadOnce",
+			"DeadLetter/RedrivenDeathRetriesExistingDeadLetter", "DeadLetter/QuarantineTripperRouted"},
+	},
 }
 
 func TestConformanceCatchesBrokenStores(t *testing.T) {

@@ -207,11 +207,12 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 	if p.To == engine.StateRunning || (p.To != engine.StateDeleted && !p.To.Valid()) {
 		return nil, fmt.Errorf("finish job %s: %w: cannot go to %q", p.ID, engine.ErrInvalidTransition, p.To)
 	}
-	if p.DeadLetter != nil || p.Checkpoint != nil {
-		return nil, fmt.Errorf("finish job %s: %w: dead-letter routes and checkpoints are not written by this store yet", p.ID, engine.ErrUnsupported)
-	}
 	st, err := s.stmts(ctx, sqlFinishRead, sqlFinishDelete, sqlFinishUpdate, sqlInsertEvent,
 		sqlQuarantine, sqlHoldStates, sqlHold, sqlCountCrash, sqlWorkerAlive)
+	if err != nil {
+		return nil, err
+	}
+	wst, err := s.stmts(ctx, finishWorkflowStmts...)
 	if err != nil {
 		return nil, err
 	}
@@ -292,6 +293,9 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 			newErrs = string(b)
 			lastErr, pattern = p.Error.LastError, p.Error.Pattern
 		}
+		if err := finishCheckpoint(ctx, tx, wst, p); err != nil {
+			return err
+		}
 		j, err := scanJob(tx.StmtContext(ctx, st[2]).QueryRowContext(ctx, p.ID, string(p.To), attemptCharge, crashCharge,
 			scheduled, finalized, string(p.Reason), newErrs, nowNs, lastErr, pattern))
 		if err != nil {
@@ -319,6 +323,9 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 					return fmt.Errorf("sqlite: finish job %s: hold: %w", p.ID, err)
 				}
 			}
+		}
+		if err := finishDeadLetter(ctx, tx, wst, p, counts, nowNs); err != nil {
+			return err
 		}
 		out = j
 		return s.applyCounts(ctx, tx, counts)

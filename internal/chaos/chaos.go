@@ -94,6 +94,11 @@ func RegisterRecording(rec *Recorder) func(*engine.Engine) error {
 				return fmt.Errorf("chaos: %w", err)
 			}
 		}
+		for _, k := range workflowKinds() {
+			if err := e.Register(k); err != nil {
+				return fmt.Errorf("chaos: %w", err)
+			}
+		}
 		return nil
 	}
 }

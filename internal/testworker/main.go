@@ -6,8 +6,8 @@
 //	testworker worker --store sqlite://FILE --queues chaos ...
 //	testworker chaos --store URL --duration D --seed S ...   (the harness)
 //
-// `worker` is sluice's own worker command, unless --record FILE or
-// --defeat-fencing is given: then it is this binary's worker (worker.go),
+// `worker` is sluice's own worker command, unless --record FILE,
+// --defeat-fencing or --fault is given: then it is this binary's worker (worker.go),
 // which takes the same flags, wraps its store in the chaos witness (each
 // claim, completion and finish recorded in the side table FILE, with
 // whether the store accepted it) and, with --defeat-fencing, defeats
@@ -45,7 +45,7 @@ func main() {
 func witnessed(args []string) bool {
 	for _, a := range args {
 		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if strings.HasPrefix(a, "-") && (name == "record" || name == "defeat-fencing") {
+		if strings.HasPrefix(a, "-") && (name == "record" || name == "defeat-fencing" || name == "fault") {
 			return true
 		}
 	}

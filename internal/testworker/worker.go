@@ -24,6 +24,7 @@ func runWorker(args []string) int {
 	fs := pflag.NewFlagSet("testworker worker", pflag.ContinueOnError)
 	var (
 		storeURL, queues, workerID, record string
+		fault                              string
 		concurrency, crashLimit            int
 		lease, heartbeat, poll, maint      time.Duration
 		crashBackoff, shutdownTimeout      time.Duration
@@ -43,13 +44,14 @@ func runWorker(args []string) int {
 	fs.DurationVar(&crashBackoff, "crash-backoff", 0, "fixed delay before a crashed job runs again (0: the engine's default)")
 	fs.DurationVar(&shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long running jobs get to finish at shutdown")
 	fs.StringVar(&record, "record", "", "side table (a SQLite file) for the chaos witness")
+	fs.StringVar(&fault, "fault", "", "TEST ONLY: kill the process around a routed death's write ("+faultBeforeDeadLetter+" or "+faultAfterDeadLetter+")")
 	fs.BoolVar(&defeat, "defeat-fencing", false, "TEST ONLY: rewrite every lease reference to the job's current lease")
 	lo.AddFlags(fs, "log file (default stderr)")
 	if err := fs.Parse(args); err != nil {
 		fmt.Fprintln(os.Stderr, "testworker worker:", err)
 		return 2
 	}
-	if err := work(storeURL, queues, workerID, record, concurrency, crashLimit, lease, heartbeat, poll, maint,
+	if err := work(storeURL, queues, workerID, record, fault, concurrency, crashLimit, lease, heartbeat, poll, maint,
 		crashBackoff, shutdownTimeout, noMaintenance, defeat, &lo); err != nil {
 		fmt.Fprintln(os.Stderr, "testworker worker:", err)
 		return 1
@@ -57,11 +59,11 @@ func runWorker(args []string) int {
 	return 0
 }
 
-func work(storeURL, queues, workerID, record string, concurrency, crashLimit int,
+func work(storeURL, queues, workerID, record, fault string, concurrency, crashLimit int,
 	lease, heartbeat, poll, maint, crashBackoff, shutdownTimeout time.Duration,
 	noMaintenance, defeat bool, lo *cliutil.LogOptions) error {
 	if record == "" {
-		return fmt.Errorf("--defeat-fencing needs --record FILE")
+		return fmt.Errorf("--defeat-fencing and --fault need --record FILE")
 	}
 	log, closeLog, err := lo.Logger(os.Stderr)
 	if err != nil {
@@ -104,7 +106,11 @@ func work(storeURL, queues, workerID, record string, concurrency, crashLimit int
 		return err
 	}
 	defer store.Close()
-	e, err := engine.New(chaos.Witness(store, rec, workerID, defeat), cfg)
+	faulty, err := withFault(chaos.Witness(store, rec, workerID, defeat), fault)
+	if err != nil {
+		return err
+	}
+	e, err := engine.New(faulty, cfg)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,222 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Workflows: step checkpoints under the lease, the dead-letter route
+// written with a death, and the replay of a job from a step.
+
+var (
+	// $1 ids, $2 lease ids, $3 fences, $4 checkpoints. A lease that has
+	// expired no longer records steps: the reaper may take the job.
+	sqlCheckpoint = `UPDATE {s}.jobs j SET checkpoint = i.cp::jsonb, version = j.version + 1
+	FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) AS i(id, lease_id, fence, cp)
+	WHERE j.id = ANY($1::text[]) AND j.id = i.id AND j.lease_id = i.lease_id AND j.fence = i.fence
+		AND j.state = 'running' AND j.lease_expires_at >= ` + sqlNow + `
+	RETURNING j.id, j.fence, j.lease_id`
+	sqlSetCheckpoint  = `UPDATE {s}.jobs SET checkpoint = $2::jsonb WHERE id = $1`
+	sqlDeadLetterRead = `SELECT state, attempt FROM {s}.jobs WHERE id = $1 FOR UPDATE`
+	// $1 id, $2 queue, $3 kind, $4 payload, $5 schema version, $6
+	// metadata, $7 priority, $8 state, $9 max attempts, $10 fingerprint,
+	// $11 scheduled_at, $12 deadline, $13 timeout, $14 now, $15
+	// dead_letter_of.
+	sqlDeadLetterInsert = `INSERT INTO {s}.jobs (id, queue, kind, payload, schema_version, metadata, tags, priority, state,
+		max_attempts, fingerprint, scheduled_at, deadline, timeout_ns, created_at, state_changed_at, dead_letter_of)
+	VALUES ($1, $2, $3, $4::jsonb, $5, $6::jsonb, '{}', $7, $8, $9, $10, $11, $12, $13, $14, $14, $15)`
+	// $1 id, $2 payload, $3 fingerprint, $4 now, $5 dead_letter_of.
+	sqlDeadLetterRetry = `UPDATE {s}.jobs SET state = 'available', payload = $2::jsonb, fingerprint = $3,
+		scheduled_at = $4, state_changed_at = $4, finalized_at = NULL, terminal_reason = '',
+		max_attempts = greatest(max_attempts, attempt + 1), dead_letter_of = $5, version = version + 1
+	WHERE id = $1
+	RETURNING queue`
+	// $1 original, $2 the copy's id, $3 now, $4 the copy's checkpoint.
+	sqlInsertForkCopy = `INSERT INTO {s}.jobs (id, queue, kind, payload, schema_version, metadata, tags, priority,
+		state, max_attempts, fingerprint, scheduled_at, timeout_ns, created_at, state_changed_at, checkpoint)
+	SELECT $2, queue, kind, payload, schema_version, metadata, tags, priority,
+		'available', max_attempts, fingerprint, $3, timeout_ns, $3, $3, $4::jsonb
+	FROM {s}.jobs WHERE id = $1
+	ON CONFLICT (id) DO NOTHING`
+	sqlForkOriginal = `UPDATE {s}.jobs SET checkpoint = $2::jsonb, version = version + 1 WHERE id = $1`
+)
+
+// JobCheckpoint replaces running jobs' checkpoints under their leases, in
+// one statement; each item is fenced on its own.
+func (s *Store) JobCheckpoint(ctx context.Context, p *engine.JobCheckpointParams) ([]error, error) {
+	out := make([]error, len(p.Items))
+	if len(p.Items) == 0 {
+		return out, nil
+	}
+	n := len(p.Items)
+	ids, leases, fences, cps := make([]string, n), make([]string, n), make([]int64, n), make([]string, n)
+	for i, it := range p.Items {
+		ids[i], leases[i], fences[i], cps[i] = it.ID, it.LeaseID, it.Fence, string(it.Checkpoint)
+	}
+	written := map[refKey]bool{}
+	err := s.single(ctx, func(q querier) error {
+		clear(written)
+		rows, err := q.Query(ctx, s.sql(sqlCheckpoint), ids, leases, fences, cps)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k refKey
+			if err := rows.Scan(&k.id, &k.fence, &k.lease); err != nil {
+				return err
+			}
+			written[k] = true
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: checkpoint jobs: %w", err)
+	}
+	for i, it := range p.Items {
+		if !written[refKey{it.ID, it.LeaseID, it.Fence}] {
+			out[i] = fmt.Errorf("checkpoint job %s: %w", it.ID, engine.ErrLeaseLost)
+		}
+	}
+	return out, nil
+}
+
+// finishCheckpoint writes a finish plan's checkpoint, before the row's
+// update so that the job it returns carries it.
+func finishCheckpoint(ctx context.Context, tx *wtx, p *engine.JobFinishParams) error {
+	if p.Checkpoint == nil {
+		return nil
+	}
+	var cp *string
+	if len(p.Checkpoint.Checkpoint) > 0 {
+		v := string(p.Checkpoint.Checkpoint)
+		cp = &v
+	}
+	if _, err := tx.Exec(ctx, tx.q(sqlSetCheckpoint), p.ID, cp); err != nil {
+		return fmt.Errorf("postgres: finish job %s: checkpoint: %w", p.ID, err)
+	}
+	return nil
+}
+
+// finishDeadLetter applies a finish plan's dead-letter route in the
+// death's transaction: insert the dead-letter job, or retry it when it
+// exists and is terminal. It returns the queue that got work ("" none).
+func finishDeadLetter(ctx context.Context, tx *wtx, p *engine.JobFinishParams, counts countDeltas) (string, error) {
+	d := p.DeadLetter
+	if d == nil || d.Job == nil {
+		return "", nil
+	}
+	jp := d.Job
+	var state string
+	var attempt int
+	err := tx.QueryRow(ctx, tx.q(sqlDeadLetterRead), jp.ID).Scan(&state, &attempt)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		st := engine.StateAvailable
+		if jp.Delay > 0 {
+			st = engine.StateScheduled
+		}
+		var meta *string
+		if len(jp.Metadata) > 0 {
+			m := string(jp.Metadata)
+			meta = &m
+		}
+		var deadline *int64
+		if jp.Deadline != nil {
+			v := jp.Deadline.UnixNano()
+			deadline = &v
+		}
+		if _, err := tx.Exec(ctx, tx.q(sqlDeadLetterInsert), jp.ID, jp.Queue, jp.Kind, string(jp.Payload), jp.SchemaVersion,
+			meta, jp.Priority, string(st), jp.MaxAttempts, jp.Fingerprint, tx.nowNs+int64(jp.Delay), deadline,
+			int64(jp.Timeout), tx.nowNs, p.ID); err != nil {
+			return "", fmt.Errorf("postgres: finish job %s: insert dead letter %s: %w", p.ID, jp.ID, err)
+		}
+		counts.move(jp.Queue, "", st, 1)
+		if st == engine.StateAvailable {
+			return jp.Queue, nil
+		}
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("postgres: finish job %s: read dead letter %s: %w", p.ID, jp.ID, err)
+	}
+	if !engine.State(state).Terminal() {
+		return "", nil
+	}
+	var queue string
+	if err := tx.QueryRow(ctx, tx.q(sqlDeadLetterRetry), jp.ID, string(jp.Payload), jp.Fingerprint, tx.nowNs, p.ID).Scan(&queue); err != nil {
+		return "", fmt.Errorf("postgres: finish job %s: retry dead letter %s: %w", p.ID, jp.ID, err)
+	}
+	counts.move(queue, engine.State(state), engine.StateAvailable, 1)
+	ev := d.RetryEvent
+	if _, err := tx.Exec(ctx, tx.q(sqlInsertEvent), jp.ID, string(ev.Kind), tx.nowNs, ev.Actor,
+		state, string(engine.StateAvailable), attempt, ev.Message); err != nil {
+		return "", fmt.Errorf("postgres: finish job %s: retry dead letter %s: event: %w", p.ID, jp.ID, err)
+	}
+	return queue, nil
+}
+
+// JobFork inserts the replay of a terminal job from a step and records the
+// fork on the original, in one transaction.
+func (s *Store) JobFork(ctx context.Context, p *engine.JobForkParams) (*engine.Job, error) {
+	var out *engine.Job
+	err := s.writeTx(ctx, func(tx *wtx) error {
+		r, err := readActionRow(ctx, tx, p.ID)
+		if err != nil {
+			return err
+		}
+		if !r.state.Terminal() {
+			return &engine.StateError{Action: "replay from step", ID: p.ID, State: r.state, Allowed: engine.TerminalStates()}
+		}
+		if r.version != p.Version {
+			return fmt.Errorf("replay job %s: %w: it changed since it was read (version %d, now %d)", p.ID, engine.ErrConflict, p.Version, r.version)
+		}
+		if r.fingerprint != "" {
+			var q bool
+			if err := tx.QueryRow(ctx, tx.q(sqlIsQuarantined), r.fingerprint).Scan(&q); err != nil {
+				return fmt.Errorf("postgres: replay job %s: %w", p.ID, err)
+			}
+			if q {
+				return &engine.QuarantinedError{Verb: "replay", ID: p.ID, Fingerprint: r.fingerprint}
+			}
+		}
+		tag, err := tx.Exec(ctx, tx.q(sqlInsertForkCopy), p.ID, p.NewID, tx.nowNs, string(p.Checkpoint))
+		if err != nil {
+			return fmt.Errorf("postgres: replay job %s: %w", p.ID, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("replay job %s: %w: job %s exists", p.ID, engine.ErrConflict, p.NewID)
+		}
+		if _, err := tx.Exec(ctx, tx.q(sqlForkOriginal), p.ID, string(p.OriginalCheckpoint)); err != nil {
+			return fmt.Errorf("postgres: replay job %s: %w", p.ID, err)
+		}
+		if _, err := tx.Exec(ctx, tx.q(sqlInsertEvent), p.ID, string(p.OriginalEvent.Kind), tx.nowNs, p.OriginalEvent.Actor,
+			string(r.state), string(r.state), r.attempt, p.OriginalEvent.Message); err != nil {
+			return fmt.Errorf("postgres: replay job %s: event: %w", p.ID, err)
+		}
+		if _, err := tx.Exec(ctx, tx.q(sqlInsertEvent), p.NewID, string(p.CopyEvent.Kind), tx.nowNs, p.CopyEvent.Actor,
+			"", string(p.CopyEvent.To), 0, p.CopyEvent.Message); err != nil {
+			return fmt.Errorf("postgres: replay job %s: event: %w", p.ID, err)
+		}
+		j, err := scanJob(tx.QueryRow(ctx, tx.q(sqlGetJob), p.NewID))
+		if err != nil {
+			return fmt.Errorf("postgres: replay job %s: %w", p.ID, err)
+		}
+		counts := countDeltas{}
+		counts.move(j.Queue, "", engine.StateAvailable, 1)
+		out = j
+		tx.keep(j)
+		if err := s.applyCounts(ctx, tx, counts); err != nil {
+			return err
+		}
+		return s.notifyQueues(ctx, tx, map[string]bool{j.Queue: true})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,87 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+const (
+	// ?1 original, ?2 the copy's id, ?3 now, ?4 the copy's checkpoint.
+	sqlInsertForkCopy = `INSERT INTO jobs (id, queue, kind, payload, schema_version, metadata, tags, priority,
+		state, max_attempts, fingerprint, scheduled_at, timeout_ns, created_at, state_changed_at, checkpoint)
+	SELECT ?2, queue, kind, payload, schema_version, metadata, tags, priority,
+		'available', max_attempts, fingerprint, ?3, timeout_ns, ?3, ?3, ?4
+	FROM jobs WHERE id = ?1
+	ON CONFLICT (id) DO NOTHING`
+	// ?1 original, ?2 its checkpoint with the fork.
+	sqlForkOriginal = `UPDATE jobs SET checkpoint = ?2, version = version + 1 WHERE id = ?1`
+)
+
+// JobFork inserts the replay of a terminal job from a step and records the
+// fork on the original, in one transaction.
+func (s *Store) JobFork(ctx context.Context, p *engine.JobForkParams) (*engine.Job, error) {
+	st, err := s.stmts(ctx, sqlActionRead, sqlIsQuarantined, sqlInsertForkCopy, sqlForkOriginal, sqlInsertEvent, sqlGetJob)
+	if err != nil {
+		return nil, err
+	}
+	var out *engine.Job
+	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
+		r, err := readActionRow(ctx, tx.StmtContext(ctx, st[0]), p.ID)
+		if err != nil {
+			return err
+		}
+		if !r.state.Terminal() {
+			return &engine.StateError{Action: "replay from step", ID: p.ID, State: r.state, Allowed: engine.TerminalStates()}
+		}
+		if r.version != p.Version {
+			return fmt.Errorf("replay job %s: %w: it changed since it was read (version %d, now %d)", p.ID, engine.ErrConflict, p.Version, r.version)
+		}
+		if r.fingerprint != "" {
+			var q bool
+			if err := tx.StmtContext(ctx, st[1]).QueryRowContext(ctx, r.fingerprint).Scan(&q); err != nil {
+				return fmt.Errorf("sqlite: replay job %s: %w", p.ID, err)
+			}
+			if q {
+				return &engine.QuarantinedError{Verb: "replay", ID: p.ID, Fingerprint: r.fingerprint}
+			}
+		}
+		nowNs := now.UnixNano()
+		res, err := tx.StmtContext(ctx, st[2]).ExecContext(ctx, p.ID, p.NewID, nowNs, textOrNull(p.Checkpoint))
+		if err != nil {
+			return fmt.Errorf("sqlite: replay job %s: %w", p.ID, err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("sqlite: replay job %s: %w", p.ID, err)
+		} else if n == 0 {
+			return fmt.Errorf("replay job %s: %w: job %s exists", p.ID, engine.ErrConflict, p.NewID)
+		}
+		if _, err := tx.StmtContext(ctx, st[3]).ExecContext(ctx, p.ID, textOrNull(p.OriginalCheckpoint)); err != nil {
+			return fmt.Errorf("sqlite: replay job %s: %w", p.ID, err)
+		}
+		ev := tx.StmtContext(ctx, st[4])
+		if _, err := ev.ExecContext(ctx, p.ID, string(p.OriginalEvent.Kind), nowNs, p.OriginalEvent.Actor,
+			string(r.state), string(r.state), r.attempt, p.OriginalEvent.Message); err != nil {
+			return fmt.Errorf("sqlite: replay job %s: event: %w", p.ID, err)
+		}
+		if _, err := ev.ExecContext(ctx, p.NewID, string(p.CopyEvent.Kind), nowNs, p.CopyEvent.Actor,
+			"", string(p.CopyEvent.To), 0, p.CopyEvent.Message); err != nil {
+			return fmt.Errorf("sqlite: replay job %s: event: %w", p.ID, err)
+		}
+		j, err := scanJob(tx.StmtContext(ctx, st[5]).QueryRowContext(ctx, p.NewID))
+		if err != nil {
+			return fmt.Errorf("sqlite: replay job %s: %w", p.ID, err)
+		}
+		counts := countDeltas{}
+		counts.move(j.Queue, "", engine.StateAvailable, 1)
+		out = j
+		tx.keep(j)
+		return s.applyCounts(ctx, tx, counts)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,136 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Workflows: step checkpoints under the lease, and the dead-letter route
+// written with a death.
+
+const (
+	// ?1 id, ?2 lease id, ?3 fence, ?4 now, ?5 checkpoint. A lease that
+	// has expired no longer records steps: the reaper may take the job.
+	sqlCheckpoint = `UPDATE jobs SET checkpoint = ?5, version = version + 1
+	WHERE id = ?1 AND lease_id = ?2 AND fence = ?3 AND state = 'running' AND lease_expires_at >= ?4`
+	sqlSetCheckpoint  = `UPDATE jobs SET checkpoint = ?2 WHERE id = ?1`
+	sqlDeadLetterRead = `SELECT state, attempt FROM jobs WHERE id = ?`
+	// As sqlInsertJob, with dead_letter_of (?16).
+	sqlDeadLetterInsert = `INSERT INTO jobs (id, queue, kind, payload, schema_version, metadata, tags, priority, state,
+		max_attempts, fingerprint, scheduled_at, deadline, timeout_ns, created_at, state_changed_at,
+		checkpoint, dead_letter_of, retry_of)
+	VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, NULL, ?16, '')`
+	// ?1 id, ?2 payload, ?3 fingerprint, ?4 now, ?5 dead_letter_of.
+	sqlDeadLetterRetry = `UPDATE jobs SET state = 'available', payload = ?2, fingerprint = ?3,
+		scheduled_at = ?4, state_changed_at = ?4, finalized_at = NULL, terminal_reason = '',
+		max_attempts = max(max_attempts, attempt + 1), dead_letter_of = ?5, version = version + 1
+	WHERE id = ?1
+	RETURNING queue`
+)
+
+// JobCheckpoint replaces running jobs' checkpoints under their leases, in
+// one transaction; each item is fenced on its own.
+func (s *Store) JobCheckpoint(ctx context.Context, p *engine.JobCheckpointParams) ([]error, error) {
+	out := make([]error, len(p.Items))
+	if len(p.Items) == 0 {
+		return out, nil
+	}
+	st, err := s.stmts(ctx, sqlCheckpoint)
+	if err != nil {
+		return nil, err
+	}
+	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
+		up := tx.StmtContext(ctx, st[0])
+		for i, it := range p.Items {
+			r, err := up.ExecContext(ctx, it.ID, it.LeaseID, it.Fence, now.UnixNano(), string(it.Checkpoint))
+			if err != nil {
+				return fmt.Errorf("sqlite: checkpoint job %s: %w", it.ID, err)
+			}
+			n, err := r.RowsAffected()
+			if err != nil {
+				return fmt.Errorf("sqlite: checkpoint job %s: %w", it.ID, err)
+			}
+			out[i] = nil
+			if n == 0 {
+				out[i] = fmt.Errorf("checkpoint job %s: %w", it.ID, engine.ErrLeaseLost)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// finishWorkflowStmts are the statements finishCheckpoint and
+// finishDeadLetter use, in that order.
+var finishWorkflowStmts = []string{sqlSetCheckpoint, sqlDeadLetterRead, sqlDeadLetterInsert, sqlDeadLetterRetry, sqlInsertEvent}
+
+// finishCheckpoint writes a finish plan's checkpoint, before the row's
+// update so that the job it returns carries it.
+func finishCheckpoint(ctx context.Context, tx *wtx, st []*sql.Stmt, p *engine.JobFinishParams) error {
+	if p.Checkpoint == nil {
+		return nil
+	}
+	if _, err := tx.StmtContext(ctx, st[0]).ExecContext(ctx, p.ID, textOrNull(p.Checkpoint.Checkpoint)); err != nil {
+		return fmt.Errorf("sqlite: finish job %s: checkpoint: %w", p.ID, err)
+	}
+	return nil
+}
+
+// finishDeadLetter applies a finish plan's dead-letter route in the
+// death's transaction: insert the dead-letter job, or retry it when it
+// exists and is terminal.
+func finishDeadLetter(ctx context.Context, tx *wtx, st []*sql.Stmt, p *engine.JobFinishParams, counts countDeltas, nowNs int64) error {
+	d := p.DeadLetter
+	if d == nil || d.Job == nil {
+		return nil
+	}
+	jp := d.Job
+	var state string
+	var attempt int
+	err := tx.StmtContext(ctx, st[1]).QueryRowContext(ctx, jp.ID).Scan(&state, &attempt)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		tags := "[]"
+		if len(jp.Tags) > 0 {
+			tags = jsonStrings(jp.Tags)
+		}
+		due := nowNs + int64(jp.Delay)
+		st8 := engine.StateAvailable
+		if jp.Delay > 0 {
+			st8 = engine.StateScheduled
+		}
+		if _, err := tx.StmtContext(ctx, st[2]).ExecContext(ctx,
+			jp.ID, jp.Queue, jp.Kind, string(jp.Payload), jp.SchemaVersion,
+			textOrNull(jp.Metadata), tags, jp.Priority, string(st8),
+			jp.MaxAttempts, jp.Fingerprint, due, nanosPtr(jp.Deadline),
+			int64(jp.Timeout), nowNs, p.ID); err != nil {
+			return fmt.Errorf("sqlite: finish job %s: insert dead letter %s: %w", p.ID, jp.ID, err)
+		}
+		counts.move(jp.Queue, "", st8, 1)
+		return nil
+	case err != nil:
+		return fmt.Errorf("sqlite: finish job %s: read dead letter %s: %w", p.ID, jp.ID, err)
+	}
+	if !engine.State(state).Terminal() {
+		return nil
+	}
+	var queue string
+	if err := tx.StmtContext(ctx, st[3]).QueryRowContext(ctx, jp.ID, string(jp.Payload), jp.Fingerprint, nowNs, p.ID).Scan(&queue); err != nil {
+		return fmt.Errorf("sqlite: finish job %s: retry dead letter %s: %w", p.ID, jp.ID, err)
+	}
+	counts.move(queue, engine.State(state), engine.StateAvailable, 1)
+	ev := d.RetryEvent
+	if _, err := tx.StmtContext(ctx, st[4]).ExecContext(ctx, jp.ID, string(ev.Kind), nowNs, ev.Actor,
+		state, string(engine.StateAvailable), attempt, ev.Message); err != nil {
+		return fmt.Errorf("sqlite: finish job %s: retry dead letter %s: event: %w", p.ID, jp.ID, err)
+	}
+	return nil
+}

@@ -1,0 +1,143 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+)
+
+// Replay from a step: the operator's redrive of a workflow that does not
+// start over. The new job keeps the original's recorded steps before the
+// chosen one and runs from it on; the original stays as it was, but for
+// the fork recorded on it.
+
+// ReplayParams says where a replay starts.
+type ReplayParams struct {
+	// Step is the 1-based position of the first step that runs again;
+	// every step before it must be completed on the original.
+	Step int `json:"step"`
+	// Result, when set, replaces the recorded result of step Step-1 in the
+	// new job (a corrected input for the steps that run again).
+	Result json.RawMessage `json:"result,omitempty"`
+	// ID of the new job; `<id>~replay~<8 hex>` when empty.
+	ID string `json:"id,omitempty"`
+}
+
+// ReplayPlan is what a replay would do, for a preview before it is asked
+// for: the steps kept (their results replayed) and the steps that run
+// again (those recorded from Step on; the handler may ask for more).
+type ReplayPlan struct {
+	Kept  []StepRecord `json:"kept"`
+	Rerun []StepRecord `json:"rerun"`
+}
+
+// PlanReplay checks a replay of job j from p.Step and returns what it keeps
+// and what runs again, with the new job's checkpoint.
+func PlanReplay(j *Job, p ReplayParams) (*ReplayPlan, Checkpoint, error) {
+	cp, err := ParseCheckpoint(j.Checkpoint)
+	if err != nil {
+		return nil, Checkpoint{}, fmt.Errorf("job %s: %w", j.ID, err)
+	}
+	if p.Step < 1 || p.Step > len(cp.Steps)+1 {
+		return nil, Checkpoint{}, fmt.Errorf("%w: job %s has %d recorded steps; replay from step 1 to %d", ErrInvalid, j.ID, len(cp.Steps), len(cp.Steps)+1)
+	}
+	for i := 0; i < p.Step-1; i++ {
+		if cp.Steps[i].State != StepCompleted {
+			return nil, Checkpoint{}, fmt.Errorf("%w: job %s: step %d (%s) is %s, so the replay cannot start after it", ErrInvalid, j.ID, i+1, cp.Steps[i].Name, cp.Steps[i].State)
+		}
+	}
+	// Empty lists, not nil: the answer says "none" as [] on the wire.
+	kept := append([]StepRecord{}, cp.Steps[:p.Step-1]...)
+	if len(p.Result) > 0 {
+		if p.Step < 2 {
+			return nil, Checkpoint{}, fmt.Errorf("%w: a replacement result is for step %d−1; there is none before step 1", ErrInvalid, p.Step)
+		}
+		v, err := ValidateJSON(p.Result)
+		if err != nil {
+			return nil, Checkpoint{}, fmt.Errorf("%w: replacement result of step %d: %v", ErrInvalid, p.Step-1, err)
+		}
+		kept[p.Step-2].Result = v
+	}
+	plan := &ReplayPlan{Kept: kept, Rerun: append([]StepRecord{}, cp.Steps[p.Step-1:]...)}
+	next := Checkpoint{Version: cp.Version, Steps: kept, ForkedFrom: &Fork{JobID: j.ID, Step: p.Step}}
+	return plan, next, nil
+}
+
+// ValidateJSON checks that raw is one JSON value and returns it compacted.
+func ValidateJSON(raw json.RawMessage) (json.RawMessage, error) {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(v)
+}
+
+// ReplayPreview returns what a replay of job id from p.Step would keep and
+// run again, without changing anything.
+func (e *Engine) ReplayPreview(ctx context.Context, id string, p ReplayParams) (*ReplayPlan, error) {
+	j, err := e.store.JobGetByID(ctx, &JobGetByIDParams{ID: id})
+	if err != nil {
+		return nil, err
+	}
+	plan, _, err := PlanReplay(j, p)
+	return plan, err
+}
+
+// ReplayFromStep creates a new job that keeps the original's checkpoint
+// before p.Step and runs from it on, linked both ways (forked_from on the
+// new job, the fork on the original's checkpoint). The original must be
+// terminal and is otherwise left as it was.
+func (e *Engine) ReplayFromStep(ctx context.Context, id string, p ReplayParams) (*Job, error) {
+	if j, ok, err := replayed[*Job](ctx); ok {
+		return j, err
+	}
+	orig, err := e.store.JobGetByID(ctx, &JobGetByIDParams{ID: id})
+	if err != nil {
+		return nil, err
+	}
+	if !orig.State.Terminal() {
+		return nil, &StateError{Action: "replay from step", ID: id, State: orig.State, Allowed: TerminalStates()}
+	}
+	_, next, err := PlanReplay(orig, p)
+	if err != nil {
+		return nil, err
+	}
+	newID := p.ID
+	if newID == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		newID = id + "~replay~" + hex.EncodeToString(b[:])
+	}
+	if err := ValidateJobID(newID); err != nil {
+		return nil, err
+	}
+	ocp, err := ParseCheckpoint(orig.Checkpoint)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: %w", id, err)
+	}
+	ocp.Forks = append(ocp.Forks, Fork{JobID: newID, Step: p.Step})
+	origRaw, err := ocp.Encode()
+	if err != nil {
+		return nil, err
+	}
+	newRaw, err := next.Encode()
+	if err != nil {
+		return nil, err
+	}
+	actor := ActorFrom(ctx)
+	j, err := e.store.JobFork(ctx, &JobForkParams{
+		ID: id, Version: orig.Version, NewID: newID,
+		Checkpoint: newRaw, OriginalCheckpoint: origRaw,
+		OriginalEvent: EventWrite{Kind: EventForked, Actor: actor, Message: fmt.Sprintf("replayed from step %d as %s", p.Step, newID)},
+		CopyEvent:     EventWrite{Kind: EventForked, Actor: actor, To: StateAvailable, Message: fmt.Sprintf("replay of %s from step %d", id, p.Step)},
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.wake(j.Queue)
+	e.publish(Change{Kind: ChangeJob, JobID: j.ID, Queue: j.Queue, State: j.State})
+	e.publish(Change{Kind: ChangeJob, JobID: id, Queue: orig.Queue, State: orig.State})
+	return j, nil
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Fault hooks of the dead-letter atomicity test: the process kills itself
+// (SIGKILL) around the write of a death that carries a dead-letter route.
+const (
+	// faultBeforeDeadLetter dies as the death's write is about to be
+	// handed to the store: nothing of it may be found afterwards.
+	faultBeforeDeadLetter = "dead-letter-before-commit"
+	// faultAfterDeadLetter dies as soon as the store has committed it,
+	// before the engine does anything else (death handlers, events):
+	// both jobs must be found afterwards.
+	faultAfterDeadLetter = "dead-letter-after-commit"
+)
+
+// faultStore kills the process around routed deaths, as fault says.
+type faultStore struct {
+	engine.Store
+	fault string
+}
+
+func withFault(s engine.Store, fault string) (engine.Store, error) {
+	switch fault {
+	case "":
+		return s, nil
+	case faultBeforeDeadLetter, faultAfterDeadLetter:
+		return &faultStore{Store: s, fault: fault}, nil
+	}
+	return nil, fmt.Errorf("unknown --fault %q (want %s or %s)", fault, faultBeforeDeadLetter, faultAfterDeadLetter)
+}
+
+func (f *faultStore) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engine.Job, error) {
+	if p.DeadLetter == nil {
+		return f.Store.JobFinish(ctx, p)
+	}
+	if f.fault == faultBeforeDeadLetter {
+		killSelf()
+	}
+	j, err := f.Store.JobFinish(ctx, p)
+	if err == nil && f.fault == faultAfterDeadLetter {
+		killSelf()
+	}
+	return j, err
+}
+
+func killSelf() {
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	for {
+		time.Sleep(time.Second) // the signal is on its way
+	}
+}

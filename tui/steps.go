@@ -1,0 +1,160 @@
+package tui
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// The workflow parts of the detail sheet: the steps of a job's checkpoint,
+// and the links between jobs (dead letters, forks, retries) that enter
+// follows.
+
+// sheetLink is one line of the sheet's links section.
+type sheetLink struct {
+	label, id, note string
+}
+
+// sheetLinks lists a job's links, in the order the sheet shows them.
+func sheetLinks(d *engine.JobDetail, cp *engine.Checkpoint) []sheetLink {
+	j := d.Job
+	var out []sheetLink
+	if d.DeadLetter != "" {
+		out = append(out, sheetLink{label: "dead letter", id: d.DeadLetter, note: "handles its death"})
+	}
+	if j.DeadLetterOf != "" {
+		out = append(out, sheetLink{label: "dead job", id: j.DeadLetterOf, note: "whose death this triages"})
+	}
+	if cp != nil && cp.ForkedFrom != nil {
+		out = append(out, sheetLink{label: "forked from", id: cp.ForkedFrom.JobID, note: fmt.Sprintf("from step %d", cp.ForkedFrom.Step)})
+	}
+	if cp != nil {
+		for _, f := range cp.Forks {
+			out = append(out, sheetLink{label: "replayed as", id: f.JobID, note: fmt.Sprintf("from step %d", f.Step)})
+		}
+	}
+	if j.RetryOf != "" {
+		out = append(out, sheetLink{label: "retry of", id: j.RetryOf})
+	}
+	if j.SupersededBy != "" {
+		out = append(out, sheetLink{label: "superseded by", id: j.SupersededBy})
+	}
+	return out
+}
+
+// stepLines renders a checkpoint's steps at width w: mark, position,
+// name, state, duration, attempts and crashes, and the error of a step
+// that failed. The step a running job is on is marked ▶.
+func (m *Model) stepLines(j *engine.Job, cp *engine.Checkpoint, w int) []string {
+	t := m.theme
+	running := -1
+	if j.State == engine.StateRunning {
+		running = len(cp.Steps)
+		for i, s := range cp.Steps {
+			if s.State != engine.StepCompleted {
+				running = i
+				break
+			}
+		}
+	}
+	nameW := 4
+	for _, s := range cp.Steps {
+		nameW = max(nameW, min(len(Sanitize(s.Name)), 20))
+	}
+	var out []string
+	for i, s := range cp.Steps {
+		mark, st := "✓", t.OKText
+		switch s.State {
+		case engine.StepFailed:
+			mark, st = "✗", t.ErrorText
+		case engine.StepCrashed:
+			mark, st = "!", t.WarnText
+		}
+		state := string(s.State)
+		if i == running {
+			mark, st, state = "▶", t.InfoText, "running"
+		}
+		name := Sanitize(s.Name)
+		if name == "" {
+			name = "?"
+		}
+		facts := []string{}
+		if s.Duration > 0 {
+			facts = append(facts, stepDur(s.Duration))
+		}
+		facts = append(facts, plural(int64(s.Attempts), "run", "runs"))
+		if s.Crashes > 0 {
+			facts = append(facts, plural(int64(s.Crashes), "crash", "crashes"))
+		}
+		line := st.Render(mark) + " " + t.Muted.Render(fitRight(fmt.Sprint(i+1), 2)) + " " + t.Value.Render(fit(name, nameW)) +
+			" " + st.Render(fit(state, 9)) + " " + t.Muted.Render(strings.Join(facts, " · "))
+		out = append(out, clip(line, w))
+		if s.Error != "" && s.State != engine.StepCompleted {
+			for _, l := range wrap(Sanitize(s.Error), max(w-5, 8)) {
+				out = append(out, clip("     "+t.ErrorText.Render(l), w))
+			}
+		}
+	}
+	if running == len(cp.Steps) {
+		out = append(out, clip(t.InfoText.Render("▶")+" "+t.Muted.Render(fitRight(fmt.Sprint(running+1), 2))+" "+
+			t.Muted.Render("next step, running"), w))
+	}
+	return out
+}
+
+// linkAtTop is the job enter follows: the first link, when ] has brought
+// the links section into focus; "" otherwise.
+func (s *sheetView) linkAtTop() string {
+	if !s.linkFocus || len(s.links) == 0 {
+		return ""
+	}
+	return s.links[0].id
+}
+
+// stepDur is a step's duration: steps are often shorter than a second.
+func stepDur(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return "<1ms"
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d/time.Millisecond)
+	case d < time.Minute:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	}
+	return shortDur(d)
+}
+
+// kindCell is a row's kind, with a dlq chip on a dead-letter handler job.
+func kindCell(j *engine.Job) string {
+	if engine.IsDeadLetter(j.ID) || j.DeadLetterOf != "" {
+		return "[dlq] " + Sanitize(j.Kind)
+	}
+	return Sanitize(j.Kind)
+}
+
+// stepCrashText leads a fingerprint's last crash with its crashes per
+// workflow step ("in ship ×3, pack ×1: "), most first.
+func stepCrashText(fp *engine.Fingerprint) string {
+	if len(fp.StepCrashes) == 0 {
+		return ""
+	}
+	names := make([]string, 0, len(fp.StepCrashes))
+	for n := range fp.StepCrashes {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(a, b int) bool {
+		ca, cb := fp.StepCrashes[names[a]], fp.StepCrashes[names[b]]
+		if ca != cb {
+			return ca > cb
+		}
+		return names[a] < names[b]
+	})
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s ×%d", Sanitize(n), fp.StepCrashes[n])
+	}
+	return "in " + strings.Join(parts, ", ") + ": "
+}

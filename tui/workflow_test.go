@@ -1,0 +1,213 @@
+package tui
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/backend/backendtest"
+	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
+	"github.com/sluicehq/sluice/engine"
+)
+
+// The workflow parts of the console: the steps section, the dlq chip, and
+// the links between a dead job and its dead-letter job that enter follows.
+// The fixture writes the checkpoint and the death through the Store
+// contract, with fixed durations, so the screens are deterministic.
+
+// workflowFixture is a store with wf-0001, a workflow that died at its
+// third step (run twice, crashed once) with its death routed to
+// dlq:wf-0001, and wf-0002, running its second step.
+func workflowFixture(t *testing.T) *engine.Engine {
+	t.Helper()
+	ctx := context.Background()
+	store := sqlitetest.New(t)
+	eng, err := engine.New(store, engine.Config{WorkerID: "console-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"wf-0001", "wf-0002"} {
+		if _, err := eng.Enqueue(ctx, engine.EnqueueParams{ID: id, Queue: "orders", Kind: "order.flow",
+			Payload: json.RawMessage(`{"order":"` + id + `"}`), MaxAttempts: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim := func(id string) *engine.Job {
+		t.Helper()
+		res, err := store.JobClaim(ctx, &engine.JobClaimParams{Queue: "orders", WorkerID: testWorker, LeaseID: "lease-" + id,
+			Limit: 1, Kinds: map[string]int{"order.flow": 1}, LeaseDuration: time.Hour})
+		if err != nil || len(res.Jobs) != 1 || res.Jobs[0].ID != id {
+			t.Fatalf("claim %s: %v %v", id, res, err)
+		}
+		return res.Jobs[0]
+	}
+	checkpoint := func(j *engine.Job, cp engine.Checkpoint) {
+		t.Helper()
+		raw, err := cp.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := store.JobCheckpoint(ctx, &engine.JobCheckpointParams{Items: []engine.JobCheckpointItem{{
+			JobRef: engine.JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Fence}, Checkpoint: raw}}})
+		if err != nil || res[0] != nil {
+			t.Fatalf("checkpoint %s: %v %v", j.ID, res, err)
+		}
+	}
+	done := func(name string, d time.Duration) engine.StepRecord {
+		return engine.StepRecord{Name: name, State: engine.StepCompleted, Result: json.RawMessage(`true`), Attempts: 1, Duration: d}
+	}
+
+	j := claim("wf-0001")
+	checkpoint(j, engine.Checkpoint{Version: 1, Steps: []engine.StepRecord{done("reserve", 12*time.Millisecond), done("charge", 340*time.Millisecond)}})
+	msg := "carrier API timeout"
+	p := backendtest.Outcome{
+		JobRef: engine.JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Fence},
+		To:     engine.StateArchived, Reason: engine.ReasonAttemptsExhausted, Charge: engine.ChargeAttempt,
+		Event: engine.EventArchived, Actor: testWorker, Message: msg,
+		Error: &engine.AttemptError{Message: msg, Worker: testWorker}, ErrorPattern: engine.NormalizeError(msg),
+	}.Plan(j)
+	cp := engine.Checkpoint{Version: 1, Steps: []engine.StepRecord{done("reserve", 12*time.Millisecond), done("charge", 340*time.Millisecond),
+		{Name: "ship", State: engine.StepFailed, Attempts: 2, Crashes: 1, Error: msg, Duration: 2500 * time.Millisecond}}}
+	raw, err := cp.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Checkpoint = &engine.CheckpointWrite{Checkpoint: raw}
+	p.DeadLetter = &engine.DeadLetterWrite{Job: &engine.JobInsertParams{ID: "dlq:wf-0001", Queue: "triage", Kind: "order.triage",
+		Payload:       json.RawMessage(`{"dead_job_id":"wf-0001","kind":"order.flow","queue":"orders","payload":{"order":"wf-0001"},"error":"carrier API timeout","reason":"attempts_exhausted"}`),
+		SchemaVersion: 1, MaxAttempts: 3, Fingerprint: "fp-dlq-wf-0001"}}
+	if _, err := store.JobFinish(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	checkpoint(claim("wf-0002"), engine.Checkpoint{Version: 1, Steps: []engine.StepRecord{done("reserve", 9*time.Millisecond)}})
+	return eng
+}
+
+// TestWorkflowSheetStepsAndLinks: the dead workflow's sheet shows its
+// steps (the failed one with its runs, crash and error) and a link to its
+// dead-letter job; enter on the link opens that job, whose sheet links
+// back, and enter there comes back. The running workflow marks the step
+// it is on; the dead-letter job carries the dlq chip in the list.
+func TestWorkflowSheetStepsAndLinks(t *testing.T) {
+	eng := workflowFixture(t)
+	s := start(t, eng, testOptions())
+	s.waitFor("wf-0001")
+	s.keys("<enter>")
+	screen := s.waitFor("job wf-0001", "steps (3)")
+	for _, want := range []string{"✓  1 reserve", "12ms · 1 run", "✗  3 ship", "2.5s · 2 runs · 1 crash", "carrier API timeout"} {
+		if !strings.Contains(screen, want) {
+			t.Fatalf("the sheet does not show %q:\n%s", want, screen)
+		}
+	}
+	s.goldenAs("dead", screen)
+
+	// ] to the links section (the last before the payload), and enter
+	// follows the link.
+	s.keys("]", "]", "]", "]", "]")
+	screen = s.waitFor("dlq:wf-0001 · handles its death", "enter follows dlq:wf-0001")
+	s.goldenAs("links", screen)
+	s.keys("<enter>")
+	screen = s.waitFor("job dlq:wf-0001", "dead job     wf-0001 · whose death this triages")
+	s.goldenAs("dlq", screen)
+	s.keys("]", "]", "]")
+	s.waitFor("enter follows wf-0001")
+	s.keys("<enter>")
+	s.waitFor("job wf-0001", "steps (3)")
+
+	// The running workflow and the dlq chip, on their state tabs.
+	s.keys("<esc>") // closes the sheet
+	s.waitGone("steps (3)")
+	// From archived back to available: the dead-letter job.
+	s.keys("<shift+tab>", "<shift+tab>", "<shift+tab>", "<shift+tab>")
+	screen = s.waitFor("[dlq] order.triage")
+	s.goldenAs("chip", screen)
+	s.keys("<tab>", "<enter>") // running: wf-0002
+	screen = s.waitFor("job wf-0002", "steps (1)", "next step, running")
+	if !strings.Contains(screen, "▶  2") {
+		t.Fatalf("the running step is not marked:\n%s", screen)
+	}
+}
+
+// TestWorkflowReplayPreview: :replay 3 on the dead workflow shows what the
+// replay keeps and runs again before it asks; n changes nothing, y
+// creates the new job, linked from the original's sheet.
+func TestWorkflowReplayPreview(t *testing.T) {
+	eng := workflowFixture(t)
+	s := start(t, eng, testOptions())
+	s.waitFor("wf-0001")
+	s.keys("<enter>")
+	s.waitFor("job wf-0001", "steps (3)")
+	s.keys(":")
+	s.typeText("replay 3")
+	s.keys("<enter>")
+	screen := s.waitFor("Replay wf-0001 from step 3 as a new job?", "keep   1 reserve", "run    3 ship · was failed")
+	s.golden(screen)
+	s.keys("n")
+	s.waitGone("Replay wf-0001 from step 3")
+	page, err := eng.ListJobs(context.Background(), engine.ListJobsParams{Filter: engine.Filter{Kinds: []string{"order.flow"}}, Limit: 10})
+	if err != nil || len(page.Jobs) != 2 {
+		t.Fatalf("after n: %d order.flow jobs (%v), want the 2 of the fixture", len(page.Jobs), err)
+	}
+	s.keys(":")
+	s.typeText("replay 3")
+	s.keys("<enter>")
+	s.waitFor("Replay wf-0001 from step 3 as a new job?")
+	s.keys("y")
+	s.waitFor("forked", "replayed from step 3 as wf-")
+	s.keys("]", "]", "]", "]", "]")
+	screen = s.waitFor("replayed as")
+	if !strings.Contains(screen, "~replay~") || !strings.Contains(screen, "· from step 3") {
+		t.Fatalf("the original's links do not name its fork:\n%s", screen)
+	}
+	page, err = eng.ListJobs(context.Background(), engine.ListJobsParams{Filter: engine.Filter{Kinds: []string{"order.flow"}}, Limit: 10})
+	if err != nil || len(page.Jobs) != 3 {
+		t.Fatalf("after y: %d order.flow jobs (%v), want 3", len(page.Jobs), err)
+	}
+}
+
+// TestQuarantineStepCrashes: the quarantine screen leads a fingerprint's
+// last crash with the crashes per workflow step.
+func TestQuarantineStepCrashes(t *testing.T) {
+	ctx := context.Background()
+	store := sqlitetest.New(t)
+	eng, err := engine.New(store, engine.Config{WorkerID: "console-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Enqueue(ctx, engine.EnqueueParams{ID: "rep-0001", Queue: "reports", Kind: "report.flow",
+		Payload: json.RawMessage(`{"report":"q3"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := store.JobClaim(ctx, &engine.JobClaimParams{Queue: "reports", WorkerID: testWorker, LeaseID: "lease-r",
+		Limit: 1, Kinds: map[string]int{"report.flow": 1}, LeaseDuration: time.Hour})
+	if err != nil || len(res.Jobs) != 1 {
+		t.Fatalf("claim: %v %v", res, err)
+	}
+	j := res.Jobs[0]
+	cp, err := engine.Checkpoint{Version: 1, Steps: []engine.StepRecord{
+		{Name: "fetch", State: engine.StepCompleted, Result: json.RawMessage(`1`), Attempts: 1},
+		{Name: "render", State: engine.StepCrashed, Attempts: 1, Crashes: 1, Error: errOOM},
+	}}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := backendtest.Outcome{
+		JobRef: engine.JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Fence},
+		To:     engine.StateQuarantined, Reason: engine.ReasonQuarantined, Charge: engine.ChargeCrash, Quarantine: true,
+		Event: engine.EventQuarantined, Actor: testWorker, Message: errOOM,
+		Error: &engine.AttemptError{Crash: true, Message: errOOM, Worker: testWorker}, ErrorPattern: engine.NormalizeError(errOOM),
+	}.Plan(j)
+	p.Checkpoint = &engine.CheckpointWrite{Checkpoint: cp}
+	if _, err := store.JobFinish(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, eng, testOptions())
+	s.waitFor("quarantined 1")
+	s.keys(":")
+	s.typeText("quarantine")
+	s.keys("<enter>")
+	screen := s.waitFor("in render ×1: runtime: out of memory")
+	s.golden(screen)
+}
