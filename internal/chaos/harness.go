@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -115,12 +116,16 @@ type Options struct {
 
 // Report is what a run found. Line is its summary.
 type Report struct {
-	Store, Queue, Dir                             string
-	Seed                                          uint64
-	Jobs, Workers                                 int
-	Kills, Stalls, Terms, Outages, Cuts, Panics   int
-	Pills                                         int
-	PillDeaths                                    int
+	Store, Queue, Dir                           string
+	Seed                                        uint64
+	Jobs, Workers                               int
+	Kills, Stalls, Terms, Outages, Cuts, Panics int
+	Pills                                       int
+	PillDeaths                                  int
+	// StartFailures counts workers that exited by themselves with an
+	// error rather than a signal: started while the store was down, they
+	// could not open it.
+	StartFailures                                 int
 	DrainSeconds                                  float64
 	Completed, Quarantined, Crashed, CrashedTwice int
 	Refused, Unrecorded                           int
@@ -137,8 +142,8 @@ type Report struct {
 // Line is the report as key=value pairs.
 func (r *Report) Line() string {
 	return fmt.Sprintf("store=%s seed=%d jobs=%d workers=%d kills=%d stalls=%d terms=%d outages=%d cuts=%d panics=%d pills=%d pill_deaths=%d "+
-		"completed=%d quarantined=%d crashed=%d crashed2=%d crash_rate=%.4f live_charged=%d refused=%d unrecorded=%d drain_seconds=%.1f violations=%d",
-		r.Store, r.Seed, r.Jobs, r.Workers, r.Kills, r.Stalls, r.Terms, r.Outages, r.Cuts, r.Panics, r.Pills, r.PillDeaths,
+		"start_failures=%d completed=%d quarantined=%d crashed=%d crashed2=%d crash_rate=%.4f live_charged=%d refused=%d unrecorded=%d drain_seconds=%.1f violations=%d",
+		r.Store, r.Seed, r.Jobs, r.Workers, r.Kills, r.Stalls, r.Terms, r.Outages, r.Cuts, r.Panics, r.Pills, r.PillDeaths, r.StartFailures,
 		r.Completed, r.Quarantined, r.Crashed, r.CrashedTwice, r.CrashRate, r.LiveCharged, r.Refused, r.Unrecorded, r.DrainSeconds, len(r.Violations))
 }
 
@@ -163,6 +168,10 @@ type proc struct {
 	termed  bool // SIGTERM by the harness
 	stopped int  // SIGSTOPs by the harness
 	frozen  bool // stopped right now
+	// failed: it exited by itself with an error status, not a signal (a
+	// pill kills its process with SIGKILL; a worker that cannot open its
+	// store exits 1).
+	failed bool
 	// unasked: it exited while the harness had not asked it to (killed,
 	// SIGTERM, the end of the run): a pill took it down.
 	unasked  bool
@@ -189,7 +198,8 @@ type run struct {
 	// postgres:// URL); clusterMu keeps its restarts one at a time.
 	cluster   *pgcluster.Cluster
 	clusterMu sync.Mutex
-	postgres  bool // the store is PostgreSQL
+	down      atomic.Bool // the cluster is stopped for an outage
+	postgres  bool        // the store is PostgreSQL
 	side      string
 	queue     string
 	e         *engine.Engine
@@ -387,6 +397,9 @@ func (r *run) spawn() (*proc, error) {
 		r.mu.Lock()
 		p.err = err
 		p.unasked = !p.killed && !p.termed && !p.stopping
+		if ps := cmd.ProcessState; p.unasked && ps != nil && ps.Exited() && ps.ExitCode() != 0 {
+			p.unasked, p.failed = false, true
+		}
 		p.exitedAt = time.Now()
 		r.mu.Unlock()
 		close(p.done)
@@ -407,8 +420,12 @@ func (r *run) live() []*proc {
 	return out
 }
 
-// topUp starts workers until Workers run.
+// topUp starts workers until Workers run. Not while the harness's own
+// server is down: a worker cannot start without its store.
 func (r *run) topUp() error {
+	if r.down.Load() {
+		return nil
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for len(r.live()) < r.o.Workers {
@@ -798,6 +815,8 @@ func (r *run) restart(ctx context.Context, d time.Duration) (time.Time, error) {
 	r.clusterMu.Lock()
 	defer r.clusterMu.Unlock()
 	began := time.Now()
+	r.down.Store(true)
+	defer r.down.Store(false)
 	if err := r.cluster.Stop(ctx); err != nil {
 		return began, err
 	}
