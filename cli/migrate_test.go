@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/backend/postgres"
+	"github.com/sluicehq/sluice/backend/postgres/pgtest"
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 )
@@ -137,9 +139,46 @@ func TestMigrate(t *testing.T) {
 
 	t.Run("not built", func(t *testing.T) {
 		t.Parallel()
-		code, _, stderr := runCLI(t, "", "migrate", "--store", "postgres://u:secret@db/x")
+		code, _, stderr := runCLI(t, "", "migrate", "--store", "redis://u:secret@db/x")
 		if code != 1 || !strings.Contains(stderr, "not built yet") || strings.Contains(stderr, "secret") {
-			t.Fatalf("postgres: exit %d %s", code, stderr)
+			t.Fatalf("redis: exit %d %s", code, stderr)
 		}
 	})
+}
+
+// TestMigratePostgres: on a fresh schema, --dry-run lists the pending
+// migrations and changes nothing, a read-only command refuses the empty
+// schema naming `sluice migrate`, migrate applies them all, a second run
+// has nothing to apply, and down 1 reverts the newest.
+func TestMigratePostgres(t *testing.T) {
+	t.Parallel()
+	u, _ := pgtest.SchemaURL(t)
+	latest := postgres.SchemaVersion()
+	code, out, stderr := runCLI(t, "", "migrate", "--store", u, "--dry-run")
+	if code != 0 || !strings.Contains(out, "at version 0") || !strings.Contains(out, "pending: 0001_init") {
+		t.Fatalf("dry run: exit %d %s %s", code, out, stderr)
+	}
+	code, _, stderr = runCLI(t, "", "jobs", "list", "--store", u)
+	if code == 0 || !strings.Contains(stderr, "sluice migrate --store") {
+		t.Fatalf("jobs list on an empty schema: exit %d %s", code, stderr)
+	}
+	code, out, stderr = runCLI(t, "", "migrate", "--store", u)
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("version 0 → %d", latest)) || !strings.Contains(out, "applied 0001_init") {
+		t.Fatalf("migrate: exit %d %s %s", code, out, stderr)
+	}
+	code, out, stderr = runCLI(t, "", "migrate", "--store", u)
+	if code != 0 || !strings.Contains(out, "nothing to apply") {
+		t.Fatalf("migrate again: exit %d %s %s", code, out, stderr)
+	}
+	if code, _, stderr = runCLI(t, "", "jobs", "list", "--store", u); code != 0 {
+		t.Fatalf("jobs list: exit %d %s", code, stderr)
+	}
+	code, out, stderr = runCLI(t, "", "migrate", "down", "1", "--store", u)
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("version %d → %d", latest, latest-1)) || !strings.Contains(out, "reverted") {
+		t.Fatalf("down 1: exit %d %s %s", code, out, stderr)
+	}
+	code, _, stderr = runCLI(t, "", "migrate", "down", "x", "--store", u)
+	if code == 0 || !strings.Contains(stderr, "positive number") {
+		t.Fatalf("down x: exit %d %s", code, stderr)
+	}
 }

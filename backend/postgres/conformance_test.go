@@ -19,3 +19,17 @@ func TestConformance(t *testing.T) {
 		Reopen:   pgtest.Reopen,
 	})
 }
+
+// TestConformanceSimpleProtocol runs the suite with every statement in
+// pgx's simple protocol (values inlined, no prepared statements), as it
+// must run through PgBouncer in transaction mode.
+func TestConformanceSimpleProtocol(t *testing.T) {
+	pgtest.ServerURL(t)
+	const simple = "default_query_exec_mode=simple_protocol"
+	backendtest.Run(t, backendtest.Harness{
+		Name:     "postgres-simple-protocol",
+		NewStore: func(t testing.TB) engine.Store { return pgtest.New(t, simple) },
+		Truth:    func(t testing.TB, s engine.Store) backendtest.Truth { return pgtest.NewTruth(t, s) },
+		Reopen:   pgtest.Reopen,
+	})
+}

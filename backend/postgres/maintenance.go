@@ -122,6 +122,12 @@ const sqlDeleteExpired = `DELETE FROM {s}.jobs j
 // events), at most Limit in all. A retention of 0 deletes at once; a
 // negative one, like a missing state, keeps the jobs.
 func (s *Store) JobDeleteExpired(ctx context.Context, p *engine.JobDeleteExpiredParams) (int, error) {
+	return s.jobDeleteExpired(ctx, p, time.Time{})
+}
+
+// jobDeleteExpired is JobDeleteExpired; a non-zero evictAt stands for the
+// store's now as the archive's eviction time (tests of months gone by).
+func (s *Store) jobDeleteExpired(ctx context.Context, p *engine.JobDeleteExpiredParams, evictAt time.Time) (int, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 1 << 30
@@ -148,6 +154,20 @@ func (s *Store) JobDeleteExpired(ctx context.Context, p *engine.JobDeleteExpired
 	err := s.writeTx(ctx, func(tx *wtx) error {
 		total = 0
 		counts := countDeltas{}
+		evicted := tx.now
+		if !evictAt.IsZero() {
+			evicted = evictAt
+		}
+		query := sqlDeleteExpired
+		if s.archives() {
+			query = sqlDeleteExpiredArchiving
+			if err := s.ensurePartitions(ctx, tx, evicted); err != nil {
+				return err
+			}
+			if _, err := s.dropClosedPartitions(ctx, tx, evicted, s.archiveRetention); err != nil {
+				return err
+			}
+		}
 		cut := func(d time.Duration) int64 {
 			if d == 0 {
 				return tx.nowNs + 1
@@ -158,7 +178,11 @@ func (s *Store) JobDeleteExpired(ctx context.Context, p *engine.JobDeleteExpired
 			if skip == nil {
 				skip = []string{}
 			}
-			qs, err := queryStrings(ctx, tx, tx.q(sqlDeleteExpired), string(state), cut(d), queue, skip, limit-total)
+			a := []any{string(state), cut(d), queue, skip, limit - total}
+			if s.archives() {
+				a = append(a, evicted.UnixNano(), s.archiveQueues)
+			}
+			qs, err := queryStrings(ctx, tx, tx.q(query), a...)
 			if err != nil {
 				return fmt.Errorf("postgres: delete expired %s jobs: %w", state, err)
 			}

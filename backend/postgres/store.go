@@ -17,6 +17,8 @@
 //	operations         bulk operations and their leases
 //	idempotency_keys,  idempotency records and the steps committed under
 //	idempotency_steps  them, in the mutations' own transactions
+//	job_archive        the cold archive (queues that opt in), partitioned
+//	                   by month of eviction: job_archive_YYYYMM
 //	schema_migrations  the applied versions of the embedded migrations
 //
 // Every statement names its tables with the schema, so nothing depends on
@@ -37,6 +39,7 @@ import (
 	"log/slog"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -70,6 +73,14 @@ type Options struct {
 	// NoListen opens no LISTEN connection: Wakeups then never fires and
 	// workers poll.
 	NoListen bool
+	// ArchiveQueues opt queues into the cold archive: the retention sweep
+	// copies their terminal jobs into job_archive before deleting them.
+	// The URL parameter archive_queues=a,b adds to it.
+	ArchiveQueues []string
+	// ArchiveRetention is how long a closed month of the archive is kept
+	// after it ends (0: forever). The URL parameter archive_retention
+	// (a Go duration) sets it too.
+	ArchiveRetention time.Duration
 }
 
 // Errors of Open.
@@ -102,6 +113,9 @@ type Store struct {
 	claimSQL  sync.Map // claim variant key -> query text
 	listenURL string
 	notify    *notifier
+
+	archiveQueues    []string
+	archiveRetention time.Duration
 }
 
 var _ engine.Store = (*Store)(nil)
@@ -113,6 +127,9 @@ type config struct {
 	listenURL string
 	migrate   bool
 	redacted  string
+
+	archiveQueues    []string
+	archiveRetention time.Duration
 }
 
 // parseURL splits the store's own parameters (schema, listen_url,
@@ -141,9 +158,19 @@ func parseURL(raw string) (*config, error) {
 	default:
 		return nil, fmt.Errorf("postgres: %w: migrate=%q: want true or false", engine.ErrInvalid, v)
 	}
-	q.Del("schema")
-	q.Del("listen_url")
-	q.Del("migrate")
+	if v := q.Get("archive_queues"); v != "" {
+		c.archiveQueues = strings.Split(v, ",")
+	}
+	if v := q.Get("archive_retention"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("postgres: %w: archive_retention=%q: want a duration such as 2160h", engine.ErrInvalid, v)
+		}
+		c.archiveRetention = d
+	}
+	for _, k := range []string{"schema", "listen_url", "migrate", "archive_queues", "archive_retention"} {
+		q.Del(k)
+	}
 	if q.Get("application_name") == "" {
 		q.Set("application_name", DefaultApplicationName)
 	}
@@ -227,7 +254,13 @@ func openPool(ctx context.Context, c *config, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open %s: %w", c.redacted, err)
 	}
-	return &Store{url: c.redacted, schema: c.schema, log: opts.Logger, pool: pool, listenURL: c.listenURL}, nil
+	retention := opts.ArchiveRetention
+	if c.archiveRetention > 0 {
+		retention = c.archiveRetention
+	}
+	return &Store{url: c.redacted, schema: c.schema, log: opts.Logger, pool: pool, listenURL: c.listenURL,
+		archiveQueues:    archiveQueueList(append(slices.Clone(opts.ArchiveQueues), c.archiveQueues...)),
+		archiveRetention: retention}, nil
 }
 
 // OpenForMigration opens the store's schema for `sluice migrate`: it

@@ -45,7 +45,7 @@ func TestParseStoreURL(t *testing.T) {
 
 func TestOpenStoreNotBuilt(t *testing.T) {
 	t.Parallel()
-	for _, u := range []string{"postgres://u:hunter2@127.0.0.1/db", "redis://127.0.0.1:6379/0"} {
+	for _, u := range []string{"redis://127.0.0.1:6379/0"} {
 		s, err := OpenStore(context.Background(), u, nil)
 		if s != nil || !errors.Is(err, engine.ErrUnsupported) || !strings.Contains(err.Error(), "not built yet") {
 			t.Errorf("OpenStore(%q) = %v, %v; want an ErrUnsupported saying not built yet", u, s, err)
@@ -53,6 +53,19 @@ func TestOpenStoreNotBuilt(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), "hunter2") {
 			t.Errorf("error shows the password: %v", err)
 		}
+	}
+}
+
+// TestOpenStorePostgres: a server that does not answer is an error that
+// does not show the URL's password.
+func TestOpenStorePostgres(t *testing.T) {
+	t.Parallel()
+	s, err := OpenStore(context.Background(), "postgres://u:hunter2@127.0.0.1:1/db?connect_timeout=5", nil)
+	if s != nil || err == nil {
+		t.Fatalf("OpenStore on a closed port = %v, %v", s, err)
+	}
+	if strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("error shows the password: %v", err)
 	}
 }
 

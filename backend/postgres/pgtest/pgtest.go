@@ -96,10 +96,14 @@ func Drop(tb testing.TB, serverURL, schema string) {
 }
 
 // New opens a fresh, migrated store in its own schema and closes it (and
-// drops the schema) when tb ends.
-func New(tb testing.TB) *postgres.Store {
+// drops the schema) when tb ends. params are added to the URL's query
+// (default_query_exec_mode=simple_protocol, say).
+func New(tb testing.TB, params ...string) *postgres.Store {
 	tb.Helper()
 	u, _ := SchemaURL(tb)
+	for _, p := range params {
+		u += "&" + p
+	}
 	return Open(tb, u, postgres.Options{Migrate: true, MaxConns: 4})
 }
 
