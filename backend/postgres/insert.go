@@ -170,7 +170,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams
 // notifyQueues sends one notification naming the queues that got work;
 // it is delivered when the transaction commits.
 func (s *Store) notifyQueues(ctx context.Context, q querier, queues map[string]bool) error {
-	if len(queues) == 0 {
+	if len(queues) == 0 || s.noNotify {
 		return nil
 	}
 	names := make([]string, 0, len(queues))

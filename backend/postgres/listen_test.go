@@ -164,3 +164,29 @@ func TestFaultListenerReconnects(t *testing.T) {
 	insertJobs(t, s, "after", 1, 0)
 	waitFor(t, wake, "after")
 }
+
+// TestNotifyFalse: a store opened with notify=false sends nothing.
+func TestNotifyFalse(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := pgtest.New(t, "notify=false")
+	conn, err := pgx.Connect(ctx, pgtest.ServerURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	channel := "sluice_" + s.Schema()
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	insertJobs(t, s, "a", 3, 0)
+	if _, err := s.Pool().Exec(ctx, `SELECT pg_notify($1, 'end')`, channel); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	n, err := conn.WaitForNotification(wctx)
+	if err != nil || n.Payload != "end" {
+		t.Fatalf("first notification %+v %v, want only the test's own", n, err)
+	}
+}

@@ -5,12 +5,14 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 //go:embed migrations/*.sql
@@ -188,7 +190,8 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return err
 	}
 	var applied []string
-	err = s.migrateTx(ctx, func(tx pgx.Tx, have map[int]bool) error {
+	migrate := func(tx pgx.Tx, have map[int]bool) error {
+		applied = applied[:0]
 		newest := 0
 		for v := range have {
 			newest = max(newest, v)
@@ -209,7 +212,17 @@ func (s *Store) Migrate(ctx context.Context) error {
 			applied = append(applied, m.name)
 		}
 		return nil
-	})
+	}
+	// A connection the server ended (a restart, an operator's
+	// pg_terminate_backend) rolled the whole migration back: it is run
+	// again, on a new connection.
+	for attempt := 1; ; attempt++ {
+		err = s.migrateTx(ctx, migrate)
+		if err == nil || attempt == 3 || !connectionLost(err) {
+			break
+		}
+		s.log.Warn("postgres: migration interrupted, running it again", "store", s.url, "err", err)
+	}
 	if err != nil {
 		return err
 	}
@@ -253,4 +266,14 @@ func (s *Store) MigrateDown(ctx context.Context, n int) ([]string, error) {
 		s.log.Info("postgres: migration reverted", "store", s.url, "schema", s.schema, "migration", name)
 	}
 	return reverted, nil
+}
+
+// connectionLost reports an error that ended the connection (and with it
+// any open transaction) rather than a statement.
+func connectionLost(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03" || strings.HasPrefix(pe.Code, "08")
+	}
+	return pgconn.SafeToRetry(err) || errors.Is(err, io.ErrUnexpectedEOF)
 }

@@ -30,6 +30,21 @@
 // locking the rows they check (SELECT … FOR UPDATE) before they decide
 // what the engine's plan allows. Inserts and due jobs NOTIFY the
 // channel of the schema once per statement; see Store.Wakeups.
+//
+// The store URL is a pgx URL (postgres:// or postgresql://) with the
+// store's own parameters, which are taken off before pgx sees it:
+//
+//	schema=NAME              the schema (default sluice)
+//	migrate=true             create and migrate the schema at open
+//	listen_url=URL           a direct connection for LISTEN (PgBouncer)
+//	archive_queues=a,b       queues whose evicted jobs are cold-archived
+//	archive_retention=2160h  how long a closed archive month is kept
+//	notify=false             send no NOTIFY (workers poll; see noNotify)
+//
+// Every other parameter is pgx's or the server's: pool_max_conns,
+// default_query_exec_mode=simple_protocol (PgBouncer in transaction
+// mode), application_name (default sluice), plan_cache_mode (default
+// force_generic_plan), synchronous_commit.
 package postgres
 
 import (
@@ -116,6 +131,12 @@ type Store struct {
 
 	archiveQueues    []string
 	archiveRetention time.Duration
+	// noNotify: writes send no notification (notify=false). A NOTIFY
+	// takes a lock, held until commit, that every committing
+	// transaction which notified waits for in turn; a database whose
+	// applications enqueue one job per transaction at high rates may
+	// rather let workers poll.
+	noNotify bool
 }
 
 var _ engine.Store = (*Store)(nil)
@@ -130,6 +151,7 @@ type config struct {
 
 	archiveQueues    []string
 	archiveRetention time.Duration
+	noNotify         bool
 }
 
 // parseURL splits the store's own parameters (schema, listen_url,
@@ -168,7 +190,14 @@ func parseURL(raw string) (*config, error) {
 		}
 		c.archiveRetention = d
 	}
-	for _, k := range []string{"schema", "listen_url", "migrate", "archive_queues", "archive_retention"} {
+	switch v := q.Get("notify"); v {
+	case "", "1", "true":
+	case "0", "false":
+		c.noNotify = true
+	default:
+		return nil, fmt.Errorf("postgres: %w: notify=%q: want true or false", engine.ErrInvalid, v)
+	}
+	for _, k := range []string{"schema", "listen_url", "migrate", "archive_queues", "archive_retention", "notify"} {
 		q.Del(k)
 	}
 	if q.Get("application_name") == "" {
@@ -260,7 +289,7 @@ func openPool(ctx context.Context, c *config, opts Options) (*Store, error) {
 	}
 	return &Store{url: c.redacted, schema: c.schema, log: opts.Logger, pool: pool, listenURL: c.listenURL,
 		archiveQueues:    archiveQueueList(append(slices.Clone(opts.ArchiveQueues), c.archiveQueues...)),
-		archiveRetention: retention}, nil
+		archiveRetention: retention, noNotify: c.noNotify}, nil
 }
 
 // OpenForMigration opens the store's schema for `sluice migrate`: it

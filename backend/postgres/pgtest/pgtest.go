@@ -74,6 +74,11 @@ func SchemaURL(tb testing.TB) (rawURL, schema string) {
 	}
 	q := p.Query()
 	q.Set("schema", schema)
+	// Not the product's default application_name: fault tests and chaos
+	// runs that terminate "sluice" connections must not hit these.
+	if q.Get("application_name") == "" {
+		q.Set("application_name", "sluice_test")
+	}
 	p.RawQuery = q.Encode()
 	tb.Cleanup(func() { Drop(tb, base, schema) })
 	return p.String(), schema
@@ -129,6 +134,9 @@ func URL(tb testing.TB, s engine.Store) string {
 	}
 	q := p.Query()
 	q.Set("schema", ps.Schema())
+	if q.Get("application_name") == "" {
+		q.Set("application_name", "sluice_test")
+	}
 	p.RawQuery = q.Encode()
 	return p.String()
 }
