@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -200,6 +201,8 @@ type run struct {
 	clusterMu sync.Mutex
 	down      atomic.Bool // the cluster is stopped for an outage
 	postgres  bool        // the store is PostgreSQL
+	workerURL string      // the store URL the workers get
+	app       string      // PostgreSQL: the application_name of the workers' connections
 	side      string
 	queue     string
 	e         *engine.Engine
@@ -353,6 +356,18 @@ func (r *run) setup(ctx context.Context, dir string) error {
 	// A queue of this run's own, so a store that is not private (or a
 	// file reused) holds other runs' jobs beside ours untouched.
 	r.queue = fmt.Sprintf("chaos-%d-%x", r.o.Seed, time.Now().UnixNano()&0xffffffff)
+	// On PostgreSQL the workers' connections carry a name of this run's
+	// own, so that a cut ends theirs and nobody else's: a shared server
+	// carries other runs' and tests' "sluice" connections.
+	// A URL that names the connections already keeps its name.
+	r.workerURL = r.url
+	if r.postgres {
+		r.app = "sluice_" + strings.TrimPrefix(r.queue, "chaos-")
+		if u, err := url.Parse(r.url); err == nil && u.Query().Get("application_name") != "" {
+			r.app = u.Query().Get("application_name")
+		}
+		r.workerURL = pgcluster.WithAppName(r.url, r.app)
+	}
 	r.rep.Queue = r.queue
 	r.log("store %s (%s), queue %s, side table %s, seed %d", cliutil.RedactURL(r.url), r.rep.Store, r.queue, r.side, r.o.Seed)
 	return nil
@@ -368,7 +383,7 @@ func (r *run) spawn() (*proc, error) {
 		return nil, err
 	}
 	args := []string{"worker",
-		"--store", r.url,
+		"--store", r.workerURL,
 		"--queues", r.queue,
 		"--worker-id", name,
 		"--concurrency", "8",
@@ -652,12 +667,12 @@ func (r *run) chaos(ctx context.Context) error {
 				r.mu.Unlock()
 			}()
 		case FaultCut:
-			// The server ends every connection named "sluice" (the
-			// PostgreSQL store's application_name) but the one that asks:
-			// the workers', and the harness's own engine's, which copes
-			// (enqueues are sent again under their ids, reads retried).
+			// The server ends every connection of this run's workers
+			// (named by their application_name) but the one that asks. The
+			// harness's own engine meets cut connections in restarts and
+			// copes (enqueues are sent again under their ids, reads retried).
 			began := time.Now()
-			n, err := pgcluster.Terminate(ctx, r.url, "sluice")
+			n, err := pgcluster.Terminate(ctx, r.url, r.app)
 			if err != nil {
 				r.log("cut: %v", err)
 				continue
