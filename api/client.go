@@ -303,6 +303,20 @@ func (c *Client) Counts(ctx context.Context, queue string) (*engine.Counts, erro
 	return &cs, nil
 }
 
+// CountJobs asks GET /jobs/counts/filter for the filter's counts per
+// state.
+func (c *Client) CountJobs(ctx context.Context, p engine.CountJobsParams) (*engine.JobCounts, error) {
+	v := filterQuery(p.Filter)
+	if p.Max != 0 {
+		v.Set("max", strconv.FormatInt(p.Max, 10))
+	}
+	var out engine.JobCounts
+	if _, err := c.do(ctx, &call{method: "GET", path: "/jobs/counts/filter", query: v, out: &out}); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 func (c *Client) ErrorGroups(ctx context.Context, f engine.Filter) ([]engine.ErrorGroup, error) {
 	var out errorGroupsResponse
 	if _, err := c.do(ctx, &call{method: "GET", path: "/error-groups", query: filterQuery(f), out: &out}); err != nil {
@@ -399,8 +413,12 @@ func (c *Client) Apply(ctx context.Context, action engine.Action, ids []string) 
 }
 
 func (c *Client) Bulk(ctx context.Context, p engine.BulkParams) (*engine.BulkResult, error) {
-	sel := selectorOf(p.Selector)
-	b, err := jsonBody(bulkRequest{Action: p.Action, Selector: &sel, DryRun: p.DryRun, RatePerSecond: p.RatePerSecond})
+	req := bulkRequest{Action: p.Action, DryRun: p.DryRun, RatePerSecond: p.RatePerSecond, Plan: planWireOf(p.Plan)}
+	if !p.Selector.IsEmpty() || p.Plan == nil {
+		sel := selectorOf(p.Selector)
+		req.Selector = &sel
+	}
+	b, err := jsonBody(req)
 	if err != nil {
 		return nil, err
 	}

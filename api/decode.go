@@ -178,36 +178,74 @@ func appendNew[T comparable](s []T, v T) []T {
 
 // bulkRequest is the body of POST /jobs/bulk.
 type bulkRequest struct {
-	Action        engine.Action `json:"action"`
-	Selector      *selectorWire `json:"selector"`
+	Action        engine.Action `json:"action,omitempty"`
+	Selector      *selectorWire `json:"selector,omitempty"`
 	DryRun        bool          `json:"dry_run"`
 	RatePerSecond int           `json:"rate_per_second,omitempty"`
+	// Plan is a dry run's answer's plan, handed back to run exactly what
+	// the preview counted; action and selector may then be left out.
+	Plan *planWire `json:"plan,omitempty"`
 }
 
-// decodeBulk reads a POST /jobs/bulk body. The engine checks the action
-// and refuses an empty selector; this refuses what cannot be read.
+// planWire is engine.BulkPlan on the wire; its selector is read as strictly
+// as a request's.
+type planWire struct {
+	Action   engine.Action `json:"action"`
+	Selector *selectorWire `json:"selector"`
+	Cutoff   *time.Time    `json:"cutoff"`
+}
+
+func planWireOf(p *engine.BulkPlan) *planWire {
+	if p == nil {
+		return nil
+	}
+	sel := selectorOf(p.Selector)
+	c := p.Cutoff
+	return &planWire{Action: p.Action, Selector: &sel, Cutoff: &c}
+}
+
+// decodeBulk reads a POST /jobs/bulk body. The engine checks the action,
+// refuses an empty selector and holds a run to its plan; this refuses what
+// cannot be read.
 func decodeBulk(body []byte) (engine.BulkParams, error) {
 	var req bulkRequest
 	if err := decodeStrict(body, &req); err != nil {
 		return engine.BulkParams{}, err
 	}
+	var plan *engine.BulkPlan
+	if req.Plan != nil {
+		if req.Plan.Action == "" || req.Plan.Selector == nil || req.Plan.Cutoff == nil {
+			return engine.BulkParams{}, fmt.Errorf("%w: plan: action, selector and cutoff required (hand back a dry run's plan as it came)", engine.ErrInvalid)
+		}
+		f, err := req.Plan.Selector.filter()
+		if err != nil {
+			return engine.BulkParams{}, fmt.Errorf("plan: %w", err)
+		}
+		plan = &engine.BulkPlan{Action: req.Plan.Action, Selector: f, Cutoff: req.Plan.Cutoff.UTC()}
+		if req.Action == "" {
+			req.Action = plan.Action
+		}
+	}
 	if req.Action == "" {
 		return engine.BulkParams{}, fmt.Errorf("%w: action required (retry, cancel, delete, release)", engine.ErrInvalid)
 	}
-	if req.Selector == nil {
+	if req.Selector == nil && plan == nil {
 		return engine.BulkParams{}, fmt.Errorf("%w: selector required: a bulk action needs at least one condition", engine.ErrInvalid)
 	}
-	f, err := req.Selector.filter()
-	if err != nil {
-		return engine.BulkParams{}, err
-	}
-	if f.IsEmpty() {
-		return engine.BulkParams{}, fmt.Errorf("%w: empty selector: a bulk action needs at least one condition", engine.ErrInvalid)
+	var f engine.Filter
+	if req.Selector != nil {
+		var err error
+		if f, err = req.Selector.filter(); err != nil {
+			return engine.BulkParams{}, err
+		}
+		if f.IsEmpty() {
+			return engine.BulkParams{}, fmt.Errorf("%w: empty selector: a bulk action needs at least one condition", engine.ErrInvalid)
+		}
 	}
 	if req.RatePerSecond < 0 {
 		return engine.BulkParams{}, fmt.Errorf("%w: negative rate_per_second", engine.ErrInvalid)
 	}
-	return engine.BulkParams{Action: req.Action, Selector: f, DryRun: req.DryRun, RatePerSecond: req.RatePerSecond}, nil
+	return engine.BulkParams{Action: req.Action, Selector: f, DryRun: req.DryRun, RatePerSecond: req.RatePerSecond, Plan: plan}, nil
 }
 
 // actionsRequest is the body of POST /jobs/actions.

@@ -194,6 +194,21 @@ func (f *fakeCtl) Counts(_ context.Context, queue string) (*engine.Counts, error
 	return c, nil
 }
 
+func (f *fakeCtl) CountJobs(_ context.Context, p engine.CountJobsParams) (*engine.JobCounts, error) {
+	if err := f.read(); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := &engine.JobCounts{States: map[engine.State]int64{}, Max: engine.DefaultCountJobsMax}
+	for _, j := range f.jobs {
+		if f.matches(p.Filter, j) {
+			out.States[j.State]++
+		}
+	}
+	return out, nil
+}
+
 func (f *fakeCtl) ErrorGroups(_ context.Context, fl engine.Filter) ([]engine.ErrorGroup, error) {
 	if err := f.read(); err != nil {
 		return nil, err

@@ -27,6 +27,7 @@ func (s *Server) routeTable() []route {
 		{method: "GET", path: p + "/jobs", role: viewer, read: s.listJobs},
 		{method: "POST", path: p + "/jobs", role: operator, mutate: s.enqueue},
 		{method: "GET", path: p + "/jobs/counts", role: viewer, read: s.counts},
+		{method: "GET", path: p + "/jobs/counts/filter", role: viewer, read: s.countJobs},
 		{method: "GET", path: p + "/jobs/{id}", role: viewer, read: s.getJob},
 		{method: "DELETE", path: p + "/jobs/{id}", role: admin, mutate: s.deleteJob},
 		{method: "POST", path: p + "/jobs/{id}/retry", role: operator, mutate: s.retry},
@@ -193,6 +194,39 @@ func (s *Server) counts(w http.ResponseWriter, r *http.Request, _ *caller) error
 		return err
 	}
 	cs, err := s.ctl.Counts(r.Context(), q)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, cs)
+	return nil
+}
+
+// countJobs answers GET /jobs/counts/filter: the filter's jobs per state,
+// each counted exactly up to max.
+func (s *Server) countJobs(w http.ResponseWriter, r *http.Request, c *caller) error {
+	v, err := query(r)
+	if err != nil {
+		return err
+	}
+	if err := knownParams(v, "state", "queue", "kind", "q", "max"); err != nil {
+		return err
+	}
+	var p engine.CountJobsParams
+	if ms, err := singleParam(v, "max"); err != nil {
+		return err
+	} else if ms != "" {
+		if p.Max, err = strconv.ParseInt(ms, 10, 64); err != nil {
+			return badRequest("max: %q is not an integer", ms)
+		}
+	}
+	v.Del("max")
+	if p.Filter, err = parseFilterQuery(v); err != nil {
+		return err
+	}
+	if err := checkFilter(c, p.Filter); err != nil {
+		return err
+	}
+	cs, err := s.ctl.CountJobs(r.Context(), p)
 	if err != nil {
 		return err
 	}
@@ -406,6 +440,11 @@ func (s *Server) bulk(_ *http.Request, c *caller, body []byte) (runFunc, error) 
 	}
 	if err := checkFilter(c, p.Selector); err != nil {
 		return nil, err
+	}
+	if p.Plan != nil {
+		if err := checkFilter(c, p.Plan.Selector); err != nil {
+			return nil, err
+		}
 	}
 	return func(ctx context.Context) (*reply, error) {
 		res, err := s.ctl.Bulk(ctx, p)

@@ -472,20 +472,27 @@ func newBulkCmd() *cobra.Command {
 	var ff filterFlags
 	var dryRun, wait bool
 	var rate int
+	var cutoff string
 	cmd := &cobra.Command{
 		Use:   "bulk ACTION",
 		Short: "Retry, cancel, delete or release every job a selector matches",
 		Long: `Run ACTION (retry, cancel, delete, release) on every job the selector
 matches, as a persisted operation processed in batches. The matched count
-is shown first and confirmed unless --yes; --dry-run only shows it and a
-sample.
+is shown first and confirmed unless --yes; --dry-run only shows it, a
+sample and the plan. The run does what its preview showed: it takes only
+jobs that had entered their state by the preview (the plan's cutoff), so
+it never touches more jobs than were counted; a job that dies after the
+preview is left alone. --cutoff TIME runs the plan a dry run printed
+(same action and selector): it counts and takes only the jobs that
+entered their state by TIME.
 
 Against a server (--api) the server's maintenance runs the operation; with
 --wait the command follows it to the end. Directly on a store (--store)
 the command drives the operation to the end itself, so it works when
 nothing else runs maintenance.`,
 		Example: `  sluice bulk retry --api http://127.0.0.1:8080 --state archived --queue billing --dry-run
-  sluice bulk retry --store sqlite://sluice.db -q 'state:archived error:"timeout"' --yes`,
+  sluice bulk retry --store sqlite://sluice.db -q 'state:archived error:"timeout"' --yes
+  sluice bulk retry --api http://127.0.0.1:8080 --state archived --queue billing --cutoff 2026-12-01T16:07:45.637416591Z`,
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: []string{"retry", "cancel", "delete", "release"},
 		RunE: o.withSession(func(cmd *cobra.Command, s *session, args []string) error {
@@ -497,7 +504,21 @@ nothing else runs maintenance.`,
 			if sel.IsEmpty() {
 				return fmt.Errorf("empty selector: name at least one of --state, --queue, --kind, -q")
 			}
-			preview, err := s.ctl.Bulk(s.ctx, engine.BulkParams{Action: action, Selector: sel, DryRun: true})
+			ask := engine.BulkParams{Action: action, Selector: sel, DryRun: true}
+			if cutoff != "" {
+				// A plan printed by an earlier dry run: count and run as
+				// of its cutoff.
+				at, err := time.Parse(time.RFC3339Nano, cutoff)
+				if err != nil {
+					return fmt.Errorf("--cutoff %q: want an RFC 3339 time, as a dry run prints it", cutoff)
+				}
+				narrowed, ok := engine.BulkSelector(action, sel)
+				if !ok {
+					return fmt.Errorf("%s takes none of the selected states", action)
+				}
+				ask.Plan = &engine.BulkPlan{Action: action, Selector: narrowed, Cutoff: at}
+			}
+			preview, err := s.ctl.Bulk(s.ctx, ask)
 			if err != nil {
 				return err
 			}
@@ -510,6 +531,11 @@ nothing else runs maintenance.`,
 					return printJSON(cmd.OutOrStdout(), preview)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s would %s %s job(s) matching %s\n", "dry run:", action, count, sel)
+				if pl := preview.Plan; pl != nil {
+					at := pl.Cutoff.UTC().Format(time.RFC3339Nano)
+					fmt.Fprintf(cmd.OutOrStdout(), "plan: %s %s, jobs in that state by %s\n", pl.Action, pl.Selector, at)
+					fmt.Fprintf(cmd.OutOrStdout(), "run exactly this: sluice bulk %s %s --cutoff %s\n", pl.Action, shellQuote("-q", pl.Selector.String()), at)
+				}
 				rows := make([][]string, len(preview.Sample))
 				for i, j := range preview.Sample {
 					rows[i] = []string{j.ID, string(j.State), j.Queue, j.Kind, short(lastError(j), 60)}
@@ -523,10 +549,17 @@ nothing else runs maintenance.`,
 				fmt.Fprintf(cmd.ErrOrStderr(), "no job matches %s: nothing to do\n", sel)
 				return nil
 			}
-			if !o.yes && !confirm(cmd, fmt.Sprintf("%s %s job(s) matching %s?", action, count, sel)) {
+			question := fmt.Sprintf("%s %s job(s) matching %s?", action, count, sel)
+			if pl := preview.Plan; pl != nil {
+				question = fmt.Sprintf("%s %s job(s) matching %s (only those in that state by the preview, %s; none that enter it later)?",
+					action, count, sel, pl.Cutoff.UTC().Format(time.RFC3339))
+			}
+			if !o.yes && !confirm(cmd, question) {
 				return errAborted
 			}
-			res, err := s.ctl.Bulk(s.ctx, engine.BulkParams{Action: action, Selector: sel, RatePerSecond: rate})
+			// The preview's plan: the run takes no job the preview did
+			// not count.
+			res, err := s.ctl.Bulk(s.ctx, engine.BulkParams{Action: action, Selector: sel, RatePerSecond: rate, Plan: preview.Plan})
 			if err != nil {
 				return err
 			}
@@ -555,7 +588,14 @@ nothing else runs maintenance.`,
 	cmd.Flags().BoolVarP(&o.yes, "yes", "y", false, "do not ask for confirmation")
 	cmd.Flags().BoolVar(&wait, "wait", false, "with --api: follow the operation until it ends")
 	cmd.Flags().IntVar(&rate, "rate", 0, "jobs per second at most (0: unlimited)")
+	cmd.Flags().StringVar(&cutoff, "cutoff", "", "run a dry run's plan: only jobs that entered their state by this time (RFC 3339, as the dry run prints it)")
 	return cmd
+}
+
+// shellQuote writes flag and value for a shell command line, the value in
+// single quotes.
+func shellQuote(flag, v string) string {
+	return flag + " '" + strings.ReplaceAll(v, "'", `'\''`) + "'"
 }
 
 // driveOperation runs pending operations in this process until op ends,
@@ -634,6 +674,9 @@ func printOperation(w io.Writer, op *engine.Operation) {
 	fmt.Fprintf(tw, "status\t%s\n", op.Status)
 	fmt.Fprintf(tw, "progress\t%d of %d processed, %d succeeded, %d failed\n", op.Processed, op.Matched, op.Succeeded, op.Failed)
 	fmt.Fprintf(tw, "created\t%s by %s\n", op.CreatedAt.Format(time.RFC3339), op.CreatedBy)
+	if op.Cutoff != nil {
+		fmt.Fprintf(tw, "cutoff\tjobs in their state by %s\n", op.Cutoff.UTC().Format(time.RFC3339Nano))
+	}
 	if op.Error != "" {
 		fmt.Fprintf(tw, "error\t%s\n", op.Error)
 	}

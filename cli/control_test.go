@@ -156,7 +156,7 @@ func TestControlCommandsOnStore(t *testing.T) {
 	if code, out, stderr = runCLI(t, "", "bulk", "retry", "--state", "archived", "--queue", "billing", "--dry-run"); code != 0 || !strings.Contains(out, "would retry 10 job(s)") {
 		t.Fatalf("bulk dry run: exit %d %s %s", code, out, stderr)
 	}
-	if code, _, stderr = runCLI(t, "n\n", "bulk", "retry", "--state", "archived", "--queue", "billing"); code != 1 || !strings.Contains(stderr, "retry 10 job(s) matching state:archived queue:billing? [y/N]") || !strings.Contains(stderr, "aborted") {
+	if code, _, stderr = runCLI(t, "n\n", "bulk", "retry", "--state", "archived", "--queue", "billing"); code != 1 || !strings.Contains(stderr, "retry 10 job(s) matching state:archived queue:billing (only those in that state by the preview, ") || !strings.Contains(stderr, "aborted") {
 		t.Fatalf("declined bulk: exit %d %s", code, stderr)
 	}
 	if code, out, stderr = runCLI(t, "", "bulk", "retry", "--state", "archived", "--queue", "billing", "--yes"); code != 0 || !strings.Contains(out, "completed") || !strings.Contains(out, "10 of 10 processed, 10 succeeded") {

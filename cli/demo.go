@@ -18,12 +18,15 @@ import (
 )
 
 type demoOptions struct {
-	db      string
-	store   string
-	trickle time.Duration
-	every   time.Duration
-	plain   bool
-	console tuiOptions
+	retention retentionFlag
+	db        string
+	store     string
+	trickle   time.Duration
+	every     time.Duration
+	plain     bool
+	outage    time.Duration
+	backlog   int
+	console   tuiOptions
 }
 
 func newDemoCmd(lo *logOptions) *cobra.Command {
@@ -33,9 +36,12 @@ func newDemoCmd(lo *logOptions) *cobra.Command {
 		Short: "Run the demo: workers on a store, seeded with jobs that live and die",
 		Long: `Run an embedded engine with the demo's workers (queues billing, email and
 reports) on a SQLite file (--db) or on the store a URL names (--store, e.g.
-postgres://...). The demo sets its store up itself: it always migrates it.
-An empty store is seeded with a few hundred jobs —
-most succeed, some fail until they are archived, one is a poison pill that is
+postgres://...); the demo sets its store up itself: it always migrates it.
+An empty store is seeded with the operator's night: a few thousand invoices
+killed by an outage of the billing database (--backlog), which ends a few
+minutes in (--outage; invoices retried after it succeed), and a few hundred
+other jobs — most succeed, some fail until they are archived (bad data: they
+succeed once their payload is fixed), one is a poison pill that is
 quarantined, some are undecodable, two miss their deadline — and a steady
 trickle of new jobs follows.
 
@@ -55,10 +61,13 @@ Logs are discarded unless --log-file is given; they never reach the screen.`,
 	cmd.Flags().DurationVar(&o.trickle, "trickle", 500*time.Millisecond, "enqueue one new job this often (0 turns the trickle off)")
 	cmd.Flags().DurationVar(&o.every, "refresh", time.Second, "how often the --plain summary is printed")
 	cmd.Flags().BoolVar(&o.plain, "plain", false, "print a text summary instead of opening the console")
+	cmd.Flags().DurationVar(&o.outage, "outage", demo.DefaultOutage, "how long the billing database's outage lasts from the seed; invoices retried after it succeed")
+	cmd.Flags().IntVar(&o.backlog, "backlog", demo.DefaultBacklog, "how many invoices the outage killed before the demo opened (seeded on an empty file)")
 	cmd.Flags().BoolVar(&o.console.readOnly, "read-only", false, "open the console without the actions that change jobs")
 	cmd.Flags().StringVar(&o.console.theme, "theme", "", "console theme: dark, light, high-contrast or mono")
 	cmd.Flags().BoolVar(&o.console.mouse, "mouse", false, "use the mouse: wheel, row and tab clicks")
 	cmd.Flags().StringVar(&o.console.state, "state", "archived", "state tab the console opens on")
+	o.retention.add(cmd.Flags())
 	return cmd
 }
 
@@ -117,7 +126,7 @@ func runDemo(ctx context.Context, o *demoOptions, lo *logOptions, out io.Writer)
 	if plain {
 		engStore = tally.Wrap(store)
 	}
-	e, err := engine.New(engStore, engine.Config{
+	cfg := engine.Config{
 		Queues: map[string]engine.QueueConfig{
 			demo.QueueBilling: {Concurrency: 8},
 			demo.QueueEmail:   {Concurrency: 8},
@@ -126,7 +135,11 @@ func runDemo(ctx context.Context, o *demoOptions, lo *logOptions, out io.Writer)
 		CrashBackoff:    demo.CrashBackoff,
 		ShutdownTimeout: 5 * time.Second,
 		Logger:          log,
-	})
+	}
+	if err := o.retention.apply(&cfg); err != nil {
+		return err
+	}
+	e, err := engine.New(engStore, cfg)
 	if err != nil {
 		return err
 	}
@@ -138,13 +151,13 @@ func runDemo(ctx context.Context, o *demoOptions, lo *logOptions, out io.Writer)
 		log.Warn("job died", "job", ev.Job.ID, "kind", ev.Job.Kind, "queue", ev.Job.Queue, "reason", ev.Reason, "err", ev.Error)
 	})
 
-	seeded, err := demo.Seeded(ctx, store)
+	story, seeded, err := demo.StoryOf(ctx, store, o.outage, o.backlog)
 	if err != nil {
 		return err
 	}
 	note := "the store was seeded before: not seeding again"
 	if !seeded {
-		if err := demo.Seed(ctx, e); err != nil {
+		if err := demo.Seed(ctx, e, story); err != nil {
 			return err
 		}
 		note = "seeded the store"
@@ -153,7 +166,7 @@ func runDemo(ctx context.Context, o *demoOptions, lo *logOptions, out io.Writer)
 		return err
 	}
 	if o.trickle > 0 {
-		go demo.Trickle(ctx, e, o.trickle)
+		go demo.Trickle(ctx, e, o.trickle, story)
 	}
 	if !plain {
 		copts, err := o.console.consoleOptions(ctx, log, label+" · demo")

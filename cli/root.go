@@ -90,7 +90,9 @@ Shell completion: sluice completion bash|zsh|fish|powershell --help.`,
 	root.PersistentFlags().StringVar(&s.configFlag, "config", "", "config file (default $XDG_CONFIG_HOME/sluice/config.yaml; env SLUICE_CONFIG)")
 	root.AddCommand(newDemoCmd(lo), newWorkerCmd(lo, kinds), newBenchCmd(lo), newTUICmd(lo))
 	root.AddCommand(controlCommands(lo)...)
-	root.AddCommand(newMigrateCmd(lo), newConfigCmd(s))
+	root.AddCommand(newMigrateCmd(lo), newConfigCmd(s), newVersionCmd())
+	root.Version = currentVersion().String()
+	root.SetVersionTemplate("{{.Version}}\n")
 	registerCompletions(root)
 	return root
 }

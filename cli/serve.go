@@ -20,6 +20,7 @@ import (
 )
 
 type serveOptions struct {
+	retention   retentionFlag
 	store       string
 	listen      string
 	tokens      string
@@ -84,6 +85,7 @@ write (sluice_job_transitions_total) and times handlers
 	f.StringVar(&o.ssh, "ssh", "", "also serve the console over SSH on this address, as in 0.0.0.0:2222 (env SLUICE_SSH)")
 	f.StringVar(&o.sshKeys, "ssh-authorized-keys", "", "authorized_keys file of the keys that may open the console (needed with --ssh)")
 	f.StringVar(&o.sshHostKey, "ssh-host-key", "", "SSH host key file, generated when missing (default $XDG_DATA_HOME/sluice/ssh_host_ed25519_key)")
+	o.retention.add(f)
 	return cmd
 }
 
@@ -155,7 +157,11 @@ func runServe(ctx context.Context, o *serveOptions, lo *logOptions, out io.Write
 	// Transitions and handler times of this process's workers (with
 	// --demo-workers) and reaper, on /metrics.
 	obs := api.NewEngineMetrics()
-	e, err := startEmbedded(ctx, store, engine.Config{Logger: log, ShutdownTimeout: 10 * time.Second, Observer: obs}, o.demoWorkers)
+	cfg := engine.Config{Logger: log, ShutdownTimeout: 10 * time.Second, Observer: obs}
+	if err := o.retention.apply(&cfg); err != nil {
+		return err
+	}
+	e, err := startEmbedded(ctx, store, cfg, o.demoWorkers)
 	if err != nil {
 		return err
 	}

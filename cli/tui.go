@@ -19,17 +19,18 @@ import (
 )
 
 type tuiOptions struct {
-	store    string
-	apiURL   string
-	token    string
-	worker   bool
-	readOnly bool
-	theme    string
-	state    string
-	query    string
-	actor    string
-	keys     string
-	mouse    bool
+	retention retentionFlag
+	store     string
+	apiURL    string
+	token     string
+	worker    bool
+	readOnly  bool
+	theme     string
+	state     string
+	query     string
+	actor     string
+	keys      string
+	mouse     bool
 }
 
 func newTUICmd(lo *logOptions) *cobra.Command {
@@ -66,6 +67,7 @@ NO_COLOR set to anything turns colour off.`,
 	f.StringVar(&o.actor, "actor", "", "your name on the jobs' timelines and operations (default $USER)")
 	f.StringVar(&o.keys, "keys", "", "key bindings file (default $XDG_CONFIG_HOME/sluice/keys.json)")
 	f.BoolVar(&o.mouse, "mouse", false, "use the mouse: wheel, row and tab clicks (shift-drag still selects text in most terminals)")
+	o.retention.add(f)
 	return cmd
 }
 
@@ -136,7 +138,11 @@ func runTUI(ctx context.Context, o *tuiOptions, lo *logOptions) error {
 		return err
 	}
 	defer store.Close()
-	e, err := startEmbedded(ctx, store, engine.Config{Logger: log, ShutdownTimeout: 5 * time.Second}, o.worker)
+	cfg := engine.Config{Logger: log, ShutdownTimeout: 5 * time.Second}
+	if err := o.retention.apply(&cfg); err != nil {
+		return err
+	}
+	e, err := startEmbedded(ctx, store, cfg, o.worker)
 	if err != nil {
 		return err
 	}

@@ -46,12 +46,20 @@ func e2eBinary(t *testing.T) string {
 	return bin
 }
 
-// startDemo runs `sluice demo` on a fresh file in a tmux server of its own.
+// startDemo runs `sluice demo` on a fresh file in a tmux server of its
+// own, without the outage's backlog of a few thousand dead invoices: these
+// tests need a few dead jobs, not the night (TestConsoleStory has it).
 func startDemo(t *testing.T, bin string) *tmuxConsole {
+	return startDemoWith(t, bin, "", "--backlog", "0")
+}
+
+// startDemoWith runs `env <env> sluice demo` on a fresh file with the extra
+// flags in a tmux server of its own.
+func startDemoWith(t *testing.T, bin, env string, extra ...string) *tmuxConsole {
 	t.Helper()
 	dir := t.TempDir()
 	c := &tmuxConsole{t: t, socket: fmt.Sprintf("sluice-e2e-%d-%d", os.Getpid(), time.Now().UnixNano()), db: filepath.Join(dir, "demo.db")}
-	cmd := fmt.Sprintf("%s demo --db %s --trickle 0 --log-file %s", bin, c.db, filepath.Join(dir, "demo.log"))
+	cmd := fmt.Sprintf("env %s %s demo --db %s --trickle 0 --log-file %s %s", env, bin, c.db, filepath.Join(dir, "demo.log"), strings.Join(extra, " "))
 	c.tmux("new-session", "-d", "-s", "e2e", "-x", "160", "-y", "45", cmd)
 	t.Cleanup(func() { _ = exec.Command("tmux", "-L", c.socket, "kill-server").Run() })
 	return c
@@ -94,6 +102,22 @@ func (c *tmuxConsole) waitFor(re string, within time.Duration) []string {
 		}
 		if time.Now().After(deadline) {
 			c.t.Fatalf("the screen never matched %q:\n%s", re, s)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitUntil waits until ok holds for the screen and returns it.
+func (c *tmuxConsole) waitUntil(what string, within time.Duration, ok func(screen string) bool) string {
+	c.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		s := c.screen()
+		if ok(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("the screen never showed %s:\n%s", what, s)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -215,6 +239,7 @@ func TestConsoleBulkRetry(t *testing.T) {
 	}
 	c.send("y")
 	done := c.waitFor(`bulk retry completed: (\d+) matched, (\d+) retried, (\d+) failed`, 30*time.Second)
+	c.send("Escape") // the dialog stays on the result until closed
 	c.quit()
 	retried, _ := strconv.Atoi(done[2])
 	got := retriedJobs(t, c.db)
@@ -343,6 +368,7 @@ func TestConsoleAttachedOverHTTP(t *testing.T) {
 	}
 	c.send("y")
 	c.waitFor(`bulk retry completed: 8 matched, 8 retried, 0 failed`, 30*time.Second)
+	c.send("Escape") // the dialog stays on the result until closed
 	c.quit()
 	got := retriedJobs(t, db)
 	if len(got) != 8 {

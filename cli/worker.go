@@ -16,9 +16,11 @@ import (
 )
 
 type workerOptions struct {
+	retention           retentionFlag
 	store               string
 	queues              string
 	concurrency         int
+	prefetch            int
 	workerID            string
 	lease               time.Duration
 	heartbeat           time.Duration
@@ -64,6 +66,7 @@ Logs go to stderr (slog text) unless --log-file is given.`,
 	f.BoolVar(&o.demo, "demo", false, "run the demo's kinds (billing, email, reports)")
 	f.StringVar(&o.queues, "queues", "", "comma-separated queues to work (with --demo: "+strings.Join(demo.Queues, ",")+")")
 	f.IntVar(&o.concurrency, "concurrency", 10, "jobs run at once per queue")
+	f.IntVar(&o.prefetch, "prefetch", 0, "jobs claimed ahead of free slots per queue (0: follow the queue's rate; negative: none)")
 	f.StringVar(&o.workerID, "worker-id", "", "name of this process in leases and heartbeats (default host/pid/random)")
 	f.DurationVar(&o.lease, "lease", 30*time.Second, "how long a claim lasts without renewal")
 	f.DurationVar(&o.heartbeat, "heartbeat", 5*time.Second, "how often the process says it lives (gone after 3 missed beats)")
@@ -73,6 +76,7 @@ Logs go to stderr (slog text) unless --log-file is given.`,
 	f.IntVar(&o.crashLimit, "crash-limit", engine.DefaultCrashLimit, "crashes of one job that quarantine its fingerprint")
 	f.DurationVar(&o.crashBackoff, "crash-backoff", 0, "fixed delay before a crashed job runs again (0: the engine's growing default)")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long running jobs get to finish at shutdown")
+	o.retention.add(f)
 	return cmd
 }
 
@@ -117,8 +121,11 @@ func runWorker(ctx context.Context, o *workerOptions, lo *logOptions, kinds Kind
 		ShutdownTimeout:     o.shutdownTimeout,
 		Logger:              log,
 	}
+	if err := o.retention.apply(&cfg); err != nil {
+		return err
+	}
 	for _, q := range queues {
-		cfg.Queues[q] = engine.QueueConfig{Concurrency: o.concurrency}
+		cfg.Queues[q] = engine.QueueConfig{Concurrency: o.concurrency, Prefetch: o.prefetch}
 	}
 	if d := o.crashBackoff; d > 0 {
 		cfg.CrashBackoff = func(int) time.Duration { return d }

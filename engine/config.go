@@ -41,8 +41,14 @@ type Config struct {
 	MaxAttempts int
 	// PayloadLimit is the largest payload accepted, in bytes (1 MiB).
 	PayloadLimit int
-	// Retention of terminal jobs per state; see DefaultRetention.
+	// Retention of terminal jobs per state; see DefaultRetention. A
+	// negative retention (Forever), like a state left out, keeps the jobs.
 	Retention map[State]time.Duration
+	// QueueRetention overrides Retention per queue and state, like
+	// QueueConfig.Retention but for any queue, also those this engine does
+	// not work: maintenance, which any engine may lead, sweeps them all.
+	// Where both name a state, QueueRetention wins.
+	QueueRetention map[string]map[State]time.Duration
 	// ShutdownTimeout bounds the drain on Stop (10s); work unfinished by
 	// then is released without charging an attempt.
 	ShutdownTimeout time.Duration
@@ -62,9 +68,37 @@ type Config struct {
 type QueueConfig struct {
 	// Concurrency is how many of its jobs run at once in this process (10).
 	Concurrency int
+	// Prefetch is how many jobs the queue claims ahead of its free slots.
+	// They are held under lease, renewed like running jobs and so visible
+	// to the reaper, start as slots free, and are released without charge
+	// on Stop. It makes claims larger and rarer: a transaction per claim
+	// is what a store pays most for at tens of workers.
+	//
+	// 0 (the default) holds what the queue runs in about
+	// PrefetchHorizon at its recent rate, at most DefaultPrefetch: a
+	// queue of no-op jobs holds hundreds, one of jobs that take a second
+	// holds next to none, so a slow process does not sit on work that
+	// others could run. A positive value holds that many, whatever the
+	// rate; a negative one none.
+	Prefetch int
 	// Retention overrides Config.Retention for this queue's jobs.
 	Retention map[State]time.Duration
 }
+
+// DefaultPrefetch is the most jobs a queue of the given concurrency holds
+// ahead of its slots when its Prefetch is left 0: four times the
+// concurrency, and at least 400, so that at tens of workers a claim takes
+// a few hundred jobs (BENCHMARKS.md, "The hot path at ordinary
+// concurrency").
+func DefaultPrefetch(concurrency int) int { return max(4*concurrency, 400) }
+
+// PrefetchHorizon is how much work, at a queue's recent rate, it holds
+// ahead of its slots when its Prefetch is left 0: enough to feed the
+// slots through a few claims' round trips.
+const PrefetchHorizon = 20 * time.Millisecond
+
+// prefetchAuto marks a queue whose surplus follows its rate.
+const prefetchAuto = -1
 
 // DefaultRetention keeps completed and cancelled jobs a day and dead ones
 // two weeks.
@@ -122,6 +156,11 @@ func (c Config) withDefaults() Config {
 	for name, q := range c.Queues {
 		if q.Concurrency <= 0 {
 			q.Concurrency = 10
+		}
+		if q.Prefetch < 0 {
+			q.Prefetch = 0
+		} else if q.Prefetch == 0 {
+			q.Prefetch = prefetchAuto
 		}
 		qs[name] = q
 	}

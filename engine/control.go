@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -21,6 +22,12 @@ type Control interface {
 	GetJob(ctx context.Context, id string, includePayload bool) (*JobDetail, error)
 	// Counts gives jobs per state per queue; queue "" means all.
 	Counts(ctx context.Context, queue string) (*Counts, error)
+	// CountJobs counts, state by state, the jobs a filter matches — what
+	// ListJobs lists under it — for filters the maintained counters
+	// cannot answer (an error, a payload path, a fingerprint, ...). Each
+	// state is counted exactly up to a bound; past it the count is that
+	// bound and the state is named in Capped.
+	CountJobs(ctx context.Context, p CountJobsParams) (*JobCounts, error)
 	// ErrorGroups groups dead jobs by kind and normalised error.
 	ErrorGroups(ctx context.Context, f Filter) ([]ErrorGroup, error)
 
@@ -112,6 +119,13 @@ type Filter struct {
 	// IncludeSuperseded takes in jobs that were retried with new input;
 	// bulk selectors leave them out otherwise.
 	IncludeSuperseded bool `json:"include_superseded,omitempty"`
+	// PlanCutoff is set by the engine alone, on the selector it persists
+	// for an operation started from a BulkPlan: the plan's cutoff rides
+	// with the selector so that whichever instance runs the operation,
+	// after any restart, keeps to it. Stores keep it with the selector
+	// and never filter on it; Validate refuses it in a caller's filter,
+	// and the engine lifts it into Operation.Cutoff on the way out.
+	PlanCutoff *time.Time `json:"plan_cutoff,omitempty"`
 }
 
 // PathMatch is `payload.<path>:value` or `meta.<key>:value`.
@@ -141,6 +155,10 @@ type JobPage struct {
 type JobDetail struct {
 	Job      *Job    `json:"job"`
 	Timeline []Event `json:"timeline"`
+	// DeleteAt, for a terminal job, is when retention deletes it (the
+	// first maintenance sweep after it); nil when its state is kept
+	// forever, or the job is not terminal.
+	DeleteAt *time.Time `json:"delete_at,omitempty"`
 }
 
 // Counts is jobs per state, per queue.
@@ -148,6 +166,36 @@ type Counts struct {
 	Queues map[string]map[State]int64 `json:"queues"`
 	Total  map[State]int64            `json:"total"`
 }
+
+// CountJobsParams asks CountJobs for the jobs Filter matches in each of
+// its states (every state when it names none).
+type CountJobsParams struct {
+	Filter Filter
+	// Max bounds each state's exact count: DefaultCountJobsMax when 0, at
+	// most MaxCountJobsMax.
+	Max int64
+}
+
+// Bounds of CountJobs: counting a filter reads the jobs it matches, so a
+// screen refreshing live counts asks for a bound it can afford.
+const (
+	DefaultCountJobsMax int64 = 10_000
+	MaxCountJobsMax     int64 = 1_000_000
+)
+
+// JobCounts answers CountJobs.
+type JobCounts struct {
+	// States holds the count of each state asked for (0 included).
+	States map[State]int64 `json:"states"`
+	// Capped names the states whose count reached Max: at least that
+	// many match, maybe more.
+	Capped []State `json:"capped,omitempty"`
+	// Max is the bound each state was counted to.
+	Max int64 `json:"max"`
+}
+
+// IsCapped reports whether s's count stopped at the bound.
+func (c *JobCounts) IsCapped(s State) bool { return slices.Contains(c.Capped, s) }
 
 // ErrorGroup is the dead jobs of one kind sharing a normalised error.
 type ErrorGroup struct {
@@ -167,6 +215,10 @@ type QueueInfo struct {
 	Name   string          `json:"name"`
 	Paused bool            `json:"paused"`
 	Counts map[State]int64 `json:"counts"`
+	// Retention is how long after entering each terminal state a job of
+	// the queue is kept (in nanoseconds on the wire); a state absent is
+	// kept forever. The engine fills it from its configuration.
+	Retention map[State]time.Duration `json:"retention,omitempty"`
 }
 
 // RetryOptions tunes an operator retry.
@@ -198,13 +250,35 @@ type BulkParams struct {
 	DryRun   bool
 	// RatePerSecond limits a real run; 0 is unlimited.
 	RatePerSecond int
+	// Plan, from a dry run's answer, pins a real run to what the preview
+	// counted: only jobs that match the plan's selector and had entered
+	// their state by its cutoff. Action and Selector may then be left
+	// empty; when given they must be the plan's (ErrInvalid otherwise).
+	// Without a plan the cutoff is the operation's creation.
+	Plan *BulkPlan
+}
+
+// BulkPlan is what a dry run previewed, for the run to do exactly that:
+// the action, the selector narrowed to the states the action changes, and
+// the store's time at the preview as the cutoff. The preview counted the
+// jobs that entered their state by the cutoff; a run given the plan takes
+// only those still in it, never a job that entered it later, so it never
+// touches more jobs than the preview counted.
+type BulkPlan struct {
+	Action   Action    `json:"action"`
+	Selector Filter    `json:"selector"`
+	Cutoff   time.Time `json:"cutoff"`
 }
 
 // BulkResult answers Bulk: a preview for a dry run, else the operation.
 type BulkResult struct {
-	Matched   int64      `json:"matched"`
-	Estimated bool       `json:"estimated,omitempty"`
-	Sample    []*Job     `json:"sample,omitempty"`
+	Matched   int64  `json:"matched"`
+	Estimated bool   `json:"estimated,omitempty"`
+	Sample    []*Job `json:"sample,omitempty"`
+	// Plan, on a dry run's answer, is what to hand the run so that it does
+	// what the preview showed; absent when the selector names no state the
+	// action changes (nothing to do).
+	Plan      *BulkPlan  `json:"plan,omitempty"`
 	Operation *Operation `json:"operation,omitempty"`
 }
 
@@ -235,6 +309,10 @@ type Operation struct {
 	Failed     int64           `json:"failed"`
 	Error      string          `json:"error,omitempty"`
 	Rate       int             `json:"rate_per_second,omitempty"`
+	// Cutoff is the latest time a job may have entered its state to be
+	// taken: the plan's cutoff for a run started from a dry run's plan,
+	// else the operation's creation.
+	Cutoff *time.Time `json:"cutoff,omitempty"`
 }
 
 type OperationPage struct {

@@ -246,7 +246,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 		// released, charging nothing. A late write is fenced out anyway.
 		held := e.running.abandonUnacked()
 		e.hardCancel()
-		e.releaseUnfinished(context.WithoutCancel(ctx), held)
+		e.releaseUnfinished(context.WithoutCancel(ctx), held, msgReleasedAtShutdown)
 	}
 	if len(e.queues) > 0 {
 		// The completer runs only in an engine with queues (see Start).
@@ -265,10 +265,10 @@ func (e *Engine) Stop(ctx context.Context) error {
 }
 
 // releaseUnfinished hands every job still held by this process back to
-// available, charging nothing.
-func (e *Engine) releaseUnfinished(ctx context.Context, held []*runState) {
+// available, charging nothing; msg is the event's text.
+func (e *Engine) releaseUnfinished(ctx context.Context, held []*runState, msg string) {
 	for _, r := range held {
-		_, err := e.store.JobFinish(ctx, shutdownPlan(r, e.cfg.WorkerID))
+		_, err := e.store.JobFinish(ctx, shutdownPlan(r, e.cfg.WorkerID, msg))
 		if err == nil {
 			e.observeTransition(r.queue, r.kind, StateRunning, StateAvailable)
 		} else if !errors.Is(err, ErrLeaseLost) {
@@ -280,12 +280,12 @@ func (e *Engine) releaseUnfinished(ctx context.Context, held []*runState) {
 
 // shutdownPlan hands a job this process still holds back to available,
 // charging nothing.
-func shutdownPlan(r *runState, worker string) *JobFinishParams {
+func shutdownPlan(r *runState, worker, msg string) *JobFinishParams {
 	return &JobFinishParams{
 		JobRef: r.ref, To: StateAvailable, Schedule: ScheduleNow,
 		Counts: []CountDelta{{Queue: r.queue, From: StateRunning, To: StateAvailable, N: 1}},
 		Event: &EventWrite{Kind: EventShutdown, Actor: worker, From: StateRunning, To: StateAvailable,
-			Attempt: r.attempt + 1, Message: "released unfinished at shutdown"},
+			Attempt: r.attempt + 1, Message: msg},
 	}
 }
 

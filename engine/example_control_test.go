@@ -90,3 +90,39 @@ func ExampleControl() {
 	// operation: completed 2 retried
 	// available again: 3
 }
+
+// Counting what a filter matches, state by state: what the console's
+// state tabs show under a filter the maintained counters cannot answer
+// (an error text here). Each state is counted exactly up to a bound.
+func ExampleEngine_CountJobs() {
+	ctx := context.Background()
+	store, closeStore := exampleStore(ctx)
+	defer closeStore()
+	e, err := engine.New(store, engine.Config{NoMaintenance: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for i := range 4 {
+		if _, err := e.Enqueue(ctx, engine.EnqueueParams{Queue: "billing", Kind: "invoice.generate",
+			Args: map[string]any{"invoice": i, "currency": []string{"EUR", "EURO"}[i%2]}}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	f, err := engine.ParseQuery(`payload.currency:EURO`)
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := e.CountJobs(ctx, engine.CountJobsParams{Filter: f})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("available:", c.States[engine.StateAvailable], "archived:", c.States[engine.StateArchived], "capped:", c.Capped)
+	c, err = e.CountJobs(ctx, engine.CountJobsParams{Filter: f, Max: 1})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("to 1:", c.States[engine.StateAvailable], c.IsCapped(engine.StateAvailable))
+	// Output:
+	// available: 2 archived: 0 capped: []
+	// to 1: 1 true
+}

@@ -257,9 +257,8 @@ type Event struct {
 // Timeline merges a job's stored events with the entries derived from its
 // columns, oldest first.
 func Timeline(j *Job, stored []Event) []Event {
-	out := make([]Event, 0, len(stored)+3)
+	out := make([]Event, 0, len(stored)+len(j.Errors)+3)
 	out = append(out, Event{JobID: j.ID, Kind: EventEnqueued, At: j.CreatedAt, To: StateAvailable})
-	out = append(out, stored...)
 	hasClaimAt := func(t time.Time) bool {
 		for _, e := range stored {
 			if e.Kind == EventClaimed && e.At.Equal(t) {
@@ -268,6 +267,23 @@ func Timeline(j *Job, stored []Event) []Event {
 		}
 		return false
 	}
+	// The happy path keeps no event rows, so a claim is stored only for
+	// the last run (AttemptedAt). Each earlier run left an error entry,
+	// which says who ran it and when it ended: its claim is derived from
+	// that, placed just before the failure (the claim's own time is not
+	// kept, and the message says so). They go in before the stored events
+	// so that the stable sort keeps each claim ahead of its failure.
+	for _, e := range j.Errors {
+		if j.AttemptedAt != nil && !e.At.Before(*j.AttemptedAt) {
+			continue // the last run: its claim is AttemptedAt
+		}
+		if hasClaimedRun(stored, e.Attempt) {
+			continue
+		}
+		out = append(out, Event{JobID: j.ID, Kind: EventClaimed, At: e.At, Actor: e.Worker, To: StateRunning,
+			Attempt: e.Attempt, Message: DerivedClaimNote})
+	}
+	out = append(out, stored...)
 	if j.AttemptedAt != nil && !hasClaimAt(*j.AttemptedAt) {
 		ev := Event{JobID: j.ID, Kind: EventClaimed, At: *j.AttemptedAt, Actor: j.AttemptedBy, To: StateRunning}
 		if j.State == StateRunning || j.State == StateCompleted {
@@ -281,6 +297,20 @@ func Timeline(j *Job, stored []Event) []Event {
 	}
 	sortEvents(out)
 	return out
+}
+
+// DerivedClaimNote is the message of a claim derived from an error entry:
+// the run's start was not kept, its end was.
+const DerivedClaimNote = "claim time not kept: this run ended here"
+
+// hasClaimedRun reports whether a stored claim names run n.
+func hasClaimedRun(stored []Event, n int) bool {
+	for _, e := range stored {
+		if e.Kind == EventClaimed && e.Attempt == n {
+			return true
+		}
+	}
+	return false
 }
 
 func sortEvents(ev []Event) {

@@ -251,6 +251,34 @@ func TestTimeline(t *testing.T) {
 		}
 	})
 
+	t.Run("earlier runs' claims are derived from their errors", func(t *testing.T) {
+		t.Parallel()
+		errs := []AttemptError{
+			{Attempt: 1, At: at(10), Worker: "w1", Message: "refused"},
+			{Attempt: 2, At: at(20), Worker: "w2", Message: "refused"},
+			{Attempt: 3, At: at(30), Worker: "w1", Message: "refused"},
+		}
+		j := &Job{ID: "jd", State: StateArchived, Attempt: 3, CreatedAt: at(0), AttemptedAt: ptr(at(28)), AttemptedBy: "w1", Errors: errs}
+		stored := []Event{
+			{JobID: "jd", Kind: EventFailed, At: at(10), Actor: "w1", Attempt: 1},
+			{JobID: "jd", Kind: EventFailed, At: at(20), Actor: "w2", Attempt: 2},
+			{JobID: "jd", Kind: EventArchived, At: at(30), Actor: "w1", Attempt: 3},
+		}
+		got := Timeline(j, stored)
+		want := []EventKind{EventEnqueued, EventClaimed, EventFailed, EventClaimed, EventFailed, EventClaimed, EventArchived}
+		if !reflect.DeepEqual(eventKinds(got), want) {
+			t.Fatalf("kinds = %v, want %v", eventKinds(got), want)
+		}
+		for i, n := range map[int]int{1: 1, 3: 2} {
+			if c := got[i]; c.Attempt != n || c.Actor != errs[n-1].Worker || c.Message != DerivedClaimNote {
+				t.Errorf("claim of run %d = %+v", n, c)
+			}
+		}
+		if got[5].Message != "" || !got[5].At.Equal(at(28)) {
+			t.Errorf("the last run's claim = %+v, want the attempted time", got[5])
+		}
+	})
+
 	t.Run("never claimed", func(t *testing.T) {
 		t.Parallel()
 		j := &Job{ID: "j2", State: StateAvailable, CreatedAt: at(0)}

@@ -224,12 +224,7 @@ func (e *Engine) reap(ctx context.Context) error {
 // sweepRetention deletes terminal jobs past their retention, in bounded
 // batches.
 func (e *Engine) sweepRetention(ctx context.Context) error {
-	perQueue := map[string]map[State]time.Duration{}
-	for name, q := range e.cfg.Queues {
-		if len(q.Retention) > 0 {
-			perQueue[name] = q.Retention
-		}
-	}
+	perQueue := e.queueOverrides()
 	for range 10 {
 		n, err := e.store.JobDeleteExpired(ctx, &JobDeleteExpiredParams{
 			Retention: e.cfg.Retention, QueueRetention: perQueue, Limit: maintenanceBatch,

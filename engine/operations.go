@@ -55,6 +55,13 @@ func (e *Engine) RunOperation(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	op := lease.Operation
+	// A plan's cutoff, when the operation was started from one, rides on
+	// its persisted selector; it never reaches the store as a filter.
+	cutoff := op.CreatedAt
+	if c := op.Selector.PlanCutoff; c != nil && c.Before(cutoff) {
+		cutoff = *c
+	}
+	op = liftCutoff(op)
 	finish := func(status OperationStatus, msg string) error {
 		done, err := e.store.OperationFinish(ctx, &OperationFinishParams{
 			ID: op.ID, Holder: lease.Holder, Fence: lease.Fence, Status: status, Error: msg,
@@ -94,7 +101,7 @@ func (e *Engine) RunOperation(ctx context.Context) (bool, error) {
 	for {
 		res, err := e.store.OperationProcessBatch(ctx, &OperationProcessBatchParams{
 			ID: op.ID, Holder: lease.Holder, Fence: lease.Fence, After: cursor,
-			Spec: spec, Selector: sel, Cutoff: op.CreatedAt,
+			Spec: spec, Selector: sel, Cutoff: cutoff,
 			Limit: batch, Window: operationWindow * batch, Event: event, TTL: e.operationLeaseTTL(),
 		})
 		switch {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -96,7 +97,7 @@ func (e *Engine) GetJob(ctx context.Context, id string, includePayload bool) (*J
 	if err != nil {
 		return nil, fmt.Errorf("job %s timeline: %w", id, err)
 	}
-	return &JobDetail{Job: j, Timeline: Timeline(j, ev)}, nil
+	return &JobDetail{Job: j, Timeline: Timeline(j, ev), DeleteAt: e.deleteAt(j)}, nil
 }
 
 // Counts reads the maintained counters.
@@ -117,6 +118,43 @@ func (e *Engine) Counts(ctx context.Context, queue string) (*Counts, error) {
 		}
 	}
 	return c, nil
+}
+
+// CountJobs counts what the filter matches in each state, one bounded
+// count per state: the list under the filter shows as many (ListJobs
+// keeps superseded jobs, so the counts do).
+func (e *Engine) CountJobs(ctx context.Context, p CountJobsParams) (*JobCounts, error) {
+	if err := p.Filter.Validate(); err != nil {
+		return nil, err
+	}
+	limit := p.Max
+	if limit == 0 {
+		limit = DefaultCountJobsMax
+	}
+	if limit < 1 || limit > MaxCountJobsMax {
+		return nil, fmt.Errorf("%w: count bound %d outside 1–%d", ErrInvalid, limit, MaxCountJobsMax)
+	}
+	states := AllStates
+	if len(p.Filter.States) > 0 {
+		states = p.Filter.States
+	}
+	out := &JobCounts{States: make(map[State]int64, len(states)), Max: limit}
+	for _, s := range states {
+		if _, done := out.States[s]; done {
+			continue
+		}
+		f := p.Filter
+		f.States = []State{s}
+		n, capped, err := e.store.JobCount(ctx, &JobCountParams{Filter: f, Max: limit})
+		if err != nil {
+			return nil, fmt.Errorf("count jobs in %s: %w", s, err)
+		}
+		out.States[s] = n
+		if capped {
+			out.Capped = append(out.Capped, s)
+		}
+	}
+	return out, nil
 }
 
 // deadStates are the states ErrorGroups looks at by default.
@@ -147,8 +185,16 @@ func (e *Engine) ErrorGroups(ctx context.Context, f Filter) ([]ErrorGroup, error
 }
 
 // Queues lists queues with their counts and pause state.
+// Each queue says the retention this engine's maintenance applies to it.
 func (e *Engine) Queues(ctx context.Context) ([]QueueInfo, error) {
-	return e.store.QueueList(ctx)
+	qs, err := e.store.QueueList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := range qs {
+		qs[i].Retention = e.RetentionOf(qs[i].Name)
+	}
+	return qs, nil
 }
 
 // PauseQueue stops workers claiming from queue.
@@ -404,7 +450,16 @@ func ReasonCode(err error) string {
 }
 
 // Bulk previews or starts an operation over every job the selector matches.
+// A dry run counts the jobs that entered their state by the store's now and
+// returns that as a plan; a run given the plan takes only those (see
+// BulkPlan), a run without one those that entered it by the operation's
+// creation.
 func (e *Engine) Bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
+	if p.Plan != nil {
+		if err := checkPlan(&p); err != nil {
+			return nil, err
+		}
+	}
 	spec, err := SpecFor(p.Action)
 	if err != nil {
 		return nil, err
@@ -423,21 +478,45 @@ func (e *Engine) Bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 			if err != nil {
 				return nil, err
 			}
-			return &BulkResult{Matched: op.Matched, Estimated: op.Matched >= DryRunExactLimit, Operation: op}, nil
+			// The recorded operation is the store's, as persisted: lift its
+			// cutoff as the first answer did.
+			return &BulkResult{Matched: op.Matched, Estimated: op.Matched >= DryRunExactLimit, Operation: liftCutoff(op)}, nil
 		}
 	}
 	sel, any := spec.Narrow(p.Selector)
 	res := &BulkResult{}
+	var cutoff *time.Time
+	switch {
+	case p.Plan != nil:
+		c := p.Plan.Cutoff
+		cutoff = &c
+	case p.DryRun:
+		// The preview's store time, read before the count: every job the
+		// count sees as of it is one the run given the plan may take.
+		now, err := e.store.Now(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("bulk: store clock: %w", err)
+		}
+		cutoff = &now
+	}
 	if any {
-		n, capped, err := e.store.JobCount(ctx, &JobCountParams{Filter: sel, ExcludeSuperseded: !sel.IncludeSuperseded, Max: DryRunExactLimit})
+		n, capped, err := e.store.JobCount(ctx, &JobCountParams{Filter: sel, ExcludeSuperseded: !sel.IncludeSuperseded,
+			Max: DryRunExactLimit, AsOf: cutoff})
 		if err != nil {
 			return nil, fmt.Errorf("bulk count: %w", err)
 		}
 		res.Matched, res.Estimated = n, capped
 	}
 	if p.DryRun {
+		if any {
+			res.Plan = &BulkPlan{Action: p.Action, Selector: sel, Cutoff: *cutoff}
+		}
 		if any && res.Matched > 0 {
-			sample, err := e.store.JobList(ctx, &JobListParams{Filter: sel, ExcludeSuperseded: !sel.IncludeSuperseded, Limit: BulkSampleSize})
+			// Newest first from just past the cutoff: the sample shows
+			// only jobs the plan covers.
+			after := &Cursor{At: cutoff.Add(time.Nanosecond), Dir: CursorNext}
+			sample, err := e.store.JobList(ctx, &JobListParams{Filter: sel, ExcludeSuperseded: !sel.IncludeSuperseded,
+				After: after, Limit: BulkSampleSize})
 			if err != nil {
 				return nil, fmt.Errorf("bulk sample: %w", err)
 			}
@@ -449,22 +528,86 @@ func (e *Engine) Bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	stored := p.Selector
+	if p.Plan != nil {
+		stored = p.Plan.Selector
+		c := p.Plan.Cutoff.UTC()
+		stored.PlanCutoff = &c
+	}
 	op, err := e.store.OperationInsert(ctx, &OperationInsertParams{
-		ID: v7.String(), Action: p.Action, Selector: p.Selector,
+		ID: v7.String(), Action: p.Action, Selector: stored,
 		CreatedBy: ActorFrom(ctx), Matched: res.Matched, Rate: p.RatePerSecond,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bulk: %w", err)
 	}
-	res.Operation = op
+	res.Operation = liftCutoff(op)
 	e.wakeOperations()
 	e.publish(Change{Kind: ChangeOperation, Operation: op.ID})
 	return res, nil
 }
 
+// checkPlan takes a run's action and selector from its plan, or checks
+// that those given are the plan's: a plan previewed for one selection
+// must not run another.
+func checkPlan(p *BulkParams) error {
+	pl := p.Plan
+	if pl.Cutoff.IsZero() {
+		return fmt.Errorf("%w: plan: no cutoff", ErrInvalid)
+	}
+	if err := checkQueryTime(pl.Cutoff); err != nil {
+		return fmt.Errorf("%w: plan: %v", ErrInvalid, err)
+	}
+	if err := pl.Selector.Validate(); err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	if p.Action == "" {
+		p.Action = pl.Action
+	}
+	if p.Action != pl.Action {
+		return fmt.Errorf("%w: plan is for %s, not %s", ErrInvalid, pl.Action, p.Action)
+	}
+	spec, err := SpecFor(pl.Action)
+	if err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	narrowed, any := spec.Narrow(pl.Selector)
+	if !any || len(pl.Selector.States) == 0 || narrowed.String() != pl.Selector.String() {
+		return fmt.Errorf("%w: plan: its selector is not narrowed to the states %s changes; use a dry run's plan", ErrInvalid, pl.Action)
+	}
+	if p.Selector.IsEmpty() {
+		p.Selector = pl.Selector
+		return nil
+	}
+	if given, _ := spec.Narrow(p.Selector); given.String() != pl.Selector.String() {
+		return fmt.Errorf("%w: plan is for the selection %q, not %q", ErrInvalid, pl.Selector.String(), given.String())
+	}
+	return nil
+}
+
+// liftCutoff moves a plan's cutoff from the persisted selector into
+// Operation.Cutoff (the operation's creation when it has none), so that
+// callers see the selector they asked for and the cutoff it runs with.
+func liftCutoff(op *Operation) *Operation {
+	if op == nil {
+		return nil
+	}
+	out := *op
+	if c := op.Selector.PlanCutoff; c != nil {
+		t := *c
+		out.Cutoff = &t
+		out.Selector.PlanCutoff = nil
+	} else if !op.CreatedAt.IsZero() {
+		t := op.CreatedAt
+		out.Cutoff = &t
+	}
+	return &out
+}
+
 // Operation returns one bulk operation.
 func (e *Engine) Operation(ctx context.Context, id string) (*Operation, error) {
-	return e.store.OperationGet(ctx, &OperationGetParams{ID: id})
+	op, err := e.store.OperationGet(ctx, &OperationGetParams{ID: id})
+	return liftCutoff(op), err
 }
 
 // Operations pages bulk operations newest first.
@@ -486,6 +629,9 @@ func (e *Engine) Operations(ctx context.Context, limit int, cursor string) (*Ope
 	ops, err := e.store.OperationList(ctx, &OperationListParams{After: after, Limit: limit + 1})
 	if err != nil {
 		return nil, fmt.Errorf("operations: %w", err)
+	}
+	for i, op := range ops {
+		ops[i] = liftCutoff(op)
 	}
 	page := &OperationPage{Operations: ops}
 	if len(ops) > limit {
@@ -511,7 +657,7 @@ func (e *Engine) CancelOperation(ctx context.Context, id string) (*Operation, er
 		return nil, err
 	}
 	e.publish(Change{Kind: ChangeOperation, Operation: op.ID})
-	return op, nil
+	return liftCutoff(op), nil
 }
 
 // Quarantine lists quarantined and probationary fingerprints.

@@ -604,6 +604,9 @@ func (f Filter) Validate() error {
 			}
 		}
 	}
+	if f.PlanCutoff != nil {
+		return bad("plan_cutoff is the engine's own; pass a dry run's plan instead")
+	}
 	for _, t := range []*time.Time{f.CreatedAfter, f.CreatedBefore, f.FinalizedAfter, f.FinalizedBefore} {
 		if t != nil {
 			if err := checkQueryTime(*t); err != nil {

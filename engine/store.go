@@ -11,7 +11,9 @@ import (
 //
 // Rules every implementation keeps (backend/backendtest checks them):
 //   - Every time is the store's clock: callers pass durations, the store
-//     adds them to its own now.
+//     adds them to its own now. Times are kept to the microsecond
+//     (PostgreSQL's precision); a time a caller passes (a deadline) may
+//     come back truncated to it.
 //   - A write naming a lease (id, lease id, fence) applies only while the
 //     job is running under that exact lease; otherwise it changes nothing
 //     and reports ErrLeaseLost.

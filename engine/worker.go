@@ -13,22 +13,48 @@ import (
 )
 
 // queueRunner claims one queue's jobs in batches and runs each in its own
-// goroutine, at most Concurrency at once.
+// goroutine, at most Concurrency at once. It claims up to Prefetch jobs
+// ahead of its free slots: those wait in buf, under lease (they are in the
+// running set, so their leases are renewed and the reaper sees them), and
+// start as slots free, in claim order, on the goroutine of the job that
+// freed the slot.
 type queueRunner struct {
 	e    *Engine
 	name string
 	cfg  QueueConfig
 
 	wakeCh  chan struct{} // work was enqueued here
-	freedCh chan struct{} // a slot came free
+	freedCh chan struct{} // a slot (or a held job's place) came free
 	stopCh  chan struct{}
 	stopOne sync.Once
 	// done closes when run has returned: no claim is in flight any more,
-	// so no job can start after it.
+	// the jobs held ahead of a slot are released, and no job can start
+	// after it.
 	done chan struct{}
 
-	inflight atomic.Int64
-	active   sync.WaitGroup
+	mu sync.Mutex
+	// slots counts the goroutines running jobs (at most Concurrency).
+	slots int
+	// buf holds claimed jobs waiting for a slot, oldest first.
+	buf []heldJob
+	// closed stops buf from feeding slots: the runner is stopping.
+	closed bool
+
+	active sync.WaitGroup
+
+	// runs counts the jobs the slots have taken, for the rate.
+	runs atomic.Int64
+	// The rate the queue runs jobs at (jobs per second), kept by the
+	// producer alone: when it was last measured and runs then.
+	rate     float64
+	rateAt   time.Time
+	rateRuns int64
+}
+
+// heldJob is a claimed job and this process's hold on it.
+type heldJob struct {
+	j *Job
+	r *runState
 }
 
 func newQueueRunner(e *Engine, name string, cfg QueueConfig) *queueRunner {
@@ -54,18 +80,53 @@ func (q *queueRunner) stopClaiming() { q.stopOne.Do(func() { close(q.stopCh) }) 
 
 func (q *queueRunner) waitIdle() { q.active.Wait() }
 
-// run is the producer: claim while there are free slots and work, then
-// sleep until woken, a slot frees, or the poll interval passes.
+// capacity is how many jobs the runner holds at most now: running and
+// held ahead of a slot. Only the producer calls it.
+func (q *queueRunner) capacity() int { return q.cfg.Concurrency + q.surplus() }
+
+// surplus is how many jobs to hold ahead of the slots: the configured
+// number, or what the queue runs in PrefetchHorizon at its recent rate.
+func (q *queueRunner) surplus() int {
+	if q.cfg.Prefetch != prefetchAuto {
+		return q.cfg.Prefetch
+	}
+	now := time.Now()
+	if dt := now.Sub(q.rateAt); dt >= 5*time.Millisecond {
+		runs := q.runs.Load()
+		inst := float64(runs-q.rateRuns) / dt.Seconds()
+		if q.rateAt.IsZero() {
+			inst = 0
+		}
+		// Smoothed, so one slow claim does not empty the surplus.
+		q.rate = 0.7*q.rate + 0.3*inst
+		q.rateAt, q.rateRuns = now, runs
+	}
+	return min(DefaultPrefetch(q.cfg.Concurrency), int(q.rate*PrefetchHorizon.Seconds()))
+}
+
+// free is how many more jobs the runner may claim now, out of capacity.
+func (q *queueRunner) free(capacity int) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return capacity - q.slots - len(q.buf)
+}
+
+// run is the producer: claim while there is room and work, then sleep
+// until woken, room frees, or the poll interval passes.
 //
-// Claims are batched: while jobs are in flight, the producer waits until
-// half the slots are free (or claimLinger passes) before claiming again,
-// so one store transaction starts many jobs rather than one.
+// Claims are batched: while jobs are held, the producer waits until half
+// the room is free (or claimLinger passes) before claiming again, so one
+// store transaction starts many jobs rather than one. With a prefetch of
+// at least the concurrency the slots never wait for that: the held jobs
+// feed them meanwhile.
 func (q *queueRunner) run() {
 	defer close(q.done)
+	defer q.releaseHeld(true, msgReleasedAtShutdown)
 	backoff := 10 * time.Millisecond
-	lowWater := max(1, q.cfg.Concurrency/2)
 	for {
-		free := q.cfg.Concurrency - int(q.inflight.Load())
+		capacity := q.capacity()
+		lowWater := max(1, capacity/2)
+		free := q.free(capacity)
 		if free <= 0 {
 			if !q.wait(q.freedCh, nil) {
 				return
@@ -73,7 +134,7 @@ func (q *queueRunner) run() {
 			continue
 		}
 		if free < lowWater {
-			// Some slots are free, not many: give the rest a moment.
+			// Some room is free, not much: give the rest a moment.
 			deadline := time.Now().Add(claimLinger)
 			for free < lowWater {
 				left := time.Until(deadline)
@@ -86,7 +147,7 @@ func (q *queueRunner) run() {
 				if !ok {
 					return
 				}
-				free = q.cfg.Concurrency - int(q.inflight.Load())
+				free = q.free(capacity)
 			}
 		}
 		n, err := q.claim(free)
@@ -105,7 +166,7 @@ func (q *queueRunner) run() {
 		backoff = 10 * time.Millisecond
 		if n == free {
 			// The queue had at least a full batch: claim again as soon as
-			// slots free, without waiting for the poll.
+			// room frees, without waiting for the poll.
 			if !q.wait(q.freedCh, nil) {
 				return
 			}
@@ -169,9 +230,7 @@ func (q *queueRunner) claim(free int) (int, error) {
 	for _, j := range res.Dead {
 		go e.fireDeath(j, msgDeadlineBeforeRun, ReasonDeadlineExceeded)
 	}
-	for _, j := range res.Jobs {
-		q.start(j)
-	}
+	q.hold(res.Jobs)
 	return len(res.Jobs), nil
 }
 
@@ -192,19 +251,92 @@ func claimDeadlinePlan(worker string) (ClaimDeadlineWrite, error) {
 	}, nil
 }
 
-func (q *queueRunner) start(j *Job) {
-	q.inflight.Add(1)
-	q.active.Add(1)
-	ctx, cancel := context.WithCancelCause(q.e.hardCtx)
-	r := q.e.running.add(j, ctx, cancel)
-	go func() {
-		defer func() {
-			q.inflight.Add(-1)
-			q.active.Done()
+// hold takes claimed jobs into the running set (so their leases are
+// renewed from now on), queues them behind those already held, and starts
+// as many as there are free slots.
+func (q *queueRunner) hold(jobs []*Job) {
+	if len(jobs) == 0 {
+		return
+	}
+	held := make([]heldJob, len(jobs))
+	for i, j := range jobs {
+		ctx, cancel := context.WithCancelCause(q.e.hardCtx)
+		held[i] = heldJob{j: j, r: q.e.running.add(j, ctx, cancel)}
+	}
+	q.mu.Lock()
+	q.buf = append(q.buf, held...)
+	var starts []heldJob
+	for q.slots < q.cfg.Concurrency && len(q.buf) > 0 {
+		starts = append(starts, q.buf[0])
+		q.buf[0] = heldJob{}
+		q.buf = q.buf[1:]
+		q.slots++
+	}
+	if len(q.buf) == 0 {
+		q.buf = nil // let the backing array go
+	}
+	q.mu.Unlock()
+	q.active.Add(len(starts))
+	for _, h := range starts {
+		go q.work(h)
+	}
+}
+
+// work runs h, then the held jobs after it while there are any: a slot
+// passes from one job to the next without a goroutine of its own.
+func (q *queueRunner) work(h heldJob) {
+	defer q.active.Done()
+	for {
+		q.runs.Add(1)
+		q.e.execute(q, h.r, h.j)
+		q.mu.Lock()
+		if q.closed || len(q.buf) == 0 {
+			q.slots--
+			q.mu.Unlock()
 			signal(q.freedCh)
-		}()
-		q.e.execute(q, r, j)
-	}()
+			return
+		}
+		h = q.buf[0]
+		q.buf[0] = heldJob{}
+		q.buf = q.buf[1:]
+		q.mu.Unlock()
+		signal(q.freedCh)
+	}
+}
+
+// Messages of the releases of held jobs that never started.
+const (
+	msgReleasedAtShutdown = "released unfinished at shutdown"
+	msgReleasedAfterCrash = "released unstarted: a job crashed in this process"
+)
+
+// releaseHeld hands the jobs claimed ahead of a slot back to available,
+// charging nothing: they never started. closing (at shutdown) also stops
+// buf from taking or feeding any more.
+func (q *queueRunner) releaseHeld(closing bool, msg string) {
+	q.mu.Lock()
+	if closing {
+		q.closed = true
+	}
+	held := q.buf
+	q.buf = nil
+	q.mu.Unlock()
+	if len(held) == 0 {
+		return
+	}
+	e := q.e
+	rs := make([]*runState, 0, len(held))
+	for _, h := range held {
+		if h.r.abandoned.CompareAndSwap(false, true) {
+			rs = append(rs, h.r)
+		} else {
+			// Its lease was lost meanwhile: nothing to hand back.
+			e.running.remove(h.r.ref.ID)
+		}
+		e.suspects.done(h.r.suspect, false)
+		h.r.cancel(nil)
+	}
+	e.releaseUnfinished(context.WithoutCancel(e.hardCtx), rs, msg)
 }
 
 // runState is this process's hold on one running job.
@@ -322,6 +454,12 @@ func (e *Engine) execute(q *queueRunner, r *runState, j *Job) {
 	defer func() { e.suspects.done(r.suspect, res.trigger == TriggerCrash) }()
 	defer r.cancel(nil)
 
+	if r.abandoned.Load() {
+		// Its lease was lost while it waited for a slot: the job is no
+		// longer ours to run.
+		e.running.remove(j.ID)
+		return
+	}
 	began := e.handlerStart()
 	res = e.runHandler(r.ctx, r, j)
 	e.observeHandler(r, j, res.trigger, began)
@@ -334,6 +472,13 @@ func (e *Engine) execute(q *queueRunner, r *runState, j *Job) {
 	if res.trigger == TriggerSuccess && r.acked.CompareAndSwap(false, true) {
 		e.completer.add(r, q.retention(StateCompleted) == 0)
 		return
+	}
+	if res.trigger == TriggerCrash {
+		// A panic may be a poison pill whose siblings wait in buf: hand
+		// them back first (charging nothing), so that they are waiting
+		// jobs when the crash's write quarantines their fingerprint (it
+		// holds them then) rather than jobs this process runs next.
+		q.releaseHeld(false, msgReleasedAfterCrash)
 	}
 	defer e.running.remove(j.ID)
 	e.finish(context.WithoutCancel(e.hardCtx), r.ref, j, res, e.cfg.WorkerID)
@@ -375,6 +520,10 @@ func (e *Engine) runHandler(ctx context.Context, r *runState, j *Job) (res handl
 		defer cancel()
 	}
 
+	if j.Deadline != nil && !e.clock.now().Before(*j.Deadline) {
+		// It passed while the job waited for a slot: do not run it.
+		return handlerResult{trigger: TriggerDeadline, message: msgDeadlineBeforeRun}
+	}
 	err, panicked, stack := callHandler(ctx, k.Handler, hj)
 	if panicked {
 		return handlerResult{trigger: TriggerCrash, message: err.Error(), trace: stack}

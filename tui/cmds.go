@@ -40,9 +40,17 @@ func (m *Model) loadMeta() tea.Cmd {
 type countsMsg struct {
 	seq    uint64
 	counts *engine.Counts
-	err    error
+	// fcounts are the filter's own counts (fkey names the filter), asked
+	// for when the counters cannot answer it; fOff: the backend cannot
+	// count that filter.
+	fcounts *engine.JobCounts
+	fkey    string
+	fOff    bool
+	err     error
 }
 
+// loadCounts reads the counters and, under a filter they cannot answer,
+// the filter's counts per state, bounded (engine.DefaultCountJobsMax).
 func (m *Model) loadCounts() tea.Cmd {
 	m.seq++
 	m.countsSeq = m.seq
@@ -51,11 +59,25 @@ func (m *Model) loadCounts() tea.Cmd {
 	if qs := m.jobs.filter.Queues; len(qs) == 1 {
 		queue = qs[0]
 	}
+	f := m.jobs.filter
+	filtered := !countsServe(f)
 	return func() tea.Msg {
 		c, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
 		counts, err := ctl.Counts(c, queue)
-		return countsMsg{seq: seq, counts: counts, err: err}
+		msg := countsMsg{seq: seq, counts: counts, err: err}
+		if err != nil || !filtered {
+			return msg
+		}
+		msg.fkey = f.String()
+		msg.fcounts, err = ctl.CountJobs(c, engine.CountJobsParams{Filter: f})
+		switch {
+		case errors.Is(err, engine.ErrUnsupported):
+			msg.fcounts, msg.fOff = nil, true
+		case err != nil:
+			msg.err = err
+		}
+		return msg
 	}
 }
 

@@ -118,7 +118,10 @@ func TestBulkRetry(t *testing.T) {
 	s.keys("y")
 	s.goldenAs("progress", s.waitFor("Bulk retry — pending", "0 / 5 processed", "c cancel operation"))
 	f.startEngine(t)
-	s.waitFor("bulk retry completed: 5 matched, 5 retried, 0 failed")
+	s.waitFor("bulk retry completed: 5 matched, 5 retried, 0 failed", "Bulk retry — completed")
+	// The dialog stays on the result until it is closed.
+	s.keys("<esc>")
+	s.waitGone("Bulk retry — completed")
 	for _, id := range []string{"inv-0001", "inv-0002", "inv-0003", "inv-0004", "inv-0005"} {
 		if !slices.Contains(f.events(t, id), engine.EventRetried) {
 			t.Errorf("%s was not retried", id)

@@ -76,8 +76,15 @@ const (
 	bulkPreview
 	bulkStarting
 	bulkRunning
+	// bulkDone shows how the operation ended until the operator closes
+	// it: a dialog that closed itself at the end would hide the result
+	// of a short run before anyone saw it.
+	bulkDone
 	bulkFailed
 )
+
+// maxRateDigits bounds the rate typed in the preview (9,999,999 jobs/s).
+const maxRateDigits = 7
 
 type bulkDialog struct {
 	phase    bulkPhase
@@ -91,10 +98,25 @@ type bulkDialog struct {
 	visible  bool
 	err      error
 
+	// rateIn is the rate limit typed in the preview, in jobs per second
+	// ("" or 0: as fast as the store goes). It keeps a redrive from
+	// flooding a downstream that has just come back, and lets progress be
+	// watched.
+	rateIn string
+
 	firstAt        time.Time
 	firstProcessed int64
 	rate           float64
 	cancelling     bool
+}
+
+// ratePerSecond is the typed rate, 0 for none.
+func (b *bulkDialog) ratePerSecond() int {
+	n, err := strconv.Atoi(b.rateIn)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
 }
 
 // startBulk previews action over every job sel matches.
@@ -134,10 +156,22 @@ func (m *Model) bulkKey(msg tea.KeyPressMsg) tea.Cmd {
 				return nil
 			}
 			b.phase = bulkStarting
-			return m.bulkCmd(engine.BulkParams{Action: b.action, Selector: b.selector}, b.seq)
+			// The preview's plan: the run takes only jobs that were in
+			// their state when the preview counted, never more.
+			return m.bulkCmd(engine.BulkParams{Action: b.action, Selector: b.selector, Plan: b.preview.Plan, RatePerSecond: b.ratePerSecond()}, b.seq)
 		case km.Matches(msg, keymap.Back), km.Matches(msg, keymap.Quit), msg.String() == "n":
 			m.bulk = nil
 			return m.toast("bulk cancelled — nothing changed")
+		case len(msg.Text) == 1 && msg.Text[0] >= '0' && msg.Text[0] <= '9':
+			// Digits type the rate limit (no other key of the preview is
+			// a digit).
+			if len(b.rateIn) < maxRateDigits && (b.rateIn != "" || msg.Text != "0") {
+				b.rateIn += msg.Text
+			}
+		case msg.String() == "backspace":
+			if b.rateIn != "" {
+				b.rateIn = b.rateIn[:len(b.rateIn)-1]
+			}
 		}
 	case bulkRunning:
 		switch {
@@ -147,6 +181,11 @@ func (m *Model) bulkKey(msg tea.KeyPressMsg) tea.Cmd {
 		case km.Matches(msg, keymap.Back), km.Matches(msg, keymap.Quit):
 			b.visible = false
 			return m.jobs.refresh(m)
+		}
+	case bulkDone:
+		if km.Matches(msg, keymap.Back) || km.Matches(msg, keymap.Quit) || km.Matches(msg, keymap.Confirm) || msg.String() == "enter" {
+			m.bulk = nil
+			return m.refresh()
 		}
 	default:
 		if km.Matches(msg, keymap.Back) || km.Matches(msg, keymap.Quit) {
@@ -202,7 +241,13 @@ func (m *Model) bulkMsg(msg tea.Msg) tea.Cmd {
 			b.rate = float64(msg.op.Processed-b.firstProcessed) / dt
 		}
 		if opDone(msg.op.Status) {
-			m.bulk = nil
+			if b.visible {
+				// Stay open on the result until the operator closes it;
+				// the toast says it too.
+				b.phase = bulkDone
+			} else {
+				m.bulk = nil
+			}
 			op := msg.op
 			text := fmt.Sprintf("bulk %s %s: %s matched, %s %s, %s failed", op.Action, op.Status,
 				commas(op.Matched), commas(op.Succeeded), pastTense[op.Action], commas(op.Failed))
@@ -331,7 +376,22 @@ func (m *Model) bulkBox(w, h int) []string {
 					clip(r.queue+" "+r.kind+" "+t.ErrorText.Render(r.errMsg), rest))
 			}
 		}
-		lines = append(lines, t.Muted.Render("jobs that change state after it starts are left alone"))
+		addWrapped("the run takes at most these "+count+": jobs that enter the state after this preview are left alone", t.Muted.Render)
+		if p.Matched > 0 {
+			rate := "jobs/s: no limit · type digits to set one"
+			if n := b.ratePerSecond(); n > 0 {
+				rate = "jobs/s"
+				if p.Matched > int64(n) {
+					rate += " · takes about " + shortDur(time.Duration(float64(p.Matched)/float64(n)*float64(time.Second)))
+				}
+			}
+			field := b.rateIn
+			if b.phase == bulkPreview {
+				field += "▏"
+			}
+			lines = append(lines, t.Bold.Render("rate ")+t.Cell.Render("["+fitRight(field, maxRateDigits+1)+"]")+" "+
+				t.Muted.Render(rate))
+		}
 		lines = append(lines, "")
 		if b.phase == bulkStarting {
 			lines = append(lines, t.Muted.Render("starting…"))
@@ -341,7 +401,7 @@ func (m *Model) bulkBox(w, h int) []string {
 			lines = append(lines, t.HelpKey.Render(m.km.B(keymap.Confirm).Help().Key)+t.HelpDesc.Render(" start · ")+
 				t.HelpKey.Render("esc")+t.HelpDesc.Render(" cancel"))
 		}
-	case bulkRunning:
+	case bulkRunning, bulkDone:
 		op := b.op
 		lines = append(lines, t.DialogHead.Render(title+" — "+string(op.Status))+t.Muted.Render(" · op "+Sanitize(op.ID)))
 		frac := 0.0
@@ -355,6 +415,25 @@ func (m *Model) bulkBox(w, h int) []string {
 		if b.rate > 0 {
 			left := float64(op.Matched-op.Processed) / b.rate
 			rate = fmt.Sprintf("%s/s · ETA %s", commas(int64(b.rate)), shortDur(time.Duration(math.Max(left, 0)*float64(time.Second))))
+		}
+		if op.Rate > 0 {
+			rate += " · limit " + commas(int64(op.Rate)) + "/s"
+		}
+		if b.phase == bulkDone {
+			rate = "ended"
+			if op.StartedAt != nil && op.FinishedAt != nil {
+				took := op.FinishedAt.Sub(*op.StartedAt)
+				rate = "took " + shortDur(took)
+				if s := took.Seconds(); s > 0 {
+					rate += fmt.Sprintf(" · %s/s", commas(int64(float64(op.Processed)/s)))
+				}
+			}
+			lines = append(lines, t.Muted.Render(rate))
+			if op.Status == engine.OperationFailed && op.Error != "" {
+				addWrapped(Sanitize(op.Error), t.ErrorText.Render)
+			}
+			lines = append(lines, "", t.HelpKey.Render("esc")+t.HelpDesc.Render(" close"))
+			break
 		}
 		lines = append(lines, t.Muted.Render(rate))
 		lines = append(lines, "")

@@ -480,11 +480,12 @@ func TestRowNumbers(t *testing.T) {
 	}
 }
 
-// TestTabsSayWhenTheyAreTotals (issue 16, problem 2): the maintained
-// counters know states and one queue; under any other term of the filter
-// the state tabs say they are totals instead of passing for the filter's
-// counts.
-func TestTabsSayWhenTheyAreTotals(t *testing.T) {
+// TestTabsCountTheFilter (issue 16, problem 2): the state tabs count what
+// the filter matches — from the counters under states and one queue, from
+// engine.Control.CountJobs under any other term — and the tab's number is
+// the list's "of N". A backend that cannot count a filter leaves the tabs
+// as totals, and they say so.
+func TestTabsCountTheFilter(t *testing.T) {
 	f := setup(t, false)
 	s := start(t, f.eng, testOptions())
 	s.waitFor("evil-0001")
@@ -494,11 +495,139 @@ func TestTabsSayWhenTheyAreTotals(t *testing.T) {
 	s.keys("/")
 	s.typeText("queue:billing")
 	s.keys("<enter>")
-	if screen := s.waitFor("/ queue:billing", "› inv-0005"); strings.Contains(screen, "totals") {
+	if screen := s.waitFor("/ queue:billing", "› inv-0005", "archived 5", "1 of 5"); strings.Contains(screen, "totals") {
 		t.Fatalf("one queue's counters are exact, yet the tabs say totals:\n%s", screen)
 	}
 	s.keys("/")
 	s.typeText(` error:"currency"`)
 	s.keys("<enter>")
-	s.waitFor(`error:"currency"`, "  totals")
+	screen := s.waitFor(`error:"currency"`, "▸archived 2", "1 of 2")
+	if strings.Contains(screen, "totals") || !strings.Contains(screen, "quarantined 0") || !strings.Contains(screen, "scheduled 0") {
+		t.Fatalf("the tabs do not count the filter:\n%s", screen)
+	}
+	s.golden(screen)
+	// Another state's tab under the same filter: none there, and the
+	// list agrees.
+	s.keys("<tab>")
+	s.waitFor("▸quarantined 0", "no quarantined jobs match the filter")
+}
+
+// noFilterCounts is a backend that cannot count a filter.
+type noFilterCounts struct{ engine.Control }
+
+func (noFilterCounts) CountJobs(context.Context, engine.CountJobsParams) (*engine.JobCounts, error) {
+	return nil, fmt.Errorf("count jobs: %w", engine.ErrUnsupported)
+}
+
+func TestTabsSayWhenTheyAreTotals(t *testing.T) {
+	f := setup(t, false)
+	s := start(t, noFilterCounts{f.eng}, testOptions())
+	s.waitFor("evil-0001")
+	s.keys("/")
+	s.typeText(`error:"currency"`)
+	s.keys("<enter>")
+	s.waitFor(`error:"currency"`, "▸arch 7", "quar 3", "  totals")
+}
+
+// TestTimelineClaimsEachRun (issue 16, problem 10): the happy path keeps
+// no event rows, so only the last run's claim is stored; the sheet's
+// timeline shows a claim before each earlier run too, derived from its
+// error entry, numbered as the run and marked as derived.
+func TestTimelineClaimsEachRun(t *testing.T) {
+	f := setup(t, false)
+	s := start(t, f.eng, testOptions())
+	s.waitFor("inv-0004")
+	s.keys("j", "j", "j", "<enter>")
+	screen := s.waitFor("job inv-0004", "timeline (7)")
+	var kinds []string
+	in := false
+	for _, l := range strings.Split(screen, "\n") {
+		_, after, ok := strings.Cut(l, "│ ")
+		if !ok {
+			continue
+		}
+		after = strings.TrimSpace(after)
+		switch {
+		case strings.HasPrefix(after, "timeline ("):
+			in = true
+			continue
+		case in && after == "":
+			in = false
+		}
+		if f := strings.Fields(after); in && len(f) >= 2 && len(f[0]) == 8 && f[0][2] == ':' {
+			k := f[1]
+			if strings.HasPrefix(k, "+") && len(f) >= 3 {
+				k = f[2]
+			}
+			if len(f) >= 4 && strings.HasPrefix(f[len(f)-3], "#") {
+				k += " " + f[len(f)-3]
+			}
+			kinds = append(kinds, k)
+		}
+	}
+	want := []string{"enqueued", "claimed #1", "failed #1", "claimed #2", "failed #2", "claimed", "archived #3"}
+	if !slices.Equal(kinds, want) {
+		t.Fatalf("timeline reads %q, want %q:\n%s", kinds, want, screen)
+	}
+	if n := strings.Count(screen, engine.DerivedClaimNote); n != 2 {
+		t.Fatalf("%d claims say they are derived, want the two earlier runs':\n%s", n, screen)
+	}
+	s.golden(screen)
+}
+
+// TestBulkRateInDialog (issue 16, problem 6): the preview takes a rate
+// limit typed as digits, the operation runs at it (its record says so),
+// the progress shows the limit with the measured rate and ETA, and the
+// dialog stays on the result until the operator closes it.
+func TestBulkRateInDialog(t *testing.T) {
+	f := setup(t, false)
+	s := start(t, f.eng, testOptions())
+	s.waitFor("inv-0001")
+	s.keys("/")
+	s.typeText("queue:billing")
+	s.keys("<enter>")
+	s.waitFor("/ queue:billing", "› inv-0005")
+	s.keys("b")
+	s.waitFor("retry 5 jobs", "no limit")
+	s.keys("2", "0", "<backspace>")
+	s.goldenAs("preview", s.waitFor("rate [", "2▏] jobs/s · takes about 2s"))
+	s.keys("y")
+	s.waitFor("Bulk retry — pending", "limit 2/s")
+	f.startEngine(t)
+	screen := s.waitFor("Bulk retry — completed", "5 / 5 processed", "esc close")
+	if !strings.Contains(screen, "bulk retry completed: 5 matched, 5 retried, 0 failed") {
+		t.Fatalf("no toast with the result:\n%s", screen)
+	}
+	ops, err := f.eng.Operations(t.Context(), 10, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ops.Operations) != 1 || ops.Operations[0].Rate != 2 {
+		t.Fatalf("operations %+v, want one at 2 jobs/s", ops.Operations)
+	}
+	s.keys("<esc>")
+	s.waitGone("Bulk retry — completed")
+}
+
+// TestTabsMarkCappedCounts: a state whose filter count reached its bound
+// reads as at least that many, and the list does not claim a total.
+func TestTabsMarkCappedCounts(t *testing.T) {
+	t.Parallel()
+	m := stillModel(t, goldenW, goldenH)
+	f, err := engine.ParseQuery(`error:"refused"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.jobs.setFilter(`error:"refused"`, f)
+	m.counts = &engine.Counts{Total: map[engine.State]int64{engine.StateArchived: 50_000}}
+	m.fcounts = &engine.JobCounts{States: map[engine.State]int64{engine.StateArchived: 10_000, engine.StateCancelled: 3},
+		Capped: []engine.State{engine.StateArchived}, Max: 10_000}
+	m.fcountsFor = f.String()
+	tabs := strings.Split(plainScreen(m), "\n")[1]
+	if !strings.Contains(tabs, "▸arch 10,000+") || !strings.Contains(tabs, "canc 3") || strings.Contains(tabs, "totals") {
+		t.Fatalf("tabs %q, want arch 10,000+ and canc 3", tabs)
+	}
+	if n, ok := m.matchCount(); ok {
+		t.Fatalf("matchCount = %d, true past the bound", n)
+	}
 }

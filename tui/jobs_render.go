@@ -287,18 +287,20 @@ type colsKey struct {
 
 // tabsKey is what the tabs line depends on; it is redrawn when it changes.
 type tabsKey struct {
-	w      int
-	tab    int
-	scr    screen
-	counts *engine.Counts
-	theme  *themes.Theme
-	queue  string
-	totals bool
+	w       int
+	tab     int
+	scr     screen
+	counts  *engine.Counts
+	fcounts *engine.JobCounts
+	theme   *themes.Theme
+	queue   string
+	totals  bool
 }
 
 // tabsLine renders the state tabs with live counts (cached).
 func (m *Model) tabsLine(w int) string {
-	k := tabsKey{w: w, tab: m.jobs.tab, scr: m.screen, counts: m.counts, theme: m.theme, totals: !countsServe(m.jobs.filter)}
+	fc, totals := m.filterCounts()
+	k := tabsKey{w: w, tab: m.jobs.tab, scr: m.screen, counts: m.counts, fcounts: fc, theme: m.theme, totals: totals}
 	if qs := m.jobs.filter.Queues; len(qs) == 1 {
 		k.queue = qs[0]
 	}
@@ -313,10 +315,20 @@ func (m *Model) tabsLine(w int) string {
 func (m *Model) renderTabs(w int) string {
 	t := m.theme
 	var total map[engine.State]int64
-	if m.counts != nil {
+	known := m.counts != nil
+	if known {
 		total = m.counts.Total
 		if qs := m.jobs.filter.Queues; len(qs) == 1 {
 			total = m.counts.Queues[qs[0]]
+		}
+	}
+	fc, totals := m.filterCounts()
+	if !countsServe(m.jobs.filter) && !totals {
+		// The filter's own counts: what the list shows under it, state
+		// by state; "…" until they come for this filter.
+		known = fc != nil
+		if known {
+			total = fc.States
 		}
 	}
 	render := func(short bool) string {
@@ -327,8 +339,11 @@ func (m *Model) renderTabs(w int) string {
 				name = shortState[s]
 			}
 			n := "…"
-			if m.counts != nil {
+			if known {
 				n = commas(total[s])
+				if fc != nil && fc.IsCapped(s) {
+					n += "+" // at least that many: the count stopped at its bound
+				}
 			}
 			label := name + " " + n
 			if i > 0 {
@@ -353,9 +368,9 @@ func (m *Model) renderTabs(w int) string {
 	if wOf(line) > w {
 		line = render(true)
 	}
-	if m.screen == scrJobs && !countsServe(m.jobs.filter) {
-		// The counters know states and queues only: under any other
-		// term the tabs are totals, and say so rather than pass for the
+	if m.screen == scrJobs && totals {
+		// The backend cannot count this filter: the tabs are the
+		// counters' totals, and say so rather than pass for the
 		// filter's counts.
 		for _, note := range []string{"  totals, not the filter's", "  totals"} {
 			if wOf(line)+wOf(note) <= w {
@@ -376,7 +391,22 @@ func (m *Model) renderTabs(w int) string {
 func countsServe(f engine.Filter) bool {
 	g := f
 	g.States, g.Queues = nil, nil
-	return len(f.Queues) <= 1 && g.IsEmpty()
+	return len(f.Queues) <= 1 && g.IsEmpty() && !f.IncludeSuperseded
+}
+
+// filterCounts returns the filter's own counts when they are for the
+// current filter (nil while they are on their way or when the counters
+// answer it), and whether the tabs are totals instead: the backend
+// cannot count the filter.
+func (m *Model) filterCounts() (*engine.JobCounts, bool) {
+	f := m.jobs.filter
+	if countsServe(f) {
+		return nil, false
+	}
+	if m.fcountsFor != f.String() {
+		return nil, false
+	}
+	return m.fcounts, m.fcountsOff
 }
 
 var shortState = map[engine.State]string{

@@ -270,8 +270,13 @@ func (m *Model) sheetInfo(w int) []string {
 		}
 		add(head + " " + t.Muted.Render(strings.Join(extra, " · ")))
 		if ev.Message != "" {
+			// A claim's message is a note, not an error.
+			st := t.ErrorText
+			if ev.Kind == engine.EventClaimed {
+				st = t.Muted
+			}
 			for _, l := range wrap(Sanitize(ev.Message), max(w-6, 8)) {
-				add("      " + t.ErrorText.Render(l))
+				add("      " + st.Render(l))
 			}
 		}
 	}

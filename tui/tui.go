@@ -114,6 +114,12 @@ type Model struct {
 	readOnly      bool
 	hidePayload   bool
 	counts        *engine.Counts
+	// fcounts counts, per state, what the filter fcountsFor matches, for
+	// a filter the counters cannot answer (see countsServe); fcountsOff
+	// says the backend cannot count it, so the tabs are totals.
+	fcounts    *engine.JobCounts
+	fcountsFor string
+	fcountsOff bool
 
 	screen screen
 	jobs   jobsView
@@ -345,6 +351,7 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 		}
 		cmd := m.succeeded(retryCounts)
 		m.counts = msg.counts
+		m.fcounts, m.fcountsFor, m.fcountsOff = msg.fcounts, msg.fkey, msg.fOff
 		m.jobs.placeFromEnd(m)
 		return cmd
 	case listMsg:

@@ -351,20 +351,25 @@ func (m *Model) statusLine(w int) string {
 	return left + strings.Repeat(" ", gap) + right
 }
 
-// matchCount is how many jobs the list shows in all, when the counters
-// can tell (a tab without a filter beyond one queue).
+// matchCount is how many jobs the list shows in all, when the counts can
+// tell: the counters for a tab without a filter beyond one queue, the
+// filter's own counts below their bound otherwise.
 func (m *Model) matchCount() (int64, bool) {
 	v := &m.jobs
 	if m.counts == nil || v.tab < 0 {
 		return 0, false
 	}
-	f := v.filter
-	q := f.Queues
-	f.Queues = nil
-	if !f.IsEmpty() || f.IncludeSuperseded || len(q) > 1 {
-		return 0, false
-	}
 	s := engine.AllStates[v.tab]
+	f := v.filter
+	if !countsServe(f) {
+		fc, _ := m.filterCounts()
+		if fc == nil || fc.IsCapped(s) {
+			return 0, false
+		}
+		n, ok := fc.States[s]
+		return n, ok
+	}
+	q := f.Queues
 	if len(q) == 1 {
 		return m.counts.Queues[q[0]][s], true
 	}

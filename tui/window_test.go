@@ -235,16 +235,17 @@ func TestWindowJumps(t *testing.T) {
 	checkWindow(t, m, all, 0, "home")
 }
 
-// TestWindowJumpWithoutCounts: under a filter the counters cannot count,
-// the position after G is told from the end, and paging back up to the
-// top finds where it is again.
+// TestWindowJumpWithoutCounts: under a filter nothing counts (the
+// counters cannot, and this backend cannot count filters), the position
+// after G is told from the end, and paging back up to the top finds where
+// it is again.
 func TestWindowJumpWithoutCounts(t *testing.T) {
 	t.Parallel()
 	eng, _ := windowSetup(t)
 	all := listAll(t, eng, engine.Filter{States: []engine.State{engine.StateAvailable}, Kinds: []string{"invoice.generate"}})
-	m := windowModel(t, eng, "kind:invoice.generate")
+	m := windowModel(t, noFilterCounts{eng}, "kind:invoice.generate")
 	if _, ok := m.matchCount(); ok {
-		t.Fatal("the counters count a kind filter")
+		t.Fatal("a kind filter is counted on a backend that cannot count it")
 	}
 	press(m, "G")
 	v := &m.jobs
@@ -463,4 +464,21 @@ func runUntilRetry(m *Model, cmd tea.Cmd) tea.Cmd {
 		}
 	}
 	return retry
+}
+
+// TestWindowJumpWithFilterCounts: under a filter the counters cannot
+// count, the filter's own counts place the window after G, and the
+// position reads as in the whole list.
+func TestWindowJumpWithFilterCounts(t *testing.T) {
+	t.Parallel()
+	eng, _ := windowSetup(t)
+	all := listAll(t, eng, engine.Filter{States: []engine.State{engine.StateAvailable}, Kinds: []string{"invoice.generate"}})
+	m := windowModel(t, eng, "kind:invoice.generate")
+	if n, ok := m.matchCount(); !ok || n != int64(len(all)) {
+		t.Fatalf("matchCount = %d, %v; the list holds %d", n, ok, len(all))
+	}
+	press(m, "G")
+	if want := commas(int64(len(all))) + " of " + commas(int64(len(all))); m.position() != want {
+		t.Fatalf("position %q at the end, want %q", m.position(), want)
+	}
 }

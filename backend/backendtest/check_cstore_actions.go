@@ -43,7 +43,7 @@ func testCStoreOperatorActions(t *testing.T, h Harness) {
 		t.Fatalf("retry: %+v %v", j, err)
 	}
 	a := getJob(t, s, "a")
-	newDL := time.Now().Add(time.Hour)
+	newDL := time.Now().Add(time.Hour).Truncate(time.Microsecond) // stores keep microseconds (PostgreSQL)
 	j, err = retryJob(t, s, retryParams{ID: "a", Actor: "maya", Deadline: &newDL})
 	if err != nil || j.Attempt != a.Attempt || j.MaxAttempts != 3 || len(j.Errors) != 1 || j.Deadline == nil || !j.Deadline.Equal(newDL.UTC()) {
 		t.Fatalf("retry with a deadline: %+v %v", j, err)
@@ -159,8 +159,12 @@ func testCStorePausedQueueNotClaimed(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := fmt.Sprint(qs)
-	if want := "[{empty true map[]} {other false map[running:1]} {q true map[available:1]}]"; got != want {
+	var parts []string
+	for _, q := range qs {
+		parts = append(parts, fmt.Sprint(q.Name, " ", q.Paused, " ", q.Counts))
+	}
+	got := strings.Join(parts, ", ")
+	if want := "empty true map[], other false map[running:1], q true map[available:1]"; got != want {
 		t.Fatalf("queues %s, want %s", got, want)
 	}
 	if err := cs.QueueResume(ctx, &engine.QueuePauseParams{Queue: "q", Actor: "maya"}); err != nil {

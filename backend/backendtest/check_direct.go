@@ -88,7 +88,7 @@ func testDirectInsert(t *testing.T, h Harness) {
 	a := djob("a", "q", "k")
 	a.Tags = []string{"x", `y"z`}
 	a.Metadata = json.RawMessage(`{"m":1}`)
-	dl := time.Now().Add(time.Hour)
+	dl := time.Now().Add(time.Hour).Truncate(time.Microsecond) // stores keep microseconds (PostgreSQL)
 	a.Deadline = &dl
 	a.Timeout = 5 * time.Second
 	b := djob("b", "q", "k")

@@ -115,9 +115,16 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if opts.BusyTimeout <= 0 {
 		opts.BusyTimeout = 10 * time.Second
 	}
+	// The writer's page cache is 8 MB, not more: a B-tree page split
+	// (balance_nonroot) parks a page at the locking page's number
+	// (sqlite3PagerRekey to page 262145), so nearly every commit that
+	// splits a page truncates the cache by scanning its whole hash table,
+	// and that costs in proportion to the cache. At 32 MB it took 8–10% of
+	// the work loop's CPU (BENCHMARKS.md, "The hot path at ordinary
+	// concurrency").
 	base := path + "?_pragma=busy_timeout(" + fmt.Sprint(opts.BusyTimeout.Milliseconds()) + ")" +
 		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)" +
-		"&_pragma=temp_store(MEMORY)&_pragma=cache_size(-32000)" +
+		"&_pragma=temp_store(MEMORY)&_pragma=cache_size(-8000)" +
 		"&_pragma=journal_size_limit(67108864)"
 
 	// The writer leaves checkpoints to the background checkpointer (its
@@ -185,7 +192,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 // readerDSN is base with the read pool's cache and temp store.
 func readerDSN(base string) string {
 	base = strings.Replace(base, "&_pragma=temp_store(MEMORY)", "", 1)
-	return strings.Replace(base, "&_pragma=cache_size(-32000)", "&_pragma=cache_size(-4000)", 1)
+	return strings.Replace(base, "&_pragma=cache_size(-8000)", "&_pragma=cache_size(-4000)", 1)
 }
 
 // checkpointInterval is how often the background checkpointer copies the

@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,6 +34,12 @@ type benchOptions struct {
 	queue       string
 	label       string
 	timeout     time.Duration
+	// cpuProfile, when set, is a file for a CPU profile of the work
+	// window alone (throughput): not the insert, not the read-back.
+	cpuProfile string
+	// prefetch is the queue's Prefetch (throughput; 0: the engine's
+	// default, negative: none).
+	prefetch int
 }
 
 // addFlags registers the flags every scenario built on benchOptions shares;
@@ -69,6 +76,8 @@ Prints one key=value result line on stdout, the shape of the peer harness
 		},
 	}
 	o.addFlags(cmd, 15*time.Minute)
+	cmd.Flags().StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the work window alone (from Start to Stop) to this file")
+	cmd.Flags().IntVar(&o.prefetch, "prefetch", 0, "jobs claimed ahead of free slots (0: the engine's default, engine.DefaultPrefetch; negative: none)")
 	return cmd
 }
 
@@ -129,7 +138,7 @@ func benchThroughput(ctx context.Context, o *benchOptions, lo *cliutil.LogOption
 	done := make(chan struct{})
 	var handlerAt time.Time
 	e, err := engine.New(store, engine.Config{
-		Queues: map[string]engine.QueueConfig{o.queue: {Concurrency: o.concurrency}},
+		Queues: map[string]engine.QueueConfig{o.queue: {Concurrency: o.concurrency, Prefetch: o.prefetch}},
 		// Keep every terminal job, so the store can be asked about each.
 		Retention: map[engine.State]time.Duration{},
 		Logger:    log,
@@ -159,6 +168,21 @@ func benchThroughput(ctx context.Context, o *benchOptions, lo *cliutil.LogOption
 	res.add("insert_per_sec", float64(o.jobs)/insertDur.Seconds())
 
 	progress("working (concurrency %d)", o.concurrency)
+	stopProfile, err := startCPUProfile(o.cpuProfile)
+	if err != nil {
+		return err
+	}
+	scpu, err := storeCPUFor(target.Backend, o.store)
+	if err != nil && !errors.Is(err, errNoStoreCPU) {
+		return err
+	}
+	var scpu0 map[string]time.Duration
+	if scpu != nil {
+		if scpu0, err = scpu.snapshot(ctx); err != nil {
+			return err
+		}
+	}
+	res.add("load1_before", load1())
 	tx0 := writeTransactions(store)
 	cpu0 := processCPU()
 	t1 := time.Now()
@@ -178,6 +202,19 @@ func benchThroughput(ctx context.Context, o *benchOptions, lo *cliutil.LogOption
 	}
 	workDur := time.Since(t1)
 	cpu := processCPU() - cpu0
+	if err := stopProfile(); err != nil {
+		return err
+	}
+	// The store server's CPU, read before the store closes its
+	// connections (their backends would be gone).
+	storeSource, storeCPU := "in_process", time.Duration(0)
+	if scpu != nil {
+		scpu1, err := scpu.snapshot(ctx)
+		if err != nil {
+			return err
+		}
+		storeSource, storeCPU = scpu.source(), cpuDelta(scpu0, scpu1)
+	}
 	res.add("seconds", workDur)
 	res.add("work_seconds", workDur)
 	res.add("jobs_per_sec", float64(o.jobs)/workDur.Seconds())
@@ -186,7 +223,17 @@ func benchThroughput(ctx context.Context, o *benchOptions, lo *cliutil.LogOption
 	res.add("cpu_us_per_job", float64(cpu.Microseconds())/float64(o.jobs))
 	if tx0 >= 0 {
 		res.add("write_tx_per_job", float64(writeTransactions(store)-tx0)/float64(o.jobs))
+	} else {
+		res.add("write_tx_per_job", "na")
 	}
+	// The split: this process (the engine, and the store too where it is
+	// embedded: SQLite) and the store's own processes, measured apart.
+	perJob := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(o.jobs) }
+	res.add("engine_cpu_us_per_job", perJob(cpu))
+	res.add("store_cpu_us_per_job", perJob(storeCPU))
+	res.add("store_cpu_source", storeSource)
+	res.add("total_cpu_us_per_job", perJob(cpu+storeCPU))
+	res.add("load1_after", load1())
 	res.add("handler_seconds", handlerAt.Sub(t1))
 	res.add("handled", handled.Load())
 
@@ -504,6 +551,29 @@ func benchStore(url string, res *benchResult) (cliutil.StoreTarget, error) {
 	}
 	res.add("store", target.Backend)
 	return target, nil
+}
+
+// startCPUProfile starts a CPU profile into path (nothing when path is
+// empty) and returns what stops it and closes the file.
+func startCPUProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		return nil
+	}, nil
 }
 
 // processCPU is this process's CPU time so far, user and system.

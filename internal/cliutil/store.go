@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/backend/postgres"
+	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/engine"
 )
@@ -23,7 +24,8 @@ type StoreTarget struct {
 
 // ParseStoreURL names the backend of a store URL: sqlite://FILE (relative
 // to the working directory), sqlite:///abs/path, a bare file path (SQLite),
-// postgres:// or postgresql://, redis:// or rediss://.
+// postgres:// or postgresql://, redis:// or rediss://, and a Redis Cluster
+// as redis+cluster://host1:port,host2:port (rediss+cluster:// with TLS).
 func ParseStoreURL(raw string) (StoreTarget, error) {
 	if strings.TrimSpace(raw) == "" {
 		return StoreTarget{}, fmt.Errorf("%w: empty store url (try sqlite://sluice.db)", engine.ErrInvalid)
@@ -44,7 +46,10 @@ func ParseStoreURL(raw string) (StoreTarget, error) {
 		return StoreTarget{Backend: "sqlite", Path: p}, nil
 	case "postgres", "postgresql":
 		return StoreTarget{Backend: "postgres"}, nil
-	case "redis", "rediss":
+	case "redis", "rediss", "redis+cluster", "rediss+cluster":
+		if _, err := redis.ParseURL(raw); err != nil {
+			return StoreTarget{}, err
+		}
 		return StoreTarget{Backend: "redis"}, nil
 	}
 	return StoreTarget{}, fmt.Errorf("%w: store url %s: unknown scheme %q (want sqlite://, postgres:// or redis://)",
@@ -55,8 +60,7 @@ func ParseStoreURL(raw string) (StoreTarget, error) {
 // sent to log (discarded when nil). A SQLite file is created and migrated
 // as it opens; a PostgreSQL schema only with migrate=true in the URL
 // (otherwise a schema behind or ahead is refused, naming `sluice
-// migrate`). A backend not built yet is refused with an error that wraps
-// engine.ErrUnsupported.
+// migrate`); a Redis namespace is created when empty.
 func OpenStore(ctx context.Context, rawURL string, log *slog.Logger) (engine.Store, error) {
 	return openStore(ctx, rawURL, log, false)
 }
@@ -85,6 +89,14 @@ func openStore(ctx context.Context, rawURL string, log *slog.Logger, mustExist b
 		// told (migrate=true in the URL, or `sluice migrate`): see
 		// postgres.Options.
 		s, err := postgres.Open(ctx, rawURL, postgres.Options{Logger: log, MustExist: mustExist})
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	case "redis":
+		// A namespace is created when empty (unless mustExist); one at
+		// another schema version is refused, naming sluice migrate.
+		s, err := redis.Open(ctx, rawURL, redis.Options{Logger: log, MustExist: mustExist})
 		if err != nil {
 			return nil, err
 		}

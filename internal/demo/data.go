@@ -54,9 +54,46 @@ func fullName(r *rand.Rand) string {
 	return firstNames[r.IntN(len(firstNames))] + " " + lastNames[r.IntN(len(lastNames))]
 }
 
+// Story fixes what the demo's night holds: when the downstream outage
+// ends and how many invoices it had killed before the demo opened.
+type Story struct {
+	// OutageEnds is when the billing database comes back: invoices that
+	// meet the outage fail until then and succeed after it.
+	OutageEnds time.Time
+	// Backlog is how many invoices died in the outage before the demo
+	// opened (seeded with three attempts each and no work, so they die in
+	// the demo's first seconds).
+	Backlog int
+}
+
+// DefaultOutage is how long the demo's outage lasts from the seed, and
+// DefaultBacklog how many dead invoices it leaves: with the seed's own
+// four outage invoices, the 4,180 of the operator's night.
+const (
+	DefaultOutage  = 3 * time.Minute
+	DefaultBacklog = 4176
+)
+
+// BacklogAttempts is how many attempts a backlog invoice had.
+const BacklogAttempts = 3
+
+// NewStory is the story of a seed written at seeded: its outage lasts
+// outage from then.
+func NewStory(seeded time.Time, outage time.Duration, backlog int) Story {
+	return Story{OutageEnds: seeded.Add(outage), Backlog: backlog}
+}
+
+// outage marks inv as one that meets the story's outage.
+func (st Story) outage(inv *Invoice) {
+	inv.Fail = "outage"
+	end := st.OutageEnds.UTC()
+	inv.OutageUntil = &end
+}
+
 // SeedJobs returns the demo's initial mix, about three hundred jobs with
-// fixed ids, in the order they are enqueued. now anchors the deadlines.
-func SeedJobs(now time.Time) []engine.EnqueueParams {
+// fixed ids and then the outage's backlog, in the order they are
+// enqueued. now anchors the deadlines.
+func SeedJobs(now time.Time, st Story) []engine.EnqueueParams {
 	r := seedRand()
 	var out []engine.EnqueueParams
 	add := func(p engine.EnqueueParams) {
@@ -69,18 +106,20 @@ func SeedJobs(now time.Time) []engine.EnqueueParams {
 		inv := invoice(r, i)
 		switch {
 		case i%35 == 0:
-			inv.Fail = "always" // the database never comes back for these
+			st.outage(&inv) // the database is down until the outage ends
+		case i%4 == 2 && i <= 126:
+			// A typo upstream, 31 invoices: they fail until archived,
+			// and succeed once the payload is fixed.
+			inv.Currency = "EURO"
 		case i%20 == 0:
 			inv.Fail = "transient" // back on the third attempt
-		case i == 17 || i == 71 || i == 113:
-			inv.Currency = "EURO" // a typo upstream: fails until archived
 		}
 		add(engine.EnqueueParams{Queue: QueueBilling, Kind: KindInvoiceGenerate, Args: inv,
 			Tags: []string{"customer-" + fmt.Sprint(inv.Customer)}})
 		if i <= 100 {
 			rc := receipt(r, inv)
 			switch {
-			case i%16 == 0:
+			case i%48 == 0:
 				rc.Template = "receipt-legacy" // deleted last week
 			case i%19 == 0:
 				rc.Unsubscribed = true // skipped
@@ -135,27 +174,59 @@ func SeedJobs(now time.Time) []engine.EnqueueParams {
 		add(engine.EnqueueParams{Queue: QueueReports, Kind: KindReportRender, Deadline: &deadline,
 			Args: Report{Report: name, Month: "2026-10", WorkMS: 5000}})
 	}
+
+	// The outage's backlog: invoices that spent their attempts against
+	// the dead database before the demo opened. No work, so they die in
+	// the first seconds; their outage ends with the story's.
+	for i := 1; i <= st.Backlog; i++ {
+		inv := invoice(r, 50000+i)
+		inv.WorkMS = 0
+		st.outage(&inv)
+		out = append(out, engine.EnqueueParams{ID: fmt.Sprintf("demo-outage-%05d", i), Queue: QueueBilling,
+			Kind: KindInvoiceGenerate, Args: inv, MaxAttempts: BacklogAttempts})
+	}
 	return out
 }
 
 // Seeded reports whether the demo's seed is in the store (its first job
 // exists).
 func Seeded(ctx context.Context, s engine.Store) (bool, error) {
-	_, err := s.JobGetByID(ctx, &engine.JobGetByIDParams{ID: SeedMarker})
+	_, ok, err := seededAt(ctx, s)
+	return ok, err
+}
+
+// seededAt is when the seed's first job was written, if it was.
+func seededAt(ctx context.Context, s engine.Store) (time.Time, bool, error) {
+	j, err := s.JobGetByID(ctx, &engine.JobGetByIDParams{ID: SeedMarker})
 	switch {
 	case err == nil:
-		return true, nil
+		return j.CreatedAt, true, nil
 	case errors.Is(err, engine.ErrNotFound):
-		return false, nil
+		return time.Time{}, false, nil
 	}
-	return false, fmt.Errorf("demo: look for the seed: %w", err)
+	return time.Time{}, false, fmt.Errorf("demo: look for the seed: %w", err)
+}
+
+// StoryOf is the story of the store's seed: the outage lasts outage from
+// when the seed was written, or from now for a store not seeded yet (then
+// seeded is false). A demo reopened on its file keeps its night: the
+// outage it left behind is not started again.
+func StoryOf(ctx context.Context, s engine.Store, outage time.Duration, backlog int) (st Story, seeded bool, err error) {
+	at, seeded, err := seededAt(ctx, s)
+	if err != nil {
+		return Story{}, false, err
+	}
+	if !seeded {
+		at = time.Now()
+	}
+	return NewStory(at, outage, backlog), seeded, nil
 }
 
 // Seed enqueues the initial mix. It is idempotent: the jobs have fixed ids,
 // so a second call finds them (or is refused for the quarantined poison
 // pill) and adds nothing.
-func Seed(ctx context.Context, e *engine.Engine) error {
-	ps := SeedJobs(time.Now())
+func Seed(ctx context.Context, e *engine.Engine, st Story) error {
+	ps := SeedJobs(time.Now(), st)
 	res, err := e.EnqueueMany(ctx, ps)
 	if err != nil {
 		return fmt.Errorf("demo: seed: %w", err)
@@ -172,7 +243,8 @@ func Seed(ctx context.Context, e *engine.Engine) error {
 // TrickleJobs returns the next n jobs of the demo's steady trickle from r:
 // mostly good invoices with their receipts and a report now and then, with
 // the same kinds of failures as the seed, rarer.
-func TrickleJobs(r *rand.Rand, n int) []engine.EnqueueParams {
+// Invoices that meet the database down fail until the story's outage ends.
+func TrickleJobs(r *rand.Rand, n int, st Story) []engine.EnqueueParams {
 	out := make([]engine.EnqueueParams, 0, n)
 	for len(out) < n {
 		roll := r.IntN(100)
@@ -181,7 +253,7 @@ func TrickleJobs(r *rand.Rand, n int) []engine.EnqueueParams {
 			inv := invoice(r, 10000+r.IntN(90000))
 			switch f := r.IntN(100); {
 			case f < 3:
-				inv.Fail = "always"
+				st.outage(&inv)
 			case f < 8:
 				inv.Fail = "transient"
 			case f < 10:
@@ -216,7 +288,7 @@ func TrickleJobs(r *rand.Rand, n int) []engine.EnqueueParams {
 // Trickle enqueues one job every `every` until ctx ends. Refusals (the
 // quarantined poison pill) and store errors do not stop it: the next tick
 // tries again.
-func Trickle(ctx context.Context, e *engine.Engine, every time.Duration) {
+func Trickle(ctx context.Context, e *engine.Engine, every time.Duration, st Story) {
 	if every <= 0 {
 		every = time.Second
 	}
@@ -229,6 +301,6 @@ func Trickle(ctx context.Context, e *engine.Engine, every time.Duration) {
 			return
 		case <-t.C:
 		}
-		_, _ = e.EnqueueMany(ctx, TrickleJobs(r, 1))
+		_, _ = e.EnqueueMany(ctx, TrickleJobs(r, 1, st))
 	}
 }

@@ -4,7 +4,11 @@
 // jobs succeed, fail for a while, fail for good, skip, panic every time,
 // arrive in an old schema version, or miss their deadline — so the console
 // has every kind of death to show. What a job does is decided by its
-// payload alone, so every run of the demo tells the same story.
+// payload (and, for the outage, the clock) alone, so every run of the demo
+// tells the same story: the operator's night the console is built for. A
+// downstream outage has left a backlog of a few thousand dead invoices and
+// ends a few minutes in (Story), after which a redrive succeeds; invoices
+// with bad data succeed once their payload is fixed.
 //
 // The kinds of the process fault tests, among them one that kills its own
 // process, are not here: they are in internal/chaos, built only into the
@@ -66,10 +70,15 @@ type Invoice struct {
 	AmountCents int    `json:"amount_cents"`
 	Currency    string `json:"currency"`
 	// Fail: "" succeeds; "transient" fails the first two attempts (the
-	// database is unreachable for a while); "always" fails every attempt
-	// until the job is archived.
-	Fail   string `json:"fail,omitempty"`
-	WorkMS int    `json:"work_ms,omitempty"`
+	// database is unreachable for a moment); "outage" fails every attempt
+	// made before OutageUntil (the billing database is down) and succeeds
+	// after it, so a redrive once the outage is over goes through;
+	// "always" fails every attempt (stores seeded by older demos hold
+	// such jobs; the demo no longer writes them).
+	Fail string `json:"fail,omitempty"`
+	// OutageUntil is when the outage an "outage" invoice meets ends.
+	OutageUntil *time.Time `json:"outage_until,omitempty"`
+	WorkMS      int        `json:"work_ms,omitempty"`
 }
 
 // Receipt is the payload of receipt.send.
@@ -185,6 +194,10 @@ func invoiceGenerate(ctx context.Context, job *engine.Job, p Invoice) error {
 	switch p.Fail {
 	case "always":
 		return errors.New("dial tcp 10.0.0.12:5432: connection refused")
+	case "outage":
+		if p.OutageUntil != nil && time.Now().Before(*p.OutageUntil) {
+			return errors.New("dial tcp 10.0.0.12:5432: connection refused")
+		}
 	case "transient":
 		if job.Attempt < 2 {
 			return errors.New("dial tcp 10.0.0.12:5432: connection refused")

@@ -2,7 +2,9 @@ package demo_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -17,9 +19,36 @@ import (
 func TestSeedJobsDeterministic(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	a, b := demo.SeedJobs(now), demo.SeedJobs(now)
-	if len(a) < 200 || len(a) > 500 {
-		t.Fatalf("seed has %d jobs, want a few hundred", len(a))
+	st := demo.NewStory(now, time.Minute, 25)
+	a, b := demo.SeedJobs(now, st), demo.SeedJobs(now, st)
+	if n := len(a) - st.Backlog; n < 200 || n > 500 {
+		t.Fatalf("seed has %d jobs besides the backlog, want a few hundred", n)
+	}
+	// The backlog: invoices that meet the outage, with three attempts.
+	for _, p := range a[len(a)-st.Backlog:] {
+		inv, ok := p.Args.(demo.Invoice)
+		if !strings.HasPrefix(p.ID, "demo-outage-") || !ok || inv.Fail != "outage" || !inv.OutageUntil.Equal(st.OutageEnds) || p.MaxAttempts != demo.BacklogAttempts {
+			t.Fatalf("backlog job %s = %+v", p.ID, p)
+		}
+	}
+	// Bad data and outage in the seed proper: the 31 invoices with the
+	// currency typo, and outage invoices ending with the story's.
+	typos, outages := 0, 0
+	for _, p := range a[:len(a)-st.Backlog] {
+		if inv, ok := p.Args.(demo.Invoice); ok {
+			if inv.Currency == "EURO" {
+				typos++
+			}
+			if inv.Fail == "outage" && inv.OutageUntil.Equal(st.OutageEnds) {
+				outages++
+			}
+			if inv.Fail == "always" {
+				t.Errorf("seed job %s fails for ever: retried after the outage it must succeed", p.ID)
+			}
+		}
+	}
+	if typos != 31 || outages+demo.DefaultBacklog != 4180 {
+		t.Errorf("seed has %d currency typos and %d outage invoices; want 31 and %d", typos, outages, 4180-demo.DefaultBacklog)
 	}
 	if !reflect.DeepEqual(a, b) {
 		t.Fatal("two seeds differ")
@@ -46,7 +75,7 @@ func TestSeedJobsDeterministic(t *testing.T) {
 	}
 
 	r1, r2 := rand.New(rand.NewPCG(1, 2)), rand.New(rand.NewPCG(1, 2))
-	if !reflect.DeepEqual(demo.TrickleJobs(r1, 50), demo.TrickleJobs(r2, 50)) {
+	if !reflect.DeepEqual(demo.TrickleJobs(r1, 50, st), demo.TrickleJobs(r2, 50, st)) {
 		t.Error("the trickle is not deterministic for one seed")
 	}
 }
@@ -58,6 +87,7 @@ func TestInvoiceAttempts(t *testing.T) {
 	e := newEngine(t, store, nil)
 	ctx := context.Background()
 	// Budgets are small so the demo's backoffs (seconds) stay short.
+	later, earlier := time.Now().Add(time.Hour), time.Now().Add(-time.Minute)
 	cases := []struct {
 		name     string
 		inv      demo.Invoice
@@ -70,6 +100,8 @@ func TestInvoiceAttempts(t *testing.T) {
 		{"down", demo.Invoice{Invoice: "INV-3", Currency: "USD", Fail: "always"}, 1, engine.StateArchived, "dial tcp 10.0.0.12:5432: connection refused"},
 		{"flaky-once", demo.Invoice{Invoice: "INV-4", Currency: "USD", Fail: "transient"}, 1, engine.StateArchived, "connection refused"},
 		{"flaky", demo.Invoice{Invoice: "INV-5", Currency: "USD", Fail: "transient"}, 3, engine.StateCompleted, "connection refused"},
+		{"in the outage", demo.Invoice{Invoice: "INV-6", Currency: "USD", Fail: "outage", OutageUntil: &later}, 2, engine.StateArchived, "dial tcp 10.0.0.12:5432: connection refused"},
+		{"after the outage", demo.Invoice{Invoice: "INV-7", Currency: "USD", Fail: "outage", OutageUntil: &earlier}, 1, engine.StateCompleted, ""},
 	}
 	var ids []string
 	for _, c := range cases {
@@ -91,6 +123,70 @@ func TestInvoiceAttempts(t *testing.T) {
 		if c.errPart != "" && (len(j.Errors) == 0 || !strings.Contains(j.Errors[len(j.Errors)-1].Message, c.errPart)) {
 			t.Errorf("%s: errors %+v, want one containing %q", c.name, j.Errors, c.errPart)
 		}
+	}
+}
+
+// TestStoryRedrives: the story's two redrives succeed. Invoices that died
+// in the outage succeed when retried after it ends; one with the currency
+// typo succeeds once its payload is fixed — and only then.
+func TestStoryRedrives(t *testing.T) {
+	t.Parallel()
+	store := sqlitetest.New(t)
+	e := newEngine(t, store, nil)
+	ctx := context.Background()
+	st := demo.NewStory(time.Now(), 1500*time.Millisecond, 0)
+	var inv demo.Invoice
+	var ids []string
+	for i := range 3 {
+		inv = demo.Invoice{Invoice: fmt.Sprintf("INV-%d", i), Currency: "EUR"}
+		inv.Fail, inv.OutageUntil = "outage", &st.OutageEnds
+		if i == 2 {
+			inv = demo.Invoice{Invoice: "INV-2", Currency: "EURO"}
+		}
+		j, err := e.Enqueue(ctx, engine.EnqueueParams{Queue: demo.QueueBilling, Kind: demo.KindInvoiceGenerate, Args: inv, MaxAttempts: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, j.ID)
+	}
+	run(t, e)
+	for id, j := range waitTerminal(t, store, ids) {
+		if j.State != engine.StateArchived {
+			t.Fatalf("%s: %s during the outage, want archived", id, j.State)
+		}
+	}
+	// Wait for the outage to end (a wait, not an assertion on time).
+	for time.Now().Before(st.OutageEnds) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, id := range ids {
+		if _, err := e.Retry(ctx, id, engine.RetryOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := waitTerminal(t, store, ids)
+	for _, id := range ids[:2] {
+		if j := got[id]; j.State != engine.StateCompleted {
+			t.Errorf("%s retried after the outage: %s, want completed (errors %+v)", id, j.State, j.Errors)
+		}
+	}
+	typo := got[ids[2]]
+	if typo.State != engine.StateArchived {
+		t.Fatalf("the typo retried unchanged: %s, want archived again", typo.State)
+	}
+	d, err := e.GetJob(ctx, ids[2], true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixed := strings.Replace(string(d.Job.Payload), `"EURO"`, `"EUR"`, 1)
+	if _, err := e.UpdatePayload(ctx, ids[2], json.RawMessage(fixed), d.Job.Version); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Retry(ctx, ids[2], engine.RetryOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if j := waitTerminal(t, store, ids[2:])[ids[2]]; j.State != engine.StateCompleted {
+		t.Errorf("the typo retried with its payload fixed: %s, want completed (errors %+v)", j.State, j.Errors)
 	}
 }
 
@@ -201,17 +297,18 @@ func TestSeedIdempotent(t *testing.T) {
 	if ok, err := demo.Seeded(ctx, store); err != nil || ok {
 		t.Fatalf("Seeded on an empty store = %v, %v", ok, err)
 	}
-	if err := demo.Seed(ctx, e); err != nil {
+	st := demo.NewStory(time.Now(), time.Minute, 5)
+	if err := demo.Seed(ctx, e, st); err != nil {
 		t.Fatal(err)
 	}
 	if ok, err := demo.Seeded(ctx, store); err != nil || !ok {
 		t.Fatalf("Seeded after Seed = %v, %v", ok, err)
 	}
 	n := tally.Snapshot().Total.Enqueued
-	if want := len(demo.SeedJobs(time.Now())); n != want {
+	if want := len(demo.SeedJobs(time.Now(), st)); n != want {
 		t.Errorf("seed enqueued %d, want %d", n, want)
 	}
-	if err := demo.Seed(ctx, e); err != nil {
+	if err := demo.Seed(ctx, e, st); err != nil {
 		t.Fatalf("second seed: %v", err)
 	}
 	if again := tally.Snapshot().Total.Enqueued; again != n {
@@ -228,7 +325,7 @@ func TestTrickle(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		demo.Trickle(ctx, e, 5*time.Millisecond)
+		demo.Trickle(ctx, e, 5*time.Millisecond, demo.NewStory(time.Now(), time.Minute, 0))
 	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for tally.Snapshot().Total.Enqueued < 5 {

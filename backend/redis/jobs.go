@@ -1,0 +1,499 @@
+package redis
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// The worker's side: inserts, claims, completions, finishes, leases and
+// the maintenance sweeps.
+
+const defaultLease = 30 * time.Second
+
+// JobInsertMany writes new jobs in one script; each is accepted or refused
+// on its own.
+func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams) ([]engine.JobInsertResult, error) {
+	res := make([]engine.JobInsertResult, len(p.Jobs))
+	if len(p.Jobs) == 0 {
+		return res, nil
+	}
+	args := make([]any, 0, 1+14*len(p.Jobs))
+	args = append(args, flag(p.RefuseQuarantined))
+	var idx []int
+	for i, jp := range p.Jobs {
+		if jp == nil || jp.ID == "" {
+			res[i].Err = fmt.Errorf("redis: insert job: %w: no id", engine.ErrInvalid)
+			continue
+		}
+		idx = append(idx, i)
+		tags := "[]"
+		if len(jp.Tags) > 0 {
+			tags = jsonStrings(jp.Tags)
+		}
+		sched := ""
+		if jp.ScheduledAt != nil {
+			sched = tstr(*jp.ScheduledAt)
+		}
+		args = append(args, jp.ID, jp.Queue, jp.Kind, string(jp.Payload), strconv.Itoa(jp.SchemaVersion),
+			string(jp.Metadata), tags, strconv.Itoa(jp.Priority), strconv.Itoa(jp.MaxAttempts), jp.Fingerprint,
+			sched, dstr(jp.Delay), tptr(jp.Deadline), strconv.FormatInt(int64(jp.Timeout), 10))
+	}
+	if len(idx) == 0 {
+		return res, nil
+	}
+	v, err := s.run(ctx, "insert jobs", luaInsert, args...)
+	if err != nil {
+		return nil, err
+	}
+	items, _ := v.([]any)
+	if len(items) != len(idx) {
+		return nil, fmt.Errorf("redis: insert jobs: %d results for %d jobs", len(items), len(idx))
+	}
+	for n, it := range items {
+		i := idx[n]
+		jp := p.Jobs[i]
+		r, _ := it.([]any)
+		code, _ := r[0].(string)
+		switch code {
+		case "Q":
+			res[i].Err = &engine.QuarantinedError{Verb: "insert", ID: jp.ID, Fingerprint: jp.Fingerprint}
+		case "C":
+			res[i].Err = fmt.Errorf("insert job %s: %w: the id exists with other content", jp.ID, engine.ErrConflict)
+		case "E", "N":
+			j, err := jobReply(r[1], false)
+			if err != nil {
+				return nil, err
+			}
+			res[i].Job, res[i].Existing = j, code == "E"
+		}
+	}
+	return res, nil
+}
+
+// insertRecord turns an insert's idempotency record into the results the
+// engine recorded them as.
+func insertRecord(s string) ([]engine.JobInsertResult, error) {
+	items, err := dec(s)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]engine.JobInsertResult, len(items))
+	for i, it := range items {
+		f, err := dec(it)
+		if err != nil || len(f) == 0 {
+			return nil, fmt.Errorf("redis: bad insert record")
+		}
+		switch f[0] {
+		case "Q":
+			if len(f) < 3 {
+				return nil, fmt.Errorf("redis: bad insert record")
+			}
+			out[i].Err = &engine.QuarantinedError{Verb: "insert", ID: f[1], Fingerprint: f[2]}
+		case "C":
+			if len(f) < 2 {
+				return nil, fmt.Errorf("redis: bad insert record")
+			}
+			out[i].Err = fmt.Errorf("insert job %s: %w: the id exists with other content", f[1], engine.ErrConflict)
+		default:
+			if len(f) < 2 || len(f[1]) == 0 {
+				return nil, fmt.Errorf("redis: bad insert record")
+			}
+			j, err := recordJob(f[1][1:])
+			if err != nil {
+				return nil, err
+			}
+			out[i].Job, out[i].Existing = j, f[0] == "E"
+		}
+	}
+	return out, nil
+}
+
+// JobGetByID returns one job or ErrNotFound.
+func (s *Store) JobGetByID(ctx context.Context, p *engine.JobGetByIDParams) (*engine.Job, error) {
+	js, err := s.getJobs(ctx, []string{p.ID}, p.IncludePayload, false)
+	if err != nil {
+		return nil, err
+	}
+	if js[0] == nil {
+		return nil, fmt.Errorf("job %s: %w", p.ID, engine.ErrNotFound)
+	}
+	return js[0], nil
+}
+
+// getJobs reads jobs by id in one round trip (nil for a missing one);
+// lastError keeps only the latest error entry.
+func (s *Store) getJobs(ctx context.Context, ids []string, payload, lastError bool) ([]*engine.Job, error) {
+	out := make([]*engine.Job, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	pipe := s.c.Pipeline()
+	hs := make([]*goredis.MapStringStringCmd, len(ids))
+	es := make([]*goredis.StringSliceCmd, len(ids))
+	for i, id := range ids {
+		hs[i] = pipe.HGetAll(ctx, s.Key("job", id))
+		if lastError {
+			es[i] = pipe.LRange(ctx, s.Key("err", id), -1, -1)
+		} else {
+			es[i] = pipe.LRange(ctx, s.Key("err", id), 0, -1)
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+		return nil, fmt.Errorf("redis: read jobs: %w", err)
+	}
+	for i := range ids {
+		m := hs[i].Val()
+		if len(m) == 0 {
+			continue
+		}
+		if !payload {
+			delete(m, "p")
+		}
+		j, err := jobFrom(m, es[i].Val())
+		if err != nil {
+			return nil, fmt.Errorf("redis: %w", err)
+		}
+		out[i] = j
+	}
+	return out, nil
+}
+
+// JobEventList returns a job's stored timeline events, oldest first.
+func (s *Store) JobEventList(ctx context.Context, p *engine.JobEventListParams) ([]engine.Event, error) {
+	vs, err := s.c.LRange(ctx, s.Key("ev", p.JobID), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("redis: events of job %s: %w", p.JobID, err)
+	}
+	out := make([]engine.Event, 0, len(vs))
+	for _, v := range vs {
+		out = append(out, eventFrom(p.JobID, v))
+	}
+	return out, nil
+}
+
+// JobClaim archives the queue's available jobs past their deadline, then
+// moves up to Limit available jobs to running under a new lease, in one
+// script.
+func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine.JobClaimResult, error) {
+	lease := p.LeaseDuration
+	if lease <= 0 {
+		lease = defaultLease
+	}
+	kinds := make([]string, 0, len(p.Kinds))
+	for k, v := range p.Kinds {
+		kinds = append(kinds, k+"="+strconv.Itoa(v))
+	}
+	sort.Strings(kinds)
+	pd := &p.PastDeadline
+	v, err := s.run(ctx, "claim "+p.Queue, luaClaim,
+		"queue", p.Queue, "worker", p.WorkerID, "lease", p.LeaseID, "limit", strconv.Itoa(p.Limit),
+		"suspects", strconv.Itoa(p.Suspects), "lone", flag(p.Lone), "dur", dstr(lease),
+		"kinds", strings.Join(kinds, us),
+		"pd_to", string(pd.To), "pd_reason", string(pd.Reason), "pd_le", pd.LastError, "pd_ep", pd.Pattern,
+		"ev_kind", string(pd.Event.Kind), "ev_actor", pd.Event.Actor, "ev_from", string(pd.Event.From),
+		"ev_to", string(pd.Event.To), "ev_msg", pd.Event.Message)
+	if err != nil {
+		return nil, err
+	}
+	r, _ := v.([]any)
+	if len(r) != 3 {
+		return nil, fmt.Errorf("redis: claim %s: bad reply", p.Queue)
+	}
+	now, _ := r[0].(string)
+	res := &engine.JobClaimResult{Now: ttime(now)}
+	for _, x := range r[1].([]any) {
+		j, err := jobReply(x, true)
+		if err != nil {
+			return nil, err
+		}
+		res.Jobs = append(res.Jobs, j)
+	}
+	for _, x := range r[2].([]any) {
+		j, err := jobReply(x, true)
+		if err != nil {
+			return nil, err
+		}
+		res.Dead = append(res.Dead, j)
+	}
+	return res, nil
+}
+
+// JobCompleteMany completes (or deletes) successful jobs in one script;
+// each item is fenced on its own.
+func (s *Store) JobCompleteMany(ctx context.Context, p *engine.JobCompleteManyParams) ([]error, error) {
+	out := make([]error, len(p.Items))
+	if len(p.Items) == 0 {
+		return out, nil
+	}
+	args := make([]any, 0, 1+4*len(p.Items))
+	args = append(args, flag(p.EndProbation))
+	for _, it := range p.Items {
+		args = append(args, it.ID, it.LeaseID, strconv.FormatInt(it.Fence, 10), flag(it.Delete))
+	}
+	v, err := s.run(ctx, "complete jobs", luaComplete, args...)
+	if err != nil {
+		return nil, err
+	}
+	r, _ := v.([]any)
+	for i := range p.Items {
+		if i >= len(r) || r[i].(int64) != 1 {
+			out[i] = fmt.Errorf("complete job %s: %w", p.Items[i].ID, engine.ErrLeaseLost)
+		}
+	}
+	return out, nil
+}
+
+// JobFinish applies one fenced transition out of running, as the engine
+// resolved it, in one script.
+func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engine.Job, error) {
+	if p.To == engine.StateRunning || (p.To != engine.StateDeleted && !p.To.Valid()) {
+		return nil, fmt.Errorf("finish job %s: %w: cannot go to %q", p.ID, engine.ErrInvalidTransition, p.To)
+	}
+	if p.DeadLetter != nil || p.Checkpoint != nil {
+		return nil, fmt.Errorf("finish job %s: %w: dead-letter routes and checkpoints are not written by this store yet", p.ID, engine.ErrUnsupported)
+	}
+	ifBefore := ""
+	if !p.IfBefore.IsZero() {
+		ifBefore = tstr(p.IfBefore)
+	}
+	charge := ""
+	switch p.Charge {
+	case engine.ChargeAttempt:
+		charge = "attempt"
+	case engine.ChargeCrash:
+		charge = "crash"
+	}
+	sched := "keep"
+	switch p.Schedule {
+	case engine.ScheduleNow:
+		sched = "now"
+	case engine.ScheduleAfter:
+		sched = "after"
+	}
+	a := []any{"id", p.ID, "lease", p.LeaseID, "fence", strconv.FormatInt(p.Fence, 10),
+		"ifexp", flag(p.IfLeaseExpired), "ifgone", flag(p.IfWorkerGone), "ifbefore", ifBefore,
+		"to", string(p.To), "reason", string(p.Reason), "charge", charge, "sched", sched, "delay", dstr(p.Delay),
+		"fin", flag(p.Finalize)}
+	if e := p.Error; e != nil {
+		entry, err := errorEntry(e.Entry)
+		if err != nil {
+			return nil, fmt.Errorf("redis: finish job %s: error entry: %w", p.ID, err)
+		}
+		a = append(a, "err", "1", "err_entry", entry, "err_keep", strconv.Itoa(e.Keep), "err_le", e.LastError, "err_ep", e.Pattern)
+	}
+	if w := p.Event; w != nil {
+		a = append(a, "ev", "1", "ev_kind", string(w.Kind), "ev_actor", w.Actor, "ev_from", string(w.From),
+			"ev_to", string(w.To), "ev_att", strconv.Itoa(w.Attempt), "ev_msg", w.Message)
+	}
+	a = append(a, "counts", countsArg(p.Counts))
+	if f := p.Fingerprint; f != nil && f.Fingerprint != "" {
+		a = append(a, "fp", "1", "fp_fp", f.Fingerprint, "fp_kind", f.Kind, "fp_add", strconv.Itoa(f.AddCrashes),
+			"fp_quar", flag(f.Quarantine), "fp_le", f.LastError, "fp_lj", f.LastJobID)
+		if h := f.Hold; h != nil {
+			a = append(a, "h", "1", "h_from", joinStates(h.From), "h_to", string(h.To), "h_reason", string(h.Reason),
+				"h_kind", string(h.Event.Kind), "h_actor", h.Event.Actor, "h_msg", h.Event.Message)
+		}
+	}
+	v, err := s.run(ctx, "finish job "+p.ID, luaFinish, a...)
+	if err != nil {
+		if r, ok := asRefusal(err); ok && r.code == "LEASE" {
+			switch {
+			case r.arg == "bound":
+				return nil, fmt.Errorf("finish job %s: the write came after its bound %s: %w", p.ID, p.IfBefore.Format(time.RFC3339Nano), engine.ErrLeaseLost)
+			case r.arg == "renewed":
+				return nil, fmt.Errorf("finish job %s: lease renewed: %w", p.ID, engine.ErrLeaseLost)
+			case strings.HasPrefix(r.arg, "alive "):
+				return nil, fmt.Errorf("finish job %s: worker %s beats again: %w", p.ID, strings.TrimPrefix(r.arg, "alive "), engine.ErrLeaseLost)
+			}
+			return nil, fmt.Errorf("finish job %s: %w", p.ID, engine.ErrLeaseLost)
+		}
+		return nil, err
+	}
+	if arr, _ := v.([]any); len(arr) == 0 {
+		return nil, nil
+	}
+	return jobReply(v, true)
+}
+
+// countsArg encodes a plan's counter deltas for a script.
+func countsArg(ds []engine.CountDelta) string {
+	var b strings.Builder
+	for i, d := range ds {
+		if i > 0 {
+			b.WriteString("\x1e")
+		}
+		from := string(d.From)
+		b.WriteString(d.Queue + us + from + us + string(d.To) + us + strconv.FormatInt(d.N, 10))
+	}
+	return b.String()
+}
+
+// JobLeaseRenew extends leases; each item is fenced on its own.
+func (s *Store) JobLeaseRenew(ctx context.Context, p *engine.JobLeaseRenewParams) ([]error, error) {
+	out := make([]error, len(p.Items))
+	if len(p.Items) == 0 {
+		return out, nil
+	}
+	lease := p.LeaseDuration
+	if lease <= 0 {
+		lease = defaultLease
+	}
+	args := make([]any, 0, 1+3*len(p.Items))
+	args = append(args, dstr(lease))
+	for _, it := range p.Items {
+		args = append(args, it.ID, it.LeaseID, strconv.FormatInt(it.Fence, 10))
+	}
+	v, err := s.run(ctx, "renew leases", luaRenew, args...)
+	if err != nil {
+		return nil, err
+	}
+	r, _ := v.([]any)
+	for i, it := range p.Items {
+		if i >= len(r) || r[i].(int64) != 1 {
+			out[i] = fmt.Errorf("renew lease of job %s: %w", it.ID, engine.ErrLeaseLost)
+		}
+	}
+	return out, nil
+}
+
+// JobListExpiredLeases lists running jobs whose lease has expired, oldest
+// expiry first, with whether their worker still heartbeats.
+func (s *Store) JobListExpiredLeases(ctx context.Context, p *engine.JobListExpiredLeasesParams) ([]engine.ExpiredLease, error) {
+	now, err := s.Now(ctx)
+	if err != nil {
+		return nil, err
+	}
+	nowS := tstr(now)
+	by := &goredis.ZRangeBy{Min: "-", Max: "(" + nowS}
+	if p.Limit > 0 {
+		by.Count = int64(p.Limit)
+	}
+	ms, err := s.c.ZRangeByLex(ctx, s.Key("run"), by).Result()
+	if err != nil {
+		return nil, fmt.Errorf("redis: expired leases: %w", err)
+	}
+	ids := memberIDs(ms)
+	js, err := s.getJobs(ctx, ids, false, false)
+	if err != nil {
+		return nil, err
+	}
+	var out []engine.ExpiredLease
+	pipe := s.c.Pipeline()
+	var alive []*goredis.StringCmd
+	for _, j := range js {
+		if j == nil || j.State != engine.StateRunning || j.Lease == nil {
+			continue
+		}
+		out = append(out, engine.ExpiredLease{Job: j})
+		alive = append(alive, pipe.HGet(ctx, s.Key("w", j.Lease.WorkerID), "x"))
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+		return nil, fmt.Errorf("redis: expired leases: %w", err)
+	}
+	for i := range out {
+		x := alive[i].Val()
+		out[i].WorkerAlive = x != "" && x >= nowS
+	}
+	return out, nil
+}
+
+// memberIDs takes the ids out of "TIME:ID" members.
+func memberIDs(ms []string) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		if len(m) > 20 {
+			out[i] = m[20:]
+		}
+	}
+	return out
+}
+
+// JobScheduleDue moves due scheduled and retryable jobs to available.
+func (s *Store) JobScheduleDue(ctx context.Context, p *engine.JobScheduleDueParams) ([]string, error) {
+	if p.To == "" {
+		return nil, fmt.Errorf("schedule due: %w: no target state", engine.ErrInvalid)
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 1 << 30
+	}
+	v, err := s.run(ctx, "schedule due", luaScheduleDue, string(p.To), strconv.Itoa(limit), joinStates(p.From))
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, q := range strs(v) {
+		if !seen[q] {
+			seen[q] = true
+			out = append(out, q)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// JobDeleteExpired deletes terminal jobs past their retention, at most
+// Limit, in one script.
+func (s *Store) JobDeleteExpired(ctx context.Context, p *engine.JobDeleteExpiredParams) (int, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 1 << 30
+	}
+	overriding := map[engine.State][]string{}
+	queues := make([]string, 0, len(p.QueueRetention))
+	for q, m := range p.QueueRetention {
+		queues = append(queues, q)
+		for state := range m {
+			overriding[state] = append(overriding[state], q)
+		}
+	}
+	sort.Strings(queues)
+	args := []any{strconv.Itoa(limit)}
+	add := func(st engine.State, d time.Duration, q string, excl []string) {
+		if !st.Terminal() || d < 0 {
+			return
+		}
+		args = append(args, string(st), dstr(d), q, strings.Join(excl, us))
+	}
+	for _, st := range engine.AllStates {
+		if d, ok := p.Retention[st]; ok {
+			add(st, d, "", overriding[st])
+		}
+	}
+	for _, q := range queues {
+		m := p.QueueRetention[q]
+		for _, st := range engine.AllStates {
+			if d, ok := m[st]; ok {
+				add(st, d, q, nil)
+			}
+		}
+	}
+	if len(args) == 1 {
+		return 0, nil
+	}
+	v, err := s.run(ctx, "delete expired jobs", luaDeleteExpired, args...)
+	if err != nil {
+		return 0, err
+	}
+	n, _ := v.(int64)
+	return int(n), nil
+}
+
+func jsonStrings(ss []string) string {
+	b, _ := json.Marshal(ss)
+	return string(b)
+}

@@ -1,0 +1,711 @@
+package redis
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Listing, counting and grouping. A filter is served by walking the best
+// index for it (ids, fingerprint, error groups, per-queue or per-kind
+// state sets, state sets) in keyset order and testing every condition in
+// Go on the jobs read (match); conditions no index serves (tags, error
+// text, payload and meta paths, times) cost the reading of the jobs of
+// the index walked, never a silent omission.
+
+// row is a job as the filters read it: the job, and the fields of its
+// hash the engine.Job does not carry.
+type row struct {
+	j      *engine.Job
+	le, ep string
+}
+
+var pathKeyRE = regexp.MustCompile(engine.PathKeyPattern)
+
+// checkFilter refuses what no store may serve: a path whose keys break
+// engine.PathKeyPattern.
+func checkFilter(f *engine.Filter) error {
+	for _, set := range []struct {
+		what string
+		ms   []engine.PathMatch
+	}{{"payload", f.Payload}, {"meta", f.Meta}} {
+		for _, m := range set.ms {
+			if m.Path == "" {
+				return fmt.Errorf("%w: filter: %s path is empty", engine.ErrInvalid, set.what)
+			}
+			for key := range strings.SplitSeq(m.Path, ".") {
+				if !pathKeyRE.MatchString(key) {
+					return fmt.Errorf("%w: filter: %s path %q: bad key %q", engine.ErrInvalid, set.what, m.Path, key)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// match reports whether r meets every condition of f.
+func match(r *row, f *engine.Filter, excludeSuperseded bool, asOf *time.Time) bool {
+	j := r.j
+	if len(f.States) > 0 && !slices.Contains(f.States, j.State) {
+		return false
+	}
+	if len(f.Queues) > 0 && !slices.Contains(f.Queues, j.Queue) {
+		return false
+	}
+	if len(f.Kinds) > 0 && !slices.Contains(f.Kinds, j.Kind) {
+		return false
+	}
+	if len(f.IDs) > 0 && !slices.Contains(f.IDs, j.ID) {
+		return false
+	}
+	if f.Fingerprint != "" && j.Fingerprint != f.Fingerprint {
+		return false
+	}
+	if len(f.Tags) > 0 && !slices.ContainsFunc(f.Tags, func(t string) bool { return slices.Contains(j.Tags, t) }) {
+		return false
+	}
+	if f.Error != "" && !strings.Contains(r.le, f.Error) {
+		return false
+	}
+	if f.ErrorPattern != "" && r.ep != f.ErrorPattern {
+		return false
+	}
+	for _, m := range f.Payload {
+		if !pathMatches(j.Payload, m) {
+			return false
+		}
+	}
+	for _, m := range f.Meta {
+		if !pathMatches(j.Metadata, m) {
+			return false
+		}
+	}
+	if f.CreatedAfter != nil && !j.CreatedAt.After(*f.CreatedAfter) {
+		return false
+	}
+	if f.CreatedBefore != nil && !j.CreatedAt.Before(*f.CreatedBefore) {
+		return false
+	}
+	if f.FinalizedAfter != nil && (j.FinalizedAt == nil || !j.FinalizedAt.After(*f.FinalizedAfter)) {
+		return false
+	}
+	if f.FinalizedBefore != nil && (j.FinalizedAt == nil || !j.FinalizedAt.Before(*f.FinalizedBefore)) {
+		return false
+	}
+	if excludeSuperseded && !f.IncludeSuperseded && j.SupersededBy != "" {
+		return false
+	}
+	if asOf != nil && j.StateChangedAt.After(*asOf) {
+		return false
+	}
+	return true
+}
+
+// pathMatches compares the value at m.Path in doc with m.Value: a JSON
+// string by its contents, any other value by its compact JSON text; a
+// missing path matches nothing.
+func pathMatches(doc json.RawMessage, m engine.PathMatch) bool {
+	cur := doc
+	for key := range strings.SplitSeq(m.Path, ".") {
+		var obj map[string]json.RawMessage
+		if len(cur) == 0 || json.Unmarshal(cur, &obj) != nil {
+			return false
+		}
+		v, ok := obj[key]
+		if !ok {
+			return false
+		}
+		cur = v
+	}
+	cur = bytes.TrimSpace(cur)
+	if len(cur) > 0 && cur[0] == '"' {
+		var s string
+		if json.Unmarshal(cur, &s) != nil {
+			return false
+		}
+		return s == m.Value
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, cur) != nil {
+		return false
+	}
+	return b.String() == m.Value
+}
+
+// needsPayload reports whether f reads the payload.
+func needsPayload(f *engine.Filter) bool { return len(f.Payload) > 0 }
+
+// rows reads jobs by id as filter rows (missing ones left out, order
+// kept); lastError keeps only the latest error entry.
+func (s *Store) rows(ctx context.Context, ids []string, payload, lastError bool) ([]*row, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	pipe := s.c.Pipeline()
+	hs := make([]*goredis.MapStringStringCmd, len(ids))
+	es := make([]*goredis.StringSliceCmd, len(ids))
+	for i, id := range ids {
+		hs[i] = pipe.HGetAll(ctx, s.Key("job", id))
+		if lastError {
+			es[i] = pipe.LRange(ctx, s.Key("err", id), -1, -1)
+		} else {
+			es[i] = pipe.LRange(ctx, s.Key("err", id), 0, -1)
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+		return nil, fmt.Errorf("redis: read jobs: %w", err)
+	}
+	out := make([]*row, 0, len(ids))
+	for i := range ids {
+		m := hs[i].Val()
+		if len(m) == 0 {
+			continue
+		}
+		if !payload {
+			delete(m, "p")
+		}
+		j, err := jobFrom(m, es[i].Val())
+		if err != nil {
+			return nil, fmt.Errorf("redis: %w", err)
+		}
+		out = append(out, &row{j: j, le: m["le"], ep: m["ep"]})
+	}
+	return out, nil
+}
+
+// member is a job's entry in the time-ordered indexes.
+func member(at time.Time, id string) string { return tstr(at) + ":" + id }
+
+// walker walks time-ordered indexes merged, newest first (or oldest first
+// when asc), strictly past a starting member.
+type walker struct {
+	s     *Store
+	asc   bool
+	srcs  []*source
+	chunk int64
+}
+
+type source struct {
+	key  string
+	buf  []string
+	last string // the member past which the next chunk starts ("" for the end)
+	done bool
+}
+
+func (s *Store) newWalker(keys []string, after string, asc bool, chunk int) *walker {
+	w := &walker{s: s, asc: asc, chunk: int64(max(chunk, 16))}
+	for _, k := range keys {
+		w.srcs = append(w.srcs, &source{key: k, last: after})
+	}
+	return w
+}
+
+func (w *walker) fill(ctx context.Context, src *source) error {
+	if len(src.buf) > 0 || src.done {
+		return nil
+	}
+	var ms []string
+	var err error
+	if w.asc {
+		min := "-"
+		if src.last != "" {
+			min = "(" + src.last
+		}
+		ms, err = w.s.c.ZRangeByLex(ctx, src.key, &goredis.ZRangeBy{Min: min, Max: "+", Count: w.chunk}).Result()
+	} else {
+		max := "+"
+		if src.last != "" {
+			max = "(" + src.last
+		}
+		ms, err = w.s.c.ZRevRangeByLex(ctx, src.key, &goredis.ZRangeBy{Min: "-", Max: max, Count: w.chunk}).Result()
+	}
+	if err != nil {
+		return fmt.Errorf("redis: walk %s: %w", src.key, err)
+	}
+	if int64(len(ms)) < w.chunk {
+		src.done = true
+	}
+	if len(ms) > 0 {
+		src.buf = ms
+		src.last = ms[len(ms)-1]
+	}
+	return nil
+}
+
+// next returns up to n members in merged order; fewer at the end.
+func (w *walker) next(ctx context.Context, n int) ([]string, error) {
+	var out []string
+	for len(out) < n {
+		var best *source
+		for _, src := range w.srcs {
+			if err := w.fill(ctx, src); err != nil {
+				return nil, err
+			}
+			if len(src.buf) == 0 {
+				continue
+			}
+			if best == nil || (w.asc && src.buf[0] < best.buf[0]) || (!w.asc && src.buf[0] > best.buf[0]) {
+				best = src
+			}
+		}
+		if best == nil {
+			break
+		}
+		out = append(out, best.buf[0])
+		best.buf = best.buf[1:]
+	}
+	return out, nil
+}
+
+// plan is how a filter is served: either a set of ids read directly, or
+// time-ordered indexes walked.
+type plan struct {
+	ids  []string // read directly (ids, fingerprint)
+	keys []string // walked
+}
+
+func (s *Store) planFor(ctx context.Context, f *engine.Filter) (*plan, error) {
+	states := f.States
+	if len(states) == 0 {
+		states = engine.AllStates
+	}
+	switch {
+	case len(f.IDs) > 0:
+		return &plan{ids: slices.Clone(f.IDs)}, nil
+	case f.Fingerprint != "":
+		ids, err := s.c.SMembers(ctx, s.Key("fpj", f.Fingerprint)).Result()
+		if err != nil {
+			return nil, fmt.Errorf("redis: fingerprint %s: %w", f.Fingerprint, err)
+		}
+		return &plan{ids: ids}, nil
+	case f.ErrorPattern != "":
+		gs, err := s.groupKeys(ctx)
+		if err != nil {
+			return nil, err
+		}
+		p := &plan{}
+		for _, g := range gs {
+			if g.pattern == f.ErrorPattern && g.fits(f, states) {
+				p.keys = append(p.keys, s.Key("eg", g.raw))
+			}
+		}
+		return p, nil
+	case len(f.Queues) > 0:
+		p := &plan{}
+		for _, st := range states {
+			for _, q := range f.Queues {
+				p.keys = append(p.keys, s.Key("sq", string(st), q))
+			}
+		}
+		return p, nil
+	case len(f.Kinds) > 0:
+		p := &plan{}
+		for _, st := range states {
+			for _, k := range f.Kinds {
+				p.keys = append(p.keys, s.Key("sk", string(st), k))
+			}
+		}
+		return p, nil
+	}
+	p := &plan{}
+	for _, st := range states {
+		p.keys = append(p.keys, s.Key("st", string(st)))
+	}
+	return p, nil
+}
+
+// JobList pages job summaries newest first by (state_changed_at, id).
+func (s *Store) JobList(ctx context.Context, p *engine.JobListParams) ([]*engine.Job, error) {
+	if err := checkFilter(&p.Filter); err != nil {
+		return nil, err
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = engine.DefaultListLimit
+	}
+	f := &p.Filter
+	pl, err := s.planFor(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	after := ""
+	if p.After != nil {
+		after = member(p.After.At, p.After.ID)
+	}
+	var out []*engine.Job
+	keep := func(rs []*row) bool {
+		for _, r := range rs {
+			if !match(r, f, p.ExcludeSuperseded, nil) {
+				continue
+			}
+			r.j.Payload = nil
+			out = append(out, r.j)
+			if len(out) == limit {
+				return true
+			}
+		}
+		return false
+	}
+	if pl.ids != nil {
+		rs, err := s.rows(ctx, pl.ids, needsPayload(f), true)
+		if err != nil {
+			return nil, err
+		}
+		sort.Slice(rs, func(a, b int) bool {
+			ma, mb := member(rs[a].j.StateChangedAt, rs[a].j.ID), member(rs[b].j.StateChangedAt, rs[b].j.ID)
+			if p.Reverse {
+				return ma < mb
+			}
+			return ma > mb
+		})
+		var past []*row
+		for _, r := range rs {
+			m := member(r.j.StateChangedAt, r.j.ID)
+			if after == "" || (p.Reverse && m > after) || (!p.Reverse && m < after) {
+				past = append(past, r)
+			}
+		}
+		keep(past)
+		return out, nil
+	}
+	w := s.newWalker(pl.keys, after, p.Reverse, limit+1)
+	for {
+		ms, err := w.next(ctx, max(limit-len(out), 16))
+		if err != nil {
+			return nil, err
+		}
+		if len(ms) == 0 {
+			return out, nil
+		}
+		rs, err := s.rows(ctx, memberIDs(ms), needsPayload(f), true)
+		if err != nil {
+			return nil, err
+		}
+		if keep(rs) {
+			return out, nil
+		}
+	}
+}
+
+// indexedFilter reports whether f holds only states and queues or kinds
+// (not both): the sizes of the per-queue or per-kind state indexes count
+// it, up to any time.
+func indexedFilter(f *engine.Filter) bool {
+	g := *f
+	g.States, g.Queues, g.Kinds = nil, nil, nil
+	return isZero(&g) && (len(f.Queues) == 0 || len(f.Kinds) == 0)
+}
+
+// simpleFilter reports whether f holds only states and queues, which the
+// maintained counters count.
+func simpleFilter(f *engine.Filter) bool {
+	g := *f
+	g.States, g.Queues = nil, nil
+	return isZero(&g)
+}
+
+func isZero(f *engine.Filter) bool {
+	return len(f.States) == 0 && len(f.Queues) == 0 && len(f.Kinds) == 0 && len(f.IDs) == 0 &&
+		f.Fingerprint == "" && len(f.Tags) == 0 && f.Error == "" && f.ErrorPattern == "" &&
+		len(f.Payload) == 0 && len(f.Meta) == 0 && f.CreatedAfter == nil && f.CreatedBefore == nil &&
+		f.FinalizedAfter == nil && f.FinalizedBefore == nil
+}
+
+// JobCount counts jobs matching the filter, stopping at Max: from the
+// counters for states and queues, from the index sizes for kinds and an
+// as-of bound, and otherwise by walking an index.
+func (s *Store) JobCount(ctx context.Context, p *engine.JobCountParams) (int64, bool, error) {
+	if err := checkFilter(&p.Filter); err != nil {
+		return 0, false, err
+	}
+	f := &p.Filter
+	capAt := func(n int64) (int64, bool, error) {
+		if p.Max > 0 && n > p.Max {
+			return p.Max, true, nil
+		}
+		return n, false, nil
+	}
+	exclude := p.ExcludeSuperseded && !f.IncludeSuperseded
+	var n int64
+	switch {
+	case simpleFilter(f) && p.AsOf == nil:
+		counts, err := s.JobCountByQueue(ctx, &engine.JobCountByQueueParams{})
+		if err != nil {
+			return 0, false, err
+		}
+		for q, m := range counts {
+			if len(f.Queues) > 0 && !slices.Contains(f.Queues, q) {
+				continue
+			}
+			for st, c := range m {
+				if len(f.States) == 0 || slices.Contains(f.States, st) {
+					n += c
+				}
+			}
+		}
+	case indexedFilter(f):
+		// States with queues or kinds (not both), up to AsOf: the sizes of
+		// the indexes' ranges.
+		pl, err := s.planFor(ctx, f)
+		if err != nil {
+			return 0, false, err
+		}
+		max := "+"
+		if p.AsOf != nil {
+			max = "(" + tstr(p.AsOf.Add(time.Nanosecond))
+		}
+		pipe := s.c.Pipeline()
+		cs := make([]*goredis.IntCmd, len(pl.keys))
+		for i, k := range pl.keys {
+			cs[i] = pipe.ZLexCount(ctx, k, "-", max)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return 0, false, fmt.Errorf("redis: count jobs: %w", err)
+		}
+		for _, c := range cs {
+			n += c.Val()
+		}
+	default:
+		return s.countByWalk(ctx, p)
+	}
+	if exclude {
+		ids, err := s.c.SMembers(ctx, s.Key("sup")).Result()
+		if err != nil {
+			return 0, false, fmt.Errorf("redis: count jobs: %w", err)
+		}
+		rs, err := s.rows(ctx, ids, false, true)
+		if err != nil {
+			return 0, false, err
+		}
+		for _, r := range rs {
+			if match(r, f, false, p.AsOf) {
+				n--
+			}
+		}
+	}
+	return capAt(n)
+}
+
+// countByWalk counts by reading the jobs of the best index.
+func (s *Store) countByWalk(ctx context.Context, p *engine.JobCountParams) (int64, bool, error) {
+	f := &p.Filter
+	pl, err := s.planFor(ctx, f)
+	if err != nil {
+		return 0, false, err
+	}
+	var n int64
+	count := func(rs []*row) bool {
+		for _, r := range rs {
+			if match(r, f, p.ExcludeSuperseded, p.AsOf) {
+				n++
+				if p.Max > 0 && n > p.Max {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	if pl.ids != nil {
+		rs, err := s.rows(ctx, pl.ids, needsPayload(f), true)
+		if err != nil {
+			return 0, false, err
+		}
+		count(rs)
+	} else {
+		w := s.newWalker(pl.keys, "", false, 500)
+		for {
+			ms, err := w.next(ctx, 500)
+			if err != nil {
+				return 0, false, err
+			}
+			if len(ms) == 0 {
+				break
+			}
+			rs, err := s.rows(ctx, memberIDs(ms), needsPayload(f), true)
+			if err != nil {
+				return 0, false, err
+			}
+			if count(rs) {
+				break
+			}
+		}
+	}
+	if p.Max > 0 && n > p.Max {
+		return p.Max, true, nil
+	}
+	return n, false, nil
+}
+
+// group is one key of the error groups hash: state, queue, kind, pattern.
+type group struct {
+	raw                  string
+	state                engine.State
+	queue, kind, pattern string
+}
+
+func (g *group) fits(f *engine.Filter, states []engine.State) bool {
+	return slices.Contains(states, g.state) &&
+		(len(f.Queues) == 0 || slices.Contains(f.Queues, g.queue)) &&
+		(len(f.Kinds) == 0 || slices.Contains(f.Kinds, g.kind))
+}
+
+func (s *Store) groupKeys(ctx context.Context) ([]group, error) {
+	m, err := s.c.HGetAll(ctx, s.Key("egc")).Result()
+	if err != nil {
+		return nil, fmt.Errorf("redis: error groups: %w", err)
+	}
+	out := make([]group, 0, len(m))
+	for raw, n := range m {
+		f := strings.SplitN(raw, us, 4)
+		if len(f) != 4 || atoi64(n) <= 0 {
+			continue
+		}
+		out = append(out, group{raw: raw, state: engine.State(f[0]), queue: f[1], kind: f[2], pattern: f[3]})
+	}
+	return out, nil
+}
+
+// JobErrorGroups groups the jobs matching the filter by queue, kind and
+// error pattern. A filter of states, queues, kinds and a pattern reads
+// the groups' counters and ends alone (the cost is the number of groups);
+// any other condition walks the groups' jobs.
+func (s *Store) JobErrorGroups(ctx context.Context, p *engine.JobErrorGroupsParams) ([]engine.ErrorGroup, error) {
+	if err := checkFilter(&p.Filter); err != nil {
+		return nil, err
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 200
+	}
+	f := &p.Filter
+	states := f.States
+	if len(states) == 0 {
+		states = engine.AllStates
+	}
+	gs, err := s.groupKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	type agg struct {
+		g           engine.ErrorGroup
+		newest      string
+		first, last string
+	}
+	byKey := map[string]*agg{}
+	var fits []group
+	for _, g := range gs {
+		if g.fits(f, states) && (f.ErrorPattern == "" || g.pattern == f.ErrorPattern) {
+			fits = append(fits, g)
+		}
+	}
+	rest := *f
+	rest.States, rest.Queues, rest.Kinds, rest.ErrorPattern = nil, nil, nil, ""
+	for _, g := range fits {
+		k := g.queue + us + g.kind + us + g.pattern
+		a := byKey[k]
+		if a == nil {
+			a = &agg{g: engine.ErrorGroup{Queue: g.queue, Kind: g.kind, Pattern: g.pattern}}
+			byKey[k] = a
+		}
+		key := s.Key("eg", g.raw)
+		if isZero(&rest) {
+			pipe := s.c.Pipeline()
+			n := pipe.ZCard(ctx, key)
+			lo := pipe.ZRangeByLex(ctx, key, &goredis.ZRangeBy{Min: "-", Max: "+", Count: 1})
+			hi := pipe.ZRevRangeByLex(ctx, key, &goredis.ZRangeBy{Min: "-", Max: "+", Count: 1})
+			if _, err := pipe.Exec(ctx); err != nil {
+				return nil, fmt.Errorf("redis: error groups: %w", err)
+			}
+			if n.Val() == 0 {
+				continue
+			}
+			a.g.Count += n.Val()
+			if l := lo.Val(); len(l) > 0 && (a.first == "" || l[0] < a.first) {
+				a.first = l[0]
+			}
+			if h := hi.Val(); len(h) > 0 && h[0] > a.last {
+				a.last = h[0]
+			}
+			continue
+		}
+		w := s.newWalker([]string{key}, "", false, 500)
+		for {
+			ms, err := w.next(ctx, 500)
+			if err != nil {
+				return nil, err
+			}
+			if len(ms) == 0 {
+				break
+			}
+			rs, err := s.rows(ctx, memberIDs(ms), needsPayload(f), true)
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range rs {
+				if !match(r, f, false, nil) {
+					continue
+				}
+				m := member(r.j.StateChangedAt, r.j.ID)
+				a.g.Count++
+				if a.first == "" || m < a.first {
+					a.first = m
+				}
+				if m > a.last {
+					a.last = m
+				}
+			}
+		}
+	}
+	out := make([]engine.ErrorGroup, 0, len(byKey))
+	var samples []string
+	for _, a := range byKey {
+		if a.g.Count == 0 {
+			continue
+		}
+		a.g.FirstSeen = ttime(a.first[:19])
+		a.g.LastSeen = ttime(a.last[:19])
+		out = append(out, a.g)
+		samples = append(samples, a.last[20:])
+	}
+	if len(out) > 0 {
+		pipe := s.c.Pipeline()
+		cs := make([]*goredis.StringCmd, len(samples))
+		for i, id := range samples {
+			cs[i] = pipe.HGet(ctx, s.Key("job", id), "le")
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+			return nil, fmt.Errorf("redis: error groups: %w", err)
+		}
+		for i := range out {
+			out[i].Sample = cs[i].Val()
+		}
+	}
+	sort.Slice(out, func(a, b int) bool {
+		x, y := out[a], out[b]
+		if x.Count != y.Count {
+			return x.Count > y.Count
+		}
+		if x.Queue != y.Queue {
+			return x.Queue < y.Queue
+		}
+		if x.Kind != y.Kind {
+			return x.Kind < y.Kind
+		}
+		return x.Pattern < y.Pattern
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}

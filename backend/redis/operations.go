@@ -1,0 +1,295 @@
+package redis
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Bulk operations: persisted, leased, applied batch by batch, each batch
+// one script.
+
+const defaultOperationLease = 30 * time.Second
+
+// opRow is an operation hash: the operation and its runner's state.
+type opRow struct {
+	op     *engine.Operation
+	cursor string
+	holder string
+	fence  int64
+}
+
+func opFrom(m map[string]string) (*opRow, error) {
+	op := &engine.Operation{
+		ID: m["id"], Action: engine.Action(m["act"]), Status: engine.OperationStatus(m["st"]), CreatedBy: m["by"],
+		CreatedAt: ttime(m["cr"]), StartedAt: ttimePtr(m["sa"]), FinishedAt: ttimePtr(m["fa"]),
+		Matched: atoi64(m["mt"]), Processed: atoi64(m["pc"]), Succeeded: atoi64(m["sc"]), Failed: atoi64(m["fl"]),
+		Error: m["er"], Rate: atoi(m["rt"]),
+	}
+	if sel := m["sel"]; sel != "" {
+		if err := json.Unmarshal([]byte(sel), &op.Selector); err != nil {
+			return nil, fmt.Errorf("operation %s: selector: %w", op.ID, err)
+		}
+	}
+	return &opRow{op: op, cursor: m["cur"], holder: m["lh"], fence: atoi64(m["lf"])}, nil
+}
+
+// OperationInsert persists a new pending operation created now.
+func (s *Store) OperationInsert(ctx context.Context, p *engine.OperationInsertParams) (*engine.Operation, error) {
+	sel, err := json.Marshal(p.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("redis: operation %s: selector: %w", p.ID, err)
+	}
+	v, err := s.run(ctx, "insert operation "+p.ID, luaOpInsert, "id", p.ID, "act", string(p.Action), "sel", string(sel),
+		"by", p.CreatedBy, "mt", strconv.FormatInt(p.Matched, 10), "rt", strconv.Itoa(p.Rate))
+	if err != nil {
+		if r, ok := asRefusal(err); ok && r.code == "CONFLICT" {
+			return nil, fmt.Errorf("insert operation %s: %w: the id exists", p.ID, engine.ErrConflict)
+		}
+		return nil, err
+	}
+	r, err := opFrom(fieldMap(v))
+	if err != nil {
+		return nil, err
+	}
+	return r.op, nil
+}
+
+// OperationGet returns one operation or ErrNotFound.
+func (s *Store) OperationGet(ctx context.Context, p *engine.OperationGetParams) (*engine.Operation, error) {
+	m, err := s.c.HGetAll(ctx, s.Key("op", p.ID)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("redis: operation %s: %w", p.ID, err)
+	}
+	if len(m) == 0 {
+		return nil, fmt.Errorf("operation %s: %w", p.ID, engine.ErrNotFound)
+	}
+	r, err := opFrom(m)
+	if err != nil {
+		return nil, err
+	}
+	return r.op, nil
+}
+
+// OperationList pages operations newest first by (created_at, id).
+func (s *Store) OperationList(ctx context.Context, p *engine.OperationListParams) ([]*engine.Operation, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = engine.DefaultListLimit
+	}
+	max := "+"
+	if p.After != nil {
+		max = "(" + member(p.After.At, p.After.ID)
+	}
+	ms, err := s.c.ZRevRangeByLex(ctx, s.Key("ops"), &goredis.ZRangeBy{Min: "-", Max: max, Count: int64(limit)}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("redis: list operations: %w", err)
+	}
+	pipe := s.c.Pipeline()
+	cs := make([]*goredis.MapStringStringCmd, len(ms))
+	for i, id := range memberIDs(ms) {
+		cs[i] = pipe.HGetAll(ctx, s.Key("op", id))
+	}
+	if len(ms) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("redis: list operations: %w", err)
+		}
+	}
+	var out []*engine.Operation
+	for _, c := range cs {
+		if len(c.Val()) == 0 {
+			continue
+		}
+		r, err := opFrom(c.Val())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r.op)
+	}
+	return out, nil
+}
+
+// OperationCancel marks a pending or running operation cancelled.
+func (s *Store) OperationCancel(ctx context.Context, p *engine.OperationCancelParams) (*engine.Operation, error) {
+	v, err := s.run(ctx, "cancel operation "+p.ID, luaOpCancel, p.ID, p.Message)
+	if err != nil {
+		if r, ok := asRefusal(err); ok {
+			switch r.code {
+			case "NOTFOUND":
+				return nil, fmt.Errorf("cancel operation %s: %w", p.ID, engine.ErrNotFound)
+			case "STATE":
+				return nil, fmt.Errorf("cancel operation %s: %w: it is %s", p.ID, engine.ErrWrongState, r.arg)
+			}
+		}
+		return nil, err
+	}
+	r, err := opFrom(fieldMap(v))
+	if err != nil {
+		return nil, err
+	}
+	return r.op, nil
+}
+
+// OperationClaim leases the oldest pending or running operation whose
+// lease is free or expired.
+func (s *Store) OperationClaim(ctx context.Context, p *engine.OperationClaimParams) (*engine.OperationLease, error) {
+	ttl := p.TTL
+	if ttl <= 0 {
+		ttl = defaultOperationLease
+	}
+	v, err := s.run(ctx, "claim operation", luaOpClaim, p.Holder, dstr(ttl))
+	if err != nil {
+		return nil, err
+	}
+	m := fieldMap(v)
+	if len(m) == 0 {
+		return nil, nil
+	}
+	r, err := opFrom(m)
+	if err != nil {
+		return nil, err
+	}
+	return &engine.OperationLease{Operation: r.op, Holder: r.holder, Fence: r.fence, Cursor: r.cursor}, nil
+}
+
+// OperationFinish sets a running operation's status and error, fenced on
+// its lease.
+func (s *Store) OperationFinish(ctx context.Context, p *engine.OperationFinishParams) (*engine.Operation, error) {
+	final := p.Status != engine.OperationRunning && p.Status != engine.OperationPending
+	v, err := s.run(ctx, "finish operation "+p.ID, luaOpFinish, "id", p.ID, "st", string(p.Status), "final", flag(final),
+		"er", p.Error, "holder", p.Holder, "fence", strconv.FormatInt(p.Fence, 10))
+	if err != nil {
+		if r, ok := asRefusal(err); ok && r.code == "LEASE" {
+			return nil, fmt.Errorf("operation %s: %w", p.ID, engine.ErrLeaseLost)
+		}
+		return nil, err
+	}
+	r, err := opFrom(fieldMap(v))
+	if err != nil {
+		return nil, err
+	}
+	return r.op, nil
+}
+
+// goFiltered reports whether a selector has conditions only Go evaluates
+// (the batch script tests the others itself).
+func goFiltered(f *engine.Filter) bool {
+	return len(f.Tags) > 0 || f.Error != "" || len(f.Payload) > 0 || len(f.Meta) > 0
+}
+
+// OperationProcessBatch runs one batch the engine chose in one script,
+// fenced on the operation lease and cursor. The script walks the window of
+// ids past the cursor and tests the selector's indexed conditions itself;
+// conditions only Go evaluates (tags, error text, payload and meta paths)
+// are judged here first, job by job with its version, and the script
+// takes those verdicts only for jobs whose version is unchanged (else it
+// writes nothing and the batch is judged again).
+func (s *Store) OperationProcessBatch(ctx context.Context, p *engine.OperationProcessBatchParams) (*engine.OperationBatchResult, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = engine.OperationBatch
+	}
+	window := max(p.Window, limit)
+	ttl := p.TTL
+	if ttl <= 0 {
+		ttl = defaultOperationLease
+	}
+	if p.Spec.To == "" || len(p.Spec.From) == 0 || len(p.Selector.States) == 0 {
+		return nil, fmt.Errorf("operation %s: %w: a batch needs a spec and a selector narrowed to its states", p.ID, engine.ErrInvalid)
+	}
+	sel := &p.Selector
+	if err := checkFilter(sel); err != nil {
+		return nil, err
+	}
+	base := []any{"id", p.ID, "holder", p.Holder, "fence", strconv.FormatInt(p.Fence, 10), "after", p.After,
+		"limit", strconv.Itoa(limit), "window", strconv.Itoa(window), "ttl", dstr(ttl), "cutoff", tstr(p.Cutoff),
+		"f_states", joinStates(sel.States), "f_queues", strings.Join(sel.Queues, us), "f_kinds", strings.Join(sel.Kinds, us),
+		"f_ids", strings.Join(sel.IDs, us), "f_fp", sel.Fingerprint, "f_ep", sel.ErrorPattern,
+		"f_ca", tptr(sel.CreatedAfter), "f_cb", tptr(sel.CreatedBefore), "f_fa", tptr(sel.FinalizedAfter),
+		"f_fb", tptr(sel.FinalizedBefore), "f_sup", flag(sel.IncludeSuperseded),
+		"ev", flag(p.Spec.Event != ""), "ev_kind", string(p.Event.Kind), "ev_actor", p.Event.Actor,
+		"ev_to", string(p.Event.To), "ev_msg", p.Event.Message}
+	base = append(base, specArgs(p.Spec)...)
+	var v any
+	var err error
+	for range 20 {
+		args := base
+		if goFiltered(sel) {
+			verdicts, err := s.verdicts(ctx, p.After, window, sel)
+			if err != nil {
+				return nil, err
+			}
+			args = append(append([]any(nil), base...), "f_more", "1", "f_verdicts", verdicts)
+		}
+		v, err = s.run(ctx, "operation "+p.ID+" batch", luaOpBatch, args...)
+		if r, ok := asRefusal(err); ok && r.code == "RETRY" {
+			continue
+		}
+		break
+	}
+	if err != nil {
+		if r, ok := asRefusal(err); ok {
+			switch r.code {
+			case "NOTFOUND":
+				return nil, fmt.Errorf("operation %s: %w", p.ID, engine.ErrNotFound)
+			case "LEASE":
+				return nil, fmt.Errorf("operation %s: %w", p.ID, engine.ErrLeaseLost)
+			case "RETRY":
+				return nil, fmt.Errorf("operation %s: %w: its jobs kept changing under the batch", p.ID, engine.ErrConflict)
+			}
+		}
+		return nil, err
+	}
+	rep, _ := v.([]any)
+	if len(rep) < 2 {
+		return nil, fmt.Errorf("redis: operation %s batch: bad reply", p.ID)
+	}
+	r, err := opFrom(fieldMap(rep[1]))
+	if err != nil {
+		return nil, err
+	}
+	if rep[0] == "over" {
+		return &engine.OperationBatchResult{Operation: r.op, Cursor: r.cursor}, nil
+	}
+	out := &engine.OperationBatchResult{Operation: r.op}
+	out.Cursor, _ = rep[2].(string)
+	done, _ := rep[3].(int64)
+	out.Exhausted = done == 1
+	ref := strs(rep[4])
+	for i := 0; i+1 < len(ref); i += 2 {
+		out.Refused = append(out.Refused, &engine.QuarantinedError{Verb: string(p.Spec.Action), ID: ref[i], Fingerprint: ref[i+1]})
+	}
+	return out, nil
+}
+
+// verdicts judges the jobs of a batch's window on the whole selector:
+// records "id US version US 0|1" joined by RS.
+func (s *Store) verdicts(ctx context.Context, after string, window int, sel *engine.Filter) (string, error) {
+	min := "-"
+	if after != "" {
+		min = "(" + after
+	}
+	ids, err := s.c.ZRangeByLex(ctx, s.Key("ids"), &goredis.ZRangeBy{Min: min, Max: "+", Count: int64(window)}).Result()
+	if err != nil {
+		return "", fmt.Errorf("redis: batch window: %w", err)
+	}
+	rs, err := s.rows(ctx, ids, needsPayload(sel), true)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for i, r := range rs {
+		if i > 0 {
+			b.WriteByte('\x1e')
+		}
+		b.WriteString(r.j.ID + us + strconv.FormatInt(r.j.Version, 10) + us + flag(match(r, sel, false, nil)))
+	}
+	return b.String(), nil
+}

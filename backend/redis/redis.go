@@ -1,0 +1,386 @@
+// Package redis is engine.Store on Redis through go-redis/v9: every
+// transition is one Lua script, so a transition, its event, its error
+// entry, its counters, its index entries and its idempotency step commit
+// together.
+//
+// # Namespaces and keys
+//
+// A store lives in a namespace (the URL's ns parameter, "sluice" by
+// default). Every key of a namespace starts with the hash tag {ns}, so the
+// whole namespace lives in one cluster slot and every script's keys share
+// it. The layout, under the prefix {ns}:
+//
+//	schema             the namespace's schema version (a string)
+//	job:ID             a job: hash with fields id q(ueue) k(ind) p(ayload)
+//	                   sv (schema version) m(etadata) tg (tags, JSON) pr(iority)
+//	                   s(tate) a(ttempt) ma (max attempts) c (crash attempt)
+//	                   fp (fingerprint) f(ence) sch (scheduled_at) dl (deadline)
+//	                   to (timeout, ns) cr (created_at) ata (attempted_at) atb
+//	                   (attempted_by) sca (state_changed_at) fin (finalized_at)
+//	                   rs (terminal reason) lid lw lx (lease id, worker, expiry)
+//	                   v(ersion) cp (checkpoint) dlo ro sb (dead_letter_of,
+//	                   retry_of, superseded_by) le ep (last error, its pattern)
+//	ev:ID              the job's stored timeline events (list)
+//	err:ID             the job's error entries (list, capped by the plan)
+//	ids                every job id (sorted set by id): bulk batches walk it
+//	st:STATE           jobs of a state, by (state_changed_at, id)
+//	sq:STATE:QUEUE     the same per queue
+//	sk:STATE:KIND      the same per kind
+//	eg:GROUP           jobs of an error group (state, queue, kind, pattern)
+//	egc                error group -> number of jobs (hash)
+//	av:QUEUE:C         available jobs by priority, then (scheduled_at, id);
+//	                   C is 0 (never crashed), 1 (crashed once), 2 (more)
+//	dl:QUEUE           available jobs with a deadline, by (deadline, id)
+//	due:STATE          scheduled or retryable jobs by (scheduled_at, id)
+//	run                running jobs by (lease expiry, id)
+//	fpj:FP             the ids of a fingerprint's jobs (set)
+//	sup                the ids of superseded jobs (set)
+//	counts             "queue US state" -> jobs (hash): the maintained counters
+//	queues             every queue that had a job (set)
+//	paused, pausedby   queue -> "1"/"0", and when and by whom (hashes)
+//	fpr:FP, fprs       quarantine records (hash each) and their set
+//	w:ID, workers      worker heartbeats (hash each) and their set
+//	lead:NAME          maintenance leases (hash)
+//	op:ID, ops, opa    bulk operations (hash each), all and the active ones
+//	                   by (created_at, id)
+//	idem:KEY, idems:KEY, idemx   idempotency records, their steps, and the
+//	                   records by expiry
+//
+// Sorted sets ordered by a time hold members "TIME:ID" at score 0, TIME
+// being 19 decimal digits of unix nanoseconds: the lexical order is the
+// (time, id) order, exact to the nanosecond, and keyset pages are
+// ZRANGEBYLEX ranges either way. Only the claim sets score by priority.
+//
+// # What Redis cannot index
+//
+// Lists and counts walk the best index for their filter (ids, fingerprint,
+// error group, state and queue or kind) and test the remaining conditions
+// (tags, error text, payload. and meta. paths, times) in Go, reading jobs
+// in chunks: such a filter is served exactly, at the cost of reading the
+// jobs of the index it walks. Counts of states and queues read the
+// maintained counters.
+package redis
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// SchemaVersion is the namespace layout this build reads and writes.
+const SchemaVersion = 1
+
+// DefaultNamespace is the namespace of a URL without ns.
+const DefaultNamespace = "sluice"
+
+// ErrNoStore is the error of a MustExist open of a namespace that is
+// missing or not at this build's schema version.
+var ErrNoStore = errors.New("no such store")
+
+// Options tune a Store. The zero value is fine.
+type Options struct {
+	// Logger receives diagnostics; silent when nil.
+	Logger *slog.Logger
+	// MustExist opens only a namespace that exists at this build's
+	// schema: it never creates one.
+	MustExist bool
+	// Migrate creates a missing namespace and brings one that is behind
+	// up to date; without it a namespace behind or ahead is refused,
+	// naming both versions and `sluice migrate --store URL`. An empty
+	// namespace is created unless MustExist is set.
+	Migrate bool
+}
+
+// Store is engine.Store on one Redis namespace.
+type Store struct {
+	c      goredis.UniversalClient
+	ns     string
+	prefix string // "{ns}:"
+	anchor string // the schema key, KEYS[1] of every script
+	url    string // redacted, for messages
+	raw    string
+	log    *slog.Logger
+}
+
+var _ engine.Store = (*Store)(nil)
+
+// Target is a parsed Redis store URL.
+type Target struct {
+	Cluster   bool
+	Addrs     []string
+	Options   *goredis.Options // single server
+	Namespace string
+}
+
+// ParseURL reads redis://[user:pass@]host:port/db?ns=NAME,
+// rediss://... (TLS) and redis+cluster://host1:port,host2:port?ns=NAME.
+func ParseURL(raw string) (*Target, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w: url: %v", engine.ErrInvalid, err)
+	}
+	q := u.Query()
+	ns := q.Get("ns")
+	if ns == "" {
+		ns = DefaultNamespace
+	}
+	if strings.ContainsAny(ns, "{}") {
+		return nil, fmt.Errorf("redis: %w: namespace %q may not hold braces", engine.ErrInvalid, ns)
+	}
+	t := &Target{Namespace: ns}
+	switch strings.ToLower(u.Scheme) {
+	case "redis", "rediss":
+		q.Del("ns")
+		u.RawQuery = q.Encode()
+		o, err := goredis.ParseURL(u.String())
+		if err != nil {
+			return nil, fmt.Errorf("redis: %w: url: %v", engine.ErrInvalid, err)
+		}
+		t.Options = o
+	case "redis+cluster", "rediss+cluster":
+		for a := range strings.SplitSeq(u.Host, ",") {
+			if a != "" {
+				t.Addrs = append(t.Addrs, a)
+			}
+		}
+		if len(t.Addrs) == 0 {
+			return nil, fmt.Errorf("redis: %w: cluster url names no server", engine.ErrInvalid)
+		}
+		t.Cluster = true
+	default:
+		return nil, fmt.Errorf("redis: %w: %q is not a redis url", engine.ErrInvalid, u.Scheme)
+	}
+	return t, nil
+}
+
+// Open connects to the Redis a URL names and opens its namespace,
+// creating or migrating it as the options allow (see Options).
+func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
+	t, err := ParseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	var c goredis.UniversalClient
+	if t.Cluster {
+		c = goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: t.Addrs})
+	} else {
+		c = goredis.NewClient(t.Options)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Store{c: c, ns: t.Namespace, prefix: "{" + t.Namespace + "}:", url: redact(rawURL), raw: rawURL, log: opts.Logger}
+	s.anchor = s.prefix + "schema"
+	if err := s.openSchema(ctx, opts); err != nil {
+		c.Close()
+		return nil, err
+	}
+	s.warnDurability(ctx)
+	return s, nil
+}
+
+// openSchema applies DESIGN's creation rule to the namespace's schema key.
+func (s *Store) openSchema(ctx context.Context, opts Options) error {
+	v, err := s.c.Get(ctx, s.anchor).Result()
+	if errors.Is(err, goredis.Nil) {
+		v, err = "", nil
+	}
+	if err != nil {
+		return fmt.Errorf("redis: %s: read schema version: %w", s.url, err)
+	}
+	have := 0
+	if v != "" {
+		if have, err = strconv.Atoi(v); err != nil {
+			return fmt.Errorf("redis: %s: namespace %s: schema version %q is not a number", s.url, s.ns, v)
+		}
+	}
+	cmd := "sluice migrate --store " + s.url
+	switch {
+	case have == SchemaVersion:
+		return nil
+	case have > SchemaVersion:
+		return fmt.Errorf("redis: %s: %w: namespace %s is at schema version %d, newer than this build's %d (run a newer build, or %s from it)",
+			s.url, ErrNoStore, s.ns, have, SchemaVersion, cmd)
+	case v == "" && opts.MustExist:
+		return fmt.Errorf("redis: %s: %w: namespace %s is empty (create it with: %s)", s.url, ErrNoStore, s.ns, cmd)
+	case v != "" && !opts.Migrate:
+		return fmt.Errorf("redis: %s: %w: namespace %s is at schema version %d, this build needs %d (migrate it with: %s)",
+			s.url, ErrNoStore, s.ns, have, SchemaVersion, cmd)
+	}
+	// Version 1 is the first layout: creating or migrating is writing the
+	// key, which two processes may do at once.
+	if err := s.c.Set(ctx, s.anchor, strconv.Itoa(SchemaVersion), 0).Err(); err != nil {
+		return fmt.Errorf("redis: %s: migrate namespace %s: %w", s.url, s.ns, err)
+	}
+	s.log.Info("redis: namespace at schema version", "namespace", s.ns, "from", have, "to", SchemaVersion)
+	return nil
+}
+
+// warnDurability logs when the server would lose jobs silently: nothing
+// kept on disk, or a memory policy that evicts keys.
+func (s *Store) warnDurability(ctx context.Context) {
+	if w := s.DurabilityWarnings(ctx); len(w) > 0 {
+		for _, m := range w {
+			s.log.Warn("redis: "+m, "store", s.url)
+		}
+	}
+}
+
+// DurabilityWarnings lists what about the server's configuration loses
+// jobs silently: no AOF and no RDB snapshots, or a maxmemory-policy other
+// than noeviction. Empty when the configuration cannot be read.
+func (s *Store) DurabilityWarnings(ctx context.Context) []string {
+	var out []string
+	cfg, err := s.c.ConfigGet(ctx, "*").Result()
+	if err != nil {
+		return nil
+	}
+	if cfg["appendonly"] != "yes" && strings.TrimSpace(cfg["save"]) == "" {
+		out = append(out, "the server keeps nothing on disk (appendonly no, save empty): a restart loses every job")
+	}
+	if p, ok := cfg["maxmemory-policy"]; ok && p != "noeviction" {
+		out = append(out, fmt.Sprintf("maxmemory-policy is %s, not noeviction: under memory pressure the server deletes jobs", p))
+	}
+	return out
+}
+
+// Migrate brings the namespace to this build's schema version.
+func (s *Store) Migrate(ctx context.Context) error {
+	return s.openSchema(ctx, Options{Migrate: true})
+}
+
+// URL is the URL the store was opened with.
+func (s *Store) URL() string { return s.raw }
+
+// Namespace is the store's namespace.
+func (s *Store) Namespace() string { return s.ns }
+
+// Client is the store's Redis client (tests and tools read keys with it).
+func (s *Store) Client() goredis.UniversalClient { return s.c }
+
+// Key is the full name of a key of the namespace: Key("job", id) is
+// "{ns}:job:ID".
+func (s *Store) Key(parts ...string) string { return s.prefix + strings.Join(parts, ":") }
+
+// Backend names the implementation.
+func (s *Store) Backend() string { return "redis" }
+
+// Capabilities: every filter field (those Redis cannot index by a scan
+// in Go, see the package doc), error groups, bulk operations, maintained
+// counts, queue pausing and idempotency keys recorded in the mutation's
+// script.
+func (s *Store) Capabilities() []engine.Capability {
+	return []engine.Capability{
+		engine.CapabilityFilterPayload, engine.CapabilityFilterMeta, engine.CapabilityFilterTags,
+		engine.CapabilityFilterError, engine.CapabilityErrorGroups, engine.CapabilityOperations,
+		engine.CapabilityCounts, engine.CapabilityQueuePause, engine.CapabilityIdempotency,
+	}
+}
+
+// Close releases the store's connections.
+func (s *Store) Close() error { return s.c.Close() }
+
+// Now is the store's clock: the Redis server's.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	t, err := s.c.Time(ctx).Result()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("redis: time: %w", err)
+	}
+	return t.UTC(), nil
+}
+
+// luaScript is one script: its text and SHA1, for EVALSHA.
+type luaScript struct {
+	src string
+	sha string
+}
+
+func script(body string) *luaScript {
+	src := luaLib + body
+	h := sha1.Sum([]byte(src))
+	return &luaScript{src: src, sha: hex.EncodeToString(h[:])}
+}
+
+// run runs a script under the namespace, with the idempotency key ctx
+// carries (if any), by EVALSHA, loading it on NOSCRIPT. A refusal comes
+// back as a *refusal; any other failure is wrapped with what.
+func (s *Store) run(ctx context.Context, what string, sc *luaScript, args ...any) (any, error) {
+	iw, _ := engine.IdempotencyWriteFrom(ctx)
+	argv := make([]any, 0, len(args)+3)
+	argv = append(argv, iw.Key, iw.Token, iw.Step)
+	argv = append(argv, args...)
+	keys := []string{s.anchor}
+	v, err := s.c.EvalSha(ctx, sc.sha, keys, argv...).Result()
+	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		v, err = s.c.Eval(ctx, sc.src, keys, argv...).Result()
+	}
+	if err != nil {
+		if errors.Is(err, goredis.Nil) {
+			return nil, nil
+		}
+		var re goredis.Error
+		if errors.As(err, &re) {
+			if r := parseRefusal(re.Error()); r != nil {
+				if r.code == "IDEMHELD" {
+					return nil, fmt.Errorf("idempotency key: %w: another request holds the key now; nothing was changed", engine.ErrIdempotencyInFlight)
+				}
+				if r.code == "IDEMSTEP" {
+					return nil, fmt.Errorf("idempotency key: step %s: %w: it was committed before", iw.Step, engine.ErrConflict)
+				}
+				return nil, r
+			}
+		}
+		return nil, fmt.Errorf("redis: %s: %w", what, err)
+	}
+	return v, nil
+}
+
+// refusal is a script's refusal: its code and facts.
+type refusal struct {
+	code string
+	arg  string
+}
+
+func (r *refusal) Error() string { return "refused: " + r.code + " " + r.arg }
+
+var refusalCodes = []string{"LEASE", "NOTFOUND", "STATE", "SUPER", "QUAR", "VERSION", "CONFLICT", "RETRY",
+	"MISMATCH", "INFLIGHT", "LOST", "IDEMHELD", "IDEMSTEP"}
+
+func parseRefusal(msg string) *refusal {
+	msg = strings.TrimPrefix(msg, "ERR ")
+	code, arg, _ := strings.Cut(msg, " ")
+	for _, c := range refusalCodes {
+		if c == code {
+			return &refusal{code: code, arg: arg}
+		}
+	}
+	return nil
+}
+
+func asRefusal(err error) (*refusal, bool) {
+	var r *refusal
+	if errors.As(err, &r) {
+		return r, true
+	}
+	return nil, false
+}
+
+// redact hides a password in a URL for messages.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	return u.Redacted()
+}

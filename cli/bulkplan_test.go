@@ -1,0 +1,131 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/backend/sqlite"
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/cliutil"
+)
+
+// killBilling opens the SQLite file beside whatever else has it open and
+// makes the named new billing jobs die (one failed attempt each).
+func killBilling(t *testing.T, path string, ids ...string) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	e, err := engine.New(s, engine.Config{Queues: map[string]engine.QueueConfig{"billing": {Concurrency: 2}},
+		PollInterval: 10 * time.Millisecond, NoMaintenance: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Register(engine.Kind{Name: "charge", MaxAttempts: 1,
+		Handler: func(context.Context, *engine.Job) error { return errors.New("card declined") }}); err != nil {
+		t.Fatal(err)
+	}
+	died := make(chan string, len(ids))
+	e.OnDead(func(_ context.Context, ev engine.DeathEvent) { died <- ev.Job.ID })
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if _, err := e.Enqueue(ctx, engine.EnqueueParams{ID: id, Queue: "billing", Kind: "charge"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	timeout := time.After(30 * time.Second)
+	for range ids {
+		select {
+		case id := <-died:
+			if !slices.Contains(ids, id) {
+				t.Fatalf("%s died, not one of %v", id, ids)
+			}
+		case <-timeout:
+			t.Fatal("the late jobs did not die")
+		}
+	}
+	if err := e.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stillArchived lists the archived billing jobs' ids, as jobs list prints them.
+func stillArchived(t *testing.T, store string) string {
+	t.Helper()
+	code, out, stderr := runCLI(t, "", "jobs", "list", "--store", store, "-q", "state:archived queue:billing")
+	if code != 0 {
+		t.Fatalf("jobs list: exit %d %s", code, stderr)
+	}
+	return out
+}
+
+// afterRead is a terminal whose operator answers only once something has
+// happened between the preview and the answer.
+type afterRead struct {
+	before func()
+	r      io.Reader
+}
+
+func (a *afterRead) Read(p []byte) (int, error) {
+	if a.before != nil {
+		a.before()
+		a.before = nil
+	}
+	return a.r.Read(p)
+}
+
+// TestBulkRunIsItsPreview: sluice bulk's dry run prints the plan and the
+// command that runs it (--cutoff); an interactive preview then run uses
+// the preview's plan, and its question says so: jobs that die while the
+// operator reads it are left alone.
+func TestBulkRunIsItsPreview(t *testing.T) {
+	path := deadStore(t, 4, 0)
+	store := "sqlite://" + path
+	t.Setenv("SLUICE_API", "")
+	t.Setenv("SLUICE_STORE", "")
+
+	code, out, stderr := runCLI(t, "", "bulk", "retry", "--store", store, "--state", "archived", "--queue", "billing", "--dry-run")
+	m := regexp.MustCompile(`run exactly this: sluice bulk retry -q 'state:archived queue:billing' --cutoff (\S+)`).FindStringSubmatch(out)
+	if code != 0 || !strings.Contains(out, "would retry 4 job(s)") || !strings.Contains(out, "plan: retry state:archived queue:billing, jobs in that state by ") || m == nil {
+		t.Fatalf("dry run: exit %d\n%s%s", code, out, stderr)
+	}
+	killBilling(t, path, "LATE-1")
+	code, out, stderr = runCLI(t, "", "bulk", "retry", "--store", store, "-q", "state:archived queue:billing", "--cutoff", m[1], "--yes")
+	if code != 0 || !strings.Contains(out, "4 of 4 processed, 4 succeeded") || !strings.Contains(out, "cutoff") {
+		t.Fatalf("run of the plan: exit %d\n%s%s", code, out, stderr)
+	}
+	if left := stillArchived(t, store); !strings.Contains(left, "LATE-1") || strings.Contains(left, "B-0") {
+		t.Fatalf("after the plan's run, archived:\n%s", left)
+	}
+
+	// The retried jobs would die again under the next workers: cancel
+	// them. Then, interactively, LATE-2 dies while the question is on
+	// the screen.
+	if code, out, stderr = runCLI(t, "", "jobs", "cancel", "--store", store, "B-00", "B-01", "B-02", "B-03"); code != 0 {
+		t.Fatalf("jobs cancel: exit %d\n%s%s", code, out, stderr)
+	}
+	var outb, errb bytes.Buffer
+	root := newRoot()
+	root.SetIn(&afterRead{before: func() { killBilling(t, path, "LATE-2") }, r: strings.NewReader("y\n")})
+	code = cliutil.Run(context.Background(), root, "sluice", []string{"bulk", "retry", "--store", store, "--state", "archived", "--queue", "billing"}, &outb, &errb)
+	question := "retry 1 job(s) matching state:archived queue:billing (only those in that state by the preview, "
+	if code != 0 || !strings.Contains(errb.String(), question) || !strings.Contains(errb.String(), "none that enter it later)? [y/N]") ||
+		!strings.Contains(outb.String(), "1 of 1 processed, 1 succeeded") {
+		t.Fatalf("interactive run: exit %d\n%s%s", code, outb.String(), errb.String())
+	}
+	if left := stillArchived(t, store); !strings.Contains(left, "LATE-2") || strings.Contains(left, "LATE-1") {
+		t.Fatalf("after the interactive run, archived:\n%s", left)
+	}
+}

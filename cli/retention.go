@@ -1,0 +1,42 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// retentionFlag is --retention, the retention of terminal jobs that an
+// engine's maintenance applies (serve, worker, demo and tui run one). It
+// is a setting: SLUICE_RETENTION and the config file give it too, as a
+// list (retention: [archived=30d, billing/completed=1h]).
+type retentionFlag struct{ specs []string }
+
+const retentionUsage = "retention of terminal jobs, [QUEUE/]STATE=DURATION, comma-separated or repeated: " +
+	"archived=30d, billing/completed=1h, email/cancelled=forever (default completed and cancelled 1d, archived, quarantined and undecodable 14d)"
+
+func (r *retentionFlag) add(f *pflag.FlagSet) {
+	f.StringSliceVar(&r.specs, "retention", nil, retentionUsage)
+}
+
+// apply sets cfg's retention: the engine's defaults with the flag's
+// settings over them, per queue where one is named.
+func (r *retentionFlag) apply(cfg *engine.Config) error {
+	if len(r.specs) == 0 {
+		return nil
+	}
+	defaults, perQueue, err := engine.ParseRetention(r.specs)
+	if err != nil {
+		return fmt.Errorf("--retention: %w", err)
+	}
+	cfg.Retention = engine.DefaultRetention()
+	for st, d := range defaults {
+		cfg.Retention[st] = d
+	}
+	if len(perQueue) > 0 {
+		cfg.QueueRetention = perQueue
+	}
+	return nil
+}

@@ -1,0 +1,143 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// queueOverrides is the retention each queue overrides, from
+// QueueConfig.Retention and Config.QueueRetention (which wins where both
+// name a state).
+func (e *Engine) queueOverrides() map[string]map[State]time.Duration {
+	out := map[string]map[State]time.Duration{}
+	add := func(q string, m map[State]time.Duration) {
+		if len(m) == 0 {
+			return
+		}
+		if out[q] == nil {
+			out[q] = map[State]time.Duration{}
+		}
+		for st, d := range m {
+			out[q][st] = d
+		}
+	}
+	for name, q := range e.cfg.Queues {
+		add(name, q.Retention)
+	}
+	for name, m := range e.cfg.QueueRetention {
+		add(name, m)
+	}
+	return out
+}
+
+// RetentionOf is the retention this engine's maintenance applies to a
+// queue's terminal jobs, per state: how long after a job entered the state
+// it is deleted. A state absent from the map is kept forever.
+func (e *Engine) RetentionOf(queue string) map[State]time.Duration {
+	out := map[State]time.Duration{}
+	for st, d := range e.cfg.Retention {
+		out[st] = d
+	}
+	for st, d := range e.queueOverrides()[queue] {
+		out[st] = d
+	}
+	for st, d := range out {
+		if d < 0 || !st.Terminal() {
+			delete(out, st)
+		}
+	}
+	return out
+}
+
+// deleteAt is when retention deletes a terminal job (the first sweep after
+// it), or nil when its state is kept forever or it is not terminal.
+func (e *Engine) deleteAt(j *Job) *time.Time {
+	if j == nil || !j.State.Terminal() {
+		return nil
+	}
+	d, ok := e.RetentionOf(j.Queue)[j.State]
+	if !ok {
+		return nil
+	}
+	// The sweep takes jobs whose state change and finalization are both
+	// older than the retention.
+	base := j.StateChangedAt
+	if j.FinalizedAt != nil && j.FinalizedAt.After(base) {
+		base = *j.FinalizedAt
+	}
+	at := base.Add(d)
+	return &at
+}
+
+// ParseRetention reads retention settings, each `[QUEUE/]STATE=DURATION`:
+// a Go duration, or a number of days as "14d", or "forever" (never
+// deleted). Without a queue the setting is the default of the state;
+// with one it overrides the default in that queue.
+func ParseRetention(specs []string) (defaults map[State]time.Duration, perQueue map[string]map[State]time.Duration, err error) {
+	defaults = map[State]time.Duration{}
+	perQueue = map[string]map[State]time.Duration{}
+	for _, spec := range specs {
+		key, val, ok := strings.Cut(strings.TrimSpace(spec), "=")
+		if !ok {
+			return nil, nil, fmt.Errorf("%w: retention %q: want [QUEUE/]STATE=DURATION, as archived=336h or billing/completed=1h", ErrInvalid, spec)
+		}
+		queue, state, hasQueue := strings.Cut(key, "/")
+		if !hasQueue {
+			queue, state = "", key
+		}
+		st := State(state)
+		if !st.Terminal() {
+			return nil, nil, fmt.Errorf("%w: retention %q: %q is not a terminal state (completed, archived, quarantined, undecodable, cancelled)", ErrInvalid, spec, state)
+		}
+		if hasQueue && !namePattern.MatchString(queue) {
+			return nil, nil, fmt.Errorf("%w: retention %q: queue name %q does not match %s", ErrInvalid, spec, queue, NamePattern)
+		}
+		d, err := parseRetentionDuration(val)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: retention %q: %v", ErrInvalid, spec, err)
+		}
+		if !hasQueue {
+			defaults[st] = d
+			continue
+		}
+		if perQueue[queue] == nil {
+			perQueue[queue] = map[State]time.Duration{}
+		}
+		perQueue[queue][st] = d
+	}
+	return defaults, perQueue, nil
+}
+
+// Forever is the retention of a state that is never deleted.
+const Forever time.Duration = -1
+
+func parseRetentionDuration(s string) (time.Duration, error) {
+	switch s = strings.TrimSpace(s); {
+	case s == "forever":
+		return Forever, nil
+	case strings.HasSuffix(s, "d"):
+		var n int64
+		if _, err := fmt.Sscanf(s, "%dd", &n); err != nil || n < 0 || fmt.Sprintf("%dd", n) != s {
+			return 0, fmt.Errorf("%q: want a whole number of days (14d), a Go duration (36h) or forever", s)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%q: want a whole number of days (14d), a Go duration (36h) or forever", s)
+	}
+	return d, nil
+}
+
+// FormatRetention writes a retention as ParseRetention reads it, in days
+// when it is a whole number of them: 14d, 36h0m0s, forever.
+func FormatRetention(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "forever"
+	case d > 0 && d%(24*time.Hour) == 0:
+		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	}
+	return d.String()
+}
