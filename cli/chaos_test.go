@@ -40,8 +40,9 @@ func TestFaultChaos(t *testing.T) {
 // TestFaultChaosPostgres is the same short seeded run on PostgreSQL, with
 // its faults: on the shared server (a schema and a queue of the run's
 // own) the workers' connections are cut (pg_terminate_backend of every
-// connection named "sluice" but the harness's asking one), and on a
-// cluster of the harness's own (--private) the server is also restarted.
+// connection of theirs, named by an application_name of the run's own,
+// never the asking one nor anyone else's), and on a cluster of the
+// harness's own (--private) the server is also restarted.
 func TestFaultChaosPostgres(t *testing.T) {
 	o := chaosOptions(t)
 	shared, _ := pgcluster.SharedStoreURL(t)

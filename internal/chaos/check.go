@@ -60,6 +60,9 @@ func (r *run) check(ctx context.Context) error {
 		switch {
 		case p.killed:
 			fate[p.name] = "killed"
+		case p.failed:
+			fate[p.name] = "failed"
+			r.rep.StartFailures++
 		case p.unasked:
 			fate[p.name] = "died"
 			r.rep.PillDeaths++

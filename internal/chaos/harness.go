@@ -8,11 +8,13 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -115,12 +117,16 @@ type Options struct {
 
 // Report is what a run found. Line is its summary.
 type Report struct {
-	Store, Queue, Dir                             string
-	Seed                                          uint64
-	Jobs, Workers                                 int
-	Kills, Stalls, Terms, Outages, Cuts, Panics   int
-	Pills                                         int
-	PillDeaths                                    int
+	Store, Queue, Dir                           string
+	Seed                                        uint64
+	Jobs, Workers                               int
+	Kills, Stalls, Terms, Outages, Cuts, Panics int
+	Pills                                       int
+	PillDeaths                                  int
+	// StartFailures counts workers that exited by themselves with an
+	// error rather than a signal: started while the store was down, they
+	// could not open it.
+	StartFailures                                 int
 	DrainSeconds                                  float64
 	Completed, Quarantined, Crashed, CrashedTwice int
 	Refused, Unrecorded                           int
@@ -137,8 +143,8 @@ type Report struct {
 // Line is the report as key=value pairs.
 func (r *Report) Line() string {
 	return fmt.Sprintf("store=%s seed=%d jobs=%d workers=%d kills=%d stalls=%d terms=%d outages=%d cuts=%d panics=%d pills=%d pill_deaths=%d "+
-		"completed=%d quarantined=%d crashed=%d crashed2=%d crash_rate=%.4f live_charged=%d refused=%d unrecorded=%d drain_seconds=%.1f violations=%d",
-		r.Store, r.Seed, r.Jobs, r.Workers, r.Kills, r.Stalls, r.Terms, r.Outages, r.Cuts, r.Panics, r.Pills, r.PillDeaths,
+		"start_failures=%d completed=%d quarantined=%d crashed=%d crashed2=%d crash_rate=%.4f live_charged=%d refused=%d unrecorded=%d drain_seconds=%.1f violations=%d",
+		r.Store, r.Seed, r.Jobs, r.Workers, r.Kills, r.Stalls, r.Terms, r.Outages, r.Cuts, r.Panics, r.Pills, r.PillDeaths, r.StartFailures,
 		r.Completed, r.Quarantined, r.Crashed, r.CrashedTwice, r.CrashRate, r.LiveCharged, r.Refused, r.Unrecorded, r.DrainSeconds, len(r.Violations))
 }
 
@@ -163,6 +169,10 @@ type proc struct {
 	termed  bool // SIGTERM by the harness
 	stopped int  // SIGSTOPs by the harness
 	frozen  bool // stopped right now
+	// failed: it exited by itself with an error status, not a signal (a
+	// pill kills its process with SIGKILL; a worker that cannot open its
+	// store exits 1).
+	failed bool
 	// unasked: it exited while the harness had not asked it to (killed,
 	// SIGTERM, the end of the run): a pill took it down.
 	unasked  bool
@@ -189,7 +199,10 @@ type run struct {
 	// postgres:// URL); clusterMu keeps its restarts one at a time.
 	cluster   *pgcluster.Cluster
 	clusterMu sync.Mutex
-	postgres  bool // the store is PostgreSQL
+	down      atomic.Bool // the cluster is stopped for an outage
+	postgres  bool        // the store is PostgreSQL
+	workerURL string      // the store URL the workers get
+	app       string      // PostgreSQL: the application_name of the workers' connections
 	side      string
 	queue     string
 	e         *engine.Engine
@@ -343,6 +356,18 @@ func (r *run) setup(ctx context.Context, dir string) error {
 	// A queue of this run's own, so a store that is not private (or a
 	// file reused) holds other runs' jobs beside ours untouched.
 	r.queue = fmt.Sprintf("chaos-%d-%x", r.o.Seed, time.Now().UnixNano()&0xffffffff)
+	// On PostgreSQL the workers' connections carry a name of this run's
+	// own, so that a cut ends theirs and nobody else's: a shared server
+	// carries other runs' and tests' "sluice" connections.
+	// A URL that names the connections already keeps its name.
+	r.workerURL = r.url
+	if r.postgres {
+		r.app = "sluice_" + strings.TrimPrefix(r.queue, "chaos-")
+		if u, err := url.Parse(r.url); err == nil && u.Query().Get("application_name") != "" {
+			r.app = u.Query().Get("application_name")
+		}
+		r.workerURL = pgcluster.WithAppName(r.url, r.app)
+	}
 	r.rep.Queue = r.queue
 	r.log("store %s (%s), queue %s, side table %s, seed %d", cliutil.RedactURL(r.url), r.rep.Store, r.queue, r.side, r.o.Seed)
 	return nil
@@ -358,7 +383,7 @@ func (r *run) spawn() (*proc, error) {
 		return nil, err
 	}
 	args := []string{"worker",
-		"--store", r.url,
+		"--store", r.workerURL,
 		"--queues", r.queue,
 		"--worker-id", name,
 		"--concurrency", "8",
@@ -387,6 +412,9 @@ func (r *run) spawn() (*proc, error) {
 		r.mu.Lock()
 		p.err = err
 		p.unasked = !p.killed && !p.termed && !p.stopping
+		if ps := cmd.ProcessState; p.unasked && ps != nil && ps.Exited() && ps.ExitCode() != 0 {
+			p.unasked, p.failed = false, true
+		}
 		p.exitedAt = time.Now()
 		r.mu.Unlock()
 		close(p.done)
@@ -407,8 +435,12 @@ func (r *run) live() []*proc {
 	return out
 }
 
-// topUp starts workers until Workers run.
+// topUp starts workers until Workers run. Not while the harness's own
+// server is down: a worker cannot start without its store.
 func (r *run) topUp() error {
+	if r.down.Load() {
+		return nil
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for len(r.live()) < r.o.Workers {
@@ -635,12 +667,12 @@ func (r *run) chaos(ctx context.Context) error {
 				r.mu.Unlock()
 			}()
 		case FaultCut:
-			// The server ends every connection named "sluice" (the
-			// PostgreSQL store's application_name) but the one that asks:
-			// the workers', and the harness's own engine's, which copes
-			// (enqueues are sent again under their ids, reads retried).
+			// The server ends every connection of this run's workers
+			// (named by their application_name) but the one that asks. The
+			// harness's own engine meets cut connections in restarts and
+			// copes (enqueues are sent again under their ids, reads retried).
 			began := time.Now()
-			n, err := pgcluster.Terminate(ctx, r.url, "sluice")
+			n, err := pgcluster.Terminate(ctx, r.url, r.app)
 			if err != nil {
 				r.log("cut: %v", err)
 				continue
@@ -798,6 +830,8 @@ func (r *run) restart(ctx context.Context, d time.Duration) (time.Time, error) {
 	r.clusterMu.Lock()
 	defer r.clusterMu.Unlock()
 	began := time.Now()
+	r.down.Store(true)
+	defer r.down.Store(false)
 	if err := r.cluster.Stop(ctx); err != nil {
 		return began, err
 	}

@@ -46,7 +46,9 @@ type Options struct {
 }
 
 // Cluster is a private PostgreSQL server: its data folder, its port, and
-// whether it runs.
+// whether it runs. Its methods are not safe for concurrent use: one
+// goroutine starts and stops it (the chaos harness keeps its restarts in
+// line with a mutex).
 type Cluster struct {
 	o       Options
 	bin     string // the folder of initdb, pg_ctl, postgres

@@ -55,6 +55,16 @@ func BouncerStoreURL(bouncer, direct string) string {
 	return withParam(withParam(bouncer, "listen_url", direct), "default_query_exec_mode", "simple_protocol")
 }
 
+// WithAppName returns a postgres:// URL whose connections are named app
+// (application_name, which the store leaves alone when the URL sets it),
+// unless the URL names them already.
+func WithAppName(raw, app string) string {
+	if strings.Contains(raw, "application_name=") {
+		return raw
+	}
+	return withParam(raw, "application_name", app)
+}
+
 // Migrating is a store URL that opens migrating: for postgres:// the
 // backend's migrate=true (a process on PostgreSQL migrates only when told;
 // DESIGN.md, "Creating and migrating a store"). Other URLs are returned
@@ -100,15 +110,17 @@ func ServerUp(t testing.TB, raw string) {
 }
 
 // SharedStoreURL is a store URL on the shared server in a schema of the
-// test's own, dropped when the test ends. It skips (fails with CI) when
-// the server does not answer.
+// test's own, dropped when the test ends, whose connections are named
+// after the schema (application_name): a fault another test or chaos run
+// aims at "sluice" connections on the shared server spares them. It skips
+// (fails with CI) when the server does not answer.
 func SharedStoreURL(t testing.TB) (storeURL, schema string) {
 	t.Helper()
 	base := SharedURL()
 	ServerUp(t, base)
 	schema = NewSchemaName("sluice_t")
 	t.Cleanup(func() { DropSchema(base, schema) })
-	return WithSchema(base, schema), schema
+	return WithAppName(WithSchema(base, schema), schema), schema
 }
 
 // DropSchema drops a test's schema; errors are ignored (the server may be
