@@ -301,13 +301,10 @@ func TestFaultPostgresConnectionsExhausted(t *testing.T) {
 // per attempt, which at the fault tests' timings is hundreds.
 const maxOutageLines = 12
 
-// enforceOutageLines makes more than maxOutageLines a failure. It is off
-// because the engine does not keep it yet: it logs every failed attempt
-// (claim failed, heartbeat failed, maintenance lease failed per task,
-// completions not written, operation run failed), some 130 lines per
-// worker across a 2 s restart and 260 across a 5 s exhaustion
-// (RELIABILITY.md). Turn it on with the engine's fix.
-const enforceOutageLines = false
+// enforceOutageLines makes more than maxOutageLines a failure: the
+// engine reports store errors through engine.Outage, one WARN per outage
+// and loop (before it, some 130 lines per worker across a 2 s restart).
+const enforceOutageLines = true
 
 // checkOutageLines holds one process's warnings and errors in one outage
 // to the bound: at least one (it fails clearly), at most a few.
