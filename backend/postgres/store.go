@@ -44,7 +44,7 @@
 // Every other parameter is pgx's or the server's: pool_max_conns,
 // default_query_exec_mode=simple_protocol (PgBouncer in transaction
 // mode), application_name (default sluice), plan_cache_mode (default
-// force_generic_plan), synchronous_commit.
+// force_generic_plan, not sent in the simple protocol), synchronous_commit.
 package postgres
 
 import (
@@ -214,8 +214,13 @@ func parseURL(raw string) (*config, error) {
 	// automatic choice kept planning them per execution. Their generic
 	// plans are pinned by plan_test.go; reads whose plan must follow their
 	// values run in the simple protocol (see withMode). A URL naming
-	// plan_cache_mode keeps its own.
-	if _, ok := pc.ConnConfig.RuntimeParams["plan_cache_mode"]; !ok {
+	// plan_cache_mode keeps its own. Without prepared statements (the
+	// simple protocol PgBouncer's transaction mode needs, or exec mode)
+	// there is no plan cache to steer, and a PgBouncer refuses a startup
+	// parameter it does not track, so none is sent.
+	mode := pc.ConnConfig.DefaultQueryExecMode
+	prepared := mode != pgx.QueryExecModeSimpleProtocol && mode != pgx.QueryExecModeExec
+	if _, ok := pc.ConnConfig.RuntimeParams["plan_cache_mode"]; !ok && prepared {
 		pc.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	}
 	c.pool = pc

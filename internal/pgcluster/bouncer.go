@@ -99,13 +99,9 @@ default_pool_size = %d
 max_client_conn = 2000
 ; Startup parameters PgBouncer does not track refuse the connection
 ; ("unsupported startup parameter"). extra_float_digits and options are
-; what other clients (psql, lib/pq) send. plan_cache_mode is what the
-; PostgreSQL store sends (force_generic_plan): a WORKAROUND, to go when
-; the store stops sending it through a bouncer — a user's PgBouncer
-; without this line refuses the store's connections. Ignoring it loses
-; nothing here: under the simple protocol nothing is prepared, so there
-; is no plan cache for it to steer.
-ignore_startup_parameters = extra_float_digits,options,plan_cache_mode
+; what other clients (psql, lib/pq) send. The PostgreSQL store sends no
+; plan_cache_mode in the simple protocol, so a default PgBouncer takes it.
+ignore_startup_parameters = extra_float_digits,options
 server_reset_query =
 logfile = %s
 pidfile = %s
