@@ -60,13 +60,17 @@ func (g *crashGate) begin(fp string) (end func()) {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			g.claims.Unlock()
+			// The mark goes before claims resume: a claim's jobs held
+			// while fp was still marked would wait in buf with no slot
+			// to start them (each slot passed them over), where the
+			// hand-back, already done, would not take them either.
 			g.mu.Lock()
 			if g.fps[fp]--; g.fps[fp] <= 0 {
 				delete(g.fps, fp)
 			}
 			g.writing.Add(-1)
 			g.mu.Unlock()
+			g.claims.Unlock()
 		})
 	}
 }
