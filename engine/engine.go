@@ -49,6 +49,9 @@ type Engine struct {
 	running     *runningSet
 	// suspects admits jobs that crashed before (suspects.go).
 	suspects *suspectGate
+	// crashes orders a crash's write against claims and held jobs
+	// (crashgate.go).
+	crashes crashGate
 	// storeOK is when the store last answered this process without error
 	// after a failure: the reaper waits a heartbeat TTL after an outage
 	// before it may call a silent worker dead.

@@ -140,7 +140,7 @@ func (q *queueRunner) free(capacity int) int {
 // feed them meanwhile.
 func (q *queueRunner) run() {
 	defer close(q.done)
-	defer q.releaseHeld(true, msgReleasedAtShutdown)
+	defer q.releaseHeld(msgReleasedAtShutdown)
 	for {
 		capacity := q.capacity()
 		lowWater := max(1, capacity/2)
@@ -227,6 +227,10 @@ func (q *queueRunner) claim(free int) (int, error) {
 		// A job that crashed twice or more runs alone in this process.
 		return 0, nil
 	}
+	// Shared with other claims, exclusive with a crash's write (crashgate.go):
+	// what this claim takes is in buf before a crash hands buf back.
+	e.crashes.claims.RLock()
+	defer e.crashes.claims.RUnlock()
 	res, err := e.store.JobClaim(e.runCtx, &JobClaimParams{
 		Queue: q.name, WorkerID: e.cfg.WorkerID, LeaseID: uuid.NewString(),
 		Limit: free, Suspects: suspects, Lone: lone, Kinds: e.kindVersions(),
@@ -290,14 +294,13 @@ func (q *queueRunner) hold(jobs []*Job) {
 	var starts []heldJob
 	// Once stopping (a claim that was in flight), nothing starts: the
 	// producer hands these back as it returns.
-	for !q.closed && q.slots < q.cfg.Concurrency && len(q.buf) > 0 {
-		starts = append(starts, q.buf[0])
-		q.buf[0] = heldJob{}
-		q.buf = q.buf[1:]
+	for !q.closed && q.slots < q.cfg.Concurrency {
+		h, ok := q.nextLocked()
+		if !ok {
+			break
+		}
+		starts = append(starts, h)
 		q.slots++
-	}
-	if len(q.buf) == 0 {
-		q.buf = nil // let the backing array go
 	}
 	q.mu.Unlock()
 	q.active.Add(len(starts))
@@ -314,18 +317,73 @@ func (q *queueRunner) work(h heldJob) {
 		q.runs.Add(1)
 		q.e.execute(q, h.r, h.j)
 		q.mu.Lock()
-		if q.closed || len(q.buf) == 0 {
+		next, ok := heldJob{}, false
+		if !q.closed {
+			next, ok = q.nextLocked()
+		}
+		if !ok {
 			q.slots--
 			q.mu.Unlock()
 			signal(q.freedCh)
 			return
 		}
-		h = q.buf[0]
-		q.buf[0] = heldJob{}
-		q.buf = q.buf[1:]
+		h = next
 		q.mu.Unlock()
 		signal(q.freedCh)
 	}
+}
+
+// nextLocked takes the oldest held job that may start now, with q.mu
+// held. It passes over jobs of a fingerprint whose crash is being written:
+// that crash hands them back (crashgate.go). A slot that finds none ends;
+// what it passed over is handed back before the crash's write, so nothing
+// is left in buf without a slot to feed it.
+func (q *queueRunner) nextLocked() (heldJob, bool) {
+	i := 0
+	for i < len(q.buf) && !q.e.crashes.startable(q.buf[i].j.Fingerprint) {
+		i++
+	}
+	if i == len(q.buf) {
+		return heldJob{}, false
+	}
+	h := q.buf[i]
+	if i == 0 {
+		q.buf[0] = heldJob{}
+		q.buf = q.buf[1:]
+	} else {
+		last := len(q.buf) - 1
+		copy(q.buf[i:], q.buf[i+1:])
+		q.buf[last] = heldJob{}
+		q.buf = q.buf[:last]
+	}
+	if len(q.buf) == 0 {
+		q.buf = nil // let the backing array go
+	}
+	return h, true
+}
+
+// takeHeld takes the held jobs of fingerprint fp out of buf, keeping the
+// others in their order.
+func (q *queueRunner) takeHeld(fp string) []heldJob {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var taken []heldJob
+	kept := q.buf[:0]
+	for _, h := range q.buf {
+		if h.j.Fingerprint == fp {
+			taken = append(taken, h)
+		} else {
+			kept = append(kept, h)
+		}
+	}
+	for i := len(kept); i < len(q.buf); i++ {
+		q.buf[i] = heldJob{}
+	}
+	q.buf = kept
+	if len(q.buf) == 0 {
+		q.buf = nil
+	}
+	return taken
 }
 
 // Messages of the releases of held jobs that never started.
@@ -335,16 +393,20 @@ const (
 )
 
 // releaseHeld hands the jobs claimed ahead of a slot back to available,
-// charging nothing: they never started. closing (at shutdown) also stops
-// buf from taking or feeding any more.
-func (q *queueRunner) releaseHeld(closing bool, msg string) {
+// charging nothing: they never started. It also stops buf from taking or
+// feeding any more (the producer's last act, at shutdown).
+func (q *queueRunner) releaseHeld(msg string) {
 	q.mu.Lock()
-	if closing {
-		q.closed = true
-	}
+	q.closed = true
 	held := q.buf
 	q.buf = nil
 	q.mu.Unlock()
+	q.handBack(held, msg)
+}
+
+// handBack hands held jobs taken out of buf back to available, charging
+// nothing.
+func (q *queueRunner) handBack(held []heldJob, msg string) {
 	if len(held) == 0 {
 		return
 	}
@@ -503,13 +565,6 @@ func (e *Engine) execute(q *queueRunner, r *runState, j *Job) {
 		e.completer.add(r, q.retention(StateCompleted) == 0)
 		return
 	}
-	if res.trigger == TriggerCrash {
-		// A panic may be a poison pill whose siblings wait in buf: hand
-		// them back first (charging nothing), so that they are waiting
-		// jobs when the crash's write quarantines their fingerprint (it
-		// holds them then) rather than jobs this process runs next.
-		q.releaseHeld(false, msgReleasedAfterCrash)
-	}
 	defer e.running.remove(j.ID)
 	e.finish(context.WithoutCancel(e.hardCtx), r.ref, j, res, e.cfg.WorkerID)
 }
@@ -636,6 +691,17 @@ func (e *Engine) finishReaped(ctx context.Context, ref JobRef, j *Job, res handl
 }
 
 func (e *Engine) finishGuarded(ctx context.Context, ref JobRef, j *Job, res handlerResult, actor string, reaped bool) {
+	// A crash may be a poison pill's, and its write may quarantine the
+	// fingerprint: hand this process's held jobs of it back first, with
+	// claims stopped until the write lands, so that its hold catches them
+	// as waiting jobs and no claim or slot of ours runs one next
+	// (crashgate.go). The reaper's crash charges count alike.
+	endGate := func() {}
+	if res.trigger == TriggerCrash && j.Fingerprint != "" {
+		endGate = e.crashes.begin(j.Fingerprint)
+		e.handBackHeld(j.Fingerprint)
+	}
+	defer endGate()
 	probation := false
 	if res.trigger == TriggerCrash {
 		fp, err := e.store.FingerprintGet(ctx, &FingerprintGetParams{Fingerprint: j.Fingerprint})
@@ -652,6 +718,7 @@ func (e *Engine) finishGuarded(ctx context.Context, ref JobRef, j *Job, res hand
 		e.log.Error("dead letter not routed", "job", j.ID, "err", err)
 	}
 	written, err := e.finishWithRetry(ctx, p)
+	endGate() // claims go on; the death handlers below may take a while
 	if err != nil {
 		switch {
 		case errors.Is(err, ErrLeaseLost):
