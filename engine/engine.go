@@ -338,22 +338,47 @@ func (e *Engine) heartbeat(ctx context.Context) error {
 func (e *Engine) heartbeatTTL() time.Duration { return 3 * e.cfg.HeartbeatInterval }
 
 // contactClock tracks the store's availability as this process sees it.
+// An unbroken run of successes starts at the first success after the last
+// failure, not at the failure: a loop that backs off through an outage
+// sees its last failure well before the store came back, and counting
+// from that failure would trust the store (and call silent workers dead)
+// before the living ones have had a heartbeat interval to beat again.
 type contactClock struct {
-	mu    sync.Mutex
-	since time.Time // start of the current unbroken run of successes
+	mu     sync.Mutex
+	since  time.Time // start of the current unbroken run of successes
+	broken bool      // a failure was seen and no success since
 }
 
 func (c *contactClock) reset() {
 	c.mu.Lock()
-	c.since = time.Now()
+	c.since, c.broken = time.Now(), false
 	c.mu.Unlock()
 }
 
-func (c *contactClock) fail() { c.reset() }
+// fail records a failure (or a call slow enough to count as one).
+func (c *contactClock) fail() {
+	c.mu.Lock()
+	c.broken = true
+	c.mu.Unlock()
+}
 
+// ok records a success: after a failure, the unbroken run begins now.
+func (c *contactClock) ok() {
+	c.mu.Lock()
+	if c.broken {
+		c.since, c.broken = time.Now(), false
+	}
+	c.mu.Unlock()
+}
+
+// unbrokenFor is how long the store has answered without a break (0 while
+// it is broken).
 func (c *contactClock) unbrokenFor() time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.broken {
+		return 0
+	}
 	return time.Since(c.since)
 }
 

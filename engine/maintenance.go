@@ -28,7 +28,8 @@ func (e *Engine) leaseLoop() {
 			// (its backoff is ignored): a beat later than the interval
 			// after the store is back would let other processes' reapers
 			// call this one dead.
-			if err := e.heartbeat(ctx); err != nil && ctx.Err() == nil {
+			err := e.heartbeat(ctx)
+			if err != nil && ctx.Err() == nil {
 				e.contact.fail()
 				if !StoreUnavailable(err) {
 					e.log.Warn("heartbeat failed", "err", err)
@@ -41,6 +42,8 @@ func (e *Engine) leaseLoop() {
 				// A store that blocks writes (a lock, a failover) is a
 				// break in contact too: other workers' beats waited as well.
 				e.contact.fail()
+			} else if err == nil {
+				e.contact.ok()
 			}
 		case <-renew.C:
 			e.renewLeases(ctx)
@@ -148,8 +151,12 @@ func (e *Engine) maintainTick(ctx context.Context) (time.Duration, bool) {
 		lead, err := e.store.LeaderAttempt(ctx, &LeaderAttemptParams{
 			Name: task.name, Holder: e.cfg.WorkerID, TTL: e.leaderTTL(),
 		})
-		if err == nil && e.slow(began) {
-			e.contact.fail()
+		if err == nil {
+			if e.slow(began) {
+				e.contact.fail()
+			} else {
+				e.contact.ok()
+			}
 		}
 		if err != nil {
 			if ctx.Err() != nil {
