@@ -380,8 +380,12 @@ func testCrashesNumberedByRun(t *testing.T, h Harness) {
 		}
 		return nil
 	}})
-	enqueue(t, e, engine.EnqueueParams{ID: "nr", Queue: "q", Kind: "crashy", MaxAttempts: 5})
-	enqueue(t, e, engine.EnqueueParams{ID: "nr-skip", Queue: "q", Kind: "crashy", MaxAttempts: 5})
+	// Distinct payloads, so distinct fingerprints: a crash hands back the
+	// jobs of its own fingerprint held ahead of a slot, and a claim handed
+	// back unrun still spends a fence (a known gap in the numbering, see
+	// RELIABILITY.md), which is not what this check is about.
+	enqueue(t, e, engine.EnqueueParams{ID: "nr", Queue: "q", Kind: "crashy", MaxAttempts: 5, Payload: json.RawMessage(`{"n":1}`)})
+	enqueue(t, e, engine.EnqueueParams{ID: "nr-skip", Queue: "q", Kind: "crashy", MaxAttempts: 5, Payload: json.RawMessage(`{"n":2}`)})
 	j := waitState(t, s, "nr", engine.StateCompleted)
 	if len(j.Errors) != 3 {
 		t.Fatalf("two crashes, a failure and a success: %s", describe(j))
