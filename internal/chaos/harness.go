@@ -673,8 +673,16 @@ func (r *run) chaos(ctx context.Context) error {
 			// copes (enqueues are sent again under their ids, reads retried).
 			began := time.Now()
 			n, err := pgcluster.Terminate(ctx, r.url, r.app)
+			// The server may be down (a restart of the private cluster
+			// under way): cut once it is back, within a few seconds.
+			for retry := 0; err != nil && retry < 20 && ctx.Err() == nil; retry++ {
+				time.Sleep(250 * time.Millisecond)
+				n, err = pgcluster.Terminate(ctx, r.url, r.app)
+			}
 			if err != nil {
+				// No cut happened, so an ensured cut is still owed.
 				r.log("cut: %v", err)
+				driven[FaultCut] = false
 				continue
 			}
 			r.log("cut: %d connections ended", n)
