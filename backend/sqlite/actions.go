@@ -260,27 +260,35 @@ func (s *Store) JobRetryWithInput(ctx context.Context, p *engine.JobRetryWithInp
 		if _, err := tx.StmtContext(ctx, st[3]).ExecContext(ctx, p.ID, p.NewID); err != nil {
 			return fmt.Errorf("sqlite: retry job %s with input: %w", p.ID, err)
 		}
-		ev := tx.StmtContext(ctx, st[4])
-		if _, err := ev.ExecContext(ctx, p.ID, string(p.OriginalEvent.Kind), nowNs, p.OriginalEvent.Actor,
-			string(r.state), string(r.state), r.attempt, p.OriginalEvent.Message); err != nil {
-			return fmt.Errorf("sqlite: retry job %s with input: event: %w", p.ID, err)
-		}
-		if _, err := ev.ExecContext(ctx, p.NewID, string(p.CopyEvent.Kind), nowNs, p.CopyEvent.Actor,
-			"", string(p.CopyEvent.To), 0, p.CopyEvent.Message); err != nil {
-			return fmt.Errorf("sqlite: retry job %s with input: event: %w", p.ID, err)
-		}
-		j, err := scanJob(tx.StmtContext(ctx, st[5]).QueryRowContext(ctx, p.NewID))
-		if err != nil {
-			return fmt.Errorf("sqlite: retry job %s with input: %w", p.ID, err)
-		}
-		counts := countDeltas{}
-		counts.move(j.Queue, "", engine.StateAvailable, 1)
-		out = j
-		tx.keep(j)
-		return s.applyCounts(ctx, tx, counts)
+		out, err = s.finishCopy(ctx, tx, st[4], st[5], "retry job "+p.ID+" with input", r, p.ID, p.NewID, p.OriginalEvent, p.CopyEvent, nowNs)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// finishCopy ends the transaction of a job copied into a new one (retry
+// with input, replay from a step): an event on the original and one on the
+// copy, the copy read back and counted available.
+func (s *Store) finishCopy(ctx context.Context, tx *wtx, event, get *sql.Stmt, what string, r *actionRow,
+	id, newID string, orig, cp engine.EventWrite, nowNs int64) (*engine.Job, error) {
+	ev := tx.StmtContext(ctx, event)
+	if _, err := ev.ExecContext(ctx, id, string(orig.Kind), nowNs, orig.Actor,
+		string(r.state), string(r.state), r.attempt, orig.Message); err != nil {
+		return nil, fmt.Errorf("sqlite: %s: event: %w", what, err)
+	}
+	if _, err := ev.ExecContext(ctx, newID, string(cp.Kind), nowNs, cp.Actor,
+		"", string(cp.To), 0, cp.Message); err != nil {
+		return nil, fmt.Errorf("sqlite: %s: event: %w", what, err)
+	}
+	j, err := scanJob(tx.StmtContext(ctx, get).QueryRowContext(ctx, newID))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %s: %w", what, err)
+	}
+	counts := countDeltas{}
+	counts.move(j.Queue, "", engine.StateAvailable, 1)
+	tx.keep(j)
+	return j, s.applyCounts(ctx, tx, counts)
 }

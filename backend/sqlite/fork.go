@@ -61,24 +61,8 @@ func (s *Store) JobFork(ctx context.Context, p *engine.JobForkParams) (*engine.J
 		if _, err := tx.StmtContext(ctx, st[3]).ExecContext(ctx, p.ID, textOrNull(p.OriginalCheckpoint)); err != nil {
 			return fmt.Errorf("sqlite: replay job %s: %w", p.ID, err)
 		}
-		ev := tx.StmtContext(ctx, st[4])
-		if _, err := ev.ExecContext(ctx, p.ID, string(p.OriginalEvent.Kind), nowNs, p.OriginalEvent.Actor,
-			string(r.state), string(r.state), r.attempt, p.OriginalEvent.Message); err != nil {
-			return fmt.Errorf("sqlite: replay job %s: event: %w", p.ID, err)
-		}
-		if _, err := ev.ExecContext(ctx, p.NewID, string(p.CopyEvent.Kind), nowNs, p.CopyEvent.Actor,
-			"", string(p.CopyEvent.To), 0, p.CopyEvent.Message); err != nil {
-			return fmt.Errorf("sqlite: replay job %s: event: %w", p.ID, err)
-		}
-		j, err := scanJob(tx.StmtContext(ctx, st[5]).QueryRowContext(ctx, p.NewID))
-		if err != nil {
-			return fmt.Errorf("sqlite: replay job %s: %w", p.ID, err)
-		}
-		counts := countDeltas{}
-		counts.move(j.Queue, "", engine.StateAvailable, 1)
-		out = j
-		tx.keep(j)
-		return s.applyCounts(ctx, tx, counts)
+		out, err = s.finishCopy(ctx, tx, st[4], st[5], "replay job "+p.ID, r, p.ID, p.NewID, p.OriginalEvent, p.CopyEvent, nowNs)
+		return err
 	})
 	if err != nil {
 		return nil, err
