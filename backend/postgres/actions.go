@@ -248,29 +248,37 @@ func (s *Store) JobRetryWithInput(ctx context.Context, p *engine.JobRetryWithInp
 		if _, err := tx.Exec(ctx, tx.q(sqlSupersede), p.ID, p.NewID); err != nil {
 			return fmt.Errorf("postgres: retry job %s with input: %w", p.ID, err)
 		}
-		if _, err := tx.Exec(ctx, tx.q(sqlInsertEvent), p.ID, string(p.OriginalEvent.Kind), tx.nowNs, p.OriginalEvent.Actor,
-			string(r.state), string(r.state), r.attempt, p.OriginalEvent.Message); err != nil {
-			return fmt.Errorf("postgres: retry job %s with input: event: %w", p.ID, err)
-		}
-		if _, err := tx.Exec(ctx, tx.q(sqlInsertEvent), p.NewID, string(p.CopyEvent.Kind), tx.nowNs, p.CopyEvent.Actor,
-			"", string(p.CopyEvent.To), 0, p.CopyEvent.Message); err != nil {
-			return fmt.Errorf("postgres: retry job %s with input: event: %w", p.ID, err)
-		}
-		j, err := scanJob(tx.QueryRow(ctx, tx.q(sqlGetJob), p.NewID))
-		if err != nil {
-			return fmt.Errorf("postgres: retry job %s with input: %w", p.ID, err)
-		}
-		counts := countDeltas{}
-		counts.move(j.Queue, "", engine.StateAvailable, 1)
-		out = j
-		tx.keep(j)
-		if err := s.applyCounts(ctx, tx, counts); err != nil {
-			return err
-		}
-		return s.notifyQueues(ctx, tx, map[string]bool{j.Queue: true})
+		out, err = s.finishCopy(ctx, tx, "retry job "+p.ID+" with input", r, p.ID, p.NewID, p.OriginalEvent, p.CopyEvent)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// finishCopy ends the transaction of a job copied into a new one (retry
+// with input, replay from a step): an event on the original and one on the
+// copy, the copy read back, counted available and its queue woken.
+func (s *Store) finishCopy(ctx context.Context, tx *wtx, what string, r *actionRow,
+	id, newID string, orig, cp engine.EventWrite) (*engine.Job, error) {
+	if _, err := tx.Exec(ctx, tx.q(sqlInsertEvent), id, string(orig.Kind), tx.nowNs, orig.Actor,
+		string(r.state), string(r.state), r.attempt, orig.Message); err != nil {
+		return nil, fmt.Errorf("postgres: %s: event: %w", what, err)
+	}
+	if _, err := tx.Exec(ctx, tx.q(sqlInsertEvent), newID, string(cp.Kind), tx.nowNs, cp.Actor,
+		"", string(cp.To), 0, cp.Message); err != nil {
+		return nil, fmt.Errorf("postgres: %s: event: %w", what, err)
+	}
+	j, err := scanJob(tx.QueryRow(ctx, tx.q(sqlGetJob), newID))
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %s: %w", what, err)
+	}
+	counts := countDeltas{}
+	counts.move(j.Queue, "", engine.StateAvailable, 1)
+	tx.keep(j)
+	if err := s.applyCounts(ctx, tx, counts); err != nil {
+		return nil, err
+	}
+	return j, s.notifyQueues(ctx, tx, map[string]bool{j.Queue: true})
 }

@@ -194,26 +194,8 @@ func (s *Store) JobFork(ctx context.Context, p *engine.JobForkParams) (*engine.J
 		if _, err := tx.Exec(ctx, tx.q(sqlForkOriginal), p.ID, string(p.OriginalCheckpoint)); err != nil {
 			return fmt.Errorf("postgres: replay job %s: %w", p.ID, err)
 		}
-		if _, err := tx.Exec(ctx, tx.q(sqlInsertEvent), p.ID, string(p.OriginalEvent.Kind), tx.nowNs, p.OriginalEvent.Actor,
-			string(r.state), string(r.state), r.attempt, p.OriginalEvent.Message); err != nil {
-			return fmt.Errorf("postgres: replay job %s: event: %w", p.ID, err)
-		}
-		if _, err := tx.Exec(ctx, tx.q(sqlInsertEvent), p.NewID, string(p.CopyEvent.Kind), tx.nowNs, p.CopyEvent.Actor,
-			"", string(p.CopyEvent.To), 0, p.CopyEvent.Message); err != nil {
-			return fmt.Errorf("postgres: replay job %s: event: %w", p.ID, err)
-		}
-		j, err := scanJob(tx.QueryRow(ctx, tx.q(sqlGetJob), p.NewID))
-		if err != nil {
-			return fmt.Errorf("postgres: replay job %s: %w", p.ID, err)
-		}
-		counts := countDeltas{}
-		counts.move(j.Queue, "", engine.StateAvailable, 1)
-		out = j
-		tx.keep(j)
-		if err := s.applyCounts(ctx, tx, counts); err != nil {
-			return err
-		}
-		return s.notifyQueues(ctx, tx, map[string]bool{j.Queue: true})
+		out, err = s.finishCopy(ctx, tx, "replay job "+p.ID, r, p.ID, p.NewID, p.OriginalEvent, p.CopyEvent)
+		return err
 	})
 	if err != nil {
 		return nil, err
