@@ -86,25 +86,16 @@ func runMigrate(ctx context.Context, o *migrateOptions, lo *logOptions, out io.W
 		return fmt.Errorf("migrate: store %s: %w: the %s backend has no down migrations", cliutil.RedactURL(o.store), engine.ErrUnsupported, t.Backend)
 	}
 	name := cliutil.RedactURL(o.store)
-	before, err := sqlite.Status(ctx, t.Path)
+	st, err := sqlite.Status(ctx, t.Path)
 	if err != nil {
 		return err
 	}
-	if before.Version > before.Latest {
-		return fmt.Errorf("migrate: store %s: schema version %d is newer than this binary's %d: use a newer sluice",
-			name, before.Version, before.Latest)
+	before := schemaStatus{Exists: st.Exists, Version: st.Version, Latest: st.Latest, Pending: st.Pending}
+	if err := before.refuseNewer(name); err != nil {
+		return err
 	}
 	if o.dryRun {
-		where := fmt.Sprintf("schema version %d", before.Version)
-		if !before.Exists {
-			where = "no file yet, schema version 0"
-		}
-		fmt.Fprintf(out, "store %s: %s; this binary's is %d\n", name, where, before.Latest)
-		if len(before.Pending) == 0 {
-			fmt.Fprintln(out, "up to date: nothing to apply")
-			return nil
-		}
-		fmt.Fprintf(out, "pending: %s\n", strings.Join(before.Pending, ", "))
+		before.printPending(out, name, "no file yet")
 		return nil
 	}
 
@@ -128,15 +119,7 @@ func runMigrate(ctx context.Context, o *migrateOptions, lo *logOptions, out io.W
 	if len(after.Pending) > 0 {
 		return fmt.Errorf("migrate: store %s: still pending after migrating: %s", name, strings.Join(after.Pending, ", "))
 	}
-	applied := before.Pending
-	if len(applied) == 0 {
-		fmt.Fprintf(out, "store %s: schema version %d, up to date: nothing to apply\n", name, after.Version)
-		return nil
-	}
-	fmt.Fprintf(out, "store %s: schema version %d → %d\n", name, before.Version, after.Version)
-	for _, m := range applied {
-		fmt.Fprintf(out, "applied %s\n", m)
-	}
+	before.printApplied(out, name, after.Version)
 	return nil
 }
 
@@ -214,25 +197,16 @@ func runMigrateRedis(ctx context.Context, o *migrateOptions, lo *logOptions, out
 	if o.down > 0 {
 		return fmt.Errorf("migrate: store %s: %w: the redis backend has no down migrations", name, engine.ErrUnsupported)
 	}
-	before, err := redis.Status(ctx, o.store)
+	st, err := redis.Status(ctx, o.store)
 	if err != nil {
 		return fmt.Errorf("migrate: store %s: %w", name, err)
 	}
-	if before.Version > before.Latest {
-		return fmt.Errorf("migrate: store %s: schema version %d is newer than this binary's %d: use a newer sluice",
-			name, before.Version, before.Latest)
+	before := schemaStatus{Exists: st.Exists, Version: st.Version, Latest: st.Latest, Pending: st.Pending}
+	if err := before.refuseNewer(name); err != nil {
+		return err
 	}
 	if o.dryRun {
-		where := fmt.Sprintf("schema version %d", before.Version)
-		if !before.Exists {
-			where = "no namespace yet, schema version 0"
-		}
-		fmt.Fprintf(out, "store %s: %s; this binary's is %d\n", name, where, before.Latest)
-		if len(before.Pending) == 0 {
-			fmt.Fprintln(out, "up to date: nothing to apply")
-			return nil
-		}
-		fmt.Fprintf(out, "pending: %s\n", strings.Join(before.Pending, ", "))
+		before.printPending(out, name, "no namespace yet")
 		return nil
 	}
 	log, closeLog, err := lo.Logger(nil)
@@ -247,13 +221,49 @@ func runMigrateRedis(ctx context.Context, o *migrateOptions, lo *logOptions, out
 	if err := store.Close(); err != nil {
 		return fmt.Errorf("migrate: store %s: %w", name, err)
 	}
-	if len(before.Pending) == 0 {
-		fmt.Fprintf(out, "store %s: schema version %d, up to date: nothing to apply\n", name, before.Version)
-		return nil
-	}
-	fmt.Fprintf(out, "store %s: schema version %d → %d\n", name, before.Version, before.Latest)
-	for _, m := range before.Pending {
-		fmt.Fprintf(out, "applied %s\n", m)
+	before.printApplied(out, name, before.Latest)
+	return nil
+}
+
+// schemaStatus is where a SQLite file's or a Redis namespace's schema
+// stands, as `sluice migrate` reports it.
+type schemaStatus struct {
+	Exists          bool
+	Version, Latest int
+	Pending         []string
+}
+
+func (st schemaStatus) refuseNewer(name string) error {
+	if st.Version > st.Latest {
+		return fmt.Errorf("migrate: store %s: schema version %d is newer than this binary's %d: use a newer sluice",
+			name, st.Version, st.Latest)
 	}
 	return nil
+}
+
+// printPending is the dry run's answer; missing says how a store that does
+// not exist yet is named ("no file yet").
+func (st schemaStatus) printPending(out io.Writer, name, missing string) {
+	where := fmt.Sprintf("schema version %d", st.Version)
+	if !st.Exists {
+		where = missing + ", schema version 0"
+	}
+	fmt.Fprintf(out, "store %s: %s; this binary's is %d\n", name, where, st.Latest)
+	if len(st.Pending) == 0 {
+		fmt.Fprintln(out, "up to date: nothing to apply")
+		return
+	}
+	fmt.Fprintf(out, "pending: %s\n", strings.Join(st.Pending, ", "))
+}
+
+// printApplied reports a run that brought the store from st to version.
+func (st schemaStatus) printApplied(out io.Writer, name string, version int) {
+	if len(st.Pending) == 0 {
+		fmt.Fprintf(out, "store %s: schema version %d, up to date: nothing to apply\n", name, version)
+		return
+	}
+	fmt.Fprintf(out, "store %s: schema version %d → %d\n", name, st.Version, version)
+	for _, m := range st.Pending {
+		fmt.Fprintf(out, "applied %s\n", m)
+	}
 }
