@@ -1,11 +1,16 @@
 package postgres_test
 
 import (
+	"context"
+	"errors"
+	"os"
 	"testing"
 
 	"github.com/sluicehq/sluice/backend/backendtest"
+	"github.com/sluicehq/sluice/backend/postgres"
 	"github.com/sluicehq/sluice/backend/postgres/pgtest"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/pgcluster"
 )
 
 // TestConformance runs the backend conformance suite on the test server,
@@ -31,5 +36,60 @@ func TestConformanceSimpleProtocol(t *testing.T) {
 		NewStore: func(t testing.TB) engine.Store { return pgtest.New(t, simple) },
 		Truth:    func(t testing.TB, s engine.Store) backendtest.Truth { return pgtest.NewTruth(t, s) },
 		Reopen:   pgtest.Reopen,
+	})
+}
+
+// TestConformanceThroughPgBouncer runs the suite through a PgBouncer in
+// transaction pooling mode in front of the test server (one for the whole
+// test): each check's store is a fresh schema reached through the bouncer
+// in the simple protocol, with its LISTEN connection going to the server
+// directly (listen_url), as an install behind PgBouncer runs. It needs
+// SLUICE_TEST_PGBOUNCER=1 (scripts/test sets it when pgbouncer is
+// installed) and is skipped loudly without it; with CI set it always
+// runs, and a missing pgbouncer fails it.
+func TestConformanceThroughPgBouncer(t *testing.T) {
+	server := pgtest.ServerURL(t)
+	if !pgcluster.BouncerAllowed() {
+		t.Skip("SKIPPED — the conformance suite through PgBouncer needs SLUICE_TEST_PGBOUNCER=1 (scripts/test sets it when pgbouncer is installed; in CI this runs and a missing pgbouncer fails)")
+	}
+	// The checks run in parallel, each with a pool of 4 (and a second
+	// store in the checks of two stores): a pool of 40 server connections
+	// keeps a transaction that waits on another's row from waiting on a
+	// server connection as well.
+	b, err := pgcluster.StartBouncer(context.Background(), pgcluster.BouncerOptions{Server: server, PoolSize: 40})
+	if err != nil {
+		if errors.Is(err, pgcluster.ErrNotInstalled) && os.Getenv("CI") == "" {
+			t.Skipf("SKIPPED — %v (in CI this fails)", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			log := b.Log()
+			if len(log) > 8000 {
+				log = "…" + log[len(log)-8000:]
+			}
+			t.Logf("---- pgbouncer log ----\n%s", log)
+		}
+		b.Close()
+	})
+	direct := pgcluster.WithAppName(server, "sluice_test")
+	through := func(schema string) string {
+		return pgcluster.BouncerStoreURL(pgcluster.WithAppName(pgcluster.WithSchema(b.URL(), schema), "sluice_test"), direct)
+	}
+	backendtest.Run(t, backendtest.Harness{
+		Name: "postgres-pgbouncer",
+		NewStore: func(t testing.TB) engine.Store {
+			_, schema := pgtest.SchemaURL(t)
+			return pgtest.Open(t, through(schema), postgres.Options{Migrate: true, MaxConns: 4})
+		},
+		Truth: func(t testing.TB, s engine.Store) backendtest.Truth { return pgtest.NewTruth(t, s) },
+		Reopen: func(t testing.TB, s engine.Store) engine.Store {
+			ps, ok := s.(*postgres.Store)
+			if !ok {
+				t.Fatalf("%T is not a *postgres.Store", s)
+			}
+			return pgtest.Open(t, through(ps.Schema()), postgres.Options{MaxConns: 4})
+		},
 	})
 }
