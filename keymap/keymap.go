@@ -43,6 +43,8 @@ const (
 	SheetUp     Action = "sheet_up"
 	NextSection Action = "next_section"
 	PrevSection Action = "prev_section"
+	StepDown    Action = "step_down"
+	StepUp      Action = "step_up"
 	Mark        Action = "mark"
 	MarkAll     Action = "mark_visible"
 	SelectAll   Action = "select_matching"
@@ -54,6 +56,7 @@ const (
 	RetryInput  Action = "retry_with_input"
 	Bulk        Action = "bulk"
 	Pause       Action = "pause"
+	ReplayStep  Action = "replay_step"
 	Copy        Action = "copy"
 	Payload     Action = "payload"
 	Filter      Action = "filter"
@@ -117,6 +120,8 @@ var defaults = []def{
 	{SheetUp, GroupMove, []string{"ctrl+u", "shift+up"}, "ctrl+u", "scroll sheet up", false},
 	{NextSection, GroupMove, []string{"]"}, "]", "next sheet section", false},
 	{PrevSection, GroupMove, []string{"["}, "[", "previous sheet section", false},
+	{StepDown, GroupMove, []string{"J"}, "J", "next step", false},
+	{StepUp, GroupMove, []string{"K"}, "K", "previous step", false},
 
 	{Mark, GroupSelect, []string{"space"}, "space", "mark", false},
 	{MarkAll, GroupSelect, []string{"ctrl+a"}, "ctrl+a", "mark visible", false},
@@ -130,6 +135,7 @@ var defaults = []def{
 	{RetryInput, GroupAct, []string{"w"}, "w", "retry with new input", true},
 	{Bulk, GroupAct, []string{"b"}, "b", "bulk from filter", true},
 	{Pause, GroupAct, []string{"P"}, "P", "pause/resume queue", true},
+	{ReplayStep, GroupAct, []string{"F"}, "F", "replay from step", true},
 
 	{Open, GroupView, []string{"enter"}, "enter", "open", false},
 	{Payload, GroupView, []string{"p"}, "p", "payload", false},

@@ -208,3 +208,20 @@ func TestBuildLayers(t *testing.T) {
 		t.Fatalf("unknown action err = %v", err)
 	}
 }
+
+// TestReplayStepKeys: the step keys and the replay key are bound by
+// default, replay is dangerous (read-only drops it), and the documented
+// override examples (retry on R, cancel on X) still load.
+func TestReplayStepKeys(t *testing.T) {
+	t.Parallel()
+	km := Default()
+	if !km.Matches(press("J"), StepDown) || !km.Matches(press("K"), StepUp) || !km.Matches(press("F"), ReplayStep) {
+		t.Fatal("J, K, F not bound to step_down, step_up, replay_step")
+	}
+	if !km.Dangerous(ReplayStep) || km.ReadOnly().Enabled(ReplayStep) {
+		t.Fatal("replay_step survives read-only mode")
+	}
+	if _, err := Build(Overrides{Source: "test", Data: []byte(`{"retry": "R", "cancel": "X"}`)}); err != nil {
+		t.Fatalf("the documented overrides conflict: %v", err)
+	}
+}

@@ -192,6 +192,12 @@ func (m *Model) jobsKey(msg tea.KeyPressMsg) tea.Cmd {
 		}
 		m.sheet.jumpSection(d)
 		return nil
+	case km.Matches(msg, keymap.StepDown):
+		return m.moveStep(1)
+	case km.Matches(msg, keymap.StepUp):
+		return m.moveStep(-1)
+	case km.Matches(msg, keymap.ReplayStep):
+		return m.replayStep()
 	case km.Matches(msg, keymap.Mark):
 		if r := v.current(); r != nil {
 			v.toggleMark(r)

@@ -10,7 +10,8 @@ import (
 	"github.com/sluicehq/sluice/engine"
 )
 
-// Replay from a step: `:replay N` on the sheet's job (else the cursor's)
+// Replay from a step: `:replay N` on the sheet's job (else the cursor's),
+// or the replay key (R) on the step picked in the sheet's steps section,
 // asks the engine what the replay would keep and run again, shows that
 // in a confirm dialog, and only y creates the new job.
 
@@ -46,13 +47,20 @@ func (m *Model) replayCommand(arg string) (tea.Cmd, error) {
 	if id == "" {
 		return nil, fmt.Errorf("replay: no job under the cursor")
 	}
+	return m.replayPreview(id, n), nil
+}
+
+// replayPreview asks what a replay of id from step n would keep and run
+// again; the answer opens the confirm dialog. `:replay N` and the replay
+// key on the sheet's picked step (steps.go) both come here.
+func (m *Model) replayPreview(id string, n int) tea.Cmd {
 	ctl, ctx := m.ctl, m.ctx
 	return func() tea.Msg {
 		c, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
 		plan, err := ctl.ReplayPreview(c, id, engine.ReplayParams{Step: n})
 		return replayPreviewMsg{id: id, step: n, plan: plan, err: err}
-	}, nil
+	}
 }
 
 // replayPreviewed shows the preview and asks.

@@ -54,6 +54,16 @@ type sheetView struct {
 	// focusScroll the scroll it left; maxScroll is the most the sheet
 	// scrolls, as last drawn.
 	focusSec, focusScroll, maxScroll int
+	// stepPick is the step the step keys (J/K) picked, from 1; 0 none.
+	// The replay key (F) previews a replay of the job from it (steps.go,
+	// replay.go). nSteps, stepLineAt (each step's line) and stepsEnd are
+	// as last drawn; jumpToStep scrolls the picked step into view when
+	// next drawn.
+	stepPick   int
+	nSteps     int
+	stepLineAt []int
+	stepsEnd   int // the line after the steps section's last
+	jumpToStep bool
 }
 
 func (s *sheetView) invalidate() { s.infoOK = false }
@@ -68,6 +78,7 @@ func (s *sheetView) reset(id string) {
 	s.stale = false
 	s.linkFocus = false
 	s.focusSec, s.maxScroll = -1, -1
+	s.stepPick, s.jumpToStep = 0, false
 	s.invalidate()
 }
 
@@ -145,6 +156,22 @@ func (m *Model) sheetBody(w, h int) []string {
 		m.sheet.scroll = max(m.sheet.payloadAt-1, 0)
 		m.sheet.jumpToPayload = false
 	}
+	if s := &m.sheet; s.jumpToStep && s.stepPick > 0 && s.stepPick <= len(s.stepLineAt) {
+		// The picked step in view, with the lines down to the hint under
+		// the steps when they fit; else the step's own lines.
+		at := s.stepLineAt[s.stepPick-1]
+		end := s.stepsEnd - 1
+		if end-at+1 > h && s.stepPick < len(s.stepLineAt) {
+			end = s.stepLineAt[s.stepPick] - 1
+		}
+		if end >= s.scroll+h {
+			s.scroll = end - h + 1
+		}
+		if at < s.scroll {
+			s.scroll = at
+		}
+		s.jumpToStep = false
+	}
 	total := len(info)
 	if m.sheet.showPayload {
 		total += len(m.sheet.payload)
@@ -178,6 +205,7 @@ func (m *Model) sheetInfo(w int) []string {
 	var out []string
 	add := func(l string) { out = append(out, clip(l, w)) }
 	s.sections = s.sections[:0]
+	s.nSteps, s.stepLineAt, s.stepsEnd = 0, s.stepLineAt[:0], 0
 	section := func(title string) {
 		if len(out) > 0 {
 			out = append(out, "")
@@ -343,9 +371,19 @@ func (m *Model) sheetInfo(w int) []string {
 			cp = &c
 			if len(c.Steps) > 0 || j.State == engine.StateRunning {
 				section(fmt.Sprintf("steps (%d)", len(c.Steps)))
-				for _, l := range m.stepLines(j, cp, w) {
+				s.nSteps = len(c.Steps)
+				s.stepPick = min(s.stepPick, s.nSteps)
+				lines, starts := m.stepLines(j, cp, w, s.stepPick-1)
+				for _, at := range starts {
+					s.stepLineAt = append(s.stepLineAt, len(out)+at)
+				}
+				for _, l := range lines {
 					add(l)
 				}
+				if hint := m.stepHint(); hint != "" && s.nSteps > 0 {
+					add(hint)
+				}
+				s.stepsEnd = len(out)
 			}
 		} else {
 			section("checkpoint")

@@ -6,7 +6,10 @@ import (
 	"strings"
 	"time"
 
+	tea "charm.land/bubbletea/v2"
+
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/keymap"
 )
 
 // The workflow parts of the detail sheet: the steps of a job's checkpoint,
@@ -47,8 +50,11 @@ func sheetLinks(d *engine.JobDetail, cp *engine.Checkpoint) []sheetLink {
 
 // stepLines renders a checkpoint's steps at width w: mark, position,
 // name, state, duration, attempts and crashes, and the error of a step
-// that failed. The step a running job is on is marked ▶.
-func (m *Model) stepLines(j *engine.Job, cp *engine.Checkpoint, w int) []string {
+// that failed. The step a running job is on is marked ▶. With a step
+// picked (cursor, 0-based, ≥ 0) every step gains a gutter, › on the
+// picked one.
+// starts is the line each step begins on.
+func (m *Model) stepLines(j *engine.Job, cp *engine.Checkpoint, w, cursor int) (out []string, starts []int) {
 	t := m.theme
 	running := -1
 	if j.State == engine.StateRunning {
@@ -64,8 +70,17 @@ func (m *Model) stepLines(j *engine.Job, cp *engine.Checkpoint, w int) []string 
 	for _, s := range cp.Steps {
 		nameW = max(nameW, min(len(Sanitize(s.Name)), 20))
 	}
-	var out []string
+	gutter := func(i int) string {
+		switch {
+		case cursor < 0:
+			return ""
+		case i == cursor:
+			return t.Accent.Render("›") + " "
+		}
+		return "  "
+	}
 	for i, s := range cp.Steps {
+		starts = append(starts, len(out))
 		mark, st := "✓", t.OKText
 		switch s.State {
 		case engine.StepFailed:
@@ -89,20 +104,78 @@ func (m *Model) stepLines(j *engine.Job, cp *engine.Checkpoint, w int) []string 
 		if s.Crashes > 0 {
 			facts = append(facts, plural(int64(s.Crashes), "crash", "crashes"))
 		}
-		line := st.Render(mark) + " " + t.Muted.Render(fitRight(fmt.Sprint(i+1), 2)) + " " + t.Value.Render(fit(name, nameW)) +
+		nameSt := t.Value
+		if i == cursor {
+			nameSt = t.Accent
+		}
+		line := gutter(i) + st.Render(mark) + " " + t.Muted.Render(fitRight(fmt.Sprint(i+1), 2)) + " " + nameSt.Render(fit(name, nameW)) +
 			" " + st.Render(fit(state, 9)) + " " + t.Muted.Render(strings.Join(facts, " · "))
 		out = append(out, clip(line, w))
 		if s.Error != "" && s.State != engine.StepCompleted {
 			for _, l := range wrap(Sanitize(s.Error), max(w-5, 8)) {
-				out = append(out, clip("     "+t.ErrorText.Render(l), w))
+				out = append(out, clip(gutter(-1)+"     "+t.ErrorText.Render(l), w))
 			}
 		}
 	}
 	if running == len(cp.Steps) {
-		out = append(out, clip(t.InfoText.Render("▶")+" "+t.Muted.Render(fitRight(fmt.Sprint(running+1), 2))+" "+
+		out = append(out, clip(gutter(-1)+t.InfoText.Render("▶")+" "+t.Muted.Render(fitRight(fmt.Sprint(running+1), 2))+" "+
 			t.Muted.Render("next step, running"), w))
 	}
-	return out
+	return out, starts
+}
+
+// stepHint is the line under the steps: how to pick a step and replay
+// from it, or what the replay key does with the picked one. Empty where
+// replay is not allowed (read-only, viewers) or its keys are unbound.
+func (m *Model) stepHint() string {
+	t, km, s := m.theme, m.km, &m.sheet
+	if !km.Enabled(keymap.ReplayStep) {
+		return ""
+	}
+	r := km.B(keymap.ReplayStep).Help().Key
+	if s.stepPick > 0 {
+		return t.InfoText.Render(fmt.Sprintf("%s previews a replay from step %d", r, s.stepPick))
+	}
+	if !km.Enabled(keymap.StepDown) {
+		return ""
+	}
+	return t.Muted.Render(km.B(keymap.StepDown).Help().Key + " picks a step, then " + r + " replays from it")
+}
+
+// moveStep moves the sheet's step cursor d steps; the first move picks
+// the first step (down) or the last (up).
+func (m *Model) moveStep(d int) tea.Cmd {
+	s := &m.sheet
+	if !s.open || s.nSteps == 0 {
+		return nil
+	}
+	switch {
+	case s.stepPick == 0 && d > 0:
+		s.stepPick = 1
+	case s.stepPick == 0:
+		s.stepPick = s.nSteps
+	default:
+		s.stepPick = min(max(s.stepPick+d, 1), s.nSteps)
+	}
+	s.jumpToStep = true
+	s.invalidate()
+	return nil
+}
+
+// replayStep previews a replay of the sheet's job from the picked step.
+func (m *Model) replayStep() tea.Cmd {
+	s := &m.sheet
+	if m.readOnly || !s.open || s.id == "" {
+		return nil
+	}
+	if s.stepPick < 1 || s.stepPick > s.nSteps {
+		k := m.km.B(keymap.StepDown).Help().Key
+		if k == "" {
+			return m.toastErr("replay: no step picked (or :replay N)")
+		}
+		return m.toastErr("replay: " + k + " picks the step to replay from first")
+	}
+	return m.replayPreview(s.id, s.stepPick)
 }
 
 // linkAtTop is the job enter follows: the first link, when ] has brought

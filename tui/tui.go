@@ -238,6 +238,11 @@ func (m *Model) applyKeys() {
 	if m.hidePayload {
 		km = km.Without(keymap.Payload, keymap.Edit, keymap.RetryInput)
 	}
+	if !km.Enabled(keymap.ReplayStep) {
+		// The step keys pick a step to replay from: without replay
+		// (read-only, viewers, unbound) they have nothing to do.
+		km = km.Without(keymap.StepDown, keymap.StepUp)
+	}
 	m.km = km
 }
 

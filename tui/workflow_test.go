@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	tea "charm.land/bubbletea/v2"
+
 	"github.com/sluicehq/sluice/backend/backendtest"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
@@ -210,4 +212,135 @@ func TestQuarantineStepCrashes(t *testing.T) {
 	s.keys("<enter>")
 	screen := s.waitFor("in render ×1: runtime: out of memory")
 	s.golden(screen)
+}
+
+// TestWorkflowReplayFromStepCursor: in the dead workflow's sheet J and K
+// move a step cursor over the steps section, and F opens the replay
+// preview for the step under it (what is kept, what runs again) before
+// y/n; n changes nothing, y replays from the picked step.
+func TestWorkflowReplayFromStepCursor(t *testing.T) {
+	eng := workflowFixture(t)
+	s := start(t, eng, testOptions())
+	s.waitFor("wf-0001")
+	s.keys("<enter>")
+	screen := s.waitFor("job wf-0001", "steps (3)", "J picks a step, then F replays from it")
+	for _, want := range []string{"J next step", "F replay from step"} {
+		if !strings.Contains(screen, want) {
+			t.Fatalf("the status line does not offer %q:\n%s", want, screen)
+		}
+	}
+	s.keys("J")
+	s.waitFor("› ✓  1 reserve", "F previews a replay from step 1")
+	s.keys("J", "J", "J") // stops at the last step
+	screen = s.waitFor("› ✗  3 ship", "F previews a replay from step 3")
+	if strings.Contains(screen, "› ✓") {
+		t.Fatalf("two steps under the cursor:\n%s", screen)
+	}
+	s.goldenAs("cursor", screen)
+	s.keys("F")
+	screen = s.waitFor("Replay wf-0001 from step 3 as a new job?", "keep   1 reserve", "keep   2 charge", "run    3 ship · was failed")
+	s.goldenAs("preview", screen)
+	s.keys("n")
+	s.waitGone("Replay wf-0001 from step 3")
+	count := func() int {
+		t.Helper()
+		page, err := eng.ListJobs(context.Background(), engine.ListJobsParams{Filter: engine.Filter{Kinds: []string{"order.flow"}}, Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(page.Jobs)
+	}
+	if n := count(); n != 2 {
+		t.Fatalf("after n: %d order.flow jobs, want the 2 of the fixture", n)
+	}
+
+	// K back to step 2: the preview keeps one step and runs two again.
+	s.keys("K")
+	s.waitFor("› ✓  2 charge", "F previews a replay from step 2")
+	s.keys("F")
+	screen = s.waitFor("Replay wf-0001 from step 2 as a new job?", "keep   1 reserve", "run    2 charge · was completed", "run    3 ship · was failed")
+	if strings.Contains(screen, "keep   2") {
+		t.Fatalf("the preview from step 2 keeps step 2:\n%s", screen)
+	}
+	s.keys("y")
+	s.waitFor("replaying wf-0001 from step 2 as wf-")
+	if n := count(); n != 3 {
+		t.Fatalf("after y: %d order.flow jobs, want 3", n)
+	}
+	s.keys("]", "]", "]", "]", "]")
+	screen = s.waitFor("replayed as")
+	if !strings.Contains(screen, "· from step 2") {
+		t.Fatalf("the original's links do not name the fork from step 2:\n%s", screen)
+	}
+}
+
+// TestWorkflowReplayKeyGone: a read-only console and a viewer's get no
+// replay key: not in the status line, the steps section or the help, and
+// pressing it (or the step keys) opens nothing.
+func TestWorkflowReplayKeyGone(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		viewer bool
+	}{{"read-only", false}, {"viewer", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			eng := workflowFixture(t)
+			opts := testOptions()
+			var ctl engine.Control = eng
+			if tc.viewer {
+				ctl = &viewerControl{Control: eng}
+			} else {
+				opts.ReadOnly = true
+			}
+			s := start(t, ctl, opts)
+			s.waitFor("READ-ONLY", "wf-0001")
+			s.keys("<enter>")
+			screen := s.waitFor("job wf-0001", "steps (3)", "carrier API timeout")
+			for _, not := range []string{"F replay", "J next step", "picks a step", "replays from"} {
+				if strings.Contains(screen, not) {
+					t.Fatalf("the %s sheet offers %q:\n%s", tc.name, not, screen)
+				}
+			}
+			s.keys("J", "F", "K", "F")
+			s.keys("?")
+			help := s.waitFor("keys — generated from the key map", "read-only")
+			if strings.Contains(help, "Replay wf-0001") || strings.Contains(help, "›") {
+				t.Fatalf("the step keys acted in a %s console:\n%s", tc.name, help)
+			}
+			help = help[strings.Index(help, "keys — generated"):]
+			for _, not := range []string{"replay from step", "next step", "previous step"} {
+				if strings.Contains(help, not) {
+					t.Errorf("the %s help lists %q", tc.name, not)
+				}
+			}
+		})
+	}
+}
+
+// TestWorkflowStepCursorScrollsIntoView: on a short terminal the steps
+// section is below the sheet's first screen; picking a step scrolls it
+// (and the hint under the steps) into view.
+func TestWorkflowStepCursorScrollsIntoView(t *testing.T) {
+	eng := workflowFixture(t)
+	s := start(t, eng, testOptions())
+	s.waitFor("wf-0001")
+	s.tm.Send(tea.WindowSizeMsg{Width: goldenW, Height: 24})
+	s.keys("<enter>")
+	top := func(screen string) string {
+		lines := strings.Split(screen, "\n")
+		return strings.Join(lines[:min(len(lines), 24)], "\n")
+	}
+	screen := top(s.waitFor("job wf-0001", "lifecycle"))
+	if strings.Contains(screen, "steps (3)") {
+		t.Fatalf("the steps fit the first screen; the test needs them below it:\n%s", screen)
+	}
+	s.keys("K") // the last step first
+	screen = top(s.waitFor("› ✗  3 ship", "F previews a replay from step 3"))
+	if !strings.Contains(screen, "› ✗  3 ship") || !strings.Contains(screen, "F previews a replay from step 3") {
+		t.Fatalf("the picked step is not in view:\n%s", screen)
+	}
+	s.keys("K", "K")
+	screen = top(s.waitFor("› ✓  1 reserve", "F previews a replay from step 1"))
+	if !strings.Contains(screen, "› ✓  1 reserve") {
+		t.Fatalf("the picked step is not in view:\n%s", screen)
+	}
 }
