@@ -136,9 +136,18 @@ func (s *Store) JobGetByID(ctx context.Context, p *engine.JobGetByIDParams) (*en
 // getJobs reads jobs by id in one round trip (nil for a missing one);
 // lastError keeps only the latest error entry.
 func (s *Store) getJobs(ctx context.Context, ids []string, payload, lastError bool) ([]*engine.Job, error) {
-	out := make([]*engine.Job, len(ids))
+	jobs, _, err := s.readJobs(ctx, ids, payload, lastError)
+	return jobs, err
+}
+
+// readJobs reads jobs by id in one round trip: each job (nil for a
+// missing one) and the hash it was decoded from, for callers that need
+// fields beyond the job (the filter rows of list.go).
+func (s *Store) readJobs(ctx context.Context, ids []string, payload, lastError bool) ([]*engine.Job, []map[string]string, error) {
+	jobs := make([]*engine.Job, len(ids))
+	hashes := make([]map[string]string, len(ids))
 	if len(ids) == 0 {
-		return out, nil
+		return jobs, hashes, nil
 	}
 	pipe := s.c.Pipeline()
 	hs := make([]*goredis.MapStringStringCmd, len(ids))
@@ -152,7 +161,7 @@ func (s *Store) getJobs(ctx context.Context, ids []string, payload, lastError bo
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
-		return nil, fmt.Errorf("redis: read jobs: %w", err)
+		return nil, nil, fmt.Errorf("redis: read jobs: %w", err)
 	}
 	for i := range ids {
 		m := hs[i].Val()
@@ -164,11 +173,11 @@ func (s *Store) getJobs(ctx context.Context, ids []string, payload, lastError bo
 		}
 		j, err := jobFrom(m, es[i].Val())
 		if err != nil {
-			return nil, fmt.Errorf("redis: %w", err)
+			return nil, nil, fmt.Errorf("redis: %w", err)
 		}
-		out[i] = j
+		jobs[i], hashes[i] = j, m
 	}
-	return out, nil
+	return jobs, hashes, nil
 }
 
 // JobEventList returns a job's stored timeline events, oldest first.

@@ -149,37 +149,15 @@ func needsPayload(f *engine.Filter) bool { return len(f.Payload) > 0 }
 // rows reads jobs by id as filter rows (missing ones left out, order
 // kept); lastError keeps only the latest error entry.
 func (s *Store) rows(ctx context.Context, ids []string, payload, lastError bool) ([]*row, error) {
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	pipe := s.c.Pipeline()
-	hs := make([]*goredis.MapStringStringCmd, len(ids))
-	es := make([]*goredis.StringSliceCmd, len(ids))
-	for i, id := range ids {
-		hs[i] = pipe.HGetAll(ctx, s.Key("job", id))
-		if lastError {
-			es[i] = pipe.LRange(ctx, s.Key("err", id), -1, -1)
-		} else {
-			es[i] = pipe.LRange(ctx, s.Key("err", id), 0, -1)
-		}
-	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
-		return nil, fmt.Errorf("redis: read jobs: %w", err)
+	jobs, hashes, err := s.readJobs(ctx, ids, payload, lastError)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]*row, 0, len(ids))
-	for i := range ids {
-		m := hs[i].Val()
-		if len(m) == 0 {
-			continue
+	for i, j := range jobs {
+		if j != nil {
+			out = append(out, &row{j: j, le: hashes[i]["le"], ep: hashes[i]["ep"]})
 		}
-		if !payload {
-			delete(m, "p")
-		}
-		j, err := jobFrom(m, es[i].Val())
-		if err != nil {
-			return nil, fmt.Errorf("redis: %w", err)
-		}
-		out = append(out, &row{j: j, le: m["le"], ep: m["ep"]})
 	}
 	return out, nil
 }
