@@ -28,8 +28,8 @@ import (
 // exactly one crash and runs again elsewhere, and no job it did not hold
 // is charged anything.
 //
-// On each store a URL can name (storeCases): SQLite, PostgreSQL, and
-// PostgreSQL through PgBouncer. SLUICE_FOURPROC_JOBS=100000 makes the
+// On each store a URL can name (storeCases): SQLite, PostgreSQL,
+// PostgreSQL through PgBouncer, and Redis (a namespace of the test's own). SLUICE_FOURPROC_JOBS=100000 makes the
 // one-off larger run; the test logs its rate (jobs/s) as a figure, never
 // asserts one.
 func TestFaultFourProcesses(t *testing.T) {
@@ -42,7 +42,7 @@ func TestFaultFourProcesses(t *testing.T) {
 		}
 		n = v
 	}
-	for _, sc := range storeCases() {
+	for _, sc := range append(storeCases(), redisStoreCase()) {
 		t.Run(sc.name, func(t *testing.T) {
 			fourProcesses(t, sc.url(t), n)
 		})
@@ -88,7 +88,7 @@ func fourProcesses(t *testing.T, storeURL string, n int) {
 	// gone. On SQLite that is all it held: its writes died with it. A
 	// server may still finish a statement the victim sent before it died —
 	// a claim (more jobs under its lease) or a completion (one fewer) —
-	// so on PostgreSQL the jobs it held are those the reaper charged, and
+	// so on PostgreSQL and Redis the jobs it held are those the reaper charged, and
 	// the snapshot differs from them only by such statements.
 	snap := runningUnder(t, e, store, queue, victim.name)
 	atKill := counts(t, e, queue)[engine.StateCompleted]
