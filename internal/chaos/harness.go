@@ -20,6 +20,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sluicehq/sluice/backend/redis"
+	"github.com/sluicehq/sluice/backend/redis/redistest"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/pgcluster"
@@ -30,8 +32,8 @@ const (
 	FaultKill   = "kill"   // SIGKILL a worker, start another
 	FaultStall  = "stall"  // SIGSTOP a worker past its lease, then SIGCONT: a zombie
 	FaultTerm   = "term"   // SIGTERM a worker (graceful), start another
-	FaultOutage = "outage" // the store goes away past a lease (SQLite: its file locked against every writer; a private PostgreSQL: its server restarted)
-	FaultCut    = "cut"    // PostgreSQL: the server ends the workers' connections (pg_terminate_backend)
+	FaultOutage = "outage" // the store goes away past a lease (SQLite: its file locked against every writer; a private PostgreSQL or Redis: its server restarted)
+	FaultCut    = "cut"    // PostgreSQL: the server ends the workers' connections (pg_terminate_backend); Redis: CLIENT KILL of them
 	FaultPanic  = "panic"  // enqueue a job whose handler panics
 	FaultPill   = "pill"   // enqueue a poison pill: every run kills its process
 )
@@ -61,7 +63,7 @@ const (
 // crash charged to a live process), and the violation says which faults
 // its crashes came from. crashed2= counts innocents that crashed twice.
 //
-// A cut (PostgreSQL only) ends no process and charges nothing: it is on
+// A cut (PostgreSQL and a single Redis server) ends no process and charges nothing: it is on
 // top of the mix the rates were measured with.
 var AllFaults = map[string]int{FaultKill: 3, FaultStall: 2, FaultTerm: 2, FaultOutage: 1, FaultPanic: 1, FaultPill: 1, FaultCut: 1}
 
@@ -80,9 +82,17 @@ type Options struct {
 	// Store is the store's URL. Empty or with Private set, the harness
 	// makes a private store of its own: a temp SQLite file, or, when
 	// Store is a postgres:// URL, a PostgreSQL cluster of its own
-	// (internal/pgcluster), whose outage is a server restart.
+	// (internal/pgcluster), or, when it is a redis:// URL, a
+	// redis-server of its own (redistest.StartServer, with AOF), whose
+	// outage is a server restart.
 	Store   string
 	Private bool
+	// RedisFsync is the appendfsync of a private Redis: "always" (the
+	// default; its outage is a SIGKILL, and nothing acknowledged may be
+	// lost) or "everysec" (its outage is a SHUTDOWN, which fsyncs: a
+	// SIGKILL would lose up to a second of acknowledged writes, which no
+	// invariant survives).
+	RedisFsync string
 	// Duration of the faults; the drain follows.
 	Duration time.Duration
 	Seed     uint64
@@ -198,6 +208,9 @@ type run struct {
 	// cluster is the harness's own PostgreSQL server (--private on a
 	// postgres:// URL); clusterMu keeps its restarts one at a time.
 	cluster   *pgcluster.Cluster
+	redisSrv  *redistest.Server // the harness's own Redis (--private on a redis:// URL)
+	redis     bool              // the store is Redis; cuts need one server (not a cluster)
+	redisOne  bool
 	clusterMu sync.Mutex
 	down      atomic.Bool // the cluster is stopped for an outage
 	postgres  bool        // the store is PostgreSQL
@@ -285,6 +298,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if r.cluster != nil {
 		defer r.cluster.Close()
 	}
+	if r.redisSrv != nil {
+		defer r.redisSrv.Close()
+	}
 	if err != nil {
 		return r.rep, err
 	}
@@ -319,6 +335,17 @@ func (r *run) setup(ctx context.Context, dir string) error {
 			}
 			r.cluster = c
 			r.url = c.URL()
+		case r.url != "" && t.Backend == "redis":
+			fsync := r.o.RedisFsync
+			if fsync == "" {
+				fsync = "always"
+			}
+			s, err := redistest.StartServer(ctx, redistest.ServerOptions{AppendFsync: fsync, Dir: filepath.Join(dir, "redis")})
+			if err != nil {
+				return err
+			}
+			r.redisSrv = s
+			r.url = s.URL() + "?ns=chaos"
 		case r.url == "" || t.Backend == "sqlite":
 			r.url = "sqlite://" + filepath.Join(dir, "store.db")
 		default:
@@ -330,6 +357,14 @@ func (r *run) setup(ctx context.Context, dir string) error {
 		return err
 	}
 	r.postgres = t.Backend == "postgres"
+	r.redis = t.Backend == "redis"
+	if r.redis {
+		rt, err := redis.ParseURL(r.url)
+		if err != nil {
+			return err
+		}
+		r.redisOne = !rt.Cluster
+	}
 	r.rep.Store = t.Backend
 	if t.Backend == "sqlite" {
 		r.sqlite = t.Path
@@ -367,6 +402,17 @@ func (r *run) setup(ctx context.Context, dir string) error {
 			r.app = u.Query().Get("application_name")
 		}
 		r.workerURL = pgcluster.WithAppName(r.url, r.app)
+	}
+	// On one Redis server the same, by client name (CLIENT SETNAME, the
+	// URL's client_name): the harness's own connections keep the
+	// backend's name, so a cut spares them.
+	if r.redisOne {
+		r.app = "sluice_" + strings.TrimPrefix(r.queue, "chaos-")
+		if u, err := url.Parse(r.url); err == nil && u.Query().Get("client_name") != "" {
+			r.app = u.Query().Get("client_name")
+		} else {
+			r.workerURL = withQuery(r.url, "client_name", r.app)
+		}
 	}
 	r.rep.Queue = r.queue
 	r.log("store %s (%s), queue %s, side table %s, seed %d", cliutil.RedactURL(r.url), r.rep.Store, r.queue, r.side, r.o.Seed)
@@ -653,7 +699,7 @@ func (r *run) chaos(ctx context.Context) error {
 				defer r.bg.Done()
 				var began time.Time
 				var err error
-				if r.cluster != nil {
+				if r.cluster != nil || r.redisSrv != nil {
 					began, err = r.restart(ctx, d)
 				} else {
 					began, err = lockSQLite(r.sqlite, d)
@@ -672,12 +718,12 @@ func (r *run) chaos(ctx context.Context) error {
 			// harness's own engine meets cut connections in restarts and
 			// copes (enqueues are sent again under their ids, reads retried).
 			began := time.Now()
-			n, err := pgcluster.Terminate(ctx, r.url, r.app)
+			n, err := r.cut(ctx)
 			// The server may be down (a restart of the private cluster
 			// under way): cut once it is back, within a few seconds.
 			for retry := 0; err != nil && retry < 20 && ctx.Err() == nil; retry++ {
 				time.Sleep(250 * time.Millisecond)
-				n, err = pgcluster.Terminate(ctx, r.url, r.app)
+				n, err = r.cut(ctx)
 			}
 			if err != nil {
 				// No cut happened, so an ensured cut is still owed.
@@ -825,21 +871,51 @@ func (r *run) killAll() {
 func (r *run) offers(f string) bool {
 	switch f {
 	case FaultOutage:
-		return r.sqlite != "" || r.cluster != nil
+		return r.sqlite != "" || r.cluster != nil || r.redisSrv != nil
 	case FaultCut:
-		return r.postgres
+		return r.postgres || r.redisOne
 	}
 	return true
 }
 
-// restart stops the harness's own PostgreSQL server (a fast shutdown: its
-// sessions are ended), keeps it down for d and starts it again.
+// cut ends the workers' connections: pg_terminate_backend on
+// PostgreSQL, CLIENT KILL on Redis, of the connections named r.app.
+func (r *run) cut(ctx context.Context) (int, error) {
+	if r.redis {
+		return redistest.KillClients(ctx, r.url, r.app)
+	}
+	return pgcluster.Terminate(ctx, r.url, r.app)
+}
+
+// withQuery adds key=value to a URL's query.
+func withQuery(raw, key, value string) string {
+	sep := "?"
+	if strings.Contains(raw, "?") {
+		sep = "&"
+	}
+	return raw + sep + key + "=" + url.QueryEscape(value)
+}
+
+// restart stops the harness's own server — PostgreSQL: a fast shutdown
+// (its sessions are ended); Redis with appendfsync always: SIGKILL, with
+// everysec: SHUTDOWN —, keeps it down for d and starts it again.
 func (r *run) restart(ctx context.Context, d time.Duration) (time.Time, error) {
 	r.clusterMu.Lock()
 	defer r.clusterMu.Unlock()
 	began := time.Now()
 	r.down.Store(true)
 	defer r.down.Store(false)
+	if r.redisSrv != nil {
+		halt := r.redisSrv.Kill
+		if r.o.RedisFsync == "everysec" {
+			halt = r.redisSrv.Stop
+		}
+		if err := halt(ctx); err != nil {
+			return began, err
+		}
+		time.Sleep(d)
+		return began, r.redisSrv.Resume(ctx)
+	}
 	if err := r.cluster.Stop(ctx); err != nil {
 		return began, err
 	}

@@ -18,6 +18,7 @@ import (
 // Main is `testworker chaos`, which scripts/chaos runs:
 //
 //	testworker chaos [--store URL | --private] --duration D --seed S
+//	                 [--redis-fsync always|everysec]
 //	                 [--workers N] [--jobs N] [--crash-limit N]
 //	                 [--faults kill,stall,term,outage,cut,panic,pill]
 //	                 [--fault-every D] [--defeat-fencing] [--keep]
@@ -32,13 +33,14 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	var o Options
 	var faults string
 	seed := fs.Uint64("seed", 0, "seed of the random choices (0: from the clock)")
-	fs.StringVar(&o.Store, "store", "", "store URL (sqlite://FILE, postgres://...); none: a private SQLite store")
-	fs.BoolVar(&o.Private, "private", false, "run on a store of the harness's own: a temp SQLite file, or with a postgres:// --store a PostgreSQL cluster of its own (its outage is a server restart)")
+	fs.StringVar(&o.Store, "store", "", "store URL (sqlite://FILE, postgres://..., redis://...); none: a private SQLite store")
+	fs.BoolVar(&o.Private, "private", false, "run on a store of the harness's own: a temp SQLite file, or with a postgres:// --store a PostgreSQL cluster of its own, or with a redis:// --store a redis-server of its own with AOF (its outage is a server restart)")
+	fs.StringVar(&o.RedisFsync, "redis-fsync", "always", "appendfsync of a --private Redis: always (its restart is a SIGKILL) or everysec (a SHUTDOWN)")
 	fs.DurationVar(&o.Duration, "duration", 2*time.Minute, "how long the faults go on")
 	fs.IntVar(&o.Workers, "workers", 3, "worker processes at once")
 	fs.IntVar(&o.Jobs, "jobs", 20000, "innocent jobs, enqueued evenly over the duration")
 	fs.IntVar(&o.CrashLimit, "crash-limit", engine.DefaultCrashLimit, "the workers' crash limit")
-	fs.StringVar(&faults, "faults", "all", "faults to drive: kill,stall,term,outage,cut,panic,pill (outage: SQLite, or a private PostgreSQL; cut: PostgreSQL)")
+	fs.StringVar(&faults, "faults", "all", "faults to drive: kill,stall,term,outage,cut,panic,pill (outage: SQLite, or a private PostgreSQL or Redis; cut: PostgreSQL, one Redis server)")
 	fs.DurationVar(&o.FaultEvery, "fault-every", 0, "mean time between faults (0: grows with --jobs, see internal/chaos.AllFaults)")
 	sleepMS := fs.IntSlice("sleep-ms", []int{10, 60}, "range of an innocent job's run, in milliseconds: LO,HI")
 	fs.BoolVar(&o.DefeatFencing, "defeat-fencing", false, "TEST ONLY: workers defeat fencing; the checker must fail")

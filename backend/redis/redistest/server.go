@@ -61,7 +61,11 @@ func StartServer(ctx context.Context, o ServerOptions) (*Server, error) {
 		return nil, fmt.Errorf("redistest: appendfsync %q: want always or everysec", o.AppendFsync)
 	}
 	s := &Server{o: o, dir: o.Dir}
-	if s.dir == "" {
+	if s.dir != "" {
+		if err := os.MkdirAll(s.dir, 0o700); err != nil {
+			return nil, fmt.Errorf("redistest: %w", err)
+		}
+	} else {
 		d, err := os.MkdirTemp("", "sluice-redis-")
 		if err != nil {
 			return nil, fmt.Errorf("redistest: %w", err)
