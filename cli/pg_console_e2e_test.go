@@ -21,8 +21,10 @@ import (
 )
 
 // TestConsolePostgresMarkTwoAndBulkRetry: the console end to end on a
-// PostgreSQL store (issue 17). The real binary runs `sluice demo` on a
-// fresh schema of the shared server (migrate=true) in tmux; two archived
+// PostgreSQL store (issue 17), directly and through a PgBouncer of the
+// test's own in transaction pooling mode (SLUICE_TEST_PGBOUNCER=1, as
+// scripts/test sets it; required with CI). The real binary runs `sluice
+// demo` on a fresh schema of the shared server (migrate=true) in tmux; two archived
 // jobs are marked with space and retried with r (confirmed), then a bulk
 // retry runs from a filter (kind:invoice.generate) with b. The store then
 // says exactly those jobs were retried: the operator's single retries on
@@ -30,10 +32,20 @@ import (
 // invoice jobs as the console reported. The schema is dropped at the end.
 func TestConsolePostgresMarkTwoAndBulkRetry(t *testing.T) {
 	bin := e2eBinary(t)
+	for _, bouncer := range []bool{false, true} {
+		name := map[bool]string{false: "direct", true: "pgbouncer"}[bouncer]
+		t.Run(name, func(t *testing.T) { pgMarkTwoAndBulkRetry(t, bin, bouncer) })
+	}
+}
+
+func pgMarkTwoAndBulkRetry(t *testing.T, bin string, bouncer bool) {
 	storeURL, schema := pgcluster.SharedStoreURL(t)
+	if bouncer {
+		storeURL = e2eBouncerURL(t, schema)
+	}
 	storeURL = pgcluster.Migrating(storeURL)
 	logFile := filepath.Join(t.TempDir(), "demo.log")
-	c := startConsole(t, "pg", "", fmt.Sprintf("%s demo --store '%s' --trickle 0 --backlog 0 --log-file %s", bin, storeURL, logFile))
+	c := startConsole(t, "pg-"+map[bool]string{false: "direct", true: "bouncer"}[bouncer], "", fmt.Sprintf("%s demo --store '%s' --trickle 0 --backlog 0 --log-file %s", bin, storeURL, logFile))
 	t.Cleanup(func() {
 		if t.Failed() {
 			out, _ := os.ReadFile(logFile)
@@ -82,8 +94,8 @@ func TestConsolePostgresMarkTwoAndBulkRetry(t *testing.T) {
 
 	slices.Sort(marked)
 	single, bulk, ops := pgRetries(t, storeURL)
-	t.Logf("store %s: single retries %v (marked %v); bulk operations %v retried %d jobs (the console: %s)",
-		schema, single, marked, ops, len(bulk), done[0])
+	t.Logf("store %s (%s): single retries %v (marked %v); bulk operations %v retried %d jobs (the console: %s)",
+		schema, cliutil.RedactURL(storeURL), single, marked, ops, len(bulk), done[0])
 	if !slices.Equal(single, marked) {
 		t.Errorf("jobs with an operator's single retry: %v, want exactly the marked %v", single, marked)
 	}
@@ -111,6 +123,32 @@ func TestConsolePostgresMarkTwoAndBulkRetry(t *testing.T) {
 	if _, err := cn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
 		t.Errorf("drop schema %s: %v", schema, err)
 	}
+}
+
+// e2eBouncerURL starts a PgBouncer (transaction pooling) in front of the
+// shared server for t and returns the store URL through it in schema,
+// LISTEN going to the server directly. It skips unless the tests may start
+// one (pgcluster.BouncerAllowed), and fails with CI when it cannot.
+func e2eBouncerURL(t *testing.T, schema string) string {
+	t.Helper()
+	if !pgcluster.BouncerAllowed() {
+		t.Skip("PgBouncer: set SLUICE_TEST_PGBOUNCER=1 to start one (scripts/test does when pgbouncer is installed)")
+	}
+	server := pgcluster.SharedURL()
+	b, err := pgcluster.StartBouncer(context.Background(), pgcluster.BouncerOptions{Server: server})
+	if err != nil {
+		if _, ok := pgcluster.BouncerInstalled(); !ok && os.Getenv("CI") == "" {
+			t.Skip(err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("---- pgbouncer log ----\n%s", tailText(b.Log(), 4000))
+		}
+		b.Close()
+	})
+	return pgcluster.BouncerStoreURL(pgcluster.WithSchema(b.URL(), schema), server)
 }
 
 var bulkRetryMessage = regexp.MustCompile(`^bulk retry \(operation (\S+)\)$`)
