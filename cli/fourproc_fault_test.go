@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/chaos"
 )
@@ -62,9 +64,15 @@ func fourProcesses(t *testing.T, storeURL string, n int) {
 
 	// A lease of 3 s renewed every 300 ms: a loaded machine does not lose
 	// a live process's lease, so a second run is the kill's doing.
+	// On Redis each handler run is also counted in a side key of the
+	// test's namespace (testworker --count-redis), a second account.
+	var count []string
+	if strings.HasPrefix(storeURL, "redis://") {
+		count = []string{"--count-redis", storeURL}
+	}
 	start := func(name string) *child {
-		return startWorker(t, bin, storeURL, name, "--queues", queue, "--record", side,
-			"--lease", "3s", "--heartbeat", "300ms", "--log-level", "info")
+		return startWorker(t, bin, storeURL, name, append([]string{"--queues", queue, "--record", side,
+			"--lease", "3s", "--heartbeat", "300ms", "--log-level", "info"}, count...)...)
 	}
 	t0 := time.Now()
 	ws := []*child{start("four-1"), start("four-2"), start("four-3"), start("four-4")}
@@ -179,6 +187,9 @@ func fourProcesses(t *testing.T, storeURL string, n int) {
 	}
 	if len(held) == 0 {
 		t.Errorf("the kill of %s charged no crash: no lease of its was reclaimed", victim.name)
+	}
+	if count != nil {
+		checkRedisRuns(t, storeURL, side, victim.name, ids, runs)
 	}
 	if strings.HasPrefix(storeURL, "sqlite:") && (lateClaims > 0 || lateCompletions > 0) {
 		t.Errorf("SQLite: %d claims and %d completions of the killed process landed after its death", lateClaims, lateCompletions)
@@ -335,4 +346,65 @@ func readSide(t *testing.T, path string) (runs, completions map[string]int, last
 		t.Fatal(err)
 	}
 	return runs, completions, last
+}
+
+// checkRedisRuns holds the side key's count of handler runs
+// ({NS}:side:runs, written by testworker --count-redis) to the side
+// table's: equal for every job, but one fewer where the killed process
+// ran the job (it may have died between the two records); every job
+// counted at least once.
+func checkRedisRuns(t *testing.T, storeURL, side, victim string, ids []string, runs map[string]int) {
+	t.Helper()
+	tg, err := redis.ParseURL(storeURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := goredis.NewClient(tg.Options)
+	defer c.Close()
+	m, err := c.HGetAll(context.Background(), "{"+tg.Namespace+"}:side:runs").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byVictim := map[string]bool{}
+	db, err := sql.Open("sqlite", side)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT DISTINCT job_id FROM executions WHERE process = ?`, victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		byVictim[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+	once, short := 0, 0
+	for _, id := range ids {
+		k, _ := strconv.Atoi(m[id])
+		switch {
+		case k == runs[id]:
+		case k == runs[id]-1 && byVictim[id]:
+			short++
+		default:
+			t.Errorf("job %s: the side key counts %d handler runs, the side table %d", id, k, runs[id])
+		}
+		if k == 0 {
+			t.Errorf("job %s: completed, and the side key counts no handler run", id)
+		}
+		if k == 1 {
+			once++
+		}
+	}
+	if len(m) != len(ids) {
+		t.Errorf("the side key counts runs of %d jobs, want %d", len(m), len(ids))
+	}
+	t.Logf("side key: %d of %d jobs run exactly once; %d runs of the killed process counted in the side table only", once, len(ids), short)
 }

@@ -69,11 +69,21 @@ func Register(e *engine.Engine) error { return RegisterRecording(nil)(e) }
 // RegisterRecording returns a Register that also records each handler run
 // in rec (nil records nothing), under the engine's worker id.
 func RegisterRecording(rec *Recorder) func(*engine.Engine) error {
+	return RegisterCounting(rec, nil)
+}
+
+// RegisterCounting is RegisterRecording that also hands each handler run
+// to count (nil: none), after the side table has it: a second account
+// kept elsewhere (testworker --count-redis keeps one in a Redis key).
+func RegisterCounting(rec *Recorder, count func(*engine.Job)) func(*engine.Engine) error {
 	return func(e *engine.Engine) error {
 		process := e.WorkerID()
 		note := func(j *engine.Job) {
 			if rec != nil {
 				rec.Execution(j, process)
+			}
+			if count != nil {
+				count(j)
 			}
 		}
 		for _, k := range []engine.Kind{

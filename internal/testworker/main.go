@@ -7,7 +7,7 @@
 //	testworker chaos --store URL --duration D --seed S ...   (the harness)
 //
 // `worker` is sluice's own worker command, unless --record FILE,
-// --defeat-fencing or --fault is given: then it is this binary's worker (worker.go),
+// --defeat-fencing, --fault or --count-redis is given: then it is this binary's worker (worker.go),
 // which takes the same flags, wraps its store in the chaos witness (each
 // claim, completion and finish recorded in the side table FILE, with
 // whether the store accepted it) and, with --defeat-fencing, defeats
@@ -45,7 +45,7 @@ func main() {
 func witnessed(args []string) bool {
 	for _, a := range args {
 		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if strings.HasPrefix(a, "-") && (name == "record" || name == "defeat-fencing" || name == "fault") {
+		if strings.HasPrefix(a, "-") && (name == "record" || name == "defeat-fencing" || name == "fault" || name == "count-redis") {
 			return true
 		}
 	}

@@ -6,11 +6,15 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/spf13/pflag"
 
+	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/chaos"
 	"github.com/sluicehq/sluice/internal/cliutil"
@@ -24,7 +28,7 @@ func runWorker(args []string) int {
 	fs := pflag.NewFlagSet("testworker worker", pflag.ContinueOnError)
 	var (
 		storeURL, queues, workerID, record string
-		fault                              string
+		fault, countRedis                  string
 		concurrency, crashLimit            int
 		lease, heartbeat, poll, maint      time.Duration
 		crashBackoff, shutdownTimeout      time.Duration
@@ -44,6 +48,7 @@ func runWorker(args []string) int {
 	fs.DurationVar(&crashBackoff, "crash-backoff", 0, "fixed delay before a crashed job runs again (0: the engine's default)")
 	fs.DurationVar(&shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long running jobs get to finish at shutdown")
 	fs.StringVar(&record, "record", "", "side table (a SQLite file) for the chaos witness")
+	fs.StringVar(&countRedis, "count-redis", "", "TEST ONLY: also count each handler run by job in the hash {NS}:side:runs on this redis://...?ns=NS URL")
 	fs.StringVar(&fault, "fault", "", "TEST ONLY: kill the process around a routed death's write ("+faultBeforeDeadLetter+" or "+faultAfterDeadLetter+")")
 	fs.BoolVar(&defeat, "defeat-fencing", false, "TEST ONLY: rewrite every lease reference to the job's current lease")
 	lo.AddFlags(fs, "log file (default stderr)")
@@ -51,7 +56,7 @@ func runWorker(args []string) int {
 		fmt.Fprintln(os.Stderr, "testworker worker:", err)
 		return 2
 	}
-	if err := work(storeURL, queues, workerID, record, fault, concurrency, crashLimit, lease, heartbeat, poll, maint,
+	if err := work(storeURL, queues, workerID, record, fault, countRedis, concurrency, crashLimit, lease, heartbeat, poll, maint,
 		crashBackoff, shutdownTimeout, noMaintenance, defeat, &lo); err != nil {
 		fmt.Fprintln(os.Stderr, "testworker worker:", err)
 		return 1
@@ -59,7 +64,7 @@ func runWorker(args []string) int {
 	return 0
 }
 
-func work(storeURL, queues, workerID, record, fault string, concurrency, crashLimit int,
+func work(storeURL, queues, workerID, record, fault, countRedis string, concurrency, crashLimit int,
 	lease, heartbeat, poll, maint, crashBackoff, shutdownTimeout time.Duration,
 	noMaintenance, defeat bool, lo *cliutil.LogOptions) error {
 	if record == "" {
@@ -114,7 +119,12 @@ func work(storeURL, queues, workerID, record, fault string, concurrency, crashLi
 	if err != nil {
 		return err
 	}
-	if err := chaos.RegisterRecording(rec)(e); err != nil {
+	count, closeCount, err := redisCounter(countRedis)
+	if err != nil {
+		return err
+	}
+	defer closeCount()
+	if err := chaos.RegisterCounting(rec, count)(e); err != nil {
 		return err
 	}
 	if err := e.Start(ctx); err != nil {
@@ -130,4 +140,34 @@ func work(storeURL, queues, workerID, record, fault string, concurrency, crashLi
 	}
 	log.Info("worker stopped", "worker", e.WorkerID())
 	return nil
+}
+
+// redisCounter is --count-redis: each handler run adds one to its job's
+// field of the hash {NS}:side:runs, in the namespace the URL names, so
+// the test's cleanup of that namespace deletes it. nil without a URL.
+func redisCounter(raw string) (func(*engine.Job), func(), error) {
+	if raw == "" {
+		return nil, func() {}, nil
+	}
+	t, err := redis.ParseURL(raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	if t.Cluster {
+		return nil, nil, fmt.Errorf("--count-redis: one server's URL, not a cluster's")
+	}
+	o := *t.Options
+	o.ClientName = "sluice-side:" + t.Namespace
+	c := goredis.NewClient(&o)
+	key := "{" + t.Namespace + "}:side:runs"
+	var once sync.Once
+	count := func(j *engine.Job) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.HIncrBy(ctx, key, j.ID, 1).Err(); err != nil {
+			// Reported once; the test then finds counts missing.
+			once.Do(func() { fmt.Fprintf(os.Stderr, "testworker: --count-redis %s: %v\n", key, err) })
+		}
+	}
+	return count, func() { c.Close() }, nil
 }
