@@ -254,10 +254,13 @@ func enqueueAll(t *testing.T, e *engine.Engine, ps []engine.EnqueueParams, retry
 	return ids
 }
 
-// enqueueBatched enqueues n chaos.sleep jobs of 0-20 ms on queue.
+// enqueueBatched enqueues n chaos.sleep jobs of 0-20 ms on queue. A batch
+// is sent again for up to a minute: a shared server busy with other
+// tests' work (a cleanup's SCAN of a large keyspace) can time a batch out,
+// and the ids make sending it again harmless.
 func enqueueBatched(t *testing.T, e *engine.Engine, queue string, n int) []string {
 	t.Helper()
-	return enqueueAll(t, e, sleepJobs(t, queue, 0, n, 0, 20), 0)
+	return enqueueAll(t, e, sleepJobs(t, queue, 0, n, 0, 20), time.Minute)
 }
 
 // counts are the queue's jobs by state, from the maintained counters.
