@@ -207,9 +207,12 @@ type run struct {
 	sqlite string // the store's file when it is SQLite
 	// cluster is the harness's own PostgreSQL server (--private on a
 	// postgres:// URL); clusterMu keeps its restarts one at a time.
-	cluster   *pgcluster.Cluster
-	redisSrv  *redistest.Server // the harness's own Redis (--private on a redis:// URL)
-	redis     bool              // the store is Redis; cuts need one server (not a cluster)
+	cluster  *pgcluster.Cluster
+	redisSrv *redistest.Server // the harness's own Redis (--private on a redis:// URL)
+	redis    bool              // the store is Redis
+	// redisOne: one Redis server, not a cluster, whose workers' connections
+	// a cut can tell apart by name (a cluster client is always named
+	// after the namespace, the harness's own connections too).
 	redisOne  bool
 	clusterMu sync.Mutex
 	down      atomic.Bool // the cluster is stopped for an outage
