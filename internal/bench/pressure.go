@@ -21,11 +21,13 @@ import (
 	"math"
 	"net/url"
 	"os"
+	"os/signal"
 	"runtime"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -170,6 +172,10 @@ type pressureRun struct {
 }
 
 func runBenchPressure(ctx context.Context, o *pressureOptions, lo *cliutil.LogOptions, stdout, stderr io.Writer) error {
+	// An interrupt ends the run through its defers, so the private
+	// cluster is stopped and removed rather than left running.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	r := &pressureRun{o: o, progress: benchProgress(stderr, "pressure"), wake: make(chan struct{}, 1)}
 	err := r.run(ctx, lo, stderr)
 	// One line per phase, the ones that ran (all of them when err is nil).
@@ -514,8 +520,13 @@ func (r *pressureRun) run(ctx context.Context, lo *cliutil.LogOptions, stderr io
 	if err := failed(); err != nil {
 		return err
 	}
-	for r.handled.Load() < r.enqueued.Load() && ctx.Err() == nil {
+	// What is still queued when the drain's time is up stays available:
+	// a store that never caught up would otherwise keep the run for hours.
+	for r.handled.Load() < r.enqueued.Load() && time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(100 * time.Millisecond)
+	}
+	if left := r.enqueued.Load() - r.handled.Load(); left > 0 {
+		r.progress("drain time is up with %d jobs not yet run; stopping", left)
 	}
 	engineStopped = true
 	if err := stopEngine(ctx, r.e); err != nil {
