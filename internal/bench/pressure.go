@@ -108,7 +108,7 @@ Prints one key=value result line per phase on stdout; progress on stderr.`,
 	f.Float64Var(&o.highMult, "high-mult", 1.5, "rate multiplier of the high-load phase")
 	f.IntVar(&o.readerCount, "reader-count", 4, "REPEATABLE READ readers in the readers phase")
 	f.DurationVar(&o.readerTx, "reader-tx", time.Minute, "how long each reader's transaction lasts before it starts another (scaled)")
-	f.IntVar(&o.inserters, "inserters", 8, "producer goroutines sending EnqueueMany batches")
+	f.IntVar(&o.inserters, "inserters", 4, "producer goroutines sending EnqueueMany batches")
 	f.DurationVar(&o.sampleEvery, "sample-every", 5*time.Second, "table statistics sampling period (timeline)")
 	f.DurationVar(&o.explainEvery, "explain-every", 15*time.Second, "EXPLAIN (ANALYZE, BUFFERS) of the claim statement this often (0: never)")
 	f.IntVar(&o.explainLimit, "explain-limit", 100, "the LIMIT of the sampled claim")
@@ -144,7 +144,8 @@ type pressurePhase struct {
 type pressureRun struct {
 	o        *pressureOptions
 	progress func(string, ...any)
-	e        *engine.Engine
+	e        *engine.Engine // the workers'
+	pe       *engine.Engine // the producer's
 	admin    *pgxpool.Pool
 	schema   string
 
@@ -386,6 +387,19 @@ func (r *pressureRun) run(ctx context.Context, lo *cliutil.LogOptions, stderr io
 		r.explain = f
 	}
 
+	// The producer has a store and an engine of its own, as a producing
+	// process would: sharing the workers' pool, its inserts took the
+	// connections the claims and acknowledgements wait for. Its engine
+	// is never started; it only enqueues, and the workers hear of its
+	// jobs the way another process's are heard of.
+	pstore, err := cliutil.OpenStore(ctx, storeURL, log)
+	if err != nil {
+		return err
+	}
+	defer pstore.Close()
+	if r.pe, err = engine.New(pstore, engine.Config{Logger: log}); err != nil {
+		return err
+	}
 	r.e, err = engine.New(store, engine.Config{
 		Queues: map[string]engine.QueueConfig{o.queue: {Concurrency: o.workers}},
 		Logger: log,
@@ -630,7 +644,7 @@ func (r *pressureRun) insert(ctx context.Context) error {
 		for range k {
 			ps = append(ps, engine.EnqueueParams{Queue: r.o.queue, Kind: benchKind, Payload: []byte(`{}`)})
 		}
-		rs, err := r.e.EnqueueMany(ctx, ps)
+		rs, err := r.pe.EnqueueMany(ctx, ps)
 		if err != nil {
 			return fmt.Errorf("enqueue: %w", err)
 		}
