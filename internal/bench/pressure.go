@@ -61,6 +61,8 @@ type pressureOptions struct {
 	explainEvery time.Duration
 	explainLimit int
 	explainOut   string
+	explainPlan  string
+	storeParams  string
 	timeline     string
 	drainMax     time.Duration
 	keep         bool
@@ -112,6 +114,8 @@ Prints one key=value result line per phase on stdout; progress on stderr.`,
 	f.DurationVar(&o.sampleEvery, "sample-every", 5*time.Second, "table statistics sampling period (timeline)")
 	f.DurationVar(&o.explainEvery, "explain-every", 15*time.Second, "EXPLAIN (ANALYZE, BUFFERS) of the claim statement this often (0: never)")
 	f.IntVar(&o.explainLimit, "explain-limit", 100, "the LIMIT of the sampled claim")
+	f.StringVar(&o.explainPlan, "explain-plan", "generic", "the sampled claim's plan: generic (what the store's prepared statement ran, seen in this benchmark) or custom (planned for its parameters)")
+	f.StringVar(&o.storeParams, "store-params", "", "more query parameters for the store URL, e.g. plan_cache_mode=force_custom_plan (a server setting of its connections)")
 	f.StringVar(&o.explainOut, "explain-out", "", "write each sampled claim plan (JSON, one a line) to this file")
 	f.StringVar(&o.timeline, "timeline", "", "write the samples (CSV) to this file")
 	f.DurationVar(&o.drainMax, "drain-max", 5*time.Minute, "after the last phase, wait at most this long for the backlog to return to its clean level")
@@ -257,21 +261,25 @@ func (r *pressureRun) phaseResult(p *pressurePhase, res *benchResult) {
 	res.add("counts_total_mb", float64(s.counts.total)/(1<<20))
 	res.add("other_dead", s.otherDead)
 	res.add("xmin_age_max", p.xminAgeMax)
+	res.add("claim_plan", r.o.explainPlan)
 	res.add("claim_explains", len(p.explains))
-	first, last, most, ms := "na", "na", "na", "na"
+	first, last, most, cLast, cMost, ms, msMost := "na", "na", "na", "na", "na", "na", "na"
 	if n := len(p.explains); n > 0 {
 		first, last = fmt.Sprint(p.explains[0].pickBuffers), fmt.Sprint(p.explains[n-1].pickBuffers)
-		m := int64(0)
+		m, c, t := int64(0), int64(0), 0.0
 		for _, x := range p.explains {
-			m = max(m, x.pickBuffers)
+			m, c, t = max(m, x.pickBuffers), max(c, x.buffers), max(t, x.execMS)
 		}
-		most = fmt.Sprint(m)
-		ms = fmt.Sprintf("%.3f", p.explains[n-1].execMS)
+		most, cLast, cMost = fmt.Sprint(m), fmt.Sprint(p.explains[n-1].buffers), fmt.Sprint(c)
+		ms, msMost = fmt.Sprintf("%.3f", p.explains[n-1].execMS), fmt.Sprintf("%.3f", t)
 	}
 	res.add("pick_buffers_first", first)
 	res.add("pick_buffers_last", last)
 	res.add("pick_buffers_max", most)
+	res.add("claim_buffers_last", cLast)
+	res.add("claim_buffers_max", cMost)
 	res.add("claim_ms_last", ms)
+	res.add("claim_ms_max", msMost)
 }
 
 // quantile32 is the q-quantile of sorted xs (nearest rank), 0 when empty.
@@ -287,6 +295,9 @@ func (r *pressureRun) run(ctx context.Context, lo *cliutil.LogOptions, stderr io
 	o := r.o
 	if o.rate <= 0 || o.workers <= 0 || o.scale <= 0 || o.inserters <= 0 || o.readerCount < 0 {
 		return errors.New("--rate, --workers, --scale and --inserters must be positive")
+	}
+	if o.explainPlan != "generic" && o.explainPlan != "custom" {
+		return errors.New("--explain-plan is generic or custom")
 	}
 	if o.private == (o.store != "") {
 		return errors.New("give one of --store postgres://… and --private")
@@ -363,6 +374,9 @@ func (r *pressureRun) run(ctx context.Context, lo *cliutil.LogOptions, stderr io
 		}()
 	}
 	storeURL := pgcluster.Migrating(pgcluster.WithSchema(base, r.schema))
+	if o.storeParams != "" {
+		storeURL += "&" + o.storeParams
+	}
 	store, err := cliutil.OpenStore(ctx, storeURL, log)
 	if err != nil {
 		return err
@@ -376,7 +390,7 @@ func (r *pressureRun) run(ctx context.Context, lo *cliutil.LogOptions, stderr io
 		}
 		defer f.Close()
 		r.timeline = f
-		fmt.Fprintln(f, "t_seconds,phase,offered,enqueued,completed,backlog,producer_owed,jobs_live,jobs_dead,jobs_autovacuum,jobs_total_mb,claim_index_mb,xmin_age,pick_buffers,claim_ms")
+		fmt.Fprintln(f, "t_seconds,phase,offered,enqueued,completed,backlog,producer_owed,jobs_live,jobs_dead,jobs_autovacuum,jobs_total_mb,claim_index_mb,xmin_age,pick_buffers,claim_buffers,claim_ms")
 	}
 	if o.explainOut != "" {
 		f, err := os.Create(o.explainOut)
@@ -987,15 +1001,15 @@ func (r *pressureRun) sample(ctx context.Context) error {
 			if p != nil {
 				name = p.name
 			}
-			pb, ms := "", ""
+			pb, cb, ms := "", "", ""
 			if ex != nil {
-				pb, ms = fmt.Sprint(ex.pickBuffers), fmt.Sprintf("%.3f", ex.execMS)
+				pb, cb, ms = fmt.Sprint(ex.pickBuffers), fmt.Sprint(ex.buffers), fmt.Sprintf("%.3f", ex.execMS)
 			}
 			enq, owed, h := r.enqueued.Load(), r.owed.Load(), r.handled.Load()
 			r.tlMu.Lock()
-			fmt.Fprintf(r.timeline, "%.1f,%s,%d,%d,%d,%d,%d,%d,%d,%d,%.2f,%.2f,%d,%s,%s\n",
+			fmt.Fprintf(r.timeline, "%.1f,%s,%d,%d,%d,%d,%d,%d,%d,%d,%.2f,%.2f,%d,%s,%s,%s\n",
 				now.Sub(t0).Seconds(), name, r.offered.Load(), enq, h, enq+owed-h, owed,
-				s.jobs.live, s.jobs.dead, s.jobs.autovacuum, float64(s.jobs.total)/(1<<20), float64(s.claimIndex)/(1<<20), age, pb, ms)
+				s.jobs.live, s.jobs.dead, s.jobs.autovacuum, float64(s.jobs.total)/(1<<20), float64(s.claimIndex)/(1<<20), age, pb, cb, ms)
 			r.tlMu.Unlock()
 		}
 	}
@@ -1008,7 +1022,10 @@ type claimExplain struct {
 	pickBuffers int64
 	pickRows    int64
 	pickIndex   string
-	execMS      float64
+	// buffers are the whole statement's (the top node's, which runs
+	// the claim's UPDATE).
+	buffers int64
+	execMS  float64
 }
 
 // explainClaim runs the claim statement the engine runs, read from
@@ -1047,14 +1064,22 @@ func (r *pressureRun) explainClaim(ctx context.Context) (*claimExplain, error) {
 		return nil, err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	// The parameters of backend/postgres's sqlClaim: a lease, a worker,
-	// 30 s, the queue, the limit, no suspects, not lone, any kind, no
-	// past-deadline state. Literals: EXPLAIN EXECUTE takes no bind
-	// parameters of its own.
+	// The store's connections run the claim as a prepared statement,
+	// which PostgreSQL plans generically after five runs: in this
+	// benchmark that plan joined the picked ids to a sequential scan of
+	// the jobs table. A session that runs it every few seconds would
+	// keep custom plans, so the plan is forced either way.
+	if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_"+r.o.explainPlan+"_plan", pgx.QueryExecModeSimpleProtocol); err != nil {
+		return nil, fmt.Errorf("explain claim: %w", err)
+	}
+	// The parameters of backend/postgres's sqlClaim as the engine sends
+	// them: a lease, a worker, 30 s, the queue, the limit, no suspects,
+	// not lone, the one kind at version 1, no past-deadline state.
+	// Literals: EXPLAIN EXECUTE takes no bind parameters of its own.
 	var plan []byte
 	err = tx.QueryRow(ctx, fmt.Sprintf(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE sluice_pressure_claim(
-		'pressure-explain', 'pressure-explain', 30000000000, %s, %d, 0, false, NULL, NULL, '', '', '', '', '', '', '', '', '')`,
-		quoteLiteral(r.o.queue), r.o.explainLimit), pgx.QueryExecModeSimpleProtocol).Scan(&plan)
+		'pressure-explain', 'pressure-explain', 30000000000, %s, %d, 0, false, ARRAY[%s], ARRAY[1], '', '', '', '', '', '', '', '', '')`,
+		quoteLiteral(r.o.queue), r.o.explainLimit, quoteLiteral(benchKind)), pgx.QueryExecModeSimpleProtocol).Scan(&plan)
 	if err != nil {
 		return nil, fmt.Errorf("explain claim: %w", err)
 	}
@@ -1104,7 +1129,8 @@ func parseClaimPlan(b []byte) (*claimExplain, error) {
 	if err := json.Unmarshal(b, &doc); err != nil || len(doc) == 0 {
 		return nil, fmt.Errorf("claim plan: %w", errors.Join(err, errors.New("no plan")))
 	}
-	x := &claimExplain{execMS: doc[0].ExecutionTime, pickBuffers: -1}
+	x := &claimExplain{execMS: doc[0].ExecutionTime, pickBuffers: -1,
+		buffers: doc[0].Plan.SharedHit + doc[0].Plan.SharedRead}
 	var walk func(n *planNode, inPick bool)
 	walk = func(n *planNode, inPick bool) {
 		if n.SubplanName == "CTE picked" {
