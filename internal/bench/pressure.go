@@ -354,7 +354,15 @@ func (r *pressureRun) run(ctx context.Context, lo *cliutil.LogOptions, stderr io
 		return err
 	}
 	r.connURL = connURL
-	r.admin, err = pgxpool.New(ctx, connURL+"&application_name=sluice-pressure-admin")
+	// A connection for each reader and the idle transaction, and more
+	// for the sampler: with pgxpool's default of 4 the readers held them
+	// all and the sampling stopped for their phase.
+	pc, err := pgxpool.ParseConfig(connURL + "&application_name=sluice-pressure-admin")
+	if err != nil {
+		return fmt.Errorf("admin pool: %w", err)
+	}
+	pc.MaxConns = int32(o.readerCount + 4)
+	r.admin, err = pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return fmt.Errorf("admin pool: %w", err)
 	}
