@@ -43,6 +43,10 @@ type Options struct {
 	// Log receives the commands run and their output on failure (nil:
 	// discarded).
 	Log io.Writer
+	// Durable keeps fsync and full_page_writes at PostgreSQL's defaults
+	// (on). The fault tests turn them off for speed; a benchmark keeps
+	// them, so that commits cost what they cost on a real server.
+	Durable bool
 }
 
 // Cluster is a private PostgreSQL server: its data folder, its port, and
@@ -124,10 +128,11 @@ func (c *Cluster) Resume(ctx context.Context) error {
 		"-c", "listen_addresses=127.0.0.1",
 		"-c", "unix_socket_directories=" + c.dir,
 		"-c", "max_connections=" + strconv.Itoa(c.o.MaxConnections),
+	}
+	if !c.o.Durable {
 		// The tests measure nothing here; what they check survives a
 		// clean restart without fsync.
-		"-c", "fsync=off",
-		"-c", "full_page_writes=off",
+		opts = append(opts, "-c", "fsync=off", "-c", "full_page_writes=off")
 	}
 	keys := make([]string, 0, len(c.o.Settings))
 	for k := range c.o.Settings {
