@@ -59,6 +59,30 @@ func dstr(d time.Duration) string {
 	return strconv.FormatInt(s, 10) + ":" + strconv.FormatInt(ns, 10)
 }
 
+// tadd is the scripts' tadd on a time they sent: t plus d, clamped as
+// they clamp (so a lease expiry computed here is the one they stored).
+func tadd(t string, d time.Duration) string {
+	n := atoi64(t)
+	s, ns := n/1e9, n%1e9
+	ds, dns := int64(d/time.Second), int64(d%time.Second)
+	if dns < 0 {
+		dns += 1e9
+		ds--
+	}
+	s, ns = s+ds, ns+dns
+	if ns >= 1e9 {
+		ns -= 1e9
+		s++
+	}
+	if s < 0 {
+		return "0000000000000000000"
+	}
+	if s > 9999999999 {
+		s = 9999999999
+	}
+	return fmt.Sprintf("%010d%09d", s, ns)
+}
+
 func flag(b bool) string {
 	if b {
 		return "1"

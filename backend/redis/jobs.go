@@ -225,11 +225,22 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 	res := &engine.JobClaimResult{Now: ttime(now)}
 	jobs, _ := r[1].([]any)
 	dead, _ := r[2].([]any)
+	// The script sends each job as it read it; its writes are these, the
+	// same for every job (see luaClaim).
+	exp := ttime(tadd(now, lease))
 	for _, x := range jobs {
 		j, err := jobReply(x, true)
 		if err != nil {
 			return nil, err
 		}
+		j.State = engine.StateRunning
+		j.Fence++
+		j.Version++
+		j.Lease = &engine.Lease{ID: p.LeaseID, WorkerID: p.WorkerID, Fence: j.Fence, ExpiresAt: exp}
+		at := res.Now
+		j.AttemptedAt = &at
+		j.AttemptedBy = p.WorkerID
+		j.StateChangedAt = res.Now
 		res.Jobs = append(res.Jobs, j)
 	}
 	for _, x := range dead {
