@@ -378,3 +378,87 @@ func TestClaimReplyIsTheStoredJob(t *testing.T) {
 		})
 	}
 }
+
+// TestLongBatchesGoAsChunks: a claim, a completion or an insert longer
+// than one script takes goes as several scripts and still does what one
+// would: the claim takes never-crashed jobs first and suspects up to the
+// limit over all its chunks, the completion and the insert answer every
+// item.
+func TestLongBatchesGoAsChunks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := redistest.New(t)
+	// Five jobs crash once (their first run is charged a crash) and come
+	// back; 700 never ran.
+	var crashed []*engine.JobInsertParams
+	for i := range 5 {
+		crashed = append(crashed, &engine.JobInsertParams{ID: fmt.Sprintf("c%d", i), Queue: "q", Kind: "k", Payload: []byte(`{}`), SchemaVersion: 1, MaxAttempts: 3})
+	}
+	if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: crashed}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: "q", WorkerID: "w", LeaseID: "l0", Limit: 5, LeaseDuration: time.Minute})
+	if err != nil || len(c.Jobs) != 5 {
+		t.Fatalf("claimed %d, %v", len(c.Jobs), err)
+	}
+	for _, j := range c.Jobs {
+		if _, err := s.JobFinish(ctx, &engine.JobFinishParams{JobRef: engine.JobRef{ID: j.ID, LeaseID: "l0", Fence: j.Fence},
+			To: engine.StateAvailable, Charge: engine.ChargeCrash, Schedule: engine.ScheduleNow,
+			Counts: []engine.CountDelta{{Queue: "q", From: engine.StateRunning, To: engine.StateAvailable, N: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var fresh []*engine.JobInsertParams
+	for i := range 700 {
+		fresh = append(fresh, &engine.JobInsertParams{ID: fmt.Sprintf("j%03d", i), Queue: "q", Kind: "k", Payload: []byte(`{}`), SchemaVersion: 1, MaxAttempts: 3})
+	}
+	ins, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: fresh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range ins {
+		if r.Err != nil || r.Job == nil || r.Job.ID != fresh[i].ID {
+			t.Fatalf("insert result %d: %+v", i, r)
+		}
+	}
+	// 650 never-crashed jobs fill the first chunks; 50 and two suspects
+	// the last.
+	c, err = s.JobClaim(ctx, &engine.JobClaimParams{Queue: "q", WorkerID: "w", LeaseID: "l1", Limit: 760, Suspects: 2, LeaseDuration: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen, suspects := map[string]bool{}, 0
+	for _, j := range c.Jobs {
+		if seen[j.ID] {
+			t.Fatalf("job %s claimed twice", j.ID)
+		}
+		seen[j.ID] = true
+		if j.CrashAttempt == 1 {
+			suspects++
+		}
+	}
+	if len(c.Jobs) != 702 || suspects != 2 {
+		t.Fatalf("claimed %d jobs, %d of them suspects; want 702 and 2", len(c.Jobs), suspects)
+	}
+	items := make([]engine.JobCompleteItem, len(c.Jobs))
+	for i, j := range c.Jobs {
+		items[i] = engine.JobCompleteItem{JobRef: engine.JobRef{ID: j.ID, LeaseID: "l1", Fence: j.Fence}}
+	}
+	items = append(items, engine.JobCompleteItem{JobRef: engine.JobRef{ID: "c0", LeaseID: "other", Fence: 9}})
+	res, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: items, EndProbation: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range res[:len(res)-1] {
+		if e != nil {
+			t.Fatalf("item %d: %v", i, e)
+		}
+	}
+	if !errors.Is(res[len(res)-1], engine.ErrLeaseLost) {
+		t.Fatalf("the last item, on no lease: %v", res[len(res)-1])
+	}
+	n, _, err := s.JobCount(ctx, &engine.JobCountParams{Filter: engine.Filter{States: []engine.State{engine.StateCompleted}}})
+	if err != nil || n != 702 {
+		t.Fatalf("completed: %d %v; want 702", n, err)
+	}
+}
