@@ -323,7 +323,8 @@ return res
 // pd_to, pd_reason, pd_le, pd_ep, ev_kind, ev_actor, ev_from, ev_to, ev_msg
 // (pd_to "" leaves such jobs alone).
 //
-// Returns {now, jobs, dead}: each job as {fields, errors}, a claimed job
+// Returns {now, jobs, dead}: each job as {fields, errors}, jobs packed in
+// one MessagePack string (arrays of strings; see unpackStrings), a claimed job
 // with its fields as they were before the claim (its hash as read, not
 // copied again into the reply): JobClaim applies the claim's writes
 // (running, fence and version one up, the lease expiring at now plus dur,
@@ -432,7 +433,9 @@ if #stm > 0 then
   for k, ms in pairs(sk) do zmany(false, K('sk', 'available', k), ms) end
   zmany(true, K('run'), runm)
 end
-return {NOW, jobs, dead}
+-- One MessagePack string rather than a reply of some forty strings a job:
+-- the reply's encoding was a third of the claim's time on the server.
+return {NOW, cmsgpack.pack(jobs), dead}
 `)
 
 // luaComplete finishes successful jobs (JobCompleteMany).
