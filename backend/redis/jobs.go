@@ -250,12 +250,16 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 	}
 	now, _ := r[0].(string)
 	res := &engine.JobClaimResult{Now: ttime(now)}
-	packed, _ := r[1].(string)
-	jv, err := unpackStrings(packed)
-	if err != nil {
-		return nil, fmt.Errorf("redis: claim %s: %w", p.Queue, err)
+	// Claimed jobs come packed; a claim that returns early (a paused
+	// queue) sends a plain empty array.
+	jobs, _ := r[1].([]any)
+	if packed, ok := r[1].(string); ok {
+		jv, err := unpackStrings(packed)
+		if err != nil {
+			return nil, fmt.Errorf("redis: claim %s: %w", p.Queue, err)
+		}
+		jobs, _ = jv.([]any)
 	}
-	jobs, _ := jv.([]any)
 	dead, _ := r[2].([]any)
 	// The script sends each job as it read it; its writes are these, the
 	// same for every job (see luaClaim).
