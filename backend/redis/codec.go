@@ -1,7 +1,9 @@
 package redis
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -57,6 +59,30 @@ func dstr(d time.Duration) string {
 		s--
 	}
 	return strconv.FormatInt(s, 10) + ":" + strconv.FormatInt(ns, 10)
+}
+
+// tadd is the scripts' tadd on a time they sent: t plus d, clamped as
+// they clamp (so a lease expiry computed here is the one they stored).
+func tadd(t string, d time.Duration) string {
+	n := atoi64(t)
+	s, ns := n/1e9, n%1e9
+	ds, dns := int64(d/time.Second), int64(d%time.Second)
+	if dns < 0 {
+		dns += 1e9
+		ds--
+	}
+	s, ns = s+ds, ns+dns
+	if ns >= 1e9 {
+		ns -= 1e9
+		s++
+	}
+	if s < 0 {
+		return "0000000000000000000"
+	}
+	if s > 9999999999 {
+		s = 9999999999
+	}
+	return fmt.Sprintf("%010d%09d", s, ns)
 }
 
 func flag(b bool) string {
@@ -254,4 +280,83 @@ func sliceMap(fl []string) map[string]string {
 		m[fl[i]] = fl[i+1]
 	}
 	return m
+}
+
+// errPacked is a MessagePack reply this package cannot read.
+var errPacked = errors.New("bad packed reply")
+
+// unpackStrings reads what the scripts' cmsgpack.pack makes of nested
+// tables of strings: arrays ([]any) and strings, the shape a reply of the
+// same tables would have had.
+func unpackStrings(s string) (any, error) {
+	v, rest, err := unpackValue(s, 0)
+	if err != nil {
+		return nil, err
+	}
+	if rest != "" {
+		return nil, fmt.Errorf("%w: %d bytes past its end", errPacked, len(rest))
+	}
+	return v, nil
+}
+
+func unpackValue(s string, depth int) (any, string, error) {
+	if s == "" || depth > 16 {
+		return nil, "", errPacked
+	}
+	b := s[0]
+	n, head := 0, 1
+	switch {
+	case b >= 0xa0 && b <= 0xbf: // fixstr
+		n = int(b & 0x1f)
+	case b == 0xd9 || b == 0xc4: // str8, bin8
+		if len(s) < 2 {
+			return nil, "", errPacked
+		}
+		n, head = int(s[1]), 2
+	case b == 0xda || b == 0xc5: // str16, bin16
+		if len(s) < 3 {
+			return nil, "", errPacked
+		}
+		n, head = int(binary.BigEndian.Uint16([]byte(s[1:3]))), 3
+	case b == 0xdb || b == 0xc6: // str32, bin32
+		if len(s) < 5 {
+			return nil, "", errPacked
+		}
+		n, head = int(binary.BigEndian.Uint32([]byte(s[1:5]))), 5
+	case b >= 0x90 && b <= 0x9f, b == 0xdc, b == 0xdd: // arrays
+		switch b {
+		case 0xdc:
+			if len(s) < 3 {
+				return nil, "", errPacked
+			}
+			n, head = int(binary.BigEndian.Uint16([]byte(s[1:3]))), 3
+		case 0xdd:
+			if len(s) < 5 {
+				return nil, "", errPacked
+			}
+			n, head = int(binary.BigEndian.Uint32([]byte(s[1:5]))), 5
+		default:
+			n = int(b & 0x0f)
+		}
+		rest := s[head:]
+		if n > len(rest) { // every element takes a byte at least
+			return nil, "", errPacked
+		}
+		arr := make([]any, n)
+		for i := range arr {
+			var err error
+			if arr[i], rest, err = unpackValue(rest, depth+1); err != nil {
+				return nil, "", err
+			}
+		}
+		return arr, rest, nil
+	case b == 0x80: // an empty table packed as a map
+		return []any{}, s[1:], nil
+	default:
+		return nil, "", fmt.Errorf("%w: type byte %#x", errPacked, b)
+	}
+	if len(s) < head+n {
+		return nil, "", errPacked
+	}
+	return s[head : head+n], s[head+n:], nil
 }

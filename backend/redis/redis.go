@@ -20,6 +20,7 @@
 //	                   rs (terminal reason) lid lw lx (lease id, worker, expiry)
 //	                   v(ersion) cp (checkpoint) dlo ro sb (dead_letter_of,
 //	                   retry_of, superseded_by) le ep (last error, its pattern)
+//	                   ne (how many error entries err:ID keeps; absent: none)
 //	ev:ID              the job's stored timeline events (list)
 //	err:ID             the job's error entries (list, capped by the plan)
 //	ids                every job id (sorted set by id): bulk batches walk it

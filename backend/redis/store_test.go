@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -301,5 +302,163 @@ func TestGroupBulkWalksTheGroup(t *testing.T) {
 	n, _, err := s.JobCount(ctx, &engine.JobCountParams{Filter: engine.Filter{States: []engine.State{engine.StateAvailable}}})
 	if err != nil || n != 3 {
 		t.Fatalf("available after the retry: %d %v", n, err)
+	}
+}
+
+// TestClaimReplyIsTheStoredJob: the claim sends each job as it read it and
+// JobClaim applies the claim's writes; on every path of the script (a
+// plain job, one with a deadline, one that failed before and so carries
+// its error entries and pattern) that gives the job as stored.
+func TestClaimReplyIsTheStoredJob(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := redistest.New(t)
+	dl := time.Now().Add(time.Hour)
+	insert := func(js ...*engine.JobInsertParams) {
+		t.Helper()
+		res, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: js})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+		}
+	}
+	claim := func(q string) []*engine.Job {
+		t.Helper()
+		c, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: q, WorkerID: "w", LeaseID: "l-" + q, Limit: 10,
+			Kinds: map[string]int{"k": 1}, LeaseDuration: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Jobs
+	}
+	// "failed" fails once (an error entry, its pattern) and comes back.
+	insert(&engine.JobInsertParams{ID: "failed", Queue: "f", Kind: "k", Payload: []byte(`{"n":3}`), SchemaVersion: 1, MaxAttempts: 3})
+	j := claim("f")[0]
+	if _, err := s.JobFinish(ctx, &engine.JobFinishParams{JobRef: engine.JobRef{ID: j.ID, LeaseID: "l-f", Fence: j.Fence},
+		To: engine.StateAvailable, Charge: engine.ChargeAttempt, Schedule: engine.ScheduleNow,
+		Error:  &engine.ErrorWrite{Entry: engine.AttemptError{Attempt: 1, Message: "boom 1"}, Keep: 20, LastError: "boom 1", Pattern: "boom <n>"},
+		Counts: []engine.CountDelta{{Queue: "f", From: engine.StateRunning, To: engine.StateAvailable, N: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	insert(&engine.JobInsertParams{ID: "plain", Queue: "q", Kind: "k", Payload: []byte(`{"n":1}`), SchemaVersion: 1, MaxAttempts: 3,
+		Metadata: []byte(`{"m":1}`), Tags: []string{"t"}, Priority: 2, Fingerprint: "fp1"},
+		&engine.JobInsertParams{ID: "deadline", Queue: "q", Kind: "k", Payload: []byte(`{"n":2}`), SchemaVersion: 1, MaxAttempts: 3, Deadline: &dl})
+	for _, tc := range []struct {
+		name, q string
+		ids     []string
+		errs    int
+	}{
+		{"plain and deadline", "q", []string{"plain", "deadline"}, 0},
+		{"failed before", "f", []string{"failed"}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := claim(tc.q)
+			if len(got) != len(tc.ids) {
+				t.Fatalf("claimed %d jobs, want %d", len(got), len(tc.ids))
+			}
+			for _, j := range got {
+				if !slices.Contains(tc.ids, j.ID) {
+					t.Fatalf("claimed %s, want one of %v", j.ID, tc.ids)
+				}
+				if len(j.Errors) != tc.errs {
+					t.Errorf("job %s: %d error entries, want %d", j.ID, len(j.Errors), tc.errs)
+				}
+				stored, err := s.JobGetByID(ctx, &engine.JobGetByIDParams{ID: j.ID, IncludePayload: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(stored, j) {
+					t.Errorf("claim returned\n%+v\nstored\n%+v", j, stored)
+				}
+			}
+		})
+	}
+}
+
+// TestLongBatchesGoAsChunks: a claim, a completion or an insert longer
+// than one script takes goes as several scripts and still does what one
+// would: the claim takes never-crashed jobs first and suspects up to the
+// limit over all its chunks, the completion and the insert answer every
+// item.
+func TestLongBatchesGoAsChunks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := redistest.New(t)
+	// Five jobs crash once (their first run is charged a crash) and come
+	// back; 700 never ran.
+	var crashed []*engine.JobInsertParams
+	for i := range 5 {
+		crashed = append(crashed, &engine.JobInsertParams{ID: fmt.Sprintf("c%d", i), Queue: "q", Kind: "k", Payload: []byte(`{}`), SchemaVersion: 1, MaxAttempts: 3})
+	}
+	if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: crashed}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: "q", WorkerID: "w", LeaseID: "l0", Limit: 5, LeaseDuration: time.Minute})
+	if err != nil || len(c.Jobs) != 5 {
+		t.Fatalf("claimed %d, %v", len(c.Jobs), err)
+	}
+	for _, j := range c.Jobs {
+		if _, err := s.JobFinish(ctx, &engine.JobFinishParams{JobRef: engine.JobRef{ID: j.ID, LeaseID: "l0", Fence: j.Fence},
+			To: engine.StateAvailable, Charge: engine.ChargeCrash, Schedule: engine.ScheduleNow,
+			Counts: []engine.CountDelta{{Queue: "q", From: engine.StateRunning, To: engine.StateAvailable, N: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var fresh []*engine.JobInsertParams
+	for i := range 700 {
+		fresh = append(fresh, &engine.JobInsertParams{ID: fmt.Sprintf("j%03d", i), Queue: "q", Kind: "k", Payload: []byte(`{}`), SchemaVersion: 1, MaxAttempts: 3})
+	}
+	ins, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: fresh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range ins {
+		if r.Err != nil || r.Job == nil || r.Job.ID != fresh[i].ID {
+			t.Fatalf("insert result %d: %+v", i, r)
+		}
+	}
+	// 650 never-crashed jobs fill the first chunks; 50 and two suspects
+	// the last.
+	c, err = s.JobClaim(ctx, &engine.JobClaimParams{Queue: "q", WorkerID: "w", LeaseID: "l1", Limit: 760, Suspects: 2, LeaseDuration: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen, suspects := map[string]bool{}, 0
+	for _, j := range c.Jobs {
+		if seen[j.ID] {
+			t.Fatalf("job %s claimed twice", j.ID)
+		}
+		seen[j.ID] = true
+		if j.CrashAttempt == 1 {
+			suspects++
+		}
+	}
+	if len(c.Jobs) != 702 || suspects != 2 {
+		t.Fatalf("claimed %d jobs, %d of them suspects; want 702 and 2", len(c.Jobs), suspects)
+	}
+	items := make([]engine.JobCompleteItem, len(c.Jobs))
+	for i, j := range c.Jobs {
+		items[i] = engine.JobCompleteItem{JobRef: engine.JobRef{ID: j.ID, LeaseID: "l1", Fence: j.Fence}}
+	}
+	items = append(items, engine.JobCompleteItem{JobRef: engine.JobRef{ID: "c0", LeaseID: "other", Fence: 9}})
+	res, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: items, EndProbation: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range res[:len(res)-1] {
+		if e != nil {
+			t.Fatalf("item %d: %v", i, e)
+		}
+	}
+	if !errors.Is(res[len(res)-1], engine.ErrLeaseLost) {
+		t.Fatalf("the last item, on no lease: %v", res[len(res)-1])
+	}
+	n, _, err := s.JobCount(ctx, &engine.JobCountParams{Filter: engine.Filter{States: []engine.State{engine.StateCompleted}}})
+	if err != nil || n != 702 {
+		t.Fatalf("completed: %d %v; want 702", n, err)
 	}
 }
