@@ -34,6 +34,7 @@ type benchDeadOptions struct {
 	pageSize  int
 	noRetry   bool
 	reuse     bool
+	seed      string
 }
 
 func newBenchDeadLetterCmd(lo *cliutil.LogOptions) *cobra.Command {
@@ -69,6 +70,7 @@ Prints one key=value result line on stdout with the peer harness's keys
 	f.IntVar(&o.listCalls, "list-calls", 20, "calls per list and counts measurement (the median is reported)")
 	f.IntVar(&o.pageSize, "page-size", 50, "rows per list page")
 	f.BoolVar(&o.noRetry, "no-retry", false, "stop before the bulk retry (leave the dead jobs in place)")
+	f.StringVar(&o.seed, "seed", "auto", "how to seed the dead jobs: handlers (failing handlers), deadline (claims archive jobs past their deadline, a thousand a statement), auto (handlers on SQLite, deadline elsewhere)")
 	f.BoolVar(&o.reuse, "reuse", false, "keep the store; if it holds the N dead jobs a --no-retry run left (or a copy of them), skip the seeding")
 	return cmd
 }
@@ -187,22 +189,50 @@ func benchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *cliutil.LogOp
 	if err != nil {
 		return err
 	}
+	probe := newRedisProbe(store)
 	var samples []string
+	memPerJob := "na"
 	if have {
 		// --reuse on a store a run with --no-retry left: its dead jobs.
 		progress("%s holds %d dead jobs: reusing them", cliutil.RedactURL(o.store), n)
 		res.add("seeded", "reused")
 	} else {
-		res.add("seeded", "handlers")
-		if samples, err = benchDeadSeed(ctx, store, o, log, progress, res); err != nil {
+		how, err := deadSeedHow(o.seed, target.Backend)
+		if err != nil {
 			return err
 		}
+		res.add("seeded", how)
+		var mem0 int64
+		if probe != nil {
+			if mem0, err = probe.usedMemory(ctx); err != nil {
+				return err
+			}
+		}
+		if how == "deadline" {
+			samples, err = benchDeadSeedDeadline(ctx, store, o, progress, res)
+		} else {
+			samples, err = benchDeadSeed(ctx, store, o, log, progress, res)
+		}
+		if err != nil {
+			return err
+		}
+		if probe != nil {
+			// The server's memory for the dead jobs (other clients' keys
+			// change it too: the shared server's figure is approximate).
+			mem1, err := probe.usedMemory(ctx)
+			if err != nil {
+				return err
+			}
+			memPerJob = fmt.Sprintf("%.1f", float64(mem1-mem0)/float64(n))
+		}
 	}
+	res.add("redis_used_memory_per_dead_job", memPerJob)
 
 	// ---- The operator's side, workers stopped ----
 	// An engine without workers or maintenance, as the CLI opens on a
 	// store; the bulk retry below is driven by this process.
-	e, err := engine.New(store, engine.Config{NoMaintenance: true, Logger: log})
+	timed := &batchTimer{Store: store}
+	e, err := engine.New(timed, engine.Config{NoMaintenance: true, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -310,6 +340,19 @@ func benchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *cliutil.LogOp
 
 	// ---- The bulk retry, as `sluice bulk retry --store` runs it ----
 	progress("bulk retry of every dead job")
+	slowThreshold, slow0 := "na", int64(0)
+	var redisCPU0 time.Duration
+	if probe != nil {
+		if slowThreshold, err = probe.threshold(ctx); err != nil {
+			return err
+		}
+		if redisCPU0, err = probe.cpu(ctx); err != nil {
+			return err
+		}
+		if slow0, err = probe.lastSlow(ctx); err != nil {
+			return err
+		}
+	}
 	rss := deadSampleRSS(100 * time.Millisecond)
 	cpu0 := processCPU()
 	t3 := time.Now()
@@ -344,6 +387,35 @@ func benchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *cliutil.LogOp
 	deadAddMB(res, "rss_retry_start_mb", rssStart)
 	deadAddMB(res, "rss_retry_max_mb", rssMax)
 	deadAddMB(res, "rss_retry_end_mb", rssEnd)
+	batches, b50, b99, bmax := timed.stats()
+	res.add("retry_batches", batches)
+	deadAddMs(res, "retry_batch_p50_ms", b50)
+	deadAddMs(res, "retry_batch_p99_ms", b99)
+	deadAddMs(res, "retry_batch_max_ms", bmax)
+	// Redis: no entry of ours in the slow log during the retry, at the
+	// server's threshold, is the evidence that no script took longer.
+	res.add("redis_slowlog_threshold_us", slowThreshold)
+	if probe != nil {
+		all, ours, longest, err := probe.slowSince(ctx, slow0)
+		if err != nil {
+			return err
+		}
+		res.add("redis_slowlog_entries", all)
+		res.add("redis_slowlog_ours", ours)
+		res.add("redis_slowlog_ours_max_ms", fmt.Sprintf("%.3f", float64(longest.Microseconds())/1000))
+		c, err := probe.cpu(ctx)
+		if err != nil {
+			return err
+		}
+		// The server's CPU per retried job: what a quiet core gives,
+		// whatever the wall clock of a loaded machine says.
+		res.add("redis_cpu_us_per_retried_job", fmt.Sprintf("%.2f", float64((c-redisCPU0).Microseconds())/float64(max(1, op.Succeeded))))
+	} else {
+		res.add("redis_cpu_us_per_retried_job", "na")
+		res.add("redis_slowlog_entries", "na")
+		res.add("redis_slowlog_ours", "na")
+		res.add("redis_slowlog_ours_max_ms", "na")
+	}
 
 	// ---- Every job retried exactly once ----
 	progress("verifying")
@@ -601,4 +673,18 @@ func deadSampleRSS(interval time.Duration) func() (first, peak, last float64) {
 		v := selfRSS()
 		return first, max(peak, v), v
 	}
+}
+
+// deadSeedHow resolves --seed for a store's backend.
+func deadSeedHow(seed, backend string) (string, error) {
+	switch seed {
+	case "handlers", "deadline":
+		return seed, nil
+	case "auto":
+		if backend == "sqlite" {
+			return "handlers", nil
+		}
+		return "deadline", nil
+	}
+	return "", fmt.Errorf("--seed %q: want handlers, deadline or auto", seed)
 }
