@@ -321,12 +321,37 @@ type batch struct {
 }
 
 func (b *batch) run(ctx context.Context) error {
-	p, tx := b.p, b.tx
+	p := b.p
 	b.cursor = p.After
+	// First the narrowest window that can fill the batch (the next limit
+	// ids): a selector whose jobs lie together, as a state's do after a
+	// mass death, is served without reading the whole window's ids, ten
+	// times as many. Only when it does not fill is the whole window read.
+	found, end, err := b.pick(ctx, b.limit)
+	if err == nil && len(found) < b.limit && end != nil && b.window > b.limit {
+		found, end, err = b.pick(ctx, b.window)
+	}
+	if err != nil {
+		return err
+	}
+	return b.apply(ctx, found, end)
+}
+
+// candidate is a job a batch chose, locked.
+type candidate struct {
+	id, queue, state, fingerprint string
+	quarantined                   bool
+}
+
+// pick locks the jobs the batch takes among the next window ids past its
+// cursor and returns them with the window's last id (nil: the window
+// reaches the end of the jobs).
+func (b *batch) pick(ctx context.Context, window int) ([]candidate, *string, error) {
+	p, tx := b.p, b.tx
 	var end *string
-	err := tx.QueryRow(ctx, tx.q(sqlOperationWindowEnd), p.After, b.window-1).Scan(&end)
+	err := tx.QueryRow(ctx, tx.q(sqlOperationWindowEnd), p.After, window-1).Scan(&end)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("postgres: window: %w", err)
+		return nil, nil, fmt.Errorf("postgres: window: %w", err)
 	}
 	sel := &p.Selector
 	w := newWhere()
@@ -336,7 +361,7 @@ func (b *batch) run(ctx context.Context) error {
 	}
 	w.addStates(sel.States)
 	if err := w.addFilter(sel); err != nil {
-		return err
+		return nil, nil, err
 	}
 	w.add("state_changed_at <= " + w.a.add(p.Cutoff.UnixNano()))
 	if !sel.IncludeSuperseded {
@@ -350,25 +375,28 @@ func (b *batch) run(ctx context.Context) error {
 		" ORDER BY id LIMIT " + w.a.add(b.limit) + " FOR UPDATE"
 	rows, err := tx.Query(ctx, q, w.a.vals...)
 	if err != nil {
-		return fmt.Errorf("postgres: select jobs: %w", err)
-	}
-	type candidate struct {
-		id, queue, state, fingerprint string
-		quarantined                   bool
+		return nil, nil, fmt.Errorf("postgres: select jobs: %w", err)
 	}
 	var found []candidate
 	for rows.Next() {
 		var c candidate
 		if err := rows.Scan(&c.id, &c.queue, &c.state, &c.fingerprint, &c.quarantined); err != nil {
 			rows.Close()
-			return fmt.Errorf("postgres: select jobs: %w", err)
+			return nil, nil, fmt.Errorf("postgres: select jobs: %w", err)
 		}
 		found = append(found, c)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("postgres: select jobs: %w", err)
+		return nil, nil, fmt.Errorf("postgres: select jobs: %w", err)
 	}
+	return found, end, nil
+}
+
+// apply changes the jobs found, sets the cursor and counts.
+func (b *batch) apply(ctx context.Context, found []candidate, end *string) error {
+	p, tx := b.p, b.tx
+	var err error
 	switch {
 	case len(found) == b.limit:
 		b.cursor = found[len(found)-1].id
@@ -397,20 +425,25 @@ func (b *batch) run(ctx context.Context) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	if p.Spec.Event != "" {
-		if _, err := tx.Exec(ctx, tx.q(`INSERT INTO {s}.job_events (job_id, kind, at, actor, from_state, to_state, attempt, message)
-			SELECT id, $1, $2, $3, state, $4, attempt, $5 FROM {s}.jobs WHERE id = ANY($6::text[]) ORDER BY id`),
-			string(p.Event.Kind), tx.nowNs, p.Event.Actor, string(p.Event.To), p.Event.Message, ids); err != nil {
-			return fmt.Errorf("postgres: %s jobs: events: %w", p.Spec.Action, err)
-		}
-	}
-	var tag interface{ RowsAffected() int64 }
+	// The events and the change in one statement: its parts share one
+	// snapshot, so the events read the jobs as they were before it.
+	var a []any
+	var change string
 	if p.Spec.Has(engine.EffectDelete) {
-		tag, err = tx.Exec(ctx, tx.q(`DELETE FROM {s}.jobs WHERE id = ANY($1::text[])`), ids)
+		a = []any{ids}
+		change = `DELETE FROM {s}.jobs WHERE id = ANY($1::text[])`
 	} else {
-		a := append(setArgs(p.Spec, tx.nowNs, nil), ids)
-		tag, err = tx.Exec(ctx, tx.q(`UPDATE {s}.jobs SET `+specSet(p.Spec)+fmt.Sprintf(` WHERE id = ANY($%d::text[])`, argBase(p.Spec))), a...)
+		a = append(setArgs(p.Spec, tx.nowNs, nil), ids)
+		change = `UPDATE {s}.jobs SET ` + specSet(p.Spec) + fmt.Sprintf(` WHERE id = ANY($%d::text[])`, argBase(p.Spec))
 	}
+	if p.Spec.Event != "" {
+		n := len(a)
+		a = append(a, string(p.Event.Kind), tx.nowNs, p.Event.Actor, string(p.Event.To), p.Event.Message)
+		change = fmt.Sprintf(`WITH ev AS (INSERT INTO {s}.job_events (job_id, kind, at, actor, from_state, to_state, attempt, message)
+			SELECT id, $%d, $%d, $%d, state, $%d, attempt, $%d FROM {s}.jobs WHERE id = ANY($%d::text[]) ORDER BY id) `,
+			n+1, n+2, n+3, n+4, n+5, n) + change
+	}
+	tag, err := tx.Exec(ctx, tx.q(change), a...)
 	if err != nil {
 		return fmt.Errorf("postgres: %s jobs: %w", p.Spec.Action, err)
 	}

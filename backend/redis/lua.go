@@ -110,8 +110,27 @@ local function errs(id) return redis.call('LRANGE', K('err', id), 0, -1) end
 local function out(J, payload) return {flat(J, payload), errs(J.id)} end
 local function rec(J, payload) return 'J' .. enc({enc(flat(J, payload)), enc(errs(J.id))}) end
 
-local function zlex(add, key, m)
-  if add then redis.call('ZADD', key, 0, m) else redis.call('ZREM', key, m) end
+-- ZB, when a script sets it to {}, gathers index writes (sorted set
+-- members, error group counts) so that a bulk batch writes each key once
+-- with many members instead of one call per job; flush writes them.
+local ZB = nil
+local function zb(key)
+  local b = ZB[key]
+  if not b then b = {rem = {}, add = {}}; ZB[key] = b end
+  return b
+end
+local function zset(add, key, score, m)
+  if ZB then
+    local b = zb(key)
+    if add then b.add[#b.add + 1] = score; b.add[#b.add + 1] = m else b.rem[#b.rem + 1] = m end
+  elseif add then redis.call('ZADD', key, score, m) else redis.call('ZREM', key, m) end
+end
+local function zlex(add, key, m) zset(add, key, 0, m) end
+local EGB = {}
+local function egcount(g, n)
+  if ZB then EGB[g] = (EGB[g] or 0) + n; return end
+  local v = redis.call('HINCRBY', K('egc'), g, n)
+  if v <= 0 then redis.call('HDEL', K('egc'), g) end
 end
 local function cls(c)
   c = tonumber(c)
@@ -126,7 +145,26 @@ local function count(q, s, n)
   local f = q .. US .. s
   CD[f] = (CD[f] or 0) + n
 end
+local function flushz()
+  if not ZB then return end
+  -- Removals first: a member a job leaves and re-enters in one key is
+  -- then left in, as the writes one by one would leave it.
+  for key, b in pairs(ZB) do
+    for i = 1, #b.rem, 500 do redis.call('ZREM', key, unpack(b.rem, i, math.min(i + 499, #b.rem))) end
+  end
+  for key, b in pairs(ZB) do
+    for i = 1, #b.add, 1000 do redis.call('ZADD', key, unpack(b.add, i, math.min(i + 999, #b.add))) end
+  end
+  for g, n in pairs(EGB) do
+    if n ~= 0 then
+      local v = redis.call('HINCRBY', K('egc'), g, n)
+      if v <= 0 then redis.call('HDEL', K('egc'), g) end
+    end
+  end
+  ZB, EGB = nil, {}
+end
 local function flush()
+  flushz()
   for f, n in pairs(CD) do
     if n ~= 0 then
       local v = redis.call('HINCRBY', K('counts'), f, n)
@@ -152,12 +190,11 @@ local function index(J, add)
     local g = s .. US .. J.q .. US .. J.k .. US .. J.ep
     zlex(add, K('eg', g), m)
     zlex(add, K('egi', g), id)
-    local n = redis.call('HINCRBY', K('egc'), g, add and 1 or -1)
-    if n <= 0 then redis.call('HDEL', K('egc'), g) end
+    egcount(g, add and 1 or -1)
   end
   if s == 'available' then
     local key, am = K('av', J.q, cls(J.c)), J.sch .. ':' .. id
-    if add then redis.call('ZADD', key, tonumber(J.pr), am) else redis.call('ZREM', key, am) end
+    zset(add, key, tonumber(J.pr), am)
     if J.dl ~= '' then zlex(add, K('dl', J.q), J.dl .. ':' .. id) end
   elseif s == 'scheduled' or s == 'retryable' then
     zlex(add, K('due', s), J.sch .. ':' .. id)

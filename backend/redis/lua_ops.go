@@ -84,7 +84,8 @@ return opflat(O)
 // and cursor (OperationProcessBatch).
 //
 // ARGV[4...] name/value pairs: id, holder, fence, after (the cursor),
-// limit, window, ttl ("s:ns"), cutoff (a time); the spec (s_ prefix, as
+// limit, window, budget (microseconds of the server's time the script
+// may take before it stops early), ttl ("s:ns"), cutoff (a time); the spec (s_ prefix, as
 // luaAction); the selector's indexed conditions f_states, f_queues,
 // f_kinds, f_ids (joined by US), f_fp, f_ep, f_ca, f_cb, f_fa, f_fb
 // (times or ""), f_sup ("1" takes superseded jobs in); f_more ("1": the
@@ -94,7 +95,11 @@ return opflat(O)
 //
 // The window is the next ids past the cursor among all jobs, or, for a
 // selector with an error pattern, among the jobs of the error groups it
-// names (their id sets, {ns}:egi:GROUP).
+// names (their id sets, {ns}:egi:GROUP). The script stops early, its
+// cursor at the last job it looked at (while choosing) or changed (while
+// writing), once it has run for the budget, so that it never blocks the
+// server for long whatever the load; the index writes of all its jobs are
+// gathered and written once per key (ZB).
 //
 // Returns {"over", op} for an operation that is no longer running, or
 // {"ok", op, cursor, exhausted (0|1), refused (id US fingerprint ...)}.
@@ -128,8 +133,22 @@ if A.f_ep ~= '' then
   end
   table.sort(win)
   while #win > window do table.remove(win) end
-else
-  win = redis.call('ZRANGEBYLEX', K('ids'), min, '+', 'LIMIT', 0, window)
+end
+-- nextid is the window's next id (nil past its end). All jobs' ids are
+-- read a chunk at a time: a batch that stops early has not paid for the
+-- whole window.
+local chunk, ci, from, scanned = {}, 0, min, 0
+local function nextid()
+  if scanned >= window then return nil end
+  if win then return win[scanned + 1] end
+  ci = ci + 1
+  if ci > #chunk then
+    chunk = redis.call('ZRANGEBYLEX', K('ids'), from, '+', 'LIMIT', 0, math.min(128, window - scanned))
+    ci = 1
+    if #chunk == 0 then return nil end
+    from = '(' .. chunk[#chunk]
+  end
+  return chunk[ci]
 end
 local verdicts = {}
 if A.f_more == '1' then
@@ -138,9 +157,17 @@ if A.f_more == '1' then
     verdicts[f[1]] = {f[2], f[3] == '1'}
   end
 end
-local found = {}
-for _, id in ipairs(win) do
-  if #found >= limit then break end
+local budget = tonumber(A.budget)
+local function late()
+  local t = redis.call('TIME')
+  return (tonumber(t[1]) - NOW_S) * 1000000 + tonumber(t[2]) - NOW_NS / 1000 > budget
+end
+local found, stopped, last = {}, false, nil
+while true do
+  if #found >= limit or (scanned > 0 and scanned % 16 == 0 and late()) then stopped = true; break end
+  local id = nextid()
+  if id == nil then break end
+  scanned, last = scanned + 1, id
   local J = load(id)
   local ok = J ~= nil and states[J.s] and J.sca <= A.cutoff
   if ok and #queues > 0 then ok = qs[J.q] end
@@ -161,14 +188,20 @@ for _, id in ipairs(win) do
   if ok then found[#found + 1] = J end
 end
 local cursor, done = A.after, 0
-if #found == limit then cursor = found[#found].id
-elseif #win == window then cursor = win[#win]
+if stopped or scanned == window then cursor = last
 else
   if #found > 0 then cursor = found[#found].id end
   done = 1
 end
 local refused, n = {}, 0
-for _, J in ipairs(found) do
+ZB = {}
+for i, J in ipairs(found) do
+  if i % 16 == 0 and late() then
+    -- Out of time: the rest of the jobs found are looked at again by
+    -- the next batch.
+    cursor, done = found[i - 1].id, 0
+    break
+  end
   if S.rquar and quarantined(J.fp) then
     refused[#refused + 1] = J.id
     refused[#refused + 1] = J.fp

@@ -19,10 +19,14 @@ import (
 
 const defaultOperationLease = 30 * time.Second
 
-// maxBatchScript is the most jobs one bulk batch script changes: about
-// sixteen commands each, so a batch stays a few milliseconds of the
-// server's time on a quiet machine.
-const maxBatchScript = 200
+// maxBatchScript is the most jobs one bulk batch script changes, and
+// batchScriptBudget the server's time after which it stops early (see
+// luaOpBatch): a batch never holds the server for much more than the
+// budget, however loaded the machine, and takes as many jobs as fit.
+const (
+	maxBatchScript    = 1000
+	batchScriptBudget = 4 * time.Millisecond
+)
 
 // opRow is an operation hash: the operation and its runner's state.
 type opRow struct {
@@ -219,7 +223,8 @@ func (s *Store) OperationProcessBatch(ctx context.Context, p *engine.OperationPr
 		return nil, err
 	}
 	base := []any{"id", p.ID, "holder", p.Holder, "fence", strconv.FormatInt(p.Fence, 10), "after", p.After,
-		"limit", strconv.Itoa(limit), "window", strconv.Itoa(window), "ttl", dstr(ttl), "cutoff", tstr(p.Cutoff),
+		"limit", strconv.Itoa(limit), "window", strconv.Itoa(window),
+		"budget", strconv.FormatInt(batchScriptBudget.Microseconds(), 10), "ttl", dstr(ttl), "cutoff", tstr(p.Cutoff),
 		"f_states", joinStates(sel.States), "f_queues", strings.Join(sel.Queues, us), "f_kinds", strings.Join(sel.Kinds, us),
 		"f_ids", strings.Join(sel.IDs, us), "f_fp", sel.Fingerprint, "f_ep", sel.ErrorPattern,
 		"f_ca", tptr(sel.CreatedAfter), "f_cb", tptr(sel.CreatedBefore), "f_fa", tptr(sel.FinalizedAfter),

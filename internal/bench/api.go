@@ -61,9 +61,11 @@ func newBenchAPICmd(lo *cliutil.LogOptions) *cobra.Command {
 		Use:   "api",
 		Short: "Load GET /jobs?state=archived&limit=50 at a fixed rate on a server over N archived jobs, workers running",
 		Long: `Seed the store with archived jobs until it holds at least N (with the
-deadletter scenario's seeding: jobs enqueued with one attempt on queue
-"bench", run by workers whose handler fails; a SQLite file is never
-deleted, so a second run reuses the seed), then start
+deadletter scenario's seeding, on queue "bench": on SQLite jobs enqueued
+with one attempt, run by workers whose handler fails; on PostgreSQL and
+Redis jobs archived by claims past their deadline, as deadletter --seed
+deadline does; a store is never emptied, so a second run reuses the
+seed, and a deadletter --no-retry run's store serves as it is), then start
 the real server as a child process — this binary, "sluice serve --store ...
 --listen 127.0.0.1:0 --demo-workers" — and, while a steady stream of demo
 jobs (--work-rate per second, POST /jobs in batches every 100ms) keeps its
@@ -349,7 +351,16 @@ func apiBenchSeed(ctx context.Context, o *benchAPIOptions, log *slog.Logger, pro
 	var discard benchResult // the dead letter scenario's own figures
 	do := &benchDeadOptions{benchOptions: benchOptions{store: o.store, jobs: need, concurrency: o.seedConc,
 		batch: o.seedBatch, insertConc: 4, queue: "bench", label: o.label}}
-	if _, err := benchDeadSeed(ctx, store, do, log, progress, &discard); err != nil {
+	target, err := cliutil.ParseStoreURL(o.store)
+	if err != nil {
+		return 0, 0, err
+	}
+	if how, _ := deadSeedHow("auto", target.Backend); how == "deadline" {
+		_, err = benchDeadSeedDeadline(ctx, store, do, progress, &discard)
+	} else {
+		_, err = benchDeadSeed(ctx, store, do, log, progress, &discard)
+	}
+	if err != nil {
 		return 0, 0, err
 	}
 	took := time.Since(t0)

@@ -34,6 +34,7 @@ type benchDeadOptions struct {
 	pageSize  int
 	noRetry   bool
 	reuse     bool
+	seed      string
 }
 
 func newBenchDeadLetterCmd(lo *cliutil.LogOptions) *cobra.Command {
@@ -69,6 +70,7 @@ Prints one key=value result line on stdout with the peer harness's keys
 	f.IntVar(&o.listCalls, "list-calls", 20, "calls per list and counts measurement (the median is reported)")
 	f.IntVar(&o.pageSize, "page-size", 50, "rows per list page")
 	f.BoolVar(&o.noRetry, "no-retry", false, "stop before the bulk retry (leave the dead jobs in place)")
+	f.StringVar(&o.seed, "seed", "auto", "how to seed the dead jobs: handlers (failing handlers), deadline (claims archive jobs past their deadline, a thousand a statement), auto (handlers on SQLite, deadline elsewhere)")
 	f.BoolVar(&o.reuse, "reuse", false, "keep the store; if it holds the N dead jobs a --no-retry run left (or a copy of them), skip the seeding")
 	return cmd
 }
@@ -187,33 +189,64 @@ func benchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *cliutil.LogOp
 	if err != nil {
 		return err
 	}
+	probe := newRedisProbe(store)
 	var samples []string
+	memPerJob := "na"
 	if have {
 		// --reuse on a store a run with --no-retry left: its dead jobs.
 		progress("%s holds %d dead jobs: reusing them", cliutil.RedactURL(o.store), n)
 		res.add("seeded", "reused")
 	} else {
-		res.add("seeded", "handlers")
-		if samples, err = benchDeadSeed(ctx, store, o, log, progress, res); err != nil {
+		how, err := deadSeedHow(o.seed, target.Backend)
+		if err != nil {
 			return err
 		}
+		res.add("seeded", how)
+		var mem0 int64
+		if probe != nil {
+			if mem0, err = probe.usedMemory(ctx); err != nil {
+				return err
+			}
+		}
+		if how == "deadline" {
+			samples, err = benchDeadSeedDeadline(ctx, store, o, progress, res)
+		} else {
+			samples, err = benchDeadSeed(ctx, store, o, log, progress, res)
+		}
+		if err != nil {
+			return err
+		}
+		if probe != nil {
+			// The server's memory for the dead jobs (other clients' keys
+			// change it too: the shared server's figure is approximate).
+			mem1, err := probe.usedMemory(ctx)
+			if err != nil {
+				return err
+			}
+			memPerJob = fmt.Sprintf("%.1f", float64(mem1-mem0)/float64(n))
+		}
 	}
+	res.add("redis_used_memory_per_dead_job", memPerJob)
 
 	// ---- The operator's side, workers stopped ----
 	// An engine without workers or maintenance, as the CLI opens on a
 	// store; the bulk retry below is driven by this process.
-	e, err := engine.New(store, engine.Config{NoMaintenance: true, Logger: log})
+	timed := &batchTimer{Store: store}
+	e, err := engine.New(timed, engine.Config{NoMaintenance: true, Logger: log})
 	if err != nil {
 		return err
 	}
 	var ctl engine.Control = e
 	dead := engine.Filter{States: []engine.State{engine.StateArchived}}
+	// The dry run and the retry take the scenario's queue only: a store
+	// the api scenario ran on holds its demo jobs too.
+	deadQ := engine.Filter{States: []engine.State{engine.StateArchived}, Queues: []string{o.queue}}
 
 	counts, err := ctl.Counts(ctx, "")
 	if err != nil {
 		return fmt.Errorf("counts: %w", err)
 	}
-	retained := counts.Total[engine.StateArchived]
+	retained := counts.Queues[o.queue][engine.StateArchived]
 	res.add("dead_retained", retained)
 
 	progress("list the first page of %d dead jobs x%d", o.pageSize, o.listCalls)
@@ -294,13 +327,23 @@ func benchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *cliutil.LogOp
 
 	progress("bulk retry dry run")
 	t2 := time.Now()
-	preview, err := ctl.Bulk(ctx, engine.BulkParams{Action: engine.ActionRetry, Selector: dead, DryRun: true})
+	preview, err := ctl.Bulk(ctx, engine.BulkParams{Action: engine.ActionRetry, Selector: deadQ, DryRun: true})
 	if err != nil {
 		return fmt.Errorf("dry run: %w", err)
 	}
 	deadAddMs(res, "dry_run_ms", time.Since(t2))
 	res.add("dry_run_matched", preview.Matched)
 	res.add("dry_run_estimated", preview.Estimated)
+	// The first dry run pays for its statements' first planning too:
+	// the median of five more.
+	dryP50, err := deadMedian(5, func() error {
+		_, err := ctl.Bulk(ctx, engine.BulkParams{Action: engine.ActionRetry, Selector: deadQ, DryRun: true})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("dry run: %w", err)
+	}
+	deadAddMs(res, "dry_run_p50_ms", dryP50)
 
 	if o.noRetry {
 		res.add("retry_all", "skipped")
@@ -310,10 +353,23 @@ func benchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *cliutil.LogOp
 
 	// ---- The bulk retry, as `sluice bulk retry --store` runs it ----
 	progress("bulk retry of every dead job")
+	slowThreshold, slow0 := "na", int64(0)
+	var redisCPU0 time.Duration
+	if probe != nil {
+		if slowThreshold, err = probe.threshold(ctx); err != nil {
+			return err
+		}
+		if redisCPU0, err = probe.cpu(ctx); err != nil {
+			return err
+		}
+		if slow0, err = probe.lastSlow(ctx); err != nil {
+			return err
+		}
+	}
 	rss := deadSampleRSS(100 * time.Millisecond)
 	cpu0 := processCPU()
 	t3 := time.Now()
-	started, err := ctl.Bulk(ctx, engine.BulkParams{Action: engine.ActionRetry, Selector: dead})
+	started, err := ctl.Bulk(ctx, engine.BulkParams{Action: engine.ActionRetry, Selector: deadQ})
 	if err != nil {
 		rss()
 		return fmt.Errorf("bulk retry: %w", err)
@@ -344,6 +400,35 @@ func benchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *cliutil.LogOp
 	deadAddMB(res, "rss_retry_start_mb", rssStart)
 	deadAddMB(res, "rss_retry_max_mb", rssMax)
 	deadAddMB(res, "rss_retry_end_mb", rssEnd)
+	batches, b50, b99, bmax := timed.stats()
+	res.add("retry_batches", batches)
+	deadAddMs(res, "retry_batch_p50_ms", b50)
+	deadAddMs(res, "retry_batch_p99_ms", b99)
+	deadAddMs(res, "retry_batch_max_ms", bmax)
+	// Redis: no entry of ours in the slow log during the retry, at the
+	// server's threshold, is the evidence that no script took longer.
+	res.add("redis_slowlog_threshold_us", slowThreshold)
+	if probe != nil {
+		all, ours, longest, err := probe.slowSince(ctx, slow0)
+		if err != nil {
+			return err
+		}
+		res.add("redis_slowlog_entries", all)
+		res.add("redis_slowlog_ours", ours)
+		res.add("redis_slowlog_ours_max_ms", fmt.Sprintf("%.3f", float64(longest.Microseconds())/1000))
+		c, err := probe.cpu(ctx)
+		if err != nil {
+			return err
+		}
+		// The server's CPU per retried job: what a quiet core gives,
+		// whatever the wall clock of a loaded machine says.
+		res.add("redis_cpu_us_per_retried_job", fmt.Sprintf("%.2f", float64((c-redisCPU0).Microseconds())/float64(max(1, op.Succeeded))))
+	} else {
+		res.add("redis_slowlog_entries", "na")
+		res.add("redis_slowlog_ours", "na")
+		res.add("redis_slowlog_ours_max_ms", "na")
+		res.add("redis_cpu_us_per_retried_job", "na")
+	}
 
 	// ---- Every job retried exactly once ----
 	progress("verifying")
@@ -351,13 +436,13 @@ func benchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *cliutil.LogOp
 	if err != nil {
 		return fmt.Errorf("counts: %w", err)
 	}
-	avail := after.Total[engine.StateAvailable]
+	avail := after.Queues[o.queue][engine.StateAvailable]
 	res.add("available_after_retry", avail)
-	res.add("archived_after_retry", after.Total[engine.StateArchived])
+	res.add("archived_after_retry", after.Queues[o.queue][engine.StateArchived])
 	// The counters are maintained; count the available jobs exactly too
 	// (a cancel dry run over them counts them without the counters).
 	exact, err := ctl.Bulk(ctx, engine.BulkParams{Action: engine.ActionCancel,
-		Selector: engine.Filter{States: []engine.State{engine.StateAvailable}}, DryRun: true})
+		Selector: engine.Filter{States: []engine.State{engine.StateAvailable}, Queues: []string{o.queue}}, DryRun: true})
 	if err != nil {
 		return fmt.Errorf("count available: %w", err)
 	}
@@ -381,13 +466,13 @@ func benchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *cliutil.LogOp
 	}
 	res.add("retry_sample_checked", checked)
 	ok := op.Status == engine.OperationCompleted && op.Succeeded == n && op.Failed == 0 &&
-		avail == n && exact.Matched == n && retained == n && after.Total[engine.StateArchived] == 0 && bad == ""
+		avail == n && exact.Matched == n && retained == n && after.Queues[o.queue][engine.StateArchived] == 0 && bad == ""
 	if !ok {
 		res.add("retry_verify", "MISMATCH")
 		deadAddMB(res, "peak_rss_mb", selfHWM())
 		if bad == "" {
 			bad = fmt.Sprintf("operation %s succeeded %d failed %d; %d available (%d counted), %d archived, of %d",
-				op.Status, op.Succeeded, op.Failed, avail, exact.Matched, after.Total[engine.StateArchived], n)
+				op.Status, op.Succeeded, op.Failed, avail, exact.Matched, after.Queues[o.queue][engine.StateArchived], n)
 		}
 		return fmt.Errorf("verify: %s", bad)
 	}
@@ -469,8 +554,10 @@ func deadHave(ctx context.Context, store engine.Store, queue string, n int64) (b
 	if err != nil {
 		return false, fmt.Errorf("counts: %w", err)
 	}
+	// Only the queue counts: the api scenario, run on the same store
+	// before, leaves its demo jobs on queues of their own.
 	var total int64
-	for _, v := range c.Total {
+	for _, v := range c.Queues[queue] {
 		total += v
 	}
 	switch {
@@ -479,7 +566,7 @@ func deadHave(ctx context.Context, store engine.Store, queue string, n int64) (b
 	case total == n && c.Queues[queue][engine.StateArchived] == n:
 		return true, nil
 	}
-	return false, fmt.Errorf("--reuse: the store holds %d jobs (%v), not %d dead ones in queue %s", total, c.Total, n, queue)
+	return false, fmt.Errorf("--reuse: queue %s holds %d jobs (%v), not %d dead ones", queue, total, c.Queues[queue], n)
 }
 
 // benchDeadInsert enqueues o.jobs failing jobs (max attempts 1) in batches
@@ -601,4 +688,18 @@ func deadSampleRSS(interval time.Duration) func() (first, peak, last float64) {
 		v := selfRSS()
 		return first, max(peak, v), v
 	}
+}
+
+// deadSeedHow resolves --seed for a store's backend.
+func deadSeedHow(seed, backend string) (string, error) {
+	switch seed {
+	case "handlers", "deadline":
+		return seed, nil
+	case "auto":
+		if backend == "sqlite" {
+			return "handlers", nil
+		}
+		return "deadline", nil
+	}
+	return "", fmt.Errorf("--seed %q: want handlers, deadline or auto", seed)
 }

@@ -80,3 +80,24 @@ func TestDeadIndex(t *testing.T) {
 		}
 	}
 }
+
+// The deadline seeding, as PostgreSQL and Redis runs use it, on SQLite:
+// the same five error groups, every job dead and then retried once.
+func TestBenchDeadLetterDeadlineSeed(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "dead.db")
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"deadletter", "--store", "sqlite://" + db, "--seed", "deadline",
+		"--jobs", "300", "--batch", "100", "--list-calls", "1", "--log-level", "warn"}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out.String(), errOut.String())
+	}
+	line := strings.TrimSpace(out.String())
+	checkKeys(t, "deadletter", line)
+	for _, want := range []string{" seeded=deadline ", " dead_retained=300 ", " error_groups=5 ", " retry_batches=",
+		" redis_slowlog_ours=na ", " retry_verify=ok ", "status=ok"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("result line lacks %q: %s", want, line)
+		}
+	}
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/backend/redis"
+	"github.com/sluicehq/sluice/engine"
+)
+
+// batchTimer is the store the bulk retry runs on, timing each of its
+// batches (one transaction on SQLite and PostgreSQL, one script on Redis,
+// plus the round trip): the slowest is what the workers' writes may wait
+// behind.
+type batchTimer struct {
+	engine.Store
+	mu  sync.Mutex
+	lat []time.Duration
+}
+
+func (b *batchTimer) OperationProcessBatch(ctx context.Context, p *engine.OperationProcessBatchParams) (*engine.OperationBatchResult, error) {
+	t := time.Now()
+	r, err := b.Store.OperationProcessBatch(ctx, p)
+	d := time.Since(t)
+	b.mu.Lock()
+	b.lat = append(b.lat, d)
+	b.mu.Unlock()
+	return r, err
+}
+
+// stats reports the batches, their median, p99 and slowest.
+func (b *batchTimer) stats() (n int, p50, p99, top time.Duration) {
+	b.mu.Lock()
+	lat := slices.Clone(b.lat)
+	b.mu.Unlock()
+	if len(lat) == 0 {
+		return 0, 0, 0, 0
+	}
+	slices.Sort(lat)
+	return len(lat), apiPercentile(lat, 50), apiPercentile(lat, 99), lat[len(lat)-1]
+}
+
+// redisProbe reads what the issue asks of Redis around a run: used_memory
+// and the SLOWLOG entries written meanwhile. Everything it does is read
+// only: the shared server's slow log is never reset nor its threshold
+// changed, so entries are told apart by id and by our namespace's keys.
+type redisProbe struct {
+	c  goredis.UniversalClient
+	ns string
+}
+
+func newRedisProbe(s engine.Store) *redisProbe {
+	rs, ok := s.(*redis.Store)
+	if !ok {
+		return nil
+	}
+	return &redisProbe{c: rs.Client(), ns: "{" + rs.Namespace() + "}"}
+}
+
+func (p *redisProbe) usedMemory(ctx context.Context) (int64, error) {
+	info, err := p.c.Info(ctx, "memory").Result()
+	if err != nil {
+		return 0, fmt.Errorf("info memory: %w", err)
+	}
+	for _, l := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "used_memory:"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("info memory: no used_memory")
+}
+
+// cpu is the server's CPU time so far (used_cpu_sys + used_cpu_user):
+// on a shared server other clients' commands count too.
+func (p *redisProbe) cpu(ctx context.Context) (time.Duration, error) {
+	info, err := p.c.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, fmt.Errorf("info cpu: %w", err)
+	}
+	var sec float64
+	for _, l := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(l), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0, fmt.Errorf("info cpu: %s: %w", k, err)
+			}
+			sec += f
+		}
+	}
+	return time.Duration(sec * float64(time.Second)), nil
+}
+
+// threshold is slowlog-log-slower-than, in microseconds.
+func (p *redisProbe) threshold(ctx context.Context) (string, error) {
+	v, err := p.c.ConfigGet(ctx, "slowlog-log-slower-than").Result()
+	if err != nil {
+		return "", fmt.Errorf("config get: %w", err)
+	}
+	return v["slowlog-log-slower-than"], nil
+}
+
+// lastSlow is the id of the newest slow log entry (-1 for none).
+func (p *redisProbe) lastSlow(ctx context.Context) (int64, error) {
+	l, err := p.c.SlowLogGet(ctx, 1).Result()
+	if err != nil {
+		return 0, fmt.Errorf("slowlog get: %w", err)
+	}
+	if len(l) == 0 {
+		return -1, nil
+	}
+	return l[0].ID, nil
+}
+
+// slowSince counts the slow log entries after id: all of them, and ours
+// (a key of our namespace among the arguments) with the longest of ours.
+func (p *redisProbe) slowSince(ctx context.Context, id int64) (all, ours int, longest time.Duration, err error) {
+	l, err := p.c.SlowLogGet(ctx, 1024).Result()
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("slowlog get: %w", err)
+	}
+	for _, e := range l {
+		if e.ID <= id {
+			continue
+		}
+		all++
+		for _, a := range e.Args {
+			if strings.Contains(a, p.ns) {
+				ours++
+				longest = max(longest, e.Duration)
+				break
+			}
+		}
+	}
+	return all, ours, longest, nil
+}
