@@ -177,4 +177,10 @@ type ClaimDeadlineWrite struct {
 	Pattern   string
 	// Event is written for each such job; its Attempt is the job's own.
 	Event EventWrite
+	// DeadLetter routes each such death, in the claim's transaction: the
+	// store applies DeadLetterFor(DeadLetter.For(kind), job, LastError,
+	// Reason) as JobFinishParams.DeadLetter says (nil routes nothing; a
+	// death DeadLetterFor refuses is archived unrouted, as a finish
+	// whose route the engine could not build).
+	DeadLetter *DeadLetterRoutes
 }

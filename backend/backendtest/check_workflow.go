@@ -35,6 +35,8 @@ func deadLetterChecks() []check {
 		{name: "RedrivenDeathRetriesExistingDeadLetter", fn: testDeadLetterRedrive},
 		{name: "DyingDeadLetterJobNotRouted", fn: testDeadLetterNotRerouted},
 		{name: "QuarantineTripperRouted", fn: testDeadLetterQuarantine},
+		{name: "DeadlineDeathAtClaimRoutedPerKindInsertOrRetry", fn: testDeadLetterAtClaim},
+		{name: "DeadlineDeathAtClaimEngineRuleBeatsDefault", fn: testDeadLetterAtClaimEngine},
 	}
 }
 

@@ -304,7 +304,8 @@ return res
 // pd_to, pd_reason, pd_le, pd_ep, ev_kind, ev_actor, ev_from, ev_to, ev_msg
 // (pd_to "" leaves such jobs alone).
 //
-// Returns {now, jobs, dead}: each job as {fields, errors}.
+// Returns {now, jobs, dead, due}: each job as {fields, errors}; due are
+// the deaths with a dead-letter route, left for luaDeadlineDeath.
 var luaClaim = script(`
 local A = args(4)
 local q = A.queue
@@ -318,11 +319,14 @@ if A.kinds ~= '' then
   end
 end
 local dead = {}
+` + luaClaimRoutes + `
 if A.pd_to ~= '' then
   local ms = redis.call('ZRANGEBYLEX', K('dl', q), '-', '(' .. NOW, 'LIMIT', 0, 1000)
   for _, m in ipairs(ms) do
     local J = load(string.sub(m, 21))
-    if J and (kinds == nil or kinds[J.k] ~= nil) then
+    if J and (kinds == nil or kinds[J.k] ~= nil) and routed(J) then
+      due[#due + 1] = out(J, true)
+    elseif J and (kinds == nil or kinds[J.k] ~= nil) then
       local O = copy(J)
       J.s = A.pd_to; J.rs = A.pd_reason; J.fin = NOW; J.sca = NOW; J.le = A.pd_le; J.ep = A.pd_ep
       bump(J)
@@ -371,7 +375,7 @@ if limit > 0 then
   if n > 0 then take('1', n) end
   if A.lone == '1' and #jobs == 0 then take('2', 1) end
 end
-return {NOW, jobs, dead}
+return {NOW, jobs, dead, due}
 `)
 
 // luaComplete finishes successful jobs (JobCompleteMany).
