@@ -309,7 +309,7 @@ return res
 var luaClaim = script(`
 local A = args(4)
 local q = A.queue
-if redis.call('HGET', K('paused'), q) == '1' then return {NOW, {}, {}} end
+if redis.call('HGET', K('paused'), q) == '1' then return {NOW, {}, {}, {}} end
 local kinds = nil
 if A.kinds ~= '' then
   kinds = {}
