@@ -88,6 +88,11 @@ type FingerprintWrite struct {
 	// LastError and LastJobID are recorded on the record.
 	LastError string
 	LastJobID string
+	// StepCrash, when set, is the workflow step the crash happened in (its
+	// name, or "#n" for the n-th step before its name is known): the
+	// store adds 1 to the stored count of (Fingerprint, StepCrash), with or
+	// without a record, in the same write.
+	StepCrash string
 	// Hold, when set, moves the fingerprint's waiting jobs as it says.
 	Hold *HoldWrite
 }

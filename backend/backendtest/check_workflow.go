@@ -25,6 +25,7 @@ func workflowChecks() []check {
 		{name: "StepMismatchUndecodableThenUpgraderCompletes", fn: testStepMismatch},
 		{name: "NewerStepSetLeftForNewerWorker", fn: testNewerStepSet},
 		{name: "CrashInsideStepCountedOnStep", fn: testStepCrash},
+		{name: "StepCrashCountsKeptByTheCrashWrite", fn: testStepCrashCounts},
 	}
 }
 

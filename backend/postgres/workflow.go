@@ -253,3 +253,56 @@ func (s *Store) JobFork(ctx context.Context, p *engine.JobForkParams) (*engine.J
 	}
 	return out, nil
 }
+
+// sqlStepCrash counts one crash of $1 fingerprint in $2 step.
+const sqlStepCrash = `INSERT INTO {s}.fingerprint_step_crashes (fingerprint, step, crashes) VALUES ($1, $2, 1)
+	ON CONFLICT (fingerprint, step) DO UPDATE SET crashes = {s}.fingerprint_step_crashes.crashes + 1`
+
+// finishStepCrash counts a crash inside a workflow step against its
+// (fingerprint, step), in the crash's transaction.
+func finishStepCrash(ctx context.Context, tx *wtx, p *engine.JobFinishParams) error {
+	f := p.Fingerprint
+	if f == nil || f.Fingerprint == "" || f.StepCrash == "" {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, tx.q(sqlStepCrash), f.Fingerprint, f.StepCrash); err != nil {
+		return fmt.Errorf("postgres: finish job %s: count step crash: %w", p.ID, err)
+	}
+	return nil
+}
+
+// addStepCrashes fills each record's StepCrashes from the stored counts.
+func (s *Store) addStepCrashes(ctx context.Context, fps []*engine.Fingerprint) error {
+	if len(fps) == 0 {
+		return nil
+	}
+	names := make([]string, len(fps))
+	by := make(map[string]*engine.Fingerprint, len(fps))
+	for i, f := range fps {
+		names[i] = f.Fingerprint
+		by[f.Fingerprint] = f
+	}
+	rows, err := s.pool.Query(ctx, s.sql(`SELECT fingerprint, step, crashes FROM {s}.fingerprint_step_crashes
+		WHERE fingerprint = ANY($1::text[])`), names)
+	if err != nil {
+		return fmt.Errorf("postgres: step crashes: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var fp, step string
+		var n int
+		if err := rows.Scan(&fp, &step, &n); err != nil {
+			return fmt.Errorf("postgres: step crashes: %w", err)
+		}
+		if f := by[fp]; f != nil {
+			if f.StepCrashes == nil {
+				f.StepCrashes = map[string]int{}
+			}
+			f.StepCrashes[step] = n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("postgres: step crashes: %w", err)
+	}
+	return nil
+}

@@ -42,10 +42,14 @@ return res
 // retried with the new death (payload and fingerprint replaced). The
 // checkpoint (A.cp) is set on J before the death's commit, in luaFinish.
 //
+// It also counts a crash inside a workflow step against its (fingerprint,
+// step): the hash fsc:FP, step -> crashes (fsc_fp, fsc_step).
+//
 // Its arguments (in luaFinish's pairs): dq "1"; dq_id, dq_q, dq_k, dq_p,
 // dq_sv, dq_m, dq_pr, dq_ma, dq_fp, dq_delay ("s:ns"), dq_dl, dq_to; the
 // retry event dq_ev_kind, dq_ev_actor, dq_ev_msg.
 const luaFinishWorkflow = `
+if A.fsc_fp then redis.call('HINCRBY', K('fsc', A.fsc_fp), A.fsc_step, 1) end
 if A.dq == '1' then
   local D = load(A.dq_id)
   if not D then
@@ -79,6 +83,9 @@ func finishWorkflowArgs(p *engine.JobFinishParams) []any {
 	var a []any
 	if c := p.Checkpoint; c != nil {
 		a = append(a, "cp", "1", "cp_v", string(c.Checkpoint))
+	}
+	if f := p.Fingerprint; f != nil && f.Fingerprint != "" && f.StepCrash != "" {
+		a = append(a, "fsc_fp", f.Fingerprint, "fsc_step", f.StepCrash)
 	}
 	if d := p.DeadLetter; d != nil && d.Job != nil {
 		jp := d.Job
@@ -268,4 +275,17 @@ func (s *Store) claimDeadLetters(ctx context.Context, pd *engine.ClaimDeadlineWr
 		}
 	}
 	return nil
+}
+
+// stepCrashes turns the hash fsc:FP into a record's StepCrashes (nil when
+// empty).
+func stepCrashes(m map[string]string) map[string]int {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]int, len(m))
+	for step, n := range m {
+		out[step] = atoi(n)
+	}
+	return out
 }

@@ -70,7 +70,68 @@ func (s *Store) JobCheckpoint(ctx context.Context, p *engine.JobCheckpointParams
 
 // finishWorkflowStmts are the statements finishCheckpoint and
 // finishDeadLetter use, in that order.
-var finishWorkflowStmts = []string{sqlSetCheckpoint, sqlDeadLetterRead, sqlDeadLetterInsert, sqlDeadLetterRetry, sqlInsertEvent}
+var finishWorkflowStmts = []string{sqlSetCheckpoint, sqlDeadLetterRead, sqlDeadLetterInsert, sqlDeadLetterRetry, sqlInsertEvent, sqlStepCrash}
+
+// sqlStepCrash counts one crash of ?1 fingerprint in ?2 step.
+const sqlStepCrash = `INSERT INTO fingerprint_step_crashes (fingerprint, step, crashes) VALUES (?1, ?2, 1)
+	ON CONFLICT (fingerprint, step) DO UPDATE SET crashes = crashes + 1`
+
+// finishStepCrash counts a crash inside a workflow step against its
+// (fingerprint, step), in the crash's transaction.
+func finishStepCrash(ctx context.Context, tx *wtx, st []*sql.Stmt, p *engine.JobFinishParams) error {
+	f := p.Fingerprint
+	if f == nil || f.Fingerprint == "" || f.StepCrash == "" {
+		return nil
+	}
+	if _, err := tx.StmtContext(ctx, st[5]).ExecContext(ctx, f.Fingerprint, f.StepCrash); err != nil {
+		return fmt.Errorf("sqlite: finish job %s: count step crash: %w", p.ID, err)
+	}
+	return nil
+}
+
+// sqlStepCrashesOf reads the step counts of the fingerprints in the JSON
+// array ?1.
+const sqlStepCrashesOf = `SELECT fingerprint, step, crashes FROM fingerprint_step_crashes
+	WHERE fingerprint IN (SELECT value FROM json_each(?1))`
+
+// addStepCrashes fills each record's StepCrashes from the stored counts.
+func (s *Store) addStepCrashes(ctx context.Context, fps []*engine.Fingerprint) error {
+	if len(fps) == 0 {
+		return nil
+	}
+	names := make([]string, len(fps))
+	by := make(map[string]*engine.Fingerprint, len(fps))
+	for i, f := range fps {
+		names[i] = f.Fingerprint
+		by[f.Fingerprint] = f
+	}
+	st, err := s.readStmt(ctx, sqlStepCrashesOf)
+	if err != nil {
+		return err
+	}
+	rows, err := st.QueryContext(ctx, jsonStrings(names))
+	if err != nil {
+		return fmt.Errorf("sqlite: step crashes: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var fp, step string
+		var n int
+		if err := rows.Scan(&fp, &step, &n); err != nil {
+			return fmt.Errorf("sqlite: step crashes: %w", err)
+		}
+		if f := by[fp]; f != nil {
+			if f.StepCrashes == nil {
+				f.StepCrashes = map[string]int{}
+			}
+			f.StepCrashes[step] = n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("sqlite: step crashes: %w", err)
+	}
+	return nil
+}
 
 // finishCheckpoint writes a finish plan's checkpoint, before the row's
 // update so that the job it returns carries it.
