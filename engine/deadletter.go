@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Dead-letter routing: a dead job handed to a job of its own that triages
@@ -67,41 +68,155 @@ func (e *Engine) deadLetterPlan(j *Job, row Transition, message, actor string) (
 	if !routesDeath(j, row) {
 		return nil, nil
 	}
-	rule := e.deadLetterRule(j.Kind)
+	return DeadLetterFor(e.deadLetterRoute(e.deadLetterRule(j.Kind), actor), j, message, row.Reason)
+}
+
+// DeadLetterRoute is a dead-letter rule resolved by the engine, with all
+// DeadLetterFor needs to write the route of a death: what a store that
+// finds the dead jobs itself (a claim's deadline deaths) is handed, so
+// that it applies the rule rather than deciding it.
+type DeadLetterRoute struct {
+	Kind string
+	// Queue of the dead-letter job; the dead job's when empty.
+	Queue string
+	// SchemaVersion, MaxAttempts and Timeout of the dead-letter kind, as
+	// an enqueue would set them.
+	SchemaVersion int
+	MaxAttempts   int
+	Timeout       time.Duration
+	// PayloadLimit bounds the dead-letter payload; past it the dead job's
+	// payload is left out.
+	PayloadLimit int
+	// Actor of the retry event of a dead-letter job that exists.
+	Actor string
+}
+
+// DeadLetterRoutes are the routes of a claim's deadline deaths, per kind
+// of the dead job: a kind's own rule, else Default.
+type DeadLetterRoutes struct {
+	ByKind  map[string]*DeadLetterRoute
+	Default *DeadLetterRoute
+}
+
+// For is the route of a death of a job of kind, nil when it has none.
+func (r *DeadLetterRoutes) For(kind string) *DeadLetterRoute {
+	if r == nil {
+		return nil
+	}
+	if k, ok := r.ByKind[kind]; ok {
+		return k
+	}
+	return r.Default
+}
+
+// deadLetterRoute resolves rule for the engine's kinds and limits.
+func (e *Engine) deadLetterRoute(rule *DeadLetterRule, actor string) *DeadLetterRoute {
 	if rule == nil || rule.Kind == "" {
+		return nil
+	}
+	r := &DeadLetterRoute{Kind: rule.Kind, Queue: rule.Queue, SchemaVersion: 1,
+		MaxAttempts: e.cfg.MaxAttempts, PayloadLimit: e.cfg.PayloadLimit, Actor: actor}
+	if k := e.kind(rule.Kind); k != nil {
+		r.SchemaVersion, r.Timeout = max(k.Version, 1), k.Timeout
+		if k.MaxAttempts > 0 {
+			r.MaxAttempts = k.MaxAttempts
+		}
+	}
+	return r
+}
+
+// claimDeadLetterRoutes resolves the routes of deadline deaths at claim,
+// once at Start (kinds are registered before it): every registered kind
+// with a rule of its own, and the default for the others.
+func (e *Engine) claimDeadLetterRoutes() *DeadLetterRoutes {
+	e.mu.RLock()
+	rules := map[string]*DeadLetterRule{}
+	for name, k := range e.kinds {
+		if k.DeadLetter != nil {
+			rules[name] = k.DeadLetter
+		}
+	}
+	e.mu.RUnlock()
+	actor := e.cfg.WorkerID
+	out := &DeadLetterRoutes{ByKind: map[string]*DeadLetterRoute{}, Default: e.deadLetterRoute(e.cfg.DeadLetter, actor)}
+	for name, rule := range rules {
+		// A kind's rule with no kind named routes nowhere, default or not.
+		out.ByKind[name] = e.deadLetterRoute(rule, actor)
+	}
+	if out.Default == nil {
+		for name, r := range out.ByKind {
+			if r == nil {
+				delete(out.ByKind, name)
+			}
+		}
+		if len(out.ByKind) == 0 {
+			return nil
+		}
+	}
+	return out
+}
+
+// DeadLetterFor builds the dead-letter route of j's death by r with the
+// death's message and reason, or nil when there is none (r nil, or j is
+// itself a dead-letter job). j must carry its payload. It is the one
+// builder of routes: the engine's for the deaths it writes, the stores'
+// for the deaths a claim finds.
+func DeadLetterFor(r *DeadLetterRoute, j *Job, message string, reason TerminalReason) (*DeadLetterWrite, error) {
+	if r == nil || r.Kind == "" || IsDeadLetter(j.ID) {
 		return nil, nil
 	}
-	queue := rule.Queue
+	id := DeadLetterID(j.ID)
+	if err := ValidateJobID(id); err != nil {
+		return nil, fmt.Errorf("dead letter of job %s: %w", j.ID, err)
+	}
+	queue := r.Queue
 	if queue == "" {
 		queue = j.Queue
 	}
+	if err := validName("queue", queue); err != nil {
+		return nil, fmt.Errorf("dead letter of job %s: %w", j.ID, err)
+	}
+	if err := validName("kind", r.Kind); err != nil {
+		return nil, fmt.Errorf("dead letter of job %s: %w", j.ID, err)
+	}
 	body := DeadLetterPayload{
 		DeadJobID: j.ID, Kind: j.Kind, Queue: j.Queue,
-		Payload: j.Payload, Error: message, Reason: row.Reason,
+		Payload: j.Payload, Error: message, Reason: reason,
 	}
 	if len(body.Payload) == 0 {
 		body.Payload = json.RawMessage(`null`)
 	}
+	limit := r.PayloadLimit
+	if limit <= 0 {
+		limit = 1 << 20
+	}
 	raw, err := json.Marshal(body)
-	if err != nil {
-		return nil, fmt.Errorf("dead letter of job %s: %w", j.ID, err)
-	}
-	ins, err := e.insertParams(&EnqueueParams{ID: DeadLetterID(j.ID), Queue: queue, Kind: rule.Kind, Payload: raw})
-	if err != nil && len(j.Payload) > 0 {
-		// Too large with the dead job's payload (or otherwise refused):
-		// route the death without it; the dead job keeps it.
+	if err == nil && len(raw) > limit && len(j.Payload) > 0 {
+		// Too large with the dead job's payload: route the death without
+		// it; the dead job keeps it.
 		body.Payload = json.RawMessage(`null`)
-		if raw, err = json.Marshal(body); err == nil {
-			ins, err = e.insertParams(&EnqueueParams{ID: DeadLetterID(j.ID), Queue: queue, Kind: rule.Kind, Payload: raw})
-		}
+		raw, err = json.Marshal(body)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("dead letter of job %s: %w", j.ID, err)
+	}
+	payload, err := ValidatePayload(raw, limit)
+	if err != nil {
+		return nil, fmt.Errorf("dead letter of job %s: %w", j.ID, err)
+	}
+	fp, err := FingerprintOf(r.Kind, payload)
+	if err != nil {
+		return nil, fmt.Errorf("dead letter of job %s: %w", j.ID, err)
+	}
+	maxAttempts := r.MaxAttempts
+	if maxAttempts <= 0 {
+		maxAttempts = 1
 	}
 	return &DeadLetterWrite{
-		Job: ins,
-		RetryEvent: EventWrite{Kind: EventRetried, Actor: actor, To: StateAvailable,
-			Message: fmt.Sprintf("job %s died again (%s): %s", j.ID, row.Reason, message)},
+		Job: &JobInsertParams{ID: id, Queue: queue, Kind: r.Kind, Payload: payload,
+			SchemaVersion: max(r.SchemaVersion, 1), MaxAttempts: maxAttempts, Fingerprint: fp, Timeout: r.Timeout},
+		RetryEvent: EventWrite{Kind: EventRetried, Actor: r.Actor, To: StateAvailable,
+			Message: fmt.Sprintf("job %s died again (%s): %s", j.ID, reason, message)},
 	}, nil
 }
 

@@ -203,6 +203,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		return fmt.Errorf("%w: engine already started", ErrInvalid)
 	}
 	e.warnDeadLetterRules()
+	e.claimDeadlinePlan.DeadLetter = e.claimDeadLetterRoutes()
 	if len(e.cfg.Queues) > 0 && len(e.kindVersions()) == 0 {
 		return fmt.Errorf("%w: queues configured but no kind registered", ErrInvalid)
 	}

@@ -667,9 +667,6 @@ func (e *Engine) Quarantine(ctx context.Context) ([]*Fingerprint, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := e.addStepCrashes(ctx, fps); err != nil {
-		return nil, err
-	}
 	return fps, nil
 }
 

@@ -88,6 +88,11 @@ type FingerprintWrite struct {
 	// LastError and LastJobID are recorded on the record.
 	LastError string
 	LastJobID string
+	// StepCrash, when set, is the workflow step the crash happened in (its
+	// name, or "#n" for the n-th step before its name is known): the
+	// store adds 1 to the stored count of (Fingerprint, StepCrash), with or
+	// without a record, in the same write.
+	StepCrash string
 	// Hold, when set, moves the fingerprint's waiting jobs as it says.
 	Hold *HoldWrite
 }
@@ -177,4 +182,10 @@ type ClaimDeadlineWrite struct {
 	Pattern   string
 	// Event is written for each such job; its Attempt is the job's own.
 	Event EventWrite
+	// DeadLetter routes each such death, in the claim's transaction: the
+	// store applies DeadLetterFor(DeadLetter.For(kind), job, LastError,
+	// Reason) as JobFinishParams.DeadLetter says (nil routes nothing; a
+	// death DeadLetterFor refuses is archived unrouted, as a finish
+	// whose route the engine could not build).
+	DeadLetter *DeadLetterRoutes
 }

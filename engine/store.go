@@ -265,9 +265,9 @@ type Fingerprint struct {
 	LastJobID   string            `json:"last_job_id"`
 	// Held counts the fingerprint's jobs in the quarantined state.
 	Held int `json:"held"`
-	// StepCrashes counts the crashes inside workflow steps, by step name,
-	// over (a bounded few of) the fingerprint's crashed jobs: filled by
-	// Control.Quarantine, never by a store.
+	// StepCrashes counts the crashes inside workflow steps, by step name:
+	// the store's counts per (fingerprint, step), kept by each crash's own
+	// write (FingerprintWrite.StepCrash) and read with the record.
 	StepCrashes map[string]int `json:"step_crashes,omitempty"`
 }
 

@@ -827,6 +827,7 @@ func (e *Engine) finishPlan(ref JobRef, j *Job, row Transition, res handlerResul
 		}
 		if row.Charge == ChargeCrash {
 			fw.AddCrashes = 1
+			fw.StepCrash = crashedStep(res.checkpoint)
 		}
 		if row.Quarantine {
 			fw.Hold = &HoldWrite{

@@ -1,49 +1,36 @@
 package engine
 
-import (
-	"context"
-	"fmt"
-)
+import "fmt"
 
-// Crashes per (fingerprint, step) for the quarantine screen: each
-// fingerprint's crashed jobs are read, a bounded few, and the crashes
-// their checkpoints record per step are summed.
+// Crashes per (fingerprint, step) for the quarantine screen: each crash
+// inside a step names the step in its fingerprint write, and the store
+// keeps the count in the crash's own transaction; FingerprintList and
+// FingerprintGet return the counts with the record.
+//
+// Releasing a fingerprint keeps its counts, as it keeps the record's own
+// crash count: they are the history of that payload, and a count that
+// still grows after a release (the fix did not take) is what the operator
+// needs to see on the next quarantine.
 
-const (
-	// stepCrashFingerprints is how many fingerprints of a Quarantine
-	// answer get their step counts; stepCrashJobs how many of each one's
-	// crashed jobs are read.
-	stepCrashFingerprints = 100
-	stepCrashJobs         = 10
-)
-
-// addStepCrashes fills StepCrashes on the first fingerprints of fps.
-func (e *Engine) addStepCrashes(ctx context.Context, fps []*Fingerprint) error {
-	for i, fp := range fps {
-		if i == stepCrashFingerprints {
-			break
-		}
-		page, err := e.ListJobs(ctx, ListJobsParams{Filter: Filter{States: AllStates, Fingerprint: fp.Fingerprint}, Limit: 50})
-		if err != nil {
-			return fmt.Errorf("fingerprint %s: step crashes: %w", fp.Fingerprint, err)
-		}
-		var jobs []*Job
-		for _, row := range page.Jobs {
-			if row.CrashAttempt == 0 {
-				continue
-			}
-			j, err := e.store.JobGetByID(ctx, &JobGetByIDParams{ID: row.ID})
-			if err != nil {
-				continue // gone meanwhile
-			}
-			jobs = append(jobs, j)
-			if len(jobs) == stepCrashJobs {
-				break
-			}
-		}
-		if m := StepCrashes(jobs); len(m) > 0 {
-			fp.StepCrashes = m
-		}
+// crashedStep names the step a crash's checkpoint charges: the last
+// step recorded as crashed (a crashed step is the last one the run
+// reached), "" when the crash was outside any step.
+func crashedStep(raw []byte) string {
+	if len(raw) == 0 {
+		return ""
 	}
-	return nil
+	cp, err := ParseCheckpoint(raw)
+	if err != nil {
+		return ""
+	}
+	for i := len(cp.Steps) - 1; i >= 0; i-- {
+		if cp.Steps[i].State != StepCrashed {
+			continue
+		}
+		if cp.Steps[i].Name != "" {
+			return cp.Steps[i].Name
+		}
+		return fmt.Sprintf("#%d", i+1)
+	}
+	return ""
 }

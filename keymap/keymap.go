@@ -57,16 +57,19 @@ const (
 	Bulk        Action = "bulk"
 	Pause       Action = "pause"
 	ReplayStep  Action = "replay_step"
-	Copy        Action = "copy"
-	Payload     Action = "payload"
-	Filter      Action = "filter"
-	Command     Action = "command"
-	Help        Action = "help"
-	Back        Action = "back"
-	Save        Action = "save"
-	Quit        Action = "quit"
-	Confirm     Action = "confirm"
-	Refresh     Action = "refresh"
+	// ReplayResult edits the replacement result of step N−1 in a replay's
+	// preview: read only inside that dialog, like Confirm.
+	ReplayResult Action = "replay_result"
+	Copy         Action = "copy"
+	Payload      Action = "payload"
+	Filter       Action = "filter"
+	Command      Action = "command"
+	Help         Action = "help"
+	Back         Action = "back"
+	Save         Action = "save"
+	Quit         Action = "quit"
+	Confirm      Action = "confirm"
+	Refresh      Action = "refresh"
 )
 
 // Group is a heading of the help.
@@ -136,6 +139,7 @@ var defaults = []def{
 	{Bulk, GroupAct, []string{"b"}, "b", "bulk from filter", true},
 	{Pause, GroupAct, []string{"P"}, "P", "pause/resume queue", true},
 	{ReplayStep, GroupAct, []string{"F"}, "F", "replay from step", true},
+	{ReplayResult, GroupAct, []string{"e"}, "e", "replace step N−1's result (replay preview)", true},
 
 	{Open, GroupView, []string{"enter"}, "enter", "open", false},
 	{Payload, GroupView, []string{"p"}, "p", "payload", false},
@@ -256,13 +260,17 @@ func (km *KeyMap) Short(actions ...Action) []key.Binding {
 	return out
 }
 
+// dialogOnly says whether a is read only inside a dialog, whose hint names
+// its key: left out of the help screens, and free to share a key.
+func dialogOnly(a Action) bool { return a == Confirm || a == ReplayResult }
+
 // FullHelp is the help screen: one column per group, enabled bindings only.
 func (km *KeyMap) FullHelp() [][]key.Binding {
 	var cols [][]key.Binding
 	for _, g := range Groups {
 		var col []key.Binding
 		for _, e := range km.entries {
-			if e.Group == g && e.Binding.Enabled() && e.Action != Confirm {
+			if e.Group == g && e.Binding.Enabled() && !dialogOnly(e.Action) {
 				col = append(col, e.Binding)
 			}
 		}
@@ -279,7 +287,7 @@ func (km *KeyMap) HelpGroups() []GroupHelp {
 	for _, g := range Groups {
 		gh := GroupHelp{Group: g}
 		for _, e := range km.entries {
-			if e.Group == g && e.Binding.Enabled() && e.Action != Confirm && len(e.Binding.Keys()) > 0 {
+			if e.Group == g && e.Binding.Enabled() && !dialogOnly(e.Action) && len(e.Binding.Keys()) > 0 {
 				gh.Bindings = append(gh.Bindings, e.Binding)
 			}
 		}
@@ -422,12 +430,13 @@ func parseKeys(raw json.RawMessage) ([]string, error) {
 }
 
 // conflicts refuses one key bound to two actions that are live at the same
-// time. Confirm shares "y" with copy on purpose: it is only read inside a
-// confirmation, where nothing else is.
+// time. Confirm shares "y" with copy, and ReplayResult "e" with edit, on
+// purpose: they are only read inside a confirmation, where nothing else
+// is.
 func (km *KeyMap) conflicts() error {
 	seen := map[string]Action{}
 	for _, e := range km.entries {
-		if e.Action == Confirm {
+		if dialogOnly(e.Action) {
 			continue
 		}
 		for _, k := range e.Binding.Keys() {

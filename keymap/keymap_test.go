@@ -224,4 +224,16 @@ func TestReplayStepKeys(t *testing.T) {
 	if _, err := Build(Overrides{Source: "test", Data: []byte(`{"retry": "R", "cancel": "X"}`)}); err != nil {
 		t.Fatalf("the documented overrides conflict: %v", err)
 	}
+	// The replay preview's replacement result: e, shared with edit (it is
+	// read only in that dialog), dropped by read-only, not in the help.
+	if !km.Matches(press("e"), ReplayResult) || !km.Dangerous(ReplayResult) || km.ReadOnly().Enabled(ReplayResult) {
+		t.Fatal("replay_result is not e, or survives read-only mode")
+	}
+	for _, g := range km.HelpGroups() {
+		for _, b := range g.Bindings {
+			if b.Help().Desc == km.B(ReplayResult).Help().Desc {
+				t.Fatal("the help lists replay_result, a key of the replay preview only")
+			}
+		}
+	}
 }

@@ -438,17 +438,22 @@ func waitChanges(ctx context.Context, ch <-chan engine.Change) tea.Cmd {
 type editMode int
 
 const (
-	editPayload editMode = iota // UpdatePayload with the version seen
-	editRetry                   // RetryWithInput
+	editPayload      editMode = iota // UpdatePayload with the version seen
+	editRetry                        // RetryWithInput
+	editReplayResult                 // the replacement result of a replay's step N−1 (replay.go)
 )
 
 type editReadyMsg struct {
 	mode    editMode
 	id      string
 	version int64
-	path    string
-	orig    []byte
-	err     error
+	// step is the replay's step N (editReplayResult): the text is the
+	// result of step N−1, named stepName.
+	step     int
+	stepName string
+	path     string
+	orig     []byte
+	err      error
 }
 
 // removeFile removes the external editor's file, if there is one.
@@ -473,6 +478,9 @@ type editSavedMsg struct {
 	same    bool
 	ready   editReadyMsg
 	err     error
+	// preview is the replay preview with the edited result
+	// (editReplayResult), to confirm before anything runs.
+	preview *replayPreviewMsg
 }
 
 // prepareEdit fetches the payload with its version and writes it to a
@@ -517,6 +525,9 @@ func (m *Model) saveEdit(r editReadyMsg, text []byte) tea.Cmd {
 				out.err = err
 				return out
 			}
+		}
+		if r.mode == editReplayResult {
+			return replayResultEdited(ctx, ctl, r, b, out)
 		}
 		if strings.TrimSpace(string(b)) == strings.TrimSpace(string(r.orig)) {
 			r.removeFile()

@@ -24,6 +24,10 @@ type confirmDialog struct {
 	count int64
 	lines []string
 	yes   func() tea.Cmd
+	// edit, when set, is what the ReplayResult key does in this dialog
+	// (a replay's preview: edit step N−1's result), named by editHint.
+	edit     func() tea.Cmd
+	editHint string
 }
 
 func (m *Model) dialogKey(msg tea.KeyPressMsg) tea.Cmd {
@@ -32,6 +36,9 @@ func (m *Model) dialogKey(msg tea.KeyPressMsg) tea.Cmd {
 	case m.km.Matches(msg, keymap.Confirm):
 		m.dialog = nil
 		return d.yes()
+	case d.edit != nil && m.km.Matches(msg, keymap.ReplayResult):
+		m.dialog = nil
+		return d.edit()
 	case m.km.Matches(msg, keymap.Back), m.km.Matches(msg, keymap.Quit), msg.String() == "n":
 		m.dialog = nil
 		return m.toast("cancelled — nothing changed")
@@ -54,7 +61,11 @@ func (m *Model) confirmBox(w, h int) []string {
 
 func (m *Model) confirmHint() string {
 	t := m.theme
-	return t.HelpKey.Render(m.km.B(keymap.Confirm).Help().Key) + t.HelpDesc.Render(" confirm · ") +
+	edit := ""
+	if d := m.dialog; d != nil && d.edit != nil && m.km.Enabled(keymap.ReplayResult) {
+		edit = t.HelpKey.Render(m.km.B(keymap.ReplayResult).Help().Key) + t.HelpDesc.Render(" "+d.editHint+" · ")
+	}
+	return t.HelpKey.Render(m.km.B(keymap.Confirm).Help().Key) + t.HelpDesc.Render(" confirm · ") + edit +
 		t.HelpKey.Render(m.km.B(keymap.Back).Help().Key) + t.HelpDesc.Render(" cancel")
 }
 

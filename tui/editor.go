@@ -117,8 +117,11 @@ func (m *Model) editorBox() []string {
 	t := m.theme
 	w, _ := m.editorSize()
 	title := "Edit the payload of " + Sanitize(ed.ready.id) + " (version " + strconv.FormatInt(ed.ready.version, 10) + ")"
-	if ed.ready.mode == editRetry {
+	switch ed.ready.mode {
+	case editRetry:
 		title = "Retry " + Sanitize(ed.ready.id) + " with new input"
+	case editReplayResult:
+		title = replayResultTitle(ed.ready)
 	}
 	lines := []string{t.DialogHead.Render(title), ""}
 	lines = append(lines, strings.Split(ed.ta.View(), "\n")...)

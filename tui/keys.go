@@ -447,6 +447,9 @@ func (m *Model) editSaved(msg editSavedMsg) tea.Cmd {
 		return nil // refused: the text stays in the editor, with the reason
 	}
 	m.pendingEdit = nil
+	if msg.mode == editReplayResult {
+		return m.replayResultSaved(msg)
+	}
 	key := m.km.B(keymap.Edit).Help().Key
 	if msg.mode == editRetry {
 		key = m.km.B(keymap.RetryInput).Help().Key

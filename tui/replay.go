@@ -2,8 +2,12 @@ package tui
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"strconv"
+	"strings"
 
 	tea "charm.land/bubbletea/v2"
 
@@ -18,8 +22,10 @@ import (
 type replayPreviewMsg struct {
 	id   string
 	step int
-	plan *engine.ReplayPlan
-	err  error
+	// result is the replacement result of step N−1, when one was edited.
+	result json.RawMessage
+	plan   *engine.ReplayPlan
+	err    error
 }
 
 type replayDoneMsg struct {
@@ -47,20 +53,26 @@ func (m *Model) replayCommand(arg string) (tea.Cmd, error) {
 	if id == "" {
 		return nil, fmt.Errorf("replay: no job under the cursor")
 	}
-	return m.replayPreview(id, n), nil
+	return m.replayPreview(id, n, nil), nil
 }
 
 // replayPreview asks what a replay of id from step n would keep and run
 // again; the answer opens the confirm dialog. `:replay N` and the replay
 // key on the sheet's picked step (steps.go) both come here.
-func (m *Model) replayPreview(id string, n int) tea.Cmd {
+func (m *Model) replayPreview(id string, n int, result json.RawMessage) tea.Cmd {
 	ctl, ctx := m.ctl, m.ctx
 	return func() tea.Msg {
 		c, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
-		plan, err := ctl.ReplayPreview(c, id, engine.ReplayParams{Step: n})
-		return replayPreviewMsg{id: id, step: n, plan: plan, err: err}
+		return previewReplay(c, ctl, id, n, result)
 	}
+}
+
+// previewReplay is the preview call, for replayPreview and for the save
+// of an edited result (cmds.go).
+func previewReplay(ctx context.Context, ctl engine.Control, id string, n int, result json.RawMessage) replayPreviewMsg {
+	plan, err := ctl.ReplayPreview(ctx, id, engine.ReplayParams{Step: n, Result: result})
+	return replayPreviewMsg{id: id, step: n, result: result, plan: plan, err: err}
 }
 
 // replayPreviewed shows the preview and asks.
@@ -71,6 +83,12 @@ func (m *Model) replayPreviewed(msg replayPreviewMsg) tea.Cmd {
 	t := m.theme
 	var lines []string
 	for i, s := range msg.plan.Kept {
+		if len(msg.result) > 0 && i == len(msg.plan.Kept)-1 {
+			lines = append(lines, t.OKText.Render("keep  ")+t.Muted.Render(fmt.Sprintf("%2d ", i+1))+Sanitize(s.Name)+
+				t.WarnText.Render(" · result replaced:"))
+			lines = append(lines, resultLines(t.Muted.Render("        "), s.Result)...)
+			continue
+		}
 		lines = append(lines, t.OKText.Render("keep  ")+t.Muted.Render(fmt.Sprintf("%2d ", i+1))+Sanitize(s.Name)+
 			t.Muted.Render(" · its result is replayed"))
 	}
@@ -80,24 +98,135 @@ func (m *Model) replayPreviewed(msg replayPreviewMsg) tea.Cmd {
 	}
 	lines = append(lines, t.WarnText.Render("run   ")+t.Muted.Render("   then every step the handler asks for after those"),
 		"", t.Muted.Render("a new job runs; "+Sanitize(msg.id)+" stays as it is, linked to it"))
-	id, step := msg.id, msg.step
-	m.dialog = &confirmDialog{
+	id, step, result := msg.id, msg.step, msg.result
+	d := &confirmDialog{
 		title: fmt.Sprintf("Replay %s from step %d as a new job?", Sanitize(id), step),
 		count: 1,
 		lines: lines,
-		yes:   func() tea.Cmd { return m.replayCmd(id, step) },
+		yes:   func() tea.Cmd { return m.replayCmd(id, step, result) },
 	}
+	if step >= 2 && len(msg.plan.Kept) == step-1 {
+		// Step N−1's result, the input of the steps that run again, may be
+		// replaced: edited as a payload is, then previewed again.
+		prev := msg.plan.Kept[step-2]
+		cur := prev.Result
+		if len(result) > 0 {
+			cur = result
+		}
+		d.edit = func() tea.Cmd { return m.prepareReplayEdit(id, step, prev.Name, cur) }
+		d.editHint = fmt.Sprintf("replace step %d's result", step-1)
+	}
+	m.dialog = d
 	return nil
 }
 
-func (m *Model) replayCmd(id string, step int) tea.Cmd {
+// resultLines shows a step's result, pretty and escaped (job data), each
+// line after indent, a bounded few.
+func resultLines(indent string, raw json.RawMessage) []string {
+	const most = 8
+	text := strings.TrimRight(string(prettyJSON(raw)), "\n")
+	if len(raw) == 0 {
+		text = "null"
+	}
+	ls := strings.Split(text, "\n")
+	var out []string
+	for i, l := range ls {
+		if i == most {
+			out = append(out, indent+fmt.Sprintf("… %d more lines", len(ls)-most))
+			break
+		}
+		out = append(out, indent+Sanitize(l))
+	}
+	return out
+}
+
+func (m *Model) replayCmd(id string, step int, result json.RawMessage) tea.Cmd {
 	ctl, ctx := m.ctl, m.ctx
 	return func() tea.Msg {
 		c, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
-		j, err := ctl.ReplayFromStep(c, id, engine.ReplayParams{Step: step})
+		j, err := ctl.ReplayFromStep(c, id, engine.ReplayParams{Step: step, Result: result})
 		return replayDoneMsg{id: id, step: step, job: j, err: err}
 	}
+}
+
+// prepareReplayEdit opens step N−1's result (cur, as the preview had it)
+// in the editor the payload edit uses: the built-in one (Options.
+// BuiltinEditor), else $EDITOR on a temporary file, written here in the
+// command, not in Update.
+func (m *Model) prepareReplayEdit(id string, step int, name string, cur json.RawMessage) tea.Cmd {
+	dir, builtin := m.opts.TempDir, m.opts.BuiltinEditor
+	return func() tea.Msg {
+		pretty := prettyJSON(cur)
+		if len(cur) == 0 {
+			pretty = []byte("null")
+		}
+		r := editReadyMsg{mode: editReplayResult, id: id, step: step, stepName: name}
+		if builtin {
+			r.orig = []byte(editableJSON(pretty))
+			return r
+		}
+		f, err := os.CreateTemp(dir, "sluice-result-*.json")
+		if err != nil {
+			r.err = err
+			return r
+		}
+		_, werr := f.Write(pretty)
+		cerr := f.Close()
+		if err := errors.Join(werr, cerr); err != nil {
+			_ = os.Remove(f.Name())
+			r.err = err
+			return r
+		}
+		r.path, r.orig = f.Name(), pretty
+		return r
+	}
+}
+
+// replayResultTitle is the editor's title for a replacement result.
+func replayResultTitle(r editReadyMsg) string {
+	return fmt.Sprintf("Result of step %d (%s) for the replay of %s from step %d",
+		r.step-1, Sanitize(r.stepName), Sanitize(r.id), r.step)
+}
+
+// replayResultEdited checks the edited result is one JSON value and
+// previews the replay with it (unchanged: without a replacement). It runs
+// in saveEdit's command.
+func replayResultEdited(ctx context.Context, ctl engine.Control, r editReadyMsg, b []byte, out editSavedMsg) editSavedMsg {
+	var result json.RawMessage
+	if strings.TrimSpace(string(b)) != strings.TrimSpace(string(r.orig)) {
+		v, err := engine.ValidateJSON(b)
+		if err != nil {
+			out.invalid = fmt.Errorf("not valid JSON: %v", err)
+			return out
+		}
+		result = v
+	}
+	c, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	p := previewReplay(c, ctl, r.id, r.step, result)
+	if p.err != nil {
+		out.err = p.err
+		return out
+	}
+	r.removeFile()
+	out.preview = &p
+	return out
+}
+
+// replayResultSaved takes an edited result's preview: the confirm dialog
+// again, now showing the replacement.
+func (m *Model) replayResultSaved(msg editSavedMsg) tea.Cmd {
+	switch {
+	case msg.invalid != nil:
+		r := msg.ready
+		r.removeFile()
+		return m.toastErr(fmt.Sprintf("%s — the replay was not started", msg.invalid))
+	case msg.err != nil:
+		msg.ready.removeFile()
+		return m.toastErr("replay " + Sanitize(msg.id) + ": " + Sanitize(msg.err.Error()))
+	}
+	return m.replayPreviewed(*msg.preview)
 }
 
 func (m *Model) replayDone(msg replayDoneMsg) tea.Cmd {

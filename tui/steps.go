@@ -175,7 +175,7 @@ func (m *Model) replayStep() tea.Cmd {
 		}
 		return m.toastErr("replay: " + k + " picks the step to replay from first")
 	}
-	return m.replayPreview(s.id, s.stepPick)
+	return m.replayPreview(s.id, s.stepPick, nil)
 }
 
 // linkAtTop is the job enter follows: the first link, when ] has brought

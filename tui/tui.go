@@ -236,12 +236,14 @@ func (m *Model) applyKeys() {
 		km = km.ReadOnly()
 	}
 	if m.hidePayload {
-		km = km.Without(keymap.Payload, keymap.Edit, keymap.RetryInput)
+		// A step's result is job data as the payload is.
+		km = km.Without(keymap.Payload, keymap.Edit, keymap.RetryInput, keymap.ReplayResult)
 	}
 	if !km.Enabled(keymap.ReplayStep) {
 		// The step keys pick a step to replay from: without replay
-		// (read-only, viewers, unbound) they have nothing to do.
-		km = km.Without(keymap.StepDown, keymap.StepUp)
+		// (read-only, viewers, unbound) they have nothing to do, nor has
+		// the replacement result of a replay.
+		km = km.Without(keymap.StepDown, keymap.StepUp, keymap.ReplayResult)
 	}
 	m.km = km
 }

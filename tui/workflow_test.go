@@ -202,6 +202,7 @@ func TestQuarantineStepCrashes(t *testing.T) {
 		Error: &engine.AttemptError{Crash: true, Message: errOOM, Worker: testWorker}, ErrorPattern: engine.NormalizeError(errOOM),
 	}.Plan(j)
 	p.Checkpoint = &engine.CheckpointWrite{Checkpoint: cp}
+	p.Fingerprint.StepCrash = "render" // the crash's write counts it, as the engine's plan says
 	if _, err := store.JobFinish(ctx, p); err != nil {
 		t.Fatal(err)
 	}
@@ -342,5 +343,67 @@ func TestWorkflowStepCursorScrollsIntoView(t *testing.T) {
 	screen = top(s.waitFor("› ✓  1 reserve", "F previews a replay from step 1"))
 	if !strings.Contains(screen, "› ✓  1 reserve") {
 		t.Fatalf("the picked step is not in view:\n%s", screen)
+	}
+}
+
+// TestWorkflowReplayWithResult: the replay preview offers to replace the
+// result of step N−1; e opens it in the editor (the built-in one here, as
+// over SSH), what is not JSON is refused there, and the saved text shows
+// in the preview, escaped, before y replays with it: the new job's step
+// N−1 holds the replacement.
+func TestWorkflowReplayWithResult(t *testing.T) {
+	eng := workflowFixture(t)
+	opts := testOptions()
+	opts.BuiltinEditor = true
+	s := start(t, eng, opts)
+	s.waitFor("wf-0001")
+	s.keys("<enter>")
+	s.waitFor("job wf-0001", "steps (3)")
+	s.keys(":")
+	s.typeText("replay 3")
+	s.keys("<enter>")
+	s.waitFor("Replay wf-0001 from step 3 as a new job?", "e replace step 2's result")
+	s.keys("e")
+	s.goldenAs("editor", s.waitFor("Result of step 2 (charge) for the replay of wf-0001 from step 3", "ctrl+s save"))
+	// "true" becomes "tru" (not JSON: refused, the text stays), then a
+	// string with an escape sequence in it, which the preview must not
+	// send to the terminal.
+	s.keys("<end>", "<backspace>", "<ctrl+s>")
+	s.waitFor("not valid JSON", "Result of step 2 (charge)")
+	s.keys("<backspace>", "<backspace>", "<backspace>")
+	s.typeText(`{"card":"\u001b[31mred","retry":true}`)
+	s.keys("<ctrl+s>")
+	screen := s.waitFor("Replay wf-0001 from step 3 as a new job?", "2 charge · result replaced:", `"retry": true`)
+	if strings.Contains(screen, "\x1b[31m") {
+		t.Fatalf("the replacement reached the terminal unescaped:\n%q", screen)
+	}
+	s.goldenAs("preview", screen)
+	s.keys("y")
+	s.waitFor("replaying wf-0001 from step 3 as wf-")
+	page, err := eng.ListJobs(context.Background(), engine.ListJobsParams{Filter: engine.Filter{Kinds: []string{"order.flow"}}, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fork *engine.Job
+	for _, r := range page.Jobs {
+		if strings.Contains(r.ID, "~replay~") {
+			if d, err := eng.GetJob(context.Background(), r.ID, false); err == nil {
+				fork = d.Job
+			}
+		}
+	}
+	if fork == nil {
+		t.Fatal("no replay job")
+	}
+	cp, err := engine.ParseCheckpoint(fork.Checkpoint)
+	if err != nil || len(cp.Steps) != 2 {
+		t.Fatalf("the replay's checkpoint %s (%v), want steps 1 and 2", fork.Checkpoint, err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(cp.Steps[1].Result, &got); err != nil || got["card"] != "\x1b[31mred" || got["retry"] != true {
+		t.Fatalf("step 2's result in the replay: %s (%v)", cp.Steps[1].Result, err)
+	}
+	if string(cp.Steps[0].Result) != "true" {
+		t.Fatalf("step 1's result in the replay: %s, want the original's", cp.Steps[0].Result)
 	}
 }

@@ -25,6 +25,7 @@ func workflowChecks() []check {
 		{name: "StepMismatchUndecodableThenUpgraderCompletes", fn: testStepMismatch},
 		{name: "NewerStepSetLeftForNewerWorker", fn: testNewerStepSet},
 		{name: "CrashInsideStepCountedOnStep", fn: testStepCrash},
+		{name: "StepCrashCountsKeptByTheCrashWrite", fn: testStepCrashCounts},
 	}
 }
 
@@ -35,6 +36,8 @@ func deadLetterChecks() []check {
 		{name: "RedrivenDeathRetriesExistingDeadLetter", fn: testDeadLetterRedrive},
 		{name: "DyingDeadLetterJobNotRouted", fn: testDeadLetterNotRerouted},
 		{name: "QuarantineTripperRouted", fn: testDeadLetterQuarantine},
+		{name: "DeadlineDeathAtClaimRoutedPerKindInsertOrRetry", fn: testDeadLetterAtClaim},
+		{name: "DeadlineDeathAtClaimEngineRuleBeatsDefault", fn: testDeadLetterAtClaimEngine},
 	}
 }
 

@@ -103,7 +103,7 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 	pd := &p.PastDeadline
 	limit := max(p.Limit, 0)
 	res := &engine.JobClaimResult{}
-	err := s.single(ctx, func(q querier) error {
+	err := s.claimTx(ctx, pd, res, func(q querier) error {
 		res.Jobs, res.Dead, res.Now = nil, nil, time.Time{}
 		rows, err := q.Query(ctx, s.sql(sqlClaim), p.LeaseID, p.WorkerID, int64(lease), p.Queue, limit, max(p.Suspects, 0), p.Lone,
 			kinds, versions, string(pd.To), string(pd.Reason), pd.LastError, pd.Pattern,

@@ -299,6 +299,9 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 				}
 			}
 		}
+		if err := finishStepCrash(ctx, tx, p); err != nil {
+			return err
+		}
 		dlq, err := finishDeadLetter(ctx, tx, p, counts)
 		if err != nil {
 			return err

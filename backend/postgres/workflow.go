@@ -107,7 +107,58 @@ func finishCheckpoint(ctx context.Context, tx *wtx, p *engine.JobFinishParams) e
 // death's transaction: insert the dead-letter job, or retry it when it
 // exists and is terminal. It returns the queue that got work ("" none).
 func finishDeadLetter(ctx context.Context, tx *wtx, p *engine.JobFinishParams, counts countDeltas) (string, error) {
-	d := p.DeadLetter
+	return writeDeadLetter(ctx, tx, p.ID, p.DeadLetter, counts)
+}
+
+// claimTx runs a claim's statement fn on its own (single) when the plan
+// routes no deadline death; else in one transaction with the routes of
+// the deaths it wrote in res.Dead, so that no death is left unrouted.
+func (s *Store) claimTx(ctx context.Context, pd *engine.ClaimDeadlineWrite, res *engine.JobClaimResult, fn func(q querier) error) error {
+	if pd.DeadLetter == nil {
+		return s.single(ctx, fn)
+	}
+	return s.writeTx(ctx, func(tx *wtx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		return s.claimDeadLetters(ctx, tx, pd, res.Dead)
+	})
+}
+
+// claimDeadLetters routes a claim's deadline deaths as the plan's routes
+// say. A death whose route cannot be built (DeadLetterFor refuses it)
+// stays archived unrouted rather than failing every claim of the queue.
+func (s *Store) claimDeadLetters(ctx context.Context, tx *wtx, pd *engine.ClaimDeadlineWrite, dead []*engine.Job) error {
+	if len(dead) == 0 {
+		return nil
+	}
+	counts := countDeltas{}
+	woke := map[string]bool{}
+	for _, j := range dead {
+		d, err := engine.DeadLetterFor(pd.DeadLetter.For(j.Kind), j, pd.LastError, pd.Reason)
+		if err != nil {
+			continue
+		}
+		q, err := writeDeadLetter(ctx, tx, j.ID, d, counts)
+		if err != nil {
+			return err
+		}
+		if q != "" {
+			woke[q] = true
+		}
+	}
+	if err := s.applyCounts(ctx, tx, counts); err != nil {
+		return err
+	}
+	if len(woke) > 0 {
+		return s.notifyQueues(ctx, tx, woke)
+	}
+	return nil
+}
+
+// writeDeadLetter writes the route d of the death of job id. It returns
+// the queue that got work ("" none).
+func writeDeadLetter(ctx context.Context, tx *wtx, id string, d *engine.DeadLetterWrite, counts countDeltas) (string, error) {
 	if d == nil || d.Job == nil {
 		return "", nil
 	}
@@ -133,8 +184,8 @@ func finishDeadLetter(ctx context.Context, tx *wtx, p *engine.JobFinishParams, c
 		}
 		if _, err := tx.Exec(ctx, tx.q(sqlDeadLetterInsert), jp.ID, jp.Queue, jp.Kind, string(jp.Payload), jp.SchemaVersion,
 			meta, jp.Priority, string(st), jp.MaxAttempts, jp.Fingerprint, tx.nowNs+int64(jp.Delay), deadline,
-			int64(jp.Timeout), tx.nowNs, p.ID); err != nil {
-			return "", fmt.Errorf("postgres: finish job %s: insert dead letter %s: %w", p.ID, jp.ID, err)
+			int64(jp.Timeout), tx.nowNs, id); err != nil {
+			return "", fmt.Errorf("postgres: dead job %s: insert dead letter %s: %w", id, jp.ID, err)
 		}
 		counts.move(jp.Queue, "", st, 1)
 		if st == engine.StateAvailable {
@@ -142,20 +193,20 @@ func finishDeadLetter(ctx context.Context, tx *wtx, p *engine.JobFinishParams, c
 		}
 		return "", nil
 	case err != nil:
-		return "", fmt.Errorf("postgres: finish job %s: read dead letter %s: %w", p.ID, jp.ID, err)
+		return "", fmt.Errorf("postgres: dead job %s: read dead letter %s: %w", id, jp.ID, err)
 	}
 	if !engine.State(state).Terminal() {
 		return "", nil
 	}
 	var queue string
-	if err := tx.QueryRow(ctx, tx.q(sqlDeadLetterRetry), jp.ID, string(jp.Payload), jp.Fingerprint, tx.nowNs, p.ID).Scan(&queue); err != nil {
-		return "", fmt.Errorf("postgres: finish job %s: retry dead letter %s: %w", p.ID, jp.ID, err)
+	if err := tx.QueryRow(ctx, tx.q(sqlDeadLetterRetry), jp.ID, string(jp.Payload), jp.Fingerprint, tx.nowNs, id).Scan(&queue); err != nil {
+		return "", fmt.Errorf("postgres: dead job %s: retry dead letter %s: %w", id, jp.ID, err)
 	}
 	counts.move(queue, engine.State(state), engine.StateAvailable, 1)
 	ev := d.RetryEvent
 	if _, err := tx.Exec(ctx, tx.q(sqlInsertEvent), jp.ID, string(ev.Kind), tx.nowNs, ev.Actor,
 		state, string(engine.StateAvailable), attempt, ev.Message); err != nil {
-		return "", fmt.Errorf("postgres: finish job %s: retry dead letter %s: event: %w", p.ID, jp.ID, err)
+		return "", fmt.Errorf("postgres: dead job %s: retry dead letter %s: event: %w", id, jp.ID, err)
 	}
 	return queue, nil
 }
@@ -201,4 +252,57 @@ func (s *Store) JobFork(ctx context.Context, p *engine.JobForkParams) (*engine.J
 		return nil, err
 	}
 	return out, nil
+}
+
+// sqlStepCrash counts one crash of $1 fingerprint in $2 step.
+const sqlStepCrash = `INSERT INTO {s}.fingerprint_step_crashes (fingerprint, step, crashes) VALUES ($1, $2, 1)
+	ON CONFLICT (fingerprint, step) DO UPDATE SET crashes = {s}.fingerprint_step_crashes.crashes + 1`
+
+// finishStepCrash counts a crash inside a workflow step against its
+// (fingerprint, step), in the crash's transaction.
+func finishStepCrash(ctx context.Context, tx *wtx, p *engine.JobFinishParams) error {
+	f := p.Fingerprint
+	if f == nil || f.Fingerprint == "" || f.StepCrash == "" {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, tx.q(sqlStepCrash), f.Fingerprint, f.StepCrash); err != nil {
+		return fmt.Errorf("postgres: finish job %s: count step crash: %w", p.ID, err)
+	}
+	return nil
+}
+
+// addStepCrashes fills each record's StepCrashes from the stored counts.
+func (s *Store) addStepCrashes(ctx context.Context, fps []*engine.Fingerprint) error {
+	if len(fps) == 0 {
+		return nil
+	}
+	names := make([]string, len(fps))
+	by := make(map[string]*engine.Fingerprint, len(fps))
+	for i, f := range fps {
+		names[i] = f.Fingerprint
+		by[f.Fingerprint] = f
+	}
+	rows, err := s.pool.Query(ctx, s.sql(`SELECT fingerprint, step, crashes FROM {s}.fingerprint_step_crashes
+		WHERE fingerprint = ANY($1::text[])`), names)
+	if err != nil {
+		return fmt.Errorf("postgres: step crashes: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var fp, step string
+		var n int
+		if err := rows.Scan(&fp, &step, &n); err != nil {
+			return fmt.Errorf("postgres: step crashes: %w", err)
+		}
+		if f := by[fp]; f != nil {
+			if f.StepCrashes == nil {
+				f.StepCrashes = map[string]int{}
+			}
+			f.StepCrashes[step] = n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("postgres: step crashes: %w", err)
+	}
+	return nil
 }

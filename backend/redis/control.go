@@ -141,9 +141,11 @@ func (s *Store) fingerprints(ctx context.Context, fps []string) ([]*engine.Finge
 	pipe := s.c.Pipeline()
 	hs := make([]*goredis.MapStringStringCmd, len(fps))
 	ms := make([]*goredis.StringSliceCmd, len(fps))
+	cs := make([]*goredis.MapStringStringCmd, len(fps))
 	for i, fp := range fps {
 		hs[i] = pipe.HGetAll(ctx, s.Key("fpr", fp))
 		ms[i] = pipe.SMembers(ctx, s.Key("fpj", fp))
+		cs[i] = pipe.HGetAll(ctx, s.Key("fsc", fp))
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
 		return nil, fmt.Errorf("redis: fingerprints: %w", err)
@@ -155,6 +157,7 @@ func (s *Store) fingerprints(ctx context.Context, fps []string) ([]*engine.Finge
 		}
 		f := &engine.Fingerprint{Fingerprint: fp, Kind: m["kind"], Status: engine.FingerprintStatus(m["st"]),
 			Since: ttime(m["since"]), Crashes: atoi(m["cr"]), LastError: m["le"], LastJobID: m["lj"]}
+		f.StepCrashes = stepCrashes(cs[i].Val())
 		ids := ms[i].Val()
 		if len(ids) > 0 {
 			p2 := s.c.Pipeline()

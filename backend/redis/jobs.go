@@ -234,18 +234,19 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 	}
 	sort.Strings(kinds)
 	pd := &p.PastDeadline
+	rt, rk := claimRoutes(pd)
 	v, err := s.run(ctx, "claim "+p.Queue, luaClaim,
 		"queue", p.Queue, "worker", p.WorkerID, "lease", p.LeaseID, "limit", strconv.Itoa(p.Limit),
 		"suspects", strconv.Itoa(p.Suspects), "lone", flag(p.Lone), "dur", dstr(lease),
 		"kinds", strings.Join(kinds, us),
 		"pd_to", string(pd.To), "pd_reason", string(pd.Reason), "pd_le", pd.LastError, "pd_ep", pd.Pattern,
 		"ev_kind", string(pd.Event.Kind), "ev_actor", pd.Event.Actor, "ev_from", string(pd.Event.From),
-		"ev_to", string(pd.Event.To), "ev_msg", pd.Event.Message)
+		"ev_to", string(pd.Event.To), "ev_msg", pd.Event.Message, "rt", rt, "rk", rk)
 	if err != nil {
 		return nil, err
 	}
 	r, _ := v.([]any)
-	if len(r) != 3 {
+	if len(r) != 4 {
 		return nil, fmt.Errorf("redis: claim %s: bad reply", p.Queue)
 	}
 	now, _ := r[0].(string)
@@ -285,6 +286,11 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 			return nil, err
 		}
 		res.Dead = append(res.Dead, j)
+	}
+	if err := s.claimDeadLetters(ctx, pd, r[3], res); err != nil {
+		// The claimed jobs are leased now: hand them out. The deaths not
+		// written stay available past their deadline for the next claim.
+		s.log.Warn("claim: deadline deaths not written", "queue", p.Queue, "err", err)
 	}
 	return res, nil
 }

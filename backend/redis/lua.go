@@ -360,17 +360,18 @@ return res
 // pd_to, pd_reason, pd_le, pd_ep, ev_kind, ev_actor, ev_from, ev_to, ev_msg
 // (pd_to "" leaves such jobs alone).
 //
-// Returns {now, jobs, dead}: each job as {fields, errors}, jobs packed in
+// Returns {now, jobs, dead, due}: each job as {fields, errors}, jobs packed in
 // one MessagePack string (arrays of strings; see unpackStrings), a claimed job
 // with its fields as they were before the claim (its hash as read, not
 // copied again into the reply): JobClaim applies the claim's writes
 // (running, fence and version one up, the lease expiring at now plus dur,
 // attempted at now by worker, state changed at now), which are the same
-// for every job of the claim.
+// for every job of the claim. due are the deaths with a dead-letter route,
+// left for luaDeadlineDeath.
 var luaClaim = script(`
 local A = args(4)
 local q = A.queue
-if redis.call('HGET', K('paused'), q) == '1' then return {NOW, {}, {}} end
+if redis.call('HGET', K('paused'), q) == '1' then return {NOW, {}, {}, {}} end
 local kinds = nil
 if A.kinds ~= '' then
   kinds = {}
@@ -380,11 +381,14 @@ if A.kinds ~= '' then
   end
 end
 local dead = {}
+` + luaClaimRoutes + `
 if A.pd_to ~= '' then
   local ms = redis.call('ZRANGEBYLEX', K('dl', q), '-', '(' .. NOW, 'LIMIT', 0, 1000)
   for _, m in ipairs(ms) do
     local J = load(string.sub(m, 21))
-    if J and (kinds == nil or kinds[J.k] ~= nil) then
+    if J and (kinds == nil or kinds[J.k] ~= nil) and routed(J) then
+      due[#due + 1] = out(J, true)
+    elseif J and (kinds == nil or kinds[J.k] ~= nil) then
       local O = copy(J)
       J.s = A.pd_to; J.rs = A.pd_reason; J.fin = NOW; J.sca = NOW; J.le = A.pd_le; J.ep = A.pd_ep
       bump(J)
@@ -472,7 +476,7 @@ if #stm > 0 then
 end
 -- One MessagePack string rather than a reply of some forty strings a job:
 -- the reply's encoding was a third of the claim's time on the server.
-return {NOW, cmsgpack.pack(jobs), dead}
+return {NOW, cmsgpack.pack(jobs), dead, due}
 `)
 
 // luaComplete finishes successful jobs (JobCompleteMany).

@@ -44,6 +44,7 @@
 //	queues             every queue that had a job (set)
 //	paused, pausedby   queue -> "1"/"0", and when and by whom (hashes)
 //	fpr:FP, fprs       quarantine records (hash each) and their set
+//	fsc:FP             crashes per workflow step of a fingerprint (hash: step -> n)
 //	w:ID, workers      worker heartbeats (hash each) and their set
 //	lead:NAME          maintenance leases (hash)
 //	op:ID, ops, opa    bulk operations (hash each), all and the active ones

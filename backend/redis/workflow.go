@@ -3,7 +3,9 @@ package redis
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/sluicehq/sluice/engine"
 )
@@ -40,10 +42,14 @@ return res
 // retried with the new death (payload and fingerprint replaced). The
 // checkpoint (A.cp) is set on J before the death's commit, in luaFinish.
 //
+// It also counts a crash inside a workflow step against its (fingerprint,
+// step): the hash fsc:FP, step -> crashes (fsc_fp, fsc_step).
+//
 // Its arguments (in luaFinish's pairs): dq "1"; dq_id, dq_q, dq_k, dq_p,
 // dq_sv, dq_m, dq_pr, dq_ma, dq_fp, dq_delay ("s:ns"), dq_dl, dq_to; the
 // retry event dq_ev_kind, dq_ev_actor, dq_ev_msg.
 const luaFinishWorkflow = `
+if A.fsc_fp then redis.call('HINCRBY', K('fsc', A.fsc_fp), A.fsc_step, 1) end
 if A.dq == '1' then
   local D = load(A.dq_id)
   if not D then
@@ -77,6 +83,9 @@ func finishWorkflowArgs(p *engine.JobFinishParams) []any {
 	var a []any
 	if c := p.Checkpoint; c != nil {
 		a = append(a, "cp", "1", "cp_v", string(c.Checkpoint))
+	}
+	if f := p.Fingerprint; f != nil && f.Fingerprint != "" && f.StepCrash != "" {
+		a = append(a, "fsc_fp", f.Fingerprint, "fsc_step", f.StepCrash)
 	}
 	if d := p.DeadLetter; d != nil && d.Job != nil {
 		jp := d.Job
@@ -170,4 +179,113 @@ func (s *Store) JobFork(ctx context.Context, p *engine.JobForkParams) (*engine.J
 		return nil, err
 	}
 	return jobReply(v, true)
+}
+
+// Deadline deaths at claim with a dead-letter route. The route is built
+// in Go (engine.DeadLetterFor: the payload and its fingerprint), so
+// luaClaim leaves such a death for luaDeadlineDeath, which archives the
+// job and writes its route in one script; until it runs the job stays
+// available past its deadline, which no claim takes.
+
+// luaClaimRoutes is the part of luaClaim that says whether a job past its
+// deadline has a route: A.rt "" none, "all" every kind but those in A.rk
+// (joined by US), "some" only those; a dead-letter job never has one.
+const luaClaimRoutes = `
+local due = {}
+local rkinds = set(split(A.rk or ''))
+local function routed(J)
+  if A.rt == nil or A.rt == '' or string.sub(J.id, 1, 4) == 'dlq:' then return false end
+  if A.rt == 'all' then return not rkinds[J.k] end
+  return rkinds[J.k] == true
+end
+`
+
+// claimRoutes are luaClaim's rt and rk arguments for the plan's routes.
+func claimRoutes(pd *engine.ClaimDeadlineWrite) (mode, kinds string) {
+	r := pd.DeadLetter
+	if r == nil || pd.To == "" {
+		return "", ""
+	}
+	var ks []string
+	mode = "some"
+	if r.Default != nil {
+		mode = "all"
+	}
+	for k, route := range r.ByKind {
+		if (route == nil) == (mode == "all") {
+			ks = append(ks, k)
+		}
+	}
+	sort.Strings(ks)
+	return mode, strings.Join(ks, us)
+}
+
+// luaDeadlineDeath archives one job past its deadline as the claim's plan
+// says, with its dead-letter route (luaFinishWorkflow's arguments), when
+// it is still available past its deadline at the version the claim read.
+//
+// ARGV[4...] name/value pairs: id, v (version); the plan's pd_to,
+// pd_reason, pd_le, pd_ep, ev_kind, ev_actor, ev_from, ev_to, ev_msg; the
+// dq_* route.
+//
+// Returns {job} as written, or {} when the job moved on.
+var luaDeadlineDeath = script(`
+local A = args(4)
+local J = load(A.id)
+if not J or J.s ~= 'available' or J.v ~= A.v or J.dl == '' or J.dl >= NOW then return {} end
+local O = copy(J)
+J.s = A.pd_to; J.rs = A.pd_reason; J.fin = NOW; J.sca = NOW; J.le = A.pd_le; J.ep = A.pd_ep
+bump(J)
+commit(O, J, true)
+event(J.id, A.ev_kind, A.ev_actor, A.ev_from, A.ev_to, J.a, A.ev_msg)
+` + luaFinishWorkflow + `
+return {out(J, true)}
+`)
+
+// claimDeadLetters writes the deaths luaClaim left with a route (due, its
+// reply's fourth value), each with its route in one script, and adds them
+// to res.Dead. A death whose route cannot be built (DeadLetterFor refuses
+// it) is archived unrouted rather than left for every claim to meet.
+func (s *Store) claimDeadLetters(ctx context.Context, pd *engine.ClaimDeadlineWrite, due any, res *engine.JobClaimResult) error {
+	list, _ := due.([]any)
+	for _, x := range list {
+		j, err := jobReply(x, true)
+		if err != nil {
+			return err
+		}
+		d, err := engine.DeadLetterFor(pd.DeadLetter.For(j.Kind), j, pd.LastError, pd.Reason)
+		if err != nil {
+			d = nil
+		}
+		a := []any{"id", j.ID, "v", strconv.FormatInt(j.Version, 10),
+			"pd_to", string(pd.To), "pd_reason", string(pd.Reason), "pd_le", pd.LastError, "pd_ep", pd.Pattern,
+			"ev_kind", string(pd.Event.Kind), "ev_actor", pd.Event.Actor, "ev_from", string(pd.Event.From),
+			"ev_to", string(pd.Event.To), "ev_msg", pd.Event.Message}
+		a = append(a, finishWorkflowArgs(&engine.JobFinishParams{DeadLetter: d})...)
+		v, err := s.run(ctx, "deadline death "+j.ID, luaDeadlineDeath, a...)
+		if err != nil {
+			return err
+		}
+		if r, _ := v.([]any); len(r) == 1 {
+			dj, err := jobReply(r[0], true)
+			if err != nil {
+				return err
+			}
+			res.Dead = append(res.Dead, dj)
+		}
+	}
+	return nil
+}
+
+// stepCrashes turns the hash fsc:FP into a record's StepCrashes (nil when
+// empty).
+func stepCrashes(m map[string]string) map[string]int {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]int, len(m))
+	for step, n := range m {
+		out[step] = atoi(n)
+	}
+	return out
 }

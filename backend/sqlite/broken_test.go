@@ -69,7 +69,8 @@ var brokenStores = map[string]struct {
 	"unrouted": {
 		wrap: func(s *sqlite.Store) engine.Store { return unroutedStore{s} },
 		checks: []string{"DeadLetter/WrittenWithTheDeathOrNotAtAll", "DeadLetter/PerKindRuleBeatsDefaultNoTagsOnDeadOnce",
-			"DeadLetter/RedrivenDeathRetriesExistingDeadLetter", "DeadLetter/QuarantineTripperRouted"},
+			"DeadLetter/RedrivenDeathRetriesExistingDeadLetter", "DeadLetter/QuarantineTripperRouted",
+			"DeadLetter/DeadlineDeathAtClaimRoutedPerKindInsertOrRetry", "DeadLetter/DeadlineDeathAtClaimEngineRuleBeatsDefault"},
 	},
 }
 

@@ -35,3 +35,10 @@ func (s unroutedStore) JobFinish(ctx context.Context, p *engine.JobFinishParams)
 	q.DeadLetter = nil
 	return s.Store.JobFinish(ctx, &q)
 }
+
+// JobClaim drops the routes of the claim's deadline deaths too.
+func (s unroutedStore) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine.JobClaimResult, error) {
+	q := *p
+	q.PastDeadline.DeadLetter = nil
+	return s.Store.JobClaim(ctx, &q)
+}

@@ -110,6 +110,12 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 	if err != nil {
 		return nil, err
 	}
+	var wst []*sql.Stmt
+	if p.PastDeadline.DeadLetter != nil {
+		if wst, err = s.stmts(ctx, finishWorkflowStmts...); err != nil {
+			return nil, err
+		}
+	}
 	lease := p.LeaseDuration
 	if lease <= 0 {
 		lease = defaultLease
@@ -153,6 +159,9 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 			}
 			res.Dead = dead
 			counts.move(p.Queue, engine.StateAvailable, pd.To, int64(len(dead)))
+			if err := claimDeadLetters(ctx, tx, wst, pd, dead, counts, nowNs); err != nil {
+				return fmt.Errorf("sqlite: claim %s: %w", p.Queue, err)
+			}
 		}
 		if p.Limit <= 0 {
 			return s.applyCounts(ctx, tx, counts)

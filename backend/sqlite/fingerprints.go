@@ -39,6 +39,9 @@ func (s *Store) FingerprintGet(ctx context.Context, p *engine.FingerprintGetPara
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: fingerprint %s: %w", p.Fingerprint, err)
 	}
+	if err := s.addStepCrashes(ctx, []*engine.Fingerprint{f}); err != nil {
+		return nil, err
+	}
 	return f, nil
 }
 
@@ -70,6 +73,9 @@ func (s *Store) FingerprintList(ctx context.Context, p *engine.FingerprintListPa
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: list fingerprints: %w", err)
+	}
+	if err := s.addStepCrashes(ctx, out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -324,6 +324,9 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 				}
 			}
 		}
+		if err := finishStepCrash(ctx, tx, wst, p); err != nil {
+			return err
+		}
 		if err := finishDeadLetter(ctx, tx, wst, p, counts, nowNs); err != nil {
 			return err
 		}

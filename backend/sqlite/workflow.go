@@ -70,7 +70,68 @@ func (s *Store) JobCheckpoint(ctx context.Context, p *engine.JobCheckpointParams
 
 // finishWorkflowStmts are the statements finishCheckpoint and
 // finishDeadLetter use, in that order.
-var finishWorkflowStmts = []string{sqlSetCheckpoint, sqlDeadLetterRead, sqlDeadLetterInsert, sqlDeadLetterRetry, sqlInsertEvent}
+var finishWorkflowStmts = []string{sqlSetCheckpoint, sqlDeadLetterRead, sqlDeadLetterInsert, sqlDeadLetterRetry, sqlInsertEvent, sqlStepCrash}
+
+// sqlStepCrash counts one crash of ?1 fingerprint in ?2 step.
+const sqlStepCrash = `INSERT INTO fingerprint_step_crashes (fingerprint, step, crashes) VALUES (?1, ?2, 1)
+	ON CONFLICT (fingerprint, step) DO UPDATE SET crashes = crashes + 1`
+
+// finishStepCrash counts a crash inside a workflow step against its
+// (fingerprint, step), in the crash's transaction.
+func finishStepCrash(ctx context.Context, tx *wtx, st []*sql.Stmt, p *engine.JobFinishParams) error {
+	f := p.Fingerprint
+	if f == nil || f.Fingerprint == "" || f.StepCrash == "" {
+		return nil
+	}
+	if _, err := tx.StmtContext(ctx, st[5]).ExecContext(ctx, f.Fingerprint, f.StepCrash); err != nil {
+		return fmt.Errorf("sqlite: finish job %s: count step crash: %w", p.ID, err)
+	}
+	return nil
+}
+
+// sqlStepCrashesOf reads the step counts of the fingerprints in the JSON
+// array ?1.
+const sqlStepCrashesOf = `SELECT fingerprint, step, crashes FROM fingerprint_step_crashes
+	WHERE fingerprint IN (SELECT value FROM json_each(?1))`
+
+// addStepCrashes fills each record's StepCrashes from the stored counts.
+func (s *Store) addStepCrashes(ctx context.Context, fps []*engine.Fingerprint) error {
+	if len(fps) == 0 {
+		return nil
+	}
+	names := make([]string, len(fps))
+	by := make(map[string]*engine.Fingerprint, len(fps))
+	for i, f := range fps {
+		names[i] = f.Fingerprint
+		by[f.Fingerprint] = f
+	}
+	st, err := s.readStmt(ctx, sqlStepCrashesOf)
+	if err != nil {
+		return err
+	}
+	rows, err := st.QueryContext(ctx, jsonStrings(names))
+	if err != nil {
+		return fmt.Errorf("sqlite: step crashes: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var fp, step string
+		var n int
+		if err := rows.Scan(&fp, &step, &n); err != nil {
+			return fmt.Errorf("sqlite: step crashes: %w", err)
+		}
+		if f := by[fp]; f != nil {
+			if f.StepCrashes == nil {
+				f.StepCrashes = map[string]int{}
+			}
+			f.StepCrashes[step] = n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("sqlite: step crashes: %w", err)
+	}
+	return nil
+}
 
 // finishCheckpoint writes a finish plan's checkpoint, before the row's
 // update so that the job it returns carries it.
@@ -88,7 +149,31 @@ func finishCheckpoint(ctx context.Context, tx *wtx, st []*sql.Stmt, p *engine.Jo
 // death's transaction: insert the dead-letter job, or retry it when it
 // exists and is terminal.
 func finishDeadLetter(ctx context.Context, tx *wtx, st []*sql.Stmt, p *engine.JobFinishParams, counts countDeltas, nowNs int64) error {
-	d := p.DeadLetter
+	return writeDeadLetter(ctx, tx, st, p.ID, p.DeadLetter, counts, nowNs)
+}
+
+// claimDeadLetters routes a claim's deadline deaths as the plan's routes
+// say, in the claim's transaction. A death whose route cannot be built
+// (DeadLetterFor refuses it) stays archived unrouted rather than failing
+// every claim of the queue.
+func claimDeadLetters(ctx context.Context, tx *wtx, st []*sql.Stmt, pd *engine.ClaimDeadlineWrite, dead []*engine.Job, counts countDeltas, nowNs int64) error {
+	if pd.DeadLetter == nil {
+		return nil
+	}
+	for _, j := range dead {
+		d, err := engine.DeadLetterFor(pd.DeadLetter.For(j.Kind), j, pd.LastError, pd.Reason)
+		if err != nil {
+			continue
+		}
+		if err := writeDeadLetter(ctx, tx, st, j.ID, d, counts, nowNs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeDeadLetter writes the route d of the death of job id.
+func writeDeadLetter(ctx context.Context, tx *wtx, st []*sql.Stmt, id string, d *engine.DeadLetterWrite, counts countDeltas, nowNs int64) error {
 	if d == nil || d.Job == nil {
 		return nil
 	}
@@ -111,26 +196,26 @@ func finishDeadLetter(ctx context.Context, tx *wtx, st []*sql.Stmt, p *engine.Jo
 			jp.ID, jp.Queue, jp.Kind, string(jp.Payload), jp.SchemaVersion,
 			textOrNull(jp.Metadata), tags, jp.Priority, string(st8),
 			jp.MaxAttempts, jp.Fingerprint, due, nanosPtr(jp.Deadline),
-			int64(jp.Timeout), nowNs, p.ID); err != nil {
-			return fmt.Errorf("sqlite: finish job %s: insert dead letter %s: %w", p.ID, jp.ID, err)
+			int64(jp.Timeout), nowNs, id); err != nil {
+			return fmt.Errorf("sqlite: dead job %s: insert dead letter %s: %w", id, jp.ID, err)
 		}
 		counts.move(jp.Queue, "", st8, 1)
 		return nil
 	case err != nil:
-		return fmt.Errorf("sqlite: finish job %s: read dead letter %s: %w", p.ID, jp.ID, err)
+		return fmt.Errorf("sqlite: dead job %s: read dead letter %s: %w", id, jp.ID, err)
 	}
 	if !engine.State(state).Terminal() {
 		return nil
 	}
 	var queue string
-	if err := tx.StmtContext(ctx, st[3]).QueryRowContext(ctx, jp.ID, string(jp.Payload), jp.Fingerprint, nowNs, p.ID).Scan(&queue); err != nil {
-		return fmt.Errorf("sqlite: finish job %s: retry dead letter %s: %w", p.ID, jp.ID, err)
+	if err := tx.StmtContext(ctx, st[3]).QueryRowContext(ctx, jp.ID, string(jp.Payload), jp.Fingerprint, nowNs, id).Scan(&queue); err != nil {
+		return fmt.Errorf("sqlite: dead job %s: retry dead letter %s: %w", id, jp.ID, err)
 	}
 	counts.move(queue, engine.State(state), engine.StateAvailable, 1)
 	ev := d.RetryEvent
 	if _, err := tx.StmtContext(ctx, st[4]).ExecContext(ctx, jp.ID, string(ev.Kind), nowNs, ev.Actor,
 		state, string(engine.StateAvailable), attempt, ev.Message); err != nil {
-		return fmt.Errorf("sqlite: finish job %s: retry dead letter %s: event: %w", p.ID, jp.ID, err)
+		return fmt.Errorf("sqlite: dead job %s: retry dead letter %s: event: %w", id, jp.ID, err)
 	}
 	return nil
 }

@@ -1,0 +1,2 @@
+-- 0005 down: the step crash counts.
+DROP TABLE IF EXISTS {s}.fingerprint_step_crashes;
