@@ -115,6 +115,7 @@ type Store struct {
 	url    string // redacted, for messages
 	raw    string
 	log    *slog.Logger
+	wake   *wakeHub // pubsub.go
 }
 
 var _ engine.Store = (*Store)(nil)
@@ -201,6 +202,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	}
 	s := &Store{c: c, ns: t.Namespace, prefix: "{" + t.Namespace + "}:", url: redact(rawURL), raw: rawURL, log: opts.Logger}
 	s.anchor = s.prefix + "schema"
+	s.wake = newWakeHub(s)
 	if err := s.openSchema(ctx, opts); err != nil {
 		c.Close()
 		return nil, err
@@ -297,18 +299,22 @@ func (s *Store) Backend() string { return "redis" }
 
 // Capabilities: every filter field (those Redis cannot index by a scan
 // in Go, see the package doc), error groups, bulk operations, maintained
-// counts, queue pausing and idempotency keys recorded in the mutation's
-// script.
+// counts, queue pausing, idempotency keys recorded in the mutation's
+// script, and pub/sub wake-ups (pubsub.go).
 func (s *Store) Capabilities() []engine.Capability {
 	return []engine.Capability{
 		engine.CapabilityFilterPayload, engine.CapabilityFilterMeta, engine.CapabilityFilterTags,
 		engine.CapabilityFilterError, engine.CapabilityErrorGroups, engine.CapabilityOperations,
 		engine.CapabilityCounts, engine.CapabilityQueuePause, engine.CapabilityIdempotency,
+		engine.CapabilityWakeups,
 	}
 }
 
 // Close releases the store's connections.
-func (s *Store) Close() error { return s.c.Close() }
+func (s *Store) Close() error {
+	s.wake.close()
+	return s.c.Close()
+}
 
 // Now is the store's clock: the Redis server's.
 func (s *Store) Now(ctx context.Context) (time.Time, error) {
