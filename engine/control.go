@@ -105,6 +105,17 @@ type Meta struct {
 	Idempotency string `json:"idempotency,omitempty"`
 	// Retention is what the engine's maintenance deletes and when.
 	Retention *RetentionPolicy `json:"retention,omitempty"`
+	// Warnings say what about the store's server loses jobs silently (a
+	// Redis that keeps nothing on disk, or evicts keys), from
+	// DurabilityWarner; empty when nothing is known to be wrong.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// DurabilityWarner is offered by a store that can tell when its server's
+// configuration loses jobs silently. Each warning is one sentence for an
+// operator. A store that cannot read its configuration returns none.
+type DurabilityWarner interface {
+	DurabilityWarnings(ctx context.Context) []string
 }
 
 // RetentionPolicy is how long terminal jobs are kept: per state by
