@@ -199,6 +199,10 @@ type JobPage struct {
 	// at either end.
 	Next string `json:"next_cursor,omitempty"`
 	Prev string `json:"prev_cursor,omitempty"`
+	// Scan says the store stopped reading at its scan budget: the page
+	// may hold fewer jobs than match, and its cursor scans on. Nil when
+	// the answer is complete.
+	Scan *ScanReport `json:"scan,omitempty"`
 }
 
 // JobDetail is one job with everything an operator needs to judge it.
@@ -245,6 +249,10 @@ type JobCounts struct {
 	Capped []State `json:"capped,omitempty"`
 	// Max is the bound each state was counted to.
 	Max int64 `json:"max"`
+	// Scans holds, for the states whose count the store stopped at its
+	// scan budget, how far it got; those states are in Capped too (at
+	// least that many).
+	Scans map[State]*ScanReport `json:"scans,omitempty"`
 }
 
 // IsCapped reports whether s's count stopped at the bound.

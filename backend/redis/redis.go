@@ -66,6 +66,7 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
@@ -104,7 +105,16 @@ type Options struct {
 	// naming both versions and `sluice migrate --store URL`. An empty
 	// namespace is created unless MustExist is set.
 	Migrate bool
+	// ScanBudget bounds how many jobs one list or count reads to test
+	// conditions no index serves (error text, tags, payload. and meta.
+	// paths, times): past it the answer says it is partial
+	// (engine.ScanReport). 0 means DefaultScanBudget, or the URL's
+	// scan_budget=N.
+	ScanBudget int
 }
+
+// DefaultScanBudget is the jobs one list or count examines at most.
+const DefaultScanBudget = 10000
 
 // Store is engine.Store on one Redis namespace.
 type Store struct {
@@ -116,6 +126,8 @@ type Store struct {
 	raw    string
 	log    *slog.Logger
 	wake   *wakeHub // pubsub.go
+	// scanBudget bounds the jobs one list or count reads (list.go).
+	scanBudget int
 }
 
 var _ engine.Store = (*Store)(nil)
@@ -126,6 +138,8 @@ type Target struct {
 	Addrs     []string
 	Options   *goredis.Options // single server
 	Namespace string
+	// ScanBudget is scan_budget=N (0 when absent).
+	ScanBudget int
 }
 
 // ParseURL reads redis://[user:pass@]host:port/db?ns=NAME,
@@ -144,6 +158,14 @@ func ParseURL(raw string) (*Target, error) {
 		return nil, fmt.Errorf("redis: %w: namespace %q may not hold braces", engine.ErrInvalid, ns)
 	}
 	t := &Target{Namespace: ns}
+	if v := q.Get("scan_budget"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("redis: %w: scan_budget=%q: want a positive number of jobs", engine.ErrInvalid, v)
+		}
+		t.ScanBudget = n
+	}
+	q.Del("scan_budget")
 	switch strings.ToLower(u.Scheme) {
 	case "redis", "rediss":
 		q.Del("ns")
@@ -203,6 +225,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	s := &Store{c: c, ns: t.Namespace, prefix: "{" + t.Namespace + "}:", url: redact(rawURL), raw: rawURL, log: opts.Logger}
 	s.anchor = s.prefix + "schema"
 	s.wake = newWakeHub(s)
+	s.scanBudget = cmp.Or(opts.ScanBudget, t.ScanBudget, DefaultScanBudget)
 	if err := s.openSchema(ctx, opts); err != nil {
 		c.Close()
 		return nil, err
