@@ -352,6 +352,9 @@ func (m *Model) statusLine(w int) string {
 		if v.selectAll {
 			parts = append(parts, t.WarnText.Render("ALL MATCHING SELECTED — actions run as a bulk operation"))
 		}
+		if note := v.scanNote(); note != "" {
+			parts = append(parts, t.WarnText.Render(note))
+		}
 	default:
 		if ls, n := m.current(); ls != nil && n > 0 {
 			parts = append(parts, fmt.Sprintf("%d of %d", ls.cursor+1, n))
