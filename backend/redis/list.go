@@ -23,7 +23,8 @@ import (
 // state sets, state sets) in keyset order and testing every condition in
 // Go on the jobs read (match); conditions no index serves (tags, error
 // text, payload and meta paths, times) cost the reading of the jobs of
-// the index walked, never a silent omission.
+// the index walked, never a silent omission: when the caller asks for a
+// ScanReport the reading stops at the store's scan budget and says so.
 
 // row is a job as the filters read it: the job, and the fields of its
 // hash the engine.Job does not carry.

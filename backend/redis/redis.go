@@ -60,9 +60,11 @@
 // Lists and counts walk the best index for their filter (ids, fingerprint,
 // error group, state and queue or kind) and test the remaining conditions
 // (tags, error text, payload. and meta. paths, times) in Go, reading jobs
-// in chunks: such a filter is served exactly, at the cost of reading the
-// jobs of the index it walks. Counts of states and queues read the
-// maintained counters.
+// in chunks. The engine's lists and counts read at most a scan budget of
+// jobs per request (scan_budget=N, DefaultScanBudget): past it the answer
+// says it was bounded, how far it got and of how many (engine.ScanReport),
+// and its cursor scans on. Bulk operations walk the whole set in bounded
+// batches. Counts of states and queues read the maintained counters.
 package redis
 
 import (
