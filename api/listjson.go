@@ -29,7 +29,7 @@ import (
 
 // jobPageShape is the fields of the types appendJobPage writes, as
 // typeShapes spells them.
-const jobPageShape = "JobPage{Jobs:[]*engine.Job:jobs Next:string:next_cursor,omitempty Prev:string:prev_cursor,omitempty} " +
+const jobPageShape = "JobPage{Jobs:[]*engine.Job:jobs Next:string:next_cursor,omitempty Prev:string:prev_cursor,omitempty Scan:*engine.ScanReport:scan,omitempty} " +
 	"Job{ID:string:id Queue:string:queue Kind:string:kind Payload:json.RawMessage:payload,omitempty " +
 	"SchemaVersion:int:schema_version Metadata:json.RawMessage:metadata,omitempty Tags:[]string:tags,omitempty " +
 	"Priority:int:priority State:engine.State:state Attempt:int:attempt MaxAttempts:int:max_attempts " +
@@ -109,6 +109,9 @@ func writeJobPage(w http.ResponseWriter, page *engine.JobPage) {
 // appendJobPage appends page as marshalBody would write it, newline and
 // all; ok is false when it cannot (the caller then uses encoding/json).
 func appendJobPage(b []byte, page *engine.JobPage) (_ []byte, ok bool) {
+	if page.Scan != nil {
+		return b, false // a bounded scan's page is rare: encoding/json writes it
+	}
 	b = append(b, `{"jobs":`...)
 	if page.Jobs == nil {
 		b = append(b, "null"...)

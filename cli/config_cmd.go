@@ -40,6 +40,7 @@ error that names it. Keep the file private if it holds a token.
   log-level: warn
   output: table
   retention: [archived=30d, billing/completed=1h]   # serve, worker, demo, tui
+  archive-queues: [billing]   # cold-archive what retention evicts (PostgreSQL)
   serve:
     listen: 127.0.0.1:9090
     tokens: /etc/sluice/tokens

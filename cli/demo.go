@@ -110,6 +110,9 @@ func runDemo(ctx context.Context, o *demoOptions, lo *logOptions, out io.Writer)
 		}
 		openURL += sep + "migrate=true"
 	}
+	if openURL, err = o.retention.archive.storeURL(openURL); err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
 	store, err := cliutil.OpenStore(ctx, openURL, log)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)

@@ -12,13 +12,18 @@ import (
 // engine's maintenance applies (serve, worker, demo and tui run one). It
 // is a setting: SLUICE_RETENTION and the config file give it too, as a
 // list (retention: [archived=30d, billing/completed=1h]).
-type retentionFlag struct{ specs []string }
+type retentionFlag struct {
+	specs []string
+	// archive is --archive-queues (archive.go): what the sweep keeps.
+	archive archiveQueuesFlag
+}
 
 const retentionUsage = "retention of terminal jobs, [QUEUE/]STATE=DURATION, comma-separated or repeated: " +
 	"archived=30d, billing/completed=1h, email/cancelled=forever (default completed and cancelled 1d, archived, quarantined and undecodable 14d)"
 
 func (r *retentionFlag) add(f *pflag.FlagSet) {
 	f.StringSliceVar(&r.specs, "retention", nil, retentionUsage)
+	r.archive.add(f)
 }
 
 // apply sets cfg's retention: the engine's defaults with the flag's

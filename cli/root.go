@@ -91,6 +91,7 @@ Shell completion: sluice completion bash|zsh|fish|powershell --help.`,
 	root.AddCommand(newDemoCmd(lo), newWorkerCmd(lo, kinds), newBenchCmd(lo), newTUICmd(lo))
 	root.AddCommand(controlCommands(lo)...)
 	root.AddCommand(newMigrateCmd(lo), newConfigCmd(s), newVersionCmd())
+	root.AddCommand(newArchiveCmd())
 	root.Version = currentVersion().String()
 	root.SetVersionTemplate("{{.Version}}\n")
 	registerCompletions(root)

@@ -151,7 +151,11 @@ func runServe(ctx context.Context, o *serveOptions, lo *logOptions, out io.Write
 	ctx, stop := signalContext(ctx)
 	defer stop()
 
-	store, err := cliutil.OpenStore(ctx, o.store, log)
+	storeURL, err := o.retention.archive.storeURL(o.store)
+	if err != nil {
+		return err
+	}
+	store, err := cliutil.OpenStore(ctx, storeURL, log)
 	if err != nil {
 		return err
 	}

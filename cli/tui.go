@@ -135,7 +135,11 @@ func runTUI(ctx context.Context, o *tuiOptions, lo *logOptions) error {
 	if o.worker {
 		open = cliutil.OpenStore
 	}
-	store, err := open(ctx, o.store, log)
+	storeURL, err := o.retention.archive.storeURL(o.store)
+	if err != nil {
+		return err
+	}
+	store, err := open(ctx, storeURL, log)
 	if err != nil {
 		return err
 	}

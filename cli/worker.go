@@ -133,7 +133,11 @@ func runWorker(ctx context.Context, o *workerOptions, lo *logOptions, kinds Kind
 		cfg.CrashBackoff = func(int) time.Duration { return d }
 	}
 
-	store, err := cliutil.OpenStore(ctx, o.store, log)
+	storeURL, err := o.retention.archive.storeURL(o.store)
+	if err != nil {
+		return err
+	}
+	store, err := cliutil.OpenStore(ctx, storeURL, log)
 	if err != nil {
 		return err
 	}

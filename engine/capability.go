@@ -30,6 +30,12 @@ const (
 	// CapabilityIdempotency: the store keeps idempotency keys, committed
 	// in the same transaction as the mutation (IdempotencyStore).
 	CapabilityIdempotency Capability = "idempotency"
+	// CapabilityArchive: a cold archive of evicted jobs (ArchiveStore).
+	CapabilityArchive Capability = "archive"
+	// CapabilityWakeups: the store tells every process when a queue got
+	// work (Notifier), so idle runners wake at once and Subscribe hears
+	// other processes.
+	CapabilityWakeups Capability = "wakeups"
 )
 
 // Declares reports whether s declares c.

@@ -105,6 +105,17 @@ type Meta struct {
 	Idempotency string `json:"idempotency,omitempty"`
 	// Retention is what the engine's maintenance deletes and when.
 	Retention *RetentionPolicy `json:"retention,omitempty"`
+	// Warnings say what about the store's server loses jobs silently (a
+	// Redis that keeps nothing on disk, or evicts keys), from
+	// DurabilityWarner; empty when nothing is known to be wrong.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// DurabilityWarner is offered by a store that can tell when its server's
+// configuration loses jobs silently. Each warning is one sentence for an
+// operator. A store that cannot read its configuration returns none.
+type DurabilityWarner interface {
+	DurabilityWarnings(ctx context.Context) []string
 }
 
 // RetentionPolicy is how long terminal jobs are kept: per state by
@@ -188,6 +199,10 @@ type JobPage struct {
 	// at either end.
 	Next string `json:"next_cursor,omitempty"`
 	Prev string `json:"prev_cursor,omitempty"`
+	// Scan says the store stopped reading at its scan budget: the page
+	// may hold fewer jobs than match, and its cursor scans on. Nil when
+	// the answer is complete.
+	Scan *ScanReport `json:"scan,omitempty"`
 }
 
 // JobDetail is one job with everything an operator needs to judge it.
@@ -234,6 +249,10 @@ type JobCounts struct {
 	Capped []State `json:"capped,omitempty"`
 	// Max is the bound each state was counted to.
 	Max int64 `json:"max"`
+	// Scans holds, for the states whose count the store stopped at its
+	// scan budget, how far it got; those states are in Capped too (at
+	// least that many).
+	Scans map[State]*ScanReport `json:"scans,omitempty"`
 }
 
 // IsCapped reports whether s's count stopped at the bound.

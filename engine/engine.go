@@ -228,6 +228,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		for _, q := range e.queues {
 			e.spawn(q.run)
 		}
+		e.startWakeups() // wakeup.go: other processes' work
 	}
 	if !e.cfg.NoMaintenance {
 		e.spawn(e.maintenanceLoop)

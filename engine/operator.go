@@ -35,6 +35,9 @@ const (
 func (e *Engine) Meta(ctx context.Context) (*Meta, error) {
 	m := &Meta{Backend: e.store.Backend(), Role: RoleAdmin, Actor: ActorFrom(ctx), Retention: e.Retention()}
 	m.Capabilities = capabilityNames(e.store.Capabilities())
+	if w, ok := e.store.(DurabilityWarner); ok {
+		m.Warnings = w.DurabilityWarnings(ctx)
+	}
 	return m, nil
 }
 
@@ -60,7 +63,8 @@ func (e *Engine) ListJobs(ctx context.Context, p ListJobsParams) (*JobPage, erro
 		after = &c
 		reverse = c.Dir == CursorPrev
 	}
-	rows, err := e.store.JobList(ctx, &JobListParams{Filter: p.Filter, After: after, Reverse: reverse, Limit: limit + 1})
+	var scan ScanReport
+	rows, err := e.store.JobList(ctx, &JobListParams{Filter: p.Filter, After: after, Reverse: reverse, Limit: limit + 1, Scan: &scan})
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
@@ -72,16 +76,29 @@ func (e *Engine) ListJobs(ctx context.Context, p ListJobsParams) (*JobPage, erro
 		slices.Reverse(rows)
 	}
 	page := &JobPage{Jobs: rows}
+	if scan.Bounded && !more && scan.Stop != nil {
+		// The budget ran out first: the cursor goes on from the last job
+		// examined, not the last one shown, so the next page scans on.
+		page.Scan = &scan
+		stop := *scan.Stop
+		if reverse {
+			stop.Dir = CursorPrev
+			page.Prev = stop.Encode()
+		} else {
+			stop.Dir = CursorNext
+			page.Next = stop.Encode()
+		}
+	}
 	if len(rows) == 0 {
 		return page, nil
 	}
 	first, last := rows[0], rows[len(rows)-1]
 	olderExist := (!reverse && more) || (reverse && after != nil)
 	newerExist := (reverse && more) || (!reverse && after != nil)
-	if olderExist {
+	if olderExist && page.Next == "" {
 		page.Next = Cursor{At: last.StateChangedAt, ID: last.ID, Dir: CursorNext}.Encode()
 	}
-	if newerExist {
+	if newerExist && page.Prev == "" {
 		page.Prev = Cursor{At: first.StateChangedAt, ID: first.ID, Dir: CursorPrev}.Encode()
 	}
 	return page, nil
@@ -150,11 +167,19 @@ func (e *Engine) CountJobs(ctx context.Context, p CountJobsParams) (*JobCounts, 
 		}
 		f := p.Filter
 		f.States = []State{s}
-		n, capped, err := e.store.JobCount(ctx, &JobCountParams{Filter: f, Max: limit})
+		var scan ScanReport
+		n, capped, err := e.store.JobCount(ctx, &JobCountParams{Filter: f, Max: limit, Scan: &scan})
 		if err != nil {
 			return nil, fmt.Errorf("count jobs in %s: %w", s, err)
 		}
 		out.States[s] = n
+		if scan.Bounded {
+			capped = true
+			if out.Scans == nil {
+				out.Scans = map[State]*ScanReport{}
+			}
+			out.Scans[s] = &scan
+		}
 		if capped {
 			out.Capped = append(out.Capped, s)
 		}

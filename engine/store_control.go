@@ -98,6 +98,10 @@ type JobListParams struct {
 	After             *Cursor
 	Reverse           bool
 	Limit             int
+	// Scan, when set, is filled by a store whose scan of unindexed
+	// conditions is bounded (ScanReport); a store that reads all it
+	// needs leaves it alone.
+	Scan *ScanReport
 }
 
 type JobCountParams struct {
@@ -106,6 +110,9 @@ type JobCountParams struct {
 	Max               int64
 	// AsOf counts only jobs that entered their state at or before it.
 	AsOf *time.Time
+	// Scan, as in JobListParams: a store whose scan is bounded fills it
+	// and answers the count of the jobs it examined (a lower bound).
+	Scan *ScanReport
 }
 
 type JobCountByQueueParams struct {

@@ -71,13 +71,23 @@ func (e *Engine) publish(c Change) {
 	}
 }
 
-// Subscribe streams this process's changes and, by a cheap poll of the
-// maintained counters, changes made by other processes. The channel closes
-// when ctx ends. A consumer that falls behind gets ChangeResync.
+// Subscribe streams this process's changes and those of other processes.
+// Of other processes' changes, a store that declares CapabilityWakeups
+// carries at once the batches that made jobs available (inserts, due
+// jobs, retries, releases, resumed queues: one Change per queue of a
+// notification, State available, no job id; Queue empty for every queue);
+// everything else (completions, deaths, operator actions elsewhere) shows
+// through a cheap poll of the maintained counters, as on every store. The
+// channel closes when ctx ends. A consumer that falls behind gets
+// ChangeResync.
 func (e *Engine) Subscribe(ctx context.Context) (<-chan Change, error) {
 	s := &subscriber{ch: make(chan Change, subscriberBuffer)}
 	e.bus.add(s)
 	out := make(chan Change, subscriberBuffer)
+	var remote <-chan string // nil, so never ready, without wake-ups
+	if n, ok := e.notifier(); ok {
+		remote = n.Wakeups(ctx)
+	}
 	go func() {
 		defer close(out)
 		defer e.bus.remove(s)
@@ -93,6 +103,12 @@ func (e *Engine) Subscribe(ctx context.Context) (<-chan Change, error) {
 				case out <- c:
 				case <-ctx.Done():
 					return
+				}
+			case q := <-remote:
+				select {
+				case out <- remoteChange(q):
+				default:
+					s.overflow.Store(true)
 				}
 			case <-poll.C:
 				now, err := e.store.JobCountByQueue(ctx, &JobCountByQueueParams{})

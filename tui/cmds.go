@@ -103,7 +103,9 @@ type listMsg struct {
 	filter engine.Filter
 	// anchor is the row a segment was loaded after.
 	anchor string
-	err    error
+	// scan is the store's word that it stopped at its scan budget.
+	scan *engine.ScanReport
+	err  error
 }
 
 // loadList fetches rows for the jobs screen: one page from cursor, or
@@ -136,7 +138,7 @@ func (m *Model) listCmd(mode listMode, cursor string, want int, anchor string) t
 				out.err = err
 				return out
 			}
-			out.jobs, out.next, out.prev = page.Jobs, page.Next, page.Prev
+			out.jobs, out.next, out.prev, out.scan = page.Jobs, page.Next, page.Prev, page.Scan
 			return out
 		}
 		cur := cursor
@@ -147,8 +149,10 @@ func (m *Model) listCmd(mode listMode, cursor string, want int, anchor string) t
 				return out
 			}
 			out.jobs = append(out.jobs, page.Jobs...)
-			out.next = page.Next
-			if page.Next == "" || len(out.jobs) >= want {
+			out.next, out.scan = page.Next, page.Scan
+			// A bounded page ends a refresh: scanning on is the
+			// operator's call (scrolling on), not a live update's.
+			if page.Next == "" || len(out.jobs) >= want || page.Scan != nil {
 				return out
 			}
 			cur = page.Next

@@ -22,6 +22,11 @@ import (
 // rows costs what the window costs, in memory and per frame; the jumps to
 // the top and the bottom load from that end instead of walking to it.
 type jobsView struct {
+	// scan is the store's report of the last bounded scan, scanned the
+	// jobs its scans examined since the list started over (takeScan).
+	scan    *engine.ScanReport
+	scanned int64
+
 	tab    int // index in engine.AllStates; -1 when the filter names states
 	query  string
 	filter engine.Filter
@@ -319,6 +324,7 @@ func (v *jobsView) take(m *Model, msg listMsg) tea.Cmd {
 	ok := m.succeeded(retryList)
 	v.err = nil
 	v.loaded = true
+	v.takeScan(msg)
 	h := m.listHeight()
 	switch msg.mode {
 	case listReplace, listTop:
@@ -770,4 +776,27 @@ func (v *jobsView) hiddenMarks() int {
 
 func isInputErr(err error) bool {
 	return isErr(err, engine.ErrInvalid) || isErr(err, engine.ErrUnsupported)
+}
+
+// takeScan keeps what the store said of its bounded scans: the last
+// answer's report (nil once a page reached the end unbounded) and the
+// jobs examined since the list started over.
+func (v *jobsView) takeScan(msg listMsg) {
+	switch msg.mode {
+	case listReplace, listTop, listBottom, listRefresh:
+		v.scanned = 0
+	}
+	v.scan = msg.scan
+	if msg.scan != nil {
+		v.scanned += msg.scan.Scanned
+	}
+}
+
+// scanNote says the list is partial, how far the scan got, and how to
+// scan further; "" when the list is complete.
+func (v *jobsView) scanNote() string {
+	if v.scan == nil {
+		return ""
+	}
+	return "scanned " + commas(v.scanned) + " of " + commas(v.scan.Total) + " jobs — partial; scroll on to scan further"
 }

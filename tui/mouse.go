@@ -45,7 +45,7 @@ func (m *Model) handleMouse(msg tea.MouseMsg) tea.Cmd {
 		if ms.Button != tea.MouseLeft {
 			return nil
 		}
-		if ms.Y == 1 { // the state tabs
+		if ms.Y == m.tabsRow() { // the state tabs
 			if i := m.tabAt(ms.X); i >= 0 {
 				return m.selectTab(i)
 			}
@@ -69,6 +69,15 @@ func (m *Model) handleMouse(msg tea.MouseMsg) tea.Cmd {
 
 // bodyTop is the screen line the body starts on.
 func (m *Model) bodyTop() int { return m.chromeHeight() - 1 }
+
+// tabsRow is the line of the state tabs: under the title, and under the
+// store's warning when there is one.
+func (m *Model) tabsRow() int {
+	if m.storeWarned() {
+		return 1 + len(m.meta.Warnings)
+	}
+	return 1
+}
 
 // tabAt is the state tab drawn at column x of the tabs line, or -1.
 func (m *Model) tabAt(x int) int {

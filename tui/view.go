@@ -23,7 +23,8 @@ func wOf(s string) int { return ansi.StringWidth(s) }
 
 func (m *Model) tooSmall() bool { return m.width < minWidth || m.height < minHeight }
 
-// Layout, top to bottom: title line, tabs (or the screen's title), the
+// Layout, top to bottom: title line, the store's durability warning
+// when Meta has one, tabs (or the screen's title), the
 // filter line (jobs screen), a banner when a load fails, the body, the
 // status line.
 func (m *Model) chromeHeight() int {
@@ -35,7 +36,25 @@ func (m *Model) chromeHeight() int {
 	if m.banner != "" {
 		h++
 	}
+	if m.storeWarned() {
+		h += len(m.meta.Warnings)
+	}
 	return h
+}
+
+// storeWarned reports whether Meta says the store loses jobs silently.
+func (m *Model) storeWarned() bool { return m.meta != nil && len(m.meta.Warnings) > 0 }
+
+// storeWarningLines say why the store may lose jobs, one line each under
+// the header, for as long as the console runs: it is the server's
+// configuration, not a passing failure. Not "⚠", which marks a failing
+// load.
+func (m *Model) storeWarningLines(w int) []string {
+	out := make([]string, len(m.meta.Warnings))
+	for i, s := range m.meta.Warnings {
+		out[i] = m.theme.WarnText.Render(fit(clip("! store: "+Sanitize(s), w), w))
+	}
+	return out
 }
 
 func (m *Model) bodyHeight() int { return max(m.height-m.chromeHeight(), 1) }
@@ -68,6 +87,9 @@ func (m *Model) render() string {
 	}
 	lines := make([]string, 0, h)
 	lines = append(lines, m.titleLine(w))
+	if m.storeWarned() {
+		lines = append(lines, m.storeWarningLines(w)...)
+	}
 	if m.screen == scrJobs {
 		lines = append(lines, m.tabsLine(w))
 	} else {
@@ -220,6 +242,9 @@ func (m *Model) renderTitle(w int) string {
 	if m.readOnly {
 		badges += " " + t.Badge.Render("READ-ONLY")
 	}
+	if m.storeWarned() {
+		badges += " " + t.WarnText.Render("! NOT DURABLE")
+	}
 	switch {
 	case m.unreachable():
 		// A load is failing: whatever the stream says, the data on
@@ -326,6 +351,9 @@ func (m *Model) statusLine(w int) string {
 		}
 		if v.selectAll {
 			parts = append(parts, t.WarnText.Render("ALL MATCHING SELECTED — actions run as a bulk operation"))
+		}
+		if note := v.scanNote(); note != "" {
+			parts = append(parts, t.WarnText.Render(note))
 		}
 	default:
 		if ls, n := m.current(); ls != nil && n > 0 {

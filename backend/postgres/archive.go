@@ -22,10 +22,9 @@ import (
 // redrives from it.
 
 // ArchivedJob is a job as the sweep archived it.
-type ArchivedJob struct {
-	*engine.Job
-	EvictedAt time.Time
-}
+type ArchivedJob = engine.ArchivedJob
+
+var _ engine.ArchiveStore = (*Store)(nil)
 
 // archiveColumns are the job columns job_archive keeps (all but the lease
 // and the checkpoint, which a terminal job has not).
@@ -120,12 +119,7 @@ func (s *Store) dropClosedPartitions(ctx context.Context, tx *wtx, at time.Time,
 func (s *Store) archives() bool { return len(s.archiveQueues) > 0 }
 
 // ArchiveListParams pages the archive newest eviction first.
-type ArchiveListParams struct {
-	Queue string // "" for all
-	// After continues past the last row seen (its EvictedAt and ID).
-	After *engine.Cursor
-	Limit int
-}
+type ArchiveListParams = engine.ArchiveListParams
 
 // ArchiveList pages archived jobs, newest eviction first.
 func (s *Store) ArchiveList(ctx context.Context, p *ArchiveListParams) ([]ArchivedJob, error) {
@@ -139,6 +133,9 @@ func (s *Store) ArchiveList(ctx context.Context, p *ArchiveListParams) ([]Archiv
 	w := newWhere()
 	if p.Queue != "" {
 		w.add("queue = " + w.a.add(p.Queue))
+	}
+	if p.Kind != "" {
+		w.add("kind = " + w.a.add(p.Kind))
 	}
 	if p.After != nil {
 		w.add("(evicted_at, id) < (" + w.a.add(p.After.At.UnixNano()) + ", " + w.a.add(p.After.ID) + "::text)")

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/engine"
 )
 
 // Cross-process wake-ups: LISTEN/NOTIFY.
@@ -21,6 +23,8 @@ import (
 // connection drops it reconnects with backoff, logs once per outage, and
 // on reconnecting wakes every queue, since notifications sent meanwhile
 // are lost; the engine's own poll stays the fallback in any case.
+
+var _ engine.Notifier = (*Store)(nil)
 
 // channel is the schema's notification channel. Channel names are
 // identifiers, cut at 63 bytes.

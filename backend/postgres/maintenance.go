@@ -494,11 +494,16 @@ func (s *Store) LeaderResign(ctx context.Context, p *engine.LeaderResignParams) 
 
 // Capabilities: every filter field, error groups, bulk operations,
 // maintained counts, queue pausing and idempotency keys committed with
-// the mutation.
+// the mutation, the cold archive; LISTEN/NOTIFY wake-ups unless opened with NoListen.
 func (s *Store) Capabilities() []engine.Capability {
-	return []engine.Capability{
+	cs := []engine.Capability{
 		engine.CapabilityFilterPayload, engine.CapabilityFilterMeta, engine.CapabilityFilterTags,
 		engine.CapabilityFilterError, engine.CapabilityErrorGroups, engine.CapabilityOperations,
 		engine.CapabilityCounts, engine.CapabilityQueuePause, engine.CapabilityIdempotency,
+		engine.CapabilityArchive,
 	}
+	if s.notify != nil {
+		cs = append(cs, engine.CapabilityWakeups)
+	}
+	return cs
 }

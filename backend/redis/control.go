@@ -57,7 +57,11 @@ func (s *Store) JobAction(ctx context.Context, p *engine.JobActionParams) (*engi
 	if arr, _ := v.([]any); len(arr) == 0 {
 		return nil, nil
 	}
-	return jobReply(v, false)
+	j, err := jobReply(v, false)
+	if err == nil && j.State == engine.StateAvailable {
+		s.publishWake(ctx, j.Queue)
+	}
+	return j, err
 }
 
 // JobUpdatePayload replaces the payload and fingerprint of a job that is
@@ -81,7 +85,11 @@ func (s *Store) JobUpdatePayload(ctx context.Context, p *engine.JobUpdatePayload
 		}
 		return nil, err
 	}
-	return jobReply(v, true)
+	j, err := jobReply(v, true)
+	if err == nil {
+		s.publishWake(ctx, j.Queue)
+	}
+	return j, err
 }
 
 // editableStates are the states whose payload can be edited: all but running.
@@ -223,6 +231,9 @@ func (s *Store) FingerprintRelease(ctx context.Context, p *engine.FingerprintRel
 		return 0, err
 	}
 	n, _ := v.(int64)
+	if n > 0 {
+		s.publishWake(ctx) // the fingerprint's queues: every queue
+	}
 	return int(n), nil
 }
 
@@ -323,5 +334,8 @@ func (s *Store) QueuePause(ctx context.Context, p *engine.QueuePauseParams) erro
 // QueueResume lets workers claim from a queue again.
 func (s *Store) QueueResume(ctx context.Context, p *engine.QueuePauseParams) error {
 	_, err := s.run(ctx, "resume queue "+p.Queue, luaPause, p.Queue, "0", p.Actor)
+	if err == nil {
+		s.publishWake(ctx, p.Queue)
+	}
 	return err
 }

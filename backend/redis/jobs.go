@@ -104,6 +104,15 @@ func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams
 			res[i].Job, res[i].Existing = j, code == "E"
 		}
 	}
+	var woke []string
+	for _, r := range res {
+		if r.Job != nil && !r.Existing && r.Job.State == engine.StateAvailable {
+			woke = append(woke, r.Job.Queue)
+		}
+	}
+	if len(woke) > 0 {
+		s.publishWake(ctx, woke...) // one message for the batch
+	}
 	return res, nil
 }
 
@@ -571,6 +580,9 @@ func (s *Store) JobScheduleDue(ctx context.Context, p *engine.JobScheduleDuePara
 		}
 	}
 	sort.Strings(out)
+	if len(out) > 0 {
+		s.publishWake(ctx, out...)
+	}
 	return out, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,7 +23,8 @@ import (
 // state sets, state sets) in keyset order and testing every condition in
 // Go on the jobs read (match); conditions no index serves (tags, error
 // text, payload and meta paths, times) cost the reading of the jobs of
-// the index walked, never a silent omission.
+// the index walked, never a silent omission: when the caller asks for a
+// ScanReport the reading stops at the store's scan budget and says so.
 
 // row is a job as the filters read it: the job, and the fields of its
 // hash the engine.Job does not carry.
@@ -430,8 +432,13 @@ func (s *Store) JobList(ctx context.Context, p *engine.JobListParams) ([]*engine
 		return out, nil
 	}
 	w := s.walkerFor(pl, after, p.Reverse, limit+1)
+	var scanned int64
 	for {
-		ms, err := w.next(ctx, max(limit-len(out), 16))
+		n := max(limit-len(out), 16)
+		if p.Scan != nil {
+			n = int(min(int64(n), int64(s.scanBudget)-scanned))
+		}
+		ms, err := w.next(ctx, n)
 		if err != nil {
 			return nil, err
 		}
@@ -442,10 +449,53 @@ func (s *Store) JobList(ctx context.Context, p *engine.JobListParams) ([]*engine
 		if err != nil {
 			return nil, err
 		}
+		scanned += int64(len(ms))
 		if keep(rs) {
 			return out, nil
 		}
+		if p.Scan != nil && scanned >= int64(s.scanBudget) {
+			// The budget is spent before the page is full: say so, and
+			// where the scan stopped, rather than read on.
+			return out, s.reportScan(ctx, p.Scan, pl, scanned, ms[len(ms)-1])
+		}
 	}
+}
+
+// reportScan fills r for a scan of pl's indexes stopped at the budget,
+// after scanned jobs, the last being member last.
+func (s *Store) reportScan(ctx context.Context, r *engine.ScanReport, pl *plan, scanned int64, last string) error {
+	total := int64(len(pl.hot))
+	if len(pl.keys) > 0 {
+		pipe := s.c.Pipeline()
+		cs := make([]*goredis.IntCmd, len(pl.keys))
+		for i, k := range pl.keys {
+			cs[i] = pipe.ZCard(ctx, k)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return fmt.Errorf("redis: scan size: %w", err)
+		}
+		for _, c := range cs {
+			total += c.Val()
+		}
+	}
+	stop, err := memberCursor(last)
+	if err != nil {
+		return err
+	}
+	*r = engine.ScanReport{Bounded: true, Scanned: scanned, Total: total, Stop: &stop}
+	return nil
+}
+
+// memberCursor is the keyset position of an index member "TIME:ID".
+func memberCursor(m string) (engine.Cursor, error) {
+	if len(m) < 21 || m[19] != ':' {
+		return engine.Cursor{}, fmt.Errorf("redis: index member %q is not TIME:ID", m)
+	}
+	ns, err := strconv.ParseInt(m[:19], 10, 64)
+	if err != nil {
+		return engine.Cursor{}, fmt.Errorf("redis: index member %q: %w", m, err)
+	}
+	return engine.Cursor{At: time.Unix(0, ns).UTC(), ID: m[20:]}, nil
 }
 
 // indexedFilter reports whether f holds only states and queues or kinds
@@ -581,8 +631,13 @@ func (s *Store) countByWalk(ctx context.Context, p *engine.JobCountParams) (int6
 		count(rs)
 	} else {
 		w := s.walkerFor(pl, "", false, 500)
+		var scanned int64
 		for {
-			ms, err := w.next(ctx, 500)
+			chunk := 500
+			if p.Scan != nil {
+				chunk = int(min(int64(chunk), int64(s.scanBudget)-scanned))
+			}
+			ms, err := w.next(ctx, chunk)
 			if err != nil {
 				return 0, false, err
 			}
@@ -593,7 +648,14 @@ func (s *Store) countByWalk(ctx context.Context, p *engine.JobCountParams) (int6
 			if err != nil {
 				return 0, false, err
 			}
+			scanned += int64(len(ms))
 			if count(rs) {
+				break
+			}
+			if p.Scan != nil && scanned >= int64(s.scanBudget) {
+				if err := s.reportScan(ctx, p.Scan, pl, scanned, ms[len(ms)-1]); err != nil {
+					return 0, false, err
+				}
 				break
 			}
 		}

@@ -281,6 +281,9 @@ func (s *Store) OperationProcessBatch(ctx context.Context, p *engine.OperationPr
 	for i := 0; i+1 < len(ref); i += 2 {
 		out.Refused = append(out.Refused, &engine.QuarantinedError{Verb: string(p.Spec.Action), ID: ref[i], Fingerprint: ref[i+1]})
 	}
+	if p.Spec.To == engine.StateAvailable {
+		s.publishWake(ctx) // the batch's queues are not told apart: every queue
+	}
 	return out, nil
 }
 

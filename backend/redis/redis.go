@@ -62,12 +62,15 @@
 // Lists and counts walk the best index for their filter (ids, fingerprint,
 // error group, state and queue or kind) and test the remaining conditions
 // (tags, error text, payload. and meta. paths, times) in Go, reading jobs
-// in chunks: such a filter is served exactly, at the cost of reading the
-// jobs of the index it walks. Counts of states and queues read the
-// maintained counters.
+// in chunks. The engine's lists and counts read at most a scan budget of
+// jobs per request (scan_budget=N, DefaultScanBudget): past it the answer
+// says it was bounded, how far it got and of how many (engine.ScanReport),
+// and its cursor scans on. Bulk operations walk the whole set in bounded
+// batches. Counts of states and queues read the maintained counters.
 package redis
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
@@ -106,7 +109,16 @@ type Options struct {
 	// naming both versions and `sluice migrate --store URL`. An empty
 	// namespace is created unless MustExist is set.
 	Migrate bool
+	// ScanBudget bounds how many jobs one list or count reads to test
+	// conditions no index serves (error text, tags, payload. and meta.
+	// paths, times): past it the answer says it is partial
+	// (engine.ScanReport). 0 means DefaultScanBudget, or the URL's
+	// scan_budget=N.
+	ScanBudget int
 }
+
+// DefaultScanBudget is the jobs one list or count examines at most.
+const DefaultScanBudget = 10000
 
 // Store is engine.Store on one Redis namespace.
 type Store struct {
@@ -117,6 +129,9 @@ type Store struct {
 	url    string // redacted, for messages
 	raw    string
 	log    *slog.Logger
+	wake   *wakeHub // pubsub.go
+	// scanBudget bounds the jobs one list or count reads (list.go).
+	scanBudget int
 }
 
 var _ engine.Store = (*Store)(nil)
@@ -127,6 +142,8 @@ type Target struct {
 	Addrs     []string
 	Options   *goredis.Options // single server
 	Namespace string
+	// ScanBudget is scan_budget=N (0 when absent).
+	ScanBudget int
 }
 
 // ParseURL reads redis://[user:pass@]host:port/db?ns=NAME,
@@ -145,6 +162,14 @@ func ParseURL(raw string) (*Target, error) {
 		return nil, fmt.Errorf("redis: %w: namespace %q may not hold braces", engine.ErrInvalid, ns)
 	}
 	t := &Target{Namespace: ns}
+	if v := q.Get("scan_budget"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("redis: %w: scan_budget=%q: want a positive number of jobs", engine.ErrInvalid, v)
+		}
+		t.ScanBudget = n
+	}
+	q.Del("scan_budget")
 	switch strings.ToLower(u.Scheme) {
 	case "redis", "rediss":
 		q.Del("ns")
@@ -203,6 +228,8 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	}
 	s := &Store{c: c, ns: t.Namespace, prefix: "{" + t.Namespace + "}:", url: redact(rawURL), raw: rawURL, log: opts.Logger}
 	s.anchor = s.prefix + "schema"
+	s.wake = newWakeHub(s)
+	s.scanBudget = cmp.Or(opts.ScanBudget, t.ScanBudget, DefaultScanBudget)
 	if err := s.openSchema(ctx, opts); err != nil {
 		c.Close()
 		return nil, err
@@ -299,18 +326,22 @@ func (s *Store) Backend() string { return "redis" }
 
 // Capabilities: every filter field (those Redis cannot index by a scan
 // in Go, see the package doc), error groups, bulk operations, maintained
-// counts, queue pausing and idempotency keys recorded in the mutation's
-// script.
+// counts, queue pausing, idempotency keys recorded in the mutation's
+// script, and pub/sub wake-ups (pubsub.go).
 func (s *Store) Capabilities() []engine.Capability {
 	return []engine.Capability{
 		engine.CapabilityFilterPayload, engine.CapabilityFilterMeta, engine.CapabilityFilterTags,
 		engine.CapabilityFilterError, engine.CapabilityErrorGroups, engine.CapabilityOperations,
 		engine.CapabilityCounts, engine.CapabilityQueuePause, engine.CapabilityIdempotency,
+		engine.CapabilityWakeups,
 	}
 }
 
 // Close releases the store's connections.
-func (s *Store) Close() error { return s.c.Close() }
+func (s *Store) Close() error {
+	s.wake.close()
+	return s.c.Close()
+}
 
 // Now is the store's clock: the Redis server's.
 func (s *Store) Now(ctx context.Context) (time.Time, error) {

@@ -1,0 +1,233 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Cross-process wake-ups: pub/sub on the namespace's channel {ns}:wake.
+//
+// Every write that makes jobs available (inserts, due jobs, operator
+// retries and releases, retries with input, released fingerprints,
+// resumed queues, bulk batches) publishes one message right after its
+// script, naming the queues that got work (one per line; empty for
+// "every queue"): one per batch, not one per job. A publish that fails
+// costs nothing but latency, since the engine's poll is the fallback, so
+// it never fails the write. The listener holds one pub/sub connection;
+// when it drops it resubscribes with backoff, logs once per outage
+// (engine.Outage), and on coming back wakes every queue, since messages
+// published meanwhile are lost.
+
+var _ engine.Notifier = (*Store)(nil)
+
+// wakeChannel is the namespace's channel. Hash-tagged like every key, so
+// a sharded pub/sub could keep it in the namespace's slot.
+func (s *Store) wakeChannel() string { return s.prefix + "wake" }
+
+// publishWake tells every process that queues got work; "" alone, or no
+// queue at all, is every queue.
+func (s *Store) publishWake(ctx context.Context, queues ...string) {
+	msg := strings.Join(dedupe(queues), "\n")
+	if err := s.c.Publish(context.WithoutCancel(ctx), s.wakeChannel(), msg).Err(); err != nil {
+		s.log.Debug("redis: wake-up not published; workers poll", "store", s.url, "err", err)
+	}
+}
+
+func dedupe(qs []string) []string {
+	seen := make(map[string]bool, len(qs))
+	out := qs[:0:0]
+	for _, q := range qs {
+		if q == "" {
+			return nil // every queue
+		}
+		if !seen[q] {
+			seen[q] = true
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// wakeHub runs the subscription and fans messages out.
+type wakeHub struct {
+	s *Store
+
+	mu      sync.Mutex
+	subs    map[chan string]struct{}
+	started bool
+	closed  bool
+	stop    context.CancelFunc
+	done    chan struct{}
+	// ps is the live subscription, closed by close to end a blocked read.
+	ps *goredis.PubSub
+}
+
+func newWakeHub(s *Store) *wakeHub {
+	return &wakeHub{s: s, subs: map[chan string]struct{}{}, done: make(chan struct{})}
+}
+
+// Wakeups returns a channel that receives the name of each queue that got
+// work in any process ("" for every queue), until ctx ends (see
+// engine.Notifier). Sends never block: a full channel makes room and says
+// "" instead. The first call starts the subscription.
+func (s *Store) Wakeups(ctx context.Context) <-chan string {
+	ch := make(chan string, 16)
+	h := s.wake
+	if h == nil {
+		return ch
+	}
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return ch
+	}
+	h.subs[ch] = struct{}{}
+	if !h.started {
+		h.started = true
+		lctx, cancel := context.WithCancel(context.Background())
+		h.stop = cancel
+		go h.run(lctx)
+	}
+	h.mu.Unlock()
+	go func() {
+		<-ctx.Done()
+		h.mu.Lock()
+		delete(h.subs, ch)
+		h.mu.Unlock()
+	}()
+	return ch
+}
+
+func (h *wakeHub) publish(queue string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.subs {
+		select {
+		case ch <- queue:
+		default:
+			// Full: make room and say "every queue", so no wake-up is
+			// lost, only its name.
+			select {
+			case <-ch:
+			default:
+			}
+			select {
+			case ch <- "":
+			default:
+			}
+		}
+	}
+}
+
+func (h *wakeHub) close() {
+	h.mu.Lock()
+	started, stop := h.started, h.stop
+	h.closed = true
+	if h.ps != nil {
+		h.ps.Close()
+	}
+	h.mu.Unlock()
+	if started {
+		stop()
+		<-h.done
+	}
+}
+
+// run subscribes until ctx ends, resubscribing with backoff.
+func (h *wakeHub) run(ctx context.Context) {
+	defer close(h.done)
+	out := engine.NewOutage(h.s.log, "redis wake-up listener", engine.OutageOptions{MinBackoff: 100 * time.Millisecond})
+	for ctx.Err() == nil {
+		err := h.listen(ctx, out)
+		if ctx.Err() != nil {
+			return
+		}
+		if !engine.StoreUnavailable(err) {
+			// A refusal is no outage to Outage, but still no listener.
+			err = errors.Join(errListenerDown, err)
+		}
+		if !sleep(ctx, out.Fail(err, "store", h.s.url)) {
+			return
+		}
+	}
+}
+
+// errListenerDown marks a listener failure the server answered.
+var errListenerDown = errors.New("redis: wake-up listener down")
+
+// listen subscribes and delivers messages until an error.
+func (h *wakeHub) listen(ctx context.Context, out *engine.Outage) error {
+	ps := h.s.c.Subscribe(ctx, h.s.wakeChannel())
+	defer ps.Close()
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return ctx.Err()
+	}
+	h.ps = ps
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.ps = nil
+		h.mu.Unlock()
+	}()
+	// The confirmation proves the subscription is live before anything
+	// that happened meanwhile is called lost.
+	if _, err := ps.Receive(ctx); err != nil {
+		return err
+	}
+	if out.Down() {
+		h.publish("") // messages published while down are lost
+	}
+	out.Succeed()
+	for {
+		msg, err := ps.ReceiveTimeout(ctx, idleCheck)
+		if isTimeout(err) {
+			// Quiet for a while: make sure the connection still lives.
+			if err := ps.Ping(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		m, ok := msg.(*goredis.Message)
+		if !ok {
+			continue // pong, (un)subscription confirmations
+		}
+		if m.Payload == "" {
+			h.publish("")
+			continue
+		}
+		for q := range strings.SplitSeq(m.Payload, "\n") {
+			h.publish(q)
+		}
+	}
+}
+
+// idleCheck is how long the listener waits in silence before it pings.
+const idleCheck = 30 * time.Second
+
+func isTimeout(err error) bool {
+	var ne interface{ Timeout() bool }
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,131 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/backend/redis"
+	"github.com/sluicehq/sluice/backend/redis/redistest"
+	"github.com/sluicehq/sluice/engine"
+)
+
+// TestBoundedScan: a namespace holds more jobs than the scan budget.
+// A filter no index serves (a payload path) is listed page by page, each
+// page saying it was bounded and how far it got, its cursor scanning on,
+// until every match is found; the count says it is a lower bound; the
+// answer crosses the API; and a bulk cancel by that filter walks the
+// whole set in bounded batches.
+func TestBoundedScan(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const budget, n = 100, 350
+	s, err := redis.Open(ctx, redistest.URL(t), redis.Options{Migrate: true, ScanBudget: budget})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	e, err := engine.New(s, engine.Config{MaintenanceInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ps []engine.EnqueueParams
+	var want []string
+	for i := range n {
+		tag := "plain"
+		if i%50 == 0 {
+			tag = "x"
+			want = append(want, fmt.Sprintf("j%03d", i))
+		}
+		ps = append(ps, engine.EnqueueParams{ID: fmt.Sprintf("j%03d", i), Queue: "q", Kind: "k",
+			Payload: []byte(`{"tag":"` + tag + `"}`), Delay: time.Hour})
+	}
+	if _, err := e.EnqueueMany(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	f := engine.Filter{States: []engine.State{engine.StateScheduled}, Payload: []engine.PathMatch{{Path: "tag", Value: "x"}}}
+
+	srv := httptest.NewServer(api.NewServer(e, api.ServerOptions{Heartbeat: time.Second}))
+	t.Cleanup(srv.Close)
+	for name, ctl := range map[string]engine.Control{"engine": e, "api": api.NewClient(srv.URL, "", api.ClientOptions{})} {
+		var got []string
+		bounded, cursor := 0, ""
+		for range 100 {
+			page, err := ctl.ListJobs(ctx, engine.ListJobsParams{Filter: f, Cursor: cursor, Limit: 50})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, j := range page.Jobs {
+				got = append(got, j.ID)
+			}
+			if sc := page.Scan; sc != nil {
+				bounded++
+				if !sc.Bounded || sc.Scanned != budget || sc.Total != n {
+					t.Fatalf("%s: scan %+v, want %d of %d", name, sc, budget, n)
+				}
+				if page.Next == "" {
+					t.Fatalf("%s: a bounded page without a cursor to scan on", name)
+				}
+			}
+			if page.Next == "" {
+				break
+			}
+			cursor = page.Next
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) || bounded < n/budget {
+			t.Fatalf("%s: %d bounded pages found %v, want %v", name, bounded, got, want)
+		}
+	}
+
+	c, err := e.CountJobs(ctx, engine.CountJobsParams{Filter: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := c.Scans[engine.StateScheduled]
+	if sc == nil || !sc.Bounded || sc.Scanned != budget || sc.Total != n || !c.IsCapped(engine.StateScheduled) || c.States[engine.StateScheduled] > int64(len(want)) {
+		t.Fatalf("count %+v, scan %+v", c, sc)
+	}
+
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Stop(ctx) })
+	res, err := e.Bulk(ctx, engine.BulkParams{Action: engine.ActionCancel, Selector: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		op, err := e.Operation(ctx, res.Operation.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if op.Status == engine.OperationCompleted {
+			if op.Succeeded != int64(len(want)) {
+				t.Fatalf("bulk cancel succeeded on %d, want %d", op.Succeeded, len(want))
+			}
+			break
+		}
+		if op.Status == engine.OperationFailed || time.Now().After(deadline) {
+			t.Fatalf("operation %+v", op)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	page, err := e.ListJobs(ctx, engine.ListJobsParams{Filter: engine.Filter{States: []engine.State{engine.StateCancelled}}, Limit: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cancelled []string
+	for _, j := range page.Jobs {
+		cancelled = append(cancelled, j.ID)
+	}
+	slices.Sort(cancelled)
+	if !slices.Equal(cancelled, want) {
+		t.Fatalf("cancelled %v, want %v", cancelled, want)
+	}
+}
