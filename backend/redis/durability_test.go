@@ -36,7 +36,7 @@ func TestDurabilityWarningsPrivate(t *testing.T) {
 			ctx := context.Background()
 			var logs bytes.Buffer
 			log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			s, err := redis.Open(ctx, redistest.URLOn(t, redistest.Private(t, tc.args...)), redis.Options{Migrate: true, Logger: log})
+			s, err := redis.Open(ctx, redistest.URLOn(t, redistest.PrivateServer(t, redistest.ServerOptions{Args: tc.args}).URL()), redis.Options{Migrate: true, Logger: log})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -34,6 +34,9 @@ type ServerOptions struct {
 	AppendFsync string
 	// Dir holds the server's files (a temp folder of its own when empty).
 	Dir string
+	// Args are added to the command line last, so they win over the
+	// defaults (--appendonly yes --maxmemory-policy allkeys-lru, say).
+	Args []string
 }
 
 // Server is a redis-server of a test's (or the chaos harness's) own on a
@@ -134,6 +137,7 @@ func (s *Server) Resume(ctx context.Context) error {
 	} else {
 		args = append(args, "--appendonly", "no")
 	}
+	args = append(args, s.o.Args...)
 	cmd := exec.Command("redis-server", args...)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("redistest: start redis-server: %w", err)
