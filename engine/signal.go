@@ -98,10 +98,18 @@ func (e *Engine) wakeWaiting(ctx context.Context, j *Job, t Trigger, actor, msg 
 	return moved, nil
 }
 
-// afterWait runs once a run's wait is written: a signal that came while
-// the job was still running wakes it now.
+// afterWait runs once a run's wait is written: a signal that came, or
+// the last child that ended, while the job was still running wakes it
+// now (their own checks read the job before this write committed).
 func (e *Engine) afterWait(ctx context.Context, written *Job, w *Wait) {
-	if w == nil || w.Kind != WaitKindSignal || written == nil {
+	if w == nil || written == nil {
+		return
+	}
+	if w.Kind == WaitKindChildren {
+		e.checkParent(ctx, written.ID)
+		return
+	}
+	if w.Kind != WaitKindSignal {
 		return
 	}
 	sigs, err := e.store.SignalList(ctx, &SignalListParams{JobID: written.ID, Name: w.Signal})

@@ -49,8 +49,10 @@ const (
 )
 
 // childrenRecheck is how often a parent waiting for its children looks
-// at them on its own, the backstop for a wake lost with a process.
-const childrenRecheck = time.Minute
+// at them on its own: the backstop for a wake lost with a process that
+// died between its child's commit and the check after it. Rare, so long:
+// each re-check claims the parent and reads every child.
+const childrenRecheck = 10 * time.Minute
 
 // foreverWait stands for a signal wait without a timeout.
 const foreverWait = 100 * 365 * 24 * time.Hour

@@ -438,7 +438,7 @@ func testWaitersHoldNoSlots(t *testing.T, h Harness) {
 		}
 		return n
 	}
-	eventually(t, 10*waitLong, func() bool { return countIn("mix", engine.StateScheduled) == waiters }, "all waiters to wait")
+	eventually(t, 30*waitLong, func() bool { return countIn("mix", engine.StateScheduled) == waiters }, "all waiters to wait")
 
 	for i := range ordinary {
 		enqueue(t, e, engine.EnqueueParams{ID: fmt.Sprintf("o%02d", i), Queue: "mix", Kind: "plain"})
