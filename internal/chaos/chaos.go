@@ -94,7 +94,7 @@ func RegisterRecording(rec *Recorder) func(*engine.Engine) error {
 				return fmt.Errorf("chaos: %w", err)
 			}
 		}
-		for _, k := range workflowKinds() {
+		for _, k := range append(workflowKinds(), sleeperKinds()...) {
 			if err := e.Register(k); err != nil {
 				return fmt.Errorf("chaos: %w", err)
 			}
