@@ -327,7 +327,11 @@ func testFanOut(t *testing.T, h Harness) {
 	cfg.Queues["fo"] = engine.QueueConfig{Concurrency: 8}
 	e := startEngine(t, s, cfg, engine.Kind{Name: "parent", Handler: parent}, engine.Kind{Name: "child", Handler: child})
 	enqueue(t, e, engine.EnqueueParams{ID: "p", Queue: "fo", Kind: "parent", MaxAttempts: 3})
-	j := waitState(t, s, "p", engine.StateCompleted)
+	eventually(t, 3*waitLong, func() bool {
+		j := tryJob(s, "p")
+		return j != nil && j.State == engine.StateCompleted
+	}, "parent p to complete")
+	j := getJob(t, s, "p")
 
 	want := []string{engine.ChildID("p", 1, 7), engine.ChildID("p", 1, 42), engine.ChildID("p", 1, 99)}
 	mu.Lock()
