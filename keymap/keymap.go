@@ -57,6 +57,7 @@ const (
 	Bulk        Action = "bulk"
 	Pause       Action = "pause"
 	ReplayStep  Action = "replay_step"
+	Signal      Action = "signal"
 	Copy        Action = "copy"
 	Payload     Action = "payload"
 	Filter      Action = "filter"
@@ -136,6 +137,7 @@ var defaults = []def{
 	{Bulk, GroupAct, []string{"b"}, "b", "bulk from filter", true},
 	{Pause, GroupAct, []string{"P"}, "P", "pause/resume queue", true},
 	{ReplayStep, GroupAct, []string{"F"}, "F", "replay from step", true},
+	{Signal, GroupAct, []string{"s"}, "s", "send signal", true},
 
 	{Open, GroupView, []string{"enter"}, "enter", "open", false},
 	{Payload, GroupView, []string{"p"}, "p", "payload", false},
