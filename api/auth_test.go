@@ -21,6 +21,7 @@ var mutatingRequests = []struct {
 	{"DELETE /api/v1/jobs/{id}", req{method: "DELETE", path: "/api/v1/jobs/JOB_4"}, engine.RoleAdmin},
 	{"POST /api/v1/jobs/{id}/retry", req{method: "POST", path: "/api/v1/jobs/JOB_2/retry"}, engine.RoleOperator},
 	{"POST /api/v1/jobs/{id}/cancel", req{method: "POST", path: "/api/v1/jobs/WAIT_1/cancel"}, engine.RoleOperator},
+	{"POST /api/v1/jobs/{id}/signals/{name}", req{method: "POST", path: "/api/v1/jobs/WAIT_1/signals/approved", body: `{"ok":true}`}, engine.RoleOperator},
 	{"POST /api/v1/jobs/{id}/release", req{method: "POST", path: "/api/v1/jobs/HELD_1/release"}, engine.RoleOperator},
 	{"POST /api/v1/jobs/{id}/retry-with-input", req{method: "POST", path: "/api/v1/jobs/JOB_3/retry-with-input", body: `{"payload":{"a":1}}`}, engine.RoleOperator},
 	{"POST /api/v1/jobs/{id}/replay", req{method: "POST", path: "/api/v1/jobs/JOB_2/replay", body: `{"step":1}`}, engine.RoleOperator},

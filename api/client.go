@@ -480,6 +480,21 @@ func (c *Client) Quarantine(ctx context.Context) ([]*engine.Fingerprint, error) 
 	return out.Fingerprints, nil
 }
 
+// Signal sends a signal through POST /jobs/{id}/signals/{name}; the
+// payload is the body (null when empty). The reply carries no payload.
+func (c *Client) Signal(ctx context.Context, id, name string, payload json.RawMessage) (*engine.Signal, error) {
+	var out signalResponse
+	cl := &call{method: "POST", path: "/jobs/" + esc(id) + "/signals/" + esc(name), body: []byte(payload), out: &out}
+	if len(payload) == 0 {
+		cl.body = nil
+	}
+	if _, err := c.do(ctx, cl); err != nil {
+		return nil, err
+	}
+	s := out.Signal
+	return &engine.Signal{JobID: s.JobID, Name: s.Name, Seq: s.Seq, SentAt: s.SentAt}, nil
+}
+
 func (c *Client) ReleaseFingerprint(ctx context.Context, fingerprint string) (int, error) {
 	var out releasedResponse
 	if _, err := c.do(ctx, &call{method: "DELETE", path: "/quarantine/" + esc(fingerprint), out: &out}); err != nil {

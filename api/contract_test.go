@@ -226,6 +226,15 @@ func TestAPIContract(t *testing.T) {
 		{name: "cancel a dead job", method: "POST", path: "/api/v1/jobs/dead-3/cancel", token: tokOperator, key: "cancel-2", want: 409},
 		{name: "cancel unknown", method: "POST", path: "/api/v1/jobs/nope/cancel", token: tokOperator, key: "cancel-3", want: 404},
 		{name: "cancel without token", method: "POST", path: "/api/v1/jobs/avail-1/cancel", key: "cancel-4", want: 401},
+		// POST /jobs/{id}/signals/{name}
+		{name: "signal", method: "POST", path: "/api/v1/jobs/avail-1/signals/approved", token: tokOperator, key: "sig-1", body: `{"by":"ops"}`, want: 200},
+		{name: "signal without payload", method: "POST", path: "/api/v1/jobs/avail-1/signals/approved", token: tokOperator, key: "sig-2", want: 200},
+		{name: "signal a dead job", method: "POST", path: "/api/v1/jobs/dead-3/signals/approved", token: tokOperator, key: "sig-3", body: `1`, want: 409},
+		{name: "signal unknown", method: "POST", path: "/api/v1/jobs/nope/signals/approved", token: tokOperator, key: "sig-4", want: 404},
+		{name: "signal a bad name", method: "POST", path: "/api/v1/jobs/avail-1/signals/bad%20name", token: tokOperator, key: "sig-5", want: 400},
+		{name: "signal malformed payload", method: "POST", path: "/api/v1/jobs/avail-1/signals/approved", token: tokOperator, key: "sig-6", body: `{"by":`, want: 400},
+		{name: "signal as viewer", method: "POST", path: "/api/v1/jobs/avail-1/signals/approved", token: tokViewer, key: "sig-7", want: 403},
+		{name: "signal without key", method: "POST", path: "/api/v1/jobs/avail-1/signals/approved", token: tokOperator, key: "-", want: 400},
 		// POST /jobs/{id}/release
 		{name: "release a job that is not quarantined", method: "POST", path: "/api/v1/jobs/dead-3/release", token: tokOperator, key: "release-1", want: 409},
 		{name: "release unknown", method: "POST", path: "/api/v1/jobs/nope/release", token: tokOperator, key: "release-2", want: 404},

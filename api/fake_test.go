@@ -270,6 +270,25 @@ func (f *fakeCtl) Cancel(ctx context.Context, id string) (*engine.Job, error) {
 	return f.transition(ctx, id, engine.StateCancelled, engine.StateScheduled, engine.StateAvailable)
 }
 
+// Signal counts as a mutation and refuses what the engine refuses: a
+// missing job, a terminal one. It buffers nothing: the server's part is
+// the route, the roles and the reply.
+func (f *fakeCtl) Signal(ctx context.Context, id, name string, payload json.RawMessage) (*engine.Signal, error) {
+	if err := f.mutate(ctx); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	j, ok := f.jobs[id]
+	if !ok {
+		return nil, fmt.Errorf("job %s: %w", id, engine.ErrNotFound)
+	}
+	if j.State.Terminal() {
+		return nil, fmt.Errorf("job %s is %s: %w", id, j.State, engine.ErrWrongState)
+	}
+	return &engine.Signal{JobID: id, Name: name, Seq: int64(f.mutations), Payload: payload, SentAt: j.StateChangedAt}, nil
+}
+
 func (f *fakeCtl) ReleaseJob(ctx context.Context, id string) (*engine.Job, error) {
 	return f.transition(ctx, id, engine.StateAvailable, engine.StateQuarantined)
 }

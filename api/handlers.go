@@ -37,6 +37,7 @@ func (s *Server) routeTable() []route {
 		{method: "POST", path: p + "/jobs/{id}/replay", role: operator, mutate: s.replay},
 		{method: "GET", path: p + "/jobs/{id}/replay", role: viewer, read: s.replayPreview},
 		{method: "PUT", path: p + "/jobs/{id}/payload", role: operator, mutate: s.updatePayload},
+		{method: "POST", path: p + "/jobs/{id}/signals/{name}", role: operator, mutate: s.signal},
 		{method: "POST", path: p + "/jobs/actions", role: operator, mutate: s.actions},
 		{method: "POST", path: p + "/jobs/bulk", role: operator, mutate: s.bulk},
 		{method: "GET", path: p + "/error-groups", role: viewer, read: s.errorGroups},
@@ -605,4 +606,20 @@ func (s *Server) meta(w http.ResponseWriter, r *http.Request, c *caller) error {
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// signal sends a signal to a job; the body is its payload (any JSON, null
+// when empty).
+func (s *Server) signal(r *http.Request, _ *caller, body []byte) (runFunc, error) {
+	if len(body) > 0 && !json.Valid(body) {
+		return nil, badRequest("the body is the signal's payload and must be JSON")
+	}
+	id, name := r.PathValue("id"), r.PathValue("name")
+	return func(ctx context.Context) (*reply, error) {
+		sig, err := s.ctl.Signal(ctx, id, name, json.RawMessage(body))
+		if err != nil {
+			return nil, err
+		}
+		return ok(signalResponse{Signal: signalSent{JobID: sig.JobID, Name: sig.Name, Seq: sig.Seq, SentAt: sig.SentAt}}), nil
+	}, nil
 }

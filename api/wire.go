@@ -1,6 +1,8 @@
 package api
 
 import (
+	"time"
+
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -14,6 +16,17 @@ type (
 	}
 	errorGroupsResponse struct {
 		Groups []engine.ErrorGroup `json:"groups"`
+	}
+	// signalResponse leaves the payload out: the caller sent it, and
+	// payloads are for inspectors.
+	signalResponse struct {
+		Signal signalSent `json:"signal"`
+	}
+	signalSent struct {
+		JobID  string    `json:"job_id"`
+		Name   string    `json:"name"`
+		Seq    int64     `json:"seq"`
+		SentAt time.Time `json:"sent_at"`
 	}
 	releasedResponse struct {
 		Released int `json:"released"`

@@ -353,7 +353,7 @@ func newJobsCmd() *cobra.Command {
 	rwi.Flags().StringVar(&newID, "id", "", "id of the new job (default ID~retry~<8 hex>)")
 	_ = rwi.MarkFlagRequired("payload")
 
-	cmd.AddCommand(list, show, retry, cancel, del, edit, rwi, o.replayCmd())
+	cmd.AddCommand(list, show, retry, cancel, del, edit, rwi, o.replayCmd(), o.signalCmd())
 	return cmd
 }
 

@@ -142,6 +142,11 @@ func (c *completer) flush(batch []completion) {
 			}
 			e.publish(Change{Kind: ChangeJob, State: StateCompleted})
 			e.observeCompleted(batch, res)
+			for i, cm := range batch {
+				if res[i] == nil {
+					e.childEnded(cm.item.ID)
+				}
+			}
 			return
 		}
 		e.contact.fail()

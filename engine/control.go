@@ -61,6 +61,12 @@ type Control interface {
 	Operations(ctx context.Context, limit int, cursor string) (*OperationPage, error)
 	CancelOperation(ctx context.Context, id string) (*Operation, error)
 
+	// Signal sends the signal name to a job, with a JSON payload: it is
+	// buffered until the job's WaitSignal of that name takes it, once,
+	// and wakes the job if it waits for it (wait.go). ErrNotFound for no
+	// such job; ErrWrongState for a terminal one.
+	Signal(ctx context.Context, id, name string, payload json.RawMessage) (*Signal, error)
+
 	Quarantine(ctx context.Context) ([]*Fingerprint, error)
 	ReleaseFingerprint(ctx context.Context, fingerprint string) (int, error)
 

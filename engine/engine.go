@@ -46,7 +46,10 @@ type Engine struct {
 	completer *completer
 	// checkpoints group-commits workflow steps (checkpointer.go).
 	checkpoints checkpointer
-	running     *runningSet
+	// parents runs the wake checks of parents whose children ended
+	// (signal.go).
+	parents parentChecks
+	running *runningSet
 	// suspects admits jobs that crashed before (suspects.go).
 	suspects *suspectGate
 	// crashes orders a crash's write against claims and held jobs

@@ -75,6 +75,10 @@ type Checkpoint struct {
 	ForkedFrom *Fork `json:"forked_from,omitempty"`
 	// Forks lists the jobs replayed from this one.
 	Forks []Fork `json:"forks,omitempty"`
+	// Wait is what the job waits for while it is scheduled by a wait
+	// (wait.go); Children are the ids of the jobs it spawned.
+	Wait     *Wait    `json:"wait,omitempty"`
+	Children []string `json:"children,omitempty"`
 }
 
 // ParseCheckpoint decodes a job's checkpoint; an empty one is the zero
@@ -138,6 +142,9 @@ type workflow struct {
 	mismatch string
 	// kindVersion is the step-set version this code declares.
 	kindVersion int
+	// waiting, once a wait has begun, turns the run into that wait
+	// (wait.go).
+	waiting *Wait
 }
 
 // prepareWorkflow decodes the job's checkpoint for its handler and brings
@@ -235,12 +242,10 @@ type stepAt struct {
 func (wf *workflow) begin(name string) (stepAt, bool, error) {
 	wf.mu.Lock()
 	defer wf.mu.Unlock()
-	if wf.mismatch != "" {
-		return stepAt{}, false, Undecodable(fmt.Errorf("%w: %s", errStepMismatch, wf.mismatch))
-	}
-	// The boundary: a run whose lease is gone goes no further.
-	if wf.r != nil && wf.r.abandoned.Load() {
-		return stepAt{}, false, fmt.Errorf("step %q of job %s: %w", name, wf.jobID, ErrLeaseLost)
+	// The boundary: a run whose lease is gone, or that began a wait, goes
+	// no further.
+	if err := wf.blockedLocked(name); err != nil {
+		return stepAt{}, false, err
 	}
 	pos := wf.pos
 	wf.pos++
@@ -341,6 +346,7 @@ func (wf *workflow) outcome(res *handlerResult) {
 		res.message = "step mismatch: " + wf.mismatch
 		res.trace = ""
 	}
+	wf.waitOutcomeLocked(res)
 	if res.trigger == TriggerCrash && wf.running >= 0 {
 		rec := &wf.cp.Steps[wf.running]
 		rec.State = StepCrashed

@@ -28,6 +28,7 @@ import (
 type Store interface {
 	ControlStore
 	IdempotencyStore
+	WaitStore
 
 	// Backend names the implementation: "sqlite", "postgres", "redis".
 	Backend() string

@@ -27,6 +27,13 @@ const (
 	TriggerRetention         Trigger = "retention"
 	// TriggerHold: the job's fingerprint was quarantined while it waited.
 	TriggerHold Trigger = "hold"
+	// TriggerWait: the handler began a wait (wait.go): a sleep, a signal,
+	// its children. No attempt is spent.
+	TriggerWait Trigger = "wait"
+	// TriggerSignal: the signal a waiting job waits for was sent.
+	TriggerSignal Trigger = "signal"
+	// TriggerChildren: the last child of a job waiting for them ended.
+	TriggerChildren Trigger = "children"
 )
 
 // Charge says which counter a transition spends.
@@ -109,6 +116,9 @@ var Transitions = []Transition{
 	{From: []State{StateRunning}, Trigger: TriggerCrash, Guard: GuardCrashesLeft, To: StateRetryable, Charge: ChargeCrash},
 	{From: []State{StateRunning}, Trigger: TriggerCrash, Guard: GuardCrashLimit, To: StateQuarantined, Reason: ReasonQuarantined, Charge: ChargeCrash, Quarantine: true},
 	{From: []State{StateScheduled, StateAvailable, StateRetryable}, Trigger: TriggerHold, To: StateQuarantined, Reason: ReasonQuarantined},
+	{From: []State{StateRunning}, Trigger: TriggerWait, To: StateScheduled},
+	{From: []State{StateScheduled}, Trigger: TriggerSignal, To: StateAvailable},
+	{From: []State{StateScheduled}, Trigger: TriggerChildren, To: StateAvailable},
 	{From: []State{StateRunning}, Trigger: TriggerShutdown, To: StateAvailable},
 	{From: []State{StateRunning}, Trigger: TriggerLeaseLost, To: StateAvailable},
 	{From: []State{StateArchived, StateCancelled, StateUndecodable}, Trigger: TriggerOperatorRetry, To: StateAvailable, Operator: true,

@@ -21,6 +21,7 @@ var allTriggers = []Trigger{
 	TriggerUndecodable, TriggerCrash, TriggerShutdown, TriggerLeaseLost,
 	TriggerOperatorRetry, TriggerOperatorRelease, TriggerOperatorCancel,
 	TriggerOperatorDelete, TriggerRetention, TriggerHold,
+	TriggerWait, TriggerSignal, TriggerChildren,
 }
 
 // everyState is AllStates plus deleted, which no trigger leaves.
@@ -96,6 +97,9 @@ func expectedTransitions() []transitionCase {
 		tc.crashAttempt, tc.crashInc, tc.quarantine = 2, 1, true
 	})
 	add([]State{StateScheduled, StateAvailable, StateRetryable}, TriggerHold, StateQuarantined, ReasonQuarantined, nil)
+	add(run, TriggerWait, StateScheduled, ReasonNone, nil)
+	add([]State{StateScheduled}, TriggerSignal, StateAvailable, ReasonNone, nil)
+	add([]State{StateScheduled}, TriggerChildren, StateAvailable, ReasonNone, nil)
 	add(run, TriggerShutdown, StateAvailable, ReasonNone, nil)
 	add(run, TriggerLeaseLost, StateAvailable, ReasonNone, nil)
 	add([]State{StateArchived, StateCancelled, StateUndecodable}, TriggerOperatorRetry, StateAvailable, ReasonNone, op)
@@ -400,6 +404,15 @@ func TestTransitionsCoverDesign(t *testing.T) {
 	// Quarantine section: "its waiting jobs become quarantined" — held
 	// when their fingerprint is quarantined.
 	line([]State{StateScheduled, StateAvailable, StateRetryable}, TriggerHold, GuardAlways, StateQuarantined)
+	// Workflows that wait: "it is scheduled until its time, its signal
+	// or its last child, with those transitions as rows of the table".
+	// | running | a wait begins (sleep, signal, children) | scheduled (no attempt used) |
+	line(R, TriggerWait, GuardAlways, StateScheduled)
+	// | scheduled | the signal it waits for is sent | available |
+	line([]State{StateScheduled}, TriggerSignal, GuardAlways, StateAvailable)
+	// | scheduled | its last child ended | available |
+	line([]State{StateScheduled}, TriggerChildren, GuardAlways, StateAvailable)
+	// (its time: the due row, scheduled → available.)
 	// | running | graceful shutdown, work unfinished | available |
 	line(R, TriggerShutdown, GuardAlways, StateAvailable)
 	// | running | lease lost while its process still lives | available |

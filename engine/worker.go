@@ -537,6 +537,8 @@ type handlerResult struct {
 	// (step.go).
 	reason     TerminalReason
 	checkpoint json.RawMessage
+	// wait is the wait a run ended in (TriggerWait, wait.go).
+	wait *Wait
 }
 
 // execute runs one claimed job to its outcome and writes it.
@@ -736,6 +738,12 @@ func (e *Engine) finishGuarded(ctx context.Context, ref JobRef, j *Job, res hand
 	e.outOutcome.Succeed()
 	e.publish(Change{Kind: ChangeJob, JobID: j.ID, Queue: j.Queue, State: row.To})
 	e.observeTransition(j.Queue, j.Kind, j.State, row.To)
+	if res.trigger == TriggerWait {
+		e.afterWait(ctx, written, res.wait)
+	}
+	if row.To.Terminal() || row.To == StateDeleted {
+		e.childEnded(j.ID)
+	}
 	if written != nil && (row.To == StateArchived || row.To == StateQuarantined) {
 		e.fireDeath(written, res.message, row.Reason)
 	}
@@ -792,6 +800,9 @@ func (e *Engine) finishPlan(ref JobRef, j *Job, row Transition, res handlerResul
 		entry = &AttemptError{Message: res.message}
 	case TriggerSnooze:
 		kind = EventSnoozed
+		p.Delay = res.delay
+	case TriggerWait:
+		kind = EventWaiting
 		p.Delay = res.delay
 	case TriggerUndecodable:
 		kind = EventUndecodable

@@ -60,6 +60,7 @@ const (
 	// ReplayResult edits the replacement result of step N−1 in a replay's
 	// preview: read only inside that dialog, like Confirm.
 	ReplayResult Action = "replay_result"
+	Signal       Action = "signal"
 	Copy         Action = "copy"
 	Payload      Action = "payload"
 	Filter       Action = "filter"
@@ -140,6 +141,7 @@ var defaults = []def{
 	{Pause, GroupAct, []string{"P"}, "P", "pause/resume queue", true},
 	{ReplayStep, GroupAct, []string{"F"}, "F", "replay from step", true},
 	{ReplayResult, GroupAct, []string{"e"}, "e", "replace step N−1's result (replay preview)", true},
+	{Signal, GroupAct, []string{"s"}, "s", "send signal", true},
 
 	{Open, GroupView, []string{"enter"}, "enter", "open", false},
 	{Payload, GroupView, []string{"p"}, "p", "payload", false},

@@ -166,7 +166,10 @@ type detailMsg struct {
 	detail  *engine.JobDetail
 	payload bool
 	lines   []string // pretty payload, sanitized, when payload
-	err     error
+	// children are the states of the job's first spawned children
+	// (waits.go), read with the job.
+	children map[string]engine.State
+	err      error
 }
 
 // loadDetail fetches one job for the sheet; with payload it also pretty
@@ -184,6 +187,9 @@ func (m *Model) loadDetail(id string, payload bool) tea.Cmd {
 		defer cancel()
 		d, err := ctl.GetJob(c, id, payload)
 		out := detailMsg{seq: seq, id: id, detail: d, payload: payload, err: err}
+		if err == nil && !payload {
+			out.children = childStates(c, ctl, d)
+		}
 		if err == nil && payload && d.Job != nil {
 			out.lines = prettyJSONLines(d.Job.Payload)
 		}

@@ -16,12 +16,12 @@ import (
 // commandHelp is the command list of the help screen.
 func commandHelp() string {
 	return ":archived (any state) :jobs :errors :quarantine :operations :queues :queue NAME :kind NAME :filter QUERY " +
-		":replay N :theme " + strings.Join(themes.Names(), "|") + " :clear :help :quit"
+		":replay N :signal NAME [JSON] :theme " + strings.Join(themes.Names(), "|") + " :clear :help :quit"
 }
 
 // commandNames are the completions of the command line.
 func commandNames() []string {
-	names := []string{"jobs", "errors", "quarantine", "operations", "queues", "queue ", "kind ", "filter ", "replay ", "theme ", "clear", "help", "quit"}
+	names := []string{"jobs", "errors", "quarantine", "operations", "queues", "queue ", "kind ", "filter ", "replay ", "signal ", "theme ", "clear", "help", "quit"}
 	for _, s := range engine.AllStates {
 		names = append(names, string(s))
 	}
@@ -64,6 +64,8 @@ func (m *Model) runCommand(line string) (tea.Cmd, error) {
 		return tea.Batch(m.switchScreen(scrJobs), m.loadCounts()), nil
 	case "replay":
 		return m.replayCommand(arg)
+	case "signal":
+		return m.signalCommand(arg)
 	case "quarantine", "quar":
 		return m.goScreen(scrQuarantine), nil
 	case "operations", "ops", "op":

@@ -198,6 +198,9 @@ func (m *Model) jobsKey(msg tea.KeyPressMsg) tea.Cmd {
 		return m.moveStep(-1)
 	case km.Matches(msg, keymap.ReplayStep):
 		return m.replayStep()
+	case km.Matches(msg, keymap.Signal):
+		// The command line, ready for the signal's name and payload.
+		return m.openInput(inputCommand, "signal ")
 	case km.Matches(msg, keymap.Mark):
 		if r := v.current(); r != nil {
 			v.toggleMark(r)

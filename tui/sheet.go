@@ -47,6 +47,9 @@ type sheetView struct {
 	// the sheet's top line (steps.go).
 	links   []sheetLink
 	linksAt int
+	// children are the states of the job's spawned children, as read
+	// with it.
+	children map[string]engine.State
 	// linkFocus: ] landed on the links section (even where the end of
 	// the sheet holds the scroll short of it); any other move clears it.
 	linkFocus bool
@@ -116,6 +119,7 @@ func (s *sheetView) take(m *Model, msg detailMsg) tea.Cmd {
 	}
 	s.err = nil
 	s.detail = msg.detail
+	s.children = msg.children
 	s.invalidate()
 	return nil
 }
@@ -250,6 +254,9 @@ func (m *Model) sheetInfo(w int) []string {
 		state += t.Muted.Render(" · " + string(j.TerminalReason))
 	}
 	add(t.Label.Render(fit("state", 12)) + " " + state)
+	if w := engine.WaitOf(j); w != nil {
+		field("waits for", Sanitize(waitLine(w)))
+	}
 	field("queue", Sanitize(j.Queue))
 	field("kind", fmt.Sprintf("%s (schema v%d)", Sanitize(j.Kind), j.SchemaVersion))
 	field("attempt", fmt.Sprintf("%d/%d · crashes %d · priority %d", j.AttemptShown(), j.MaxAttempts, j.CrashAttempt, j.Priority))
@@ -397,7 +404,7 @@ func (m *Model) sheetInfo(w int) []string {
 			}
 		}
 	}
-	s.links = sheetLinks(s.detail, cp)
+	s.links = append(sheetLinks(s.detail, cp), childLinks(cp, s.children)...)
 	s.linksAt = 0
 	if len(s.links) > 0 {
 		section("links")

@@ -87,6 +87,8 @@ func (m *Model) stepLines(j *engine.Job, cp *engine.Checkpoint, w, cursor int) (
 			mark, st = "✗", t.ErrorText
 		case engine.StepCrashed:
 			mark, st = "!", t.WarnText
+		case engine.StepWaiting:
+			mark, st = "…", t.InfoText
 		}
 		state := string(s.State)
 		if i == running {

@@ -367,6 +367,8 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 		return m.sheet.take(m, msg)
 	case actionMsg:
 		return m.actionDone(msg)
+	case signalMsg:
+		return m.signalDone(msg)
 	case bulkPreviewMsg, bulkStartedMsg, opPollMsg, opTickMsg, opCancelMsg:
 		return m.bulkMsg(msg)
 	case quarantineMsg, operationsMsg, queuesMsg, groupsMsg:

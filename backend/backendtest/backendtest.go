@@ -109,6 +109,7 @@ func checks() []check {
 	})
 	add("Workflow", workflowChecks())
 	add("DeadLetter", deadLetterChecks())
+	add("Waits", waitChecks())
 	add("Plans", planChecks())
 	add("Control", controlChecks())
 	add("ControlStore", controlStoreChecks())

@@ -229,7 +229,7 @@ end
 -- remove deletes a job with its timeline, errors and index entries.
 local function remove(O, autocount)
   index(O, false)
-  redis.call('DEL', K('job', O.id), K('ev', O.id), K('err', O.id))
+  redis.call('DEL', K('job', O.id), K('ev', O.id), K('err', O.id), K('sig', O.id))
   redis.call('ZREM', K('ids'), O.id)
   if O.fp ~= '' then redis.call('SREM', K('fpj', O.fp), O.id) end
   if O.sb ~= '' then redis.call('SREM', K('sup'), O.id) end

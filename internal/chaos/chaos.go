@@ -104,7 +104,7 @@ func RegisterCounting(rec *Recorder, count func(*engine.Job)) func(*engine.Engin
 				return fmt.Errorf("chaos: %w", err)
 			}
 		}
-		for _, k := range workflowKinds() {
+		for _, k := range append(workflowKinds(), sleeperKinds()...) {
 			if err := e.Register(k); err != nil {
 				return fmt.Errorf("chaos: %w", err)
 			}

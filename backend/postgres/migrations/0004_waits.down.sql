@@ -1,0 +1,2 @@
+-- 0004 down: the buffered signals.
+DROP TABLE IF EXISTS {s}.job_signals;

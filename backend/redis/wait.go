@@ -1,0 +1,173 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Waits: the signals buffered for waiting workflows and the fenced wake
+// of a waiting job (engine.WaitStore).
+//
+// A job's signals are the hash {ns}:sig:ID, one field per signal: its
+// sequence number (19 digits, so fields sort as numbers) mapped to name,
+// sent-at and payload joined by US. {ns}:sigseq numbers them. The hash
+// goes with its job (remove, lua.go).
+
+// luaSignalSend buffers one signal (SignalSend).
+//
+// KEYS[1] the schema key; the script touches {ns}:job:ID, {ns}:sig:ID and
+// {ns}:sigseq.
+// ARGV[4] job id, ARGV[5] name, ARGV[6] payload.
+//
+// Returns {seq, sent-at}. Errors: "NOTFOUND", "STATE <state>" (terminal).
+var luaSignalSend = script(`
+local id, name, payload = ARGV[4], ARGV[5], ARGV[6]
+local s = redis.call('HGET', K('job', id), 's')
+if not s then return redis.error_reply('NOTFOUND') end
+if set({'completed', 'archived', 'quarantined', 'undecodable', 'cancelled'})[s] then
+  return redis.error_reply('STATE ' .. s)
+end
+local seq = redis.call('INCR', K('sigseq'))
+redis.call('HSET', K('sig', id), string.format('%019d', seq), table.concat({name, NOW, payload}, US))
+return {istr(seq), NOW}
+`)
+
+// luaSignalConsume takes one signal and writes the job's checkpoint under
+// its lease (SignalConsume).
+//
+// KEYS[1] the schema key; the script touches {ns}:job:ID and {ns}:sig:ID.
+// ARGV[4] job id, ARGV[5] lease id, ARGV[6] fence, ARGV[7] seq (19
+// digits), ARGV[8] name, ARGV[9] checkpoint.
+//
+// Returns 1. Errors: "LEASE" (not running under that lease, or expired),
+// "NOTFOUND" (no such signal).
+var luaSignalConsume = script(`
+local id = ARGV[4]
+local key = K('job', id)
+local h = redis.call('HMGET', key, 's', 'lid', 'f', 'lx', 'v')
+if h[1] ~= 'running' or h[2] ~= ARGV[5] or h[3] ~= ARGV[6] or not h[4] or h[4] < NOW then
+  return redis.error_reply('LEASE')
+end
+local v = redis.call('HGET', K('sig', id), ARGV[7])
+if not v or string.sub(v, 1, #ARGV[8] + 1) ~= ARGV[8] .. US then return redis.error_reply('NOTFOUND') end
+redis.call('HDEL', K('sig', id), ARGV[7])
+redis.call('HSET', key, 'cp', ARGV[9], 'v', istr(tonumber(h[5]) + 1))
+return 1
+`)
+
+// luaWake moves a job still in a state at a fence to another, scheduled
+// now (JobWake).
+//
+// KEYS[1] the schema key; the script touches the job, its indexes, its
+// timeline and the counters.
+// ARGV[4...] name/value pairs: id, from, fence, to; the event ev_kind
+// ("" for none), ev_actor, ev_from, ev_to, ev_attempt, ev_msg.
+//
+// Returns 1 when it moved the job, 0 when not.
+var luaWake = script(`
+local A = args(4)
+local J = load(A.id)
+if not J or J.s ~= A.from or J.f ~= A.fence then return 0 end
+local O = copy(J)
+J.s = A.to; J.sch = NOW; J.sca = NOW
+bump(J)
+commit(O, J, true)
+if A.ev_kind ~= '' then event(J.id, A.ev_kind, A.ev_actor, A.ev_from, A.ev_to, A.ev_attempt, A.ev_msg) end
+return 1
+`)
+
+// SignalSend buffers one signal for a job.
+func (s *Store) SignalSend(ctx context.Context, p *engine.SignalSendParams) (*engine.Signal, error) {
+	v, err := s.run(ctx, "signal job "+p.JobID, luaSignalSend, p.JobID, p.Name, string(p.Payload))
+	if err != nil {
+		if r, ok := asRefusal(err); ok {
+			switch r.code {
+			case "NOTFOUND":
+				return nil, fmt.Errorf("job %s: %w", p.JobID, engine.ErrNotFound)
+			case "STATE":
+				return nil, &engine.StateError{Action: "signal", ID: p.JobID, State: engine.State(r.arg), Allowed: signalStates()}
+			}
+		}
+		return nil, err
+	}
+	r := strs(v)
+	if len(r) != 2 {
+		return nil, fmt.Errorf("redis: signal job %s: unexpected reply %v", p.JobID, v)
+	}
+	return &engine.Signal{JobID: p.JobID, Name: p.Name, Seq: atoi64(r[0]), Payload: p.Payload, SentAt: ttime(r[1])}, nil
+}
+
+// signalStates are the states a job takes signals in: every one that is
+// not terminal.
+func signalStates() []engine.State {
+	var out []engine.State
+	for _, st := range engine.AllStates {
+		if !st.Terminal() {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// SignalList returns a job's buffered signals, oldest first.
+func (s *Store) SignalList(ctx context.Context, p *engine.SignalListParams) ([]*engine.Signal, error) {
+	m, err := s.c.HGetAll(ctx, s.Key("sig", p.JobID)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("redis: list signals of job %s: %w", p.JobID, err)
+	}
+	out := make([]*engine.Signal, 0, len(m))
+	for field, v := range m {
+		parts := strings.SplitN(v, "\x1f", 3)
+		if len(parts) != 3 {
+			return nil, fmt.Errorf("redis: list signals of job %s: malformed signal %s", p.JobID, field)
+		}
+		if p.Name != "" && parts[0] != p.Name {
+			continue
+		}
+		seq, err := strconv.ParseInt(field, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("redis: list signals of job %s: signal %q: %w", p.JobID, field, err)
+		}
+		out = append(out, &engine.Signal{JobID: p.JobID, Name: parts[0], Seq: seq, SentAt: ttime(parts[1]), Payload: []byte(parts[2])})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	return out, nil
+}
+
+// SignalConsume takes one signal and writes the checkpoint under the
+// lease, in one script.
+func (s *Store) SignalConsume(ctx context.Context, p *engine.SignalConsumeParams) error {
+	_, err := s.run(ctx, "take signal of job "+p.ID, luaSignalConsume, p.ID, p.LeaseID, strconv.FormatInt(p.Fence, 10),
+		fmt.Sprintf("%019d", p.Seq), p.Name, string(p.Checkpoint))
+	if err != nil {
+		if r, ok := asRefusal(err); ok {
+			switch r.code {
+			case "LEASE":
+				return fmt.Errorf("take signal of job %s: %w", p.ID, engine.ErrLeaseLost)
+			case "NOTFOUND":
+				return fmt.Errorf("signal %q #%d of job %s: %w", p.Name, p.Seq, p.ID, engine.ErrNotFound)
+			}
+		}
+		return err
+	}
+	return nil
+}
+
+// JobWake moves a job still in From at Fence to To, scheduled now.
+func (s *Store) JobWake(ctx context.Context, p *engine.JobWakeParams) (bool, error) {
+	w := p.Event
+	v, err := s.run(ctx, "wake job "+p.ID, luaWake, "id", p.ID, "from", string(p.From),
+		"fence", strconv.FormatInt(p.Fence, 10), "to", string(p.To),
+		"ev_kind", string(w.Kind), "ev_actor", w.Actor, "ev_from", string(w.From), "ev_to", string(w.To),
+		"ev_attempt", strconv.Itoa(w.Attempt), "ev_msg", w.Message)
+	if err != nil {
+		return false, err
+	}
+	n, _ := v.(int64)
+	return n == 1, nil
+}

@@ -1,0 +1,143 @@
+package tui
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/backend/backendtest"
+	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Waiting workflows in the console: what a waiting job waits for, the
+// children of a parent with their states, and a signal sent from the
+// command line. The fixture writes the waits through the Store contract
+// with fixed times, so the screens are deterministic.
+
+// waitFixture is a store with par-1, a parent waiting for its three
+// children (one completed, one archived, one available), and sig-1,
+// waiting for the signal "approved".
+func waitFixture(t *testing.T) (*engine.Engine, engine.Store) {
+	t.Helper()
+	ctx := context.Background()
+	store := sqlitetest.New(t)
+	eng, err := engine.New(store, engine.Config{WorkerID: "console-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"par-1", "sig-1"} {
+		if _, err := eng.Enqueue(ctx, engine.EnqueueParams{ID: id, Queue: "orders", Kind: "order.flow", Payload: json.RawMessage(`{"order":1}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	children := []string{engine.ChildID("par-1", 1, 0), engine.ChildID("par-1", 1, 1), engine.ChildID("par-1", 1, 2)}
+	for _, id := range children {
+		if _, err := eng.Enqueue(ctx, engine.EnqueueParams{ID: id, Queue: "pages", Kind: "page.render", Payload: json.RawMessage(`{"page":1}`), MaxAttempts: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim := func(queue, kind, id string) *engine.Job {
+		t.Helper()
+		res, err := store.JobClaim(ctx, &engine.JobClaimParams{Queue: queue, WorkerID: testWorker, LeaseID: "lease-" + id,
+			Limit: 1, Kinds: map[string]int{kind: 1}, LeaseDuration: time.Hour})
+		if err != nil || len(res.Jobs) != 1 || res.Jobs[0].ID != id {
+			t.Fatalf("claim %s: %v %v", id, res, err)
+		}
+		return res.Jobs[0]
+	}
+	finish := func(j *engine.Job, o backendtest.Outcome, cp *engine.Checkpoint) {
+		t.Helper()
+		o.JobRef = engine.JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Fence}
+		p := o.Plan(j)
+		if cp != nil {
+			raw, err := cp.Encode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Checkpoint = &engine.CheckpointWrite{Checkpoint: raw}
+		}
+		if _, err := store.JobFinish(ctx, p); err != nil {
+			t.Fatalf("finish %s: %v", j.ID, err)
+		}
+	}
+	until := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	spawn := engine.StepRecord{Name: "spawn", State: engine.StepCompleted, Result: json.RawMessage(`[]`), Attempts: 1, Duration: 8 * time.Millisecond}
+	finish(claim("orders", "order.flow", "par-1"), backendtest.Outcome{To: engine.StateScheduled, Delay: time.Hour, Event: engine.EventWaiting, Actor: testWorker, Message: "children 1/3 done"},
+		&engine.Checkpoint{Version: 1, Children: children, Steps: []engine.StepRecord{spawn, {Name: "all", State: engine.StepWaiting, Attempts: 1}},
+			Wait: &engine.Wait{Kind: engine.WaitKindChildren, Step: 2, Name: "all", Children: children, Done: 1, Until: until}})
+	finish(claim("orders", "order.flow", "sig-1"), backendtest.Outcome{To: engine.StateScheduled, Delay: time.Hour, Event: engine.EventWaiting, Actor: testWorker, Message: `signal "approved"`},
+		&engine.Checkpoint{Version: 1, Steps: []engine.StepRecord{{Name: "approved", State: engine.StepWaiting, Attempts: 1}},
+			Wait: &engine.Wait{Kind: engine.WaitKindSignal, Step: 1, Name: "approved", Signal: "approved", Until: until}})
+	finish(claim("pages", "page.render", children[0]), backendtest.Outcome{To: engine.StateCompleted}, nil)
+	finish(claim("pages", "page.render", children[1]), backendtest.Outcome{To: engine.StateArchived, Reason: engine.ReasonAttemptsExhausted,
+		Charge: engine.ChargeAttempt, Event: engine.EventArchived, Error: &engine.AttemptError{Message: "font missing"}}, nil)
+	return eng, store
+}
+
+// TestWaitingSheetAndChildren: the parent's sheet says it waits for its
+// children, done/total, and lists them with their states; enter on the
+// links follows the first child.
+func TestWaitingSheetAndChildren(t *testing.T) {
+	eng, _ := waitFixture(t)
+	s := start(t, eng, testOptions())
+	s.keys(":")
+	s.typeText("scheduled")
+	s.keys("<enter>")
+	s.waitFor("par-1", "sig-1")
+	s.keys(":")
+	s.typeText("filter id:par-1")
+	s.keys("<enter>")
+	s.keys("<enter>")
+	screen := s.waitFor("job par-1", "waits for", "children 1/3 done (step 2 all)", "…  2 all", "par-1~s1.1 · archived")
+	for _, want := range []string{"par-1~s1.0 · completed", "par-1~s1.2 · available"} {
+		if !strings.Contains(screen, want) {
+			t.Fatalf("the sheet does not list %q:\n%s", want, screen)
+		}
+	}
+	s.goldenAs("parent", screen)
+	// ] to the links section (no errors section here), and enter
+	// follows the first child.
+	s.keys("]", "]", "]", "]")
+	s.waitFor("enter follows par-1~s1.0")
+	s.keys("<enter>")
+	s.waitFor("job par-1~s1.0", "completed")
+}
+
+// TestSignalFromCommandLine: :signal on the sheet of a job waiting for
+// that signal sends it with its payload, and the job is woken.
+func TestSignalFromCommandLine(t *testing.T) {
+	eng, store := waitFixture(t)
+	s := start(t, eng, testOptions())
+	s.keys(":")
+	s.typeText("filter id:sig-1")
+	s.keys("<enter>")
+	s.keys(":")
+	s.typeText("scheduled")
+	s.keys("<enter>")
+	s.waitFor("sig-1")
+	s.keys("<enter>")
+	screen := s.waitFor("job sig-1", "waits for", `signal "approved" (timeout 2030-01-`, "01T00:00:00Z) (step 1 approved)")
+	s.goldenAs("waiting", screen)
+	s.keys(":")
+	s.typeText(`signal approved {"by":"maya"}`)
+	s.keys("<enter>")
+	s.waitFor("signal approved sent to sig-1")
+	j, err := store.JobGetByID(context.Background(), &engine.JobGetByIDParams{ID: "sig-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sigs, err := store.SignalList(context.Background(), &engine.SignalListParams{JobID: "sig-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State != engine.StateAvailable || len(sigs) != 1 || string(sigs[0].Payload) != `{"by":"maya"}` {
+		t.Fatalf("after :signal: %s with signals %+v, want available with the payload buffered", j.State, sigs)
+	}
+	s.keys(":")
+	s.typeText(`signal approved {"by":`)
+	s.keys("<enter>")
+	s.waitFor("the payload is not JSON")
+}
