@@ -16,10 +16,15 @@ import (
 var (
 	// $1 ids, $2 lease ids, $3 fences, $4 checkpoints. A lease that has
 	// expired no longer records steps: the reaper may take the job.
-	sqlCheckpoint = `UPDATE {s}.jobs j SET checkpoint = i.cp::jsonb, version = j.version + 1
-	FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) AS i(id, lease_id, fence, cp)
+	// The state is a column of the items, not a literal, for the reason
+	// completeSQL gives: a literal matches jobs_running's predicate, and
+	// that index holds every job claimed since the last VACUUM.
+	sqlCheckpoint = `WITH items AS MATERIALIZED (SELECT u.*, 'running'::text AS running
+		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) AS u(id, lease_id, fence, cp))
+	UPDATE {s}.jobs j SET checkpoint = i.cp::jsonb, version = j.version + 1
+	FROM items i
 	WHERE j.id = ANY($1::text[]) AND j.id = i.id AND j.lease_id = i.lease_id AND j.fence = i.fence
-		AND j.state = 'running' AND j.lease_expires_at >= ` + sqlNow + `
+		AND j.state = i.running AND j.lease_expires_at >= ` + sqlNow + `
 	RETURNING j.id, j.fence, j.lease_id`
 	sqlSetCheckpoint  = `UPDATE {s}.jobs SET checkpoint = $2::jsonb WHERE id = $1`
 	sqlDeadLetterRead = `SELECT state, attempt FROM {s}.jobs WHERE id = $1 FOR UPDATE`
