@@ -229,12 +229,10 @@ func TestClientTimeout(t *testing.T) {
 	defer hs.Close()
 	defer close(release)
 	c := NewClient(hs.URL, "", ClientOptions{Timeout: 50 * time.Millisecond, Retries: -1})
-	start := time.Now()
+	// The handler answers only once the call has returned (release), so
+	// the call returns at all only because its timeout ended it.
 	if _, err := c.Queues(context.Background()); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("timeout: %v", err)
-	}
-	if time.Since(start) > 5*time.Second {
-		t.Fatal("the timeout did not end the request")
 	}
 }
 
