@@ -169,8 +169,10 @@ func (s *Store) jobCountByCounters(ctx context.Context, p *engine.JobCountParams
 	// takes jobs_error_groups, where state_changed_at comes after kind and
 	// pattern, and reads every job of the state (7 s at a million);
 	// without it, the range on the state_changed_at indexes.
+	// Its argument is added only when a correction uses it: an argument
+	// no statement names is an error to PostgreSQL.
 	queues := "true"
-	if len(p.Filter.Queues) > 0 {
+	if len(p.Filter.Queues) > 0 && (p.AsOf != nil || p.ExcludeSuperseded) {
 		qw := &where{a: base.a}
 		qw.in("queue", p.Filter.Queues)
 		queues = qw.sql()
