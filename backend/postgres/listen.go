@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -36,87 +35,38 @@ func (s *Store) channel() string {
 	return c
 }
 
-// notifier runs the LISTEN connection and fans notifications out.
+// notifier runs the LISTEN connection; fan fans its notifications out.
 type notifier struct {
 	s   *Store
 	url string
-
-	mu      sync.Mutex
-	subs    map[chan string]struct{}
-	started bool
-	stop    context.CancelFunc
-	done    chan struct{}
+	fan *engine.WakeFanout
 }
 
 func newNotifier(s *Store, url string) *notifier {
-	return &notifier{s: s, url: url, subs: map[chan string]struct{}{}, done: make(chan struct{})}
+	n := &notifier{s: s, url: url}
+	n.fan = engine.NewWakeFanout(n.run)
+	return n
 }
 
 // Wakeups returns a channel that receives the name of each queue that
-// got work in any process ("" for every queue), until ctx ends. Sends
-// never block: when a slow reader lets the channel fill up, pending names
-// give way to "" (every queue), so a wake-up is never lost, only its
-// name. The first call starts the
+// got work in any process ("" for every queue), until ctx ends (see
+// engine.Notifier and engine.WakeFanout). The first call starts the
 // listener. A store opened with NoListen returns a channel that never
 // receives.
 func (s *Store) Wakeups(ctx context.Context) <-chan string {
-	ch := make(chan string, 16)
 	n := s.notify
 	if n == nil || s.closed.Load() {
-		return ch
+		return make(chan string)
 	}
-	n.mu.Lock()
-	n.subs[ch] = struct{}{}
-	if !n.started {
-		n.started = true
-		lctx, cancel := context.WithCancel(context.Background())
-		n.stop = cancel
-		go n.run(lctx)
-	}
-	n.mu.Unlock()
-	go func() {
-		<-ctx.Done()
-		n.mu.Lock()
-		delete(n.subs, ch)
-		n.mu.Unlock()
-	}()
-	return ch
+	return n.fan.Subscribe(ctx)
 }
 
-func (n *notifier) publish(queue string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for ch := range n.subs {
-		select {
-		case ch <- queue:
-		default:
-			// Full: make room and say "every queue", so no queue's
-			// wake-up is lost, only its name.
-			select {
-			case <-ch:
-			default:
-			}
-			select {
-			case ch <- "":
-			default:
-			}
-		}
-	}
-}
+func (n *notifier) publish(queue string) { n.fan.Publish(queue) }
 
-func (n *notifier) close() {
-	n.mu.Lock()
-	started, stop := n.started, n.stop
-	n.mu.Unlock()
-	if started {
-		stop()
-		<-n.done
-	}
-}
+func (n *notifier) close() { n.fan.Close() }
 
 // run listens until ctx ends, reconnecting with backoff.
 func (n *notifier) run(ctx context.Context) {
-	defer close(n.done)
 	backoff := 100 * time.Millisecond
 	down := false
 	for ctx.Err() == nil {

@@ -55,94 +55,51 @@ func dedupe(qs []string) []string {
 	return out
 }
 
-// wakeHub runs the subscription and fans messages out.
+// wakeHub runs the subscription; fan fans its messages out.
 type wakeHub struct {
-	s *Store
+	s   *Store
+	fan *engine.WakeFanout
 
-	mu      sync.Mutex
-	subs    map[chan string]struct{}
-	started bool
-	closed  bool
-	stop    context.CancelFunc
-	done    chan struct{}
-	// ps is the live subscription, closed by close to end a blocked read.
-	ps *goredis.PubSub
+	mu sync.Mutex
+	// ps is the live subscription, closed by close to end a blocked read;
+	// closing stops a new one from starting meanwhile.
+	ps      *goredis.PubSub
+	closing bool
 }
 
 func newWakeHub(s *Store) *wakeHub {
-	return &wakeHub{s: s, subs: map[chan string]struct{}{}, done: make(chan struct{})}
+	h := &wakeHub{s: s}
+	h.fan = engine.NewWakeFanout(h.run)
+	return h
 }
 
 // Wakeups returns a channel that receives the name of each queue that got
 // work in any process ("" for every queue), until ctx ends (see
-// engine.Notifier). Sends never block: a full channel makes room and says
-// "" instead. The first call starts the subscription.
+// engine.Notifier and engine.WakeFanout). The first call starts the
+// subscription.
 func (s *Store) Wakeups(ctx context.Context) <-chan string {
-	ch := make(chan string, 16)
-	h := s.wake
-	if h == nil {
-		return ch
+	if s.wake == nil {
+		return make(chan string)
 	}
-	h.mu.Lock()
-	if h.closed {
-		h.mu.Unlock()
-		return ch
-	}
-	h.subs[ch] = struct{}{}
-	if !h.started {
-		h.started = true
-		lctx, cancel := context.WithCancel(context.Background())
-		h.stop = cancel
-		go h.run(lctx)
-	}
-	h.mu.Unlock()
-	go func() {
-		<-ctx.Done()
-		h.mu.Lock()
-		delete(h.subs, ch)
-		h.mu.Unlock()
-	}()
-	return ch
+	return s.wake.fan.Subscribe(ctx)
 }
 
-func (h *wakeHub) publish(queue string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for ch := range h.subs {
-		select {
-		case ch <- queue:
-		default:
-			// Full: make room and say "every queue", so no wake-up is
-			// lost, only its name.
-			select {
-			case <-ch:
-			default:
-			}
-			select {
-			case ch <- "":
-			default:
-			}
-		}
-	}
-}
+func (h *wakeHub) publish(queue string) { h.fan.Publish(queue) }
 
+// close ends a blocked read first (the subscription's connection), then
+// the listener.
 func (h *wakeHub) close() {
 	h.mu.Lock()
-	started, stop := h.started, h.stop
-	h.closed = true
+	h.closing = true
 	if h.ps != nil {
 		h.ps.Close()
 	}
 	h.mu.Unlock()
-	if started {
-		stop()
-		<-h.done
-	}
+	h.fan.Close()
 }
 
 // run subscribes until ctx ends, resubscribing with backoff.
 func (h *wakeHub) run(ctx context.Context) {
-	defer close(h.done)
 	out := engine.NewOutage(h.s.log, "redis wake-up listener", engine.OutageOptions{MinBackoff: 100 * time.Millisecond})
 	for ctx.Err() == nil {
 		err := h.listen(ctx, out)
@@ -167,7 +124,7 @@ func (h *wakeHub) listen(ctx context.Context, out *engine.Outage) error {
 	ps := h.s.c.Subscribe(ctx, h.s.wakeChannel())
 	defer ps.Close()
 	h.mu.Lock()
-	if h.closed {
+	if h.closing {
 		h.mu.Unlock()
 		return ctx.Err()
 	}
