@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	tea "charm.land/bubbletea/v2"
 
@@ -21,6 +22,39 @@ const maxChildLinks = 50
 // waitLine says what a job waits for.
 func waitLine(w *engine.Wait) string {
 	return fmt.Sprintf("%s (step %d %s)", w.Describe(), w.Step, w.Name)
+}
+
+// waitCell is a listed waiting job's last column: what it waits for, in
+// a few words ("⏸ signal payment.confirmed", "⏸ until 14:05:00",
+// "⏸ children 97/100"); "" for a job that waits for nothing. The names
+// are job data: escaped.
+func waitCell(j *engine.Job, now time.Time) string {
+	w := j.Wait
+	if w == nil || j.State != engine.StateScheduled {
+		return ""
+	}
+	switch w.Kind {
+	case engine.WaitKindSleep:
+		return "⏸ until " + waitClock(w.Until, now)
+	case engine.WaitKindSignal:
+		return "⏸ signal " + Sanitize(w.Signal)
+	case engine.WaitKindChildren:
+		return fmt.Sprintf("⏸ children %d/%d", w.Done, w.Total)
+	}
+	return "⏸ " + Sanitize(string(w.Kind))
+}
+
+// waitClock is a wait's time as the sheet's timeline shows times (UTC),
+// with the date when it is not today's.
+func waitClock(t, now time.Time) string {
+	if t.IsZero() {
+		return "?"
+	}
+	t, now = t.UTC(), now.UTC()
+	if y, m, d := t.Date(); y == now.Year() && m == now.Month() && d == now.Day() {
+		return t.Format("15:04:05")
+	}
+	return t.Format("2006-01-02 15:04")
 }
 
 // childStates reads the states of d's first spawned children; nil when it

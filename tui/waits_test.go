@@ -22,13 +22,24 @@ import (
 // waiting for the signal "approved".
 func waitFixture(t *testing.T) (*engine.Engine, engine.Store) {
 	t.Helper()
+	return waitFixtureWith(t, false)
+}
+
+// waitFixtureWith is waitFixture, with nap-1 too when sleeper: sleeping
+// until 2030-01-02 14:05, its signal name and step name escapes to show.
+func waitFixtureWith(t *testing.T, sleeper bool) (*engine.Engine, engine.Store) {
+	t.Helper()
 	ctx := context.Background()
 	store := sqlitetest.New(t)
 	eng, err := engine.New(store, engine.Config{WorkerID: "console-test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range []string{"par-1", "sig-1"} {
+	ids := []string{"par-1", "sig-1"}
+	if sleeper {
+		ids = append(ids, "nap-1")
+	}
+	for _, id := range ids {
 		if _, err := eng.Enqueue(ctx, engine.EnqueueParams{ID: id, Queue: "orders", Kind: "order.flow", Payload: json.RawMessage(`{"order":1}`)}); err != nil {
 			t.Fatal(err)
 		}
@@ -71,6 +82,11 @@ func waitFixture(t *testing.T) (*engine.Engine, engine.Store) {
 	finish(claim("orders", "order.flow", "sig-1"), backendtest.Outcome{To: engine.StateScheduled, Delay: time.Hour, Event: engine.EventWaiting, Actor: testWorker, Message: `signal "approved"`},
 		&engine.Checkpoint{Version: 1, Steps: []engine.StepRecord{{Name: "approved", State: engine.StepWaiting, Attempts: 1}},
 			Wait: &engine.Wait{Kind: engine.WaitKindSignal, Step: 1, Name: "approved", Signal: "approved", Until: until}})
+	if sleeper {
+		finish(claim("orders", "order.flow", "nap-1"), backendtest.Outcome{To: engine.StateScheduled, Delay: time.Hour, Event: engine.EventWaiting, Actor: testWorker},
+			&engine.Checkpoint{Version: 1, Steps: []engine.StepRecord{{Name: "nap\x1b[31m", State: engine.StepWaiting, Attempts: 1}},
+				Wait: &engine.Wait{Kind: engine.WaitKindSleep, Step: 1, Name: "nap\x1b[31m", Until: time.Date(2030, 1, 2, 14, 5, 0, 0, time.UTC)}})
+	}
 	finish(claim("pages", "page.render", children[0]), backendtest.Outcome{To: engine.StateCompleted}, nil)
 	finish(claim("pages", "page.render", children[1]), backendtest.Outcome{To: engine.StateArchived, Reason: engine.ReasonAttemptsExhausted,
 		Charge: engine.ChargeAttempt, Event: engine.EventArchived, Error: &engine.AttemptError{Message: "font missing"}}, nil)
@@ -140,4 +156,17 @@ func TestSignalFromCommandLine(t *testing.T) {
 	s.typeText(`signal approved {"by":`)
 	s.keys("<enter>")
 	s.waitFor("the payload is not JSON")
+}
+
+// TestWaitingRows: the list says what each waiting job waits for — its
+// children done/total, its signal's name, the time its sleep ends — in
+// the row's last column, job data escaped.
+func TestWaitingRows(t *testing.T) {
+	eng, _ := waitFixtureWith(t, true)
+	s := start(t, eng, testOptions())
+	s.keys(":")
+	s.typeText("scheduled")
+	s.keys("<enter>")
+	screen := s.waitFor("⏸ children 1/3", "⏸ signal approved", "⏸ until 2030-01-02 14:05")
+	s.goldenAs("rows", screen)
 }
