@@ -88,7 +88,7 @@ func childLinks(cp *engine.Checkpoint, states map[string]engine.State) []sheetLi
 	var out []sheetLink
 	for i, id := range cp.Children {
 		if i == maxChildLinks {
-			out = append(out, sheetLink{label: "children", id: fmt.Sprintf("… %d more", len(cp.Children)-i)})
+			out = append(out, sheetLink{label: "children", id: fmt.Sprintf("… %d more", len(cp.Children)-i), more: true})
 			break
 		}
 		note := "state unknown"

@@ -170,3 +170,33 @@ func TestWaitingRows(t *testing.T) {
 	screen := s.waitFor("⏸ children 1/3", "⏸ signal approved", "⏸ until 2030-01-02 14:05")
 	s.goldenAs("rows", screen)
 }
+
+// TestChildrenCursor: with the links in focus, J/K pick a child, enter
+// follows the one picked, and esc comes back to the parent's sheet with
+// the same child picked; esc again closes the sheet.
+func TestChildrenCursor(t *testing.T) {
+	eng, _ := waitFixture(t)
+	s := start(t, eng, testOptions())
+	s.keys(":")
+	s.typeText("filter id:par-1")
+	s.keys("<enter>")
+	s.keys(":")
+	s.typeText("scheduled")
+	s.keys("<enter>")
+	s.waitFor("par-1")
+	s.keys("<enter>")
+	s.waitFor("job par-1", "par-1~s1.2 · available")
+	s.keys("]", "]", "]", "]")
+	s.waitFor("enter follows par-1~s1.0 · J/K picks another")
+	s.keys("J")
+	screen := s.waitFor("enter follows par-1~s1.1")
+	s.goldenAs("picked", screen)
+	s.keys("J", "J", "K") // the cursor stops at the last child
+	s.waitFor("enter follows par-1~s1.1")
+	s.keys("<enter>")
+	s.waitFor("job par-1~s1.1", "archived", "font missing")
+	s.keys("<esc>")
+	s.waitFor("children 1/3 done", "› child        par-1~s1.1 · archived", "enter follows par-1~s1.1")
+	s.keys("<esc>")
+	s.waitGone("children 1/3 done")
+}

@@ -118,6 +118,11 @@ func TestWorkflowSheetStepsAndLinks(t *testing.T) {
 	s.keys("<enter>")
 	s.waitFor("job wf-0001", "steps (3)")
 
+	// esc walks the links back (a stack), then closes the sheet.
+	s.keys("<esc>")
+	s.waitFor("job dlq:wf-0001", "enter follows wf-0001")
+	s.keys("<esc>")
+	s.waitFor("dlq:wf-0001 · handles its death", "enter follows dlq:wf-0001")
 	// The running workflow and the dlq chip, on their state tabs.
 	s.keys("<esc>") // closes the sheet
 	s.waitGone("steps (3)")
