@@ -202,8 +202,7 @@ func (m *Model) jobsKey(msg tea.KeyPressMsg) tea.Cmd {
 	case km.Matches(msg, keymap.ReplayStep):
 		return m.replayStep()
 	case km.Matches(msg, keymap.Signal):
-		// The command line, ready for the signal's name and payload.
-		return m.openInput(inputCommand, "signal ")
+		return m.startSignal()
 	case km.Matches(msg, keymap.Mark):
 		if r := v.current(); r != nil {
 			v.toggleMark(r)
@@ -455,6 +454,9 @@ func (m *Model) editSaved(msg editSavedMsg) tea.Cmd {
 	m.pendingEdit = nil
 	if msg.mode == editReplayResult {
 		return m.replayResultSaved(msg)
+	}
+	if msg.mode == editSignal {
+		return m.signalPayloadEdited(msg)
 	}
 	key := m.km.B(keymap.Edit).Help().Key
 	if msg.mode == editRetry {

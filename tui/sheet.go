@@ -318,6 +318,9 @@ func (m *Model) sheetInfo(w int) []string {
 	add(t.Label.Render(fit("state", 12)) + " " + state)
 	if w := engine.WaitOf(j); w != nil {
 		field("waits for", Sanitize(waitLine(w)))
+		if k := m.km.B(keymap.Signal).Help().Key; w.Kind == engine.WaitKindSignal && m.km.Enabled(keymap.Signal) {
+			add(strings.Repeat(" ", 13) + t.Muted.Render(k+" sends it (payload in the editor)"))
+		}
 	}
 	field("queue", Sanitize(j.Queue))
 	field("kind", fmt.Sprintf("%s (schema v%d)", Sanitize(j.Kind), j.SchemaVersion))

@@ -157,7 +157,9 @@ func (m *Model) moveStep(d int) tea.Cmd {
 		s.moveLink(d)
 		return nil
 	}
-	if !s.open || s.nSteps == 0 {
+	if !s.open || s.nSteps == 0 || !m.km.Enabled(keymap.ReplayStep) {
+		// A step is picked to replay from: without replay, nothing to
+		// pick.
 		return nil
 	}
 	switch {

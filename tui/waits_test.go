@@ -200,3 +200,50 @@ func TestChildrenCursor(t *testing.T) {
 	s.keys("<esc>")
 	s.waitGone("children 1/3 done")
 }
+
+// TestSignalFromEditor: s on the sheet of a job waiting for a signal
+// opens the signal's payload in the editor (the built-in one here, as
+// over SSH), a payload that is not JSON stays there with the reason, the
+// edited one is shown in a confirmation, and y delivers it: the job is
+// woken with the edited payload buffered.
+func TestSignalFromEditor(t *testing.T) {
+	eng, store := waitFixture(t)
+	opts := testOptions()
+	opts.BuiltinEditor = true
+	s := start(t, eng, opts)
+	s.keys(":")
+	s.typeText("filter id:sig-1")
+	s.keys("<enter>")
+	s.keys(":")
+	s.typeText("scheduled")
+	s.keys("<enter>")
+	s.waitFor("sig-1")
+	s.keys("<enter>")
+	s.waitFor("job sig-1", "s sends it (payload in the editor)")
+	s.keys("s")
+	s.goldenAs("editor", s.waitFor("Payload of the signal approved to sig-1", "ctrl+s save"))
+	// Not JSON: the reason, in the editor.
+	s.keys("<right>", ",", "<ctrl+s>")
+	s.waitFor("not valid JSON", "Payload of the signal approved to sig-1")
+	s.keys("<backspace>")
+	s.typeText(`"by":"maya"`)
+	s.keys("<ctrl+s>")
+	s.goldenAs("confirm", s.waitFor("Send the signal approved to sig-1?", `"by": "maya"`))
+	sigs, err := store.SignalList(context.Background(), &engine.SignalListParams{JobID: "sig-1"})
+	if err != nil || len(sigs) != 0 {
+		t.Fatalf("before y: signals %+v (%v), want none sent", sigs, err)
+	}
+	s.keys("y")
+	s.waitFor("signal approved sent to sig-1")
+	j, err := store.JobGetByID(context.Background(), &engine.JobGetByIDParams{ID: "sig-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sigs, err = store.SignalList(context.Background(), &engine.SignalListParams{JobID: "sig-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State != engine.StateAvailable || len(sigs) != 1 || string(sigs[0].Payload) != `{"by":"maya"}` {
+		t.Fatalf("after y: %s with signals %+v, want available with the edited payload buffered", j.State, sigs)
+	}
+}
