@@ -247,3 +247,58 @@ func TestSignalFromEditor(t *testing.T) {
 		t.Fatalf("after y: %s with signals %+v, want available with the edited payload buffered", j.State, sigs)
 	}
 }
+
+// TestWaitCellEscapes: a row's wait text is job data: a signal name that
+// carries escape sequences is shown escaped, and each kind reads as the
+// list shows it.
+func TestWaitCellEscapes(t *testing.T) {
+	now := time.Date(2030, 1, 2, 9, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		w    engine.WaitSummary
+		want string
+	}{
+		{engine.WaitSummary{Kind: engine.WaitKindSignal, Signal: "pay\x1b]52;c;aGk=\x07ment"}, "⏸ signal pay" + Sanitize("\x1b]52;c;aGk=\x07") + "ment"},
+		{engine.WaitSummary{Kind: engine.WaitKindSleep, Until: time.Date(2030, 1, 2, 14, 5, 0, 0, time.UTC)}, "⏸ until 14:05:00"},
+		{engine.WaitSummary{Kind: engine.WaitKindSleep, Until: time.Date(2030, 1, 3, 14, 5, 0, 0, time.UTC)}, "⏸ until 2030-01-03 14:05"},
+		{engine.WaitSummary{Kind: engine.WaitKindChildren, Done: 97, Total: 100}, "⏸ children 97/100"},
+	} {
+		got := waitCell(&engine.Job{State: engine.StateScheduled, Wait: &c.w}, now)
+		if got != c.want || strings.ContainsAny(got, "\x1b\x07") {
+			t.Errorf("waitCell(%+v) = %q, want %q", c.w, got, c.want)
+		}
+	}
+	if got := waitCell(&engine.Job{State: engine.StateAvailable, Wait: &engine.WaitSummary{Kind: engine.WaitKindSleep}}, now); got != "" {
+		t.Errorf("a job no longer scheduled shows %q, want nothing", got)
+	}
+}
+
+// TestSignalKeyGoneReadOnly: a read-only console neither offers nor
+// opens the signal's editor.
+func TestSignalKeyGoneReadOnly(t *testing.T) {
+	eng, store := waitFixture(t)
+	opts := testOptions()
+	opts.ReadOnly = true
+	opts.BuiltinEditor = true
+	s := start(t, eng, opts)
+	s.waitFor("READ-ONLY")
+	s.keys(":")
+	s.typeText("filter id:sig-1")
+	s.keys("<enter>")
+	s.keys(":")
+	s.typeText("scheduled")
+	s.keys("<enter>")
+	s.waitFor("sig-1")
+	s.keys("<enter>")
+	screen := s.waitFor("job sig-1", "waits for")
+	if strings.Contains(screen, "sends it") {
+		t.Fatalf("the read-only sheet offers the signal:\n%s", screen)
+	}
+	s.keys("s", "?")
+	help := s.waitFor("keys — generated from the key map")
+	if strings.Contains(help, "Payload of the signal") || strings.Contains(help, "send signal") {
+		t.Fatalf("the signal key acted or is listed read-only:\n%s", help)
+	}
+	if sigs, err := store.SignalList(context.Background(), &engine.SignalListParams{JobID: "sig-1"}); err != nil || len(sigs) != 0 {
+		t.Fatalf("signals %+v (%v), want none", sigs, err)
+	}
+}
