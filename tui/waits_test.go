@@ -3,6 +3,8 @@ package tui
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -300,5 +302,37 @@ func TestSignalKeyGoneReadOnly(t *testing.T) {
 	}
 	if sigs, err := store.SignalList(context.Background(), &engine.SignalListParams{JobID: "sig-1"}); err != nil || len(sigs) != 0 {
 		t.Fatalf("signals %+v (%v), want none", sigs, err)
+	}
+}
+
+// TestSignalFromExternalEditor: without the built-in editor the signal's
+// payload is written in $EDITOR (here a sed script) on a temporary file,
+// then confirmed and delivered as edited.
+func TestSignalFromExternalEditor(t *testing.T) {
+	if _, err := exec.LookPath("sed"); err != nil {
+		t.Skip("no sed")
+	}
+	eng, store := waitFixture(t)
+	opts := testOptions()
+	opts.Editor = `sed -i s/{}/{"by":"ext"}/`
+	opts.TempDir = t.TempDir()
+	s := start(t, eng, opts)
+	s.keys(":")
+	s.typeText("filter id:sig-1")
+	s.keys("<enter>")
+	s.keys(":")
+	s.typeText("scheduled")
+	s.keys("<enter>")
+	s.waitFor("sig-1")
+	s.keys("s") // from the row: its wait names the signal
+	s.waitFor("Send the signal approved to sig-1?", `"by": "ext"`)
+	s.keys("y")
+	s.waitFor("signal approved sent to sig-1")
+	sigs, err := store.SignalList(context.Background(), &engine.SignalListParams{JobID: "sig-1"})
+	if err != nil || len(sigs) != 1 || string(sigs[0].Payload) != `{"by":"ext"}` {
+		t.Fatalf("signals %+v (%v), want the edited payload", sigs, err)
+	}
+	if left, _ := os.ReadDir(opts.TempDir); len(left) != 0 {
+		t.Fatalf("the editor's file was left behind: %v", left)
 	}
 }
