@@ -184,6 +184,11 @@ func (m *Model) sheetFollow() tea.Cmd {
 	if r.job.ID == m.sheet.id {
 		return nil
 	}
+	if t := m.sheet.trail; len(t) > 0 && t[0].id == r.job.ID {
+		// A link followed from the cursor's job: a list load (a live
+		// update) keeps the sheet where enter took it.
+		return nil
+	}
 	m.sheet.trail = nil
 	m.sheet.reset(r.job.ID)
 	return m.loadDetail(r.job.ID, false)

@@ -336,3 +336,20 @@ func TestSignalFromExternalEditor(t *testing.T) {
 		t.Fatalf("the editor's file was left behind: %v", left)
 	}
 }
+
+// TestFollowedLinkSurvivesListLoad: a list load (a live update) keeps the
+// sheet on the link enter followed from the cursor's job; a cursor on
+// another job takes the sheet there and forgets the way back.
+func TestFollowedLinkSurvivesListLoad(t *testing.T) {
+	m := New(nil, Options{NoSubscribe: true})
+	m.jobs.rows = []*jobRow{newRow(&engine.Job{ID: "par"}), newRow(&engine.Job{ID: "other"})}
+	m.sheet.open, m.sheet.id = true, "kid"
+	m.sheet.trail = []sheetPlace{{id: "par"}}
+	if cmd := m.sheetFollow(); cmd != nil || m.sheet.id != "kid" || len(m.sheet.trail) != 1 {
+		t.Fatalf("after a load: sheet on %q with %d back, want kid with 1", m.sheet.id, len(m.sheet.trail))
+	}
+	m.jobs.cursor = 1
+	if cmd := m.sheetFollow(); cmd == nil || m.sheet.id != "other" || len(m.sheet.trail) != 0 {
+		t.Fatalf("after a move: sheet on %q with %d back, want other with none", m.sheet.id, len(m.sheet.trail))
+	}
+}
