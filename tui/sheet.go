@@ -103,15 +103,15 @@ func (s *sheetView) reset(id string) {
 // sheetPlace is a sheet enter left by following a link: its job and the
 // link picked, to come back to.
 type sheetPlace struct {
-	id                 string
-	linkPick, focusSec int
+	id       string
+	linkPick int
 }
 
 // followLink points the sheet at the picked link's job, remembering
 // where it was.
 func (m *Model) followLink(id string) tea.Cmd {
 	s := &m.sheet
-	s.trail = append(s.trail, sheetPlace{id: s.id, linkPick: s.linkPick, focusSec: s.focusSec})
+	s.trail = append(s.trail, sheetPlace{id: s.id, linkPick: s.linkPick})
 	if len(s.trail) > maxNav {
 		s.trail = s.trail[len(s.trail)-maxNav:]
 	}
@@ -128,7 +128,6 @@ func (m *Model) sheetBack() tea.Cmd {
 	s.reset(p.id)
 	// Scrolled to the links once they are drawn again (jumpToLink).
 	s.linkFocus, s.linkPick = true, p.linkPick
-	s.focusSec = p.focusSec
 	s.jumpToLink = true
 	return m.loadDetail(p.id, false)
 }
