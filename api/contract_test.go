@@ -91,6 +91,28 @@ func newContractFixture(t *testing.T) *contractFixture {
 		t.Fatal(err)
 	}
 	f.fp = job.Fingerprint
+	// A workflow waiting for its children: its list row carries the wait.
+	if _, err := e.Enqueue(ctx, engine.EnqueueParams{ID: "parent", Queue: "flows", Kind: "fan", Payload: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err = store.JobClaim(ctx, &engine.JobClaimParams{Queue: "flows", WorkerID: "w", LeaseID: "l2", Limit: 1,
+		Kinds: map[string]int{"fan": 1}, LeaseDuration: time.Minute})
+	if err != nil || len(res.Jobs) != 1 {
+		t.Fatalf("claim the parent: %v %v", res, err)
+	}
+	job = res.Jobs[0]
+	kids := []string{"parent~s1.0", "parent~s1.1"}
+	cp, err := (&engine.Checkpoint{Version: 1, Children: kids, Wait: &engine.Wait{Kind: engine.WaitKindChildren, Step: 2, Name: "all",
+		Children: kids, Done: 1, Until: time.Now().Add(time.Hour)}}).Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wp := backendtest.Outcome{JobRef: engine.JobRef{ID: job.ID, LeaseID: job.Lease.ID, Fence: job.Fence},
+		To: engine.StateScheduled, Delay: time.Hour, Event: engine.EventWaiting, Actor: "w"}.Plan(job)
+	wp.Checkpoint = &engine.CheckpointWrite{Checkpoint: cp}
+	if _, err := store.JobFinish(ctx, wp); err != nil {
+		t.Fatal(err)
+	}
 	op, err := e.Bulk(ctx, engine.BulkParams{Action: engine.ActionRetry, Selector: engine.Filter{IDs: []string{"dead-6"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -169,6 +191,7 @@ func TestAPIContract(t *testing.T) {
 	cases := []contractCase{
 		// GET /jobs
 		{name: "list as viewer", method: "GET", path: "/api/v1/jobs?state=archived&limit=2", token: tokViewer, want: 200},
+		{name: "list waiting jobs", method: "GET", path: "/api/v1/jobs?state=scheduled", token: tokViewer, want: 200},
 		{name: "list next page", method: "GET", path: "/api/v1/jobs?q=state:archived%20queue:billing&limit=50", token: tokViewer, want: 200},
 		{name: "list without token", method: "GET", path: "/api/v1/jobs", want: 401},
 		{name: "list with unknown token", method: "GET", path: "/api/v1/jobs", token: tokUnknown, want: 401},

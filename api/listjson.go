@@ -39,16 +39,18 @@ const jobPageShape = "JobPage{Jobs:[]*engine.Job:jobs Next:string:next_cursor,om
 	"StateChangedAt:time.Time:state_changed_at FinalizedAt:*time.Time:finalized_at,omitempty " +
 	"TerminalReason:engine.TerminalReason:terminal_reason,omitempty Lease:*engine.Lease:lease,omitempty " +
 	"Errors:[]engine.AttemptError:errors,omitempty Version:int64:version Checkpoint:json.RawMessage:checkpoint,omitempty " +
-	"DeadLetterOf:string:dead_letter_of,omitempty RetryOf:string:retry_of,omitempty SupersededBy:string:superseded_by,omitempty} " +
+	"Wait:*engine.WaitSummary:wait,omitempty DeadLetterOf:string:dead_letter_of,omitempty RetryOf:string:retry_of,omitempty SupersededBy:string:superseded_by,omitempty} " +
 	"Lease{ID:string:id WorkerID:string:worker_id Fence:int64:fence ExpiresAt:time.Time:expires_at} " +
-	"AttemptError{Attempt:int:attempt Crash:bool:crash At:time.Time:at Worker:string:worker,omitempty Message:string:message Trace:string:trace,omitempty}"
+	"AttemptError{Attempt:int:attempt Crash:bool:crash At:time.Time:at Worker:string:worker,omitempty Message:string:message Trace:string:trace,omitempty} " +
+	"WaitSummary{Kind:engine.WaitKind:kind Step:int:step Name:string:name Until:time.Time:until,omitzero " +
+	"Signal:string:signal,omitempty Done:int:done,omitempty Total:int:total,omitempty}"
 
 // jobPageShapeOK is whether the types are still those appendJobPage
 // was written for, and none of them marshals itself.
 var jobPageShapeOK = func() bool {
 	ts := []reflect.Type{reflect.TypeFor[engine.JobPage](), reflect.TypeFor[engine.Job](),
-		reflect.TypeFor[engine.Lease](), reflect.TypeFor[engine.AttemptError]()}
-	for _, t := range append(ts, reflect.TypeFor[engine.State](), reflect.TypeFor[engine.TerminalReason]()) {
+		reflect.TypeFor[engine.Lease](), reflect.TypeFor[engine.AttemptError](), reflect.TypeFor[engine.WaitSummary]()}
+	for _, t := range append(ts, reflect.TypeFor[engine.State](), reflect.TypeFor[engine.TerminalReason](), reflect.TypeFor[engine.WaitKind]()) {
 		for _, m := range []reflect.Type{reflect.TypeFor[json.Marshaler](), reflect.TypeFor[encoding.TextMarshaler]()} {
 			if t.Implements(m) || reflect.PointerTo(t).Implements(m) {
 				return false
@@ -242,6 +244,24 @@ func appendJob(b []byte, j *engine.Job) (_ []byte, ok bool) {
 	num(`,"version":`, j.Version)
 	if len(j.Checkpoint) > 0 {
 		raw(`,"checkpoint":`, j.Checkpoint)
+	}
+	if w := j.Wait; w != nil {
+		str(`,"wait":{"kind":`, string(w.Kind))
+		num(`,"step":`, int64(w.Step))
+		str(`,"name":`, w.Name)
+		if !w.Until.IsZero() {
+			tm(`,"until":`, w.Until)
+		}
+		if w.Signal != "" {
+			str(`,"signal":`, w.Signal)
+		}
+		if w.Done != 0 {
+			num(`,"done":`, int64(w.Done))
+		}
+		if w.Total != 0 {
+			num(`,"total":`, int64(w.Total))
+		}
+		b = append(b, '}')
 	}
 	if j.DeadLetterOf != "" {
 		str(`,"dead_letter_of":`, j.DeadLetterOf)

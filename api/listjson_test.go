@@ -21,7 +21,7 @@ func TestJobPageShapeIsKnown(t *testing.T) {
 		t.Fatalf("engine.JobPage, Job, Lease or AttemptError changed: GET /jobs answers go through encoding/json again.\n"+
 			"Teach appendJob the change, then set jobPageShape to\n%s",
 			typeShapes(reflect.TypeFor[engine.JobPage](), reflect.TypeFor[engine.Job](),
-				reflect.TypeFor[engine.Lease](), reflect.TypeFor[engine.AttemptError]()))
+				reflect.TypeFor[engine.Lease](), reflect.TypeFor[engine.AttemptError](), reflect.TypeFor[engine.WaitSummary]()))
 	}
 }
 
@@ -53,6 +53,7 @@ func fullJob() *engine.Job {
 			{Attempt: 2, At: f, Message: `dial tcp 10.0.0.12:5432: connection refused`},
 		},
 		Version: 12, Checkpoint: json.RawMessage(`{"step":3}`),
+		Wait:         &engine.WaitSummary{Kind: engine.WaitKindChildren, Step: 3, Name: `a"ll <b>`, Until: d, Signal: "pay\u2028ment", Done: 97, Total: 100},
 		DeadLetterOf: "dl-1", RetryOf: "r-1", SupersededBy: "s-1",
 	}
 }
@@ -67,13 +68,15 @@ func TestAppendJobPageMatchesEncodingJSON(t *testing.T) {
 	}
 	bare := &engine.Job{ID: "b", Queue: "q", Kind: "k", State: engine.StateAvailable,
 		Tags: []string{}, Payload: json.RawMessage{}, Errors: []engine.AttemptError{}}
+	sleeping := &engine.Job{ID: "s", Queue: "q", Kind: "k", State: engine.StateScheduled,
+		Wait: &engine.WaitSummary{Kind: engine.WaitKindSleep}}
 	local := *full
 	local.ScheduledAt = local.ScheduledAt.In(time.FixedZone("odd", -(9*3600 + 30*60 + 15)))
 	pages := map[string]*engine.JobPage{
 		"empty":   {Jobs: []*engine.Job{}},
 		"nil":     {},
 		"full":    {Jobs: []*engine.Job{full, bare}, Next: "bmV4dA", Prev: "cHJldg"},
-		"bare":    {Jobs: []*engine.Job{bare}, Next: "x"},
+		"bare":    {Jobs: []*engine.Job{bare, sleeping}, Next: "x"},
 		"zone":    {Jobs: []*engine.Job{&local}},
 		"nil job": {Jobs: []*engine.Job{nil, bare}},
 	}

@@ -116,11 +116,16 @@ type Job struct {
 	Errors         []AttemptError `json:"errors,omitempty"`
 	// Version grows on every write to the row; payload edits name the
 	// version the editor saw.
-	Version      int64           `json:"version"`
-	Checkpoint   json.RawMessage `json:"checkpoint,omitempty"`
-	DeadLetterOf string          `json:"dead_letter_of,omitempty"`
-	RetryOf      string          `json:"retry_of,omitempty"`
-	SupersededBy string          `json:"superseded_by,omitempty"`
+	Version    int64           `json:"version"`
+	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
+	// Wait says what a waiting job waits for, on listed rows only (a
+	// list carries no checkpoint): JobList fills it from the stored
+	// checkpoint's wait. GetJob leaves it nil; WaitOf reads the
+	// checkpoint there.
+	Wait         *WaitSummary `json:"wait,omitempty"`
+	DeadLetterOf string       `json:"dead_letter_of,omitempty"`
+	RetryOf      string       `json:"retry_of,omitempty"`
+	SupersededBy string       `json:"superseded_by,omitempty"`
 }
 
 // Lease is a worker's claim on a running job.
@@ -193,6 +198,10 @@ func (j *Job) Clone() *Job {
 	if j.Lease != nil {
 		l := *j.Lease
 		c.Lease = &l
+	}
+	if j.Wait != nil {
+		w := *j.Wait
+		c.Wait = &w
 	}
 	c.Deadline = cloneTime(j.Deadline)
 	c.AttemptedAt = cloneTime(j.AttemptedAt)

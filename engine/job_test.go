@@ -45,6 +45,7 @@ func fullJob() *Job {
 		},
 		Version:      12,
 		Checkpoint:   json.RawMessage(`{"steps":[{"name":"a","result":1}]}`),
+		Wait:         &WaitSummary{Kind: WaitKindChildren, Step: 2, Name: "all", Done: 3, Total: 5},
 		DeadLetterOf: "dead-1",
 		RetryOf:      "orig-1",
 		SupersededBy: "new-1",
@@ -102,6 +103,7 @@ func TestJobClone(t *testing.T) {
 	c.Errors[0].Message = "changed"
 	c.Errors[1].Trace = "changed"
 	c.Errors = append(c.Errors, AttemptError{Message: "more"})
+	c.Wait.Done = 99
 	c.Lease.ID = "stolen"
 	c.Lease.Fence = 100
 	c.Lease.ExpiresAt = time.Time{}

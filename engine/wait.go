@@ -586,3 +586,59 @@ func (e *Engine) childrenLeft(ctx context.Context, ids []string) (bool, error) {
 	}
 	return false, nil
 }
+
+// WaitSummary is a listed job's wait: the checkpoint's Wait with the
+// number of children in place of their ids, so a page of parents stays
+// small. A store's JobList writes it from the stored checkpoint, for
+// scheduled jobs only (as WaitOf).
+type WaitSummary struct {
+	Kind   WaitKind  `json:"kind"`
+	Step   int       `json:"step"`
+	Name   string    `json:"name"`
+	Until  time.Time `json:"until,omitzero"`
+	Signal string    `json:"signal,omitempty"`
+	// Done of Total children had ended when the job last looked.
+	Done  int `json:"done,omitempty"`
+	Total int `json:"total,omitempty"`
+}
+
+// Summary is w as a list row carries it.
+func (w *Wait) Summary() *WaitSummary {
+	if w == nil {
+		return nil
+	}
+	return &WaitSummary{Kind: w.Kind, Step: w.Step, Name: w.Name, Until: w.Until, Signal: w.Signal, Done: w.Done, Total: len(w.Children)}
+}
+
+// ParseWaitSummary decodes the summary a store's list query extracted
+// from the checkpoint (the wait object, its children replaced by their
+// count as "total"); nil for none. A store whose rows carry the whole
+// checkpoint uses WaitSummaryOf instead.
+func ParseWaitSummary(raw []byte) (*WaitSummary, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var s WaitSummary
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, fmt.Errorf("wait summary: %w", err)
+	}
+	if s.Kind == "" {
+		return nil, nil
+	}
+	return &s, nil
+}
+
+// WaitSummaryOf is the summary of a job that carries its checkpoint: nil
+// unless it is scheduled with a wait. Only the wait is decoded.
+func WaitSummaryOf(j *Job) *WaitSummary {
+	if j == nil || j.State != StateScheduled || len(j.Checkpoint) == 0 {
+		return nil
+	}
+	var cp struct {
+		Wait *Wait `json:"wait"`
+	}
+	if err := json.Unmarshal(j.Checkpoint, &cp); err != nil {
+		return nil
+	}
+	return cp.Wait.Summary()
+}

@@ -124,8 +124,8 @@ var defaults = []def{
 	{SheetUp, GroupMove, []string{"ctrl+u", "shift+up"}, "ctrl+u", "scroll sheet up", false},
 	{NextSection, GroupMove, []string{"]"}, "]", "next sheet section", false},
 	{PrevSection, GroupMove, []string{"["}, "[", "previous sheet section", false},
-	{StepDown, GroupMove, []string{"J"}, "J", "next step", false},
-	{StepUp, GroupMove, []string{"K"}, "K", "previous step", false},
+	{StepDown, GroupMove, []string{"J"}, "J", "next step or link", false},
+	{StepUp, GroupMove, []string{"K"}, "K", "previous step or link", false},
 
 	{Mark, GroupSelect, []string{"space"}, "space", "mark", false},
 	{MarkAll, GroupSelect, []string{"ctrl+a"}, "ctrl+a", "mark visible", false},

@@ -64,6 +64,7 @@ type Theme struct {
 	RowMarked   lipgloss.Style // the mark column of a marked row
 	Cell        lipgloss.Style // secondary cells (ids, ages)
 	CellError   lipgloss.Style // the last-error cell
+	CellWait    lipgloss.Style // that cell of a waiting job: what it waits for
 	Muted       lipgloss.Style
 	Subtle      lipgloss.Style
 	Bold        lipgloss.Style
@@ -263,6 +264,7 @@ func New(p Palette) *Theme {
 	t.RowMarked = fg(p.Marked).Bold(true)
 	t.Cell = fg(p.Muted)
 	t.CellError = fg(p.Error)
+	t.CellWait = fg(p.Info)
 	t.Muted = fg(p.Muted)
 	t.Subtle = fg(p.Subtle)
 	t.Bold = s().Bold(true)
@@ -306,6 +308,7 @@ func New(p Palette) *Theme {
 		t.Banner = t.Banner.Reverse(true)
 		t.RowMarked = s().Bold(true)
 		t.CellError = s()
+		t.CellWait = s()
 		t.Danger = s().Bold(true).Underline(true)
 		t.ErrorText = s().Bold(true)
 		t.Toast = t.Toast.BorderStyle(lipgloss.NormalBorder())

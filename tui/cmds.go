@@ -451,6 +451,7 @@ const (
 	editPayload      editMode = iota // UpdatePayload with the version seen
 	editRetry                        // RetryWithInput
 	editReplayResult                 // the replacement result of a replay's step N−1 (replay.go)
+	editSignal                       // the payload of a signal to send (waits.go)
 )
 
 type editReadyMsg struct {
@@ -461,9 +462,12 @@ type editReadyMsg struct {
 	// result of step N−1, named stepName.
 	step     int
 	stepName string
-	path     string
-	orig     []byte
-	err      error
+	// signal is the name of the signal whose payload is edited
+	// (editSignal).
+	signal string
+	path   string
+	orig   []byte
+	err    error
 }
 
 // removeFile removes the external editor's file, if there is one.
@@ -491,6 +495,9 @@ type editSavedMsg struct {
 	// preview is the replay preview with the edited result
 	// (editReplayResult), to confirm before anything runs.
 	preview *replayPreviewMsg
+	// signalPayload is the edited signal payload, compact (editSignal),
+	// to confirm before it is sent.
+	signalPayload json.RawMessage
 }
 
 // prepareEdit fetches the payload with its version and writes it to a
@@ -538,6 +545,9 @@ func (m *Model) saveEdit(r editReadyMsg, text []byte) tea.Cmd {
 		}
 		if r.mode == editReplayResult {
 			return replayResultEdited(ctx, ctl, r, b, out)
+		}
+		if r.mode == editSignal {
+			return signalEdited(r, b, out)
 		}
 		if strings.TrimSpace(string(b)) == strings.TrimSpace(string(r.orig)) {
 			r.removeFile()

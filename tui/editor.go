@@ -122,6 +122,8 @@ func (m *Model) editorBox() []string {
 		title = "Retry " + Sanitize(ed.ready.id) + " with new input"
 	case editReplayResult:
 		title = replayResultTitle(ed.ready)
+	case editSignal:
+		title = signalEditTitle(ed.ready)
 	}
 	lines := []string{t.DialogHead.Render(title), ""}
 	lines = append(lines, strings.Split(ed.ta.View(), "\n")...)

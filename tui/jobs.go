@@ -85,6 +85,9 @@ type jobRow struct {
 	errs int
 	// note replaces the last error in the row: why an action failed on it.
 	note string
+	// waitText replaces it for a waiting job: what it waits for (set
+	// when drawn, as its times are shown against the clock).
+	waitText string
 
 	gen        uint64
 	line       string
@@ -134,7 +137,7 @@ func slimJob(j *engine.Job) *engine.Job {
 	return &engine.Job{
 		ID: j.ID, Queue: j.Queue, Kind: j.Kind, State: j.State,
 		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, CrashAttempt: j.CrashAttempt,
-		StateChangedAt: j.StateChangedAt, Version: j.Version,
+		StateChangedAt: j.StateChangedAt, Version: j.Version, Wait: j.Wait,
 	}
 }
 

@@ -168,16 +168,24 @@ func (r *jobRow) styled(c jobCols, marked bool, ageText string, t *themes.Theme)
 		b.WriteByte(' ')
 	}
 	if c.err > 0 {
-		b.WriteString(t.CellError.Render(fit(r.errText(), c.err)))
+		st := t.CellError
+		if r.note == "" && r.waitText != "" {
+			st = t.CellWait
+		}
+		b.WriteString(st.Render(fit(r.errText(), c.err)))
 	}
 	return b.String()
 }
 
 // errText is the row's last column: why the last action failed on it,
-// else its last error.
+// else what it waits for (a waiting job's errors are behind it), else
+// its last error.
 func (r *jobRow) errText() string {
 	if r.note != "" {
 		return r.note
+	}
+	if r.waitText != "" {
+		return r.waitText
 	}
 	return r.errMsg
 }
@@ -188,7 +196,8 @@ func (m *Model) rowLine(i int, c jobCols, cursor bool) string {
 	v := &m.jobs
 	r := v.rows[i]
 	_, marked := v.marked[r.job.ID]
-	r.note = v.failNote[r.job.ID] // a change of note bumps rowGen
+	r.note = v.failNote[r.job.ID]         // a change of note bumps rowGen
+	r.waitText = waitCell(r.job, m.now()) // the age tick bumps rowGen too
 	if cursor {
 		if r.cgen != m.rowGen || r.clineMark != marked {
 			r.cline = m.wrapCursor(r.plain(c, marked, age(m.now(), r.job.StateChangedAt)))

@@ -112,8 +112,11 @@ func (m *Model) back() tea.Cmd {
 		return m.popNav()
 	case m.screen != scrJobs:
 		return m.switchScreen(scrJobs)
+	case m.sheet.open && len(m.sheet.trail) > 0:
+		return m.sheetBack()
 	case m.sheet.open:
 		m.sheet.open = false
+		m.sheet.trail = nil
 		return nil
 	case v.selectAll:
 		v.selectAll = false
@@ -161,12 +164,12 @@ func (m *Model) jobsKey(msg tea.KeyPressMsg) tea.Cmd {
 	case km.Matches(msg, keymap.Open):
 		if m.sheet.open {
 			if id := m.sheet.linkAtTop(); id != "" {
-				// On a link: follow it (steps.go); the cursor's job
-				// comes back when the cursor moves.
-				m.sheet.reset(id)
-				return m.loadDetail(id, false)
+				// On a link: follow it (steps.go); esc comes back, and
+				// the cursor's job comes back when the cursor moves.
+				return m.followLink(id)
 			}
 			m.sheet.open = false
+			m.sheet.trail = nil
 			return nil
 		}
 		m.sheet.open = true
@@ -199,8 +202,7 @@ func (m *Model) jobsKey(msg tea.KeyPressMsg) tea.Cmd {
 	case km.Matches(msg, keymap.ReplayStep):
 		return m.replayStep()
 	case km.Matches(msg, keymap.Signal):
-		// The command line, ready for the signal's name and payload.
-		return m.openInput(inputCommand, "signal ")
+		return m.startSignal()
 	case km.Matches(msg, keymap.Mark):
 		if r := v.current(); r != nil {
 			v.toggleMark(r)
@@ -452,6 +454,9 @@ func (m *Model) editSaved(msg editSavedMsg) tea.Cmd {
 	m.pendingEdit = nil
 	if msg.mode == editReplayResult {
 		return m.replayResultSaved(msg)
+	}
+	if msg.mode == editSignal {
+		return m.signalPayloadEdited(msg)
 	}
 	key := m.km.B(keymap.Edit).Help().Key
 	if msg.mode == editRetry {

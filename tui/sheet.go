@@ -47,12 +47,25 @@ type sheetView struct {
 	// the sheet's top line (steps.go).
 	links   []sheetLink
 	linksAt int
+	// linksEnd is the links section's last line (its hint), as last drawn.
+	linksEnd int
 	// children are the states of the job's spawned children, as read
 	// with it.
 	children map[string]engine.State
 	// linkFocus: ] landed on the links section (even where the end of
-	// the sheet holds the scroll short of it); any other move clears it.
-	linkFocus bool
+	// the sheet holds the scroll short of it); any other section move
+	// clears it. linkPick is the link enter follows then (from 0): the
+	// step keys (J/K) move it over the links, a parent's children among
+	// them; linkLineAt is each link's line, as last drawn, and
+	// jumpToLink scrolls the picked one into view when next drawn.
+	linkFocus  bool
+	linkPick   int
+	linkLineAt []int
+	jumpToLink bool
+	// trail is the sheets enter followed links from, the last on top:
+	// esc goes back to the last, where it was (navigation is a stack).
+	// Moving the list's cursor, or closing the sheet, starts over.
+	trail []sheetPlace
 	// focusSec is the section ] or [ went to last (-1 none), and
 	// focusScroll the scroll it left; maxScroll is the most the sheet
 	// scrolls, as last drawn.
@@ -79,10 +92,44 @@ func (s *sheetView) reset(id string) {
 	s.jumpToPayload = false
 	s.scroll, s.scrollBefore = 0, 0
 	s.stale = false
-	s.linkFocus = false
+	s.linkFocus, s.linkPick, s.jumpToLink = false, 0, false
+	// No link of the last job is followed while this one loads.
+	s.links = nil
 	s.focusSec, s.maxScroll = -1, -1
 	s.stepPick, s.jumpToStep = 0, false
 	s.invalidate()
+}
+
+// sheetPlace is a sheet enter left by following a link: its job and the
+// link picked, to come back to.
+type sheetPlace struct {
+	id       string
+	linkPick int
+}
+
+// followLink points the sheet at the picked link's job, remembering
+// where it was.
+func (m *Model) followLink(id string) tea.Cmd {
+	s := &m.sheet
+	s.trail = append(s.trail, sheetPlace{id: s.id, linkPick: s.linkPick})
+	if len(s.trail) > maxNav {
+		s.trail = s.trail[len(s.trail)-maxNav:]
+	}
+	s.reset(id)
+	return m.loadDetail(id, false)
+}
+
+// sheetBack goes back to the sheet the last link was followed from, its
+// links in focus with the same link picked.
+func (m *Model) sheetBack() tea.Cmd {
+	s := &m.sheet
+	p := s.trail[len(s.trail)-1]
+	s.trail = s.trail[:len(s.trail)-1]
+	s.reset(p.id)
+	// Scrolled to the links once they are drawn again (jumpToLink).
+	s.linkFocus, s.linkPick = true, p.linkPick
+	s.jumpToLink = true
+	return m.loadDetail(p.id, false)
 }
 
 // loaded takes a GetJob answer.
@@ -136,6 +183,12 @@ func (m *Model) sheetFollow() tea.Cmd {
 	if r.job.ID == m.sheet.id {
 		return nil
 	}
+	if t := m.sheet.trail; len(t) > 0 && t[0].id == r.job.ID {
+		// A link followed from the cursor's job: a list load (a live
+		// update) keeps the sheet where enter took it.
+		return nil
+	}
+	m.sheet.trail = nil
 	m.sheet.reset(r.job.ID)
 	return m.loadDetail(r.job.ID, false)
 }
@@ -175,6 +228,17 @@ func (m *Model) sheetBody(w, h int) []string {
 			s.scroll = at
 		}
 		s.jumpToStep = false
+	}
+	if s := &m.sheet; s.jumpToLink && s.detail != nil && s.linkFocus && s.linkPick < len(s.linkLineAt) {
+		// The picked link in view: the section from its heading, as ]
+		// shows it, when it fits; else the link on the top line.
+		at := s.linkLineAt[s.linkPick]
+		if s.linksEnd-s.linksAt < h {
+			s.scroll = s.linksAt
+		} else if at >= s.scroll+h || at < s.scroll {
+			s.scroll = at
+		}
+		s.jumpToLink = false
 	}
 	total := len(info)
 	if m.sheet.showPayload {
@@ -217,18 +281,20 @@ func (m *Model) sheetInfo(w int) []string {
 		s.sections = append(s.sections, len(out))
 		add(t.SheetHead.Render(title))
 	}
-	field := func(label, value string) {
-		lw := 12
+	// fieldIn is a label and its value after a gutter (the links' cursor).
+	fieldIn := func(gutter, label, value string) {
+		lw, gw := 12, lipgloss.Width(gutter)
 		first := true
-		for _, l := range wrap(value, max(w-lw-1, 8)) {
+		for _, l := range wrap(value, max(w-gw-lw-1, 8)) {
 			if first {
-				add(t.Label.Render(fit(label, lw)) + " " + t.Value.Render(l))
+				add(gutter + t.Label.Render(fit(label, lw)) + " " + t.Value.Render(l))
 				first = false
 			} else {
-				add(strings.Repeat(" ", lw+1) + t.Value.Render(l))
+				add(strings.Repeat(" ", gw+lw+1) + t.Value.Render(l))
 			}
 		}
 	}
+	field := func(label, value string) { fieldIn("", label, value) }
 	defer func() {
 		s.info, s.infoW, s.infoOK = out, w, true
 	}()
@@ -256,6 +322,9 @@ func (m *Model) sheetInfo(w int) []string {
 	add(t.Label.Render(fit("state", 12)) + " " + state)
 	if w := engine.WaitOf(j); w != nil {
 		field("waits for", Sanitize(waitLine(w)))
+		if k := m.km.B(keymap.Signal).Help().Key; w.Kind == engine.WaitKindSignal && m.km.Enabled(keymap.Signal) {
+			add(strings.Repeat(" ", 13) + t.Muted.Render(k+" sends it (payload in the editor)"))
+		}
 	}
 	field("queue", Sanitize(j.Queue))
 	field("kind", fmt.Sprintf("%s (schema v%d)", Sanitize(j.Kind), j.SchemaVersion))
@@ -405,22 +474,42 @@ func (m *Model) sheetInfo(w int) []string {
 		}
 	}
 	s.links = append(sheetLinks(s.detail, cp), childLinks(cp, s.children)...)
-	s.linksAt = 0
+	s.linksAt, s.linksEnd, s.linkLineAt = 0, 0, s.linkLineAt[:0]
+	if n := s.followable(); s.linkPick >= n {
+		s.linkPick = max(n-1, 0)
+	}
 	if len(s.links) > 0 {
 		section("links")
 		s.linksAt = len(out) - 1
-		for _, l := range s.links {
+		for i, l := range s.links {
+			s.linkLineAt = append(s.linkLineAt, len(out))
 			v := Sanitize(l.id)
 			if l.note != "" {
-				v += " · " + l.note
+				v += " · " + Sanitize(l.note)
 			}
-			field(l.label, v)
+			gutter := ""
+			if s.linkFocus {
+				// A gutter while the links are in focus, › on the one
+				// enter follows.
+				gutter = "  "
+				if i == s.linkPick {
+					gutter = t.Accent.Render("›") + " "
+				}
+			}
+			fieldIn(gutter, l.label, v)
 		}
-		if k := m.km.B(keymap.Open).Help().Key; k != "" && s.linkFocus {
-			add(t.InfoText.Render(k + " follows " + Sanitize(s.links[0].id)))
-		} else if k := m.km.B(keymap.NextSection).Help().Key; k != "" {
-			add(t.Muted.Render(k + " to here, then " + m.km.B(keymap.Open).Help().Key + " follows the first link"))
+		open, pick := m.km.B(keymap.Open).Help().Key, m.km.B(keymap.StepDown).Help().Key
+		switch {
+		case open != "" && s.linkFocus && s.linkPick < s.followable():
+			hint := open + " follows " + Sanitize(s.links[s.linkPick].id)
+			if pick != "" && s.followable() > 1 {
+				hint += " · " + pick + "/" + m.km.B(keymap.StepUp).Help().Key + " picks another"
+			}
+			add(t.InfoText.Render(hint))
+		case open != "" && m.km.B(keymap.NextSection).Help().Key != "":
+			add(t.Muted.Render(m.km.B(keymap.NextSection).Help().Key + " to here, then " + open + " follows a link"))
 		}
+		s.linksEnd = len(out) - 1
 	}
 
 	section("payload")
@@ -494,6 +583,9 @@ func (s *sheetView) jumpSection(d int) {
 	}
 	s.focusSec, s.focusScroll = next, s.scroll
 	s.linkFocus = s.linksAt > 0 && at == s.linksAt
+	if s.linkFocus {
+		s.linkPick = 0
+	}
 }
 
 // shortFP shows the start of a fingerprint: enough to tell them apart.

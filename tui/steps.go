@@ -19,6 +19,9 @@ import (
 // sheetLink is one line of the sheet's links section.
 type sheetLink struct {
 	label, id, note string
+	// more: the line that says how many children are not listed; it
+	// names no job.
+	more bool
 }
 
 // sheetLinks lists a job's links, in the order the sheet shows them.
@@ -148,7 +151,15 @@ func (m *Model) stepHint() string {
 // the first step (down) or the last (up).
 func (m *Model) moveStep(d int) tea.Cmd {
 	s := &m.sheet
-	if !s.open || s.nSteps == 0 {
+	if s.open && s.linkFocus {
+		// The links are in focus (]): the keys pick the link enter
+		// follows, a parent's children among them.
+		s.moveLink(d)
+		return nil
+	}
+	if !s.open || s.nSteps == 0 || !m.km.Enabled(keymap.ReplayStep) {
+		// A step is picked to replay from: without replay, nothing to
+		// pick.
 		return nil
 	}
 	switch {
@@ -180,13 +191,35 @@ func (m *Model) replayStep() tea.Cmd {
 	return m.replayPreview(s.id, s.stepPick, nil)
 }
 
-// linkAtTop is the job enter follows: the first link, when ] has brought
-// the links section into focus; "" otherwise.
+// linkAtTop is the job enter follows: the picked link (the first until
+// J/K pick another), when ] has brought the links section into focus; ""
+// otherwise.
 func (s *sheetView) linkAtTop() string {
-	if !s.linkFocus || len(s.links) == 0 {
+	if !s.linkFocus || s.linkPick >= s.followable() {
 		return ""
 	}
-	return s.links[0].id
+	return s.links[s.linkPick].id
+}
+
+// followable is how many of the links name a job: all but the "… N
+// more" line that closes a long list of children.
+func (s *sheetView) followable() int {
+	n := len(s.links)
+	if n > 0 && s.links[n-1].more {
+		n--
+	}
+	return n
+}
+
+// moveLink moves the link cursor d links, within the followable ones.
+func (s *sheetView) moveLink(d int) {
+	n := s.followable()
+	if n == 0 {
+		return
+	}
+	s.linkPick = min(max(s.linkPick+d, 0), n-1)
+	s.jumpToLink = true
+	s.invalidate()
 }
 
 // stepDur is a step's duration: steps are often shorter than a second.

@@ -240,10 +240,11 @@ func (m *Model) applyKeys() {
 		km = km.Without(keymap.Payload, keymap.Edit, keymap.RetryInput, keymap.ReplayResult)
 	}
 	if !km.Enabled(keymap.ReplayStep) {
-		// The step keys pick a step to replay from: without replay
-		// (read-only, viewers, unbound) they have nothing to do, nor has
-		// the replacement result of a replay.
-		km = km.Without(keymap.StepDown, keymap.StepUp, keymap.ReplayResult)
+		// Without replay (read-only, viewers, unbound) the replacement
+		// result of a replay has nothing to do. The step keys stay: they
+		// also pick the link enter follows (moveStep), which changes
+		// nothing.
+		km = km.Without(keymap.ReplayResult)
 	}
 	m.km = km
 }

@@ -1,10 +1,14 @@
 package tui
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"strings"
+	"time"
 
 	tea "charm.land/bubbletea/v2"
 
@@ -21,6 +25,39 @@ const maxChildLinks = 50
 // waitLine says what a job waits for.
 func waitLine(w *engine.Wait) string {
 	return fmt.Sprintf("%s (step %d %s)", w.Describe(), w.Step, w.Name)
+}
+
+// waitCell is a listed waiting job's last column: what it waits for, in
+// a few words ("⏸ signal payment.confirmed", "⏸ until 14:05:00",
+// "⏸ children 97/100"); "" for a job that waits for nothing. The names
+// are job data: escaped.
+func waitCell(j *engine.Job, now time.Time) string {
+	w := j.Wait
+	if w == nil || j.State != engine.StateScheduled {
+		return ""
+	}
+	switch w.Kind {
+	case engine.WaitKindSleep:
+		return "⏸ until " + waitClock(w.Until, now)
+	case engine.WaitKindSignal:
+		return "⏸ signal " + Sanitize(w.Signal)
+	case engine.WaitKindChildren:
+		return fmt.Sprintf("⏸ children %d/%d", w.Done, w.Total)
+	}
+	return "⏸ " + Sanitize(string(w.Kind))
+}
+
+// waitClock is a wait's time as the sheet's timeline shows times (UTC),
+// with the date when it is not today's.
+func waitClock(t, now time.Time) string {
+	if t.IsZero() {
+		return "?"
+	}
+	t, now = t.UTC(), now.UTC()
+	if y, m, d := t.Date(); y == now.Year() && m == now.Month() && d == now.Day() {
+		return t.Format("15:04:05")
+	}
+	return t.Format("2006-01-02 15:04")
 }
 
 // childStates reads the states of d's first spawned children; nil when it
@@ -54,7 +91,7 @@ func childLinks(cp *engine.Checkpoint, states map[string]engine.State) []sheetLi
 	var out []sheetLink
 	for i, id := range cp.Children {
 		if i == maxChildLinks {
-			out = append(out, sheetLink{label: "children", id: fmt.Sprintf("… %d more", len(cp.Children)-i)})
+			out = append(out, sheetLink{label: "children", id: fmt.Sprintf("… %d more", len(cp.Children)-i), more: true})
 			break
 		}
 		note := "state unknown"
@@ -68,7 +105,134 @@ func childLinks(cp *engine.Checkpoint, states map[string]engine.State) []sheetLi
 	return out
 }
 
-// signalMsg reports a signal sent from the command line.
+// The signal key (s): the payload of the signal the job waits for is
+// written in the editor the payload edit uses (the built-in one under
+// Options.BuiltinEditor, else $EDITOR on a temporary file), checked to be
+// JSON, shown in a confirmation, and only y sends it. A job that waits
+// for no signal gets the command line instead, for the name.
+
+// signalTarget is the job the signal key sends to — the sheet's, else the
+// cursor's — and the signal it waits for ("" when none).
+func (m *Model) signalTarget() (id, name string) {
+	if s := &m.sheet; s.open && s.id != "" {
+		if s.detail != nil && s.detail.Job != nil && s.detail.Job.ID == s.id {
+			if w := engine.WaitOf(s.detail.Job); w != nil && w.Kind == engine.WaitKindSignal {
+				name = w.Signal
+			}
+		}
+		return s.id, name
+	}
+	if r := m.jobs.current(); r != nil && m.screen == scrJobs {
+		if w := r.job.Wait; w != nil && w.Kind == engine.WaitKindSignal && r.job.State == engine.StateScheduled {
+			name = w.Signal
+		}
+		return r.job.ID, name
+	}
+	return "", ""
+}
+
+// startSignal is the signal key.
+func (m *Model) startSignal() tea.Cmd {
+	if m.readOnly {
+		return nil // the key is unbound read-only; this is the backstop
+	}
+	id, name := m.signalTarget()
+	switch {
+	case id == "":
+		return m.toastErr("signal: no job under the cursor")
+	case name == "":
+		// Waiting for no signal: the command line, for the name.
+		return m.openInput(inputCommand, "signal ")
+	}
+	return m.prepareSignalEdit(id, name, nil)
+}
+
+// prepareSignalEdit opens a signal's payload (cur, else {}) in the
+// editor; the temporary file is written here, in the command.
+func (m *Model) prepareSignalEdit(id, name string, cur json.RawMessage) tea.Cmd {
+	dir, builtin := m.opts.TempDir, m.opts.BuiltinEditor
+	return func() tea.Msg {
+		text := []byte("{}\n")
+		if len(cur) > 0 {
+			text = prettyJSON(cur)
+		}
+		r := editReadyMsg{mode: editSignal, id: id, signal: name}
+		if builtin {
+			r.orig = []byte(editableJSON(text))
+			return r
+		}
+		f, err := os.CreateTemp(dir, "sluice-signal-*.json")
+		if err != nil {
+			r.err = err
+			return r
+		}
+		_, werr := f.Write(text)
+		cerr := f.Close()
+		if err := errors.Join(werr, cerr); err != nil {
+			_ = os.Remove(f.Name())
+			r.err = err
+			return r
+		}
+		r.path, r.orig = f.Name(), text
+		return r
+	}
+}
+
+// signalEditTitle is the editor's title for a signal's payload.
+func signalEditTitle(r editReadyMsg) string {
+	return "Payload of the signal " + Sanitize(r.signal) + " to " + Sanitize(r.id)
+}
+
+// signalEdited checks the edited payload is one JSON value; it runs in
+// saveEdit's command, and sends nothing: the confirmation does.
+func signalEdited(r editReadyMsg, b []byte, out editSavedMsg) editSavedMsg {
+	var c bytes.Buffer
+	if err := json.Compact(&c, bytes.TrimSpace(b)); err != nil || c.Len() == 0 {
+		out.invalid = fmt.Errorf("not valid JSON: the signal's payload is one JSON value")
+		return out
+	}
+	r.removeFile()
+	out.signalPayload = c.Bytes()
+	return out
+}
+
+// signalPayloadEdited asks before sending: the signal, the job and the
+// payload; the edit key opens the payload again.
+func (m *Model) signalPayloadEdited(msg editSavedMsg) tea.Cmd {
+	r := msg.ready
+	switch {
+	case msg.invalid != nil:
+		r.removeFile()
+		return m.toastErr(fmt.Sprintf("%s — nothing sent", msg.invalid))
+	case msg.err != nil:
+		r.removeFile()
+		return m.toastErr("signal " + Sanitize(r.signal) + ": " + Sanitize(msg.err.Error()))
+	}
+	id, name, payload := r.id, r.signal, msg.signalPayload
+	lines := append([]string{m.theme.Muted.Render("payload:")}, resultLines("  ", payload)...)
+	m.dialog = &confirmDialog{
+		title:    fmt.Sprintf("Send the signal %s to %s?", Sanitize(name), Sanitize(id)),
+		count:    1,
+		lines:    lines,
+		yes:      func() tea.Cmd { return m.sendSignal(id, name, payload) },
+		edit:     func() tea.Cmd { return m.prepareSignalEdit(id, name, payload) },
+		editHint: "edit the payload",
+	}
+	return nil
+}
+
+// sendSignal sends the signal name to job id with payload.
+func (m *Model) sendSignal(id, name string, payload json.RawMessage) tea.Cmd {
+	ctl, ctx := m.ctl, m.ctx
+	return func() tea.Msg {
+		c, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		_, err := ctl.Signal(c, id, name, payload)
+		return signalMsg{id: id, name: name, err: err}
+	}
+}
+
+// signalMsg reports a signal sent from the command line or the editor.
 type signalMsg struct {
 	id, name string
 	err      error
@@ -98,13 +262,7 @@ func (m *Model) signalCommand(arg string) (tea.Cmd, error) {
 	if id == "" {
 		return nil, fmt.Errorf("signal: no job under the cursor")
 	}
-	ctl, ctx := m.ctl, m.ctx
-	return func() tea.Msg {
-		c, cancel := context.WithTimeout(ctx, callTimeout)
-		defer cancel()
-		_, err := ctl.Signal(c, id, name, json.RawMessage(payload))
-		return signalMsg{id: id, name: name, err: err}
-	}, nil
+	return m.sendSignal(id, name, json.RawMessage(payload)), nil
 }
 
 // signalDone says how the signal went; the job's own change refreshes

@@ -118,6 +118,11 @@ func TestWorkflowSheetStepsAndLinks(t *testing.T) {
 	s.keys("<enter>")
 	s.waitFor("job wf-0001", "steps (3)")
 
+	// esc walks the links back (a stack), then closes the sheet.
+	s.keys("<esc>")
+	s.waitFor("job dlq:wf-0001", "enter follows wf-0001")
+	s.keys("<esc>")
+	s.waitFor("dlq:wf-0001 · handles its death", "enter follows dlq:wf-0001")
 	// The running workflow and the dlq chip, on their state tabs.
 	s.keys("<esc>") // closes the sheet
 	s.waitGone("steps (3)")
@@ -308,9 +313,14 @@ func TestWorkflowReplayKeyGone(t *testing.T) {
 				t.Fatalf("the step keys acted in a %s console:\n%s", tc.name, help)
 			}
 			help = help[strings.Index(help, "keys — generated"):]
-			for _, not := range []string{"replay from step", "next step", "previous step"} {
-				if strings.Contains(help, not) {
-					t.Errorf("the %s help lists %q", tc.name, not)
+			if strings.Contains(help, "replay from step") {
+				t.Errorf("the %s help lists %q", tc.name, "replay from step")
+			}
+			// The step keys stay for the links they pick (enter
+			// follows), which change nothing.
+			for _, want := range []string{"next step or link", "previous step or link"} {
+				if !strings.Contains(help, want) {
+					t.Errorf("the %s help does not list %q", tc.name, want)
 				}
 			}
 		})

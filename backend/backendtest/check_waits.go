@@ -22,6 +22,7 @@ func waitChecks() []check {
 	return []check{
 		{name: "SignalsBufferedInOrderTakenOnceUnderLease", fn: testSignalStore},
 		{name: "WakeFencedOnStateAndFence", fn: testWakeFenced},
+		{name: "ListedWaitingJobCarriesItsWait", fn: testListedWait},
 		{name: "SleepResumesAfterLastStepNoAttemptNoLease", fn: testSleep},
 		{name: "SignalBeforeAndDuringWaitEachOnceThenTimeout", fn: testSignalWait},
 		{name: "FanOutHundredThreeDieReplayDoesNotSpawn", fn: testFanOut},
@@ -461,6 +462,83 @@ func testWaitersHoldNoSlots(t *testing.T, h Harness) {
 		j := getJob(t, s, id)
 		if w := engine.WaitOf(j); w == nil || j.Lease != nil || j.Attempt != 0 {
 			t.Fatalf("waiter %s: %s, wait %+v", id, describe(j), w)
+		}
+	}
+}
+
+// testListedWait: a listed scheduled job carries its checkpoint's wait as
+// a summary (children counted, not listed), on the state branches and on
+// the direct (ids) path alike; a job not scheduled, or scheduled without
+// a wait, carries none, and no listed row carries a checkpoint.
+func testListedWait(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ctx := context.Background()
+	until := time.Date(2030, 1, 2, 14, 5, 0, 0, time.UTC)
+	kids := []string{"lw-kid-0", "lw-kid-1", "lw-kid-2"}
+	waits := map[string]*engine.Wait{
+		"lw-sleep":  {Kind: engine.WaitKindSleep, Step: 1, Name: "nap", Until: until},
+		"lw-signal": {Kind: engine.WaitKindSignal, Step: 2, Name: "confirm", Signal: "payment.confirmed"},
+		"lw-kids":   {Kind: engine.WaitKindChildren, Step: 3, Name: "all", Children: kids, Done: 1, Until: until},
+	}
+	ids := []string{"lw-sleep", "lw-signal", "lw-kids", "lw-snoozed", "lw-woken"}
+	for _, id := range ids {
+		insert(t, s, jobParams(id, "lw"))
+	}
+	for _, id := range ids {
+		j := claimOne(t, s, "lw", id)
+		w := waits[id]
+		if id == "lw-woken" {
+			w = waits["lw-signal"] // its wait recorded, then woken below
+		}
+		p := Outcome{JobRef: refOf(j), To: engine.StateScheduled, Delay: time.Hour, Event: engine.EventWaiting}.Plan(j)
+		if w != nil {
+			raw, err := (&engine.Checkpoint{Version: 1, Children: w.Children, Wait: w}).Encode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Checkpoint = &engine.CheckpointWrite{Checkpoint: raw}
+		}
+		if _, err := s.JobFinish(ctx, p); err != nil {
+			t.Fatalf("finish %s to scheduled: %v", id, err)
+		}
+	}
+	woken := getJob(t, s, "lw-woken")
+	if moved, err := s.JobWake(ctx, &engine.JobWakeParams{ID: woken.ID, From: engine.StateScheduled, Fence: woken.Fence, To: engine.StateAvailable,
+		Event:  engine.EventWrite{Kind: engine.EventWoken, Actor: "t", From: engine.StateScheduled, To: engine.StateAvailable},
+		Counts: []engine.CountDelta{{Queue: "lw", From: engine.StateScheduled, To: engine.StateAvailable, N: 1}}}); err != nil || !moved {
+		t.Fatalf("wake lw-woken: %v %v", moved, err)
+	}
+	want := map[string]*engine.WaitSummary{
+		"lw-sleep":  {Kind: engine.WaitKindSleep, Step: 1, Name: "nap", Until: until},
+		"lw-signal": {Kind: engine.WaitKindSignal, Step: 2, Name: "confirm", Signal: "payment.confirmed"},
+		"lw-kids":   {Kind: engine.WaitKindChildren, Step: 3, Name: "all", Done: 1, Total: 3, Until: until},
+	}
+	for _, f := range []engine.Filter{
+		{Queues: []string{"lw"}},
+		{Queues: []string{"lw"}, States: []engine.State{engine.StateScheduled, engine.StateAvailable}},
+		{IDs: ids},
+	} {
+		js, err := controlStore(t, s).JobList(ctx, &engine.JobListParams{Filter: f, Limit: 100})
+		if err != nil {
+			t.Fatalf("JobList(%s): %v", f, err)
+		}
+		if len(js) != len(ids) {
+			t.Fatalf("JobList(%s): %d jobs, want %d", f, len(js), len(ids))
+		}
+		for _, j := range js {
+			got, w := j.Wait, want[j.ID]
+			if len(j.Checkpoint) != 0 {
+				t.Errorf("JobList(%s): %s carries its checkpoint %s; a listed row carries none", f, j.ID, j.Checkpoint)
+			}
+			switch {
+			case w == nil && got != nil:
+				t.Errorf("JobList(%s): %s (%s) carries the wait %+v, want none", f, j.ID, j.State, *got)
+			case w != nil && got == nil:
+				t.Errorf("JobList(%s): %s carries no wait, want %+v", f, j.ID, *w)
+			case w != nil && (got.Kind != w.Kind || got.Step != w.Step || got.Name != w.Name || !got.Until.Equal(w.Until) ||
+				got.Signal != w.Signal || got.Done != w.Done || got.Total != w.Total):
+				t.Errorf("JobList(%s): %s carries the wait %+v, want %+v", f, j.ID, *got, *w)
+			}
 		}
 	}
 }

@@ -75,6 +75,13 @@ func (s *Store) JobList(ctx context.Context, p *engine.JobListParams) ([]*engine
 	if jobs == nil {
 		jobs = []*engine.Job{}
 	}
+	for _, j := range jobs {
+		// The checkpoint's place holds the wait summary (jobColumnsList).
+		if j.Wait, err = engine.ParseWaitSummary(j.Checkpoint); err != nil {
+			return nil, fmt.Errorf("postgres: list jobs: job %s: %w", j.ID, err)
+		}
+		j.Checkpoint = nil
+	}
 	return jobs, nil
 }
 

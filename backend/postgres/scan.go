@@ -13,7 +13,8 @@ import (
 
 // The columns of a job row, in the order jobRow.dest reads them.
 // jobColumnsNoPayload reads NULL for the payload; jobColumnsList reads no
-// checkpoint either and only the latest error.
+// checkpoint either (its wait summary in its place) and only the latest
+// error.
 const (
 	jobColumnsRest = `schema_version, metadata, tags, priority, state, attempt, max_attempts, crash_attempt,
 	fingerprint, fence, scheduled_at, deadline, timeout_ns, created_at, attempted_at, attempted_by,
@@ -25,7 +26,15 @@ const (
 	fingerprint, fence, scheduled_at, deadline, timeout_ns, created_at, attempted_at, attempted_by,
 	state_changed_at, finalized_at, terminal_reason, lease_id, lease_worker, lease_expires_at,
 	CASE WHEN jsonb_array_length(errors) > 1 THEN jsonb_build_array(errors -> -1) ELSE errors END,
-	version, NULL::jsonb, dead_letter_of, retry_of, superseded_by`
+	version, ` + sqlWaitSummary + `, dead_letter_of, retry_of, superseded_by`
+
+	// sqlWaitSummary stands in a listed row for its checkpoint: a
+	// scheduled job's wait without its children's ids, their count as
+	// total (engine.WaitSummary; JobList moves it to Job.Wait), NULL for
+	// any other job. Only the page's scheduled rows read their checkpoint,
+	// and a page of parents does not carry every child id.
+	sqlWaitSummary = `CASE WHEN state = 'scheduled' THEN (checkpoint -> 'wait') - 'children' ||
+		jsonb_build_object('total', jsonb_array_length(COALESCE(checkpoint -> 'wait' -> 'children', '[]'::jsonb))) END`
 )
 
 // jobColumnsOf prefixes the job columns with a table alias.

@@ -402,6 +402,11 @@ func (s *Store) JobList(ctx context.Context, p *engine.JobListParams) ([]*engine
 				continue
 			}
 			r.j.Payload = nil
+			// A row carries what the SQL stores' rows do: the wait's
+			// summary, decoded from the checkpoint the hash read
+			// brought (only a scheduled job's), and no checkpoint.
+			r.j.Wait = engine.WaitSummaryOf(r.j)
+			r.j.Checkpoint = nil
 			out = append(out, r.j)
 			if len(out) == limit {
 				return true

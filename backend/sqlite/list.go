@@ -131,6 +131,11 @@ func (s *Store) JobList(ctx context.Context, p *engine.JobListParams) ([]*engine
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: list jobs: %w", err)
 		}
+		// The checkpoint's place holds the wait summary (jobColumnsList).
+		if j.Wait, err = engine.ParseWaitSummary(j.Checkpoint); err != nil {
+			return nil, fmt.Errorf("sqlite: list jobs: job %s: %w", j.ID, err)
+		}
+		j.Checkpoint = nil
 		out = append(out, j)
 	}
 	if err := rows.Err(); err != nil {

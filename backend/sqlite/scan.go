@@ -25,9 +25,19 @@ const (
 	numJobColumns       = 32
 )
 
-// jobColumnsList are a listed row's columns: no payload and no checkpoint
-// (both read NULL). Its errors are cut to the latest by the scanner.
-var jobColumnsList = strings.Replace(jobColumnsNoPayload, "checkpoint,", "NULL,", 1)
+// jobColumnsList are a listed row's columns: no payload (NULL) and, in
+// the checkpoint's place, a scheduled job's wait summary (JobList moves it
+// to Job.Wait): the wait object without its children's ids, their count
+// as total. SQLite parses the checkpoint text of the page's scheduled
+// rows only, once for both calls (its JSON cache), and a page of parents
+// does not carry every child id. Its errors are cut to the latest by the
+// scanner.
+var jobColumnsList = strings.Replace(jobColumnsNoPayload, "checkpoint,", sqlWaitSummary+",", 1)
+
+// sqlWaitSummary is the wait summary of a listed row (engine.WaitSummary),
+// NULL for a job that is not scheduled or waits for nothing.
+const sqlWaitSummary = `CASE WHEN state = 'scheduled' THEN json_set(json_remove(json_extract(checkpoint, '$.wait'), '$.children'),
+		'$.total', json_array_length(checkpoint, '$.wait.children')) END`
 
 // claimedColumns are what a claim returns: the columns the claim did not
 // just set itself (queue, state, lease, attempted_at/by, state_changed_at)
