@@ -300,8 +300,14 @@ func Timeline(j *Job, stored []Event) []Event {
 	if j.AttemptedAt != nil && !hasClaimAt(*j.AttemptedAt) {
 		ev := Event{JobID: j.ID, Kind: EventClaimed, At: *j.AttemptedAt, Actor: j.AttemptedBy, To: StateRunning}
 		if j.State == StateRunning || j.State == StateCompleted {
-			// Otherwise a failure has already counted this run.
 			ev.Attempt = j.Attempt + 1
+		} else {
+			// The run ended in a failure, whose entry numbers it.
+			for _, e := range j.Errors {
+				if !e.At.Before(*j.AttemptedAt) {
+					ev.Attempt = e.Attempt
+				}
+			}
 		}
 		out = append(out, ev)
 	}

@@ -565,7 +565,7 @@ func TestTimelineClaimsEachRun(t *testing.T) {
 			kinds = append(kinds, k)
 		}
 	}
-	want := []string{"enqueued", "claimed #1", "failed #1", "claimed #2", "failed #2", "claimed", "archived #3"}
+	want := []string{"enqueued", "claimed #1", "failed #1", "claimed #2", "failed #2", "claimed #3", "archived #3"}
 	if !slices.Equal(kinds, want) {
 		t.Fatalf("timeline reads %q, want %q:\n%s", kinds, want, screen)
 	}
