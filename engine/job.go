@@ -302,9 +302,15 @@ func Timeline(j *Job, stored []Event) []Event {
 		if j.State == StateRunning || j.State == StateCompleted {
 			ev.Attempt = j.Attempt + 1
 		} else {
-			// The run ended in a failure, whose entry numbers it.
+			// The run ended in a failure, whose entry numbers it, or in
+			// a stored event (a wait, say) that does.
 			for _, e := range j.Errors {
 				if !e.At.Before(*j.AttemptedAt) {
+					ev.Attempt = e.Attempt
+				}
+			}
+			for _, e := range stored {
+				if ev.Attempt == 0 && e.Attempt > 0 && !e.At.Before(*j.AttemptedAt) {
 					ev.Attempt = e.Attempt
 				}
 			}
