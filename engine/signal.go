@@ -196,3 +196,15 @@ func (e *Engine) checkParent(ctx context.Context, parent string) {
 		e.log.Warn("parent wake failed; its own re-check will see", "parent", parent, "err", err)
 	}
 }
+
+// SignalStates are the states a job takes signals in: every one that is
+// not terminal. A store refusing a signal names them in its StateError.
+func SignalStates() []State {
+	var out []State
+	for _, st := range AllStates {
+		if !st.Terminal() {
+			out = append(out, st)
+		}
+	}
+	return out
+}

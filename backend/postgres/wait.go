@@ -46,7 +46,7 @@ func (s *Store) SignalSend(ctx context.Context, p *engine.SignalSendParams) (*en
 			return fmt.Errorf("postgres: signal job %s: %w", p.JobID, err)
 		}
 		if engine.State(state).Terminal() {
-			return &engine.StateError{Action: "signal", ID: p.JobID, State: engine.State(state), Allowed: signalStates()}
+			return &engine.StateError{Action: "signal", ID: p.JobID, State: engine.State(state), Allowed: engine.SignalStates()}
 		}
 		var seq int64
 		if err := tx.QueryRow(ctx, tx.q(sqlSignalInsert), p.JobID, p.Name, string(p.Payload), tx.nowNs).Scan(&seq); err != nil {
@@ -59,18 +59,6 @@ func (s *Store) SignalSend(ctx context.Context, p *engine.SignalSendParams) (*en
 		return nil, err
 	}
 	return out, nil
-}
-
-// signalStates are the states a job takes signals in: every one that is
-// not terminal.
-func signalStates() []engine.State {
-	var out []engine.State
-	for _, st := range engine.AllStates {
-		if !st.Terminal() {
-			out = append(out, st)
-		}
-	}
-	return out
 }
 
 // SignalList returns a job's buffered signals, oldest first.

@@ -90,7 +90,7 @@ func (s *Store) SignalSend(ctx context.Context, p *engine.SignalSendParams) (*en
 			case "NOTFOUND":
 				return nil, fmt.Errorf("job %s: %w", p.JobID, engine.ErrNotFound)
 			case "STATE":
-				return nil, &engine.StateError{Action: "signal", ID: p.JobID, State: engine.State(r.arg), Allowed: signalStates()}
+				return nil, &engine.StateError{Action: "signal", ID: p.JobID, State: engine.State(r.arg), Allowed: engine.SignalStates()}
 			}
 		}
 		return nil, err
@@ -100,18 +100,6 @@ func (s *Store) SignalSend(ctx context.Context, p *engine.SignalSendParams) (*en
 		return nil, fmt.Errorf("redis: signal job %s: unexpected reply %v", p.JobID, v)
 	}
 	return &engine.Signal{JobID: p.JobID, Name: p.Name, Seq: atoi64(r[0]), Payload: p.Payload, SentAt: ttime(r[1])}, nil
-}
-
-// signalStates are the states a job takes signals in: every one that is
-// not terminal.
-func signalStates() []engine.State {
-	var out []engine.State
-	for _, st := range engine.AllStates {
-		if !st.Terminal() {
-			out = append(out, st)
-		}
-	}
-	return out
 }
 
 // SignalList returns a job's buffered signals, oldest first.
