@@ -70,26 +70,40 @@ func fourProcesses(t *testing.T, storeURL string, n int) {
 	if strings.HasPrefix(storeURL, "redis://") {
 		count = []string{"--count-redis", storeURL}
 	}
-	start := func(name string) *child {
-		return startWorker(t, bin, storeURL, name, append([]string{"--queues", queue, "--record", side,
-			"--lease", "3s", "--heartbeat", "300ms", "--log-level", "info"}, count...)...)
+	// The victim's handlers block while hold exists (testworker
+	// --hold-file), so that the kill lands with jobs surely held: no-op
+	// handlers otherwise finish all the victim holds between a look and
+	// the kill, and then the kill proves nothing.
+	hold := filepath.Join(t.TempDir(), "hold")
+	const concurrency = 8
+	start := func(name string, extra ...string) *child {
+		args := append([]string{"--queues", queue, "--record", side, "--concurrency", strconv.Itoa(concurrency),
+			"--lease", "3s", "--heartbeat", "300ms", "--log-level", "info"}, count...)
+		return startWorker(t, bin, storeURL, name, append(args, extra...)...)
 	}
 	t0 := time.Now()
-	ws := []*child{start("four-1"), start("four-2"), start("four-3"), start("four-4")}
+	ws := []*child{start("four-1", "--hold-file", hold), start("four-2"), start("four-3"), start("four-4")}
 	victim := ws[0]
-
-	// Mid-run: at least a fifth done, and the victim holding jobs.
-	waitFor(t, "the run to be under way with jobs held by "+victim.name, 5*time.Minute, func() bool {
+	alive := func() {
 		for _, w := range ws {
 			if w.exited() {
 				t.Fatalf("%s exited early: %v", w.name, w.err)
 			}
 		}
-		c := counts(t, e, queue)
-		if c[engine.StateCompleted] < int64(n/5) {
-			return false
-		}
-		return len(runningUnder(t, e, store, queue, victim.name)) > 0
+	}
+
+	// Mid-run: at least a fifth done; then the victim is held until each
+	// of its workers is inside a job.
+	waitFor(t, "the run to be under way", 5*time.Minute, func() bool {
+		alive()
+		return counts(t, e, queue)[engine.StateCompleted] >= int64(n/5)
+	})
+	if err := os.WriteFile(hold, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, fmt.Sprintf("%s to hold %d jobs", victim.name, concurrency), time.Minute, func() bool {
+		alive()
+		return len(runningUnder(t, e, store, queue, victim.name)) >= concurrency
 	})
 	victim.kill(t)
 	// What the store shows running under the victim's leases once it is

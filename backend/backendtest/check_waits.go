@@ -341,7 +341,10 @@ func testFanOut(t *testing.T, h Harness) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("died %v, want %v", got, want)
 	}
-	if merges.Load() != 2 || parentRuns.Load() < 3 || j.Attempt != 1 {
+	// Two runs at least: the merge fails once. A third only when the
+	// first run parked in WaitAll; with the children quick it may find
+	// them all finished and go on.
+	if merges.Load() != 2 || parentRuns.Load() < 2 || j.Attempt != 1 {
 		t.Fatalf("parent ran %d times, merged %d times, attempt %d: want its merge retried once", parentRuns.Load(), merges.Load(), j.Attempt)
 	}
 	if spawns.Load() != 1 {

@@ -28,7 +28,7 @@ func runWorker(args []string) int {
 	fs := pflag.NewFlagSet("testworker worker", pflag.ContinueOnError)
 	var (
 		storeURL, queues, workerID, record string
-		fault, countRedis                  string
+		fault, countRedis, hold            string
 		concurrency, crashLimit            int
 		lease, heartbeat, poll, maint      time.Duration
 		crashBackoff, shutdownTimeout      time.Duration
@@ -50,13 +50,14 @@ func runWorker(args []string) int {
 	fs.StringVar(&record, "record", "", "side table (a SQLite file) for the chaos witness")
 	fs.StringVar(&countRedis, "count-redis", "", "TEST ONLY: also count each handler run by job in the hash {NS}:side:runs on this redis://...?ns=NS URL")
 	fs.StringVar(&fault, "fault", "", "TEST ONLY: kill the process around a routed death's write ("+faultBeforeDeadLetter+" or "+faultAfterDeadLetter+")")
+	fs.StringVar(&hold, "hold-file", "", "TEST ONLY: while this file exists, each handler run, once recorded, blocks until the process stops (a kill then surely finds jobs held)")
 	fs.BoolVar(&defeat, "defeat-fencing", false, "TEST ONLY: rewrite every lease reference to the job's current lease")
 	lo.AddFlags(fs, "log file (default stderr)")
 	if err := fs.Parse(args); err != nil {
 		fmt.Fprintln(os.Stderr, "testworker worker:", err)
 		return 2
 	}
-	if err := work(storeURL, queues, workerID, record, fault, countRedis, concurrency, crashLimit, lease, heartbeat, poll, maint,
+	if err := work(storeURL, queues, workerID, record, fault, countRedis, hold, concurrency, crashLimit, lease, heartbeat, poll, maint,
 		crashBackoff, shutdownTimeout, noMaintenance, defeat, &lo); err != nil {
 		fmt.Fprintln(os.Stderr, "testworker worker:", err)
 		return 1
@@ -64,7 +65,7 @@ func runWorker(args []string) int {
 	return 0
 }
 
-func work(storeURL, queues, workerID, record, fault, countRedis string, concurrency, crashLimit int,
+func work(storeURL, queues, workerID, record, fault, countRedis, hold string, concurrency, crashLimit int,
 	lease, heartbeat, poll, maint, crashBackoff, shutdownTimeout time.Duration,
 	noMaintenance, defeat bool, lo *cliutil.LogOptions) error {
 	if record == "" {
@@ -124,7 +125,7 @@ func work(storeURL, queues, workerID, record, fault, countRedis string, concurre
 		return err
 	}
 	defer closeCount()
-	if err := chaos.RegisterCounting(rec, count)(e); err != nil {
+	if err := chaos.RegisterCounting(rec, holding(ctx, hold, count))(e); err != nil {
 		return err
 	}
 	if err := e.Start(ctx); err != nil {
@@ -140,6 +141,30 @@ func work(storeURL, queues, workerID, record, fault, countRedis string, concurre
 	}
 	log.Info("worker stopped", "worker", e.WorkerID())
 	return nil
+}
+
+// holding is --hold-file: after count, a run blocks while the file exists,
+// until ctx ends. The four-process test holds its victim this way so that
+// its kill lands while the victim surely holds jobs, however fast the
+// no-op handlers are.
+func holding(ctx context.Context, path string, count func(*engine.Job)) func(*engine.Job) {
+	if path == "" {
+		return count
+	}
+	return func(j *engine.Job) {
+		if count != nil {
+			count(j)
+		}
+		for ctx.Err() == nil {
+			if _, err := os.Stat(path); err != nil {
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
 }
 
 // redisCounter is --count-redis: each handler run adds one to its job's
