@@ -10,12 +10,14 @@ import (
 // completer writes successful outcomes in batches: whatever has piled up
 // while the last batch was being written goes in the next transaction, so
 // under load one commit covers many jobs and when idle a job is written at
-// once.
+// once. Config.CompleteWriters writers take batches from one channel, so
+// with more than one a batch fills while another is in flight.
 type completer struct {
 	e       *Engine
 	ch      chan completion
 	closing chan struct{}
 	once    sync.Once
+	writers sync.WaitGroup
 	done    chan struct{}
 }
 
@@ -44,8 +46,18 @@ func (c *completer) close() {
 	<-c.done
 }
 
+// run starts the writers and returns when all have stopped.
 func (c *completer) run() {
 	defer close(c.done)
+	for range c.e.cfg.CompleteWriters {
+		c.writers.Go(c.write)
+	}
+	c.writers.Wait()
+}
+
+// write is one writer: a batch at a time until the completer closes, then
+// what is left in the channel.
+func (c *completer) write() {
 	batch := make([]completion, 0, c.e.cfg.CompleteBatch)
 	for {
 		var first completion

@@ -55,6 +55,11 @@ type Config struct {
 	// CompleteBatch is the most acknowledgements written in one
 	// transaction (1000).
 	CompleteBatch int
+	// CompleteWriters is how many acknowledgement batches may be written
+	// at once (1). With one, a batch's round trip bounds the rate at
+	// batch size over latency; a server store that runs statements in
+	// parallel can take more. A single-writer store gains nothing.
+	CompleteWriters int
 	// OperationBatch is the most jobs a bulk operation changes in one
 	// transaction (1000).
 	OperationBatch int
@@ -151,6 +156,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CompleteBatch <= 0 {
 		c.CompleteBatch = 1000
+	}
+	if c.CompleteWriters <= 0 {
+		c.CompleteWriters = 1
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -13,7 +13,8 @@ import (
 )
 
 // testConcurrency: eight engines over one store share 10,000 jobs; no job
-// ever runs in two handlers at once, and every job succeeds exactly once.
+// ever runs in two handlers at once, and every job succeeds exactly once,
+// with one to three acknowledgement writers per engine.
 func testConcurrency(t *testing.T, h Harness) {
 	base := h.NewStore(t)
 	s := &latencyStore{Store: base}
@@ -51,6 +52,9 @@ func testConcurrency(t *testing.T, h Harness) {
 		// lease and heartbeat both run out is rightly taken for dead.
 		cfg.LeaseDuration = 30 * time.Second
 		cfg.HeartbeatInterval = time.Second
+		// One, two and three acknowledgement writers: batches of one
+		// engine in flight at once must keep exactly-once too.
+		cfg.CompleteWriters = i%3 + 1
 		es[i] = startEngine(t, s, cfg, engine.Kind{Name: "work", Handler: handler})
 	}
 

@@ -40,6 +40,8 @@ type benchOptions struct {
 	// prefetch is the queue's Prefetch (throughput; 0: the engine's
 	// default, negative: none).
 	prefetch int
+	// writers is the engine's CompleteWriters (throughput; 0: its default).
+	writers int
 }
 
 // addFlags registers the flags every scenario built on benchOptions shares;
@@ -77,6 +79,7 @@ Prints one key=value result line on stdout, the shape of the peer harness
 	}
 	o.addFlags(cmd, 15*time.Minute)
 	cmd.Flags().StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the work window alone (from Start to Stop) to this file")
+	cmd.Flags().IntVar(&o.writers, "complete-writers", 0, "acknowledgement batches written at once (0: the engine's default, engine.Config.CompleteWriters)")
 	cmd.Flags().IntVar(&o.prefetch, "prefetch", 0, "jobs claimed ahead of free slots (0: the engine's default, engine.DefaultPrefetch; negative: none)")
 	return cmd
 }
@@ -140,8 +143,9 @@ func benchThroughput(ctx context.Context, o *benchOptions, lo *cliutil.LogOption
 	e, err := engine.New(store, engine.Config{
 		Queues: map[string]engine.QueueConfig{o.queue: {Concurrency: o.concurrency, Prefetch: o.prefetch}},
 		// Keep every terminal job, so the store can be asked about each.
-		Retention: map[engine.State]time.Duration{},
-		Logger:    log,
+		Retention:       map[engine.State]time.Duration{},
+		CompleteWriters: o.writers,
+		Logger:          log,
 	})
 	if err != nil {
 		return err
