@@ -21,6 +21,7 @@ import (
 func waitChecks() []check {
 	return []check{
 		{name: "SignalsBufferedInOrderTakenOnceUnderLease", fn: testSignalStore},
+		{name: "SignalsGoWithTheirJob", fn: testSignalsGoWithJob},
 		{name: "WakeFencedOnStateAndFence", fn: testWakeFenced},
 		{name: "ListedWaitingJobCarriesItsWait", fn: testListedWait},
 		{name: "SleepResumesAfterLastStepNoAttemptNoLease", fn: testSleep},
@@ -99,6 +100,57 @@ func testSignalStore(t *testing.T, h Harness) {
 	err = s.SignalConsume(ctx, &engine.SignalConsumeParams{JobRef: refOf(j), Name: "other", Seq: gos[1].Seq, Checkpoint: cp})
 	if !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("consume under another name: %v, want ErrNotFound", err)
+	}
+}
+
+// testSignalsGoWithJob: a deleted job's buffered signals go with it,
+// whether an operator or retention deletes it; a new job under the same
+// id starts with none.
+func testSignalsGoWithJob(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ctx := context.Background()
+	signals := func(id string) int {
+		t.Helper()
+		sigs, err := s.SignalList(ctx, &engine.SignalListParams{JobID: id})
+		if err != nil {
+			t.Fatalf("SignalList %s: %v", id, err)
+		}
+		return len(sigs)
+	}
+	send := func(id string) {
+		t.Helper()
+		if _, err := s.SignalSend(ctx, &engine.SignalSendParams{JobID: id, Name: "go", Payload: json.RawMessage(`1`)}); err != nil {
+			t.Fatalf("SignalSend %s: %v", id, err)
+		}
+	}
+	insert(t, s, jobParams("op", "gq"))
+	send("op")
+	if err := deleteJob(t, s, actionParams{ID: "op", Actor: "test"}); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if n := signals("op"); n != 0 {
+		t.Fatalf("%d signals left of a job an operator deleted", n)
+	}
+	insert(t, s, jobParams("op", "gq"))
+	if n := signals("op"); n != 0 {
+		t.Fatalf("a new job under a deleted job's id starts with %d of its signals", n)
+	}
+
+	insert(t, s, jobParams("ret", "rq"))
+	send("ret")
+	j := claimOne(t, s, "rq", "ret")
+	if _, err := s.JobFinish(ctx, Outcome{JobRef: refOf(j), To: engine.StateCancelled, Reason: engine.ReasonCancelled}.Plan(j)); err != nil {
+		t.Fatalf("finish: %v", err)
+	}
+	if n, err := s.JobDeleteExpired(ctx, &engine.JobDeleteExpiredParams{
+		Retention: map[engine.State]time.Duration{engine.StateCancelled: 0}, Limit: 100}); err != nil || n != 1 {
+		t.Fatalf("retention: %d deleted, %v; want 1", n, err)
+	}
+	if tryJob(s, "ret") != nil {
+		t.Fatalf("retention left the cancelled job")
+	}
+	if n := signals("ret"); n != 0 {
+		t.Fatalf("%d signals left of a job retention deleted", n)
 	}
 }
 
