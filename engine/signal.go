@@ -32,12 +32,30 @@ func (e *Engine) Signal(ctx context.Context, id, name string, payload json.RawMe
 	if !json.Valid(payload) {
 		return nil, fmt.Errorf("%w: signal payload is not JSON", ErrInvalid)
 	}
-	sig, err := e.store.SignalSend(ctx, &SignalSendParams{JobID: id, Name: name, Payload: payload})
+	// The job as it is now: when it waits for this signal, the wake goes
+	// in the signal's own write, so a process that dies after the send
+	// leaves no signal buffered beside a job still asleep.
+	before, err := e.store.JobGetByID(ctx, &JobGetByIDParams{ID: id})
 	if err != nil {
 		return nil, fmt.Errorf("signal job %s: %w", id, err)
 	}
-	// Read after the write: a worker that writes the wait after this
-	// read sees the signal in its own check (signalArrived).
+	sp := &SignalSendParams{JobID: id, Name: name, Payload: payload}
+	if w := waitOf(before); w != nil && w.Kind == WaitKindSignal && w.Signal == name {
+		if sp.Wake, err = e.wakePlan(before, TriggerSignal, ActorFrom(ctx), signalWakeMessage(name)); err != nil {
+			return nil, fmt.Errorf("signal job %s: %w", id, err)
+		}
+	}
+	sig, err := e.store.SignalSend(ctx, sp)
+	if err != nil {
+		return nil, fmt.Errorf("signal job %s: %w", id, err)
+	}
+	if sig.Woke {
+		e.woken(before, sp.Wake.To)
+		return sig, nil
+	}
+	// Not woken in the send: the job began its wait since the read, or
+	// moved on. Read after the write: a worker that writes the wait after
+	// this read sees the signal in its own check (signalArrived).
 	j, err := e.store.JobGetByID(ctx, &JobGetByIDParams{ID: id})
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
@@ -46,13 +64,16 @@ func (e *Engine) Signal(ctx context.Context, id, name string, payload json.RawMe
 		return nil, fmt.Errorf("signal job %s: %w", id, err)
 	}
 	if w := waitOf(j); w != nil && w.Kind == WaitKindSignal && w.Signal == name {
-		if _, err := e.wakeWaiting(ctx, j, TriggerSignal, ActorFrom(ctx), fmt.Sprintf("signal %q", name)); err != nil {
+		if _, err := e.wakeWaiting(ctx, j, TriggerSignal, ActorFrom(ctx), signalWakeMessage(name)); err != nil {
 			return nil, fmt.Errorf("signal job %s: wake: %w", id, err)
 		}
 	}
 	e.publish(Change{Kind: ChangeJob, JobID: j.ID, Queue: j.Queue, State: j.State})
 	return sig, nil
 }
+
+// signalWakeMessage is the woken event's text for signal name.
+func signalWakeMessage(name string) string { return fmt.Sprintf("signal %q", name) }
 
 // Signals lists a job's buffered signals (of one name, or all when "").
 func (e *Engine) Signals(ctx context.Context, id, name string) ([]*Signal, error) {
@@ -78,24 +99,38 @@ func WaitOf(j *Job) *Wait { return waitOf(j) }
 // wakeWaiting applies the table's row for t to j, which waits: fenced on
 // its state and fence as read.
 func (e *Engine) wakeWaiting(ctx context.Context, j *Job, t Trigger, actor, msg string) (bool, error) {
-	row, err := Next(j, t, e.cfg.CrashLimit)
+	p, err := e.wakePlan(j, t, actor, msg)
 	if err != nil {
 		return false, err
 	}
-	moved, err := e.store.JobWake(ctx, &JobWakeParams{
-		ID: j.ID, From: j.State, Fence: j.Fence, To: row.To,
-		Event:  EventWrite{Kind: EventWoken, Actor: actor, From: j.State, To: row.To, Attempt: j.Attempt, Message: msg},
-		Counts: []CountDelta{{Queue: j.Queue, From: j.State, To: row.To, N: 1}},
-	})
+	moved, err := e.store.JobWake(ctx, p)
 	if err != nil {
 		return false, err
 	}
 	if moved {
-		e.wake(j.Queue)
-		e.publish(Change{Kind: ChangeJob, JobID: j.ID, Queue: j.Queue, State: row.To})
-		e.observeTransition(j.Queue, j.Kind, j.State, row.To)
+		e.woken(j, p.To)
 	}
 	return moved, nil
+}
+
+// wakePlan is the write of the table's row for t on j, which waits.
+func (e *Engine) wakePlan(j *Job, t Trigger, actor, msg string) (*JobWakeParams, error) {
+	row, err := Next(j, t, e.cfg.CrashLimit)
+	if err != nil {
+		return nil, err
+	}
+	return &JobWakeParams{
+		ID: j.ID, From: j.State, Fence: j.Fence, To: row.To,
+		Event:  EventWrite{Kind: EventWoken, Actor: actor, From: j.State, To: row.To, Attempt: j.Attempt, Message: msg},
+		Counts: []CountDelta{{Queue: j.Queue, From: j.State, To: row.To, N: 1}},
+	}, nil
+}
+
+// woken tells this process that j moved to "to" by a wake.
+func (e *Engine) woken(j *Job, to State) {
+	e.wake(j.Queue)
+	e.publish(Change{Kind: ChangeJob, JobID: j.ID, Queue: j.Queue, State: to})
+	e.observeTransition(j.Queue, j.Kind, j.State, to)
 }
 
 // afterWait runs once a run's wait is written: a signal that came, or

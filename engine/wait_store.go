@@ -13,7 +13,9 @@ type WaitStore interface {
 	// SignalSend buffers one signal for a job: stored per (job, name) in
 	// the order sent, until a wait of that name takes it. ErrNotFound when
 	// the job does not exist; a *StateError when it is terminal (nobody
-	// will ever take it).
+	// will ever take it). With Wake it also applies that wake, as JobWake
+	// would, in the same transaction, and reports in Signal.Woke whether
+	// the job moved: a signal and the wake it causes commit together.
 	SignalSend(ctx context.Context, p *SignalSendParams) (*Signal, error)
 	// SignalList returns a job's buffered signals of one name (every name
 	// when Name is ""), oldest first.
@@ -40,12 +42,18 @@ type Signal struct {
 	Seq     int64           `json:"seq"`
 	Payload json.RawMessage `json:"payload,omitempty"`
 	SentAt  time.Time       `json:"sent_at"`
+	// Woke reports that SignalSend's Wake moved the job (SignalSend
+	// alone sets it).
+	Woke bool `json:"-"`
 }
 
 type SignalSendParams struct {
 	JobID   string
 	Name    string
 	Payload json.RawMessage
+	// Wake, when set, is the wake of the job as the engine read it
+	// waiting for this signal, fenced as JobWake's.
+	Wake *JobWakeParams
 }
 
 type SignalListParams struct {

@@ -23,6 +23,7 @@ func waitChecks() []check {
 		{name: "SignalsBufferedInOrderTakenOnceUnderLease", fn: testSignalStore},
 		{name: "SignalsGoWithTheirJob", fn: testSignalsGoWithJob},
 		{name: "WakeFencedOnStateAndFence", fn: testWakeFenced},
+		{name: "SignalAndItsWakeInOneWrite", fn: testSignalWithWake},
 		{name: "ListedWaitingJobCarriesItsWait", fn: testListedWait},
 		{name: "SleepResumesAfterLastStepNoAttemptNoLease", fn: testSleep},
 		{name: "SignalBeforeAndDuringWaitEachOnceThenTimeout", fn: testSignalWait},
@@ -193,6 +194,53 @@ func testWakeFenced(t *testing.T, h Harness) {
 	}
 	if wake(engine.StateScheduled, w.Fence) {
 		t.Fatal("a second wake moved the job again")
+	}
+	counts, err := s.JobCountByQueue(ctx, &engine.JobCountByQueueParams{Queue: "wq"})
+	if err != nil {
+		t.Fatalf("JobCountByQueue: %v", err)
+	}
+	if truth := tr.JobCounts(t)["wq"]; counts["wq"][engine.StateAvailable] != 1 || truth[engine.StateAvailable] != 1 || counts["wq"][engine.StateScheduled] != 0 {
+		t.Fatalf("counters %v, truth %v", counts["wq"], truth)
+	}
+}
+
+// testSignalWithWake: SignalSend with a wake buffers the signal and
+// moves the job in one write; with a stale fence the signal is buffered
+// and the job left as it is.
+func testSignalWithWake(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	tr := h.truth(t, s)
+	ctx := context.Background()
+	insert(t, s, jobParams("w", "wq"))
+	j := claimOne(t, s, "wq", "w")
+	w, err := s.JobFinish(ctx, Outcome{JobRef: refOf(j), To: engine.StateScheduled, Delay: time.Hour, Event: engine.EventWaiting}.Plan(j))
+	if err != nil {
+		t.Fatalf("finish to scheduled: %v", err)
+	}
+	send := func(fence int64) *engine.Signal {
+		t.Helper()
+		sig, err := s.SignalSend(ctx, &engine.SignalSendParams{JobID: "w", Name: "go", Payload: json.RawMessage(`{"n":1}`),
+			Wake: &engine.JobWakeParams{ID: "w", From: engine.StateScheduled, Fence: fence, To: engine.StateAvailable,
+				Event:  engine.EventWrite{Kind: engine.EventWoken, Actor: "t", From: engine.StateScheduled, To: engine.StateAvailable, Message: "signal \"go\""},
+				Counts: []engine.CountDelta{{Queue: "wq", From: engine.StateScheduled, To: engine.StateAvailable, N: 1}}}})
+		if err != nil {
+			t.Fatalf("SignalSend: %v", err)
+		}
+		return sig
+	}
+	if sig := send(w.Fence + 1); sig.Woke || getJob(t, s, "w").State != engine.StateScheduled {
+		t.Fatalf("a signal whose wake has a stale fence moved the job (woke %v)", sig.Woke)
+	}
+	if sig := send(w.Fence); !sig.Woke {
+		t.Fatal("the signal's wake did not move the job")
+	}
+	got := getJob(t, s, "w")
+	if got.State != engine.StateAvailable || !hasEvent(events(t, s, "w"), engine.EventWoken) {
+		t.Fatalf("woken job: %s, events %v", describe(got), eventKinds(events(t, s, "w")))
+	}
+	sigs, err := s.SignalList(ctx, &engine.SignalListParams{JobID: "w", Name: "go"})
+	if err != nil || len(sigs) != 2 {
+		t.Fatalf("signals buffered: %d (%v), want both", len(sigs), err)
 	}
 	counts, err := s.JobCountByQueue(ctx, &engine.JobCountByQueueParams{Queue: "wq"})
 	if err != nil {

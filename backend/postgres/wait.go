@@ -17,6 +17,9 @@ const (
 	// The row lock orders a signal against a finish writing the job's
 	// wait: the engine reads the job after this commits.
 	sqlSignalJobState = `SELECT state FROM {s}.jobs WHERE id = $1 FOR SHARE`
+	// With a wake in the same transaction the row is updated: locked for
+	// it at once, so two signals' shared locks cannot deadlock upgrading.
+	sqlSignalJobStateWake = `SELECT state FROM {s}.jobs WHERE id = $1 FOR NO KEY UPDATE`
 	// $1 job, $2 name, $3 payload, $4 now.
 	sqlSignalInsert = `INSERT INTO {s}.job_signals (job_id, name, payload, sent_at) VALUES ($1, $2, $3::jsonb, $4)
 	RETURNING seq`
@@ -38,7 +41,11 @@ func (s *Store) SignalSend(ctx context.Context, p *engine.SignalSendParams) (*en
 	var out *engine.Signal
 	err := s.writeTx(ctx, func(tx *wtx) error {
 		var state string
-		err := tx.QueryRow(ctx, tx.q(sqlSignalJobState), p.JobID).Scan(&state)
+		lock := sqlSignalJobState
+		if p.Wake != nil {
+			lock = sqlSignalJobStateWake
+		}
+		err := tx.QueryRow(ctx, tx.q(lock), p.JobID).Scan(&state)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("job %s: %w", p.JobID, engine.ErrNotFound)
 		}
@@ -53,7 +60,12 @@ func (s *Store) SignalSend(ctx context.Context, p *engine.SignalSendParams) (*en
 			return fmt.Errorf("postgres: signal job %s: %w", p.JobID, err)
 		}
 		out = &engine.Signal{JobID: p.JobID, Name: p.Name, Seq: seq, Payload: p.Payload, SentAt: tx.now}
-		return nil
+		if p.Wake == nil {
+			return nil
+		}
+		woke, err := s.wake(ctx, tx, p.Wake)
+		out.Woke = woke
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -115,26 +127,31 @@ func (s *Store) SignalConsume(ctx context.Context, p *engine.SignalConsumeParams
 func (s *Store) JobWake(ctx context.Context, p *engine.JobWakeParams) (bool, error) {
 	moved := false
 	err := s.writeTx(ctx, func(tx *wtx) error {
-		moved = false
-		var queue string
-		err := tx.QueryRow(ctx, tx.q(sqlWake), p.ID, string(p.From), p.Fence, string(p.To), tx.nowNs).Scan(&queue)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("postgres: wake job %s: %w", p.ID, err)
-		}
-		if w := p.Event; w.Kind != "" {
-			if _, err := tx.Exec(ctx, tx.q(sqlInsertEvent), p.ID, string(w.Kind), tx.nowNs, w.Actor,
-				string(w.From), string(w.To), w.Attempt, w.Message); err != nil {
-				return fmt.Errorf("postgres: wake job %s: event: %w", p.ID, err)
-			}
-		}
-		moved = true
-		return s.applyCounts(ctx, tx, countsOf(p.Counts))
+		var err error
+		moved, err = s.wake(ctx, tx, p)
+		return err
 	})
 	if err != nil {
 		return false, err
 	}
 	return moved, nil
+}
+
+// wake is JobWake's write inside tx; it reports whether the job moved.
+func (s *Store) wake(ctx context.Context, tx *wtx, p *engine.JobWakeParams) (bool, error) {
+	var queue string
+	err := tx.QueryRow(ctx, tx.q(sqlWake), p.ID, string(p.From), p.Fence, string(p.To), tx.nowNs).Scan(&queue)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("postgres: wake job %s: %w", p.ID, err)
+	}
+	if w := p.Event; w.Kind != "" {
+		if _, err := tx.Exec(ctx, tx.q(sqlInsertEvent), p.ID, string(w.Kind), tx.nowNs, w.Actor,
+			string(w.From), string(w.To), w.Attempt, w.Message); err != nil {
+			return false, fmt.Errorf("postgres: wake job %s: event: %w", p.ID, err)
+		}
+	}
+	return true, s.applyCounts(ctx, tx, countsOf(p.Counts))
 }

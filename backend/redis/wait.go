@@ -18,23 +18,44 @@ import (
 // sent-at and payload joined by US. {ns}:sigseq numbers them. The hash
 // goes with its job (remove, lua.go).
 
-// luaSignalSend buffers one signal (SignalSend).
+// luaWakeFn defines wake(A), the fenced wake both luaWake and
+// luaSignalSend run: A holds id, from, fence, to and the event ev_kind
+// ("" for none), ev_actor, ev_from, ev_to, ev_attempt, ev_msg. It returns
+// 1 when it moved the job, 0 when the job has moved on.
+const luaWakeFn = `
+local function wake(A)
+  local J = load(A.id)
+  if not J or J.s ~= A.from or J.f ~= A.fence then return 0 end
+  local O = copy(J)
+  J.s = A.to; J.sch = NOW; J.sca = NOW
+  bump(J)
+  commit(O, J, true)
+  if A.ev_kind ~= '' then event(J.id, A.ev_kind, A.ev_actor, A.ev_from, A.ev_to, A.ev_attempt, A.ev_msg) end
+  return 1
+end
+`
+
+// luaSignalSend buffers one signal (SignalSend), and with a wake applies
+// it in the same script.
 //
 // KEYS[1] the schema key; the script touches {ns}:job:ID, {ns}:sig:ID and
-// {ns}:sigseq.
-// ARGV[4] job id, ARGV[5] name, ARGV[6] payload.
+// {ns}:sigseq, and with a wake what luaWake touches.
+// ARGV[4] job id, ARGV[5] name, ARGV[6] payload, ARGV[7] the states that
+// take signals (engine.SignalStates, US-joined), ARGV[8...] the wake's
+// name/value pairs as luaWake's (none: no wake).
 //
-// Returns {seq, sent-at}. Errors: "NOTFOUND", "STATE <state>" (terminal).
-var luaSignalSend = script(`
+// Returns {seq, sent-at, woke (0 or 1)}. Errors: "NOTFOUND", "STATE
+// <state>" (a state that takes none).
+var luaSignalSend = script(luaWakeFn + `
 local id, name, payload = ARGV[4], ARGV[5], ARGV[6]
 local s = redis.call('HGET', K('job', id), 's')
 if not s then return redis.error_reply('NOTFOUND') end
-if set({'completed', 'archived', 'quarantined', 'undecodable', 'cancelled'})[s] then
-  return redis.error_reply('STATE ' .. s)
-end
+if not set(split(ARGV[7]))[s] then return redis.error_reply('STATE ' .. s) end
 local seq = redis.call('INCR', K('sigseq'))
 redis.call('HSET', K('sig', id), string.format('%019d', seq), table.concat({name, NOW, payload}, US))
-return {istr(seq), NOW}
+local woke = 0
+if #ARGV >= 8 then woke = wake(args(8)) end
+return {istr(seq), NOW, istr(woke)}
 `)
 
 // luaSignalConsume takes one signal and writes the job's checkpoint under
@@ -69,21 +90,36 @@ return 1
 // ("" for none), ev_actor, ev_from, ev_to, ev_attempt, ev_msg.
 //
 // Returns 1 when it moved the job, 0 when not.
-var luaWake = script(`
-local A = args(4)
-local J = load(A.id)
-if not J or J.s ~= A.from or J.f ~= A.fence then return 0 end
-local O = copy(J)
-J.s = A.to; J.sch = NOW; J.sca = NOW
-bump(J)
-commit(O, J, true)
-if A.ev_kind ~= '' then event(J.id, A.ev_kind, A.ev_actor, A.ev_from, A.ev_to, A.ev_attempt, A.ev_msg) end
-return 1
+var luaWake = script(luaWakeFn + `
+return wake(args(4))
 `)
+
+// wakeArgs are a wake's name/value pairs for luaWake and luaSignalSend.
+func wakeArgs(p *engine.JobWakeParams) []any {
+	w := p.Event
+	return []any{"id", p.ID, "from", string(p.From),
+		"fence", strconv.FormatInt(p.Fence, 10), "to", string(p.To),
+		"ev_kind", string(w.Kind), "ev_actor", w.Actor, "ev_from", string(w.From), "ev_to", string(w.To),
+		"ev_attempt", strconv.Itoa(w.Attempt), "ev_msg", w.Message}
+}
+
+// signalStates is engine.SignalStates in luaSignalSend's form.
+func signalStates() string {
+	ss := engine.SignalStates()
+	names := make([]string, len(ss))
+	for i, st := range ss {
+		names[i] = string(st)
+	}
+	return strings.Join(names, us)
+}
 
 // SignalSend buffers one signal for a job.
 func (s *Store) SignalSend(ctx context.Context, p *engine.SignalSendParams) (*engine.Signal, error) {
-	v, err := s.run(ctx, "signal job "+p.JobID, luaSignalSend, p.JobID, p.Name, string(p.Payload))
+	args := []any{p.JobID, p.Name, string(p.Payload), signalStates()}
+	if p.Wake != nil {
+		args = append(args, wakeArgs(p.Wake)...)
+	}
+	v, err := s.run(ctx, "signal job "+p.JobID, luaSignalSend, args...)
 	if err != nil {
 		if r, ok := asRefusal(err); ok {
 			switch r.code {
@@ -96,10 +132,10 @@ func (s *Store) SignalSend(ctx context.Context, p *engine.SignalSendParams) (*en
 		return nil, err
 	}
 	r := strs(v)
-	if len(r) != 2 {
+	if len(r) != 3 {
 		return nil, fmt.Errorf("redis: signal job %s: unexpected reply %v", p.JobID, v)
 	}
-	return &engine.Signal{JobID: p.JobID, Name: p.Name, Seq: atoi64(r[0]), Payload: p.Payload, SentAt: ttime(r[1])}, nil
+	return &engine.Signal{JobID: p.JobID, Name: p.Name, Seq: atoi64(r[0]), Payload: p.Payload, SentAt: ttime(r[1]), Woke: r[2] == "1"}, nil
 }
 
 // SignalList returns a job's buffered signals, oldest first.
@@ -148,11 +184,7 @@ func (s *Store) SignalConsume(ctx context.Context, p *engine.SignalConsumeParams
 
 // JobWake moves a job still in From at Fence to To, scheduled now.
 func (s *Store) JobWake(ctx context.Context, p *engine.JobWakeParams) (bool, error) {
-	w := p.Event
-	v, err := s.run(ctx, "wake job "+p.ID, luaWake, "id", p.ID, "from", string(p.From),
-		"fence", strconv.FormatInt(p.Fence, 10), "to", string(p.To),
-		"ev_kind", string(w.Kind), "ev_actor", w.Actor, "ev_from", string(w.From), "ev_to", string(w.To),
-		"ev_attempt", strconv.Itoa(w.Attempt), "ev_msg", w.Message)
+	v, err := s.run(ctx, "wake job "+p.ID, luaWake, wakeArgs(p)...)
 	if err != nil {
 		return false, err
 	}

@@ -30,7 +30,7 @@ const (
 
 // SignalSend buffers one signal for a job.
 func (s *Store) SignalSend(ctx context.Context, p *engine.SignalSendParams) (*engine.Signal, error) {
-	st, err := s.stmts(ctx, sqlSignalJobState, sqlSignalInsert)
+	st, err := s.stmts(ctx, sqlSignalJobState, sqlSignalInsert, sqlWake, sqlInsertEvent)
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +52,12 @@ func (s *Store) SignalSend(ctx context.Context, p *engine.SignalSendParams) (*en
 			return fmt.Errorf("sqlite: signal job %s: %w", p.JobID, err)
 		}
 		out = &engine.Signal{JobID: p.JobID, Name: p.Name, Seq: seq, Payload: p.Payload, SentAt: now}
-		return nil
+		if p.Wake == nil {
+			return nil
+		}
+		woke, err := s.wake(ctx, tx, st[2], st[3], p.Wake, now.UnixNano())
+		out.Woke = woke
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -123,30 +128,35 @@ func (s *Store) JobWake(ctx context.Context, p *engine.JobWakeParams) (bool, err
 	}
 	moved := false
 	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
-		moved = false
-		nowNs := now.UnixNano()
-		r, err := tx.StmtContext(ctx, st[0]).ExecContext(ctx, p.ID, string(p.From), p.Fence, string(p.To), nowNs)
-		if err != nil {
-			return fmt.Errorf("sqlite: wake job %s: %w", p.ID, err)
-		}
-		n, err := r.RowsAffected()
-		if err != nil {
-			return fmt.Errorf("sqlite: wake job %s: %w", p.ID, err)
-		}
-		if n == 0 {
-			return nil
-		}
-		if w := p.Event; w.Kind != "" {
-			if _, err := tx.StmtContext(ctx, st[1]).ExecContext(ctx, p.ID, string(w.Kind), nowNs, w.Actor,
-				string(w.From), string(w.To), w.Attempt, w.Message); err != nil {
-				return fmt.Errorf("sqlite: wake job %s: event: %w", p.ID, err)
-			}
-		}
-		moved = true
-		return s.applyCounts(ctx, tx, countsOf(p.Counts))
+		var err error
+		moved, err = s.wake(ctx, tx, st[0], st[1], p, now.UnixNano())
+		return err
 	})
 	if err != nil {
 		return false, err
 	}
 	return moved, nil
+}
+
+// wake is JobWake's write inside tx (wakeSt is sqlWake, eventSt
+// sqlInsertEvent); it reports whether the job moved.
+func (s *Store) wake(ctx context.Context, tx *wtx, wakeSt, eventSt *sql.Stmt, p *engine.JobWakeParams, nowNs int64) (bool, error) {
+	r, err := tx.StmtContext(ctx, wakeSt).ExecContext(ctx, p.ID, string(p.From), p.Fence, string(p.To), nowNs)
+	if err != nil {
+		return false, fmt.Errorf("sqlite: wake job %s: %w", p.ID, err)
+	}
+	n, err := r.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("sqlite: wake job %s: %w", p.ID, err)
+	}
+	if n == 0 {
+		return false, nil
+	}
+	if w := p.Event; w.Kind != "" {
+		if _, err := tx.StmtContext(ctx, eventSt).ExecContext(ctx, p.ID, string(w.Kind), nowNs, w.Actor,
+			string(w.From), string(w.To), w.Attempt, w.Message); err != nil {
+			return false, fmt.Errorf("sqlite: wake job %s: event: %w", p.ID, err)
+		}
+	}
+	return true, s.applyCounts(ctx, tx, countsOf(p.Counts))
 }
