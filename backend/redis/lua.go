@@ -28,7 +28,15 @@ package redis
 const luaLib = `
 local P = string.sub(KEYS[1], 1, -7)
 local US, RS = '\31', '\30'
-local function K(...) return P .. table.concat({...}, ':') end
+local function K(a, b, c, ...)
+  -- One concatenation, no table, for the one to three parts every key has.
+  if c == nil then
+    if b == nil then return P .. a end
+    return P .. a .. ':' .. b
+  end
+  if ... == nil then return P .. a .. ':' .. b .. ':' .. c end
+  return P .. table.concat({a, b, c, ...}, ':')
+end
 local T = redis.call('TIME')
 local NOW_S, NOW_NS = tonumber(T[1]), tonumber(T[2]) * 1000
 local NOW = string.format('%010d%09d', NOW_S, NOW_NS)
@@ -125,7 +133,7 @@ local function zset(add, key, score, m)
     if add then b.add[#b.add + 1] = score; b.add[#b.add + 1] = m else b.rem[#b.rem + 1] = m end
   elseif add then redis.call('ZADD', key, score, m) else redis.call('ZREM', key, m) end
 end
-local function zlex(add, key, m) zset(add, key, 0, m) end
+local function zlex(add, key, m) zset(add, key, '0', m) end
 local EGB = {}
 local function egcount(g, n)
   if ZB then EGB[g] = (EGB[g] or 0) + n; return end
@@ -194,7 +202,7 @@ local function index(J, add)
   end
   if s == 'available' then
     local key, am = K('av', J.q, cls(J.c)), J.sch .. ':' .. id
-    zset(add, key, tonumber(J.pr), am)
+    zset(add, key, J.pr, am)
     if J.dl ~= '' then zlex(add, K('dl', J.q), J.dl .. ':' .. id) end
   elseif s == 'scheduled' or s == 'retryable' then
     zlex(add, K('due', s), J.sch .. ':' .. id)
@@ -217,11 +225,14 @@ local function commit(O, J, autocount)
   index(J, true)
   if autocount and (O.s ~= J.s or O.q ~= J.q) then count(O.q, O.s, -1); count(J.q, J.s, 1) end
 end
--- create writes a new job and its indexes, and counts it.
+-- create writes a new job and its indexes, and counts it. Under ZB (a
+-- batch) its index entries, the ids entry among them, are gathered, and
+-- each queue is added to queues once per script.
+local QSEEN = {}
 local function create(J)
   redis.call('HSET', K('job', J.id), unpack(flat(J, true)))
-  redis.call('ZADD', K('ids'), 0, J.id)
-  redis.call('SADD', K('queues'), J.q)
+  zlex(true, K('ids'), J.id)
+  if not QSEEN[J.q] then redis.call('SADD', K('queues'), J.q); QSEEN[J.q] = true end
   if J.fp ~= '' then redis.call('SADD', K('fpj', J.fp), J.id) end
   index(J, true)
   count(J.q, J.s, 1)
@@ -242,7 +253,7 @@ local function zmany(add, key, ms)
   for i = 1, #ms, 500 do
     local a = {}
     for j = i, math.min(i + 499, #ms) do
-      if add then a[#a + 1] = 0 end
+      if add then a[#a + 1] = '0' end
       a[#a + 1] = ms[j]
     end
     if add then redis.call('ZADD', key, unpack(a)) else redis.call('ZREM', key, unpack(a)) end
@@ -309,12 +320,19 @@ if IE then return redis.error_reply(IE) end
 // max attempts, fingerprint, scheduled_at (time, or "" for now plus the
 // delay), delay ("s:ns"), deadline (time or ""), timeout (ns).
 //
-// Returns one entry per job: {"N", job} written, {"E", job} existing with
-// the same content, {"C"} existing with other content, {"Q"} refused as
-// quarantined.
+// Returns {now, results}, one result per job: {"N", state, scheduled_at}
+// written (every other field is the job as sent, as of now: JobInsertMany
+// builds the job from its parameters rather than have the script send
+// back what it was sent), {"E", job} existing with the same content, {"C"}
+// existing with other content, {"Q"} refused as quarantined.
+//
+// The index entries of the new jobs are gathered (ZB) and written once
+// per key for the batch; fingerprints are looked up only when quarantine
+// records exist.
 var luaInsert = script(`
-local refuse = ARGV[4] == '1'
-local res, recs = {}, {}
+local refuse = ARGV[4] == '1' and redis.call('SCARD', K('fprs')) > 0
+ZB = {}
+local res, recs, due, idsk = {}, {}, {}, K('ids')
 for i = 5, #ARGV, 14 do
   local id, q, k, fp = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 9]
   local r
@@ -333,22 +351,52 @@ for i = 5, #ARGV, 14 do
       end
     else
       local sch = ARGV[i + 10]
-      if sch == '' then sch = tadd(ARGV[i + 11]) end
+      if sch == '' then
+        local d = ARGV[i + 11]
+        sch = due[d]
+        if not sch then sch = tadd(d); due[d] = sch end
+      end
       local st = 'available'
       if sch > NOW then st = 'scheduled' end
-      local J = {id = id, q = q, k = k, p = ARGV[i + 3], sv = ARGV[i + 4], m = ARGV[i + 5], tg = ARGV[i + 6],
-        pr = ARGV[i + 7], s = st, a = '0', ma = ARGV[i + 8], c = '0', fp = fp, f = '0', sch = sch,
-        dl = ARGV[i + 12], to = ARGV[i + 13], cr = NOW, ata = '', atb = '', sca = NOW, fin = '', rs = '',
-        lid = '', lw = '', lx = '', v = '1', cp = '', dlo = '', ro = '', sb = '', le = '', ep = ''}
-      create(J)
-      r = {'N', {flat(J, false), {}}}
-      if IK ~= '' then recs[#recs + 1] = enc({'N', rec(J, false)}) end
+      local p, sv, m, tg, pr, ma, dl, to = ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7],
+        ARGV[i + 8], ARGV[i + 12], ARGV[i + 13]
+      -- create's writes, spelled out for a new job: its non-empty fields,
+      -- the ones the claim and the completion look up first; its index
+      -- entries (index) and counter.
+      local h = {'s', st, 'f', '0', 'v', '1', 'sca', NOW, 'q', q, 'k', k, 'sv', sv, 'a', '0', 'c', '0', 'sch', sch,
+        'ma', ma, 'pr', pr, 'to', to, 'cr', NOW, 'id', id}
+      if tg ~= '' then h[#h + 1] = 'tg'; h[#h + 1] = tg end
+      if fp ~= '' then h[#h + 1] = 'fp'; h[#h + 1] = fp end
+      if dl ~= '' then h[#h + 1] = 'dl'; h[#h + 1] = dl end
+      if m ~= '' then h[#h + 1] = 'm'; h[#h + 1] = m end
+      if p ~= '' then h[#h + 1] = 'p'; h[#h + 1] = p end
+      redis.call('HSET', P .. 'job:' .. id, unpack(h))
+      zlex(true, idsk, id)
+      if not QSEEN[q] then redis.call('SADD', K('queues'), q); QSEEN[q] = true end
+      if fp ~= '' then redis.call('SADD', K('fpj', fp), id) end
+      local sm = NOW .. ':' .. id
+      zlex(true, K('st', st), sm)
+      zlex(true, K('sq', st, q), sm)
+      zlex(true, K('sk', st, k), sm)
+      if st == 'available' then
+        zset(true, K('av', q, '0'), pr, sch .. ':' .. id)
+        if dl ~= '' then zlex(true, K('dl', q), dl .. ':' .. id) end
+      else
+        zlex(true, K('due', st), sch .. ':' .. id)
+      end
+      count(q, st, 1)
+      r = {'N', st, sch}
+      if IK ~= '' then
+        local J = {id = id, q = q, k = k, p = p, sv = sv, m = m, tg = tg, pr = pr, s = st, a = '0', ma = ma, c = '0',
+          fp = fp, f = '0', sch = sch, dl = dl, to = to, cr = NOW, sca = NOW, v = '1'}
+        recs[#recs + 1] = enc({'N', rec(J, false)})
+      end
     end
   end
   res[#res + 1] = r
 end
 idem_record('I' .. enc(recs))
-return res
+return {NOW, res}
 `)
 
 // luaClaim archives a queue's available jobs past their deadline and moves
@@ -418,10 +466,18 @@ local function take(class, n)
       if got >= n then break end
       scanned = scanned + 1
       local id = string.sub(m, 21)
-      local r = redis.call('HGETALL', K('job', id))
-      local H = {}
-      for i = 1, #r, 2 do H[r[i]] = r[i + 1] end
-      local dl = H.dl or ''
+      local r = redis.call('HGETALL', P .. 'job:' .. id)
+      -- The fields the fast path reads, picked from the reply rather than
+      -- copied into a table of every field.
+      local H = {k = '', sv = '0', f = '0', v = '0', sca = '', a = '0', c = '0'}
+      local dl, ep = '', ''
+      for i = 1, #r, 2 do
+        local f = r[i]
+        if f == 'f' or f == 'v' or f == 'sca' or f == 'k' or f == 'sv' or f == 'a' or f == 'c' or f == 'ne' or
+          f == 'le' then H[f] = r[i + 1]
+        elseif f == 'dl' then dl = r[i + 1]
+        elseif f == 'ep' then ep = r[i + 1] end
+      end
       local ok = #r > 0 and (dl == '' or dl >= NOW)
       if ok and kinds ~= nil then
         local v = kinds[H.k]
@@ -429,9 +485,9 @@ local function take(class, n)
       end
       if not ok then
         skipped = skipped + 1
-      elseif dl == '' and (H.ep or '') == '' then
+      elseif dl == '' and ep == '' then
         local f, v = istr(tonumber(H.f) + 1), istr(tonumber(H.v) + 1)
-        redis.call('HSET', K('job', id), 's', 'running', 'f', f, 'lid', A.lease, 'lw', A.worker, 'lx', exp,
+        redis.call('HSET', P .. 'job:' .. id, 's', 'running', 'f', f, 'lid', A.lease, 'lw', A.worker, 'lx', exp,
           'ata', NOW, 'atb', A.worker, 'sca', NOW, 'v', v)
         avm[#avm + 1] = m
         local sm = H.sca .. ':' .. id
