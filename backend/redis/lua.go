@@ -92,25 +92,30 @@ local function idem_record(res)
 end
 
 -- Jobs are hashes at {ns}:job:ID; see the package doc for the fields.
--- Empty fields are not stored (a job hash holds what it has); load
--- gives every field, '' when absent.
+-- Empty fields are not stored (a job hash holds what it has), nor (since
+-- schema version 2) the fields of DEF at their default; load gives every
+-- field, its default or '' when absent. A hash of version 1, which
+-- stored the defaults, reads the same.
 local FIELDS = {'id', 'q', 'k', 'p', 'sv', 'm', 'tg', 'pr', 's', 'a', 'ma', 'c', 'fp', 'f', 'sch', 'dl', 'to', 'cr',
   'ata', 'atb', 'sca', 'fin', 'rs', 'lid', 'lw', 'lx', 'v', 'cp', 'dlo', 'ro', 'sb', 'le', 'ep', 'ne'}
+local DEF = {a = '0', c = '0', f = '0', pr = '0', to = '0', tg = '[]'}
 local function load(id)
   local r = redis.call('HGETALL', K('job', id))
   if #r == 0 then return nil end
   local J = {}
   for i = 1, #r, 2 do J[r[i]] = r[i + 1] end
   for _, f in ipairs(FIELDS) do
-    if J[f] == nil then J[f] = '' end
+    if J[f] == nil then J[f] = DEF[f] or '' end
   end
   return J
 end
 local function copy(J) local c = {}; for k, v in pairs(J) do c[k] = v end; return c end
+-- flat is J's stored fields (a new job's hash; a reply): the empty ones
+-- and the defaults left out.
 local function flat(J, payload)
   local r = {}
   for k, v in pairs(J) do
-    if v ~= '' and (payload or k ~= 'p') then r[#r + 1] = k; r[#r + 1] = v end
+    if v ~= '' and v ~= DEF[k] and (payload or k ~= 'p') then r[#r + 1] = k; r[#r + 1] = v end
   end
   return r
 end
@@ -360,12 +365,13 @@ for i = 5, #ARGV, 14 do
       if sch > NOW then st = 'scheduled' end
       local p, sv, m, tg, pr, ma, dl, to = ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7],
         ARGV[i + 8], ARGV[i + 12], ARGV[i + 13]
-      -- create's writes, spelled out for a new job: its non-empty fields,
-      -- the ones the claim and the completion look up first; its index
-      -- entries (index) and counter.
-      local h = {'s', st, 'f', '0', 'v', '1', 'sca', NOW, 'q', q, 'k', k, 'sv', sv, 'a', '0', 'c', '0', 'sch', sch,
-        'ma', ma, 'pr', pr, 'to', to, 'cr', NOW, 'id', id}
-      if tg ~= '' then h[#h + 1] = 'tg'; h[#h + 1] = tg end
+      -- create's writes, spelled out for a new job: its stored fields
+      -- (flat's), the ones the claim and the completion look up first;
+      -- its index entries (index) and counter.
+      local h = {'s', st, 'v', '1', 'sca', NOW, 'q', q, 'k', k, 'sv', sv, 'sch', sch, 'ma', ma, 'cr', NOW, 'id', id}
+      if pr ~= '0' then h[#h + 1] = 'pr'; h[#h + 1] = pr end
+      if to ~= '0' then h[#h + 1] = 'to'; h[#h + 1] = to end
+      if tg ~= '' and tg ~= '[]' then h[#h + 1] = 'tg'; h[#h + 1] = tg end
       if fp ~= '' then h[#h + 1] = 'fp'; h[#h + 1] = fp end
       if dl ~= '' then h[#h + 1] = 'dl'; h[#h + 1] = dl end
       if m ~= '' then h[#h + 1] = 'm'; h[#h + 1] = m end
