@@ -614,21 +614,29 @@ return res
 // id, fence.
 //
 // Returns one integer per item: 1 renewed, 0 lease lost.
+//
+// A running job is only in the lease set (run) and, with an error
+// pattern, its error group's sets, whose members a renewal leaves as they
+// are: it reads the five fields it checks and writes two, and the lease
+// set's entries move once per batch.
 var luaRenew = script(`
 local exp = tadd(ARGV[4])
-local res = {}
+local res, old, new = {}, {}, {}
 for i = 5, #ARGV, 3 do
-  local J = load(ARGV[i])
-  if J and J.s == 'running' and J.lid == ARGV[i + 1] and J.f == ARGV[i + 2] then
-    local O = copy(J)
-    J.lx = exp
-    bump(J)
-    commit(O, J, false)
+  local id = ARGV[i]
+  local key = P .. 'job:' .. id
+  local h = redis.call('HMGET', key, 's', 'lid', 'f', 'lx', 'v')
+  if h[1] == 'running' and h[2] == ARGV[i + 1] and h[3] == ARGV[i + 2] then
+    redis.call('HSET', key, 'lx', exp, 'v', istr(tonumber(h[5]) + 1))
+    old[#old + 1] = (h[4] or '') .. ':' .. id
+    new[#new + 1] = exp .. ':' .. id
     res[#res + 1] = 1
   else
     res[#res + 1] = 0
   end
 end
+zmany(false, K('run'), old)
+zmany(true, K('run'), new)
 return res
 `)
 
@@ -743,7 +751,11 @@ return out(J, true)
 // order, joined by US.
 //
 // Returns the queues that got work (with repeats).
+//
+// The index writes are gathered (ZB): each index key is written once for
+// the batch. Each due set is read once, before any of them is written.
 var luaScheduleDue = script(`
+ZB = {}
 local to, limit = ARGV[4], tonumber(ARGV[5])
 local moved, queues = 0, {}
 for _, from in ipairs(split(ARGV[6])) do
