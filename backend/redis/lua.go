@@ -41,6 +41,14 @@ local T = redis.call('TIME')
 local NOW_S, NOW_NS = tonumber(T[1]), tonumber(T[2]) * 1000
 local NOW = string.format('%010d%09d', NOW_S, NOW_NS)
 local function istr(n) return string.format('%d', n) end
+-- inc is a counter's string one up (fence, version), remembered for the
+-- script: the jobs of a batch share a few values.
+local INC = {}
+local function inc(s)
+  local r = INC[s]
+  if not r then r = istr(tonumber(s) + 1); INC[s] = r end
+  return r
+end
 -- tadd is the store's now plus a duration written "seconds:nanoseconds"
 -- (nanoseconds in [0, 1e9)).
 local function tadd(d)
@@ -273,7 +281,7 @@ end
 local function event(id, kind, actor, from, to, attempt, msg)
   redis.call('RPUSH', K('ev', id), table.concat({NOW, kind, actor, from, to, attempt, msg}, US))
 end
-local function bump(J) J.v = istr(tonumber(J.v) + 1) end
+local function bump(J) J.v = inc(J.v) end
 local function quarantined(fp)
   return fp ~= '' and redis.call('HGET', K('fpr', fp), 'st') == 'quarantined'
 end
@@ -492,7 +500,7 @@ local function take(class, n)
       if not ok then
         skipped = skipped + 1
       elseif dl == '' and ep == '' then
-        local f, v = istr(tonumber(H.f) + 1), istr(tonumber(H.v) + 1)
+        local f, v = inc(H.f), inc(H.v)
         redis.call('HSET', P .. 'job:' .. id, 's', 'running', 'f', f, 'lid', A.lease, 'lw', A.worker, 'lx', exp,
           'ata', NOW, 'atb', A.worker, 'sca', NOW, 'v', v)
         avm[#avm + 1] = m
@@ -575,7 +583,7 @@ for i = 5, #ARGV, 4 do
       end
     else
       local q = h[5]
-      redis.call('HSET', key, 's', 'completed', 'fin', NOW, 'sca', NOW, 'v', istr(tonumber(h[7]) + 1))
+      redis.call('HSET', key, 's', 'completed', 'fin', NOW, 'sca', NOW, 'v', inc(h[7]))
       redis.call('HDEL', key, 'lid', 'lw', 'lx')
       runm[#runm + 1] = h[4] .. ':' .. id
       local m = NOW .. ':' .. id
@@ -627,7 +635,7 @@ for i = 5, #ARGV, 3 do
   local key = P .. 'job:' .. id
   local h = redis.call('HMGET', key, 's', 'lid', 'f', 'lx', 'v')
   if h[1] == 'running' and h[2] == ARGV[i + 1] and h[3] == ARGV[i + 2] then
-    redis.call('HSET', key, 'lx', exp, 'v', istr(tonumber(h[5]) + 1))
+    redis.call('HSET', key, 'lx', exp, 'v', inc(h[5]))
     old[#old + 1] = (h[4] or '') .. ':' .. id
     new[#new + 1] = exp .. ':' .. id
     res[#res + 1] = 1
