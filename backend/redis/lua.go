@@ -119,7 +119,8 @@ local function load(id)
 end
 local function copy(J) local c = {}; for k, v in pairs(J) do c[k] = v end; return c end
 -- flat is J's stored fields (a new job's hash; a reply): the empty ones
--- and the defaults left out.
+-- and the defaults left out, so it never rewrites an existing hash (a
+-- field set back to its default would stay as it was): commit does.
 local function flat(J, payload)
   local r = {}
   for k, v in pairs(J) do
