@@ -28,11 +28,27 @@ package redis
 const luaLib = `
 local P = string.sub(KEYS[1], 1, -7)
 local US, RS = '\31', '\30'
-local function K(...) return P .. table.concat({...}, ':') end
+local function K(a, b, c, ...)
+  -- One concatenation, no table, for the one to three parts every key has.
+  if c == nil then
+    if b == nil then return P .. a end
+    return P .. a .. ':' .. b
+  end
+  if ... == nil then return P .. a .. ':' .. b .. ':' .. c end
+  return P .. table.concat({a, b, c, ...}, ':')
+end
 local T = redis.call('TIME')
 local NOW_S, NOW_NS = tonumber(T[1]), tonumber(T[2]) * 1000
 local NOW = string.format('%010d%09d', NOW_S, NOW_NS)
 local function istr(n) return string.format('%d', n) end
+-- inc is a counter's string one up (fence, version), remembered for the
+-- script: the jobs of a batch share a few values.
+local INC = {}
+local function inc(s)
+  local r = INC[s]
+  if not r then r = istr(tonumber(s) + 1); INC[s] = r end
+  return r
+end
 -- tadd is the store's now plus a duration written "seconds:nanoseconds"
 -- (nanoseconds in [0, 1e9)).
 local function tadd(d)
@@ -84,25 +100,31 @@ local function idem_record(res)
 end
 
 -- Jobs are hashes at {ns}:job:ID; see the package doc for the fields.
--- Empty fields are not stored (a job hash holds what it has); load
--- gives every field, '' when absent.
+-- Empty fields are not stored (a job hash holds what it has), nor (since
+-- schema version 2) the fields of DEF at their default; load gives every
+-- field, its default or '' when absent. A hash of version 1, which
+-- stored the defaults, reads the same.
 local FIELDS = {'id', 'q', 'k', 'p', 'sv', 'm', 'tg', 'pr', 's', 'a', 'ma', 'c', 'fp', 'f', 'sch', 'dl', 'to', 'cr',
   'ata', 'atb', 'sca', 'fin', 'rs', 'lid', 'lw', 'lx', 'v', 'cp', 'dlo', 'ro', 'sb', 'le', 'ep', 'ne'}
+local DEF = {a = '0', c = '0', f = '0', pr = '0', to = '0', tg = '[]'}
 local function load(id)
   local r = redis.call('HGETALL', K('job', id))
   if #r == 0 then return nil end
   local J = {}
   for i = 1, #r, 2 do J[r[i]] = r[i + 1] end
   for _, f in ipairs(FIELDS) do
-    if J[f] == nil then J[f] = '' end
+    if J[f] == nil then J[f] = DEF[f] or '' end
   end
   return J
 end
 local function copy(J) local c = {}; for k, v in pairs(J) do c[k] = v end; return c end
+-- flat is J's stored fields (a new job's hash; a reply): the empty ones
+-- and the defaults left out, so it never rewrites an existing hash (a
+-- field set back to its default would stay as it was): commit does.
 local function flat(J, payload)
   local r = {}
   for k, v in pairs(J) do
-    if v ~= '' and (payload or k ~= 'p') then r[#r + 1] = k; r[#r + 1] = v end
+    if v ~= '' and v ~= DEF[k] and (payload or k ~= 'p') then r[#r + 1] = k; r[#r + 1] = v end
   end
   return r
 end
@@ -125,7 +147,7 @@ local function zset(add, key, score, m)
     if add then b.add[#b.add + 1] = score; b.add[#b.add + 1] = m else b.rem[#b.rem + 1] = m end
   elseif add then redis.call('ZADD', key, score, m) else redis.call('ZREM', key, m) end
 end
-local function zlex(add, key, m) zset(add, key, 0, m) end
+local function zlex(add, key, m) zset(add, key, '0', m) end
 local EGB = {}
 local function egcount(g, n)
   if ZB then EGB[g] = (EGB[g] or 0) + n; return end
@@ -194,7 +216,7 @@ local function index(J, add)
   end
   if s == 'available' then
     local key, am = K('av', J.q, cls(J.c)), J.sch .. ':' .. id
-    zset(add, key, tonumber(J.pr), am)
+    zset(add, key, J.pr, am)
     if J.dl ~= '' then zlex(add, K('dl', J.q), J.dl .. ':' .. id) end
   elseif s == 'scheduled' or s == 'retryable' then
     zlex(add, K('due', s), J.sch .. ':' .. id)
@@ -217,11 +239,14 @@ local function commit(O, J, autocount)
   index(J, true)
   if autocount and (O.s ~= J.s or O.q ~= J.q) then count(O.q, O.s, -1); count(J.q, J.s, 1) end
 end
--- create writes a new job and its indexes, and counts it.
+-- create writes a new job and its indexes, and counts it. Under ZB (a
+-- batch) its index entries, the ids entry among them, are gathered, and
+-- each queue is added to queues once per script.
+local QSEEN = {}
 local function create(J)
   redis.call('HSET', K('job', J.id), unpack(flat(J, true)))
-  redis.call('ZADD', K('ids'), 0, J.id)
-  redis.call('SADD', K('queues'), J.q)
+  zlex(true, K('ids'), J.id)
+  if not QSEEN[J.q] then redis.call('SADD', K('queues'), J.q); QSEEN[J.q] = true end
   if J.fp ~= '' then redis.call('SADD', K('fpj', J.fp), J.id) end
   index(J, true)
   count(J.q, J.s, 1)
@@ -242,7 +267,7 @@ local function zmany(add, key, ms)
   for i = 1, #ms, 500 do
     local a = {}
     for j = i, math.min(i + 499, #ms) do
-      if add then a[#a + 1] = 0 end
+      if add then a[#a + 1] = '0' end
       a[#a + 1] = ms[j]
     end
     if add then redis.call('ZADD', key, unpack(a)) else redis.call('ZREM', key, unpack(a)) end
@@ -257,7 +282,7 @@ end
 local function event(id, kind, actor, from, to, attempt, msg)
   redis.call('RPUSH', K('ev', id), table.concat({NOW, kind, actor, from, to, attempt, msg}, US))
 end
-local function bump(J) J.v = istr(tonumber(J.v) + 1) end
+local function bump(J) J.v = inc(J.v) end
 local function quarantined(fp)
   return fp ~= '' and redis.call('HGET', K('fpr', fp), 'st') == 'quarantined'
 end
@@ -309,12 +334,19 @@ if IE then return redis.error_reply(IE) end
 // max attempts, fingerprint, scheduled_at (time, or "" for now plus the
 // delay), delay ("s:ns"), deadline (time or ""), timeout (ns).
 //
-// Returns one entry per job: {"N", job} written, {"E", job} existing with
-// the same content, {"C"} existing with other content, {"Q"} refused as
-// quarantined.
+// Returns {now, results}, one result per job: {"N", state, scheduled_at}
+// written (every other field is the job as sent, as of now: JobInsertMany
+// builds the job from its parameters rather than have the script send
+// back what it was sent), {"E", job} existing with the same content, {"C"}
+// existing with other content, {"Q"} refused as quarantined.
+//
+// The index entries of the new jobs are gathered (ZB) and written once
+// per key for the batch; fingerprints are looked up only when quarantine
+// records exist.
 var luaInsert = script(`
-local refuse = ARGV[4] == '1'
-local res, recs = {}, {}
+local refuse = ARGV[4] == '1' and redis.call('SCARD', K('fprs')) > 0
+ZB = {}
+local res, recs, due, idsk = {}, {}, {}, K('ids')
 for i = 5, #ARGV, 14 do
   local id, q, k, fp = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 9]
   local r
@@ -333,22 +365,53 @@ for i = 5, #ARGV, 14 do
       end
     else
       local sch = ARGV[i + 10]
-      if sch == '' then sch = tadd(ARGV[i + 11]) end
+      if sch == '' then
+        local d = ARGV[i + 11]
+        sch = due[d]
+        if not sch then sch = tadd(d); due[d] = sch end
+      end
       local st = 'available'
       if sch > NOW then st = 'scheduled' end
-      local J = {id = id, q = q, k = k, p = ARGV[i + 3], sv = ARGV[i + 4], m = ARGV[i + 5], tg = ARGV[i + 6],
-        pr = ARGV[i + 7], s = st, a = '0', ma = ARGV[i + 8], c = '0', fp = fp, f = '0', sch = sch,
-        dl = ARGV[i + 12], to = ARGV[i + 13], cr = NOW, ata = '', atb = '', sca = NOW, fin = '', rs = '',
-        lid = '', lw = '', lx = '', v = '1', cp = '', dlo = '', ro = '', sb = '', le = '', ep = ''}
-      create(J)
-      r = {'N', {flat(J, false), {}}}
-      if IK ~= '' then recs[#recs + 1] = enc({'N', rec(J, false)}) end
+      local p, sv, m, tg, pr, ma, dl, to = ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7],
+        ARGV[i + 8], ARGV[i + 12], ARGV[i + 13]
+      -- create's writes, spelled out for a new job: its stored fields
+      -- (flat's), the ones the claim and the completion look up first;
+      -- its index entries (index) and counter.
+      local h = {'s', st, 'v', '1', 'sca', NOW, 'q', q, 'k', k, 'sv', sv, 'sch', sch, 'ma', ma, 'cr', NOW, 'id', id}
+      if pr ~= '0' then h[#h + 1] = 'pr'; h[#h + 1] = pr end
+      if to ~= '0' then h[#h + 1] = 'to'; h[#h + 1] = to end
+      if tg ~= '' and tg ~= '[]' then h[#h + 1] = 'tg'; h[#h + 1] = tg end
+      if fp ~= '' then h[#h + 1] = 'fp'; h[#h + 1] = fp end
+      if dl ~= '' then h[#h + 1] = 'dl'; h[#h + 1] = dl end
+      if m ~= '' then h[#h + 1] = 'm'; h[#h + 1] = m end
+      if p ~= '' then h[#h + 1] = 'p'; h[#h + 1] = p end
+      redis.call('HSET', P .. 'job:' .. id, unpack(h))
+      zlex(true, idsk, id)
+      if not QSEEN[q] then redis.call('SADD', K('queues'), q); QSEEN[q] = true end
+      if fp ~= '' then redis.call('SADD', K('fpj', fp), id) end
+      local sm = NOW .. ':' .. id
+      zlex(true, K('st', st), sm)
+      zlex(true, K('sq', st, q), sm)
+      zlex(true, K('sk', st, k), sm)
+      if st == 'available' then
+        zset(true, K('av', q, '0'), pr, sch .. ':' .. id)
+        if dl ~= '' then zlex(true, K('dl', q), dl .. ':' .. id) end
+      else
+        zlex(true, K('due', st), sch .. ':' .. id)
+      end
+      count(q, st, 1)
+      r = {'N', st, sch}
+      if IK ~= '' then
+        local J = {id = id, q = q, k = k, p = p, sv = sv, m = m, tg = tg, pr = pr, s = st, a = '0', ma = ma, c = '0',
+          fp = fp, f = '0', sch = sch, dl = dl, to = to, cr = NOW, sca = NOW, v = '1'}
+        recs[#recs + 1] = enc({'N', rec(J, false)})
+      end
     end
   end
   res[#res + 1] = r
 end
 idem_record('I' .. enc(recs))
-return res
+return {NOW, res}
 `)
 
 // luaClaim archives a queue's available jobs past their deadline and moves
@@ -418,10 +481,18 @@ local function take(class, n)
       if got >= n then break end
       scanned = scanned + 1
       local id = string.sub(m, 21)
-      local r = redis.call('HGETALL', K('job', id))
-      local H = {}
-      for i = 1, #r, 2 do H[r[i]] = r[i + 1] end
-      local dl = H.dl or ''
+      local r = redis.call('HGETALL', P .. 'job:' .. id)
+      -- The fields the fast path reads, picked from the reply rather than
+      -- copied into a table of every field.
+      local H = {k = '', sv = '0', f = '0', v = '0', sca = '', a = '0', c = '0'}
+      local dl, ep = '', ''
+      for i = 1, #r, 2 do
+        local f = r[i]
+        if f == 'f' or f == 'v' or f == 'sca' or f == 'k' or f == 'sv' or f == 'a' or f == 'c' or f == 'ne' or
+          f == 'le' then H[f] = r[i + 1]
+        elseif f == 'dl' then dl = r[i + 1]
+        elseif f == 'ep' then ep = r[i + 1] end
+      end
       local ok = #r > 0 and (dl == '' or dl >= NOW)
       if ok and kinds ~= nil then
         local v = kinds[H.k]
@@ -429,9 +500,9 @@ local function take(class, n)
       end
       if not ok then
         skipped = skipped + 1
-      elseif dl == '' and (H.ep or '') == '' then
-        local f, v = istr(tonumber(H.f) + 1), istr(tonumber(H.v) + 1)
-        redis.call('HSET', K('job', id), 's', 'running', 'f', f, 'lid', A.lease, 'lw', A.worker, 'lx', exp,
+      elseif dl == '' and ep == '' then
+        local f, v = inc(H.f), inc(H.v)
+        redis.call('HSET', P .. 'job:' .. id, 's', 'running', 'f', f, 'lid', A.lease, 'lw', A.worker, 'lx', exp,
           'ata', NOW, 'atb', A.worker, 'sca', NOW, 'v', v)
         avm[#avm + 1] = m
         local sm = H.sca .. ':' .. id
@@ -513,7 +584,7 @@ for i = 5, #ARGV, 4 do
       end
     else
       local q = h[5]
-      redis.call('HSET', key, 's', 'completed', 'fin', NOW, 'sca', NOW, 'v', istr(tonumber(h[7]) + 1))
+      redis.call('HSET', key, 's', 'completed', 'fin', NOW, 'sca', NOW, 'v', inc(h[7]))
       redis.call('HDEL', key, 'lid', 'lw', 'lx')
       runm[#runm + 1] = h[4] .. ':' .. id
       local m = NOW .. ':' .. id
@@ -552,21 +623,29 @@ return res
 // id, fence.
 //
 // Returns one integer per item: 1 renewed, 0 lease lost.
+//
+// A running job is only in the lease set (run) and, with an error
+// pattern, its error group's sets, whose members a renewal leaves as they
+// are: it reads the five fields it checks and writes two, and the lease
+// set's entries move once per batch.
 var luaRenew = script(`
 local exp = tadd(ARGV[4])
-local res = {}
+local res, old, new = {}, {}, {}
 for i = 5, #ARGV, 3 do
-  local J = load(ARGV[i])
-  if J and J.s == 'running' and J.lid == ARGV[i + 1] and J.f == ARGV[i + 2] then
-    local O = copy(J)
-    J.lx = exp
-    bump(J)
-    commit(O, J, false)
+  local id = ARGV[i]
+  local key = P .. 'job:' .. id
+  local h = redis.call('HMGET', key, 's', 'lid', 'f', 'lx', 'v')
+  if h[1] == 'running' and h[2] == ARGV[i + 1] and h[3] == ARGV[i + 2] then
+    redis.call('HSET', key, 'lx', exp, 'v', inc(h[5]))
+    old[#old + 1] = (h[4] or '') .. ':' .. id
+    new[#new + 1] = exp .. ':' .. id
     res[#res + 1] = 1
   else
     res[#res + 1] = 0
   end
 end
+zmany(false, K('run'), old)
+zmany(true, K('run'), new)
 return res
 `)
 
@@ -681,7 +760,11 @@ return out(J, true)
 // order, joined by US.
 //
 // Returns the queues that got work (with repeats).
+//
+// The index writes are gathered (ZB): each index key is written once for
+// the batch. Each due set is read once, before any of them is written.
 var luaScheduleDue = script(`
+ZB = {}
 local to, limit = ARGV[4], tonumber(ARGV[5])
 local moved, queues = 0, {}
 for _, from in ipairs(split(ARGV[6])) do

@@ -11,7 +11,8 @@
 // it. The layout, under the prefix {ns}:
 //
 //	schema             the namespace's schema version (a string)
-//	job:ID             a job: hash (empty fields not stored) with fields id q(ueue) k(ind) p(ayload)
+//	job:ID             a job: hash (empty fields not stored, nor a c f pr to at 0 and tg at [],
+//	                   which read as those defaults) with fields id q(ueue) k(ind) p(ayload)
 //	                   sv (schema version) m(etadata) tg (tags, JSON) pr(iority)
 //	                   s(tate) a(ttempt) ma (max attempts) c (crash attempt)
 //	                   fp (fingerprint) f(ence) sch (scheduled_at) dl (deadline)
@@ -88,7 +89,14 @@ import (
 )
 
 // SchemaVersion is the namespace layout this build reads and writes.
-const SchemaVersion = 1
+//
+//	1  the first layout
+//	2  a job hash leaves out a, c, f, pr and to at 0 and tg at [] (a
+//	   missing field reads as its default). A build of version 1 would read
+//	   such a job wrong, so it refuses the namespace; this build reads
+//	   version 1's hashes as they are, so migrating from 1 writes the
+//	   schema key and nothing else.
+const SchemaVersion = 2
 
 // DefaultNamespace is the namespace of a URL without ns.
 const DefaultNamespace = "sluice"
@@ -266,8 +274,8 @@ func (s *Store) openSchema(ctx context.Context, opts Options) error {
 		return fmt.Errorf("redis: %s: %w: namespace %s is at schema version %d, this build needs %d (migrate it with: %s)",
 			s.url, ErrNoStore, s.ns, have, SchemaVersion, cmd)
 	}
-	// Version 1 is the first layout: creating or migrating is writing the
-	// key, which two processes may do at once.
+	// Creating, or migrating from version 1 or 0 (see SchemaVersion), is
+	// writing the key, which two processes may do at once.
 	if err := s.c.Set(ctx, s.anchor, strconv.Itoa(SchemaVersion), 0).Err(); err != nil {
 		return fmt.Errorf("redis: %s: migrate namespace %s: %w", s.url, s.ns, err)
 	}

@@ -29,12 +29,14 @@ func TestOpenSchemaRule(t *testing.T) {
 		after   string   // the schema key after Open
 	}{
 		{"empty must exist", "", redis.Options{MustExist: true}, []string{"is empty", "sluice migrate --store"}, ""},
-		{"empty created", "", redis.Options{}, nil, "1"},
-		{"behind refused", "0", redis.Options{}, []string{"version 0", "needs 1", "sluice migrate --store"}, "0"},
-		{"behind must exist", "0", redis.Options{MustExist: true}, []string{"version 0", "needs 1"}, "0"},
-		{"behind migrated", "0", redis.Options{Migrate: true}, nil, "1"},
-		{"ahead refused", "2", redis.Options{Migrate: true}, []string{"version 2", "newer than this build's 1", "sluice migrate --store"}, "2"},
-		{"current", "1", redis.Options{MustExist: true}, nil, "1"},
+		{"empty created", "", redis.Options{}, nil, "2"},
+		{"behind refused", "0", redis.Options{}, []string{"version 0", "needs 2", "sluice migrate --store"}, "0"},
+		{"version 1 refused", "1", redis.Options{}, []string{"version 1", "needs 2", "sluice migrate --store"}, "1"},
+		{"behind must exist", "1", redis.Options{MustExist: true}, []string{"version 1", "needs 2"}, "1"},
+		{"behind migrated", "0", redis.Options{Migrate: true}, nil, "2"},
+		{"version 1 migrated", "1", redis.Options{Migrate: true}, nil, "2"},
+		{"ahead refused", "3", redis.Options{Migrate: true}, []string{"version 3", "newer than this build's 2", "sluice migrate --store"}, "3"},
+		{"current", "2", redis.Options{MustExist: true}, nil, "2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -206,6 +208,70 @@ func TestDurabilityWarnings(t *testing.T) {
 	evicts := cfg["maxmemory-policy"] != "noeviction"
 	if got := strings.Contains(ws, "maxmemory-policy"); got != evicts {
 		t.Errorf("maxmemory-policy %q: warnings %q", cfg["maxmemory-policy"], ws)
+	}
+}
+
+// TestVersion1Layout: jobs written in version 1's layout (every field
+// stored, the defaults too) read, claim and complete the same after the
+// namespace is migrated to version 2, which leaves the defaults out; a
+// namespace at version 1 is refused without migration.
+func TestVersion1Layout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u := redistest.URL(t)
+	s, err := redis.Open(ctx, u, redis.Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := s.Client()
+	if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: []*engine.JobInsertParams{
+		{ID: "old", Queue: "q", Kind: "k", Payload: []byte(`{"n":1}`), SchemaVersion: 1, MaxAttempts: 3},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	key := s.Key("job", "old")
+	if n, _ := c.HExists(ctx, key, "a").Result(); n {
+		t.Fatal("version 2 stored the attempt at its default")
+	}
+	want, err := s.JobGetByID(ctx, &engine.JobGetByIDParams{ID: "old", IncludePayload: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The hash as version 1 wrote it, and the namespace at version 1.
+	if err := c.HSet(ctx, key, "a", "0", "c", "0", "f", "0", "pr", "0", "to", "0", "tg", "[]").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set(ctx, s.Key("schema"), "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := redis.Open(ctx, u, redis.Options{}); !errors.Is(err, redis.ErrNoStore) || !strings.Contains(err.Error(), "version 1") {
+		t.Fatalf("open of a version 1 namespace without migration: %v, want it refused", err)
+	}
+	s2, err := redis.Open(ctx, u, redis.Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	got, err := s2.JobGetByID(ctx, &engine.JobGetByIDParams{ID: "old", IncludePayload: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("version 1 hash reads\n%+v\nwant\n%+v", got, want)
+	}
+	r, err := s2.JobClaim(ctx, &engine.JobClaimParams{Queue: "q", WorkerID: "w", LeaseID: "l", Limit: 5, LeaseDuration: time.Minute})
+	if err != nil || len(r.Jobs) != 1 || r.Jobs[0].ID != "old" || r.Jobs[0].Fence != 1 || r.Jobs[0].Attempt != 0 {
+		t.Fatalf("claim of the version 1 job: %+v %v", r, err)
+	}
+	errs, err := s2.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{
+		{JobRef: engine.JobRef{ID: "old", LeaseID: "l", Fence: 1}}}})
+	if err != nil || errs[0] != nil {
+		t.Fatalf("complete: %v %v", err, errs)
+	}
+	got, err = s2.JobGetByID(ctx, &engine.JobGetByIDParams{ID: "old"})
+	if err != nil || got.State != engine.StateCompleted || got.Version != want.Version+2 || got.Fence != 1 {
+		t.Fatalf("after complete: %+v %v", got, err)
 	}
 }
 
