@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/sluicehq/sluice/engine"
@@ -149,21 +150,76 @@ func countsServe(f *engine.Filter) bool {
 		f.PlanCutoff == nil
 }
 
+// countCorrectionCap bounds each correction of a counted count in its
+// first form (see countByCountersQuery).
+const countCorrectionCap = 1000
+
 // jobCountByCounters counts the jobs of a states-and-queues filter exactly
 // from the maintained counters, in one statement (one snapshot): the
 // counters, less the jobs that entered their state after AsOf (a short
 // range at the end of the state_changed_at indexes), less the superseded
 // ones when excluded. A count(*) at a million rows reads the whole index
 // (and, before a vacuum has set the visibility map, the heap): seconds.
+//
+// The corrections are first read capped (countCorrectionCap rows each,
+// in index order): a plan that walks the index and stops is then the
+// cheapest whatever the planner believes. Uncapped, with no statistics
+// (autovacuum off, or a mass death not analyzed yet) or in a generic
+// plan, state_changed_at > $n looks like a third of the table and a
+// non-empty superseded_by like nearly all of it: both were read by a
+// sequential scan of every job (100 ms at 100,000 jobs, seconds at a
+// million) to find none. Only when a correction fills its cap is the
+// count taken again uncapped.
 func (s *Store) jobCountByCounters(ctx context.Context, p *engine.JobCountParams) (int64, bool, error) {
+	n, full, err := s.countByCounters(ctx, p, countCorrectionCap)
+	if err == nil && full {
+		n, _, err = s.countByCounters(ctx, p, 0)
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	if p.Max > 0 && n > p.Max {
+		return p.Max, true, nil
+	}
+	return n, false, nil
+}
+
+// countByCounters runs countByCountersQuery; full reports a correction
+// that reached its cap (never when capAt is 0).
+func (s *Store) countByCounters(ctx context.Context, p *engine.JobCountParams, capAt int) (n int64, full bool, err error) {
+	q, a, err := s.countByCountersQuery(p, capAt)
+	if err != nil {
+		return 0, false, err
+	}
+	var counted int64
+	var corr []int64
+	if err := s.pool.QueryRow(ctx, q, a...).Scan(&counted, &corr); err != nil {
+		return 0, false, fmt.Errorf("postgres: count jobs: %w", err)
+	}
+	n = counted
+	// corr holds, per correction, the jobs it takes away and the rows it
+	// read.
+	for i := 0; i+1 < len(corr); i += 2 {
+		n -= corr[i]
+		if capAt > 0 && corr[i+1] >= int64(capAt) {
+			full = true
+		}
+	}
+	return n, full, nil
+}
+
+// countByCountersQuery is the statement of jobCountByCounters: the
+// counters' sum and an array of (taken away, rows read) per correction,
+// each correction reading at most capAt rows (0: all).
+func (s *Store) countByCountersQuery(p *engine.JobCountParams, capAt int) (string, []any, error) {
 	base := newWhere()
 	if err := base.addFilter(&p.Filter); err != nil {
-		return 0, false, err
+		return "", nil, err
 	}
 	var q strings.Builder
 	cw := base.clone()
 	cw.addStates(p.Filter.States)
-	q.WriteString(s.sql("SELECT (SELECT coalesce(sum(n), 0) FROM {s}.job_counts WHERE ") + cw.sql() + ")")
+	q.WriteString(s.sql("SELECT (SELECT coalesce(sum(n), 0) FROM {s}.job_counts WHERE ") + cw.sql() + ")::bigint, ARRAY[]::bigint[]")
 	// The queue condition stays out of the WHERE of the two corrections
 	// (a FILTER of the count instead): given (state, queue), the planner
 	// takes jobs_error_groups, where state_changed_at comes after kind and
@@ -177,12 +233,23 @@ func (s *Store) jobCountByCounters(ctx context.Context, p *engine.JobCountParams
 		qw.in("queue", p.Filter.Queues)
 		queues = qw.sql()
 	}
+	// The cap is a literal: a LIMIT $n is planned as a tenth of the rows.
+	limit := " LIMIT " + strconv.Itoa(capAt)
+	// correction takes away the rows of inner for which cond holds.
+	correction := func(cond, cols, from, order string) {
+		q.WriteString(" || (SELECT ARRAY[count(*) FILTER (WHERE " + cond + "), count(*)] FROM (SELECT " + cols +
+			s.sql(" FROM {s}.jobs WHERE ") + from)
+		if capAt > 0 {
+			q.WriteString(" ORDER BY " + order + limit)
+		}
+		q.WriteString(") x)")
+	}
 	var asOf string
 	if p.AsOf != nil {
 		asOf = base.a.add(p.AsOf.UnixNano())
 		for _, b := range branches(&where{a: base.a}, p.Filter.States) {
 			b.add("state_changed_at > " + asOf)
-			q.WriteString(s.sql(" - (SELECT count(*) FILTER (WHERE "+queues+") FROM {s}.jobs WHERE ") + b.sql() + ")")
+			correction(queues, "queue", b.sql(), "state_changed_at DESC")
 		}
 	}
 	if p.ExcludeSuperseded {
@@ -193,14 +260,7 @@ func (s *Store) jobCountByCounters(ctx context.Context, p *engine.JobCountParams
 			w.add("state_changed_at <= " + asOf)
 		}
 		// The superseded jobs are few: their partial index, then the rest.
-		q.WriteString(s.sql(" - (SELECT count(*) FILTER (WHERE ") + w.sql() + s.sql(") FROM {s}.jobs WHERE superseded_by <> '')"))
+		correction(w.sql(), "state, queue, state_changed_at", "superseded_by <> ''", "superseded_by")
 	}
-	var n int64
-	if err := s.pool.QueryRow(ctx, q.String(), base.a.vals...).Scan(&n); err != nil {
-		return 0, false, fmt.Errorf("postgres: count jobs: %w", err)
-	}
-	if p.Max > 0 && n > p.Max {
-		return p.Max, true, nil
-	}
-	return n, false, nil
+	return q.String(), base.a.vals, nil
 }

@@ -353,27 +353,11 @@ func (b *batch) pick(ctx context.Context, window int) ([]candidate, *string, err
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil, fmt.Errorf("postgres: window: %w", err)
 	}
-	sel := &p.Selector
-	w := newWhere()
-	w.add("id > " + w.a.add(p.After) + "::text")
-	if end != nil {
-		w.add("id <= " + w.a.add(*end) + "::text")
-	}
-	w.addStates(sel.States)
-	if err := w.addFilter(sel); err != nil {
+	q, a, err := b.pickQuery(end)
+	if err != nil {
 		return nil, nil, err
 	}
-	w.add("state_changed_at <= " + w.a.add(p.Cutoff.UnixNano()))
-	if !sel.IncludeSuperseded {
-		w.add("superseded_by = ''")
-	}
-	quarantined := "false"
-	if p.Spec.Refuses(engine.RefuseQuarantined) {
-		quarantined = tx.q("fingerprint IN (SELECT fingerprint FROM {s}.fingerprints WHERE status = 'quarantined')")
-	}
-	q := tx.q("SELECT id, queue, state, fingerprint, "+quarantined+" FROM {s}.jobs WHERE ") + w.sql() +
-		" ORDER BY id LIMIT " + w.a.add(b.limit) + " FOR UPDATE"
-	rows, err := tx.Query(ctx, q, w.a.vals...)
+	rows, err := tx.Query(ctx, q, a...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("postgres: select jobs: %w", err)
 	}
@@ -391,6 +375,46 @@ func (b *batch) pick(ctx context.Context, window int) ([]candidate, *string, err
 		return nil, nil, fmt.Errorf("postgres: select jobs: %w", err)
 	}
 	return found, end, nil
+}
+
+// pickQuery is pick's statement: the jobs of the window (ids past the
+// cursor up to end, or to the last job when end is nil) that the
+// selector, the cutoff and the superseded rule take, in id order, locked.
+//
+// Only the id range may lead the plan: it bounds the rows read to the
+// window's. Every other term is one opaque condition (… IS TRUE, which no
+// index serves), tested on each row of the range. Given them as index
+// conditions, the planner — with no statistics on the table (autovacuum
+// off, or a mass death it has not analyzed yet) or in a generic plan,
+// where state = 'archived' AND queue = $n looks like a handful of rows —
+// took jobs_error_groups or jobs_state_changed, read every job of the
+// state on each batch and sorted them by id: each batch cost the whole
+// state's size (110 ms a batch at 100,000 dead jobs, 1 s at a million).
+func (b *batch) pickQuery(end *string) (string, []any, error) {
+	p, tx := b.p, b.tx
+	sel := &p.Selector
+	rng := newWhere()
+	rng.add("id > " + rng.a.add(p.After) + "::text")
+	if end != nil {
+		rng.add("id <= " + rng.a.add(*end) + "::text")
+	}
+	w := &where{a: rng.a}
+	w.addStates(sel.States)
+	if err := w.addFilter(sel); err != nil {
+		return "", nil, err
+	}
+	w.add("state_changed_at <= " + w.a.add(p.Cutoff.UnixNano()))
+	if !sel.IncludeSuperseded {
+		w.add("superseded_by = ''")
+	}
+	rng.add("(" + w.sql() + ") IS TRUE")
+	quarantined := "false"
+	if p.Spec.Refuses(engine.RefuseQuarantined) {
+		quarantined = tx.q("fingerprint IN (SELECT fingerprint FROM {s}.fingerprints WHERE status = 'quarantined')")
+	}
+	q := tx.q("SELECT id, queue, state, fingerprint, "+quarantined+" FROM {s}.jobs WHERE ") + rng.sql() +
+		" ORDER BY id LIMIT " + rng.a.add(b.limit) + " FOR UPDATE"
+	return q, rng.a.vals, nil
 }
 
 // apply changes the jobs found, sets the cursor and counts.

@@ -8,7 +8,9 @@
 //	                   from the server's clock; payload, metadata, errors,
 //	                   checkpoint are jsonb, tags text[]
 //	job_events         stored timeline rows (failures, crashes, operator
-//	                   actions), deleted with their job (ON DELETE CASCADE)
+//	                   actions), deleted with their job by the statement
+//	                   trigger jobs_delete_events (no foreign key: see
+//	                   migration 0005)
 //	job_counts         jobs per (queue, state), in 16 shards per pair, kept
 //	                   exact by the transactions that move jobs
 //	fingerprints       quarantine records

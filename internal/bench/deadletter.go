@@ -366,6 +366,12 @@ func benchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *cliutil.LogOp
 			return err
 		}
 	}
+	pg := newPGProbe(store)
+	var pgCPU0 map[uint32]time.Duration
+	pgOK := false
+	if pg != nil {
+		pgCPU0, pgOK = pg.cpu(ctx)
+	}
 	rss := deadSampleRSS(100 * time.Millisecond)
 	cpu0 := processCPU()
 	t3 := time.Now()
@@ -429,6 +435,15 @@ func benchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *cliutil.LogOp
 		res.add("redis_slowlog_ours_max_ms", "na")
 		res.add("redis_cpu_us_per_retried_job", "na")
 	}
+	// PostgreSQL: the CPU of the store's backends per retried job, read
+	// from /proc when the server runs here.
+	pgPerJob := "na"
+	if pgOK {
+		if d, ok := pg.since(ctx, pgCPU0); ok {
+			pgPerJob = fmt.Sprintf("%.2f", float64(d.Microseconds())/float64(max(1, op.Succeeded)))
+		}
+	}
+	res.add("pg_backend_cpu_us_per_retried_job", pgPerJob)
 
 	// ---- Every job retried exactly once ----
 	progress("verifying")

@@ -3,14 +3,17 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/backend/postgres"
 	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/engine"
 )
@@ -140,4 +143,74 @@ func (p *redisProbe) slowSince(ctx context.Context, id int64) (all, ours int, lo
 		}
 	}
 	return all, ours, longest, nil
+}
+
+// pgProbe reads the CPU time of the PostgreSQL backends serving the
+// store's pool from /proc (a server on this machine, readable by this
+// user): what the server spent on the run, which a loaded machine's wall
+// clock does not tell. Backends opened and closed during the run are not
+// seen (the pool keeps its connections for much longer than a run).
+type pgProbe struct{ pool *pgxpool.Pool }
+
+func newPGProbe(s engine.Store) *pgProbe {
+	ps, ok := s.(*postgres.Store)
+	if !ok {
+		return nil
+	}
+	return &pgProbe{pool: ps.Pool()}
+}
+
+// cpu returns the CPU time of each idle pool connection's backend by its
+// pid; ok is false when a backend's /proc entry cannot be read (a server
+// elsewhere).
+func (p *pgProbe) cpu(ctx context.Context) (map[uint32]time.Duration, bool) {
+	out := map[uint32]time.Duration{}
+	for _, c := range p.pool.AcquireAllIdle(ctx) {
+		pid := c.Conn().PgConn().PID()
+		c.Release()
+		d, err := procCPUOf(int(pid))
+		if err != nil {
+			return nil, false
+		}
+		out[pid] = d
+	}
+	return out, len(out) > 0
+}
+
+// since is the CPU the backends used since before (a backend not there
+// before counts whole).
+func (p *pgProbe) since(ctx context.Context, before map[uint32]time.Duration) (time.Duration, bool) {
+	after, ok := p.cpu(ctx)
+	if !ok {
+		return 0, false
+	}
+	var d time.Duration
+	for pid, c := range after {
+		d += c - before[pid]
+	}
+	return d, true
+}
+
+// procCPUOf is a process's user and system time from /proc/PID/stat, in
+// clock ticks of 10 ms (USER_HZ is 100 on Linux).
+func procCPUOf(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 > len(s) {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected %q", pid, s)
+	}
+	f := strings.Fields(s[i+2:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected %q", pid, s)
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	k, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected %q", pid, s)
+	}
+	return time.Duration(u+k) * 10 * time.Millisecond, nil
 }
