@@ -2,12 +2,9 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicehq/sluice/engine"
 )
@@ -23,17 +20,8 @@ import (
 // (1 s a batch at a million), the dry run 1.3–1.7 s. Each statement must
 // read only its own rows: the window's ids, the end of a listing index.
 func TestBulkPlansWithoutStats(t *testing.T) {
-	base := planURL(t)
 	ctx := context.Background()
-	schema := fmt.Sprintf("planbulk_%d", time.Now().UnixNano())
-	s, err := Open(ctx, base+"&schema="+schema, Options{Migrate: true, MaxConns: 2, NoListen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		s.pool.Exec(context.Background(), `DROP SCHEMA `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
-		s.Close()
-	})
+	s := schemaStore(t, "planbulk")
 	if _, err := s.pool.Exec(ctx, s.sql(`INSERT INTO {s}.jobs (id, queue, kind, payload, state, scheduled_at,
 		created_at, state_changed_at, finalized_at, fingerprint, error_pattern, last_error)
 	SELECT 'j' || lpad(g::text, 6, '0'), 'bench', 'k' || (g % 3), '{}', 'archived', g, g, g, g, md5(g::text),

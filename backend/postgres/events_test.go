@@ -2,11 +2,7 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"testing"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // TestEventsGoWithTheirJob: since migration 0005 a job's events are
@@ -14,17 +10,8 @@ import (
 // foreign key; a DELETE of one job or of many leaves no event behind and
 // keeps the events of the jobs it does not delete.
 func TestEventsGoWithTheirJob(t *testing.T) {
-	base := planURL(t)
 	ctx := context.Background()
-	schema := fmt.Sprintf("events_%d", time.Now().UnixNano())
-	s, err := Open(ctx, base+"&schema="+schema, Options{Migrate: true, MaxConns: 2, NoListen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		s.pool.Exec(context.Background(), `DROP SCHEMA `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
-		s.Close()
-	})
+	s := schemaStore(t, "events")
 	exec := func(q string, a ...any) {
 		t.Helper()
 		if _, err := s.pool.Exec(ctx, s.sql(q), a...); err != nil {

@@ -34,6 +34,24 @@ func planURL(t *testing.T) string {
 	return u
 }
 
+// schemaStore opens a store in a new schema of the test server, named
+// from prefix, dropped when the test ends.
+func schemaStore(t *testing.T, prefix string) *Store {
+	t.Helper()
+	base := planURL(t)
+	ctx := context.Background()
+	schema := fmt.Sprintf("%s_%d", prefix, time.Now().UnixNano())
+	s, err := Open(ctx, base+"&schema="+schema, Options{Migrate: true, MaxConns: 2, NoListen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s.pool.Exec(context.Background(), `DROP SCHEMA `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
+		s.Close()
+	})
+	return s
+}
+
 // TestQueryPlans pins the plans of the hot path and the operator's first
 // reads on a table with stats (ANALYZE) and no running job — the state
 // in which a batched UPDATE … FROM unnest() of hundreds of ids was seen to
@@ -44,17 +62,8 @@ func planURL(t *testing.T) string {
 // pgx's simple protocol itself (PgBouncer's transaction mode). None may
 // scan every job.
 func TestQueryPlans(t *testing.T) {
-	base := planURL(t)
 	ctx := context.Background()
-	schema := fmt.Sprintf("plan_%d", time.Now().UnixNano())
-	s, err := Open(ctx, base+"&schema="+schema, Options{Migrate: true, MaxConns: 2, NoListen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		s.pool.Exec(context.Background(), `DROP SCHEMA `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
-		s.Close()
-	})
+	s := schemaStore(t, "plan")
 	// 60,000 jobs: a tenth available, a tenth archived, the rest
 	// completed; none running.
 	if _, err := s.pool.Exec(ctx, s.sql(`INSERT INTO {s}.jobs (id, queue, kind, payload, metadata, state, scheduled_at,
