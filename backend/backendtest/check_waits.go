@@ -161,12 +161,7 @@ func testWakeFenced(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	tr := h.truth(t, s)
 	ctx := context.Background()
-	insert(t, s, jobParams("w", "wq"))
-	j := claimOne(t, s, "wq", "w")
-	w, err := s.JobFinish(ctx, Outcome{JobRef: refOf(j), To: engine.StateScheduled, Delay: time.Hour, Event: engine.EventWaiting}.Plan(j))
-	if err != nil {
-		t.Fatalf("finish to scheduled: %v", err)
-	}
+	j, w := waitingJob(t, s, "w", "wq")
 	wake := func(from engine.State, fence int64) bool {
 		t.Helper()
 		moved, err := s.JobWake(ctx, &engine.JobWakeParams{ID: "w", From: from, Fence: fence, To: engine.StateAvailable,
@@ -204,6 +199,20 @@ func testWakeFenced(t *testing.T, h Harness) {
 	}
 }
 
+// waitingJob inserts job id on queue, claims it and writes it waiting
+// (scheduled an hour ahead with a waiting event); it returns the job as
+// claimed and as written.
+func waitingJob(t *testing.T, s engine.Store, id, queue string) (claimed, written *engine.Job) {
+	t.Helper()
+	insert(t, s, jobParams(id, queue))
+	j := claimOne(t, s, queue, id)
+	w, err := s.JobFinish(context.Background(), Outcome{JobRef: refOf(j), To: engine.StateScheduled, Delay: time.Hour, Event: engine.EventWaiting}.Plan(j))
+	if err != nil {
+		t.Fatalf("finish to scheduled: %v", err)
+	}
+	return j, w
+}
+
 // testSignalWithWake: SignalSend with a wake buffers the signal and
 // moves the job in one write; with a stale fence the signal is buffered
 // and the job left as it is.
@@ -211,12 +220,7 @@ func testSignalWithWake(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	tr := h.truth(t, s)
 	ctx := context.Background()
-	insert(t, s, jobParams("w", "wq"))
-	j := claimOne(t, s, "wq", "w")
-	w, err := s.JobFinish(ctx, Outcome{JobRef: refOf(j), To: engine.StateScheduled, Delay: time.Hour, Event: engine.EventWaiting}.Plan(j))
-	if err != nil {
-		t.Fatalf("finish to scheduled: %v", err)
-	}
+	_, w := waitingJob(t, s, "w", "wq")
 	send := func(fence int64) *engine.Signal {
 		t.Helper()
 		sig, err := s.SignalSend(ctx, &engine.SignalSendParams{JobID: "w", Name: "go", Payload: json.RawMessage(`{"n":1}`),
