@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -224,7 +225,7 @@ func (s *Store) OperationProcessBatch(ctx context.Context, p *engine.OperationPr
 	}
 	base := []any{"id", p.ID, "holder", p.Holder, "fence", strconv.FormatInt(p.Fence, 10), "after", p.After,
 		"limit", strconv.Itoa(limit), "window", strconv.Itoa(window),
-		"budget", strconv.FormatInt(batchScriptBudget.Microseconds(), 10), "ttl", dstr(ttl), "cutoff", tstr(p.Cutoff),
+		"budget", strconv.FormatInt(cmp.Or(s.batchBudget, batchScriptBudget).Microseconds(), 10), "ttl", dstr(ttl), "cutoff", tstr(p.Cutoff),
 		"f_states", joinStates(sel.States), "f_queues", strings.Join(sel.Queues, us), "f_kinds", strings.Join(sel.Kinds, us),
 		"f_ids", strings.Join(sel.IDs, us), "f_fp", sel.Fingerprint, "f_ep", sel.ErrorPattern,
 		"f_ca", tptr(sel.CreatedAfter), "f_cb", tptr(sel.CreatedBefore), "f_fa", tptr(sel.FinalizedAfter),
