@@ -21,9 +21,12 @@ import (
 const defaultOperationLease = 30 * time.Second
 
 // maxBatchScript is the most jobs one bulk batch script changes, and
-// batchScriptBudget the server's time after which it stops early (see
-// luaOpBatch): a batch never holds the server for much more than the
-// budget, however loaded the machine, and takes as many jobs as fit.
+// batchScriptBudget the server's time the whole script may take: its walk
+// stops at five eighths of it, leaving the rest for its gathered index
+// writes (see luaOpBatch). The budget is measured by the server's clock
+// (TIME), so on a loaded machine a script's time includes the time the
+// server waited for a core: it then takes fewer jobs (a wait after the
+// walk, in its index writes, still lengthens it).
 const (
 	maxBatchScript    = 1000
 	batchScriptBudget = 4 * time.Millisecond
