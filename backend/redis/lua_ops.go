@@ -84,9 +84,9 @@ return opflat(O)
 // and cursor (OperationProcessBatch).
 //
 // ARGV[4...] name/value pairs: id, holder, fence, after (the cursor),
-// limit, window, budget (microseconds of the server's time the script
-// may take before it stops early), ttl ("s:ns"), cutoff (a time); the spec (s_ prefix, as
-// luaAction); the selector's indexed conditions f_states, f_queues,
+// limit, window, budget (microseconds of the server's time the whole
+// script may take: its walk stops at five eighths of it), ttl ("s:ns"),
+// cutoff (a time); the spec (s_ prefix, as luaAction); the selector's indexed conditions f_states, f_queues,
 // f_kinds, f_ids (joined by US), f_fp, f_ep, f_ca, f_cb, f_fa, f_fb
 // (times or ""), f_sup ("1" takes superseded jobs in); f_more ("1": the
 // selector has conditions only the Go side evaluates, whose verdicts
@@ -99,9 +99,9 @@ return opflat(O)
 // once (HMGET of the fields the selector, the spec, the event and the
 // indexes need: never its payload, metadata, tags, checkpoint or error
 // text), judged and, when it matches, written at once; the index writes
-// of all its jobs are gathered and written once per key (ZB). The script
+// of all its jobs are gathered and written once per key (ZB). The walk
 // stops early, its cursor at the last job it looked at, once it has run
-// for the budget, so that it never blocks the server for long whatever
+// for its share of the budget (checked with TIME every 8 jobs), so that it never blocks the server for long whatever
 // the load, and no job it read is read again by the next batch. A job of
 // a Go-judged selector whose version moved since its verdict ends the
 // batch before it (the next batch judges it again), or, when the batch
