@@ -84,9 +84,9 @@ return opflat(O)
 // and cursor (OperationProcessBatch).
 //
 // ARGV[4...] name/value pairs: id, holder, fence, after (the cursor),
-// limit, window, budget (microseconds of the server's time the script
-// may take before it stops early), ttl ("s:ns"), cutoff (a time); the spec (s_ prefix, as
-// luaAction); the selector's indexed conditions f_states, f_queues,
+// limit, window, budget (microseconds of the server's time the whole
+// script may take: its walk stops at five eighths of it), ttl ("s:ns"),
+// cutoff (a time); the spec (s_ prefix, as luaAction); the selector's indexed conditions f_states, f_queues,
 // f_kinds, f_ids (joined by US), f_fp, f_ep, f_ca, f_cb, f_fa, f_fb
 // (times or ""), f_sup ("1" takes superseded jobs in); f_more ("1": the
 // selector has conditions only the Go side evaluates, whose verdicts
@@ -95,11 +95,17 @@ return opflat(O)
 //
 // The window is the next ids past the cursor among all jobs, or, for a
 // selector with an error pattern, among the jobs of the error groups it
-// names (their id sets, {ns}:egi:GROUP). The script stops early, its
-// cursor at the last job it looked at (while choosing) or changed (while
-// writing), once it has run for the budget, so that it never blocks the
-// server for long whatever the load; the index writes of all its jobs are
-// gathered and written once per key (ZB).
+// names (their id sets, {ns}:egi:GROUP). Each job of the window is read
+// once (HMGET of the fields the selector, the spec, the event and the
+// indexes need: never its payload, metadata, tags, checkpoint or error
+// text), judged and, when it matches, written at once; the index writes
+// of all its jobs are gathered and written once per key (ZB). The walk
+// stops early, its cursor at the last job it looked at, once it has run
+// for its share of the budget (checked with TIME every 8 jobs), so that it never blocks the server for long whatever
+// the load, and no job it read is read again by the next batch. A job of
+// a Go-judged selector whose version moved since its verdict ends the
+// batch before it (the next batch judges it again), or, when the batch
+// has written nothing yet, is refused as "RETRY".
 //
 // Returns {"over", op} for an operation that is no longer running, or
 // {"ok", op, cursor, exhausted (0|1), refused (id US fingerprint ...)}.
@@ -137,13 +143,16 @@ end
 -- nextid is the window's next id (nil past its end). All jobs' ids are
 -- read a chunk at a time: a batch that stops early has not paid for the
 -- whole window.
-local chunk, ci, from, scanned = {}, 0, min, 0
+local chunk, ci, from, scanned, csize = {}, 0, min, 0, 16
 local function nextid()
   if scanned >= window then return nil end
   if win then return win[scanned + 1] end
   ci = ci + 1
   if ci > #chunk then
-    chunk = redis.call('ZRANGEBYLEX', K('ids'), from, '+', 'LIMIT', 0, math.min(128, window - scanned))
+    -- Chunks of 16, 32, ... 256 ids: a batch that stops early has read
+    -- few ids past its end.
+    chunk = redis.call('ZRANGEBYLEX', K('ids'), from, '+', 'LIMIT', 0, math.min(csize, window - scanned))
+    csize = math.min(csize * 2, 256)
     ci = 1
     if #chunk == 0 then return nil end
     from = '(' .. chunk[#chunk]
@@ -157,18 +166,45 @@ if A.f_more == '1' then
     verdicts[f[1]] = {f[2], f[3] == '1'}
   end
 end
-local budget = tonumber(A.budget)
+-- The budget is the whole script's: the walk stops at five eighths of
+-- it, leaving the rest for the gathered index writes (flush) and the
+-- operation's row, which cost about half the walk's time.
+local budget = tonumber(A.budget) * 5 / 8
 local function late()
   local t = redis.call('TIME')
   return (tonumber(t[1]) - NOW_S) * 1000000 + tonumber(t[2]) - NOW_NS / 1000 > budget
 end
-local found, stopped, last = {}, false, nil
+-- Each job is read once, with only the fields the selector, the spec,
+-- the event and the indexes need (not its payload, metadata, tags,
+-- checkpoint or error text), judged, and written at once: its index
+-- writes are gathered and written once per key when the script ends (ZB).
+-- Fields a spec only sets or clears (lid, lw, rs; fin and cr unless the
+-- selector tests them) are not read: commit then writes them whatever
+-- the job held, which is the same change.
+local BF = {'id', 'q', 'k', 'pr', 's', 'a', 'ma', 'c', 'fp', 'sch', 'dl', 'sca', 'lx', 'v', 'sb', 'ep'}
+if A.f_ca ~= '' or A.f_cb ~= '' then BF[#BF + 1] = 'cr' end
+if A.f_fa ~= '' or A.f_fb ~= '' then BF[#BF + 1] = 'fin' end
+local function loadb(id)
+  local r = redis.call('HMGET', K('job', id), unpack(BF))
+  if not r[1] then return nil end
+  local J = {}
+  for i, f in ipairs(BF) do J[f] = r[i] or '' end
+  return J
+end
+-- Quarantined fingerprints: the few quarantine records are read once
+-- (not one lookup per job); many are looked up per fingerprint, once.
+local quar, qall = {}, false
+if S.rquar and redis.call('SCARD', K('fprs')) <= 256 then
+  qall = true
+  for _, fp in ipairs(redis.call('SMEMBERS', K('fprs'))) do quar[fp] = quarantined(fp) end
+end
+local refused, n, stopped, last, lastfound = {}, 0, false, nil, nil
+ZB = {}
 while true do
-  if #found >= limit or (scanned > 0 and scanned % 16 == 0 and late()) then stopped = true; break end
+  if n + #refused / 2 >= limit or (scanned > 0 and scanned % 8 == 0 and late()) then stopped = true; break end
   local id = nextid()
   if id == nil then break end
-  scanned, last = scanned + 1, id
-  local J = load(id)
+  local J = loadb(id)
   local ok = J ~= nil and states[J.s] and J.sca <= A.cutoff
   if ok and #queues > 0 then ok = qs[J.q] end
   if ok and #kinds > 0 then ok = ks[J.k] end
@@ -182,40 +218,50 @@ while true do
   if ok and A.f_sup ~= '1' then ok = J.sb == '' end
   if ok and A.f_more == '1' then
     local v = verdicts[id]
-    if v == nil or v[1] ~= J.v then return redis.error_reply('RETRY') end
+    if v == nil or v[1] ~= J.v then
+      -- Changed since the Go side judged it: the batch ends before it
+      -- (the next one judges it again), or, having written nothing,
+      -- is run again.
+      if n == 0 and #refused == 0 then return redis.error_reply('RETRY') end
+      stopped = true
+      break
+    end
     ok = v[2]
   end
-  if ok then found[#found + 1] = J end
+  scanned, last = scanned + 1, id
+  if ok then
+    lastfound = id
+    local fp = J.fp
+    local q = false
+    if S.rquar and fp ~= '' then
+      q = quar[fp]
+      if q == nil then
+        q = false
+        if not qall then q = quarantined(fp) end
+        quar[fp] = q
+      end
+    end
+    if q then
+      refused[#refused + 1] = J.id
+      refused[#refused + 1] = fp
+    else
+      local JO = copy(J)
+      if A.ev == '1' then event(J.id, A.ev_kind, A.ev_actor, JO.s, A.ev_to, JO.a, A.ev_msg) end
+      if S.del then
+        remove(J, true)
+      else
+        apply(J, S, '')
+        commit(JO, J, true)
+      end
+      n = n + 1
+    end
+  end
 end
 local cursor, done = A.after, 0
-if stopped or scanned == window then cursor = last
+if stopped or scanned == window then cursor = last or A.after
 else
-  if #found > 0 then cursor = found[#found].id end
+  if lastfound then cursor = lastfound end
   done = 1
-end
-local refused, n = {}, 0
-ZB = {}
-for i, J in ipairs(found) do
-  if i % 16 == 0 and late() then
-    -- Out of time: the rest of the jobs found are looked at again by
-    -- the next batch.
-    cursor, done = found[i - 1].id, 0
-    break
-  end
-  if S.rquar and quarantined(J.fp) then
-    refused[#refused + 1] = J.id
-    refused[#refused + 1] = J.fp
-  else
-    local JO = copy(J)
-    if A.ev == '1' then event(J.id, A.ev_kind, A.ev_actor, JO.s, A.ev_to, JO.a, A.ev_msg) end
-    if S.del then
-      remove(J, true)
-    else
-      apply(J, S, '')
-      commit(JO, J, true)
-    end
-    n = n + 1
-  end
 end
 local nr = #refused / 2
 O.pc = istr(tonumber(O.pc) + n + nr); O.sc = istr(tonumber(O.sc) + n); O.fl = istr(tonumber(O.fl) + nr)

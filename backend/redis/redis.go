@@ -140,6 +140,9 @@ type Store struct {
 	wake   *wakeHub // pubsub.go
 	// scanBudget bounds the jobs one list or count reads (list.go).
 	scanBudget int
+	// batchBudget, when not zero, replaces batchScriptBudget (tests:
+	// export_test.go).
+	batchBudget time.Duration
 }
 
 var _ engine.Store = (*Store)(nil)

@@ -528,3 +528,70 @@ func TestLongBatchesGoAsChunks(t *testing.T) {
 		t.Fatalf("completed: %d %v; want 702", n, err)
 	}
 }
+
+// TestBulkBatchStoppedEarlyReadsNoJobTwice: a batch script out of time
+// stops where its walk got to, every job it read already written, so the
+// next batch starts past them. With a budget that is always spent, each
+// batch stops at its first look at the clock (every 8 jobs): 100 dead
+// jobs take 13 batches (8 × 12, then the last 4 and the end), and every
+// job is retried once.
+func TestBulkBatchStoppedEarlyReadsNoJobTwice(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := redistest.New(t)
+	redis.SetBatchBudget(s, -time.Microsecond)
+	kill(t, s, "q", 100, func(int) string { return "boom <n>" })
+	spec, err := engine.SpecFor(engine.ActionRetry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel, _ := spec.Narrow(engine.Filter{Queues: []string{"q"}, States: []engine.State{engine.StateArchived}})
+	op, err := s.OperationInsert(ctx, &engine.OperationInsertParams{ID: "op", Action: engine.ActionRetry, Selector: sel, Matched: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease, err := s.OperationClaim(ctx, &engine.OperationClaimParams{Holder: "h", TTL: time.Minute})
+	if err != nil || lease == nil {
+		t.Fatalf("claim: %v %v", lease, err)
+	}
+	cursor, batches, prev := "", 0, int64(0)
+	for {
+		res, err := s.OperationProcessBatch(ctx, &engine.OperationProcessBatchParams{ID: op.ID, Holder: "h", Fence: lease.Fence,
+			After: cursor, Spec: spec, Selector: sel, Cutoff: op.CreatedAt, Limit: 1000, Window: 10000, TTL: time.Minute,
+			Event: engine.EventWrite{Kind: engine.EventRetried, Actor: "maya", To: engine.StateAvailable}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		batches++
+		if n := res.Operation.Succeeded - prev; !res.Exhausted && n != 8 {
+			t.Fatalf("batch %d changed %d jobs; want 8 (it stops at its first look at the clock)", batches, n)
+		}
+		prev, cursor = res.Operation.Succeeded, res.Cursor
+		if res.Exhausted || batches > 100 {
+			break
+		}
+	}
+	if batches != 13 || prev != 100 {
+		t.Fatalf("%d batches retried %d jobs; want 13 batches and 100 jobs", batches, prev)
+	}
+	for i := range 100 {
+		id := fmt.Sprintf("q-%04d", i)
+		j, err := s.JobGetByID(ctx, &engine.JobGetByIDParams{ID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, err := s.JobEventList(ctx, &engine.JobEventListParams{JobID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		retried := 0
+		for _, e := range evs {
+			if e.Kind == engine.EventRetried {
+				retried++
+			}
+		}
+		if j.State != engine.StateAvailable || retried != 1 {
+			t.Fatalf("%s: %s, %d retried events; want available, retried once", id, j.State, retried)
+		}
+	}
+}
