@@ -28,6 +28,9 @@ type sheetLink struct {
 func sheetLinks(d *engine.JobDetail, cp *engine.Checkpoint) []sheetLink {
 	j := d.Job
 	var out []sheetLink
+	if p, ok := engine.ParentOf(j.ID); ok {
+		out = append(out, sheetLink{label: "parent", id: p, note: "spawned this job"})
+	}
 	if d.DeadLetter != "" {
 		out = append(out, sheetLink{label: "dead letter", id: d.DeadLetter, note: "handles its death"})
 	}

@@ -196,7 +196,13 @@ func TestChildrenCursor(t *testing.T) {
 	s.keys("J", "J", "K") // the cursor stops at the last child
 	s.waitFor("enter follows par-1~s1.1")
 	s.keys("<enter>")
-	s.waitFor("job par-1~s1.1", "archived", "font missing")
+	s.waitFor("job par-1~s1.1", "archived", "font missing", "par-1 · spawned this job")
+	// The child links back to its parent.
+	s.keys("]", "]", "]", "]")
+	s.waitFor("› parent       par-1", "enter follows par-1")
+	s.keys("<enter>")
+	s.waitFor("job par-1", "children 1/3 done")
+	s.keys("<esc>")
 	s.keys("<esc>")
 	s.waitFor("children 1/3 done", "› child        par-1~s1.1 · archived", "enter follows par-1~s1.1")
 	s.keys("<esc>")
