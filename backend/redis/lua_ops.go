@@ -188,7 +188,7 @@ local function loadb(id)
   local r = redis.call('HMGET', K('job', id), unpack(BF))
   if not r[1] then return nil end
   local J = {}
-  for i, f in ipairs(BF) do J[f] = r[i] or '' end
+  for i, f in ipairs(BF) do J[f] = r[i] or DEF[f] or '' end
   return J
 end
 -- Quarantined fingerprints: the few quarantine records are read once
