@@ -18,9 +18,9 @@ const maxArchivePerClaim = 1000
 // condition (which names the partial index's own term so the planner uses
 // it), limit the LIMIT expression. FOR UPDATE SKIP LOCKED: concurrent
 // claims pass each other's rows by instead of waiting for them.
-func pickSQL(cond, limit string) string {
+func pickSQL(cond, limit, bound string) string {
 	return `SELECT c.id FROM {s}.jobs c, n
-		WHERE c.state = 'available' AND ` + cond + ` AND c.queue = $4
+		WHERE c.state = 'available' AND ` + cond + ` AND c.queue = $4` + bound + `
 		AND (c.deadline IS NULL OR c.deadline >= n.t) AND NOT (SELECT p FROM paused)
 		AND ($8::text[] IS NULL OR EXISTS (SELECT 1 FROM kinds WHERE kinds.k = c.kind AND c.schema_version <= kinds.v))
 		ORDER BY c.priority, c.scheduled_at, c.id LIMIT ` + limit + `
@@ -47,7 +47,8 @@ func pickSQL(cond, limit string) string {
 // $10 the past-deadline state (empty: leave them alone), $11 its reason,
 // $12 last error, $13 error pattern, $14-$18 its event (kind, actor,
 // from, to, message).
-var sqlClaim = `WITH n AS MATERIALIZED (SELECT ` + sqlNow + ` AS t),
+func claimSQL(bound string) string {
+	return `WITH n AS MATERIALIZED (SELECT ` + sqlNow + ` AS t),
 	shard AS MATERIALIZED (SELECT floor(random() * ` + fmt.Sprint(countShards) + `)::int AS k),
 	paused AS MATERIALIZED (SELECT EXISTS (SELECT 1 FROM {s}.queues WHERE name = $4 AND paused) AS p),
 	kinds AS MATERIALIZED (SELECT k, v FROM unnest($8::text[], $9::int[]) AS x(k, v)),
@@ -64,11 +65,11 @@ var sqlClaim = `WITH n AS MATERIALIZED (SELECT ` + sqlNow + ` AS t),
 	dead_events AS (
 		INSERT INTO {s}.job_events (job_id, kind, at, actor, from_state, to_state, attempt, message)
 		SELECT d.id, $14, n.t, $15, $16, $17, d.attempt, $18 FROM dead d, n),
-	picked AS MATERIALIZED (` + pickSQL("c.crash_attempt = 0", "$5") + `),
+	picked AS MATERIALIZED (` + pickSQL("c.crash_attempt = 0", "$5", bound) + `),
 	spicked AS MATERIALIZED (` + pickSQL("c.crash_attempt > 0 AND c.crash_attempt = 1",
-	"greatest(0, least($6, $5 - (SELECT count(*) FROM picked)))") + `),
+		"greatest(0, least($6, $5 - (SELECT count(*) FROM picked)))", "") + `),
 	lpicked AS MATERIALIZED (` + pickSQL("c.crash_attempt > 0 AND c.crash_attempt >= 2",
-	"CASE WHEN $7 AND $5 > 0 AND NOT EXISTS (SELECT 1 FROM picked) AND NOT EXISTS (SELECT 1 FROM spicked) THEN 1 ELSE 0 END") + `),
+		"CASE WHEN $7 AND $5 > 0 AND NOT EXISTS (SELECT 1 FROM picked) AND NOT EXISTS (SELECT 1 FROM spicked) THEN 1 ELSE 0 END", "") + `),
 	taken AS (SELECT id, 0 AS grp FROM picked UNION ALL SELECT id, 1 FROM spicked UNION ALL SELECT id, 2 FROM lpicked),
 	claimed AS (
 		UPDATE {s}.jobs j SET state = 'running', fence = j.fence + 1, lease_id = $1, lease_worker = $2,
@@ -88,6 +89,109 @@ SELECT n.t, r.* FROM n, (
 	SELECT 0 AS tag, grp, ` + jobColumns + ` FROM claimed
 	UNION ALL SELECT 1, 0, ` + jobColumns + ` FROM dead) r
 ORDER BY r.tag, r.grp, r.priority, r.scheduled_at, r.id`
+}
+
+// sqlClaim is the claim from the start of the queue's claim index;
+// sqlClaimFrom starts its scan of jobs that never crashed at a cursor:
+// $19 priority, $20 scheduled_at (see claimCursor).
+var (
+	sqlClaim     = claimSQL("")
+	sqlClaimFrom = claimSQL(" AND (c.priority, c.scheduled_at) >= ($19::int, $20::bigint)")
+)
+
+// claimCursor is where a queue's claims of jobs that never crashed start
+// their index scan, so that they do not walk the entries of the jobs
+// claimed before: each claim leaves one in jobs_claim, pointing at a row
+// version that is dead but, while any transaction holds an older
+// snapshot (an idle transaction holding an XID), can be neither vacuumed
+// nor marked dead in the index. With one held for ten minutes at 2,000
+// jobs/s a claim read 25,000 buffers and took 100–340 ms (scripts/bench
+// pressure, BENCHMARKS.md); the claims fell behind.
+//
+// Claims run from the start of the index while that is cheap. Once one
+// takes claimSlowFull or longer, the queue's claims start at the cursor:
+// the order key of the last job a claim took, less claimCursorMargin (for
+// an enqueue whose statement took its time before the claim and committed
+// after it: at 2,000 jobs/s the margin holds 200 dead entries). A
+// job that becomes available behind it — a higher priority than the
+// cursor's, a due job moved late, a job handed back — is taken by the
+// next claim from the start, which runs at least every claimFullEvery,
+// and after a claim from the cursor that took fewer jobs than it asked
+// for (the queue caught up) once claimStaleGap has passed since the
+// last. Such a job waits that long at most; the dead entries are walked
+// that often at most. The cursor only picks where a scan starts: which
+// jobs may be claimed, in which order, is the statement's as before.
+type claimCursor struct {
+	priority  int32
+	scheduled int64
+	// full is when the last claim from the start began, fullTook how
+	// long it took; stale: a claim from the cursor found the queue
+	// caught up.
+	full     time.Time
+	fullTook time.Duration
+	stale    bool
+	set      bool
+}
+
+const (
+	claimSlowFull     = 25 * time.Millisecond
+	claimCursorMargin = int64(100 * time.Millisecond)
+	claimFullEvery    = time.Second
+	claimStaleGap     = 100 * time.Millisecond
+)
+
+// claimFrom reports whether a claim of queue beginning now starts at the
+// cursor c.
+func (s *Store) claimFrom(queue string, now time.Time) (c claimCursor, from bool) {
+	s.cursorMu.Lock()
+	defer s.cursorMu.Unlock()
+	c = s.cursors[queue]
+	since := now.Sub(c.full)
+	switch {
+	case !c.set || c.fullTook < s.claimSlow():
+		return c, false
+	case since >= claimFullEvery, c.stale && since >= claimStaleGap:
+		return c, false
+	}
+	return c, true
+}
+
+// claimSlow is claimSlowFull, or the test's override.
+func (s *Store) claimSlow() time.Duration {
+	if s.claimSlowOverride != 0 {
+		return s.claimSlowOverride
+	}
+	return claimSlowFull
+}
+
+// claimed moves queue's cursor after a claim that began at began, ran
+// from the cursor or not, asked for limit jobs and took these (in claim
+// order).
+func (s *Store) claimed(queue string, from bool, limit int, jobs []*engine.Job, began time.Time) {
+	s.cursorMu.Lock()
+	defer s.cursorMu.Unlock()
+	if s.cursors == nil {
+		s.cursors = map[string]claimCursor{}
+	}
+	c := s.cursors[queue]
+	if !from {
+		c.full, c.fullTook = began, time.Since(began)
+	}
+	var last *engine.Job
+	n := 0
+	for _, j := range jobs {
+		if j.CrashAttempt == 0 {
+			last, n = j, n+1
+		}
+	}
+	if last != nil {
+		c.priority = int32(last.Priority)
+		c.scheduled = last.ScheduledAt.UnixNano() - claimCursorMargin
+		c.set = true
+	}
+	c.stale = n < limit
+	s.cursors[queue] = c
+}
 
 // JobClaim applies one claim (see sqlClaim).
 func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine.JobClaimResult, error) {
@@ -110,11 +214,19 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 	pd := &p.PastDeadline
 	limit := max(p.Limit, 0)
 	res := &engine.JobClaimResult{}
+	began := time.Now()
+	cur, from := s.claimFrom(p.Queue, began)
 	err := s.claimTx(ctx, pd, res, func(q querier) error {
 		res.Jobs, res.Dead, res.Now = nil, nil, time.Time{}
-		rows, err := q.Query(ctx, s.sql(sqlClaim), p.LeaseID, p.WorkerID, int64(lease), p.Queue, limit, max(p.Suspects, 0), p.Lone,
+		args := []any{p.LeaseID, p.WorkerID, int64(lease), p.Queue, limit, max(p.Suspects, 0), p.Lone,
 			kinds, versions, string(pd.To), string(pd.Reason), pd.LastError, pd.Pattern,
-			string(pd.Event.Kind), pd.Event.Actor, string(pd.Event.From), string(pd.Event.To), pd.Event.Message)
+			string(pd.Event.Kind), pd.Event.Actor, string(pd.Event.From), string(pd.Event.To), pd.Event.Message}
+		query := sqlClaim
+		if from {
+			query = sqlClaimFrom
+			args = append(args, cur.priority, cur.scheduled)
+		}
+		rows, err := q.Query(ctx, s.sql(query), args...)
 		if err != nil {
 			return err
 		}
@@ -144,6 +256,7 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim %s: %w", p.Queue, err)
 	}
+	s.claimed(p.Queue, from, limit, res.Jobs, began)
 	if res.Now.IsZero() {
 		// Nothing claimed: the statement returned no row to carry its now.
 		if res.Now, err = s.Now(ctx); err != nil {

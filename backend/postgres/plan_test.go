@@ -109,6 +109,8 @@ func TestQueryPlans(t *testing.T) {
 			[]string{"k"}, []int32{1}, "archived", "deadline_exceeded", "", "", "x", "", "", "", ""}, "jobs_claim"},
 		{"claim any kind", s.sql(sqlClaim), []any{"lease", "w", int64(time.Second), "q1", 100, 0, false,
 			[]string(nil), []int32(nil), "", "", "", "", "", "", "", "", ""}, "jobs_claim"},
+		{"claim from a cursor", s.sql(sqlClaimFrom), []any{"lease", "w", int64(time.Second), "q1", 100, 0, false,
+			[]string(nil), []int32(nil), "", "", "", "", "", "", "", "", "", int32(0), int64(3000)}, "jobs_claim"},
 		// The primary key, never jobs_running: that index keeps an entry
 		// for every job claimed since the last VACUUM (see completeSQL).
 		{"batched ack", s.sql(sqlComplete), []any{ids, leases, fences, dels, true}, "jobs_pkey"},

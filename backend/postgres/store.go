@@ -121,15 +121,21 @@ var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 // Store is engine.Store on one schema of a PostgreSQL database.
 type Store struct {
-	url       string // redacted, for messages
-	schema    string
-	log       *slog.Logger
-	pool      *pgxpool.Pool
-	closed    atomic.Bool
-	sqlCache  sync.Map // query template -> query text with the schema
-	claimSQL  sync.Map // claim variant key -> query text
-	listenURL string
-	notify    *notifier
+	url      string // redacted, for messages
+	schema   string
+	log      *slog.Logger
+	pool     *pgxpool.Pool
+	closed   atomic.Bool
+	sqlCache sync.Map // query template -> query text with the schema
+	claimSQL sync.Map // claim variant key -> query text
+	// cursors: where each queue's claims start their scan (claimCursor).
+	cursorMu sync.Mutex
+	cursors  map[string]claimCursor
+	// claimSlowOverride replaces claimSlowFull (tests: 1ns puts every
+	// queue in cursor mode after its first claim).
+	claimSlowOverride time.Duration
+	listenURL         string
+	notify            *notifier
 
 	archiveQueues    []string
 	archiveRetention time.Duration
