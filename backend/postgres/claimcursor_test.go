@@ -141,4 +141,3 @@ func ids(js []*engine.Job) []string {
 	}
 	return out
 }
-
