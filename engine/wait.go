@@ -261,6 +261,30 @@ func (wf *workflow) over(pos int, res waitResult) (json.RawMessage, error) {
 	return raw, nil
 }
 
+// overRecorded is over, then the checkpoint written under the lease as a
+// step's result is (complete): a wait that ends in a run is recorded
+// there and then, not left "waiting" in the store when no later step
+// writes again before the job finishes.
+func (wf *workflow) overRecorded(ctx context.Context, pos int, res waitResult) error {
+	if _, err := wf.over(pos, res); err != nil {
+		return err
+	}
+	if wf.r == nil {
+		return nil
+	}
+	raw, err := wf.encode()
+	if err != nil {
+		return err
+	}
+	if err := wf.e.checkpoints.write(context.WithoutCancel(ctx), wf.r.ref, raw); err != nil {
+		if errors.Is(err, ErrLeaseLost) {
+			wf.r.lost()
+		}
+		return fmt.Errorf("step %d of job %s: record the end of its wait: %w", pos+1, wf.jobID, err)
+	}
+	return nil
+}
+
 // encodeLocked is the checkpoint as it is now.
 func (wf *workflow) encode() (json.RawMessage, error) {
 	wf.mu.Lock()
@@ -328,8 +352,7 @@ func sleep(ctx context.Context, name string, until func(now time.Time) time.Time
 		w.Until = until(now)
 	}
 	if !now.Before(w.Until) {
-		_, err := wf.over(at.pos, waitResult{Until: w.Until})
-		return err
+		return wf.overRecorded(ctx, at.pos, waitResult{Until: w.Until})
 	}
 	return wf.suspend(w)
 }
@@ -376,7 +399,7 @@ func WaitSignal(ctx context.Context, name string, timeout time.Duration) (json.R
 		}
 	}
 	if !w.Until.IsZero() && !now.Before(w.Until) {
-		if _, err := wf.over(at.pos, waitResult{Timeout: true}); err != nil {
+		if err := wf.overRecorded(ctx, at.pos, waitResult{Timeout: true}); err != nil {
 			return nil, err
 		}
 		return nil, &WaitTimeoutError{Signal: name, Timeout: timeout}
@@ -515,7 +538,7 @@ func WaitAll(ctx context.Context, name string, children []string) ([]ChildResult
 			Children: append([]string(nil), children...), Done: done,
 			Until: wf.e.clock.now().Add(childrenRecheck)})
 	}
-	if _, err := wf.over(at.pos, waitResult{Children: results}); err != nil {
+	if err := wf.overRecorded(ctx, at.pos, waitResult{Children: results}); err != nil {
 		return nil, err
 	}
 	return results, childrenErr(name, results)

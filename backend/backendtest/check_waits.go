@@ -26,6 +26,7 @@ func waitChecks() []check {
 		{name: "SignalAndItsWakeInOneWrite", fn: testSignalWithWake},
 		{name: "ListedWaitingJobCarriesItsWait", fn: testListedWait},
 		{name: "SleepResumesAfterLastStepNoAttemptNoLease", fn: testSleep},
+		{name: "WaitThatEndsTheHandlerRecordedCompleted", fn: testWaitEndRecorded},
 		{name: "SignalBeforeAndDuringWaitEachOnceThenTimeout", fn: testSignalWait},
 		{name: "FanOutHundredThreeDieReplayDoesNotSpawn", fn: testFanOut},
 		{name: "ThousandWaitersLeaveSlotsFree", fn: testWaitersHoldNoSlots, alone: true},
@@ -252,6 +253,32 @@ func testSignalWithWake(t *testing.T, h Harness) {
 	}
 	if truth := tr.JobCounts(t)["wq"]; counts["wq"][engine.StateAvailable] != 1 || truth[engine.StateAvailable] != 1 || counts["wq"][engine.StateScheduled] != 0 {
 		t.Fatalf("counters %v, truth %v", counts["wq"], truth)
+	}
+}
+
+// testWaitEndRecorded: a wait that is the handler's last call (a sleep,
+// children) is recorded completed in the checkpoint the store keeps, not
+// left "waiting" on a completed job.
+func testWaitEndRecorded(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	handler := func(ctx context.Context, j *engine.Job) error {
+		if j.Kind == "kid" {
+			return nil
+		}
+		ids, err := engine.Spawn(ctx, "spawn", []engine.EnqueueParams{{Queue: "we", Kind: "kid"}})
+		if err != nil {
+			return err
+		}
+		if _, err := engine.WaitAll(ctx, "kids", ids); err != nil {
+			return err
+		}
+		return engine.Sleep(ctx, "nap", 200*time.Millisecond)
+	}
+	e := startEngine(t, s, fast("w", "we"), engine.Kind{Name: "last", Handler: handler}, engine.Kind{Name: "kid", Handler: handler})
+	enqueue(t, e, engine.EnqueueParams{ID: "l", Queue: "we", Kind: "last"})
+	j := waitState(t, s, "l", engine.StateCompleted)
+	if got := stepNames(checkpointOf(t, j)); got != "spawn:completed,kids:completed,nap:completed" {
+		t.Fatalf("checkpoint of the completed job: %s, want every step completed", got)
 	}
 }
 
