@@ -218,17 +218,8 @@ func explain(t *testing.T, conn *pgxpool.Conn, mode, q string, args []any) strin
 // pressure), because it joined the jobs to the picked set instead of
 // probing the primary key for each picked id.
 func TestClaimPlanUnderBacklog(t *testing.T) {
-	base := planURL(t)
 	ctx := context.Background()
-	schema := fmt.Sprintf("planbl_%d", time.Now().UnixNano())
-	s, err := Open(ctx, base+"&schema="+schema, Options{Migrate: true, MaxConns: 2, NoListen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		s.pool.Exec(context.Background(), `DROP SCHEMA `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
-		s.Close()
-	})
+	s := schemaStore(t, "planbl")
 	// 200,000 jobs, nine in ten available in q1, the rest completed.
 	if _, err := s.pool.Exec(ctx, s.sql(`INSERT INTO {s}.jobs (id, queue, kind, payload, metadata, state, scheduled_at,
 		created_at, state_changed_at, finalized_at)
