@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
@@ -109,21 +110,30 @@ var (
 // pressure, BENCHMARKS.md); the claims fell behind.
 //
 // Claims run from the start of the index while that is cheap. Once one
-// takes claimSlowFull or longer, the queue's claims start at the cursor:
-// the order key of the last job a claim took, less claimCursorMargin (for
-// an enqueue whose statement took its time before the claim and committed
-// after it: at 2,000 jobs/s the margin holds 200 dead entries). A
-// job that becomes available behind it — a higher priority than the
-// cursor's, a due job moved late, a job handed back — is taken by the
-// next claim from the start, which runs at least every claimFullEvery,
-// and after a claim from the cursor that took fewer jobs than it asked
-// for (the queue caught up) once claimStaleGap has passed since the
-// last. Such a job waits that long at most; the dead entries are walked
-// that often at most. The cursor only picks where a scan starts: which
-// jobs may be claimed, in which order, is the statement's as before.
+// takes claimSlowFull or longer, the claims of that queue and kind filter
+// (a cursor is the filter's own: a filtered claim passes jobs of other
+// kinds by) start at the cursor: the order key of the last job a claim
+// took, less claimCursorMargin (for an enqueue whose statement took its
+// time before the claim and committed after it: at 2,000 jobs/s the
+// margin holds 200 dead entries).
+//
+// A job can become available behind the cursor: a higher priority than
+// the cursor's, a job scheduled in the past, a due job promoted, a retry,
+// a job handed back. When this Store wrote it, the write moves the
+// queue's generation (cursorReset) and the next claim runs from the
+// start. When another process wrote it, it is taken by the next claim
+// from the start, which runs at least every claimFullEvery, and after a
+// claim from the cursor that took fewer jobs than it asked for (the queue
+// caught up) once claimStaleGap has passed since the last; such a job
+// waits that long at most, and the dead entries are walked that often at
+// most. The cursor only picks where a scan starts: which jobs may be
+// claimed, in which order, is the statement's as before.
 type claimCursor struct {
 	priority  int32
 	scheduled int64
+	// gen is the queue's generation when the last claim from the start
+	// began: a write since then may have put a job behind the cursor.
+	gen uint64
 	// full is when the last claim from the start began, fullTook how
 	// long it took; stale: a claim from the cursor found the queue
 	// caught up.
@@ -133,49 +143,96 @@ type claimCursor struct {
 	set      bool
 }
 
+// cursorKey names a cursor: a queue and a claim's kind filter.
+type cursorKey struct {
+	queue, kinds string
+}
+
+// cursorKeyOf is the cursor of a claim of queue with kinds and versions
+// (sorted by kind; nil: any).
+func cursorKeyOf(queue string, kinds []string, versions []int32) cursorKey {
+	if len(kinds) == 0 {
+		return cursorKey{queue: queue}
+	}
+	var b strings.Builder
+	for i, k := range kinds {
+		fmt.Fprintf(&b, "%d:%s=%d;", len(k), k, versions[i])
+	}
+	return cursorKey{queue, b.String()}
+}
+
 const (
-	claimSlowFull     = 25 * time.Millisecond
+	claimSlowFull     = 25 * time.Millisecond // the default of claim_cursor
 	claimCursorMargin = int64(100 * time.Millisecond)
 	claimFullEvery    = time.Second
 	claimStaleGap     = 100 * time.Millisecond
 )
 
-// claimFrom reports whether a claim of queue beginning now starts at the
-// cursor c.
-func (s *Store) claimFrom(queue string, now time.Time) (c claimCursor, from bool) {
+// genLocked is queue's generation; cursorMu is held.
+func (s *Store) genLocked(queue string) uint64 {
+	return s.cursorGenAll + s.cursorGen[queue]
+}
+
+// claimFrom reports whether a claim of key beginning now starts at the
+// cursor c, and the queue's generation.
+func (s *Store) claimFrom(key cursorKey, now time.Time) (c claimCursor, from bool, gen uint64) {
 	s.cursorMu.Lock()
 	defer s.cursorMu.Unlock()
-	c = s.cursors[queue]
+	c, gen = s.cursors[key], s.genLocked(key.queue)
 	since := now.Sub(c.full)
 	switch {
-	case !c.set || c.fullTook < s.claimSlow():
-		return c, false
+	case !c.set || s.claimCursorAfter <= 0 || c.fullTook < s.claimCursorAfter || c.gen != gen:
+		return c, false, gen
 	case since >= claimFullEvery, c.stale && since >= claimStaleGap:
-		return c, false
+		return c, false, gen
 	}
-	return c, true
+	return c, true, gen
 }
 
-// claimSlow is claimSlowFull, or the test's override.
-func (s *Store) claimSlow() time.Duration {
-	if s.claimSlowOverride != 0 {
-		return s.claimSlowOverride
+// cursorReset makes the next claims of queue ("": of every queue) run
+// from the start: a write of this Store may have put a job behind their
+// cursors.
+func (s *Store) cursorReset(queue string) {
+	s.cursorMu.Lock()
+	defer s.cursorMu.Unlock()
+	if queue == "" {
+		s.cursorGenAll++
+		return
 	}
-	return claimSlowFull
+	if s.cursorGen == nil {
+		s.cursorGen = map[string]uint64{}
+	}
+	s.cursorGen[queue]++
 }
 
-// claimed moves queue's cursor after a claim that began at began, ran
-// from the cursor or not, asked for limit jobs and took these (in claim
-// order).
-func (s *Store) claimed(queue string, from bool, limit int, jobs []*engine.Job, began time.Time) {
+// cursorBehind reports whether a job of queue at (priority, scheduled)
+// sorts before any cursor of the queue's.
+func (s *Store) cursorBehind(queue string, priority int, scheduled time.Time) bool {
+	s.cursorMu.Lock()
+	defer s.cursorMu.Unlock()
+	at := scheduled.UnixNano()
+	for k, c := range s.cursors {
+		if k.queue == queue && c.set &&
+			(int32(priority) < c.priority || (int32(priority) == c.priority && at < c.scheduled)) {
+			return true
+		}
+	}
+	return false
+}
+
+
+// claimed moves key's cursor after a claim that began at began with the
+// queue at generation gen, ran from the cursor or not, asked for limit
+// jobs and took these (in claim order).
+func (s *Store) claimed(key cursorKey, from bool, gen uint64, limit int, jobs []*engine.Job, began time.Time) {
 	s.cursorMu.Lock()
 	defer s.cursorMu.Unlock()
 	if s.cursors == nil {
-		s.cursors = map[string]claimCursor{}
+		s.cursors = map[cursorKey]claimCursor{}
 	}
-	c := s.cursors[queue]
+	c := s.cursors[key]
 	if !from {
-		c.full, c.fullTook = began, time.Since(began)
+		c.full, c.fullTook, c.gen = began, time.Since(began), gen
 	}
 	var last *engine.Job
 	n := 0
@@ -190,7 +247,7 @@ func (s *Store) claimed(queue string, from bool, limit int, jobs []*engine.Job, 
 		c.set = true
 	}
 	c.stale = n < limit
-	s.cursors[queue] = c
+	s.cursors[key] = c
 }
 
 // JobClaim applies one claim (see sqlClaim).
@@ -215,7 +272,8 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 	limit := max(p.Limit, 0)
 	res := &engine.JobClaimResult{}
 	began := time.Now()
-	cur, from := s.claimFrom(p.Queue, began)
+	key := cursorKeyOf(p.Queue, kinds, versions)
+	cur, from, gen := s.claimFrom(key, began)
 	err := s.claimTx(ctx, pd, res, func(q querier) error {
 		res.Jobs, res.Dead, res.Now = nil, nil, time.Time{}
 		args := []any{p.LeaseID, p.WorkerID, int64(lease), p.Queue, limit, max(p.Suspects, 0), p.Lone,
@@ -256,7 +314,7 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim %s: %w", p.Queue, err)
 	}
-	s.claimed(p.Queue, from, limit, res.Jobs, began)
+	s.claimed(key, from, gen, limit, res.Jobs, began)
 	if res.Now.IsZero() {
 		// Nothing claimed: the statement returned no row to carry its now.
 		if res.Now, err = s.Now(ctx); err != nil {

@@ -127,6 +127,7 @@ func (s *Store) JobCountByQueue(ctx context.Context, p *engine.JobCountByQueuePa
 // or counted twice.
 func (s *Store) JobCountReconcile(ctx context.Context) error {
 	return s.writeTx(engine.WithoutIdempotency(ctx), func(tx *wtx) error {
+		tx.cursorsKept = true
 		if _, err := tx.Exec(ctx, tx.q(`LOCK TABLE {s}.job_counts IN SHARE ROW EXCLUSIVE MODE`)); err != nil {
 			return fmt.Errorf("postgres: reconcile job counts: %w", err)
 		}

@@ -178,7 +178,10 @@ func (s *Store) JobCompleteMany(ctx context.Context, p *engine.JobCompleteManyPa
 	if len(stmts) == 1 {
 		err = s.single(ctx, run)
 	} else {
-		err = s.writeTx(ctx, func(tx *wtx) error { return run(tx) })
+		err = s.writeTx(ctx, func(tx *wtx) error {
+			tx.cursorsKept = true // completes make nothing available
+			return run(tx)
+		})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("postgres: complete jobs: %w", err)

@@ -138,6 +138,7 @@ func (s *Store) IdempotencyClaim(ctx context.Context, p *engine.IdempotencyClaim
 	}
 	var out *engine.IdempotencyClaim
 	err = s.writeTx(ctx, func(tx *wtx) error {
+		tx.cursorsKept = true // idempotency records make nothing available
 		out = nil
 		var hash, state string
 		var claimExp, exp int64
@@ -233,6 +234,7 @@ func (s *Store) IdempotencyRenew(ctx context.Context, p *engine.IdempotencyRenew
 		return fmt.Errorf("postgres: idempotency renew: %w: claim TTL must be positive", engine.ErrInvalid)
 	}
 	return s.writeTx(ctx, func(tx *wtx) error {
+		tx.cursorsKept = true // idempotency records make nothing available
 		tag, err := tx.Exec(ctx, tx.q(sqlIdemRenew), p.Key, p.Token, tx.now.Add(p.ClaimTTL).UnixNano())
 		if err != nil {
 			return fmt.Errorf("postgres: idempotency renew: %w", err)
@@ -253,6 +255,7 @@ func (s *Store) IdempotencyComplete(ctx context.Context, p *engine.IdempotencyCo
 		resp = []byte{}
 	}
 	return s.writeTx(ctx, func(tx *wtx) error {
+		tx.cursorsKept = true // idempotency records make nothing available
 		tag, err := tx.Exec(ctx, tx.q(sqlIdemComplete), p.Key, p.Token, resp)
 		if err != nil {
 			return fmt.Errorf("postgres: idempotency complete: %w", err)
@@ -273,6 +276,7 @@ func (s *Store) IdempotencyComplete(ctx context.Context, p *engine.IdempotencyCo
 func (s *Store) IdempotencyRelease(ctx context.Context, p *engine.IdempotencyReleaseParams) error {
 	ctx = engine.WithoutIdempotency(ctx)
 	return s.writeTx(ctx, func(tx *wtx) error {
+		tx.cursorsKept = true // idempotency records make nothing available
 		for _, q := range []string{sqlIdemDeleteUnapplied, sqlIdemExpireClaim} {
 			tag, err := tx.Exec(ctx, tx.q(q), p.Key, p.Token)
 			if err != nil {

@@ -50,7 +50,10 @@ func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams
 	if len(p.Jobs) == 0 {
 		return res, nil
 	}
+	var avail []*engine.Job // new available jobs, to check against the claim cursors
 	err := s.writeTx(ctx, func(tx *wtx) error {
+		tx.cursorsKept = true
+		avail = avail[:0]
 		for i := range res {
 			res[i] = engine.JobInsertResult{}
 		}
@@ -139,6 +142,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams
 				counts.move(jp.Queue, "", j.State, 1)
 				if j.State == engine.StateAvailable {
 					wake[jp.Queue] = true
+					avail = append(avail, j)
 				}
 				continue
 			}
@@ -163,6 +167,11 @@ func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams
 	})
 	if err != nil {
 		return nil, err
+	}
+	for _, j := range avail {
+		if s.cursorBehind(j.Queue, j.Priority, j.ScheduledAt) {
+			s.cursorReset(j.Queue)
+		}
 	}
 	return res, nil
 }

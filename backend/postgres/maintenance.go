@@ -95,6 +95,8 @@ func (s *Store) JobScheduleDue(ctx context.Context, p *engine.JobScheduleDuePara
 		if err := s.applyCounts(ctx, tx, counts); err != nil {
 			return err
 		}
+		// The promoted jobs keep their scheduled_at, behind the cursors.
+		tx.cursorsKept = true
 		if p.To == engine.StateAvailable {
 			return s.notifyQueues(ctx, tx, seen)
 		}
@@ -102,6 +104,11 @@ func (s *Store) JobScheduleDue(ctx context.Context, p *engine.JobScheduleDuePara
 	})
 	if err != nil {
 		return nil, err
+	}
+	if p.To == engine.StateAvailable {
+		for _, q := range queues {
+			s.cursorReset(q)
+		}
 	}
 	sort.Strings(queues)
 	return queues, nil
@@ -153,6 +160,7 @@ func (s *Store) jobDeleteExpired(ctx context.Context, p *engine.JobDeleteExpired
 	total := 0
 	err := s.writeTx(ctx, func(tx *wtx) error {
 		total = 0
+		tx.cursorsKept = true // retention deletes; it makes nothing available
 		counts := countDeltas{}
 		evicted := tx.now
 		if !evictAt.IsZero() {

@@ -42,6 +42,8 @@
 //	archive_queues=a,b       queues whose evicted jobs are cold-archived
 //	archive_retention=2160h  how long a closed archive month is kept
 //	notify=false             send no NOTIFY (workers poll; see noNotify)
+//	claim_cursor=25ms        a claim from the start this slow moves claims
+//	                         to a cursor (see claimCursor); off: never
 //
 // Every other parameter is pgx's or the server's: pool_max_conns,
 // default_query_exec_mode=simple_protocol (PgBouncer in transaction
@@ -129,11 +131,16 @@ type Store struct {
 	sqlCache sync.Map // query template -> query text with the schema
 	claimSQL sync.Map // claim variant key -> query text
 	// cursors: where each queue's claims start their scan (claimCursor).
-	cursorMu sync.Mutex
-	cursors  map[string]claimCursor
-	// claimSlowOverride replaces claimSlowFull (tests: 1ns puts every
-	// queue in cursor mode after its first claim).
-	claimSlowOverride time.Duration
+	// cursorGen and cursorGenAll are the generations of a queue and of
+	// all: a write that may put a job behind a cursor moves them.
+	cursorMu     sync.Mutex
+	cursors      map[cursorKey]claimCursor
+	cursorGen    map[string]uint64
+	cursorGenAll uint64
+	// claimCursorAfter: a claim from the start that took this long or
+	// longer moves the queue's claims to a cursor (claim_cursor; <0:
+	// never; 1ns puts every queue in cursor mode after its first claim).
+	claimCursorAfter time.Duration
 	listenURL         string
 	notify            *notifier
 
@@ -160,6 +167,7 @@ type config struct {
 	archiveQueues    []string
 	archiveRetention time.Duration
 	noNotify         bool
+	claimCursorAfter time.Duration // <0: never
 }
 
 // parseURL splits the store's own parameters (schema, listen_url,
@@ -205,7 +213,19 @@ func parseURL(raw string) (*config, error) {
 	default:
 		return nil, fmt.Errorf("postgres: %w: notify=%q: want true or false", engine.ErrInvalid, v)
 	}
-	for _, k := range []string{"schema", "listen_url", "migrate", "archive_queues", "archive_retention", "notify"} {
+	c.claimCursorAfter = claimSlowFull
+	switch v := q.Get("claim_cursor"); v {
+	case "":
+	case "off", "0", "false":
+		c.claimCursorAfter = -1
+	default:
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("postgres: %w: claim_cursor=%q: want a duration such as 25ms, or off", engine.ErrInvalid, v)
+		}
+		c.claimCursorAfter = d
+	}
+	for _, k := range []string{"schema", "listen_url", "migrate", "archive_queues", "archive_retention", "notify", "claim_cursor"} {
 		q.Del(k)
 	}
 	if q.Get("application_name") == "" {
@@ -302,7 +322,7 @@ func openPool(ctx context.Context, c *config, opts Options) (*Store, error) {
 	}
 	return &Store{url: c.redacted, schema: c.schema, log: opts.Logger, pool: pool, listenURL: c.listenURL,
 		archiveQueues:    archiveQueueList(append(slices.Clone(opts.ArchiveQueues), c.archiveQueues...)),
-		archiveRetention: retention, noNotify: c.noNotify}, nil
+		archiveRetention: retention, noNotify: c.noNotify, claimCursorAfter: c.claimCursorAfter}, nil
 }
 
 // OpenForMigration opens the store's schema for `sluice migrate`: it
@@ -385,6 +405,10 @@ type wtx struct {
 	nowNs  int64
 	result any
 	kept   bool
+	// cursorsKept: the write put no job behind a claim cursor, or said
+	// itself which queues it did (see claimCursor); else its commit
+	// resets every cursor.
+	cursorsKept bool
 }
 
 // keep hands v, the result the running method returns, to the step
@@ -416,13 +440,15 @@ func (s *Store) writeTx(ctx context.Context, fn func(tx *wtx) error) error {
 		if err != nil {
 			return fmt.Errorf("postgres: savepoint: %w", err)
 		}
-		if err := s.runTx(ctx, sp, fn); err != nil {
+		w, err := s.runTx(ctx, sp, fn)
+		if err != nil {
 			sp.Rollback(ctx)
 			return err
 		}
 		if err := sp.Commit(ctx); err != nil {
 			return fmt.Errorf("postgres: release savepoint: %w", err)
 		}
+		s.wrote(w)
 		return nil
 	}
 	for attempt := 1; ; attempt++ {
@@ -430,9 +456,10 @@ func (s *Store) writeTx(ctx context.Context, fn func(tx *wtx) error) error {
 		if err != nil {
 			return fmt.Errorf("postgres: begin: %w", err)
 		}
-		err = s.runTx(ctx, tx, fn)
+		w, err := s.runTx(ctx, tx, fn)
 		if err == nil {
 			if err = tx.Commit(ctx); err == nil {
+				s.wrote(w)
 				return nil
 			}
 			err = fmt.Errorf("postgres: commit: %w", err)
@@ -446,12 +473,21 @@ func (s *Store) writeTx(ctx context.Context, fn func(tx *wtx) error) error {
 	}
 }
 
-func (s *Store) runTx(ctx context.Context, tx pgx.Tx, fn func(*wtx) error) error {
+// wrote follows a committed write: unless it kept them, the claim cursors
+// start over.
+func (s *Store) wrote(w *wtx) {
+	if !w.cursorsKept {
+		s.cursorReset("")
+	}
+}
+
+func (s *Store) runTx(ctx context.Context, tx pgx.Tx, fn func(*wtx) error) (*wtx, error) {
 	var n int64
 	if err := tx.QueryRow(ctx, `SELECT `+sqlNow).Scan(&n); err != nil {
-		return fmt.Errorf("postgres: now: %w", err)
+		return nil, fmt.Errorf("postgres: now: %w", err)
 	}
-	return fn(&wtx{Tx: tx, s: s, now: fromNanos(n), nowNs: n})
+	w := &wtx{Tx: tx, s: s, now: fromNanos(n), nowNs: n}
+	return w, fn(w)
 }
 
 // retryable reports a server error that aborted a transaction which may
