@@ -220,7 +220,6 @@ func (s *Store) cursorBehind(queue string, priority int, scheduled time.Time) bo
 	return false
 }
 
-
 // claimed moves key's cursor after a claim that began at began with the
 // queue at generation gen, ran from the cursor or not, asked for limit
 // jobs and took these (in claim order).

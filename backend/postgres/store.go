@@ -141,8 +141,8 @@ type Store struct {
 	// longer moves the queue's claims to a cursor (claim_cursor; <0:
 	// never; 1ns puts every queue in cursor mode after its first claim).
 	claimCursorAfter time.Duration
-	listenURL         string
-	notify            *notifier
+	listenURL        string
+	notify           *notifier
 
 	archiveQueues    []string
 	archiveRetention time.Duration
