@@ -281,7 +281,9 @@ func testZombieStep(t *testing.T, h Harness) {
 		return err
 	}
 	cfg := fast("w-a", "zw")
-	cfg.Queues["zw"] = engine.QueueConfig{Concurrency: 1}
+	// No prefetch: with its one slot busy, the engine would otherwise
+	// claim the released job ahead of B (seen through PgBouncer in CI).
+	cfg.Queues["zw"] = engine.QueueConfig{Concurrency: 1, Prefetch: -1}
 	e := startEngine(t, s, cfg, engine.Kind{Name: "zw", Handler: handler})
 	enqueue(t, e, engine.EnqueueParams{ID: "z", Queue: "zw", Kind: "zw"})
 	select {
@@ -290,7 +292,7 @@ func testZombieStep(t *testing.T, h Harness) {
 		t.Fatal("handler did not end")
 	}
 	if stolen == nil {
-		t.Fatal("B did not take the job over")
+		t.Fatalf("B did not take the job over: %v", stepErr)
 	}
 	if !errors.Is(stepErr, engine.ErrLeaseLost) {
 		t.Fatalf("step two of the zombie returned %v, want ErrLeaseLost", stepErr)

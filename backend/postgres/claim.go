@@ -2,10 +2,13 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicehq/sluice/engine"
 )
@@ -110,37 +113,47 @@ var (
 // pressure, BENCHMARKS.md); the claims fell behind.
 //
 // Claims run from the start of the index while that is cheap. Once one
-// takes claimSlowFull or longer, the claims of that queue and kind filter
-// (a cursor is the filter's own: a filtered claim passes jobs of other
-// kinds by) start at the cursor: the order key of the last job a claim
-// took, less claimCursorMargin (for an enqueue whose statement took its
-// time before the claim and committed after it: at 2,000 jobs/s the
-// margin holds 200 dead entries).
+// takes claimCursorAfter (claim_cursor, 25 ms) or longer, the claims of
+// that queue and kind filter (a cursor is the filter's own: a filtered
+// claim passes jobs of other kinds by) start at the cursor: the order key
+// of the last job a claim took, less claimCursorMargin (for an enqueue
+// whose statement took its time before the claim and committed after it:
+// at 2,000 jobs/s the margin holds 200 dead entries).
 //
 // A job can become available behind the cursor: a higher priority than
 // the cursor's, a job scheduled in the past, a due job promoted, a retry,
-// a job handed back. When this Store wrote it, the write moves the
-// queue's generation (cursorReset) and the next claim runs from the
-// start. When another process wrote it, it is taken by the next claim
-// from the start, which runs at least every claimFullEvery, and after a
-// claim from the cursor that took fewer jobs than it asked for (the queue
-// caught up) once claimStaleGap has passed since the last; such a job
-// waits that long at most, and the dead entries are walked that often at
-// most. The cursor only picks where a scan starts: which jobs may be
-// claimed, in which order, is the statement's as before.
+// a job handed back. When this Store inserted it, the cursor moves back
+// to it; when this Store wrote it otherwise, the write moves the queue's
+// generation (cursorReset) and the next claim runs from the start. When
+// another process wrote it, a probe finds it: a read of the first
+// claimable job from the start of the index, without locks and off the
+// claim path (claimProbe), which moves the cursor back to what it finds.
+// A probe runs claimProbeEvery after the last (100 ms once a claim found
+// the queue caught up), or twenty times its own time if that is longer,
+// so that walking the dead entries takes a twentieth of a connection at
+// most and never holds a claim up: before the probe, the claims from the
+// start that did this walk, a second apart and 1.3 s each at the end of
+// the ten minutes, were what the claims fell behind on. A probe that is
+// fast again ends cursor mode. The cursor only picks where a scan
+// starts: which jobs may be claimed, in which order, is the statement's
+// as before.
 type claimCursor struct {
 	priority  int32
 	scheduled int64
 	// gen is the queue's generation when the last claim from the start
 	// began: a write since then may have put a job behind the cursor.
 	gen uint64
-	// full is when the last claim from the start began, fullTook how
-	// long it took; stale: a claim from the cursor found the queue
-	// caught up.
+	// full is when the last claim from the start or probe began, fullTook
+	// how long it took; probing: a probe is running; stale: a claim from
+	// the cursor found the queue caught up.
 	full     time.Time
 	fullTook time.Duration
+	probing  bool
 	stale    bool
 	set      bool
+	// back counts the moves back (cursorBack, a probe): a claim from the
+	// cursor that began before one does not move the cursor forward.
+	back uint64
 }
 
 // cursorKey names a cursor: a queue and a claim's kind filter.
@@ -164,8 +177,10 @@ func cursorKeyOf(queue string, kinds []string, versions []int32) cursorKey {
 const (
 	claimSlowFull     = 25 * time.Millisecond // the default of claim_cursor
 	claimCursorMargin = int64(100 * time.Millisecond)
-	claimFullEvery    = time.Second
+	claimProbeEvery   = time.Second
 	claimStaleGap     = 100 * time.Millisecond
+	// A probe waits at least claimProbeShare times its last one's time.
+	claimProbeShare = 20
 )
 
 // genLocked is queue's generation; cursorMu is held.
@@ -174,19 +189,73 @@ func (s *Store) genLocked(queue string) uint64 {
 }
 
 // claimFrom reports whether a claim of key beginning now starts at the
-// cursor c, and the queue's generation.
-func (s *Store) claimFrom(key cursorKey, now time.Time) (c claimCursor, from bool, gen uint64) {
+// cursor c, the queue's generation, and whether the claim is to start the
+// cursor's probe (the cursor is marked probing).
+func (s *Store) claimFrom(key cursorKey, now time.Time) (c claimCursor, from bool, gen uint64, probe bool) {
 	s.cursorMu.Lock()
 	defer s.cursorMu.Unlock()
 	c, gen = s.cursors[key], s.genLocked(key.queue)
-	since := now.Sub(c.full)
-	switch {
-	case !c.set || s.claimCursorAfter <= 0 || c.fullTook < s.claimCursorAfter || c.gen != gen:
-		return c, false, gen
-	case since >= claimFullEvery, c.stale && since >= claimStaleGap:
-		return c, false, gen
+	if !c.set || s.claimCursorAfter <= 0 || c.fullTook < s.claimCursorAfter || c.gen != gen {
+		return c, false, gen, false
 	}
-	return c, true, gen
+	since := now.Sub(c.full)
+	wait := max(claimProbeEvery, claimProbeShare*c.fullTook)
+	if c.stale {
+		wait = max(claimStaleGap, claimProbeShare*c.fullTook)
+	}
+	if !c.probing && since >= wait && !s.closed.Load() {
+		c.probing, c.full = true, now
+		s.cursors[key] = c
+		s.probes.Add(1) // under cursorMu: Close's barrier (see Close)
+		probe = true
+	}
+	return c, true, gen, probe
+}
+
+// sqlClaimProbe is the order key of the first job a claim of queue $1 with
+// kinds $2 and versions $3 (NULL: any) may take, read without locks and
+// with no write: the claim's pick from the start of jobs_claim, for
+// claimProbe.
+const sqlClaimProbe = `SELECT c.priority, c.scheduled_at FROM {s}.jobs c
+	WHERE c.state = 'available' AND c.crash_attempt = 0 AND c.queue = $1
+	AND (c.deadline IS NULL OR c.deadline >= ` + sqlNow + `)
+	AND ($2::text[] IS NULL OR EXISTS (SELECT 1 FROM unnest($2::text[], $3::int[]) AS k(k, v)
+		WHERE k.k = c.kind AND c.schema_version <= k.v))
+	ORDER BY c.priority, c.scheduled_at, c.id LIMIT 1`
+
+// claimProbe reads where the claims of key would start from the start of
+// the index and moves the cursor back there if that is behind it; its
+// time decides whether the claims stay in cursor mode (see claimCursor).
+// It runs on its own goroutine, one per cursor at a time.
+func (s *Store) claimProbe(key cursorKey, kinds []string, versions []int32) {
+	defer s.probes.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	began := time.Now()
+	var prio int32
+	var sched int64
+	err := s.pool.QueryRow(ctx, s.sql(sqlClaimProbe), key.queue, kinds, versions).Scan(&prio, &sched)
+	took := time.Since(began)
+	s.cursorMu.Lock()
+	defer s.cursorMu.Unlock()
+	c := s.cursors[key]
+	c.probing = false
+	switch {
+	case err == nil:
+		if (orderKey{prio, sched}).before(orderKey{c.priority, c.scheduled}) {
+			c.priority, c.scheduled = prio, sched
+			c.back++
+		}
+		c.fullTook = took
+	case errors.Is(err, pgx.ErrNoRows):
+		c.fullTook = took
+	default:
+		// The next probe tries again; the claims keep their cursor.
+		if !s.closed.Load() {
+			s.log.Warn("postgres: claim probe", "queue", key.queue, "err", err)
+		}
+	}
+	s.cursors[key] = c
 }
 
 // cursorReset makes the next claims of queue ("": of every queue) run
@@ -205,25 +274,35 @@ func (s *Store) cursorReset(queue string) {
 	s.cursorGen[queue]++
 }
 
-// cursorBehind reports whether a job of queue at (priority, scheduled)
-// sorts before any cursor of the queue's.
-func (s *Store) cursorBehind(queue string, priority int, scheduled time.Time) bool {
+// orderKey is a job's place in claim order (before its id).
+type orderKey struct {
+	priority  int32
+	scheduled int64
+}
+
+func (k orderKey) before(o orderKey) bool {
+	return k.priority < o.priority || (k.priority == o.priority && k.scheduled < o.scheduled)
+}
+
+// cursorBack moves every cursor of queue that is past k back to it: this
+// Store made a job at k available (an insert, a promotion). A claim from
+// the cursor in flight meanwhile does not move it forward again (back).
+func (s *Store) cursorBack(queue string, k orderKey) {
 	s.cursorMu.Lock()
 	defer s.cursorMu.Unlock()
-	at := scheduled.UnixNano()
-	for k, c := range s.cursors {
-		if k.queue == queue && c.set &&
-			(int32(priority) < c.priority || (int32(priority) == c.priority && at < c.scheduled)) {
-			return true
+	for key, c := range s.cursors {
+		if key.queue == queue && c.set && k.before(orderKey{c.priority, c.scheduled}) {
+			c.priority, c.scheduled = k.priority, k.scheduled
+			c.back++
+			s.cursors[key] = c
 		}
 	}
-	return false
 }
 
 // claimed moves key's cursor after a claim that began at began with the
-// queue at generation gen, ran from the cursor or not, asked for limit
-// jobs and took these (in claim order).
-func (s *Store) claimed(key cursorKey, from bool, gen uint64, limit int, jobs []*engine.Job, began time.Time) {
+// queue at generation gen and the cursor at back moves back, ran from the
+// cursor or not, asked for limit jobs and took these (in claim order).
+func (s *Store) claimed(key cursorKey, from bool, gen, back uint64, limit int, jobs []*engine.Job, began time.Time) {
 	s.cursorMu.Lock()
 	defer s.cursorMu.Unlock()
 	if s.cursors == nil {
@@ -232,6 +311,7 @@ func (s *Store) claimed(key cursorKey, from bool, gen uint64, limit int, jobs []
 	c := s.cursors[key]
 	if !from {
 		c.full, c.fullTook, c.gen = began, time.Since(began), gen
+		s.fullClaims.Add(1)
 	}
 	var last *engine.Job
 	n := 0
@@ -240,7 +320,7 @@ func (s *Store) claimed(key cursorKey, from bool, gen uint64, limit int, jobs []
 			last, n = j, n+1
 		}
 	}
-	if last != nil {
+	if last != nil && c.back == back {
 		c.priority = int32(last.Priority)
 		c.scheduled = last.ScheduledAt.UnixNano() - claimCursorMargin
 		c.set = true
@@ -272,7 +352,10 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 	res := &engine.JobClaimResult{}
 	began := time.Now()
 	key := cursorKeyOf(p.Queue, kinds, versions)
-	cur, from, gen := s.claimFrom(key, began)
+	cur, from, gen, probe := s.claimFrom(key, began)
+	if probe {
+		go s.claimProbe(key, kinds, versions)
+	}
 	err := s.claimTx(ctx, pd, res, func(q querier) error {
 		res.Jobs, res.Dead, res.Now = nil, nil, time.Time{}
 		args := []any{p.LeaseID, p.WorkerID, int64(lease), p.Queue, limit, max(p.Suspects, 0), p.Lone,
@@ -313,7 +396,7 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim %s: %w", p.Queue, err)
 	}
-	s.claimed(key, from, gen, limit, res.Jobs, began)
+	s.claimed(key, from, gen, cur.back, limit, res.Jobs, began)
 	if res.Now.IsZero() {
 		// Nothing claimed: the statement returned no row to carry its now.
 		if res.Now, err = s.Now(ctx); err != nil {

@@ -98,10 +98,11 @@ func TestClaimCursorSkipsDeadEntries(t *testing.T) {
 	}
 }
 
-// TestClaimCursorMissesNothing: in cursor mode a job behind the cursor —
-// a higher priority than the cursor's — is claimed by a claim from the
-// start, once the queue has caught up; new jobs are claimed from the
-// cursor meanwhile, and the order of what a claim takes is unchanged.
+// TestClaimCursorMissesNothing: in cursor mode a job another process puts
+// behind the cursor — a higher priority than the cursor's — is found by
+// the probe, off the claim path, and claimed from the cursor it moved
+// back; new jobs are claimed from the cursor meanwhile, the order of what
+// a claim takes is unchanged, and no claim runs from the start again.
 func TestClaimCursorMissesNothing(t *testing.T) {
 	s := schemaStore(t, "cursor")
 	s.claimCursorAfter = time.Nanosecond // every queue in cursor mode
@@ -109,14 +110,15 @@ func TestClaimCursorMissesNothing(t *testing.T) {
 	if got := claimN(t, s, "q", 5); len(got) != 5 || got[0].ID != "a000001" {
 		t.Fatalf("first claim: %v", ids(got))
 	}
-	if _, from, _ := s.claimFrom(cursorKey{queue: "q"}, time.Now()); !from {
+	if _, from, _, _ := s.claimFrom(cursorKey{queue: "q"}, time.Now()); !from {
 		t.Fatal("after a full claim slower than the override, the next claim does not start at the cursor")
 	}
 	// Ahead of the cursor: taken from it, in order.
 	if got := claimN(t, s, "q", 5); len(got) != 5 || got[0].ID != "a000006" {
 		t.Fatalf("second claim: %v", ids(got))
 	}
-	// Behind it: a higher priority.
+	// Behind it: a higher priority, written by raw SQL as another
+	// process would (this Store's own inserts move the cursor back).
 	insertAvailable(t, s, "q", "p", 0, 3)
 	insertAvailable(t, s, "q", "z", 2, 2)
 	var taken []string
@@ -132,6 +134,9 @@ func TestClaimCursorMissesNothing(t *testing.T) {
 		if !want[id] {
 			t.Fatalf("claimed %v: %s is not one of the five", taken, id)
 		}
+	}
+	if n := s.fullClaims.Load(); n != 1 {
+		t.Fatalf("%d claims ran from the start of the index, want only the first", n)
 	}
 }
 
@@ -175,7 +180,7 @@ func TestClaimCursorOwnWritesSeenAtOnce(t *testing.T) {
 	want(claim(map[string]int{"k": 1}), "k1")
 	insert("k2", "k", 5, nil)
 	want(claim(map[string]int{"k": 1}), "k2") // from the k cursor
-	if _, from, _ := s.claimFrom(cursorKeyOf("q", []string{"k"}, []int32{1}), time.Now()); !from {
+	if _, from, _, _ := s.claimFrom(cursorKeyOf("q", []string{"k"}, []int32{1}), time.Now()); !from {
 		t.Fatal("the k claims are not in cursor mode")
 	}
 	want(claim(nil), "o1")

@@ -169,9 +169,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams
 		return nil, err
 	}
 	for _, j := range avail {
-		if s.cursorBehind(j.Queue, j.Priority, j.ScheduledAt) {
-			s.cursorReset(j.Queue)
-		}
+		s.cursorBack(j.Queue, orderKey{int32(j.Priority), j.ScheduledAt.UnixNano()})
 	}
 	return res, nil
 }

@@ -56,7 +56,7 @@ const sqlScheduleDue = `UPDATE {s}.jobs j SET state = $4, state_changed_at = $1,
 	FROM (SELECT id FROM {s}.jobs WHERE state IN ('scheduled', 'retryable') AND state = $3 AND scheduled_at <= $1
 		ORDER BY scheduled_at LIMIT $2 FOR UPDATE SKIP LOCKED) d
 	WHERE j.id = d.id
-	RETURNING j.queue`
+	RETURNING j.queue, j.priority, j.scheduled_at`
 
 // JobScheduleDue makes due scheduled and retryable jobs available and
 // returns the queues that got work, sorted; one notification wakes their
@@ -70,8 +70,10 @@ func (s *Store) JobScheduleDue(ctx context.Context, p *engine.JobScheduleDuePara
 		limit = 1 << 30
 	}
 	var queues []string
+	first := map[string]orderKey{} // per queue, the first promoted job in claim order
 	err := s.writeTx(ctx, func(tx *wtx) error {
 		queues = queues[:0]
+		clear(first)
 		seen := map[string]bool{}
 		counts := countDeltas{}
 		moved := 0
@@ -79,23 +81,37 @@ func (s *Store) JobScheduleDue(ctx context.Context, p *engine.JobScheduleDuePara
 			if moved >= limit {
 				break
 			}
-			qs, err := queryStrings(ctx, tx, tx.q(sqlScheduleDue), tx.nowNs, limit-moved, string(from), string(p.To))
+			rows, err := tx.Query(ctx, tx.q(sqlScheduleDue), tx.nowNs, limit-moved, string(from), string(p.To))
 			if err != nil {
 				return fmt.Errorf("postgres: schedule due: %w", err)
 			}
-			for _, q := range qs {
+			for rows.Next() {
+				var q string
+				var k orderKey
+				if err := rows.Scan(&q, &k.priority, &k.scheduled); err != nil {
+					rows.Close()
+					return fmt.Errorf("postgres: schedule due: %w", err)
+				}
 				moved++
 				counts.move(q, from, p.To, 1)
+				if f, ok := first[q]; !ok || k.before(f) {
+					first[q] = k
+				}
 				if !seen[q] {
 					seen[q] = true
 					queues = append(queues, q)
 				}
 			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return fmt.Errorf("postgres: schedule due: %w", err)
+			}
 		}
 		if err := s.applyCounts(ctx, tx, counts); err != nil {
 			return err
 		}
-		// The promoted jobs keep their scheduled_at, behind the cursors.
+		// The promoted jobs keep their scheduled_at: the cursors move
+		// back to them below.
 		tx.cursorsKept = true
 		if p.To == engine.StateAvailable {
 			return s.notifyQueues(ctx, tx, seen)
@@ -106,8 +122,8 @@ func (s *Store) JobScheduleDue(ctx context.Context, p *engine.JobScheduleDuePara
 		return nil, err
 	}
 	if p.To == engine.StateAvailable {
-		for _, q := range queues {
-			s.cursorReset(q)
+		for q, k := range first {
+			s.cursorBack(q, k)
 		}
 	}
 	sort.Strings(queues)
@@ -123,7 +139,7 @@ const sqlDeleteExpired = `DELETE FROM {s}.jobs j
 		AND ($3::text IS NULL OR queue = $3) AND NOT (queue = ANY($4::text[]))
 		LIMIT $5 FOR UPDATE SKIP LOCKED) d
 	WHERE j.id = d.id
-	RETURNING j.queue`
+	RETURNING j.queue, j.priority, j.scheduled_at`
 
 // JobDeleteExpired deletes terminal jobs past their retention (with their
 // events), at most Limit in all. A retention of 0 deletes at once; a

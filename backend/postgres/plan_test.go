@@ -111,6 +111,7 @@ func TestQueryPlans(t *testing.T) {
 			[]string(nil), []int32(nil), "", "", "", "", "", "", "", "", ""}, "jobs_claim"},
 		{"claim from a cursor", s.sql(sqlClaimFrom), []any{"lease", "w", int64(time.Second), "q1", 100, 0, false,
 			[]string(nil), []int32(nil), "", "", "", "", "", "", "", "", "", int32(0), int64(3000)}, "jobs_claim"},
+		{"claim probe", s.sql(sqlClaimProbe), []any{"q1", []string{"k"}, []int32{1}}, "jobs_claim"},
 		// The primary key, never jobs_running: that index keeps an entry
 		// for every job claimed since the last VACUUM (see completeSQL).
 		{"batched ack", s.sql(sqlComplete), []any{ids, leases, fences, dels, true}, "jobs_pkey"},

@@ -137,6 +137,10 @@ type Store struct {
 	cursors      map[cursorKey]claimCursor
 	cursorGen    map[string]uint64
 	cursorGenAll uint64
+	// probes: the claim probes running (claimProbe), waited for by Close;
+	// fullClaims counts claims from the start of the index (tests).
+	probes     sync.WaitGroup
+	fullClaims atomic.Int64
 	// claimCursorAfter: a claim from the start that took this long or
 	// longer moves the queue's claims to a cursor (claim_cursor; <0:
 	// never; 1ns puts every queue in cursor mode after its first claim).
@@ -355,6 +359,11 @@ func (s *Store) Close() error {
 	if s.notify != nil {
 		s.notify.close()
 	}
+	// No probe starts once closed is seen under cursorMu; wait for the
+	// ones that did.
+	s.cursorMu.Lock()
+	s.cursorMu.Unlock()
+	s.probes.Wait()
 	s.pool.Close()
 	return nil
 }
