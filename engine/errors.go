@@ -31,6 +31,10 @@ var (
 	ErrUnsupported = errors.New("not supported by this backend")
 	// ErrClosed: the engine or store has been stopped.
 	ErrClosed = errors.New("closed")
+	// ErrBusy: another write held the job's row, and the store passed it
+	// by rather than wait (a lease renewal of a job whose completion is
+	// committing). Nothing was changed; the next attempt may succeed.
+	ErrBusy = errors.New("busy")
 )
 
 // Idempotency keys (see IdempotencyStore).

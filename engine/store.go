@@ -69,7 +69,9 @@ type Store interface {
 	// after the reaper may have taken the job. Each item succeeds or fails
 	// on its own.
 	JobCheckpoint(ctx context.Context, p *JobCheckpointParams) ([]error, error)
-	// JobLeaseRenew extends leases; each item is fenced on its own.
+	// JobLeaseRenew extends leases; each item is fenced on its own: nil,
+	// ErrLeaseLost, or ErrBusy when the store passed a row another write
+	// held by (the engine renews it next round).
 	JobLeaseRenew(ctx context.Context, p *JobLeaseRenewParams) ([]error, error)
 	// JobListExpiredLeases lists running jobs whose lease has expired, with
 	// whether the owning worker process still heartbeats.

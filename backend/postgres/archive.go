@@ -44,7 +44,7 @@ const archiveReadColumns = `id, queue, kind, payload, schema_version, metadata, 
 const sqlDeleteExpiredArchiving = `WITH d AS (SELECT id FROM {s}.jobs
 		WHERE state = $1 AND state NOT IN ('available', 'running') AND state_changed_at < $2 AND finalized_at < $2
 		AND ($3::text IS NULL OR queue = $3) AND NOT (queue = ANY($4::text[]))
-		LIMIT $5 FOR UPDATE SKIP LOCKED),
+		ORDER BY state_changed_at, id LIMIT $5 FOR UPDATE SKIP LOCKED),
 	gone AS (DELETE FROM {s}.jobs j USING d WHERE j.id = d.id RETURNING j.*),
 	kept AS (INSERT INTO {s}.job_archive (evicted_at, ` + archiveColumns + `)
 		SELECT $6, ` + archiveColumns + ` FROM gone WHERE queue = ANY($7::text[]))

@@ -18,7 +18,7 @@ import (
 // rarely wait for each other's counter row; the rows are written in key
 // order, so they never deadlock on them.
 
-const countShards = 16
+const countShards = 64
 
 type countKey struct {
 	queue string

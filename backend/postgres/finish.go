@@ -413,12 +413,27 @@ func (s *Store) holdJobs(ctx context.Context, tx *wtx, counts countDeltas, fp st
 // ns. The state is a join term for the reason completeSQL gives.
 // (The items are a materialized CTE: a subquery would be pulled up and
 // the state be a literal again.)
+//
+// It locks its rows in id order and passes by those another write holds
+// (SKIP LOCKED): a renewal of the hundreds of jobs an engine holds waited
+// on their completions, which waited on it in turn — 6 s per renewal,
+// and the completions with it, under scripts/bench pressure's backlog. A
+// row passed by whose lease still matched in the statement's snapshot
+// comes back with busy = true (ErrBusy: renewed next round); a row whose
+// lease does not match is not returned (ErrLeaseLost).
 var sqlRenew = `WITH i AS MATERIALIZED (SELECT x.*, 'running'::text AS running
-		FROM unnest($1::text[], $2::text[], $3::bigint[]) AS x(id, lease_id, fence))
-	UPDATE {s}.jobs j SET lease_expires_at = ` + sqlNow + ` + $4, version = j.version + 1
-	FROM i
-	WHERE j.id = ANY($1::text[]) AND j.id = i.id AND j.lease_id = i.lease_id AND j.fence = i.fence AND j.state = i.running
-	RETURNING j.id, j.fence, j.lease_id`
+		FROM unnest($1::text[], $2::text[], $3::bigint[]) AS x(id, lease_id, fence)),
+	m AS MATERIALIZED (SELECT j.id, i.fence, i.lease_id FROM {s}.jobs j, i
+		WHERE j.id = ANY($1::text[]) AND j.id = i.id AND j.lease_id = i.lease_id AND j.fence = i.fence AND j.state = i.running),
+	l AS MATERIALIZED (SELECT j.id FROM {s}.jobs j, i
+		WHERE j.id = ANY(ARRAY(SELECT id FROM m)) AND j.id = i.id AND j.lease_id = i.lease_id AND j.fence = i.fence
+			AND j.state = i.running
+		ORDER BY j.id FOR UPDATE OF j SKIP LOCKED),
+	u AS (UPDATE {s}.jobs j SET lease_expires_at = ` + sqlNow + ` + $4, version = j.version + 1
+		FROM l WHERE j.id = ANY(ARRAY(SELECT id FROM l)) AND j.id = l.id
+		RETURNING j.id, j.fence, j.lease_id)
+	SELECT id, fence, lease_id, false FROM u
+	UNION ALL SELECT m.id, m.fence, m.lease_id, true FROM m WHERE m.id NOT IN (SELECT id FROM l)`
 
 // JobLeaseRenew extends leases in one statement; each item is fenced on
 // its own.
@@ -435,9 +450,10 @@ func (s *Store) JobLeaseRenew(ctx context.Context, p *engine.JobLeaseRenewParams
 	for i, it := range p.Items {
 		ids[i], leases[i], fences[i] = it.ID, it.LeaseID, it.Fence
 	}
-	renewed := map[refKey]bool{}
+	renewed, busy := map[refKey]bool{}, map[refKey]bool{}
 	err := s.single(ctx, func(q querier) error {
 		clear(renewed)
+		clear(busy)
 		rows, err := q.Query(ctx, s.sql(sqlRenew), ids, leases, fences, int64(lease))
 		if err != nil {
 			return err
@@ -445,10 +461,15 @@ func (s *Store) JobLeaseRenew(ctx context.Context, p *engine.JobLeaseRenewParams
 		defer rows.Close()
 		for rows.Next() {
 			var k refKey
-			if err := rows.Scan(&k.id, &k.fence, &k.lease); err != nil {
+			var b bool
+			if err := rows.Scan(&k.id, &k.fence, &k.lease, &b); err != nil {
 				return err
 			}
-			renewed[k] = true
+			if b {
+				busy[k] = true
+			} else {
+				renewed[k] = true
+			}
 		}
 		return rows.Err()
 	})
@@ -456,7 +477,12 @@ func (s *Store) JobLeaseRenew(ctx context.Context, p *engine.JobLeaseRenewParams
 		return nil, fmt.Errorf("postgres: renew leases: %w", err)
 	}
 	for i, it := range p.Items {
-		if !renewed[refKey{it.ID, it.LeaseID, it.Fence}] {
+		k := refKey{it.ID, it.LeaseID, it.Fence}
+		switch {
+		case renewed[k]:
+		case busy[k]:
+			out[i] = fmt.Errorf("renew lease of job %s: %w", it.ID, engine.ErrBusy)
+		default:
 			out[i] = fmt.Errorf("renew lease of job %s: %w", it.ID, engine.ErrLeaseLost)
 		}
 	}

@@ -95,6 +95,7 @@ func (s *Store) OperationInsert(ctx context.Context, p *engine.OperationInsertPa
 	}
 	var out *engine.Operation
 	err = s.writeTx(ctx, func(tx *wtx) error {
+		tx.cursorsKept = true // an operation's own record: no job moves
 		r, err := scanOperation(tx.QueryRow(ctx, tx.q(sqlOperationInsert), p.ID, string(p.Action), string(sel),
 			p.CreatedBy, tx.nowNs, p.Matched, p.Rate))
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -168,6 +169,7 @@ func (s *Store) OperationList(ctx context.Context, p *engine.OperationListParams
 func (s *Store) OperationCancel(ctx context.Context, p *engine.OperationCancelParams) (*engine.Operation, error) {
 	var out *engine.Operation
 	err := s.writeTx(ctx, func(tx *wtx) error {
+		tx.cursorsKept = true // an operation's own record: no job moves
 		r, err := scanOperation(tx.QueryRow(ctx, tx.q(sqlOperationCancel), p.ID, tx.nowNs, p.Message))
 		if errors.Is(err, pgx.ErrNoRows) {
 			cur, err := scanOperation(tx.QueryRow(ctx, tx.q(sqlOperationGet), p.ID))
@@ -201,6 +203,7 @@ func (s *Store) OperationClaim(ctx context.Context, p *engine.OperationClaimPara
 	}
 	var out *engine.OperationLease
 	err := s.writeTx(ctx, func(tx *wtx) error {
+		tx.cursorsKept = true // an operation's own record: no job moves
 		out = nil
 		var id string
 		err := tx.QueryRow(ctx, tx.q(sqlOperationNext), tx.nowNs).Scan(&id)
@@ -228,6 +231,7 @@ func (s *Store) OperationClaim(ctx context.Context, p *engine.OperationClaimPara
 func (s *Store) OperationFinish(ctx context.Context, p *engine.OperationFinishParams) (*engine.Operation, error) {
 	var out *engine.Operation
 	err := s.writeTx(ctx, func(tx *wtx) error {
+		tx.cursorsKept = true // an operation's own record: no job moves
 		var finished *int64
 		if p.Status != engine.OperationRunning && p.Status != engine.OperationPending {
 			finished = &tx.nowNs

@@ -111,6 +111,10 @@ func TestQueryPlans(t *testing.T) {
 			[]string(nil), []int32(nil), "", "", "", "", "", "", "", "", ""}, "jobs_claim"},
 		{"claim from a cursor", s.sql(sqlClaimFrom), []any{"lease", "w", int64(time.Second), "q1", 100, 0, false,
 			[]string(nil), []int32(nil), "", "", "", "", "", "", "", "", "", int32(0), int64(3000)}, "jobs_claim"},
+		// Retention runs every second: a range of the state's listing.
+		{"retention sweep", s.sql(sqlDeleteExpired), []any{"completed", int64(3000), nil, []string{}, 1000}, "jobs_state_changed"},
+		{"retention sweep, archiving", s.sql(sqlDeleteExpiredArchiving), []any{"completed", int64(3000), nil, []string{}, 1000,
+			int64(3000), []string{"q1"}}, "jobs_state_changed"},
 		{"claim probe", s.sql(sqlClaimProbe), []any{"q1", []string{"k"}, []int32{1}}, "jobs_claim"},
 		// The primary key, never jobs_running: that index keeps an entry
 		// for every job claimed since the last VACUUM (see completeSQL).

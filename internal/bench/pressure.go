@@ -335,7 +335,10 @@ func (r *pressureRun) run(ctx context.Context, lo *cliutil.LogOptions, stderr io
 			Durable: o.durable,
 			// The claim statement is longer than the default 1 kB of
 			// pg_stat_activity.query; the EXPLAIN samples read it there.
-			Settings: map[string]string{"track_activity_query_size": "65536"},
+			// pg_stat_statements: each phase's costliest statements
+			// (statementsOfPhase).
+			Settings: map[string]string{"track_activity_query_size": "65536",
+				"shared_preload_libraries": "pg_stat_statements"},
 			Log:      stderr,
 		})
 		if err != nil {
@@ -498,6 +501,7 @@ func (r *pressureRun) run(ctx context.Context, lo *cliutil.LogOptions, stderr io
 		p.start, p.load1Start = time.Now(), load1()
 		off0, enq0, h0 := r.offered.Load(), r.enqueued.Load(), r.handled.Load()
 		backlog.startPhase(i)
+		r.resetStatements(ctx)
 		r.progress("phase %s for %s at %.0f jobs/s (t=%s)", p.name, p.dur, o.rate*p.mult, time.Since(t0).Round(time.Second))
 		pctx, pcancel := context.WithTimeout(runCtx, p.dur)
 		stressErr := make(chan error, 1)
@@ -532,6 +536,7 @@ func (r *pressureRun) run(ctx context.Context, lo *cliutil.LogOptions, stderr io
 		}
 		r.progress("phase %s done: %d offered, %d completed, backlog %d (max %d), jobs dead tuples %d, jobs %.1f MB",
 			p.name, p.offered, p.handled, p.backlogEnd, p.backlogMax, p.stats.jobs.dead, float64(p.stats.jobs.total)/(1<<20))
+		r.statementsOfPhase(ctx, p.name)
 	}
 	// The drain: the base rate again, until the last phase has caught up.
 	r.latMu.Lock()
@@ -1156,4 +1161,34 @@ func parseClaimPlan(b []byte) (*claimExplain, error) {
 		return nil, errors.New("claim plan: no CTE picked")
 	}
 	return x, nil
+}
+
+// resetStatements starts a phase's pg_stat_statements afresh, where the
+// server has it (the private cluster loads it; another server may not).
+func (r *pressureRun) resetStatements(ctx context.Context) {
+	if _, err := r.admin.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`); err != nil {
+		return
+	}
+	r.admin.Exec(ctx, `SELECT pg_stat_statements_reset()`)
+}
+
+// statementsOfPhase writes the phase's eight costliest statements by
+// total execution time to the progress log: calls, mean and total ms,
+// shared buffers per call, and the statement's first words.
+func (r *pressureRun) statementsOfPhase(ctx context.Context, phase string) {
+	rows, err := r.admin.Query(ctx, `SELECT calls, mean_exec_time, total_exec_time,
+		(shared_blks_hit + shared_blks_read)::float8 / greatest(calls, 1), left(regexp_replace(query, '\s+', ' ', 'g'), 90)
+		FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 8`)
+	if err != nil {
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var calls int64
+		var mean, total, bufs float64
+		var q string
+		if rows.Scan(&calls, &mean, &total, &bufs, &q) == nil {
+			r.progress("phase %s statement: calls=%d mean_ms=%.3f total_s=%.1f buffers_per_call=%.0f %s", phase, calls, mean, total/1000, bufs, q)
+		}
+	}
 }
