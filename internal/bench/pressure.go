@@ -339,7 +339,7 @@ func (r *pressureRun) run(ctx context.Context, lo *cliutil.LogOptions, stderr io
 			// (statementsOfPhase).
 			Settings: map[string]string{"track_activity_query_size": "65536",
 				"shared_preload_libraries": "pg_stat_statements"},
-			Log:      stderr,
+			Log: stderr,
 		})
 		if err != nil {
 			return fmt.Errorf("private cluster: %w", err)
