@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 )
 
 // Replay from a step: the operator's redrive of a workflow that does not
@@ -61,8 +63,34 @@ func PlanReplay(j *Job, p ReplayParams) (*ReplayPlan, Checkpoint, error) {
 		kept[p.Step-2].Result = v
 	}
 	plan := &ReplayPlan{Kept: kept, Rerun: append([]StepRecord{}, cp.Steps[p.Step-1:]...)}
-	next := Checkpoint{Version: cp.Version, Steps: kept, ForkedFrom: &Fork{JobID: j.ID, Step: p.Step}}
+	next := Checkpoint{Version: cp.Version, Steps: kept, ForkedFrom: &Fork{JobID: j.ID, Step: p.Step},
+		Children: keptChildren(cp.Children, p.Step)}
 	return plan, next, nil
+}
+
+// keptChildren are the children spawned by the steps before step: a
+// kept Spawn returns their ids again, so the fork lists them as its own.
+// They stay the original's children (ChildID names it): the last of
+// them to end wakes the original, and a fork waiting for them sees them
+// end at its wait's re-check.
+func keptChildren(children []string, step int) []string {
+	var out []string
+	for _, id := range children {
+		if at, ok := spawnStepOf(id); ok && at < step {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// spawnStepOf is the step position in a ChildID.
+func spawnStepOf(id string) (int, bool) {
+	if _, ok := ParentOf(id); !ok {
+		return 0, false
+	}
+	rest := id[strings.LastIndex(id, "~s")+2:]
+	n, err := strconv.Atoi(rest[:strings.IndexByte(rest, '.')])
+	return n, err == nil
 }
 
 // ValidateJSON checks that raw is one JSON value and returns it compacted.

@@ -399,6 +399,7 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 		return m.refresh()
 	case ageTickMsg:
 		m.rowGen++
+		m.sheet.invalidate() // its stamps say "… ago" too
 		// The tick doubles as the connection probe: a live stream that
 		// reconnects by itself says nothing while the API is away, and
 		// the header must not say live then.

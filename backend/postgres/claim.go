@@ -116,9 +116,15 @@ var (
 // takes claimCursorAfter (claim_cursor, 25 ms) or longer, the claims of
 // that queue and kind filter (a cursor is the filter's own: a filtered
 // claim passes jobs of other kinds by) start at the cursor: the order key
-// of the last job a claim took, less claimCursorMargin (for an enqueue
-// whose statement took its time before the claim and committed after it:
-// at 2,000 jobs/s the margin holds 200 dead entries).
+// of the last job a claim took, less claimCursorMargin: an enqueue's
+// scheduled_at is its transaction's start, and under load its commit came
+// later than 100 ms after it (waiting for the NOTIFY queue's lock and
+// the WAL flush): with a margin of 100 ms those jobs sat behind the
+// cursor until a probe found them, and the claims of scripts/bench
+// pressure's first minute ran in bursts, a thousand at each probe. At
+// 2,000 jobs/s the margin of a second holds 2,000 dead entries: a pick of
+// 100 read 61 buffers from the cursor, against 548 from the start after
+// 20,000 claims (TestClaimCursorSkipsDeadEntries).
 //
 // A job can become available behind the cursor: a higher priority than
 // the cursor's, a job scheduled in the past, a due job promoted, a retry,
@@ -129,8 +135,8 @@ var (
 // claimable job from the start of the index, without locks and off the
 // claim path (claimProbe), which moves the cursor back to what it finds.
 // A probe runs claimProbeEvery after the last (100 ms once a claim found
-// the queue caught up), or twenty times its own time if that is longer,
-// so that walking the dead entries takes a twentieth of a connection at
+// the queue caught up), or ten times its own time if that is longer,
+// so that walking the dead entries takes a tenth of a connection at
 // most and never holds a claim up: before the probe, the claims from the
 // start that did this walk, a second apart and 1.3 s each at the end of
 // the ten minutes, were what the claims fell behind on. A probe that is
@@ -176,11 +182,11 @@ func cursorKeyOf(queue string, kinds []string, versions []int32) cursorKey {
 
 const (
 	claimSlowFull     = 25 * time.Millisecond // the default of claim_cursor
-	claimCursorMargin = int64(100 * time.Millisecond)
+	claimCursorMargin = int64(time.Second)
 	claimProbeEvery   = time.Second
 	claimStaleGap     = 100 * time.Millisecond
 	// A probe waits at least claimProbeShare times its last one's time.
-	claimProbeShare = 20
+	claimProbeShare = 10
 )
 
 // genLocked is queue's generation; cursorMu is held.
