@@ -80,6 +80,11 @@ func sleepResumes(t *testing.T, storeURL string) {
 	if len(cp.Steps) != 3 || cp.Steps[1].Name != "nap" || cp.Steps[1].State != engine.StepCompleted {
 		t.Fatalf("checkpoint %+v", cp.Steps)
 	}
+	// It ran again no earlier than its sleep's due time, by the store's
+	// clock (the claim that resumed it stamps attempted_at).
+	if done.AttemptedAt.Before(asleep.ScheduledAt) {
+		t.Fatalf("resumed at %s, before its sleep was due at %s", done.AttemptedAt, asleep.ScheduledAt)
+	}
 	if done.Attempt != 0 || done.CrashAttempt != 0 {
 		t.Fatalf("attempt %d crash_attempt %d: a sleep spends neither", done.Attempt, done.CrashAttempt)
 	}

@@ -164,6 +164,9 @@ func TestQueryPlans(t *testing.T) {
 		for _, mode := range []string{"extended", "generic", "custom", "simple"} {
 			t.Run(c.name+"/"+mode, func(t *testing.T) {
 				p := explain(t, conn, mode, c.q, c.args)
+				if os.Getenv("SLUICE_PLAN_DUMP") == c.name {
+					t.Logf("%s:\n%s", mode, p)
+				}
 				if strings.Contains(p, "Seq Scan on jobs") {
 					t.Errorf("plan scans every job:\n%s", p)
 				}

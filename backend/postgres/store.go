@@ -454,6 +454,7 @@ func (s *Store) writeTx(ctx context.Context, fn func(tx *wtx) error) error {
 			sp.Rollback(ctx)
 			return err
 		}
+		engine.BeforeCommit(ctx)
 		if err := sp.Commit(ctx); err != nil {
 			return fmt.Errorf("postgres: release savepoint: %w", err)
 		}
@@ -467,6 +468,7 @@ func (s *Store) writeTx(ctx context.Context, fn func(tx *wtx) error) error {
 		}
 		w, err := s.runTx(ctx, tx, fn)
 		if err == nil {
+			engine.BeforeCommit(ctx)
 			if err = tx.Commit(ctx); err == nil {
 				s.wrote(w)
 				return nil
@@ -481,6 +483,11 @@ func (s *Store) writeTx(ctx context.Context, fn func(tx *wtx) error) error {
 		return err
 	}
 }
+
+// CallsBeforeCommit: every transaction calls engine.BeforeCommit before
+// its commit (engine.CommitHooker). A single-statement write (s.single)
+// has no such point: it commits as the statement ends.
+func (s *Store) CallsBeforeCommit() {}
 
 // wrote follows a committed write: unless it kept them, the claim cursors
 // start over.

@@ -381,12 +381,17 @@ func (s *Store) writeTx(ctx context.Context, fn func(tx *wtx, now time.Time) err
 		tx.Rollback()
 		return err
 	}
+	engine.BeforeCommit(ctx)
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlite: commit: %w", err)
 	}
 	s.writes.Add(1)
 	return nil
 }
+
+// CallsBeforeCommit: every write calls engine.BeforeCommit before its
+// commit (engine.CommitHooker).
+func (s *Store) CallsBeforeCommit() {}
 
 // readStmt prepares (or finds) a statement of the read pool.
 func (s *Store) readStmt(ctx context.Context, query string) (*sql.Stmt, error) {

@@ -1050,6 +1050,7 @@ func (r *pressureRun) explainClaim(ctx context.Context) (*claimExplain, error) {
 		var q string
 		err := r.admin.QueryRow(ctx, `SELECT query FROM pg_stat_activity
 			WHERE query LIKE '%FOR UPDATE OF c SKIP LOCKED%' AND query LIKE '%claimed AS%'
+			AND query NOT LIKE '%c.scheduled_at) >= ($19%'
 			AND query NOT LIKE '%pg_stat_activity%' LIMIT 1`).Scan(&q)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, nil
@@ -1085,6 +1086,8 @@ func (r *pressureRun) explainClaim(ctx context.Context) (*claimExplain, error) {
 	if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_"+r.o.explainPlan+"_plan", pgx.QueryExecModeSimpleProtocol); err != nil {
 		return nil, fmt.Errorf("explain claim: %w", err)
 	}
+	// (The claim from the start, not from the claim cursor: the sample is
+	// what a claim that walks every dead entry reads and costs.)
 	// The parameters of backend/postgres's sqlClaim as the engine sends
 	// them: a lease, a worker, 30 s, the queue, the limit, no suspects,
 	// not lone, the one kind at version 1, no past-deadline state.

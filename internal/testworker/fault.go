@@ -13,8 +13,10 @@ import (
 // Fault hooks of the dead-letter atomicity test: the process kills itself
 // (SIGKILL) around the write of a death that carries a dead-letter route.
 const (
-	// faultBeforeDeadLetter dies as the death's write is about to be
-	// handed to the store: nothing of it may be found afterwards.
+	// faultBeforeDeadLetter dies inside the death's write transaction,
+	// after its statements and before its commit (engine.BeforeCommit;
+	// on a store of atomic scripts, as the script is about to be sent):
+	// nothing of it may be found afterwards.
 	faultBeforeDeadLetter = "dead-letter-before-commit"
 	// faultAfterDeadLetter dies as soon as the store has committed it,
 	// before the engine does anything else (death handlers, events):
@@ -43,7 +45,12 @@ func (f *faultStore) JobFinish(ctx context.Context, p *engine.JobFinishParams) (
 		return f.Store.JobFinish(ctx, p)
 	}
 	if f.fault == faultBeforeDeadLetter {
-		killSelf()
+		if _, ok := f.Store.(engine.CommitHooker); ok {
+			// Inside the write: its statements ran, its commit has not.
+			ctx = engine.WithBeforeCommit(ctx, killSelf)
+		} else {
+			killSelf() // one atomic script: before it is sent
+		}
 	}
 	j, err := f.Store.JobFinish(ctx, p)
 	if err == nil && f.fault == faultAfterDeadLetter {
