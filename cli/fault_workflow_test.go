@@ -7,7 +7,9 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,9 +121,11 @@ func equalInts(a, b []int) bool {
 	return true
 }
 
-// TestFaultDeadLetterAtomic: a worker killed just before the write of a
-// death with its dead-letter route leaves neither the archived job nor its
-// dlq: job; killed just after the store committed it, it leaves both.
+// TestFaultDeadLetterAtomic: a worker killed inside the transaction of a
+// death with its dead-letter route, its statements run and its COMMIT not
+// (on Redis, whose one script has no such point: as the script is about to
+// be sent), leaves neither the archived job nor its dlq: job; killed just
+// after the store committed it, it leaves both.
 func TestFaultDeadLetterAtomic(t *testing.T) {
 	skipUnlessFault(t)
 	for _, sc := range workflowStoreCases() {
@@ -163,6 +167,17 @@ func deadLetterAtomic(t *testing.T, sc storeCase) {
 			}
 			if got.State != engine.StateRunning || dlqErr == nil {
 				t.Fatalf("killed before the commit: job %s, dlq: %v; want still running and no dlq: job", got.State, dlqErr)
+			}
+			// Where it died: inside the open transaction on the stores
+			// that have one (engine.BeforeCommit), before the script on
+			// Redis.
+			log, err := os.ReadFile(w.logPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			inside := strings.Contains(string(log), "killed inside the death's transaction")
+			if want := !strings.HasPrefix(sc.name, "redis"); inside != want {
+				t.Fatalf("killed inside the transaction: %v, want %v", inside, want)
 			}
 		})
 	}

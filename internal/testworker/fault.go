@@ -28,14 +28,16 @@ const (
 type faultStore struct {
 	engine.Store
 	fault string
+	// hooks: the store underneath calls engine.BeforeCommit.
+	hooks bool
 }
 
-func withFault(s engine.Store, fault string) (engine.Store, error) {
+func withFault(s engine.Store, fault string, hooks bool) (engine.Store, error) {
 	switch fault {
 	case "":
 		return s, nil
 	case faultBeforeDeadLetter, faultAfterDeadLetter:
-		return &faultStore{Store: s, fault: fault}, nil
+		return &faultStore{Store: s, fault: fault, hooks: hooks}, nil
 	}
 	return nil, fmt.Errorf("unknown --fault %q (want %s or %s)", fault, faultBeforeDeadLetter, faultAfterDeadLetter)
 }
@@ -45,9 +47,12 @@ func (f *faultStore) JobFinish(ctx context.Context, p *engine.JobFinishParams) (
 		return f.Store.JobFinish(ctx, p)
 	}
 	if f.fault == faultBeforeDeadLetter {
-		if _, ok := f.Store.(engine.CommitHooker); ok {
+		if f.hooks {
 			// Inside the write: its statements ran, its commit has not.
-			ctx = engine.WithBeforeCommit(ctx, killSelf)
+			ctx = engine.WithBeforeCommit(ctx, func() {
+				fmt.Fprintln(os.Stderr, "testworker: killed inside the death's transaction, before its commit")
+				killSelf()
+			})
 		} else {
 			killSelf() // one atomic script: before it is sent
 		}

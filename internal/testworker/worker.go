@@ -112,7 +112,8 @@ func work(storeURL, queues, workerID, record, fault, countRedis, hold string, co
 		return err
 	}
 	defer store.Close()
-	faulty, err := withFault(chaos.Witness(store, rec, workerID, defeat), fault)
+	_, hooks := store.(engine.CommitHooker) // the witness wraps it: ask the store itself
+	faulty, err := withFault(chaos.Witness(store, rec, workerID, defeat), fault, hooks)
 	if err != nil {
 		return err
 	}
