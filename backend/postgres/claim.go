@@ -129,8 +129,8 @@ var (
 // A job can become available behind the cursor: a higher priority than
 // the cursor's, a job scheduled in the past, a due job promoted, a retry,
 // a job handed back. When this Store inserted it, the cursor moves back
-// to it; when this Store wrote it otherwise, the write moves the queue's
-// generation (cursorReset) and the next claim runs from the start. When
+// to it; when this Store wrote it otherwise, the write moves the cursors'
+// generation (cursorReset) and the next claims run from the start. When
 // another process wrote it, a probe finds it: a read of the first
 // claimable job from the start of the index, without locks and off the
 // claim path (claimProbe), which moves the cursor back to what it finds.
@@ -146,7 +146,7 @@ var (
 type claimCursor struct {
 	priority  int32
 	scheduled int64
-	// gen is the queue's generation when the last claim from the start
+	// gen is the cursors' generation when the last claim from the start
 	// began: a write since then may have put a job behind the cursor.
 	gen uint64
 	// full is when the last claim from the start or probe began, fullTook
@@ -189,18 +189,13 @@ const (
 	claimProbeShare = 10
 )
 
-// genLocked is queue's generation; cursorMu is held.
-func (s *Store) genLocked(queue string) uint64 {
-	return s.cursorGenAll + s.cursorGen[queue]
-}
-
 // claimFrom reports whether a claim of key beginning now starts at the
-// cursor c, the queue's generation, and whether the claim is to start the
+// cursor c, the cursors' generation, and whether the claim is to start the
 // cursor's probe (the cursor is marked probing).
 func (s *Store) claimFrom(key cursorKey, now time.Time) (c claimCursor, from bool, gen uint64, probe bool) {
 	s.cursorMu.Lock()
 	defer s.cursorMu.Unlock()
-	c, gen = s.cursors[key], s.genLocked(key.queue)
+	c, gen = s.cursors[key], s.cursorGen
 	if !c.set || s.claimCursorAfter <= 0 || c.fullTook < s.claimCursorAfter || c.gen != gen {
 		return c, false, gen, false
 	}
@@ -264,20 +259,12 @@ func (s *Store) claimProbe(key cursorKey, kinds []string, versions []int32) {
 	s.cursors[key] = c
 }
 
-// cursorReset makes the next claims of queue ("": of every queue) run
-// from the start: a write of this Store may have put a job behind their
-// cursors.
-func (s *Store) cursorReset(queue string) {
+// cursorReset makes the next claim of every cursor run from the start: a
+// write of this Store may have put a job behind them.
+func (s *Store) cursorReset() {
 	s.cursorMu.Lock()
 	defer s.cursorMu.Unlock()
-	if queue == "" {
-		s.cursorGenAll++
-		return
-	}
-	if s.cursorGen == nil {
-		s.cursorGen = map[string]uint64{}
-	}
-	s.cursorGen[queue]++
+	s.cursorGen++
 }
 
 // orderKey is a job's place in claim order (before its id).
@@ -306,7 +293,7 @@ func (s *Store) cursorBack(queue string, k orderKey) {
 }
 
 // claimed moves key's cursor after a claim that began at began with the
-// queue at generation gen and the cursor at back moves back, ran from the
+// cursors at generation gen and the cursor at back moves back, ran from the
 // cursor or not, asked for limit jobs and took these (in claim order).
 func (s *Store) claimed(key cursorKey, from bool, gen, back uint64, limit int, jobs []*engine.Job, began time.Time) {
 	s.cursorMu.Lock()

@@ -131,12 +131,11 @@ type Store struct {
 	sqlCache sync.Map // query template -> query text with the schema
 	claimSQL sync.Map // claim variant key -> query text
 	// cursors: where each queue's claims start their scan (claimCursor).
-	// cursorGen and cursorGenAll are the generations of a queue and of
-	// all: a write that may put a job behind a cursor moves them.
-	cursorMu     sync.Mutex
-	cursors      map[cursorKey]claimCursor
-	cursorGen    map[string]uint64
-	cursorGenAll uint64
+	// cursorGen is the cursors' generation: a write that may put a job
+	// behind a cursor moves it (cursorReset).
+	cursorMu  sync.Mutex
+	cursors   map[cursorKey]claimCursor
+	cursorGen uint64
 	// probes: the claim probes running (claimProbe), waited for by Close;
 	// fullClaims counts claims from the start of the index (tests).
 	probes     sync.WaitGroup
@@ -493,7 +492,7 @@ func (s *Store) CallsBeforeCommit() {}
 // start over.
 func (s *Store) wrote(w *wtx) {
 	if !w.cursorsKept {
-		s.cursorReset("")
+		s.cursorReset()
 	}
 }
 
