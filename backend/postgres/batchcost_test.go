@@ -2,12 +2,9 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // analyzeBuffers runs q with args under the generic plan (as the store's
@@ -29,23 +26,7 @@ func analyzeBuffers(t *testing.T, s *Store, q string, args []any) int {
 	if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(ctx, "PREPARE batch_cost AS "+q); err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Exec(context.Background(), "DEALLOCATE batch_cost") // a session's, not the transaction's
-	ph := make([]string, len(args))
-	for i := range args {
-		ph[i] = fmt.Sprintf("$%d", i+1)
-	}
-	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT TEXT) EXECUTE batch_cost("+strings.Join(ph, ", ")+")",
-		append([]any{pgx.QueryExecModeSimpleProtocol}, args...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
+	lines := explainPrepared(t, tx, "(ANALYZE, BUFFERS, FORMAT TEXT) ", q, args)
 	for _, l := range lines {
 		if m := buffersRx.FindStringSubmatch(l); m != nil {
 			hit, _ := strconv.Atoi(m[1])

@@ -197,16 +197,7 @@ func explain(t *testing.T, conn *pgxpool.Conn, mode, q string, args []any) strin
 			t.Fatal(err)
 		}
 		defer conn.Exec(ctx, "RESET plan_cache_mode")
-		if _, err := conn.Exec(ctx, "PREPARE plan_test AS "+q); err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Exec(ctx, "DEALLOCATE plan_test")
-		ph := make([]string, len(args))
-		for i := range args {
-			ph[i] = fmt.Sprintf("$%d", i+1)
-		}
-		rows, err = conn.Query(ctx, "EXPLAIN EXECUTE plan_test("+strings.Join(ph, ", ")+")",
-			append([]any{pgx.QueryExecModeSimpleProtocol}, args...)...)
+		return strings.Join(explainPrepared(t, conn, "", q, args), "\n")
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -216,6 +207,33 @@ func explain(t *testing.T, conn *pgxpool.Conn, mode, q string, args []any) strin
 		t.Fatal(err)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// explainPrepared prepares stmt on q, returns the lines of EXPLAIN with
+// options (e.g. "(ANALYZE, BUFFERS) ") of its EXECUTE with args inlined
+// (EXPLAIN EXECUTE takes no bind parameters of its own), and deallocates
+// it: a prepared statement is the session's, not a transaction's.
+func explainPrepared(t *testing.T, q querier, options, stmt string, args []any) []string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := q.Exec(ctx, "PREPARE plan_test AS "+stmt); err != nil {
+		t.Fatal(err)
+	}
+	defer q.Exec(ctx, "DEALLOCATE plan_test")
+	ph := make([]string, len(args))
+	for i := range args {
+		ph[i] = fmt.Sprintf("$%d", i+1)
+	}
+	rows, err := q.Query(ctx, "EXPLAIN "+options+"EXECUTE plan_test("+strings.Join(ph, ", ")+")",
+		append([]any{pgx.QueryExecModeSimpleProtocol}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lines
 }
 
 // TestClaimPlanUnderBacklog plans the claim over a backlog: most of the
