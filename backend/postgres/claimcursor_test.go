@@ -65,7 +65,9 @@ func TestClaimCursorSkipsDeadEntries(t *testing.T) {
 		}
 	}
 	insertAvailable(t, s, "q", "b", 1, 100)
+	s.cursorMu.Lock() // a probe may be writing it
 	c := s.cursors[cursorKey{queue: "q"}]
+	s.cursorMu.Unlock()
 	pick := func(bound string, args ...any) int {
 		t.Helper()
 		q := `EXPLAIN (ANALYZE, BUFFERS) SELECT c.id FROM {s}.jobs c
