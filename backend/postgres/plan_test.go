@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"crypto/md5"
 	"fmt"
 	"os"
 	"strings"
@@ -67,12 +68,13 @@ func TestQueryPlans(t *testing.T) {
 	// 60,000 jobs: a tenth available, a tenth archived, the rest
 	// completed; none running.
 	if _, err := s.pool.Exec(ctx, s.sql(`INSERT INTO {s}.jobs (id, queue, kind, payload, metadata, state, scheduled_at,
-		created_at, state_changed_at, finalized_at, error_pattern, last_error)
+		created_at, state_changed_at, finalized_at, error_pattern, last_error, fingerprint)
 	SELECT 'j' || lpad(g::text, 6, '0'), 'q' || (g % 3), 'k', jsonb_build_object('n', g, 'user', jsonb_build_object('id', g % 500)),
 		jsonb_build_object('tenant', 't' || (g % 50)),
 		CASE g % 10 WHEN 0 THEN 'available' WHEN 1 THEN 'archived' ELSE 'completed' END, g, g, g,
 		CASE WHEN g % 10 IN (0) THEN NULL ELSE g END,
-		CASE WHEN g % 10 = 1 THEN 'boom <n>' ELSE '' END, CASE WHEN g % 10 = 1 THEN 'boom 1' ELSE '' END
+		CASE WHEN g % 10 = 1 THEN 'boom <n>' ELSE '' END, CASE WHEN g % 10 = 1 THEN 'boom 1' ELSE '' END,
+		md5((g % 20000)::text)
 	FROM generate_series(1, 60000) g`)); err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +98,7 @@ func TestQueryPlans(t *testing.T) {
 		return q, a
 	}
 	arch := []engine.State{engine.StateArchived}
+	fp := fmt.Sprintf("%x", md5.Sum([]byte("7")))
 	cases := []struct {
 		name string
 		q    string
@@ -123,6 +126,14 @@ func TestQueryPlans(t *testing.T) {
 		{"batched ack, deletions only", s.sql(sqlCompleteDelete), []any{ids, leases, fences, dels, true}, "jobs_pkey"},
 		{"lease renew", s.sql(sqlRenew), []any{ids, leases, fences, int64(time.Second)}, "jobs_pkey"},
 		{"checkpoint", s.sql(sqlCheckpoint), []any{ids, leases, fences, cps}, "jobs_pkey"},
+		// A fingerprint's jobs, by the hash of jobs_fingerprint (0006).
+		{"quarantine", s.sql(sqlQuarantine), []any{fp, "k", int64(1), "boom", "j000007", 1}, "jobs_fingerprint"},
+		{"hold a fingerprint's jobs", s.sql(sqlHold), []any{fp, int64(1), []string{"available"}, "quarantined", "quarantined",
+			"quarantined", "sluice", "held"}, "jobs_fingerprint"},
+		// (With no quarantined job here, the planner counts them by
+		// jobs_error_groups, rightly: no scan is all this checks.)
+		{"fingerprint record", s.sql(`SELECT ` + fingerprintColumns + ` FROM {s}.fingerprints f WHERE f.fingerprint = $1`),
+			[]any{fp}, ""},
 	}
 	q, a := listQ(&engine.JobListParams{Filter: engine.Filter{States: arch}, Limit: 51})
 	cases = append(cases, struct {
@@ -130,6 +141,12 @@ func TestQueryPlans(t *testing.T) {
 		args    []any
 		want    string
 	}{"list first page of a state", q, a, "jobs_state_changed"})
+	q, a = listQ(&engine.JobListParams{Filter: engine.Filter{Fingerprint: fp}, Limit: 51})
+	cases = append(cases, struct {
+		name, q string
+		args    []any
+		want    string
+	}{"list a fingerprint's jobs", q, a, "jobs_fingerprint"})
 	q, a = listQ(&engine.JobListParams{Limit: 51})
 	cases = append(cases, struct {
 		name, q string
