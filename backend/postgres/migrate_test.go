@@ -118,3 +118,40 @@ func TestOpenFollowsTheCreationRule(t *testing.T) {
 		t.Fatalf("migrating a schema ahead: %v", err)
 	}
 }
+
+// TestHotColumnsCompareBytes checks that the columns the hot indexes
+// order by collate "C" (migration 0007), whatever the database's
+// collation: byte order, as SQLite and Redis list ids, and no strcoll in
+// the btree comparisons of every claim and completion.
+func TestHotColumnsCompareBytes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u, _ := pgtest.SchemaURL(t)
+	s, err := postgres.OpenForMigration(ctx, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"jobs":        {"id", "queue", "kind", "state", "error_pattern", "superseded_by"},
+		"job_events":  {"job_id"},
+		"job_signals": {"job_id"},
+		"job_counts":  {"queue", "state"},
+	}
+	for table, cols := range want {
+		for _, col := range cols {
+			var coll *string
+			err := s.Pool().QueryRow(ctx, `SELECT collation_name FROM information_schema.columns
+				WHERE table_schema = $1 AND table_name = $2 AND column_name = $3`, s.Schema(), table, col).Scan(&coll)
+			if err != nil {
+				t.Fatalf("%s.%s: %v", table, col, err)
+			}
+			if coll == nil || *coll != "C" {
+				t.Errorf("%s.%s collates %v, want C", table, col, coll)
+			}
+		}
+	}
+}
