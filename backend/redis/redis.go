@@ -140,8 +140,8 @@ type Store struct {
 	wake   *wakeHub // pubsub.go
 	// scanBudget bounds the jobs one list or count reads (list.go).
 	scanBudget int
-	// batchBudget, when not zero, replaces batchScriptBudget (tests:
-	// export_test.go).
+	// batchBudget, when not zero, replaces batchScriptBudget (the URL's
+	// batch_budget; tests: export_test.go).
 	batchBudget time.Duration
 }
 
@@ -155,6 +155,9 @@ type Target struct {
 	Namespace string
 	// ScanBudget is scan_budget=N (0 when absent).
 	ScanBudget int
+	// BatchBudget is batch_budget=DURATION (0 when absent): the server's
+	// time one bulk batch script may take (batchScriptBudget).
+	BatchBudget time.Duration
 }
 
 // ParseURL reads redis://[user:pass@]host:port/db?ns=NAME,
@@ -181,6 +184,14 @@ func ParseURL(raw string) (*Target, error) {
 		t.ScanBudget = n
 	}
 	q.Del("scan_budget")
+	if v := q.Get("batch_budget"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 100*time.Microsecond || d > time.Second {
+			return nil, fmt.Errorf("redis: %w: batch_budget=%q: want a duration from 100µs to 1s", engine.ErrInvalid, v)
+		}
+		t.BatchBudget = d
+	}
+	q.Del("batch_budget")
 	switch strings.ToLower(u.Scheme) {
 	case "redis", "rediss":
 		q.Del("ns")
@@ -241,6 +252,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	s.anchor = s.prefix + "schema"
 	s.wake = newWakeHub(s)
 	s.scanBudget = cmp.Or(opts.ScanBudget, t.ScanBudget, DefaultScanBudget)
+	s.batchBudget = t.BatchBudget
 	if err := s.openSchema(ctx, opts); err != nil {
 		c.Close()
 		return nil, err
