@@ -26,10 +26,13 @@ const defaultOperationLease = 30 * time.Second
 // writes (see luaOpBatch). The budget is measured by the server's clock
 // (TIME), so on a loaded machine a script's time includes the time the
 // server waited for a core: it then takes fewer jobs (a wait after the
-// walk, in its index writes, still lengthens it).
+// walk, in its index writes, still lengthens it). 2 ms rather than 4: at
+// a million archived jobs, 4 ms let two of 9,242 scripts run past 10 ms
+// (their index writes on million-member sets outran the reserve); 2 ms
+// let none, at the same rate (BENCHMARKS.md).
 const (
 	maxBatchScript    = 1000
-	batchScriptBudget = 4 * time.Millisecond
+	batchScriptBudget = 2 * time.Millisecond
 )
 
 // opRow is an operation hash: the operation and its runner's state.
