@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +48,21 @@ func TestBulkPlansWithoutStats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The change of an unlocked batch (one state): a thousand ids, each
+	// tested again in the UPDATE.
+	ids := make([]string, 1000)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("j%06d", 1000+i)
+	}
+	ub := &batch{s: s, tx: &wtx{s: s}, limit: 1000, unlocked: true, p: &engine.OperationProcessBatchParams{
+		After: "j000999", Spec: spec, Selector: sel, Cutoff: cutoff,
+		Event: engine.EventWrite{Kind: spec.Event, Actor: "t", To: spec.To, Message: "bulk retry"}}}
+	changeQ, changeA, err := ub.unlockedQuery(ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ub.unlocked = false
+	lockedQ, lockedA := ub.lockedQuery(ids)
 	// The dry run: its count as of the cutoff without the superseded
 	// jobs, and its sample, newest first from the cutoff.
 	countP := &engine.JobCountParams{Filter: sel, ExcludeSuperseded: true, AsOf: &cutoff, Max: engine.DryRunExactLimit}
@@ -78,6 +94,8 @@ func TestBulkPlansWithoutStats(t *testing.T) {
 	}{
 		{"batch pick", pickQ, pickA, "jobs_pkey", false},
 		{"last batch pick", lastQ, lastA, "jobs_pkey", false},
+		{"unlocked batch change", changeQ, changeA, "jobs_pkey", false},
+		{"locked batch change", lockedQ, lockedA, "jobs_pkey", false},
 		{"dry run count", countQ, countA, "Index Cond: ((state = 'archived'::text) AND (state_changed_at > ", false},
 		{"dry run sample", listQ, listA, "jobs_state_changed", true},
 	}
