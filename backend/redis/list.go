@@ -264,6 +264,14 @@ type plan struct {
 // every completion would otherwise rewrite three entries there).
 func hotState(s engine.State) bool { return s == engine.StateRunning }
 
+// unindexedStates have no st index (schema version 3; NOST in the
+// scripts): every job enters and leaves them, and their listings without
+// a queue or kind merge the queues' sq sets.
+var unindexedStates = []engine.State{engine.StateAvailable, engine.StateCompleted}
+
+// noStateIndex reports whether s is one of unindexedStates.
+func noStateIndex(s engine.State) bool { return slices.Contains(unindexedStates, s) }
+
 func (s *Store) planFor(ctx context.Context, f *engine.Filter) (*plan, error) {
 	states := f.States
 	if len(states) == 0 {
@@ -293,6 +301,7 @@ func (s *Store) planFor(ctx context.Context, f *engine.Filter) (*plan, error) {
 	}
 	p := &plan{}
 	var hot []engine.State
+	var queues []string // every queue, read once for the states without st
 	for _, st := range states {
 		if hotState(st) {
 			hot = append(hot, st)
@@ -306,6 +315,17 @@ func (s *Store) planFor(ctx context.Context, f *engine.Filter) (*plan, error) {
 		case len(f.Kinds) > 0:
 			for _, k := range f.Kinds {
 				p.keys = append(p.keys, s.Key("sk", string(st), k))
+			}
+		case noStateIndex(st):
+			if queues == nil {
+				var err error
+				if queues, err = s.c.SMembers(ctx, s.Key("queues")).Result(); err != nil {
+					return nil, fmt.Errorf("redis: queues: %w", err)
+				}
+				sort.Strings(queues)
+			}
+			for _, q := range queues {
+				p.keys = append(p.keys, s.Key("sq", string(st), q))
 			}
 		default:
 			p.keys = append(p.keys, s.Key("st", string(st)))

@@ -197,6 +197,10 @@ local function flush()
 end
 -- index adds the job to (or removes it from) every index its fields
 -- place it in.
+-- NOST: the states without an st index (schema version 3;
+-- unindexedStates on the Go side): every job passes through them, and
+-- their listings merge the queues' sq sets.
+local NOST = {available = true, completed = true}
 local function index(J, add)
   local id, s = J.id, J.s
   local m = J.sca .. ':' .. id
@@ -204,7 +208,7 @@ local function index(J, add)
   -- each spare three entries, and listings gather the few running jobs
   -- from the lease set.
   if s ~= 'running' then
-    zlex(add, K('st', s), m)
+    if not NOST[s] then zlex(add, K('st', s), m) end
     zlex(add, K('sq', s, J.q), m)
     zlex(add, K('sk', s, J.k), m)
   end
@@ -390,7 +394,7 @@ for i = 5, #ARGV, 14 do
       if not QSEEN[q] then redis.call('SADD', K('queues'), q); QSEEN[q] = true end
       if fp ~= '' then redis.call('SADD', K('fpj', fp), id) end
       local sm = NOW .. ':' .. id
-      zlex(true, K('st', st), sm)
+      if not NOST[st] then zlex(true, K('st', st), sm) end
       zlex(true, K('sq', st, q), sm)
       zlex(true, K('sk', st, k), sm)
       if st == 'available' then
@@ -469,6 +473,10 @@ local exp = tadd(A.dur)
 -- written per batch, one call per index, after the jobs' hashes. A job
 -- with an error pattern (or a deadline) takes the general path.
 local sk, runm, stm = {}, {}, {}
+-- PICK: the fields the fast path reads from a job's hash, one table
+-- lookup a field rather than a chain of comparisons.
+local PICK = {f = true, v = true, sca = true, k = true, sv = true, a = true, c = true, ne = true, le = true, dl = true,
+  ep = true}
 local function take(class, n)
   local key = K('av', q, class)
   local skipped, scanned = 0, 0
@@ -485,14 +493,11 @@ local function take(class, n)
       -- The fields the fast path reads, picked from the reply rather than
       -- copied into a table of every field.
       local H = {k = '', sv = '0', f = '0', v = '0', sca = '', a = '0', c = '0'}
-      local dl, ep = '', ''
       for i = 1, #r, 2 do
         local f = r[i]
-        if f == 'f' or f == 'v' or f == 'sca' or f == 'k' or f == 'sv' or f == 'a' or f == 'c' or f == 'ne' or
-          f == 'le' then H[f] = r[i + 1]
-        elseif f == 'dl' then dl = r[i + 1]
-        elseif f == 'ep' then ep = r[i + 1] end
+        if PICK[f] then H[f] = r[i + 1] end
       end
+      local dl, ep = H.dl or '', H.ep or ''
       local ok = #r > 0 and (dl == '' or dl >= NOW)
       if ok and kinds ~= nil then
         local v = kinds[H.k]
@@ -540,7 +545,6 @@ if limit > 0 then
   if A.lone == '1' and #jobs == 0 then take('2', 1) end
 end
 if #stm > 0 then
-  zmany(false, K('st', 'available'), stm)
   zmany(false, K('sq', 'available', q), stm)
   for k, ms in pairs(sk) do zmany(false, K('sk', 'available', k), ms) end
   zmany(true, K('run'), runm)
@@ -601,7 +605,6 @@ for i = 5, #ARGV, 4 do
 end
 if #runm > 0 then
   zmany(false, K('run'), runm)
-  zmany(true, K('st', 'completed'), stm)
   for q, ms in pairs(sq) do zmany(true, K('sq', 'completed', q), ms) end
   for k, ms in pairs(sk) do zmany(true, K('sk', 'completed', k), ms) end
   for q, n in pairs(nq) do count(q, 'running', -n); count(q, 'completed', n) end
@@ -806,20 +809,30 @@ for i = 5, #ARGV, 4 do
     if ns < 0 then ns = ns + 1000000000; s = s - 1 end
     cut = tadd(istr(s) .. ':' .. istr(ns))
   end
-  local key = K('st', st)
-  if q ~= '' then key = K('sq', st, q) end
-  local skipped = 0
-  while total < limit do
-    local ms = redis.call('ZRANGEBYLEX', key, '-', '(' .. cut, 'LIMIT', skipped, math.min(500, limit - total + 50))
-    if #ms == 0 then break end
-    for _, m in ipairs(ms) do
-      if total >= limit then break end
-      local J = load(string.sub(m, 21))
-      if J and J.s == st and not excl[J.q] and J.fin ~= '' and J.fin < cut then
-        remove(J, true)
-        total = total + 1
-      else
-        skipped = skipped + 1
+  -- A state without st (NOST) is walked queue by queue, the excluded
+  -- queues (which have retentions of their own) left out.
+  local keys = {K('st', st)}
+  if q ~= '' then keys = {K('sq', st, q)}
+  elseif NOST[st] then
+    keys = {}
+    for _, qq in ipairs(redis.call('SMEMBERS', K('queues'))) do
+      if not excl[qq] then keys[#keys + 1] = K('sq', st, qq) end
+    end
+  end
+  for _, key in ipairs(keys) do
+    local skipped = 0
+    while total < limit do
+      local ms = redis.call('ZRANGEBYLEX', key, '-', '(' .. cut, 'LIMIT', skipped, math.min(500, limit - total + 50))
+      if #ms == 0 then break end
+      for _, m in ipairs(ms) do
+        if total >= limit then break end
+        local J = load(string.sub(m, 21))
+        if J and J.s == st and not excl[J.q] and J.fin ~= '' and J.fin < cut then
+          remove(J, true)
+          total = total + 1
+        else
+          skipped = skipped + 1
+        end
       end
     end
   end

@@ -28,7 +28,9 @@
 //	st:STATE           jobs of a state, by (state_changed_at, id); running
 //	                   jobs are left out of st, sq and sk, so a claim and a
 //	                   completion spare six entries: their listings gather
-//	                   them from run
+//	                   them from run. Available and completed jobs have no
+//	                   st (every job passes through them): their listings
+//	                   merge the queues' sq sets (queues names them all)
 //	sq:STATE:QUEUE     the same per queue
 //	sk:STATE:KIND      the same per kind
 //	eg:GROUP           jobs of an error group (state, queue, kind, pattern)
@@ -96,7 +98,14 @@ import (
 //	   such a job wrong, so it refuses the namespace; this build reads
 //	   version 1's hashes as they are, so migrating from 1 writes the
 //	   schema key and nothing else.
-const SchemaVersion = 2
+//	3  no st index for the states every job passes through (available,
+//	   completed): their listings merge the queues' sq sets, and a claim
+//	   and a completion each write one entry less. A build of version 2
+//	   would list those states from st, missing every job since, so it
+//	   refuses the namespace; migrating deletes st:available and
+//	   st:completed (stop the older build's workers first: one still
+//	   running would go on writing them).
+const SchemaVersion = 3
 
 // DefaultNamespace is the namespace of a URL without ns.
 const DefaultNamespace = "sluice"
@@ -289,8 +298,19 @@ func (s *Store) openSchema(ctx context.Context, opts Options) error {
 		return fmt.Errorf("redis: %s: %w: namespace %s is at schema version %d, this build needs %d (migrate it with: %s)",
 			s.url, ErrNoStore, s.ns, have, SchemaVersion, cmd)
 	}
-	// Creating, or migrating from version 1 or 0 (see SchemaVersion), is
-	// writing the key, which two processes may do at once.
+	// Creating, or migrating from an older version (see SchemaVersion), is
+	// writing the key, which two processes may do at once; from 1 or 2 it
+	// first drops the st sets version 3 does without (UNLINK frees them
+	// off the server's main thread).
+	if have > 0 && have < 3 {
+		keys := make([]string, len(unindexedStates))
+		for i, st := range unindexedStates {
+			keys[i] = s.Key("st", string(st))
+		}
+		if err := s.c.Unlink(ctx, keys...).Err(); err != nil {
+			return fmt.Errorf("redis: %s: migrate namespace %s: %w", s.url, s.ns, err)
+		}
+	}
 	if err := s.c.Set(ctx, s.anchor, strconv.Itoa(SchemaVersion), 0).Err(); err != nil {
 		return fmt.Errorf("redis: %s: migrate namespace %s: %w", s.url, s.ns, err)
 	}

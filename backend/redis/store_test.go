@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
@@ -29,14 +32,16 @@ func TestOpenSchemaRule(t *testing.T) {
 		after   string   // the schema key after Open
 	}{
 		{"empty must exist", "", redis.Options{MustExist: true}, []string{"is empty", "sluice migrate --store"}, ""},
-		{"empty created", "", redis.Options{}, nil, "2"},
-		{"behind refused", "0", redis.Options{}, []string{"version 0", "needs 2", "sluice migrate --store"}, "0"},
-		{"version 1 refused", "1", redis.Options{}, []string{"version 1", "needs 2", "sluice migrate --store"}, "1"},
-		{"behind must exist", "1", redis.Options{MustExist: true}, []string{"version 1", "needs 2"}, "1"},
-		{"behind migrated", "0", redis.Options{Migrate: true}, nil, "2"},
-		{"version 1 migrated", "1", redis.Options{Migrate: true}, nil, "2"},
-		{"ahead refused", "3", redis.Options{Migrate: true}, []string{"version 3", "newer than this build's 2", "sluice migrate --store"}, "3"},
-		{"current", "2", redis.Options{MustExist: true}, nil, "2"},
+		{"empty created", "", redis.Options{}, nil, "3"},
+		{"behind refused", "0", redis.Options{}, []string{"version 0", "needs 3", "sluice migrate --store"}, "0"},
+		{"version 1 refused", "1", redis.Options{}, []string{"version 1", "needs 3", "sluice migrate --store"}, "1"},
+		{"version 2 refused", "2", redis.Options{}, []string{"version 2", "needs 3", "sluice migrate --store"}, "2"},
+		{"behind must exist", "1", redis.Options{MustExist: true}, []string{"version 1", "needs 3"}, "1"},
+		{"behind migrated", "0", redis.Options{Migrate: true}, nil, "3"},
+		{"version 1 migrated", "1", redis.Options{Migrate: true}, nil, "3"},
+		{"version 2 migrated", "2", redis.Options{Migrate: true}, nil, "3"},
+		{"ahead refused", "4", redis.Options{Migrate: true}, []string{"version 4", "newer than this build's 3", "sluice migrate --store"}, "4"},
+		{"current", "3", redis.Options{MustExist: true}, nil, "3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -218,12 +223,7 @@ func TestDurabilityWarnings(t *testing.T) {
 func TestVersion1Layout(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	u := redistest.URL(t)
-	s, err := redis.Open(ctx, u, redis.Options{Migrate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, u := migratedStore(t)
 	c := s.Client()
 	if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: []*engine.JobInsertParams{
 		{ID: "old", Queue: "q", Kind: "k", Payload: []byte(`{"n":1}`), SchemaVersion: 1, MaxAttempts: 3},
@@ -242,17 +242,7 @@ func TestVersion1Layout(t *testing.T) {
 	if err := c.HSet(ctx, key, "a", "0", "c", "0", "f", "0", "pr", "0", "to", "0", "tg", "[]").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Set(ctx, s.Key("schema"), "1", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := redis.Open(ctx, u, redis.Options{}); !errors.Is(err, redis.ErrNoStore) || !strings.Contains(err.Error(), "version 1") {
-		t.Fatalf("open of a version 1 namespace without migration: %v, want it refused", err)
-	}
-	s2, err := redis.Open(ctx, u, redis.Options{Migrate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
+	s2 := migrateFrom(t, s, u, 1)
 	got, err := s2.JobGetByID(ctx, &engine.JobGetByIDParams{ID: "old", IncludePayload: true})
 	if err != nil {
 		t.Fatal(err)
@@ -273,6 +263,113 @@ func TestVersion1Layout(t *testing.T) {
 	if err != nil || got.State != engine.StateCompleted || got.Version != want.Version+2 || got.Fence != 1 {
 		t.Fatalf("after complete: %+v %v", got, err)
 	}
+}
+
+// TestVersion3DropsStateSets: version 3 keeps no st set for available and
+// completed jobs; their listings without a queue or kind merge the
+// queues' sq sets. A namespace at version 2 is refused without migration,
+// and migrating deletes the st sets version 2 wrote for those states and
+// keeps every other.
+func TestVersion3DropsStateSets(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, u := migratedStore(t)
+	c := s.Client()
+	var jobs []*engine.JobInsertParams
+	for i, q := range []string{"a", "b", "c", "a"} {
+		jobs = append(jobs, &engine.JobInsertParams{ID: fmt.Sprintf("j%d", i), Queue: q, Kind: "k", Payload: []byte(`{}`),
+			SchemaVersion: 1, MaxAttempts: 3})
+	}
+	if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: jobs}); err != nil {
+		t.Fatal(err)
+	}
+	// j0 (a) and j2 (c) complete; j1 (b) and j3 (a) stay available.
+	for _, q := range []string{"a", "c"} {
+		r, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: q, WorkerID: "w", LeaseID: "l" + q, Limit: 1, LeaseDuration: time.Minute})
+		if err != nil || len(r.Jobs) != 1 {
+			t.Fatalf("claim %s: %+v %v", q, r, err)
+		}
+		errs, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{
+			{JobRef: engine.JobRef{ID: r.Jobs[0].ID, LeaseID: "l" + q, Fence: r.Jobs[0].Fence}}}})
+		if err != nil || errs[0] != nil {
+			t.Fatalf("complete: %v %v", err, errs)
+		}
+	}
+	for _, st := range []engine.State{engine.StateAvailable, engine.StateCompleted} {
+		if n, _ := c.Exists(ctx, s.Key("st", string(st))).Result(); n != 0 {
+			t.Errorf("version 3 wrote st:%s", st)
+		}
+	}
+	list := func(st engine.State) []string {
+		t.Helper()
+		var ids []string
+		for _, rev := range []bool{false, true} {
+			js, err := s.JobList(ctx, &engine.JobListParams{Filter: engine.Filter{States: []engine.State{st}}, Limit: 10, Reverse: rev})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, j := range js {
+				ids = append(ids, j.ID)
+			}
+		}
+		sort.Strings(ids)
+		return ids
+	}
+	wantAvail, wantDone := []string{"j1", "j1", "j3", "j3"}, []string{"j0", "j0", "j2", "j2"}
+	if got := list(engine.StateAvailable); !reflect.DeepEqual(got, wantAvail) {
+		t.Errorf("available, both ways: %v, want %v", got, wantAvail)
+	}
+	if got := list(engine.StateCompleted); !reflect.DeepEqual(got, wantDone) {
+		t.Errorf("completed, both ways: %v, want %v", got, wantDone)
+	}
+	// The namespace as version 2 left it: st sets for every state.
+	for _, k := range []string{"available", "completed", "archived"} {
+		if err := c.ZAdd(ctx, s.Key("st", k), goredis.Z{Member: "0000000000000000001:old"}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	migrateFrom(t, s, u, 2)
+	for k, want := range map[string]int64{"available": 0, "completed": 0, "archived": 1} {
+		if n, _ := c.Exists(ctx, s.Key("st", k)).Result(); n != want {
+			t.Errorf("after migrating: st:%s exists %d, want %d", k, n, want)
+		}
+	}
+	if got := list(engine.StateCompleted); !reflect.DeepEqual(got, wantDone) {
+		t.Errorf("completed after migrating: %v, want %v", got, wantDone)
+	}
+}
+
+// migratedStore opens a store in a namespace of its own, created at this
+// build's version, and its URL.
+func migratedStore(t *testing.T) (*redis.Store, string) {
+	t.Helper()
+	u := redistest.URL(t)
+	s, err := redis.Open(context.Background(), u, redis.Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, u
+}
+
+// migrateFrom puts s's namespace (at URL u) at schema version v, checks
+// that Open refuses it without migration, and opens it migrated.
+func migrateFrom(t *testing.T, s *redis.Store, u string, v int) *redis.Store {
+	t.Helper()
+	ctx := context.Background()
+	if err := s.Client().Set(ctx, s.Key("schema"), v, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("version %d", v)
+	if _, err := redis.Open(ctx, u, redis.Options{}); !errors.Is(err, redis.ErrNoStore) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("open of a version %d namespace without migration: %v, want it refused", v, err)
+	}
+	s2, err := redis.Open(ctx, u, redis.Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s2.Close() })
+	return s2
 }
 
 // TestStatusAndMigrate: Status reads a namespace without creating it;
