@@ -339,6 +339,17 @@ func (e *Engine) heartbeat(ctx context.Context) error {
 	})
 }
 
+// reconnectGrace is how long after the store answers this process again
+// another living process's client may still refuse to reach it. go-redis,
+// once a pool's dials have failed as many times as it has connections,
+// fails every call until a background dial, tried once a second,
+// succeeds; a reaper that trusted its own contact sooner would charge a
+// crash to a worker whose beats were refused by its own client. It is
+// added only after an outage this process saw: a process just started
+// (one replacing a killed one, say) waits a heartbeat TTL as before, so
+// recovery from crashes is not slowed.
+const reconnectGrace = 1500 * time.Millisecond
+
 // heartbeatTTL: a process is gone after three missed beats.
 func (e *Engine) heartbeatTTL() time.Duration { return 3 * e.cfg.HeartbeatInterval }
 
@@ -352,19 +363,36 @@ type contactClock struct {
 	mu     sync.Mutex
 	since  time.Time // start of the current unbroken run of successes
 	broken bool      // a failure was seen and no success since
+	healed bool      // the current run began after a failure, not at start
 }
 
 func (c *contactClock) reset() {
 	c.mu.Lock()
-	c.since, c.broken = time.Now(), false
+	c.since, c.broken, c.healed = time.Now(), false, false
 	c.mu.Unlock()
 }
 
 // fail records a failure (or a call slow enough to count as one).
 func (c *contactClock) fail() {
 	c.mu.Lock()
-	c.broken = true
+	c.broken, c.healed = true, true
 	c.mu.Unlock()
+}
+
+// trusts reports whether the store has answered without a break for ttl,
+// and for reconnectGrace more when the run began after a failure this
+// process saw (an outage) rather than at its start; one lock, so the two
+// facts are read together.
+func (c *contactClock) trusts(ttl time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.broken {
+		return false
+	}
+	if c.healed {
+		ttl += reconnectGrace
+	}
+	return time.Since(c.since) >= ttl
 }
 
 // ok records a success: after a failure, the unbroken run begins now.
@@ -374,17 +402,6 @@ func (c *contactClock) ok() {
 		c.since, c.broken = time.Now(), false
 	}
 	c.mu.Unlock()
-}
-
-// unbrokenFor is how long the store has answered without a break (0 while
-// it is broken).
-func (c *contactClock) unbrokenFor() time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.broken {
-		return 0
-	}
-	return time.Since(c.since)
 }
 
 // storeClock converts the store's times into local timers.

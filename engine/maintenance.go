@@ -235,14 +235,15 @@ func (e *Engine) scheduleDue(ctx context.Context) error {
 // its lease to a stall or an outage: it goes back to available, charged
 // nothing. A job whose worker is gone too crashed with it: one crash
 // attempt. Crashes are charged only after this process has reached the
-// store without a break for a heartbeat TTL, so that after an outage the
-// living workers have had time to beat again.
+// store without a break for a heartbeat TTL (and reconnectGrace after an
+// outage), so that the living workers have had time to reconnect and beat
+// again.
 func (e *Engine) reap(ctx context.Context) error {
 	expired, err := e.store.JobListExpiredLeases(ctx, &JobListExpiredLeasesParams{Limit: maintenanceBatch})
 	if err != nil {
 		return fmt.Errorf("list expired leases: %w", err)
 	}
-	trusted := e.contact.unbrokenFor() >= e.heartbeatTTL()
+	trusted := e.contact.trusts(e.heartbeatTTL())
 	// A crash charge must land while this view holds: a write the store
 	// holds back past it (an outage that began after the listing) is
 	// refused, and the next round looks again.

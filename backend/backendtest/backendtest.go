@@ -88,6 +88,7 @@ func checks() []check {
 	add("Reaper", []check{
 		{name: "DeadWorkerChargedLiveWorkerReleased", fn: testReaper},
 		{name: "StoreOutageChargesNoCrash", fn: testStoreOutage},
+		{name: "StoreOutageLateReconnectChargesNoCrash", fn: testStoreOutageLateReconnect},
 		{name: "RenewedLeaseNotReaped", fn: testRenewedLeaseNotReaped},
 	})
 	add("Concurrency", []check{

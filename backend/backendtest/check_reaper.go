@@ -61,6 +61,7 @@ type faultStore struct {
 	down      atomic.Bool
 	renewDown atomic.Bool
 	calls     atomic.Int64 // calls refused
+	passed    atomic.Int64 // calls let through
 }
 
 var _ engine.Store = (*faultStore)(nil)
@@ -70,6 +71,7 @@ func (f *faultStore) fail(op string) error {
 		f.calls.Add(1)
 		return fmt.Errorf("%s: %w", op, errStoreDown)
 	}
+	f.passed.Add(1)
 	return nil
 }
 
@@ -205,9 +207,21 @@ func (f *faultStore) LeaderResign(ctx context.Context, p *engine.LeaderResignPar
 // the expired lease, so the path "lease expired, worker alive: release,
 // charge nothing" is taken for sure, not only the one where the worker
 // renews in time.
-func testStoreOutage(t *testing.T, h Harness) {
+func testStoreOutage(t *testing.T, h Harness) { storeOutage(t, h, 0) }
+
+// testStoreOutageLateReconnect: the same outage, but the worker's client
+// reaches the store again a second after the reaper's does, as go-redis
+// does once a pool's dials have all failed (it fails every call until a
+// background dial, tried once a second, succeeds). The reaper must still
+// wait for the living worker to beat again before charging anything.
+func testStoreOutageLateReconnect(t *testing.T, h Harness) { storeOutage(t, h, time.Second) }
+
+// storeOutage runs the outage; the worker's store comes back lag after
+// the maintainer first reached it again.
+func storeOutage(t *testing.T, h Harness, lag time.Duration) {
 	base := h.NewStore(t)
-	fs := &faultStore{Store: base}
+	ws := &faultStore{Store: base} // the worker's connection
+	ms := &faultStore{Store: base} // the maintainer's
 	const lease = 500 * time.Millisecond
 
 	started := make(chan struct{}, 1)
@@ -216,7 +230,7 @@ func testStoreOutage(t *testing.T, h Harness) {
 	wcfg := fast("worker", "q")
 	wcfg.LeaseDuration = lease
 	wcfg.NoMaintenance = true
-	w := newEngine(t, fs, wcfg, engine.Kind{Name: "k", Handler: func(ctx context.Context, _ *engine.Job) error {
+	w := newEngine(t, ws, wcfg, engine.Kind{Name: "k", Handler: func(ctx context.Context, _ *engine.Job) error {
 		runs.Add(1)
 		select {
 		case started <- struct{}{}:
@@ -232,7 +246,7 @@ func testStoreOutage(t *testing.T, h Harness) {
 	mcfg := fast("maintainer")
 	mcfg.LeaseDuration = lease
 	start(t, w)
-	startEngine(t, fs, mcfg)
+	startEngine(t, ms, mcfg)
 
 	enqueue(t, w, engine.EnqueueParams{ID: "out", Queue: "q", Kind: "k", MaxAttempts: 1})
 	select {
@@ -242,11 +256,22 @@ func testStoreOutage(t *testing.T, h Harness) {
 	}
 	// The outage: longer than two leases and the heartbeat TTL (3 beats),
 	// for both engines.
-	fs.renewDown.Store(true)
-	fs.down.Store(true)
+	ws.renewDown.Store(true)
+	ws.down.Store(true)
+	ms.down.Store(true)
 	time.Sleep(max(2*lease, 3*wcfg.HeartbeatInterval) + 300*time.Millisecond)
-	fs.down.Store(false)
-	if fs.calls.Load() == 0 {
+	ms.down.Store(false)
+	if lag > 0 {
+		// The maintainer backs off through the outage; its contact (and
+		// so the wait before it trusts a lapsed heartbeat) starts at its
+		// first call that passes.
+		before := ms.passed.Load()
+		eventually(t, waitLong, func() bool { return ms.passed.Load() > before },
+			"the maintainer to reach the store after the outage")
+		time.Sleep(lag)
+	}
+	ws.down.Store(false)
+	if ws.calls.Load() == 0 || ms.calls.Load() == 0 {
 		t.Fatal("no call reached the store during the outage: the test proves nothing")
 	}
 	// The store is back; the worker beats again but has not renewed. The
@@ -258,7 +283,7 @@ func testStoreOutage(t *testing.T, h Harness) {
 		}
 		return hasEvent(ev, engine.EventLeaseLost)
 	}, "the reaper to release the expired lease of the living worker")
-	fs.renewDown.Store(false)
+	ws.renewDown.Store(false)
 	close(release)
 
 	j := waitState(t, base, "out", engine.StateCompleted)
@@ -276,7 +301,7 @@ func testStoreOutage(t *testing.T, h Harness) {
 	if j.Fence < 2 {
 		t.Fatalf("fence %d: the released job was never claimed again", j.Fence)
 	}
-	t.Logf("handler ran %d time(s); %d calls refused", runs.Load(), fs.calls.Load())
+	t.Logf("handler ran %d time(s); %d worker and %d maintainer calls refused", runs.Load(), ws.calls.Load(), ms.calls.Load())
 }
 
 // gateStore pauses the first JobListExpiredLeases that reports job id,
