@@ -155,6 +155,9 @@ type pressureRun struct {
 
 	phases []*pressurePhase
 	cur    atomic.Int32 // index into phases; len(phases) during the drain
+	// cleanStart is the clean phase's start (unix ns, 0 before it), for
+	// watch: the phases' own fields are written by run alone.
+	cleanStart atomic.Int64
 
 	// The producer: owed jobs are due and not yet sent.
 	owed     atomic.Int64
@@ -499,6 +502,9 @@ func (r *pressureRun) run(ctx context.Context, lo *cliutil.LogOptions, stderr io
 		r.latMu.Unlock()
 		r.rateMult.Store(math.Float64bits(p.mult))
 		p.start, p.load1Start = time.Now(), load1()
+		if i == 0 {
+			r.cleanStart.Store(p.start.UnixNano())
+		}
 		off0, enq0, h0 := r.offered.Load(), r.enqueued.Load(), r.handled.Load()
 		backlog.startPhase(i)
 		r.resetStatements(ctx)
@@ -791,8 +797,9 @@ func (r *pressureRun) watch(ctx context.Context, b *backlogWatch) {
 			v := r.enqueued.Load() + r.owed.Load() - r.handled.Load()
 			clean := false
 			if r.cur.Load() == 0 {
-				p := r.phases[0]
-				clean = !p.start.IsZero() && now.Sub(p.start) > p.dur/2
+				if at := r.cleanStart.Load(); at != 0 {
+					clean = now.Sub(time.Unix(0, at)) > r.phases[0].dur/2
+				}
 			}
 			b.observe(v, now, clean)
 		}
