@@ -261,8 +261,14 @@ func TestDemoOutcomes(t *testing.T) {
 		}
 	}
 
-	// The tally saw the same story.
+	// The tally saw the same story. Death handlers run after the terminal
+	// write, so the last death may still be on its way when the store
+	// already shows every job terminal: wait for it, bounded.
 	snap := tally.Snapshot()
+	for until := time.Now().Add(10 * time.Second); len(snap.Deaths) < 4 && time.Now().Before(until); {
+		time.Sleep(10 * time.Millisecond)
+		snap = tally.Snapshot()
+	}
 	tot := snap.Total
 	if tot.Enqueued != len(jobs) || tot.Completed != 5 || tot.Archived != 3 || tot.Quarantined != 1 || tot.Undecodable != 1 {
 		t.Errorf("tally total = %+v, want enqueued %d, completed 5, archived 3, quarantined 1, undecodable 1", tot, len(jobs))
