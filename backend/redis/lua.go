@@ -468,8 +468,8 @@ end
 local jobs = {}
 local limit = tonumber(A.limit)
 local exp = tadd(A.dur)
--- The fast path: a job without an error pattern leaves exactly four index
--- entries (st, sq, sk of available, and av) and gets one (run); they are
+-- The fast path: a job without an error pattern leaves exactly three index
+-- entries (sq, sk of available, and av) and gets one (run); they are
 -- written per batch, one call per index, after the jobs' hashes. A job
 -- with an error pattern (or a deadline) takes the general path.
 local sk, runm, stm = {}, {}, {}
@@ -566,9 +566,9 @@ var luaComplete = script(`
 local probe = ARGV[4] == '1' and redis.call('SCARD', K('fprs')) > 0
 local res, fps = {}, {}
 -- The fast path: a job without an error pattern leaves one index entry
--- (run) and gets three (st, sq, sk of completed); they are written per
--- batch, one call per index.
-local runm, stm, sq, sk, nq = {}, {}, {}, {}, {}
+-- (run) and gets two (sq, sk of completed); they are written per batch,
+-- one call per index.
+local runm, sq, sk, nq = {}, {}, {}, {}
 for i = 5, #ARGV, 4 do
   local id = ARGV[i]
   local key = K('job', id)
@@ -592,7 +592,6 @@ for i = 5, #ARGV, 4 do
       redis.call('HDEL', key, 'lid', 'lw', 'lx')
       runm[#runm + 1] = h[4] .. ':' .. id
       local m = NOW .. ':' .. id
-      stm[#stm + 1] = m
       group(sq, q, m)
       group(sk, h[6], m)
       nq[q] = (nq[q] or 0) + 1
