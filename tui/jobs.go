@@ -10,6 +10,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/keymap"
 )
 
 // jobsView is the Jobs screen: state tabs, the filter and the table. Rows
@@ -53,6 +54,10 @@ type jobsView struct {
 	seek string
 	// refreshWanted is a live refresh that waits for a page load.
 	refreshWanted bool
+	// liveAbove is how many of the rows above the screen arrived by live
+	// refreshes: the cursor keeps its job and its place on screen, so
+	// they would come in unseen; the status line says so (newerNote).
+	liveAbove int
 
 	loading  bool
 	loadMode listMode
@@ -392,6 +397,7 @@ func endIf(next string) int {
 }
 
 func (v *jobsView) setRows(jobs []*engine.Job) {
+	v.liveAbove = 0
 	// Fresh slice and map: the old window is let go whole.
 	v.rows = make([]*jobRow, 0, len(jobs))
 	v.index = make(map[string]int, len(jobs))
@@ -561,6 +567,12 @@ func (v *jobsView) refreshRows(jobs []*engine.Job, next string, height int) {
 	v.prev = ""
 	v.base, v.tail = 0, endIf(next)
 	v.restore(s, height)
+	for i := 0; i < v.offset; i++ {
+		if _, seen := oldIdx[v.rows[i].job.ID]; !seen {
+			v.liveAbove++
+		}
+	}
+	v.liveAbove = min(v.liveAbove, v.offset)
 }
 
 // segmentRows replaces the rows after the anchor, down to the last fresh
@@ -640,6 +652,8 @@ func (v *jobsView) keepCursorVisible(h int) {
 	}
 	v.offset = min(v.offset, max(len(v.rows)-h, 0))
 	v.offset = max(v.offset, 0)
+	// Rows the cursor moved up past have been seen.
+	v.liveAbove = min(v.liveAbove, v.offset)
 }
 
 // move moves the cursor by d rows. The part of a move past the loaded
@@ -698,6 +712,16 @@ func (m *Model) jumpBottom() tea.Cmd {
 		return tea.Batch(m.sheetFollow(), m.maybeLoadMore())
 	}
 	return m.loadList(listBottom, endCursor, 0)
+}
+
+// newerNote tells, for the status line, of rows that arrived above the
+// screen while it stayed put ("↑ 3 newer · g top"); "" when there are none.
+func (m *Model) newerNote() string {
+	n := m.jobs.liveAbove
+	if n <= 0 {
+		return ""
+	}
+	return "↑ " + commas(int64(n)) + " newer · " + m.km.B(keymap.Top).Help().Key + " top"
 }
 
 // position is where the cursor is in the list, for the status line:

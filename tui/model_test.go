@@ -86,6 +86,56 @@ func TestStaleListAnswerDropped(t *testing.T) {
 	}
 }
 
+// TestLiveRefreshSaysNewerAbove: rows that a live refresh brings in
+// above the screen, which stays put, are announced in the status line
+// until the cursor goes up to them; g brings them into view.
+func TestLiveRefreshSaysNewerAbove(t *testing.T) {
+	t.Parallel()
+	m := loadedModel(t, 100, 120, 36)
+	now := time.Date(2026, 11, 29, 2, 14, 0, 0, time.UTC)
+	jobs := syntheticJobs(100, now)
+	refresh := func(fresh ...*engine.Job) {
+		t.Helper()
+		m.seq++
+		m.jobs.listSeq = m.seq
+		m.Update(listMsg{seq: m.seq, mode: listRefresh, jobs: append(fresh, jobs...)})
+	}
+	status := func() string { return ansi.Strip(m.statusLine(120)) }
+	if s := status(); strings.Contains(s, "newer") {
+		t.Fatalf("status %q speaks of newer rows before any arrived", s)
+	}
+	newJob := func(i int) *engine.Job {
+		return &engine.Job{ID: fmt.Sprintf("new-%d", i), Queue: "billing", Kind: "k", State: engine.StateArchived,
+			StateChangedAt: now.Add(time.Duration(i) * time.Second)}
+	}
+	refresh(newJob(2), newJob(1))
+	if got := m.jobs.cursor - m.jobs.offset; got != 0 {
+		t.Fatalf("cursor moved on screen to row %d", got)
+	}
+	if s := status(); !strings.Contains(s, "↑ 2 newer · g top") {
+		t.Fatalf("status %q does not announce the 2 rows above the screen", s)
+	}
+	// A refresh that brings nothing new keeps the count; one more adds.
+	jobs = append([]*engine.Job{newJob(2), newJob(1)}, jobs...)
+	refresh()
+	refresh(newJob(3))
+	if s := status(); !strings.Contains(s, "↑ 3 newer") {
+		t.Fatalf("status %q, want 3 newer", s)
+	}
+	// Up one row: that row is seen.
+	m.Update(keyMsg("k"))
+	if s := status(); !strings.Contains(s, "↑ 2 newer") {
+		t.Fatalf("after k, status %q, want 2 newer", s)
+	}
+	m.Update(keyMsg("g"))
+	if m.jobs.offset != 0 || m.jobs.current().job.ID != "new-3" {
+		t.Fatalf("g left the screen at offset %d on %s", m.jobs.offset, m.jobs.current().job.ID)
+	}
+	if s := status(); strings.Contains(s, "newer") {
+		t.Fatalf("status %q still speaks of newer rows at the top", s)
+	}
+}
+
 // TestLiveRefreshKeepsCursor: rows arriving above and the cursor's
 // neighbours leaving never move the cursor off its job.
 func TestLiveRefreshKeepsCursor(t *testing.T) {

@@ -343,6 +343,9 @@ func (m *Model) statusLine(w int) string {
 		if len(v.rows) > 0 {
 			parts = append(parts, m.position())
 		}
+		if note := m.newerNote(); note != "" {
+			parts = append(parts, t.InfoText.Render(note))
+		}
 		if v.loading && v.loaded && v.loadMode != listRefresh && v.loadMode != listSegment {
 			parts = append(parts, "loading…")
 		}
