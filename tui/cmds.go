@@ -54,6 +54,7 @@ type countsMsg struct {
 func (m *Model) loadCounts() tea.Cmd {
 	m.seq++
 	m.countsSeq = m.seq
+	m.countsBusy = true
 	seq, ctl, ctx := m.seq, m.ctl, m.ctx
 	queue := ""
 	if qs := m.jobs.filter.Queues; len(qs) == 1 {
@@ -311,9 +312,12 @@ type groupsMsg struct {
 func (m *Model) loadScreen(s screen) tea.Cmd {
 	m.seq++
 	m.screenSeq = m.seq
+	m.screenBusy = false // any answer on its way is stale now
+	m.screenNotBefore = time.Time{}
 	seq, ctl, ctx := m.seq, m.ctl, m.ctx
 	f := m.jobs.filter
 	call := func(fn func(context.Context) tea.Msg) tea.Cmd {
+		m.screenBusy, m.screenSent = true, m.now()
 		return func() tea.Msg {
 			c, cancel := context.WithTimeout(ctx, callTimeout)
 			defer cancel()
@@ -610,6 +614,9 @@ const (
 )
 
 type refreshTickMsg struct{}
+
+// screenTickMsg ends the pause of a paced screen reload (reloadScreen).
+type screenTickMsg struct{}
 
 type ageTickMsg struct{}
 

@@ -511,3 +511,70 @@ func TestMouse(t *testing.T) {
 		t.Fatalf("clicked the completed tab (x=%d in %q): tab %s", x, tabs, got)
 	}
 }
+
+// TestSlowLoadsShownUnderLiveChanges: a load slower than the refresh
+// delay (error groups of a million dead jobs on PostgreSQL take a second)
+// is not made stale by the live refreshes that come in meanwhile: they
+// wait for it, its answer is shown, and the reload that follows waits as
+// long as the load took, so the store is kept at most half busy.
+func TestSlowLoadsShownUnderLiveChanges(t *testing.T) {
+	t.Parallel()
+	m := loadedModel(t, 10, 120, 36)
+	clock := time.Date(2026, 11, 29, 2, 14, 0, 0, time.UTC)
+	m.now = func() time.Time { return clock }
+	m.switchScreen(scrErrors)
+	first := m.screenSeq
+	m.loadCounts()
+	firstCounts := m.countsSeq
+	// Three live refreshes while both loads are on their way.
+	for range 3 {
+		m.Update(refreshTickMsg{})
+	}
+	if m.screenSeq != first || m.countsSeq != firstCounts {
+		t.Fatalf("live refreshes sent new loads over the ones on their way (screen seq %d → %d, counts %d → %d)",
+			first, m.screenSeq, firstCounts, m.countsSeq)
+	}
+	clock = clock.Add(time.Second) // the groups took a second
+	gs := []engine.ErrorGroup{{Queue: "billing", Kind: "invoice.generate", Pattern: "dial tcp <addr>: connect: connection refused", Count: 1_000_000}}
+	_, cmd := m.Update(groupsMsg{seq: first, groups: gs})
+	if len(m.groupsData) != 1 || m.groupsData[0].Count != 1_000_000 {
+		t.Fatalf("the slow answer was not shown: %+v", m.groupsData)
+	}
+	if cmd == nil || !m.screenAgain || !m.screenTick {
+		t.Fatal("no reload was set up, though changes came in while the load ran")
+	}
+	if m.screenSeq != first {
+		t.Fatal("the reload after a one-second load was sent at once")
+	}
+	// More changes during the pause send nothing either.
+	clock = clock.Add(500 * time.Millisecond)
+	m.Update(refreshTickMsg{})
+	if m.screenSeq != first {
+		t.Fatal("a live refresh during the pause sent a load")
+	}
+	clock = clock.Add(500 * time.Millisecond)
+	m.Update(screenTickMsg{})
+	if m.screenSeq == first || !m.screenBusy || m.screenAgain {
+		t.Fatal("the end of the pause sent no load")
+	}
+	c := &engine.Counts{Total: map[engine.State]int64{engine.StateArchived: 1_000_000}}
+	m.Update(countsMsg{seq: firstCounts, counts: c})
+	if m.counts != c {
+		t.Fatal("the slow counts answer was not taken")
+	}
+	if m.countsSeq == firstCounts || !m.countsBusy {
+		t.Fatal("no counts load followed the answer")
+	}
+	// The follow-up answers, with no changes meanwhile, end the chain.
+	m.Update(groupsMsg{seq: m.screenSeq, groups: gs})
+	m.Update(countsMsg{seq: m.countsSeq, counts: c})
+	if m.screenBusy || m.countsBusy || m.screenAgain {
+		t.Fatal("a load is still marked on its way after every answer came")
+	}
+	// A fast answer (no time passed) leaves no pause.
+	seq := m.screenSeq
+	m.Update(refreshTickMsg{})
+	if m.screenSeq == seq {
+		t.Fatal("a live refresh with nothing on its way and no pause sent no load")
+	}
+}

@@ -288,6 +288,10 @@ func (m *Model) follow(s screen, ls *listScreen, key string) {
 	}
 }
 
+// maxReloadPause bounds the pause a live reload of a screen takes after
+// a slow load (reloadScreen).
+const maxReloadPause = 5 * time.Second
+
 func (m *Model) screenLoaded(msg tea.Msg) tea.Cmd {
 	var seq uint64
 	var err error
@@ -306,6 +310,10 @@ func (m *Model) screenLoaded(msg tea.Msg) tea.Cmd {
 	if seq != m.screenSeq {
 		return nil
 	}
+	m.screenBusy = false
+	m.screenNotBefore = m.now().Add(min(m.now().Sub(m.screenSent), maxReloadPause))
+	again := m.screenAgain && err == nil && m.screen == s
+	m.screenAgain = false
 	if err == nil {
 		// The cursor stays on its item, not on its row number.
 		key := m.itemKey(s, ls.cursor)
@@ -331,6 +339,10 @@ func (m *Model) screenLoaded(msg tea.Msg) tea.Cmd {
 	}
 	ok := m.succeeded(retryScreen)
 	ls.loaded = true
+	if again {
+		// Changes came in while this load ran: one more, paced.
+		ok = tea.Batch(ok, m.reloadScreen())
+	}
 	if m.screen == scrOperations {
 		return tea.Batch(ok, m.opsTick())
 	}

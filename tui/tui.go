@@ -155,6 +155,22 @@ type Model struct {
 	seq       uint64
 	countsSeq uint64
 	screenSeq uint64
+	// countsBusy and screenBusy: the newest load of the counts (of the
+	// screen) has not answered yet. A live refresh then waits for it
+	// (countsAgain, screenAgain) instead of sending another, which would
+	// make the answer on its way stale: with loads slower than the
+	// refresh delay (error groups of a million dead jobs on PostgreSQL
+	// take a second) no answer would ever be shown, and the loads would
+	// pile up on the store.
+	countsBusy, countsAgain bool
+	screenBusy, screenAgain bool
+	// screenSent is when the newest screen load was sent. A live reload
+	// waits until screenNotBefore, as long after a load's answer as the
+	// load took (reloadScreen): a screen whose query takes a second keeps
+	// the store at most half busy. screenTick: a screenTickMsg is on its
+	// way.
+	screenSent, screenNotBefore time.Time
+	screenTick                  bool
 
 	sub          <-chan engine.Change
 	subscribing  bool
@@ -354,6 +370,9 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 		if msg.seq != m.countsSeq {
 			return nil
 		}
+		m.countsBusy = false
+		again := m.countsAgain
+		m.countsAgain = false
 		if msg.err != nil {
 			return m.failed(retryCounts, "counts", msg.err)
 		}
@@ -361,6 +380,9 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 		m.counts = msg.counts
 		m.fcounts, m.fcountsFor, m.fcountsOff = msg.fcounts, msg.fkey, msg.fOff
 		m.jobs.placeFromEnd(m)
+		if again {
+			cmd = tea.Batch(cmd, m.loadCounts())
+		}
 		return cmd
 	case listMsg:
 		return m.jobs.take(m, msg)
@@ -397,6 +419,12 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 	case refreshTickMsg:
 		m.refreshArmed = false
 		return m.refresh()
+	case screenTickMsg:
+		m.screenTick = false
+		if m.screenAgain && m.screen != scrJobs {
+			return m.reloadScreen()
+		}
+		return nil
 	case ageTickMsg:
 		m.rowGen++
 		m.sheet.invalidate() // its stamps say "… ago" too
@@ -526,7 +554,12 @@ func (m *Model) changes(msg changesMsg) tea.Cmd {
 // refresh reloads what is on screen, keeping the cursor on its job, and
 // redoes at once every load that is waiting to be retried.
 func (m *Model) refresh() tea.Cmd {
-	cmds := []tea.Cmd{m.loadCounts()}
+	var cmds []tea.Cmd
+	if m.countsBusy {
+		m.countsAgain = true
+	} else {
+		cmds = append(cmds, m.loadCounts())
+	}
 	for w := range m.failures {
 		if w != retryCounts && w != retryList && w != retryScreen {
 			cmds = append(cmds, m.load(w))
@@ -540,9 +573,29 @@ func (m *Model) refresh() tea.Cmd {
 			cmds = append(cmds, m.loadDetail(m.sheet.id, false))
 		}
 	default:
-		cmds = append(cmds, m.loadScreen(m.screen))
+		cmds = append(cmds, m.reloadScreen())
 	}
 	return tea.Batch(cmds...)
+}
+
+// reloadScreen is a live reload of the screen shown (not the jobs list):
+// it waits for the load on its way, and paces itself after a slow one
+// (screenNotBefore).
+func (m *Model) reloadScreen() tea.Cmd {
+	if m.screenBusy {
+		m.screenAgain = true
+		return nil
+	}
+	if wait := m.screenNotBefore.Sub(m.now()); wait > 0 {
+		m.screenAgain = true
+		if m.screenTick {
+			return nil
+		}
+		m.screenTick = true
+		return tea.Tick(wait, func(time.Time) tea.Msg { return screenTickMsg{} })
+	}
+	m.screenAgain = false
+	return m.loadScreen(m.screen)
 }
 
 // switchScreen shows another screen and loads it.
