@@ -37,6 +37,22 @@ func (m *Model) loadMeta() tea.Cmd {
 	}
 }
 
+// probeMsg answers probeStore.
+type probeMsg struct{ err error }
+
+// probeStore reads the maintained counters of every queue: the cheapest
+// read that reaches the store, so a store that went away shows in the
+// header even while nothing changes on screen (ageTickMsg).
+func (m *Model) probeStore() tea.Cmd {
+	ctl, ctx := m.ctl, m.ctx
+	return func() tea.Msg {
+		c, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		_, err := ctl.Counts(c, "")
+		return probeMsg{err: err}
+	}
+}
+
 type countsMsg struct {
 	seq    uint64
 	counts *engine.Counts

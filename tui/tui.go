@@ -174,6 +174,7 @@ type Model struct {
 
 	sub          <-chan engine.Change
 	subscribing  bool
+	probing      bool // a probeStore is on its way
 	refreshArmed bool
 	rowGen       uint64
 	colsCache    jobCols
@@ -429,9 +430,26 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 		m.rowGen++
 		m.sheet.invalidate() // its stamps say "… ago" too
 		// The tick doubles as the connection probe: a live stream that
-		// reconnects by itself says nothing while the API is away, and
-		// the header must not say live then.
-		return tea.Batch(m.loadMeta(), tea.Tick(5*time.Second, func(time.Time) tea.Msg { return ageTickMsg{} }))
+		// reconnects by itself says nothing while the API or the store is
+		// away, and the header must not say live then. The meta answers
+		// for the API; the counters, the cheapest read there is, for the
+		// store behind it (embedded, the meta never reaches the store).
+		cmds := []tea.Cmd{m.loadMeta(), tea.Tick(5*time.Second, func(time.Time) tea.Msg { return ageTickMsg{} })}
+		if !m.probing {
+			m.probing = true
+			cmds = append(cmds, m.probeStore())
+		}
+		return tea.Batch(cmds...)
+	case probeMsg:
+		m.probing = false
+		if msg.err != nil {
+			return m.failed(retryCounts, "counts", msg.err)
+		}
+		if _, failing := m.failures[retryCounts]; failing {
+			// Back: what is on screen is as old as the outage.
+			return m.refresh()
+		}
+		return nil
 	case toastExpireMsg:
 		m.toasts = slices.DeleteFunc(m.toasts, func(t toast) bool { return t.id == msg.id })
 		return nil
@@ -468,7 +486,12 @@ func (m *Model) failed(what retryWhat, name string, err error) tea.Cmd {
 		m.banner = fmt.Sprintf("%s: %s", name, Sanitize(err.Error()))
 		return nil
 	}
-	n := m.failures[what]
+	n, failing := m.failures[what]
+	if failing && m.retrying[what] {
+		// A load redone early (succeeded, the probe) failed again while
+		// its retry is on its way: the backoff and its warning stand.
+		return nil
+	}
 	m.failures[what] = n + 1
 	wait := min(time.Second<<min(n, 5), 30*time.Second)
 	m.banner = fmt.Sprintf("%s failed: %s — retrying in %s", name, Sanitize(err.Error()), wait)
@@ -480,16 +503,19 @@ func (m *Model) failed(what retryWhat, name string, err error) tea.Cmd {
 	return tea.Tick(wait, func(time.Time) tea.Msg { return retryMsg{what: what} })
 }
 
-// succeeded notes a load that worked. An answer proves the API is
-// reachable again, so the warning goes at once, and the loads still
-// waiting out their backoff are redone now instead of up to 30s later
-// (a failure among them brings the warning back, truthfully).
+// succeeded notes a load that worked. An answer says the API may be
+// back, so the loads still waiting out their backoff are redone now
+// instead of up to 30s later. The warning goes when none is failing: an
+// answer of the API's meta says nothing of its store, which may still be
+// away (each redone load clears its own failure when it works).
 func (m *Model) succeeded(what retryWhat) tea.Cmd {
 	delete(m.failures, what)
-	m.banner = ""
+	if len(m.failures) == 0 {
+		m.banner = ""
+		return nil
+	}
 	var cmds []tea.Cmd
 	for w := range m.failures {
-		delete(m.failures, w)
 		cmds = append(cmds, m.load(w))
 	}
 	return tea.Batch(cmds...)
