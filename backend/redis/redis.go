@@ -254,6 +254,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	} else {
 		c = goredis.NewClient(t.Options)
 	}
+	libLogTo(opts.Logger)
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -1,0 +1,64 @@
+package redis_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sluicehq/sluice/backend/redis"
+	"github.com/sluicehq/sluice/backend/redis/redistest"
+	"github.com/sluicehq/sluice/engine"
+)
+
+// lockedBuffer is a log destination the pool's goroutines may write to.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestClientLogsGoToTheStoreLogger: go-redis's own lines about a server
+// that went away ("failed to dial after 5 attempts") reach the store's
+// logger, not stderr, which in the console is the screen. Not parallel:
+// the library's logger is one per process, and the store opened last with
+// a logger has it.
+func TestClientLogsGoToTheStoreLogger(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.PrivateServer(t, redistest.ServerOptions{})
+	var buf lockedBuffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s, err := redis.Open(ctx, redistest.URLOn(t, srv.URL()), redis.Options{Migrate: true, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := srv.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Back up before the test ends, for the namespace's cleanup.
+	defer func() {
+		if err := srv.Resume(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	if _, _, err := s.JobCount(ctx, &engine.JobCountParams{}); err == nil {
+		t.Fatal("a count on a stopped server succeeded")
+	}
+	if got := buf.String(); !strings.Contains(got, "redis client: connection pool: failed to dial") {
+		t.Fatalf("the store's log lacks go-redis's dial failure; it holds:\n%s", got)
+	}
+}
