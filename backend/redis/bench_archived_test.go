@@ -102,46 +102,73 @@ func BenchmarkBulkRetryArchived(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_ARCHIVED")); err == nil && v > 0 {
 		n = v
 	}
+	for b.Loop() {
+		b.StopTimer()
+		s := archivedStore(b, n)
+		benchBulkRetry(b, s, engine.Filter{States: []engine.State{engine.StateArchived}}, 1000, n)
+	}
+}
+
+// BenchmarkBulkRetryErrorGroup retries one error group (a tenth of
+// SLUICE_BENCH_ARCHIVED archived jobs, 100,000 by default), as `:errors`
+// and b do in the console: its window, as the engine asks for it, is ten
+// batches of the group's ids.
+func BenchmarkBulkRetryErrorGroup(b *testing.B) {
+	n := 100000
+	if v, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_ARCHIVED")); err == nil && v > 0 {
+		n = v
+	}
+	for b.Loop() {
+		b.StopTimer()
+		s := archivedStore(b, n)
+		benchBulkRetry(b, s, engine.Filter{States: []engine.State{engine.StateArchived}, Kinds: []string{"k3"},
+			ErrorPattern: "deadline passed before the job ran"}, 10*1000, n/10)
+	}
+}
+
+// benchBulkRetry runs a retry of the jobs f selects on s to its end, in
+// batches of 1,000 over windows of window ids, timed from its first batch;
+// want is how many it must retry.
+func benchBulkRetry(b *testing.B, s *redis.Store, f engine.Filter, window, want int) {
+	b.Helper()
 	ctx := context.Background()
 	spec, err := engine.SpecFor(engine.ActionRetry)
 	if err != nil {
 		b.Fatal(err)
 	}
-	for b.Loop() {
-		b.StopTimer()
-		s := archivedStore(b, n)
-		sel, _ := spec.Narrow(engine.Filter{States: []engine.State{engine.StateArchived}})
-		op, err := s.OperationInsert(ctx, &engine.OperationInsertParams{ID: "op", Action: engine.ActionRetry, Selector: sel})
-		if err != nil {
-			b.Fatal(err)
-		}
-		lease, err := s.OperationClaim(ctx, &engine.OperationClaimParams{Holder: "h", TTL: time.Minute})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-		t0 := time.Now()
-		var slowest time.Duration
-		cursor, done := "", 0
-		for {
-			t1 := time.Now()
-			res, err := s.OperationProcessBatch(ctx, &engine.OperationProcessBatchParams{ID: op.ID, Holder: "h", Fence: lease.Fence,
-				After: cursor, Spec: spec, Selector: sel, Cutoff: op.CreatedAt, Limit: 1000, Window: 1000, TTL: time.Minute,
-				Event: engine.EventWrite{Kind: engine.EventRetried, Actor: "bench", To: engine.StateAvailable}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			slowest = max(slowest, time.Since(t1))
-			cursor = res.Cursor
-			done = int(res.Operation.Succeeded)
-			if res.Exhausted {
-				break
-			}
-		}
-		if done != n {
-			b.Fatalf("retried %d of %d", done, n)
-		}
-		b.ReportMetric(float64(n)/time.Since(t0).Seconds(), "jobs/s")
-		b.ReportMetric(float64(slowest.Microseconds())/1000, "slowest-batch-ms")
+	sel, _ := spec.Narrow(f)
+	op, err := s.OperationInsert(ctx, &engine.OperationInsertParams{ID: "op", Action: engine.ActionRetry, Selector: sel})
+	if err != nil {
+		b.Fatal(err)
 	}
+	lease, err := s.OperationClaim(ctx, &engine.OperationClaimParams{Holder: "h", TTL: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.StartTimer()
+	t0 := time.Now()
+	var slowest time.Duration
+	cursor, done, batches := "", 0, 0
+	for {
+		t1 := time.Now()
+		res, err := s.OperationProcessBatch(ctx, &engine.OperationProcessBatchParams{ID: op.ID, Holder: "h", Fence: lease.Fence,
+			After: cursor, Spec: spec, Selector: sel, Cutoff: op.CreatedAt, Limit: 1000, Window: window, TTL: time.Minute,
+			Event: engine.EventWrite{Kind: engine.EventRetried, Actor: "bench", To: engine.StateAvailable}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		batches++
+		slowest = max(slowest, time.Since(t1))
+		cursor = res.Cursor
+		done = int(res.Operation.Succeeded)
+		if res.Exhausted {
+			break
+		}
+	}
+	if done != want {
+		b.Fatalf("retried %d of %d", done, want)
+	}
+	b.ReportMetric(float64(want)/time.Since(t0).Seconds(), "jobs/s")
+	b.ReportMetric(float64(want)/float64(batches), "jobs/batch")
+	b.ReportMetric(float64(slowest.Microseconds())/1000, "slowest-batch-ms")
 }
