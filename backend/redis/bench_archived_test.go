@@ -126,6 +126,22 @@ func BenchmarkBulkRetryErrorGroup(b *testing.B) {
 	}
 }
 
+// BenchmarkBulkRetryByErrorText retries every archived job of
+// SLUICE_BENCH_ARCHIVED (100,000) selected by its error text, a condition
+// only Go evaluates: each batch's jobs are judged in Go before its script
+// runs, over the engine's window of ten batches at most.
+func BenchmarkBulkRetryByErrorText(b *testing.B) {
+	n := 100000
+	if v, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_ARCHIVED")); err == nil && v > 0 {
+		n = v
+	}
+	for b.Loop() {
+		b.StopTimer()
+		s := archivedStore(b, n)
+		benchBulkRetry(b, s, engine.Filter{States: []engine.State{engine.StateArchived}, Error: "deadline passed"}, 10*1000, n)
+	}
+}
+
 // benchBulkRetry runs a retry of the jobs f selects on s to its end, in
 // batches of 1,000 over windows of window ids, timed from its first batch;
 // want is how many it must retry.

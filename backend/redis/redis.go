@@ -83,6 +83,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -152,6 +153,10 @@ type Store struct {
 	// batchBudget, when not zero, replaces batchScriptBudget (the URL's
 	// batch_budget; tests: export_test.go).
 	batchBudget time.Duration
+	// opWalk: how far each operation's batches judged in Go got, so the
+	// next judges about as many (operations.go).
+	opMu   sync.Mutex
+	opWalk map[string]walkHint
 }
 
 var _ engine.Store = (*Store)(nil)
