@@ -117,7 +117,8 @@ var ErrNoStore = errors.New("no such store")
 
 // Options tune a Store. The zero value is fine.
 type Options struct {
-	// Logger receives diagnostics; silent when nil.
+	// Logger receives diagnostics, and go-redis's own lines about its
+	// connections at Debug (liblog.go); silent when nil.
 	Logger *slog.Logger
 	// MustExist opens only a namespace that exists at this build's
 	// schema: it never creates one.
