@@ -299,6 +299,9 @@ func (s *Store) OperationProcessBatch(ctx context.Context, p *engine.OperationPr
 		return nil, err
 	}
 	if rep[0] == "over" {
+		if judged {
+			s.walked(p.ID, nil, "", true)
+		}
 		return &engine.OperationBatchResult{Operation: r.op, Cursor: r.cursor}, nil
 	}
 	out := &engine.OperationBatchResult{Operation: r.op}
@@ -331,7 +334,7 @@ func (s *Store) verdictWindow(id, after string) int {
 }
 
 // walked notes how far a judged batch got: the cursor's place among the
-// ids it judged.
+// ids it judged. An operation exhausted or over is forgotten.
 func (s *Store) walked(id string, ids []string, cursor string, exhausted bool) {
 	s.opMu.Lock()
 	defer s.opMu.Unlock()
