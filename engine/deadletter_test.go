@@ -1,35 +1,19 @@
 package engine_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/testlog"
 )
 
-// syncBuffer is a bytes.Buffer safe for the engine's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a buffer safe for the engine's goroutines.
+type syncBuffer = testlog.Buffer
 
 // TestDeadLetterRuleWithoutHandlerWarned: Start warns about each
 // dead-letter kind a rule names that has no handler in the engine, and

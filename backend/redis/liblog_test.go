@@ -1,35 +1,16 @@
 package redis_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/testlog"
 )
-
-// lockedBuffer is a log destination the pool's goroutines may write to.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestClientLogsGoToTheStoreLogger: go-redis's own lines about a server
 // that went away ("failed to dial after 5 attempts") reach the store's
@@ -39,7 +20,7 @@ func (l *lockedBuffer) String() string {
 func TestClientLogsGoToTheStoreLogger(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.PrivateServer(t, redistest.ServerOptions{})
-	var buf lockedBuffer
+	var buf testlog.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s, err := redis.Open(ctx, redistest.URLOn(t, srv.URL()), redis.Options{Migrate: true, Logger: log})
 	if err != nil {
