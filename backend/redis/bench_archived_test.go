@@ -44,6 +44,15 @@ func archivedStore(b *testing.B, n int) *redis.Store {
 	return s
 }
 
+// archivedCount is SLUICE_BENCH_ARCHIVED, the archived jobs the
+// benchmarks of this file seed (100,000 when unset).
+func archivedCount() int {
+	if v, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_ARCHIVED")); err == nil && v > 0 {
+		return v
+	}
+	return 100000
+}
+
 func usedMemory(b *testing.B, s *redis.Store) int64 {
 	info, err := s.Client().Info(context.Background(), "memory").Result()
 	if err != nil {
@@ -62,10 +71,7 @@ func usedMemory(b *testing.B, s *redis.Store) int64 {
 // groups of a namespace of SLUICE_BENCH_ARCHIVED archived jobs (100,000
 // by default; the figure is at 1,000,000).
 func BenchmarkArchivedReads(b *testing.B) {
-	n := 100000
-	if v, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_ARCHIVED")); err == nil && v > 0 {
-		n = v
-	}
+	n := archivedCount()
 	s := archivedStore(b, n)
 	ctx := context.Background()
 	arch := engine.Filter{States: []engine.State{engine.StateArchived}}
@@ -98,10 +104,7 @@ func BenchmarkArchivedReads(b *testing.B) {
 // BenchmarkBulkRetryArchived retries every archived job of a namespace of
 // SLUICE_BENCH_ARCHIVED (100,000) in batches of 1,000, one script each.
 func BenchmarkBulkRetryArchived(b *testing.B) {
-	n := 100000
-	if v, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_ARCHIVED")); err == nil && v > 0 {
-		n = v
-	}
+	n := archivedCount()
 	for b.Loop() {
 		b.StopTimer()
 		s := archivedStore(b, n)
@@ -114,10 +117,7 @@ func BenchmarkBulkRetryArchived(b *testing.B) {
 // and b do in the console: its window, as the engine asks for it, is ten
 // batches of the group's ids.
 func BenchmarkBulkRetryErrorGroup(b *testing.B) {
-	n := 100000
-	if v, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_ARCHIVED")); err == nil && v > 0 {
-		n = v
-	}
+	n := archivedCount()
 	for b.Loop() {
 		b.StopTimer()
 		s := archivedStore(b, n)
@@ -131,10 +131,7 @@ func BenchmarkBulkRetryErrorGroup(b *testing.B) {
 // only Go evaluates: each batch's jobs are judged in Go before its script
 // runs, over the engine's window of ten batches at most.
 func BenchmarkBulkRetryByErrorText(b *testing.B) {
-	n := 100000
-	if v, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_ARCHIVED")); err == nil && v > 0 {
-		n = v
-	}
+	n := archivedCount()
 	for b.Loop() {
 		b.StopTimer()
 		s := archivedStore(b, n)
