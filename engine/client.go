@@ -89,6 +89,9 @@ func ValidatePayload(raw []byte, limit int) (json.RawMessage, error) {
 	if !json.Valid(trimmed) {
 		return nil, fmt.Errorf("%w: payload is not valid JSON", ErrInvalid)
 	}
+	if err := checkStorableJSON("payload", trimmed); err != nil {
+		return nil, err
+	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, trimmed); err != nil {
 		return nil, fmt.Errorf("%w: payload is not valid JSON: %v", ErrInvalid, err)

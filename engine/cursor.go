@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
@@ -168,7 +169,7 @@ func decodeCursorKey(b []byte) (time.Time, string, error) {
 	if len(id) == 0 {
 		return time.Time{}, "", cursorError("no id")
 	}
-	if len(id) > cursorMaxID || !utf8.Valid(id) {
+	if len(id) > cursorMaxID || !utf8.Valid(id) || bytes.IndexByte(id, 0) >= 0 {
 		return time.Time{}, "", cursorError("bad id")
 	}
 	return time.Unix(sec, int64(nsec)).UTC(), string(id), nil

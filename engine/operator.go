@@ -106,6 +106,9 @@ func (e *Engine) ListJobs(ctx context.Context, p ListJobsParams) (*JobPage, erro
 
 // GetJob returns a job with its timeline.
 func (e *Engine) GetJob(ctx context.Context, id string, includePayload bool) (*JobDetail, error) {
+	if err := noSuchID("job", id); err != nil {
+		return nil, err
+	}
 	j, err := e.store.JobGetByID(ctx, &JobGetByIDParams{ID: id, IncludePayload: includePayload})
 	if err != nil {
 		return nil, err
@@ -248,6 +251,9 @@ func (e *Engine) ResumeQueue(ctx context.Context, queue string) error {
 // act applies action a to one job through its spec, with the event the
 // engine writes for it.
 func (e *Engine) act(ctx context.Context, a Action, id string, p JobActionParams) (*Job, error) {
+	if err := noSuchID("job", id); err != nil {
+		return nil, err
+	}
 	spec, err := SpecFor(a)
 	if err != nil {
 		return nil, err
@@ -259,6 +265,9 @@ func (e *Engine) act(ctx context.Context, a Action, id string, p JobActionParams
 
 // Retry makes a dead job available again with one more attempt.
 func (e *Engine) Retry(ctx context.Context, id string, opts RetryOptions) (*Job, error) {
+	if err := noSuchID("job", id); err != nil {
+		return nil, err
+	}
 	if j, ok, err := replayed[*Job](ctx); ok {
 		return j, err
 	}
@@ -329,6 +338,9 @@ func (e *Engine) ReleaseJob(ctx context.Context, id string) (*Job, error) {
 // UpdatePayload replaces a job's payload if nobody changed it since the
 // editor read version.
 func (e *Engine) UpdatePayload(ctx context.Context, id string, payload json.RawMessage, version int64) (*Job, error) {
+	if err := noSuchID("job", id); err != nil {
+		return nil, err
+	}
 	if j, ok, err := replayed[*Job](ctx); ok {
 		return j, err
 	}
@@ -370,6 +382,9 @@ func (e *Engine) UpdatePayload(ctx context.Context, id string, payload json.RawM
 
 // RetryWithInput enqueues a corrected copy of a job, linked both ways.
 func (e *Engine) RetryWithInput(ctx context.Context, id string, p RetryWithInputParams) (*Job, error) {
+	if err := noSuchID("job", id); err != nil {
+		return nil, err
+	}
 	if j, ok, err := replayed[*Job](ctx); ok {
 		return j, err
 	}
@@ -632,6 +647,9 @@ func liftCutoff(op *Operation) *Operation {
 
 // Operation returns one bulk operation.
 func (e *Engine) Operation(ctx context.Context, id string) (*Operation, error) {
+	if err := noSuchID("operation", id); err != nil {
+		return nil, err
+	}
 	op, err := e.store.OperationGet(ctx, &OperationGetParams{ID: id})
 	return liftCutoff(op), err
 }
@@ -671,6 +689,9 @@ func (e *Engine) Operations(ctx context.Context, limit int, cursor string) (*Ope
 // CancelOperation stops a pending or running operation after its current
 // batch.
 func (e *Engine) CancelOperation(ctx context.Context, id string) (*Operation, error) {
+	if err := noSuchID("operation", id); err != nil {
+		return nil, err
+	}
 	if op, ok, err := replayed[*Operation](ctx); ok {
 		return liftCutoff(op), err
 	}
@@ -698,6 +719,9 @@ func (e *Engine) Quarantine(ctx context.Context) ([]*Fingerprint, error) {
 // ReleaseFingerprint lifts a quarantine and returns how many held jobs
 // went back to available.
 func (e *Engine) ReleaseFingerprint(ctx context.Context, fingerprint string) (int, error) {
+	if err := noSuchID("fingerprint", fingerprint); err != nil {
+		return 0, err
+	}
 	if n, ok, err := replayed[int](ctx); ok {
 		return n, err
 	}

@@ -589,6 +589,23 @@ func (f Filter) Validate() error {
 	if slices.Contains(f.IDs, "") {
 		return bad("empty id")
 	}
+	// Text no store keeps can match nothing; refused, since PostgreSQL
+	// would refuse the query itself (text.go).
+	texts := []struct{ what, v string }{{"error", f.Error}, {"error pattern", f.ErrorPattern}}
+	for _, id := range f.IDs {
+		texts = append(texts, struct{ what, v string }{"id", id})
+	}
+	for _, m := range f.Payload {
+		texts = append(texts, struct{ what, v string }{"payload value", m.Value})
+	}
+	for _, m := range f.Meta {
+		texts = append(texts, struct{ what, v string }{"meta value", m.Value})
+	}
+	for _, t := range texts {
+		if storableText(t.v) != t.v {
+			return bad("%s %q is not valid UTF-8 or holds a NUL character", t.what, t.v)
+		}
+	}
 	if f.Fingerprint != "" {
 		if err := queryCheckFingerprint(f.Fingerprint); err != nil {
 			return bad("%v", err)

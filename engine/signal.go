@@ -32,6 +32,12 @@ func (e *Engine) Signal(ctx context.Context, id, name string, payload json.RawMe
 	if !json.Valid(payload) {
 		return nil, fmt.Errorf("%w: signal payload is not JSON", ErrInvalid)
 	}
+	if err := checkStorableJSON("signal payload", payload); err != nil {
+		return nil, err
+	}
+	if err := noSuchID("job", id); err != nil {
+		return nil, err
+	}
 	// The job as it is now: when it waits for this signal, the wake goes
 	// in the signal's own write, so a process that dies after the send
 	// leaves no signal buffered beside a job still asleep.

@@ -99,6 +99,17 @@ func (cp Checkpoint) Encode() (json.RawMessage, error) {
 	if cp.Steps == nil {
 		cp.Steps = []StepRecord{}
 	}
+	// A step's error text is the handler's, so it may hold what no store
+	// keeps (text.go); the records are copied before they are changed.
+	copied := false
+	for i := range cp.Steps {
+		if e := storableText(cp.Steps[i].Error); e != cp.Steps[i].Error {
+			if !copied {
+				cp.Steps, copied = append([]StepRecord(nil), cp.Steps...), true
+			}
+			cp.Steps[i].Error = e
+		}
+	}
 	b, err := json.Marshal(cp)
 	if err != nil {
 		return nil, fmt.Errorf("encode checkpoint: %w", err)
@@ -219,6 +230,11 @@ func Step[T any](ctx context.Context, name string, fn func(context.Context) (T, 
 		return v, ferr
 	}
 	res, err := json.Marshal(v)
+	if err == nil {
+		// A result the stores cannot keep fails the step, as its own
+		// error would, rather than the checkpoint write after it.
+		err = checkStorableJSON("result", res)
+	}
 	if err != nil {
 		err = fmt.Errorf("step %d %q: encode result: %w", rec.pos+1, name, err)
 		wf.failed(rec.pos, err, took)

@@ -693,6 +693,9 @@ func (e *Engine) finishReaped(ctx context.Context, ref JobRef, j *Job, res handl
 }
 
 func (e *Engine) finishGuarded(ctx context.Context, ref JobRef, j *Job, res handlerResult, actor string, reaped bool) {
+	// The message and trace go into the store, a dead letter's payload and
+	// the death handlers as every store can keep them (text.go).
+	res.message, res.trace = storableText(res.message), storableText(res.trace)
 	// A crash may be a poison pill's, and its write may quarantine the
 	// fingerprint: hand this process's held jobs of it back first, with
 	// claims stopped until the write lands, so that its hold catches them

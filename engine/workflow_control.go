@@ -105,6 +105,9 @@ func ValidateJSON(raw json.RawMessage) (json.RawMessage, error) {
 // ReplayPreview returns what a replay of job id from p.Step would keep and
 // run again, without changing anything.
 func (e *Engine) ReplayPreview(ctx context.Context, id string, p ReplayParams) (*ReplayPlan, error) {
+	if err := noSuchID("job", id); err != nil {
+		return nil, err
+	}
 	j, err := e.store.JobGetByID(ctx, &JobGetByIDParams{ID: id})
 	if err != nil {
 		return nil, err
@@ -118,6 +121,9 @@ func (e *Engine) ReplayPreview(ctx context.Context, id string, p ReplayParams) (
 // new job, the fork on the original's checkpoint). The original must be
 // terminal and is otherwise left as it was.
 func (e *Engine) ReplayFromStep(ctx context.Context, id string, p ReplayParams) (*Job, error) {
+	if err := noSuchID("job", id); err != nil {
+		return nil, err
+	}
 	if j, ok, err := replayed[*Job](ctx); ok {
 		return j, err
 	}

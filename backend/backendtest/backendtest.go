@@ -118,6 +118,8 @@ func checks() []check {
 	add("BadInput", []check{
 		{name: "RefusedAndNothingStored", fn: testBadInput},
 		{name: "IdempotentEnqueueCanonical", fn: testIdempotentEnqueue},
+		{name: "UnstorableErrorTextRecorded", fn: testUnstorableErrorText},
+		{name: "UnstorableInputRefusedAlike", fn: testUnstorableInput},
 	})
 	return cs
 }

@@ -439,6 +439,10 @@ const maxTxAttempts = 5
 // transaction (WithTx) runs fn in it instead, in a savepoint, and leaves
 // the commit to the caller.
 func (s *Store) writeTx(ctx context.Context, fn func(tx *wtx) error) error {
+	return refused(s.writeTxOnce(ctx, fn))
+}
+
+func (s *Store) writeTxOnce(ctx context.Context, fn func(tx *wtx) error) error {
 	if s.closed.Load() {
 		return engine.ErrClosed
 	}
@@ -505,6 +509,20 @@ func (s *Store) runTx(ctx context.Context, tx pgx.Tx, fn func(*wtx) error) (*wtx
 	return w, fn(w)
 }
 
+// refused marks the server's refusal of the data itself (SQLSTATE class
+// 22: a NUL or invalid UTF-8 in text or jsonb, a value out of range) as
+// engine.ErrInvalid: the request is at fault, not the store, so no outage
+// opens and the API answers 400 rather than 503. The engine refuses such
+// input before it gets here (engine/text.go); this covers what it did not
+// foresee.
+func refused(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && strings.HasPrefix(pe.Code, "22") && !errors.Is(err, engine.ErrInvalid) {
+		return fmt.Errorf("%w: %w", engine.ErrInvalid, err)
+	}
+	return err
+}
+
 // retryable reports a server error that aborted a transaction which may
 // simply be run again.
 func retryable(err error) bool {
@@ -532,7 +550,7 @@ func (s *Store) single(ctx context.Context, fn func(q querier) error) error {
 		if err != nil && attempt < maxTxAttempts && retryable(err) {
 			continue
 		}
-		return err
+		return refused(err)
 	}
 }
 
