@@ -51,7 +51,7 @@ scripts/bench in the repository.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.store, "store", "", "store URL (required): sqlite://FILE, sqlite:///abs/path or a file path")
+	f.StringVar(&o.store, "store", "", "store URL (required): sqlite://FILE (or a file path), postgres://… or redis://…")
 	_ = cmd.MarkFlagRequired("store")
 	f.IntVar(&o.jobs, "jobs", 10000, "number of jobs N")
 	f.IntVar(&o.concurrency, "concurrency", 50, "jobs run at once")

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"log/slog"
 	"os"
 	"strings"
@@ -99,6 +100,9 @@ func cliActor() string {
 // withSession opens the Control for a command, runs fn and closes it.
 func (o *ctlOptions) withSession(fn func(cmd *cobra.Command, s *session, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
+		// Job data goes to the terminal escaped (cliutil.TermSafe).
+		cmd.SetOut(cliutil.TermSafe(cmd.OutOrStdout()))
+		cmd.SetErr(cliutil.TermSafe(cmd.ErrOrStderr()))
 		s, err := o.open(cmd)
 		if err != nil {
 			return err
@@ -109,6 +113,25 @@ func (o *ctlOptions) withSession(fn func(cmd *cobra.Command, s *session, args []
 }
 
 func (o *ctlOptions) json() bool { return o.output == "json" }
+
+// targetFlag names the server or store the command acted on, for a
+// command line to paste (" --api URL", " --store URL"): without it the
+// pasted line would go wherever the environment points. A store URL with
+// a password is left out rather than printed; the token never is.
+func (o *ctlOptions) targetFlag() string {
+	switch {
+	case o.api != "":
+		return " " + shellQuote("--api", o.api)
+	case o.store != "":
+		if u, err := url.Parse(o.store); err == nil && u.User != nil {
+			if _, ok := u.User.Password(); ok {
+				return ""
+			}
+		}
+		return " " + shellQuote("--store", o.store)
+	}
+	return ""
+}
 
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
@@ -534,7 +557,7 @@ nothing else runs maintenance.`,
 				if pl := preview.Plan; pl != nil {
 					at := pl.Cutoff.UTC().Format(time.RFC3339Nano)
 					fmt.Fprintf(cmd.OutOrStdout(), "plan: %s %s, jobs in that state by %s\n", pl.Action, pl.Selector, at)
-					fmt.Fprintf(cmd.OutOrStdout(), "run exactly this: sluice bulk %s %s --cutoff %s\n", pl.Action, shellQuote("-q", pl.Selector.String()), at)
+					fmt.Fprintf(cmd.OutOrStdout(), "run exactly this: sluice bulk %s %s --cutoff %s%s\n", pl.Action, shellQuote("-q", pl.Selector.String()), at, o.targetFlag())
 				}
 				rows := make([][]string, len(preview.Sample))
 				for i, j := range preview.Sample {

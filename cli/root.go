@@ -68,8 +68,10 @@ func newRootEnv(lookupEnv func(string) (string, bool), kinds Kinds) *cobra.Comma
 		Long: `Sluice runs background jobs and helps you on the bad day: find the jobs
 that died, see why, fix the cause and redrive them.
 
-Stores are named by URL: sqlite://FILE (relative), sqlite:///abs/path, or a
-bare file path. postgres:// and redis:// are not built yet.
+Stores are named by URL: sqlite://FILE (relative), sqlite:///abs/path or a
+bare file path; postgres://USER@HOST:PORT/DB (?schema=NAME); redis://HOST:PORT/DB
+(?ns=NAME), rediss:// and redis+cluster://HOST1:PORT,HOST2:PORT. The README's
+"Store URLs" lists every parameter.
 
 Settings: every flag that is a setting (not what one command acts on) can
 also come from the environment as SLUICE_<FLAG> (SLUICE_STORE, SLUICE_API,

@@ -58,7 +58,7 @@ NO_COLOR set to anything turns colour off.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.store, "store", "", "store URL to open in this process: sqlite://FILE, sqlite:///abs/path or a file path")
+	f.StringVar(&o.store, "store", "", "store URL to open in this process: sqlite://FILE (or a file path), postgres://… or redis://…")
 	f.StringVar(&o.apiURL, "api", "", "URL of a sluice server to attach to (instead of --store)")
 	f.StringVar(&o.token, "token", "", "bearer token for --api (env SLUICE_TOKEN)")
 	f.BoolVar(&o.worker, "worker", false, "with --store: also run the demo's workers in this process")

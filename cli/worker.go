@@ -64,7 +64,7 @@ Logs go to stderr (slog text) unless --log-file is given.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.store, "store", "sqlite://sluice.db", "store URL: sqlite://FILE, sqlite:///abs/path or a file path")
+	f.StringVar(&o.store, "store", "sqlite://sluice.db", "store URL: sqlite://FILE (or a file path), postgres://… or redis://…")
 	f.BoolVar(&o.demo, "demo", false, "run the demo's kinds (billing, email, reports)")
 	f.StringVar(&o.queues, "queues", "", "comma-separated queues to work (with --demo: "+strings.Join(demo.Queues, ",")+")")
 	f.IntVar(&o.concurrency, "concurrency", 10, "jobs run at once per queue")

@@ -26,7 +26,7 @@ func Run(ctx context.Context, root *cobra.Command, name string, args []string, s
 		if errors.As(err, &ex) {
 			return ex.Code
 		}
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		fmt.Fprintf(stderr, "%s: %s\n", name, TermText(err.Error()))
 		return 1
 	}
 	return 0
