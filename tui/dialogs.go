@@ -348,70 +348,7 @@ func (m *Model) bulkBox(w, h int) []string {
 		addWrapped(Sanitize(b.err.Error()), t.ErrorText.Render)
 		lines = append(lines, "", t.HelpKey.Render("esc")+t.HelpDesc.Render(" close"))
 	case bulkPreview, bulkStarting:
-		p := b.preview
-		lines = append(lines, t.DialogHead.Render(title+" — dry run"))
-		count := commas(p.Matched)
-		if p.Estimated {
-			count = "about " + count
-		}
-		noun := "jobs"
-		if p.Matched == 1 {
-			noun = "job"
-		}
-		if strings.HasPrefix(b.from, "error group ") {
-			// Name the group the way its row does: the action is on it,
-			// whatever the list does meanwhile.
-			addWrapped(b.from, t.Bold.Render)
-		}
-		addWrapped(fmt.Sprintf("%s %s %s (%s)", b.action, count, noun, describeFilter(b.selector)), t.Bold.Render)
-		if p.Estimated {
-			lines = append(lines, t.Muted.Render("the count is an estimate past "+commas(engine.DryRunExactLimit)))
-		}
-		if b.hidden > 0 {
-			addWrapped(fmt.Sprintf("%s hidden by the filter — not included", plural(int64(b.hidden), "marked job", "marked jobs")), t.WarnText.Render)
-		}
-		if len(p.Sample) > 0 {
-			lines = append(lines, t.Muted.Render("sample:"))
-			idw := 8
-			for _, j := range p.Sample {
-				idw = max(idw, wOf(Sanitize(j.ID)))
-			}
-			idw = min(idw, maxIDCol, max(inner-6, 8))
-			for i, j := range p.Sample {
-				if i == 10 {
-					break
-				}
-				r := newRow(j)
-				rest := max(inner-idw-3, 0)
-				lines = append(lines, "  "+t.Cell.Render(fitEnd(r.id, idw))+" "+
-					clip(r.queue+" "+r.kind+" "+t.ErrorText.Render(r.errMsg), rest))
-			}
-		}
-		addWrapped("the run takes at most these "+count+": jobs that enter the state after this preview are left alone", t.Muted.Render)
-		if p.Matched > 0 {
-			rate := "jobs/s: no limit · type digits to set one"
-			if n := b.ratePerSecond(); n > 0 {
-				rate = "jobs/s"
-				if p.Matched > int64(n) {
-					rate += " · takes about " + shortDur(time.Duration(float64(p.Matched)/float64(n)*float64(time.Second)))
-				}
-			}
-			field := b.rateIn
-			if b.phase == bulkPreview {
-				field += "▏"
-			}
-			lines = append(lines, t.Bold.Render("rate ")+t.Cell.Render("["+fitRight(field, maxRateDigits+1)+"]")+" "+
-				t.Muted.Render(rate))
-		}
-		lines = append(lines, "")
-		if b.phase == bulkStarting {
-			lines = append(lines, t.Muted.Render("starting…"))
-		} else if p.Matched == 0 {
-			lines = append(lines, t.Muted.Render("nothing to do")+"  "+t.HelpKey.Render("esc")+t.HelpDesc.Render(" close"))
-		} else {
-			lines = append(lines, t.HelpKey.Render(m.km.B(keymap.Confirm).Help().Key)+t.HelpDesc.Render(" start · ")+
-				t.HelpKey.Render("esc")+t.HelpDesc.Render(" cancel"))
-		}
+		return m.box(m.bulkPreviewLines(inner, h-2), w)
 	case bulkRunning, bulkDone:
 		op := b.op
 		lines = append(lines, t.DialogHead.Render(title+" — "+string(op.Status))+t.Muted.Render(" · op "+Sanitize(op.ID)))
@@ -425,7 +362,7 @@ func (m *Model) bulkBox(w, h int) []string {
 		rate := "measuring rate…"
 		if b.rate > 0 {
 			left := float64(op.Matched-op.Processed) / b.rate
-			rate = fmt.Sprintf("%s/s · ETA %s", commas(int64(b.rate)), shortDur(time.Duration(math.Max(left, 0)*float64(time.Second))))
+			rate = fmt.Sprintf("%s · ETA %s", perSecond(b.rate), shortDurUp(time.Duration(math.Max(left, 0)*float64(time.Second))))
 		}
 		if op.Rate > 0 {
 			rate += " · limit " + commas(int64(op.Rate)) + "/s"
@@ -436,7 +373,7 @@ func (m *Model) bulkBox(w, h int) []string {
 				took := op.FinishedAt.Sub(*op.StartedAt)
 				rate = "took " + shortDur(took)
 				if s := took.Seconds(); s > 0 {
-					rate += fmt.Sprintf(" · %s/s", commas(int64(float64(op.Processed)/s)))
+					rate += " · " + perSecond(float64(op.Processed)/s)
 				}
 			}
 			lines = append(lines, t.Muted.Render(rate))
@@ -457,6 +394,152 @@ func (m *Model) bulkBox(w, h int) []string {
 		lines = append(lines, hint)
 	}
 	return m.box(keepEnds(lines, h-2, 1, 2), w)
+}
+
+// Lines of the bulk preview, each with the priority at which it goes when
+// the terminal is short: what the operator confirms (the title, the
+// action with its count, the rate, the confirm key) never goes, so a
+// short terminal can never offer y over a count it hid.
+const (
+	keepAlways = iota
+	keepNotes
+	keepContext
+	keepSample
+)
+
+type pline struct {
+	prio int
+	s    string
+	// group joins the lines of one wrapped text (0: none): they go
+	// together, so no sentence is left cut in the middle.
+	group int
+}
+
+// fitPrio fits lines into h rows: lines of the highest priority go
+// first, the last of them first, and one line says how many went where
+// the first of them was.
+func fitPrio(lines []pline, h int) []string {
+	drop := map[int]bool{}
+	left := len(lines)
+	for prio := keepSample; prio > keepAlways && left > h; prio-- {
+		for i := len(lines) - 1; i >= 0 && left+1 > h; i-- {
+			if lines[i].prio != prio || drop[i] {
+				continue
+			}
+			for k := range lines {
+				if k == i || (lines[i].group != 0 && lines[k].group == lines[i].group) {
+					drop[k] = true
+					left--
+				}
+			}
+		}
+	}
+	out := make([]string, 0, h)
+	noted := false
+	for i, l := range lines {
+		if !drop[i] {
+			out = append(out, l.s)
+		} else if !noted {
+			noted = true
+			out = append(out, fmt.Sprintf("… %d lines hidden: the terminal is short", len(drop)))
+		}
+	}
+	return out
+}
+
+func (m *Model) bulkPreviewLines(inner, h int) []string {
+	b := m.bulk
+	t := m.theme
+	p := b.preview
+	var lines []pline
+	add := func(prio int, s string) { lines = append(lines, pline{prio: prio, s: s}) }
+	groups := 0
+	addWrapped := func(prio int, s string, st func(...string) string) {
+		groups++
+		for _, l := range wrap(s, inner) {
+			lines = append(lines, pline{prio: prio, s: st(l), group: groups})
+		}
+	}
+	add(keepAlways, t.DialogHead.Render("Bulk "+string(b.action)+" — dry run"))
+	count := commas(p.Matched)
+	if p.Estimated {
+		count = "about " + count
+	}
+	noun := "jobs"
+	if p.Matched == 1 {
+		noun = "job"
+	}
+	if strings.HasPrefix(b.from, "error group ") {
+		// Name the group the way its row does: the action is on it,
+		// whatever the list does meanwhile.
+		addWrapped(keepContext, b.from, t.Bold.Render)
+	}
+	action := fmt.Sprintf("%s %s %s (%s)", b.action, count, noun, describeFilter(b.selector))
+	actionAt := len(lines)
+	addWrapped(keepAlways, action, t.Bold.Render)
+	actionEnd := len(lines)
+	if p.Estimated {
+		add(keepNotes, t.Muted.Render("the count is an estimate past "+commas(engine.DryRunExactLimit)))
+	}
+	if b.hidden > 0 {
+		addWrapped(keepAlways, fmt.Sprintf("%s hidden by the filter — not included", plural(int64(b.hidden), "marked job", "marked jobs")), t.WarnText.Render)
+	}
+	if len(p.Sample) > 0 {
+		add(keepSample, t.Muted.Render("sample:"))
+		idw := 8
+		for _, j := range p.Sample {
+			idw = max(idw, wOf(Sanitize(j.ID)))
+		}
+		idw = min(idw, maxIDCol, max(inner-6, 8))
+		for i, j := range p.Sample {
+			if i == 10 {
+				break
+			}
+			r := newRow(j)
+			rest := max(inner-idw-3, 0)
+			add(keepSample, "  "+t.Cell.Render(fitEnd(r.id, idw))+" "+
+				clip(r.queue+" "+r.kind+" "+t.ErrorText.Render(r.errMsg), rest))
+		}
+	}
+	addWrapped(keepNotes, "the run takes at most these "+count+": jobs that enter the state after this preview are left alone", t.Muted.Render)
+	if p.Matched > 0 {
+		rate := "jobs/s: no limit · type digits to set one"
+		if n := b.ratePerSecond(); n > 0 {
+			rate = "jobs/s"
+			if p.Matched > int64(n) {
+				rate += " · takes about " + shortDurUp(time.Duration(float64(p.Matched)/float64(n)*float64(time.Second)))
+			}
+		}
+		field := b.rateIn
+		if b.phase == bulkPreview {
+			field += "▏"
+		}
+		add(keepAlways, t.Bold.Render("rate ")+t.Cell.Render("["+fitRight(field, maxRateDigits+1)+"]")+" "+
+			t.Muted.Render(rate))
+	}
+	add(keepContext, "")
+	switch {
+	case b.phase == bulkStarting:
+		add(keepAlways, t.Muted.Render("starting…"))
+	case p.Matched == 0:
+		add(keepAlways, t.Muted.Render("nothing to do")+"  "+t.HelpKey.Render("esc")+t.HelpDesc.Render(" close"))
+	default:
+		add(keepAlways, t.HelpKey.Render(m.km.B(keymap.Confirm).Help().Key)+t.HelpDesc.Render(" start · ")+
+			t.HelpKey.Render("esc")+t.HelpDesc.Render(" cancel"))
+	}
+	must := 0
+	for _, l := range lines {
+		if l.prio == keepAlways {
+			must++
+		}
+	}
+	if must+1 > h && actionEnd-actionAt > 1 {
+		// Still too tall: the action says its count on one line, the
+		// selector left out (the sample and notes are gone already).
+		short := pline{prio: keepAlways, s: t.Bold.Render(clip(fmt.Sprintf("%s %s %s (selector hidden)", b.action, count, noun), inner))}
+		lines = append(append(append([]pline{}, lines[:actionAt]...), short), lines[actionEnd:]...)
+	}
+	return fitPrio(lines, h)
 }
 
 // keepEnds fits lines into h: when they do not fit, the first head and

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -151,13 +152,41 @@ func shortDur(d time.Duration) string {
 	}
 }
 
+// shortDurUp is shortDur rounded up, for what is still to come (an ETA, a
+// deletion): 1m59s left is "2m", not "1m", and a time 14 days ahead is
+// "14d" for the whole of its first day.
+func shortDurUp(d time.Duration) string {
+	if d <= 0 {
+		return "0s"
+	}
+	units := []struct {
+		unit, below time.Duration
+		suffix      string
+	}{{time.Second, time.Minute, "s"}, {time.Minute, time.Hour, "m"}, {time.Hour, 48 * time.Hour, "h"}}
+	for _, u := range units {
+		if n := (d + u.unit - 1) / u.unit; n*u.unit < u.below {
+			return fmt.Sprintf("%d%s", n, u.suffix)
+		}
+	}
+	return fmt.Sprintf("%dd", (d+24*time.Hour-1)/(24*time.Hour))
+}
+
+// perSecond writes a rate: a decimal below 10 (1.9/s, not 1/s under a
+// limit of 2), a whole number with commas above.
+func perSecond(r float64) string {
+	if r < 9.95 {
+		return fmt.Sprintf("%.1f/s", r)
+	}
+	return commas(int64(math.Round(r))) + "/s"
+}
+
 // ago is age with " ago", or "in …" for the future.
 func ago(now, t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
 	if t.After(now) {
-		return "in " + shortDur(t.Sub(now))
+		return "in " + shortDurUp(t.Sub(now))
 	}
 	return shortDur(now.Sub(t)) + " ago"
 }

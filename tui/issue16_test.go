@@ -590,7 +590,7 @@ func TestBulkRateInDialog(t *testing.T) {
 	s.keys("b")
 	s.waitFor("retry 5 jobs", "no limit")
 	s.keys("2", "0", "<backspace>")
-	s.goldenAs("preview", s.waitFor("rate [", "2▏] jobs/s · takes about 2s"))
+	s.goldenAs("preview", s.waitFor("rate [", "2▏] jobs/s · takes about 3s"))
 	s.keys("y")
 	s.waitFor("Bulk retry — pending", "limit 2/s")
 	f.startEngine(t)
@@ -685,4 +685,58 @@ func TestStoreAwayWhileQuiet(t *testing.T) {
 	s.tm.Send(ageTickMsg{})
 	s.waitGone("⚠")
 	s.waitFor("● live", "archived 7")
+}
+
+// TestBulkPreviewNeverHidesItsCount: on every size the console runs at,
+// down to its smallest (60×12), the bulk preview that offers y shows the
+// count it would act on and the rate field. At 60×12 a long error
+// group's name used to fill the dialog and the line "retry 4,186 jobs"
+// was among the hidden ones, with "y start" still offered (found walking
+// the console).
+func TestBulkPreviewNeverHidesItsCount(t *testing.T) {
+	for _, size := range [][2]int{{60, 12}, {60, 15}, {70, 14}, {80, 24}} {
+		w, h := size[0], size[1]
+		t.Run(fmt.Sprintf("%dx%d", w, h), func(t *testing.T) {
+			m := loadedModel(t, 50, w, h)
+			pattern := "dial tcp <addr>: connect: connection refused while sending invoice <n> to the billing gateway"
+			sel := engine.Filter{States: []engine.State{engine.StateArchived}, Queues: []string{"billing"},
+				Kinds: []string{"invoice.generate"}, ErrorPattern: pattern}
+			m.startBulk(engine.ActionRetry, sel, "error group billing / invoice.generate — "+pattern)
+			if m.bulk == nil {
+				t.Fatal("no bulk dialog")
+			}
+			m.handleMsg(bulkPreviewMsg{seq: m.bulk.seq, res: &engine.BulkResult{Matched: 4186, Sample: syntheticJobs(10, m.now())}})
+			screen := plainScreen(m)
+			for _, want := range []string{"Bulk retry — dry run", "retry 4,186 jobs", "rate [", "y start"} {
+				if !strings.Contains(screen, want) {
+					t.Fatalf("the preview does not show %q:\n%s", want, screen)
+				}
+			}
+		})
+	}
+}
+
+// TestTabsKeepNonEmptyStatesInSight: where the state tabs do not fit,
+// empty states go first (the rightmost first) and the line says how many,
+// so a state with jobs (quarantined 1, yellow) is never cut off the edge.
+// At 60 columns "quar 1" used to run past it (found walking the console).
+func TestTabsKeepNonEmptyStatesInSight(t *testing.T) {
+	m := loadedModel(t, 50, 60, 12)
+	m.counts = &engine.Counts{Total: map[engine.State]int64{
+		engine.StateCompleted: 446, engine.StateArchived: 4228, engine.StateQuarantined: 1,
+	}}
+	for _, w := range []int{60, 70, 80} {
+		line := ansi.Strip(m.renderTabs(w))
+		if wOf(line) > w {
+			t.Fatalf("at %d columns the tabs take %d: %q", w, wOf(line), line)
+		}
+		for _, want := range []string{"done 446", "arch 4,228", "quar 1"} {
+			if !strings.Contains(line, want) {
+				t.Fatalf("at %d columns the tabs %q do not show %q", w, line, want)
+			}
+		}
+	}
+	if line := ansi.Strip(m.renderTabs(200)); strings.Contains(line, "empty") || !strings.Contains(line, "scheduled 0") {
+		t.Fatalf("wide tabs: %q", line)
+	}
 }

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/sluicehq/sluice/engine"
@@ -340,9 +341,17 @@ func (m *Model) renderTabs(w int) string {
 			total = fc.States
 		}
 	}
-	render := func(short bool) string {
+	// render writes the tabs, short names or long, leaving out the states
+	// in hide and saying how many it left out.
+	render := func(short bool, hide map[engine.State]bool) string {
 		var b strings.Builder
+		empty := 0
 		for i, s := range engine.AllStates {
+			selected := m.screen == scrJobs && i == m.jobs.tab
+			if hide[s] {
+				empty++
+				continue
+			}
 			name := string(s)
 			if short {
 				name = shortState[s]
@@ -355,14 +364,14 @@ func (m *Model) renderTabs(w int) string {
 				}
 			}
 			label := name + " " + n
-			if i > 0 {
+			if b.Len() > 0 {
 				b.WriteString("  ")
 			}
 			st := t.Tab
 			if total[s] > 0 {
 				st = t.State(string(s))
 			}
-			if m.screen == scrJobs && i == m.jobs.tab {
+			if selected {
 				st = t.State(string(s)).Bold(true).Underline(true)
 				if t.Palette.Mono {
 					st = t.TabActive
@@ -371,11 +380,30 @@ func (m *Model) renderTabs(w int) string {
 			}
 			b.WriteString(st.Render(label))
 		}
+		if empty > 0 {
+			b.WriteString(t.Muted.Render(fmt.Sprintf("  %d empty", empty)))
+		}
 		return b.String()
 	}
-	line := render(false)
+	// fitting leaves out empty states, the rightmost first (never the
+	// selected one), until the tabs fit in w: at 60 columns the short
+	// names still ran past the edge, and a quarantined tab turned yellow
+	// out of sight.
+	fitting := func(w int) string {
+		hide := map[engine.State]bool{}
+		line := render(true, hide)
+		for i := len(engine.AllStates) - 1; i >= 0 && wOf(line) > w && known; i-- {
+			s := engine.AllStates[i]
+			if total[s] == 0 && !(m.screen == scrJobs && i == m.jobs.tab) {
+				hide[s] = true
+				line = render(true, hide)
+			}
+		}
+		return line
+	}
+	line := render(false, nil)
 	if wOf(line) > w {
-		line = render(true)
+		line = fitting(w)
 	}
 	if m.screen == scrJobs && totals {
 		// The backend cannot count this filter: the tabs are the
@@ -386,7 +414,7 @@ func (m *Model) renderTabs(w int) string {
 				return line + t.Muted.Render(note)
 			}
 		}
-		short := render(true)
+		short := fitting(w - wOf("  totals"))
 		if wOf(short)+wOf("  totals") <= w {
 			return short + t.Muted.Render("  totals")
 		}

@@ -28,7 +28,7 @@ func TestRetentionShown(t *testing.T) {
 	s.keys("<enter>")
 	s.waitFor("/ queue:billing", "› inv-0005")
 	s.keys("<enter>")
-	screen := s.waitFor("job inv-0005", "retention", "(in 29d)")
+	screen := s.waitFor("job inv-0005", "retention", "(in 30d)")
 	s.goldenAs("billing_sheet", screen)
 
 	s.keys("<esc>", "<esc>")
