@@ -222,13 +222,29 @@ func (m *Model) screenBody(w, h int) []string {
 		}
 		return append(m.renderList(&m.queues, cols, n, row, w, max(h-2, 1), "no queues yet"), "", info)
 	case scrErrors:
-		cols := []colSpec{{"QUEUE", 12, false}, {"KIND", 22, false}, {"JOBS", 8, true}, {"LAST", 5, true}, {"FIRST", 5, true}, {"ERROR", 0, false}}
+		// The error is what tells the groups apart: below 100 columns
+		// FIRST goes and QUEUE and KIND narrow, so that it keeps a third
+		// of the line or more (at 60 columns it was cut to "…").
+		first := w >= 100
+		qw, kw := 12, 22
+		if !first {
+			qw, kw = min(12, max(8, w/8)), min(22, max(12, w/5))
+		}
+		cols := []colSpec{{"QUEUE", qw, false}, {"KIND", kw, false}, {"JOBS", 8, true}, {"LAST", 5, true}}
+		if first {
+			cols = append(cols, colSpec{"FIRST", 5, true})
+		}
+		cols = append(cols, colSpec{"ERROR", 0, false})
 		return m.renderList(&m.groups, cols, len(m.groupsData), func(i int) []cell {
 			g := m.groupsData[i]
-			return []cell{
+			cs := []cell{
 				{Sanitize(g.Queue), t.Row}, {Sanitize(g.Kind), t.Row}, {commas(g.Count), t.State("archived")},
-				{age(now, g.LastSeen), t.Cell}, {age(now, g.FirstSeen), t.Cell}, {Sanitize(g.Pattern), t.ErrorText},
+				{age(now, g.LastSeen), t.Cell},
 			}
+			if first {
+				cs = append(cs, cell{age(now, g.FirstSeen), t.Cell})
+			}
+			return append(cs, cell{Sanitize(g.Pattern), t.ErrorText})
 		}, w, h, "no dead jobs — nothing to explain")
 	}
 	return padLines(nil, h)
