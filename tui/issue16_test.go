@@ -758,3 +758,22 @@ func TestErrorGroupsNarrowKeepTheError(t *testing.T) {
 		}
 	}
 }
+
+// TestActionRefusedForTheJobsState: u on an archived job says release
+// takes quarantined jobs, without a confirmation that could only fail
+// (it asked "Release job …?" and then reported "wrong state"); r on it
+// still asks.
+func TestActionRefusedForTheJobsState(t *testing.T) {
+	m := loadedModel(t, 5, 120, 30)
+	m.handleKey(keyMsg("u"))
+	if m.dialog != nil {
+		t.Fatalf("u on an archived job asked %q", m.dialog.title)
+	}
+	if screen := plainScreen(m); !strings.Contains(screen, "release applies to quarantined jobs") || !strings.Contains(screen, "is archived") {
+		t.Fatalf("no reason shown:\n%s", screen)
+	}
+	m.handleKey(keyMsg("r"))
+	if m.dialog == nil || !strings.Contains(m.dialog.title, "Retry job") {
+		t.Fatalf("r on an archived job: dialog %+v", m.dialog)
+	}
+}

@@ -3,6 +3,7 @@ package tui
 import (
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 
 	tea "charm.land/bubbletea/v2"
@@ -320,6 +321,16 @@ func (m *Model) act(a engine.Action) tea.Cmd {
 		r := v.current()
 		if r == nil {
 			return m.toastErr("no job under the cursor")
+		}
+		// An action the job's state does not take is refused here, not
+		// confirmed and then failed (u on an archived job asked "Release
+		// job …?" and then said "wrong state").
+		if spec, err := engine.SpecFor(a); err == nil && !slices.Contains(spec.From, r.job.State) {
+			from := make([]string, len(spec.From))
+			for i, s := range spec.From {
+				from[i] = string(s)
+			}
+			return m.toastErr(fmt.Sprintf("%s applies to %s jobs; %s is %s", a, strings.Join(from, ", "), r.id, r.job.State))
 		}
 		ids = []string{r.job.ID}
 		title = fmt.Sprintf("%s job %s?", titleCase(string(a)), r.id)
