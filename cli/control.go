@@ -184,12 +184,7 @@ func short(s string, n int) string {
 	return string([]rune(s)[:n-1]) + "…"
 }
 
-func lastError(j *engine.Job) string {
-	if len(j.Errors) == 0 {
-		return ""
-	}
-	return j.Errors[len(j.Errors)-1].Message
-}
+func lastError(j *engine.Job) string { return j.LastErrorText() }
 
 // filterFlags are the simple filter flags and -q, ANDed.
 type filterFlags struct {

@@ -13,6 +13,7 @@ package engine
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -158,6 +159,25 @@ func CapErrors(errs []AttemptError) []AttemptError {
 	out := make([]AttemptError, 0, MaxKeptErrors)
 	out = append(out, errs[0])
 	return append(out, errs[len(errs)-(MaxKeptErrors-1):]...)
+}
+
+// LastErrorText is what a list shows as the job's last error: its latest
+// error entry, or for a job that died without one, what its death
+// recorded: a deadline that passed before it ran says so in the words
+// its timeline and its error group use, another death names its reason.
+// The console and the command line showed three texts for one such job
+// ("deadline exceeded", the group's, and nothing).
+func (j *Job) LastErrorText() string {
+	if n := len(j.Errors); n > 0 {
+		return j.Errors[n-1].Message
+	}
+	switch {
+	case j.State == StateCompleted || j.State == StateCancelled || j.TerminalReason == "":
+		return ""
+	case j.TerminalReason == ReasonDeadlineExceeded:
+		return msgDeadlineBeforeRun
+	}
+	return strings.ReplaceAll(string(j.TerminalReason), "_", " ")
 }
 
 // AttemptShown is the attempt an operator reads as "attempt/max": the

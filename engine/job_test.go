@@ -394,3 +394,25 @@ func TestTimeline(t *testing.T) {
 		}
 	})
 }
+
+// TestLastErrorText: one text for a job's last error wherever it is
+// listed: its latest entry, or for a death without one the words its
+// timeline and error group use.
+func TestLastErrorText(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		j    Job
+		want string
+	}{
+		{"with errors", Job{State: StateArchived, Errors: []AttemptError{{Message: "a"}, {Message: "b"}}}, "b"},
+		{"past its deadline at the claim", Job{State: StateArchived, TerminalReason: ReasonDeadlineExceeded}, msgDeadlineBeforeRun},
+		{"held by a quarantine", Job{State: StateQuarantined, TerminalReason: "held"}, "held"},
+		{"cancelled", Job{State: StateCancelled, TerminalReason: "cancelled"}, ""},
+		{"available", Job{State: StateAvailable}, ""},
+	} {
+		if got := c.j.LastErrorText(); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}

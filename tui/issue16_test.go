@@ -471,7 +471,7 @@ func TestRowNumbers(t *testing.T) {
 		{"skipped on the first run", engine.Job{ID: "b", State: engine.StateArchived, TerminalReason: engine.ReasonSkipped, MaxAttempts: 3, AttemptedAt: &at}, "1/3", "skipped"},
 		{"attempts exhausted", engine.Job{ID: "c", State: engine.StateArchived, TerminalReason: engine.ReasonAttemptsExhausted, Attempt: 3, MaxAttempts: 3, AttemptedAt: &at, Errors: fails}, "3/3", "boom"},
 		{"running its second run", engine.Job{ID: "d", State: engine.StateRunning, Attempt: 1, MaxAttempts: 3, AttemptedAt: &at, Errors: fails}, "2/3", "boom"},
-		{"past its deadline before it ran", engine.Job{ID: "e", State: engine.StateArchived, TerminalReason: engine.ReasonDeadlineExceeded, MaxAttempts: 3}, "0/3", "deadline exceeded"},
+		{"past its deadline before it ran", engine.Job{ID: "e", State: engine.StateArchived, TerminalReason: engine.ReasonDeadlineExceeded, MaxAttempts: 3}, "0/3", "deadline passed before the job ran"},
 	} {
 		r := newRow(&c.job)
 		if r.att != c.att || r.errMsg != c.lastErr {

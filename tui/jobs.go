@@ -117,8 +117,7 @@ func newRow(j *engine.Job) *jobRow {
 		errs:  len(j.Errors),
 	}
 	// A completed job's errors are behind it: its row shows none.
-	if n := len(j.Errors); n > 0 && j.State != engine.StateCompleted {
-		msg := j.Errors[n-1].Message
+	if msg := j.LastErrorText(); msg != "" && j.State != engine.StateCompleted {
 		if len(msg) > maxErrText {
 			cut := maxErrText
 			for cut > 0 && !utf8.RuneStart(msg[cut]) {
@@ -127,10 +126,6 @@ func newRow(j *engine.Job) *jobRow {
 			msg = msg[:cut]
 		}
 		r.errMsg = strings.Clone(Sanitize(msg))
-	} else if n == 0 && j.TerminalReason != "" && j.State != engine.StateCompleted && j.State != engine.StateCancelled {
-		// Dead without an error of its own (a deadline passed before it
-		// ran): the reason is what is known.
-		r.errMsg = strings.ReplaceAll(string(j.TerminalReason), "_", " ")
 	}
 	return r
 }
