@@ -42,6 +42,9 @@ func PlanReplay(j *Job, p ReplayParams) (*ReplayPlan, Checkpoint, error) {
 	if err != nil {
 		return nil, Checkpoint{}, fmt.Errorf("job %s: %w", j.ID, err)
 	}
+	if p.Step > 1 && len(cp.Steps) == 0 {
+		return nil, Checkpoint{}, fmt.Errorf("%w: job %s has no recorded steps (it is not a workflow, or no step ran): it replays from step 1, the start, only", ErrInvalid, j.ID)
+	}
 	if p.Step < 1 || p.Step > len(cp.Steps)+1 {
 		return nil, Checkpoint{}, fmt.Errorf("%w: job %s has %d recorded steps; replay from step 1 to %d", ErrInvalid, j.ID, len(cp.Steps), len(cp.Steps)+1)
 	}

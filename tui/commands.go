@@ -15,7 +15,7 @@ import (
 
 // commandHelp is the command list of the help screen.
 func commandHelp() string {
-	return ":archived (any state) :jobs :errors :quarantine :operations :queues :queue NAME :kind NAME :filter QUERY " +
+	return ":STATE (:archived, any state's tab) :jobs :errors :quarantine :operations :queues :queue NAME :kind NAME :filter QUERY " +
 		":replay N :signal NAME [JSON] :theme " + strings.Join(themes.Names(), "|") + " :clear :help :quit"
 }
 

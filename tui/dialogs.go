@@ -311,7 +311,8 @@ func describeFilter(f engine.Filter) string {
 	list("queue", f.Queues)
 	list("kind", f.Kinds)
 	if f.ErrorPattern != "" {
-		parts = append(parts, "error group \""+Sanitize(f.ErrorPattern)+"\"")
+		// Quoted with its own quotes escaped: a pattern holds "<str>".
+		parts = append(parts, "error group "+Sanitize(strconv.Quote(f.ErrorPattern)))
 	}
 	if f.Error != "" {
 		parts = append(parts, "error \""+Sanitize(f.Error)+"\"")

@@ -184,6 +184,9 @@ func (m *Model) replayStep() tea.Cmd {
 	if m.readOnly || !s.open || s.id == "" {
 		return nil
 	}
+	if s.nSteps == 0 {
+		return m.toastErr("replay: this job has no recorded steps (it is not a workflow, or no step ran); r retries it")
+	}
 	if s.stepPick < 1 || s.stepPick > s.nSteps {
 		k := m.km.B(keymap.StepDown).Help().Key
 		if k == "" {
