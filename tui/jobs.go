@@ -58,6 +58,11 @@ type jobsView struct {
 	// refreshes: the cursor keeps its job and its place on screen, so
 	// they would come in unseen; the status line says so (newerNote).
 	liveAbove int
+	// touched: the operator has pressed a key or clicked on this list
+	// since it loaded. Until then a live refresh keeps the cursor on the
+	// newest job at the top: the console opened on a demo still being
+	// seeded sat on the first job it saw, "99 of 99 · ↑ 93 newer".
+	touched bool
 
 	loading  bool
 	loadMode listMode
@@ -393,6 +398,7 @@ func endIf(next string) int {
 
 func (v *jobsView) setRows(jobs []*engine.Job) {
 	v.liveAbove = 0
+	v.touched = false
 	// Fresh slice and map: the old window is let go whole.
 	v.rows = make([]*jobRow, 0, len(jobs))
 	v.index = make(map[string]int, len(jobs))
@@ -543,6 +549,7 @@ func (v *jobsView) restore(s cursorSpot, h int) {
 // left the list, the cursor goes to the job that followed it.
 func (v *jobsView) refreshRows(jobs []*engine.Job, next string, height int) {
 	s := v.spot()
+	atTop := !v.touched && v.cursor == 0 && v.offset == 0
 	old := v.rows
 	oldIdx := v.index
 	v.index = make(map[string]int, len(jobs))
@@ -562,6 +569,10 @@ func (v *jobsView) refreshRows(jobs []*engine.Job, next string, height int) {
 	v.prev = ""
 	v.base, v.tail = 0, endIf(next)
 	v.restore(s, height)
+	if atTop {
+		v.cursor, v.offset, v.liveAbove = 0, 0, 0
+		return
+	}
 	for i := 0; i < v.offset; i++ {
 		if _, seen := oldIdx[v.rows[i].job.ID]; !seen {
 			v.liveAbove++

@@ -137,6 +137,7 @@ func (m *Model) back() tea.Cmd {
 
 func (m *Model) jobsKey(msg tea.KeyPressMsg) tea.Cmd {
 	km, v := m.km, &m.jobs
+	v.touched = true
 	h := max(m.listHeight(), 1)
 	moved := m.moveJobs
 	switch {

@@ -108,6 +108,10 @@ func TestLiveRefreshSaysNewerAbove(t *testing.T) {
 		return &engine.Job{ID: fmt.Sprintf("new-%d", i), Queue: "billing", Kind: "k", State: engine.StateArchived,
 			StateChangedAt: now.Add(time.Duration(i) * time.Second)}
 	}
+	// Down and back up: the operator has the list in hand, so it no
+	// longer follows its top (TestUntouchedListFollowsTheTop).
+	m.Update(keyMsg("j"))
+	m.Update(keyMsg("k"))
 	refresh(newJob(2), newJob(1))
 	if got := m.jobs.cursor - m.jobs.offset; got != 0 {
 		t.Fatalf("cursor moved on screen to row %d", got)
@@ -576,5 +580,40 @@ func TestSlowLoadsShownUnderLiveChanges(t *testing.T) {
 	m.Update(refreshTickMsg{})
 	if m.screenSeq == seq {
 		t.Fatal("a live refresh with nothing on its way and no pause sent no load")
+	}
+}
+
+// TestUntouchedListFollowsTheTop: until the operator presses a key on a
+// freshly loaded list, live refreshes keep the cursor on the newest job
+// at the top; the console opened on a demo still being seeded sat on the
+// first job it saw, "99 of 99 · ↑ 93 newer" (found walking the console).
+func TestUntouchedListFollowsTheTop(t *testing.T) {
+	t.Parallel()
+	m := loadedModel(t, 100, 120, 36)
+	now := time.Date(2026, 11, 29, 2, 14, 0, 0, time.UTC)
+	jobs := syntheticJobs(100, now)
+	refresh := func(fresh ...*engine.Job) {
+		t.Helper()
+		m.seq++
+		m.jobs.listSeq = m.seq
+		m.Update(listMsg{seq: m.seq, mode: listRefresh, jobs: append(fresh, jobs...)})
+	}
+	newJob := func(i int) *engine.Job {
+		return &engine.Job{ID: fmt.Sprintf("new-%d", i), Queue: "billing", Kind: "k", State: engine.StateArchived,
+			StateChangedAt: now.Add(time.Duration(i) * time.Second)}
+	}
+	refresh(newJob(2), newJob(1))
+	if m.jobs.cursor != 0 || m.jobs.offset != 0 || m.jobs.current().job.ID != "new-2" {
+		t.Fatalf("untouched list: cursor %d offset %d on %s, want the newest at the top", m.jobs.cursor, m.jobs.offset, m.jobs.current().job.ID)
+	}
+	if s := ansi.Strip(m.statusLine(120)); strings.Contains(s, "newer") {
+		t.Fatalf("status %q: nothing arrived above the cursor", s)
+	}
+	m.Update(keyMsg("j"))
+	m.Update(keyMsg("k"))
+	jobs = append([]*engine.Job{newJob(2), newJob(1)}, jobs...)
+	refresh(newJob(3))
+	if m.jobs.current().job.ID != "new-2" || !strings.Contains(ansi.Strip(m.statusLine(120)), "↑ 1 newer") {
+		t.Fatalf("touched list: cursor on %s, status %q; want it kept on new-2", m.jobs.current().job.ID, ansi.Strip(m.statusLine(120)))
 	}
 }

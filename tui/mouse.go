@@ -24,6 +24,7 @@ func (m *Model) handleMouse(msg tea.MouseMsg) tea.Cmd {
 		m.editor != nil || m.dialog != nil || (m.bulk != nil && m.bulk.visible) {
 		return nil
 	}
+	m.jobs.touched = true
 	ms := msg.Mouse()
 	overSheet := m.sheet.open && ms.X >= m.width-m.sheetWidth()
 	switch msg.(type) {
