@@ -736,6 +736,12 @@ func TestTabsKeepNonEmptyStatesInSight(t *testing.T) {
 			}
 		}
 	}
+	// Six states with jobs at 60 columns: all of them, and the note goes.
+	m.counts = &engine.Counts{Total: map[engine.State]int64{engine.StateRunning: 1, engine.StateRetryable: 1,
+		engine.StateCompleted: 381, engine.StateArchived: 4224, engine.StateQuarantined: 1, engine.StateUndecodable: 2}}
+	if line := ansi.Strip(m.renderTabs(60)); wOf(line) > 60 || !strings.Contains(line, "undec 2") || strings.Contains(line, "…") {
+		t.Fatalf("six states with jobs at 60 columns: %q", line)
+	}
 	if line := ansi.Strip(m.renderTabs(200)); strings.Contains(line, "empty") || !strings.Contains(line, "scheduled 0") {
 		t.Fatalf("wide tabs: %q", line)
 	}

@@ -322,6 +322,9 @@ func (m *Model) tabsLine(w int) string {
 	return s
 }
 
+// noEmptyNote, in the tabs' hide set, leaves out the "N empty" note.
+const noEmptyNote engine.State = "\x00note"
+
 func (m *Model) renderTabs(w int) string {
 	t := m.theme
 	var total map[engine.State]int64
@@ -380,7 +383,7 @@ func (m *Model) renderTabs(w int) string {
 			}
 			b.WriteString(st.Render(label))
 		}
-		if empty > 0 {
+		if empty > 0 && !hide[noEmptyNote] {
 			b.WriteString(t.Muted.Render(fmt.Sprintf("  %d empty", empty)))
 		}
 		return b.String()
@@ -398,6 +401,11 @@ func (m *Model) renderTabs(w int) string {
 				hide[s] = true
 				line = render(true, hide)
 			}
+		}
+		if wOf(line) > w && len(hide) > 0 {
+			// The states with jobs before the note about those without.
+			hide[noEmptyNote] = true
+			line = render(true, hide)
 		}
 		return line
 	}
