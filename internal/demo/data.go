@@ -175,6 +175,20 @@ func SeedJobs(now time.Time, st Story) []engine.EnqueueParams {
 			Args: Report{Report: name, Month: "2026-10", WorkMS: 5000}})
 	}
 
+	// Orders, a workflow of three steps: three meet the outage at their
+	// charge and die there, their reservation kept; after the outage a
+	// replay from the charge (or a retry) finishes them. Fixed values,
+	// not drawn: the backlog below draws the same as before.
+	for i := 1; i <= 9; i++ {
+		o := Order{Order: fmt.Sprintf("ORD-%04d", 7000+i), Customer: 1100 + 7*i, AmountCents: 1900 + 1250*i, WorkMS: 40 + 15*i}
+		if i%3 == 0 {
+			o.Fail = "outage"
+			end := st.OutageEnds.UTC()
+			o.OutageUntil = &end
+		}
+		add(engine.EnqueueParams{Queue: QueueBilling, Kind: KindOrderFulfil, Args: o})
+	}
+
 	// The outage's backlog: invoices that spent their attempts against
 	// the dead database before the demo opened. No work, so they die in
 	// the first seconds; their outage ends with the story's.

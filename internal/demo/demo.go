@@ -49,6 +49,11 @@ const (
 	// KindWebhookDeliver is at schema version 3 with an upcaster from 2
 	// only: a version 1 payload has no path and becomes undecodable.
 	KindWebhookDeliver = "webhook.deliver"
+	// KindOrderFulfil is a durable workflow of three steps (reserve,
+	// charge, confirm): an order that meets the outage dies at its
+	// charge with its reservation recorded, and is replayed from the
+	// charge (F in the console) once the outage is over.
+	KindOrderFulfil = "order.fulfil"
 )
 
 // Backoff is the demo's retry delay: attempt n waits n seconds (at most
@@ -99,6 +104,18 @@ type Report struct {
 	// quarantined after the crash limit.
 	Poison bool `json:"poison,omitempty"`
 	WorkMS int  `json:"work_ms,omitempty"`
+}
+
+// Order is the payload of order.fulfil.
+type Order struct {
+	Order       string `json:"order"`
+	Customer    int    `json:"customer"`
+	AmountCents int    `json:"amount_cents"`
+	// Fail "outage": the charge step fails until OutageUntil (the
+	// payment gateway's ledger lives in the billing database).
+	Fail        string     `json:"fail,omitempty"`
+	OutageUntil *time.Time `json:"outage_until,omitempty"`
+	WorkMS      int        `json:"work_ms,omitempty"`
 }
 
 // CustomerV1 is customer.sync's first schema; CustomerV2 its current one.
@@ -152,6 +169,12 @@ func Register(e *engine.Engine) error {
 			Version:   2,
 			Upcasters: map[int]engine.Upcaster{1: customerV1toV2},
 			Backoff:   Backoff,
+		},
+		{
+			Name:        KindOrderFulfil,
+			Handler:     engine.TypedHandler(orderFulfil),
+			MaxAttempts: 3,
+			Backoff:     Backoff,
 		},
 		{
 			Name:      KindWebhookDeliver,
@@ -263,4 +286,31 @@ func webhookV2toV3(raw json.RawMessage) (json.RawMessage, error) {
 
 func webhookDeliver(ctx context.Context, _ *engine.Job, p Webhook) error {
 	return work(ctx, p.WorkMS)
+}
+
+// orderFulfil is the demo's workflow: each step's result is checkpointed,
+// so a retry or a replay runs again only what did not finish.
+func orderFulfil(ctx context.Context, _ *engine.Job, p Order) error {
+	hold, err := engine.Step(ctx, "reserve", func(ctx context.Context) (string, error) {
+		return "hold-" + strings.TrimPrefix(p.Order, "ORD-"), work(ctx, p.WorkMS)
+	})
+	if err != nil {
+		return err
+	}
+	charge, err := engine.Step(ctx, "charge", func(ctx context.Context) (string, error) {
+		if err := work(ctx, p.WorkMS); err != nil {
+			return "", err
+		}
+		if p.Fail == "outage" && p.OutageUntil != nil && time.Now().Before(*p.OutageUntil) {
+			return "", fmt.Errorf("charge order %s: payment ledger: dial tcp 10.0.0.12:5432: connection refused", p.Order)
+		}
+		return fmt.Sprintf("ch_%s_%d", hold, p.AmountCents), nil
+	})
+	if err != nil {
+		return err
+	}
+	_, err = engine.Step(ctx, "confirm", func(ctx context.Context) (string, error) {
+		return "sent confirmation of " + charge, work(ctx, p.WorkMS)
+	})
+	return err
 }

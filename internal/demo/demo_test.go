@@ -418,3 +418,58 @@ func waitTerminal(t *testing.T, s engine.Store, ids []string) map[string]*engine
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestOrderWorkflow: an order that meets the outage dies at its charge
+// with its reservation recorded; after the outage a replay from the
+// charge finishes it without reserving again. An order outside the
+// outage runs its three steps.
+func TestOrderWorkflow(t *testing.T) {
+	t.Parallel()
+	store := sqlitetest.New(t)
+	e := newEngine(t, store, nil)
+	ctx := context.Background()
+	until := time.Now().Add(4 * time.Second).UTC()
+	ok, err := e.Enqueue(ctx, engine.EnqueueParams{Queue: demo.QueueBilling, Kind: demo.KindOrderFulfil,
+		Args: demo.Order{Order: "ORD-1", AmountCents: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead, err := e.Enqueue(ctx, engine.EnqueueParams{Queue: demo.QueueBilling, Kind: demo.KindOrderFulfil,
+		Args: demo.Order{Order: "ORD-2", AmountCents: 200, Fail: "outage", OutageUntil: &until}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, e)
+	got := waitTerminal(t, store, []string{ok.ID, dead.ID})
+	steps := func(j *engine.Job) string {
+		cp, err := engine.ParseCheckpoint(j.Checkpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s []string
+		for _, st := range cp.Steps {
+			s = append(s, st.Name+":"+string(st.State))
+		}
+		return strings.Join(s, ",")
+	}
+	if j := got[ok.ID]; j.State != engine.StateCompleted || steps(j) != "reserve:completed,charge:completed,confirm:completed" {
+		t.Fatalf("order outside the outage: %s, steps %s", j.State, steps(j))
+	}
+	d := got[dead.ID]
+	if d.State != engine.StateArchived || steps(d) != "reserve:completed,charge:failed" ||
+		!strings.Contains(d.LastErrorText(), "payment ledger: dial tcp 10.0.0.12:5432: connection refused") {
+		t.Fatalf("order in the outage: %s, steps %s, error %q", d.State, steps(d), d.LastErrorText())
+	}
+	if time.Now().Before(until) {
+		time.Sleep(time.Until(until) + 100*time.Millisecond)
+	}
+	re, err := e.ReplayFromStep(ctx, dead.ID, engine.ReplayParams{Step: 2})
+	if err != nil {
+		t.Fatalf("replay from the charge: %v", err)
+	}
+	j := waitTerminal(t, store, []string{re.ID})[re.ID]
+	cp, _ := engine.ParseCheckpoint(j.Checkpoint)
+	if j.State != engine.StateCompleted || steps(j) != "reserve:completed,charge:completed,confirm:completed" || cp.Steps[0].Attempts != 1 {
+		t.Fatalf("replayed order: %s, steps %s %+v", j.State, steps(j), cp.Steps)
+	}
+}
