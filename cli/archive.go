@@ -123,7 +123,7 @@ of eviction. For audit; nothing redrives from it. Read on the store itself
 			rows := make([][]string, len(js))
 			for i, j := range js {
 				rows[i] = []string{cliText(j.ID), string(j.State), cliText(j.Queue), cliText(j.Kind),
-					fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts), j.EvictedAt.UTC().Format(time.RFC3339), short(cliText(lastError(j.Job)), 60)}
+					fmt.Sprintf("%d/%d", j.AttemptShown(), j.MaxAttempts), j.EvictedAt.UTC().Format(time.RFC3339), short(cliText(lastError(j.Job)), 60)}
 			}
 			if err := table(cmd.OutOrStdout(), "ID\tSTATE\tQUEUE\tKIND\tATTEMPT\tEVICTED\tLAST ERROR", rows); err != nil {
 				return err
@@ -202,7 +202,7 @@ func printArchived(w io.Writer, j engine.ArchivedJob) error {
 	field("kind", cliText(j.Kind))
 	field("state", string(j.State))
 	field("reason", string(j.TerminalReason))
-	field("attempt", fmt.Sprintf("%d of %d (crashes %d)", j.Attempt, j.MaxAttempts, j.CrashAttempt))
+	field("attempt", fmt.Sprintf("%d of %d (crashes %d)", j.AttemptShown(), j.MaxAttempts, j.CrashAttempt))
 	field("created", j.CreatedAt.UTC().Format(time.RFC3339))
 	if j.FinalizedAt != nil {
 		field("finalized", j.FinalizedAt.UTC().Format(time.RFC3339))

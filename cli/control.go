@@ -248,7 +248,7 @@ func newJobsCmd() *cobra.Command {
 			}
 			rows := make([][]string, len(page.Jobs))
 			for i, j := range page.Jobs {
-				rows[i] = []string{j.ID, string(j.State), j.Queue, j.Kind, fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts), ago(j.StateChangedAt), short(lastError(j), 60)}
+				rows[i] = []string{j.ID, string(j.State), j.Queue, j.Kind, fmt.Sprintf("%d/%d", j.AttemptShown(), j.MaxAttempts), ago(j.StateChangedAt), short(lastError(j), 60)}
 			}
 			if err := table(cmd.OutOrStdout(), "ID\tSTATE\tQUEUE\tKIND\tATTEMPT\tSINCE\tLAST ERROR", rows); err != nil {
 				return err
@@ -440,7 +440,7 @@ func printDetail(w io.Writer, d *engine.JobDetail) error {
 	field("queue", j.Queue)
 	field("kind", j.Kind)
 	field("state", string(j.State))
-	field("attempt", fmt.Sprintf("%d of %d (crashes %d)", j.Attempt, j.MaxAttempts, j.CrashAttempt))
+	field("attempt", fmt.Sprintf("%d of %d (crashes %d)", j.AttemptShown(), j.MaxAttempts, j.CrashAttempt))
 	field("since", ago(j.StateChangedAt))
 	field("terminal reason", string(j.TerminalReason))
 	field("fingerprint", j.Fingerprint)
