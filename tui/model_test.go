@@ -91,22 +91,10 @@ func TestStaleListAnswerDropped(t *testing.T) {
 // until the cursor goes up to them; g brings them into view.
 func TestLiveRefreshSaysNewerAbove(t *testing.T) {
 	t.Parallel()
-	m := loadedModel(t, 100, 120, 36)
-	now := time.Date(2026, 11, 29, 2, 14, 0, 0, time.UTC)
-	jobs := syntheticJobs(100, now)
-	refresh := func(fresh ...*engine.Job) {
-		t.Helper()
-		m.seq++
-		m.jobs.listSeq = m.seq
-		m.Update(listMsg{seq: m.seq, mode: listRefresh, jobs: append(fresh, jobs...)})
-	}
+	m, jobs, refresh, newJob := liveList(t)
 	status := func() string { return ansi.Strip(m.statusLine(120)) }
 	if s := status(); strings.Contains(s, "newer") {
 		t.Fatalf("status %q speaks of newer rows before any arrived", s)
-	}
-	newJob := func(i int) *engine.Job {
-		return &engine.Job{ID: fmt.Sprintf("new-%d", i), Queue: "billing", Kind: "k", State: engine.StateArchived,
-			StateChangedAt: now.Add(time.Duration(i) * time.Second)}
 	}
 	// Down and back up: the operator has the list in hand, so it no
 	// longer follows its top (TestUntouchedListFollowsTheTop).
@@ -120,7 +108,7 @@ func TestLiveRefreshSaysNewerAbove(t *testing.T) {
 		t.Fatalf("status %q does not announce the 2 rows above the screen", s)
 	}
 	// A refresh that brings nothing new keeps the count; one more adds.
-	jobs = append([]*engine.Job{newJob(2), newJob(1)}, jobs...)
+	*jobs = append([]*engine.Job{newJob(2), newJob(1)}, *jobs...)
 	refresh()
 	refresh(newJob(3))
 	if s := status(); !strings.Contains(s, "↑ 3 newer") {
@@ -589,6 +577,27 @@ func TestSlowLoadsShownUnderLiveChanges(t *testing.T) {
 // first job it saw, "99 of 99 · ↑ 93 newer" (found walking the console).
 func TestUntouchedListFollowsTheTop(t *testing.T) {
 	t.Parallel()
+	m, jobs, refresh, newJob := liveList(t)
+	refresh(newJob(2), newJob(1))
+	if m.jobs.cursor != 0 || m.jobs.offset != 0 || m.jobs.current().job.ID != "new-2" {
+		t.Fatalf("untouched list: cursor %d offset %d on %s, want the newest at the top", m.jobs.cursor, m.jobs.offset, m.jobs.current().job.ID)
+	}
+	if s := ansi.Strip(m.statusLine(120)); strings.Contains(s, "newer") {
+		t.Fatalf("status %q: nothing arrived above the cursor", s)
+	}
+	m.Update(keyMsg("j"))
+	m.Update(keyMsg("k"))
+	*jobs = append([]*engine.Job{newJob(2), newJob(1)}, *jobs...)
+	refresh(newJob(3))
+	if m.jobs.current().job.ID != "new-2" || !strings.Contains(ansi.Strip(m.statusLine(120)), "↑ 1 newer") {
+		t.Fatalf("touched list: cursor on %s, status %q; want it kept on new-2", m.jobs.current().job.ID, ansi.Strip(m.statusLine(120)))
+	}
+}
+
+// liveList is a loaded list of 100 jobs with what a live refresh test
+// needs: the jobs the store holds, a refresh that lands fresh ones above
+// them, and a job newer than them all for each i.
+func liveList(t *testing.T) (*Model, *[]*engine.Job, func(...*engine.Job), func(int) *engine.Job) {
 	m := loadedModel(t, 100, 120, 36)
 	now := time.Date(2026, 11, 29, 2, 14, 0, 0, time.UTC)
 	jobs := syntheticJobs(100, now)
@@ -602,18 +611,5 @@ func TestUntouchedListFollowsTheTop(t *testing.T) {
 		return &engine.Job{ID: fmt.Sprintf("new-%d", i), Queue: "billing", Kind: "k", State: engine.StateArchived,
 			StateChangedAt: now.Add(time.Duration(i) * time.Second)}
 	}
-	refresh(newJob(2), newJob(1))
-	if m.jobs.cursor != 0 || m.jobs.offset != 0 || m.jobs.current().job.ID != "new-2" {
-		t.Fatalf("untouched list: cursor %d offset %d on %s, want the newest at the top", m.jobs.cursor, m.jobs.offset, m.jobs.current().job.ID)
-	}
-	if s := ansi.Strip(m.statusLine(120)); strings.Contains(s, "newer") {
-		t.Fatalf("status %q: nothing arrived above the cursor", s)
-	}
-	m.Update(keyMsg("j"))
-	m.Update(keyMsg("k"))
-	jobs = append([]*engine.Job{newJob(2), newJob(1)}, jobs...)
-	refresh(newJob(3))
-	if m.jobs.current().job.ID != "new-2" || !strings.Contains(ansi.Strip(m.statusLine(120)), "↑ 1 newer") {
-		t.Fatalf("touched list: cursor on %s, status %q; want it kept on new-2", m.jobs.current().job.ID, ansi.Strip(m.statusLine(120)))
-	}
+	return m, &jobs, refresh, newJob
 }
