@@ -475,6 +475,7 @@ const (
 )
 
 type editReadyMsg struct {
+	seq     uint64 // the editor asked for (Model.editSeq)
 	mode    editMode
 	id      string
 	version int64

@@ -783,3 +783,48 @@ func TestActionRefusedForTheJobsState(t *testing.T) {
 		t.Fatalf("r on an archived job: dialog %+v", m.dialog)
 	}
 }
+
+// TestKeysWaitForTheEditor: keys typed while the editor's text is on its
+// way reach neither the list nor a dialog: "e r" typed quickly opened
+// "Retry job …?" under the editor, armed for the next y (found over SSH).
+// esc gives the editor up, and the editor that comes after is dropped.
+func TestKeysWaitForTheEditor(t *testing.T) {
+	f := setup(t, false)
+	page, err := f.eng.ListJobs(context.Background(), engine.ListJobsParams{Filter: engine.Filter{States: []engine.State{engine.StateArchived}}})
+	if err != nil || len(page.Jobs) == 0 {
+		t.Fatalf("fixture: %v %v", page, err)
+	}
+	opts := testOptions()
+	opts.NoSubscribe, opts.BuiltinEditor = true, true
+	m := New(f.eng, opts)
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 30})
+	m.seq++
+	m.jobs.listSeq = m.seq
+	m.Update(listMsg{seq: m.seq, mode: listReplace, jobs: page.Jobs})
+	cmd := m.handleKey(keyMsg("e"))
+	if cmd == nil || !m.editOpening {
+		t.Fatal("e did not start opening the editor")
+	}
+	m.handleKey(keyMsg("r"))
+	if m.dialog != nil {
+		t.Fatalf("r behind the opening editor asked %q", m.dialog.title)
+	}
+	if !strings.Contains(plainScreen(m), "opening the editor") {
+		t.Fatalf("the wait is not shown:\n%s", plainScreen(m))
+	}
+	m.handleMsg(cmd())
+	if m.editor == nil || m.editOpening {
+		t.Fatalf("the editor did not open (opening %v)", m.editOpening)
+	}
+	m.editor = nil
+	// Given up with esc: the editor that comes later is dropped.
+	cmd = m.handleKey(keyMsg("e"))
+	m.handleKey(keyMsg("<esc>"))
+	if m.editOpening {
+		t.Fatal("esc did not give the editor up")
+	}
+	m.handleMsg(cmd())
+	if m.editor != nil {
+		t.Fatal("an editor given up opened anyway")
+	}
+}

@@ -21,6 +21,15 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
 	if m.editor != nil {
 		return m.editorKey(msg)
 	}
+	if m.editOpening {
+		// No key reaches the screen behind an editor on its way.
+		if m.km.Matches(msg, keymap.Back) {
+			m.editOpening = false
+			m.editSeq++
+			return m.toast("edit given up — nothing changed")
+		}
+		return nil
+	}
 	if m.input != nil {
 		return m.inputKey(msg)
 	}
@@ -436,7 +445,23 @@ func (m *Model) startEdit(mode editMode) tea.Cmd {
 	if p := m.pendingEdit; p != nil && p.id == r.job.ID && p.mode == mode {
 		return m.editReady(*p)
 	}
-	return m.prepareEdit(mode, r.job.ID)
+	return m.openingEditor(m.prepareEdit(mode, r.job.ID))
+}
+
+// openingEditor runs cmd, which prepares an editor, with the keys held
+// until it opens (Model.editOpening).
+func (m *Model) openingEditor(cmd tea.Cmd) tea.Cmd {
+	m.editSeq++
+	seq := m.editSeq
+	m.editOpening = true
+	return func() tea.Msg {
+		msg := cmd()
+		if r, ok := msg.(editReadyMsg); ok {
+			r.seq = seq
+			return r
+		}
+		return msg
+	}
 }
 
 func (m *Model) editReady(msg editReadyMsg) tea.Cmd {

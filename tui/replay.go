@@ -113,7 +113,7 @@ func (m *Model) replayPreviewed(msg replayPreviewMsg) tea.Cmd {
 		if len(result) > 0 {
 			cur = result
 		}
-		d.edit = func() tea.Cmd { return m.prepareReplayEdit(id, step, prev.Name, cur) }
+		d.edit = func() tea.Cmd { return m.openingEditor(m.prepareReplayEdit(id, step, prev.Name, cur)) }
 		d.editHint = fmt.Sprintf("replace step %d's result", step-1)
 	}
 	m.dialog = d

@@ -189,6 +189,13 @@ type Model struct {
 	}
 	colsKey     colsKey
 	pendingEdit *editReadyMsg
+	// editOpening: an editor is on its way (its text is being read); keys
+	// wait for it, esc gives it up. editSeq tags the editor asked for,
+	// so one given up is dropped when it comes. Before, "e r" typed
+	// quickly opened a retry confirmation under the editor, armed for the
+	// next y.
+	editOpening bool
+	editSeq     uint64
 	editor      *payloadEditor // the built-in editor, while open
 	quitting    bool
 }
@@ -461,6 +468,13 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 		}
 		return nil
 	case editReadyMsg:
+		if msg.seq != m.editSeq {
+			if msg.path != "" {
+				_ = os.Remove(msg.path) // given up with esc
+			}
+			return nil
+		}
+		m.editOpening = false
 		return m.editReady(msg)
 	case editorDoneMsg:
 		return m.editorDone(msg)

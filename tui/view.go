@@ -363,6 +363,9 @@ func (m *Model) statusLine(w int) string {
 			parts = append(parts, fmt.Sprintf("%d of %d", ls.cursor+1, n))
 		}
 	}
+	if m.editOpening {
+		parts = append(parts, t.InfoText.Render("opening the editor… esc gives it up"))
+	}
 	if b := m.bulk; b != nil && !b.visible && b.op != nil {
 		frac := 0.0
 		if b.op.Matched > 0 {

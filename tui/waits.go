@@ -144,7 +144,7 @@ func (m *Model) startSignal() tea.Cmd {
 		// Waiting for no signal: the command line, for the name.
 		return m.openInput(inputCommand, "signal ")
 	}
-	return m.prepareSignalEdit(id, name, nil)
+	return m.openingEditor(m.prepareSignalEdit(id, name, nil))
 }
 
 // prepareSignalEdit opens a signal's payload (cur, else {}) in the
@@ -215,7 +215,7 @@ func (m *Model) signalPayloadEdited(msg editSavedMsg) tea.Cmd {
 		count:    1,
 		lines:    lines,
 		yes:      func() tea.Cmd { return m.sendSignal(id, name, payload) },
-		edit:     func() tea.Cmd { return m.prepareSignalEdit(id, name, payload) },
+		edit:     func() tea.Cmd { return m.openingEditor(m.prepareSignalEdit(id, name, payload)) },
 		editHint: "edit the payload",
 	}
 	return nil
