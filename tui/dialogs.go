@@ -135,6 +135,9 @@ func (m *Model) startBulk(a engine.Action, sel engine.Filter, from string) tea.C
 	if m.readOnly {
 		return nil
 	}
+	if a == engine.ActionDelete && m.notAdmin {
+		return m.toastErr(fmt.Sprintf("a bulk delete needs the admin role; this session's is %s", m.meta.Role))
+	}
 	if m.bulk != nil && m.bulk.phase == bulkRunning {
 		m.bulk.visible = true
 		return nil

@@ -15,6 +15,7 @@ import (
 	"github.com/charmbracelet/x/exp/golden"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/keymap"
 )
 
 // Issue 16: the console tells the truth at every step. These tests drive
@@ -826,5 +827,48 @@ func TestKeysWaitForTheEditor(t *testing.T) {
 	m.handleMsg(cmd())
 	if m.editor != nil {
 		t.Fatal("an editor given up opened anyway")
+	}
+}
+
+// TestKeysFollowTheRole: the console offers what the session's role may
+// do, no more. An inspector sees payloads and changes nothing; an
+// operator may not delete jobs or pause queues (admin's). Both were shown
+// those keys, and every one ended in a 403 (found attached and over SSH).
+func TestKeysFollowTheRole(t *testing.T) {
+	for _, c := range []struct {
+		role            engine.Role
+		on, off         []keymap.Action
+		readOnly, hides bool
+	}{
+		{engine.RoleViewer, nil, []keymap.Action{keymap.Retry, keymap.Payload, keymap.Edit, keymap.Delete, keymap.Bulk}, true, true},
+		{engine.RoleInspector, []keymap.Action{keymap.Payload}, []keymap.Action{keymap.Retry, keymap.Edit, keymap.Release, keymap.Bulk, keymap.Delete, keymap.Pause}, true, false},
+		{engine.RoleOperator, []keymap.Action{keymap.Retry, keymap.Edit, keymap.Bulk, keymap.Release}, []keymap.Action{keymap.Delete, keymap.Pause}, false, false},
+		{engine.RoleAdmin, []keymap.Action{keymap.Retry, keymap.Delete, keymap.Pause}, nil, false, false},
+	} {
+		m := loadedModel(t, 5, 120, 30)
+		m.handleMsg(metaMsg{meta: &engine.Meta{Role: c.role}})
+		if m.readOnly != c.readOnly || m.hidePayload != c.hides {
+			t.Errorf("%s: read-only %v, payloads hidden %v", c.role, m.readOnly, m.hidePayload)
+		}
+		for _, a := range c.on {
+			if !m.km.Enabled(a) {
+				t.Errorf("%s: %s is off", c.role, a)
+			}
+		}
+		for _, a := range c.off {
+			if m.km.Enabled(a) {
+				t.Errorf("%s: %s is offered", c.role, a)
+			}
+		}
+	}
+	// b on the completed tab would be a bulk delete: refused for an
+	// operator with the reason, no dry run sent.
+	m := loadedModel(t, 5, 120, 30)
+	m.handleMsg(metaMsg{meta: &engine.Meta{Role: engine.RoleOperator}})
+	if cmd := m.startBulk(engine.ActionDelete, engine.Filter{States: []engine.State{engine.StateCompleted}}, "the current filter"); m.bulk != nil || cmd == nil {
+		t.Fatalf("an operator's bulk delete opened a dialog")
+	}
+	if !strings.Contains(plainScreen(m), "needs the admin role") {
+		t.Fatalf("no reason shown:\n%s", plainScreen(m))
 	}
 }

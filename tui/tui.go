@@ -113,6 +113,10 @@ type Model struct {
 	meta          *engine.Meta
 	readOnly      bool
 	hidePayload   bool
+	// notAdmin: the session's role is below admin, which alone may delete
+	// jobs and pause queues: those keys go (an operator was shown them,
+	// and the server refused each).
+	notAdmin bool
 	counts        *engine.Counts
 	// fcounts counts, per state, what the filter fcountsFor matches, for
 	// a filter the counters cannot answer (see countsServe); fcountsOff
@@ -259,6 +263,9 @@ func (m *Model) applyKeys() {
 	if m.readOnly {
 		km = km.ReadOnly()
 	}
+	if m.notAdmin {
+		km = km.Without(keymap.Delete, keymap.Pause)
+	}
 	if m.hidePayload {
 		// A step's result is job data as the payload is.
 		km = km.Without(keymap.Payload, keymap.Edit, keymap.RetryInput, keymap.ReplayResult)
@@ -366,10 +373,15 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 		}
 		cmd := m.succeeded(retryMeta)
 		m.meta = msg.meta
-		ro := m.opts.ReadOnly || msg.meta.ReadOnly || msg.meta.Role == engine.RoleViewer
-		hide := msg.meta.Role == engine.RoleViewer
-		if ro != m.readOnly || hide != m.hidePayload {
-			m.readOnly, m.hidePayload = ro, hide
+		// A viewer sees no payloads; an inspector sees them but, as a
+		// viewer, may change nothing (the server refuses every action of
+		// both: the keys go rather than fail with 403).
+		role := msg.meta.Role
+		ro := m.opts.ReadOnly || msg.meta.ReadOnly || role == engine.RoleViewer || role == engine.RoleInspector
+		hide := role == engine.RoleViewer
+		notAdmin := role != "" && role != engine.RoleAdmin
+		if ro != m.readOnly || hide != m.hidePayload || notAdmin != m.notAdmin {
+			m.readOnly, m.hidePayload, m.notAdmin = ro, hide, notAdmin
 			m.applyKeys()
 			m.sheet.invalidate()
 		}
