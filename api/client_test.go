@@ -65,11 +65,11 @@ func TestClientMapsErrorsBack(t *testing.T) {
 
 	// Roles and read-only mode come back as ErrUnauthorized, ErrForbidden.
 	_, _, anon := clientSetup(t, ServerOptions{Tokens: testTokens}, "")
-	if _, err := anon.Queues(ctx); !errors.Is(err, ErrUnauthorized) {
+	if _, err := anon.Queues(ctx); !errors.Is(err, ErrUnauthorized) || !errors.Is(err, engine.ErrDenied) {
 		t.Fatalf("no token: %v", err)
 	}
 	_, _, viewer := clientSetup(t, ServerOptions{Tokens: testTokens}, tokenOf(engine.RoleViewer))
-	if _, err := viewer.Retry(ctx, "JOB_1", engine.RetryOptions{}); !errors.Is(err, ErrForbidden) {
+	if _, err := viewer.Retry(ctx, "JOB_1", engine.RetryOptions{}); !errors.Is(err, ErrForbidden) || !errors.Is(err, engine.ErrDenied) {
 		t.Fatalf("viewer retry: %v", err)
 	}
 	if m, err := viewer.Meta(ctx); err != nil || m.Role != engine.RoleViewer || m.Actor != "vera/maya" {

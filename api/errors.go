@@ -149,9 +149,9 @@ func (e *Error) Unwrap() []error {
 	case reasonUnsupported:
 		return []error{engine.ErrUnsupported}
 	case reasonUnauthorized:
-		return []error{ErrUnauthorized}
+		return []error{ErrUnauthorized, engine.ErrDenied}
 	case reasonForbidden, reasonReadOnly:
-		return []error{ErrForbidden}
+		return []error{ErrForbidden, engine.ErrDenied}
 	case reasonIdempotencyInFlight:
 		return []error{ErrIdempotency, engine.ErrIdempotencyInFlight}
 	case reasonIdempotencyMismatch:
@@ -171,9 +171,9 @@ func (e *Error) Unwrap() []error {
 	case e.Status == http.StatusNotImplemented:
 		return []error{engine.ErrUnsupported}
 	case e.Status == http.StatusUnauthorized:
-		return []error{ErrUnauthorized}
+		return []error{ErrUnauthorized, engine.ErrDenied}
 	case e.Status == http.StatusForbidden:
-		return []error{ErrForbidden}
+		return []error{ErrForbidden, engine.ErrDenied}
 	case e.Status == http.StatusServiceUnavailable, e.Status == http.StatusBadGateway, e.Status == http.StatusGatewayTimeout:
 		return []error{ErrUnavailable}
 	case e.Status >= 400 && e.Status < 500:

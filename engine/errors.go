@@ -35,6 +35,12 @@ var (
 	// by rather than wait (a lease renewal of a job whose completion is
 	// committing). Nothing was changed; the next attempt may succeed.
 	ErrBusy = errors.New("busy")
+	// ErrDenied: the caller may not do this: a credential the server does
+	// not know, or a role (or a read-only server) that forbids it. Only a
+	// Control that checks its callers returns it (the HTTP client, as
+	// api.ErrUnauthorized and api.ErrForbidden); asking again will not
+	// help.
+	ErrDenied = errors.New("denied")
 )
 
 // Idempotency keys (see IdempotencyStore).

@@ -192,7 +192,7 @@ func StoreUnavailable(err error) bool {
 	for _, s := range []error{
 		ErrLeaseLost, ErrQuarantined, ErrNotFound, ErrConflict, ErrInvalid,
 		ErrPayloadTooLarge, ErrInvalidTransition, ErrWrongState, ErrUnsupported,
-		ErrIdempotencyInFlight, ErrIdempotencyMismatch,
+		ErrIdempotencyInFlight, ErrIdempotencyMismatch, ErrDenied,
 	} {
 		if errors.Is(err, s) {
 			return false

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -870,5 +871,21 @@ func TestKeysFollowTheRole(t *testing.T) {
 	}
 	if !strings.Contains(plainScreen(m), "needs the admin role") {
 		t.Fatalf("no reason shown:\n%s", plainScreen(m))
+	}
+}
+
+// TestRefusedTokenIsNotAnOutage: a load the server refuses for the
+// session's token says refused and is not retried; before, a wrong token
+// read "○ unreachable" with "retrying in 16s", doubling for ever.
+func TestRefusedTokenIsNotAnOutage(t *testing.T) {
+	m := loadedModel(t, 5, 120, 30)
+	err := fmt.Errorf("GET /meta: %w", errors.Join(errors.New("unknown bearer token"), engine.ErrDenied))
+	if cmd := m.failed(retryMeta, "meta", err); cmd != nil {
+		t.Fatal("a refused load was scheduled again")
+	}
+	screen := plainScreen(m)
+	if !strings.Contains(screen, "✕ refused") || strings.Contains(screen, "unreachable") || strings.Contains(screen, "retrying") ||
+		!strings.Contains(screen, "meta refused: GET /meta: unknown bearer token") {
+		t.Fatalf("a refused token:\n%s", screen)
 	}
 }

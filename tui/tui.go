@@ -117,6 +117,9 @@ type Model struct {
 	// jobs and pause queues: those keys go (an operator was shown them,
 	// and the server refused each).
 	notAdmin bool
+	// denied: the server refused this session's token or role on a load
+	// (engine.ErrDenied); the header says so and no load is retried.
+	denied bool
 	counts        *engine.Counts
 	// fcounts counts, per state, what the filter fcountsFor matches, for
 	// a filter the counters cannot answer (see countsServe); fcountsOff
@@ -510,6 +513,14 @@ func (m *Model) failed(what retryWhat, name string, err error) tea.Cmd {
 	}
 	if isErr(err, engine.ErrUnsupported) {
 		m.banner = fmt.Sprintf("%s: %s", name, Sanitize(err.Error()))
+		return nil
+	}
+	if isErr(err, engine.ErrDenied) {
+		// A token the server does not take (or a role it refuses) is not
+		// an outage: asking again will not help, so nothing is retried
+		// and the header says refused, not unreachable.
+		m.denied = true
+		m.banner = fmt.Sprintf("%s refused: %s — start the console with a token the server accepts", name, Sanitize(err.Error()))
 		return nil
 	}
 	n, failing := m.failures[what]

@@ -194,12 +194,13 @@ type titleKey struct {
 	readOnly bool
 	live     bool
 	down     bool
+	denied   bool
 	theme    *themes.Theme
 }
 
 // titleLine is the top line (cached).
 func (m *Model) titleLine(w int) string {
-	k := titleKey{w: w, scr: m.screen, meta: m.meta, readOnly: m.readOnly, live: m.sub != nil, down: m.unreachable(), theme: m.theme}
+	k := titleKey{w: w, scr: m.screen, meta: m.meta, readOnly: m.readOnly, live: m.sub != nil, down: m.unreachable(), denied: m.denied, theme: m.theme}
 	if m.titleCache.ok && m.titleCache.key == k {
 		return m.titleCache.s
 	}
@@ -246,6 +247,8 @@ func (m *Model) renderTitle(w int) string {
 		badges += " " + t.WarnText.Render("! NOT DURABLE")
 	}
 	switch {
+	case m.denied:
+		badges += " " + t.ErrorText.Render("✕ refused")
 	case m.unreachable():
 		// A load is failing: whatever the stream says, the data on
 		// screen is not live.
