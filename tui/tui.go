@@ -120,7 +120,7 @@ type Model struct {
 	// denied: the server refused this session's token or role on a load
 	// (engine.ErrDenied); the header says so and no load is retried.
 	denied bool
-	counts        *engine.Counts
+	counts *engine.Counts
 	// fcounts counts, per state, what the filter fcountsFor matches, for
 	// a filter the counters cannot answer (see countsServe); fcountsOff
 	// says the backend cannot count it, so the tabs are totals.
