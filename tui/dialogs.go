@@ -98,6 +98,9 @@ const (
 const maxRateDigits = 7
 
 type bulkDialog struct {
+	// stale: the last poll of the operation's progress failed; what the
+	// dialog shows is as of the poll before.
+	stale    bool
 	phase    bulkPhase
 	action   engine.Action
 	selector engine.Filter
@@ -245,9 +248,12 @@ func (m *Model) bulkMsg(msg tea.Msg) tea.Cmd {
 		}
 		next := tea.Tick(m.opts.PollInterval, func(time.Time) tea.Msg { return opTickMsg{seq: msg.seq} })
 		if msg.err != nil {
-			// Keep polling; the banner says the store is away.
+			// Keep polling; the banner says the store is away, and the
+			// dialog stops showing a rate and an ETA it cannot know.
+			b.stale = true
 			return tea.Batch(m.failed(retryCounts, "operation progress", msg.err), next)
 		}
+		b.stale = false
 		b.op = msg.op
 		if b.firstAt.IsZero() {
 			b.firstAt, b.firstProcessed = msg.at, msg.op.Processed
@@ -355,7 +361,11 @@ func (m *Model) bulkBox(w, h int) []string {
 		return m.box(m.bulkPreviewLines(inner, h-2), w)
 	case bulkRunning, bulkDone:
 		op := b.op
-		lines = append(lines, t.DialogHead.Render(title+" — "+string(op.Status))+t.Muted.Render(" · op "+Sanitize(op.ID)))
+		status := string(op.Status)
+		if b.stale {
+			status += " when last heard"
+		}
+		lines = append(lines, t.DialogHead.Render(title+" — "+status)+t.Muted.Render(" · op "+Sanitize(op.ID)))
 		frac := 0.0
 		if op.Matched > 0 {
 			frac = float64(op.Processed) / float64(op.Matched)
@@ -364,7 +374,9 @@ func (m *Model) bulkBox(w, h int) []string {
 		lines = append(lines, fmt.Sprintf("%s / %s processed · %s ok · %s failed",
 			commas(op.Processed), commas(op.Matched), commas(op.Succeeded), commas(op.Failed)))
 		rate := "measuring rate…"
-		if b.rate > 0 {
+		if b.stale {
+			rate = "progress unknown: updates are failing — retrying"
+		} else if b.rate > 0 {
 			left := float64(op.Matched-op.Processed) / b.rate
 			rate = fmt.Sprintf("%s · ETA %s", perSecond(b.rate), shortDurUp(time.Duration(math.Max(left, 0)*float64(time.Second))))
 		}

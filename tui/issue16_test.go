@@ -889,3 +889,31 @@ func TestRefusedTokenIsNotAnOutage(t *testing.T) {
 		t.Fatalf("a refused token:\n%s", screen)
 	}
 }
+
+// TestBulkProgressStaleWhileUnreachable: when the operation's progress
+// cannot be read, the dialog says so instead of a rate and an ETA; with
+// the API down it went on showing "1.8/s · ETA 14s" for as long as it was
+// away, while another server had moved the operation on (found attached).
+func TestBulkProgressStaleWhileUnreachable(t *testing.T) {
+	m := loadedModel(t, 5, 120, 30)
+	started := m.now().Add(-10 * time.Second)
+	op := &engine.Operation{ID: "op-1", Action: engine.ActionRetry, Status: engine.OperationRunning, Matched: 30, Processed: 5, StartedAt: &started}
+	m.watchOperation(op)
+	seq := m.bulk.seq
+	m.handleMsg(opPollMsg{seq: seq, op: op, at: m.now().Add(-3 * time.Second)})
+	more := *op
+	more.Processed = 10
+	m.handleMsg(opPollMsg{seq: seq, op: &more, at: m.now()})
+	if s := plainScreen(m); !strings.Contains(s, "ETA") {
+		t.Fatalf("no rate while polls work:\n%s", s)
+	}
+	m.handleMsg(opPollMsg{seq: seq, err: errors.Join(errors.New("dial tcp: connection refused"))})
+	s := plainScreen(m)
+	if strings.Contains(s, "ETA") || !strings.Contains(s, "progress unknown") || !strings.Contains(s, "running when last heard") {
+		t.Fatalf("a failing poll still shows a live rate:\n%s", s)
+	}
+	m.handleMsg(opPollMsg{seq: seq, op: &more, at: m.now().Add(time.Second)})
+	if s := plainScreen(m); strings.Contains(s, "progress unknown") {
+		t.Fatalf("the dialog stays stale after a poll worked:\n%s", s)
+	}
+}
