@@ -195,7 +195,10 @@ func TestViewerSeesNoPayloadOrMetadata(t *testing.T) {
 	for _, path := range []string{"/api/v1/operations", "/api/v1/operations/" + id} {
 		w = send(t, srv, req{method: "GET", path: path, token: viewer})
 		wantStatus(t, w, 200)
-		if strings.Contains(w.Body.String(), "acme") || !strings.Contains(w.Body.String(), "billing") {
+		// The condition stays, its value hidden: without it the
+		// operation read as a retry of all of billing.
+		if strings.Contains(w.Body.String(), "acme") || !strings.Contains(w.Body.String(), "billing") ||
+			!strings.Contains(w.Body.String(), `"path":"tenant","value":"\u003chidden\u003e"`) && !strings.Contains(w.Body.String(), `"path":"tenant","value":"<hidden>"`) {
 			t.Fatalf("viewer's %s: %s", path, w.Body.String())
 		}
 		w = send(t, srv, req{method: "GET", path: path, token: inspector})

@@ -98,14 +98,27 @@ func redactAll(c *caller, js []*engine.Job) []*engine.Job {
 	return out
 }
 
-// redactOperation strips payload and meta conditions (their values could
-// be personal data) from an operation's selector for viewers.
+// HiddenValue stands, for viewers, in place of a payload or meta
+// condition's value in an operation's selector.
+const HiddenValue = "<hidden>"
+
+// redactOperation hides the values of payload and meta conditions (they
+// could be personal data) in an operation's selector for viewers. The
+// conditions stay, with HiddenValue for their values: without them a
+// retry of one customer's jobs read as a retry of every archived job.
 func redactOperation(c *caller, op *engine.Operation) *engine.Operation {
 	if op == nil || c.can(engine.RoleInspector) || (len(op.Selector.Payload) == 0 && len(op.Selector.Meta) == 0) {
 		return op
 	}
 	cp := *op
-	cp.Selector.Payload, cp.Selector.Meta = nil, nil
+	hide := func(ms []engine.PathMatch) []engine.PathMatch {
+		out := make([]engine.PathMatch, len(ms))
+		for i, m := range ms {
+			out[i] = engine.PathMatch{Path: m.Path, Value: HiddenValue}
+		}
+		return out
+	}
+	cp.Selector.Payload, cp.Selector.Meta = hide(op.Selector.Payload), hide(op.Selector.Meta)
 	return &cp
 }
 
