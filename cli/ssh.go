@@ -16,7 +16,6 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"charm.land/ssh"
 	"charm.land/wish/v2"
-	"charm.land/wish/v2/activeterm"
 	"charm.land/wish/v2/bubbletea"
 	gossh "golang.org/x/crypto/ssh"
 
@@ -205,7 +204,7 @@ func startSSHConsole(o *serveOptions, apiSrv *api.Server, log *slog.Logger) (*ss
 		}),
 		wish.WithMiddleware(
 			bubbletea.Middleware(session),
-			activeterm.Middleware(), // a console needs a terminal
+			needTerminal(), // a console needs a terminal
 			sshSessionLog(log, keys),
 		),
 	)
@@ -222,6 +221,21 @@ func startSSHConsole(o *serveOptions, apiSrv *api.Server, log *slog.Logger) (*ss
 		}
 	}()
 	return c, nil
+}
+
+// needTerminal refuses a session without a terminal, saying how to ask
+// for one (wish's activeterm said only "Requires an active PTY").
+func needTerminal() wish.Middleware {
+	return func(next ssh.Handler) ssh.Handler {
+		return func(sess ssh.Session) {
+			if _, _, ok := sess.Pty(); ok {
+				next(sess)
+				return
+			}
+			wish.Errorln(sess, "sluice: the console needs a terminal: connect with ssh -t (ssh -t -p PORT HOST)")
+			_ = sess.Exit(1)
+		}
+	}
 }
 
 // sshSessionLog logs each session's start and end to the server's log,

@@ -268,7 +268,8 @@ func TestSSHConsoleSessions(t *testing.T) {
 	}
 	out, err := sess.CombinedOutput("")
 	c.Close()
-	if err == nil || !strings.Contains(string(out), "PTY") {
+	var exit *gossh.ExitError
+	if !errors.As(err, &exit) || exit.ExitStatus() != 1 || !strings.Contains(string(out), "needs a terminal: connect with ssh -t") {
 		t.Fatalf("a session without a terminal: %v %q", err, out)
 	}
 
