@@ -190,7 +190,7 @@ func TestReadOnly(t *testing.T) {
 	s.keys("?")
 	help := s.waitFor("keys — generated from the key map", "read-only")
 	help = help[strings.Index(help, "keys — generated"):]
-	for _, action := range []string{"retry", "delete", "cancel", "bulk from filter", "edit payload"} {
+	for _, action := range []string{"retry", "delete", "cancel", "bulk from filter", "edit payload", "mark", "select all matching"} {
 		if strings.Contains(help, " "+action) {
 			t.Errorf("read-only help lists %q", action)
 		}

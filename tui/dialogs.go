@@ -388,6 +388,9 @@ func (m *Model) bulkBox(w, h int) []string {
 			if op.StartedAt != nil && op.FinishedAt != nil {
 				took := op.FinishedAt.Sub(*op.StartedAt)
 				rate = "took " + shortDur(took)
+				if took < time.Second {
+					rate = fmt.Sprintf("took %.1fs", took.Seconds())
+				}
 				if s := took.Seconds(); s > 0 {
 					rate += " · " + perSecond(float64(op.Processed)/s)
 				}

@@ -264,7 +264,8 @@ func New(ctl engine.Control, opts Options) *Model {
 func (m *Model) applyKeys() {
 	km := m.baseKM
 	if m.readOnly {
-		km = km.ReadOnly()
+		// Marks serve only actions: a read-only session has none.
+		km = km.ReadOnly().Without(keymap.Mark, keymap.MarkAll, keymap.SelectAll)
 	}
 	if m.notAdmin {
 		km = km.Without(keymap.Delete, keymap.Pause)
