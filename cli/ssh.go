@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -149,6 +151,12 @@ type sshConsole struct {
 	srv  *ssh.Server
 	ln   net.Listener
 	keys sshKeys
+	// stopping ends every session's program (its context) when the
+	// server stops, so each can say so before its connection closes;
+	// sessions counts the sessions still open.
+	stopping context.Context
+	stopAll  context.CancelFunc
+	sessions sync.WaitGroup
 }
 
 // startSSHConsole listens on o.ssh and serves a console per session, each
@@ -170,6 +178,7 @@ func startSSHConsole(o *serveOptions, apiSrv *api.Server, log *slog.Logger) (*ss
 		return nil, fmt.Errorf("ssh host key: %w", err)
 	}
 	c := &sshConsole{keys: keys}
+	c.stopping, c.stopAll = context.WithCancel(context.Background())
 	session := func(sess ssh.Session) (tea.Model, []tea.ProgramOption) {
 		id, ok := keys.lookup(sess.PublicKey())
 		if !ok { // not reached: authentication took only these keys
@@ -186,14 +195,18 @@ func startSSHConsole(o *serveOptions, apiSrv *api.Server, log *slog.Logger) (*ss
 			return ""
 		}
 		ctl := apiSrv.Local(id, api.ClientOptions{})
+		// The program ends with the session or with the server.
+		ctx, cancel := context.WithCancel(sess.Context())
+		stop := context.AfterFunc(c.stopping, cancel)
+		context.AfterFunc(ctx, func() { stop(); cancel() })
 		return tui.New(ctl, tui.Options{
 			Source:        "over ssh",
 			Actor:         id.Name,
 			Getenv:        getenv,
 			BuiltinEditor: true,
 			Logger:        log.With("ssh_user", id.Name),
-			Context:       sess.Context(),
-		}), nil
+			Context:       ctx,
+		}), []tea.ProgramOption{tea.WithContext(ctx)}
 	}
 	c.srv, err = wish.NewServer(
 		wish.WithAddress(o.ssh),
@@ -205,7 +218,7 @@ func startSSHConsole(o *serveOptions, apiSrv *api.Server, log *slog.Logger) (*ss
 		wish.WithMiddleware(
 			bubbletea.Middleware(session),
 			needTerminal(), // a console needs a terminal
-			sshSessionLog(log, keys),
+			c.sessionLog(log),
 		),
 	)
 	if err != nil {
@@ -238,20 +251,40 @@ func needTerminal() wish.Middleware {
 	}
 }
 
-// sshSessionLog logs each session's start and end to the server's log,
-// never to the session.
-func sshSessionLog(log *slog.Logger, keys sshKeys) wish.Middleware {
+// sessionLog logs each session's start and end to the server's log, and
+// counts it open; a session the server's stop ended is told so, and
+// exits 1 (it used to end silently, with 0).
+func (c *sshConsole) sessionLog(log *slog.Logger) wish.Middleware {
 	return func(next ssh.Handler) ssh.Handler {
 		return func(sess ssh.Session) {
-			id, _ := keys.lookup(sess.PublicKey())
+			c.sessions.Add(1)
+			defer c.sessions.Done()
+			id, _ := c.keys.lookup(sess.PublicKey())
 			start := time.Now()
 			log.Info("ssh session", "user", id.Name, "role", id.Role, "remote", sess.RemoteAddr().String())
 			next(sess)
+			if c.stopping.Err() != nil {
+				wish.Errorln(sess, "\r\nsluice: the server is shutting down; this console session ends")
+				_ = sess.Exit(1)
+			}
 			log.Info("ssh session ended", "user", id.Name, "dur", time.Since(start).Round(time.Millisecond))
 		}
 	}
 }
 
-// stop closes the listener and ends the sessions at once: a console
-// session never ends by itself, so there is nothing to wait for.
-func (c *sshConsole) stop() { _ = c.srv.Close() }
+// sshStopGrace bounds how long stop waits for the sessions' programs to
+// end and say so before it closes their connections.
+const sshStopGrace = 2 * time.Second
+
+// stop ends every session's program, waits for them (at most
+// sshStopGrace) and closes the listener and the connections.
+func (c *sshConsole) stop() {
+	c.stopAll()
+	done := make(chan struct{})
+	go func() { c.sessions.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(sshStopGrace):
+	}
+	_ = c.srv.Close()
+}

@@ -336,6 +336,22 @@ func TestSSHConsoleSessions(t *testing.T) {
 	if err != nil || len(page.Jobs) != 2 {
 		t.Fatalf("archived after the viewer: %d, %v (want the 2 nobody retried)", len(page.Jobs), err)
 	}
+
+	// The server stops with a session open: the session is told, and
+	// exits 1 (it ended silently, with 0).
+	last := openSSHTerm(t, addr, maya)
+	last.waitFor("maya@laptop (operator)")
+	sc.stop()
+	select {
+	case err := <-last.done:
+		var exit *gossh.ExitError
+		if !errors.As(err, &exit) || exit.ExitStatus() != 1 {
+			t.Fatalf("the session ended with %v, want exit status 1", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the session did not end when the server stopped")
+	}
+	last.waitFor("sluice: the server is shutting down")
 }
 
 func TestSSHConsoleRefusesToStartWithoutKeys(t *testing.T) {
