@@ -322,9 +322,6 @@ func (m *Model) tabsLine(w int) string {
 	return s
 }
 
-// noEmptyNote, in the tabs' hide set, leaves out the "N empty" note.
-const noEmptyNote engine.State = "\x00note"
-
 func (m *Model) renderTabs(w int) string {
 	t := m.theme
 	var total map[engine.State]int64
@@ -345,8 +342,8 @@ func (m *Model) renderTabs(w int) string {
 		}
 	}
 	// render writes the tabs, short names or long, leaving out the states
-	// in hide and saying how many it left out.
-	render := func(short bool, hide map[engine.State]bool) string {
+	// in hide and, with note, saying how many it left out.
+	render := func(short bool, hide map[engine.State]bool, note bool) string {
 		var b strings.Builder
 		empty := 0
 		for i, s := range engine.AllStates {
@@ -383,7 +380,7 @@ func (m *Model) renderTabs(w int) string {
 			}
 			b.WriteString(st.Render(label))
 		}
-		if empty > 0 && !hide[noEmptyNote] {
+		if empty > 0 && note {
 			b.WriteString(t.Muted.Render(fmt.Sprintf("  %d empty", empty)))
 		}
 		return b.String()
@@ -394,22 +391,21 @@ func (m *Model) renderTabs(w int) string {
 	// out of sight.
 	fitting := func(w int) string {
 		hide := map[engine.State]bool{}
-		line := render(true, hide)
+		line := render(true, hide, true)
 		for i := len(engine.AllStates) - 1; i >= 0 && wOf(line) > w && known; i-- {
 			s := engine.AllStates[i]
 			if total[s] == 0 && !(m.screen == scrJobs && i == m.jobs.tab) {
 				hide[s] = true
-				line = render(true, hide)
+				line = render(true, hide, true)
 			}
 		}
 		if wOf(line) > w && len(hide) > 0 {
 			// The states with jobs before the note about those without.
-			hide[noEmptyNote] = true
-			line = render(true, hide)
+			line = render(true, hide, false)
 		}
 		return line
 	}
-	line := render(false, nil)
+	line := render(false, nil, false)
 	if wOf(line) > w {
 		line = fitting(w)
 	}
