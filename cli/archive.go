@@ -218,19 +218,8 @@ func printArchived(w io.Writer, j engine.ArchivedJob) error {
 	return tw.Flush()
 }
 
-// cliText shows a string from a job with control characters escaped, so
-// an archived error or payload cannot drive the terminal it is printed on.
+// cliText is cliutil.TermText on one line: a cell of a table or a field
+// of a sheet, so tabs and line breaks become spaces.
 func cliText(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r == '\t' || r == '\n':
-			b.WriteRune(' ')
-		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069):
-			fmt.Fprintf(&b, "\\u%04x", r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
+	return cliutil.TermText(strings.NewReplacer("\t", " ", "\n", " ", "\r", " ").Replace(s))
 }
