@@ -33,6 +33,7 @@ func controlStoreChecks() []check {
 		{name: "JobCountWithoutSuperseded", fn: testCStoreCountWithoutSuperseded},
 		{name: "OperatorActions", fn: testCStoreOperatorActions},
 		{name: "PausedQueueNotClaimed", fn: testCStorePausedQueueNotClaimed},
+		{name: "ErrorGroupFollowsTheJob", fn: testErrorGroupFollowsTheJob},
 	}
 }
 
