@@ -41,32 +41,7 @@ func TestHotPathCPU(t *testing.T) {
 	s := redistest.NewOn(t, "redis://"+addr+"/0?read_timeout=2m")
 	c := goredis.NewClient(&goredis.Options{Addr: addr})
 	defer c.Close()
-	phase := func(name string, f func()) {
-		c.ConfigResetStat(ctx)
-		cpu0 := serverCPU(t, c)
-		f()
-		cpu := serverCPU(t, c) - cpu0
-		stats := commandStats(t, c)
-		var b strings.Builder
-		fmt.Fprintf(&b, "%-9s redis cpu %6.2f µs/job;", name, cpu.Seconds()*1e6/float64(n))
-		var total float64
-		names := make([]string, 0, len(stats))
-		for k := range stats {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		for _, k := range names {
-			if k == "evalsha" || k == "eval" || k == "config|resetstat" || k == "info" {
-				continue
-			}
-			if v := float64(stats[k]) / float64(n); v >= 0.005 {
-				total += v
-				fmt.Fprintf(&b, " %s %.2f", k, v)
-			}
-		}
-		fmt.Fprintf(&b, " (calls/job %.2f, scripts %d)", total, stats["evalsha"]+stats["eval"])
-		t.Log(b.String())
-	}
+	phase := func(name string, f func()) { cpuPhase(t, c, n, name, f) }
 	// One job through first, so no phase pays for loading its script.
 	if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: benchJobs(1, -1), RefuseQuarantined: true}); err != nil {
 		t.Fatal(err)
@@ -128,6 +103,38 @@ func TestHotPathCPU(t *testing.T) {
 			}
 		}
 	})
+}
+
+// cpuPhase runs f on the private server c and logs the Redis CPU it cost
+// per job of n, with the commands its scripts called per job (INFO
+// commandstats, reset first).
+func cpuPhase(t *testing.T, c *goredis.Client, n int, name string, f func()) {
+	t.Helper()
+	ctx := context.Background()
+	c.ConfigResetStat(ctx)
+	cpu0 := serverCPU(t, c)
+	f()
+	cpu := serverCPU(t, c) - cpu0
+	stats := commandStats(t, c)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-9s redis cpu %6.2f µs/job;", name, cpu.Seconds()*1e6/float64(n))
+	var total float64
+	names := make([]string, 0, len(stats))
+	for k := range stats {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if k == "evalsha" || k == "eval" || k == "config|resetstat" || k == "info" {
+			continue
+		}
+		if v := float64(stats[k]) / float64(n); v >= 0.005 {
+			total += v
+			fmt.Fprintf(&b, " %s %.2f", k, v)
+		}
+	}
+	fmt.Fprintf(&b, " (calls/job %.2f, scripts %d)", total, stats["evalsha"]+stats["eval"])
+	t.Log(b.String())
 }
 
 func serverCPU(t *testing.T, c *goredis.Client) time.Duration {

@@ -1,0 +1,124 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/backend/redis/redistest"
+	"github.com/sluicehq/sluice/engine"
+)
+
+// TestBulkRetryCPU reports the Redis CPU a bulk retry costs per job on a
+// private server: SLUICE_BULKRETRY_CPU=N jobs archived over ten kinds and
+// ten error groups, then retried in batches of 1,000 (as
+// BenchmarkBulkRetryArchived), with the commands its scripts called per
+// job. It asserts only that every job was retried; it runs only when
+// SLUICE_BULKRETRY_CPU is set:
+//
+//	SLUICE_BULKRETRY_CPU=100000 go test -run TestBulkRetryCPU -v ./backend/redis/
+func TestBulkRetryCPU(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("SLUICE_BULKRETRY_CPU"))
+	if n <= 0 {
+		t.Skip("SLUICE_BULKRETRY_CPU=N unset")
+	}
+	ctx := context.Background()
+	addr := redistest.PrivateServer(t, redistest.ServerOptions{}).Addr()
+	s := redistest.NewOn(t, "redis://"+addr+"/0?read_timeout=2m")
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer c.Close()
+	past := time.Now().Add(-time.Hour)
+	const msg = "deadline passed before the job ran"
+	cpuPhase(t, c, n, "archive", func() {
+		for i := 0; i < n; i += 1000 {
+			js := benchJobs(min(1000, n-i), i)
+			for k, j := range js {
+				j.Kind = fmt.Sprintf("k%d", (i+k)%10)
+				j.Deadline = &past
+			}
+			if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: js}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: "default", WorkerID: "w", LeaseID: "l",
+				PastDeadline: engine.ClaimDeadlineWrite{To: engine.StateArchived, Reason: engine.ReasonDeadlineExceeded,
+					LastError: msg, Pattern: msg, Event: engine.EventWrite{Kind: engine.EventArchived, From: engine.StateAvailable,
+						To: engine.StateArchived, Message: msg}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	spec, err := engine.SpecFor(engine.ActionRetry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel, _ := spec.Narrow(engine.Filter{States: []engine.State{engine.StateArchived}})
+	op, err := s.OperationInsert(ctx, &engine.OperationInsertParams{ID: "op", Action: engine.ActionRetry, Selector: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease, err := s.OperationClaim(ctx, &engine.OperationClaimParams{Holder: "h", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var done int64
+	batches := 0
+	cpuPhase(t, c, n, "retry", func() {
+		cursor := ""
+		for {
+			res, err := s.OperationProcessBatch(ctx, &engine.OperationProcessBatchParams{ID: op.ID, Holder: "h", Fence: lease.Fence,
+				After: cursor, Spec: spec, Selector: sel, Cutoff: op.CreatedAt, Limit: 1000, Window: 10000, TTL: time.Minute,
+				Event: engine.EventWrite{Kind: engine.EventRetried, Actor: "bench", To: engine.StateAvailable}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			batches++
+			cursor, done = res.Cursor, res.Operation.Succeeded
+			if res.Exhausted {
+				return
+			}
+		}
+	})
+	if done != int64(n) {
+		t.Fatalf("retried %d of %d", done, n)
+	}
+	t.Logf("%d batches, %.1f jobs a batch", batches, float64(n)/float64(batches))
+	// The retried jobs carry their last error's pattern: what their claim
+	// and completion cost, against TestHotPathCPU's jobs that never failed.
+	var items []engine.JobCompleteItem
+	cpuPhase(t, c, n, "claim", func() {
+		for {
+			r, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: "default", WorkerID: "w", LeaseID: "l2", Limit: 50,
+				LeaseDuration: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, j := range r.Jobs {
+				items = append(items, engine.JobCompleteItem{JobRef: engine.JobRef{ID: j.ID, LeaseID: "l2", Fence: j.Fence}})
+			}
+			if len(r.Jobs) < 50 {
+				return
+			}
+		}
+	})
+	if len(items) != n {
+		t.Fatalf("claimed %d of %d", len(items), n)
+	}
+	cpuPhase(t, c, n, "complete", func() {
+		for i := 0; i < n; i += 200 {
+			errs, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: items[i:min(i+200, n)], EndProbation: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range errs {
+				if e != nil {
+					t.Fatal(e)
+				}
+			}
+		}
+	})
+}
