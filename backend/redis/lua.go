@@ -154,6 +154,18 @@ local function egcount(g, n)
   local v = redis.call('HINCRBY', K('egc'), g, n)
   if v <= 0 then redis.call('HDEL', K('egc'), g) end
 end
+-- egmove moves a job's error group entries (index's eg and egi, and the
+-- group's count) from state from to state to: m is its member before the
+-- move, nm after. The fast paths of the claim and the completion use it.
+local function egmove(from, to, q, k, ep, id, m, nm)
+  local gf, gt = from .. US .. q .. US .. k .. US .. ep, to .. US .. q .. US .. k .. US .. ep
+  zlex(false, K('eg', gf), m)
+  zlex(false, K('egi', gf), id)
+  egcount(gf, -1)
+  zlex(true, K('eg', gt), nm)
+  zlex(true, K('egi', gt), id)
+  egcount(gt, 1)
+end
 local function cls(c)
   c = tonumber(c)
   if c == 0 then return '0' elseif c == 1 then return '1' end
@@ -448,6 +460,11 @@ if A.kinds ~= '' then
   end
 end
 local dead = {}
+-- Index writes other than the fast path's own (error groups, the general
+-- path's jobs, the deaths past a deadline) are gathered (ZB) and written
+-- once per key: one call per job and index cost a job that failed before
+-- three times what one that never failed cost.
+ZB = {}
 ` + luaClaimRoutes + `
 if A.pd_to ~= '' then
   local ms = redis.call('ZRANGEBYLEX', K('dl', q), '-', '(' .. NOW, 'LIMIT', 0, 1000)
@@ -468,10 +485,13 @@ end
 local jobs = {}
 local limit = tonumber(A.limit)
 local exp = tadd(A.dur)
--- The fast path: a job without an error pattern leaves exactly three index
--- entries (sq, sk of available, and av) and gets one (run); they are
--- written per batch, one call per index, after the jobs' hashes. A job
--- with an error pattern (or a deadline) takes the general path.
+-- The fast path: a job without a deadline leaves three index entries (sq,
+-- sk of available, and av) and gets one (run); they are written per
+-- batch, one call per index, after the jobs' hashes. A job with an error
+-- pattern (one that failed before: a retry, an operator's redrive) also
+-- moves its error group's two entries from available to running, as
+-- index does, gathered (ZB). A job with a deadline takes the general
+-- path.
 local sk, runm, stm = {}, {}, {}
 -- PICK: the fields the fast path reads from a job's hash, one table
 -- lookup a field rather than a chain of comparisons.
@@ -484,7 +504,7 @@ local function take(class, n)
   while got < n and scanned < 1000 + 4 * n do
     local ms = redis.call('ZRANGE', key, skipped, skipped + (n - got) + 15)
     if #ms == 0 then break end
-    local avm = {}
+    local avm, fast = {}, 0
     for _, m in ipairs(ms) do
       if got >= n then break end
       scanned = scanned + 1
@@ -505,15 +525,17 @@ local function take(class, n)
       end
       if not ok then
         skipped = skipped + 1
-      elseif dl == '' and ep == '' then
+      elseif dl == '' then
         local f, v = inc(H.f), inc(H.v)
         redis.call('HSET', P .. 'job:' .. id, 's', 'running', 'f', f, 'lid', A.lease, 'lw', A.worker, 'lx', exp,
           'ata', NOW, 'atb', A.worker, 'sca', NOW, 'v', v)
         avm[#avm + 1] = m
+        fast = fast + 1
         local sm = H.sca .. ':' .. id
         stm[#stm + 1] = sm
         group(sk, H.k, sm)
         runm[#runm + 1] = exp .. ':' .. id
+        if ep ~= '' then egmove('available', 'running', q, H.k, ep, id, sm, NOW .. ':' .. id) end
         -- A job that never failed has no error list (ne counts its
         -- entries; jobs of older builds lack ne but have a last error, an
         -- attempt or a crash): reading it would cost a call per job.
@@ -528,14 +550,18 @@ local function take(class, n)
         J.ata = NOW; J.atb = A.worker; J.sca = NOW
         bump(J)
         commit(O, J, true)
+        -- Out of av with the chunk, as the fast path's jobs: the next
+        -- chunk's offset counts only the skipped. Its counters moved in
+        -- commit, and its gathered av removal finds nothing at flush.
+        avm[#avm + 1] = m
         jobs[#jobs + 1] = out(O, true)
         got = got + 1
       end
     end
     -- Out of av before the next chunk's offset is counted.
     zmany(false, key, avm)
-    count(q, 'available', -#avm)
-    count(q, 'running', #avm)
+    count(q, 'available', -fast)
+    count(q, 'running', fast)
   end
 end
 if limit > 0 then
@@ -565,27 +591,24 @@ var luaComplete = script(`
 -- Probation records are looked for only when quarantine records exist.
 local probe = ARGV[4] == '1' and redis.call('SCARD', K('fprs')) > 0
 local res, fps = {}, {}
--- The fast path: a job without an error pattern leaves one index entry
--- (run) and gets two (sq, sk of completed); they are written per batch,
--- one call per index.
+-- Index writes other than the fast path's own (error groups, deleted
+-- jobs) are gathered (ZB) and written once per key, as the claim's.
+ZB = {}
+-- The fast path: a job leaves one index entry (run) and gets two (sq, sk
+-- of completed); they are written per batch, one call per index. A job
+-- with an error pattern also moves its error group's entries from running
+-- to completed (gathered, ZB). A job deleted on completion takes the
+-- general path.
 local runm, sq, sk, nq = {}, {}, {}, {}
 for i = 5, #ARGV, 4 do
   local id = ARGV[i]
   local key = K('job', id)
   local h
-  if probe then h = redis.call('HMGET', key, 's', 'lid', 'f', 'lx', 'q', 'k', 'v', 'ep', 'fp')
-  else h = redis.call('HMGET', key, 's', 'lid', 'f', 'lx', 'q', 'k', 'v', 'ep') end
+  if probe then h = redis.call('HMGET', key, 's', 'lid', 'f', 'lx', 'q', 'k', 'v', 'ep', 'sca', 'fp')
+  else h = redis.call('HMGET', key, 's', 'lid', 'f', 'lx', 'q', 'k', 'v', 'ep', 'sca') end
   if h[1] == 'running' and h[2] == ARGV[i + 1] and h[3] == ARGV[i + 2] then
-    if ARGV[i + 3] == '1' or h[8] then
-      local J = load(id)
-      if ARGV[i + 3] == '1' then
-        remove(J, true)
-      else
-        local O = copy(J)
-        J.s = 'completed'; J.fin = NOW; J.sca = NOW; J.lid = ''; J.lw = ''; J.lx = ''
-        bump(J)
-        commit(O, J, true)
-      end
+    if ARGV[i + 3] == '1' then
+      remove(load(id), true)
     else
       local q = h[5]
       redis.call('HSET', key, 's', 'completed', 'fin', NOW, 'sca', NOW, 'v', inc(h[7]))
@@ -594,9 +617,10 @@ for i = 5, #ARGV, 4 do
       local m = NOW .. ':' .. id
       group(sq, q, m)
       group(sk, h[6], m)
+      if h[8] then egmove('running', 'completed', q, h[6], h[8], id, (h[9] or '') .. ':' .. id, m) end
       nq[q] = (nq[q] or 0) + 1
     end
-    if probe and h[9] then fps[h[9]] = true end
+    if probe and h[10] then fps[h[10]] = true end
     res[#res + 1] = 1
   else
     res[#res + 1] = 0
