@@ -130,7 +130,7 @@ func (s *Store) ArchiveList(ctx context.Context, p *ArchiveListParams) ([]Archiv
 	if limit <= 0 {
 		limit = engine.DefaultListLimit
 	}
-	w := newWhere()
+	w := s.newWhere(nil)
 	if p.Queue != "" {
 		w.add("queue = " + w.a.add(p.Queue))
 	}

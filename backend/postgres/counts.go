@@ -213,7 +213,7 @@ func (s *Store) countByCounters(ctx context.Context, p *engine.JobCountParams, c
 // counters' sum and an array of (taken away, rows read) per correction,
 // each correction reading at most capAt rows (0: all).
 func (s *Store) countByCountersQuery(p *engine.JobCountParams, capAt int) (string, []any, error) {
-	base := newWhere()
+	base := s.newWhere(nil)
 	if err := base.addFilter(&p.Filter); err != nil {
 		return "", nil, err
 	}

@@ -36,16 +36,25 @@ func (a *args) add(v any) string {
 
 // where gathers the AND-ed terms of a WHERE clause; its arguments go to a
 // shared args, so branches of one statement may each add their own terms.
+// fps is the store's job_fingerprints table, schema-qualified: the
+// clause's text does not pass through Store.sql.
 type where struct {
 	a     *args
+	fps   string
 	terms []string
 }
 
-func newWhere() *where { return &where{a: &args{}} }
+// newWhere starts a clause over the store's jobs.
+func (s *Store) newWhere(a *args) *where {
+	if a == nil {
+		a = &args{}
+	}
+	return &where{a: a, fps: s.sql("{s}.job_fingerprints")}
+}
 
 func (w *where) add(term string) { w.terms = append(w.terms, term) }
 
-func (w *where) clone() *where { return &where{a: w.a, terms: slices.Clone(w.terms)} }
+func (w *where) clone() *where { return &where{a: w.a, fps: w.fps, terms: slices.Clone(w.terms)} }
 
 // sql is the clause's text without the WHERE keyword.
 func (w *where) sql() string {
@@ -86,14 +95,14 @@ func (w *where) addStates(states []engine.State) {
 	w.add("state IN (" + strings.Join(lits, ", ") + ")")
 }
 
-// fingerprintIs is the condition that the fingerprint col equals arg,
-// written for jobs_fingerprint, a btree on the fingerprint's 64-bit hash
-// (migration 0006): the hash term finds the index entries, the text term
-// drops a collision. Every job's row version gets an entry there, so its
-// 8-byte keys (the text's 64 hex characters before) are what a non-HOT
-// update pays for.
-func fingerprintIs(col, arg string) string {
-	return "hashtextextended(" + col + ", 0) = hashtextextended(" + arg + ", 0) AND " + col + " = " + arg
+// fingerprintIs is the condition that the fingerprint of the jobs row
+// (its columns prefixed with prefix: "" or "jobs.") equals arg, written for
+// job_fingerprints (migration 0008, the table fps names), which holds every
+// job's fingerprint hash and id: the hash finds the ids, the jobs' own
+// column drops a collision.
+func fingerprintIs(fps, prefix, arg string) string {
+	return prefix + "id IN (SELECT job_id FROM " + fps + " WHERE fp = hashtextextended(" + arg + ", 0)) AND " +
+		prefix + "fingerprint = " + arg
 }
 
 // addFilter adds every field of f but its states.
@@ -102,7 +111,7 @@ func (w *where) addFilter(f *engine.Filter) error {
 	w.in("kind", f.Kinds)
 	w.in("id", f.IDs)
 	if f.Fingerprint != "" {
-		w.add(fingerprintIs("fingerprint", w.a.add(f.Fingerprint)))
+		w.add(fingerprintIs(w.fps, "", w.a.add(f.Fingerprint)))
 	}
 	if len(f.Tags) > 0 {
 		w.add("tags && " + w.a.add(f.Tags) + "::text[]")

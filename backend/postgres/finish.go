@@ -217,7 +217,7 @@ var (
 	// fingerprint's jobs (this one's included: its row is written first).
 	sqlQuarantine = `INSERT INTO {s}.fingerprints AS f (fingerprint, kind, status, since, crashes, last_error, last_job_id)
 	VALUES ($1, $2, 'quarantined', $3,
-		(SELECT coalesce(sum(crash_attempt), 0) FROM {s}.jobs WHERE ` + fingerprintIs("fingerprint", "$1") + `), $4, $5)
+		(SELECT coalesce(sum(crash_attempt), 0) FROM {s}.jobs WHERE ` + fingerprintIs("{s}.job_fingerprints", "", "$1") + `), $4, $5)
 	ON CONFLICT (fingerprint) DO UPDATE SET
 		kind = excluded.kind,
 		since = CASE WHEN f.status = 'quarantined' THEN f.since ELSE excluded.since END,
@@ -232,7 +232,7 @@ var (
 	// reason, $6-$8 the event (kind, actor, message). It returns the
 	// queue and former state of each job it moved.
 	sqlHold = `WITH old AS (
-		SELECT id, state, queue FROM {s}.jobs WHERE ` + fingerprintIs("fingerprint", "$1") + ` AND state = ANY($3::text[]) ORDER BY id FOR UPDATE),
+		SELECT id, state, queue FROM {s}.jobs WHERE ` + fingerprintIs("{s}.job_fingerprints", "", "$1") + ` AND state = ANY($3::text[]) ORDER BY id FOR UPDATE),
 	moved AS (
 		UPDATE {s}.jobs j SET state = $4, terminal_reason = $5, finalized_at = $2, state_changed_at = $2,
 			version = j.version + 1

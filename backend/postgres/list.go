@@ -20,7 +20,7 @@ import (
 // available and running jobs have no listing index on purpose (every claim
 // and completion would write it): their branch sorts the backlog. A
 // filter naming ids or a fingerprint is one query: the primary key or
-// jobs_fingerprint finds its few rows.
+// job_fingerprints finds its few rows.
 
 // withMode prefixes the arguments of a read with payload or meta
 // conditions with pgx's simple protocol: the values inlined, so the query
@@ -158,7 +158,7 @@ func (s *Store) jobListQuery(p *engine.JobListParams) (string, []any, error) {
 	if limit <= 0 {
 		limit = engine.DefaultListLimit
 	}
-	base := newWhere()
+	base := s.newWhere(nil)
 	if err := base.addFilter(&p.Filter); err != nil {
 		return "", nil, err
 	}
@@ -216,7 +216,7 @@ func (s *Store) JobCount(ctx context.Context, p *engine.JobCountParams) (int64, 
 	if !p.ExcludeSuperseded || direct(&p.Filter) {
 		return s.jobCount(ctx, p)
 	}
-	w := newWhere()
+	w := s.newWhere(nil)
 	if err := w.addFilter(&p.Filter); err != nil {
 		return 0, false, err
 	}
@@ -246,7 +246,7 @@ func (s *Store) JobCount(ctx context.Context, p *engine.JobCountParams) (int64, 
 
 // jobCount sums one capped count per branch.
 func (s *Store) jobCount(ctx context.Context, p *engine.JobCountParams) (int64, bool, error) {
-	base := newWhere()
+	base := s.newWhere(nil)
 	if err := base.addFilter(&p.Filter); err != nil {
 		return 0, false, err
 	}
@@ -301,7 +301,7 @@ func (s *Store) JobErrorGroups(ctx context.Context, p *engine.JobErrorGroupsPara
 	if limit <= 0 {
 		limit = 200
 	}
-	w := newWhere()
+	w := s.newWhere(nil)
 	if err := w.addFilter(&p.Filter); err != nil {
 		return nil, err
 	}

@@ -251,7 +251,7 @@ func (s *Store) jobDeleteExpired(ctx context.Context, p *engine.JobDeleteExpired
 }
 
 var fingerprintColumns = `f.fingerprint, f.kind, f.status, f.since, f.crashes, f.last_error, f.last_job_id,
-	(SELECT count(*) FROM {s}.jobs WHERE ` + fingerprintIs("jobs.fingerprint", "f.fingerprint") + ` AND jobs.state = 'quarantined')`
+	(SELECT count(*) FROM {s}.jobs WHERE ` + fingerprintIs("{s}.job_fingerprints", "jobs.", "f.fingerprint") + ` AND jobs.state = 'quarantined')`
 
 func scanFingerprint(row pgx.Row) (*engine.Fingerprint, error) {
 	var f engine.Fingerprint
@@ -335,7 +335,7 @@ func (s *Store) FingerprintRelease(ctx context.Context, p *engine.FingerprintRel
 			return fmt.Errorf("fingerprint %s: %w", p.Fingerprint, engine.ErrNotFound)
 		}
 		b := argBase(p.Spec)
-		q := tx.q(`WITH old AS (SELECT id, state, queue FROM {s}.jobs WHERE ` + fingerprintIs("fingerprint", fmt.Sprintf("$%d", b)) +
+		q := tx.q(`WITH old AS (SELECT id, state, queue FROM {s}.jobs WHERE ` + fingerprintIs("{s}.job_fingerprints", "", fmt.Sprintf("$%d", b)) +
 			` AND state = ANY(` + fmt.Sprintf("$%d", b+1) + `::text[]) ORDER BY id FOR UPDATE),
 		moved AS (UPDATE {s}.jobs SET ` + specSet(p.Spec) + ` FROM old WHERE jobs.id = old.id
 			RETURNING jobs.id, jobs.attempt, old.state, old.queue),

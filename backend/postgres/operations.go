@@ -403,7 +403,7 @@ func (b *batch) pick(ctx context.Context, window int) ([]candidate, *string, err
 // state's size (110 ms a batch at 100,000 dead jobs, 1 s at a million).
 func (b *batch) pickQuery(end *string) (string, []any, error) {
 	p, tx := b.p, b.tx
-	rng := newWhere()
+	rng := b.s.newWhere(nil)
 	rng.add("id > " + rng.a.add(p.After) + "::text")
 	if end != nil {
 		rng.add("id <= " + rng.a.add(*end) + "::text")
@@ -429,7 +429,7 @@ func (b *batch) pickQuery(end *string) (string, []any, error) {
 // cutoff, the superseded rule), as one opaque term bound to a.
 func (b *batch) selection(a *args) (string, error) {
 	sel := &b.p.Selector
-	w := &where{a: a}
+	w := b.s.newWhere(a)
 	w.addStates(sel.States)
 	if err := w.addFilter(sel); err != nil {
 		return "", err

@@ -126,10 +126,10 @@ func TestQueryPlans(t *testing.T) {
 		{"batched ack, deletions only", s.sql(sqlCompleteDelete), []any{ids, leases, fences, dels, true}, "jobs_pkey"},
 		{"lease renew", s.sql(sqlRenew), []any{ids, leases, fences, int64(time.Second)}, "jobs_pkey"},
 		{"checkpoint", s.sql(sqlCheckpoint), []any{ids, leases, fences, cps}, "jobs_pkey"},
-		// A fingerprint's jobs, by the hash of jobs_fingerprint (0006).
-		{"quarantine", s.sql(sqlQuarantine), []any{fp, "k", int64(1), "boom", "j000007", 1}, "jobs_fingerprint"},
+		// A fingerprint's jobs, by their ids in job_fingerprints (0008).
+		{"quarantine", s.sql(sqlQuarantine), []any{fp, "k", int64(1), "boom", "j000007", 1}, "job_fingerprints_pkey"},
 		{"hold a fingerprint's jobs", s.sql(sqlHold), []any{fp, int64(1), []string{"available"}, "quarantined", "quarantined",
-			"quarantined", "sluice", "held"}, "jobs_fingerprint"},
+			"quarantined", "sluice", "held"}, "job_fingerprints_pkey"},
 		// (With no quarantined job here, the planner counts them by
 		// jobs_error_groups, rightly: no scan is all this checks.)
 		{"fingerprint record", s.sql(`SELECT ` + fingerprintColumns + ` FROM {s}.fingerprints f WHERE f.fingerprint = $1`),
@@ -146,7 +146,7 @@ func TestQueryPlans(t *testing.T) {
 		name, q string
 		args    []any
 		want    string
-	}{"list a fingerprint's jobs", q, a, "jobs_fingerprint"})
+	}{"list a fingerprint's jobs", q, a, "job_fingerprints_pkey"})
 	q, a = listQ(&engine.JobListParams{Limit: 51})
 	cases = append(cases, struct {
 		name, q string

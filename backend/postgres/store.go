@@ -13,6 +13,10 @@
 //	                   migration 0005)
 //	job_counts         jobs per (queue, state), in 16 shards per pair, kept
 //	                   exact by the transactions that move jobs
+//	job_fingerprints   every job's fingerprint hash and id, kept by triggers
+//	                   on jobs (insert, a changed fingerprint, delete), so a
+//	                   claim and a completion write no fingerprint entry
+//	                   (migration 0008)
 //	fingerprints       quarantine records
 //	workers, leaders   heartbeats and maintenance leases
 //	queues             paused queues
