@@ -42,6 +42,11 @@ type benchOptions struct {
 	prefetch int
 	// writers is the engine's CompleteWriters (throughput; 0: its default).
 	writers int
+	// payload is what the throughput jobs carry: "empty" ({}, as the peer
+	// harness's no-op jobs) or "order" (a small order of its own per job,
+	// with metadata: every job a fingerprint of its own, and entries in
+	// the payload and metadata indexes where a store keeps them).
+	payload string
 }
 
 // addFlags registers the flags every scenario built on benchOptions shares;
@@ -81,6 +86,7 @@ Prints one key=value result line on stdout, the shape of the peer harness
 	cmd.Flags().StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the work window alone (from Start to Stop) to this file")
 	cmd.Flags().IntVar(&o.writers, "complete-writers", 0, "acknowledgement batches written at once (0: the engine's default, engine.Config.CompleteWriters)")
 	cmd.Flags().IntVar(&o.prefetch, "prefetch", 0, "jobs claimed ahead of free slots (0: the engine's default, engine.DefaultPrefetch; negative: none)")
+	cmd.Flags().StringVar(&o.payload, "payload", "empty", `what each job carries: empty ({}, as the peers' no-op jobs) or order (an order of its own, with metadata)`)
 	return cmd
 }
 
@@ -88,7 +94,11 @@ Prints one key=value result line on stdout, the shape of the peer harness
 const benchKind = "bench.noop"
 
 func runBenchThroughput(ctx context.Context, o *benchOptions, lo *cliutil.LogOptions, stdout, stderr io.Writer) error {
+	if o.payload != "empty" && o.payload != "order" {
+		return fmt.Errorf("--payload %q: want empty or order", o.payload)
+	}
 	res := benchHeader("throughput", o)
+	res.add("payload", o.payload)
 	return printBenchResult(stdout, &res, benchThroughput(ctx, o, lo, stderr, &res))
 }
 
@@ -258,7 +268,12 @@ func benchThroughput(ctx context.Context, o *benchOptions, lo *cliutil.LogOption
 func benchInsert(ctx context.Context, e *engine.Engine, o *benchOptions) ([]string, error) {
 	ids := make([]string, o.jobs)
 	err := enqueueBatches(ctx, e, o.jobs, o.batch, o.insertConc,
-		func(int) engine.EnqueueParams {
+		func(i int) engine.EnqueueParams {
+			if o.payload == "order" {
+				return engine.EnqueueParams{Queue: o.queue, Kind: benchKind,
+					Payload: fmt.Appendf(nil, `{"order_id":%d,"customer":"c%d","amount_cents":%d,"currency":"EUR"}`, i, i%1000, 100+i%9900),
+					Metadata: fmt.Appendf(nil, `{"tenant":"t%d"}`, i%50)}
+			}
 			return engine.EnqueueParams{Queue: o.queue, Kind: benchKind, Payload: []byte(`{}`)}
 		},
 		func(i int, j *engine.Job) { ids[i] = j.ID })
