@@ -19,9 +19,19 @@ import (
 // thousand per script. It reports the server's memory per archived job.
 func archivedStore(b *testing.B, n int) *redis.Store {
 	b.Helper()
-	ctx := context.Background()
 	s := redistest.New(b)
 	mem0 := usedMemory(b, s)
+	archive(b, s, n)
+	b.ReportMetric(float64(usedMemory(b, s)-mem0)/float64(n), "server-bytes/job")
+	return s
+}
+
+// archive inserts n jobs over ten kinds and archives them at claim past
+// their deadline, a thousand per script: ten error groups of the one
+// pattern below.
+func archive(tb testing.TB, s *redis.Store, n int) {
+	tb.Helper()
+	ctx := context.Background()
 	past := time.Now().Add(-time.Hour)
 	for i := 0; i < n; i += 1000 {
 		js := benchJobs(min(1000, n-i), i)
@@ -30,18 +40,16 @@ func archivedStore(b *testing.B, n int) *redis.Store {
 			j.Deadline = &past
 		}
 		if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: js}); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 		const msg = "deadline passed before the job ran"
 		if _, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: "default", WorkerID: "w", LeaseID: "l",
 			PastDeadline: engine.ClaimDeadlineWrite{To: engine.StateArchived, Reason: engine.ReasonDeadlineExceeded,
 				LastError: msg, Pattern: msg, Event: engine.EventWrite{Kind: engine.EventArchived, From: engine.StateAvailable,
 					To: engine.StateArchived, Message: msg}}}); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(usedMemory(b, s)-mem0)/float64(n), "server-bytes/job")
-	return s
 }
 
 // archivedCount is SLUICE_BENCH_ARCHIVED, the archived jobs the

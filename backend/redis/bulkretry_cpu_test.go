@@ -2,7 +2,6 @@ package redis_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strconv"
 	"testing"
@@ -32,26 +31,7 @@ func TestBulkRetryCPU(t *testing.T) {
 	s := redistest.NewOn(t, "redis://"+addr+"/0?read_timeout=2m")
 	c := goredis.NewClient(&goredis.Options{Addr: addr})
 	defer c.Close()
-	past := time.Now().Add(-time.Hour)
-	const msg = "deadline passed before the job ran"
-	cpuPhase(t, c, n, "archive", func() {
-		for i := 0; i < n; i += 1000 {
-			js := benchJobs(min(1000, n-i), i)
-			for k, j := range js {
-				j.Kind = fmt.Sprintf("k%d", (i+k)%10)
-				j.Deadline = &past
-			}
-			if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: js}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: "default", WorkerID: "w", LeaseID: "l",
-				PastDeadline: engine.ClaimDeadlineWrite{To: engine.StateArchived, Reason: engine.ReasonDeadlineExceeded,
-					LastError: msg, Pattern: msg, Event: engine.EventWrite{Kind: engine.EventArchived, From: engine.StateAvailable,
-						To: engine.StateArchived, Message: msg}}}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	})
+	cpuPhase(t, c, n, "archive", func() { archive(t, s, n) })
 	spec, err := engine.SpecFor(engine.ActionRetry)
 	if err != nil {
 		t.Fatal(err)
@@ -90,35 +70,9 @@ func TestBulkRetryCPU(t *testing.T) {
 	// The retried jobs carry their last error's pattern: what their claim
 	// and completion cost, against TestHotPathCPU's jobs that never failed.
 	var items []engine.JobCompleteItem
-	cpuPhase(t, c, n, "claim", func() {
-		for {
-			r, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: "default", WorkerID: "w", LeaseID: "l2", Limit: 50,
-				LeaseDuration: time.Minute})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, j := range r.Jobs {
-				items = append(items, engine.JobCompleteItem{JobRef: engine.JobRef{ID: j.ID, LeaseID: "l2", Fence: j.Fence}})
-			}
-			if len(r.Jobs) < 50 {
-				return
-			}
-		}
-	})
+	cpuPhase(t, c, n, "claim", func() { items = claimAll(t, s, "l2", nil) })
 	if len(items) != n {
 		t.Fatalf("claimed %d of %d", len(items), n)
 	}
-	cpuPhase(t, c, n, "complete", func() {
-		for i := 0; i < n; i += 200 {
-			errs, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: items[i:min(i+200, n)], EndProbation: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, e := range errs {
-				if e != nil {
-					t.Fatal(e)
-				}
-			}
-		}
-	})
+	cpuPhase(t, c, n, "complete", func() { completeAll(t, s, items) })
 }

@@ -12,6 +12,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
 	"github.com/sluicehq/sluice/engine"
 )
@@ -61,21 +62,7 @@ func TestHotPathCPU(t *testing.T) {
 		}
 	})
 	var items []engine.JobCompleteItem
-	phase("claim", func() {
-		for {
-			r, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: "default", WorkerID: "w", LeaseID: "l", Limit: 50,
-				Kinds: map[string]int{"email": 1}, LeaseDuration: time.Minute})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, j := range r.Jobs {
-				items = append(items, engine.JobCompleteItem{JobRef: engine.JobRef{ID: j.ID, LeaseID: "l", Fence: j.Fence}})
-			}
-			if len(r.Jobs) < 50 {
-				break
-			}
-		}
-	})
+	phase("claim", func() { items = claimAll(t, s, "l", map[string]int{"email": 1}) })
 	// A claim that finds nothing: what a script costs before its first job
 	// (the shared library, the queue's checks), reported per n jobs' worth
 	// of claims of 50, as the claim phase ran them.
@@ -90,19 +77,45 @@ func TestHotPathCPU(t *testing.T) {
 	if len(items) != n {
 		t.Fatalf("claimed %d of %d", len(items), n)
 	}
-	phase("complete", func() {
-		for i := 0; i < n; i += 200 {
-			errs, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: items[i:min(i+200, n)], EndProbation: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, e := range errs {
-				if e != nil {
-					t.Fatal(e)
-				}
+	phase("complete", func() { completeAll(t, s, items) })
+}
+
+// claimAll claims every available job of the queue "default" under lease
+// (kinds as JobClaimParams.Kinds), 50 a claim as a worker of concurrency
+// 50 does, and returns them as completion items.
+func claimAll(t *testing.T, s *redis.Store, lease string, kinds map[string]int) []engine.JobCompleteItem {
+	t.Helper()
+	var items []engine.JobCompleteItem
+	for {
+		r, err := s.JobClaim(context.Background(), &engine.JobClaimParams{Queue: "default", WorkerID: "w", LeaseID: lease,
+			Limit: 50, Kinds: kinds, LeaseDuration: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range r.Jobs {
+			items = append(items, engine.JobCompleteItem{JobRef: engine.JobRef{ID: j.ID, LeaseID: lease, Fence: j.Fence}})
+		}
+		if len(r.Jobs) < 50 {
+			return items
+		}
+	}
+}
+
+// completeAll completes items in batches of 200, as the completer does.
+func completeAll(t *testing.T, s *redis.Store, items []engine.JobCompleteItem) {
+	t.Helper()
+	for i := 0; i < len(items); i += 200 {
+		errs, err := s.JobCompleteMany(context.Background(), &engine.JobCompleteManyParams{Items: items[i:min(i+200, len(items))],
+			EndProbation: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range errs {
+			if e != nil {
+				t.Fatal(e)
 			}
 		}
-	})
+	}
 }
 
 // cpuPhase runs f on the private server c and logs the Redis CPU it cost
