@@ -230,7 +230,7 @@ func (s *Store) countByCountersQuery(p *engine.JobCountParams, capAt int) (strin
 	// no statement names is an error to PostgreSQL.
 	queues := "true"
 	if len(p.Filter.Queues) > 0 && (p.AsOf != nil || p.ExcludeSuperseded) {
-		qw := &where{a: base.a}
+		qw := s.newWhere(base.a)
 		qw.in("queue", p.Filter.Queues)
 		queues = qw.sql()
 	}
@@ -248,13 +248,13 @@ func (s *Store) countByCountersQuery(p *engine.JobCountParams, capAt int) (strin
 	var asOf string
 	if p.AsOf != nil {
 		asOf = base.a.add(p.AsOf.UnixNano())
-		for _, b := range branches(&where{a: base.a}, p.Filter.States) {
+		for _, b := range branches(s.newWhere(base.a), p.Filter.States) {
 			b.add("state_changed_at > " + asOf)
 			correction(queues, "queue", b.sql(), "state_changed_at DESC")
 		}
 	}
 	if p.ExcludeSuperseded {
-		w := &where{a: base.a}
+		w := s.newWhere(base.a)
 		w.addStates(p.Filter.States)
 		w.add(queues)
 		if asOf != "" {
