@@ -571,40 +571,59 @@ func statusOfReason(reason string) int {
 // errStreamIdle ends a stream that stopped sending.
 var errStreamIdle = errors.New("event stream silent")
 
+// reopenAtOnce bounds the first reconnection after a stream drops: a
+// stream cut by a proxy, or by a server that went away and is already
+// back, is open again within it; past it the subscriber is told the
+// stream is lost (engine.ChangeLost) rather than left to think it live.
+const reopenAtOnce = time.Second
+
 // Subscribe streams changes over GET /events. It returns once the first
-// connection is up (an error if it cannot be made); after a connection
-// drops it reconnects with backoff and sends ChangeResync, since changes
-// may have been missed in between. The channel closes when ctx ends.
+// connection is up (an error if it cannot be made). After a connection
+// drops it reconnects at once; when that fails it sends ChangeLost with
+// the error, so the consumer knows the server is away from the start,
+// and goes on reconnecting with backoff. Once a connection is up again it
+// sends ChangeResync, since changes may have been missed in between. The
+// channel closes when ctx ends.
 func (c *Client) Subscribe(ctx context.Context) (<-chan engine.Change, error) {
-	body, err := c.openStream(ctx)
+	body, err := c.openStream(ctx, c.opts.Timeout)
 	if err != nil {
 		return nil, err
 	}
 	out := make(chan engine.Change, 64)
+	send := func(ch engine.Change) bool {
+		select {
+		case out <- ch:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
 	go func() {
 		defer close(out)
-		backoff := c.opts.RetryBackoff
 		for {
 			c.readStream(ctx, body, out)
-			for {
-				if ctx.Err() != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			body, err = c.openStream(ctx, min(c.opts.Timeout, reopenAtOnce))
+			if err != nil {
+				if ctx.Err() != nil || !send(engine.Change{Kind: engine.ChangeLost, Err: err}) {
 					return
 				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(backoff):
-				}
-				backoff = min(2*backoff, 5*time.Second)
-				body, err = c.openStream(ctx)
-				if err == nil {
-					backoff = c.opts.RetryBackoff
-					break
+				backoff := c.opts.RetryBackoff
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(backoff):
+					}
+					backoff = min(2*backoff, 5*time.Second)
+					if body, err = c.openStream(ctx, c.opts.Timeout); err == nil {
+						break
+					}
 				}
 			}
-			select {
-			case out <- engine.Change{Kind: engine.ChangeResync}:
-			case <-ctx.Done():
+			if !send(engine.Change{Kind: engine.ChangeResync}) {
 				body.Close()
 				return
 			}
@@ -627,7 +646,9 @@ func (s *stream) Close() error {
 	return s.body.Close()
 }
 
-func (c *Client) openStream(ctx context.Context) (*stream, error) {
+// openStream opens GET /events; connect bounds the wait for the answer's
+// headers.
+func (c *Client) openStream(ctx context.Context, connect time.Duration) (*stream, error) {
 	if c.baseErr != nil {
 		return nil, c.baseErr
 	}
@@ -640,9 +661,9 @@ func (c *Client) openStream(ctx context.Context) (*stream, error) {
 	}
 	c.decorate(ctx, req)
 	req.Header.Set("Accept", "text/event-stream")
-	connect := time.AfterFunc(c.opts.Timeout, func() { cancel(errStreamIdle) })
+	timer := time.AfterFunc(connect, func() { cancel(errStreamIdle) })
 	resp, err := c.stream.Do(req)
-	connect.Stop()
+	timer.Stop()
 	if err != nil {
 		cancel(nil)
 		if isCanceled(ctx, err) {

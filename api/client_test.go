@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -296,6 +297,68 @@ func TestClientSubscribe(t *testing.T) {
 	_, _, anon := clientSetup(t, ServerOptions{Tokens: testTokens}, "")
 	if _, err := anon.Subscribe(context.Background()); !errors.Is(err, ErrUnauthorized) {
 		t.Fatalf("refused subscription: %v", err)
+	}
+}
+
+// TestClientSubscribeSaysWhenLost: the server goes away under an open
+// stream. The client cannot reconnect at once, so it says the stream is
+// lost (ChangeLost, with why) before it goes on trying: a console that
+// waited for its next probe said live for 5 to 9 s with the server down.
+// A server on the same address again: the client reconnects by itself
+// and says to resync, and changes flow again.
+func TestClientSubscribeSaysWhenLost(t *testing.T) {
+	t.Parallel()
+	hs := httptest.NewServer(NewServer(newFake(), ServerOptions{Heartbeat: 20 * time.Millisecond}))
+	addr := hs.Listener.Addr().String()
+	c := NewClient(hs.URL, "", ClientOptions{Timeout: 5 * time.Second, RetryBackoff: 10 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := c.Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func() engine.Change {
+		t.Helper()
+		select {
+		case ch, ok := <-ch:
+			if !ok {
+				t.Fatal("stream closed")
+			}
+			return ch
+		case <-time.After(10 * time.Second):
+			t.Fatal("no change")
+		}
+		return engine.Change{}
+	}
+	// The server dies: no more connections, and the open stream cut.
+	hs.Listener.Close()
+	hs.CloseClientConnections()
+	hs.Close()
+	if got := next(); got.Kind != engine.ChangeLost || !errors.Is(got.Err, ErrUnavailable) {
+		t.Fatalf("with the server gone: %+v", got)
+	}
+
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("the address cannot be taken again: %v", err)
+	}
+	f := newFake()
+	back := httptest.NewUnstartedServer(NewServer(f, ServerOptions{Heartbeat: 20 * time.Millisecond}))
+	back.Listener.Close()
+	back.Listener = l
+	back.Start()
+	defer back.Close()
+	if got := next(); got.Kind != engine.ChangeResync {
+		t.Fatalf("with the server back: %+v", got)
+	}
+	if _, err := c.Retry(ctx, "JOB_1", engine.RetryOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(); got.Kind != engine.ChangeJob || got.JobID != "JOB_1" {
+		t.Fatalf("after the reconnect: %+v", got)
+	}
+	cancel() // before back.Close, which waits for the stream to end
+	for range ch {
 	}
 }
 

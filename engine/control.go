@@ -391,6 +391,12 @@ const (
 	ChangeOperation ChangeKind = "operation"
 	// ChangeResync tells a slow consumer that changes were dropped: reload.
 	ChangeResync ChangeKind = "resync"
+	// ChangeLost tells that the stream of changes broke and could not be
+	// reopened at once (Err says why): nothing is heard until a
+	// ChangeResync says it is back. A Control that reconnects by itself
+	// (the HTTP client) sends it, so that its consumer learns of the
+	// outage when it begins; it is never sent over the wire.
+	ChangeLost ChangeKind = "lost"
 )
 
 // Change is one coalesced notification from Subscribe.
@@ -400,6 +406,8 @@ type Change struct {
 	Queue     string     `json:"queue,omitempty"`
 	State     State      `json:"state,omitempty"`
 	Operation string     `json:"operation_id,omitempty"`
+	// Err is why the stream was lost (ChangeLost only).
+	Err error `json:"-"`
 }
 
 type actorKey struct{}

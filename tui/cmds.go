@@ -421,6 +421,9 @@ type subscribedMsg struct {
 }
 
 type changesMsg struct {
+	// ch is the subscription the changes came from: those of one the
+	// console has since dropped are stale.
+	ch      <-chan engine.Change
 	changes []engine.Change
 	closed  bool
 }
@@ -442,7 +445,7 @@ func waitChanges(ctx context.Context, ch <-chan engine.Change) tea.Cmd {
 		select {
 		case c, ok := <-ch:
 			if !ok {
-				return changesMsg{closed: true}
+				return changesMsg{ch: ch, closed: true}
 			}
 			out = append(out, c)
 		case <-ctx.Done():
@@ -452,14 +455,14 @@ func waitChanges(ctx context.Context, ch <-chan engine.Change) tea.Cmd {
 			select {
 			case c, ok := <-ch:
 				if !ok {
-					return changesMsg{changes: out, closed: true}
+					return changesMsg{ch: ch, changes: out, closed: true}
 				}
 				out = append(out, c)
 			default:
-				return changesMsg{changes: out}
+				return changesMsg{ch: ch, changes: out}
 			}
 		}
-		return changesMsg{changes: out}
+		return changesMsg{ch: ch, changes: out}
 	}
 }
 

@@ -13,6 +13,7 @@ package tui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -593,8 +594,38 @@ func (m *Model) retry(what retryWhat) tea.Cmd {
 }
 
 // changes coalesces live changes into one refresh after a short delay.
+// A stream that says it is lost (a client that reconnects by itself
+// could not at once: the server is away) is a failing load from then on,
+// as a stream that ends is: the header says unreachable at once, not at
+// the next probe, and the resync that says it is back clears it.
 func (m *Model) changes(msg changesMsg) tea.Cmd {
+	if msg.ch != m.sub {
+		return nil // from a subscription given up
+	}
 	var cmds []tea.Cmd
+	reload := false
+	for _, c := range msg.changes {
+		switch c.Kind {
+		case engine.ChangeLost:
+			err := c.Err
+			if err == nil {
+				err = errors.New("stream lost")
+			}
+			cmds = append(cmds, m.failed(retrySubscribe, "live updates", err))
+			continue // nothing to reload from a server that is away
+		case engine.ChangeResync:
+			if _, failing := m.failures[retrySubscribe]; failing {
+				cmds = append(cmds, m.succeeded(retrySubscribe))
+			}
+			// Changes were missed: the open sheet's job among them, maybe.
+			m.sheet.stale = m.sheet.open && m.sheet.id != ""
+		case engine.ChangeJob:
+			if m.sheet.open && c.JobID != "" && c.JobID == m.sheet.id {
+				m.sheet.stale = true
+			}
+		}
+		reload = true
+	}
 	if msg.closed {
 		m.sub = nil
 		if m.ctx.Err() == nil && !m.opts.NoSubscribe {
@@ -603,14 +634,9 @@ func (m *Model) changes(msg changesMsg) tea.Cmd {
 	} else {
 		cmds = append(cmds, waitChanges(m.ctx, m.sub))
 	}
-	if len(msg.changes) > 0 && !m.refreshArmed {
+	if reload && !m.refreshArmed {
 		m.refreshArmed = true
 		cmds = append(cmds, tea.Tick(m.opts.RefreshDelay, func(time.Time) tea.Msg { return refreshTickMsg{} }))
-	}
-	for _, c := range msg.changes {
-		if c.Kind == engine.ChangeJob && m.sheet.open && c.JobID != "" && c.JobID == m.sheet.id {
-			m.sheet.stale = true
-		}
 	}
 	return tea.Batch(cmds...)
 }
