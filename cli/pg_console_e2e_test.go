@@ -84,8 +84,9 @@ func pgMarkTwoAndBulkRetry(t *testing.T, bin string, bouncer bool) {
 		t.Fatal("the dry run matched nothing")
 	}
 	c.send("y")
-	done := c.waitFor(`bulk retry completed: (\d+) matched, (\d+) retried, (\d+) failed`, 30*time.Second)
-	c.send("Escape") // the dialog stays on the result until closed
+	c.waitFor(`Bulk retry — completed`, 30*time.Second)
+	c.send("Escape") // the dialog stays on the result until closed; its toast waits for it
+	done := c.waitFor(`bulk retry completed: (\d+) matched, (\d+) retried, (\d+) failed`, 15*time.Second)
 	c.quit()
 	bulkRetried, _ := strconv.Atoi(done[2])
 	if bulkRetried == 0 {

@@ -238,8 +238,9 @@ func TestConsoleBulkRetry(t *testing.T) {
 		t.Fatal("the dry run matched nothing")
 	}
 	c.send("y")
-	done := c.waitFor(`bulk retry completed: (\d+) matched, (\d+) retried, (\d+) failed`, 30*time.Second)
-	c.send("Escape") // the dialog stays on the result until closed
+	c.waitFor(`Bulk retry — completed`, 30*time.Second)
+	c.send("Escape") // the dialog stays on the result until closed; its toast waits for it
+	done := c.waitFor(`bulk retry completed: (\d+) matched, (\d+) retried, (\d+) failed`, 15*time.Second)
 	c.quit()
 	retried, _ := strconv.Atoi(done[2])
 	got := retriedJobs(t, c.db)
@@ -367,8 +368,9 @@ func TestConsoleAttachedOverHTTP(t *testing.T) {
 		t.Fatalf("the dry run matched %s jobs, want the 8 billing ones", m[1])
 	}
 	c.send("y")
-	c.waitFor(`bulk retry completed: 8 matched, 8 retried, 0 failed`, 30*time.Second)
-	c.send("Escape") // the dialog stays on the result until closed
+	c.waitFor(`Bulk retry — completed`, 30*time.Second)
+	c.send("Escape") // the dialog stays on the result until closed; its toast waits for it
+	c.waitFor(`bulk retry completed: 8 matched, 8 retried, 0 failed`, 15*time.Second)
 	c.quit()
 	got := retriedJobs(t, db)
 	if len(got) != 8 {

@@ -54,6 +54,8 @@ func TestBulkDialogRunsItsPreview(t *testing.T) {
 	s.keys("y")
 	s.waitFor("Bulk retry — pending", "0 / 4 processed")
 	f.startEngine(t)
+	s.waitFor("Bulk retry — completed", "4 / 4 processed")
+	s.keys("<esc>")
 	s.waitFor("bulk retry completed: 4 matched, 4 retried, 0 failed")
 	for _, id := range []string{"inv-0002", "inv-0003", "inv-0004", "inv-0005"} {
 		if !slices.Contains(f.events(t, id), engine.EventRetried) {

@@ -619,7 +619,10 @@ func checkJSONObject(b []byte) error {
 
 // Timers.
 
-type toastExpireMsg struct{ id int }
+type toastExpireMsg struct {
+	id  int
+	gen uint64
+}
 
 type retryMsg struct{ what retryWhat }
 

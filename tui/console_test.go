@@ -118,9 +118,11 @@ func TestBulkRetry(t *testing.T) {
 	s.keys("y")
 	s.goldenAs("progress", s.waitFor("Bulk retry — pending", "0 / 5 processed", "c cancel operation"))
 	f.startEngine(t)
-	s.waitFor("bulk retry completed: 5 matched, 5 retried, 0 failed", "Bulk retry — completed")
-	// The dialog stays on the result until it is closed.
+	s.waitFor("Bulk retry — completed", "5 / 5 processed")
+	// The dialog stays on the result until it is closed; the toast that
+	// says it too waits for it.
 	s.keys("<esc>")
+	s.waitFor("bulk retry completed: 5 matched, 5 retried, 0 failed")
 	s.waitGone("Bulk retry — completed")
 	for _, id := range []string{"inv-0001", "inv-0002", "inv-0003", "inv-0004", "inv-0005"} {
 		if !slices.Contains(f.events(t, id), engine.EventRetried) {
@@ -148,6 +150,8 @@ func TestBulkCancel(t *testing.T) {
 	s.keys("y")
 	s.waitFor("Bulk retry — pending")
 	s.keys("c")
+	s.waitFor("Bulk retry — cancelled")
+	s.keys("<esc>")
 	s.waitFor("bulk retry cancelled: 7 matched, 0 retried, 0 failed")
 	if slices.Contains(f.events(t, "inv-0001"), engine.EventRetried) {
 		t.Fatal("a cancelled operation retried a job")

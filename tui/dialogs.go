@@ -287,7 +287,12 @@ func (m *Model) bulkMsg(msg tea.Msg) tea.Cmd {
 			}
 			return m.toastErr("cancel operation: " + Sanitize(msg.err.Error()))
 		}
-		cmds := []tea.Cmd{m.toast("operation cancelling after its current batch")}
+		var cmds []tea.Cmd
+		if b == nil || !b.visible {
+			// The dialog, when open, says "cancelling…" itself; a toast
+			// would wait for it to close and say so after the end.
+			cmds = append(cmds, m.toast("operation cancelling after its current batch"))
+		}
 		if m.screen == scrOperations {
 			cmds = append(cmds, m.loadScreen(scrOperations))
 		}

@@ -155,6 +155,7 @@ type Model struct {
 	helpScroll int
 	toasts     []toast
 	toastID    int
+	toastGen   uint64
 
 	banner   string
 	failures map[retryWhat]int
@@ -315,6 +316,14 @@ func (m *Model) Init() tea.Cmd {
 // Update handles one message. It never does IO: loads and actions are
 // returned as commands.
 func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	cmd := m.update(msg)
+	if t := m.syncToasts(); t != nil {
+		cmd = tea.Batch(cmd, t)
+	}
+	return m, cmd
+}
+
+func (m *Model) update(msg tea.Msg) tea.Cmd {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		if msg.Width != m.width {
@@ -324,32 +333,32 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.width, m.height = msg.Width, msg.Height
 		m.sizeEditor()
 		m.jobs.keepCursorVisible(m.listHeight())
-		return m, m.maybeLoadMore()
+		return m.maybeLoadMore()
 	case tea.BackgroundColorMsg:
 		if !m.themeExplicit && !themes.NoColor(m.getenv) {
 			m.setTheme(themes.Resolve("", msg.IsDark(), m.getenv))
 		}
-		return m, nil
+		return nil
 	case tea.ColorProfileMsg:
 		m.profile = msg.Profile
 		m.setTheme(m.theme)
-		return m, nil
+		return nil
 	case tea.KeyPressMsg:
-		return m, m.handleKey(msg)
+		return m.handleKey(msg)
 	case tea.MouseMsg:
-		return m, m.handleMouse(msg)
+		return m.handleMouse(msg)
 	case tea.PasteMsg:
 		if m.editor != nil {
 			var cmd tea.Cmd
 			m.editor.ta, cmd = m.editor.ta.Update(msg)
-			return m, cmd
+			return cmd
 		}
 		if m.input != nil {
-			return m, m.input.update(msg)
+			return m.input.update(msg)
 		}
-		return m, nil
+		return nil
 	}
-	return m, m.handleMsg(msg)
+	return m.handleMsg(msg)
 }
 
 // setTheme draws with t from now on, adapted to the terminal's colours.
@@ -475,7 +484,7 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 		}
 		return nil
 	case toastExpireMsg:
-		m.toasts = slices.DeleteFunc(m.toasts, func(t toast) bool { return t.id == msg.id })
+		m.toastExpired(msg)
 		return nil
 	case retryMsg:
 		return m.retry(msg.what)
@@ -707,12 +716,24 @@ func (m *Model) opsTick() tea.Cmd {
 	return tea.Tick(time.Second, func(time.Time) tea.Msg { return opsTickMsg{seq: seq} })
 }
 
-// Toasts: short results with a time to live.
+// Toasts: short results with a time to live, in the bottom right corner.
+// They give way to a dialog (a confirmation, the bulk dialog, the
+// built-in editor): while one is open no toast is drawn, so none can
+// cover its count or its keys (at 60×12 one covered the confirm key).
+// Their time stops meanwhile: a toast that comes under a dialog waits
+// for it to close, and one it covered shows for the rest of its time
+// after, so each is read all the same.
 
 type toast struct {
 	id   int
 	text string
 	err  bool
+	// left is how long it is still to be shown; since, when its current
+	// showing began (zero while a dialog hides it); gen tags the tick
+	// that ends that showing, so the tick of an earlier one is dropped.
+	left  time.Duration
+	since time.Time
+	gen   uint64
 }
 
 func (m *Model) toast(text string) tea.Cmd { return m.addToast(text, false, 4*time.Second) }
@@ -721,15 +742,48 @@ func (m *Model) toastErr(text string) tea.Cmd { return m.addToast(text, true, 8*
 
 func (m *Model) addToast(text string, isErr bool, ttl time.Duration) tea.Cmd {
 	m.toastID++
-	id := m.toastID
-	m.toasts = append(m.toasts, toast{id: id, text: text, err: isErr})
+	m.toasts = append(m.toasts, toast{id: m.toastID, text: text, err: isErr, left: ttl})
 	if len(m.toasts) > 3 {
 		m.toasts = m.toasts[len(m.toasts)-3:]
 	}
 	if isErr {
 		m.log.Info("console error shown", "text", text)
 	}
-	return tea.Tick(ttl, func(time.Time) tea.Msg { return toastExpireMsg{id: id} })
+	return m.syncToasts()
+}
+
+// dialogOpen reports whether a dialog is on screen: toasts give way to it.
+func (m *Model) dialogOpen() bool {
+	return m.dialog != nil || (m.bulk != nil && m.bulk.visible) || m.editor != nil
+}
+
+// syncToasts stops the time of the toasts while a dialog is open, and
+// starts it again once none is: what was left of it, at least a second.
+func (m *Model) syncToasts() tea.Cmd {
+	open := m.dialogOpen()
+	now := m.now()
+	var cmds []tea.Cmd
+	for i := range m.toasts {
+		t := &m.toasts[i]
+		switch {
+		case open && !t.since.IsZero():
+			t.left -= now.Sub(t.since)
+			t.since = time.Time{}
+		case !open && t.since.IsZero():
+			m.toastGen++
+			t.since, t.gen = now, m.toastGen
+			id, gen := t.id, t.gen
+			cmds = append(cmds, tea.Tick(max(t.left, time.Second), func(time.Time) tea.Msg { return toastExpireMsg{id: id, gen: gen} }))
+		}
+	}
+	return tea.Batch(cmds...)
+}
+
+// toastExpired takes a toast whose showing ended off the screen.
+func (m *Model) toastExpired(msg toastExpireMsg) {
+	m.toasts = slices.DeleteFunc(m.toasts, func(t toast) bool {
+		return t.id == msg.id && t.gen == msg.gen && !t.since.IsZero()
+	})
 }
 
 // quit ends the program and its background calls.

@@ -145,7 +145,8 @@ func (m *Model) body(w, h int) []string {
 	return out
 }
 
-// overlays draws the dialog and the toasts over the body.
+// overlays draws the dialog, or the toasts, over the body: toasts wait
+// while a dialog is open (syncToasts).
 func (m *Model) overlays(body []string, w, h int) []string {
 	if m.editor != nil {
 		box := m.editorBox()
@@ -163,7 +164,7 @@ func (m *Model) overlays(body []string, w, h int) []string {
 		y := max((h-len(box))/2, 0)
 		body = overlay(body, box, (w-bw)/2, y, w)
 	}
-	if len(m.toasts) > 0 {
+	if len(m.toasts) > 0 && !m.dialogOpen() {
 		tw := min(max(w/2, 40), w-2)
 		var lines []string
 		for _, t := range m.toasts {
