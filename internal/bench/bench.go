@@ -271,7 +271,7 @@ func benchInsert(ctx context.Context, e *engine.Engine, o *benchOptions) ([]stri
 		func(i int) engine.EnqueueParams {
 			if o.payload == "order" {
 				return engine.EnqueueParams{Queue: o.queue, Kind: benchKind,
-					Payload: fmt.Appendf(nil, `{"order_id":%d,"customer":"c%d","amount_cents":%d,"currency":"EUR"}`, i, i%1000, 100+i%9900),
+					Payload:  fmt.Appendf(nil, `{"order_id":%d,"customer":"c%d","amount_cents":%d,"currency":"EUR"}`, i, i%1000, 100+i%9900),
 					Metadata: fmt.Appendf(nil, `{"tenant":"t%d"}`, i%50)}
 			}
 			return engine.EnqueueParams{Queue: o.queue, Kind: benchKind, Payload: []byte(`{}`)}
