@@ -237,6 +237,22 @@ func TestClientTimeout(t *testing.T) {
 	}
 }
 
+// nextChange is the next change of a subscription, failing t when the
+// stream closes or nothing comes within wait.
+func nextChange(t *testing.T, ch <-chan engine.Change, wait time.Duration) engine.Change {
+	t.Helper()
+	select {
+	case c, ok := <-ch:
+		if !ok {
+			t.Fatal("stream closed")
+		}
+		return c
+	case <-time.After(wait):
+		t.Fatal("no change")
+	}
+	return engine.Change{}
+}
+
 func TestClientSubscribe(t *testing.T) {
 	t.Parallel()
 	f, hs, c := clientSetup(t, ServerOptions{Heartbeat: 20 * time.Millisecond}, "")
@@ -246,19 +262,7 @@ func TestClientSubscribe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	next := func() engine.Change {
-		t.Helper()
-		select {
-		case ch, ok := <-ch:
-			if !ok {
-				t.Fatal("stream closed")
-			}
-			return ch
-		case <-time.After(5 * time.Second):
-			t.Fatal("no change")
-		}
-		return engine.Change{}
-	}
+	next := func() engine.Change { t.Helper(); return nextChange(t, ch, 5*time.Second) }
 	if _, err := c.Retry(ctx, "JOB_1", engine.RetryOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -317,19 +321,7 @@ func TestClientSubscribeSaysWhenLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	next := func() engine.Change {
-		t.Helper()
-		select {
-		case ch, ok := <-ch:
-			if !ok {
-				t.Fatal("stream closed")
-			}
-			return ch
-		case <-time.After(10 * time.Second):
-			t.Fatal("no change")
-		}
-		return engine.Change{}
-	}
+	next := func() engine.Change { t.Helper(); return nextChange(t, ch, 10*time.Second) }
 	// The server dies: no more connections, and the open stream cut.
 	hs.Listener.Close()
 	hs.CloseClientConnections()
