@@ -441,11 +441,19 @@ type pline struct {
 
 // fitPrio fits lines into h rows: lines of the highest priority go
 // first, the last of them first, and one line says how many went where
-// the first of them was.
+// the first of them was. That line takes a row too: once any go, the
+// lines left fit h-1 rows.
 func fitPrio(lines []pline, h int) []string {
+	if len(lines) <= h {
+		out := make([]string, len(lines))
+		for i, l := range lines {
+			out[i] = l.s
+		}
+		return out
+	}
 	drop := map[int]bool{}
 	left := len(lines)
-	for prio := keepSample; prio > keepAlways && left > h; prio-- {
+	for prio := keepSample; prio > keepAlways && left+1 > h; prio-- {
 		for i := len(lines) - 1; i >= 0 && left+1 > h; i-- {
 			if lines[i].prio != prio || drop[i] {
 				continue
@@ -455,6 +463,29 @@ func fitPrio(lines []pline, h int) []string {
 					drop[k] = true
 					left--
 				}
+			}
+		}
+	}
+	// A group that went whole may have freed more rows than were
+	// needed: the lines that went before it, most important first, come
+	// back where they still fit.
+	for prio := keepNotes; prio < keepSample; prio++ {
+		for i := range lines {
+			if lines[i].prio != prio || !drop[i] {
+				continue
+			}
+			var back []int
+			for k := range lines {
+				if k == i || (lines[i].group != 0 && lines[k].group == lines[i].group) {
+					back = append(back, k)
+				}
+			}
+			if left+len(back)+1 > h {
+				continue
+			}
+			for _, k := range back {
+				delete(drop, k)
+				left++
 			}
 		}
 	}

@@ -106,6 +106,7 @@ func TestToastsWaitForDialogs(t *testing.T) {
 			if strings.Contains(screen, "1 retried") {
 				t.Fatalf("a toast is drawn over the bulk preview:\n%s", screen)
 			}
+			dialogWhole(t, screen, h)
 			s.goldenAs("bulk", screen)
 			s.keys("<esc>")
 			s.waitFor("1 retried", "bulk cancelled — nothing changed")
