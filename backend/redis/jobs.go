@@ -283,23 +283,17 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 	res := &engine.JobClaimResult{Now: ttime(now)}
 	// Claimed jobs come packed; a claim that returns early (a paused
 	// queue) sends a plain empty array.
-	jobs, _ := r[1].([]any)
+	var jobs []*engine.Job
 	if packed, ok := r[1].(string); ok {
-		jv, err := unpackStrings(packed)
-		if err != nil {
+		if jobs, err = unpackJobs(packed, true); err != nil {
 			return nil, fmt.Errorf("redis: claim %s: %w", p.Queue, err)
 		}
-		jobs, _ = jv.([]any)
 	}
 	dead, _ := r[2].([]any)
 	// The script sends each job as it read it; its writes are these, the
 	// same for every job (see luaClaim).
 	exp := ttime(tadd(now, lease))
-	for _, x := range jobs {
-		j, err := jobReply(x, true)
-		if err != nil {
-			return nil, err
-		}
+	for _, j := range jobs {
 		j.State = engine.StateRunning
 		j.Fence++
 		j.Version++
