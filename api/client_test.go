@@ -375,3 +375,62 @@ func TestSSEReader(t *testing.T) {
 		}
 	}
 }
+
+// TestEventsLeaveLostOut: the engine's Subscribe says ChangeLost when its
+// poll of the store fails; that word is for a consumer in its process and
+// is not a kind of the wire (openapi: job, operation, resync), so the
+// server's event stream leaves it out. The resync that says the store is
+// back goes out as ever.
+func TestEventsLeaveLostOut(t *testing.T) {
+	t.Parallel()
+	f, hs, _ := clientSetup(t, ServerOptions{Heartbeat: time.Hour}, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", hs.URL+Prefix+"/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	waitSubs := func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			f.mu.Lock()
+			n := len(f.subs)
+			f.mu.Unlock()
+			if n == 1 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d subscriptions", n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitSubs()
+	f.mu.Lock()
+	f.publish(engine.Change{Kind: engine.ChangeLost, Err: errors.New("sqlite: job counts: disk I/O error")})
+	f.publish(engine.Change{Kind: engine.ChangeResync})
+	f.mu.Unlock()
+	rd := newSSEReader(resp.Body)
+	for {
+		ev, err := rd.next()
+		if err != nil {
+			t.Fatalf("the stream ended before the resync: %v", err)
+		}
+		if ev.name != sseEventChange {
+			continue
+		}
+		var c engine.Change
+		if err := json.Unmarshal([]byte(ev.data), &c); err != nil {
+			t.Fatal(err)
+		}
+		if c.Kind != engine.ChangeResync {
+			t.Fatalf("first change on the wire: %s (%s), want resync", c.Kind, ev.data)
+		}
+		return
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/sluicehq/sluice/engine"
 )
 
 // The event stream: GET /events answers text/event-stream, one event per
@@ -48,6 +50,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, _ *caller) error
 		case c, open := <-ch:
 			if !open {
 				return nil
+			}
+			if c.Kind == engine.ChangeLost {
+				// The engine's word that its store is away: not a kind of
+				// the wire. A console attached here finds the store away
+				// with its probe; the resync that follows goes out.
+				continue
 			}
 			data, err := json.Marshal(c)
 			if err != nil {

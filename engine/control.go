@@ -392,10 +392,12 @@ const (
 	// ChangeResync tells a slow consumer that changes were dropped: reload.
 	ChangeResync ChangeKind = "resync"
 	// ChangeLost tells that the stream of changes broke and could not be
-	// reopened at once (Err says why): nothing is heard until a
-	// ChangeResync says it is back. A Control that reconnects by itself
-	// (the HTTP client) sends it, so that its consumer learns of the
-	// outage when it begins; it is never sent over the wire.
+	// reopened at once, or that the store behind it is away (Err says
+	// why): nothing is heard until a ChangeResync says it is back. A
+	// Control that reconnects by itself (the HTTP client) sends it, and
+	// so does the Engine when its poll of the store fails, so that the
+	// consumer learns of the outage when it begins; it is never sent over
+	// the wire (the API server leaves it out of its event stream).
 	ChangeLost ChangeKind = "lost"
 )
 

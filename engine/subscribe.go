@@ -80,6 +80,12 @@ func (e *Engine) publish(c Change) {
 // through a cheap poll of the maintained counters, as on every store. The
 // channel closes when ctx ends. A consumer that falls behind gets
 // ChangeResync.
+//
+// A poll that fails (the store is away) sends ChangeLost with the error,
+// once for the outage however many polls fail after it, so a console in
+// this process learns of the outage within a poll, as one attached over
+// HTTP does when its stream drops; the first poll that works again sends
+// ChangeResync, since other processes' changes were not heard meanwhile.
 func (e *Engine) Subscribe(ctx context.Context) (<-chan Change, error) {
 	s := &subscriber{ch: make(chan Change, subscriberBuffer)}
 	e.bus.add(s)
@@ -94,6 +100,17 @@ func (e *Engine) Subscribe(ctx context.Context) (<-chan Change, error) {
 		poll := time.NewTicker(time.Second)
 		defer poll.Stop()
 		var last map[string]map[State]int64
+		// lost: the consumer was told the store is away (ChangeLost) and
+		// has not been told it is back.
+		lost := false
+		deliver := func(c Change) bool {
+			select {
+			case out <- c:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
 		for {
 			select {
 			case <-ctx.Done():
@@ -113,6 +130,23 @@ func (e *Engine) Subscribe(ctx context.Context) (<-chan Change, error) {
 			case <-poll.C:
 				now, err := e.store.JobCountByQueue(ctx, &JobCountByQueueParams{})
 				if err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					if !lost {
+						lost = true
+						if !deliver(Change{Kind: ChangeLost, Err: err}) {
+							return
+						}
+					}
+					continue
+				}
+				if lost {
+					lost = false
+					last = now
+					if !deliver(Change{Kind: ChangeResync}) {
+						return
+					}
 					continue
 				}
 				if last != nil && !countsEqual(last, now) {
