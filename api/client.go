@@ -577,11 +577,18 @@ var errStreamIdle = errors.New("event stream silent")
 // stream is lost (engine.ChangeLost) rather than left to think it live.
 const reopenAtOnce = time.Second
 
+// reopenBackoffMax caps the pause between reconnections of a lost stream:
+// a server that is back is heard again within about a second (the
+// console says live then), while a dead one is asked at most once a
+// second.
+const reopenBackoffMax = time.Second
+
 // Subscribe streams changes over GET /events. It returns once the first
 // connection is up (an error if it cannot be made). After a connection
 // drops it reconnects at once; when that fails it sends ChangeLost with
 // the error, so the consumer knows the server is away from the start,
-// and goes on reconnecting with backoff. Once a connection is up again it
+// and goes on reconnecting with backoff (doubled from RetryBackoff, at
+// most a second). Once a connection is up again it
 // sends ChangeResync, since changes may have been missed in between. The
 // channel closes when ctx ends.
 func (c *Client) Subscribe(ctx context.Context) (<-chan engine.Change, error) {
@@ -610,14 +617,14 @@ func (c *Client) Subscribe(ctx context.Context) (<-chan engine.Change, error) {
 				if ctx.Err() != nil || !send(engine.Change{Kind: engine.ChangeLost, Err: err}) {
 					return
 				}
-				backoff := c.opts.RetryBackoff
+				backoff := min(c.opts.RetryBackoff, reopenBackoffMax)
 				for {
 					select {
 					case <-ctx.Done():
 						return
 					case <-time.After(backoff):
 					}
-					backoff = min(2*backoff, 5*time.Second)
+					backoff = min(2*backoff, reopenBackoffMax)
 					if body, err = c.openStream(ctx, c.opts.Timeout); err == nil {
 						break
 					}

@@ -434,3 +434,70 @@ func TestEventsLeaveLostOut(t *testing.T) {
 		return
 	}
 }
+
+// downGate is a server that can be taken down: while down it counts each
+// request (tries) and drops its connection unanswered, as a server that
+// is not there yet.
+type downGate struct {
+	next  http.Handler
+	down  atomic.Bool
+	tries chan struct{}
+}
+
+func (g *downGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if g.down.Load() {
+		select {
+		case g.tries <- struct{}{}:
+		default:
+		}
+		panic(http.ErrAbortHandler)
+	}
+	g.next.ServeHTTP(w, r)
+}
+
+// TestClientSubscribeBackSoon: after an outage long enough for the
+// stream's reconnection backoff to grow, a server that is back is heard
+// again (resync) within about a second of its return. The backoff
+// doubled up to 5 s, so a console waited up to that long after the
+// server was back to say live: here, after the fifth try that found the
+// server away the next one came 3.2 s later; it is capped at 1 s now.
+func TestClientSubscribeBackSoon(t *testing.T) {
+	t.Parallel()
+	g := &downGate{next: NewServer(newFake(), ServerOptions{Heartbeat: 20 * time.Millisecond}), tries: make(chan struct{}, 64)}
+	hs := httptest.NewServer(g)
+	defer hs.Close()
+	// The default backoff (200 ms, doubled).
+	c := NewClient(hs.URL, "", ClientOptions{Timeout: 5 * time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := c.Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.down.Store(true)
+	hs.CloseClientConnections()
+	if got := nextChange(t, ch, 10*time.Second); got.Kind != engine.ChangeLost {
+		t.Fatalf("with the server away: %+v", got)
+	}
+	// The try at once and four after a pause: the pauses have grown
+	// (200 ms, 400 ms, 800 ms, then 1.6 s before the fix or 1 s).
+	for i := range 5 {
+		select {
+		case <-g.tries:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the client stopped trying after %d tries", i)
+		}
+	}
+	g.down.Store(false)
+	select {
+	case got, ok := <-ch:
+		if !ok || got.Kind != engine.ChangeResync {
+			t.Fatalf("with the server back: %+v (open %v)", got, ok)
+		}
+	case <-time.After(2500 * time.Millisecond):
+		t.Fatal("the server has been back 2.5 s and the stream is not: the reconnection waits out a long backoff")
+	}
+	cancel()
+	for range ch {
+	}
+}
