@@ -3,12 +3,12 @@
 // engine.Control, so it works the same embedded, attached over HTTP and
 // served over SSH.
 //
-// Rules kept throughout (see STYLE.md): no IO in Update — every Control
-// call is a tea.Cmd whose answer carries a sequence number, and stale
-// answers are dropped; the model is never touched by a command; every
-// string from a job is sanitized before it is drawn; styles come from
-// package themes and keys from package keymap; logs go to the Logger the
-// caller gives (a file), never to the terminal.
+// Rules kept throughout: no IO in Update — every Control call is a
+// tea.Cmd whose answer carries a sequence number, and stale answers are
+// dropped; the model is never touched by a command; every string from a
+// job is sanitized before it is drawn; styles come from package themes
+// and keys from package keymap; logs go to the Logger the caller gives (a
+// file), never to the terminal.
 package tui
 
 import (
