@@ -65,12 +65,18 @@ func completeSQL(done, gone bool) string {
 		RETURNING j.id, j.fence, i.lease_id, j.fingerprint, j.queue)`
 		out = append(out, "gone")
 	}
+	// The counter deltas: each half's jobs counted by queue first (one
+	// row a queue, hashed), then spread over the states they leave and
+	// enter. Summing a delta row per job and state instead sorted twice
+	// the batch's rows in every completion.
 	var deltas, fps, rows []string
 	for _, t := range out {
-		deltas = append(deltas, `SELECT queue, 'running' AS st, -1 AS d FROM `+t)
+		moves := `(VALUES ('running', -1))`
 		if t == "done" {
-			deltas = append(deltas, `SELECT queue, 'completed', 1 FROM done`)
+			moves = `(VALUES ('running', -1), ('completed', 1))`
 		}
+		deltas = append(deltas, `SELECT g.queue, m.st, m.k * g.n AS d FROM (SELECT queue, count(*) AS n FROM `+t+
+			` GROUP BY queue) g, `+moves+` AS m(st, k)`)
 		fps = append(fps, `SELECT fingerprint FROM `+t)
 		rows = append(rows, `SELECT id, fence, lease_id FROM `+t)
 	}
