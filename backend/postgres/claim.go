@@ -32,7 +32,9 @@ func pickSQL(cond, limit, bound string) string {
 }
 
 // sqlClaim is the whole claim, one statement (so no BEGIN or COMMIT round
-// trips): it archives the queue's available jobs past their deadline as
+// trips); its rows come in no order (JobClaim sorts them: a sort of the
+// wide rows in the statement was a claim's largest cost after the
+// update itself): it archives the queue's available jobs past their deadline as
 // the plan's PastDeadline says (with their events), takes up to $5 jobs
 // that never crashed, then up to $6 on their first crash when those do
 // not fill the batch, then, when $7 and nothing else was taken, one that
@@ -91,8 +93,7 @@ func claimSQL(bound string) string {
 		ON CONFLICT (queue, state, shard) DO UPDATE SET n = job_counts.n + excluded.n)
 SELECT n.t, r.* FROM n, (
 	SELECT 0 AS tag, grp, ` + jobColumns + ` FROM claimed
-	UNION ALL SELECT 1, 0, ` + jobColumns + ` FROM dead) r
-ORDER BY r.tag, r.grp, r.priority, r.scheduled_at, r.id`
+	UNION ALL SELECT 1, 0, ` + jobColumns + ` FROM dead) r`
 }
 
 // sqlClaim is the claim from the start of the queue's claim index;
@@ -322,6 +323,40 @@ func (s *Store) claimed(key cursorKey, from bool, gen, back uint64, limit int, j
 	s.cursors[key] = c
 }
 
+// sortClaimed puts a claim's jobs in the order the claim took them: by
+// group (groups[i] is jobs[i]'s: never crashed, first crash, the lone
+// suspect; nil: one group), then by the claim index's order (priority,
+// scheduled_at, id; ids compare as bytes, as their "C" collation does).
+func sortClaimed(jobs []*engine.Job, groups []int32) {
+	idx := make([]int, len(jobs))
+	for i := range idx {
+		idx[i] = i
+	}
+	group := func(i int) int32 {
+		if groups == nil {
+			return 0
+		}
+		return groups[i]
+	}
+	sort.Slice(idx, func(a, b int) bool {
+		x, y := jobs[idx[a]], jobs[idx[b]]
+		switch {
+		case group(idx[a]) != group(idx[b]):
+			return group(idx[a]) < group(idx[b])
+		case x.Priority != y.Priority:
+			return x.Priority < y.Priority
+		case !x.ScheduledAt.Equal(y.ScheduledAt):
+			return x.ScheduledAt.Before(y.ScheduledAt)
+		}
+		return x.ID < y.ID
+	})
+	sorted := make([]*engine.Job, len(jobs))
+	for i, k := range idx {
+		sorted[i] = jobs[k]
+	}
+	copy(jobs, sorted)
+}
+
 // JobClaim applies one claim (see sqlClaim).
 func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine.JobClaimResult, error) {
 	lease := p.LeaseDuration
@@ -368,6 +403,7 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 		var now int64
 		var tag, grp int32
 		dest := append([]any{&now, &tag, &grp}, r.dest()...)
+		var groups []int32
 		for rows.Next() {
 			r = jobRow{}
 			if err := rows.Scan(dest...); err != nil {
@@ -380,11 +416,17 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 			res.Now = fromNanos(now)
 			if tag == 0 {
 				res.Jobs = append(res.Jobs, j)
+				groups = append(groups, grp)
 			} else {
 				res.Dead = append(res.Dead, j)
 			}
 		}
-		return rows.Err()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		sortClaimed(res.Jobs, groups)
+		sortClaimed(res.Dead, nil)
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim %s: %w", p.Queue, err)
