@@ -1,9 +1,11 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -32,9 +34,9 @@ func pickSQL(cond, limit, bound string) string {
 }
 
 // sqlClaim is the whole claim, one statement (so no BEGIN or COMMIT round
-// trips); its rows come in no order (JobClaim sorts them: a sort of the
-// wide rows in the statement was a claim's largest cost after the
-// update itself): it archives the queue's available jobs past their deadline as
+// trips); its rows come in no order, and JobClaim puts them in claim order
+// (inClaimOrder) rather than the statement sorting its wide rows again. It
+// archives the queue's available jobs past their deadline as
 // the plan's PastDeadline says (with their events), takes up to $5 jobs
 // that never crashed, then up to $6 on their first crash when those do
 // not fill the batch, then, when $7 and nothing else was taken, one that
@@ -323,38 +325,27 @@ func (s *Store) claimed(key cursorKey, from bool, gen, back uint64, limit int, j
 	s.cursors[key] = c
 }
 
-// sortClaimed puts a claim's jobs in the order the claim took them: by
-// group (groups[i] is jobs[i]'s: never crashed, first crash, the lone
-// suspect; nil: one group), then by the claim index's order (priority,
-// scheduled_at, id; ids compare as bytes, as their "C" collation does).
-func sortClaimed(jobs []*engine.Job, groups []int32) {
-	idx := make([]int, len(jobs))
-	for i := range idx {
-		idx[i] = i
-	}
-	group := func(i int) int32 {
-		if groups == nil {
-			return 0
-		}
-		return groups[i]
-	}
-	sort.Slice(idx, func(a, b int) bool {
-		x, y := jobs[idx[a]], jobs[idx[b]]
-		switch {
-		case group(idx[a]) != group(idx[b]):
-			return group(idx[a]) < group(idx[b])
-		case x.Priority != y.Priority:
-			return x.Priority < y.Priority
-		case !x.ScheduledAt.Equal(y.ScheduledAt):
-			return x.ScheduledAt.Before(y.ScheduledAt)
-		}
-		return x.ID < y.ID
+// claimedJob is a job a claim returned and the group the claim took it
+// in: 0 never crashed, 1 on its first crash, 2 the lone suspect.
+type claimedJob struct {
+	job   *engine.Job
+	group int32
+}
+
+// inClaimOrder returns the jobs in the order the claim took them: by
+// group, then in the claim index's order (priority, scheduled_at, id; ids
+// compare as bytes, as their "C" collation does).
+func inClaimOrder(cs []claimedJob) []*engine.Job {
+	slices.SortFunc(cs, func(a, b claimedJob) int {
+		x, y := a.job, b.job
+		return cmp.Or(cmp.Compare(a.group, b.group), cmp.Compare(x.Priority, y.Priority),
+			x.ScheduledAt.Compare(y.ScheduledAt), strings.Compare(x.ID, y.ID))
 	})
-	sorted := make([]*engine.Job, len(jobs))
-	for i, k := range idx {
-		sorted[i] = jobs[k]
+	jobs := make([]*engine.Job, len(cs))
+	for i, c := range cs {
+		jobs[i] = c.job
 	}
-	copy(jobs, sorted)
+	return jobs
 }
 
 // JobClaim applies one claim (see sqlClaim).
@@ -403,7 +394,7 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 		var now int64
 		var tag, grp int32
 		dest := append([]any{&now, &tag, &grp}, r.dest()...)
-		var groups []int32
+		var claimed, dead []claimedJob
 		for rows.Next() {
 			r = jobRow{}
 			if err := rows.Scan(dest...); err != nil {
@@ -415,17 +406,20 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 			}
 			res.Now = fromNanos(now)
 			if tag == 0 {
-				res.Jobs = append(res.Jobs, j)
-				groups = append(groups, grp)
+				claimed = append(claimed, claimedJob{j, grp})
 			} else {
-				res.Dead = append(res.Dead, j)
+				dead = append(dead, claimedJob{job: j})
 			}
 		}
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		sortClaimed(res.Jobs, groups)
-		sortClaimed(res.Dead, nil)
+		if len(claimed) > 0 {
+			res.Jobs = inClaimOrder(claimed)
+		}
+		if len(dead) > 0 {
+			res.Dead = inClaimOrder(dead)
+		}
 		return nil
 	})
 	if err != nil {
