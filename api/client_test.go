@@ -274,19 +274,7 @@ func TestClientSubscribe(t *testing.T) {
 	if got := next(); got.Kind != engine.ChangeResync {
 		t.Fatalf("after a drop: %+v", got)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		f.mu.Lock()
-		n := len(f.subs)
-		f.mu.Unlock()
-		if n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d subscriptions after the reconnect", n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	f.waitSubscriptions(t, 1)
 	if _, err := c.Retry(ctx, "JOB_2", engine.RetryOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -395,22 +383,7 @@ func TestEventsLeaveLostOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	waitSubs := func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			f.mu.Lock()
-			n := len(f.subs)
-			f.mu.Unlock()
-			if n == 1 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d subscriptions", n)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	waitSubs()
+	f.waitSubscriptions(t, 1)
 	f.mu.Lock()
 	f.publish(engine.Change{Kind: engine.ChangeLost, Err: errors.New("sqlite: job counts: disk I/O error")})
 	f.publish(engine.Change{Kind: engine.ChangeResync})

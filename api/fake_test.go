@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
@@ -525,6 +526,25 @@ func (f *fakeCtl) ReleaseFingerprint(ctx context.Context, fp string) (int, error
 		}
 	}
 	return n, nil
+}
+
+// waitSubscriptions waits until the fake has n subscriptions open, and
+// fails t when that has not happened within 5 s.
+func (f *fakeCtl) waitSubscriptions(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		f.mu.Lock()
+		have := len(f.subs)
+		f.mu.Unlock()
+		if have == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d subscriptions open, want %d", have, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func (f *fakeCtl) Subscribe(ctx context.Context) (<-chan engine.Change, error) {

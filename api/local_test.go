@@ -108,17 +108,5 @@ func TestLocalClientStreams(t *testing.T) {
 		}
 	}
 	cancel()
-	for {
-		f.mu.Lock()
-		n := len(f.subs)
-		f.mu.Unlock()
-		if n == 0 {
-			return
-		}
-		select {
-		case <-time.After(10 * time.Millisecond):
-		case <-deadline:
-			t.Fatalf("%d subscriptions left after the subscriber went", n)
-		}
-	}
+	f.waitSubscriptions(t, 0)
 }
