@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/sluicehq/sluice/engine"
 )
@@ -54,7 +55,9 @@ func prefixAll(alias, cols string) string {
 	return b.String()
 }
 
-// jobRow holds the scan destinations of one job row.
+// jobRow holds the scan destinations of one job row. Its nullable columns
+// are pgtype values, not pointers: a pointer destination costs an
+// allocation for each value that is not NULL, and a claimed job has four.
 type jobRow struct {
 	id, queue, kind                string
 	payload, metadata              []byte
@@ -66,15 +69,15 @@ type jobRow struct {
 	fingerprint                    string
 	fence                          int64
 	scheduledAt                    int64
-	deadline                       *int64
+	deadline                       pgtype.Int8
 	timeout, createdAt             int64
-	attemptedAt                    *int64
+	attemptedAt                    pgtype.Int8
 	attemptedBy                    string
 	stateChangedAt                 int64
-	finalizedAt                    *int64
+	finalizedAt                    pgtype.Int8
 	reason                         string
-	leaseID, leaseWorker           *string
-	leaseExpires                   *int64
+	leaseID, leaseWorker           pgtype.Text
+	leaseExpires                   pgtype.Int8
 	errors                         []byte
 	version                        int64
 	checkpoint                     []byte
@@ -119,13 +122,13 @@ func (r *jobRow) job() (*engine.Job, error) {
 		Fingerprint:    r.fingerprint,
 		Fence:          r.fence,
 		ScheduledAt:    fromNanos(r.scheduledAt),
-		Deadline:       timePtr(r.deadline),
+		Deadline:       timeOf(r.deadline),
 		Timeout:        time.Duration(r.timeout),
 		CreatedAt:      fromNanos(r.createdAt),
-		AttemptedAt:    timePtr(r.attemptedAt),
+		AttemptedAt:    timeOf(r.attemptedAt),
 		AttemptedBy:    r.attemptedBy,
 		StateChangedAt: fromNanos(r.stateChangedAt),
-		FinalizedAt:    timePtr(r.finalizedAt),
+		FinalizedAt:    timeOf(r.finalizedAt),
 		TerminalReason: engine.TerminalReason(r.reason),
 		Version:        r.version,
 		Checkpoint:     compact(r.checkpoint),
@@ -144,16 +147,22 @@ func (r *jobRow) job() (*engine.Job, error) {
 			j.Errors = nil
 		}
 	}
-	if r.leaseID != nil {
-		j.Lease = &engine.Lease{ID: *r.leaseID, Fence: j.Fence}
-		if r.leaseWorker != nil {
-			j.Lease.WorkerID = *r.leaseWorker
-		}
-		if r.leaseExpires != nil {
-			j.Lease.ExpiresAt = fromNanos(*r.leaseExpires)
+	if r.leaseID.Valid {
+		j.Lease = &engine.Lease{ID: r.leaseID.String, WorkerID: r.leaseWorker.String, Fence: j.Fence}
+		if r.leaseExpires.Valid {
+			j.Lease.ExpiresAt = fromNanos(r.leaseExpires.Int64)
 		}
 	}
 	return j, nil
+}
+
+// timeOf is a nullable time column as the job has it.
+func timeOf(n pgtype.Int8) *time.Time {
+	if !n.Valid {
+		return nil
+	}
+	t := fromNanos(n.Int64)
+	return &t
 }
 
 // scanJob reads one row of jobColumns (plus extra trailing columns).
