@@ -245,6 +245,35 @@ type bulkPreviewMsg struct {
 	seq uint64
 	res *engine.BulkResult
 	err error
+	// at is when the answer came (console clock); base is the live count
+	// of the selector read just after the dry run (baseOK: read).
+	at     time.Time
+	base   int64
+	baseOK bool
+}
+
+// dryRunCmd runs b's dry run under b's tag and, when the counters count
+// its selector, reads them right after: the base the live counts are
+// compared with while the preview is open. Read after, never before, so
+// a job that died in between is at worst left out of "more since", never
+// said to be left out of the run when the count took it.
+func (m *Model) dryRunCmd(b *bulkDialog) tea.Cmd {
+	ctl, ctx, now := m.ctl, m.ctx, m.now
+	p := engine.BulkParams{Action: b.action, Selector: b.selector, DryRun: true}
+	seq, live := b.seq, b.live
+	return func() tea.Msg {
+		c, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		res, err := ctl.Bulk(c, p)
+		msg := bulkPreviewMsg{seq: seq, res: res, err: err, at: now()}
+		if err != nil || !live.ok {
+			return msg
+		}
+		if counts, err := ctl.Counts(c, live.queue); err == nil {
+			msg.base, msg.baseOK = live.of(counts)
+		}
+		return msg
+	}
 }
 
 type bulkStartedMsg struct {
@@ -253,15 +282,13 @@ type bulkStartedMsg struct {
 	err error
 }
 
+// bulkCmd starts a bulk run (a dry run is dryRunCmd's).
 func (m *Model) bulkCmd(p engine.BulkParams, seq uint64) tea.Cmd {
 	ctl, ctx := m.ctl, m.ctx
 	return func() tea.Msg {
 		c, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
 		res, err := ctl.Bulk(c, p)
-		if p.DryRun {
-			return bulkPreviewMsg{seq: seq, res: res, err: err}
-		}
 		return bulkStartedMsg{seq: seq, res: res, err: err}
 	}
 }

@@ -122,6 +122,73 @@ type bulkDialog struct {
 	firstProcessed int64
 	rate           float64
 	cancelling     bool
+
+	// asOf is when the preview counted (its plan's cutoff, store clock;
+	// the answer's arrival when it has no plan): the count is a snapshot,
+	// and the list behind the dialog keeps moving.
+	asOf time.Time
+	// live is how the console's live counts (the state tabs) count what
+	// the selector matches, when they can; base is that count read just
+	// after the dry run (baseOK: it was read). The tabs' rise since is
+	// how many more match now that the run leaves out. A count compared
+	// with itself, not with the preview's: the counters also hold jobs a
+	// bulk selector leaves out (superseded ones).
+	live   liveKey
+	base   int64
+	baseOK bool
+}
+
+// liveKey names the live count that counts a selector: one state, in one
+// queue or all (ok false: the counters cannot count the selector, which
+// names more than a state and a queue).
+type liveKey struct {
+	ok    bool
+	state engine.State
+	queue string
+}
+
+// liveKeyOf is the live count of sel, when the maintained counters (what
+// the state tabs show) count exactly it.
+func liveKeyOf(sel engine.Filter) liveKey {
+	if len(sel.States) != 1 || !countsServe(sel) {
+		return liveKey{}
+	}
+	k := liveKey{ok: true, state: sel.States[0]}
+	if len(sel.Queues) == 1 {
+		k.queue = sel.Queues[0]
+	}
+	return k
+}
+
+// of reads the key's count from counters.
+func (k liveKey) of(c *engine.Counts) (int64, bool) {
+	if !k.ok || c == nil {
+		return 0, false
+	}
+	if k.queue != "" {
+		return c.Queues[k.queue][k.state], true
+	}
+	return c.Total[k.state], true
+}
+
+// moreSince is how many more jobs the live counts hold for the selector
+// than they did at the dry run (ok false: the console cannot know).
+func (m *Model) moreSince(b *bulkDialog) (int64, bool) {
+	if !b.baseOK {
+		return 0, false
+	}
+	now, ok := b.live.of(m.counts)
+	if !ok {
+		return 0, false
+	}
+	return now - b.base, true
+}
+
+// bulkAgeTickMsg redraws the preview's age each second while it is open.
+type bulkAgeTickMsg struct{ seq uint64 }
+
+func bulkAgeTick(seq uint64) tea.Cmd {
+	return tea.Tick(time.Second, func(time.Time) tea.Msg { return bulkAgeTickMsg{seq: seq} })
 }
 
 // ratePerSecond is the typed rate, 0 for none.
@@ -150,8 +217,20 @@ func (m *Model) startBulk(a engine.Action, sel engine.Filter, from string) tea.C
 	}
 	m.seq++
 	m.bulk = &bulkDialog{phase: bulkLoading, action: a, selector: sel, from: from, seq: m.seq, visible: true,
-		hidden: m.jobs.hiddenMarks()}
-	return m.bulkCmd(engine.BulkParams{Action: a, Selector: sel, DryRun: true}, m.seq)
+		hidden: m.jobs.hiddenMarks(), live: liveKeyOf(sel)}
+	return m.dryRunCmd(m.bulk)
+}
+
+// rerunDryRun counts again: a new dry run under a new tag, so the answer
+// of the one before, if still on its way, is dropped. The typed rate
+// stays.
+func (m *Model) rerunDryRun() tea.Cmd {
+	b := m.bulk
+	m.seq++
+	b.seq = m.seq
+	b.phase, b.preview, b.err = bulkLoading, nil, nil
+	b.asOf, b.base, b.baseOK = time.Time{}, 0, false
+	return m.dryRunCmd(b)
 }
 
 // watchOperation shows the progress of an operation already running.
@@ -179,6 +258,8 @@ func (m *Model) bulkKey(msg tea.KeyPressMsg) tea.Cmd {
 		case km.Matches(msg, keymap.Back), km.Matches(msg, keymap.Quit), msg.String() == "n":
 			m.bulk = nil
 			return m.toast("bulk cancelled — nothing changed")
+		case km.Matches(msg, keymap.Refresh):
+			return m.rerunDryRun()
 		case len(msg.Text) == 1 && msg.Text[0] >= '0' && msg.Text[0] <= '9':
 			// Digits type the rate limit (no other key of the preview is
 			// a digit).
@@ -224,6 +305,17 @@ func (m *Model) bulkMsg(msg tea.Msg) tea.Cmd {
 			return nil
 		}
 		b.phase, b.preview = bulkPreview, msg.res
+		b.asOf = msg.at
+		if msg.res.Plan != nil {
+			b.asOf = msg.res.Plan.Cutoff
+		}
+		b.base, b.baseOK = msg.base, msg.baseOK
+		return bulkAgeTick(b.seq)
+	case bulkAgeTickMsg:
+		if b == nil || msg.seq != b.seq || b.phase != bulkPreview || !b.visible {
+			return nil
+		}
+		return bulkAgeTick(b.seq)
 	case bulkStartedMsg:
 		if b == nil || msg.seq != b.seq {
 			return nil
@@ -423,9 +515,11 @@ func (m *Model) bulkBox(w, h int) []string {
 // Lines of the bulk preview, each with the priority at which it goes when
 // the terminal is short: what the operator confirms (the title, the
 // action with its count, the rate, the confirm key) never goes, so a
-// short terminal can never offer y over a count it hid.
+// short terminal can never offer y over a count it hid. The line that
+// says when the count was taken goes last of the rest.
 const (
 	keepAlways = iota
+	keepSnap
 	keepNotes
 	keepContext
 	keepSample
@@ -469,7 +563,7 @@ func fitPrio(lines []pline, h int) []string {
 	// A group that went whole may have freed more rows than were
 	// needed: the lines that went before it, most important first, come
 	// back where they still fit.
-	for prio := keepNotes; prio < keepSample; prio++ {
+	for prio := keepAlways + 1; prio < keepSample; prio++ {
 		for i := range lines {
 			if lines[i].prio != prio || !drop[i] {
 				continue
@@ -536,6 +630,9 @@ func (m *Model) bulkPreviewLines(inner, h int) []string {
 	if p.Estimated {
 		add(keepNotes, t.Muted.Render("the count is an estimate past "+commas(engine.DryRunExactLimit)))
 	}
+	snapAt := len(lines)
+	lines = append(lines, m.snapshotLines(inner, false)...)
+	snapEnd := len(lines)
 	if b.hidden > 0 {
 		addWrapped(keepAlways, fmt.Sprintf("%s hidden by the filter — not included", plural(int64(b.hidden), "marked job", "marked jobs")), t.WarnText.Render)
 	}
@@ -580,13 +677,22 @@ func (m *Model) bulkPreviewLines(inner, h int) []string {
 		add(keepAlways, t.Muted.Render("nothing to do")+"  "+t.HelpKey.Render("esc")+t.HelpDesc.Render(" close"))
 	default:
 		add(keepAlways, t.HelpKey.Render(m.km.B(keymap.Confirm).Help().Key)+t.HelpDesc.Render(" start · ")+
-			t.HelpKey.Render("esc")+t.HelpDesc.Render(" cancel"))
+			m.rerunHint()+t.HelpKey.Render("esc")+t.HelpDesc.Render(" cancel"))
 	}
-	must := 0
+	must, snap := 0, 0
 	for _, l := range lines {
-		if l.prio == keepAlways {
+		switch l.prio {
+		case keepAlways:
 			must++
+		case keepSnap:
+			snap++
 		}
+	}
+	if len(lines) > h && must+snap+1 > h && snapEnd-snapAt > 1 {
+		// The snapshot's lines do not all fit: one short line says it.
+		short := m.snapshotLines(inner, true)
+		// (They come after the action's lines, which stay where they are.)
+		lines = append(append(append([]pline{}, lines[:snapAt]...), short...), lines[snapEnd:]...)
 	}
 	if must+1 > h && actionEnd-actionAt > 1 {
 		// Still too tall: the action says its count on one line, the
@@ -595,6 +701,78 @@ func (m *Model) bulkPreviewLines(inner, h int) []string {
 		lines = append(append(append([]pline{}, lines[:actionAt]...), short), lines[actionEnd:]...)
 	}
 	return fitPrio(lines, h)
+}
+
+// rerunHint names the key that re-runs the dry run, for the preview's
+// last line.
+func (m *Model) rerunHint() string {
+	if !m.km.Enabled(keymap.Refresh) {
+		return ""
+	}
+	t := m.theme
+	return t.HelpKey.Render(m.km.B(keymap.Refresh).Help().Key) + t.HelpDesc.Render(" re-run dry run · ")
+}
+
+// snapshotLines say that the preview's count is as of its dry run: when
+// it counted, and, when the live counts (the state tabs) count the
+// selector, how many more match now, which the run leaves out. Where
+// they cannot (a selector with more than a state and a queue: kinds, an
+// error group, payload filters) the lines claim no figure. short: one
+// line, the first of the shorter texts that fits, for a short terminal.
+func (m *Model) snapshotLines(inner int, short bool) []pline {
+	b := m.bulk
+	if b.asOf.IsZero() {
+		return nil
+	}
+	t := m.theme
+	clock := b.asOf.UTC().Format("15:04:05")
+	age := shortDur(max(m.now().Sub(b.asOf), 0)) + " ago"
+	more, known := m.moreSince(b)
+	// text is a wrapped text, one group, or with short one line.
+	group := 0
+	text := func(st func(...string) string, texts ...string) []pline {
+		group--
+		if short {
+			s := texts[len(texts)-1]
+			for _, c := range texts {
+				if wOf(c) <= inner {
+					s = c
+					break
+				}
+			}
+			return []pline{{prio: keepSnap, s: st(s)}}
+		}
+		var out []pline
+		for _, l := range wrap(texts[0], inner) {
+			out = append(out, pline{prio: keepSnap, s: st(l), group: group})
+		}
+		return out
+	}
+	switch {
+	case !known:
+		return text(t.Muted.Render,
+			"as of "+clock+" ("+age+"); jobs that arrived since are not included",
+			"as of "+clock+"; jobs that arrived since are not included",
+			"as of "+clock+"; jobs that arrived since not included",
+			"as of "+clock+"; later arrivals not included")
+	case more <= 0:
+		return text(t.Muted.Render, "as of "+clock+" ("+age+")", "as of "+clock)
+	}
+	n, state := commas(more), string(b.live.state)
+	if short {
+		return text(t.WarnText.Render,
+			"as of "+clock+" ("+age+") · "+n+" more "+state+" since — not included",
+			"as of "+clock+" · "+n+" more "+state+" since — not included",
+			"as of "+clock+" · "+n+" more since, not included",
+			"as of "+clock+" · "+n+" more, not included",
+			"as of "+clock+" · +"+n+" not included")
+	}
+	rerun := ""
+	if m.km.Enabled(keymap.Refresh) {
+		rerun = "; " + m.km.B(keymap.Refresh).Help().Key + " counts again"
+	}
+	return append(text(t.Muted.Render, "as of "+clock+" ("+age+")"),
+		text(t.WarnText.Render, n+" more "+state+" since — not included"+rerun)...)
 }
 
 // keepEnds fits lines into h: when they do not fit, the first head and

@@ -426,7 +426,7 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 		return m.actionDone(msg)
 	case signalMsg:
 		return m.signalDone(msg)
-	case bulkPreviewMsg, bulkStartedMsg, opPollMsg, opTickMsg, opCancelMsg:
+	case bulkPreviewMsg, bulkAgeTickMsg, bulkStartedMsg, opPollMsg, opTickMsg, opCancelMsg:
 		return m.bulkMsg(msg)
 	case quarantineMsg, operationsMsg, queuesMsg, groupsMsg:
 		return m.screenLoaded(msg)
