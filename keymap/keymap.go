@@ -148,7 +148,7 @@ var defaults = []def{
 	{Copy, GroupView, []string{"y"}, "y", "copy id", false},
 	{Filter, GroupView, []string{"/"}, "/", "filter", false},
 	{Command, GroupView, []string{":"}, ":", "command", false},
-	{Refresh, GroupView, []string{"ctrl+r"}, "ctrl+r", "reload", false},
+	{Refresh, GroupView, []string{"ctrl+r"}, "ctrl+r", "reload, recount", false},
 
 	{Help, GroupGeneral, []string{"?"}, "?", "help", false},
 	{Back, GroupGeneral, []string{"esc"}, "esc", "back", false},
