@@ -589,7 +589,10 @@ const reopenBackoffMax = time.Second
 // the error, so the consumer knows the server is away from the start,
 // and goes on reconnecting with backoff (doubled from RetryBackoff, at
 // most a second). Once a connection is up again it
-// sends ChangeResync, since changes may have been missed in between. The
+// sends ChangeResync, since changes may have been missed in between. A
+// server whose store is away says so on the stream ("lost" event): that
+// is sent on as ChangeLost with an error that is ErrUnavailable, and the
+// resync the server sends when its store is back follows it. The
 // channel closes when ctx ends.
 func (c *Client) Subscribe(ctx context.Context) (<-chan engine.Change, error) {
 	body, err := c.openStream(ctx, c.opts.Timeout)
@@ -699,11 +702,25 @@ func (c *Client) readStream(ctx context.Context, s *stream, out chan<- engine.Ch
 			return
 		}
 		s.idle.Reset(c.opts.StreamIdle)
-		if ev.data == "" || (ev.name != "" && ev.name != sseEventChange) {
+		if ev.data == "" {
 			continue
 		}
 		var ch engine.Change
-		if json.Unmarshal([]byte(ev.data), &ch) != nil {
+		switch ev.name {
+		case "", sseEventChange:
+			if json.Unmarshal([]byte(ev.data), &ch) != nil {
+				continue
+			}
+		case sseEventLost:
+			// The server is here but its store is not: said as the 503
+			// a request would get now, so errors.Is(err, ErrUnavailable).
+			var l lostEvent
+			if json.Unmarshal([]byte(ev.data), &l) != nil {
+				continue
+			}
+			ch = engine.Change{Kind: engine.ChangeLost, Err: &Error{
+				Status: http.StatusServiceUnavailable, Reason: l.Reason, Message: "server's store: " + l.Error}}
+		default:
 			continue
 		}
 		select {

@@ -364,12 +364,13 @@ func TestSSEReader(t *testing.T) {
 	}
 }
 
-// TestEventsLeaveLostOut: the engine's Subscribe says ChangeLost when its
-// poll of the store fails; that word is for a consumer in its process and
-// is not a kind of the wire (openapi: job, operation, resync), so the
-// server's event stream leaves it out. The resync that says the store is
-// back goes out as ever.
-func TestEventsLeaveLostOut(t *testing.T) {
+// TestEventsSayStoreLost: the engine's Subscribe says ChangeLost when its
+// poll of the store fails. The server sends it as a "lost" event (its
+// data the error and the reason unavailable), not as a change, whose
+// kinds stay job, operation and resync; the resync that says the store is
+// back follows. Before, the stream left it out, and a console attached
+// over HTTP said live until its next probe, up to 5 s later.
+func TestEventsSayStoreLost(t *testing.T) {
 	t.Parallel()
 	f, hs, _ := clientSetup(t, ServerOptions{Heartbeat: time.Hour}, "")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -385,26 +386,63 @@ func TestEventsLeaveLostOut(t *testing.T) {
 	defer resp.Body.Close()
 	f.waitSubscriptions(t, 1)
 	f.mu.Lock()
-	f.publish(engine.Change{Kind: engine.ChangeLost, Err: errors.New("sqlite: job counts: disk I/O error")})
+	f.publish(engine.Change{Kind: engine.ChangeLost, Err: errors.New("sqlite: job counts: disk I/O error\n\x1b[31m")})
 	f.publish(engine.Change{Kind: engine.ChangeResync})
 	f.mu.Unlock()
 	rd := newSSEReader(resp.Body)
-	for {
+	var got []sseEvent
+	for len(got) < 2 {
 		ev, err := rd.next()
 		if err != nil {
-			t.Fatalf("the stream ended before the resync: %v", err)
+			t.Fatalf("the stream ended after %+v: %v", got, err)
 		}
-		if ev.name != sseEventChange {
-			continue
+		if ev.name != "" {
+			got = append(got, ev)
 		}
-		var c engine.Change
-		if err := json.Unmarshal([]byte(ev.data), &c); err != nil {
-			t.Fatal(err)
+	}
+	want := []sseEvent{
+		{name: sseEventLost, data: `{"error":"sqlite: job counts: disk I/O error\n\u001b[31m","reason":"unavailable"}`},
+		{name: sseEventChange, data: `{"kind":"resync"}`},
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("event %d: %+v, want %+v", i, got[i], want[i])
 		}
-		if c.Kind != engine.ChangeResync {
-			t.Fatalf("first change on the wire: %s (%s), want resync", c.Kind, ev.data)
-		}
-		return
+	}
+}
+
+// TestClientSubscribeHearsStoreLost: over a stream that stays up, the
+// server's "lost" event reaches the subscriber as ChangeLost with an
+// error that is ErrUnavailable and names the server's store; the resync
+// after it, and changes after that, as ever.
+func TestClientSubscribeHearsStoreLost(t *testing.T) {
+	t.Parallel()
+	f, _, c := clientSetup(t, ServerOptions{Heartbeat: time.Hour}, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := c.Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.waitSubscriptions(t, 1)
+	f.mu.Lock()
+	f.publish(engine.Change{Kind: engine.ChangeLost, Err: errors.New("postgres: job counts: connection refused")})
+	f.publish(engine.Change{Kind: engine.ChangeResync})
+	f.mu.Unlock()
+	next := func() engine.Change { t.Helper(); return nextChange(t, ch, 5*time.Second) }
+	got := next()
+	if got.Kind != engine.ChangeLost || !errors.Is(got.Err, ErrUnavailable) ||
+		got.Err.Error() != "server's store: postgres: job counts: connection refused" {
+		t.Fatalf("lost: %+v (%v)", got, got.Err)
+	}
+	if got := next(); got.Kind != engine.ChangeResync {
+		t.Fatalf("after the lost event: %+v", got)
+	}
+	if _, err := c.Retry(ctx, "JOB_1", engine.RetryOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(); got.Kind != engine.ChangeJob || got.JobID != "JOB_1" {
+		t.Fatalf("after the resync: %+v", got)
 	}
 }
 

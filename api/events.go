@@ -16,9 +16,25 @@ import (
 //	data: {"kind":"job","job_id":"...","queue":"billing","state":"available"}
 //
 // with a comment line (": ping") every Heartbeat so that proxies keep the
-// connection and clients notice a dead one.
+// connection and clients notice a dead one. When the engine behind the
+// server cannot reach its store, the stream says so once per outage:
+//
+//	event: lost
+//	data: {"error":"sqlite: job counts: disk I/O error","reason":"unavailable"}
+//
+// and the "resync" change that follows says it is back. A client that
+// knows only "change" events skips it.
 
-const sseEventChange = "change"
+const (
+	sseEventChange = "change"
+	sseEventLost   = "lost"
+)
+
+// lostEvent is the data of a "lost" event.
+type lostEvent struct {
+	Error  string `json:"error"`
+	Reason string `json:"reason"`
+}
 
 func (s *Server) events(w http.ResponseWriter, r *http.Request, _ *caller) error {
 	ctx := r.Context()
@@ -51,17 +67,21 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, _ *caller) error
 			if !open {
 				return nil
 			}
+			name, body := sseEventChange, any(c)
 			if c.Kind == engine.ChangeLost {
-				// The engine's word that its store is away: not a kind of
-				// the wire. A console attached here finds the store away
-				// with its probe; the resync that follows goes out.
-				continue
+				// The engine's word that its store is away: a console
+				// attached here says so at once, not at its next probe.
+				msg := "store unavailable"
+				if c.Err != nil {
+					msg = c.Err.Error()
+				}
+				name, body = sseEventLost, lostEvent{Error: msg, Reason: reasonUnavailable}
 			}
-			data, err := json.Marshal(c)
+			data, err := json.Marshal(body)
 			if err != nil {
 				continue
 			}
-			if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", sseEventChange, data); err != nil {
+			if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, data); err != nil {
 				return nil
 			}
 		case <-tick.C:

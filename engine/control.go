@@ -396,8 +396,9 @@ const (
 	// why): nothing is heard until a ChangeResync says it is back. A
 	// Control that reconnects by itself (the HTTP client) sends it, and
 	// so does the Engine when its poll of the store fails, so that the
-	// consumer learns of the outage when it begins; it is never sent over
-	// the wire (the API server leaves it out of its event stream).
+	// consumer learns of the outage when it begins. The API server sends
+	// the Engine's as a "lost" event, which its client turns back into
+	// ChangeLost.
 	ChangeLost ChangeKind = "lost"
 )
 

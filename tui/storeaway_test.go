@@ -5,12 +5,14 @@ import (
 	"context"
 	"database/sql"
 	"log/slog"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
@@ -43,6 +45,19 @@ func (b *syncBuffer) String() string {
 // the outage up to 5 s later when the poll's failure was dropped. When
 // the store is back the engine's resync makes it live again by itself.
 func TestEmbeddedStoreAwaySaysUnreachable(t *testing.T) {
+	storeAway(t, false)
+}
+
+// TestAttachedStoreAwaySaysUnreachable: the same, attached over HTTP to a
+// server whose store goes away while the server stays up. Its event
+// stream says so ("lost"), so the header turns at once: before, the
+// server left the engine's word out, and the console said live until its
+// 5 s probe found the counts failing.
+func TestAttachedStoreAwaySaysUnreachable(t *testing.T) {
+	storeAway(t, true)
+}
+
+func storeAway(t *testing.T, attached bool) {
 	ctx := context.Background()
 	path := sqlitetest.Path(t)
 	store, err := sqlite.Open(ctx, path, sqlite.Options{})
@@ -56,10 +71,20 @@ func TestEmbeddedStoreAwaySaysUnreachable(t *testing.T) {
 	}
 	f := &fixture{store: store, eng: eng}
 	f.seed(t, ctx)
+	var ctl engine.Control = eng
+	if attached {
+		hs := httptest.NewServer(api.NewServer(eng, api.ServerOptions{}))
+		t.Cleanup(hs.Close)
+		ctl = api.NewClient(hs.URL, "", api.ClientOptions{})
+	}
 	var logs syncBuffer
 	opts := testOptions()
 	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	s := start(t, eng, opts)
+	sctx, cancel := context.WithCancel(ctx)
+	opts.Context = sctx
+	s := start(t, ctl, opts)
+	// Before the server closes, which waits for the session's stream.
+	t.Cleanup(cancel)
 	s.waitFor("evil-0001", "archived 7", "● live")
 	header := func() string { return strings.SplitN(ansi.Strip(s.h.last()), "\n", 2)[0] }
 
