@@ -148,8 +148,11 @@ type Store struct {
 	// longer moves the queue's claims to a cursor (claim_cursor; <0:
 	// never; 1ns puts every queue in cursor mode after its first claim).
 	claimCursorAfter time.Duration
-	listenURL        string
-	notify           *notifier
+	// reap: where the expired-lease listing starts its scan (reapFloor).
+	reapMu    sync.Mutex
+	reap      reapFloor
+	listenURL string
+	notify    *notifier
 
 	archiveQueues    []string
 	archiveRetention time.Duration
