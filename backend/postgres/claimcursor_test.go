@@ -38,6 +38,32 @@ func claimN(t *testing.T, s *Store, q string, limit int) []*engine.Job {
 
 var buffersRx = regexp.MustCompile(`Buffers: shared hit=(\d+)(?: read=(\d+))?`)
 
+// explainBuffers returns the shared buffers (hit and read) that q (with
+// {s}) read with args, by EXPLAIN (ANALYZE, BUFFERS): its top node's.
+func explainBuffers(t *testing.T, s *Store, q string, args ...any) int {
+	t.Helper()
+	rows, err := s.pool.Query(context.Background(), s.sql("EXPLAIN (ANALYZE, BUFFERS) "+q), args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		if m := buffersRx.FindStringSubmatch(line); m != nil {
+			hit, _ := strconv.Atoi(m[1])
+			read, _ := strconv.Atoi(m[2] + "0")
+			return hit + read/10
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return 0
+}
+
 // TestClaimCursorSkipsDeadEntries: while an idle transaction holds an
 // XID, every claimed job leaves an entry in jobs_claim that nothing can
 // remove; a claim from the start of the index reads them all, a claim
@@ -70,27 +96,9 @@ func TestClaimCursorSkipsDeadEntries(t *testing.T) {
 	s.cursorMu.Unlock()
 	pick := func(bound string, args ...any) int {
 		t.Helper()
-		q := `EXPLAIN (ANALYZE, BUFFERS) SELECT c.id FROM {s}.jobs c
-			WHERE c.state = 'available' AND c.crash_attempt = 0 AND c.queue = 'q'` + bound + `
-			ORDER BY c.priority, c.scheduled_at, c.id LIMIT 100`
-		rows, err := s.pool.Query(ctx, s.sql(q), args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		n := 0
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				t.Fatal(err)
-			}
-			if m := buffersRx.FindStringSubmatch(line); m != nil && n == 0 {
-				hit, _ := strconv.Atoi(m[1])
-				read, _ := strconv.Atoi(m[2] + "0")
-				n = hit + read/10
-			}
-		}
-		return n
+		return explainBuffers(t, s, `SELECT c.id FROM {s}.jobs c
+			WHERE c.state = 'available' AND c.crash_attempt = 0 AND c.queue = 'q'`+bound+`
+			ORDER BY c.priority, c.scheduled_at, c.id LIMIT 100`, args...)
 	}
 	full := pick("")
 	from := pick(" AND (c.priority, c.scheduled_at) >= ($1::int, $2::bigint)", c.priority, c.scheduled)

@@ -149,10 +149,12 @@ type Store struct {
 	// never; 1ns puts every queue in cursor mode after its first claim).
 	claimCursorAfter time.Duration
 	// reap: where the expired-lease listing starts its scan (reapFloor).
-	reapMu    sync.Mutex
-	reap      reapFloor
-	listenURL string
-	notify    *notifier
+	reapMu sync.Mutex
+	reap   reapFloor
+	// statsGiven: the jobs table has statistics (firstStats).
+	statsGiven atomic.Bool
+	listenURL  string
+	notify     *notifier
 
 	archiveQueues    []string
 	archiveRetention time.Duration
