@@ -97,6 +97,16 @@ func (s *Store) firstStats(ctx context.Context) {
 	}
 }
 
+// sqlExpiredLeases lists at most $1 (NULL: all) running jobs whose lease
+// expired by the store's now and at or after $2 (see reapFloor), with
+// whether their worker still heartbeats and the store's now.
+const sqlExpiredLeases = `WITH n AS MATERIALIZED (SELECT ` + sqlNow + ` AS t)
+	SELECT ` + jobColumnsNoPayload + `,
+		EXISTS(SELECT 1 FROM {s}.workers w WHERE w.id = jobs.lease_worker AND w.expires_at >= n.t), n.t
+	FROM {s}.jobs, n
+	WHERE state = 'running' AND lease_expires_at < n.t AND lease_expires_at >= $2::bigint
+	ORDER BY lease_expires_at, id LIMIT $1::bigint`
+
 // JobListExpiredLeases lists running jobs whose lease has expired by the
 // store's clock, oldest expiry first.
 func (s *Store) JobListExpiredLeases(ctx context.Context, p *engine.JobListExpiredLeasesParams) ([]engine.ExpiredLease, error) {
@@ -110,12 +120,7 @@ func (s *Store) JobListExpiredLeases(ctx context.Context, p *engine.JobListExpir
 	}
 	began := time.Now()
 	from := s.reapFrom(began)
-	rows, err := s.pool.Query(ctx, s.sql(`WITH n AS MATERIALIZED (SELECT `+sqlNow+` AS t)
-	SELECT `+jobColumnsNoPayload+`,
-		EXISTS(SELECT 1 FROM {s}.workers w WHERE w.id = jobs.lease_worker AND w.expires_at >= n.t), n.t
-	FROM {s}.jobs, n
-	WHERE state = 'running' AND lease_expires_at < n.t AND lease_expires_at >= $2::bigint
-	ORDER BY lease_expires_at, id LIMIT $1::bigint`), limit, from)
+	rows, err := s.pool.Query(ctx, s.sql(sqlExpiredLeases), limit, from)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: expired leases: %w", err)
 	}

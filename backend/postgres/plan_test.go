@@ -119,6 +119,9 @@ func TestQueryPlans(t *testing.T) {
 		{"retention sweep, archiving", s.sql(sqlDeleteExpiredArchiving), []any{"completed", int64(3000), nil, []string{}, 1000,
 			int64(3000), []string{"q1"}}, "jobs_state_changed"},
 		{"claim probe", s.sql(sqlClaimProbe), []any{"q1", []string{"k"}, []int32{1}}, "jobs_claim"},
+		// The reaper, once a second, from its floor or from the start.
+		{"expired leases from the floor", s.sql(sqlExpiredLeases), []any{100, int64(3000)}, "jobs_running"},
+		{"expired leases from the start", s.sql(sqlExpiredLeases), []any{100, int64(0)}, "jobs_running"},
 		// The primary key, never jobs_running: that index keeps an entry
 		// for every job claimed since the last VACUUM (see completeSQL).
 		{"batched ack", s.sql(sqlComplete), []any{ids, leases, fences, dels, true}, "jobs_pkey"},
