@@ -38,6 +38,28 @@ func claimN(t *testing.T, s *Store, q string, limit int) []*engine.Job {
 
 var buffersRx = regexp.MustCompile(`Buffers: shared hit=(\d+)(?: read=(\d+))?`)
 
+// holdXID pins a snapshot, as an idle transaction holding an XID does,
+// until the test ends: no row version the test's writes leave dead can be
+// vacuumed or marked dead in an index meanwhile.
+func holdXID(t *testing.T, s *Store) {
+	t.Helper()
+	ctx := context.Background()
+	idle, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		idle.Exec(context.Background(), "ROLLBACK")
+		idle.Release()
+	})
+	if _, err := idle.Exec(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := idle.Exec(ctx, "SELECT txid_current()"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // explainBuffers returns the shared buffers (hit and read) that q (with
 // {s}) read with args, by EXPLAIN (ANALYZE, BUFFERS): its top node's.
 func explainBuffers(t *testing.T, s *Store, q string, args ...any) int {
@@ -70,20 +92,8 @@ func explainBuffers(t *testing.T, s *Store, q string, args ...any) int {
 // from the cursor does not. Measured in buffers, by EXPLAIN (ANALYZE,
 // BUFFERS) of the claim's pick after 20,000 claims.
 func TestClaimCursorSkipsDeadEntries(t *testing.T) {
-	ctx := context.Background()
 	s := schemaStore(t, "cursor")
-	idle, err := s.pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer idle.Release()
-	if _, err := idle.Exec(ctx, "BEGIN"); err != nil {
-		t.Fatal(err)
-	}
-	defer idle.Exec(context.Background(), "ROLLBACK")
-	if _, err := idle.Exec(ctx, "SELECT txid_current()"); err != nil {
-		t.Fatal(err)
-	}
+	holdXID(t, s)
 	insertAvailable(t, s, "q", "a", 1, 20000)
 	for range 40 {
 		if got := claimN(t, s, "q", 500); len(got) != 500 {

@@ -44,18 +44,7 @@ func expiredIDs(t *testing.T, s *Store) []string {
 func TestReapFloorSkipsDeadEntries(t *testing.T) {
 	ctx := context.Background()
 	s := schemaStore(t, "reap")
-	idle, err := s.pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer idle.Release()
-	if _, err := idle.Exec(ctx, "BEGIN"); err != nil {
-		t.Fatal(err)
-	}
-	defer idle.Exec(context.Background(), "ROLLBACK")
-	if _, err := idle.Exec(ctx, "SELECT txid_current()"); err != nil {
-		t.Fatal(err)
-	}
+	holdXID(t, s)
 	// 20,000 jobs ran, their leases long expired, and finished.
 	insertRunning(t, s, "done", 20000, 10*time.Minute)
 	if _, err := s.pool.Exec(ctx, s.sql(`UPDATE {s}.jobs SET state = 'completed', lease_id = NULL, lease_worker = NULL,
