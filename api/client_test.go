@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -354,13 +355,8 @@ func TestSSEReader(t *testing.T) {
 		got = append(got, ev)
 	}
 	want := []sseEvent{{}, {name: "change", data: `{"kind":"job"}`}, {}, {data: "a\nb"}}
-	if len(got) != len(want) {
-		t.Fatalf("events %+v", got)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("event %d: %+v, want %+v", i, got[i], want[i])
-		}
+	if !slices.Equal(got, want) {
+		t.Fatalf("events %+v, want %+v", got, want)
 	}
 }
 
@@ -404,10 +400,8 @@ func TestEventsSayStoreLost(t *testing.T) {
 		{name: sseEventLost, data: `{"error":"sqlite: job counts: disk I/O error\n\u001b[31m","reason":"unavailable"}`},
 		{name: sseEventChange, data: `{"kind":"resync"}`},
 	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("event %d: %+v, want %+v", i, got[i], want[i])
-		}
+	if !slices.Equal(got, want) {
+		t.Fatalf("events %+v, want %+v", got, want)
 	}
 }
 

@@ -57,14 +57,7 @@ func TestFirstStatsReplanHotPath(t *testing.T) {
 		t.Helper()
 		rows, err := conn.Query(ctx, "EXPLAIN EXECUTE first_stats($1, $2, $3, $4)", pgx.QueryExecModeSimpleProtocol,
 			ids, make([]string, len(ids)), make([]int64, len(ids)), int64(time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.Join(lines, "\n")
+		return planText(t, rows, err)
 	}
 
 	insertCompleted(t, s, "small", 20)

@@ -219,6 +219,12 @@ func explain(t *testing.T, conn *pgxpool.Conn, mode, q string, args []any) strin
 		defer conn.Exec(ctx, "RESET plan_cache_mode")
 		return strings.Join(explainPrepared(t, conn, "", q, args), "\n")
 	}
+	return planText(t, rows, err)
+}
+
+// planText is the text of an EXPLAIN's answer (rows, err), one line a row.
+func planText(t *testing.T, rows pgx.Rows, err error) string {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
