@@ -152,6 +152,7 @@ func (r *run) checkJob(j *engine.Job, class string, execs []execRow, writes []wr
 	// Errors on the record, and where each crash came from.
 	crashErrs, otherErrs := 0, 0
 	why := map[string]int{}
+	var order []string // the causes, oldest first
 	for _, e := range j.Errors {
 		if !e.Crash {
 			otherErrs++
@@ -164,6 +165,7 @@ func (r *run) checkJob(j *engine.Job, class string, execs []execRow, writes []wr
 				r.violate("%s: a panic of kind %s, which never panics: %s", name, j.Kind, e.Message)
 			}
 			why["panic"]++
+			order = append(order, "panic")
 		case m != nil:
 			f, ok := fate[m[1]]
 			switch {
@@ -187,6 +189,7 @@ func (r *run) checkJob(j *engine.Job, class string, execs []execRow, writes []wr
 				}
 			}
 			why[f]++
+			order = append(order, f)
 		default:
 			r.violate("%s: a crash with no known cause: %q", name, e.Message)
 		}
@@ -215,7 +218,12 @@ func (r *run) checkJob(j *engine.Job, class string, execs []execRow, writes []wr
 		switch j.State {
 		case engine.StateCompleted:
 		case engine.StateQuarantined:
-			r.violate("%s: an innocent job wrongly quarantined: crash_attempt %d; its crashes came from %s", name, j.CrashAttempt, causes(why))
+			if pillThenChance(order) {
+				rep.PillThenChance++
+				r.log("note: %s: quarantined: two crashes beside a pill, then %s: a fault from outside hit its lone run", name, causes(why))
+			} else {
+				r.violate("%s: an innocent job wrongly quarantined: crash_attempt %d; its crashes came from %s", name, j.CrashAttempt, causes(why))
+			}
 		default:
 			r.violate("%s: an innocent job ended %s (%s), not completed", name, j.State, j.TerminalReason)
 		}
@@ -327,6 +335,29 @@ func (r *run) duringOutage(t time.Time) ([2]time.Time, bool) {
 		}
 	}
 	return [2]time.Time{}, false
+}
+
+// pillThenChance reports whether an innocent's crashes (order: the fate
+// of the process each was charged to, oldest first) are two pill deaths
+// and then only SIGKILLs or stalls from outside. The engine promises an
+// innocent at most two crashes from a pill (suspectGate); after them it
+// runs alone, and a kill or a stall of that process is charged to it as
+// to any job, because nothing tells it from a third pill. This path has
+// the chance of one fault hitting one lone run (about crashed2= times the
+// report's crash_rate a run, a few percent), not the p³ that AllFaults
+// calibrates: it is counted (pill_then_chance=), not a violation. A pill
+// death after the second crash (the lone run was not alone), or three
+// crashes from outside alone, stay violations.
+func pillThenChance(order []string) bool {
+	if len(order) < 3 || order[0] != "died" || order[1] != "died" {
+		return false
+	}
+	for _, f := range order[2:] {
+		if f != "killed" && f != "stalled" {
+			return false
+		}
+	}
+	return true
 }
 
 func causes(why map[string]int) string {

@@ -9,7 +9,7 @@ import (
 func TestReportLineHasTheKeys(t *testing.T) {
 	r := &Report{Store: "sqlite", Seed: 42, Violations: []string{"x"}}
 	line := r.Line()
-	for _, k := range []string{"store=sqlite", "seed=42", "jobs=", "kills=", "stalls=", "outages=", "panics=", "pills=", "drain_seconds=", "violations=1"} {
+	for _, k := range []string{"store=sqlite", "seed=42", "jobs=", "kills=", "stalls=", "outages=", "panics=", "pills=", "pill_then_chance=", "drain_seconds=", "violations=1"} {
 		if !strings.Contains(" "+line, " "+k) {
 			t.Errorf("report line %q lacks %s", line, k)
 		}
@@ -41,5 +41,29 @@ func TestFaultList(t *testing.T) {
 	}
 	if got := FaultList(" kill, stall ,,"); strings.Join(got, "|") != "kill|stall" {
 		t.Errorf("FaultList = %q", got)
+	}
+}
+
+func TestPillThenChance(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		order []string
+		want  bool
+	}{
+		{[]string{"died", "died", "killed"}, true},
+		{[]string{"died", "died", "stalled"}, true},
+		{[]string{"died", "died", "died"}, false},        // a third pill: its lone run was not alone
+		{[]string{"killed", "died", "died"}, false},      // a pill beside it at its second crash
+		{[]string{"died", "killed", "died"}, false},      // the same
+		{[]string{"killed", "stalled", "killed"}, false}, // p³, the calibrated chance
+		{[]string{"died", "killed", "killed"}, false},
+		{[]string{"died", "died", "lived"}, false},
+		{[]string{"died", "died", "panic"}, false},
+		{[]string{"died", "died"}, false},
+		{nil, false},
+	} {
+		if got := pillThenChance(c.order); got != c.want {
+			t.Errorf("pillThenChance(%q) = %v, want %v", c.order, got, c.want)
+		}
 	}
 }
