@@ -380,11 +380,8 @@ func TestEventsSayStoreLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	f.waitSubscriptions(t, 1)
-	f.mu.Lock()
-	f.publish(engine.Change{Kind: engine.ChangeLost, Err: errors.New("sqlite: job counts: disk I/O error\n\x1b[31m")})
-	f.publish(engine.Change{Kind: engine.ChangeResync})
-	f.mu.Unlock()
+	f.publishToOne(t, engine.Change{Kind: engine.ChangeLost, Err: errors.New("sqlite: job counts: disk I/O error\n\x1b[31m")},
+		engine.Change{Kind: engine.ChangeResync})
 	rd := newSSEReader(resp.Body)
 	var got []sseEvent
 	for len(got) < 2 {
@@ -418,11 +415,8 @@ func TestClientSubscribeHearsStoreLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.waitSubscriptions(t, 1)
-	f.mu.Lock()
-	f.publish(engine.Change{Kind: engine.ChangeLost, Err: errors.New("postgres: job counts: connection refused")})
-	f.publish(engine.Change{Kind: engine.ChangeResync})
-	f.mu.Unlock()
+	f.publishToOne(t, engine.Change{Kind: engine.ChangeLost, Err: errors.New("postgres: job counts: connection refused")},
+		engine.Change{Kind: engine.ChangeResync})
 	next := func() engine.Change { t.Helper(); return nextChange(t, ch, 5*time.Second) }
 	got := next()
 	if got.Kind != engine.ChangeLost || !errors.Is(got.Err, ErrUnavailable) ||

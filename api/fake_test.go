@@ -528,6 +528,18 @@ func (f *fakeCtl) ReleaseFingerprint(ctx context.Context, fp string) (int, error
 	return n, nil
 }
 
+// publishToOne waits for one subscription, then sends it the changes in
+// order, as the engine's stream would.
+func (f *fakeCtl) publishToOne(t *testing.T, cs ...engine.Change) {
+	t.Helper()
+	f.waitSubscriptions(t, 1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range cs {
+		f.publish(c)
+	}
+}
+
 // waitSubscriptions waits until the fake has n subscriptions open, and
 // fails t when that has not happened within 5 s.
 func (f *fakeCtl) waitSubscriptions(t *testing.T, n int) {
