@@ -151,8 +151,7 @@ func (r *run) checkJob(j *engine.Job, class string, execs []execRow, writes []wr
 
 	// Errors on the record, and where each crash came from.
 	crashErrs, otherErrs := 0, 0
-	why := map[string]int{}
-	var order []string // the causes, oldest first
+	var order []string // where each crash came from, oldest first
 	for _, e := range j.Errors {
 		if !e.Crash {
 			otherErrs++
@@ -164,7 +163,6 @@ func (r *run) checkJob(j *engine.Job, class string, execs []execRow, writes []wr
 			if j.Kind != KindPanic {
 				r.violate("%s: a panic of kind %s, which never panics: %s", name, j.Kind, e.Message)
 			}
-			why["panic"]++
 			order = append(order, "panic")
 		case m != nil:
 			f, ok := fate[m[1]]
@@ -188,7 +186,6 @@ func (r *run) checkJob(j *engine.Job, class string, execs []execRow, writes []wr
 					r.log("note: %s: crash charged to process %s, which lived (%s), away from any outage: its heartbeat lapsed", name, m[1], f)
 				}
 			}
-			why[f]++
 			order = append(order, f)
 		default:
 			r.violate("%s: a crash with no known cause: %q", name, e.Message)
@@ -220,9 +217,9 @@ func (r *run) checkJob(j *engine.Job, class string, execs []execRow, writes []wr
 		case engine.StateQuarantined:
 			if pillThenChance(order) {
 				rep.PillThenChance++
-				r.log("note: %s: quarantined: two crashes beside a pill, then %s: a fault from outside hit its lone run", name, causes(why))
+				r.log("note: %s: quarantined: two crashes beside a pill, then %s: a fault from outside hit its lone run", name, causes(order))
 			} else {
-				r.violate("%s: an innocent job wrongly quarantined: crash_attempt %d; its crashes came from %s", name, j.CrashAttempt, causes(why))
+				r.violate("%s: an innocent job wrongly quarantined: crash_attempt %d; its crashes came from %s", name, j.CrashAttempt, causes(order))
 			}
 		default:
 			r.violate("%s: an innocent job ended %s (%s), not completed", name, j.State, j.TerminalReason)
@@ -360,9 +357,13 @@ func pillThenChance(order []string) bool {
 	return true
 }
 
-func causes(why map[string]int) string {
-	if len(why) == 0 {
+func causes(order []string) string {
+	if len(order) == 0 {
 		return "nowhere on the record"
+	}
+	why := map[string]int{}
+	for _, f := range order {
+		why[f]++
 	}
 	var ks []string
 	for k, n := range why {
