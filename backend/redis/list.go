@@ -264,9 +264,11 @@ type plan struct {
 // every completion would otherwise rewrite three entries there).
 func hotState(s engine.State) bool { return s == engine.StateRunning }
 
-// unindexedStates have no st index (schema version 3; NOST in the
-// scripts): every job enters and leaves them, and their listings without
-// a queue or kind merge the queues' sq sets.
+// unindexedStates have no st, sq or sk index (schema versions 3 and 4;
+// NOST in the scripts): every job enters and leaves them, so a job in one
+// is in one set of its queue and kind (sqk:STATE:QUEUE US KIND), and
+// listings merge the sets of the pairs that qk names and the filter's
+// queues and kinds take.
 var unindexedStates = []engine.State{engine.StateAvailable, engine.StateCompleted}
 
 // noStateIndex reports whether s is one of unindexedStates.
@@ -301,13 +303,26 @@ func (s *Store) planFor(ctx context.Context, f *engine.Filter) (*plan, error) {
 	}
 	p := &plan{}
 	var hot []engine.State
-	var queues []string // every queue, read once for the states without st
+	var pairs []queueKind // read once, for the states without st
 	for _, st := range states {
 		if hotState(st) {
 			hot = append(hot, st)
 			continue
 		}
 		switch {
+		case noStateIndex(st):
+			if pairs == nil {
+				var err error
+				if pairs, err = s.queueKinds(ctx); err != nil {
+					return nil, err
+				}
+			}
+			for _, qk := range pairs {
+				if (len(f.Queues) == 0 || slices.Contains(f.Queues, qk.queue)) &&
+					(len(f.Kinds) == 0 || slices.Contains(f.Kinds, qk.kind)) {
+					p.keys = append(p.keys, s.Key("sqk", string(st), qk.raw))
+				}
+			}
 		case len(f.Queues) > 0:
 			for _, q := range f.Queues {
 				p.keys = append(p.keys, s.Key("sq", string(st), q))
@@ -315,17 +330,6 @@ func (s *Store) planFor(ctx context.Context, f *engine.Filter) (*plan, error) {
 		case len(f.Kinds) > 0:
 			for _, k := range f.Kinds {
 				p.keys = append(p.keys, s.Key("sk", string(st), k))
-			}
-		case noStateIndex(st):
-			if queues == nil {
-				var err error
-				if queues, err = s.c.SMembers(ctx, s.Key("queues")).Result(); err != nil {
-					return nil, fmt.Errorf("redis: queues: %w", err)
-				}
-				sort.Strings(queues)
-			}
-			for _, q := range queues {
-				p.keys = append(p.keys, s.Key("sq", string(st), q))
 			}
 		default:
 			p.keys = append(p.keys, s.Key("st", string(st)))
@@ -338,6 +342,29 @@ func (s *Store) planFor(ctx context.Context, f *engine.Filter) (*plan, error) {
 		}
 	}
 	return p, nil
+}
+
+// queueKind is a pair of a queue and a kind that has had a job (a member
+// of qk: the queue, US, the kind).
+type queueKind struct{ raw, queue, kind string }
+
+// queueKinds reads qk, sorted, with an empty slice (not nil) when it is
+// empty.
+func (s *Store) queueKinds(ctx context.Context) ([]queueKind, error) {
+	ms, err := s.c.SMembers(ctx, s.Key("qk")).Result()
+	if err != nil {
+		return nil, fmt.Errorf("redis: queues and kinds: %w", err)
+	}
+	sort.Strings(ms)
+	out := make([]queueKind, 0, len(ms))
+	for _, m := range ms {
+		q, k, ok := strings.Cut(m, us)
+		if !ok {
+			return nil, fmt.Errorf("redis: queues and kinds: malformed member %q", m)
+		}
+		out = append(out, queueKind{raw: m, queue: q, kind: k})
+	}
+	return out, nil
 }
 
 // hotMembers gathers the members of the running jobs that match f's

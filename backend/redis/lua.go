@@ -207,20 +207,32 @@ local function flush()
   end
   CD = {}
 end
+-- NOST: the states every job passes through (unindexedStates on the Go
+-- side). They have no st, sq or sk sets (schema versions 3 and 4): a job
+-- in one is in one set of its queue and kind, sqk:STATE:QUEUE US KIND,
+-- and listings merge the sets of the pairs qk names. An enqueue, a claim
+-- and a completion each write one entry instead of two or three.
+local NOST = {available = true, completed = true}
+-- pairkey is the sqk set of state s for queue q and kind k, the pair
+-- recorded in qk (once per script) so that listings find the set.
+local QKSEEN = {}
+local function pairkey(s, q, k)
+  local pk = q .. US .. k
+  if not QKSEEN[pk] then redis.call('SADD', K('qk'), pk); QKSEEN[pk] = true end
+  return K('sqk', s, pk)
+end
 -- index adds the job to (or removes it from) every index its fields
 -- place it in.
--- NOST: the states without an st index (schema version 3;
--- unindexedStates on the Go side): every job passes through them, and
--- their listings merge the queues' sq sets.
-local NOST = {available = true, completed = true}
 local function index(J, add)
   local id, s = J.id, J.s
   local m = J.sca .. ':' .. id
   -- Running jobs stay out of the state indexes: a claim and a completion
-  -- each spare three entries, and listings gather the few running jobs
-  -- from the lease set.
-  if s ~= 'running' then
-    if not NOST[s] then zlex(add, K('st', s), m) end
+  -- each spare entries, and listings gather the few running jobs from
+  -- the lease set.
+  if NOST[s] then
+    zlex(add, pairkey(s, J.q, J.k), m)
+  elseif s ~= 'running' then
+    zlex(add, K('st', s), m)
     zlex(add, K('sq', s, J.q), m)
     zlex(add, K('sk', s, J.k), m)
   end
@@ -406,13 +418,14 @@ for i = 5, #ARGV, 14 do
       if not QSEEN[q] then redis.call('SADD', K('queues'), q); QSEEN[q] = true end
       if fp ~= '' then redis.call('SADD', K('fpj', fp), id) end
       local sm = NOW .. ':' .. id
-      if not NOST[st] then zlex(true, K('st', st), sm) end
-      zlex(true, K('sq', st, q), sm)
-      zlex(true, K('sk', st, k), sm)
       if st == 'available' then
+        zlex(true, pairkey(st, q, k), sm)
         zset(true, K('av', q, '0'), pr, sch .. ':' .. id)
         if dl ~= '' then zlex(true, K('dl', q), dl .. ':' .. id) end
       else
+        zlex(true, K('st', st), sm)
+        zlex(true, K('sq', st, q), sm)
+        zlex(true, K('sk', st, k), sm)
         zlex(true, K('due', st), sch .. ':' .. id)
       end
       count(q, st, 1)
@@ -485,14 +498,14 @@ end
 local jobs = {}
 local limit = tonumber(A.limit)
 local exp = tadd(A.dur)
--- The fast path: a job without a deadline leaves three index entries (sq,
--- sk of available, and av) and gets one (run); they are written per
--- batch, one call per index, after the jobs' hashes. A job with an error
+-- The fast path: a job without a deadline leaves two index entries (its
+-- queue and kind's sqk of available, and av) and gets one (run); they are
+-- written per batch, one call per index, after the jobs' hashes. A job with an error
 -- pattern (one that failed before: a retry, an operator's redrive) also
 -- moves its error group's two entries from available to running, as
 -- index does, gathered (ZB). A job with a deadline takes the general
 -- path.
-local sk, runm, stm = {}, {}, {}
+local sk, runm, nfast = {}, {}, 0
 -- PICK: the fields the fast path reads from a job's hash, one table
 -- lookup a field rather than a chain of comparisons.
 local PICK = {f = true, v = true, sca = true, k = true, sv = true, a = true, c = true, ne = true, le = true, dl = true,
@@ -532,7 +545,7 @@ local function take(class, n)
         avm[#avm + 1] = m
         fast = fast + 1
         local sm = H.sca .. ':' .. id
-        stm[#stm + 1] = sm
+        nfast = nfast + 1
         group(sk, H.k, sm)
         runm[#runm + 1] = exp .. ':' .. id
         if ep ~= '' then egmove('available', 'running', q, H.k, ep, id, sm, NOW .. ':' .. id) end
@@ -570,9 +583,8 @@ if limit > 0 then
   if n > 0 then take('1', n) end
   if A.lone == '1' and #jobs == 0 then take('2', 1) end
 end
-if #stm > 0 then
-  zmany(false, K('sq', 'available', q), stm)
-  for k, ms in pairs(sk) do zmany(false, K('sk', 'available', k), ms) end
+if nfast > 0 then
+  for k, ms in pairs(sk) do zmany(false, K('sqk', 'available', q .. US .. k), ms) end
   zmany(true, K('run'), runm)
 end
 -- One MessagePack string rather than a reply of some forty strings a job:
@@ -594,12 +606,13 @@ local res, fps = {}, {}
 -- Index writes other than the fast path's own (error groups, deleted
 -- jobs) are gathered (ZB) and written once per key, as the claim's.
 ZB = {}
--- The fast path: a job leaves one index entry (run) and gets two (sq, sk
--- of completed); they are written per batch, one call per index. A job
+-- The fast path: a job leaves one index entry (run) and gets one (its
+-- queue and kind's sqk of completed); they are written per batch, one
+-- call per index. A job
 -- with an error pattern also moves its error group's entries from running
 -- to completed (gathered, ZB). A job deleted on completion takes the
 -- general path.
-local runm, sq, sk, nq = {}, {}, {}, {}
+local runm, sqk, nq = {}, {}, {}
 for i = 5, #ARGV, 4 do
   local id = ARGV[i]
   local key = K('job', id)
@@ -615,8 +628,7 @@ for i = 5, #ARGV, 4 do
       redis.call('HDEL', key, 'lid', 'lw', 'lx')
       runm[#runm + 1] = h[4] .. ':' .. id
       local m = NOW .. ':' .. id
-      group(sq, q, m)
-      group(sk, h[6], m)
+      group(sqk, q .. US .. h[6], m)
       if h[8] then egmove('running', 'completed', q, h[6], h[8], id, (h[9] or '') .. ':' .. id, m) end
       nq[q] = (nq[q] or 0) + 1
     end
@@ -628,8 +640,7 @@ for i = 5, #ARGV, 4 do
 end
 if #runm > 0 then
   zmany(false, K('run'), runm)
-  for q, ms in pairs(sq) do zmany(true, K('sq', 'completed', q), ms) end
-  for k, ms in pairs(sk) do zmany(true, K('sk', 'completed', k), ms) end
+  for pk, ms in pairs(sqk) do zmany(true, K('sqk', 'completed', pk), ms) end
   for q, n in pairs(nq) do count(q, 'running', -n); count(q, 'completed', n) end
 end
 if probe then
@@ -832,16 +843,16 @@ for i = 5, #ARGV, 4 do
     if ns < 0 then ns = ns + 1000000000; s = s - 1 end
     cut = tadd(istr(s) .. ':' .. istr(ns))
   end
-  -- A state without st (NOST) is walked queue by queue, the excluded
-  -- queues (which have retentions of their own) left out.
+  -- A state without st (NOST) is walked by its queue and kind sets, the
+  -- excluded queues (which have retentions of their own) left out.
   local keys = {K('st', st)}
-  if q ~= '' then keys = {K('sq', st, q)}
-  elseif NOST[st] then
+  if NOST[st] then
     keys = {}
-    for _, qq in ipairs(redis.call('SMEMBERS', K('queues'))) do
-      if not excl[qq] then keys[#keys + 1] = K('sq', st, qq) end
+    for _, pk in ipairs(redis.call('SMEMBERS', K('qk'))) do
+      local qq = split(pk)[1]
+      if (q == '' or qq == q) and not excl[qq] then keys[#keys + 1] = K('sqk', st, pk) end
     end
-  end
+  elseif q ~= '' then keys = {K('sq', st, q)} end
   for _, key in ipairs(keys) do
     local skipped = 0
     while total < limit do
@@ -1039,7 +1050,8 @@ return 1
 `)
 
 // luaReconcile recounts the counters from the indexes of the jobs: the
-// per-queue state sets and the lease set (running) (JobCountReconcile).
+// per-queue state sets, the queue-and-kind sets of the states without
+// them (NOST), and the lease set (running) (JobCountReconcile).
 //
 // ARGV[4] the states, joined by US. Returns 1.
 var luaReconcile = script(`
@@ -1048,11 +1060,12 @@ for _, q in ipairs(redis.call('SMEMBERS', K('queues'))) do qs[q] = true end
 for _, f in ipairs(redis.call('HKEYS', K('counts'))) do qs[split(f)[1]] = true end
 redis.call('DEL', K('counts'))
 local function add(q, s, n) if n > 0 then redis.call('HINCRBY', K('counts'), q .. US .. s, n) end end
-for q in pairs(qs) do
-  for _, s in ipairs(split(ARGV[4])) do
-    if s ~= 'running' then
-      add(q, s, redis.call('ZCARD', K('sq', s, q)))
-    end
+local qks = redis.call('SMEMBERS', K('qk'))
+for _, s in ipairs(split(ARGV[4])) do
+  if NOST[s] then
+    for _, pk in ipairs(qks) do add(split(pk)[1], s, redis.call('ZCARD', K('sqk', s, pk))) end
+  elseif s ~= 'running' then
+    for q in pairs(qs) do add(q, s, redis.call('ZCARD', K('sq', s, q))) end
   end
 end
 for _, m in ipairs(redis.call('ZRANGE', K('run'), 0, -1)) do
@@ -1060,4 +1073,27 @@ for _, m in ipairs(redis.call('ZRANGE', K('run'), 0, -1)) do
   if q then add(q, 'running', 1) end
 end
 return 1
+`)
+
+// luaMigratePairs moves a chunk of a queue's sq set of a state without st
+// (NOST), with the jobs' entries in that state's sk sets, into the
+// queue-and-kind sets of schema version 4 (openSchema, from version 3 or
+// older). A chunk keeps the script short on a large namespace.
+//
+// ARGV[4] the state, ARGV[5] the queue, ARGV[6] the chunk's size.
+//
+// Returns how many members the queue's sq set still holds.
+var luaMigratePairs = script(`
+local st, q, limit = ARGV[4], ARGV[5], tonumber(ARGV[6])
+local key = K('sq', st, q)
+local ms = redis.call('ZRANGE', key, 0, limit - 1)
+for _, m in ipairs(ms) do
+  local k = redis.call('HGET', K('job', string.sub(m, 21)), 'k')
+  if k then
+    redis.call('ZADD', pairkey(st, q, k), 0, m)
+    redis.call('ZREM', K('sk', st, k), m)
+  end
+end
+if #ms > 0 then redis.call('ZREM', key, unpack(ms)) end
+return redis.call('ZCARD', key)
 `)

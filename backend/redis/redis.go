@@ -28,11 +28,16 @@
 //	st:STATE           jobs of a state, by (state_changed_at, id); running
 //	                   jobs are left out of st, sq and sk, so a claim and a
 //	                   completion spare six entries: their listings gather
-//	                   them from run. Available and completed jobs have no
-//	                   st (every job passes through them): their listings
-//	                   merge the queues' sq sets (queues names them all)
+//	                   them from run. Available and completed jobs (every
+//	                   job passes through them) are in none of st, sq and
+//	                   sk either, but in sqk
 //	sq:STATE:QUEUE     the same per queue
 //	sk:STATE:KIND      the same per kind
+//	sqk:STATE:Q US K   available or completed jobs of queue Q and kind K,
+//	                   by (state_changed_at, id): one entry a job, where
+//	                   st, sq and sk took three. Listings merge the sets
+//	                   of the pairs their queues and kinds take
+//	qk                 every (queue US kind) pair that had a job (set)
 //	eg:GROUP           jobs of an error group (state, queue, kind, pattern)
 //	egi:GROUP          the same jobs by id: a group's bulk batches walk it
 //	egc                error group -> number of jobs (hash)
@@ -106,7 +111,14 @@ import (
 //	   refuses the namespace; migrating deletes st:available and
 //	   st:completed (stop the older build's workers first: one still
 //	   running would go on writing them).
-const SchemaVersion = 3
+//	4  no sq and sk sets for available and completed jobs either: one
+//	   set per queue and kind (sqk), the pairs named in qk, so an enqueue,
+//	   a claim and a completion each write one entry instead of two. A
+//	   build of version 3 would list those states from sq, missing every
+//	   job since, so it refuses the namespace; migrating moves the
+//	   entries of sq and sk into sqk, a chunk a script (stop the older
+//	   build's workers first).
+const SchemaVersion = 4
 
 // DefaultNamespace is the namespace of a URL without ns.
 const DefaultNamespace = "sluice"
@@ -318,12 +330,61 @@ func (s *Store) openSchema(ctx context.Context, opts Options) error {
 			return fmt.Errorf("redis: %s: migrate namespace %s: %w", s.url, s.ns, err)
 		}
 	}
+	if have > 0 && have < 4 {
+		if err := s.migratePairs(ctx); err != nil {
+			return fmt.Errorf("redis: %s: migrate namespace %s: %w", s.url, s.ns, err)
+		}
+	}
 	if err := s.c.Set(ctx, s.anchor, strconv.Itoa(SchemaVersion), 0).Err(); err != nil {
 		return fmt.Errorf("redis: %s: migrate namespace %s: %w", s.url, s.ns, err)
 	}
 	s.log.Info("redis: namespace at schema version", "namespace", s.ns, "from", have, "to", SchemaVersion)
 	return nil
 }
+
+// migratePairs moves the available and completed jobs' entries of every
+// queue's sq set and every kind's sk set into sqk (schema version 4), a
+// chunk a script; a migration stopped half way goes on where it stopped.
+// Last it drops what is left of those states' sk sets (members whose job
+// was gone, which no chunk could place).
+func (s *Store) migratePairs(ctx context.Context) error {
+	queues, err := s.c.SMembers(ctx, s.Key("queues")).Result()
+	if err != nil {
+		return fmt.Errorf("queues: %w", err)
+	}
+	for _, st := range unindexedStates {
+		for _, q := range queues {
+			for {
+				v, err := s.run(ctx, "migrate "+string(st)+" jobs of queue "+q, luaMigratePairs, string(st), q, migrateChunk)
+				if err != nil {
+					return err
+				}
+				if n, _ := v.(int64); n == 0 {
+					break
+				}
+			}
+		}
+	}
+	pairs, err := s.queueKinds(ctx)
+	if err != nil {
+		return err
+	}
+	var keys []string
+	for _, qk := range pairs {
+		for _, st := range unindexedStates {
+			keys = append(keys, s.Key("sk", string(st), qk.kind))
+		}
+	}
+	for i := 0; i < len(keys); i += 100 {
+		if err := s.c.Unlink(ctx, keys[i:min(i+100, len(keys))]...).Err(); err != nil {
+			return fmt.Errorf("drop sk sets: %w", err)
+		}
+	}
+	return nil
+}
+
+// migrateChunk is how many index members one migration script moves.
+const migrateChunk = 500
 
 // warnDurability logs when the server would lose jobs silently: nothing
 // kept on disk, or a memory policy that evicts keys.

@@ -32,16 +32,18 @@ func TestOpenSchemaRule(t *testing.T) {
 		after   string   // the schema key after Open
 	}{
 		{"empty must exist", "", redis.Options{MustExist: true}, []string{"is empty", "sluice migrate --store"}, ""},
-		{"empty created", "", redis.Options{}, nil, "3"},
-		{"behind refused", "0", redis.Options{}, []string{"version 0", "needs 3", "sluice migrate --store"}, "0"},
-		{"version 1 refused", "1", redis.Options{}, []string{"version 1", "needs 3", "sluice migrate --store"}, "1"},
-		{"version 2 refused", "2", redis.Options{}, []string{"version 2", "needs 3", "sluice migrate --store"}, "2"},
-		{"behind must exist", "1", redis.Options{MustExist: true}, []string{"version 1", "needs 3"}, "1"},
-		{"behind migrated", "0", redis.Options{Migrate: true}, nil, "3"},
-		{"version 1 migrated", "1", redis.Options{Migrate: true}, nil, "3"},
-		{"version 2 migrated", "2", redis.Options{Migrate: true}, nil, "3"},
-		{"ahead refused", "4", redis.Options{Migrate: true}, []string{"version 4", "newer than this build's 3", "sluice migrate --store"}, "4"},
-		{"current", "3", redis.Options{MustExist: true}, nil, "3"},
+		{"empty created", "", redis.Options{}, nil, "4"},
+		{"behind refused", "0", redis.Options{}, []string{"version 0", "needs 4", "sluice migrate --store"}, "0"},
+		{"version 1 refused", "1", redis.Options{}, []string{"version 1", "needs 4", "sluice migrate --store"}, "1"},
+		{"version 2 refused", "2", redis.Options{}, []string{"version 2", "needs 4", "sluice migrate --store"}, "2"},
+		{"version 3 refused", "3", redis.Options{}, []string{"version 3", "needs 4", "sluice migrate --store"}, "3"},
+		{"behind must exist", "1", redis.Options{MustExist: true}, []string{"version 1", "needs 4"}, "1"},
+		{"behind migrated", "0", redis.Options{Migrate: true}, nil, "4"},
+		{"version 1 migrated", "1", redis.Options{Migrate: true}, nil, "4"},
+		{"version 2 migrated", "2", redis.Options{Migrate: true}, nil, "4"},
+		{"version 3 migrated", "3", redis.Options{Migrate: true}, nil, "4"},
+		{"ahead refused", "5", redis.Options{Migrate: true}, []string{"version 5", "newer than this build's 4", "sluice migrate --store"}, "5"},
+		{"current", "4", redis.Options{MustExist: true}, nil, "4"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -184,7 +186,7 @@ func TestNoOrphanedKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(after)
-	want := []string{s.Key("queues"), s.Key("schema")}
+	want := []string{s.Key("qk"), s.Key("queues"), s.Key("schema")}
 	if !slices.Equal(after, want) {
 		t.Fatalf("after retention removed every job the namespace holds %d keys %v (before: %d); want only %v", len(after), after, len(before), want)
 	}
@@ -265,9 +267,9 @@ func TestVersion1Layout(t *testing.T) {
 	}
 }
 
-// TestVersion3DropsStateSets: version 3 keeps no st set for available and
-// completed jobs; their listings without a queue or kind merge the
-// queues' sq sets. A namespace at version 2 is refused without migration,
+// TestVersion3DropsStateSets: since version 3 no st set holds available
+// and completed jobs; their listings without a queue or kind merge their
+// queues' sets. A namespace at version 2 is refused without migration,
 // and migrating deletes the st sets version 2 wrote for those states and
 // keeps every other.
 func TestVersion3DropsStateSets(t *testing.T) {
@@ -297,7 +299,7 @@ func TestVersion3DropsStateSets(t *testing.T) {
 	}
 	for _, st := range []engine.State{engine.StateAvailable, engine.StateCompleted} {
 		if n, _ := c.Exists(ctx, s.Key("st", string(st))).Result(); n != 0 {
-			t.Errorf("version 3 wrote st:%s", st)
+			t.Errorf("this build wrote st:%s", st)
 		}
 	}
 	list := func(st engine.State) []string {
@@ -337,6 +339,133 @@ func TestVersion3DropsStateSets(t *testing.T) {
 	if got := list(engine.StateCompleted); !reflect.DeepEqual(got, wantDone) {
 		t.Errorf("completed after migrating: %v, want %v", got, wantDone)
 	}
+}
+
+// TestVersion4PairSets: version 4 keeps available and completed jobs in
+// one set per queue and kind (sqk), not in sq and sk; listings by state,
+// queue, kind and both, counts and the reconciled counters read them. A
+// namespace at version 3 (its entries moved back into sq and sk here) is
+// refused without migration, and migrating moves every entry back into
+// sqk and leaves no sq or sk set of those states.
+func TestVersion4PairSets(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, u := migratedStore(t)
+	c := s.Client()
+	// Eight jobs over two queues and two kinds (the kind "x:y" holds the
+	// separator of key parts); the even ones complete.
+	type qk struct{ q, k string }
+	var jobs []*engine.JobInsertParams
+	of := map[string]qk{}
+	for i := 0; i < 8; i++ {
+		p := qk{[]string{"a", "b"}[i%2], []string{"k", "x:y"}[i/2%2]}
+		id := fmt.Sprintf("j%d", i)
+		of[id] = p
+		jobs = append(jobs, &engine.JobInsertParams{ID: id, Queue: p.q, Kind: p.k, Payload: []byte(`{}`), SchemaVersion: 1, MaxAttempts: 3})
+	}
+	if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: jobs}); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"a", "a"} {
+		r, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: q, WorkerID: "w", LeaseID: "l", Limit: 1, LeaseDuration: time.Minute})
+		if err != nil || len(r.Jobs) != 1 {
+			t.Fatalf("claim %s: %+v %v", q, r, err)
+		}
+		errs, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{
+			{JobRef: engine.JobRef{ID: r.Jobs[0].ID, LeaseID: "l", Fence: r.Jobs[0].Fence}}}})
+		if err != nil || errs[0] != nil {
+			t.Fatalf("complete: %v %v", err, errs)
+		}
+	}
+	// Queue a's two oldest (j0, j2) completed; the rest are available.
+	want := func(st engine.State, q, k string) []string {
+		var ids []string
+		for i := 0; i < 8; i++ {
+			id := fmt.Sprintf("j%d", i)
+			done := id == "j0" || id == "j2"
+			if done != (st == engine.StateCompleted) || (q != "" && of[id].q != q) || (k != "" && of[id].k != k) {
+				continue
+			}
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	check := func(when string, s *redis.Store) {
+		t.Helper()
+		for _, st := range []engine.State{engine.StateAvailable, engine.StateCompleted} {
+			for _, f := range []qk{{"", ""}, {"a", ""}, {"b", ""}, {"", "k"}, {"", "x:y"}, {"a", "x:y"}, {"b", "k"}} {
+				fl := engine.Filter{States: []engine.State{st}}
+				if f.q != "" {
+					fl.Queues = []string{f.q}
+				}
+				if f.k != "" {
+					fl.Kinds = []string{f.k}
+				}
+				for _, rev := range []bool{false, true} {
+					js, err := s.JobList(ctx, &engine.JobListParams{Filter: fl, Limit: 10, Reverse: rev})
+					if err != nil {
+						t.Fatal(err)
+					}
+					var ids []string
+					for _, j := range js {
+						ids = append(ids, j.ID)
+					}
+					sort.Strings(ids)
+					if w := want(st, f.q, f.k); !slices.Equal(ids, w) {
+						t.Errorf("%s: %s queue %q kind %q (reverse %v): %v, want %v", when, st, f.q, f.k, rev, ids, w)
+					}
+				}
+				n, _, err := s.JobCount(ctx, &engine.JobCountParams{Filter: fl})
+				if err != nil || n != int64(len(want(st, f.q, f.k))) {
+					t.Errorf("%s: count of %s queue %q kind %q: %d %v, want %d", when, st, f.q, f.k, n, err, len(want(st, f.q, f.k)))
+				}
+			}
+		}
+		if err := s.JobCountReconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+		counts, err := s.JobCountByQueue(ctx, &engine.JobCountByQueueParams{})
+		if err != nil || counts["a"][engine.StateCompleted] != 2 || counts["a"][engine.StateAvailable] != 2 || counts["b"][engine.StateAvailable] != 4 {
+			t.Errorf("%s: reconciled counters %v %v", when, counts, err)
+		}
+		for _, st := range []string{"available", "completed"} {
+			for _, k := range []string{s.Key("sq", st, "a"), s.Key("sq", st, "b"), s.Key("sk", st, "k"), s.Key("sk", st, "x:y")} {
+				if n, _ := c.Exists(ctx, k).Result(); n != 0 {
+					t.Errorf("%s: %s exists", when, k)
+				}
+			}
+		}
+	}
+	check("version 4", s)
+
+	// The namespace as version 3 left it: each sqk entry in sq and sk.
+	pairs, err := c.SMembers(ctx, s.Key("qk")).Result()
+	if err != nil || len(pairs) != 4 {
+		t.Fatalf("qk: %v %v, want 4 pairs", pairs, err)
+	}
+	for _, st := range []string{"available", "completed"} {
+		for _, pk := range pairs {
+			q, k, _ := strings.Cut(pk, "\x1f")
+			ms, err := c.ZRange(ctx, s.Key("sqk", st, pk), 0, -1).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range ms {
+				for _, key := range []string{s.Key("sq", st, q), s.Key("sk", st, k)} {
+					if err := c.ZAdd(ctx, key, goredis.Z{Member: m}).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if err := c.Del(ctx, s.Key("sqk", st, pk)).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := c.Del(ctx, s.Key("qk")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	check("version 4, migrated from 3", migrateFrom(t, s, u, 3))
 }
 
 // migratedStore opens a store in a namespace of its own, created at this
