@@ -85,7 +85,8 @@ return opflat(O)
 //
 // ARGV[4...] name/value pairs: id, holder, fence, after (the cursor),
 // limit, window, budget (microseconds of the server's time the whole
-// script may take: its walk stops at five eighths of it), ttl ("s:ns"),
+// script may take: its walk, index writes included, stops at seven
+// eighths of it), ttl ("s:ns"),
 // cutoff (a time); the spec (s_ prefix, as luaAction); the selector's indexed conditions f_states, f_queues,
 // f_kinds, f_ids (joined by US), f_fp, f_ep, f_ca, f_cb, f_fa, f_fb
 // (times or ""), f_sup ("1" takes superseded jobs in); f_more ("1": the
@@ -99,10 +100,11 @@ return opflat(O)
 // once (HMGET of the fields the selector, the spec, the event and the
 // indexes need: never its payload, metadata, tags, checkpoint or error
 // text), judged and, when it matches, written at once; the index writes
-// of all its jobs are gathered and written once per key (ZB). The walk
-// stops early, its cursor at the last job it looked at, once it has run
-// for its share of the budget (checked with TIME every 8 jobs), so that it never blocks the server for long whatever
-// the load, and no job it read is read again by the next batch. A job of
+// of every eight jobs are gathered and written once per key (ZB). The
+// walk stops early, its cursor at the last job it looked at, once it has
+// run for its share of the budget (checked with TIME every 8 jobs, after
+// their index writes), so that it never blocks the server for long
+// whatever the load, and no job it read is read again by the next batch. A job of
 // a Go-judged selector whose version moved since its verdict ends the
 // batch before it (the next batch judges it again), or, when the batch
 // has written nothing yet, is refused as "RETRY".
@@ -184,10 +186,14 @@ if A.f_more == '1' then
     verdicts[f[1]] = {f[2], f[3] == '1'}
   end
 end
--- The budget is the whole script's: the walk stops at five eighths of
--- it, leaving the rest for the gathered index writes (flush) and the
--- operation's row, which cost about half the walk's time.
-local budget = tonumber(A.budget) * 5 / 8
+-- The budget is the whole script's. The walk writes the index entries it
+-- gathered every eight jobs (flushz), before it looks at the clock, so
+-- the clock sees them: they are most of a retry's time (a member out of
+-- a set of a million, and into another), and written only at the end
+-- they took from one to seven times the walk's own time. The walk stops
+-- at seven eighths of the budget, leaving the rest for the last eight
+-- jobs' entries and the operation's row.
+local budget = tonumber(A.budget) * 7 / 8
 local function late()
   local t = redis.call('TIME')
   return (tonumber(t[1]) - NOW_S) * 1000000 + tonumber(t[2]) - NOW_NS / 1000 > budget
@@ -219,7 +225,12 @@ end
 local refused, n, stopped, last, lastfound = {}, 0, false, nil, nil
 ZB = {}
 while true do
-  if n + #refused / 2 >= limit or (scanned > 0 and scanned % 8 == 0 and late()) then stopped = true; break end
+  if n + #refused / 2 >= limit then stopped = true; break end
+  if scanned > 0 and scanned % 8 == 0 then
+    flushz()
+    ZB = {}
+    if late() then stopped = true; break end
+  end
   local id = nextid()
   if id == nil then break end
   local J = loadb(id)

@@ -22,15 +22,12 @@ const defaultOperationLease = 30 * time.Second
 
 // maxBatchScript is the most jobs one bulk batch script changes, and
 // batchScriptBudget the server's time the whole script may take: its walk
-// stops at five eighths of it, leaving the rest for its gathered index
-// writes (see luaOpBatch). The budget is measured by the server's clock
-// (TIME), so on a loaded machine a script's time includes the time the
-// server waited for a core: it then takes fewer jobs (a wait after the
-// walk, in its index writes, still lengthens it). 2 ms rather than 4
-// halves the median script (5.0 to 2.5 ms at a million archived jobs)
-// and leaves more room under the 10 ms a script may block the server;
-// a stall of the machine itself (8 ms seen here) can still push one
-// past it (BENCHMARKS.md).
+// stops at seven eighths of it, its index writes included (see
+// luaOpBatch). The budget is measured by the server's clock (TIME), so on
+// a loaded machine a script's time includes the time the server waited
+// for a core: it then takes fewer jobs. A stall of the machine itself (8
+// ms seen here) can still push one past the 10 ms a script may block the
+// server (BENCHMARKS.md).
 const (
 	maxBatchScript    = 1000
 	batchScriptBudget = 2 * time.Millisecond
