@@ -505,7 +505,7 @@ local exp = tadd(A.dur)
 -- moves its error group's two entries from available to running, as
 -- index does, gathered (ZB). A job with a deadline takes the general
 -- path.
-local sk, runm, nfast = {}, {}, 0
+local sk, runm = {}, {}
 -- PICK: the fields the fast path reads from a job's hash, one table
 -- lookup a field rather than a chain of comparisons.
 local PICK = {f = true, v = true, sca = true, k = true, sv = true, a = true, c = true, ne = true, le = true, dl = true,
@@ -545,7 +545,6 @@ local function take(class, n)
         avm[#avm + 1] = m
         fast = fast + 1
         local sm = H.sca .. ':' .. id
-        nfast = nfast + 1
         group(sk, H.k, sm)
         runm[#runm + 1] = exp .. ':' .. id
         if ep ~= '' then egmove('available', 'running', q, H.k, ep, id, sm, NOW .. ':' .. id) end
@@ -583,7 +582,7 @@ if limit > 0 then
   if n > 0 then take('1', n) end
   if A.lone == '1' and #jobs == 0 then take('2', 1) end
 end
-if nfast > 0 then
+if #runm > 0 then
   for k, ms in pairs(sk) do zmany(false, K('sqk', 'available', q .. US .. k), ms) end
   zmany(true, K('run'), runm)
 end
