@@ -75,3 +75,32 @@ func BenchmarkClaimComplete(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkListManyKinds lists the first page of one queue's available
+// jobs, newest first, when the queue holds many kinds: available and
+// completed jobs live in one set per queue and kind (sqk), so the page
+// merges one set per kind.
+func BenchmarkListManyKinds(b *testing.B) {
+	for _, kinds := range []int{1, 20, 200} {
+		b.Run(fmt.Sprintf("kinds=%d", kinds), func(b *testing.B) {
+			ctx := context.Background()
+			s := redistest.New(b)
+			jobs := benchJobs(kinds*50, 0)
+			for i, j := range jobs {
+				j.Kind = fmt.Sprintf("kind%03d", i%kinds)
+			}
+			for i := 0; i < len(jobs); i += 1000 {
+				if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: jobs[i:min(i+1000, len(jobs))]}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			f := engine.Filter{States: []engine.State{engine.StateAvailable}, Queues: []string{"default"}}
+			for b.Loop() {
+				js, err := s.JobList(ctx, &engine.JobListParams{Filter: f, Limit: 50})
+				if err != nil || len(js) != 50 {
+					b.Fatalf("list: %d jobs, %v", len(js), err)
+				}
+			}
+		})
+	}
+}

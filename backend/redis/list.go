@@ -181,44 +181,71 @@ type source struct {
 	buf  []string
 	last string // the member past which the next chunk starts ("" for the end)
 	done bool
+	size int64 // members the next chunk asks for
 }
 
 func (s *Store) newWalker(keys []string, after string, asc bool, chunk int) *walker {
 	w := &walker{s: s, asc: asc, chunk: int64(max(chunk, 16))}
+	// Many indexes (a state's sets of every queue and kind) share a page:
+	// each first reads its share of it, twice over, and doubles from there.
+	first := w.chunk
+	if len(keys) > 1 {
+		first = min(w.chunk, max(8, 2*w.chunk/int64(len(keys))))
+	}
 	for _, k := range keys {
-		w.srcs = append(w.srcs, &source{key: k, last: after})
+		w.srcs = append(w.srcs, &source{key: k, last: after, size: first})
 	}
 	return w
 }
 
-func (w *walker) fill(ctx context.Context, src *source) error {
-	if len(src.buf) > 0 || src.done {
+// fill reads the next chunk of every source that has run out, in one
+// round trip: a page merged from a few hundred sets costs one, not one a
+// set.
+func (w *walker) fill(ctx context.Context) error {
+	var need []*source
+	for _, src := range w.srcs {
+		if len(src.buf) == 0 && !src.done {
+			need = append(need, src)
+		}
+	}
+	if len(need) == 0 {
 		return nil
 	}
-	var ms []string
-	var err error
-	if w.asc {
-		min := "-"
-		if src.last != "" {
-			min = "(" + src.last
+	pipe := w.s.c.Pipeline()
+	cs := make([]*goredis.StringSliceCmd, len(need))
+	for i, src := range need {
+		if w.asc {
+			min := "-"
+			if src.last != "" {
+				min = "(" + src.last
+			}
+			cs[i] = pipe.ZRangeByLex(ctx, src.key, &goredis.ZRangeBy{Min: min, Max: "+", Count: src.size})
+		} else {
+			max := "+"
+			if src.last != "" {
+				max = "(" + src.last
+			}
+			cs[i] = pipe.ZRevRangeByLex(ctx, src.key, &goredis.ZRangeBy{Min: "-", Max: max, Count: src.size})
 		}
-		ms, err = w.s.c.ZRangeByLex(ctx, src.key, &goredis.ZRangeBy{Min: min, Max: "+", Count: w.chunk}).Result()
-	} else {
-		max := "+"
-		if src.last != "" {
-			max = "(" + src.last
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		for i, c := range cs {
+			if c.Err() != nil {
+				return fmt.Errorf("redis: walk %s: %w", need[i].key, c.Err())
+			}
 		}
-		ms, err = w.s.c.ZRevRangeByLex(ctx, src.key, &goredis.ZRangeBy{Min: "-", Max: max, Count: w.chunk}).Result()
+		return fmt.Errorf("redis: walk: %w", err)
 	}
-	if err != nil {
-		return fmt.Errorf("redis: walk %s: %w", src.key, err)
-	}
-	if int64(len(ms)) < w.chunk {
-		src.done = true
-	}
-	if len(ms) > 0 {
-		src.buf = ms
-		src.last = ms[len(ms)-1]
+	for i, src := range need {
+		ms := cs[i].Val()
+		if int64(len(ms)) < src.size {
+			src.done = true
+		}
+		if len(ms) > 0 {
+			src.buf = ms
+			src.last = ms[len(ms)-1]
+		}
+		src.size = min(2*src.size, w.chunk)
 	}
 	return nil
 }
@@ -227,11 +254,11 @@ func (w *walker) fill(ctx context.Context, src *source) error {
 func (w *walker) next(ctx context.Context, n int) ([]string, error) {
 	var out []string
 	for len(out) < n {
+		if err := w.fill(ctx); err != nil {
+			return nil, err
+		}
 		var best *source
 		for _, src := range w.srcs {
-			if err := w.fill(ctx, src); err != nil {
-				return nil, err
-			}
 			if len(src.buf) == 0 {
 				continue
 			}
