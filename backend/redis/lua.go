@@ -505,7 +505,7 @@ local exp = tadd(A.dur)
 -- moves its error group's two entries from available to running, as
 -- index does, gathered (ZB). A job with a deadline takes the general
 -- path.
-local sk, runm = {}, {}
+local sk, runm, NOERRS = {}, {}, {}
 -- PICK: the fields the fast path reads from a job's hash, one table
 -- lookup a field rather than a chain of comparisons.
 local PICK = {f = true, v = true, sca = true, k = true, sv = true, a = true, c = true, ne = true, le = true, dl = true,
@@ -522,7 +522,8 @@ local function take(class, n)
       if got >= n then break end
       scanned = scanned + 1
       local id = string.sub(m, 21)
-      local r = redis.call('HGETALL', P .. 'job:' .. id)
+      local jk = P .. 'job:' .. id
+      local r = redis.call('HGETALL', jk)
       -- The fields the fast path reads, picked from the reply rather than
       -- copied into a table of every field.
       local H = {k = '', sv = '0', f = '0', v = '0', sca = '', a = '0', c = '0'}
@@ -540,7 +541,7 @@ local function take(class, n)
         skipped = skipped + 1
       elseif dl == '' then
         local f, v = inc(H.f), inc(H.v)
-        redis.call('HSET', P .. 'job:' .. id, 's', 'running', 'f', f, 'lid', A.lease, 'lw', A.worker, 'lx', exp,
+        redis.call('HSET', jk, 's', 'running', 'f', f, 'lid', A.lease, 'lw', A.worker, 'lx', exp,
           'ata', NOW, 'atb', A.worker, 'sca', NOW, 'v', v)
         avm[#avm + 1] = m
         fast = fast + 1
@@ -550,8 +551,9 @@ local function take(class, n)
         if ep ~= '' then egmove('available', 'running', q, H.k, ep, id, sm, NOW .. ':' .. id) end
         -- A job that never failed has no error list (ne counts its
         -- entries; jobs of older builds lack ne but have a last error, an
-        -- attempt or a crash): reading it would cost a call per job.
-        local es = {}
+        -- attempt or a crash): reading it would cost a call per job, and
+        -- a table of its own a table per job.
+        local es = NOERRS
         if H.ne or H.le or H.a ~= '0' or H.c ~= '0' then es = errs(id) end
         jobs[#jobs + 1] = {r, es}
         got = got + 1
