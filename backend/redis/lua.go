@@ -179,6 +179,8 @@ local function count(q, s, n)
   local f = q .. US .. s
   CD[f] = (CD[f] or 0) + n
 end
+-- flushz writes what ZB and EGB gathered; a script that gathers goes on
+-- gathering (a bulk batch flushes every eight jobs).
 local function flushz()
   if not ZB then return end
   -- Removals first: a member a job leaves and re-enters in one key is
@@ -195,7 +197,7 @@ local function flushz()
       if v <= 0 then redis.call('HDEL', K('egc'), g) end
     end
   end
-  ZB, EGB = nil, {}
+  ZB, EGB = {}, {}
 end
 local function flush()
   flushz()
@@ -500,11 +502,11 @@ local limit = tonumber(A.limit)
 local exp = tadd(A.dur)
 -- The fast path: a job without a deadline leaves two index entries (its
 -- queue and kind's sqk of available, and av) and gets one (run); they are
--- written per batch, one call per index, after the jobs' hashes. A job with an error
--- pattern (one that failed before: a retry, an operator's redrive) also
--- moves its error group's two entries from available to running, as
--- index does, gathered (ZB). A job with a deadline takes the general
--- path.
+-- written per batch, one call per index, after the jobs' hashes. A job
+-- with an error pattern (one that failed before: a retry, an operator's
+-- redrive) also moves its error group's two entries from available to
+-- running, as index does, gathered (ZB). A job with a deadline takes the
+-- general path.
 local sk, runm, NOERRS = {}, {}, {}
 -- PICK: the fields the fast path reads from a job's hash, one table
 -- lookup a field rather than a chain of comparisons.
@@ -609,10 +611,9 @@ local res, fps = {}, {}
 ZB = {}
 -- The fast path: a job leaves one index entry (run) and gets one (its
 -- queue and kind's sqk of completed); they are written per batch, one
--- call per index. A job
--- with an error pattern also moves its error group's entries from running
--- to completed (gathered, ZB). A job deleted on completion takes the
--- general path.
+-- call per index. A job with an error pattern also moves its error
+-- group's entries from running to completed (gathered, ZB). A job deleted
+-- on completion takes the general path.
 local runm, sqk, nq = {}, {}, {}
 for i = 5, #ARGV, 4 do
   local id = ARGV[i]

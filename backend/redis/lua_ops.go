@@ -104,10 +104,10 @@ return opflat(O)
 // walk stops early, its cursor at the last job it looked at, once it has
 // run for its share of the budget (checked with TIME every 8 jobs, after
 // their index writes), so that it never blocks the server for long
-// whatever the load, and no job it read is read again by the next batch. A job of
-// a Go-judged selector whose version moved since its verdict ends the
-// batch before it (the next batch judges it again), or, when the batch
-// has written nothing yet, is refused as "RETRY".
+// whatever the load, and no job it read is read again by the next batch.
+// A job of a Go-judged selector whose version moved since its verdict
+// ends the batch before it (the next batch judges it again), or, when the
+// batch has written nothing yet, is refused as "RETRY".
 //
 // Returns {"over", op} for an operation that is no longer running, or
 // {"ok", op, cursor, exhausted (0|1), refused (id US fingerprint ...)}.
@@ -228,7 +228,6 @@ while true do
   if n + #refused / 2 >= limit then stopped = true; break end
   if scanned > 0 and scanned % 8 == 0 then
     flushz()
-    ZB = {}
     if late() then stopped = true; break end
   end
   local id = nextid()
