@@ -218,6 +218,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		// Say we live before claiming anything, so no reaper mistakes our
 		// first leases for a dead process's.
 		if err := e.heartbeat(ctx); err != nil {
+			e.contact.fail()
 			if StoreUnavailable(err) {
 				e.outHeartbeat.Fail(err)
 			} else {
@@ -345,9 +346,10 @@ func (e *Engine) heartbeat(ctx context.Context) error {
 // fails every call until a background dial, tried once a second,
 // succeeds; a reaper that trusted its own contact sooner would charge a
 // crash to a worker whose beats were refused by its own client. It is
-// added only after an outage this process saw: a process just started
-// (one replacing a killed one, say) waits a heartbeat TTL as before, so
-// recovery from crashes is not slowed.
+// added after this process's start too: a process cannot tell whether
+// the store has just come back (one replacing a killed worker is often
+// started the moment the server answers), and the cost, a crash found
+// 1.5 s later by a process that has only just started, is small.
 const reconnectGrace = 1500 * time.Millisecond
 
 // heartbeatTTL: a process is gone after three missed beats.
@@ -361,38 +363,30 @@ func (e *Engine) heartbeatTTL() time.Duration { return 3 * e.cfg.HeartbeatInterv
 // before the living ones have had a heartbeat interval to beat again.
 type contactClock struct {
 	mu     sync.Mutex
-	since  time.Time // start of the current unbroken run of successes
+	since  time.Time // start of the current unbroken run of successes (or of the process)
 	broken bool      // a failure was seen and no success since
-	healed bool      // the current run began after a failure, not at start
 }
 
 func (c *contactClock) reset() {
 	c.mu.Lock()
-	c.since, c.broken, c.healed = time.Now(), false, false
+	c.since, c.broken = time.Now(), false
 	c.mu.Unlock()
 }
 
 // fail records a failure (or a call slow enough to count as one).
 func (c *contactClock) fail() {
 	c.mu.Lock()
-	c.broken, c.healed = true, true
+	c.broken = true
 	c.mu.Unlock()
 }
 
-// trusts reports whether the store has answered without a break for ttl,
-// and for reconnectGrace more when the run began after a failure this
-// process saw (an outage) rather than at its start; one lock, so the two
-// facts are read together.
+// trusts reports whether the store has answered without a break for ttl
+// and reconnectGrace more, since this process's start or the end of its
+// last outage; one lock, so the two facts are read together.
 func (c *contactClock) trusts(ttl time.Duration) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.broken {
-		return false
-	}
-	if c.healed {
-		ttl += reconnectGrace
-	}
-	return time.Since(c.since) >= ttl
+	return !c.broken && time.Since(c.since) >= ttl+reconnectGrace
 }
 
 // ok records a success: after a failure, the unbroken run begins now.

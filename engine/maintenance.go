@@ -235,9 +235,9 @@ func (e *Engine) scheduleDue(ctx context.Context) error {
 // its lease to a stall or an outage: it goes back to available, charged
 // nothing. A job whose worker is gone too crashed with it: one crash
 // attempt. Crashes are charged only after this process has reached the
-// store without a break for a heartbeat TTL (and reconnectGrace after an
-// outage), so that the living workers have had time to reconnect and beat
-// again.
+// store without a break for a heartbeat TTL and reconnectGrace more, since
+// its start or its last outage, so that the living workers have had time
+// to reconnect and beat again.
 func (e *Engine) reap(ctx context.Context) error {
 	expired, err := e.store.JobListExpiredLeases(ctx, &JobListExpiredLeasesParams{Limit: maintenanceBatch})
 	if err != nil {

@@ -89,6 +89,7 @@ func checks() []check {
 		{name: "DeadWorkerChargedLiveWorkerReleased", fn: testReaper},
 		{name: "StoreOutageChargesNoCrash", fn: testStoreOutage},
 		{name: "StoreOutageLateReconnectChargesNoCrash", fn: testStoreOutageLateReconnect},
+		{name: "StoreOutageFreshReaperChargesNoCrash", fn: testStoreOutageFreshReaper},
 		{name: "RenewedLeaseNotReaped", fn: testRenewedLeaseNotReaped},
 	})
 	add("Concurrency", []check{

@@ -207,18 +207,26 @@ func (f *faultStore) LeaderResign(ctx context.Context, p *engine.LeaderResignPar
 // the expired lease, so the path "lease expired, worker alive: release,
 // charge nothing" is taken for sure, not only the one where the worker
 // renews in time.
-func testStoreOutage(t *testing.T, h Harness) { storeOutage(t, h, 0) }
+func testStoreOutage(t *testing.T, h Harness) { storeOutage(t, h, 0, false) }
 
 // testStoreOutageLateReconnect: the same outage, but the worker's client
 // reaches the store again a second after the reaper's does, as go-redis
 // does once a pool's dials have all failed (it fails every call until a
 // background dial, tried once a second, succeeds). The reaper must still
 // wait for the living worker to beat again before charging anything.
-func testStoreOutageLateReconnect(t *testing.T, h Harness) { storeOutage(t, h, time.Second) }
+func testStoreOutageLateReconnect(t *testing.T, h Harness) { storeOutage(t, h, time.Second, false) }
+
+// testStoreOutageFreshReaper: the maintainer starts only as the store
+// comes back, so it saw no outage (a process replacing a killed one, say,
+// started the moment the server answered), and the worker's client
+// reaches the store a second later. A reaper that trusted a heartbeat TTL
+// from its own start would call the living worker dead.
+func testStoreOutageFreshReaper(t *testing.T, h Harness) { storeOutage(t, h, time.Second, true) }
 
 // storeOutage runs the outage; the worker's store comes back lag after
-// the maintainer first reached it again.
-func storeOutage(t *testing.T, h Harness, lag time.Duration) {
+// the maintainer first reached it again. A fresh maintainer is started
+// only when the store is back, instead of living through the outage.
+func storeOutage(t *testing.T, h Harness, lag time.Duration, fresh bool) {
 	base := h.NewStore(t)
 	ws := &faultStore{Store: base} // the worker's connection
 	ms := &faultStore{Store: base} // the maintainer's
@@ -246,7 +254,9 @@ func storeOutage(t *testing.T, h Harness, lag time.Duration) {
 	mcfg := fast("maintainer")
 	mcfg.LeaseDuration = lease
 	start(t, w)
-	startEngine(t, ms, mcfg)
+	if !fresh {
+		startEngine(t, ms, mcfg)
+	}
 
 	enqueue(t, w, engine.EnqueueParams{ID: "out", Queue: "q", Kind: "k", MaxAttempts: 1})
 	select {
@@ -261,6 +271,9 @@ func storeOutage(t *testing.T, h Harness, lag time.Duration) {
 	ms.down.Store(true)
 	time.Sleep(max(2*lease, 3*wcfg.HeartbeatInterval) + 300*time.Millisecond)
 	ms.down.Store(false)
+	if fresh {
+		startEngine(t, ms, mcfg)
+	}
 	if lag > 0 {
 		// The maintainer backs off through the outage; its contact (and
 		// so the wait before it trusts a lapsed heartbeat) starts at its
@@ -271,7 +284,7 @@ func storeOutage(t *testing.T, h Harness, lag time.Duration) {
 		time.Sleep(lag)
 	}
 	ws.down.Store(false)
-	if ws.calls.Load() == 0 || ms.calls.Load() == 0 {
+	if ws.calls.Load() == 0 || (!fresh && ms.calls.Load() == 0) {
 		t.Fatal("no call reached the store during the outage: the test proves nothing")
 	}
 	// The store is back; the worker beats again but has not renewed. The
