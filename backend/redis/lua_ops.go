@@ -86,8 +86,8 @@ return opflat(O)
 // ARGV[4...] name/value pairs: id, holder, fence, after (the cursor),
 // limit, window, budget (microseconds of the server's time the whole
 // script may take: its walk, index writes included, stops at seven
-// eighths of it), ttl ("s:ns"),
-// cutoff (a time); the spec (s_ prefix, as luaAction); the selector's indexed conditions f_states, f_queues,
+// eighths of it), ttl ("s:ns"), cutoff (a time); the spec (s_ prefix,
+// as luaAction); the selector's indexed conditions f_states, f_queues,
 // f_kinds, f_ids (joined by US), f_fp, f_ep, f_ca, f_cb, f_fa, f_fb
 // (times or ""), f_sup ("1" takes superseded jobs in); f_more ("1": the
 // selector has conditions only the Go side evaluates, whose verdicts

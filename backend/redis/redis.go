@@ -371,8 +371,14 @@ func (s *Store) migratePairs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A kind in several queues is one sk set a state: name it once.
 	var keys []string
+	seen := map[string]bool{}
 	for _, qk := range pairs {
+		if seen[qk.kind] {
+			continue
+		}
+		seen[qk.kind] = true
 		for _, st := range unindexedStates {
 			keys = append(keys, s.Key("sk", string(st), qk.kind))
 		}
