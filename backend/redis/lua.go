@@ -135,7 +135,9 @@ local function rec(J, payload) return 'J' .. enc({enc(flat(J, payload)), enc(err
 -- ZB, when a script sets it to {}, gathers index writes (sorted set
 -- members, error group counts) so that a bulk batch writes each key once
 -- with many members instead of one call per job; flush writes them.
-local ZB = nil
+-- ZBN counts the writes gathered since the last flush (a bulk batch
+-- predicts from it what the flush will cost).
+local ZB, ZBN = nil, 0
 local function zb(key)
   local b = ZB[key]
   if not b then b = {rem = {}, add = {}}; ZB[key] = b end
@@ -144,13 +146,14 @@ end
 local function zset(add, key, score, m)
   if ZB then
     local b = zb(key)
+    ZBN = ZBN + 1
     if add then b.add[#b.add + 1] = score; b.add[#b.add + 1] = m else b.rem[#b.rem + 1] = m end
   elseif add then redis.call('ZADD', key, score, m) else redis.call('ZREM', key, m) end
 end
 local function zlex(add, key, m) zset(add, key, '0', m) end
 local EGB = {}
 local function egcount(g, n)
-  if ZB then EGB[g] = (EGB[g] or 0) + n; return end
+  if ZB then EGB[g] = (EGB[g] or 0) + n; ZBN = ZBN + 1; return end
   local v = redis.call('HINCRBY', K('egc'), g, n)
   if v <= 0 then redis.call('HDEL', K('egc'), g) end
 end
@@ -180,7 +183,7 @@ local function count(q, s, n)
   CD[f] = (CD[f] or 0) + n
 end
 -- flushz writes what ZB and EGB gathered; a script that gathers goes on
--- gathering (a bulk batch flushes every eight jobs).
+-- gathering.
 local function flushz()
   if not ZB then return end
   -- Removals first: a member a job leaves and re-enters in one key is
@@ -197,7 +200,7 @@ local function flushz()
       if v <= 0 then redis.call('HDEL', K('egc'), g) end
     end
   end
-  ZB, EGB = {}, {}
+  ZB, EGB, ZBN = {}, {}, 0
 end
 local function flush()
   flushz()
@@ -255,7 +258,9 @@ local function index(J, add)
   end
 end
 -- commit writes J over O (the job as read): its changed fields and its
--- indexes, and with autocount the counters of the state it moved.
+-- indexes, and with autocount the counters of the state it moved. J is a
+-- changed copy of O, or only the changes with O as its __index (pairs
+-- then walks only those).
 local function commit(O, J, autocount)
   index(O, false)
   local a, d = {}, {}

@@ -99,11 +99,13 @@ return opflat(O)
 // names (their id sets, {ns}:egi:GROUP). Each job of the window is read
 // once (HMGET of the fields the selector, the spec, the event and the
 // indexes need: never its payload, metadata, tags, checkpoint or error
-// text), judged and, when it matches, written at once; the index writes
-// of every eight jobs are gathered and written once per key (ZB). The
-// walk stops early, its cursor at the last job it looked at, once it has
-// run for its share of the budget (checked with TIME every 8 jobs, after
-// their index writes), so that it never blocks the server for long
+// text), judged and, when it matches, written at once; its index writes
+// are gathered and written once per key (ZB) when the walk ends, and
+// once after its first eight jobs, which times them. The walk stops
+// early, its cursor at the last job it looked at, once the time it has
+// run plus what its gathered index writes will take (at the rate the
+// first eight jobs' took) passes its share of the budget (checked with
+// TIME every 8 jobs), so that it never blocks the server for long
 // whatever the load, and no job it read is read again by the next batch.
 // A job of a Go-judged selector whose version moved since its verdict
 // ends the batch before it (the next batch judges it again), or, when the
@@ -186,17 +188,34 @@ if A.f_more == '1' then
     verdicts[f[1]] = {f[2], f[3] == '1'}
   end
 end
--- The budget is the whole script's. The walk writes the index entries it
--- gathered every eight jobs (flushz), before it looks at the clock, so
--- the clock sees them: they are most of a retry's time (a member out of
--- a set of a million, and into another), and written only at the end
--- they took from one to seven times the walk's own time. The walk stops
--- at seven eighths of the budget, leaving the rest for the last eight
--- jobs' entries and the operation's row.
+-- The budget is the whole script's. The index writes are most of a
+-- retry's time (a member out of a set of a million, and into another):
+-- unseen by the clock until written, they took from one to seven times
+-- the walk's own time. Written every eight jobs so that the clock saw
+-- them, they cost a call per key each time, most of the calls a job
+-- made. So they are written once, when the walk ends, and timed: per,
+-- microseconds a gathered write, the calls' own cost included, kept in
+-- the operation's row (zp) for its next batch. The walk stops when its
+-- time so far and its gathered writes' predicted time pass seven eighths
+-- of the budget, leaving the rest for the operation's row and the
+-- misprediction. An operation's first batch times its first eight jobs'
+-- writes instead.
 local budget = tonumber(A.budget) * 7 / 8
-local function late()
+local function elapsed()
   local t = redis.call('TIME')
-  return (tonumber(t[1]) - NOW_S) * 1000000 + tonumber(t[2]) - NOW_NS / 1000 > budget
+  return (tonumber(t[1]) - NOW_S) * 1000000 + tonumber(t[2]) - NOW_NS / 1000
+end
+local per = tonumber(O.zp or '')
+local function timedflush()
+  local n, t0 = ZBN, elapsed()
+  flushz()
+  local t1 = elapsed()
+  per = (t1 - t0) / math.max(n, 1)
+  return t1
+end
+local function late()
+  if per == nil then return timedflush() > budget end
+  return elapsed() + ZBN * per > budget
 end
 -- Each job is read once, with only the fields the selector, the spec,
 -- the event and the indexes need (not its payload, metadata, tags,
@@ -223,13 +242,11 @@ if S.rquar and redis.call('SCARD', K('fprs')) <= 256 then
   for _, fp in ipairs(redis.call('SMEMBERS', K('fprs'))) do quar[fp] = quarantined(fp) end
 end
 local refused, n, stopped, last, lastfound = {}, 0, false, nil, nil
+local OVER = {}
 ZB = {}
 while true do
   if n + #refused / 2 >= limit then stopped = true; break end
-  if scanned > 0 and scanned % 8 == 0 then
-    flushz()
-    if late() then stopped = true; break end
-  end
+  if scanned > 0 and scanned % 8 == 0 and late() then stopped = true; break end
   local id = nextid()
   if id == nil then break end
   local J = loadb(id)
@@ -273,13 +290,17 @@ while true do
       refused[#refused + 1] = J.id
       refused[#refused + 1] = fp
     else
-      local JO = copy(J)
-      if A.ev == '1' then event(J.id, A.ev_kind, A.ev_actor, JO.s, A.ev_to, JO.a, A.ev_msg) end
+      if A.ev == '1' then event(J.id, A.ev_kind, A.ev_actor, J.s, A.ev_to, J.a, A.ev_msg) end
       if S.del then
         remove(J, true)
       else
-        apply(J, S, '')
-        commit(JO, J, true)
+        -- The job after the change is the writes over J as read (OVER):
+        -- commit then compares only the fields apply wrote, and no job
+        -- is copied field by field.
+        OVER.__index = J
+        local N = setmetatable({}, OVER)
+        apply(N, S, '')
+        commit(J, N, true)
       end
       n = n + 1
     end
@@ -290,6 +311,10 @@ if stopped or scanned == window then cursor = last or A.after
 else
   if lastfound then cursor = lastfound end
   done = 1
+end
+if ZBN > 0 then
+  timedflush()
+  O.zp = string.format('%.3f', per)
 end
 local nr = #refused / 2
 O.pc = istr(tonumber(O.pc) + n + nr); O.sc = istr(tonumber(O.sc) + n); O.fl = istr(tonumber(O.fl) + nr)

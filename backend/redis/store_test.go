@@ -755,6 +755,78 @@ func TestLongBatchesGoAsChunks(t *testing.T) {
 	}
 }
 
+// TestBulkBatchWritesIndexesOnce: a batch gathers its jobs' index writes
+// and writes them once per key when its walk ends, timing them for the
+// operation's next batch (zp), rather than every eight jobs so that the
+// clock saw them. With a budget never spent, the second batch of 64 dead
+// jobs of one queue, kind and error group moves their entries out of the
+// five archived sets (st, sq, sk, eg, egi) and into the four available
+// ones (sqk, eg, egi, av) with one call a set; written every eight jobs
+// it took eight.
+func TestBulkBatchWritesIndexesOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	addr := redistest.PrivateServer(t, redistest.ServerOptions{}).Addr()
+	s := redistest.NewOn(t, "redis://"+addr+"/0")
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer c.Close()
+	redis.SetBatchBudget(s, time.Second)
+	kill(t, s, "q", 200, func(int) string { return "boom <n>" })
+	spec, err := engine.SpecFor(engine.ActionRetry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel, _ := spec.Narrow(engine.Filter{Queues: []string{"q"}, States: []engine.State{engine.StateArchived}})
+	op, err := s.OperationInsert(ctx, &engine.OperationInsertParams{ID: "op", Action: engine.ActionRetry, Selector: sel, Matched: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease, err := s.OperationClaim(ctx, &engine.OperationClaimParams{Holder: "h", TTL: time.Minute})
+	if err != nil || lease == nil {
+		t.Fatalf("claim: %v %v", lease, err)
+	}
+	batch := func(after string) *engine.OperationBatchResult {
+		t.Helper()
+		res, err := s.OperationProcessBatch(ctx, &engine.OperationProcessBatchParams{ID: op.ID, Holder: "h", Fence: lease.Fence,
+			After: after, Spec: spec, Selector: sel, Cutoff: op.CreatedAt, Limit: 64, Window: 10000, TTL: time.Minute,
+			Event: engine.EventWrite{Kind: engine.EventRetried, Actor: "maya", To: engine.StateAvailable}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	first := batch("")
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	second := batch(first.Cursor)
+	stats := commandStats(t, c)
+	if n := second.Operation.Succeeded - first.Operation.Succeeded; n != 64 {
+		t.Fatalf("the second batch retried %d jobs; want 64 (its budget is never spent)", n)
+	}
+	if stats["zrem"] != 5 || stats["zadd"] != 4 {
+		t.Fatalf("the second batch wrote its index entries in %d ZREM and %d ZADD calls; want 5 and 4 (one a set)", stats["zrem"], stats["zadd"])
+	}
+	// Written once, the moves are still every job's: the indexes and the
+	// counters hold the 128 retried jobs as available, the rest archived.
+	byQueue, err := s.JobCountByQueue(ctx, &engine.JobCountByQueueParams{Queue: "q"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for st, want := range map[engine.State]int64{engine.StateAvailable: 128, engine.StateArchived: 72} {
+		if got := byQueue["q"][st]; got != want {
+			t.Errorf("counter of %s: %d; want %d", st, got, want)
+		}
+		js, err := s.JobList(ctx, &engine.JobListParams{Filter: engine.Filter{Queues: []string{"q"}, States: []engine.State{st}}, Limit: 500})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(len(js)) != want {
+			t.Errorf("listing of %s: %d jobs; want %d", st, len(js), want)
+		}
+	}
+}
+
 // TestBulkBatchStoppedEarlyReadsNoJobTwice: a batch script out of time
 // stops where its walk got to, every job it read already written, so the
 // next batch starts past them. With a budget that is always spent, each
