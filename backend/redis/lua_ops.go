@@ -2,7 +2,8 @@ package redis
 
 // The scripts of bulk operations and idempotency keys. Operations are
 // hashes at {ns}:op:ID (fields: id, act, sel, st, by, cr, sa, fa, mt, pc,
-// sc, fl, er, rt, cur, lh, lf, lx), listed by {ns}:ops and, while pending
+// sc, fl, er, rt, cur, lh, lf, lx, and zp, what the last batch's index
+// writes cost, see luaOpBatch), listed by {ns}:ops and, while pending
 // or running, {ns}:opa (both "created:id" members).
 
 // luaOpInsert persists a new pending operation (OperationInsert).
@@ -100,13 +101,14 @@ return opflat(O)
 // once (HMGET of the fields the selector, the spec, the event and the
 // indexes need: never its payload, metadata, tags, checkpoint or error
 // text), judged and, when it matches, written at once; its index writes
-// are gathered and written once per key (ZB) when the walk ends, and
-// once after its first eight jobs, which times them. The walk stops
-// early, its cursor at the last job it looked at, once the time it has
-// run plus what its gathered index writes will take (at the rate the
-// first eight jobs' took) passes its share of the budget (checked with
-// TIME every 8 jobs), so that it never blocks the server for long
-// whatever the load, and no job it read is read again by the next batch.
+// are gathered and written once per key (ZB) when the walk ends, timed.
+// The walk stops early, its cursor at the last job it looked at, once
+// the time it has run plus what its gathered index writes will take (at
+// the rate the operation's previous batch measured, zp; an operation's
+// first batch writes and times its first eight jobs' entries) passes its
+// share of the budget (checked with TIME every 8 jobs), so that it never
+// blocks the server for long whatever the load, and no job it read is
+// read again by the next batch.
 // A job of a Go-judged selector whose version moved since its verdict
 // ends the batch before it (the next batch judges it again), or, when the
 // batch has written nothing yet, is refused as "RETRY".
