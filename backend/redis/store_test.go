@@ -755,6 +755,37 @@ func TestLongBatchesGoAsChunks(t *testing.T) {
 	}
 }
 
+// archivedRetry creates and claims a bulk retry of queue q's archived
+// jobs (matched of them) and returns what runs its batches: each from
+// after, of up to limit jobs, failing the test on an error.
+func archivedRetry(t *testing.T, s *redis.Store, q string, matched int64) func(after string, limit int) *engine.OperationBatchResult {
+	t.Helper()
+	ctx := context.Background()
+	spec, err := engine.SpecFor(engine.ActionRetry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel, _ := spec.Narrow(engine.Filter{Queues: []string{q}, States: []engine.State{engine.StateArchived}})
+	op, err := s.OperationInsert(ctx, &engine.OperationInsertParams{ID: "op", Action: engine.ActionRetry, Selector: sel, Matched: matched})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease, err := s.OperationClaim(ctx, &engine.OperationClaimParams{Holder: "h", TTL: time.Minute})
+	if err != nil || lease == nil {
+		t.Fatalf("claim: %v %v", lease, err)
+	}
+	return func(after string, limit int) *engine.OperationBatchResult {
+		t.Helper()
+		res, err := s.OperationProcessBatch(ctx, &engine.OperationProcessBatchParams{ID: op.ID, Holder: "h", Fence: lease.Fence,
+			After: after, Spec: spec, Selector: sel, Cutoff: op.CreatedAt, Limit: limit, Window: 10000, TTL: time.Minute,
+			Event: engine.EventWrite{Kind: engine.EventRetried, Actor: "maya", To: engine.StateAvailable}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+}
+
 // TestBulkBatchWritesIndexesOnce: a batch gathers its jobs' index writes
 // and writes them once per key when its walk ends, timing them for the
 // operation's next batch (zp), rather than every eight jobs so that the
@@ -772,34 +803,12 @@ func TestBulkBatchWritesIndexesOnce(t *testing.T) {
 	defer c.Close()
 	redis.SetBatchBudget(s, time.Second)
 	kill(t, s, "q", 200, func(int) string { return "boom <n>" })
-	spec, err := engine.SpecFor(engine.ActionRetry)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sel, _ := spec.Narrow(engine.Filter{Queues: []string{"q"}, States: []engine.State{engine.StateArchived}})
-	op, err := s.OperationInsert(ctx, &engine.OperationInsertParams{ID: "op", Action: engine.ActionRetry, Selector: sel, Matched: 200})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lease, err := s.OperationClaim(ctx, &engine.OperationClaimParams{Holder: "h", TTL: time.Minute})
-	if err != nil || lease == nil {
-		t.Fatalf("claim: %v %v", lease, err)
-	}
-	batch := func(after string) *engine.OperationBatchResult {
-		t.Helper()
-		res, err := s.OperationProcessBatch(ctx, &engine.OperationProcessBatchParams{ID: op.ID, Holder: "h", Fence: lease.Fence,
-			After: after, Spec: spec, Selector: sel, Cutoff: op.CreatedAt, Limit: 64, Window: 10000, TTL: time.Minute,
-			Event: engine.EventWrite{Kind: engine.EventRetried, Actor: "maya", To: engine.StateAvailable}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
-	first := batch("")
+	batch := archivedRetry(t, s, "q", 200)
+	first := batch("", 64)
 	if err := c.ConfigResetStat(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	second := batch(first.Cursor)
+	second := batch(first.Cursor, 64)
 	stats := commandStats(t, c)
 	if n := second.Operation.Succeeded - first.Operation.Succeeded; n != 64 {
 		t.Fatalf("the second batch retried %d jobs; want 64 (its budget is never spent)", n)
@@ -839,27 +848,10 @@ func TestBulkBatchStoppedEarlyReadsNoJobTwice(t *testing.T) {
 	s := redistest.New(t)
 	redis.SetBatchBudget(s, -time.Microsecond)
 	kill(t, s, "q", 100, func(int) string { return "boom <n>" })
-	spec, err := engine.SpecFor(engine.ActionRetry)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sel, _ := spec.Narrow(engine.Filter{Queues: []string{"q"}, States: []engine.State{engine.StateArchived}})
-	op, err := s.OperationInsert(ctx, &engine.OperationInsertParams{ID: "op", Action: engine.ActionRetry, Selector: sel, Matched: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lease, err := s.OperationClaim(ctx, &engine.OperationClaimParams{Holder: "h", TTL: time.Minute})
-	if err != nil || lease == nil {
-		t.Fatalf("claim: %v %v", lease, err)
-	}
+	batch := archivedRetry(t, s, "q", 100)
 	cursor, batches, prev := "", 0, int64(0)
 	for {
-		res, err := s.OperationProcessBatch(ctx, &engine.OperationProcessBatchParams{ID: op.ID, Holder: "h", Fence: lease.Fence,
-			After: cursor, Spec: spec, Selector: sel, Cutoff: op.CreatedAt, Limit: 1000, Window: 10000, TTL: time.Minute,
-			Event: engine.EventWrite{Kind: engine.EventRetried, Actor: "maya", To: engine.StateAvailable}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := batch(cursor, 1000)
 		batches++
 		if n := res.Operation.Succeeded - prev; !res.Exhausted && n != 8 {
 			t.Fatalf("batch %d changed %d jobs; want 8 (it stops at its first look at the clock)", batches, n)
