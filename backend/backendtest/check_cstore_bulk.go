@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -235,6 +236,88 @@ func testCStoreCountWithoutSuperseded(t *testing.T, h Harness) {
 		if err != nil || n != tc.want || est != tc.wantEstimate {
 			t.Errorf("count %s (exclude superseded %v, max %d): %d %v %v, want %d %v", tc.f, tc.exclude, tc.max, n, est, err,
 				tc.want, tc.wantEstimate)
+		}
+	}
+}
+
+// testCStoreCountStatesAndQueuesAsOf: a count of states and queues (what a
+// dry run of "the dead jobs of a queue" asks, which a store may answer
+// from its maintained counters) equals the jobs themselves counted in Go:
+// as of times before, between and after the deaths, with and without the
+// superseded jobs, over several states and queues, with running jobs and
+// jobs of other queues beside them.
+func testCStoreCountStatesAndQueuesAsOf(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	cs := controlStore(t, s)
+	ctx := context.Background()
+	for _, q := range []string{"q1", "q2", "q3"} {
+		var js []*engine.JobInsertParams
+		for i := range 6 {
+			js = append(js, djob(fmt.Sprintf("%s-%d", q, i), q, "k"))
+		}
+		insertRes(t, s, js...)
+	}
+	asOfs := []time.Time{storeNow(t, s)}
+	time.Sleep(2 * time.Millisecond)
+	dead1 := kill(t, s, "q1", 3, engine.StateArchived, func(int) string { return "x" })
+	kill(t, s, "q2", 2, engine.StateQuarantined, func(int) string { return "y" })
+	asOfs = append(asOfs, storeNow(t, s))
+	time.Sleep(2 * time.Millisecond)
+	kill(t, s, "q2", 2, engine.StateArchived, func(int) string { return "z" })
+	if _, err := retryWithInput(t, s, withInputParams{ID: dead1[0].ID, NewID: dead1[0].ID + "-fixed",
+		Payload: json.RawMessage(`{"fixed":true}`), Fingerprint: "fp-fixed"}); err != nil {
+		t.Fatal(err)
+	}
+	claimRaw(t, s, engine.JobClaimParams{Queue: "q3", Limit: 2}) // two running
+	asOfs = append(asOfs, storeNow(t, s))
+
+	all, err := cs.JobList(ctx, &engine.JobListParams{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := func(f engine.Filter, asOf *time.Time, exclude bool) int64 {
+		var n int64
+		for _, j := range all {
+			if !slices.Contains(f.States, j.State) || (len(f.Queues) > 0 && !slices.Contains(f.Queues, j.Queue)) ||
+				(asOf != nil && j.StateChangedAt.After(*asOf)) || (exclude && j.SupersededBy != "") {
+				continue
+			}
+			n++
+		}
+		return n
+	}
+	st := func(ss ...engine.State) []engine.State { return ss }
+	filters := []engine.Filter{
+		{States: st(engine.StateArchived)},
+		{States: st(engine.StateArchived), Queues: []string{"q1"}},
+		{States: st(engine.StateArchived), Queues: []string{"q2", "q1"}},
+		{States: st(engine.StateArchived, engine.StateQuarantined), Queues: []string{"q2"}},
+		{States: st(engine.StateQuarantined, engine.StateArchived, engine.StateArchived)},
+		{States: st(engine.StateRunning), Queues: []string{"q3"}},
+		{States: st(engine.StateRunning, engine.StateArchived)},
+		{States: st(engine.StateAvailable), Queues: []string{"q1", "q3"}},
+		{States: st(engine.StateArchived), Queues: []string{"none"}},
+		{States: st(engine.StateArchived, engine.StateQuarantined), Queues: []string{"q2", "q2", "q1"}},
+	}
+	for _, f := range filters {
+		for i := range len(asOfs) + 1 {
+			var asOf *time.Time
+			if i < len(asOfs) {
+				asOf = &asOfs[i]
+			}
+			for _, exclude := range []bool{false, true} {
+				w := want(f, asOf, exclude)
+				n, capped, err := cs.JobCount(ctx, &engine.JobCountParams{Filter: f, AsOf: asOf, ExcludeSuperseded: exclude})
+				if err != nil || n != w || capped {
+					t.Errorf("count %s as of #%d (exclude superseded %v): %d capped %v %v, want %d", f, i, exclude, n, capped, err, w)
+				}
+				if w > 1 {
+					n, capped, err = cs.JobCount(ctx, &engine.JobCountParams{Filter: f, AsOf: asOf, ExcludeSuperseded: exclude, Max: w - 1})
+					if err != nil || n != w-1 || !capped {
+						t.Errorf("count %s as of #%d (exclude %v) capped at %d: %d capped %v %v", f, i, exclude, w-1, n, capped, err)
+					}
+				}
+			}
 		}
 	}
 }

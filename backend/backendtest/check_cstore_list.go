@@ -31,6 +31,7 @@ func controlStoreChecks() []check {
 		{name: "BulkSparseEveryAction", fn: testCStoreBulkSparseEveryAction},
 		{name: "BulkQuarantineAndSuperseded", fn: testCStoreBulkQuarantineAndSuperseded},
 		{name: "JobCountWithoutSuperseded", fn: testCStoreCountWithoutSuperseded},
+		{name: "JobCountStatesAndQueuesAsOf", fn: testCStoreCountStatesAndQueuesAsOf},
 		{name: "OperatorActions", fn: testCStoreOperatorActions},
 		{name: "PausedQueueNotClaimed", fn: testCStorePausedQueueNotClaimed},
 		{name: "ErrorGroupFollowsTheJob", fn: testErrorGroupFollowsTheJob},

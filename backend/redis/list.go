@@ -302,13 +302,15 @@ var unindexedStates = []engine.State{engine.StateAvailable, engine.StateComplete
 func noStateIndex(s engine.State) bool { return slices.Contains(unindexedStates, s) }
 
 func (s *Store) planFor(ctx context.Context, f *engine.Filter) (*plan, error) {
-	states := f.States
+	// A value named twice (state:archived,archived) names one set: each
+	// key and id is walked once, or its jobs would count and list twice.
+	states := uniq(f.States)
 	if len(states) == 0 {
 		states = engine.AllStates
 	}
 	switch {
 	case len(f.IDs) > 0:
-		return &plan{ids: slices.Clone(f.IDs)}, nil
+		return &plan{ids: uniq(f.IDs)}, nil
 	case f.Fingerprint != "":
 		ids, err := s.c.SMembers(ctx, s.Key("fpj", f.Fingerprint)).Result()
 		if err != nil {
@@ -368,7 +370,21 @@ func (s *Store) planFor(ctx context.Context, f *engine.Filter) (*plan, error) {
 			return nil, err
 		}
 	}
+	p.keys = uniq(p.keys)
 	return p, nil
+}
+
+// uniq returns vs without repeats, in the order of their first place.
+func uniq[T comparable](vs []T) []T {
+	out := make([]T, 0, len(vs))
+	seen := make(map[T]bool, len(vs))
+	for _, v := range vs {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // queueKind is a pair of a queue and a kind that has had a job (a member

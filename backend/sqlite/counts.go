@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
@@ -180,4 +182,89 @@ func (s *Store) JobCountReconcile(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// countsServe reports whether the maintained counters can answer a count:
+// a filter of states, and queues at most, nothing the counters do not
+// split by. A count as of a time also takes away the jobs that entered
+// their state after it, which an index finds at the end of its
+// state_changed_at range for every state but available (jobs_claim has no
+// state_changed_at; a count of available jobs as of a time reads them).
+func countsServe(p *engine.JobCountParams) bool {
+	f := &p.Filter
+	if len(f.States) == 0 || len(f.Kinds) > 0 || len(f.IDs) > 0 || f.Fingerprint != "" ||
+		len(f.Tags) > 0 || f.Error != "" || f.ErrorPattern != "" || len(f.Payload) > 0 || len(f.Meta) > 0 ||
+		f.CreatedAfter != nil || f.CreatedBefore != nil || f.FinalizedAfter != nil || f.FinalizedBefore != nil ||
+		f.PlanCutoff != nil {
+		return false
+	}
+	for _, st := range f.States {
+		if !st.Valid() || (p.AsOf != nil && st == engine.StateAvailable) {
+			return false
+		}
+	}
+	return true
+}
+
+// jobCountByCounters counts the jobs of a states-and-queues filter exactly
+// from the maintained counters, in one statement (one snapshot): the
+// counters, less the jobs that entered their state after AsOf, less the
+// superseded ones when excluded. Counting the jobs themselves reads an
+// index entry per job — and, under a queue condition, which no index with
+// state_changed_at holds first, the row of each.
+func (s *Store) jobCountByCounters(ctx context.Context, p *engine.JobCountParams) (int64, bool, error) {
+	q, args := countByCountersQuery(p)
+	var n int64
+	if err := s.queryCount(ctx, q, args, &n); err != nil {
+		return 0, false, err
+	}
+	if p.Max > 0 && n > p.Max {
+		return p.Max, true, nil
+	}
+	return n, false, nil
+}
+
+// countByCountersQuery is jobCountByCounters' statement. Each correction
+// names its index: the jobs it takes away are the few at the end of a
+// range, and the queue condition, tested on their rows, must not lead the
+// planner to an index that holds the queue but reads every job of the
+// state.
+func countByCountersQuery(p *engine.JobCountParams) (string, []any) {
+	states := slices.Compact(slices.Sorted(slices.Values(p.Filter.States)))
+	var q strings.Builder
+	var args []any
+	cw := &where{}
+	cw.addStates(states)
+	cw.in("queue", p.Filter.Queues)
+	q.WriteString("SELECT (SELECT coalesce(sum(n), 0) FROM job_counts WHERE " + cw.sql() + ")")
+	args = append(args, cw.args...)
+	if p.AsOf != nil {
+		asOf := p.AsOf.UnixNano()
+		for _, st := range states {
+			w := &where{}
+			from := "jobs INDEXED BY jobs_state_changed"
+			w.add("state = '" + string(st) + "'")
+			if st == engine.StateRunning {
+				from = "jobs INDEXED BY jobs_running"
+			} else {
+				w.add(sqlListable)
+			}
+			w.add("state_changed_at > ?", asOf)
+			w.in("queue", p.Filter.Queues)
+			q.WriteString(" - (SELECT count(*) FROM " + from + " WHERE " + w.sql() + ")")
+			args = append(args, w.args...)
+		}
+	}
+	if p.ExcludeSuperseded {
+		w := &where{}
+		w.add("superseded_by != ''")
+		w.addStates(states)
+		w.in("queue", p.Filter.Queues)
+		if p.AsOf != nil {
+			w.add("state_changed_at <= ?", p.AsOf.UnixNano())
+		}
+		q.WriteString(" - (SELECT count(*) FROM jobs INDEXED BY jobs_superseded WHERE " + w.sql() + ")")
+		args = append(args, w.args...)
+	}
+	return q.String(), args
 }

@@ -206,6 +206,9 @@ func (s *Store) JobCount(ctx context.Context, p *engine.JobCountParams) (int64, 
 	if s.closed.Load() {
 		return 0, false, engine.ErrClosed
 	}
+	if countsServe(p) {
+		return s.jobCountByCounters(ctx, p)
+	}
 	if !p.ExcludeSuperseded || direct(&p.Filter) {
 		return s.jobCount(ctx, p)
 	}
