@@ -1,4 +1,4 @@
-package api_test
+package apimetrics_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/api/apimetrics"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
 )
@@ -21,7 +22,7 @@ import (
 // the transitions and handler histograms back from GET /metrics.
 func TestEngineMetricsOnEngine(t *testing.T) {
 	store := sqlitetest.New(t)
-	obs := api.NewEngineMetrics()
+	obs := apimetrics.NewEngineMetrics()
 	e, err := engine.New(store, engine.Config{
 		Queues:              map[string]engine.QueueConfig{"billing": {Concurrency: 4}},
 		PollInterval:        20 * time.Millisecond,
@@ -61,8 +62,9 @@ func TestEngineMetricsOnEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.Stop(context.Background()) })
-	srv := api.NewServer(e, api.ServerOptions{})
-	srv.Registry().MustRegister(obs)
+	m := apimetrics.New(e, nil)
+	m.Registry().MustRegister(obs)
+	srv := api.NewServer(e, api.ServerOptions{Metrics: m})
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
 
@@ -131,7 +133,7 @@ func metricLines(body, prefix string) string {
 // TestEngineMetricsAllocations: once a series exists, counting a
 // transition or timing a handler allocates nothing.
 func TestEngineMetricsAllocations(t *testing.T) {
-	m := api.NewEngineMetrics()
+	m := apimetrics.NewEngineMetrics()
 	m.JobTransition("billing", "charge", engine.StateRunning, engine.StateCompleted)
 	m.HandlerDone("billing", "charge", "success", time.Millisecond)
 	if n := testing.AllocsPerRun(100, func() {

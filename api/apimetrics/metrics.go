@@ -1,4 +1,11 @@
-package api
+// Package apimetrics is the Prometheus side of the control API: the
+// server's own traffic, the jobs per queue and state and the progress of
+// unfinished bulk operations read through engine.Control at each scrape
+// (Metrics, set as api.ServerOptions.Metrics), and the transitions and
+// handler times of an engine's workers (EngineMetrics, an engine.Observer).
+// It is a package of its own so that a program that only wants api.Client
+// or api.Server builds without Prometheus.
+package apimetrics
 
 import (
 	"context"
@@ -11,20 +18,33 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/engine"
 )
 
-// metrics is the server's Prometheus registry: its own HTTP traffic, and
-// the engine's jobs and operations read through Control on each scrape.
-type metrics struct {
+// Metrics is an api.Metrics on a Prometheus registry of its own: the
+// server's HTTP traffic, the Go runtime and process, and the engine's jobs
+// and operations read through ctl on each scrape.
+//
+//	m := apimetrics.New(ctl, log)
+//	srv := api.NewServer(ctl, api.ServerOptions{Metrics: m})
+//	m.Registry().MustRegister(apimetrics.NewEngineMetrics()) // and set it as the engine's Observer
+type Metrics struct {
 	reg      *prometheus.Registry
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	handler  http.Handler
 }
 
-func newMetrics(ctl engine.Control, log *slog.Logger) *metrics {
-	m := &metrics{
+var _ api.Metrics = (*Metrics)(nil)
+
+// New returns the metrics of a server over ctl; log (nil: discarded)
+// takes the scrape's store errors.
+func New(ctl engine.Control, log *slog.Logger) *Metrics {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_http_requests_total",
@@ -45,25 +65,25 @@ func newMetrics(ctl engine.Control, log *slog.Logger) *metrics {
 	return m
 }
 
-// observe counts a request; a zero start leaves its duration out.
-func (m *metrics) observe(route string, code int, start time.Time) {
+// Request counts one answered request; a negative took leaves its
+// duration out.
+func (m *Metrics) Request(route string, code int, took time.Duration) {
 	if code == 0 {
 		code = http.StatusNotFound
 	}
 	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
-	if !start.IsZero() {
-		m.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	if took >= 0 {
+		m.duration.WithLabelValues(route).Observe(took.Seconds())
 	}
 }
 
-func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request, _ *caller) error {
-	s.metrics.handler.ServeHTTP(w, r)
-	return nil
+// ServeHTTP answers a scrape in Prometheus's text format.
+func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	m.handler.ServeHTTP(w, r)
 }
 
-// Registry returns the server's Prometheus registry, to add collectors
-// to.
-func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
+// Registry returns the Prometheus registry, to add collectors to.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
 // engineCollector reads the jobs per queue and state (from the maintained
 // counters) and the progress of unfinished operations at scrape time.
@@ -76,7 +96,7 @@ type engineCollector struct {
 }
 
 // fail logs a scrape's store error: once per outage when the store did
-// not answer, as before otherwise.
+// not answer, at every scrape otherwise.
 func (c *engineCollector) fail(what string, err error) {
 	if engine.StoreUnavailable(err) {
 		c.out.Fail(err, "what", what)

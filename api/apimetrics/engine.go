@@ -1,4 +1,4 @@
-package api
+package apimetrics
 
 import (
 	"sync"
@@ -19,10 +19,11 @@ import (
 // register it where it is scraped, for instance with the server's
 // registry:
 //
-//	m := api.NewEngineMetrics()
-//	e, _ := engine.New(store, engine.Config{Observer: m, ...})
-//	srv := api.NewServer(e, api.ServerOptions{})
-//	srv.Registry().MustRegister(m)
+//	obs := apimetrics.NewEngineMetrics()
+//	e, _ := engine.New(store, engine.Config{Observer: obs, ...})
+//	m := apimetrics.New(e, log)
+//	m.Registry().MustRegister(obs)
+//	srv := api.NewServer(e, api.ServerOptions{Metrics: m})
 //
 // The series of one (queue, kind, ...) are looked up once and kept, so a
 // job costs two map reads under a read lock and no allocation.
