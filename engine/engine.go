@@ -405,7 +405,7 @@ type storeClock struct {
 
 func (c *storeClock) observe(storeNow time.Time) {
 	if !storeNow.IsZero() {
-		c.offset.Store(int64(storeNow.Sub(time.Now())))
+		c.offset.Store(int64(time.Until(storeNow)))
 	}
 }
 

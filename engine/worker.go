@@ -638,6 +638,8 @@ func (e *Engine) runHandler(ctx context.Context, r *runState, j *Job) (res handl
 }
 
 // callHandler runs h, turning a panic into an error with its stack.
+//
+//lint:ignore ST1008 err is the handler's result; panicked and stack describe it.
 func callHandler(ctx context.Context, h Handler, j *Job) (err error, panicked bool, stack string) {
 	defer func() {
 		if p := recover(); p != nil {
