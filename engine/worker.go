@@ -71,7 +71,7 @@ func newQueueRunner(e *Engine, name string, cfg QueueConfig) *queueRunner {
 		stopCh:  make(chan struct{}),
 		done:    make(chan struct{}),
 		// From 10ms (a claim cut by a blip is worth a quick retry; the
-		// poll interval when shorter) up to 5s, as before the Outage.
+		// poll interval when shorter) up to 5s.
 		out: NewOutage(e.log, "claim", OutageOptions{MinBackoff: min(10*time.Millisecond, e.cfg.PollInterval)}),
 	}
 }
