@@ -148,7 +148,7 @@ func TestAuthentication(t *testing.T) {
 	}
 
 	// Without tokens everyone is the local admin, or the person named.
-	f, srv = setup(t, ServerOptions{ReadOnly: true})
+	_, srv = setup(t, ServerOptions{ReadOnly: true})
 	w = send(t, srv, req{method: "GET", path: "/api/v1/meta", header: map[string]string{ActorHeader: "maya"}})
 	if m := decode[engine.Meta](t, w); m.Role != engine.RoleAdmin || m.Actor != "maya" || !m.ReadOnly {
 		t.Fatalf("meta without tokens %+v", m)

@@ -18,6 +18,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/api/apimetrics"
 	"github.com/sluicehq/sluice/backend/backendtest"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
@@ -156,10 +157,10 @@ func TestAPIContract(t *testing.T) {
 		tokViewer: {Name: "vera", Role: engine.RoleViewer}, tokInspector: {Name: "ines", Role: engine.RoleInspector},
 		tokOperator: {Name: "otto", Role: engine.RoleOperator}, tokAdmin: {Name: "ada", Role: engine.RoleAdmin},
 	}
-	srv := api.NewServer(f.eng, api.ServerOptions{Tokens: tokens})
+	srv := api.NewServer(f.eng, api.ServerOptions{Tokens: tokens, Metrics: apimetrics.New(f.eng, nil)})
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	ro := httptest.NewServer(api.NewServer(f.eng, api.ServerOptions{Tokens: tokens, ReadOnly: true}))
+	ro := httptest.NewServer(api.NewServer(f.eng, api.ServerOptions{Tokens: tokens, ReadOnly: true, Metrics: apimetrics.New(f.eng, nil)}))
 	t.Cleanup(ro.Close)
 
 	doc := loadSpec(t)

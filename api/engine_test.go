@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/api/apimetrics"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
 )
@@ -44,7 +45,7 @@ func TestSeedRequestsOnEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.Stop(context.Background()) })
-	hs := httptest.NewServer(api.NewServer(e, api.ServerOptions{}))
+	hs := httptest.NewServer(api.NewServer(e, api.ServerOptions{Metrics: apimetrics.New(e, nil)}))
 	t.Cleanup(hs.Close)
 	base := hs.URL + "/api/v1"
 

@@ -71,10 +71,24 @@ type ServerOptions struct {
 	// the client goes away so that its idempotency record is true
 	// (2 minutes when 0).
 	MutationTimeout time.Duration
+	// Metrics counts the requests answered and serves GET /metrics;
+	// apimetrics.New gives the Prometheus one. Nil: nothing is counted
+	// and GET /metrics answers 404.
+	Metrics Metrics
+}
+
+// Metrics records the requests a Server answers and serves its GET
+// /metrics (to the viewer role and above).
+type Metrics interface {
+	http.Handler
+	// Request counts one answered request by its route pattern ("GET
+	// /api/v1/jobs", or "unmatched") and status code; took is negative
+	// when the duration says nothing (an event stream, an unmatched path).
+	Request(route string, code int, took time.Duration)
 }
 
 // Server serves an engine.Control over HTTP. It answers the routes under
-// Prefix and GET /metrics; mount it as a whole (mux.Handle("/", srv)) or
+// Prefix and GET /metrics (ServerOptions.Metrics); mount it as a whole (mux.Handle("/", srv)) or
 // by prefix (mux.Handle("/api/", srv) and mux.Handle("/metrics", srv)).
 type Server struct {
 	ctl     engine.Control
@@ -84,7 +98,7 @@ type Server struct {
 	log     *slog.Logger
 	idem    IdempotencyStore
 	mux     *http.ServeMux
-	metrics *metrics
+	metrics Metrics
 	routes  []route
 	// out logs the answers of 503 (the store not answering) once per
 	// outage rather than once per request, and when they stop.
@@ -161,12 +175,28 @@ func NewServer(ctl engine.Control, opts ServerOptions) *Server {
 	if enq, ok := ctl.(Enqueuer); ok {
 		s.enq = enq
 	}
-	s.metrics = newMetrics(ctl, s.log)
+	s.metrics = opts.Metrics
+	if s.metrics == nil {
+		s.metrics = noMetrics{}
+	}
 	s.routes = s.routeTable()
 	for _, rt := range s.routes {
 		s.mux.Handle(rt.pattern(), s.handler(rt))
 	}
 	return s
+}
+
+// noMetrics counts nothing and has no GET /metrics.
+type noMetrics struct{}
+
+func (noMetrics) Request(string, int, time.Duration) {}
+func (noMetrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	writeError(w, newHTTPError(http.StatusNotFound, reasonNotFound, "no metrics on this server"))
+}
+
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request, _ *caller) error {
+	s.metrics.ServeHTTP(w, r)
+	return nil
 }
 
 // Routes lists the server's routes as "METHOD /path" patterns, for docs
@@ -183,7 +213,7 @@ func (s *Server) Routes() []string {
 // and 405 answers like every other error.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, pattern := s.mux.Handler(r); pattern == "" {
-		s.metrics.observe("unmatched", s.notRouted(w, r), time.Time{})
+		s.metrics.Request("unmatched", s.notRouted(w, r), -1)
 		return
 	}
 	s.mux.ServeHTTP(w, r)
@@ -241,10 +271,11 @@ func (s *Server) handler(rt route) http.Handler {
 					writeError(sw, newHTTPError(http.StatusInternalServerError, reasonInternal, "internal error"))
 				}
 			}
+			took := time.Since(start)
 			if rt.path == Prefix+"/events" {
-				start = time.Time{} // a stream's length says nothing
+				took = -1 // a stream's length says nothing
 			}
-			s.metrics.observe(rt.pattern(), sw.code(), start)
+			s.metrics.Request(rt.pattern(), sw.code(), took)
 			s.log.Debug("request", "method", r.Method, "route", rt.path, "status", sw.code(), "dur", time.Since(start))
 		}()
 		c, err := s.authorize(r, rt)

@@ -226,7 +226,7 @@ func TestRoutesHappyPath(t *testing.T) {
 		{"healthz", req{method: "GET", path: "/api/v1/healthz"}, 200, `"ok"`},
 		{"readyz", req{method: "GET", path: "/api/v1/readyz"}, 200, `"ready"`},
 		{"meta", req{method: "GET", path: "/api/v1/meta"}, 200, `"role":"admin"`},
-		{"metrics", req{method: "GET", path: "/metrics"}, 200, `sluice_jobs{queue="billing",state="archived"} 6`},
+		{"metrics without ServerOptions.Metrics", req{method: "GET", path: "/metrics"}, 404, `"no metrics on this server"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -1,5 +1,6 @@
 // Package cli is the sluice command: demo, worker, tui, serve, jobs, bulk,
-// operations, quarantine, queues, migrate, config, completion and bench.
+// operations, quarantine, queues, archive, migrate, config, completion,
+// bench and version.
 //
 // Commands open a store from a URL (internal/cliutil.OpenStore), build an
 // engine over it and run until a signal. The binary holds no job kinds but

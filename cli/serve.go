@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/api/apimetrics"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/demo"
@@ -162,7 +163,7 @@ func runServe(ctx context.Context, o *serveOptions, lo *logOptions, out io.Write
 	defer store.Close()
 	// Transitions and handler times of this process's workers (with
 	// --demo-workers) and reaper, on /metrics.
-	obs := api.NewEngineMetrics()
+	obs := apimetrics.NewEngineMetrics()
 	cfg := engine.Config{Logger: log, ShutdownTimeout: 10 * time.Second, Observer: obs}
 	if err := o.retention.apply(&cfg); err != nil {
 		return err
@@ -179,8 +180,9 @@ func runServe(ctx context.Context, o *serveOptions, lo *logOptions, out io.Write
 		}
 	}()
 
-	srv := api.NewServer(e, api.ServerOptions{Tokens: tokens, ReadOnly: o.readOnly, Logger: log})
-	srv.Registry().MustRegister(obs)
+	metrics := apimetrics.New(e, log)
+	metrics.Registry().MustRegister(obs)
+	srv := api.NewServer(e, api.ServerOptions{Tokens: tokens, ReadOnly: o.readOnly, Logger: log, Metrics: metrics})
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)

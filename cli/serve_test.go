@@ -204,6 +204,22 @@ func TestFaultServeSeedRequests(t *testing.T) {
 		t.Fatalf("%d jobs still archived", len(page.Jobs))
 	}
 
+	// curl 'http://127.0.0.1:8080/metrics': the server's traffic and the
+	// store's jobs, through apimetrics.
+	metrics := curl("GET", base+"/metrics", nil, "")
+	if metrics.status != 200 {
+		t.Fatalf("GET /metrics: %d %s", metrics.status, metrics.body)
+	}
+	for _, want := range []string{
+		`sluice_http_requests_total{code="202",route="POST /api/v1/jobs/bulk"} 1`,
+		`sluice_store_up 1`,
+		`sluice_jobs{queue="billing",state="available"}`,
+	} {
+		if !strings.Contains(string(metrics.body), want) {
+			t.Errorf("GET /metrics has no %s", want)
+		}
+	}
+
 	// A graceful stop, even with an event stream open.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -141,7 +141,7 @@ func (e *Engine) EnqueueMany(ctx context.Context, ps []EnqueueParams) ([]Enqueue
 	}
 	queues := map[string]bool{}
 	for k, r := range res {
-		out[idx[k]] = EnqueueResult{Job: r.Job, Existing: r.Existing, Err: r.Err}
+		out[idx[k]] = EnqueueResult(r)
 		if r.Err == nil && !r.Existing && r.Job != nil && r.Job.State == StateAvailable {
 			queues[r.Job.Queue] = true
 		}

@@ -97,11 +97,9 @@ type QueueConfig struct {
 // ahead of its slots when its Prefetch is left 0: four times the
 // concurrency, and at least 1000. Below the cap, PrefetchHorizon decides;
 // the cap binds only a queue that runs more than 50,000 jobs a second in
-// one process (the old cap of 400 bound above 20,000). At such rates
-// fewer, larger claims cost the store less a job: a cap of 400 held
-// PostgreSQL's no-op jobs to 37–40k a second against 40–43k at 1000
-// (SQLite 46–50k against 50–53k). A cap of 2,000 gained nothing more at
-// this horizon (BENCHMARKS.md, "A larger claim").
+// one process. At such rates fewer, larger claims cost the store less a
+// job (scripts/bench throughput on PostgreSQL and SQLite shows it), and
+// a larger cap gains nothing more at this horizon.
 // The horizon is left at 20 ms: a job held ahead of its slot is charged
 // a crash when its process dies, as a running job is.
 func DefaultPrefetch(concurrency int) int { return max(4*concurrency, 1000) }

@@ -101,7 +101,7 @@ func New(store Store, cfg Config) (*Engine, error) {
 		running: newRunningSet(),
 		opsWake: make(chan struct{}, 1),
 	}
-	// Completions retry from 20ms up to 2s, as they did before.
+	// Completions retry from 20ms up to 2s.
 	e.outComplete = NewOutage(e.log, "complete", OutageOptions{MinBackoff: 20 * time.Millisecond, MaxBackoff: 2 * time.Second})
 	// Outcomes other than success retry on their own (finishWithRetry);
 	// this only reports the ones given up.
@@ -405,7 +405,7 @@ type storeClock struct {
 
 func (c *storeClock) observe(storeNow time.Time) {
 	if !storeNow.IsZero() {
-		c.offset.Store(int64(storeNow.Sub(time.Now())))
+		c.offset.Store(int64(time.Until(storeNow)))
 	}
 }
 

@@ -71,7 +71,7 @@ func newQueueRunner(e *Engine, name string, cfg QueueConfig) *queueRunner {
 		stopCh:  make(chan struct{}),
 		done:    make(chan struct{}),
 		// From 10ms (a claim cut by a blip is worth a quick retry; the
-		// poll interval when shorter) up to 5s, as before the Outage.
+		// poll interval when shorter) up to 5s.
 		out: NewOutage(e.log, "claim", OutageOptions{MinBackoff: min(10*time.Millisecond, e.cfg.PollInterval)}),
 	}
 }
@@ -638,6 +638,8 @@ func (e *Engine) runHandler(ctx context.Context, r *runState, j *Job) (res handl
 }
 
 // callHandler runs h, turning a panic into an error with its stack.
+//
+//lint:ignore ST1008 err is the handler's result; panicked and stack describe it.
 func callHandler(ctx context.Context, h Handler, j *Job) (err error, panicked bool, stack string) {
 	defer func() {
 		if p := recover(); p != nil {

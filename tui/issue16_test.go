@@ -341,7 +341,7 @@ func TestSheetKeysAndSections(t *testing.T) {
 		t.Fatalf("[ went to %q, want the timeline:\n%s", top, screen)
 	}
 	s.keys("[", "[")
-	screen = s.waitFor("job inv-0004")
+	s.waitFor("job inv-0004")
 	s.keys("p")
 	s.waitFor(`"currency": "EURO"`)
 	s.keys("p")

@@ -205,9 +205,6 @@ func (v *jobsView) effectiveFilter() engine.Filter {
 	return f
 }
 
-// filterText is the effective filter in the q grammar, for the screen.
-func (v *jobsView) filterText() string { return v.effectiveFilter().String() }
-
 func (v *jobsView) current() *jobRow {
 	if v.cursor < 0 || v.cursor >= len(v.rows) {
 		return nil

@@ -200,9 +200,9 @@ type Model struct {
 	pendingEdit *editReadyMsg
 	// editOpening: an editor is on its way (its text is being read); keys
 	// wait for it, esc gives it up. editSeq tags the editor asked for,
-	// so one given up is dropped when it comes. Before, "e r" typed
-	// quickly opened a retry confirmation under the editor, armed for the
-	// next y.
+	// so one given up is dropped when it comes. Without the wait, "e r"
+	// typed quickly would open a retry confirmation under the editor,
+	// armed for the next y.
 	editOpening bool
 	editSeq     uint64
 	editor      *payloadEditor // the built-in editor, while open

@@ -18,8 +18,9 @@ import (
 // testUnstorableErrorText: a handler's error holding a NUL and invalid
 // UTF-8, and a step's error alike, are recorded as their text with
 // U+FFFD for those bytes: the job dies of its error, charged no crash.
-// Before, on PostgreSQL the finish could not be written at all and the
-// job stayed running until the reaper charged it a crash.
+// A store that wrote the text as it came would fail the finish on
+// PostgreSQL, and the job would stay running until the reaper charged it
+// a crash.
 func testUnstorableErrorText(t *testing.T, h Harness) {
 	s, e, _ := oneKind(t, h, false, func(ctx context.Context, j *engine.Job, _ int) error {
 		if j.ID == "step" {

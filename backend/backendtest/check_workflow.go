@@ -268,7 +268,7 @@ func testZombieStep(t *testing.T, h Harness) {
 			res, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: "zw", WorkerID: "w-b", LeaseID: "lease-b", Limit: 1,
 				Kinds: map[string]int{"zw": 1}, LeaseDuration: time.Hour})
 			if err != nil || len(res.Jobs) != 1 {
-				return 0, fmt.Errorf("B's claim: %v %v", res, err)
+				return 0, fmt.Errorf("claim of B: %v %v", res, err)
 			}
 			stolen = res.Jobs[0]
 			return 2, nil

@@ -105,14 +105,6 @@ func actionSpec(t testing.TB, a engine.Action) engine.ActionSpec {
 	return spec
 }
 
-// jobAction applies a to id as the engine does, with actor on its event.
-func jobAction(ctx context.Context, t testing.TB, s engine.Store, a engine.Action, id, actor string) (*engine.Job, error) {
-	t.Helper()
-	spec := actionSpec(t, a)
-	return s.JobAction(ctx, &engine.JobActionParams{ID: id, Spec: spec,
-		Event: engine.EventWrite{Kind: spec.Event, Actor: actor, To: spec.To}})
-}
-
 // releasePlan is the engine's release of fingerprint fp by actor.
 func releasePlan(t testing.TB, fp, actor string) *engine.FingerprintReleaseParams {
 	t.Helper()

@@ -113,7 +113,7 @@ var (
 // snapshot (an idle transaction holding an XID), can be neither vacuumed
 // nor marked dead in the index. With one held for ten minutes at 2,000
 // jobs/s a claim read 25,000 buffers and took 100–340 ms (scripts/bench
-// pressure, BENCHMARKS.md); the claims fell behind.
+// pressure); the claims fell behind.
 //
 // Claims run from the start of the index while that is cheap. Once one
 // takes claimCursorAfter (claim_cursor, 25 ms) or longer, the claims of
@@ -140,12 +140,12 @@ var (
 // A probe runs claimProbeEvery after the last (100 ms once a claim found
 // the queue caught up), or ten times its own time if that is longer,
 // so that walking the dead entries takes a tenth of a connection at
-// most and never holds a claim up: before the probe, the claims from the
-// start that did this walk, a second apart and 1.3 s each at the end of
-// the ten minutes, were what the claims fell behind on. A probe that is
+// most and never holds a claim up: claims from the start that did this
+// walk themselves, a second apart and 1.3 s each at the end of the ten
+// minutes, are what the claims fell behind on. A probe that is
 // fast again ends cursor mode. The cursor only picks where a scan
 // starts: which jobs may be claimed, in which order, is the statement's
-// as before.
+// alone.
 type claimCursor struct {
 	priority  int32
 	scheduled int64

@@ -20,7 +20,7 @@ import (
 // holds an old snapshot (an idle transaction holding an XID) none can be
 // vacuumed or marked dead. Under one held for ten minutes at 2,000
 // jobs/s the listing, once a second, read 85,000 buffers and took 425 ms
-// on a core of two (scripts/bench pressure, BENCHMARKS.md).
+// on a core of two (scripts/bench pressure).
 //
 // A lease is set at its writer's now plus a duration, never in the past,
 // so a running job that a listing at t did not see either expired at or

@@ -197,14 +197,6 @@ func collectJobs(rows pgx.Rows, err error) ([]*engine.Job, error) {
 	return out, rows.Err()
 }
 
-// jsonOrNil is a JSON value for a jsonb column, NULL when empty.
-func jsonOrNil(b []byte) any {
-	if len(b) == 0 {
-		return nil
-	}
-	return string(b)
-}
-
 func stateNames(states []engine.State) []string {
 	out := make([]string, len(states))
 	for i, st := range states {

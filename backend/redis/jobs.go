@@ -21,10 +21,9 @@ import (
 const defaultLease = 30 * time.Second
 
 // The most jobs one hot-path script takes: a longer batch goes as several
-// scripts, so none blocks the server for long (the issue's bound is 10 ms;
-// a job costs a claim some 15-30 µs of the server's time, a completion
-// some 10-20 µs, an insert some 12-28 µs: BENCHMARKS.md, "Redis hot
-// path").
+// scripts, so none blocks the server for long (a script should block it
+// under 10 ms; a job costs a claim some 15-30 µs of the server's time, a
+// completion some 10-20 µs, an insert some 12-28 µs: TestHotPathCPU).
 const (
 	claimChunk    = 300
 	completeChunk = 300

@@ -813,7 +813,6 @@ func (s *Store) JobErrorGroups(ctx context.Context, p *engine.JobErrorGroupsPara
 	}
 	type agg struct {
 		g           engine.ErrorGroup
-		newest      string
 		first, last string
 	}
 	byKey := map[string]*agg{}

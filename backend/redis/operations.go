@@ -27,7 +27,7 @@ const defaultOperationLease = 30 * time.Second
 // a loaded machine a script's time includes the time the server waited
 // for a core: it then takes fewer jobs. A stall of the machine itself (8
 // ms seen here) can still push one past the 10 ms a script may block the
-// server (BENCHMARKS.md).
+// server (redis_slowlog_ours in scripts/bench deadletter counts them).
 const (
 	maxBatchScript    = 1000
 	batchScriptBudget = 2 * time.Millisecond

@@ -34,11 +34,12 @@
 //	sq:STATE:QUEUE     the same per queue
 //	sk:STATE:KIND      the same per kind
 //	sqk:STATE:Q US K   available or completed jobs of queue Q and kind K,
-//	                   by (state_changed_at, id): one entry a job, where
-//	                   st, sq and sk took three. Listings merge the sets
+//	                   by (state_changed_at, id): one entry a job, in
+//	                   place of one in each of st, sq and sk. Listings merge the sets
 //	                   of the pairs their queues and kinds take, read in
 //	                   one round trip (a queue of 200 kinds: a first page
-//	                   in 1.4 ms against 0.5 for one kind, BENCHMARKS.md)
+//	                   in 1.4 ms against 0.5 for one kind:
+//	                   BenchmarkListManyKinds)
 //	qk                 every (queue US kind) pair that had a job (set)
 //	eg:GROUP           jobs of an error group (state, queue, kind, pattern)
 //	egi:GROUP          the same jobs by id: a group's bulk batches walk it

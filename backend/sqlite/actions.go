@@ -50,15 +50,6 @@ func specSet(spec engine.ActionSpec) string {
 // literal quotes a word (a state, a reason) as an SQL string.
 func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
-// stateLiterals is a list of states as SQL strings, for IN (...).
-func stateLiterals(states []engine.State) string {
-	out := make([]string, len(states))
-	for i, st := range states {
-		out[i] = literal(string(st))
-	}
-	return strings.Join(out, ", ")
-}
-
 // sqlActionOne is the statement of a spec on one job: ?1 now, ?2 deadline
 // or NULL, ?3 id.
 func sqlActionOne(spec engine.ActionSpec) string {

@@ -120,8 +120,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	// (sqlite3PagerRekey to page 262145), so nearly every commit that
 	// splits a page truncates the cache by scanning its whole hash table,
 	// and that costs in proportion to the cache. At 32 MB it took 8–10% of
-	// the work loop's CPU (BENCHMARKS.md, "The hot path at ordinary
-	// concurrency").
+	// the work loop's CPU (cpu_us_per_job of scripts/bench throughput).
 	base := path + "?_pragma=busy_timeout(" + fmt.Sprint(opts.BusyTimeout.Milliseconds()) + ")" +
 		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)" +
 		"&_pragma=temp_store(MEMORY)&_pragma=cache_size(-8000)" +

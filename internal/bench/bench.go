@@ -76,7 +76,7 @@ Engine.Stop returns, after the completer has committed every acknowledgement,
 and each job is then read back to check that it is completed.
 
 Prints one key=value result line on stdout, the shape of the peer harness
-(the harness for River and asynq, see BENCHMARKS.md); progress goes to stderr.`,
+(the harness for River and asynq, bench/peers); progress goes to stderr.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runBenchThroughput(cmd.Context(), o, lo, cmd.OutOrStdout(), cmd.ErrOrStderr())

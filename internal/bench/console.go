@@ -556,7 +556,7 @@ func benchConsoleMeasure(ctx context.Context, o *benchConsoleOptions, log *slog.
 	bottom, err := jump(tea.KeyPressMsg{Code: 'G', Text: "G"}, func(p, n int64) bool { return p == n })
 	if err != nil {
 		_ = quit()
-		return fmt.Errorf("G: %w", err)
+		return fmt.Errorf("key G: %w", err)
 	}
 	res.add("jump_top_ms", float64(top.Microseconds())/1000)
 	res.add("jump_bottom_ms", float64(bottom.Microseconds())/1000)

@@ -19,8 +19,8 @@ import (
 	"github.com/sluicehq/sluice/internal/cliutil"
 )
 
-// The deadletter scenario of the peer harness for River and asynq (see
-// BENCHMARKS.md):
+// The deadletter scenario of the peer harness for River and asynq
+// (bench/peers):
 // N jobs whose handler always fails with one attempt, timed until all are
 // dead; then, with the workers stopped, the operator's side through
 // engine.Control (the embedded engine, as `sluice tui --store` and `sluice
@@ -59,7 +59,7 @@ store and skips the seeding when it holds exactly those N dead jobs (a
 copy of a --no-retry run's file can be measured again and again).
 
 Prints one key=value result line on stdout with the peer harness's keys
-(the harness for River and asynq, see BENCHMARKS.md); progress goes to stderr.`,
+(the harness for River and asynq, bench/peers); progress goes to stderr.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runBenchDeadLetter(cmd.Context(), o, lo, cmd.OutOrStdout(), cmd.ErrOrStderr())

@@ -50,7 +50,7 @@ func (b *batchTimer) stats() (n int, p50, p99, top time.Duration) {
 	return len(lat), apiPercentile(lat, 50), apiPercentile(lat, 99), lat[len(lat)-1]
 }
 
-// redisProbe reads what the issue asks of Redis around a run: used_memory
+// redisProbe reads what a run costs Redis: used_memory
 // and the SLOWLOG entries written meanwhile. Everything it does is read
 // only: the shared server's slow log is never reset nor its threshold
 // changed, so entries are told apart by id and by our namespace's keys.

@@ -243,7 +243,6 @@ type run struct {
 	// crashedInnocent: the innocent jobs that crashed at least once.
 	crashedInnocent map[string]bool
 	bg              sync.WaitGroup
-	spawnErr        error
 }
 
 // Run runs the harness: workers on the store, faults for the duration,

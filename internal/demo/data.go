@@ -178,7 +178,7 @@ func SeedJobs(now time.Time, st Story) []engine.EnqueueParams {
 	// Orders, a workflow of three steps: three meet the outage at their
 	// charge and die there, their reservation kept; after the outage a
 	// replay from the charge (or a retry) finishes them. Fixed values,
-	// not drawn: the backlog below draws the same as before.
+	// not drawn: the backlog below draws the same with or without them.
 	for i := 1; i <= 9; i++ {
 		o := Order{Order: fmt.Sprintf("ORD-%04d", 7000+i), Customer: 1100 + 7*i, AmountCents: 1900 + 1250*i, WorkMS: 40 + 15*i}
 		if i%3 == 0 {

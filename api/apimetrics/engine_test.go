@@ -1,0 +1,145 @@
+package apimetrics_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/api/apimetrics"
+	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
+	"github.com/sluicehq/sluice/engine"
+)
+
+// TestEngineMetricsOnEngine runs jobs that succeed, fail and crash through
+// an engine on a real SQLite file with the Prometheus observer, and reads
+// the transitions and handler histograms back from GET /metrics.
+func TestEngineMetricsOnEngine(t *testing.T) {
+	store := sqlitetest.New(t)
+	obs := apimetrics.NewEngineMetrics()
+	e, err := engine.New(store, engine.Config{
+		Queues:              map[string]engine.QueueConfig{"billing": {Concurrency: 4}},
+		PollInterval:        20 * time.Millisecond,
+		MaintenanceInterval: 25 * time.Millisecond,
+		HeartbeatInterval:   100 * time.Millisecond,
+		ShutdownTimeout:     3 * time.Second,
+		// A crashed job waits an hour, so it runs once in this test.
+		CrashBackoff: func(int) time.Duration { return time.Hour },
+		Observer:     obs,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]engine.Handler{
+		"ok":   func(context.Context, *engine.Job) error { return nil },
+		"fail": func(context.Context, *engine.Job) error { return errors.New("card declined") },
+		"boom": func(context.Context, *engine.Job) error { panic("out of memory") },
+	}
+	for name, h := range kinds {
+		if err := e.Register(engine.Kind{Name: name, Handler: h}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ps []engine.EnqueueParams
+	add := func(kind string, n int) {
+		for i := range n {
+			ps = append(ps, engine.EnqueueParams{ID: fmt.Sprintf("%s-%d", kind, i), Queue: "billing", Kind: kind, MaxAttempts: 1})
+		}
+	}
+	add("ok", 5)
+	add("fail", 3)
+	add("boom", 1)
+	if _, err := e.EnqueueMany(context.Background(), ps); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Stop(context.Background()) })
+	m := apimetrics.New(e, nil)
+	m.Registry().MustRegister(obs)
+	srv := api.NewServer(e, api.ServerOptions{Metrics: m})
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+
+	want := []string{
+		`sluice_job_transitions_total{from="available",kind="ok",queue="billing",to="running"} 5`,
+		`sluice_job_transitions_total{from="running",kind="ok",queue="billing",to="completed"} 5`,
+		`sluice_job_transitions_total{from="available",kind="fail",queue="billing",to="running"} 3`,
+		`sluice_job_transitions_total{from="running",kind="fail",queue="billing",to="archived"} 3`,
+		`sluice_job_transitions_total{from="running",kind="boom",queue="billing",to="retryable"} 1`,
+		`sluice_handler_duration_seconds_count{kind="ok",outcome="success",queue="billing"} 5`,
+		`sluice_handler_duration_seconds_count{kind="fail",outcome="error",queue="billing"} 3`,
+		`sluice_handler_duration_seconds_count{kind="boom",outcome="crash",queue="billing"} 1`,
+		`sluice_handler_duration_seconds_bucket{kind="ok",outcome="success",queue="billing",le="+Inf"} 5`,
+		// The scrape-time series are still there.
+		`sluice_jobs{queue="billing",state="archived"} 3`,
+	}
+	var body string
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		body = scrape(t, hs.URL+"/metrics")
+		missing := ""
+		for _, w := range want {
+			if !strings.Contains(body, w+"\n") {
+				missing = w
+				break
+			}
+		}
+		if missing == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics never showed %s:\n%s", missing, metricLines(body, "sluice_"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
+	}
+	return string(b)
+}
+
+// metricLines keeps the lines of a scrape that start with prefix.
+func metricLines(body, prefix string) string {
+	var out []string
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestEngineMetricsAllocations: once a series exists, counting a
+// transition or timing a handler allocates nothing.
+func TestEngineMetricsAllocations(t *testing.T) {
+	m := apimetrics.NewEngineMetrics()
+	m.JobTransition("billing", "charge", engine.StateRunning, engine.StateCompleted)
+	m.HandlerDone("billing", "charge", "success", time.Millisecond)
+	if n := testing.AllocsPerRun(100, func() {
+		m.JobTransition("billing", "charge", engine.StateRunning, engine.StateCompleted)
+		m.HandlerDone("billing", "charge", "success", time.Millisecond)
+	}); n != 0 {
+		t.Fatalf("%v allocations per job, want 0", n)
+	}
+}
