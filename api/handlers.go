@@ -76,9 +76,9 @@ func checkFilter(c *caller, f engine.Filter) error {
 	return nil
 }
 
-// redact strips what the caller's role may not see from a job: payload,
+// redactJob strips what the caller's role may not see from a job: payload,
 // metadata and checkpoint for viewers. It copies; j is not changed.
-func redact(c *caller, j *engine.Job) *engine.Job {
+func redactJob(c *caller, j *engine.Job) *engine.Job {
 	if j == nil || c.can(engine.RoleInspector) {
 		return j
 	}
@@ -93,7 +93,7 @@ func redactAll(c *caller, js []*engine.Job) []*engine.Job {
 	}
 	out := make([]*engine.Job, len(js))
 	for i, j := range js {
-		out[i] = redact(c, j)
+		out[i] = redactJob(c, j)
 	}
 	return out
 }
@@ -189,7 +189,7 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request, c *caller) error
 	if err != nil {
 		return err
 	}
-	d.Job = redact(c, d.Job)
+	d.Job = redactJob(c, d.Job)
 	if d.Job != nil {
 		w.Header().Set("ETag", etag(d.Job.Version))
 	}
@@ -344,7 +344,7 @@ func (s *Server) retry(r *http.Request, c *caller, body []byte) (runFunc, error)
 		if err != nil {
 			return nil, err
 		}
-		return ok(jobResponse{Job: redact(c, j)}), nil
+		return ok(jobResponse{Job: redactJob(c, j)}), nil
 	}, nil
 }
 
@@ -366,7 +366,7 @@ func (s *Server) jobAction(a engine.Action) func(*http.Request, *caller, []byte)
 			if err != nil {
 				return nil, err
 			}
-			return ok(jobResponse{Job: redact(c, j)}), nil
+			return ok(jobResponse{Job: redactJob(c, j)}), nil
 		}, nil
 	}
 }
@@ -385,7 +385,7 @@ func (s *Server) retryWithInput(r *http.Request, c *caller, body []byte) (runFun
 		if err != nil {
 			return nil, err
 		}
-		return &reply{status: http.StatusCreated, body: jobResponse{Job: redact(c, j)},
+		return &reply{status: http.StatusCreated, body: jobResponse{Job: redactJob(c, j)},
 			header: http.Header{"Location": {Prefix + "/jobs/" + url.PathEscape(j.ID)}}}, nil
 	}, nil
 }
@@ -408,7 +408,7 @@ func (s *Server) updatePayload(r *http.Request, c *caller, body []byte) (runFunc
 		if err != nil {
 			return nil, err
 		}
-		return &reply{status: http.StatusOK, body: jobResponse{Job: redact(c, j)},
+		return &reply{status: http.StatusOK, body: jobResponse{Job: redactJob(c, j)},
 			header: http.Header{"Etag": {etag(j.Version)}}}, nil
 	}, nil
 }

@@ -34,7 +34,7 @@ func (s *Server) replay(r *http.Request, c *caller, body []byte) (runFunc, error
 		if err != nil {
 			return nil, err
 		}
-		return &reply{status: http.StatusCreated, body: jobResponse{Job: redact(c, j)},
+		return &reply{status: http.StatusCreated, body: jobResponse{Job: redactJob(c, j)},
 			header: http.Header{"Location": {Prefix + "/jobs/" + url.PathEscape(j.ID)}}}, nil
 	}, nil
 }

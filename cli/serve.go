@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/demo"
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 type serveOptions struct {
@@ -203,8 +204,8 @@ func runServe(ctx context.Context, o *serveOptions, lo *logOptions, out io.Write
 	if o.readOnly {
 		mode = ", read-only"
 	}
-	fmt.Fprintf(out, "sluice: serving http://%s%s over %s (%s%s)\n", ln.Addr(), api.Prefix, cliutil.RedactURL(o.store), who, mode)
-	log.Info("serving", "addr", ln.Addr().String(), "store", cliutil.RedactURL(o.store), "tokens", len(tokens), "read_only", o.readOnly, "demo_workers", o.demoWorkers)
+	fmt.Fprintf(out, "sluice: serving http://%s%s over %s (%s%s)\n", ln.Addr(), api.Prefix, redact.URL(o.store), who, mode)
+	log.Info("serving", "addr", ln.Addr().String(), "store", redact.URL(o.store), "tokens", len(tokens), "read_only", o.readOnly, "demo_workers", o.demoWorkers)
 
 	if o.ssh != "" {
 		sc, err := startSSHConsole(o, srv, log)
