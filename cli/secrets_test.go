@@ -18,8 +18,9 @@ import (
 const storePassword = "Hunter2-Secret"
 
 // serveUntil runs `sluice serve args...` in process until its output
-// holds want (or 30s pass), then stops it, and returns what it printed.
-func serveUntil(t *testing.T, want string, args ...string) (stdout, stderr string) {
+// holds want (or 30s pass), calls during (when not nil) while it still
+// serves, then stops it, and returns what it printed.
+func serveUntil(t *testing.T, want string, during func(), args ...string) (stdout, stderr string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errb syncBuffer
@@ -34,11 +35,16 @@ func serveUntil(t *testing.T, want string, args ...string) (stdout, stderr strin
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	cancel()
-	<-done
 	if !strings.Contains(out.String(), want) {
+		cancel()
+		<-done
 		t.Fatalf("serve never printed %q:\n%s\n%s", want, out.String(), errb.String())
 	}
+	if during != nil {
+		during()
+	}
+	cancel()
+	<-done
 	return out.String(), errb.String()
 }
 
@@ -88,7 +94,7 @@ func TestStorePasswordNeverPrinted(t *testing.T) {
 		}
 
 		logFile := filepath.Join(t.TempDir(), "serve.log")
-		out, stderr = serveUntil(t, "sluice: serving", "--store", pgcluster.Migrating(withPassword),
+		out, stderr = serveUntil(t, "sluice: serving", nil, "--store", pgcluster.Migrating(withPassword),
 			"--listen", "127.0.0.1:0", "--log-file", logFile, "--log-level", "debug")
 		logged, err := os.ReadFile(logFile)
 		if err != nil {

@@ -141,6 +141,9 @@ func runServe(ctx context.Context, o *serveOptions, lo *logOptions, out io.Write
 	if err != nil {
 		return err
 	}
+	if o.tokens != "" {
+		warnIfShared(log, o.tokens, "tokens file")
+	}
 	loop, err := isLoopback(o.listen)
 	if err != nil {
 		return err

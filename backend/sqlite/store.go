@@ -110,6 +110,9 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("sqlite: %s: %w: its schema is at version %d, this build needs %d (migrate it with: sluice migrate --store sqlite://%s)", path, ErrNoStore, st.Version, st.Latest, path)
 		}
 	}
+	if err := createPrivate(path, opts.Logger); err != nil {
+		return nil, err
+	}
 	if opts.ReadConns <= 0 {
 		opts.ReadConns = 4
 	}
