@@ -25,6 +25,7 @@ type serveOptions struct {
 	listen      string
 	tokens      string
 	readOnly    bool
+	hideErrors  bool // --hide-errors-from-viewers
 	demoWorkers bool
 	ssh         string // address of the console over SSH; "" for none
 	sshKeys     string // authorized keys file
@@ -84,6 +85,7 @@ write (sluice_job_transitions_total) and times handlers
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on; port 0 picks a free one (env SLUICE_LISTEN)")
 	f.StringVar(&o.tokens, "tokens", "", "file of name:role:token lines (default: the SLUICE_TOKENS variable; none: loopback only, everyone admin)")
 	f.BoolVar(&o.readOnly, "read-only", false, "refuse every mutation (403)")
+	f.BoolVar(&o.hideErrors, "hide-errors-from-viewers", false, "hide jobs' error text from the viewer role (for errors that carry personal data)")
 	f.BoolVar(&o.demoWorkers, "demo-workers", false, "also run workers for the demo's kinds (queues billing, email, reports)")
 	f.StringVar(&o.ssh, "ssh", "", "also serve the console over SSH on this address, as in 0.0.0.0:2222 (env SLUICE_SSH)")
 	f.StringVar(&o.sshKeys, "ssh-authorized-keys", "", "authorized_keys file of the keys that may open the console (needed with --ssh)")
@@ -183,7 +185,7 @@ func runServe(ctx context.Context, o *serveOptions, lo *logOptions, out io.Write
 		}
 	}()
 
-	srv := api.NewServer(e, api.ServerOptions{Tokens: tokens, ReadOnly: o.readOnly, Logger: log})
+	srv := api.NewServer(e, api.ServerOptions{Tokens: tokens, ReadOnly: o.readOnly, Logger: log, HideErrorsFromViewers: o.hideErrors})
 	srv.Registry().MustRegister(obs)
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
