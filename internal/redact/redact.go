@@ -63,8 +63,22 @@ func maskQuery(raw string) string {
 		if dk, err := url.QueryUnescape(k); err == nil {
 			k = dk
 		}
-		if has && secretKey(k) {
-			parts[i] = p[:strings.IndexByte(p, '=')+1] + Mask
+		if !has {
+			continue
+		}
+		eq := strings.IndexByte(p, '=') + 1
+		if secretKey(k) {
+			parts[i] = p[:eq] + Mask
+			continue
+		}
+		// A parameter may be a URL of its own (PostgreSQL's listen_url)
+		// with its own password.
+		if v, err := url.QueryUnescape(p[eq:]); err == nil && strings.Contains(v, "://") {
+			if r := URL(v); r != v {
+				parts[i] = p[:eq] + url.QueryEscape(r)
+			}
+		} else if err != nil {
+			parts[i] = p[:eq] + byPattern(p[eq:])
 		}
 	}
 	return strings.Join(parts, "&")

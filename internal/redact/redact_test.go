@@ -23,6 +23,9 @@ func TestURL(t *testing.T) {
 		{"jobs.db", "jobs.db"},
 		{"postgres://root@db:5432/test?sslmode=disable", "postgres://root@db:5432/test?sslmode=disable"},
 		{"", ""},
+		{"postgres://b:6432/t?listen_url=" + url.QueryEscape("postgres://root:hunter2@db:5432/t") + "&schema=a",
+			"postgres://b:6432/t?listen_url=" + url.QueryEscape("postgres://root:xxxxx@db:5432/t") + "&schema=a"},
+		{"postgres://b/t?listen_url=postgres://root:hunter2@db/t", "postgres://b/t?listen_url=" + url.QueryEscape("postgres://root:xxxxx@db/t")},
 	} {
 		got := URL(tc.in)
 		if got != tc.want {
