@@ -376,8 +376,17 @@ func (w *walkJobs) walkConsole(t *testing.T, srv *api.Server, role engine.Role) 
 		term.keys("\x1b", "\x1b")
 	}
 	command("quarantine")
-	term.keys("\r") // the quarantined fingerprint's jobs
+	mark := len(term.text())
+	term.keys("\r") // the quarantined fingerprint's jobs, by the id shown
 	repaint()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if after := term.text()[mark:]; strings.Contains(after, "fingerprint:") && strings.Contains(after, w.boom) && strings.Contains(after, "1 of 1") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the quarantine does not lead to its job:\n%s", tailText(term.text(), 3000))
+		}
+	}
 	term.keys("\x1b")
 	for _, c := range []string{"operations", "queues", "errors", "help"} {
 		command(c)
