@@ -20,7 +20,7 @@ const storePassword = "Hunter2-Secret"
 // serveUntil runs `sluice serve args...` in process until its output
 // holds want (or 30s pass), calls during (when not nil) while it still
 // serves, then stops it, and returns what it printed.
-func serveUntil(t *testing.T, want string, during func(), args ...string) (stdout, stderr string) {
+func serveUntil(t *testing.T, want string, during func(stdout string), args ...string) (stdout, stderr string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errb syncBuffer
@@ -41,7 +41,7 @@ func serveUntil(t *testing.T, want string, during func(), args ...string) (stdou
 		t.Fatalf("serve never printed %q:\n%s\n%s", want, out.String(), errb.String())
 	}
 	if during != nil {
-		during()
+		during(out.String())
 	}
 	cancel()
 	<-done
