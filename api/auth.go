@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"unicode"
@@ -165,6 +166,40 @@ func cleanActor(s string) string {
 	s = strings.TrimSpace(s)
 	if len(s) > 64 || strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) || r == '/' }) {
 		return ""
+	}
+	return s
+}
+
+// loopbackHost reports whether a request's Host names this machine: a
+// loopback address, localhost or a name under .localhost, with or
+// without a port. A server without tokens answers only such requests: a
+// page on another site can point its own name at 127.0.0.1 (DNS
+// rebinding) and send requests the browser lets it read, but their Host
+// is that site's name.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// errHostNotLoopback refuses a request to a server without tokens whose
+// Host is not this machine.
+func errHostNotLoopback(host string) error {
+	return newHTTPError(http.StatusForbidden, reasonForbidden,
+		"host %q refused: a server without tokens answers only requests to a loopback name or address (127.0.0.1, [::1], localhost); give it tokens to serve other names", cleanHost(host))
+}
+
+// cleanHost keeps a Host header printable and short for an error.
+func cleanHost(s string) string {
+	if len(s) > 255 || strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return "(unprintable)"
 	}
 	return s
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 // Client is an engine.Control over the HTTP API: the console and the
@@ -97,7 +98,7 @@ func NewClient(baseURL, token string, opts ClientOptions) *Client {
 func parseBaseURL(raw string) (*url.URL, error) {
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%w: api url %q: want http://host:port or https://host:port", engine.ErrInvalid, raw)
+		return nil, fmt.Errorf("%w: api url %q: want http://host:port or https://host:port", engine.ErrInvalid, redact.URL(raw))
 	}
 	u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), Prefix)
 	u.RawQuery, u.Fragment, u.RawPath = "", "", ""

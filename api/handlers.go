@@ -67,61 +67,6 @@ func query(r *http.Request) (url.Values, error) {
 	return v, nil
 }
 
-// checkFilter refuses payload and meta filters to callers who may not see
-// payloads and metadata: a filter could probe them.
-func checkFilter(c *caller, f engine.Filter) error {
-	if (len(f.Payload) > 0 || len(f.Meta) > 0) && !c.can(engine.RoleInspector) {
-		return c.need(engine.RoleInspector, "filter on payload or metadata")
-	}
-	return nil
-}
-
-// redact strips what the caller's role may not see from a job: payload,
-// metadata and checkpoint for viewers. It copies; j is not changed.
-func redact(c *caller, j *engine.Job) *engine.Job {
-	if j == nil || c.can(engine.RoleInspector) {
-		return j
-	}
-	cp := *j
-	cp.Payload, cp.Metadata, cp.Checkpoint = nil, nil, nil
-	return &cp
-}
-
-func redactAll(c *caller, js []*engine.Job) []*engine.Job {
-	if c.can(engine.RoleInspector) {
-		return js
-	}
-	out := make([]*engine.Job, len(js))
-	for i, j := range js {
-		out[i] = redact(c, j)
-	}
-	return out
-}
-
-// HiddenValue stands, for viewers, in place of a payload or meta
-// condition's value in an operation's selector.
-const HiddenValue = "<hidden>"
-
-// redactOperation hides the values of payload and meta conditions (they
-// could be personal data) in an operation's selector for viewers. The
-// conditions stay, with HiddenValue for their values: without them a
-// retry of one customer's jobs read as a retry of every archived job.
-func redactOperation(c *caller, op *engine.Operation) *engine.Operation {
-	if op == nil || c.can(engine.RoleInspector) || (len(op.Selector.Payload) == 0 && len(op.Selector.Meta) == 0) {
-		return op
-	}
-	cp := *op
-	hide := func(ms []engine.PathMatch) []engine.PathMatch {
-		out := make([]engine.PathMatch, len(ms))
-		for i, m := range ms {
-			out[i] = engine.PathMatch{Path: m.Path, Value: HiddenValue}
-		}
-		return out
-	}
-	cp.Selector.Payload, cp.Selector.Meta = hide(op.Selector.Payload), hide(op.Selector.Meta)
-	return &cp
-}
-
 // etag is a job version as an entity tag.
 func etag(version int64) string { return `"` + strconv.FormatInt(version, 10) + `"` }
 
@@ -153,7 +98,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, c *caller) err
 	if err != nil {
 		return err
 	}
-	if err := checkFilter(c, p.Filter); err != nil {
+	if err := checkFilter(c, &p.Filter); err != nil {
 		return err
 	}
 	page, err := s.ctl.ListJobs(r.Context(), p)
@@ -189,7 +134,7 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request, c *caller) error
 	if err != nil {
 		return err
 	}
-	d.Job = redact(c, d.Job)
+	d = redactDetail(c, d)
 	if d.Job != nil {
 		w.Header().Set("ETag", etag(d.Job.Version))
 	}
@@ -239,7 +184,7 @@ func (s *Server) countJobs(w http.ResponseWriter, r *http.Request, c *caller) er
 	if p.Filter, err = parseFilterQuery(v); err != nil {
 		return err
 	}
-	if err := checkFilter(c, p.Filter); err != nil {
+	if err := checkFilter(c, &p.Filter); err != nil {
 		return err
 	}
 	cs, err := s.ctl.CountJobs(r.Context(), p)
@@ -259,13 +204,14 @@ func (s *Server) errorGroups(w http.ResponseWriter, r *http.Request, c *caller) 
 	if err != nil {
 		return err
 	}
-	if err := checkFilter(c, f); err != nil {
+	if err := checkFilter(c, &f); err != nil {
 		return err
 	}
 	gs, err := s.ctl.ErrorGroups(r.Context(), f)
 	if err != nil {
 		return err
 	}
+	gs = redactErrorGroups(c, gs)
 	if gs == nil {
 		gs = []engine.ErrorGroup{}
 	}
@@ -344,7 +290,7 @@ func (s *Server) retry(r *http.Request, c *caller, body []byte) (runFunc, error)
 		if err != nil {
 			return nil, err
 		}
-		return ok(jobResponse{Job: redact(c, j)}), nil
+		return ok(jobResponse{Job: redactJob(c, j)}), nil
 	}, nil
 }
 
@@ -366,7 +312,7 @@ func (s *Server) jobAction(a engine.Action) func(*http.Request, *caller, []byte)
 			if err != nil {
 				return nil, err
 			}
-			return ok(jobResponse{Job: redact(c, j)}), nil
+			return ok(jobResponse{Job: redactJob(c, j)}), nil
 		}, nil
 	}
 }
@@ -385,7 +331,7 @@ func (s *Server) retryWithInput(r *http.Request, c *caller, body []byte) (runFun
 		if err != nil {
 			return nil, err
 		}
-		return &reply{status: http.StatusCreated, body: jobResponse{Job: redact(c, j)},
+		return &reply{status: http.StatusCreated, body: jobResponse{Job: redactJob(c, j)},
 			header: http.Header{"Location": {Prefix + "/jobs/" + url.PathEscape(j.ID)}}}, nil
 	}, nil
 }
@@ -408,7 +354,7 @@ func (s *Server) updatePayload(r *http.Request, c *caller, body []byte) (runFunc
 		if err != nil {
 			return nil, err
 		}
-		return &reply{status: http.StatusOK, body: jobResponse{Job: redact(c, j)},
+		return &reply{status: http.StatusOK, body: jobResponse{Job: redactJob(c, j)},
 			header: http.Header{"Etag": {etag(j.Version)}}}, nil
 	}, nil
 }
@@ -454,11 +400,11 @@ func (s *Server) bulk(_ *http.Request, c *caller, body []byte) (runFunc, error) 
 	if err := needForAction(c, p.Action); err != nil {
 		return nil, err
 	}
-	if err := checkFilter(c, p.Selector); err != nil {
+	if err := checkFilter(c, &p.Selector); err != nil {
 		return nil, err
 	}
 	if p.Plan != nil {
-		if err := checkFilter(c, p.Plan.Selector); err != nil {
+		if err := checkFilter(c, &p.Plan.Selector); err != nil {
 			return nil, err
 		}
 	}
@@ -522,11 +468,12 @@ func (s *Server) cancelOperation(r *http.Request, _ *caller, body []byte) (runFu
 	}, nil
 }
 
-func (s *Server) quarantine(w http.ResponseWriter, r *http.Request, _ *caller) error {
+func (s *Server) quarantine(w http.ResponseWriter, r *http.Request, c *caller) error {
 	fps, err := s.ctl.Quarantine(r.Context())
 	if err != nil {
 		return err
 	}
+	fps = redactFingerprints(c, fps)
 	if fps == nil {
 		fps = []*engine.Fingerprint{}
 	}

@@ -212,6 +212,7 @@ func TestEngineIdempotencyFailureBeforeTheAnswer(t *testing.T) {
 	// The answer cannot be written.
 	r := req{method: "POST", path: "/api/v1/jobs/j1/retry", key: "k"}
 	hr := httptest.NewRequest(r.method, r.path, nil)
+	hr.Host = "127.0.0.1"
 	hr.Header.Set(IdempotencyHeader, r.key)
 	func() {
 		defer func() { _ = recover() }()
@@ -231,6 +232,7 @@ func TestEngineIdempotencyFailureBeforeTheAnswer(t *testing.T) {
 	srv := NewServer(cancelDuring{Engine: n.e, cancel: cancel}, ServerOptions{})
 	r2 := req{method: "POST", path: "/api/v1/jobs/j2/retry", key: "k"}
 	hr = httptest.NewRequest(r2.method, r2.path, nil).WithContext(ctx)
+	hr.Host = "127.0.0.1"
 	hr.Header.Set(IdempotencyHeader, r2.key)
 	gone := httptest.NewRecorder()
 	srv.ServeHTTP(gone, hr)

@@ -34,7 +34,7 @@ func (s *Server) replay(r *http.Request, c *caller, body []byte) (runFunc, error
 		if err != nil {
 			return nil, err
 		}
-		return &reply{status: http.StatusCreated, body: jobResponse{Job: redact(c, j)},
+		return &reply{status: http.StatusCreated, body: jobResponse{Job: redactJob(c, j)},
 			header: http.Header{"Location": {Prefix + "/jobs/" + url.PathEscape(j.ID)}}}, nil
 	}, nil
 }
@@ -55,23 +55,8 @@ func (s *Server) replayPreview(w http.ResponseWriter, r *http.Request, c *caller
 	if err != nil {
 		return err
 	}
-	if !c.can(engine.RoleInspector) {
-		// Step results are the job's data, as its payload is.
-		plan = redactPlan(plan)
-	}
-	writeJSON(w, http.StatusOK, plan)
+	writeJSON(w, http.StatusOK, redactPlan(c, plan))
 	return nil
-}
-
-func redactPlan(p *engine.ReplayPlan) *engine.ReplayPlan {
-	out := &engine.ReplayPlan{Kept: append([]engine.StepRecord{}, p.Kept...), Rerun: append([]engine.StepRecord{}, p.Rerun...)}
-	for i := range out.Kept {
-		out.Kept[i].Result = nil
-	}
-	for i := range out.Rerun {
-		out.Rerun[i].Result = nil
-	}
-	return out
 }
 
 // ReplayFromStep creates a new job that runs job id from p.Step on.

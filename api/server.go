@@ -67,6 +67,13 @@ type ServerOptions struct {
 	Heartbeat time.Duration
 	// ReadTimeout bounds one read (30s when 0); event streams have none.
 	ReadTimeout time.Duration
+	// HideErrorsFromViewers hides error text from viewers: attempts'
+	// messages and traces, timeline messages, error groups, quarantine
+	// records' last errors, step errors and operations' error text, and
+	// refuses them filters on error text. For deployments whose errors
+	// repeat personal data (a phone number in an SMS provider's error).
+	// By default every role reads error text.
+	HideErrorsFromViewers bool
 	// MutationTimeout bounds one mutation, which runs to its end even if
 	// the client goes away so that its idempotency record is true
 	// (2 minutes when 0).
@@ -100,6 +107,7 @@ type Server struct {
 	mux     *http.ServeMux
 	metrics Metrics
 	routes  []route
+	view    *viewPolicy
 	// out logs the answers of 503 (the store not answering) once per
 	// outage rather than once per request, and when they stop.
 	out *engine.Outage
@@ -134,6 +142,8 @@ func ok(body any) *reply { return &reply{status: http.StatusOK, body: body} }
 type caller struct {
 	id    Identity
 	actor string
+	// view is what the server hides from viewers (viewer.go).
+	view *viewPolicy
 }
 
 func (c *caller) can(r engine.Role) bool { return RoleAtLeast(c.id.Role, r) }
@@ -175,6 +185,7 @@ func NewServer(ctl engine.Control, opts ServerOptions) *Server {
 	if enq, ok := ctl.(Enqueuer); ok {
 		s.enq = enq
 	}
+	s.view = newViewPolicy(opts.HideErrorsFromViewers)
 	s.metrics = opts.Metrics
 	if s.metrics == nil {
 		s.metrics = noMetrics{}
@@ -283,6 +294,7 @@ func (s *Server) handler(rt route) http.Handler {
 			writeError(sw, err)
 			return
 		}
+		c.view = s.view
 		ctx := engine.WithActor(r.Context(), c.actor)
 		r = r.WithContext(ctx)
 		if rt.read != nil {
@@ -345,6 +357,9 @@ func (s *Server) authorize(r *http.Request, rt route) (*caller, error) {
 func (s *Server) authenticate(r *http.Request) (*caller, error) {
 	if id, ok := localIdentity(r); ok {
 		return &caller{id: id, actor: id.Name}, nil
+	}
+	if s.tokens.empty() && !loopbackHost(r.Host) {
+		return nil, errHostNotLoopback(r.Host)
 	}
 	id := Identity{Name: localActor, Role: engine.RoleAdmin}
 	if !s.tokens.empty() {

@@ -53,6 +53,9 @@ func send(t *testing.T, h http.Handler, r req) *httptest.ResponseRecorder {
 		body = strings.NewReader(r.body)
 	}
 	hr := httptest.NewRequest(r.method, r.path, body)
+	// As a client on this machine sends it (httptest's default is
+	// example.com, which a server without tokens refuses).
+	hr.Host = "127.0.0.1:8080"
 	if r.body != "" {
 		hr.Header.Set("Content-Type", "application/json")
 	}
@@ -76,6 +79,10 @@ func send(t *testing.T, h http.Handler, r req) *httptest.ResponseRecorder {
 		hr.Header.Set(IdempotencyHeader, k)
 	}
 	for k, v := range r.header {
+		if k == "Host" {
+			hr.Host = v
+			continue
+		}
 		if v == "" {
 			hr.Header.Del(k)
 		} else {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/cliutil"
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 // The cold archive: --archive-queues opts queues in (serve, worker, demo
@@ -54,7 +55,7 @@ func (a *archiveQueuesFlag) storeURL(raw string) (string, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "", fmt.Errorf("--archive-queues: store url: %w", err)
+		return "", fmt.Errorf("--archive-queues: %w: store url: %s", engine.ErrInvalid, redact.ParseError(err))
 	}
 	q := u.Query()
 	if have := q.Get("archive_queues"); have != "" {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/cliutil"
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 // The bench queue and kind: a queue of their own, so the run touches no
@@ -137,7 +138,7 @@ func runBench(ctx context.Context, o *benchOptions, lo *logOptions, stdout io.Wr
 	work := time.Since(t1)
 
 	fmt.Fprintf(stdout, "%d jobs on %s: enqueued at %.0f jobs/s, worked at %.0f jobs/s (%.2fs, concurrency %d)\n",
-		o.jobs, cliutil.RedactURL(o.store), float64(o.jobs)/insert.Seconds(), float64(o.jobs)/work.Seconds(),
+		o.jobs, redact.URL(o.store), float64(o.jobs)/insert.Seconds(), float64(o.jobs)/work.Seconds(),
 		work.Seconds(), o.concurrency)
 	fmt.Fprintf(stdout, "%s %s/%s · %s · %d cores (GOMAXPROCS %d)\n",
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0))

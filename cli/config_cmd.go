@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 func newConfigCmd(s *settings) *cobra.Command {
@@ -105,7 +107,9 @@ the jobs commands, and SLUICE_API beats store: in the file.`,
 				if env == "" {
 					env = "-"
 				}
-				value := v.display()
+				// Every value passes through redact.URL: a store or API URL
+				// may carry a password, in its user or in its query.
+				value := redact.URL(v.display())
 				if v.flag.Name == "token" && value != "" {
 					value = "(set)"
 				}

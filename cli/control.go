@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -18,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/cliutil"
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 // The operator commands: jobs, bulk, operations, quarantine and queues.
@@ -121,12 +121,13 @@ func (o *ctlOptions) json() bool { return o.output == "json" }
 func (o *ctlOptions) targetFlag() string {
 	switch {
 	case o.api != "":
+		if redact.URL(o.api) != o.api {
+			return ""
+		}
 		return " " + shellQuote("--api", o.api)
 	case o.store != "":
-		if u, err := url.Parse(o.store); err == nil && u.User != nil {
-			if _, ok := u.User.Password(); ok {
-				return ""
-			}
+		if redact.URL(o.store) != o.store {
+			return ""
 		}
 		return " " + shellQuote("--store", o.store)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/demo"
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 type demoOptions struct {
@@ -94,7 +95,7 @@ func runDemo(ctx context.Context, o *demoOptions, lo *logOptions, out io.Writer)
 	}
 	// What the console's title and the summary call the store: never a
 	// password.
-	label := cliutil.RedactURL(storeURL)
+	label := redact.URL(storeURL)
 	if t.Backend == "sqlite" {
 		label = "sqlite://" + t.Path
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/cliutil"
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 type migrateOptions struct {
@@ -83,9 +84,9 @@ func runMigrate(ctx context.Context, o *migrateOptions, lo *logOptions, out io.W
 		return runMigrateRedis(ctx, o, lo, out)
 	}
 	if o.down > 0 {
-		return fmt.Errorf("migrate: store %s: %w: the %s backend has no down migrations", cliutil.RedactURL(o.store), engine.ErrUnsupported, t.Backend)
+		return fmt.Errorf("migrate: store %s: %w: the %s backend has no down migrations", redact.URL(o.store), engine.ErrUnsupported, t.Backend)
 	}
-	name := cliutil.RedactURL(o.store)
+	name := redact.URL(o.store)
 	st, err := sqlite.Status(ctx, t.Path)
 	if err != nil {
 		return err
@@ -125,7 +126,7 @@ func runMigrate(ctx context.Context, o *migrateOptions, lo *logOptions, out io.W
 
 // runMigratePostgres is runMigrate on a PostgreSQL schema.
 func runMigratePostgres(ctx context.Context, o *migrateOptions, lo *logOptions, out io.Writer) error {
-	name := cliutil.RedactURL(o.store)
+	name := redact.URL(o.store)
 	log, closeLog, err := lo.Logger(nil)
 	if err != nil {
 		return err
@@ -193,7 +194,7 @@ func runMigratePostgres(ctx context.Context, o *migrateOptions, lo *logOptions, 
 // runMigrateRedis is runMigrate on a Redis namespace (no down steps: a
 // namespace's layout only grows).
 func runMigrateRedis(ctx context.Context, o *migrateOptions, lo *logOptions, out io.Writer) error {
-	name := cliutil.RedactURL(o.store)
+	name := redact.URL(o.store)
 	if o.down > 0 {
 		return fmt.Errorf("migrate: store %s: %w: the redis backend has no down migrations", name, engine.ErrUnsupported)
 	}

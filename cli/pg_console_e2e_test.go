@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/demo"
 	"github.com/sluicehq/sluice/internal/pgcluster"
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 // TestConsolePostgresMarkTwoAndBulkRetry: the console end to end on a
@@ -96,7 +97,7 @@ func pgMarkTwoAndBulkRetry(t *testing.T, bin string, bouncer bool) {
 	slices.Sort(marked)
 	single, bulk, ops := pgRetries(t, storeURL)
 	t.Logf("store %s (%s): single retries %v (marked %v); bulk operations %v retried %d jobs (the console: %s)",
-		schema, cliutil.RedactURL(storeURL), single, marked, ops, len(bulk), done[0])
+		schema, redact.URL(storeURL), single, marked, ops, len(bulk), done[0])
 	if !slices.Equal(single, marked) {
 		t.Errorf("jobs with an operator's single retry: %v, want exactly the marked %v", single, marked)
 	}

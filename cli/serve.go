@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/demo"
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 type serveOptions struct {
@@ -25,6 +26,7 @@ type serveOptions struct {
 	listen      string
 	tokens      string
 	readOnly    bool
+	hideErrors  bool // --hide-errors-from-viewers
 	demoWorkers bool
 	ssh         string // address of the console over SSH; "" for none
 	sshKeys     string // authorized keys file
@@ -84,6 +86,7 @@ write (sluice_job_transitions_total) and times handlers
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on; port 0 picks a free one (env SLUICE_LISTEN)")
 	f.StringVar(&o.tokens, "tokens", "", "file of name:role:token lines (default: the SLUICE_TOKENS variable; none: loopback only, everyone admin)")
 	f.BoolVar(&o.readOnly, "read-only", false, "refuse every mutation (403)")
+	f.BoolVar(&o.hideErrors, "hide-errors-from-viewers", false, "hide jobs' error text from the viewer role (for errors that carry personal data)")
 	f.BoolVar(&o.demoWorkers, "demo-workers", false, "also run workers for the demo's kinds (queues billing, email, reports)")
 	f.StringVar(&o.ssh, "ssh", "", "also serve the console over SSH on this address, as in 0.0.0.0:2222 (env SLUICE_SSH)")
 	f.StringVar(&o.sshKeys, "ssh-authorized-keys", "", "authorized_keys file of the keys that may open the console (needed with --ssh)")
@@ -141,6 +144,9 @@ func runServe(ctx context.Context, o *serveOptions, lo *logOptions, out io.Write
 	if err != nil {
 		return err
 	}
+	if o.tokens != "" {
+		warnIfShared(log, o.tokens, "tokens file")
+	}
 	loop, err := isLoopback(o.listen)
 	if err != nil {
 		return err
@@ -182,7 +188,8 @@ func runServe(ctx context.Context, o *serveOptions, lo *logOptions, out io.Write
 
 	metrics := apimetrics.New(e, log)
 	metrics.Registry().MustRegister(obs)
-	srv := api.NewServer(e, api.ServerOptions{Tokens: tokens, ReadOnly: o.readOnly, Logger: log, Metrics: metrics})
+	srv := api.NewServer(e, api.ServerOptions{Tokens: tokens, ReadOnly: o.readOnly, Logger: log, Metrics: metrics,
+		HideErrorsFromViewers: o.hideErrors})
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -205,8 +212,8 @@ func runServe(ctx context.Context, o *serveOptions, lo *logOptions, out io.Write
 	if o.readOnly {
 		mode = ", read-only"
 	}
-	fmt.Fprintf(out, "sluice: serving http://%s%s over %s (%s%s)\n", ln.Addr(), api.Prefix, cliutil.RedactURL(o.store), who, mode)
-	log.Info("serving", "addr", ln.Addr().String(), "store", cliutil.RedactURL(o.store), "tokens", len(tokens), "read_only", o.readOnly, "demo_workers", o.demoWorkers)
+	fmt.Fprintf(out, "sluice: serving http://%s%s over %s (%s%s)\n", ln.Addr(), api.Prefix, redact.URL(o.store), who, mode)
+	log.Info("serving", "addr", ln.Addr().String(), "store", redact.URL(o.store), "tokens", len(tokens), "read_only", o.readOnly, "demo_workers", o.demoWorkers)
 
 	if o.ssh != "" {
 		sc, err := startSSHConsole(o, srv, log)

@@ -50,9 +50,9 @@ type sshKeys []sshKey
 
 // parseSSHKeys reads OpenSSH authorized_keys lines. The only option
 // understood is sluice-role="viewer|inspector|operator|admin" (operator
-// when absent); any other option is refused rather than ignored, since
-// from=, command= and the like would otherwise look like restrictions
-// and restrict nothing. A key is named by its comment, or by its
+// when absent), at most once a line; any other option is refused rather
+// than ignored, since from=, command= and the like would otherwise look
+// like restrictions and restrict nothing. A key is named by its comment, or by its
 // fingerprint when the comment is empty or unprintable.
 func parseSSHKeys(r io.Reader) (sshKeys, error) {
 	var out sshKeys
@@ -67,12 +67,19 @@ func parseSSHKeys(r io.Reader) (sshKeys, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: line %d: %v", engine.ErrInvalid, n, err)
 		}
-		role := sshDefaultRole
+		role, named := sshDefaultRole, false
 		for _, o := range options {
 			name, value, _ := strings.Cut(o, "=")
 			if name != sshRoleOption {
 				return nil, fmt.Errorf("%w: line %d: option %q is not supported (only %s=ROLE)", engine.ErrInvalid, n, name, sshRoleOption)
 			}
+			// One role a key: with two, which one held would be the
+			// parser's choice, and a viewer line with an admin option
+			// appended opened admin sessions.
+			if named {
+				return nil, fmt.Errorf("%w: line %d: %s is given more than once (one role per key)", engine.ErrInvalid, n, sshRoleOption)
+			}
+			named = true
 			role = engine.Role(strings.Trim(value, `"`))
 			if !api.ValidRole(role) {
 				return nil, fmt.Errorf("%w: line %d: unknown role %q (viewer, inspector, operator, admin)", engine.ErrInvalid, n, role)

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/cliutil"
+	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/keymap"
 	"github.com/sluicehq/sluice/tui"
 )
@@ -122,7 +123,7 @@ func runTUI(ctx context.Context, o *tuiOptions, lo *logOptions) error {
 
 	if o.apiURL != "" {
 		ctl := api.NewClient(o.apiURL, o.token, api.ClientOptions{})
-		opts, err := o.consoleOptions(ctx, log, cliutil.RedactURL(o.apiURL))
+		opts, err := o.consoleOptions(ctx, log, redact.URL(o.apiURL))
 		if err != nil {
 			return err
 		}
@@ -152,7 +153,7 @@ func runTUI(ctx context.Context, o *tuiOptions, lo *logOptions) error {
 	if err != nil {
 		return err
 	}
-	opts, err := o.consoleOptions(ctx, log, cliutil.RedactURL(o.store))
+	opts, err := o.consoleOptions(ctx, log, redact.URL(o.store))
 	if err != nil {
 		stopEngine(ctx, e)
 		return err

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/demo"
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 type workerOptions struct {
@@ -158,7 +159,7 @@ func runWorker(ctx context.Context, o *workerOptions, lo *logOptions, kinds Kind
 	if err := e.Start(ctx); err != nil {
 		return err
 	}
-	log.Info("worker started", "worker", e.WorkerID(), "store", cliutil.RedactURL(o.store), "queues", queues,
+	log.Info("worker started", "worker", e.WorkerID(), "store", redact.URL(o.store), "queues", queues,
 		"concurrency", o.concurrency, "pid", os.Getpid())
 	<-ctx.Done()
 	log.Info("stopping: draining running jobs", "bound", o.shutdownTimeout)

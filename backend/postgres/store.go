@@ -73,6 +73,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 // Options tune a Store. The zero value opens an existing, up-to-date
@@ -186,12 +187,12 @@ type config struct {
 func parseURL(raw string) (*config, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: %w: store url: %v", engine.ErrInvalid, err)
+		return nil, fmt.Errorf("postgres: %w: store url: %s", engine.ErrInvalid, redact.ParseError(err))
 	}
 	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
-		return nil, fmt.Errorf("postgres: %w: %q is not a postgres:// url", engine.ErrInvalid, u.Redacted())
+		return nil, fmt.Errorf("postgres: %w: %q is not a postgres:// url", engine.ErrInvalid, redact.URL(raw))
 	}
-	c := &config{schema: DefaultSchema, redacted: u.Redacted()}
+	c := &config{schema: DefaultSchema, redacted: redact.URL(raw)}
 	q := u.Query()
 	if v := q.Get("schema"); v != "" {
 		c.schema = v

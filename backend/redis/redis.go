@@ -97,6 +97,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 // SchemaVersion is the namespace layout this build reads and writes.
@@ -195,7 +196,7 @@ type Target struct {
 func ParseURL(raw string) (*Target, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("redis: %w: url: %v", engine.ErrInvalid, err)
+		return nil, fmt.Errorf("redis: %w: url: %s", engine.ErrInvalid, redact.ParseError(err))
 	}
 	q := u.Query()
 	ns := q.Get("ns")
@@ -228,7 +229,7 @@ func ParseURL(raw string) (*Target, error) {
 		u.RawQuery = q.Encode()
 		o, err := goredis.ParseURL(u.String())
 		if err != nil {
-			return nil, fmt.Errorf("redis: %w: url: %v", engine.ErrInvalid, err)
+			return nil, fmt.Errorf("redis: %w: url: %s", engine.ErrInvalid, redact.ParseError(err))
 		}
 		if o.ClientName == "" {
 			// Named, so an operator (or a fault test) can find the
@@ -279,7 +280,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{c: c, ns: t.Namespace, prefix: "{" + t.Namespace + "}:", url: redact(rawURL), raw: rawURL, log: opts.Logger}
+	s := &Store{c: c, ns: t.Namespace, prefix: "{" + t.Namespace + "}:", url: redact.URL(rawURL), raw: rawURL, log: opts.Logger}
 	s.anchor = s.prefix + "schema"
 	s.wake = newWakeHub(s)
 	s.scanBudget = cmp.Or(opts.ScanBudget, t.ScanBudget, DefaultScanBudget)
@@ -546,13 +547,4 @@ func asRefusal(err error) (*refusal, bool) {
 		return r, true
 	}
 	return nil, false
-}
-
-// redact hides a password in a URL for messages.
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	return u.Redacted()
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 // MigrationStatus is where a namespace's schema stands, for `sluice
@@ -41,11 +43,11 @@ func Status(ctx context.Context, rawURL string) (*MigrationStatus, error) {
 	switch {
 	case errors.Is(err, goredis.Nil):
 	case err != nil:
-		return nil, fmt.Errorf("redis: status %s: %w", redact(rawURL), err)
+		return nil, fmt.Errorf("redis: status %s: %w", redact.URL(rawURL), err)
 	default:
 		st.Exists = true
 		if st.Version, err = strconv.Atoi(v); err != nil {
-			return nil, fmt.Errorf("redis: status %s: schema version %q is not a number", redact(rawURL), v)
+			return nil, fmt.Errorf("redis: status %s: schema version %q is not a number", redact.URL(rawURL), v)
 		}
 	}
 	for n := st.Version + 1; n <= SchemaVersion; n++ {

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/redact"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -108,6 +109,9 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		case st.Version < st.Latest:
 			return nil, fmt.Errorf("sqlite: %s: %w: its schema is at version %d, this build needs %d (migrate it with: sluice migrate --store sqlite://%s)", path, ErrNoStore, st.Version, st.Latest, path)
 		}
+	}
+	if err := createPrivate(path, opts.Logger); err != nil {
+		return nil, err
 	}
 	if opts.ReadConns <= 0 {
 		opts.ReadConns = 4
@@ -277,22 +281,22 @@ func ParseURL(u string) (string, error) {
 	case strings.HasPrefix(u, "sqlite:"):
 		p = strings.TrimPrefix(u, "sqlite:")
 	case strings.Contains(u, "://"):
-		return "", fmt.Errorf("sqlite: %w: %q is not a sqlite url", engine.ErrInvalid, u)
+		return "", fmt.Errorf("sqlite: %w: %q is not a sqlite url", engine.ErrInvalid, redact.URL(u))
 	default:
 		p = u
 	}
 	if strings.ContainsAny(p, "?#") && p != u {
-		return "", fmt.Errorf("sqlite: %w: url %q: query and fragment are not supported", engine.ErrInvalid, u)
+		return "", fmt.Errorf("sqlite: %w: url %q: query and fragment are not supported", engine.ErrInvalid, redact.URL(u))
 	}
 	if p != u {
 		dp, err := url.PathUnescape(p)
 		if err != nil {
-			return "", fmt.Errorf("sqlite: %w: url %q: %v", engine.ErrInvalid, u, err)
+			return "", fmt.Errorf("sqlite: %w: url %q: %v", engine.ErrInvalid, redact.URL(u), err)
 		}
 		p = dp
 	}
 	if p == "" {
-		return "", fmt.Errorf("sqlite: %w: url %q names no file", engine.ErrInvalid, u)
+		return "", fmt.Errorf("sqlite: %w: url %q names no file", engine.ErrInvalid, redact.URL(u))
 	}
 	return p, nil
 }

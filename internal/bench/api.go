@@ -31,6 +31,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/demo"
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 // The api scenario (scripts/bench api): the HTTP control API under a fixed
@@ -343,10 +344,10 @@ func apiBenchSeed(ctx context.Context, o *benchAPIOptions, log *slog.Logger, pro
 	have := c.Total[engine.StateArchived]
 	need := o.jobs - int(have)
 	if need <= 0 {
-		progress("%s holds %d archived jobs: no seeding", cliutil.RedactURL(o.store), have)
+		progress("%s holds %d archived jobs: no seeding", redact.URL(o.store), have)
 		return 0, 0, nil
 	}
-	progress("%s holds %d archived jobs: seeding %d more", cliutil.RedactURL(o.store), have, need)
+	progress("%s holds %d archived jobs: seeding %d more", redact.URL(o.store), have, need)
 	t0 := time.Now()
 	var discard benchResult // the dead letter scenario's own figures
 	do := &benchDeadOptions{benchOptions: benchOptions{store: o.store, jobs: need, concurrency: o.seedConc,

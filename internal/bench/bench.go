@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/cliutil"
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 type benchOptions struct {
@@ -171,7 +172,7 @@ func benchThroughput(ctx context.Context, o *benchOptions, lo *cliutil.LogOption
 		return err
 	}
 
-	progress("inserting %d jobs into %s", o.jobs, cliutil.RedactURL(o.store))
+	progress("inserting %d jobs into %s", o.jobs, redact.URL(o.store))
 	t0 := time.Now()
 	ids, err := benchInsert(ctx, e, o)
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/cliutil"
+	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/keymap"
 	"github.com/sluicehq/sluice/tui"
 )
@@ -235,11 +236,11 @@ func benchConsoleSeed(ctx context.Context, o *benchConsoleOptions, log *slog.Log
 	}
 	need := o.jobs - int(have)
 	if need <= 0 {
-		progress("%s holds %d archived jobs: no seeding", cliutil.RedactURL(o.store), have)
+		progress("%s holds %d archived jobs: no seeding", redact.URL(o.store), have)
 		return 0, 0, nil
 	}
 	t0 := time.Now()
-	progress("%s holds %d archived jobs: enqueueing %d", cliutil.RedactURL(o.store), have, need)
+	progress("%s holds %d archived jobs: enqueueing %d", redact.URL(o.store), have, need)
 	for start := 0; start < need; start += o.batch {
 		ps := make([]engine.EnqueueParams, min(o.batch, need-start))
 		for i := range ps {
@@ -457,7 +458,7 @@ func benchConsoleMeasure(ctx context.Context, o *benchConsoleOptions, log *slog.
 	defer stopProgram()
 	model := tui.New(e, tui.Options{
 		Theme: "dark", KeyMap: keymap.Default(), Logger: log, State: engine.StateArchived,
-		Source: cliutil.RedactURL(o.store), Context: pctx, Getenv: func(string) string { return "" },
+		Source: redact.URL(o.store), Context: pctx, Getenv: func(string) string { return "" },
 	})
 	probe := &consoleProbe{Model: model, firstRows: out.arm, changed: make(chan struct{}, 1)}
 	prog := tea.NewProgram(probe,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/cliutil"
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 // The deadletter scenario of the peer harness for River and asynq
@@ -194,7 +195,7 @@ func benchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *cliutil.LogOp
 	memPerJob := "na"
 	if have {
 		// --reuse on a store a run with --no-retry left: its dead jobs.
-		progress("%s holds %d dead jobs: reusing them", cliutil.RedactURL(o.store), n)
+		progress("%s holds %d dead jobs: reusing them", redact.URL(o.store), n)
 		res.add("seeded", "reused")
 	} else {
 		how, err := deadSeedHow(o.seed, target.Backend)
@@ -527,7 +528,7 @@ func benchDeadSeed(ctx context.Context, store engine.Store, o *benchDeadOptions,
 		}
 	}
 
-	progress("inserting %d failing jobs into %s", o.jobs, cliutil.RedactURL(o.store))
+	progress("inserting %d failing jobs into %s", o.jobs, redact.URL(o.store))
 	t0 := time.Now()
 	samples, err := benchDeadInsert(ctx, w, o)
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/pgcluster"
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 // Faults the driver can pick.
@@ -425,7 +426,7 @@ func (r *run) setup(ctx context.Context, dir string) error {
 		}
 	}
 	r.rep.Queue = r.queue
-	r.log("store %s (%s), queue %s, side table %s, seed %d", cliutil.RedactURL(r.url), r.rep.Store, r.queue, r.side, r.o.Seed)
+	r.log("store %s (%s), queue %s, side table %s, seed %d", redact.URL(r.url), r.rep.Store, r.queue, r.side, r.o.Seed)
 	return nil
 }
 

@@ -33,7 +33,9 @@ func (lo *LogOptions) Logger(fallback io.Writer) (*slog.Logger, func(), error) {
 	}
 	opts := &slog.HandlerOptions{Level: level}
 	if lo.File != "" {
-		f, err := os.OpenFile(lo.File, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		// Private: a log names job ids, queues and errors, which the
+		// API shows by role, not to every local user.
+		f, err := os.OpenFile(lo.File, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
 			return nil, nil, fmt.Errorf("open log file: %w", err)
 		}

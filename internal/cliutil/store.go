@@ -7,13 +7,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"strings"
 
 	"github.com/sluicehq/sluice/backend/postgres"
 	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 // StoreTarget is a parsed store URL.
@@ -53,7 +53,7 @@ func ParseStoreURL(raw string) (StoreTarget, error) {
 		return StoreTarget{Backend: "redis"}, nil
 	}
 	return StoreTarget{}, fmt.Errorf("%w: store url %s: unknown scheme %q (want sqlite://, postgres:// or redis://)",
-		engine.ErrInvalid, RedactURL(raw), scheme)
+		engine.ErrInvalid, redact.URL(raw), scheme)
 }
 
 // OpenStore opens the store a URL names, with the store's diagnostics
@@ -102,14 +102,5 @@ func openStore(ctx context.Context, rawURL string, log *slog.Logger, mustExist b
 		}
 		return s, nil
 	}
-	return nil, fmt.Errorf("store %s: %s backend not built yet: %w", RedactURL(rawURL), t.Backend, engine.ErrUnsupported)
-}
-
-// RedactURL hides a password in a URL for messages.
-func RedactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	return u.Redacted()
+	return nil, fmt.Errorf("store %s: %s backend not built yet: %w", redact.URL(rawURL), t.Backend, engine.ErrUnsupported)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/cliutil"
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 // DefaultTestPostgres is the shared server of the machine, as
@@ -102,9 +103,9 @@ func ServerUp(t testing.TB, raw string) {
 	cn, err := pgx.Connect(ctx, stripStoreParams(raw))
 	if err != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatalf("PostgreSQL at %s does not answer (CI: it must; scripts/services ensure): %v", cliutil.RedactURL(raw), err)
+			t.Fatalf("PostgreSQL at %s does not answer (CI: it must; scripts/services ensure): %v", redact.URL(raw), err)
 		}
-		t.Skipf("PostgreSQL at %s does not answer (scripts/services ensure starts it): %v", cliutil.RedactURL(raw), err)
+		t.Skipf("PostgreSQL at %s does not answer (scripts/services ensure starts it): %v", redact.URL(raw), err)
 	}
 	cn.Close(ctx)
 }
@@ -161,7 +162,7 @@ func OpenStore(t testing.TB, raw string) engine.Store {
 		t.Skip(err)
 	}
 	if err != nil {
-		t.Fatalf("open store %s: %v", cliutil.RedactURL(raw), err)
+		t.Fatalf("open store %s: %v", redact.URL(raw), err)
 	}
 	t.Cleanup(func() { s.Close() })
 	return s

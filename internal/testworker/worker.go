@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/chaos"
 	"github.com/sluicehq/sluice/internal/cliutil"
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 // runWorker is `testworker worker --record FILE [--defeat-fencing]`: the
@@ -132,7 +133,7 @@ func work(storeURL, queues, workerID, record, fault, countRedis, hold string, co
 	if err := e.Start(ctx); err != nil {
 		return err
 	}
-	log.Info("worker started", "worker", e.WorkerID(), "store", cliutil.RedactURL(storeURL), "queues", queues,
+	log.Info("worker started", "worker", e.WorkerID(), "store", redact.URL(storeURL), "queues", queues,
 		"pid", os.Getpid(), "defeat_fencing", defeat)
 	<-ctx.Done()
 	stopCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout+10*time.Second)

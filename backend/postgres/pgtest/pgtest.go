@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluicehq/sluice/backend/postgres"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 // DefaultURL is the server tests use without SLUICE_TEST_POSTGRES.
@@ -43,19 +44,11 @@ func ServerURL(tb testing.TB) string {
 	}
 	if err != nil {
 		if os.Getenv("CI") != "" {
-			tb.Fatalf("pgtest: PostgreSQL at %s does not answer (CI is set, so this fails): %v", redact(u), err)
+			tb.Fatalf("pgtest: PostgreSQL at %s does not answer (CI is set, so this fails): %v", redact.URL(u), err)
 		}
-		tb.Skipf("pgtest: SKIPPED — PostgreSQL at %s does not answer: %v (set SLUICE_TEST_POSTGRES; in CI this fails)", redact(u), err)
+		tb.Skipf("pgtest: SKIPPED — PostgreSQL at %s does not answer: %v (set SLUICE_TEST_POSTGRES; in CI this fails)", redact.URL(u), err)
 	}
 	return u
-}
-
-func redact(u string) string {
-	p, err := url.Parse(u)
-	if err != nil {
-		return u
-	}
-	return p.Redacted()
 }
 
 // SchemaURL returns ServerURL with ?schema= set to a fresh random schema
