@@ -552,7 +552,7 @@ nothing else runs maintenance.`,
 				if pl := preview.Plan; pl != nil {
 					at := pl.Cutoff.UTC().Format(time.RFC3339Nano)
 					fmt.Fprintf(cmd.OutOrStdout(), "plan: %s %s, jobs in that state by %s\n", pl.Action, pl.Selector, at)
-					fmt.Fprintf(cmd.OutOrStdout(), "run exactly this: sluice bulk %s %s --cutoff %s%s\n", pl.Action, shellQuote("-q", pl.Selector.String()), at, o.targetFlag())
+					fmt.Fprintf(cmd.OutOrStdout(), "run exactly this: %s\n", runExactly(pl, o.targetFlag(), bulkRunShape{rate: rate, wait: wait}))
 				}
 				rows := make([][]string, len(preview.Sample))
 				for i, j := range preview.Sample {
