@@ -20,7 +20,7 @@ import (
 	"github.com/sluicehq/sluice/internal/cliutil"
 )
 
-// The operator commands: jobs, bulk, operations, quarantine and queues.
+// The operator commands: jobs, errors, bulk, operations, quarantine and queues.
 // Each works against a server (--api URL, with --token) or directly on a
 // store (--store URL), through engine.Control either way.
 
@@ -28,7 +28,7 @@ import (
 func controlCommands(lo *logOptions) []*cobra.Command {
 	return []*cobra.Command{
 		newServeCmd(lo),
-		newJobsCmd(), newBulkCmd(), newOperationsCmd(), newQuarantineCmd(), newQueuesCmd(),
+		newJobsCmd(), newErrorsCmd(), newBulkCmd(), newOperationsCmd(), newQuarantineCmd(), newQueuesCmd(),
 	}
 }
 
