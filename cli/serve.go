@@ -28,6 +28,7 @@ type serveOptions struct {
 	ssh         string // address of the console over SSH; "" for none
 	sshKeys     string // authorized keys file
 	sshHostKey  string
+	migrate     bool
 
 	// retention is --retention (retention.go).
 	retention retentionFlag
@@ -80,6 +81,7 @@ write (sluice_job_transitions_total) and times handlers
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.store, "store", "sqlite://sluice.db", "store URL (env SLUICE_STORE)")
+	f.BoolVar(&o.migrate, "migrate", false, migrateFlagUsage)
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on; port 0 picks a free one (env SLUICE_LISTEN)")
 	f.StringVar(&o.tokens, "tokens", "", "file of name:role:token lines (default: the SLUICE_TOKENS variable; none: loopback only, everyone admin)")
 	f.BoolVar(&o.readOnly, "read-only", false, "refuse every mutation (403)")
@@ -155,7 +157,11 @@ func runServe(ctx context.Context, o *serveOptions, lo *logOptions, out io.Write
 	if err != nil {
 		return err
 	}
-	store, err := cliutil.OpenStore(ctx, storeURL, log)
+	open := cliutil.OpenStore
+	if o.migrate {
+		open = cliutil.OpenStoreMigrating
+	}
+	store, err := open(ctx, storeURL, log)
 	if err != nil {
 		return err
 	}

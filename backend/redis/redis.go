@@ -189,6 +189,10 @@ type Target struct {
 	BatchBudget time.Duration
 }
 
+// URLParams are the parameters of a store URL that the store reads itself;
+// go-redis reads the others, and refuses one it does not know.
+func URLParams() []string { return []string{"ns", "scan_budget", "batch_budget"} }
+
 // ParseURL reads redis://[user:pass@]host:port/db?ns=NAME,
 // rediss://... (TLS) and redis+cluster://host1:port,host2:port?ns=NAME.
 func ParseURL(raw string) (*Target, error) {
@@ -316,7 +320,7 @@ func (s *Store) openSchema(ctx context.Context, opts Options) error {
 	case v == "" && opts.MustExist:
 		return fmt.Errorf("redis: %s: %w: namespace %s is empty (create it with: %s)", s.url, ErrNoStore, s.ns, cmd)
 	case v != "" && !opts.Migrate:
-		return fmt.Errorf("redis: %s: %w: namespace %s is at schema version %d, this build needs %d (migrate it with: %s)",
+		return fmt.Errorf("redis: %s: %w: namespace %s is at schema version %d, this build needs %d (migrate it with: %s; or let the process migrate it as it opens: sluice serve and worker with --migrate, Options.Migrate in a program)",
 			s.url, ErrNoStore, s.ns, have, SchemaVersion, cmd)
 	}
 	// Creating, or migrating from an older version (see SchemaVersion), is
