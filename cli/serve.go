@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,9 +46,10 @@ reaping, retention, bulk operations) and serve the control API under
 line and scripts.
 
 Tokens: --tokens FILE, or the SLUICE_TOKENS environment variable, holds one
-name:role:token per line (roles viewer, inspector, operator, admin; lines
-starting with # are ignored). Without tokens every request acts as admin,
-so the server refuses to listen anywhere but on loopback.
+name:role:token per line (roles viewer, inspector, operator, admin; each
+token ` + strconv.Itoa(api.MinTokenLength) + ` characters or more; lines starting with # are ignored).
+Without tokens every request acts as admin, so the server refuses to
+listen anywhere but on loopback.
 
 --read-only refuses every mutation with 403. --demo-workers also runs
 workers for the demo's kinds on the billing, email and reports queues.
