@@ -120,7 +120,12 @@ import (
 //	   job since, so it refuses the namespace; migrating moves the
 //	   entries of sq and sk into sqk, a chunk a script (stop the older
 //	   build's workers first).
-const SchemaVersion = 4
+//	5  error patterns as this build normalises them (ids of any alphabet,
+//	   schema names kept). The layout is version 4's; migrating moves each
+//	   job whose pattern this build would write otherwise, from its last
+//	   error, to its new group, a job a script (regroupErrors), so the
+//	   jobs that died before the upgrade group with the ones after it.
+const SchemaVersion = 5
 
 // DefaultNamespace is the namespace of a URL without ns.
 const DefaultNamespace = "sluice"
@@ -339,6 +344,15 @@ func (s *Store) openSchema(ctx context.Context, opts Options) error {
 	if have > 0 && have < 4 {
 		if err := s.migratePairs(ctx); err != nil {
 			return fmt.Errorf("redis: %s: migrate namespace %s: %w", s.url, s.ns, err)
+		}
+	}
+	if have > 0 && have < 5 {
+		n, err := s.regroupErrors(ctx)
+		if err != nil {
+			return fmt.Errorf("redis: %s: migrate namespace %s: %w", s.url, s.ns, err)
+		}
+		if n > 0 {
+			s.log.Info("redis: error patterns normalised again", "namespace", s.ns, "jobs", n)
 		}
 	}
 	if err := s.c.Set(ctx, s.anchor, strconv.Itoa(SchemaVersion), 0).Err(); err != nil {
