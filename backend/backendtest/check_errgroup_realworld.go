@@ -167,6 +167,7 @@ func testControlErrorGroupsRealWorld(t *testing.T, h Harness) {
 	if msgs < 40 {
 		t.Fatalf("the table has %d messages; it is meant to hold 40 or more", msgs)
 	}
+	t.Logf("%d messages in %d families", msgs, len(errorFamilies))
 	res, err := f.e.EnqueueMany(context.Background(), ps)
 	if err != nil {
 		t.Fatalf("EnqueueMany: %v", err)
