@@ -341,8 +341,9 @@ func normMaskBase64(s string) string {
 // 0x literal becomes <hex>, any other id <id>. A word is an id, whatever its
 // letters, when
 //
-//   - it is 8 or more hex digits (a3f9c2e1, aabdbebe, 36652661: a random
-//     hex id is all letters often enough to matter over thousands of jobs);
+//   - it is 8 or more hex digits (a3f9c2e1, aabdbebe, 36652661, 2e549381:
+//     a random hex id is all letters, or reads as a number, often enough
+//     to matter over thousands of jobs);
 //   - it mixes letters and digits and is 8 or more long (base32, base36 and
 //     base62 ids, ULIDs, NffrFeUfNV2Hib), or 5 to 7 long with two runs of
 //     digits or more (x2x9k, a pod's suffix) — a name carries one run
@@ -354,8 +355,8 @@ func normMaskBase64(s string) string {
 //   - it is 12 or more letters and under a fifth of them are vowels (an
 //     all-letter base32 id).
 //
-// A word that starts with a digit and is wholly a number (1h30m, 2.5e10) is
-// left to the number mask. Words under these lengths stay as they are, so
+// Any other word that starts with a digit and is wholly a number (1h30m,
+// 2.5e10) is left to the number mask. Words under these lengths stay as they are, so
 // short words that differ by a letter (decade, facade) keep their groups
 // apart; over-masking a word that never varies costs nothing, while a
 // missed id splits a group per job, so the rules lean towards masking.
@@ -422,12 +423,15 @@ func normIDMask(s string, i, j int) string {
 			lower = lower || 'a' <= c && c <= 'z'
 		}
 	}
+	if len(w) >= 8 && hex {
+		// Before the number test: 2e549381 and 5d381234 are hex ids, not
+		// an exponent or a chain of days.
+		return "<id>"
+	}
 	if normIsDigit(w[0]) && letters > 0 && normScanNumber(s, i) >= j {
 		return "" // a number with its unit: 30s, 1h30m
 	}
 	switch {
-	case len(w) >= 8 && hex:
-		return "<id>"
 	case letters > 0 && digitRuns > 0 && (len(w) >= 8 || len(w) >= 5 && digitRuns >= 2):
 		return "<id>"
 	case digitRuns == 0 && len(w) >= 8 && normPrefixed(s, i) && (upper && lower || 4*vowels < letters):

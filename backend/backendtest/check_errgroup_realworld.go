@@ -26,6 +26,8 @@ var errorFamilies = []struct {
 		"partner api: 503 Service Unavailable (request id req_deccaaac)",
 		"partner api: 503 Service Unavailable (request id req_feedcfee)",
 		"partner api: 503 Service Unavailable (request id req_9f86d081884c7d65)",
+		"partner api: 503 Service Unavailable (request id req_2e549381)",
+		"partner api: 503 Service Unavailable (request id req_5d381234)",
 	}},
 	{"partner gateway timeout", []string{
 		"partner api: 504 Gateway Timeout (request id req_1b4f0e98)",
