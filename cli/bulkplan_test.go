@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"regexp"
@@ -127,5 +128,84 @@ func TestBulkRunIsItsPreview(t *testing.T) {
 	}
 	if left := stillArchived(t, store); !strings.Contains(left, "LATE-2") || strings.Contains(left, "LATE-1") {
 		t.Fatalf("after the interactive run, archived:\n%s", left)
+	}
+}
+
+// shellWords splits a printed command line into its words: single quotes
+// group, as shellQuote writes them.
+func shellWords(t *testing.T, line string) []string {
+	t.Helper()
+	var words []string
+	var w strings.Builder
+	in, started := false, false
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case c == '\'':
+			in, started = !in, true
+		case c == ' ' && !in:
+			if started {
+				words = append(words, w.String())
+				w.Reset()
+				started = false
+			}
+		default:
+			w.WriteByte(c)
+			started = true
+		}
+	}
+	if in {
+		t.Fatalf("unterminated quote in %q", line)
+	}
+	if started {
+		words = append(words, w.String())
+	}
+	return words
+}
+
+// TestBulkRunCommandKeepsItsShape pastes the command a dry run printed and
+// checks that the operation it starts runs at the rate the dry run was
+// given.
+func TestBulkRunCommandKeepsItsShape(t *testing.T) {
+	path := deadStore(t, 3, 0)
+	store := "sqlite://" + path
+	t.Setenv("SLUICE_API", "")
+	t.Setenv("SLUICE_STORE", "")
+
+	code, out, stderr := runCLI(t, "", "bulk", "retry", "--store", store, "--state", "archived", "--queue", "billing", "--rate", "7", "--dry-run")
+	m := regexp.MustCompile(`(?m)^run exactly this: (.*)$`).FindStringSubmatch(out)
+	if code != 0 || m == nil {
+		t.Fatalf("dry run: exit %d\n%s%s", code, out, stderr)
+	}
+	if !strings.Contains(m[1], " --rate 7") {
+		t.Fatalf("the printed command drops --rate: %s", m[1])
+	}
+	words := shellWords(t, m[1])
+	if words[0] != "sluice" {
+		t.Fatalf("printed command %q", m[1])
+	}
+	code, out, stderr = runCLI(t, "", append(words[1:], "--yes", "-o", "json")...)
+	var op engine.Operation
+	if code != 0 || json.Unmarshal([]byte(out), &op) != nil {
+		t.Fatalf("pasted command: exit %d\n%s%s", code, out, stderr)
+	}
+	if op.Rate != 7 || op.Matched != 3 || op.Cutoff == nil {
+		t.Fatalf("pasted command ran at %d/s over %d jobs (cutoff %v), want 7/s over 3 with the plan's cutoff", op.Rate, op.Matched, op.Cutoff)
+	}
+}
+
+func TestBulkRunShapeFlags(t *testing.T) {
+	for _, tt := range []struct {
+		shape bulkRunShape
+		want  string
+	}{
+		{bulkRunShape{}, ""},
+		{bulkRunShape{rate: 10}, " --rate 10"},
+		{bulkRunShape{wait: true}, " --wait"},
+		{bulkRunShape{rate: 3, wait: true}, " --rate 3 --wait"},
+	} {
+		if got := tt.shape.flags(); got != tt.want {
+			t.Errorf("%+v: %q, want %q", tt.shape, got, tt.want)
+		}
 	}
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/sluicehq/sluice/internal/redact"
 )
 
-// The operator commands: jobs, bulk, operations, quarantine and queues.
+// The operator commands: jobs, errors, bulk, operations, quarantine and queues.
 // Each works against a server (--api URL, with --token) or directly on a
 // store (--store URL), through engine.Control either way.
 
@@ -28,7 +28,7 @@ import (
 func controlCommands(lo *logOptions) []*cobra.Command {
 	return []*cobra.Command{
 		newServeCmd(lo),
-		newJobsCmd(), newBulkCmd(), newOperationsCmd(), newQuarantineCmd(), newQueuesCmd(),
+		newJobsCmd(), newErrorsCmd(), newBulkCmd(), newOperationsCmd(), newQuarantineCmd(), newQueuesCmd(),
 	}
 }
 
@@ -247,6 +247,17 @@ func newJobsCmd() *cobra.Command {
 			if o.json() {
 				return printJSON(cmd.OutOrStdout(), page)
 			}
+			if len(page.Jobs) == 0 {
+				what := "no jobs"
+				if !f.IsEmpty() {
+					what = "no job matches " + f.String()
+				}
+				if cursor != "" {
+					what += " past this cursor"
+				}
+				fmt.Fprintln(cmd.ErrOrStderr(), what)
+				return nil
+			}
 			rows := make([][]string, len(page.Jobs))
 			for i, j := range page.Jobs {
 				rows[i] = []string{j.ID, string(j.State), j.Queue, j.Kind, fmt.Sprintf("%d/%d", j.AttemptShown(), j.MaxAttempts), ago(j.StateChangedAt), short(lastError(j), 60)}
@@ -267,7 +278,7 @@ func newJobsCmd() *cobra.Command {
 	var withPayload bool
 	show := &cobra.Command{
 		Use:   "show ID",
-		Short: "Show one job with its errors and timeline",
+		Short: "Show one job with its workflow steps, errors and timeline",
 		Args:  cobra.ExactArgs(1),
 		RunE: o.withSession(func(cmd *cobra.Command, s *session, args []string) error {
 			d, err := s.ctl.GetJob(s.ctx, args[0], withPayload)
@@ -307,6 +318,36 @@ func newJobsCmd() *cobra.Command {
 				return o.printJob(cmd, j, err, "cancelled")
 			}
 			return o.apply(cmd, s, engine.ActionCancel, args)
+		}),
+	}
+
+	release := &cobra.Command{
+		Use:   "release ID",
+		Short: "Run one quarantined job again; its fingerprint stays quarantined",
+		Long: `Return one job held by a quarantine to available. Only this job runs
+again: its fingerprint stays quarantined, and the other jobs it holds keep
+waiting (sluice quarantine release FINGERPRINT lifts the quarantine).`,
+		Args: cobra.ExactArgs(1),
+		RunE: o.withSession(func(cmd *cobra.Command, s *session, args []string) error {
+			j, err := s.ctl.ReleaseJob(s.ctx, args[0])
+			if err != nil || o.json() {
+				return o.printJob(cmd, j, err, "released")
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "released %s: now %s\n", j.ID, j.State)
+			if j.Fingerprint == "" {
+				return nil
+			}
+			fps, err := s.ctl.Quarantine(s.ctx)
+			if err != nil {
+				return err
+			}
+			for _, fp := range fps {
+				if fp.Fingerprint == j.Fingerprint {
+					fmt.Fprintf(cmd.OutOrStdout(), "its fingerprint %s stays %s: its %d other held job(s) keep waiting (sluice quarantine release %s lifts it)\n",
+						j.Fingerprint, fp.Status, fp.Held, shellQuote("", j.Fingerprint)[1:])
+				}
+			}
+			return nil
 		}),
 	}
 
@@ -372,7 +413,7 @@ func newJobsCmd() *cobra.Command {
 	rwi.Flags().StringVar(&newID, "id", "", "id of the new job (default ID~retry~<8 hex>)")
 	_ = rwi.MarkFlagRequired("payload")
 
-	cmd.AddCommand(list, show, retry, cancel, del, edit, rwi, o.replayCmd(), o.signalCmd())
+	cmd.AddCommand(list, show, retry, release, cancel, del, edit, rwi, o.replayCmd(), o.signalCmd())
 	return cmd
 }
 
@@ -457,6 +498,37 @@ func printDetail(w io.Writer, d *engine.JobDetail) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if len(j.Checkpoint) > 0 {
+		if cp, err := engine.ParseCheckpoint(j.Checkpoint); err == nil && len(cp.Steps) > 0 {
+			fmt.Fprintf(w, "\nsteps (%d):\n", len(cp.Steps))
+			stw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			for i, st := range cp.Steps {
+				line := fmt.Sprintf("  %d\t%s\t%s\tattempts %d", i+1, st.Name, st.State, st.Attempts)
+				if st.Crashes > 0 {
+					line += fmt.Sprintf(", crashes %d", st.Crashes)
+				}
+				if st.Duration > 0 {
+					line += "\t" + st.Duration.Round(time.Millisecond).String()
+				}
+				if st.Error != "" {
+					line += "\t" + short(st.Error, 60)
+				}
+				fmt.Fprintln(stw, line)
+			}
+			if err := stw.Flush(); err != nil {
+				return err
+			}
+			for _, f := range cp.Forks {
+				fmt.Fprintf(w, "  replayed from step %d as %s\n", f.Step, f.JobID)
+			}
+			if f := cp.ForkedFrom; f != nil {
+				fmt.Fprintf(w, "  replay of %s from step %d\n", f.JobID, f.Step)
+			}
+			for _, c := range cp.Children {
+				fmt.Fprintf(w, "  child %s\n", c)
+			}
+		}
+	}
 	if len(j.Errors) > 0 {
 		fmt.Fprintln(w, "\nerrors:")
 		for _, e := range j.Errors {
@@ -506,7 +578,9 @@ preview is left alone. --cutoff TIME runs the plan a dry run printed
 entered their state by TIME.
 
 Against a server (--api) the server's maintenance runs the operation; with
---wait the command follows it to the end. Directly on a store (--store)
+--wait the command follows it to the end. The operation is kept in the
+store: it carries on if the command stops or the server goes away, and
+whichever process runs maintenance next finishes it. Directly on a store (--store)
 the command drives the operation to the end itself, so it works when
 nothing else runs maintenance.`,
 		Example: `  sluice bulk retry --api http://127.0.0.1:8080 --state archived --queue billing --dry-run
@@ -553,7 +627,7 @@ nothing else runs maintenance.`,
 				if pl := preview.Plan; pl != nil {
 					at := pl.Cutoff.UTC().Format(time.RFC3339Nano)
 					fmt.Fprintf(cmd.OutOrStdout(), "plan: %s %s, jobs in that state by %s\n", pl.Action, pl.Selector, at)
-					fmt.Fprintf(cmd.OutOrStdout(), "run exactly this: sluice bulk %s %s --cutoff %s%s\n", pl.Action, shellQuote("-q", pl.Selector.String()), at, o.targetFlag())
+					fmt.Fprintf(cmd.OutOrStdout(), "run exactly this: %s\n", runExactly(pl, o.targetFlag(), bulkRunShape{rate: rate, wait: wait}))
 				}
 				rows := make([][]string, len(preview.Sample))
 				for i, j := range preview.Sample {
@@ -586,6 +660,8 @@ nothing else runs maintenance.`,
 			if s.engine != nil {
 				op, err = driveOperation(s, op.ID, cmd.ErrOrStderr())
 			} else if wait {
+				fmt.Fprintf(cmd.ErrOrStderr(), "operation %s runs on the server: it carries on if this command stops or the server goes away (whichever process runs maintenance next, a worker or the restarted server, finishes it); see it again with: sluice operations show %s%s\n",
+					op.ID, op.ID, o.targetFlag())
 				op, err = followOperation(s, op.ID, cmd.ErrOrStderr())
 			}
 			if err != nil {
@@ -605,7 +681,7 @@ nothing else runs maintenance.`,
 	ff.add(cmd)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "only count the matching jobs and show a sample")
 	cmd.Flags().BoolVarP(&o.yes, "yes", "y", false, "do not ask for confirmation")
-	cmd.Flags().BoolVar(&wait, "wait", false, "with --api: follow the operation until it ends")
+	cmd.Flags().BoolVar(&wait, "wait", false, "with --api: follow the operation until it ends (it carries on without this command)")
 	cmd.Flags().IntVar(&rate, "rate", 0, "jobs per second at most (0: unlimited)")
 	cmd.Flags().StringVar(&cutoff, "cutoff", "", "run a dry run's plan: only jobs that entered their state by this time (RFC 3339, as the dry run prints it)")
 	return cmd

@@ -17,6 +17,10 @@ import (
 	"github.com/sluicehq/sluice/internal/redact"
 )
 
+// migrateFlagUsage is the help of --migrate on the processes that open a
+// store for their whole life (serve, worker).
+const migrateFlagUsage = "bring a PostgreSQL schema or Redis namespace that is behind this build up to date as it opens (as sluice migrate; a SQLite file always is)"
+
 type migrateOptions struct {
 	store  string
 	dryRun bool
@@ -33,16 +37,21 @@ and print the schema version before and after. With --dry-run, only show
 the store's version and the pending migrations; nothing is changed and a
 missing SQLite file is not created.
 
-Every command that opens a store migrates it as it opens; run this to do
-it ahead of a rollout, or to see where a store stands. It is idempotent
-and safe while workers run: a file's migrations go in one write
-transaction. A store whose schema is newer than this binary's is refused.
+A SQLite file is migrated by the processes that own it as they open it
+(serve, worker, demo, tui --worker); the console without --worker and the
+operator commands (jobs, errors, bulk, ...) never create or migrate a
+store. A PostgreSQL schema (postgres://…?schema=NAME, default
+schema sluice) and a Redis namespace (redis://…?ns=NAME, default namespace
+sluice) are migrated only when told: by this command, by serve or worker
+started with --migrate, or by a PostgreSQL URL's migrate=true; a process
+not told refuses a schema behind it, naming this command. Run it ahead of
+a rollout, or to see where a store stands. It is idempotent and safe
+while workers run: a store's migrations go in one transaction (SQLite,
+PostgreSQL) or resume where they stopped (Redis). A store whose schema is
+newer than this binary's is refused.
 
-On PostgreSQL (postgres://…?schema=NAME, default schema sluice) processes
-do not migrate by themselves: run this before rolling out a new version.
-"down N" reverts the newest N migrations there. On Redis (redis://…?ns=NAME,
-default namespace sluice) the same: a namespace's layout only grows, so it
-has no down steps.`,
+"down N" reverts the newest N migrations on PostgreSQL. A Redis
+namespace's layout only grows, so it has no down steps.`,
 		Example: `  sluice migrate --store sqlite://sluice.db --dry-run
   sluice migrate --store sqlite:///var/lib/sluice/jobs.db
   sluice migrate --store 'postgres://app@db/jobs?schema=sluice'

@@ -8,12 +8,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/backend/postgres"
 	"github.com/sluicehq/sluice/backend/postgres/pgtest"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
+	"github.com/sluicehq/sluice/internal/cliutil"
 )
 
 // migrationFiles are the embedded migrations' file names, oldest first,
@@ -207,5 +209,60 @@ func TestMigratePostgres(t *testing.T) {
 	code, _, stderr = runCLI(t, "", "migrate", "down", "x", "--store", u)
 	if code == 0 || !strings.Contains(stderr, "positive number") {
 		t.Fatalf("down x: exit %d %s", code, stderr)
+	}
+}
+
+// TestServeAndWorkerMigrate: on a PostgreSQL schema one migration behind,
+// serve and worker refuse it naming both ways to migrate, and each started
+// with --migrate brings it up to date as it opens it and runs.
+func TestServeAndWorkerMigrate(t *testing.T) {
+	u, _ := pgtest.SchemaURL(t)
+	latest := postgres.SchemaVersion()
+	t.Setenv("SLUICE_TOKENS", "")
+	for _, args := range [][]string{
+		{"serve", "--listen", "127.0.0.1:0"},
+		{"worker", "--demo", "--queues", "billing"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			if code, out, stderr := runCLI(t, "", "migrate", "--store", u); code != 0 {
+				t.Fatalf("migrate: exit %d %s %s", code, out, stderr)
+			}
+			if code, out, stderr := runCLI(t, "", "migrate", "down", "1", "--store", u); code != 0 {
+				t.Fatalf("down 1: exit %d %s %s", code, out, stderr)
+			}
+			code, _, stderr := runCLI(t, "", append(args, "--store", u)...)
+			if code != 1 || !strings.Contains(stderr, fmt.Sprintf("version %d, this build needs %d", latest-1, latest)) ||
+				!strings.Contains(stderr, "sluice migrate --store") || !strings.Contains(stderr, "--migrate") {
+				t.Fatalf("%s without --migrate: exit %d %s", args[0], code, stderr)
+			}
+
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var out, errb syncBuffer
+			done := make(chan int, 1)
+			go func() {
+				done <- cliutil.Run(ctx, newRoot(), "sluice", append(args, "--store", u, "--migrate"), &out, &errb)
+			}()
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				_, dry, _ := runCLI(t, "", "migrate", "--store", u, "--dry-run")
+				if strings.Contains(dry, fmt.Sprintf("at version %d", latest)) && !strings.Contains(dry, "pending:") {
+					break
+				}
+				select {
+				case code := <-done:
+					t.Fatalf("%s --migrate ended: exit %d\n%s%s", args[0], code, out.String(), errb.String())
+				default:
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s --migrate left the schema behind: %s\n%s", args[0], dry, errb.String())
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			cancel()
+			if code := <-done; code != 0 {
+				t.Fatalf("%s --migrate: exit %d after the signal\n%s%s", args[0], code, out.String(), errb.String())
+			}
+		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +32,7 @@ type serveOptions struct {
 	ssh         string // address of the console over SSH; "" for none
 	sshKeys     string // authorized keys file
 	sshHostKey  string
+	migrate     bool
 
 	// retention is --retention (retention.go).
 	retention retentionFlag
@@ -47,9 +49,10 @@ reaping, retention, bulk operations) and serve the control API under
 line and scripts.
 
 Tokens: --tokens FILE, or the SLUICE_TOKENS environment variable, holds one
-name:role:token per line (roles viewer, inspector, operator, admin; lines
-starting with # are ignored). Without tokens every request acts as admin,
-so the server refuses to listen anywhere but on loopback.
+name:role:token per line (roles viewer, inspector, operator, admin; each
+token ` + strconv.Itoa(api.MinTokenLength) + ` characters or more; lines starting with # are ignored).
+Without tokens every request acts as admin, so the server refuses to
+listen anywhere but on loopback.
 
 --read-only refuses every mutation with 403. --demo-workers also runs
 workers for the demo's kinds on the billing, email and reports queues.
@@ -83,6 +86,7 @@ write (sluice_job_transitions_total) and times handlers
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.store, "store", "sqlite://sluice.db", "store URL (env SLUICE_STORE)")
+	f.BoolVar(&o.migrate, "migrate", false, migrateFlagUsage)
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on; port 0 picks a free one (env SLUICE_LISTEN)")
 	f.StringVar(&o.tokens, "tokens", "", "file of name:role:token lines (default: the SLUICE_TOKENS variable; none: loopback only, everyone admin)")
 	f.BoolVar(&o.readOnly, "read-only", false, "refuse every mutation (403)")
@@ -162,7 +166,11 @@ func runServe(ctx context.Context, o *serveOptions, lo *logOptions, out io.Write
 	if err != nil {
 		return err
 	}
-	store, err := cliutil.OpenStore(ctx, storeURL, log)
+	open := cliutil.OpenStore
+	if o.migrate {
+		open = cliutil.OpenStoreMigrating
+	}
+	store, err := open(ctx, storeURL, log)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 
 type workerOptions struct {
 	store               string
+	migrate             bool
 	queues              string
 	concurrency         int
 	prefetch            int
@@ -66,6 +67,7 @@ Logs go to stderr (slog text) unless --log-file is given.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.store, "store", "sqlite://sluice.db", "store URL: sqlite://FILE (or a file path), postgres://… or redis://…")
+	f.BoolVar(&o.migrate, "migrate", false, migrateFlagUsage)
 	f.BoolVar(&o.demo, "demo", false, "run the demo's kinds (billing, email, reports)")
 	f.StringVar(&o.queues, "queues", "", "comma-separated queues to work (with --demo: "+strings.Join(demo.Queues, ",")+")")
 	f.IntVar(&o.concurrency, "concurrency", 10, "jobs run at once per queue")
@@ -138,7 +140,11 @@ func runWorker(ctx context.Context, o *workerOptions, lo *logOptions, kinds Kind
 	if err != nil {
 		return err
 	}
-	store, err := cliutil.OpenStore(ctx, storeURL, log)
+	open := cliutil.OpenStore
+	if o.migrate {
+		open = cliutil.OpenStoreMigrating
+	}
+	store, err := open(ctx, storeURL, log)
 	if err != nil {
 		return err
 	}

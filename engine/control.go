@@ -275,6 +275,12 @@ type ErrorGroup struct {
 	Sample    string    `json:"sample"`
 	// Selector matches this group's jobs, for a bulk action.
 	Selector Filter `json:"selector"`
+	// NearSingletons counts the other listed groups of the same queue and
+	// kind that hold one job each and whose pattern differs from this
+	// one's in a single word: most likely the same failure with an id the
+	// normaliser did not recognise, which a bulk action on this group's
+	// Selector leaves behind.
+	NearSingletons int `json:"near_singletons,omitempty"`
 }
 
 // QueueInfo is one queue with its counts.

@@ -3,6 +3,7 @@ package engine
 import (
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -22,11 +23,13 @@ const MaxNormalizedError = 200
 // one): URLs → <url>, e-mail addresses → <email>, UUIDs → <uuid>,
 // timestamps (2024-05-01T12:00:00Z, 2024-05-01) → <time>, IPv4 and IPv6
 // addresses with an optional port → <addr>, double-quoted strings →
-// "<str>" (a quoted string that is just one of the masks above keeps it),
-// hex ids of 8 or more characters with at least one digit, and 0x…
-// literals → <hex>, numbers (integers, decimals, exponents, durations such
-// as 30s, 1.5ms, 1h30m, and sizes such as 10MB) → <n>. Digits glued to the
-// end of a word (sha256, x509, int64, v1.2) are part of a name and kept.
+// "<str>" (a quoted string that is just one of the masks above keeps it,
+// and one that names a column, table, constraint, field and the like is
+// kept: see normNameNouns), ids of any alphabet → <id> and 0x… literals →
+// <hex> (see normMaskIDs for what reads as an id), numbers (integers,
+// decimals, exponents, durations such as 30s, 1.5ms, 1h30m, and sizes such
+// as 10MB) → <n>. Digits glued to the end of a word (sha256, x509, int64,
+// v1.2) are part of a name and kept.
 // The result is cut to MaxNormalizedError runes, at a space when it can.
 func NormalizeError(msg string) string {
 	s := strings.ToValidUTF8(msg, "\uFFFD")
@@ -40,8 +43,9 @@ func NormalizeError(msg string) string {
 	s = normBracketV6RE.ReplaceAllStringFunc(s, normMaskBracketV6)
 	s = normMaskBareIPv6(s)
 	s = normMaskIPv4(s)
-	s = normQuotedRE.ReplaceAllStringFunc(s, normMaskQuoted)
-	s = normMaskHex(s)
+	s = normMaskQuotedAll(s)
+	s = normMaskBase64(s)
+	s = normMaskIDs(s)
 	s = normMaskNumbers(s)
 
 	return normCap(s)
@@ -84,6 +88,7 @@ var (
 	normIPv4RE      = regexp.MustCompile(`[0-9]{1,3}(?:\.[0-9]{1,3}){3}(?::[0-9]{1,5})?`)
 	normZoneRE      = regexp.MustCompile(`^%[A-Za-z0-9_.-]+`)
 	normQuotedRE    = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+	normBase64RE    = regexp.MustCompile(`[A-Za-z0-9+/]{20,}={0,2}`)
 )
 
 func normIsAlnum(c byte) bool {
@@ -250,7 +255,53 @@ func normMaskIPv4(s string) string {
 	return b.String()
 }
 
-var normMasks = []string{"<url>", "<email>", "<uuid>", "<time>", "<addr>", "<hex>", "<n>"}
+var normMasks = []string{"<url>", "<email>", "<uuid>", "<time>", "<addr>", "<id>", "<hex>", "<n>"}
+
+// normNameNouns are the words after which a quoted string names a part of
+// the program or its schema (column "email", constraint "users_pkey",
+// field "amount") rather than carrying a value: each such name is a
+// different fault, so it is kept, and only its ids and numbers are masked.
+var normNameNouns = []string{
+	"column", "relation", "table", "constraint", "index", "schema", "database",
+	"role", "function", "type", "field", "sequence", "view", "trigger", "extension",
+}
+
+// normMaskQuotedAll masks the double-quoted strings of s, keeping those that
+// follow one of normNameNouns.
+func normMaskQuotedAll(s string) string {
+	locs := normQuotedRE.FindAllStringIndex(s, -1)
+	if locs == nil {
+		return s
+	}
+	var b strings.Builder
+	last := 0
+	for _, l := range locs {
+		q := s[l[0]:l[1]]
+		if normAfterNameNoun(s[:l[0]]) {
+			continue
+		}
+		b.WriteString(s[last:l[0]])
+		b.WriteString(normMaskQuoted(q))
+		last = l[1]
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// normAfterNameNoun reports whether before ends with one of normNameNouns
+// and a space.
+func normAfterNameNoun(before string) bool {
+	before, ok := strings.CutSuffix(before, " ")
+	if !ok {
+		return false
+	}
+	k := len(before)
+	for k > 0 && normIsLetter(before[k-1]) {
+		k--
+	}
+	word := strings.ToLower(before[k:])
+	return slices.Contains(normNameNouns, word)
+}
 
 func normMaskQuoted(q string) string {
 	for _, m := range normMasks {
@@ -261,9 +312,55 @@ func normMaskQuoted(q string) string {
 	return `"<str>"`
 }
 
-// normMaskHex masks each word of ASCII letters and digits that is a 0x
-// literal, or 8 or more hex digits with at least one digit.
-func normMaskHex(s string) string {
+// normMaskBase64 masks base64 runs of 20 characters or more that mix upper
+// case, lower case and digits (a cloud SDK's host or request id), which + and
+// / would otherwise cut into words too short to read as ids.
+func normMaskBase64(s string) string {
+	locs := normBase64RE.FindAllStringIndex(s, -1)
+	if locs == nil {
+		return s
+	}
+	var b strings.Builder
+	last := 0
+	for _, l := range locs {
+		w := s[l[0]:l[1]]
+		if !normBounded(s, l[0], l[1]) ||
+			!strings.ContainsAny(w, "0123456789") || !strings.ContainsFunc(w, func(r rune) bool { return 'a' <= r && r <= 'z' }) ||
+			!strings.ContainsFunc(w, func(r rune) bool { return 'A' <= r && r <= 'Z' }) {
+			continue
+		}
+		b.WriteString(s[last:l[0]])
+		b.WriteString("<id>")
+		last = l[1]
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// normMaskIDs masks each word of ASCII letters and digits that is an id: a
+// 0x literal becomes <hex>, any other id <id>. A word is an id, whatever its
+// letters, when
+//
+//   - it is 8 or more hex digits (a3f9c2e1, aabdbebe, 36652661, 2e549381:
+//     a random hex id is all letters, or reads as a number, often enough
+//     to matter over thousands of jobs);
+//   - it mixes letters and digits and is 8 or more long (base32, base36 and
+//     base62 ids, ULIDs, NffrFeUfNV2Hib), or 5 to 7 long with two runs of
+//     digits or more (x2x9k, a pod's suffix) — a name carries one run
+//     (sha256, x509, int64, ed25519) and is kept;
+//   - it is 8 or more letters glued by _ to a prefix of letters (req_,
+//     cus_, pi_) and reads as random: upper and lower case mixed after its
+//     first letter, or under a quarter of its letters vowels (a, e, i, o,
+//     u, y); an English word after a prefix (user_preferences) is kept;
+//   - it is 12 or more letters and under a fifth of them are vowels (an
+//     all-letter base32 id).
+//
+// Any other word that starts with a digit and is wholly a number (1h30m,
+// 2.5e10) is left to the number mask. Words under these lengths stay as they are, so
+// short words that differ by a letter (decade, facade) keep their groups
+// apart; over-masking a word that never varies costs nothing, while a
+// missed id splits a group per job, so the rules lean towards masking.
+func normMaskIDs(s string) string {
 	var b strings.Builder
 	changed := false
 	for i := 0; i < len(s); {
@@ -277,8 +374,12 @@ func normMaskHex(s string) string {
 			j++
 		}
 		w := s[i:j]
-		if normIsHexWord(w) {
-			b.WriteString("<hex>")
+		mask := ""
+		if i == 0 || s[i-1] != '<' || j == len(s) || s[j] != '>' { // not a mask's own name
+			mask = normIDMask(s, i, j)
+		}
+		if mask != "" {
+			b.WriteString(mask)
 			changed = true
 		} else {
 			b.WriteString(w)
@@ -291,26 +392,63 @@ func normMaskHex(s string) string {
 	return b.String()
 }
 
-func normIsHexWord(w string) bool {
+// normIDMask returns the mask for the word s[i:j], or "" when it is no id.
+func normIDMask(s string, i, j int) string {
+	w := s[i:j]
 	if len(w) > 2 && w[0] == '0' && (w[1] == 'x' || w[1] == 'X') {
 		for k := 2; k < len(w); k++ {
 			if !normIsHexDigit(w[k]) {
-				return false
+				return ""
 			}
 		}
-		return true
+		return "<hex>"
 	}
-	if len(w) < 8 {
+	var letters, vowels, digitRuns int
+	hex, upper, lower := true, false, false
+	for k := 0; k < len(w); k++ {
+		c := w[k]
+		hex = hex && normIsHexDigit(c)
+		if normIsDigit(c) {
+			if k == 0 || !normIsDigit(w[k-1]) {
+				digitRuns++
+			}
+			continue
+		}
+		letters++
+		if strings.IndexByte("aeiouyAEIOUY", c) >= 0 {
+			vowels++
+		}
+		if k > 0 {
+			upper = upper || 'A' <= c && c <= 'Z'
+			lower = lower || 'a' <= c && c <= 'z'
+		}
+	}
+	if len(w) >= 8 && hex {
+		// Before the number test: 2e549381 and 5d381234 are hex ids, not
+		// an exponent or a chain of days.
+		return "<id>"
+	}
+	if normIsDigit(w[0]) && letters > 0 && normScanNumber(s, i) >= j {
+		return "" // a number with its unit: 30s, 1h30m
+	}
+	switch {
+	case letters > 0 && digitRuns > 0 && (len(w) >= 8 || len(w) >= 5 && digitRuns >= 2):
+		return "<id>"
+	case digitRuns == 0 && len(w) >= 8 && normPrefixed(s, i) && (upper && lower || 4*vowels < letters):
+		return "<id>"
+	case digitRuns == 0 && len(w) >= 12 && 5*vowels < letters:
+		return "<id>"
+	}
+	return ""
+}
+
+// normPrefixed reports whether the word at s[i] is glued by _ to a word of
+// letters before it (req_, cus_).
+func normPrefixed(s string, i int) bool {
+	if i < 2 || s[i-1] != '_' || !normIsLetter(s[i-2]) {
 		return false
 	}
-	digit := false
-	for k := 0; k < len(w); k++ {
-		if !normIsHexDigit(w[k]) {
-			return false
-		}
-		digit = digit || normIsDigit(w[k])
-	}
-	return digit
+	return true
 }
 
 // normUnits are the suffixes a number may carry and still be one number:

@@ -6,7 +6,7 @@
 //
 // The engine knows no store, no screen and no transport. It defines the
 // interface it needs from storage (Store) and is handed an implementation
-// (backend/sqlite; PostgreSQL and Redis stores are planned). Every write
+// (backend/sqlite, backend/postgres, backend/redis). Every write
 // reaches the store as a plan the engine resolved (plan.go, spec.go): the
 // store translates it and decides nothing.
 package engine

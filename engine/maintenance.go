@@ -78,12 +78,16 @@ func (e *Engine) renewLeases(ctx context.Context) {
 		if !errors.Is(rerr, ErrLeaseLost) {
 			continue
 		}
-		if held[i].acked.Load() {
-			// Its completion committed between the snapshot and the
-			// renewal: nothing is lost.
+		if held[i].acked.Load() || held[i].returned.Load() {
+			// Its handler has returned and its outcome was written
+			// between the snapshot and the renewal (or is being
+			// written, and its fence decides): nothing runs to cancel.
+			e.log.Debug("lease renewal found the job finished", "job", refs[i].ID)
 			continue
 		}
-		e.log.Info("lease lost; cancelling the handler", "job", refs[i].ID)
+		// The handler is still running on a job this process no longer
+		// holds: another worker may run it too.
+		e.log.Warn("lease lost; cancelling the handler", "job", refs[i].ID)
 		held[i].lost()
 	}
 }

@@ -214,7 +214,42 @@ func (e *Engine) ErrorGroups(ctx context.Context, f Filter) ([]ErrorGroup, error
 			ErrorPattern: g.Pattern,
 		}
 	}
+	countNearSingletons(groups)
 	return groups, nil
+}
+
+// countNearSingletons sets each group's NearSingletons.
+func countNearSingletons(groups []ErrorGroup) {
+	words := make([][]string, len(groups))
+	for i := range groups {
+		words[i] = strings.Fields(groups[i].Pattern)
+	}
+	for i := range groups {
+		g := &groups[i]
+		for k, h := range groups {
+			if k == i || h.Count != 1 || h.Queue != g.Queue || h.Kind != g.Kind {
+				continue
+			}
+			if oneWordApart(words[i], words[k]) {
+				g.NearSingletons++
+			}
+		}
+	}
+}
+
+// oneWordApart reports whether a and b have as many words and differ in
+// exactly one.
+func oneWordApart(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	diff := 0
+	for i := range a {
+		if a[i] != b[i] {
+			diff++
+		}
+	}
+	return diff == 1
 }
 
 // Queues lists queues with their counts and pause state.

@@ -436,6 +436,10 @@ type runState struct {
 	cancel    context.CancelCauseFunc
 	abandoned atomic.Bool // released at shutdown or lease lost: drop the result
 	acked     atomic.Bool // success handed to the completer: not to be released
+	// returned is set once the handler has returned: its outcome is being
+	// written, so a renewal that finds the lease gone has found that
+	// write (or the fence will refuse it), not a handler to cancel.
+	returned atomic.Bool
 }
 
 var (
@@ -556,6 +560,7 @@ func (e *Engine) execute(q *queueRunner, r *runState, j *Job) {
 
 	began := e.handlerStart()
 	res = e.runHandler(r.ctx, r, j)
+	r.returned.Store(true)
 	e.observeHandler(r, j, res.trigger, began)
 	if r.abandoned.Load() {
 		// Our lease is gone (or was handed back at shutdown): whatever

@@ -26,6 +26,8 @@ func controlChecks() []check {
 		{name: "ListRowsCarryLatestError", fn: testControlListLatestError},
 		{name: "Counts", fn: testControlCounts},
 		{name: "ErrorGroups", fn: testControlErrorGroups},
+		{name: "ErrorGroupsRealWorld", fn: testControlErrorGroupsRealWorld},
+		{name: "ErrorGroupsNearSingletons", fn: testControlErrorGroupsNearSingletons},
 		{name: "RetryPauseResume", fn: testControlRetry},
 		{name: "CancelAndDelete", fn: testControlCancelDelete},
 		{name: "UpdatePayload", fn: testControlUpdatePayload},

@@ -190,8 +190,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return err
 	}
 	var applied []string
+	regrouped := 0
 	migrate := func(tx pgx.Tx, have map[int]bool) error {
-		applied = applied[:0]
+		applied, regrouped = applied[:0], 0
 		newest := 0
 		for v := range have {
 			newest = max(newest, v)
@@ -205,6 +206,13 @@ func (s *Store) Migrate(ctx context.Context) error {
 			}
 			if _, err := tx.Exec(ctx, s.sql(m.up)); err != nil {
 				return fmt.Errorf("postgres: %s: migration %s: %w", s.url, m.name, err)
+			}
+			if m.version == renormalizeVersion {
+				n, err := s.renormalizeErrorPatterns(ctx, tx)
+				if err != nil {
+					return fmt.Errorf("postgres: %s: migration %s: %w", s.url, m.name, err)
+				}
+				regrouped = n
 			}
 			if _, err := tx.Exec(ctx, s.sql(`INSERT INTO {s}.schema_migrations (version, name) VALUES ($1, $2)`), m.version, m.name); err != nil {
 				return fmt.Errorf("postgres: %s: migration %s: %w", s.url, m.name, err)
@@ -228,6 +236,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 	for _, name := range applied {
 		s.log.Info("postgres: migration applied", "store", s.url, "schema", s.schema, "migration", name)
+	}
+	if regrouped > 0 {
+		s.log.Info("postgres: error patterns normalised again", "store", s.url, "schema", s.schema, "jobs", regrouped)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/backend/postgres"
 	"github.com/sluicehq/sluice/backend/postgres/pgtest"
+	"github.com/sluicehq/sluice/engine"
 )
 
 // tables lists the tables of a schema.
@@ -153,5 +155,58 @@ func TestHotColumnsCompareBytes(t *testing.T) {
 				t.Errorf("%s.%s collates %v, want C", table, col, coll)
 			}
 		}
+	}
+}
+
+// TestMigration0010RegroupsOldPatterns: jobs that died under an older
+// normaliser, their patterns as it wrote them, are grouped again when the
+// schema is upgraded: the request ids of any letters join one group, and
+// the two columns part.
+func TestMigration0010RegroupsOldPatterns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u, _ := pgtest.SchemaURL(t)
+	s, err := postgres.OpenForMigration(ctx, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	old := []struct{ id, last, pattern string }{
+		{"a", "partner api: 503 (request id req_36652661)", "partner api: <n> (request id req_<hex>)"},
+		{"b", "partner api: 503 (request id req_aabdbebe)", "partner api: <n> (request id req_aabdbebe)"},
+		{"c", "partner api: 503 (request id req_deccaaac)", "partner api: <n> (request id req_deccaaac)"},
+		{"d", `column "decade" does not exist`, `column "<str>" does not exist`},
+		{"e", `column "facade" does not exist`, `column "<str>" does not exist`},
+	}
+	for i, j := range old {
+		if _, err := s.Pool().Exec(ctx, `INSERT INTO `+s.Schema()+`.jobs (id, queue, kind, state, scheduled_at, created_at, state_changed_at, last_error, error_pattern)
+			VALUES ($1, 'q', 'k', 'archived', 1, 1, $2, $3, $4)`, j.id, i+1, j.last, j.pattern); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Pool().Exec(ctx, `DELETE FROM `+s.Schema()+`.schema_migrations WHERE version >= 10`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	groups, err := s.JobErrorGroups(ctx, &engine.JobErrorGroupsParams{Filter: engine.Filter{States: []engine.State{engine.StateArchived}}, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, g := range groups {
+		got[g.Pattern] = g.Count
+	}
+	want := map[string]int64{
+		"partner api: <n> (request id req_<id>)": 3,
+		`column "decade" does not exist`:         1,
+		`column "facade" does not exist`:         1,
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("groups after the upgrade: %v, want %v", got, want)
 	}
 }

@@ -119,6 +119,12 @@ var (
 // DefaultSchema is the schema of a URL without ?schema=.
 const DefaultSchema = "sluice"
 
+// URLParams are the parameters of a store URL that the store reads itself;
+// the others go to the driver (pgx) as they are.
+func URLParams() []string {
+	return []string{"schema", "listen_url", "migrate", "archive_queues", "archive_retention", "notify", "claim_cursor"}
+}
+
 // DefaultApplicationName is the application_name of the store's
 // connections unless the URL names one, so that faults and operators can
 // find them in pg_stat_activity.
@@ -237,7 +243,7 @@ func parseURL(raw string) (*config, error) {
 		}
 		c.claimCursorAfter = d
 	}
-	for _, k := range []string{"schema", "listen_url", "migrate", "archive_queues", "archive_retention", "notify", "claim_cursor"} {
+	for _, k := range URLParams() {
 		q.Del(k)
 	}
 	if q.Get("application_name") == "" {
@@ -305,7 +311,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		case st.Version < st.Latest && opts.MustExist:
 			return fail(fmt.Errorf("postgres: %s: %w: schema %q is at version %d, this build needs %d (migrate it with: %s)", c.redacted, ErrNoStore, c.schema, st.Version, st.Latest, cmd))
 		case st.Version < st.Latest:
-			return fail(fmt.Errorf("postgres: %s: %w: schema %q is at version %d, this build needs %d (migrate it with: %s, or start this process with --migrate)", c.redacted, ErrSchemaVersion, c.schema, st.Version, st.Latest, cmd))
+			return fail(fmt.Errorf("postgres: %s: %w: schema %q is at version %d, this build needs %d (migrate it with: %s; or let the process migrate it as it opens: migrate=true in the URL, or sluice serve and worker with --migrate)", c.redacted, ErrSchemaVersion, c.schema, st.Version, st.Latest, cmd))
 		case st.Version > st.Latest:
 			return fail(fmt.Errorf("postgres: %s: %w: schema %q is at version %d, newer than this build's %d (use a newer sluice, or roll the schema back with: sluice migrate --store %s down N)", c.redacted, ErrSchemaVersion, c.schema, st.Version, st.Latest, c.redacted))
 		}

@@ -1090,6 +1090,28 @@ return 1
 // ARGV[4] the state, ARGV[5] the queue, ARGV[6] the chunk's size.
 //
 // Returns how many members the queue's sq set still holds.
+// luaRegroupError moves one job from error pattern ARGV[5] to ARGV[6]
+// (schema version 5): its eg and egi entries, both groups' counts and its
+// ep field, read and written in one script so that no transition of the
+// job falls between. A job whose pattern is no longer ARGV[5] is left.
+var luaRegroupError = script(`
+local id, from, to = ARGV[4], ARGV[5], ARGV[6]
+local key = K('job', id)
+local h = redis.call('HMGET', key, 's', 'q', 'k', 'ep', 'sca')
+if not h[1] or h[4] ~= from then return 0 end
+local pre = h[1] .. US .. h[2] .. US .. h[3] .. US
+local m = h[5] .. ':' .. id
+local gf, gt = pre .. from, pre .. to
+redis.call('ZREM', K('eg', gf), m)
+redis.call('ZREM', K('egi', gf), id)
+egcount(gf, -1)
+redis.call('ZADD', K('eg', gt), 0, m)
+redis.call('ZADD', K('egi', gt), 0, id)
+egcount(gt, 1)
+redis.call('HSET', key, 'ep', to)
+return 1
+`)
+
 var luaMigratePairs = script(`
 local st, q, limit = ARGV[4], ARGV[5], tonumber(ARGV[6])
 local key = K('sq', st, q)

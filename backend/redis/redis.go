@@ -122,7 +122,12 @@ import (
 //	   job since, so it refuses the namespace; migrating moves the
 //	   entries of sq and sk into sqk, a chunk a script (stop the older
 //	   build's workers first).
-const SchemaVersion = 4
+//	5  error patterns as this build normalises them (ids of any alphabet,
+//	   schema names kept). The layout is version 4's; migrating moves each
+//	   job whose pattern this build would write otherwise, from its last
+//	   error, to its new group, a job a script (regroupErrors), so the
+//	   jobs that died before the upgrade group with the ones after it.
+const SchemaVersion = 5
 
 // DefaultNamespace is the namespace of a URL without ns.
 const DefaultNamespace = "sluice"
@@ -190,6 +195,10 @@ type Target struct {
 	// time one bulk batch script may take (batchScriptBudget).
 	BatchBudget time.Duration
 }
+
+// URLParams are the parameters of a store URL that the store reads itself;
+// go-redis reads the others, and refuses one it does not know.
+func URLParams() []string { return []string{"ns", "scan_budget", "batch_budget"} }
 
 // ParseURL reads redis://[user:pass@]host:port/db?ns=NAME,
 // rediss://... (TLS) and redis+cluster://host1:port,host2:port?ns=NAME.
@@ -318,7 +327,7 @@ func (s *Store) openSchema(ctx context.Context, opts Options) error {
 	case v == "" && opts.MustExist:
 		return fmt.Errorf("redis: %s: %w: namespace %s is empty (create it with: %s)", s.url, ErrNoStore, s.ns, cmd)
 	case v != "" && !opts.Migrate:
-		return fmt.Errorf("redis: %s: %w: namespace %s is at schema version %d, this build needs %d (migrate it with: %s)",
+		return fmt.Errorf("redis: %s: %w: namespace %s is at schema version %d, this build needs %d (migrate it with: %s; or let the process migrate it as it opens: sluice serve and worker with --migrate, Options.Migrate in a program)",
 			s.url, ErrNoStore, s.ns, have, SchemaVersion, cmd)
 	}
 	// Creating, or migrating from an older version (see SchemaVersion), is
@@ -337,6 +346,15 @@ func (s *Store) openSchema(ctx context.Context, opts Options) error {
 	if have > 0 && have < 4 {
 		if err := s.migratePairs(ctx); err != nil {
 			return fmt.Errorf("redis: %s: migrate namespace %s: %w", s.url, s.ns, err)
+		}
+	}
+	if have > 0 && have < 5 {
+		n, err := s.regroupErrors(ctx)
+		if err != nil {
+			return fmt.Errorf("redis: %s: migrate namespace %s: %w", s.url, s.ns, err)
+		}
+		if n > 0 {
+			s.log.Info("redis: error patterns normalised again", "namespace", s.ns, "jobs", n)
 		}
 	}
 	if err := s.c.Set(ctx, s.anchor, strconv.Itoa(SchemaVersion), 0).Err(); err != nil {

@@ -32,18 +32,20 @@ func TestOpenSchemaRule(t *testing.T) {
 		after   string   // the schema key after Open
 	}{
 		{"empty must exist", "", redis.Options{MustExist: true}, []string{"is empty", "sluice migrate --store"}, ""},
-		{"empty created", "", redis.Options{}, nil, "4"},
-		{"behind refused", "0", redis.Options{}, []string{"version 0", "needs 4", "sluice migrate --store"}, "0"},
-		{"version 1 refused", "1", redis.Options{}, []string{"version 1", "needs 4", "sluice migrate --store"}, "1"},
-		{"version 2 refused", "2", redis.Options{}, []string{"version 2", "needs 4", "sluice migrate --store"}, "2"},
-		{"version 3 refused", "3", redis.Options{}, []string{"version 3", "needs 4", "sluice migrate --store"}, "3"},
-		{"behind must exist", "1", redis.Options{MustExist: true}, []string{"version 1", "needs 4"}, "1"},
-		{"behind migrated", "0", redis.Options{Migrate: true}, nil, "4"},
-		{"version 1 migrated", "1", redis.Options{Migrate: true}, nil, "4"},
-		{"version 2 migrated", "2", redis.Options{Migrate: true}, nil, "4"},
-		{"version 3 migrated", "3", redis.Options{Migrate: true}, nil, "4"},
-		{"ahead refused", "5", redis.Options{Migrate: true}, []string{"version 5", "newer than this build's 4", "sluice migrate --store"}, "5"},
-		{"current", "4", redis.Options{MustExist: true}, nil, "4"},
+		{"empty created", "", redis.Options{}, nil, "5"},
+		{"behind refused", "0", redis.Options{}, []string{"version 0", "needs 5", "sluice migrate --store"}, "0"},
+		{"version 1 refused", "1", redis.Options{}, []string{"version 1", "needs 5", "sluice migrate --store"}, "1"},
+		{"version 2 refused", "2", redis.Options{}, []string{"version 2", "needs 5", "sluice migrate --store"}, "2"},
+		{"version 3 refused", "3", redis.Options{}, []string{"version 3", "needs 5", "sluice migrate --store"}, "3"},
+		{"version 4 refused", "4", redis.Options{}, []string{"version 4", "needs 5", "sluice migrate --store", "--migrate"}, "4"},
+		{"behind must exist", "1", redis.Options{MustExist: true}, []string{"version 1", "needs 5"}, "1"},
+		{"behind migrated", "0", redis.Options{Migrate: true}, nil, "5"},
+		{"version 1 migrated", "1", redis.Options{Migrate: true}, nil, "5"},
+		{"version 2 migrated", "2", redis.Options{Migrate: true}, nil, "5"},
+		{"version 3 migrated", "3", redis.Options{Migrate: true}, nil, "5"},
+		{"version 4 migrated", "4", redis.Options{Migrate: true}, nil, "5"},
+		{"ahead refused", "6", redis.Options{Migrate: true}, []string{"version 6", "newer than this build's 5", "sluice migrate --store"}, "6"},
+		{"current", "5", redis.Options{MustExist: true}, nil, "5"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

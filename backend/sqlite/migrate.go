@@ -71,6 +71,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return err
 	}
 	var applied []string
+	regrouped := 0
 	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
 		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 			version    INTEGER NOT NULL PRIMARY KEY,
@@ -107,6 +108,11 @@ func (s *Store) Migrate(ctx context.Context) error {
 			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 				return fmt.Errorf("sqlite: migration %s: %w", m.name, err)
 			}
+			if m.version == renormalizeVersion {
+				if regrouped, err = renormalizeErrorPatterns(ctx, tx); err != nil {
+					return fmt.Errorf("sqlite: migration %s: %w", m.name, err)
+				}
+			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, m.version, now.UnixNano()); err != nil {
 				return fmt.Errorf("sqlite: migration %s: %w", m.name, err)
 			}
@@ -119,6 +125,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 	for _, name := range applied {
 		s.log.Info("sqlite: migration applied", "file", s.path, "migration", name)
+	}
+	if regrouped > 0 {
+		s.log.Info("sqlite: error patterns normalised again", "file", s.path, "jobs", regrouped)
 	}
 	return nil
 }

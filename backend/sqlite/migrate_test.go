@@ -116,3 +116,59 @@ func TestOpenMustExist(t *testing.T) {
 	}
 	s.Close()
 }
+
+// TestMigration0008RegroupsOldPatterns: jobs that died under an older
+// normaliser, their patterns as it wrote them, are grouped again when the
+// file is upgraded: the request ids of any letters join one group, and
+// the two columns part.
+func TestMigration0008RegroupsOldPatterns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	s, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := []struct{ id, last, pattern string }{
+		{"a", "partner api: 503 (request id req_36652661)", "partner api: <n> (request id req_<hex>)"},
+		{"b", "partner api: 503 (request id req_aabdbebe)", "partner api: <n> (request id req_aabdbebe)"},
+		{"c", "partner api: 503 (request id req_deccaaac)", "partner api: <n> (request id req_deccaaac)"},
+		{"d", `column "decade" does not exist`, `column "<str>" does not exist`},
+		{"e", `column "facade" does not exist`, `column "<str>" does not exist`},
+	}
+	for i, j := range old {
+		if _, err := db.Exec(`INSERT INTO jobs (id, queue, kind, state, scheduled_at, created_at, state_changed_at, errors, last_error, error_pattern)
+			VALUES (?, 'q', 'k', 'archived', 1, 1, ?, '[]', ?, ?)`, j.id, i+1, j.last, j.pattern); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Exec(`DELETE FROM schema_migrations WHERE version >= 8`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	s, err = sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	groups, err := s.JobErrorGroups(ctx, &engine.JobErrorGroupsParams{Filter: engine.Filter{States: []engine.State{engine.StateArchived}}, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, g := range groups {
+		got[g.Pattern] = g.Count
+	}
+	want := map[string]int64{
+		"partner api: <n> (request id req_<id>)": 3,
+		`column "decade" does not exist`:         1,
+		`column "facade" does not exist`:         1,
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("groups after the upgrade: %v, want %v", got, want)
+	}
+}

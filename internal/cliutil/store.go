@@ -62,17 +62,25 @@ func ParseStoreURL(raw string) (StoreTarget, error) {
 // (otherwise a schema behind or ahead is refused, naming `sluice
 // migrate`); a Redis namespace is created when empty.
 func OpenStore(ctx context.Context, rawURL string, log *slog.Logger) (engine.Store, error) {
-	return openStore(ctx, rawURL, log, false)
+	return openStore(ctx, rawURL, log, false, false)
+}
+
+// OpenStoreMigrating opens the store a URL names as OpenStore does, and
+// also brings a PostgreSQL schema or a Redis namespace that is behind this
+// build up to date (a process's --migrate; a PostgreSQL URL's migrate=true
+// does the same). A SQLite file migrates as it opens either way.
+func OpenStoreMigrating(ctx context.Context, rawURL string, log *slog.Logger) (engine.Store, error) {
+	return openStore(ctx, rawURL, log, false, true)
 }
 
 // OpenExistingStore opens the store a URL names only if it exists and is
 // migrated: it never creates or migrates one. Commands that only read,
 // and commands acting on a store they do not own, open stores so.
 func OpenExistingStore(ctx context.Context, rawURL string, log *slog.Logger) (engine.Store, error) {
-	return openStore(ctx, rawURL, log, true)
+	return openStore(ctx, rawURL, log, true, false)
 }
 
-func openStore(ctx context.Context, rawURL string, log *slog.Logger, mustExist bool) (engine.Store, error) {
+func openStore(ctx context.Context, rawURL string, log *slog.Logger, mustExist, migrate bool) (engine.Store, error) {
 	t, err := ParseStoreURL(rawURL)
 	if err != nil {
 		return nil, err
@@ -86,17 +94,18 @@ func openStore(ctx context.Context, rawURL string, log *slog.Logger, mustExist b
 		return s, nil
 	case "postgres":
 		// A process opening a PostgreSQL store migrates it only when
-		// told (migrate=true in the URL, or `sluice migrate`): see
-		// postgres.Options.
-		s, err := postgres.Open(ctx, rawURL, postgres.Options{Logger: log, MustExist: mustExist})
+		// told (--migrate, migrate=true in the URL, or `sluice
+		// migrate`): see postgres.Options.
+		s, err := postgres.Open(ctx, rawURL, postgres.Options{Logger: log, MustExist: mustExist, Migrate: migrate})
 		if err != nil {
 			return nil, err
 		}
 		return s, nil
 	case "redis":
 		// A namespace is created when empty (unless mustExist); one at
-		// another schema version is refused, naming sluice migrate.
-		s, err := redis.Open(ctx, rawURL, redis.Options{Logger: log, MustExist: mustExist})
+		// an older schema version is refused, naming sluice migrate,
+		// unless the process was told to migrate.
+		s, err := redis.Open(ctx, rawURL, redis.Options{Logger: log, MustExist: mustExist, Migrate: migrate})
 		if err != nil {
 			return nil, err
 		}

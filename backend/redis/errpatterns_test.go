@@ -1,0 +1,77 @@
+package redis_test
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/backend/backendtest"
+	"github.com/sluicehq/sluice/engine"
+)
+
+// TestVersion5RegroupsOldPatterns: jobs that died under an older
+// normaliser, their patterns as it wrote them, are grouped again when the
+// namespace is migrated from version 4: the request ids of any letters
+// join one group with its count, the two columns part, and the pattern
+// filter finds each job under its new pattern.
+func TestVersion5RegroupsOldPatterns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, u := migratedStore(t)
+	old := []struct{ id, last, pattern string }{
+		{"a", "partner api: 503 (request id req_36652661)", "partner api: <n> (request id req_<hex>)"},
+		{"b", "partner api: 503 (request id req_aabdbebe)", "partner api: <n> (request id req_aabdbebe)"},
+		{"c", "partner api: 503 (request id req_deccaaac)", "partner api: <n> (request id req_deccaaac)"},
+		{"d", `column "decade" does not exist`, `column "<str>" does not exist`},
+		{"e", `column "facade" does not exist`, `column "<str>" does not exist`},
+	}
+	var ins []*engine.JobInsertParams
+	for _, j := range old {
+		ins = append(ins, &engine.JobInsertParams{ID: j.id, Queue: "q", Kind: "k", Payload: []byte(`{}`), SchemaVersion: 1, MaxAttempts: 1})
+	}
+	if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: ins}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: "q", WorkerID: "w", LeaseID: "L", Limit: len(old),
+		Kinds: map[string]int{"k": 1}, LeaseDuration: time.Minute})
+	if err != nil || len(res.Jobs) != len(old) {
+		t.Fatalf("claim: %v %+v", err, res)
+	}
+	for _, j := range res.Jobs {
+		i := slices.IndexFunc(old, func(o struct{ id, last, pattern string }) bool { return o.id == j.ID })
+		o := backendtest.Outcome{JobRef: engine.JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Lease.Fence},
+			To: engine.StateArchived, Reason: engine.ReasonAttemptsExhausted, Charge: engine.ChargeAttempt,
+			Error: &engine.AttemptError{Message: old[i].last}, ErrorPattern: old[i].pattern,
+			Event: engine.EventArchived, Actor: "w"}
+		if _, err := s.JobFinish(ctx, o.Plan(j)); err != nil {
+			t.Fatalf("finish %s: %v", j.ID, err)
+		}
+	}
+
+	s2 := migrateFrom(t, s, u, 4)
+	archived := engine.Filter{States: []engine.State{engine.StateArchived}}
+	groups, err := s2.JobErrorGroups(ctx, &engine.JobErrorGroupsParams{Filter: archived, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, g := range groups {
+		got[g.Pattern] = g.Count
+	}
+	want := map[string]int64{
+		"partner api: <n> (request id req_<id>)": 3,
+		`column "decade" does not exist`:         1,
+		`column "facade" does not exist`:         1,
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("groups after the migration: %v, want %v", got, want)
+	}
+	f := archived
+	f.ErrorPattern = "partner api: <n> (request id req_<id>)"
+	js, err := s2.JobList(ctx, &engine.JobListParams{Filter: f, Limit: 10})
+	if err != nil || len(js) != 3 {
+		t.Fatalf("jobs of the merged group: %v %d", err, len(js))
+	}
+}

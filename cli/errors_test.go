@@ -1,0 +1,118 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/backend/sqlite"
+	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
+	"github.com/sluicehq/sluice/engine"
+)
+
+// diedWith returns a SQLite file holding one dead job of queue partner for
+// each message, each failed once with that message.
+func diedWith(t *testing.T, msgs ...string) string {
+	t.Helper()
+	path := sqlitetest.Path(t)
+	s, err := sqlite.Open(context.Background(), path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	e, err := engine.New(s, engine.Config{
+		Queues:       map[string]engine.QueueConfig{"partner": {Concurrency: 4}},
+		PollInterval: 10 * time.Millisecond, NoMaintenance: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type msg struct{ M string }
+	if err := e.Register(engine.Kind{Name: "sync", Handler: engine.TypedHandler(func(_ context.Context, _ *engine.Job, p msg) error {
+		return errors.New(p.M)
+	})}); err != nil {
+		t.Fatal(err)
+	}
+	ps := make([]engine.EnqueueParams, len(msgs))
+	for i, m := range msgs {
+		ps[i] = engine.EnqueueParams{ID: fmt.Sprintf("P-%02d", i), Queue: "partner", Kind: "sync", MaxAttempts: 1, Args: msg{m}}
+	}
+	if _, err := e.EnqueueMany(context.Background(), ps); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Stop(context.Background())
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		page, err := e.ListJobs(context.Background(), engine.ListJobsParams{Filter: engine.Filter{States: []engine.State{engine.StateArchived}}, Limit: 200})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Jobs) == len(msgs) {
+			return path
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d jobs died", len(page.Jobs), len(msgs))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestErrorsList lists a store's error groups and pastes a group's query
+// into a bulk dry run, which must count exactly the group's jobs.
+func TestErrorsList(t *testing.T) {
+	store := "sqlite://" + diedWith(t,
+		"partner api: 503 Service Unavailable (request id req_36652661)",
+		"partner api: 503 Service Unavailable (request id req_aabdbebe)",
+		"partner api: 503 Service Unavailable (request id req_feedcfee)",
+		`invalid currency "EURO"`,
+	)
+	t.Setenv("SLUICE_API", "")
+	t.Setenv("SLUICE_STORE", store)
+
+	code, out, stderr := runCLI(t, "", "errors", "list")
+	if code != 0 {
+		t.Fatalf("errors list: exit %d\n%s%s", code, out, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || !regexp.MustCompile(`^QUEUE\s+KIND\s+JOBS\s+LAST\s+FIRST\s+NEAR\s+ERROR\s+QUERY$`).MatchString(lines[0]) {
+		t.Fatalf("errors list:\n%s", out)
+	}
+	row := regexp.MustCompile(`^partner\s+sync\s+3\s+.* ago\s+.* ago\s+0\s+partner api: <n> Service Unavailable \(request id req_<id>\)\s+('.*')$`).FindStringSubmatch(lines[1])
+	if row == nil {
+		t.Fatalf("first group:\n%s", lines[1])
+	}
+	words := shellWords(t, row[1])
+	if len(words) != 1 {
+		t.Fatalf("the query %s is not one shell word", row[1])
+	}
+	code, out, stderr = runCLI(t, "", "bulk", "retry", "-q", words[0], "--dry-run")
+	if code != 0 || !strings.Contains(out, "would retry 3 job(s)") {
+		t.Fatalf("bulk with the pasted query: exit %d\n%s%s", code, out, stderr)
+	}
+
+	code, out, stderr = runCLI(t, "", "errors", "list", "-o", "json")
+	var groups []engine.ErrorGroup
+	if code != 0 || json.Unmarshal([]byte(out), &groups) != nil || len(groups) != 2 {
+		t.Fatalf("errors list -o json: exit %d\n%s%s", code, out, stderr)
+	}
+	if g := groups[1]; g.Pattern != `invalid currency "<str>"` || g.Count != 1 || g.Selector.ErrorPattern != g.Pattern {
+		t.Fatalf("second group: %+v", g)
+	}
+
+	code, out, stderr = runCLI(t, "", "errors", "list", "--queue", "nowhere")
+	if code != 0 || out != "" || !strings.Contains(stderr, "no error groups") {
+		t.Fatalf("no groups: exit %d %q %q", code, out, stderr)
+	}
+	code, out, _ = runCLI(t, "", "errors", "list", "--queue", "nowhere", "-o", "json")
+	if code != 0 || strings.TrimSpace(out) != "[]" {
+		t.Fatalf("no groups as json: %q", out)
+	}
+}
