@@ -28,6 +28,10 @@ type serveOptions struct {
 	ssh         string // address of the console over SSH; "" for none
 	sshKeys     string // authorized keys file
 	sshHostKey  string
+	// sshLoginGrace and sshMaxPreAuth bound the SSH connections that have
+	// not opened a session (sshLoginGrace and sshMaxPreAuth when 0).
+	sshLoginGrace time.Duration
+	sshMaxPreAuth int
 
 	// retention is --retention (retention.go).
 	retention retentionFlag
