@@ -67,6 +67,9 @@ type ServerOptions struct {
 	Heartbeat time.Duration
 	// ReadTimeout bounds one read (30s when 0); event streams have none.
 	ReadTimeout time.Duration
+	// BodyTimeout bounds reading one request body (DefaultBodyTimeout
+	// when 0); a body slower than that is answered 408.
+	BodyTimeout time.Duration
 	// MutationTimeout bounds one mutation, which runs to its end even if
 	// the client goes away so that its idempotency record is true
 	// (2 minutes when 0).
@@ -138,6 +141,9 @@ func NewServer(ctl engine.Control, opts ServerOptions) *Server {
 	}
 	if opts.MutationTimeout <= 0 {
 		opts.MutationTimeout = 2 * time.Minute
+	}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = DefaultBodyTimeout
 	}
 	s := &Server{
 		ctl:    ctl,
@@ -247,6 +253,7 @@ func (s *Server) handler(rt route) http.Handler {
 			s.metrics.observe(rt.pattern(), sw.code(), start)
 			s.log.Debug("request", "method", r.Method, "route", rt.path, "status", sw.code(), "dur", time.Since(start))
 		}()
+		defer closeUnlessBodyRead(sw, r)()
 		c, err := s.authorize(r, rt)
 		if err != nil {
 			writeError(sw, err)
@@ -472,14 +479,20 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	if r.ContentLength > s.opts.MaxBody {
 		return nil, tooLarge
 	}
+	lift := bodyDeadline(w, s.opts.BodyTimeout)
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBody))
+	lift()
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, tooLarge
 		}
+		if isTimeout(err) {
+			return nil, newHTTPError(http.StatusRequestTimeout, reasonBodyTimeout, "request body not read within %s", s.opts.BodyTimeout)
+		}
 		return nil, badRequest("reading request body: %v", err)
 	}
+	bodyRead(w)
 	if len(b) == 0 {
 		return nil, nil
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -189,16 +188,12 @@ func runServe(ctx context.Context, o *serveOptions, lo *logOptions, out io.Write
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	ln = api.LimitListener(ln, api.DefaultMaxConns)
 	// Streams (GET /events) end when baseCtx does, so shutdown is not held
 	// up by them.
 	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBase()
-	hs := &http.Server{
-		Handler:           srv,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		BaseContext:       func(net.Listener) context.Context { return baseCtx },
-	}
+	hs := api.NewHTTPServer(srv, baseCtx)
 	who := "no tokens: every request acts as admin"
 	if len(tokens) > 0 {
 		who = fmt.Sprintf("%d tokens from %s", len(tokens), tokenSource)
