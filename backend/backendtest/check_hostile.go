@@ -197,3 +197,27 @@ func testControlFilterBounds(t *testing.T, h Harness) {
 		t.Fatalf("count at the bounds: %v", err)
 	}
 }
+
+// testCStoreOversizedFilterNoOutage: a filter far past the engine's
+// bounds, handed to the store directly (as a caller that skipped
+// Validate would), is answered or refused with ErrInvalid; the store's
+// refusal of a statement it built is never an error that reads as the
+// store being unreachable.
+func testCStoreOversizedFilterNoOutage(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	insertRes(t, s, djob("a", "q", "k"))
+	cs := controlStore(t, s)
+	f := engine.Filter{States: engine.AllStates}
+	for i := range 1500 {
+		f.Payload = append(f.Payload, engine.PathMatch{Path: fmt.Sprintf("k%d", i), Value: "v"})
+	}
+	ctx := context.Background()
+	_, err := cs.JobList(ctx, &engine.JobListParams{Filter: f, Limit: 10})
+	if err != nil && (!errors.Is(err, engine.ErrInvalid) || engine.StoreUnavailable(err)) {
+		t.Fatalf("list with 1500 payload terms: %v, want an answer or ErrInvalid", err)
+	}
+	_, _, err = cs.JobCount(ctx, &engine.JobCountParams{Filter: f, Max: 100})
+	if err != nil && (!errors.Is(err, engine.ErrInvalid) || engine.StoreUnavailable(err)) {
+		t.Fatalf("count with 1500 payload terms: %v, want an answer or ErrInvalid", err)
+	}
+}
