@@ -7,6 +7,7 @@ import (
 
 	"charm.land/lipgloss/v2"
 
+	"github.com/sluicehq/sluice/internal/termtext"
 	"github.com/sluicehq/sluice/themes"
 )
 
@@ -30,7 +31,7 @@ func prettyJSON(raw []byte) []byte {
 
 // prettyJSONLines is prettyJSON split into sanitized lines.
 func prettyJSONLines(raw []byte) []string {
-	return SanitizeLines(string(prettyJSON(raw)))
+	return termtext.Lines(string(prettyJSON(raw)))
 }
 
 // clipPlain cuts plain (unstyled, sanitized) text to w cells.
@@ -38,7 +39,7 @@ func clipPlain(s string, w int) string {
 	if w <= 0 {
 		return ""
 	}
-	if len(s) <= w && isPlainASCII(s) {
+	if len(s) <= w && termtext.Plain(s) {
 		return s
 	}
 	return clip(s, w)
