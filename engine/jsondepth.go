@@ -6,9 +6,9 @@ import "fmt"
 // the engine keeps may have: a payload, metadata, a step result (a
 // handler's or a replay's), a signal's payload. {"a":1} is 1 deep,
 // {"a":[1]} 2. Every store's JSON functions must be able to read every
-// row it holds (SQLite's stop at 1000 levels, Redis's cjson at 1000), so
-// the engine refuses deeper values, with ErrInvalid, wherever they come
-// in; real payloads rarely go past ten.
+// row it holds (SQLite's stop at 1000 levels), so the engine refuses
+// deeper values, with ErrInvalid, wherever they come in; real payloads
+// rarely go past ten.
 const MaxJSONDepth = 64
 
 // JSONDepth returns the deepest nesting of objects and arrays in b, read
