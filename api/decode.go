@@ -85,6 +85,9 @@ type selectorWire struct {
 
 // filter merges every form into one engine.Filter.
 func (s *selectorWire) filter() (engine.Filter, error) {
+	if err := s.checkBounds(); err != nil {
+		return engine.Filter{}, err
+	}
 	f := engine.Filter{}
 	if s.Q != "" {
 		q, err := engine.ParseQuery(s.Q)

@@ -33,6 +33,7 @@ const (
 	reasonInvalid             = "invalid"
 	reasonPayloadTooLarge     = "payload_too_large"
 	reasonBodyTooLarge        = "body_too_large"
+	reasonBodyTimeout         = "body_timeout"
 	reasonUnsupportedMedia    = "unsupported_media_type"
 	reasonNotFound            = "not_found"
 	reasonConflict            = "conflict"
@@ -136,7 +137,7 @@ func (e *Error) Unwrap() []error {
 	switch e.Reason {
 	case reasonPayloadTooLarge:
 		return []error{engine.ErrPayloadTooLarge, engine.ErrInvalid}
-	case reasonInvalid, reasonBodyTooLarge, reasonUnsupportedMedia, reasonIdempotencyMissing, reasonPreconditionNeeded:
+	case reasonInvalid, reasonBodyTooLarge, reasonBodyTimeout, reasonUnsupportedMedia, reasonIdempotencyMissing, reasonPreconditionNeeded:
 		return []error{engine.ErrInvalid}
 	case reasonNotFound:
 		return []error{engine.ErrNotFound}

@@ -33,13 +33,21 @@ func parseListQuery(v url.Values) (engine.ListJobsParams, error) {
 		}
 		p.Filter = f
 	}
-	for _, s := range listParam(v, "state") {
+	lists := map[string][]string{}
+	for _, name := range []string{"state", "queue", "kind"} {
+		vs, err := boundedListParam(v, name)
+		if err != nil {
+			return p, err
+		}
+		lists[name] = vs
+	}
+	for _, s := range lists["state"] {
 		p.Filter.States = appendNew(p.Filter.States, engine.State(s))
 	}
-	for _, s := range listParam(v, "queue") {
+	for _, s := range lists["queue"] {
 		p.Filter.Queues = appendNew(p.Filter.Queues, s)
 	}
-	for _, s := range listParam(v, "kind") {
+	for _, s := range lists["kind"] {
 		p.Filter.Kinds = appendNew(p.Filter.Kinds, s)
 	}
 	var err error
@@ -110,6 +118,17 @@ func listParam(v url.Values, name string) []string {
 		}
 	}
 	return out
+}
+
+// boundedListParam is listParam refusing more than
+// engine.MaxFilterValues values before they are gathered, so that a
+// query string of thousands costs no more than its refusal.
+func boundedListParam(v url.Values, name string) ([]string, error) {
+	out := listParam(v, name)
+	if len(out) > engine.MaxFilterValues {
+		return nil, fmt.Errorf("%w: query parameter %s: %d values; at most %d", engine.ErrInvalid, name, len(out), engine.MaxFilterValues)
+	}
+	return out, nil
 }
 
 func intParam(v url.Values, name string) (int, error) {

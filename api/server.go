@@ -74,6 +74,9 @@ type ServerOptions struct {
 	// repeat personal data (a phone number in an SMS provider's error).
 	// By default every role reads error text.
 	HideErrorsFromViewers bool
+	// BodyTimeout bounds reading one request body (DefaultBodyTimeout
+	// when 0); a body slower than that is answered 408.
+	BodyTimeout time.Duration
 	// MutationTimeout bounds one mutation, which runs to its end even if
 	// the client goes away so that its idempotency record is true
 	// (2 minutes when 0).
@@ -162,6 +165,9 @@ func NewServer(ctl engine.Control, opts ServerOptions) *Server {
 	}
 	if opts.MutationTimeout <= 0 {
 		opts.MutationTimeout = 2 * time.Minute
+	}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = DefaultBodyTimeout
 	}
 	s := &Server{
 		ctl:    ctl,
@@ -289,6 +295,7 @@ func (s *Server) handler(rt route) http.Handler {
 			s.metrics.Request(rt.pattern(), sw.code(), took)
 			s.log.Debug("request", "method", r.Method, "route", rt.path, "status", sw.code(), "dur", time.Since(start))
 		}()
+		defer closeUnlessBodyRead(sw, r)()
 		c, err := s.authorize(r, rt)
 		if err != nil {
 			writeError(sw, err)
@@ -518,14 +525,20 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	if r.ContentLength > s.opts.MaxBody {
 		return nil, tooLarge
 	}
+	lift := bodyDeadline(w, s.opts.BodyTimeout)
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBody))
+	lift()
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, tooLarge
 		}
+		if isTimeout(err) {
+			return nil, newHTTPError(http.StatusRequestTimeout, reasonBodyTimeout, "request body not read within %s", s.opts.BodyTimeout)
+		}
 		return nil, badRequest("reading request body: %v", err)
 	}
+	bodyRead(w)
 	if len(b) == 0 {
 		return nil, nil
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/internal/termtext"
 )
 
 // The cold archive: --archive-queues opts queues in (serve, worker, demo
@@ -222,5 +223,5 @@ func printArchived(w io.Writer, j engine.ArchivedJob) error {
 // cliText is cliutil.TermText on one line: a cell of a table or a field
 // of a sheet, so tabs and line breaks become spaces.
 func cliText(s string) string {
-	return cliutil.TermText(strings.NewReplacer("\t", " ", "\n", " ", "\r", " ").Replace(s))
+	return termtext.Text(strings.NewReplacer("\t", " ", "\n", " ", "\r", " ").Replace(s))
 }

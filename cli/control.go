@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/internal/termtext"
 )
 
 // The operator commands: jobs, errors, bulk, operations, quarantine and queues.
@@ -100,9 +101,9 @@ func cliActor() string {
 // withSession opens the Control for a command, runs fn and closes it.
 func (o *ctlOptions) withSession(fn func(cmd *cobra.Command, s *session, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
-		// Job data goes to the terminal escaped (cliutil.TermSafe).
-		cmd.SetOut(cliutil.TermSafe(cmd.OutOrStdout()))
-		cmd.SetErr(cliutil.TermSafe(cmd.ErrOrStderr()))
+		// Job data goes to the terminal escaped (termtext.Writer).
+		cmd.SetOut(termtext.Writer(cmd.OutOrStdout()))
+		cmd.SetErr(termtext.Writer(cmd.ErrOrStderr()))
 		s, err := o.open(cmd)
 		if err != nil {
 			return err
@@ -733,7 +734,9 @@ func watchOperation(s *session, id string, progress io.Writer, driver <-chan err
 		if err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(progress, "\r%s %d/%d (%d failed) %s ", bar(op.Processed, op.Matched, 30), op.Processed, op.Matched, op.Failed, op.Status)
+		// The line redraws itself with \r, the command's own: it goes
+		// out raw (it holds no job data).
+		fmt.Fprintf(termtext.Raw(progress), "\r%s %d/%d (%d failed) %s ", bar(op.Processed, op.Matched, 30), op.Processed, op.Matched, op.Failed, op.Status)
 		if finished(op) {
 			fmt.Fprintln(progress)
 			return op, nil

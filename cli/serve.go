@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -33,6 +32,10 @@ type serveOptions struct {
 	sshKeys     string // authorized keys file
 	sshHostKey  string
 	migrate     bool
+	// sshLoginGrace and sshMaxPreAuth bound the SSH connections that have
+	// not opened a session (sshLoginGrace and sshMaxPreAuth when 0).
+	sshLoginGrace time.Duration
+	sshMaxPreAuth int
 
 	// retention is --retention (retention.go).
 	retention retentionFlag
@@ -202,16 +205,12 @@ func runServe(ctx context.Context, o *serveOptions, lo *logOptions, out io.Write
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	ln = api.LimitListener(ln, api.DefaultMaxConns)
 	// Streams (GET /events) end when baseCtx does, so shutdown is not held
 	// up by them.
 	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBase()
-	hs := &http.Server{
-		Handler:           srv,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		BaseContext:       func(net.Listener) context.Context { return baseCtx },
-	}
+	hs := api.NewHTTPServer(srv, baseCtx)
 	who := "no tokens: every request acts as admin"
 	if len(tokens) > 0 {
 		who = fmt.Sprintf("%d tokens from %s", len(tokens), tokenSource)

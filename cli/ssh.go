@@ -185,6 +185,11 @@ func startSSHConsole(o *serveOptions, apiSrv *api.Server, log *slog.Logger) (*ss
 		return nil, fmt.Errorf("ssh host key: %w", err)
 	}
 	c := &sshConsole{keys: keys}
+	gate := newSSHGate(o.sshMaxPreAuth)
+	grace := o.sshLoginGrace
+	if grace <= 0 {
+		grace = sshLoginGrace
+	}
 	c.stopping, c.stopAll = context.WithCancel(context.Background())
 	session := func(sess ssh.Session) (tea.Model, []tea.ProgramOption) {
 		id, ok := keys.lookup(sess.PublicKey())
@@ -227,6 +232,11 @@ func startSSHConsole(o *serveOptions, apiSrv *api.Server, log *slog.Logger) (*ss
 			needTerminal(), // a console needs a terminal
 			c.sessionLog(log),
 		),
+		func(s *ssh.Server) error {
+			s.HandshakeTimeout = grace
+			s.ConnCallback = gate.admit
+			return nil
+		},
 	)
 	if err != nil {
 		return nil, fmt.Errorf("ssh: %w", err)
@@ -264,6 +274,7 @@ func needTerminal() wish.Middleware {
 func (c *sshConsole) sessionLog(log *slog.Logger) wish.Middleware {
 	return func(next ssh.Handler) ssh.Handler {
 		return func(sess ssh.Session) {
+			authenticated(sess.Context())
 			c.sessions.Add(1)
 			defer c.sessions.Done()
 			id, _ := c.keys.lookup(sess.PublicKey())

@@ -13,9 +13,10 @@ import (
 )
 
 // hostile is an error text that would clear the screen, write the
-// clipboard (OSC 52), start a C1 control sequence, and reverse the text
-// that follows it, if it reached the terminal as it is.
-const hostile = "INV\x1b[2J\x1b]52;c;aGk=\x07\u009b31m\x7f\u202eZ"
+// clipboard (OSC 52), start a C1 control sequence, reverse the text that
+// follows it, overwrite its line's start (CR) and hide a character
+// (zero-width space), if it reached the terminal as it is.
+const hostile = "INV\x1b[2J\x1b]52;c;aGk=\x07\u009b31m\x7f\u202eZ\rok\u200b"
 
 // TestCommandsShowJobTextEscaped: the commands that print job data (a
 // job's error in lists, the sheet, a bulk preview's sample, a selector)
@@ -68,7 +69,7 @@ func TestCommandsShowJobTextEscaped(t *testing.T) {
 	t.Setenv("SLUICE_STORE", "sqlite://"+path)
 	t.Setenv("SLUICE_ACTOR", "maya")
 
-	raw := func(out string) bool { return strings.ContainsAny(out, "\x1b\x07\x7f\u009b\u202e") }
+	raw := func(out string) bool { return strings.ContainsAny(out, "\x1b\x07\x7f\u009b\u202e\r\u200b") }
 	for _, args := range [][]string{
 		{"jobs", "list", "--state", "archived"},
 		{"jobs", "list", "--state", "archived", "-o", "json"},
@@ -93,8 +94,8 @@ func TestCommandsShowJobTextEscaped(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "--cutoff ") || !strings.Contains(out, " --store 'sqlite://"+path+"'\n") {
 		t.Fatalf("dry run's command line: exit %d %s %s", code, out, stderr)
 	}
-	code, out, stderr = runCLI(t, "", "jobs", "show", "H-\x1b[2J")
-	if code != 1 || raw(stderr) || !strings.Contains(stderr, `\u001b[2J`) || !strings.Contains(stderr, "not found") {
+	code, out, stderr = runCLI(t, "", "jobs", "show", "H-\x1b[2J\r\nsluice: fake\u200b")
+	if code != 1 || raw(stderr) || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, `\x1b[2J`) || !strings.Contains(stderr, "not found") {
 		t.Fatalf("show of an id with an escape: exit %d %q %q", code, out, stderr)
 	}
 }

@@ -555,6 +555,11 @@ func (e *Engine) Bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 			return &BulkResult{Matched: op.Matched, Estimated: op.Matched >= DryRunExactLimit, Operation: liftCutoff(op)}, nil
 		}
 	}
+	if p.Plan != nil && !p.DryRun {
+		if p.Plan, err = e.appliedPlan(ctx, p.Plan); err != nil {
+			return nil, err
+		}
+	}
 	sel, any := spec.Narrow(p.Selector)
 	res := &BulkResult{}
 	var cutoff *time.Time

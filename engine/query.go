@@ -60,6 +60,9 @@ func ParseQuery(q string) (Filter, error) {
 // without repeats.
 func ParseQueryAt(q string, now time.Time) (Filter, error) {
 	var f Filter
+	if err := checkQueryLength(q); err != nil {
+		return Filter{}, err
+	}
 	if !utf8.ValidString(q) {
 		return Filter{}, fmt.Errorf("%w: query is not valid UTF-8", ErrInvalid)
 	}
@@ -76,6 +79,9 @@ func ParseQueryAt(q string, now time.Time) (Filter, error) {
 	}
 	if len(f.IDs) > MaxApplyIDs {
 		return Filter{}, fmt.Errorf("%w: query names %d ids; at most %d", ErrInvalid, len(f.IDs), MaxApplyIDs)
+	}
+	if err := f.checkBounds(); err != nil {
+		return Filter{}, err
 	}
 	return f, nil
 }
@@ -561,11 +567,15 @@ func (f Filter) IsEmpty() bool {
 // Validate checks f against the documented rules: known states, queue,
 // kind and tag names matching NamePattern, at most MaxApplyIDs non-empty
 // ids, a 64-character lower-case hex fingerprint, payload and meta paths
-// of dot-separated keys matching PathKeyPattern, and times in the years
-// 0000-9999. The error wraps ErrInvalid.
+// of dot-separated keys matching PathKeyPattern, times in the years
+// 0000-9999, and the bounds of filterbounds.go (MaxFilterValues,
+// MaxFilterPaths, MaxFilterText). The error wraps ErrInvalid.
 func (f Filter) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: filter: %s", ErrInvalid, fmt.Sprintf(format, args...))
+	}
+	if err := f.checkBounds(); err != nil {
+		return err
 	}
 	for _, s := range f.States {
 		if err := queryCheckState(s); err != nil {

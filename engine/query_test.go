@@ -409,6 +409,10 @@ func FuzzParseQuery(f *testing.F) {
 		"created<0000-01-01T00:00:00Z",
 		"created<9999-12-31T23:59:59.999999999-23:59",
 		"error:\u00a0x\u2028y",
+		// Around the filter bounds.
+		"queue:" + strings.TrimSuffix(strings.Repeat("q,", MaxFilterValues+1), ","),
+		strings.Repeat("payload.a:1 ", MaxFilterPaths+1),
+		"error:" + strings.Repeat("x", MaxFilterText+1),
 	}
 	for _, s := range seeds {
 		f.Add(s)

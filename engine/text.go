@@ -48,9 +48,13 @@ func jsonHoldsNUL(b []byte) bool {
 }
 
 // checkStorableJSON refuses JSON that a store could not keep as given:
-// invalid UTF-8 (which JSON does not allow, though json.Valid passes it)
-// or a NUL character. what names the value in the error.
+// invalid UTF-8 (which JSON does not allow, though json.Valid passes it),
+// a NUL character, or nesting deeper than MaxJSONDepth. what names the
+// value in the error.
 func checkStorableJSON(what string, b []byte) error {
+	if err := checkJSONDepth(what, b); err != nil {
+		return err
+	}
 	if !utf8.Valid(b) {
 		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalid, what)
 	}

@@ -96,8 +96,12 @@ func spawnStepOf(id string) (int, bool) {
 	return n, err == nil
 }
 
-// ValidateJSON checks that raw is one JSON value and returns it compacted.
+// ValidateJSON checks that raw is one JSON value no deeper than
+// MaxJSONDepth and returns it compacted.
 func ValidateJSON(raw json.RawMessage) (json.RawMessage, error) {
+	if err := checkJSONDepth("value", raw); err != nil {
+		return nil, err
+	}
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return nil, err

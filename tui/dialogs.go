@@ -13,6 +13,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/termtext"
 	"github.com/sluicehq/sluice/keymap"
 	"github.com/sluicehq/sluice/themes"
 )
@@ -365,7 +366,7 @@ func (m *Model) bulkMsg(msg tea.Msg) tea.Cmd {
 				commas(op.Matched), commas(op.Succeeded), pastTense[op.Action], commas(op.Failed))
 			var t tea.Cmd
 			if op.Status == engine.OperationFailed {
-				t = m.toastErr(text + ": " + Sanitize(op.Error))
+				t = m.toastErr(text + ": " + termtext.Line(op.Error))
 			} else {
 				t = m.toast(text)
 			}
@@ -377,7 +378,7 @@ func (m *Model) bulkMsg(msg tea.Msg) tea.Cmd {
 			if b != nil {
 				b.cancelling = false
 			}
-			return m.toastErr("cancel operation: " + Sanitize(msg.err.Error()))
+			return m.toastErr("cancel operation: " + termtext.Line(msg.err.Error()))
 		}
 		var cmds []tea.Cmd
 		if b == nil || !b.visible {
@@ -404,7 +405,7 @@ func describeFilter(f engine.Filter) string {
 		if len(vs) > 0 {
 			s := make([]string, len(vs))
 			for i, v := range vs {
-				s[i] = Sanitize(v)
+				s[i] = termtext.Line(v)
 			}
 			parts = append(parts, name+" "+strings.Join(s, ", "))
 		}
@@ -418,10 +419,10 @@ func describeFilter(f engine.Filter) string {
 	list("kind", f.Kinds)
 	if f.ErrorPattern != "" {
 		// Quoted with its own quotes escaped: a pattern holds "<str>".
-		parts = append(parts, "error group "+Sanitize(strconv.Quote(f.ErrorPattern)))
+		parts = append(parts, "error group "+termtext.Line(strconv.Quote(f.ErrorPattern)))
 	}
 	if f.Error != "" {
-		parts = append(parts, "error \""+Sanitize(f.Error)+"\"")
+		parts = append(parts, "error \""+termtext.Line(f.Error)+"\"")
 	}
 	if f.Fingerprint != "" {
 		parts = append(parts, "fingerprint "+f.Fingerprint[:min(12, len(f.Fingerprint))])
@@ -431,7 +432,7 @@ func describeFilter(f engine.Filter) string {
 	}
 	list("tag", f.Tags)
 	if len(f.Payload)+len(f.Meta) > 0 || f.CreatedAfter != nil || f.CreatedBefore != nil || f.FinalizedAfter != nil || f.FinalizedBefore != nil {
-		parts = append(parts, "filter "+Sanitize(f.String()))
+		parts = append(parts, "filter "+termtext.Line(f.String()))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -452,7 +453,7 @@ func (m *Model) bulkBox(w, h int) []string {
 		lines = append(lines, t.DialogHead.Render(title+" — dry run"), t.Muted.Render("counting matching jobs…"))
 	case bulkFailed:
 		lines = append(lines, t.DialogHead.Render(title+" — failed"))
-		addWrapped(Sanitize(b.err.Error()), t.ErrorText.Render)
+		addWrapped(termtext.Line(b.err.Error()), t.ErrorText.Render)
 		lines = append(lines, "", t.HelpKey.Render("esc")+t.HelpDesc.Render(" close"))
 	case bulkPreview, bulkStarting:
 		return m.box(m.bulkPreviewLines(inner, h-2), w)
@@ -462,7 +463,7 @@ func (m *Model) bulkBox(w, h int) []string {
 		if b.stale {
 			status += " when last heard"
 		}
-		lines = append(lines, t.DialogHead.Render(title+" — "+status)+t.Muted.Render(" · op "+Sanitize(op.ID)))
+		lines = append(lines, t.DialogHead.Render(title+" — "+status)+t.Muted.Render(" · op "+termtext.Line(op.ID)))
 		frac := 0.0
 		if op.Matched > 0 {
 			frac = float64(op.Processed) / float64(op.Matched)
@@ -494,7 +495,7 @@ func (m *Model) bulkBox(w, h int) []string {
 			}
 			lines = append(lines, t.Muted.Render(rate))
 			if op.Status == engine.OperationFailed && op.Error != "" {
-				addWrapped(Sanitize(op.Error), t.ErrorText.Render)
+				addWrapped(termtext.Line(op.Error), t.ErrorText.Render)
 			}
 			lines = append(lines, "", t.HelpKey.Render("esc")+t.HelpDesc.Render(" close"))
 			break
@@ -640,7 +641,7 @@ func (m *Model) bulkPreviewLines(inner, h int) []string {
 		add(keepSample, t.Muted.Render("sample:"))
 		idw := 8
 		for _, j := range p.Sample {
-			idw = max(idw, wOf(Sanitize(j.ID)))
+			idw = max(idw, wOf(termtext.Line(j.ID)))
 		}
 		idw = min(idw, maxIDCol, max(inner-6, 8))
 		for i, j := range p.Sample {
@@ -908,12 +909,12 @@ func (m *Model) inputErrLines(w int) []string {
 	msg := strings.TrimPrefix(in.err, engine.ErrInvalid.Error()+": ")
 	var out []string
 	if at, n, ok := failedTerm(in.ti.Value(), msg); ok {
-		col := wOf(in.ti.Prompt) + wOf(Sanitize(in.ti.Value()[:at]))
-		if col+n <= w && wOf(in.ti.Prompt+Sanitize(in.ti.Value())) < w-2 {
+		col := wOf(in.ti.Prompt) + wOf(termtext.Line(in.ti.Value()[:at]))
+		if col+n <= w && wOf(in.ti.Prompt+termtext.Line(in.ti.Value())) < w-2 {
 			out = append(out, strings.Repeat(" ", col)+t.FilterError.Render(strings.Repeat("^", max(n, 1))))
 		}
 	}
-	wrapped := wrap("✗ "+Sanitize(msg), w)
+	wrapped := wrap("✗ "+termtext.Line(msg), w)
 	if room := maxInputErrLines - len(out); len(wrapped) > room {
 		wrapped = wrapped[:room]
 		wrapped[room-1] = clip(wrapped[room-1], w)
@@ -948,7 +949,7 @@ func failedTerm(value, msg string) (at, width int, ok bool) {
 				break
 			}
 			if j == 0 || value[j-1] == ' ' {
-				return j, wOf(Sanitize(term)), true
+				return j, wOf(termtext.Line(term)), true
 			}
 			i = j
 		}

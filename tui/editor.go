@@ -12,6 +12,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/termtext"
 	"github.com/sluicehq/sluice/keymap"
 )
 
@@ -105,7 +106,7 @@ func (m *Model) editorSaved(msg editSavedMsg) bool {
 			m.km.B(keymap.Back).Help().Key + ", then " + m.km.B(keymap.Edit).Help().Key + " edits the new version)"
 		return true
 	case msg.err != nil:
-		ed.note = "not saved: " + Sanitize(msg.err.Error())
+		ed.note = "not saved: " + termtext.Line(msg.err.Error())
 		return true
 	}
 	m.editor = nil
@@ -116,10 +117,10 @@ func (m *Model) editorBox() []string {
 	ed := m.editor
 	t := m.theme
 	w, _ := m.editorSize()
-	title := "Edit the payload of " + Sanitize(ed.ready.id) + " (version " + strconv.FormatInt(ed.ready.version, 10) + ")"
+	title := "Edit the payload of " + termtext.Line(ed.ready.id) + " (version " + strconv.FormatInt(ed.ready.version, 10) + ")"
 	switch ed.ready.mode {
 	case editRetry:
-		title = "Retry " + Sanitize(ed.ready.id) + " with new input"
+		title = "Retry " + termtext.Line(ed.ready.id) + " with new input"
 	case editReplayResult:
 		title = replayResultTitle(ed.ready)
 	case editSignal:

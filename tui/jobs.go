@@ -10,6 +10,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/termtext"
 	"github.com/sluicehq/sluice/keymap"
 )
 
@@ -114,8 +115,8 @@ const maxErrText = 1024
 func newRow(j *engine.Job) *jobRow {
 	r := &jobRow{
 		job:   slimJob(j),
-		id:    Sanitize(j.ID),
-		queue: Sanitize(j.Queue),
+		id:    termtext.Line(j.ID),
+		queue: termtext.Line(j.Queue),
 		kind:  kindCell(j),
 		att:   strconv.Itoa(j.AttemptShown()) + "/" + strconv.Itoa(j.MaxAttempts),
 		crash: strconv.Itoa(j.CrashAttempt),
@@ -130,7 +131,7 @@ func newRow(j *engine.Job) *jobRow {
 			}
 			msg = msg[:cut]
 		}
-		r.errMsg = strings.Clone(Sanitize(msg))
+		r.errMsg = strings.Clone(termtext.Line(msg))
 	}
 	return r
 }

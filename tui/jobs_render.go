@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/termtext"
 	"github.com/sluicehq/sluice/themes"
 )
 
@@ -225,7 +226,7 @@ func (m *Model) jobsBody(w, h int) []string {
 	rows := h - 1
 	switch {
 	case v.err != nil && len(v.rows) == 0:
-		lines = append(lines, m.theme.ErrorText.Render(fit("  "+Sanitize(v.err.Error()), w)))
+		lines = append(lines, m.theme.ErrorText.Render(fit("  "+termtext.Line(v.err.Error()), w)))
 	case !v.loaded:
 		lines = append(lines, m.theme.Muted.Render(fit("  loading…", w)))
 	case len(v.rows) == 0:

@@ -3,10 +3,12 @@ package tui
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"charm.land/lipgloss/v2"
 
+	"github.com/sluicehq/sluice/internal/termtext"
 	"github.com/sluicehq/sluice/themes"
 )
 
@@ -14,23 +16,114 @@ import (
 // sanitized lines; colour is added only to the lines on screen, each cut
 // to the sheet's width first, so a 16 MiB payload costs what a screenful
 // costs to draw.
+//
+// Whatever the payload's shape, what is printed is bounded: indentation
+// stops growing past maxIndentDepth levels (json.Indent's grows with the
+// depth, so a payload of 10,000 nested objects, 60 KB, printed 100 MB of
+// spaces), and the sheet keeps at most maxPayloadLines lines, then says
+// how it was cut.
+const (
+	maxIndentDepth  = 32
+	maxPayloadLines = 200_000
+)
 
-// prettyJSON indents raw JSON; text that is not JSON is returned as is.
+// prettyJSON indents raw JSON as json.Indent does with two spaces, with
+// no line indented past maxIndentDepth levels (the text stays the same
+// JSON); text that is not JSON is returned as is.
 func prettyJSON(raw []byte) []byte {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return []byte("{}")
 	}
-	var b bytes.Buffer
-	b.Grow(len(raw) + len(raw)/4)
-	if err := json.Indent(&b, raw, "", "  "); err != nil {
+	if !json.Valid(raw) {
 		return raw
 	}
-	return b.Bytes()
+	out, _ := indentJSON(raw, -1)
+	return out
 }
 
-// prettyJSONLines is prettyJSON split into sanitized lines.
+// prettyJSONLines is prettyJSON split into sanitized lines, at most
+// maxPayloadLines of them and a last one saying the rest was cut.
 func prettyJSONLines(raw []byte) []string {
-	return SanitizeLines(string(prettyJSON(raw)))
+	if len(bytes.TrimSpace(raw)) == 0 || !json.Valid(raw) {
+		return termtext.Lines(string(prettyJSON(raw)))
+	}
+	out, cut := indentJSON(raw, maxPayloadLines)
+	lines := termtext.Lines(string(out))
+	if cut {
+		lines = append(lines, fmt.Sprintf("… cut at %s lines (%s bytes in all): sluice jobs show ID -o json prints it whole",
+			commas(maxPayloadLines), commas(int64(len(raw)))))
+	}
+	return lines
+}
+
+// indentJSON indents valid JSON raw like json.Indent(dst, raw, "", "  "),
+// indenting no line past maxIndentDepth levels. With maxLines >= 0 it
+// stops after that many lines and reports that it did.
+func indentJSON(raw []byte, maxLines int) (out []byte, cut bool) {
+	b := make([]byte, 0, len(raw)+len(raw)/4)
+	depth, lines := 0, 1
+	newline := func() bool {
+		if maxLines >= 0 && lines >= maxLines {
+			return false
+		}
+		lines++
+		b = append(b, '\n')
+		for range min(depth, maxIndentDepth) {
+			b = append(b, ' ', ' ')
+		}
+		return true
+	}
+	// next is the index of the first byte at or after i that is not
+	// white space.
+	next := func(i int) int {
+		for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
+			i++
+		}
+		return i
+	}
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		switch c {
+		case ' ', '\t', '\n', '\r':
+		case '"':
+			j := i + 1
+			for j < len(raw) && raw[j] != '"' {
+				if raw[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			b = append(b, raw[i:min(j+1, len(raw))]...)
+			i = j
+		case '{', '[':
+			b = append(b, c)
+			if k := next(i + 1); k < len(raw) && (raw[k] == '}' || raw[k] == ']') {
+				b = append(b, raw[k])
+				i = k
+				continue
+			}
+			depth++
+			if !newline() {
+				return b, true
+			}
+		case '}', ']':
+			depth--
+			if !newline() {
+				return b, true
+			}
+			b = append(b, c)
+		case ',':
+			b = append(b, c)
+			if !newline() {
+				return b, true
+			}
+		case ':':
+			b = append(b, ':', ' ')
+		default:
+			b = append(b, c)
+		}
+	}
+	return b, false
 }
 
 // clipPlain cuts plain (unstyled, sanitized) text to w cells.
@@ -38,7 +131,7 @@ func clipPlain(s string, w int) string {
 	if w <= 0 {
 		return ""
 	}
-	if len(s) <= w && isPlainASCII(s) {
+	if len(s) <= w && termtext.Plain(s) {
 		return s
 	}
 	return clip(s, w)

@@ -9,6 +9,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/termtext"
 	"github.com/sluicehq/sluice/keymap"
 )
 
@@ -354,7 +355,7 @@ func (m *Model) act(a engine.Action) tea.Cmd {
 				lines = append(lines, m.theme.Muted.Render(fmt.Sprintf("… and %s more", commas(int64(len(ids)-5)))))
 				break
 			}
-			lines = append(lines, "  "+Sanitize(id))
+			lines = append(lines, "  "+termtext.Line(id))
 		}
 		if len(ids) > engine.MaxApplyIDs {
 			lines = append(lines, m.theme.Muted.Render(fmt.Sprintf("sent in %d chunks of at most %s", (len(ids)+engine.MaxApplyIDs-1)/engine.MaxApplyIDs, commas(engine.MaxApplyIDs))))
@@ -390,11 +391,11 @@ func (m *Model) actionDone(msg actionMsg) tea.Cmd {
 		}
 		if _, still := m.jobs.marked[r.ID]; still {
 			// It stays marked, saying why: a second r redoes only these.
-			m.jobs.failNote[r.ID] = "✗ " + Sanitize(r.Reason) + ": " + Sanitize(r.Error)
+			m.jobs.failNote[r.ID] = "✗ " + termtext.Line(r.Reason) + ": " + termtext.Line(r.Error)
 		}
 		reasons[r.Reason]++
 		if firstFail == "" {
-			firstFail = Sanitize(r.ID) + ": " + Sanitize(r.Error)
+			firstFail = termtext.Line(r.ID) + ": " + termtext.Line(r.Error)
 		}
 	}
 	m.jobs.markOrder = m.markedKeysInOrder()
@@ -403,7 +404,7 @@ func (m *Model) actionDone(msg actionMsg) tea.Cmd {
 	var cmd tea.Cmd
 	switch {
 	case msg.err != nil:
-		text = fmt.Sprintf("%s: %s", text, Sanitize(msg.err.Error()))
+		text = fmt.Sprintf("%s: %s", text, termtext.Line(msg.err.Error()))
 		cmd = m.toastErr(text)
 	case failed > 0:
 		var parts []string
@@ -466,7 +467,7 @@ func (m *Model) openingEditor(cmd tea.Cmd) tea.Cmd {
 
 func (m *Model) editReady(msg editReadyMsg) tea.Cmd {
 	if msg.err != nil {
-		return m.toastErr(fmt.Sprintf("edit %s: %s", Sanitize(msg.id), Sanitize(msg.err.Error())))
+		return m.toastErr(fmt.Sprintf("edit %s: %s", termtext.Line(msg.id), termtext.Line(msg.err.Error())))
 	}
 	if m.opts.BuiltinEditor {
 		return m.openEditor(msg)
@@ -479,7 +480,7 @@ func (m *Model) editReady(msg editReadyMsg) tea.Cmd {
 func (m *Model) editorDone(msg editorDoneMsg) tea.Cmd {
 	if msg.err != nil {
 		m.pendingEdit = &msg.ready
-		return m.toastErr(fmt.Sprintf("editor: %s — nothing saved", Sanitize(msg.err.Error())))
+		return m.toastErr(fmt.Sprintf("editor: %s — nothing saved", termtext.Line(msg.err.Error())))
 	}
 	return m.saveEdit(msg.ready, nil)
 }
@@ -508,13 +509,13 @@ func (m *Model) editSaved(msg editSavedMsg) tea.Cmd {
 		if isErr(msg.err, engine.ErrConflict) && msg.mode == editPayload {
 			return m.toastErr("the payload changed since it was opened — nothing saved; " + key + " edits the new version")
 		}
-		return m.toastErr(fmt.Sprintf("save %s: %s", Sanitize(msg.id), Sanitize(msg.err.Error())))
+		return m.toastErr(fmt.Sprintf("save %s: %s", termtext.Line(msg.id), termtext.Line(msg.err.Error())))
 	case msg.same:
 		return m.toast("payload unchanged — nothing saved")
 	}
 	text := fmt.Sprintf("payload saved (version %d)", msg.job.Version)
 	if msg.mode == editRetry {
-		text = "retried with new input as " + Sanitize(msg.job.ID)
+		text = "retried with new input as " + termtext.Line(msg.job.ID)
 	}
 	cmds := []tea.Cmd{m.toast(text), m.loadCounts(), m.jobs.refresh(m)}
 	if m.sheet.open && m.sheet.id == msg.id && msg.mode == editPayload {

@@ -12,6 +12,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/termtext"
 )
 
 // Replay from a step: `:replay N` on the sheet's job (else the cursor's),
@@ -78,29 +79,29 @@ func previewReplay(ctx context.Context, ctl engine.Control, id string, n int, re
 // replayPreviewed shows the preview and asks.
 func (m *Model) replayPreviewed(msg replayPreviewMsg) tea.Cmd {
 	if msg.err != nil {
-		return m.toastErr("replay " + Sanitize(msg.id) + ": " + Sanitize(msg.err.Error()))
+		return m.toastErr("replay " + termtext.Line(msg.id) + ": " + termtext.Line(msg.err.Error()))
 	}
 	t := m.theme
 	var lines []string
 	for i, s := range msg.plan.Kept {
 		if len(msg.result) > 0 && i == len(msg.plan.Kept)-1 {
-			lines = append(lines, t.OKText.Render("keep  ")+t.Muted.Render(fmt.Sprintf("%2d ", i+1))+Sanitize(s.Name)+
+			lines = append(lines, t.OKText.Render("keep  ")+t.Muted.Render(fmt.Sprintf("%2d ", i+1))+termtext.Line(s.Name)+
 				t.WarnText.Render(" · result replaced:"))
 			lines = append(lines, resultLines(t.Muted.Render("        "), s.Result)...)
 			continue
 		}
-		lines = append(lines, t.OKText.Render("keep  ")+t.Muted.Render(fmt.Sprintf("%2d ", i+1))+Sanitize(s.Name)+
+		lines = append(lines, t.OKText.Render("keep  ")+t.Muted.Render(fmt.Sprintf("%2d ", i+1))+termtext.Line(s.Name)+
 			t.Muted.Render(" · its result is replayed"))
 	}
 	for i, s := range msg.plan.Rerun {
-		lines = append(lines, t.WarnText.Render("run   ")+t.Muted.Render(fmt.Sprintf("%2d ", len(msg.plan.Kept)+i+1))+Sanitize(s.Name)+
+		lines = append(lines, t.WarnText.Render("run   ")+t.Muted.Render(fmt.Sprintf("%2d ", len(msg.plan.Kept)+i+1))+termtext.Line(s.Name)+
 			t.Muted.Render(" · was "+string(s.State)))
 	}
 	lines = append(lines, t.WarnText.Render("run   ")+t.Muted.Render("   then every step the handler asks for after those"),
-		"", t.Muted.Render("a new job runs; "+Sanitize(msg.id)+" stays as it is, linked to it"))
+		"", t.Muted.Render("a new job runs; "+termtext.Line(msg.id)+" stays as it is, linked to it"))
 	id, step, result := msg.id, msg.step, msg.result
 	d := &confirmDialog{
-		title: fmt.Sprintf("Replay %s from step %d as a new job?", Sanitize(id), step),
+		title: fmt.Sprintf("Replay %s from step %d as a new job?", termtext.Line(id), step),
 		count: 1,
 		lines: lines,
 		yes:   func() tea.Cmd { return m.replayCmd(id, step, result) },
@@ -135,7 +136,7 @@ func resultLines(indent string, raw json.RawMessage) []string {
 			out = append(out, indent+fmt.Sprintf("… %d more lines", len(ls)-most))
 			break
 		}
-		out = append(out, indent+Sanitize(l))
+		out = append(out, indent+termtext.Line(l))
 	}
 	return out
 }
@@ -186,7 +187,7 @@ func (m *Model) prepareReplayEdit(id string, step int, name string, cur json.Raw
 // replayResultTitle is the editor's title for a replacement result.
 func replayResultTitle(r editReadyMsg) string {
 	return fmt.Sprintf("Result of step %d (%s) for the replay of %s from step %d",
-		r.step-1, Sanitize(r.stepName), Sanitize(r.id), r.step)
+		r.step-1, termtext.Line(r.stepName), termtext.Line(r.id), r.step)
 }
 
 // replayResultEdited checks the edited result is one JSON value and
@@ -224,17 +225,17 @@ func (m *Model) replayResultSaved(msg editSavedMsg) tea.Cmd {
 		return m.toastErr(fmt.Sprintf("%s — the replay was not started", msg.invalid))
 	case msg.err != nil:
 		msg.ready.removeFile()
-		return m.toastErr("replay " + Sanitize(msg.id) + ": " + Sanitize(msg.err.Error()))
+		return m.toastErr("replay " + termtext.Line(msg.id) + ": " + termtext.Line(msg.err.Error()))
 	}
 	return m.replayPreviewed(*msg.preview)
 }
 
 func (m *Model) replayDone(msg replayDoneMsg) tea.Cmd {
 	if msg.err != nil {
-		return m.toastErr("replay " + Sanitize(msg.id) + ": " + Sanitize(msg.err.Error()))
+		return m.toastErr("replay " + termtext.Line(msg.id) + ": " + termtext.Line(msg.err.Error()))
 	}
 	m.sheet.invalidate()
-	cmds := []tea.Cmd{m.toast(fmt.Sprintf("replaying %s from step %d as %s", Sanitize(msg.id), msg.step, Sanitize(msg.job.ID)))}
+	cmds := []tea.Cmd{m.toast(fmt.Sprintf("replaying %s from step %d as %s", termtext.Line(msg.id), msg.step, termtext.Line(msg.job.ID)))}
 	if m.sheet.open && m.sheet.id == msg.id {
 		// The original now names its fork.
 		cmds = append(cmds, m.loadDetail(msg.id, false))

@@ -9,6 +9,7 @@ import (
 	"charm.land/lipgloss/v2"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/termtext"
 	"github.com/sluicehq/sluice/keymap"
 )
 
@@ -116,7 +117,7 @@ func (m *Model) renderList(ls *listScreen, cols []colSpec, n int, row func(i int
 	ls.clamp(n, rows)
 	switch {
 	case ls.err != nil && n == 0:
-		out = append(out, t.ErrorText.Render(clip("  "+Sanitize(ls.err.Error()), w)))
+		out = append(out, t.ErrorText.Render(clip("  "+termtext.Line(ls.err.Error()), w)))
 	case !ls.loaded:
 		out = append(out, t.Muted.Render("  loading…"))
 	case n == 0:
@@ -147,9 +148,9 @@ func (m *Model) screenBody(w, h int) []string {
 				st = t.Muted
 			}
 			return []cell{
-				{Sanitize(fp.Fingerprint), t.Cell}, {Sanitize(fp.Kind), t.Row}, {string(fp.Status), st},
+				{termtext.Line(fp.Fingerprint), t.Cell}, {termtext.Line(fp.Kind), t.Row}, {string(fp.Status), st},
 				{fmt.Sprint(fp.Crashes), t.WarnText}, {age(now, fp.Since), t.Cell},
-				{commas(int64(fp.Held)), t.Row}, {stepCrashText(fp) + Sanitize(fp.LastError), t.ErrorText},
+				{commas(int64(fp.Held)), t.Row}, {stepCrashText(fp) + termtext.Line(fp.LastError), t.ErrorText},
 			}
 		}, w, h, "no quarantined fingerprints")
 	case scrOperations:
@@ -171,10 +172,10 @@ func (m *Model) screenBody(w, h int) []string {
 				st = t.ErrorText
 			}
 			return []cell{
-				{fitMiddle(Sanitize(op.ID), 15), t.Cell}, {string(op.Action), t.Row}, {string(op.Status), st},
+				{fitMiddle(termtext.Line(op.ID), 15), t.Cell}, {string(op.Action), t.Row}, {string(op.Status), st},
 				{barText(frac, 11) + fmt.Sprintf(" %3.0f%%", min(frac, 1)*100), t.Accent},
 				{commas(op.Matched), t.Row}, {commas(op.Processed), t.Row}, {commas(op.Succeeded), t.OKText},
-				{commas(op.Failed), t.ErrorText}, {Sanitize(op.CreatedBy), t.Cell}, {age(now, op.CreatedAt), t.Cell},
+				{commas(op.Failed), t.ErrorText}, {termtext.Line(op.CreatedBy), t.Cell}, {age(now, op.CreatedAt), t.Cell},
 				{describeFilter(op.Selector), t.Muted},
 			}
 		}, w, h, "no bulk operations yet")
@@ -192,7 +193,7 @@ func (m *Model) screenBody(w, h int) []string {
 			if q.Paused {
 				status, st = "paused", t.WarnText
 			}
-			cells := []cell{{Sanitize(q.Name), t.Row}, {status, st}}
+			cells := []cell{{termtext.Line(q.Name), t.Row}, {status, st}}
 			for _, s := range states {
 				n := q.Counts[s]
 				cs := t.Subtle
@@ -215,7 +216,7 @@ func (m *Model) screenBody(w, h int) []string {
 		if m.meta != nil && m.meta.Retention != nil {
 			r = m.meta.Retention.Of(q.Name)
 		}
-		info := clip("  "+t.Muted.Render("retention of "+Sanitize(q.Name)+": "+retentionSummary(r)), w)
+		info := clip("  "+t.Muted.Render("retention of "+termtext.Line(q.Name)+": "+retentionSummary(r)), w)
 		if pos := 2 + min(n, h-1); pos < h {
 			lines[pos] = info
 			return lines
@@ -238,13 +239,13 @@ func (m *Model) screenBody(w, h int) []string {
 		return m.renderList(&m.groups, cols, len(m.groupsData), func(i int) []cell {
 			g := m.groupsData[i]
 			cs := []cell{
-				{Sanitize(g.Queue), t.Row}, {Sanitize(g.Kind), t.Row}, {commas(g.Count), t.State("archived")},
+				{termtext.Line(g.Queue), t.Row}, {termtext.Line(g.Kind), t.Row}, {commas(g.Count), t.State("archived")},
 				{age(now, g.LastSeen), t.Cell},
 			}
 			if first {
 				cs = append(cs, cell{age(now, g.FirstSeen), t.Cell})
 			}
-			return append(cs, cell{Sanitize(g.Pattern), t.ErrorText})
+			return append(cs, cell{termtext.Line(g.Pattern), t.ErrorText})
 		}, w, h, "no dead jobs — nothing to explain")
 	}
 	return padLines(nil, h)
@@ -427,7 +428,7 @@ func (m *Model) openListItem(i int) tea.Cmd {
 		if !opDone(op.Status) {
 			return m.watchOperation(op)
 		}
-		return m.toast(fmt.Sprintf("operation %s %s: %s matched, %s ok, %s failed", Sanitize(op.ID), op.Status,
+		return m.toast(fmt.Sprintf("operation %s %s: %s matched, %s ok, %s failed", termtext.Line(op.ID), op.Status,
 			commas(op.Matched), commas(op.Succeeded), commas(op.Failed)))
 	}
 	return tea.Batch(m.switchScreen(scrJobs), m.loadCounts())
@@ -449,7 +450,7 @@ func (m *Model) listAction(msg tea.KeyPressMsg, i int) tea.Cmd {
 				title: fmt.Sprintf("Release 1 fingerprint, %s?", plural(int64(fp.Held), "held job", "held jobs")),
 				count: int64(fp.Held),
 				lines: []string{
-					m.theme.Muted.Render("kind " + Sanitize(fp.Kind) + " · " + fmt.Sprint(fp.Crashes) + " crashes"),
+					m.theme.Muted.Render("kind " + termtext.Line(fp.Kind) + " · " + fmt.Sprint(fp.Crashes) + " crashes"),
 					m.theme.Muted.Render("its held jobs return to available; the next crash quarantines it again"),
 				},
 				yes: func() tea.Cmd { return m.releaseFingerprint(fpv) },
@@ -466,11 +467,11 @@ func (m *Model) listAction(msg tea.KeyPressMsg, i int) tea.Cmd {
 			}
 			id := op.ID
 			m.dialog = &confirmDialog{
-				title: fmt.Sprintf("Cancel operation %s (%s of %s processed)?", Sanitize(op.ID), commas(op.Processed), commas(op.Matched)),
+				title: fmt.Sprintf("Cancel operation %s (%s of %s processed)?", termtext.Line(op.ID), commas(op.Processed), commas(op.Matched)),
 				yes:   func() tea.Cmd { return m.cancelOperation(id) },
 			}
 		case km.Matches(msg, keymap.Copy):
-			return tea.Batch(tea.SetClipboard(op.ID), m.toast("copied "+Sanitize(op.ID)))
+			return tea.Batch(tea.SetClipboard(op.ID), m.toast("copied "+termtext.Line(op.ID)))
 		}
 	case scrQueues:
 		q := m.queuesData[i]
@@ -485,7 +486,7 @@ func (m *Model) listAction(msg tea.KeyPressMsg, i int) tea.Cmd {
 				what = "workers claim from the queue again; its waiting jobs run"
 			}
 			m.dialog = &confirmDialog{
-				title: fmt.Sprintf("%s queue %s?", verb, Sanitize(q.Name)),
+				title: fmt.Sprintf("%s queue %s?", verb, termtext.Line(q.Name)),
 				lines: []string{m.theme.Muted.Render(what)},
 				yes:   func() tea.Cmd { return m.pauseQueue(name, pause) },
 			}
@@ -494,7 +495,7 @@ func (m *Model) listAction(msg tea.KeyPressMsg, i int) tea.Cmd {
 		g := m.groupsData[i]
 		if km.Matches(msg, keymap.Bulk) || km.Matches(msg, keymap.Retry) {
 			return m.startBulk(engine.ActionRetry, g.Selector,
-				fmt.Sprintf("error group %s / %s — %s", Sanitize(g.Queue), Sanitize(g.Kind), Sanitize(g.Pattern)))
+				fmt.Sprintf("error group %s / %s — %s", termtext.Line(g.Queue), termtext.Line(g.Kind), termtext.Line(g.Pattern)))
 		}
 	}
 	return nil
@@ -502,7 +503,7 @@ func (m *Model) listAction(msg tea.KeyPressMsg, i int) tea.Cmd {
 
 func (m *Model) released(msg releaseMsg) tea.Cmd {
 	if msg.err != nil {
-		return m.toastErr("release: " + Sanitize(msg.err.Error()))
+		return m.toastErr("release: " + termtext.Line(msg.err.Error()))
 	}
 	return tea.Batch(
 		m.toast(fmt.Sprintf("released 1 fingerprint: %s back to available", plural(int64(msg.released), "job", "jobs"))),

@@ -9,6 +9,7 @@ import (
 	"charm.land/lipgloss/v2"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/termtext"
 	"github.com/sluicehq/sluice/keymap"
 )
 
@@ -300,19 +301,19 @@ func (m *Model) sheetInfo(w int) []string {
 	}()
 
 	if s.err != nil && s.detail == nil {
-		add(t.SheetHead.Render("job " + Sanitize(s.id)))
-		for _, l := range wrap(Sanitize(s.err.Error()), w) {
+		add(t.SheetHead.Render("job " + termtext.Line(s.id)))
+		for _, l := range wrap(termtext.Line(s.err.Error()), w) {
 			add(t.ErrorText.Render(l))
 		}
 		return out
 	}
 	if s.detail == nil || s.detail.Job == nil {
-		add(t.SheetHead.Render("job " + Sanitize(s.id)))
+		add(t.SheetHead.Render("job " + termtext.Line(s.id)))
 		add(t.Muted.Render("loading…"))
 		return out
 	}
 	j := s.detail.Job
-	for _, l := range wrap("job "+Sanitize(j.ID), w) {
+	for _, l := range wrap("job "+termtext.Line(j.ID), w) {
 		add(t.SheetHead.Render(l))
 	}
 	state := t.State(string(j.State)).Render(string(j.State))
@@ -321,13 +322,13 @@ func (m *Model) sheetInfo(w int) []string {
 	}
 	add(t.Label.Render(fit("state", 12)) + " " + state)
 	if w := engine.WaitOf(j); w != nil {
-		field("waits for", Sanitize(waitLine(w)))
+		field("waits for", termtext.Line(waitLine(w)))
 		if k := m.km.B(keymap.Signal).Help().Key; w.Kind == engine.WaitKindSignal && m.km.Enabled(keymap.Signal) {
 			add(strings.Repeat(" ", 13) + t.Muted.Render(k+" sends it (payload in the editor)"))
 		}
 	}
-	field("queue", Sanitize(j.Queue))
-	field("kind", fmt.Sprintf("%s (schema v%d)", Sanitize(j.Kind), j.SchemaVersion))
+	field("queue", termtext.Line(j.Queue))
+	field("kind", fmt.Sprintf("%s (schema v%d)", termtext.Line(j.Kind), j.SchemaVersion))
 	field("attempt", fmt.Sprintf("%d/%d · crashes %d · priority %d", j.AttemptShown(), j.MaxAttempts, j.CrashAttempt, j.Priority))
 
 	section("lifecycle")
@@ -336,14 +337,14 @@ func (m *Model) sheetInfo(w int) []string {
 		field("attempted", stamp(now, *j.AttemptedAt))
 	}
 	if j.AttemptedBy != "" {
-		field("worker", Sanitize(j.AttemptedBy))
+		field("worker", termtext.Line(j.AttemptedBy))
 	}
 	field("in state", stamp(now, j.StateChangedAt))
 	if j.FinalizedAt != nil {
 		field("finalized", stamp(now, *j.FinalizedAt))
 	}
 	if j.State.Terminal() {
-		field("retention", retentionLine(now, Sanitize(j.Queue), j.State, s.detail.DeleteAt))
+		field("retention", retentionLine(now, termtext.Line(j.Queue), j.State, s.detail.DeleteAt))
 	}
 	if !j.State.Terminal() {
 		field("scheduled", stamp(now, j.ScheduledAt))
@@ -355,14 +356,14 @@ func (m *Model) sheetInfo(w int) []string {
 		field("timeout", j.Timeout.String())
 	}
 	if j.Lease != nil {
-		field("lease", fmt.Sprintf("%s until %s", Sanitize(j.Lease.WorkerID), stamp(now, j.Lease.ExpiresAt)))
+		field("lease", fmt.Sprintf("%s until %s", termtext.Line(j.Lease.WorkerID), stamp(now, j.Lease.ExpiresAt)))
 	}
-	field("fingerprint", shortFP(Sanitize(j.Fingerprint)))
+	field("fingerprint", shortFP(termtext.Line(j.Fingerprint)))
 	field("version", fmt.Sprintf("%d · fence %d", j.Version, j.Fence))
 	if len(j.Tags) > 0 {
 		tags := make([]string, len(j.Tags))
 		for i, tg := range j.Tags {
-			tags[i] = Sanitize(tg)
+			tags[i] = termtext.Line(tg)
 		}
 		field("tags", strings.Join(tags, ", "))
 	}
@@ -382,7 +383,7 @@ func (m *Model) sheetInfo(w int) []string {
 			extra = append(extra, fmt.Sprintf("#%d", ev.Attempt))
 		}
 		if ev.Actor != "" {
-			extra = append(extra, Sanitize(ev.Actor))
+			extra = append(extra, termtext.Line(ev.Actor))
 		}
 		switch ev.Kind {
 		case engine.EventRetried, engine.EventReleased, engine.EventCancelled, engine.EventHeld:
@@ -397,7 +398,7 @@ func (m *Model) sheetInfo(w int) []string {
 			if ev.Kind == engine.EventClaimed {
 				st = t.Muted
 			}
-			for _, l := range wrap(Sanitize(ev.Message), max(w-6, 8)) {
+			for _, l := range wrap(termtext.Line(ev.Message), max(w-6, 8)) {
 				add("      " + st.Render(l))
 			}
 		}
@@ -412,14 +413,14 @@ func (m *Model) sheetInfo(w int) []string {
 			}
 			head := fmt.Sprintf("#%d %s · %s", e.Attempt, kind, e.At.UTC().Format("15:04:05"))
 			if e.Worker != "" {
-				head += " · " + Sanitize(e.Worker)
+				head += " · " + termtext.Line(e.Worker)
 			}
 			add(t.Bold.Render(head))
-			for _, l := range wrap(Sanitize(e.Message), max(w-2, 8)) {
+			for _, l := range wrap(termtext.Line(e.Message), max(w-2, 8)) {
 				add("  " + t.ErrorText.Render(l))
 			}
 			if e.Trace != "" {
-				tl := SanitizeLines(strings.TrimRight(e.Trace, "\n"))
+				tl := termtext.Lines(strings.TrimRight(e.Trace, "\n"))
 				const maxTrace = 12
 				for i, l := range tl {
 					if i == maxTrace {
@@ -483,9 +484,9 @@ func (m *Model) sheetInfo(w int) []string {
 		s.linksAt = len(out) - 1
 		for i, l := range s.links {
 			s.linkLineAt = append(s.linkLineAt, len(out))
-			v := Sanitize(l.id)
+			v := termtext.Line(l.id)
 			if l.note != "" {
-				v += " · " + Sanitize(l.note)
+				v += " · " + termtext.Line(l.note)
 			}
 			gutter := ""
 			if s.linkFocus {
@@ -501,7 +502,7 @@ func (m *Model) sheetInfo(w int) []string {
 		open, pick := m.km.B(keymap.Open).Help().Key, m.km.B(keymap.StepDown).Help().Key
 		switch {
 		case open != "" && s.linkFocus && s.linkPick < s.followable():
-			hint := open + " follows " + Sanitize(s.links[s.linkPick].id)
+			hint := open + " follows " + termtext.Line(s.links[s.linkPick].id)
 			if pick != "" && s.followable() > 1 {
 				hint += " · " + pick + "/" + m.km.B(keymap.StepUp).Help().Key + " picks another"
 			}
@@ -523,7 +524,7 @@ func (m *Model) sheetInfo(w int) []string {
 	case s.payloadLoading:
 		add(t.Muted.Render("loading payload…"))
 	case s.payloadErr != nil:
-		add(t.ErrorText.Render(clip(Sanitize(s.payloadErr.Error()), w)))
+		add(t.ErrorText.Render(clip(termtext.Line(s.payloadErr.Error()), w)))
 	default:
 		add(t.Muted.Render(fmt.Sprintf("%s lines", commas(int64(len(s.payload))))))
 	}

@@ -9,6 +9,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/termtext"
 	"github.com/sluicehq/sluice/keymap"
 )
 
@@ -74,7 +75,7 @@ func (m *Model) stepLines(j *engine.Job, cp *engine.Checkpoint, w, cursor int) (
 	}
 	nameW := 4
 	for _, s := range cp.Steps {
-		nameW = max(nameW, min(len(Sanitize(s.Name)), 20))
+		nameW = max(nameW, min(len(termtext.Line(s.Name)), 20))
 	}
 	gutter := func(i int) string {
 		switch {
@@ -100,7 +101,7 @@ func (m *Model) stepLines(j *engine.Job, cp *engine.Checkpoint, w, cursor int) (
 		if i == running {
 			mark, st, state = "▶", t.InfoText, "running"
 		}
-		name := Sanitize(s.Name)
+		name := termtext.Line(s.Name)
 		if name == "" {
 			name = "?"
 		}
@@ -120,7 +121,7 @@ func (m *Model) stepLines(j *engine.Job, cp *engine.Checkpoint, w, cursor int) (
 			" " + st.Render(fit(state, 9)) + " " + t.Muted.Render(strings.Join(facts, " · "))
 		out = append(out, clip(line, w))
 		if s.Error != "" && s.State != engine.StepCompleted {
-			for _, l := range wrap(Sanitize(s.Error), max(w-5, 8)) {
+			for _, l := range wrap(termtext.Line(s.Error), max(w-5, 8)) {
 				out = append(out, clip(gutter(-1)+"     "+t.ErrorText.Render(l), w))
 			}
 		}
@@ -244,9 +245,9 @@ func stepDur(d time.Duration) string {
 // kindCell is a row's kind, with a dlq chip on a dead-letter handler job.
 func kindCell(j *engine.Job) string {
 	if engine.IsDeadLetter(j.ID) || j.DeadLetterOf != "" {
-		return "[dlq] " + Sanitize(j.Kind)
+		return "[dlq] " + termtext.Line(j.Kind)
 	}
-	return Sanitize(j.Kind)
+	return termtext.Line(j.Kind)
 }
 
 // stepCrashText leads a fingerprint's last crash with its crashes per
@@ -268,7 +269,7 @@ func stepCrashText(fp *engine.Fingerprint) string {
 	})
 	parts := make([]string, len(names))
 	for i, n := range names {
-		parts[i] = fmt.Sprintf("%s ×%d", Sanitize(n), fp.StepCrashes[n])
+		parts[i] = fmt.Sprintf("%s ×%d", termtext.Line(n), fp.StepCrashes[n])
 	}
 	return "in " + strings.Join(parts, ", ") + ": "
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/charmbracelet/colorprofile"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/termtext"
 	"github.com/sluicehq/sluice/keymap"
 	"github.com/sluicehq/sluice/themes"
 )
@@ -434,13 +435,13 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 		return m.released(msg)
 	case pauseMsg:
 		if msg.err != nil {
-			return m.toastErr(fmt.Sprintf("queue %s: %v", Sanitize(msg.queue), msg.err))
+			return m.toastErr(fmt.Sprintf("queue %s: %v", termtext.Line(msg.queue), msg.err))
 		}
 		verb := "resumed"
 		if msg.paused {
 			verb = "paused"
 		}
-		return tea.Batch(m.toast(fmt.Sprintf("queue %s %s", Sanitize(msg.queue), verb)), m.loadScreen(scrQueues))
+		return tea.Batch(m.toast(fmt.Sprintf("queue %s %s", termtext.Line(msg.queue), verb)), m.loadScreen(scrQueues))
 	case subscribedMsg:
 		m.subscribing = false
 		if msg.err != nil {
@@ -523,7 +524,7 @@ func (m *Model) failed(what retryWhat, name string, err error) tea.Cmd {
 		return nil
 	}
 	if isErr(err, engine.ErrUnsupported) {
-		m.banner = fmt.Sprintf("%s: %s", name, Sanitize(err.Error()))
+		m.banner = fmt.Sprintf("%s: %s", name, termtext.Line(err.Error()))
 		return nil
 	}
 	if isErr(err, engine.ErrDenied) {
@@ -531,7 +532,7 @@ func (m *Model) failed(what retryWhat, name string, err error) tea.Cmd {
 		// an outage: asking again will not help, so nothing is retried
 		// and the header says refused, not unreachable.
 		m.denied = true
-		m.banner = fmt.Sprintf("%s refused: %s — start the console with a token the server accepts", name, Sanitize(err.Error()))
+		m.banner = fmt.Sprintf("%s refused: %s — start the console with a token the server accepts", name, termtext.Line(err.Error()))
 		return nil
 	}
 	n, failing := m.failures[what]
@@ -542,7 +543,7 @@ func (m *Model) failed(what retryWhat, name string, err error) tea.Cmd {
 	}
 	m.failures[what] = n + 1
 	wait := min(time.Second<<min(n, 5), 30*time.Second)
-	m.banner = fmt.Sprintf("%s failed: %s — retrying in %s", name, Sanitize(err.Error()), wait)
+	m.banner = fmt.Sprintf("%s failed: %s — retrying in %s", name, termtext.Line(err.Error()), wait)
 	if m.retrying[what] {
 		return nil
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/termtext"
 	"github.com/sluicehq/sluice/keymap"
 	"github.com/sluicehq/sluice/themes"
 )
@@ -52,7 +53,7 @@ func (m *Model) storeWarned() bool { return m.meta != nil && len(m.meta.Warnings
 func (m *Model) storeWarningLines(w int) []string {
 	out := make([]string, len(m.meta.Warnings))
 	for i, s := range m.meta.Warnings {
-		out[i] = m.theme.WarnText.Render(fit(clip("! store: "+Sanitize(s), w), w))
+		out[i] = m.theme.WarnText.Render(fit(clip("! store: "+termtext.Line(s), w), w))
 	}
 	return out
 }
@@ -228,15 +229,15 @@ func (m *Model) renderTitle(w int) string {
 	left := b.String()
 	var info []string
 	if m.meta != nil {
-		info = append(info, Sanitize(m.meta.Backend))
+		info = append(info, termtext.Line(m.meta.Backend))
 	}
 	if m.opts.Source != "" {
-		info = append(info, Sanitize(m.opts.Source))
+		info = append(info, termtext.Line(m.opts.Source))
 	}
 	if m.meta != nil {
 		who := string(m.meta.Role)
 		if m.meta.Actor != "" {
-			who = Sanitize(m.meta.Actor) + " (" + who + ")"
+			who = termtext.Line(m.meta.Actor) + " (" + who + ")"
 		}
 		info = append(info, who)
 	}
@@ -329,11 +330,11 @@ func (m *Model) renderFilterLine(w int) string {
 	switch {
 	case v.queryErr != "":
 		msg := strings.TrimPrefix(v.queryErr, engine.ErrInvalid.Error()+": ")
-		return clip(prompt+" "+Sanitize(v.query)+"  "+t.FilterError.Render("✗ "+Sanitize(msg)), w)
+		return clip(prompt+" "+termtext.Line(v.query)+"  "+t.FilterError.Render("✗ "+termtext.Line(msg)), w)
 	case v.query == "":
 		return clip(prompt+" "+t.Subtle.Render("no filter — "+m.km.B(keymap.Filter).Help().Key+" filters with the query grammar"), w)
 	}
-	return clip(prompt+" "+t.Value.Render(Sanitize(v.query)), w)
+	return clip(prompt+" "+t.Value.Render(termtext.Line(v.query)), w)
 }
 
 // statusLine is the bottom line: where the cursor is, marks, selection,

@@ -13,6 +13,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/termtext"
 )
 
 // Workflows that wait (engine/wait.go), in the sheet: what a waiting job
@@ -40,11 +41,11 @@ func waitCell(j *engine.Job, now time.Time) string {
 	case engine.WaitKindSleep:
 		return "⏸ until " + waitClock(w.Until, now)
 	case engine.WaitKindSignal:
-		return "⏸ signal " + Sanitize(w.Signal)
+		return "⏸ signal " + termtext.Line(w.Signal)
 	case engine.WaitKindChildren:
 		return fmt.Sprintf("⏸ children %d/%d", w.Done, w.Total)
 	}
-	return "⏸ " + Sanitize(string(w.Kind))
+	return "⏸ " + termtext.Line(string(w.Kind))
 }
 
 // waitClock is a wait's time as the sheet's timeline shows times (UTC),
@@ -180,7 +181,7 @@ func (m *Model) prepareSignalEdit(id, name string, cur json.RawMessage) tea.Cmd 
 
 // signalEditTitle is the editor's title for a signal's payload.
 func signalEditTitle(r editReadyMsg) string {
-	return "Payload of the signal " + Sanitize(r.signal) + " to " + Sanitize(r.id)
+	return "Payload of the signal " + termtext.Line(r.signal) + " to " + termtext.Line(r.id)
 }
 
 // signalEdited checks the edited payload is one JSON value; it runs in
@@ -206,12 +207,12 @@ func (m *Model) signalPayloadEdited(msg editSavedMsg) tea.Cmd {
 		return m.toastErr(fmt.Sprintf("%s — nothing sent", msg.invalid))
 	case msg.err != nil:
 		r.removeFile()
-		return m.toastErr("signal " + Sanitize(r.signal) + ": " + Sanitize(msg.err.Error()))
+		return m.toastErr("signal " + termtext.Line(r.signal) + ": " + termtext.Line(msg.err.Error()))
 	}
 	id, name, payload := r.id, r.signal, msg.signalPayload
 	lines := append([]string{m.theme.Muted.Render("payload:")}, resultLines("  ", payload)...)
 	m.dialog = &confirmDialog{
-		title:    fmt.Sprintf("Send the signal %s to %s?", Sanitize(name), Sanitize(id)),
+		title:    fmt.Sprintf("Send the signal %s to %s?", termtext.Line(name), termtext.Line(id)),
 		count:    1,
 		lines:    lines,
 		yes:      func() tea.Cmd { return m.sendSignal(id, name, payload) },
@@ -251,7 +252,7 @@ func (m *Model) signalCommand(arg string) (tea.Cmd, error) {
 		return nil, fmt.Errorf("signal NAME [JSON]: NAME is the signal the job waits for")
 	}
 	if payload != "" && !json.Valid([]byte(payload)) {
-		return nil, fmt.Errorf("signal %s: the payload is not JSON", Sanitize(name))
+		return nil, fmt.Errorf("signal %s: the payload is not JSON", termtext.Line(name))
 	}
 	id := ""
 	if m.sheet.open && m.sheet.id != "" {
@@ -269,9 +270,9 @@ func (m *Model) signalCommand(arg string) (tea.Cmd, error) {
 // the sheet.
 func (m *Model) signalDone(msg signalMsg) tea.Cmd {
 	if msg.err != nil {
-		return m.toastErr("signal " + Sanitize(msg.name) + " to " + Sanitize(msg.id) + ": " + Sanitize(msg.err.Error()))
+		return m.toastErr("signal " + termtext.Line(msg.name) + " to " + termtext.Line(msg.id) + ": " + termtext.Line(msg.err.Error()))
 	}
-	cmd := m.toast("signal " + Sanitize(msg.name) + " sent to " + Sanitize(msg.id))
+	cmd := m.toast("signal " + termtext.Line(msg.name) + " sent to " + termtext.Line(msg.id))
 	if m.sheet.open && m.sheet.id == msg.id {
 		return tea.Batch(cmd, m.loadDetail(msg.id, false))
 	}

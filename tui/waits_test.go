@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/backend/backendtest"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/termtext"
 )
 
 // Waiting workflows in the console: what a waiting job waits for, the
@@ -265,7 +266,7 @@ func TestWaitCellEscapes(t *testing.T) {
 		w    engine.WaitSummary
 		want string
 	}{
-		{engine.WaitSummary{Kind: engine.WaitKindSignal, Signal: "pay\x1b]52;c;aGk=\x07ment"}, "⏸ signal pay" + Sanitize("\x1b]52;c;aGk=\x07") + "ment"},
+		{engine.WaitSummary{Kind: engine.WaitKindSignal, Signal: "pay\x1b]52;c;aGk=\x07ment"}, "⏸ signal pay" + termtext.Line("\x1b]52;c;aGk=\x07") + "ment"},
 		{engine.WaitSummary{Kind: engine.WaitKindSleep, Until: time.Date(2030, 1, 2, 14, 5, 0, 0, time.UTC)}, "⏸ until 14:05:00"},
 		{engine.WaitSummary{Kind: engine.WaitKindSleep, Until: time.Date(2030, 1, 3, 14, 5, 0, 0, time.UTC)}, "⏸ until 2030-01-03 14:05"},
 		{engine.WaitSummary{Kind: engine.WaitKindChildren, Done: 97, Total: 100}, "⏸ children 97/100"},

@@ -22,6 +22,9 @@ func controlChecks() []check {
 	return []check{
 		{name: "ListFiltersAndPaging", fn: testControlList},
 		{name: "ListBadInput", fn: testControlListBadInput},
+		{name: "NestingLimitAtEveryEntry", fn: testControlNestingLimit},
+		{name: "DeepRowBreaksNoListing", fn: testControlDeepRowListed},
+		{name: "FilterBoundsRefused", fn: testControlFilterBounds},
 		{name: "GetJob", fn: testControlGetJob},
 		{name: "ListRowsCarryLatestError", fn: testControlListLatestError},
 		{name: "Counts", fn: testControlCounts},

@@ -20,6 +20,7 @@ import (
 func controlStoreChecks() []check {
 	return []check{
 		{name: "JobListFilterFields", fn: testCStoreFilterFields},
+		{name: "OversizedFilterIsNoOutage", fn: testCStoreOversizedFilterNoOutage},
 		{name: "JobListKeysetBothWays", fn: testCStoreListKeysetBothWays},
 		{name: "JobCountCapAndAsOf", fn: testCStoreCountCapAndAsOf},
 		{name: "CountersExactAfterEveryWrite", fn: testCStoreCountersExact},

@@ -79,7 +79,7 @@ func (s *Store) JobList(ctx context.Context, p *engine.JobListParams) ([]*engine
 		jobs, err = collectJobs(s.pool.Query(ctx, q, withMode(&p.Filter, a)...))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("postgres: list jobs: %w", err)
+		return nil, refused(fmt.Errorf("postgres: list jobs: %w", err))
 	}
 	if jobs == nil {
 		jobs = []*engine.Job{}
@@ -227,7 +227,7 @@ func (s *Store) JobCount(ctx context.Context, p *engine.JobCountParams) (int64, 
 	w.add("superseded_by <> ''")
 	var sup int64
 	if err := s.pool.QueryRow(ctx, s.sql("SELECT count(*) FROM {s}.jobs WHERE ")+w.sql(), withMode(&p.Filter, w.a.vals)...).Scan(&sup); err != nil {
-		return 0, false, fmt.Errorf("postgres: count jobs: %w", err)
+		return 0, false, refused(fmt.Errorf("postgres: count jobs: %w", err))
 	}
 	all := *p
 	all.ExcludeSuperseded = false
@@ -282,7 +282,7 @@ func (s *Store) jobCount(ctx context.Context, p *engine.JobCountParams) (int64, 
 	}
 	var n int64
 	if err := s.pool.QueryRow(ctx, q.String(), withMode(&p.Filter, base.a.vals)...).Scan(&n); err != nil {
-		return 0, false, fmt.Errorf("postgres: count jobs: %w", err)
+		return 0, false, refused(fmt.Errorf("postgres: count jobs: %w", err))
 	}
 	if p.Max > 0 && n > p.Max {
 		return p.Max, true, nil

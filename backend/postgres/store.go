@@ -526,14 +526,16 @@ func (s *Store) runTx(ctx context.Context, tx pgx.Tx, fn func(*wtx) error) (*wtx
 }
 
 // refused marks the server's refusal of the data itself (SQLSTATE class
-// 22: a NUL or invalid UTF-8 in text or jsonb, a value out of range) as
-// engine.ErrInvalid: the request is at fault, not the store, so no outage
-// opens and the API answers 400 rather than 503. The engine refuses such
+// 22: a NUL or invalid UTF-8 in text or jsonb, a value out of range) or
+// of a statement a caller's filter made too big for it (class 54: stack
+// depth, too many arguments) as engine.ErrInvalid: the request is at
+// fault, not the store, so no outage opens and the API answers 400
+// rather than 503. The engine refuses such
 // input before it gets here (engine/text.go); this covers what it did not
 // foresee.
 func refused(err error) error {
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) && strings.HasPrefix(pe.Code, "22") && !errors.Is(err, engine.ErrInvalid) {
+	if errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "22") || strings.HasPrefix(pe.Code, "54")) && !errors.Is(err, engine.ErrInvalid) {
 		return fmt.Errorf("%w: %w", engine.ErrInvalid, err)
 	}
 	return err

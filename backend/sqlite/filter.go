@@ -171,13 +171,16 @@ func (w *where) addTime(term string, t *time.Time) {
 }
 
 // addPath compares the value at m.Path in col with m.Value as text. The
-// JSON path is bound as a parameter too.
+// JSON path is bound as a parameter too. A row SQLite's JSON functions
+// cannot read (nested past their 1000 levels: written before the engine's
+// limit) matches nothing rather than failing the whole statement; CASE
+// evaluates json_type only when json_valid passed.
 func (w *where) addPath(col, what string, m engine.PathMatch) error {
 	path, err := jsonPath(m.Path)
 	if err != nil {
 		return fmt.Errorf("%w: filter: %s path %q: %v", engine.ErrInvalid, what, m.Path, err)
 	}
-	w.add("(CASE json_type("+col+", ?) WHEN 'text' THEN json_extract("+col+", ?) ELSE "+col+" -> ? END) = ?",
+	w.add("(CASE WHEN json_valid("+col+") THEN CASE json_type("+col+", ?) WHEN 'text' THEN json_extract("+col+", ?) ELSE "+col+" -> ? END END) = ?",
 		path, path, path, m.Value)
 	return nil
 }

@@ -120,7 +120,7 @@ func (s *Store) JobList(ctx context.Context, p *engine.JobListParams) ([]*engine
 	}
 	rows, err := s.queryRead(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: list jobs: %w", err)
+		return nil, refused(fmt.Errorf("sqlite: list jobs: %w", err))
 	}
 	defer rows.Close()
 	out := make([]*engine.Job, 0, max(0, min(p.Limit, 256)))
@@ -129,7 +129,7 @@ func (s *Store) JobList(ctx context.Context, p *engine.JobListParams) ([]*engine
 	for rows.Next() {
 		j, err := js.scan(rows)
 		if err != nil {
-			return nil, fmt.Errorf("sqlite: list jobs: %w", err)
+			return nil, refused(fmt.Errorf("sqlite: list jobs: %w", err))
 		}
 		// The checkpoint's place holds the wait summary (jobColumnsList).
 		if j.Wait, err = engine.ParseWaitSummary(j.Checkpoint); err != nil {
@@ -139,7 +139,7 @@ func (s *Store) JobList(ctx context.Context, p *engine.JobListParams) ([]*engine
 		out = append(out, j)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: list jobs: %w", err)
+		return nil, refused(fmt.Errorf("sqlite: list jobs: %w", err))
 	}
 	return out, nil
 }
@@ -270,17 +270,17 @@ func (s *Store) jobCount(ctx context.Context, p *engine.JobCountParams) (int64, 
 func (s *Store) queryCount(ctx context.Context, q string, args []any, n *int64) error {
 	rows, err := s.queryRead(ctx, q, args...)
 	if err != nil {
-		return fmt.Errorf("sqlite: count jobs: %w", err)
+		return refused(fmt.Errorf("sqlite: count jobs: %w", err))
 	}
 	defer rows.Close()
 	if !rows.Next() {
 		if err := rows.Err(); err != nil {
-			return fmt.Errorf("sqlite: count jobs: %w", err)
+			return refused(fmt.Errorf("sqlite: count jobs: %w", err))
 		}
 		return fmt.Errorf("sqlite: count jobs: no row")
 	}
 	if err := rows.Scan(n); err != nil {
-		return fmt.Errorf("sqlite: count jobs: %w", err)
+		return refused(fmt.Errorf("sqlite: count jobs: %w", err))
 	}
 	return nil
 }

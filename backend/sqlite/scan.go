@@ -35,9 +35,12 @@ const (
 var jobColumnsList = strings.Replace(jobColumnsNoPayload, "checkpoint,", sqlWaitSummary+",", 1)
 
 // sqlWaitSummary is the wait summary of a listed row (engine.WaitSummary),
-// NULL for a job that is not scheduled or waits for nothing.
-const sqlWaitSummary = `CASE WHEN state = 'scheduled' THEN json_set(json_remove(json_extract(checkpoint, '$.wait'), '$.children'),
-		'$.total', json_array_length(checkpoint, '$.wait.children')) END`
+// NULL for a job that is not scheduled or waits for nothing, and for a
+// checkpoint SQLite's JSON functions cannot read (nested past their 1000
+// levels), which would otherwise fail the whole page.
+const sqlWaitSummary = `CASE WHEN state = 'scheduled' THEN CASE WHEN json_valid(checkpoint) THEN
+		json_set(json_remove(json_extract(checkpoint, '$.wait'), '$.children'),
+		'$.total', json_array_length(checkpoint, '$.wait.children')) END END`
 
 // claimedColumns are what a claim returns: the columns the claim did not
 // just set itself (queue, state, lease, attempted_at/by, state_changed_at)

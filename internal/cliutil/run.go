@@ -7,6 +7,8 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/internal/termtext"
 )
 
 // ExitError ends a command with a status and nothing more printed: the
@@ -26,7 +28,7 @@ func Run(ctx context.Context, root *cobra.Command, name string, args []string, s
 		if errors.As(err, &ex) {
 			return ex.Code
 		}
-		fmt.Fprintf(stderr, "%s: %s\n", name, TermText(err.Error()))
+		fmt.Fprintf(stderr, "%s: %s\n", name, termtext.Line(err.Error()))
 		return 1
 	}
 	return 0

@@ -1,4 +1,4 @@
-package tui
+package termtext
 
 import (
 	"strings"
@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 )
 
-func TestSanitize(t *testing.T) {
+func TestLine(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name, in, want string
@@ -31,21 +31,21 @@ func TestSanitize(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got := Sanitize(tc.in)
+			got := Line(tc.in)
 			if got != tc.want {
-				t.Fatalf("Sanitize(%q) = %q, want %q", tc.in, got, tc.want)
+				t.Fatalf("Line(%q) = %q, want %q", tc.in, got, tc.want)
 			}
 			if strings.ContainsAny(got, "\x1b\x07\x00\n\r\u009b") {
-				t.Fatalf("Sanitize(%q) = %q still holds a control character", tc.in, got)
+				t.Fatalf("Line(%q) = %q still holds a control character", tc.in, got)
 			}
 			if !utf8.ValidString(got) {
-				t.Fatalf("Sanitize(%q) = %q is not valid UTF-8", tc.in, got)
+				t.Fatalf("Line(%q) = %q is not valid UTF-8", tc.in, got)
 			}
 		})
 	}
 }
 
-func TestSanitizeLines(t *testing.T) {
+func TestLines(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
@@ -60,18 +60,18 @@ func TestSanitizeLines(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got := SanitizeLines(tc.in)
+			got := Lines(tc.in)
 			if strings.Join(got, "|") != strings.Join(tc.want, "|") {
-				t.Fatalf("SanitizeLines(%q) = %q, want %q", tc.in, got, tc.want)
+				t.Fatalf("Lines(%q) = %q, want %q", tc.in, got, tc.want)
 			}
 		})
 	}
 }
 
-func BenchmarkSanitizePlain(b *testing.B) {
+func BenchmarkLinePlain(b *testing.B) {
 	s := strings.Repeat("dial tcp 10.0.0.1:5432: connection refused ", 4)
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = Sanitize(s)
+		_ = Line(s)
 	}
 }

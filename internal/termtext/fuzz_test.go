@@ -1,4 +1,4 @@
-package tui
+package termtext
 
 import (
 	"strings"
@@ -35,10 +35,10 @@ func interpretable(s string, allowTab bool) (string, bool) {
 	return "", false
 }
 
-// FuzzSanitize holds the console's sanitizer (every string from a job
-// passes it before it is drawn) to its promise: no input yields a byte
+// FuzzLine holds the console's side of the policy (every string from a
+// job passes Line or Lines before it is drawn) to its promise: no input yields a byte
 // sequence a terminal would interpret. The seeds run as an ordinary test.
-func FuzzSanitize(f *testing.F) {
+func FuzzLine(f *testing.F) {
 	for _, s := range []string{
 		"", "plain", "tab\there\nnew line\r\n",
 		"\x1b[2J\x1b[H", "\x1b]52;c;AAAA\x07", "\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\",
@@ -50,17 +50,61 @@ func FuzzSanitize(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		out := Sanitize(s)
+		out := Line(s)
 		if what, bad := interpretable(out, false); bad {
-			t.Fatalf("Sanitize(%q) = %q holds a %s", s, out, what)
+			t.Fatalf("Line(%q) = %q holds a %s", s, out, what)
 		}
-		if isPlainASCII(s) && out != s {
-			t.Fatalf("Sanitize(%q) = %q changed printable ASCII", s, out)
+		if Plain(s) && out != s {
+			t.Fatalf("Line(%q) = %q changed printable ASCII", s, out)
 		}
-		for i, line := range SanitizeLines(s) {
+		for i, line := range Lines(s) {
 			if what, bad := interpretable(line, false); bad {
-				t.Fatalf("SanitizeLines(%q)[%d] = %q holds a %s", s, i, line, what)
+				t.Fatalf("Lines(%q)[%d] = %q holds a %s", s, i, line, what)
 			}
 		}
 	})
+}
+
+// FuzzText holds the command line's side of the policy to the same
+// promise, newlines and tabs aside (its own tables and lines): Text, and
+// Writer whatever the writes' boundaries, send nothing a terminal would
+// interpret, and Writer gives what Text gives.
+func FuzzText(f *testing.F) {
+	for _, s := range []string{
+		"", "plain", "tab\there\nnew line\r\n", "over\rwrite", "\x1b[2J", "\x1b]52;c;AAAA\x07",
+		"\xc2\x9b31m", "abc\u202eRTL", "zero\u200bwidth", "emoji 👩\u200d💻", "\xff\xfe bad", "日本語",
+	} {
+		f.Add(s, uint8(1))
+	}
+	f.Fuzz(func(t *testing.T, s string, cut uint8) {
+		out := Text(s)
+		for _, line := range strings.Split(out, "\n") {
+			if what, bad := interpretableText(line); bad {
+				t.Fatalf("Text(%q) = %q holds a %s", s, out, what)
+			}
+		}
+		if !utf8.ValidString(s) {
+			return
+		}
+		var b strings.Builder
+		w := Writer(&b)
+		at := int(cut) % (len(s) + 1)
+		for _, part := range []string{s[:at], s[at:]} {
+			if _, err := w.Write([]byte(part)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if b.String() != out {
+			t.Fatalf("Writer cut at %d gave %q, Text gave %q", at, b.String(), out)
+		}
+	})
+}
+
+// interpretableText is interpretable for the command line's output,
+// where invalid UTF-8 is shown as \xNN text and tabs are kept.
+func interpretableText(s string) (string, bool) {
+	if !utf8.ValidString(s) {
+		return "invalid UTF-8", true
+	}
+	return interpretable(s, true)
 }
