@@ -60,6 +60,7 @@ func FuzzWireNesting(f *testing.F) {
 			method, path, body = "POST", "/api/v1/jobs/j/signals/go", v
 		}
 		req := httptest.NewRequest(method, path, strings.NewReader(body))
+		req.Host = "127.0.0.1:8080" // a server without tokens refuses httptest's example.com
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set(api.IdempotencyHeader, key)
 		if route%6 == 2 {
