@@ -64,7 +64,7 @@ func (e *Engine) ListJobs(ctx context.Context, p ListJobsParams) (*JobPage, erro
 		reverse = c.Dir == CursorPrev
 	}
 	var scan ScanReport
-	rows, err := e.store.JobList(ctx, &JobListParams{Filter: p.Filter, After: after, Reverse: reverse, Limit: limit + 1, Scan: &scan})
+	rows, err := e.store.JobList(ctx, &JobListParams{Filter: p.Filter.storeFilter(), After: after, Reverse: reverse, Limit: limit + 1, Scan: &scan})
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
@@ -171,7 +171,7 @@ func (e *Engine) CountJobs(ctx context.Context, p CountJobsParams) (*JobCounts, 
 		f := p.Filter
 		f.States = []State{s}
 		var scan ScanReport
-		n, capped, err := e.store.JobCount(ctx, &JobCountParams{Filter: f, Max: limit, Scan: &scan})
+		n, capped, err := e.store.JobCount(ctx, &JobCountParams{Filter: f.storeFilter(), Max: limit, Scan: &scan})
 		if err != nil {
 			return nil, fmt.Errorf("count jobs in %s: %w", s, err)
 		}
@@ -201,7 +201,7 @@ func (e *Engine) ErrorGroups(ctx context.Context, f Filter) ([]ErrorGroup, error
 	if len(f.States) == 0 {
 		f.States = deadStates
 	}
-	groups, err := e.store.JobErrorGroups(ctx, &JobErrorGroupsParams{Filter: f, Limit: 200})
+	groups, err := e.store.JobErrorGroups(ctx, &JobErrorGroupsParams{Filter: f.storeFilter(), Limit: 200})
 	if err != nil {
 		return nil, fmt.Errorf("error groups: %w", err)
 	}
@@ -541,7 +541,7 @@ func (e *Engine) Bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 		cutoff = &now
 	}
 	if any {
-		n, capped, err := e.store.JobCount(ctx, &JobCountParams{Filter: sel, ExcludeSuperseded: !sel.IncludeSuperseded,
+		n, capped, err := e.store.JobCount(ctx, &JobCountParams{Filter: sel.storeFilter(), ExcludeSuperseded: !sel.IncludeSuperseded,
 			Max: DryRunExactLimit, AsOf: cutoff})
 		if err != nil {
 			return nil, fmt.Errorf("bulk count: %w", err)
@@ -556,7 +556,7 @@ func (e *Engine) Bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 			// Newest first from just past the cutoff: the sample shows
 			// only jobs the plan covers.
 			after := &Cursor{At: cutoff.Add(time.Nanosecond), Dir: CursorNext}
-			sample, err := e.store.JobList(ctx, &JobListParams{Filter: sel, ExcludeSuperseded: !sel.IncludeSuperseded,
+			sample, err := e.store.JobList(ctx, &JobListParams{Filter: sel.storeFilter(), ExcludeSuperseded: !sel.IncludeSuperseded,
 				After: after, Limit: BulkSampleSize})
 			if err != nil {
 				return nil, fmt.Errorf("bulk sample: %w", err)

@@ -1,0 +1,99 @@
+package backendtest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// What a selector means, the same on every store and every surface: the
+// list, the counts, a dry run and the run its plan starts agree.
+
+func selectionChecks() []check {
+	return []check{
+		{name: "OutOfRangeDates", fn: testSelectionOutOfRangeDates},
+	}
+}
+
+// testSelectionOutOfRangeDates: the grammar takes the years 0000–9999 and
+// the stores compare nanoseconds since 1970 in an int64. A bound outside
+// that range must neither invert nor widen a filter: created>1000-01-01
+// holds for every job, created<1000-01-01 for none, and a run from a plan
+// touches exactly what its dry run counted.
+func testSelectionOutOfRangeDates(t *testing.T, h Harness) {
+	f := newCtl(t, h, nil)
+	ids := f.dead(t, "billing", "b", 6, "x")
+	if err := f.c.PauseQueue(f.ctx, "billing"); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	years := []string{"0000-01-01", "0001-01-01", "1000-01-01", "1677-09-21", "1969-12-31",
+		"2262-04-12", "2262-12-31", "3000-01-01", "9999-12-31T23:59:59Z"}
+	for _, y := range years {
+		at, err := engine.ParseQuery("created>" + y)
+		if err != nil {
+			t.Fatal(err)
+		}
+		past := at.CreatedAfter.Before(now)
+		for _, field := range []string{"created>", "created<", "finalized>", "finalized<"} {
+			q := "state:archived " + field + y
+			want := 0
+			if past == (field[len(field)-1] == '>') {
+				want = len(ids)
+			}
+			sel := mustQuery(t, q)
+			if got := len(f.listAll(t, sel, 50)); got != want {
+				t.Errorf("ListJobs(%s): %d rows, want %d", q, got, want)
+			}
+			counts, err := f.c.CountJobs(f.ctx, engine.CountJobsParams{Filter: sel})
+			if err != nil {
+				t.Fatalf("CountJobs(%s): %v", q, err)
+			}
+			if got := counts.States[engine.StateArchived]; got != int64(want) {
+				t.Errorf("CountJobs(%s): %d, want %d", q, got, want)
+			}
+			dry, err := f.c.Bulk(f.ctx, engine.BulkParams{Action: engine.ActionDelete, Selector: sel, DryRun: true})
+			if err != nil {
+				t.Fatalf("dry run %s: %v", q, err)
+			}
+			if dry.Matched != int64(want) {
+				t.Errorf("dry run of delete %s: matched %d, want %d", q, dry.Matched, want)
+			}
+			if want != 0 {
+				continue
+			}
+			// A plan that matched nothing deletes nothing.
+			r, err := f.c.Bulk(f.ctx, engine.BulkParams{Action: engine.ActionDelete, Plan: dry.Plan})
+			if err != nil {
+				t.Fatalf("run %s: %v", q, err)
+			}
+			if op := f.waitOperation(t, r.Operation.ID); op.Processed != 0 || op.Succeeded != 0 {
+				t.Errorf("delete %s from a plan that matched nothing: %+v", q, op)
+			}
+			if n := len(f.listAll(t, mustQuery(t, "state:archived"), 50)); n != len(ids) {
+				t.Fatalf("delete %s from a plan that matched nothing: %d of %d jobs left", q, n, len(ids))
+			}
+		}
+	}
+	// The catch-all of the far past: its plan takes every job, and only
+	// the jobs it counted.
+	sel := mustQuery(t, "state:archived created>1000-01-01")
+	dry, err := f.c.Bulk(f.ctx, engine.BulkParams{Action: engine.ActionRetry, Selector: sel, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := f.c.Bulk(f.ctx, engine.BulkParams{Action: engine.ActionRetry, Plan: dry.Plan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := f.waitOperation(t, r.Operation.ID)
+	if dry.Matched != int64(len(ids)) || op.Succeeded != dry.Matched {
+		t.Fatalf("retry %s: dry run matched %d, the run retried %d, want %d", sel, dry.Matched, op.Succeeded, len(ids))
+	}
+	for _, id := range ids {
+		if j := getJob(t, f.s, id); j.State != engine.StateAvailable {
+			t.Errorf("%s after the retry: %s", id, describe(j))
+		}
+	}
+}
