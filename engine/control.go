@@ -87,6 +87,11 @@ const (
 	ActionRelease Action = "release"
 )
 
+// Destructive reports whether a ends or removes the jobs it takes, with
+// no way back (cancel, delete): in bulk it runs only from a dry run's
+// plan (see Engine.Bulk).
+func (a Action) Destructive() bool { return a == ActionCancel || a == ActionDelete }
+
 // Role is what a caller may do, from least to most.
 type Role string
 
@@ -317,7 +322,8 @@ type BulkParams struct {
 	// counted: only jobs that match the plan's selector and had entered
 	// their state by its cutoff. Action and Selector may then be left
 	// empty; when given they must be the plan's (ErrInvalid otherwise).
-	// Without a plan the cutoff is the operation's creation.
+	// Without a plan the cutoff is the operation's creation; cancel and
+	// delete run only with one (Action.Destructive).
 	Plan *BulkPlan
 }
 

@@ -490,7 +490,9 @@ func ReasonCode(err error) string {
 // A dry run counts the jobs that entered their state by the store's now and
 // returns that as a plan; a run given the plan takes only those (see
 // BulkPlan), a run without one those that entered it by the operation's
-// creation.
+// creation. A destructive action (Action.Destructive) runs only from a
+// plan: whatever its selector, nothing is cancelled or deleted in bulk
+// that a preview did not count first.
 func (e *Engine) Bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 	if p.Plan != nil {
 		if err := checkPlan(&p); err != nil {
@@ -509,6 +511,9 @@ func (e *Engine) Bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 	}
 	if p.RatePerSecond < 0 {
 		return nil, fmt.Errorf("%w: negative rate", ErrInvalid)
+	}
+	if !p.DryRun && p.Plan == nil && p.Action.Destructive() {
+		return nil, fmt.Errorf("%w: a bulk %s runs only from a dry run's plan: dry-run it first (dry_run), check what it matched, then run it with the plan the dry run returned", ErrInvalid, p.Action)
 	}
 	if !p.DryRun {
 		if op, ok, err := replayed[*Operation](ctx); ok {

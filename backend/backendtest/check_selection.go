@@ -1,6 +1,9 @@
 package backendtest
 
 import (
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 func selectionChecks() []check {
 	return []check{
 		{name: "OutOfRangeDates", fn: testSelectionOutOfRangeDates},
+		{name: "DestructiveRunsOnlyFromAPlan", fn: testSelectionDestructiveNeedsPlan},
 	}
 }
 
@@ -95,5 +99,62 @@ func testSelectionOutOfRangeDates(t *testing.T, h Harness) {
 		if j := getJob(t, f.s, id); j.State != engine.StateAvailable {
 			t.Errorf("%s after the retry: %s", id, describe(j))
 		}
+	}
+}
+
+// testSelectionDestructiveNeedsPlan: a catch-all selector passes the
+// empty-selector check, so a bulk cancel or delete runs only from a plan
+// a dry run returned (the count was shown first); a retry without one
+// runs as before.
+func testSelectionDestructiveNeedsPlan(t *testing.T, h Harness) {
+	f := newCtl(t, h, nil)
+	ids := f.dead(t, "billing", "b", 4, "x")
+	if err := f.c.PauseQueue(f.ctx, "email"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		enqueue(t, f.e, engine.EnqueueParams{ID: fmt.Sprintf("w-%d", i), Queue: "email", Kind: "ok"})
+	}
+	catchAll := engine.Filter{CreatedAfter: new(time.Unix(0, 0).UTC())}
+	for _, a := range []engine.Action{engine.ActionDelete, engine.ActionCancel} {
+		_, err := f.c.Bulk(f.ctx, engine.BulkParams{Action: a, Selector: catchAll})
+		if !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), "dry") {
+			t.Fatalf("bulk %s of a catch-all without a plan: %v, want a refusal that says to dry-run first", a, err)
+		}
+	}
+	if n := len(f.listAll(t, engine.Filter{}, 50)); n != 7 {
+		t.Fatalf("refused bulk runs changed the store: %d jobs, want 7", n)
+	}
+	if n := len(f.listAll(t, mustQuery(t, "state:available"), 50)); n != 3 {
+		t.Fatalf("refused bulk cancel cancelled jobs: %d available, want 3", n)
+	}
+	// From the dry run's plan the catch-all deletes what it counted.
+	dry, err := f.c.Bulk(f.ctx, engine.BulkParams{Action: engine.ActionDelete, Selector: catchAll, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := f.c.Bulk(f.ctx, engine.BulkParams{Action: engine.ActionDelete, Plan: dry.Plan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op := f.waitOperation(t, r.Operation.ID); dry.Matched != 7 || op.Succeeded != dry.Matched {
+		t.Fatalf("delete of the catch-all from its plan: dry run %d, deleted %d, want 7", dry.Matched, op.Succeeded)
+	}
+	for _, id := range append(ids, "w-0", "w-1", "w-2") {
+		if !gone(f.s, id) {
+			t.Errorf("%s left after the planned delete", id)
+		}
+	}
+	// A retry needs no plan.
+	f.dead(t, "billing", "c", 2, "x")
+	if err := f.c.PauseQueue(f.ctx, "billing"); err != nil {
+		t.Fatal(err)
+	}
+	r, err = f.c.Bulk(f.ctx, engine.BulkParams{Action: engine.ActionRetry, Selector: mustQuery(t, "state:archived")})
+	if err != nil {
+		t.Fatalf("bulk retry without a plan: %v", err)
+	}
+	if op := f.waitOperation(t, r.Operation.ID); op.Succeeded != 2 {
+		t.Fatalf("bulk retry without a plan: %+v", op)
 	}
 }
