@@ -294,7 +294,7 @@ func newJobsCmd() *cobra.Command {
 			return o.apply(cmd, s, engine.ActionRetry, args)
 		}),
 	}
-	retry.Flags().BoolVar(&force, "force", false, "retry a job superseded by a retry with new input")
+	retry.Flags().BoolVar(&force, "force", false, "retry a job superseded by a retry with new input or a replay (its side effects run again)")
 
 	cancel := &cobra.Command{
 		Use:   "cancel ID...",

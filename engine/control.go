@@ -177,8 +177,8 @@ type Filter struct {
 	CreatedBefore   *time.Time  `json:"created_before,omitempty"`
 	FinalizedAfter  *time.Time  `json:"finalized_after,omitempty"`
 	FinalizedBefore *time.Time  `json:"finalized_before,omitempty"`
-	// IncludeSuperseded takes in jobs that were retried with new input;
-	// bulk selectors leave them out otherwise.
+	// IncludeSuperseded takes in jobs that were retried with new input
+	// or replayed from a step; bulk selectors leave them out otherwise.
 	IncludeSuperseded bool `json:"include_superseded,omitempty"`
 	// PlanCutoff is set by the engine alone, on the selector it persists
 	// for an operation started from a BulkPlan: the plan's cutoff rides
@@ -291,7 +291,8 @@ type QueueInfo struct {
 
 // RetryOptions tunes an operator retry.
 type RetryOptions struct {
-	// Force retries a job that was superseded by a retry with new input.
+	// Force retries a job that was superseded by a retry with new input
+	// or a replay from a step.
 	Force bool
 	// Deadline replaces one that has already passed.
 	Deadline *time.Time

@@ -1,9 +1,12 @@
 package backendtest
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +20,7 @@ func selectionChecks() []check {
 	return []check{
 		{name: "OutOfRangeDates", fn: testSelectionOutOfRangeDates},
 		{name: "DestructiveRunsOnlyFromAPlan", fn: testSelectionDestructiveNeedsPlan},
+		{name: "ReplaySupersedesOriginal", fn: testSelectionReplaySupersedes},
 	}
 }
 
@@ -156,5 +160,109 @@ func testSelectionDestructiveNeedsPlan(t *testing.T, h Harness) {
 	}
 	if op := f.waitOperation(t, r.Operation.ID); op.Succeeded != 2 {
 		t.Fatalf("bulk retry without a plan: %+v", op)
+	}
+}
+
+// testSelectionReplaySupersedes: orders whose charge step failed are
+// replayed from that step and charged there, once each. A replay
+// supersedes its original as a retry with new input does, so a later
+// bulk retry of the dead orders leaves the originals out (no order is
+// charged twice), and a retry of one original alone is refused, naming
+// its replay, unless forced. The charges are counted as the handler
+// makes them, beside the store.
+func testSelectionReplaySupersedes(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	controlStore(t, s)
+	var gatewayUp atomic.Bool
+	var charges stepCounter // order → charges made
+	handler := func(ctx context.Context, j *engine.Job) error {
+		var order struct {
+			N int `json:"n"`
+		}
+		if err := json.Unmarshal(j.Payload, &order); err != nil {
+			return err
+		}
+		if _, err := engine.Step(ctx, "reserve", func(context.Context) (int, error) { return order.N, nil }); err != nil {
+			return err
+		}
+		_, err := engine.Step(ctx, "charge", func(context.Context) (string, error) {
+			if !gatewayUp.Load() {
+				return "", errors.New("payment gateway unavailable")
+			}
+			charges.ran(fmt.Sprint(order.N))
+			return "charged", nil
+		})
+		return err
+	}
+	e := startEngine(t, s, fast("ctl-worker", "orders"), engine.Kind{Name: "order.fulfil", MaxAttempts: 1, Handler: handler})
+	ctl := h.control(t, e)
+	ctx := engine.WithActor(context.Background(), "maya")
+	const n = 4
+	for i := range n {
+		enqueue(t, e, engine.EnqueueParams{ID: fmt.Sprintf("order-%d", i), Queue: "orders", Kind: "order.fulfil", Args: map[string]int{"n": i}})
+	}
+	for i := range n {
+		waitState(t, s, fmt.Sprintf("order-%d", i), engine.StateArchived)
+	}
+	gatewayUp.Store(true)
+	for i := range n {
+		id := fmt.Sprintf("order-%d", i)
+		if _, err := ctl.ReplayFromStep(ctx, id, engine.ReplayParams{Step: 2, ID: id + "-replay"}); err != nil {
+			t.Fatalf("replay %s: %v", id, err)
+		}
+		waitState(t, s, id+"-replay", engine.StateCompleted)
+		if o := getJob(t, s, id); o.SupersededBy != id+"-replay" || o.State != engine.StateArchived {
+			t.Errorf("%s after its replay: superseded by %q, %s", id, o.SupersededBy, o.State)
+		}
+	}
+	if err := ctl.PauseQueue(ctx, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	sel := mustQuery(t, "state:archived kind:order.fulfil")
+	dry, err := ctl.Bulk(ctx, engine.BulkParams{Action: engine.ActionRetry, Selector: sel, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dry.Matched != 0 {
+		t.Errorf("dry run of a bulk retry of the replayed originals: matched %d, want 0", dry.Matched)
+	}
+	r, err := ctl.Bulk(ctx, engine.BulkParams{Action: engine.ActionRetry, Selector: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &ctlFixture{s: s, e: e, c: ctl, ctx: ctx}
+	if op := f.waitOperation(t, r.Operation.ID); op.Succeeded != 0 {
+		t.Errorf("bulk retry of the replayed originals retried %d", op.Succeeded)
+	}
+	if err := ctl.ResumeQueue(ctx, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if all, err := ctl.Bulk(ctx, engine.BulkParams{Action: engine.ActionRetry, Selector: mustQuery(t, "state:archived kind:order.fulfil superseded:include"), DryRun: true}); err != nil || all.Matched != n {
+		t.Errorf("superseded:include: %+v %v, want the %d originals", all, err, n)
+	}
+	_, err = ctl.Retry(ctx, "order-0", engine.RetryOptions{})
+	if !errors.Is(err, engine.ErrConflict) || !strings.Contains(err.Error(), "order-0-replay") {
+		t.Errorf("retry of a replayed original: %v, want a conflict naming its replay", err)
+	}
+	// Every order charged once; the queue drains before the count.
+	for i := range n {
+		for _, id := range []string{fmt.Sprintf("order-%d", i), fmt.Sprintf("order-%d-replay", i)} {
+			eventually(t, waitLong, func() bool {
+				j := tryJob(s, id)
+				return j != nil && j.State.Terminal()
+			}, "%s ends", id)
+		}
+		if got := charges.get(fmt.Sprint(i)); got != 1 {
+			t.Errorf("order %d charged %d times, want once", i, got)
+		}
+	}
+	// Forced, the retry runs the original's charge again: the override
+	// is explicit.
+	if _, err := ctl.Retry(ctx, "order-0", engine.RetryOptions{Force: true}); err != nil {
+		t.Fatalf("forced retry of a replayed original: %v", err)
+	}
+	waitState(t, s, "order-0", engine.StateCompleted)
+	if got := charges.get("0"); got != 2 {
+		t.Errorf("order 0 after a forced retry: charged %d times, want 2", got)
 	}
 }
