@@ -21,6 +21,7 @@ func selectionChecks() []check {
 		{name: "OutOfRangeDates", fn: testSelectionOutOfRangeDates},
 		{name: "DestructiveRunsOnlyFromAPlan", fn: testSelectionDestructiveNeedsPlan},
 		{name: "ReplaySupersedesOriginal", fn: testSelectionReplaySupersedes},
+		{name: "DifferentialAgainstReference", fn: testSelectionDifferential},
 	}
 }
 
