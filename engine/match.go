@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
+	"math/big"
 	"slices"
 	"strings"
 )
@@ -21,9 +22,10 @@ import (
 // pattern are equal; error is a case-sensitive substring of the last
 // error; times are strict (created>T: created after T), and a finalized
 // bound holds only for a finalized job. A payload or meta path matches
-// the value found there: a JSON string by its contents, any other value
-// by its compact JSON text; a missing path, or one through a value that
-// is not an object, matches nothing.
+// the value found there: a JSON string by its contents; a JSON number,
+// when the value given is one too, by its value (42 matches 42, 42.0 and
+// 4.2e1); any other value by its compact JSON text. A missing path, or
+// one through a value that is not an object, matches nothing.
 func (f Filter) Matches(j *Job) bool {
 	if len(f.States) > 0 && !slices.Contains(f.States, j.State) ||
 		len(f.Queues) > 0 && !slices.Contains(f.Queues, j.Queue) ||
@@ -46,12 +48,12 @@ func (f Filter) Matches(j *Job) bool {
 		return false
 	}
 	for _, m := range f.Payload {
-		if !pathValueMatches(j.Payload, m) {
+		if !PathValueMatches(j.Payload, m) {
 			return false
 		}
 	}
 	for _, m := range f.Meta {
-		if !pathValueMatches(j.Metadata, m) {
+		if !PathValueMatches(j.Metadata, m) {
 			return false
 		}
 	}
@@ -65,9 +67,10 @@ func (f Filter) Matches(j *Job) bool {
 	return true
 }
 
-// pathValueMatches compares the value at m.Path in doc with m.Value (see
-// Filter.Matches).
-func pathValueMatches(doc json.RawMessage, m PathMatch) bool {
+// PathValueMatches compares the value at m.Path in doc with m.Value, as
+// Filter.Matches states: a store that matches payload paths in Go calls
+// it.
+func PathValueMatches(doc json.RawMessage, m PathMatch) bool {
 	cur := doc
 	for key := range strings.SplitSeq(m.Path, ".") {
 		var obj map[string]json.RawMessage
@@ -85,6 +88,21 @@ func pathValueMatches(doc json.RawMessage, m PathMatch) bool {
 		var s string
 		return json.Unmarshal(cur, &s) == nil && s == m.Value
 	}
+	if x, ok := JSONNumber(string(cur)); ok {
+		y, ok := JSONNumber(m.Value)
+		return ok && x.Cmp(y) == 0
+	}
 	var b bytes.Buffer
 	return json.Compact(&b, cur) == nil && b.String() == m.Value
+}
+
+// JSONNumber parses s as one JSON number, exactly: a payload filter's
+// value that is one matches a number of the same value, however written.
+func JSONNumber(s string) (*big.Float, bool) {
+	s = strings.TrimSpace(s)
+	if s == "" || (s[0] != '-' && (s[0] < '0' || s[0] > '9')) || !json.Valid([]byte(s)) {
+		return nil, false
+	}
+	f, _, err := big.ParseFloat(s, 10, 256, big.ToNearestEven)
+	return f, err == nil
 }

@@ -45,6 +45,9 @@ func testSelectionDifferential(t *testing.T, h Harness) {
 	tagSet := []string{"red", "blue", "x.y:z"}
 	strs := []string{"x", "ünï", "a b", ""}
 	tenants := []string{"acme", "globex", "ünï"}
+	// Numbers written several ways, and a string that reads as one: a
+	// number value matches a number of that value, however written.
+	nums := []string{"2", "2.0", "2e0", "0", "-0", "3.5", "35e-1", `"2"`, "true", "null"}
 	var ps []engine.EnqueueParams
 	n := 30 + r.IntN(20)
 	for i := range n {
@@ -62,6 +65,7 @@ func testSelectionDifferential(t *testing.T, h Harness) {
 		}
 		p.Metadata, _ = json.Marshal(meta)
 		payload := map[string]any{"i": i, "n": r.IntN(4), "s": strs[r.IntN(len(strs))], "o": map[string]any{"p": r.IntN(3)}}
+		raw := nums[r.IntN(len(nums))]
 		switch r.IntN(3) {
 		case 0:
 			p.Kind = "ok"
@@ -78,6 +82,13 @@ func testSelectionDifferential(t *testing.T, h Harness) {
 			p.Kind, p.Delay = "ok", time.Hour
 			p.Args = payload
 		}
+		// The payload's f is written as it is: encoding/json would
+		// rewrite 2.0 as 2.
+		b, err := json.Marshal(p.Args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Payload, p.Args = json.RawMessage(string(b[:len(b)-1])+`,"f":`+raw+"}"), nil
 		ps = append(ps, p)
 	}
 	res, err := f.e.EnqueueMany(context.Background(), ps)
@@ -137,7 +148,10 @@ func testSelectionDifferential(t *testing.T, h Harness) {
 		case 10:
 			return "meta.tenant:" + strconv.Quote(tenants[r.IntN(len(tenants))])
 		case 11:
-			return "payload.missing.path:1"
+			if r.IntN(4) == 0 {
+				return "payload.missing.path:1"
+			}
+			return "payload.f:" + []string{"2", "2.0", "2.00", "0", "-0", "3.5", "3.50", "true", "null"}[r.IntN(9)]
 		case 12:
 			at := edge[r.IntN(len(edge))]
 			if r.IntN(2) == 0 {
