@@ -209,3 +209,20 @@ func TestBulkRunShapeFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestBulkDeleteYesSaysTheCount: a bulk delete runs only from a dry run's
+// plan; the command dry-runs itself, and with --yes prints the count it
+// then deletes — a catch-all selector included.
+func TestBulkDeleteYesSaysTheCount(t *testing.T) {
+	path := deadStore(t, 3, 2)
+	store := "sqlite://" + path
+	t.Setenv("SLUICE_API", "")
+	t.Setenv("SLUICE_STORE", "")
+	code, out, stderr := runCLI(t, "", "bulk", "delete", "--store", store, "-q", "created>1970-01-01", "--yes")
+	if code != 0 || !strings.Contains(stderr, "delete 5 job(s) matching created>1970-01-01") || !strings.Contains(out, "5 of 5 processed, 5 succeeded") {
+		t.Fatalf("bulk delete --yes: exit %d\n%s\n%s", code, out, stderr)
+	}
+	if code, out, stderr = runCLI(t, "", "jobs", "list", "--store", store, "-o", "json"); code != 0 || strings.Contains(out, `"id"`) {
+		t.Fatalf("jobs left after the delete: exit %d %s %s", code, out, stderr)
+	}
+}

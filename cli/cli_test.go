@@ -60,7 +60,7 @@ func TestWorkerCommand(t *testing.T) {
 			}
 			if j.State == engine.StateCompleted {
 				done++
-				if j.AttemptedBy != "test-worker" {
+				if !strings.HasPrefix(j.AttemptedBy, "test-worker/") {
 					t.Errorf("job %s attempted by %q", id, j.AttemptedBy)
 				}
 			}

@@ -307,7 +307,7 @@ func newJobsCmd() *cobra.Command {
 			return o.apply(cmd, s, engine.ActionRetry, args)
 		}),
 	}
-	retry.Flags().BoolVar(&force, "force", false, "retry a job superseded by a retry with new input")
+	retry.Flags().BoolVar(&force, "force", false, "retry a job superseded by a retry with new input or a replay (its side effects run again)")
 
 	cancel := &cobra.Command{
 		Use:   "cancel ID...",
@@ -569,9 +569,10 @@ func newBulkCmd() *cobra.Command {
 		Use:   "bulk ACTION",
 		Short: "Retry, cancel, delete or release every job a selector matches",
 		Long: `Run ACTION (retry, cancel, delete, release) on every job the selector
-matches, as a persisted operation processed in batches. The matched count
-is shown first and confirmed unless --yes; --dry-run only shows it, a
-sample and the plan. The run does what its preview showed: it takes only
+matches, as a persisted operation processed in batches. The command dry-
+runs first: the matched count is shown and confirmed (with --yes, printed
+and run); --dry-run only shows it, a sample and the plan. Cancel and
+delete run only from a dry run's plan, which the command passes itself. The run does what its preview showed: it takes only
 jobs that had entered their state by the preview (the plan's cutoff), so
 it never touches more jobs than were counted; a job that dies after the
 preview is left alone. --cutoff TIME runs the plan a dry run printed
@@ -648,7 +649,10 @@ nothing else runs maintenance.`,
 				question = fmt.Sprintf("%s %s job(s) matching %s (only those in that state by the preview, %s; none that enter it later)?",
 					action, count, sel, pl.Cutoff.UTC().Format(time.RFC3339))
 			}
-			if !o.yes && !confirm(cmd, question) {
+			if o.yes {
+				// Unasked, the count is still said: what the run takes.
+				fmt.Fprintln(cmd.ErrOrStderr(), strings.TrimSuffix(question, "?"))
+			} else if !confirm(cmd, question) {
 				return errAborted
 			}
 			// The preview's plan: the run takes no job the preview did

@@ -172,7 +172,7 @@ func fourProcesses(t *testing.T, storeURL string, n int) {
 			if !er.Crash {
 				continue
 			}
-			if m := reapedRx.FindStringSubmatch(er.Message); m == nil || m[1] != victim.name {
+			if m := reapedRx.FindStringSubmatch(er.Message); m == nil || incarnationOf(m[1]) != victim.name {
 				t.Errorf("job %s: a crash not charged for the killed %s: %+v", id, victim.name, er)
 			}
 			held[id] = true
@@ -211,6 +211,15 @@ func fourProcesses(t *testing.T, storeURL string, n int) {
 	t.Logf("%d jobs on 4 processes (one killed) in %s: %.0f jobs/s; %d held by the killed process, each charged one crash and run again elsewhere "+
 		"(%d of them claimed by a statement the server finished after the kill), %d completed by such a statement; %d ran more than once; %d completions unrecorded (the victim's last)",
 		n, took.Round(time.Millisecond), float64(n)/took.Seconds(), len(held), lateClaims, lateCompletions, rerun, unrecorded)
+}
+
+// incarnationOf is the --worker-id a worker id was started with: the
+// engine adds /<8 hex> per incarnation.
+func incarnationOf(workerID string) string {
+	if i := strings.LastIndexByte(workerID, '/'); i >= 0 {
+		return workerID[:i]
+	}
+	return workerID
 }
 
 // reapedRx is a crash the reaper charged: the worker whose heartbeat
@@ -303,7 +312,7 @@ func runningUnder(t *testing.T, e *engine.Engine, store engine.Store, queue, wor
 			if err != nil {
 				t.Fatalf("job %s: %v", s.ID, err)
 			}
-			if j.State == engine.StateRunning && j.Lease != nil && j.Lease.WorkerID == worker {
+			if j.State == engine.StateRunning && j.Lease != nil && strings.HasPrefix(j.Lease.WorkerID, worker+"/") {
 				out[j.ID] = true
 			}
 		}

@@ -7,6 +7,7 @@ package cli_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,7 +30,7 @@ func heldBy(t *testing.T, s engine.Store, ids []string, worker string) map[strin
 		if j.State != engine.StateRunning {
 			continue
 		}
-		if j.Lease == nil || j.Lease.WorkerID != worker {
+		if j.Lease == nil || !strings.HasPrefix(j.Lease.WorkerID, worker+"/") {
 			t.Fatalf("job %s running without %s's lease: %+v", id, worker, j.Lease)
 		}
 		held[id] = true

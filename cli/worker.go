@@ -72,7 +72,7 @@ Logs go to stderr (slog text) unless --log-file is given.`,
 	f.StringVar(&o.queues, "queues", "", "comma-separated queues to work (with --demo: "+strings.Join(demo.Queues, ",")+")")
 	f.IntVar(&o.concurrency, "concurrency", 10, "jobs run at once per queue")
 	f.IntVar(&o.prefetch, "prefetch", 0, "jobs claimed ahead of free slots per queue (0: follow the queue's rate; negative: none)")
-	f.StringVar(&o.workerID, "worker-id", "", "name of this process in leases and heartbeats (default host/pid/random)")
+	f.StringVar(&o.workerID, "worker-id", "", "name of this process (a pod or host name); its leases and heartbeats add a random suffix per start (default host/pid)")
 	f.DurationVar(&o.lease, "lease", 30*time.Second, "how long a claim lasts without renewal")
 	f.DurationVar(&o.heartbeat, "heartbeat", 5*time.Second, "how often the process says it lives (gone after 3 missed beats)")
 	f.DurationVar(&o.poll, "poll", time.Second, "how often an idle queue looks for work")

@@ -14,8 +14,15 @@ type Config struct {
 	// Queues this engine works, with their concurrency. An engine with no
 	// queues only enqueues and runs maintenance.
 	Queues map[string]QueueConfig
-	// WorkerID names this process in leases and heartbeats; a random one
-	// when empty.
+	// WorkerID names this process for the people who read its leases,
+	// heartbeats, timeline entries and logs (a pod or host name, say);
+	// host/pid when empty. The engine adds /<8 random hex> (see
+	// Engine.WorkerID): a lease belongs to one incarnation, not to a
+	// name. A process restarted under the same WorkerID is a new
+	// incarnation; its previous one's jobs are charged a crash once that
+	// incarnation's heartbeats stop, as for any process gone, so a
+	// poison pill that kills it is counted and quarantined. Two live
+	// engines never share an id, whatever WorkerID says.
 	WorkerID string
 	// LeaseDuration is how long a claim lasts without renewal (30s).
 	LeaseDuration time.Duration

@@ -87,6 +87,11 @@ const (
 	ActionRelease Action = "release"
 )
 
+// Destructive reports whether a ends or removes the jobs it takes, with
+// no way back (cancel, delete): in bulk it runs only from a dry run's
+// plan (see Engine.Bulk).
+func (a Action) Destructive() bool { return a == ActionCancel || a == ActionDelete }
+
 // Role is what a caller may do, from least to most.
 type Role string
 
@@ -172,8 +177,8 @@ type Filter struct {
 	CreatedBefore   *time.Time  `json:"created_before,omitempty"`
 	FinalizedAfter  *time.Time  `json:"finalized_after,omitempty"`
 	FinalizedBefore *time.Time  `json:"finalized_before,omitempty"`
-	// IncludeSuperseded takes in jobs that were retried with new input;
-	// bulk selectors leave them out otherwise.
+	// IncludeSuperseded takes in jobs that were retried with new input
+	// or replayed from a step; bulk selectors leave them out otherwise.
 	IncludeSuperseded bool `json:"include_superseded,omitempty"`
 	// PlanCutoff is set by the engine alone, on the selector it persists
 	// for an operation started from a BulkPlan: the plan's cutoff rides
@@ -292,7 +297,8 @@ type QueueInfo struct {
 
 // RetryOptions tunes an operator retry.
 type RetryOptions struct {
-	// Force retries a job that was superseded by a retry with new input.
+	// Force retries a job that was superseded by a retry with new input
+	// or a replay from a step.
 	Force bool
 	// Deadline replaces one that has already passed.
 	Deadline *time.Time
@@ -323,7 +329,8 @@ type BulkParams struct {
 	// counted: only jobs that match the plan's selector and had entered
 	// their state by its cutoff. Action and Selector may then be left
 	// empty; when given they must be the plan's (ErrInvalid otherwise).
-	// Without a plan the cutoff is the operation's creation.
+	// Without a plan the cutoff is the operation's creation; cancel and
+	// delete run only with one (Action.Destructive).
 	Plan *BulkPlan
 }
 

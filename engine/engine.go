@@ -89,10 +89,13 @@ func New(store Store, cfg Config) (*Engine, error) {
 			return nil, err
 		}
 	}
+	// Leases and heartbeats belong to this incarnation, not to a name
+	// that a restarted process may reuse (see Config.WorkerID).
 	if cfg.WorkerID == "" {
 		host, _ := os.Hostname()
-		cfg.WorkerID = fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8])
+		cfg.WorkerID = fmt.Sprintf("%s/%d", host, os.Getpid())
 	}
+	cfg.WorkerID += "/" + uuid.NewString()[:8]
 	e := &Engine{
 		store:   store,
 		cfg:     cfg,
@@ -143,7 +146,8 @@ func New(store Store, cfg Config) (*Engine, error) {
 // Store returns the store the engine runs on.
 func (e *Engine) Store() Store { return e.store }
 
-// WorkerID names this engine's process in leases and heartbeats.
+// WorkerID is this engine's incarnation as its leases and heartbeats name
+// it: Config.WorkerID (or host/pid) and a random suffix.
 func (e *Engine) WorkerID() string { return e.cfg.WorkerID }
 
 // Config returns the engine's settings with defaults filled in.

@@ -142,9 +142,11 @@ type AttemptError struct {
 	Attempt int       `json:"attempt"`
 	Crash   bool      `json:"crash"`
 	At      time.Time `json:"at"`
-	Worker  string    `json:"worker,omitempty"`
-	Message string    `json:"message"`
-	Trace   string    `json:"trace,omitempty"`
+	// Worker is the process that ran the attempt (its lease's worker),
+	// even when the reaper wrote the entry.
+	Worker  string `json:"worker,omitempty"`
+	Message string `json:"message"`
+	Trace   string `json:"trace,omitempty"`
 }
 
 // MaxKeptErrors caps a job's error list: the first error and the latest

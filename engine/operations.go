@@ -130,7 +130,7 @@ func (e *Engine) RunOperation(ctx context.Context) (bool, error) {
 		}
 		res, err := e.store.OperationProcessBatch(ctx, &OperationProcessBatchParams{
 			ID: op.ID, Holder: lease.Holder, Fence: lease.Fence, After: cursor,
-			Spec: spec, Selector: sel, Cutoff: cutoff,
+			Spec: spec, Selector: sel.storeFilter(), Cutoff: cutoff,
 			Limit: batch, Window: operationWindow * batch, Event: event, TTL: e.operationLeaseTTL(),
 		})
 		switch {

@@ -64,7 +64,7 @@ func (e *Engine) ListJobs(ctx context.Context, p ListJobsParams) (*JobPage, erro
 		reverse = c.Dir == CursorPrev
 	}
 	var scan ScanReport
-	rows, err := e.store.JobList(ctx, &JobListParams{Filter: p.Filter, After: after, Reverse: reverse, Limit: limit + 1, Scan: &scan})
+	rows, err := e.store.JobList(ctx, &JobListParams{Filter: p.Filter.storeFilter(), After: after, Reverse: reverse, Limit: limit + 1, Scan: &scan})
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
@@ -171,7 +171,7 @@ func (e *Engine) CountJobs(ctx context.Context, p CountJobsParams) (*JobCounts, 
 		f := p.Filter
 		f.States = []State{s}
 		var scan ScanReport
-		n, capped, err := e.store.JobCount(ctx, &JobCountParams{Filter: f, Max: limit, Scan: &scan})
+		n, capped, err := e.store.JobCount(ctx, &JobCountParams{Filter: f.storeFilter(), Max: limit, Scan: &scan})
 		if err != nil {
 			return nil, fmt.Errorf("count jobs in %s: %w", s, err)
 		}
@@ -201,7 +201,7 @@ func (e *Engine) ErrorGroups(ctx context.Context, f Filter) ([]ErrorGroup, error
 	if len(f.States) == 0 {
 		f.States = deadStates
 	}
-	groups, err := e.store.JobErrorGroups(ctx, &JobErrorGroupsParams{Filter: f, Limit: 200})
+	groups, err := e.store.JobErrorGroups(ctx, &JobErrorGroupsParams{Filter: f.storeFilter(), Limit: 200})
 	if err != nil {
 		return nil, fmt.Errorf("error groups: %w", err)
 	}
@@ -525,7 +525,9 @@ func ReasonCode(err error) string {
 // A dry run counts the jobs that entered their state by the store's now and
 // returns that as a plan; a run given the plan takes only those (see
 // BulkPlan), a run without one those that entered it by the operation's
-// creation.
+// creation. A destructive action (Action.Destructive) runs only from a
+// plan: whatever its selector, nothing is cancelled or deleted in bulk
+// that a preview did not count first.
 func (e *Engine) Bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 	if p.Plan != nil {
 		if err := checkPlan(&p); err != nil {
@@ -544,6 +546,9 @@ func (e *Engine) Bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 	}
 	if p.RatePerSecond < 0 {
 		return nil, fmt.Errorf("%w: negative rate", ErrInvalid)
+	}
+	if !p.DryRun && p.Plan == nil && p.Action.Destructive() {
+		return nil, fmt.Errorf("%w: a bulk %s runs only from a dry run's plan: dry-run it first (dry_run), check what it matched, then run it with the plan the dry run returned", ErrInvalid, p.Action)
 	}
 	if !p.DryRun {
 		if op, ok, err := replayed[*Operation](ctx); ok {
@@ -581,7 +586,7 @@ func (e *Engine) Bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 		cutoff = &now
 	}
 	if any {
-		n, capped, err := e.store.JobCount(ctx, &JobCountParams{Filter: sel, ExcludeSuperseded: !sel.IncludeSuperseded,
+		n, capped, err := e.store.JobCount(ctx, &JobCountParams{Filter: sel.storeFilter(), ExcludeSuperseded: !sel.IncludeSuperseded,
 			Max: DryRunExactLimit, AsOf: cutoff})
 		if err != nil {
 			return nil, fmt.Errorf("bulk count: %w", err)
@@ -596,7 +601,7 @@ func (e *Engine) Bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 			// Newest first from just past the cutoff: the sample shows
 			// only jobs the plan covers.
 			after := &Cursor{At: cutoff.Add(time.Nanosecond), Dir: CursorNext}
-			sample, err := e.store.JobList(ctx, &JobListParams{Filter: sel, ExcludeSuperseded: !sel.IncludeSuperseded,
+			sample, err := e.store.JobList(ctx, &JobListParams{Filter: sel.storeFilter(), ExcludeSuperseded: !sel.IncludeSuperseded,
 				After: after, Limit: BulkSampleSize})
 			if err != nil {
 				return nil, fmt.Errorf("bulk sample: %w", err)

@@ -41,8 +41,8 @@ const (
 	// RefuseQuarantined: the job's fingerprint is quarantined
 	// (ErrQuarantined).
 	RefuseQuarantined Refusal = 1 << iota
-	// RefuseSuperseded: the job was retried with new input, unless the
-	// action is forced (ErrConflict).
+	// RefuseSuperseded: the job was retried with new input or replayed
+	// from a step, unless the action is forced (ErrConflict).
 	RefuseSuperseded
 )
 
@@ -173,13 +173,14 @@ func (e *StateError) Error() string {
 
 func (e *StateError) Unwrap() error { return ErrWrongState }
 
-// SupersededError: the job was retried with new input as By.
+// SupersededError: the job was superseded by By, its retry with new input
+// or its replay from a step.
 type SupersededError struct {
 	ID, By string
 }
 
 func (e *SupersededError) Error() string {
-	return fmt.Sprintf("retry job %s: %v: it was retried with new input as %s (force to retry it anyway)", e.ID, ErrConflict, e.By)
+	return fmt.Sprintf("retry job %s: %v: it is superseded by %s, its retry with new input or replay (force to retry it anyway, and run its side effects again)", e.ID, ErrConflict, e.By)
 }
 
 func (e *SupersededError) Unwrap() error { return ErrConflict }

@@ -50,8 +50,9 @@ type ControlStore interface {
 	// or an original whose version is no longer Version, is ErrConflict):
 	// same queue, kind, payload, fingerprint, metadata, tags, priority,
 	// attempt budget, schema version and timeout, available now, with
-	// Checkpoint; and writes OriginalCheckpoint on the original, leaving
-	// its state as it is. Both events, one transaction.
+	// Checkpoint; and writes OriginalCheckpoint on the original and marks
+	// it superseded by NewID, leaving its state as it is. Both events,
+	// one transaction.
 	JobFork(ctx context.Context, p *JobForkParams) (*Job, error)
 
 	// OperationInsert persists a new bulk operation (status pending,
@@ -92,7 +93,7 @@ type ControlStore interface {
 
 type JobListParams struct {
 	Filter Filter
-	// ExcludeSuperseded leaves out jobs retried with new input (bulk
+	// ExcludeSuperseded leaves out superseded jobs (bulk
 	// selectors do, unless the filter includes them).
 	ExcludeSuperseded bool
 	After             *Cursor

@@ -834,7 +834,12 @@ func (e *Engine) finishPlan(ref JobRef, j *Job, row Transition, res handlerResul
 	}
 	if entry != nil {
 		entry.Attempt = run
+		// The entry says who ran the attempt: its lease's worker, also
+		// when the reaper writes it (the reaper is the event's actor).
 		entry.Worker = actor
+		if j.Lease != nil && j.Lease.WorkerID != "" {
+			entry.Worker = j.Lease.WorkerID
+		}
 		p.Error = &ErrorWrite{Entry: *entry, Keep: MaxKeptErrors, LastError: entry.Message, Pattern: NormalizeError(entry.Message)}
 	}
 	if kind != "" {

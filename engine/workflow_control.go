@@ -12,8 +12,8 @@ import (
 
 // Replay from a step: the operator's redrive of a workflow that does not
 // start over. The new job keeps the original's recorded steps before the
-// chosen one and runs from it on; the original stays as it was, but for
-// the fork recorded on it.
+// chosen one and runs from it on; the original keeps its state, with the
+// fork recorded on it, and is superseded by the new job.
 
 // ReplayParams says where a replay starts.
 type ReplayParams struct {
@@ -126,7 +126,10 @@ func (e *Engine) ReplayPreview(ctx context.Context, id string, p ReplayParams) (
 // ReplayFromStep creates a new job that keeps the original's checkpoint
 // before p.Step and runs from it on, linked both ways (forked_from on the
 // new job, the fork on the original's checkpoint). The original must be
-// terminal and is otherwise left as it was.
+// terminal; it keeps its state and is superseded by the new job, as by a
+// retry with new input: bulk selections leave it out unless they include
+// superseded jobs, and a retry of it alone needs Force, so the steps the
+// replay runs again do not run twice.
 func (e *Engine) ReplayFromStep(ctx context.Context, id string, p ReplayParams) (*Job, error) {
 	if err := noSuchID("job", id); err != nil {
 		return nil, err

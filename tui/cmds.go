@@ -241,6 +241,21 @@ func (m *Model) applyCmd(action engine.Action, ids []string) tea.Cmd {
 	}
 }
 
+// forceRetryCmd retries one superseded job, forced, and reports it as
+// an Apply of one id.
+func (m *Model) forceRetryCmd(id string) tea.Cmd {
+	ctl, ctx := m.ctl, m.ctx
+	return func() tea.Msg {
+		c, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		r := engine.ActionResult{ID: id, OK: true}
+		if _, err := ctl.Retry(c, id, engine.RetryOptions{Force: true}); err != nil {
+			r = engine.ActionResult{ID: id, Error: err.Error(), Reason: engine.ReasonCode(err)}
+		}
+		return actionMsg{action: engine.ActionRetry, results: []engine.ActionResult{r}}
+	}
+}
+
 type bulkPreviewMsg struct {
 	seq uint64
 	res *engine.BulkResult

@@ -144,6 +144,7 @@ func slimJob(j *engine.Job) *engine.Job {
 		ID: j.ID, Queue: j.Queue, Kind: j.Kind, State: j.State,
 		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, CrashAttempt: j.CrashAttempt,
 		StateChangedAt: j.StateChangedAt, Version: j.Version, Wait: j.Wait,
+		SupersededBy: j.SupersededBy, // r on it asks to force the retry
 	}
 }
 

@@ -345,6 +345,9 @@ func (m *Model) act(a engine.Action) tea.Cmd {
 		}
 		ids = []string{r.job.ID}
 		title = fmt.Sprintf("%s job %s?", titleCase(string(a)), r.id)
+		if a == engine.ActionRetry && r.job.SupersededBy != "" {
+			return m.confirmForcedRetry(r.job)
+		}
 	} else {
 		title = fmt.Sprintf("%s %s?", titleCase(string(a)), plural(int64(len(ids)), "marked job", "marked jobs"))
 		if hidden := v.hiddenMarks(); hidden > 0 {
@@ -369,6 +372,24 @@ func (m *Model) act(a engine.Action) tea.Cmd {
 		yes: func() tea.Cmd {
 			return m.applyCmd(a, ids)
 		},
+	}
+	return nil
+}
+
+// confirmForcedRetry asks before retrying a superseded job (retried with
+// new input or replayed from a step), saying what superseded it: the
+// store refuses the retry unless forced, since the job's side effects
+// would run again beside its successor's.
+func (m *Model) confirmForcedRetry(j *engine.Job) tea.Cmd {
+	id, by := j.ID, j.SupersededBy
+	m.dialog = &confirmDialog{
+		title: fmt.Sprintf("Retry superseded job %s?", termtext.Line(id)),
+		count: 1,
+		lines: []string{
+			m.theme.WarnText.Render("superseded by " + termtext.Line(by) + " (its retry with new input or replay)"),
+			"retrying it anyway runs its side effects again",
+		},
+		yes: func() tea.Cmd { return m.forceRetryCmd(id) },
 	}
 	return nil
 }

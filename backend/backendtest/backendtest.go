@@ -115,6 +115,7 @@ func checks() []check {
 	add("Plans", planChecks())
 	add("Control", controlChecks())
 	add("ControlStore", controlStoreChecks())
+	add("Selection", selectionChecks())
 	add("Idempotency", idempotencyChecks())
 	add("BadInput", []check{
 		{name: "RefusedAndNothingStored", fn: testBadInput},
@@ -150,7 +151,7 @@ func Run(t *testing.T, h Harness) {
 	}
 }
 
-// RunControl runs only the Control area, for a harness whose Control wraps
+// RunControl runs only the Control and Selection areas, for a harness whose Control wraps
 // the engine in another implementation (the HTTP client against a server):
 // the other areas would only test the same store again.
 func RunControl(t *testing.T, h Harness) {
@@ -158,7 +159,7 @@ func RunControl(t *testing.T, h Harness) {
 		t.Fatal("backendtest: Harness.NewStore is nil")
 	}
 	for _, c := range checks() {
-		if !strings.HasPrefix(c.name, "Control/") {
+		if !strings.HasPrefix(c.name, "Control/") && !strings.HasPrefix(c.name, "Selection/") {
 			continue
 		}
 		t.Run(c.name, func(t *testing.T) {

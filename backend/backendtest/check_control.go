@@ -868,7 +868,11 @@ func testControlBulkKeepsUnderRate(t *testing.T, h Harness) {
 func testControlBulkCancel(t *testing.T, h Harness) {
 	f := newCtl(t, h, func(c *engine.Config) { c.NoMaintenance = true })
 	f.dead(t, "billing", "b", 5, "x")
-	r, err := f.c.Bulk(f.ctx, engine.BulkParams{Action: engine.ActionDelete, Selector: mustQuery(t, "state:archived")})
+	dry, err := f.c.Bulk(f.ctx, engine.BulkParams{Action: engine.ActionDelete, Selector: mustQuery(t, "state:archived"), DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := f.c.Bulk(f.ctx, engine.BulkParams{Action: engine.ActionDelete, Plan: dry.Plan})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -334,6 +334,12 @@ func testIdemEveryMutation(t *testing.T, h Harness) {
 	}
 	fp := getJob(t, f.s, "pill").Fingerprint
 
+	// A bulk cancel runs only from a dry run's plan.
+	cancelPlan, err := f.e.Bulk(f.ctx, engine.BulkParams{Action: engine.ActionCancel, DryRun: true,
+		Selector: engine.Filter{Queues: []string{"billing"}, States: []engine.State{engine.StateScheduled}}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var opID string
 	cases := []struct {
 		name string
@@ -397,8 +403,7 @@ func testIdemEveryMutation(t *testing.T, h Harness) {
 		{"Bulk", func(ctx context.Context) (any, error) {
 			// Paced at one job a second over 50 jobs: still running when
 			// it is cancelled below.
-			res, err := f.e.Bulk(ctx, engine.BulkParams{Action: engine.ActionCancel, RatePerSecond: 1,
-				Selector: engine.Filter{Queues: []string{"billing"}, States: []engine.State{engine.StateScheduled}}})
+			res, err := f.e.Bulk(ctx, engine.BulkParams{Action: engine.ActionCancel, RatePerSecond: 1, Plan: cancelPlan.Plan})
 			if err == nil && res.Operation != nil {
 				opID = res.Operation.ID
 			}

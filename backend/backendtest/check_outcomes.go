@@ -67,7 +67,7 @@ func testOutcomeSuccess(t *testing.T, h Harness) {
 	})
 	enqueue(t, e, engine.EnqueueParams{ID: "ok", Queue: "q", Kind: "k", Payload: json.RawMessage(`{"n": 1}`)})
 	j := waitState(t, s, "ok", engine.StateCompleted)
-	if j.Attempt != 0 || j.CrashAttempt != 0 || j.FinalizedAt == nil || len(j.Errors) != 0 || j.AttemptedBy != "w1" || j.AttemptedAt == nil {
+	if j.Attempt != 0 || j.CrashAttempt != 0 || j.FinalizedAt == nil || len(j.Errors) != 0 || !ranBy(j.AttemptedBy, "w1") || j.AttemptedAt == nil {
 		t.Fatalf("completed job: %s finalized %v attempted %v by %q", describe(j), j.FinalizedAt, j.AttemptedAt, j.AttemptedBy)
 	}
 	checkLease(t, j)

@@ -39,6 +39,17 @@ func testReaper(t *testing.T, h Harness) {
 	if ev := events(t, s, "dead"); !hasEvent(ev, engine.EventCrashed) {
 		t.Fatalf("dead worker's job: events %v, want crashed", eventKinds(ev))
 	}
+	// The crash entry says who ran the attempt (the dead worker), so the
+	// timeline's claim derived from it is the dead worker's, not the
+	// reaper's that wrote it.
+	if w := dead.Errors[0].Worker; w != "ghost-dead" {
+		t.Fatalf("crash entry of a dead worker's job: worker %q, want ghost-dead", w)
+	}
+	for _, ev := range engine.Timeline(dead, events(t, s, "dead")) {
+		if ev.Kind == engine.EventClaimed && ev.Actor != "ghost-dead" {
+			t.Fatalf("dead worker's job: claim credited to %q, want ghost-dead", ev.Actor)
+		}
+	}
 	alive := waitState(t, s, "alive", engine.StateAvailable)
 	if alive.CrashAttempt != 0 || alive.Attempt != 0 || len(alive.Errors) != 0 {
 		t.Fatalf("job of a live worker: %s, want nothing charged", describe(alive))

@@ -339,3 +339,9 @@ func scheduleDue(t testing.TB, s engine.Store) []string {
 	}
 	return qs
 }
+
+// ranBy reports whether worker id got is an incarnation of the engine
+// configured with WorkerID name (the engine adds a random suffix).
+func ranBy(got, name string) bool {
+	return strings.HasPrefix(got, name+"/") && !strings.Contains(got[len(name)+1:], "/")
+}

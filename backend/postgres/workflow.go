@@ -48,7 +48,7 @@ var (
 		'available', max_attempts, fingerprint, $3, timeout_ns, $3, $3, $4::jsonb
 	FROM {s}.jobs WHERE id = $1
 	ON CONFLICT (id) DO NOTHING`
-	sqlForkOriginal = `UPDATE {s}.jobs SET checkpoint = $2::jsonb, version = version + 1 WHERE id = $1`
+	sqlForkOriginal = `UPDATE {s}.jobs SET checkpoint = $2::jsonb, superseded_by = $3, version = version + 1 WHERE id = $1`
 )
 
 // JobCheckpoint replaces running jobs' checkpoints under their leases, in
@@ -217,7 +217,7 @@ func writeDeadLetter(ctx context.Context, tx *wtx, id string, d *engine.DeadLett
 }
 
 // JobFork inserts the replay of a terminal job from a step and records the
-// fork on the original, in one transaction.
+// fork on the original, which the replay supersedes, in one transaction.
 func (s *Store) JobFork(ctx context.Context, p *engine.JobForkParams) (*engine.Job, error) {
 	var out *engine.Job
 	err := s.writeTx(ctx, func(tx *wtx) error {
@@ -247,7 +247,7 @@ func (s *Store) JobFork(ctx context.Context, p *engine.JobForkParams) (*engine.J
 		if tag.RowsAffected() == 0 {
 			return fmt.Errorf("replay job %s: %w: job %s exists", p.ID, engine.ErrConflict, p.NewID)
 		}
-		if _, err := tx.Exec(ctx, tx.q(sqlForkOriginal), p.ID, string(p.OriginalCheckpoint)); err != nil {
+		if _, err := tx.Exec(ctx, tx.q(sqlForkOriginal), p.ID, string(p.OriginalCheckpoint), p.NewID); err != nil {
 			return fmt.Errorf("postgres: replay job %s: %w", p.ID, err)
 		}
 		out, err = s.finishCopy(ctx, tx, "replay job "+p.ID, r, p.ID, p.NewID, p.OriginalEvent, p.CopyEvent)

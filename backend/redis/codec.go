@@ -16,14 +16,15 @@ import (
 
 // tstr is a time as the scripts keep it: 19 digits of unix nanoseconds.
 func tstr(t time.Time) string {
-	if t.After(maxTime) {
-		t = maxTime // past what nanoseconds since 1970 hold in an int64
+	// Outside what nanoseconds since 1970 hold in an int64, UnixNano
+	// wraps: both ends are clamped before it is taken.
+	switch {
+	case t.After(maxTime):
+		t = maxTime
+	case t.Before(time.Unix(0, 0)):
+		t = time.Unix(0, 0)
 	}
-	n := t.UnixNano()
-	if n < 0 {
-		n = 0
-	}
-	return fmt.Sprintf("%019d", n)
+	return fmt.Sprintf("%019d", t.UnixNano())
 }
 
 var maxTime = time.Unix(0, 1<<63-1).UTC()

@@ -1,9 +1,7 @@
 package redis
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -84,12 +82,12 @@ func match(r *row, f *engine.Filter, excludeSuperseded bool, asOf *time.Time) bo
 		return false
 	}
 	for _, m := range f.Payload {
-		if !pathMatches(j.Payload, m) {
+		if !engine.PathValueMatches(j.Payload, m) {
 			return false
 		}
 	}
 	for _, m := range f.Meta {
-		if !pathMatches(j.Metadata, m) {
+		if !engine.PathValueMatches(j.Metadata, m) {
 			return false
 		}
 	}
@@ -112,37 +110,6 @@ func match(r *row, f *engine.Filter, excludeSuperseded bool, asOf *time.Time) bo
 		return false
 	}
 	return true
-}
-
-// pathMatches compares the value at m.Path in doc with m.Value: a JSON
-// string by its contents, any other value by its compact JSON text; a
-// missing path matches nothing.
-func pathMatches(doc json.RawMessage, m engine.PathMatch) bool {
-	cur := doc
-	for key := range strings.SplitSeq(m.Path, ".") {
-		var obj map[string]json.RawMessage
-		if len(cur) == 0 || json.Unmarshal(cur, &obj) != nil {
-			return false
-		}
-		v, ok := obj[key]
-		if !ok {
-			return false
-		}
-		cur = v
-	}
-	cur = bytes.TrimSpace(cur)
-	if len(cur) > 0 && cur[0] == '"' {
-		var s string
-		if json.Unmarshal(cur, &s) != nil {
-			return false
-		}
-		return s == m.Value
-	}
-	var b bytes.Buffer
-	if json.Compact(&b, cur) != nil {
-		return false
-	}
-	return b.String() == m.Value
 }
 
 // needsPayload reports whether f reads the payload.

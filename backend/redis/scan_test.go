@@ -95,7 +95,11 @@ func TestBoundedScan(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.Stop(ctx) })
-	res, err := e.Bulk(ctx, engine.BulkParams{Action: engine.ActionCancel, Selector: f})
+	dry, err := e.Bulk(ctx, engine.BulkParams{Action: engine.ActionCancel, Selector: f, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Bulk(ctx, engine.BulkParams{Action: engine.ActionCancel, Plan: dry.Plan})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -123,7 +123,7 @@ func (s *Store) JobCheckpoint(ctx context.Context, p *engine.JobCheckpointParams
 }
 
 // luaFork inserts the replay of a terminal job from a step and records the
-// fork on the original (JobFork).
+// fork on the original, which the replay supersedes (JobFork).
 //
 // ARGV[4...] name/value pairs: id, newid, version, allowed (states joined
 // by US), cp (the copy's checkpoint), ocp (the original's); the events
@@ -144,8 +144,10 @@ local C = {id = A.newid, q = J.q, k = J.k, p = J.p, sv = J.sv, m = J.m, tg = J.t
   sca = NOW, fin = '', rs = '', lid = '', lw = '', lx = '', v = '1', cp = A.cp, dlo = '', ro = '', sb = '',
   le = '', ep = ''}
 create(C)
+J.sb = A.newid
 bump(J)
-redis.call('HSET', K('job', J.id), 'cp', A.ocp, 'v', J.v)
+redis.call('HSET', K('job', J.id), 'cp', A.ocp, 'sb', J.sb, 'v', J.v)
+redis.call('SADD', K('sup'), J.id)
 event(J.id, A.o_kind, A.o_actor, J.s, J.s, J.a, A.o_msg)
 event(C.id, A.c_kind, A.c_actor, '', A.c_to, '0', A.c_msg)
 idem_record(rec(C, true))
@@ -153,7 +155,7 @@ return out(C, true)
 `)
 
 // JobFork inserts the replay of a terminal job from a step and records the
-// fork on the original, in one script.
+// fork on the original, which the replay supersedes, in one script.
 func (s *Store) JobFork(ctx context.Context, p *engine.JobForkParams) (*engine.Job, error) {
 	v, err := s.run(ctx, "replay job "+p.ID, luaFork,
 		"id", p.ID, "newid", p.NewID, "version", strconv.FormatInt(p.Version, 10),

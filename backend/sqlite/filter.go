@@ -3,6 +3,7 @@ package sqlite
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,11 +20,11 @@ import (
 //     fields: `tag:a,b` matches a or b).
 //   - fingerprint, error_pattern: equal.
 //   - error: a case-sensitive substring of the last error's message.
-//   - payload.<path>:value and meta.<key>:value: the value at the path,
-//     compared as text: a JSON string by its contents ("x" matches x), any
-//     other value by its JSON text (3 matches 3, true matches true, null
-//     matches null). Keys are object keys (no array indexes); a missing
-//     path matches nothing.
+//   - payload.<path>:value and meta.<key>:value: the value at the path: a
+//     JSON string by its contents ("x" matches x), a number by its value
+//     when value is a JSON number (3 matches 3, 3.0 and 3e0), any other
+//     value by its JSON text (true matches true, null matches null). Keys
+//     are object keys (no array indexes); a missing path matches nothing.
 //   - created/finalized after and before: strictly after, strictly before;
 //     a job not finalized has no finalized time and matches neither.
 
@@ -180,8 +181,14 @@ func (w *where) addPath(col, what string, m engine.PathMatch) error {
 	if err != nil {
 		return fmt.Errorf("%w: filter: %s path %q: %v", engine.ErrInvalid, what, m.Path, err)
 	}
-	w.add("(CASE WHEN json_valid("+col+") THEN CASE json_type("+col+", ?) WHEN 'text' THEN json_extract("+col+", ?) ELSE "+col+" -> ? END END) = ?",
-		path, path, path, m.Value)
+	text := "(CASE WHEN json_valid(" + col + ") THEN CASE json_type(" + col + ", ?) WHEN 'text' THEN json_extract(" + col + ", ?) ELSE " + col + " -> ? END END) = ?"
+	if n, ok := sqlNumber(m.Value); ok {
+		// Numbers as numbers: 42 matches 42, 42.0 and 4.2e1.
+		w.add("("+text+" OR (CASE WHEN json_valid("+col+") THEN json_type("+col+", ?) IN ('integer', 'real') AND json_extract("+col+", ?) = ? END))",
+			path, path, path, m.Value, path, path, n)
+		return nil
+	}
+	w.add(text, path, path, path, m.Value)
 	return nil
 }
 
@@ -204,4 +211,19 @@ func jsonPath(p string) (string, error) {
 		b.WriteByte('"')
 	}
 	return b.String(), nil
+}
+
+// sqlNumber is v, a filter value, as the number SQLite compares a JSON
+// number with, when v is a JSON number: an integer when it is one, else
+// a float.
+func sqlNumber(v string) (any, bool) {
+	if _, ok := engine.JSONNumber(v); !ok {
+		return nil, false
+	}
+	v = strings.TrimSpace(v)
+	if i, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return i, true
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	return f, err == nil
 }

@@ -17,11 +17,11 @@ const (
 	FROM jobs WHERE id = ?1
 	ON CONFLICT (id) DO NOTHING`
 	// ?1 original, ?2 its checkpoint with the fork.
-	sqlForkOriginal = `UPDATE jobs SET checkpoint = ?2, version = version + 1 WHERE id = ?1`
+	sqlForkOriginal = `UPDATE jobs SET checkpoint = ?2, superseded_by = ?3, version = version + 1 WHERE id = ?1`
 )
 
 // JobFork inserts the replay of a terminal job from a step and records the
-// fork on the original, in one transaction.
+// fork on the original, which the replay supersedes, in one transaction.
 func (s *Store) JobFork(ctx context.Context, p *engine.JobForkParams) (*engine.Job, error) {
 	st, err := s.stmts(ctx, sqlActionRead, sqlIsQuarantined, sqlInsertForkCopy, sqlForkOriginal, sqlInsertEvent, sqlGetJob)
 	if err != nil {
@@ -58,7 +58,7 @@ func (s *Store) JobFork(ctx context.Context, p *engine.JobForkParams) (*engine.J
 		} else if n == 0 {
 			return fmt.Errorf("replay job %s: %w: job %s exists", p.ID, engine.ErrConflict, p.NewID)
 		}
-		if _, err := tx.StmtContext(ctx, st[3]).ExecContext(ctx, p.ID, textOrNull(p.OriginalCheckpoint)); err != nil {
+		if _, err := tx.StmtContext(ctx, st[3]).ExecContext(ctx, p.ID, textOrNull(p.OriginalCheckpoint), p.NewID); err != nil {
 			return fmt.Errorf("sqlite: replay job %s: %w", p.ID, err)
 		}
 		out, err = s.finishCopy(ctx, tx, st[4], st[5], "replay job "+p.ID, r, p.ID, p.NewID, p.OriginalEvent, p.CopyEvent, nowNs)

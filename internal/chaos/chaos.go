@@ -77,7 +77,9 @@ func RegisterRecording(rec *Recorder) func(*engine.Engine) error {
 // kept elsewhere (testworker --count-redis keeps one in a Redis key).
 func RegisterCounting(rec *Recorder, count func(*engine.Job)) func(*engine.Engine) error {
 	return func(e *engine.Engine) error {
-		process := e.WorkerID()
+		// The process as the harness named it (--worker-id), as the
+		// witness records its writes, without the incarnation suffix.
+		process := processName(e.WorkerID())
 		note := func(j *engine.Job) {
 			if rec != nil {
 				rec.Execution(j, process)

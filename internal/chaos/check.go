@@ -165,11 +165,12 @@ func (r *run) checkJob(j *engine.Job, class string, execs []execRow, writes []wr
 			}
 			order = append(order, "panic")
 		case m != nil:
-			f, ok := fate[m[1]]
+			proc := processName(m[1])
+			f, ok := fate[proc]
 			switch {
 			case !ok:
 				r.violate("%s: crash charged to %s, no process of this run", name, m[1])
-			case (f == "lived" || f == "termed") && !r.exitedBefore(m[1], e.At):
+			case (f == "lived" || f == "termed") && !r.exitedBefore(proc, e.At):
 				// A process that lived (or was stopped with SIGTERM, which
 				// hands its jobs back uncharged) was charged a crash. Its
 				// heartbeat lapsed: after a store outage that breaks the
@@ -313,6 +314,15 @@ func (r *run) checkJob(j *engine.Job, class string, execs []execRow, writes []wr
 	if completions > 1 {
 		r.violate("%s: %d successes accepted", name, completions)
 	}
+}
+
+// processName is the harness's name of a worker id: the engine adds
+// /<8 hex> to the --worker-id it was given, one per incarnation.
+func processName(workerID string) string {
+	if i := strings.LastIndexByte(workerID, '/'); i >= 0 {
+		return workerID[:i]
+	}
+	return workerID
 }
 
 // exitedBefore reports whether process name had exited by t: a crash
