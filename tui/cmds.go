@@ -197,6 +197,7 @@ func (m *Model) loadDetail(id string, payload bool) tea.Cmd {
 		m.sheet.payloadSeq = m.seq
 	} else {
 		m.sheet.detailSeq = m.seq
+		m.sheet.detailBusy = true
 	}
 	seq, ctl, ctx := m.seq, m.ctl, m.ctx
 	return func() tea.Msg {

@@ -90,7 +90,7 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
 	case km.Matches(msg, keymap.Back):
 		return m.back()
 	case km.Matches(msg, keymap.Refresh):
-		return m.refresh()
+		return m.reloadAll()
 	}
 	if m.screen == scrJobs {
 		return m.jobsKey(msg)

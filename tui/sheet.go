@@ -21,7 +21,10 @@ type sheetView struct {
 	detail    *engine.JobDetail
 	err       error
 	detailSeq uint64
-	stale     bool
+	// detailBusy: the newest detail load is on its way (the age tick's
+	// re-read waits for it rather than making it stale).
+	detailBusy bool
+	stale      bool
 
 	showPayload    bool
 	payloadLoading bool
@@ -157,6 +160,7 @@ func (s *sheetView) take(m *Model, msg detailMsg) tea.Cmd {
 	if msg.seq != s.detailSeq {
 		return nil
 	}
+	s.detailBusy = false
 	if msg.err != nil {
 		// Shown in the sheet (a deleted job says not found); the next
 		// live change or cursor move asks again.

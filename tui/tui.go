@@ -468,6 +468,13 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 		// for the API; the counters, the cheapest read there is, for the
 		// store behind it (embedded, the meta never reaches the store).
 		cmds := []tea.Cmd{m.loadMeta(), tea.Tick(5*time.Second, func(time.Time) tea.Msg { return ageTickMsg{} })}
+		// The open sheet is read again too: not every change of a job is
+		// heard (a claim, a lease renewed, another process's reaper when
+		// the counters end where they were), and a sheet must not show a
+		// lease long expired as the job's.
+		if s := &m.sheet; m.screen == scrJobs && s.open && s.id != "" && s.detail != nil && !s.detailBusy {
+			cmds = append(cmds, m.loadDetail(s.id, false))
+		}
 		if !m.probing {
 			m.probing = true
 			cmds = append(cmds, m.probeStore())
@@ -628,8 +635,11 @@ func (m *Model) changes(msg changesMsg) tea.Cmd {
 			}
 			// Changes were missed: the open sheet's job among them, maybe.
 			m.sheet.stale = m.sheet.open && m.sheet.id != ""
-		case engine.ChangeJob:
-			if m.sheet.open && c.JobID != "" && c.JobID == m.sheet.id {
+		case engine.ChangeJob, engine.ChangeOperation:
+			// A change that names no job (another process's, heard
+			// through the counters or a wake-up: a reaper's, a worker's)
+			// or an operation's may be the sheet's job: it is read again.
+			if m.sheet.open && m.sheet.id != "" && (c.JobID == "" || c.JobID == m.sheet.id) {
 				m.sheet.stale = true
 			}
 		}
@@ -675,6 +685,20 @@ func (m *Model) refresh() tea.Cmd {
 		cmds = append(cmds, m.reloadScreen())
 	}
 	return tea.Batch(cmds...)
+}
+
+// reloadAll is ctrl+r: everything on screen is read again now — the
+// counts, the list or screen, and the open sheet, whether or not a change
+// was heard for it.
+func (m *Model) reloadAll() tea.Cmd {
+	if m.sheet.open && m.sheet.id != "" {
+		m.sheet.stale = true
+	}
+	if m.screen != scrJobs && !m.screenBusy {
+		// Not paced as a live reload is: the operator asked.
+		m.screenNotBefore = time.Time{}
+	}
+	return m.refresh()
 }
 
 // reloadScreen is a live reload of the screen shown (not the jobs list):
