@@ -18,6 +18,16 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
 	if msg.String() == "ctrl+c" {
 		return m.quit()
 	}
+	if m.tooSmall() {
+		// Nothing is drawn but the notice: no key may reach a dialog, an
+		// editor or a list the operator cannot see (y confirmed a bulk
+		// retry hidden behind it). q quits, as the notice says, unless
+		// an editor holds text.
+		if m.editor == nil && m.km.Matches(msg, keymap.Quit) {
+			return m.quit()
+		}
+		return nil
+	}
 	if m.editor != nil {
 		return m.editorKey(msg)
 	}
@@ -60,12 +70,6 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
 			m.helpScroll = 1 << 20 // clamped when drawn
 		}
 		m.helpScroll = max(m.helpScroll, 0)
-		return nil
-	}
-	if m.tooSmall() {
-		if km.Matches(msg, keymap.Quit) {
-			return m.quit()
-		}
 		return nil
 	}
 	switch {

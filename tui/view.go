@@ -112,8 +112,28 @@ func (m *Model) render() string {
 	return strings.Join(lines, "\n")
 }
 
+// openLayer names the dialog or editor open behind the too-small notice
+// ("" none).
+func (m *Model) openLayer() string {
+	switch {
+	case m.editor != nil:
+		return "An editor is open"
+	case m.dialog != nil:
+		return "A confirmation is open"
+	case m.bulk != nil && m.bulk.phase == bulkRunning && m.bulk.op != nil:
+		return fmt.Sprintf("A bulk %s is running", m.bulk.action)
+	case m.bulk != nil && m.bulk.visible:
+		return fmt.Sprintf("The bulk %s dialog is open", m.bulk.action)
+	}
+	return ""
+}
+
 func (m *Model) smallView(w, h int) string {
 	msg := fmt.Sprintf("sluice: the terminal is too small (%d×%d); the console needs %d×%d. q quits.", w, h, minWidth, minHeight)
+	if open := m.openLayer(); open != "" {
+		// What waits behind the notice, and that no key reaches it.
+		msg += " " + open + "; no key reaches it until the terminal is larger."
+	}
 	if w <= 0 || h <= 0 {
 		return ""
 	}
