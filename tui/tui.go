@@ -728,6 +728,11 @@ func (m *Model) switchScreen(s screen) tea.Cmd {
 	if s == scrJobs {
 		return m.jobs.reload(m)
 	}
+	if ls, _ := m.current(); ls != nil {
+		// Its rows as last read may be minutes old (a group's LAST read
+		// 8m while it was dying that second): "loading…" until read.
+		ls.loaded, ls.err = false, nil
+	}
 	cmd := m.loadScreen(s)
 	if s == scrOperations {
 		return tea.Batch(cmd, m.opsTick())

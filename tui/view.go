@@ -307,10 +307,15 @@ func (m *Model) screenTitle(w int) string {
 	case scrQueues:
 		s = "Queues — jobs per state" + m.keyHint(keymap.Pause, "pause/resume") + m.keyHint(keymap.Open, "jobs")
 	case scrErrors:
-		s = "Error groups — dead jobs by kind and error"
-		if scope := m.groupScope(); scope != "" {
-			// The filter narrows them: say so before anything else.
-			s = "Error groups · scope: " + scope + " (the filter's; :clear shows all)"
+		// One rule, said first: the jobs list's tab and filter scope
+		// the groups, whatever the filter names.
+		scope := m.groupScope()
+		if scope == "" {
+			scope = "all jobs"
+		}
+		s = "Error groups of " + scope + " — the jobs tab and filter scope them"
+		if m.jobs.query != "" {
+			s += " (:clear drops the filter)"
 		}
 		s += m.keyHint(keymap.Open, "jobs") + m.keyHint(keymap.Bulk, "bulk retry")
 	}
