@@ -305,6 +305,7 @@ func (m *Model) bulkMsg(msg tea.Msg) tea.Cmd {
 			return nil
 		}
 		b.phase, b.preview = bulkPreview, msg.res
+		m.takeExact(b.selector, msg.res, msg.at)
 		b.asOf = msg.at
 		if msg.res.Plan != nil {
 			b.asOf = msg.res.Plan.Cutoff

@@ -332,7 +332,16 @@ func (m *Model) sheetInfo(w int) []string {
 	}
 	field("queue", Sanitize(j.Queue))
 	field("kind", fmt.Sprintf("%s (schema v%d)", Sanitize(j.Kind), j.SchemaVersion))
-	field("attempt", fmt.Sprintf("%d/%d · crashes %d · priority %d", j.AttemptShown(), j.MaxAttempts, j.CrashAttempt, j.Priority))
+	// Attempts spent and crashes are two budgets; the timeline numbers
+	// runs (#1, #2 … one per claim: failures, crashes and lost leases
+	// alike). A quarantined job read "0/3 · crashes 3" over #1 … #8:
+	// where the runs are more than the two count, they are said too, with
+	// how many charged neither.
+	attempt := fmt.Sprintf("%d/%d · crashes %d", j.AttemptShown(), j.MaxAttempts, j.CrashAttempt)
+	if free := j.Fence - int64(j.AttemptShown()+j.CrashAttempt); free > 0 {
+		attempt += fmt.Sprintf(" · %s (timeline #), %s charged nothing", plural(j.Fence, "run", "runs"), commas(free))
+	}
+	field("attempt", attempt+fmt.Sprintf(" · priority %d", j.Priority))
 
 	section("lifecycle")
 	field("created", stamp(now, j.CreatedAt))

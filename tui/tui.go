@@ -128,6 +128,11 @@ type Model struct {
 	fcounts    *engine.JobCounts
 	fcountsFor string
 	fcountsOff bool
+	// exact is a state's count under a filter as a bulk dry run counted
+	// it, whole, where the filter's own counts stopped at their bound or
+	// at the store's scan budget (the tab read 9,484+ while the dry run
+	// said 9,997).
+	exact exactCount
 
 	screen screen
 	jobs   jobsView

@@ -387,6 +387,9 @@ func (m *Model) statusLine(w int) string {
 		if note := v.scanNote(); note != "" {
 			parts = append(parts, t.WarnText.Render(note))
 		}
+		if note := m.capNote(); note != "" {
+			parts = append(parts, t.InfoText.Render(note))
+		}
 	default:
 		if ls, n := m.current(); ls != nil && n > 0 {
 			parts = append(parts, fmt.Sprintf("%d of %d", ls.cursor+1, n))
@@ -426,6 +429,9 @@ func (m *Model) matchCount() (int64, bool) {
 	f := v.filter
 	if !countsServe(f) {
 		fc, _ := m.filterCounts()
+		if e, ok := m.exactFor(s); ok && fc != nil && fc.IsCapped(s) {
+			return e.n, true
+		}
 		if fc == nil || fc.IsCapped(s) {
 			return 0, false
 		}
