@@ -208,8 +208,13 @@ func (m *Model) jobsKey(msg tea.KeyPressMsg) tea.Cmd {
 		if km.Matches(msg, keymap.PrevSection) {
 			d = -1
 		}
-		m.sheet.jumpSection(d)
+		if !m.sheet.jumpSection(d) && d > 0 {
+			// Past the last section nothing moves: said, not silent.
+			return m.toast("the last section of the sheet" + m.linksKeyNote())
+		}
 		return nil
+	case km.Matches(msg, keymap.Links):
+		return m.toLinks()
 	case km.Matches(msg, keymap.StepDown):
 		return m.moveStep(1)
 	case km.Matches(msg, keymap.StepUp):

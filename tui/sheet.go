@@ -511,16 +511,19 @@ func (m *Model) sheetInfo(w int) []string {
 			}
 			fieldIn(gutter, l.label, v)
 		}
-		open, pick := m.km.B(keymap.Open).Help().Key, m.km.B(keymap.StepDown).Help().Key
+		open, pick := m.km.B(keymap.Open).Help().Key, m.km.B(keymap.Links).Help().Key
+		if !m.km.Enabled(keymap.Links) {
+			pick = ""
+		}
 		switch {
 		case open != "" && s.linkFocus && s.linkPick < s.followable():
 			hint := open + " follows " + Sanitize(s.links[s.linkPick].id)
 			if pick != "" && s.followable() > 1 {
-				hint += " · " + pick + "/" + m.km.B(keymap.StepUp).Help().Key + " picks another"
+				hint += fmt.Sprintf(" (%d of %d) · %s next", s.linkPick+1, s.followable(), pick)
 			}
 			add(t.InfoText.Render(hint))
-		case open != "" && m.km.B(keymap.NextSection).Help().Key != "":
-			add(t.Muted.Render(m.km.B(keymap.NextSection).Help().Key + " to here, then " + open + " follows a link"))
+		case open != "" && pick != "":
+			add(t.Muted.Render(pick + " picks a link from anywhere on the sheet, then " + open + " follows it"))
 		}
 		s.linksEnd = len(out) - 1
 	}
@@ -563,8 +566,9 @@ func (m *Model) eventStyle(k engine.EventKind) lipgloss.Style {
 // section's heading. The section it went to stays the current one while
 // the scroll is where the jump left it, so ] goes on through the sections
 // at the end of the sheet, which the end holds short of the top.
-func (s *sheetView) jumpSection(d int) {
-	was := s.linkFocus
+func (s *sheetView) jumpSection(d int) (moved bool) {
+	was, wasScroll, wasSec := s.linkFocus, s.scroll, s.focusSec
+	defer func() { moved = s.scroll != wasScroll || s.focusSec != wasSec || s.linkFocus != was }()
 	defer func() {
 		if s.linkFocus != was {
 			s.invalidate()
@@ -572,7 +576,7 @@ func (s *sheetView) jumpSection(d int) {
 	}()
 	s.linkFocus = false
 	if len(s.sections) == 0 {
-		return
+		return false
 	}
 	cur := -1
 	for i, at := range s.sections {
@@ -586,7 +590,7 @@ func (s *sheetView) jumpSection(d int) {
 	next := cur + d
 	if next < 0 {
 		s.scroll, s.focusSec = 0, -1
-		return
+		return false
 	}
 	next = min(next, len(s.sections)-1)
 	at := s.sections[next]
@@ -599,6 +603,44 @@ func (s *sheetView) jumpSection(d int) {
 	if s.linkFocus {
 		s.linkPick = 0
 	}
+	return false
+}
+
+// linksKeyNote names the links key for a toast, when the sheet has links.
+func (m *Model) linksKeyNote() string {
+	if k := m.km.B(keymap.Links).Help().Key; k != "" && m.km.Enabled(keymap.Links) && m.sheet.followable() > 0 {
+		return "; " + k + " goes to its links"
+	}
+	return ""
+}
+
+// toLinks is the links key: from anywhere on the sheet to its links,
+// the first picked; on them, the next link (round to the first after
+// the last, the › moving with it).
+func (m *Model) toLinks() tea.Cmd {
+	s := &m.sheet
+	if !s.open || s.detail == nil {
+		return nil
+	}
+	n := s.followable()
+	if n == 0 {
+		return m.toast("this job has no links (forks, replays, dead letters, parent, children)")
+	}
+	if s.linkFocus {
+		s.linkPick = (s.linkPick + 1) % n
+	} else {
+		s.linkFocus, s.linkPick = true, 0
+		s.stepPick = 0
+	}
+	s.focusSec = -1
+	for i, at := range s.sections {
+		if at == s.linksAt {
+			s.focusSec = i
+		}
+	}
+	s.jumpToLink = true
+	s.invalidate()
+	return nil
 }
 
 // shortFP shows the start of a fingerprint: enough to tell them apart.

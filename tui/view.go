@@ -450,6 +450,7 @@ type helpKey struct {
 	scr   screen
 	sheet bool
 	steps bool
+	links bool
 	km    *keymap.KeyMap
 	theme *themes.Theme
 }
@@ -470,11 +471,16 @@ func (m *Model) screenHelp() []key.Binding {
 	if m.sheet.open {
 		// The sheet's own keys first: they are what the operator needs now.
 		// With steps to replay from: the step keys and the replay key.
+		// With links: the links key, which reaches them from anywhere.
+		links := keymap.Action("")
+		if m.sheet.followable() > 0 {
+			links = keymap.Links
+		}
 		if m.sheet.nSteps > 0 && km.Enabled(keymap.ReplayStep) {
-			return km.Short(keymap.Payload, keymap.NextSection, keymap.StepDown, keymap.ReplayStep, keymap.SheetDown,
+			return km.Short(keymap.Payload, links, keymap.NextSection, keymap.StepDown, keymap.ReplayStep, keymap.SheetDown,
 				keymap.Retry, keymap.Edit, keymap.Release, keymap.Copy, keymap.Back, keymap.Help)
 		}
-		return km.Short(keymap.Payload, keymap.NextSection, keymap.SheetDown, keymap.Edit, keymap.Retry,
+		return km.Short(keymap.Payload, links, keymap.NextSection, keymap.SheetDown, keymap.Edit, keymap.Retry,
 			keymap.Release, keymap.Copy, keymap.Back, keymap.Help)
 	}
 	return km.ShortHelp()
@@ -482,7 +488,7 @@ func (m *Model) screenHelp() []key.Binding {
 
 // shortHelp is as much of the one-line help as fits in w (cached).
 func (m *Model) shortHelp(w int) string {
-	k := helpKey{w: w, scr: m.screen, sheet: m.sheet.open && m.screen == scrJobs, steps: m.sheet.nSteps > 0, km: m.km, theme: m.theme}
+	k := helpKey{w: w, scr: m.screen, sheet: m.sheet.open && m.screen == scrJobs, steps: m.sheet.nSteps > 0, links: m.sheet.followable() > 0, km: m.km, theme: m.theme}
 	if m.helpCache.ok && m.helpCache.key == k {
 		return m.helpCache.s
 	}
