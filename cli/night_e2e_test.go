@@ -179,3 +179,61 @@ func TestConsoleSheetHearsAnotherProcess(t *testing.T) {
 	c.waitFor(`retried`, 5*time.Second)
 	c.quit()
 }
+
+// TestConsoleLinkInOneKey: a job's link (here the corrected copy a
+// retry with new input made) is one key away from anywhere on its
+// sheet: l puts the › on it in view, enter follows it, esc comes back;
+// ] pressed past the last section says so. It took five ] before, three
+// of them changing nothing, and a sixth went on silently.
+func TestConsoleLinkInOneKey(t *testing.T) {
+	bin := e2eBinary(t)
+	db := deadStore(t, 2, 0)
+	out, err := exec.Command(bin, "jobs", "retry-with-input", "B-01", "--payload", `{"customer":1,"fixed":true}`,
+		"--id", "B-01-fixed", "--store", "sqlite://"+db).CombinedOutput()
+	if err != nil {
+		t.Fatalf("retry-with-input: %v\n%s", err, out)
+	}
+	c := startConsole(t, "links", db, fmt.Sprintf("%s tui --store sqlite://%s --query 'id:B-01'", bin, db))
+	c.waitFor(`(?m)^› B-01`, 30*time.Second)
+	c.send("Enter")
+	c.waitFor(`│ job B-01`, 15*time.Second)
+	c.send("l")
+	c.waitFor(`› supersed.*B-01-fixed`, 10*time.Second)
+	c.waitFor(`enter follows B-01-fixed`, 5*time.Second)
+	c.send("Enter")
+	c.waitFor(`│ job B-01-fixed`, 10*time.Second)
+	c.waitFor(`retry of\s+B-01`, 5*time.Second)
+	c.send("Escape")
+	c.waitFor(`│ job B-01\s`, 10*time.Second)
+	c.send("]", "]", "]", "]", "]", "]", "]", "]", "]")
+	c.waitFor(`the last section of the sheet; l goes to its links`, 10*time.Second)
+	c.quit()
+}
+
+// TestConsoleNoKeyReachesAHiddenDialog: a terminal shrunk below the
+// console's least size while the bulk preview is open hides it behind
+// the too-small notice; y then started the retry nobody saw. Now the
+// notice says what waits behind it, no key reaches it, and the store
+// shows nothing retried; grown again, the preview is there.
+func TestConsoleNoKeyReachesAHiddenDialog(t *testing.T) {
+	bin := e2eBinary(t)
+	db := deadStore(t, 3, 0)
+	c := startConsole(t, "hidden", db, fmt.Sprintf("%s tui --store sqlite://%s", bin, db))
+	c.waitFor(`(?m)^› B-0`, 30*time.Second)
+	c.send("b")
+	c.waitFor(`retry 3 jobs`, 15*time.Second)
+	c.tmux("resize-window", "-t", "e2e", "-x", "50", "-y", "10")
+	c.waitUntil("the too-small notice naming the dialog", 10*time.Second, func(s string) bool {
+		return strings.Contains(strings.Join(strings.Fields(s), " "), "The bulk retry dialog is open; no key reaches it")
+	})
+	c.send("y", "5", "Enter")
+	time.Sleep(2 * time.Second)
+	c.tmux("resize-window", "-t", "e2e", "-x", "160", "-y", "45")
+	c.waitFor(`retry 3 jobs`, 10*time.Second)
+	c.waitFor(`y start`, 5*time.Second)
+	c.send("Escape")
+	c.quit()
+	if got := retriedJobs(t, db); len(got) != 0 {
+		t.Fatalf("keys reached the hidden preview: %v retried", got)
+	}
+}
