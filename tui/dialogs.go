@@ -498,7 +498,11 @@ func describeFilter(f engine.Filter) string {
 	}
 	list("tag", f.Tags)
 	if len(f.Payload)+len(f.Meta) > 0 || f.CreatedAfter != nil || f.CreatedBefore != nil || f.FinalizedAfter != nil || f.FinalizedBefore != nil {
-		parts = append(parts, "filter "+Sanitize(f.String()))
+		// Only the terms not said above, in the grammar (the whole
+		// filter repeated the state, queue, kind and group).
+		rest := engine.Filter{Payload: f.Payload, Meta: f.Meta, CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore,
+			FinalizedAfter: f.FinalizedAfter, FinalizedBefore: f.FinalizedBefore}
+		parts = append(parts, Sanitize(rest.String()))
 	}
 	return strings.Join(parts, ", ")
 }
