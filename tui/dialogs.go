@@ -218,7 +218,7 @@ func (m *Model) startBulk(a engine.Action, sel engine.Filter, from string) tea.C
 	if a == engine.ActionDelete && m.notAdmin {
 		return m.toastErr(fmt.Sprintf("a bulk delete needs the admin role; this session's is %s", m.meta.Role))
 	}
-	if m.bulk != nil && m.bulk.phase == bulkRunning {
+	if m.bulk != nil && (m.bulk.phase == bulkRunning || m.bulk.phase == bulkStarting) {
 		m.bulk.visible = true
 		return nil
 	}
@@ -300,6 +300,16 @@ func (m *Model) bulkKey(msg tea.KeyPressMsg) tea.Cmd {
 		if km.Matches(msg, keymap.Back) || km.Matches(msg, keymap.Quit) || km.Matches(msg, keymap.Confirm) || msg.String() == "enter" {
 			m.bulk = nil
 			return m.refresh()
+		}
+	case bulkStarting:
+		// The run is asked for and its answer is on its way: esc hides
+		// the dialog, it does not drop it. Dropped, the answer that
+		// started the operation found no dialog and was discarded: the
+		// run went on with nothing on screen (no dialog, no progress in
+		// the status line) for as long as it lasted.
+		if km.Matches(msg, keymap.Back) || km.Matches(msg, keymap.Quit) {
+			b.visible = false
+			return m.toast("the run is starting; its progress shows in the status line (b shows the dialog)")
 		}
 	default:
 		if km.Matches(msg, keymap.Back) || km.Matches(msg, keymap.Quit) {
@@ -388,6 +398,9 @@ func (m *Model) bulkMsg(msg tea.Msg) tea.Cmd {
 			return nil
 		}
 		if msg.err != nil || msg.res.Operation == nil {
+			// Shown even if hidden meanwhile: a run that did not start
+			// must not pass for one that runs.
+			b.visible = true
 			b.phase, b.err = bulkFailed, msg.err
 			if b.err == nil {
 				b.err = fmt.Errorf("no operation was started")

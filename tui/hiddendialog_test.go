@@ -46,3 +46,43 @@ func TestNoKeyReachesAHiddenDialog(t *testing.T) {
 		t.Fatalf("the preview is gone once the terminal is large again:\n%s", ansi.Strip(m.Render()))
 	}
 }
+
+// TestEscWhileStartingKeepsTheRun: esc pressed while the run was being
+// asked for ("starting…") dropped the dialog; the answer that started the
+// operation then found none and was discarded, so the run went on with
+// nothing on screen for as long as it lasted. Fed in that order (esc,
+// then the answer), the run is now kept: the status line shows its
+// progress and b shows the dialog again.
+func TestEscWhileStartingKeepsTheRun(t *testing.T) {
+	f := setup(t, false)
+	o := testOptions()
+	o.NoSubscribe = true
+	m := New(f.eng, o)
+	defer m.Close()
+	m.Update(tea.WindowSizeMsg{Width: goldenW, Height: goldenH})
+	runCmd(m, m.startBulk(engine.ActionRetry, engine.Filter{States: []engine.State{engine.StateArchived}, Queues: []string{"billing"}}, "the current filter"))
+	_, start := m.Update(keyMsg("y")) // the Bulk call, not yet answered
+	if m.bulk == nil || m.bulk.phase != bulkStarting {
+		t.Fatalf("y did not ask for the run: %+v", m.bulk)
+	}
+	m.Update(keyMsg("<esc>"))
+	// The answer comes after the esc; its poll is not run here.
+	if start == nil {
+		t.Fatal("y asked for nothing")
+	}
+	started, ok := start().(bulkStartedMsg)
+	if !ok {
+		t.Fatal("y's command is not the bulk call")
+	}
+	m.Update(started)
+	if m.bulk == nil || m.bulk.op == nil {
+		t.Fatalf("the started run was dropped: %+v", m.bulk)
+	}
+	if status := ansi.Strip(m.statusLine(goldenW)); !strings.Contains(status, "bulk retry 0%") {
+		t.Fatalf("the status line does not show the run:\n%s", status)
+	}
+	m.Update(keyMsg("b"))
+	if !strings.Contains(ansi.Strip(m.Render()), "Bulk retry — ") || !m.bulk.visible {
+		t.Fatalf("b does not show the running dialog again:\n%s", ansi.Strip(m.Render()))
+	}
+}

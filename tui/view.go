@@ -398,6 +398,9 @@ func (m *Model) statusLine(w int) string {
 	if m.editOpening {
 		parts = append(parts, t.InfoText.Render("opening the editor… esc gives it up"))
 	}
+	if b := m.bulk; b != nil && !b.visible && b.phase == bulkStarting {
+		parts = append(parts, t.InfoText.Render(fmt.Sprintf("bulk %s starting…", b.action)))
+	}
 	if b := m.bulk; b != nil && !b.visible && b.op != nil {
 		frac := 0.0
 		if b.op.Matched > 0 {
