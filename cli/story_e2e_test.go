@@ -148,7 +148,7 @@ func TestConsoleStory(t *testing.T) {
 	// retry with ten sample rows, a rate typed in the dialog, y starts
 	// it; its progress bar moves at that rate with an ETA.
 	c.send("Escape", "Escape")
-	c.waitFor(`Error groups — `, 15*time.Second)
+	c.waitFor(`Error groups of .* — the jobs tab and filter scope them`, 15*time.Second)
 	c.cursorTo(`connection refused`, 15*time.Second)
 	for time.Now().Before(seeded.Add(outage + 2*time.Second)) {
 		time.Sleep(200 * time.Millisecond) // a wait for the outage's end, not a measurement

@@ -207,12 +207,7 @@ func (e *Engine) ErrorGroups(ctx context.Context, f Filter) ([]ErrorGroup, error
 	}
 	for i := range groups {
 		g := &groups[i]
-		g.Selector = Filter{
-			States:       slices.Clone(f.States),
-			Queues:       []string{g.Queue},
-			Kinds:        []string{g.Kind},
-			ErrorPattern: g.Pattern,
-		}
+		g.Selector = groupSelector(f, g)
 	}
 	countNearSingletons(groups)
 	return groups, nil
@@ -250,6 +245,23 @@ func oneWordApart(a, b []string) bool {
 		}
 	}
 	return diff == 1
+}
+
+// groupSelector selects the jobs a group of f counts: f (its dates,
+// tags, text and payload conditions included) narrowed to the group's
+// queue, kind and pattern, so that a bulk action on the group takes what
+// its row counted and no more.
+func groupSelector(f Filter, g *ErrorGroup) Filter {
+	sel := f
+	sel.States = slices.Clone(f.States)
+	sel.Queues = []string{g.Queue}
+	sel.Kinds = []string{g.Kind}
+	sel.ErrorPattern = g.Pattern
+	sel.IDs = slices.Clone(f.IDs)
+	sel.Tags = slices.Clone(f.Tags)
+	sel.Payload = slices.Clone(f.Payload)
+	sel.Meta = slices.Clone(f.Meta)
+	return sel
 }
 
 // Queues lists queues with their counts and pause state.

@@ -25,9 +25,11 @@ import (
 // value. Every term narrows: terms of different fields AND together.
 //
 // Times (created>, created<, finalized>, finalized<) are RFC 3339
-// (2024-05-01T12:00:00Z), a date (2024-05-01, midnight UTC), or a duration
+// (2024-05-01T12:00:00Z), a date (2024-05-01, midnight UTC), a duration
 // before now: a sequence of <integer><unit> with units s, m, h, d (24h) and
-// w (7d), as in 15m, 24h, 7d, 1d12h.
+// w (7d), as in 15m, 24h, 7d, 1d12h, or a clock time (07:29, 07:29:06):
+// the last time the clock read it, at or before now, in now's time zone
+// (ParseQueryAt; the local zone for ParseQuery).
 
 // QueryFields lists the fields the q grammar knows, for help texts and
 // error messages.
@@ -433,6 +435,12 @@ var queryRelativeUnits = map[byte]time.Duration{
 // parseQueryTime reads an RFC 3339 time, a date, or a duration before now.
 func parseQueryTime(v string, now time.Time) (time.Time, error) {
 	var t time.Time
+	if c, ok, err := parseClockTime(v, now); ok || err != nil {
+		if err != nil {
+			return time.Time{}, err
+		}
+		return c.UTC(), nil
+	}
 	switch {
 	case queryRelativeRE.MatchString(v):
 		var total time.Duration
@@ -455,7 +463,7 @@ func parseQueryTime(v string, now time.Time) (time.Time, error) {
 			t, err = time.Parse(time.DateOnly, v)
 		}
 		if err != nil {
-			return time.Time{}, fmt.Errorf("time %q is neither RFC 3339 (2024-05-01T12:00:00Z), a date (2024-05-01) nor a duration before now (15m, 24h, 7d)", v)
+			return time.Time{}, fmt.Errorf("time %q is neither RFC 3339 (2024-05-01T12:00:00Z), a date (2024-05-01), a duration before now (15m, 24h, 7d) nor a clock time (07:29, 07:29:06)", v)
 		}
 	}
 	t = t.UTC() // drops the monotonic reading too
@@ -463,6 +471,34 @@ func parseQueryTime(v string, now time.Time) (time.Time, error) {
 		return time.Time{}, err
 	}
 	return t, nil
+}
+
+var queryClockRE = regexp.MustCompile(`^([0-9]{1,2}):([0-9]{2})(?::([0-9]{2}))?$`)
+
+// parseClockTime reads a clock time, 07:29 or 07:29:06, as the last time
+// the clock read it at or before now, in now's zone: "finalized<07:29"
+// typed at 07:40 is today's 07:29, typed at 00:10 it is yesterday's. ok
+// is false when v is not a clock time at all.
+func parseClockTime(v string, now time.Time) (t time.Time, ok bool, err error) {
+	m := queryClockRE.FindStringSubmatch(v)
+	if m == nil {
+		return time.Time{}, false, nil
+	}
+	h, _ := strconv.Atoi(m[1])
+	mi, _ := strconv.Atoi(m[2])
+	sec := 0
+	if m[3] != "" {
+		sec, _ = strconv.Atoi(m[3])
+	}
+	if h > 23 || mi > 59 || sec > 59 {
+		return time.Time{}, true, fmt.Errorf("clock time %q is not a time of day (00:00 to 23:59:59)", v)
+	}
+	y, mo, d := now.Date()
+	t = time.Date(y, mo, d, h, mi, sec, 0, now.Location())
+	if t.After(now) {
+		t = time.Date(y, mo, d-1, h, mi, sec, 0, now.Location())
+	}
+	return t, true, nil
 }
 
 func checkQueryTime(t time.Time) error {

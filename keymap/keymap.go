@@ -71,6 +71,9 @@ const (
 	Quit         Action = "quit"
 	Confirm      Action = "confirm"
 	Refresh      Action = "refresh"
+	// Links goes to the sheet's links from anywhere on it, and on to the
+	// next link once there.
+	Links Action = "links"
 )
 
 // Group is a heading of the help.
@@ -126,6 +129,7 @@ var defaults = []def{
 	{PrevSection, GroupMove, []string{"["}, "[", "previous sheet section", false},
 	{StepDown, GroupMove, []string{"J"}, "J", "next step or link", false},
 	{StepUp, GroupMove, []string{"K"}, "K", "previous step or link", false},
+	{Links, GroupMove, []string{"l"}, "l", "links (again: next)", false},
 
 	{Mark, GroupSelect, []string{"space"}, "space", "mark", false},
 	{MarkAll, GroupSelect, []string{"ctrl+a"}, "ctrl+a", "mark visible", false},

@@ -197,6 +197,7 @@ func (m *Model) loadDetail(id string, payload bool) tea.Cmd {
 		m.sheet.payloadSeq = m.seq
 	} else {
 		m.sheet.detailSeq = m.seq
+		m.sheet.detailBusy = true
 	}
 	seq, ctl, ctx := m.seq, m.ctl, m.ctx
 	return func() tea.Msg {
@@ -373,7 +374,6 @@ func (m *Model) loadScreen(s screen) tea.Cmd {
 	m.screenBusy = false // any answer on its way is stale now
 	m.screenNotBefore = time.Time{}
 	seq, ctl, ctx := m.seq, m.ctl, m.ctx
-	f := m.jobs.filter
 	call := func(fn func(context.Context) tea.Msg) tea.Cmd {
 		m.screenBusy, m.screenSent = true, m.now()
 		return func() tea.Msg {
@@ -402,9 +402,10 @@ func (m *Model) loadScreen(s screen) tea.Cmd {
 			return queuesMsg{seq: seq, queues: qs, err: err}
 		})
 	case scrErrors:
-		// Error groups of the dead jobs the current filter names (its
-		// states are the groups' default when it names none).
-		gf := engine.Filter{Queues: f.Queues, Kinds: f.Kinds}
+		// One rule: the groups are those of the jobs the jobs list
+		// shows, its state tab and its whole filter (the title says
+		// so; groupScope).
+		gf := m.jobs.effectiveFilter()
 		if scope := gf.String(); scope != m.groupsScope {
 			// Groups of another scope are not shown under this one's
 			// title, not even while its answer is on the way.

@@ -119,6 +119,16 @@ type bulkDialog struct {
 	// watched.
 	rateIn string
 
+	// The cutoff field (retries): only jobs that died before it. origin
+	// is the selector as the dialog opened; cutoffIn is what is typed,
+	// cutoffOn whether the field has the keys (tab), cutoffSet what was
+	// applied last and cutoffErr why what was typed is not a time.
+	origin    engine.Filter
+	cutoffIn  string
+	cutoffOn  bool
+	cutoffSet string
+	cutoffErr string
+
 	firstAt        time.Time
 	firstProcessed int64
 	rate           float64
@@ -209,7 +219,7 @@ func (m *Model) startBulk(a engine.Action, sel engine.Filter, from string) tea.C
 	if a == engine.ActionDelete && m.notAdmin {
 		return m.toastErr(fmt.Sprintf("a bulk delete needs the admin role; this session's is %s", m.meta.Role))
 	}
-	if m.bulk != nil && m.bulk.phase == bulkRunning {
+	if m.bulk != nil && (m.bulk.phase == bulkRunning || m.bulk.phase == bulkStarting) {
 		m.bulk.visible = true
 		return nil
 	}
@@ -217,7 +227,7 @@ func (m *Model) startBulk(a engine.Action, sel engine.Filter, from string) tea.C
 		return m.toastErr("a bulk action needs a filter")
 	}
 	m.seq++
-	m.bulk = &bulkDialog{phase: bulkLoading, action: a, selector: sel, from: from, seq: m.seq, visible: true,
+	m.bulk = &bulkDialog{phase: bulkLoading, action: a, selector: sel, origin: sel, from: from, seq: m.seq, visible: true,
 		hidden: m.jobs.hiddenMarks(), live: liveKeyOf(sel)}
 	return m.dryRunCmd(m.bulk)
 }
@@ -246,7 +256,13 @@ func (m *Model) bulkKey(msg tea.KeyPressMsg) tea.Cmd {
 	km := m.km
 	switch b.phase {
 	case bulkPreview:
+		if b.cutoffOn {
+			return m.cutoffKey(msg)
+		}
 		switch {
+		case msg.String() == "tab" && b.hasCutoff():
+			b.cutoffOn = true
+			return nil
 		case km.Matches(msg, keymap.Confirm):
 			if b.preview == nil || b.preview.Matched == 0 {
 				m.bulk = nil
@@ -286,12 +302,72 @@ func (m *Model) bulkKey(msg tea.KeyPressMsg) tea.Cmd {
 			m.bulk = nil
 			return m.refresh()
 		}
+	case bulkStarting:
+		// The run is asked for and its answer is on its way: esc hides
+		// the dialog, it does not drop it. Dropped, the answer that
+		// started the operation found no dialog and was discarded: the
+		// run went on with nothing on screen (no dialog, no progress in
+		// the status line) for as long as it lasted.
+		if km.Matches(msg, keymap.Back) || km.Matches(msg, keymap.Quit) {
+			b.visible = false
+			return m.toast("the run is starting; its progress shows in the status line (b shows the dialog)")
+		}
 	default:
 		if km.Matches(msg, keymap.Back) || km.Matches(msg, keymap.Quit) {
 			m.bulk = nil
 		}
 	}
 	return nil
+}
+
+// hasCutoff reports whether the dialog offers the cutoff field: a retry
+// of jobs that died (finalized<: the time a job ended).
+func (b *bulkDialog) hasCutoff() bool { return b.action == engine.ActionRetry }
+
+// cutoffKey types in the cutoff field. tab or enter leaves it, applying
+// what was typed (a new dry run when it changed the selector); esc
+// cancels the dialog as anywhere in it.
+func (m *Model) cutoffKey(msg tea.KeyPressMsg) tea.Cmd {
+	b := m.bulk
+	switch k := msg.String(); {
+	case k == "tab" || k == "enter":
+		b.cutoffOn = false
+		return m.applyCutoff()
+	case m.km.Matches(msg, keymap.Back):
+		m.bulk = nil
+		return m.toast("bulk cancelled — nothing changed")
+	case k == "backspace":
+		if b.cutoffIn != "" {
+			b.cutoffIn = b.cutoffIn[:len(b.cutoffIn)-1]
+		}
+	case len(msg.Text) == 1 && strings.ContainsRune("0123456789:-+.TZsmhdw", rune(msg.Text[0])) && len(b.cutoffIn) < 40:
+		b.cutoffIn += msg.Text
+	}
+	return nil
+}
+
+// applyCutoff narrows the dialog's selector to the jobs that died before
+// the typed time (any form the filter grammar takes after finalized<),
+// and counts again; an empty field puts back the selector's own.
+func (m *Model) applyCutoff() tea.Cmd {
+	b := m.bulk
+	v := strings.TrimSpace(b.cutoffIn)
+	if v == b.cutoffSet && b.cutoffErr == "" {
+		return nil
+	}
+	sel := b.origin
+	if v != "" {
+		f, err := engine.ParseQueryAt("finalized<"+v, m.now())
+		if err != nil {
+			b.cutoffErr = strings.TrimPrefix(err.Error(), engine.ErrInvalid.Error()+": ")
+			b.cutoffOn = true
+			return nil
+		}
+		sel.FinalizedBefore = f.FinalizedBefore
+	}
+	b.cutoffErr, b.cutoffSet = "", v
+	b.selector, b.live = sel, liveKeyOf(sel)
+	return m.rerunDryRun()
 }
 
 func (m *Model) bulkMsg(msg tea.Msg) tea.Cmd {
@@ -306,6 +382,7 @@ func (m *Model) bulkMsg(msg tea.Msg) tea.Cmd {
 			return nil
 		}
 		b.phase, b.preview = bulkPreview, msg.res
+		m.takeExact(b.selector, msg.res, msg.at)
 		b.asOf = msg.at
 		if msg.res.Plan != nil {
 			b.asOf = msg.res.Plan.Cutoff
@@ -322,6 +399,9 @@ func (m *Model) bulkMsg(msg tea.Msg) tea.Cmd {
 			return nil
 		}
 		if msg.err != nil || msg.res.Operation == nil {
+			// Shown even if hidden meanwhile: a run that did not start
+			// must not pass for one that runs.
+			b.visible = true
 			b.phase, b.err = bulkFailed, msg.err
 			if b.err == nil {
 				b.err = fmt.Errorf("no operation was started")
@@ -432,7 +512,11 @@ func describeFilter(f engine.Filter) string {
 	}
 	list("tag", f.Tags)
 	if len(f.Payload)+len(f.Meta) > 0 || f.CreatedAfter != nil || f.CreatedBefore != nil || f.FinalizedAfter != nil || f.FinalizedBefore != nil {
-		parts = append(parts, "filter "+termtext.Line(f.String()))
+		// Only the terms not said above, in the grammar (the whole
+		// filter repeated the state, queue, kind and group).
+		rest := engine.Filter{Payload: f.Payload, Meta: f.Meta, CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore,
+			FinalizedAfter: f.FinalizedAfter, FinalizedBefore: f.FinalizedBefore}
+		parts = append(parts, termtext.Line(rest.String()))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -664,11 +748,34 @@ func (m *Model) bulkPreviewLines(inner, h int) []string {
 			}
 		}
 		field := b.rateIn
-		if b.phase == bulkPreview {
+		if b.phase == bulkPreview && !b.cutoffOn {
 			field += "▏"
 		}
 		add(keepAlways, t.Bold.Render("rate ")+t.Cell.Render("["+fitRight(field, maxRateDigits+1)+"]")+" "+
 			t.Muted.Render(rate))
+	}
+	if b.hasCutoff() {
+		// The cutoff: a field of its own, its forms said, the clock's
+		// zone named (a clock time is read in it).
+		field := b.cutoffIn
+		if b.cutoffOn {
+			field += "▏"
+		}
+		zone := m.now().Format("MST")
+		note := "tab: died before 07:29 (" + zone + ") · 15m ago · 2026-12-05"
+		if b.cutoffOn {
+			note = "07:29[:06] (" + zone + ") · 15m ago · 2026-12-05 · enter applies"
+		}
+		// Kept on a short terminal while it has the keys or a cutoff (the
+		// action line says it too); else it goes with the notes.
+		prio := keepNotes
+		if b.cutoffOn || b.cutoffSet != "" || b.cutoffErr != "" {
+			prio = keepAlways
+		}
+		add(prio, t.Bold.Render("cutoff ")+t.Cell.Render("["+fit(field, 9)+"]")+" "+t.Muted.Render(note))
+		if b.cutoffErr != "" {
+			addWrapped(keepAlways, b.cutoffErr, t.ErrorText.Render)
+		}
 	}
 	add(keepContext, "")
 	switch {

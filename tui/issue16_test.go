@@ -198,7 +198,7 @@ func TestBackIsAStack(t *testing.T) {
 	s.typeText("errors")
 	s.keys("<enter>")
 	screen = s.waitFor("invalid currency", "connection refused")
-	if !strings.Contains(screen, "scope: queue billing") {
+	if !strings.Contains(screen, "Error groups of state archived, queue billing — the jobs tab and filter scope them") {
 		t.Fatalf("the scoped error groups do not state their scope:\n%s", screen)
 	}
 	s.goldenAs("scoped", screen)

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/termtext"
+	"github.com/sluicehq/sluice/keymap"
 	"github.com/sluicehq/sluice/themes"
 )
 
@@ -306,12 +308,75 @@ type tabsKey struct {
 	theme   *themes.Theme
 	queue   string
 	totals  bool
+	exact   exactCount
+}
+
+// exactCount is one state's count under a filter, taken whole by a dry
+// run at a time (zero: none).
+type exactCount struct {
+	filter string
+	state  engine.State
+	n      int64
+	at     time.Time
+}
+
+// exactFor returns the dry run's count of state s under the current
+// filter, when there is one.
+func (m *Model) exactFor(s engine.State) (exactCount, bool) {
+	e := m.exact
+	if e.at.IsZero() || e.state != s || e.filter != m.jobs.filter.String() {
+		return exactCount{}, false
+	}
+	return e, true
+}
+
+// takeExact keeps the count of a dry run over the current filter and one
+// state: the tab shows it where the filter's counts were capped.
+func (m *Model) takeExact(sel engine.Filter, res *engine.BulkResult, at time.Time) {
+	if res == nil || res.Estimated || len(sel.States) != 1 {
+		return
+	}
+	f := sel
+	f.States = nil
+	if f.String() != m.jobs.filter.String() {
+		return
+	}
+	m.exact = exactCount{filter: f.String(), state: sel.States[0], n: res.Matched, at: at}
+}
+
+// capNote says, for the tab's state, what capped its count and, once a
+// dry run has it, the whole figure ("" when the count is not capped).
+func (m *Model) capNote() string {
+	v := &m.jobs
+	if v.tab < 0 {
+		return ""
+	}
+	s := engine.AllStates[v.tab]
+	fc, _ := m.filterCounts()
+	if fc == nil || !fc.IsCapped(s) {
+		return ""
+	}
+	if e, ok := m.exactFor(s); ok {
+		return fmt.Sprintf("%s %s as the dry run counted at %s", s, commas(e.n), e.at.Format("15:04:05"))
+	}
+	bulk := ""
+	if k := m.km.B(keymap.Bulk).Help().Key; m.km.Enabled(keymap.Bulk) && k != "" {
+		bulk = "; " + k + " counts them all"
+	}
+	if sc := fc.Scans[s]; sc != nil {
+		of := ""
+		if sc.Total >= 0 {
+			of = " of " + commas(sc.Total)
+		}
+		return fmt.Sprintf("%s %s+: the store's scan budget stopped the count (%s%s jobs scanned)%s", s, commas(fc.States[s]), commas(sc.Scanned), of, bulk)
+	}
+	return fmt.Sprintf("%s %s+: counted to the bound of %s%s", s, commas(fc.States[s]), commas(fc.Max), bulk)
 }
 
 // tabsLine renders the state tabs with live counts (cached).
 func (m *Model) tabsLine(w int) string {
 	fc, totals := m.filterCounts()
-	k := tabsKey{w: w, tab: m.jobs.tab, scr: m.screen, counts: m.counts, fcounts: fc, theme: m.theme, totals: totals}
+	k := tabsKey{w: w, tab: m.jobs.tab, scr: m.screen, counts: m.counts, fcounts: fc, theme: m.theme, totals: totals, exact: m.exact}
 	if qs := m.jobs.filter.Queues; len(qs) == 1 {
 		k.queue = qs[0]
 	}
@@ -361,7 +426,11 @@ func (m *Model) renderTabs(w int) string {
 			if known {
 				n = commas(total[s])
 				if fc != nil && fc.IsCapped(s) {
-					n += "+" // at least that many: the count stopped at its bound
+					if e, ok := m.exactFor(s); ok {
+						n = commas(e.n) // a dry run counted them all
+					} else {
+						n += "+" // at least that many: the status line says why
+					}
 				}
 			}
 			label := name + " " + n

@@ -19,6 +19,16 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
 	if msg.String() == "ctrl+c" {
 		return m.quit()
 	}
+	if m.tooSmall() {
+		// Nothing is drawn but the notice: no key may reach a dialog, an
+		// editor or a list the operator cannot see (y confirmed a bulk
+		// retry hidden behind it). q quits, as the notice says, unless
+		// an editor holds text.
+		if m.editor == nil && m.km.Matches(msg, keymap.Quit) {
+			return m.quit()
+		}
+		return nil
+	}
 	if m.editor != nil {
 		return m.editorKey(msg)
 	}
@@ -63,12 +73,6 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
 		m.helpScroll = max(m.helpScroll, 0)
 		return nil
 	}
-	if m.tooSmall() {
-		if km.Matches(msg, keymap.Quit) {
-			return m.quit()
-		}
-		return nil
-	}
 	switch {
 	case km.Matches(msg, keymap.Quit):
 		return m.quit()
@@ -91,7 +95,7 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
 	case km.Matches(msg, keymap.Back):
 		return m.back()
 	case km.Matches(msg, keymap.Refresh):
-		return m.refresh()
+		return m.reloadAll()
 	}
 	if m.screen == scrJobs {
 		return m.jobsKey(msg)
@@ -205,8 +209,13 @@ func (m *Model) jobsKey(msg tea.KeyPressMsg) tea.Cmd {
 		if km.Matches(msg, keymap.PrevSection) {
 			d = -1
 		}
-		m.sheet.jumpSection(d)
+		if !m.sheet.jumpSection(d) && d > 0 {
+			// Past the last section nothing moves: said, not silent.
+			return m.toast("the last section of the sheet" + m.linksKeyNote())
+		}
 		return nil
+	case km.Matches(msg, keymap.Links):
+		return m.toLinks()
 	case km.Matches(msg, keymap.StepDown):
 		return m.moveStep(1)
 	case km.Matches(msg, keymap.StepUp):

@@ -70,6 +70,5 @@ func (m *Model) screenList(s screen) (*listScreen, int) {
 // groupScope describes what narrows the error groups: the job filter's
 // queues and kinds ("" when nothing does).
 func (m *Model) groupScope() string {
-	f := m.jobs.filter
-	return describeFilter(engine.Filter{Queues: f.Queues, Kinds: f.Kinds})
+	return describeFilter(m.jobs.effectiveFilter())
 }

@@ -22,7 +22,10 @@ type sheetView struct {
 	detail    *engine.JobDetail
 	err       error
 	detailSeq uint64
-	stale     bool
+	// detailBusy: the newest detail load is on its way (the age tick's
+	// re-read waits for it rather than making it stale).
+	detailBusy bool
+	stale      bool
 
 	showPayload    bool
 	payloadLoading bool
@@ -158,6 +161,7 @@ func (s *sheetView) take(m *Model, msg detailMsg) tea.Cmd {
 	if msg.seq != s.detailSeq {
 		return nil
 	}
+	s.detailBusy = false
 	if msg.err != nil {
 		// Shown in the sheet (a deleted job says not found); the next
 		// live change or cursor move asks again.
@@ -329,7 +333,16 @@ func (m *Model) sheetInfo(w int) []string {
 	}
 	field("queue", termtext.Line(j.Queue))
 	field("kind", fmt.Sprintf("%s (schema v%d)", termtext.Line(j.Kind), j.SchemaVersion))
-	field("attempt", fmt.Sprintf("%d/%d · crashes %d · priority %d", j.AttemptShown(), j.MaxAttempts, j.CrashAttempt, j.Priority))
+	// Attempts spent and crashes are two budgets; the timeline numbers
+	// runs (#1, #2 … one per claim: failures, crashes and lost leases
+	// alike). A quarantined job read "0/3 · crashes 3" over #1 … #8:
+	// where the runs are more than the two count, they are said too, with
+	// how many charged neither.
+	attempt := fmt.Sprintf("%d/%d · crashes %d", j.AttemptShown(), j.MaxAttempts, j.CrashAttempt)
+	if free := j.Fence - int64(j.AttemptShown()+j.CrashAttempt); free > 0 {
+		attempt += fmt.Sprintf(" · %s (timeline #), %s charged nothing", plural(j.Fence, "run", "runs"), commas(free))
+	}
+	field("attempt", attempt+fmt.Sprintf(" · priority %d", j.Priority))
 
 	section("lifecycle")
 	field("created", stamp(now, j.CreatedAt))
@@ -499,16 +512,19 @@ func (m *Model) sheetInfo(w int) []string {
 			}
 			fieldIn(gutter, l.label, v)
 		}
-		open, pick := m.km.B(keymap.Open).Help().Key, m.km.B(keymap.StepDown).Help().Key
+		open, pick := m.km.B(keymap.Open).Help().Key, m.km.B(keymap.Links).Help().Key
+		if !m.km.Enabled(keymap.Links) {
+			pick = ""
+		}
 		switch {
 		case open != "" && s.linkFocus && s.linkPick < s.followable():
 			hint := open + " follows " + termtext.Line(s.links[s.linkPick].id)
 			if pick != "" && s.followable() > 1 {
-				hint += " · " + pick + "/" + m.km.B(keymap.StepUp).Help().Key + " picks another"
+				hint += fmt.Sprintf(" (%d of %d) · %s next", s.linkPick+1, s.followable(), pick)
 			}
 			add(t.InfoText.Render(hint))
-		case open != "" && m.km.B(keymap.NextSection).Help().Key != "":
-			add(t.Muted.Render(m.km.B(keymap.NextSection).Help().Key + " to here, then " + open + " follows a link"))
+		case open != "" && pick != "":
+			add(t.Muted.Render(pick + " picks a link from anywhere on the sheet, then " + open + " follows it"))
 		}
 		s.linksEnd = len(out) - 1
 	}
@@ -551,8 +567,9 @@ func (m *Model) eventStyle(k engine.EventKind) lipgloss.Style {
 // section's heading. The section it went to stays the current one while
 // the scroll is where the jump left it, so ] goes on through the sections
 // at the end of the sheet, which the end holds short of the top.
-func (s *sheetView) jumpSection(d int) {
-	was := s.linkFocus
+func (s *sheetView) jumpSection(d int) (moved bool) {
+	was, wasScroll, wasSec := s.linkFocus, s.scroll, s.focusSec
+	defer func() { moved = s.scroll != wasScroll || s.focusSec != wasSec || s.linkFocus != was }()
 	defer func() {
 		if s.linkFocus != was {
 			s.invalidate()
@@ -560,7 +577,7 @@ func (s *sheetView) jumpSection(d int) {
 	}()
 	s.linkFocus = false
 	if len(s.sections) == 0 {
-		return
+		return false
 	}
 	cur := -1
 	for i, at := range s.sections {
@@ -574,7 +591,7 @@ func (s *sheetView) jumpSection(d int) {
 	next := cur + d
 	if next < 0 {
 		s.scroll, s.focusSec = 0, -1
-		return
+		return false
 	}
 	next = min(next, len(s.sections)-1)
 	at := s.sections[next]
@@ -587,6 +604,44 @@ func (s *sheetView) jumpSection(d int) {
 	if s.linkFocus {
 		s.linkPick = 0
 	}
+	return false
+}
+
+// linksKeyNote names the links key for a toast, when the sheet has links.
+func (m *Model) linksKeyNote() string {
+	if k := m.km.B(keymap.Links).Help().Key; k != "" && m.km.Enabled(keymap.Links) && m.sheet.followable() > 0 {
+		return "; " + k + " goes to its links"
+	}
+	return ""
+}
+
+// toLinks is the links key: from anywhere on the sheet to its links,
+// the first picked; on them, the next link (round to the first after
+// the last, the › moving with it).
+func (m *Model) toLinks() tea.Cmd {
+	s := &m.sheet
+	if !s.open || s.detail == nil {
+		return nil
+	}
+	n := s.followable()
+	if n == 0 {
+		return m.toast("this job has no links (forks, replays, dead letters, parent, children)")
+	}
+	if s.linkFocus {
+		s.linkPick = (s.linkPick + 1) % n
+	} else {
+		s.linkFocus, s.linkPick = true, 0
+		s.stepPick = 0
+	}
+	s.focusSec = -1
+	for i, at := range s.sections {
+		if at == s.linksAt {
+			s.focusSec = i
+		}
+	}
+	s.jumpToLink = true
+	s.invalidate()
+	return nil
 }
 
 // shortFP shows the start of a fingerprint: enough to tell them apart.

@@ -129,6 +129,11 @@ type Model struct {
 	fcounts    *engine.JobCounts
 	fcountsFor string
 	fcountsOff bool
+	// exact is a state's count under a filter as a bulk dry run counted
+	// it, whole, where the filter's own counts stopped at their bound or
+	// at the store's scan budget (the tab read 9,484+ while the dry run
+	// said 9,997).
+	exact exactCount
 
 	screen screen
 	jobs   jobsView
@@ -469,6 +474,13 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 		// for the API; the counters, the cheapest read there is, for the
 		// store behind it (embedded, the meta never reaches the store).
 		cmds := []tea.Cmd{m.loadMeta(), tea.Tick(5*time.Second, func(time.Time) tea.Msg { return ageTickMsg{} })}
+		// The open sheet is read again too: not every change of a job is
+		// heard (a claim, a lease renewed, another process's reaper when
+		// the counters end where they were), and a sheet must not show a
+		// lease long expired as the job's.
+		if s := &m.sheet; m.screen == scrJobs && s.open && s.id != "" && s.detail != nil && !s.detailBusy {
+			cmds = append(cmds, m.loadDetail(s.id, false))
+		}
 		if !m.probing {
 			m.probing = true
 			cmds = append(cmds, m.probeStore())
@@ -629,8 +641,11 @@ func (m *Model) changes(msg changesMsg) tea.Cmd {
 			}
 			// Changes were missed: the open sheet's job among them, maybe.
 			m.sheet.stale = m.sheet.open && m.sheet.id != ""
-		case engine.ChangeJob:
-			if m.sheet.open && c.JobID != "" && c.JobID == m.sheet.id {
+		case engine.ChangeJob, engine.ChangeOperation:
+			// A change that names no job (another process's, heard
+			// through the counters or a wake-up: a reaper's, a worker's)
+			// or an operation's may be the sheet's job: it is read again.
+			if m.sheet.open && m.sheet.id != "" && (c.JobID == "" || c.JobID == m.sheet.id) {
 				m.sheet.stale = true
 			}
 		}
@@ -678,6 +693,20 @@ func (m *Model) refresh() tea.Cmd {
 	return tea.Batch(cmds...)
 }
 
+// reloadAll is ctrl+r: everything on screen is read again now — the
+// counts, the list or screen, and the open sheet, whether or not a change
+// was heard for it.
+func (m *Model) reloadAll() tea.Cmd {
+	if m.sheet.open && m.sheet.id != "" {
+		m.sheet.stale = true
+	}
+	if m.screen != scrJobs && !m.screenBusy {
+		// Not paced as a live reload is: the operator asked.
+		m.screenNotBefore = time.Time{}
+	}
+	return m.refresh()
+}
+
 // reloadScreen is a live reload of the screen shown (not the jobs list):
 // it waits for the load on its way, and paces itself after a slow one
 // (screenNotBefore).
@@ -704,6 +733,11 @@ func (m *Model) switchScreen(s screen) tea.Cmd {
 	m.help = false
 	if s == scrJobs {
 		return m.jobs.reload(m)
+	}
+	if ls, _ := m.current(); ls != nil {
+		// Its rows as last read may be minutes old (a group's LAST read
+		// 8m while it was dying that second): "loading…" until read.
+		ls.loaded, ls.err = false, nil
 	}
 	cmd := m.loadScreen(s)
 	if s == scrOperations {

@@ -113,8 +113,28 @@ func (m *Model) render() string {
 	return strings.Join(lines, "\n")
 }
 
+// openLayer names the dialog or editor open behind the too-small notice
+// ("" none).
+func (m *Model) openLayer() string {
+	switch {
+	case m.editor != nil:
+		return "An editor is open"
+	case m.dialog != nil:
+		return "A confirmation is open"
+	case m.bulk != nil && m.bulk.phase == bulkRunning && m.bulk.op != nil:
+		return fmt.Sprintf("A bulk %s is running", m.bulk.action)
+	case m.bulk != nil && m.bulk.visible:
+		return fmt.Sprintf("The bulk %s dialog is open", m.bulk.action)
+	}
+	return ""
+}
+
 func (m *Model) smallView(w, h int) string {
 	msg := fmt.Sprintf("sluice: the terminal is too small (%d×%d); the console needs %d×%d. q quits.", w, h, minWidth, minHeight)
+	if open := m.openLayer(); open != "" {
+		// What waits behind the notice, and that no key reaches it.
+		msg += " " + open + "; no key reaches it until the terminal is larger."
+	}
 	if w <= 0 || h <= 0 {
 		return ""
 	}
@@ -288,10 +308,15 @@ func (m *Model) screenTitle(w int) string {
 	case scrQueues:
 		s = "Queues — jobs per state" + m.keyHint(keymap.Pause, "pause/resume") + m.keyHint(keymap.Open, "jobs")
 	case scrErrors:
-		s = "Error groups — dead jobs by kind and error"
-		if scope := m.groupScope(); scope != "" {
-			// The filter narrows them: say so before anything else.
-			s = "Error groups · scope: " + scope + " (the filter's; :clear shows all)"
+		// One rule, said first: the jobs list's tab and filter scope
+		// the groups, whatever the filter names.
+		scope := m.groupScope()
+		if scope == "" {
+			scope = "all jobs"
+		}
+		s = "Error groups of " + scope + " — the jobs tab and filter scope them"
+		if m.jobs.query != "" {
+			s += " (:clear drops the filter)"
 		}
 		s += m.keyHint(keymap.Open, "jobs") + m.keyHint(keymap.Bulk, "bulk retry")
 	}
@@ -363,6 +388,9 @@ func (m *Model) statusLine(w int) string {
 		if note := v.scanNote(); note != "" {
 			parts = append(parts, t.WarnText.Render(note))
 		}
+		if note := m.capNote(); note != "" {
+			parts = append(parts, t.InfoText.Render(note))
+		}
 	default:
 		if ls, n := m.current(); ls != nil && n > 0 {
 			parts = append(parts, fmt.Sprintf("%d of %d", ls.cursor+1, n))
@@ -370,6 +398,9 @@ func (m *Model) statusLine(w int) string {
 	}
 	if m.editOpening {
 		parts = append(parts, t.InfoText.Render("opening the editor… esc gives it up"))
+	}
+	if b := m.bulk; b != nil && !b.visible && b.phase == bulkStarting {
+		parts = append(parts, t.InfoText.Render(fmt.Sprintf("bulk %s starting…", b.action)))
 	}
 	if b := m.bulk; b != nil && !b.visible && b.op != nil {
 		frac := 0.0
@@ -402,6 +433,9 @@ func (m *Model) matchCount() (int64, bool) {
 	f := v.filter
 	if !countsServe(f) {
 		fc, _ := m.filterCounts()
+		if e, ok := m.exactFor(s); ok && fc != nil && fc.IsCapped(s) {
+			return e.n, true
+		}
 		if fc == nil || fc.IsCapped(s) {
 			return 0, false
 		}
@@ -420,6 +454,7 @@ type helpKey struct {
 	scr   screen
 	sheet bool
 	steps bool
+	links bool
 	km    *keymap.KeyMap
 	theme *themes.Theme
 }
@@ -440,11 +475,16 @@ func (m *Model) screenHelp() []key.Binding {
 	if m.sheet.open {
 		// The sheet's own keys first: they are what the operator needs now.
 		// With steps to replay from: the step keys and the replay key.
+		// With links: the links key, which reaches them from anywhere.
+		links := keymap.Action("")
+		if m.sheet.followable() > 0 {
+			links = keymap.Links
+		}
 		if m.sheet.nSteps > 0 && km.Enabled(keymap.ReplayStep) {
-			return km.Short(keymap.Payload, keymap.NextSection, keymap.StepDown, keymap.ReplayStep, keymap.SheetDown,
+			return km.Short(keymap.Payload, links, keymap.NextSection, keymap.StepDown, keymap.ReplayStep, keymap.SheetDown,
 				keymap.Retry, keymap.Edit, keymap.Release, keymap.Copy, keymap.Back, keymap.Help)
 		}
-		return km.Short(keymap.Payload, keymap.NextSection, keymap.SheetDown, keymap.Edit, keymap.Retry,
+		return km.Short(keymap.Payload, links, keymap.NextSection, keymap.SheetDown, keymap.Edit, keymap.Retry,
 			keymap.Release, keymap.Copy, keymap.Back, keymap.Help)
 	}
 	return km.ShortHelp()
@@ -452,7 +492,7 @@ func (m *Model) screenHelp() []key.Binding {
 
 // shortHelp is as much of the one-line help as fits in w (cached).
 func (m *Model) shortHelp(w int) string {
-	k := helpKey{w: w, scr: m.screen, sheet: m.sheet.open && m.screen == scrJobs, steps: m.sheet.nSteps > 0, km: m.km, theme: m.theme}
+	k := helpKey{w: w, scr: m.screen, sheet: m.sheet.open && m.screen == scrJobs, steps: m.sheet.nSteps > 0, links: m.sheet.followable() > 0, km: m.km, theme: m.theme}
 	if m.helpCache.ok && m.helpCache.key == k {
 		return m.helpCache.s
 	}

@@ -189,8 +189,8 @@ func TestChildrenCursor(t *testing.T) {
 	s.waitFor("par-1")
 	s.keys("<enter>")
 	s.waitFor("job par-1", "par-1~s1.2 · available")
-	s.keys("]", "]", "]", "]")
-	s.waitFor("enter follows par-1~s1.0 · J/K picks another")
+	s.keys("l") // from the top of the sheet, one key
+	s.waitFor("› child        par-1~s1.0", "enter follows par-1~s1.0 (1 of 3) · l next")
 	s.keys("J")
 	screen := s.waitFor("enter follows par-1~s1.1")
 	s.goldenAs("picked", screen)
@@ -199,7 +199,7 @@ func TestChildrenCursor(t *testing.T) {
 	s.keys("<enter>")
 	s.waitFor("job par-1~s1.1", "archived", "font missing", "par-1 · spawned this job")
 	// The child links back to its parent.
-	s.keys("]", "]", "]", "]")
+	s.keys("l")
 	s.waitFor("› parent       par-1", "enter follows par-1")
 	s.keys("<enter>")
 	s.waitFor("job par-1", "children 1/3 done")
@@ -359,4 +359,35 @@ func TestFollowedLinkSurvivesListLoad(t *testing.T) {
 	if cmd := m.sheetFollow(); cmd == nil || m.sheet.id != "other" || len(m.sheet.trail) != 0 {
 		t.Fatalf("after a move: sheet on %q with %d back, want other with none", m.sheet.id, len(m.sheet.trail))
 	}
+}
+
+// TestLinksFromAnywhere: following a link took ] pressed exactly enough
+// times (three of five changed nothing on screen), a press too many went
+// on silently to the payload, and enter then closed the sheet. Now l
+// goes to the links from anywhere on the sheet with the › on the first,
+// again goes on to the next (round to the first after the last, the ›
+// always drawn), and ] past the last section says so.
+func TestLinksFromAnywhere(t *testing.T) {
+	eng, _ := waitFixture(t)
+	s := start(t, eng, testOptions())
+	s.keys(":")
+	s.typeText("filter id:par-1")
+	s.keys("<enter>")
+	s.keys(":")
+	s.typeText("scheduled")
+	s.keys("<enter>")
+	s.waitFor("par-1")
+	s.keys("<enter>")
+	s.waitFor("job par-1", "l links (again: next)")
+	s.keys("l")
+	screen := s.waitFor("› child        par-1~s1.0", "enter follows par-1~s1.0 (1 of 3) · l next")
+	s.golden(screen)
+	s.keys("l", "l")
+	s.waitFor("› child        par-1~s1.2", "enter follows par-1~s1.2 (3 of 3)")
+	s.keys("l") // round to the first, not past the end
+	s.waitFor("› child        par-1~s1.0", "(1 of 3)")
+	s.keys("]", "]", "]", "]", "]", "]", "]", "]")
+	s.waitFor("the last section of the sheet; l goes to its links")
+	s.keys("l", "<enter>")
+	s.waitFor("job par-1~s1.0")
 }

@@ -1,0 +1,57 @@
+package tui
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBulkCutoffField: the bulk retry's preview offers a cutoff, a field
+// of its own reached by tab, its forms and the clock's zone said; what is
+// typed there (a clock time, 15m, a date) narrows the retry to the jobs
+// that died before it and counts again, a time that is none says why and
+// keeps the field, and y is not taken while the field has the keys.
+func TestBulkCutoffField(t *testing.T) {
+	now := time.Now()
+	if now.Add(time.Minute).Day() != now.Day() {
+		t.Skip("a clock time a minute ahead would be yesterday's")
+	}
+	f := setup(t, false)
+	s := start(t, f.eng, testOptions())
+	s.waitFor("inv-0001")
+	s.keys("/")
+	s.typeText("queue:billing")
+	s.keys("<enter>")
+	s.waitFor("/ queue:billing", "› inv-0005")
+	s.keys("b")
+	s.waitFor("retry 5 jobs", "cutoff [", "tab: died before 07:29 (")
+	// Nothing died before 10 minutes ago (the console's clock runs 5m
+	// ahead of the store's: 10m is 5m before the deaths).
+	s.keys("<tab>")
+	s.typeText("10m")
+	s.waitFor("cutoff [10m▏", "enter applies")
+	s.keys("y") // not the confirm key while the field has the keys
+	s.keys("<enter>")
+	s.waitFor("retry 0 jobs", "nothing to do")
+	s.keys("<tab>", "<backspace>", "<backspace>", "<backspace>")
+	s.typeText("25:00")
+	s.keys("<enter>")
+	s.waitFor("clock time \"25:00\" is not a time of day")
+	for range 5 {
+		s.keys("<backspace>")
+	}
+	// A clock time a minute ahead of the deaths, in the console's zone.
+	clock := time.Now().Add(time.Minute).Format("15:04:05")
+	s.typeText(clock)
+	s.keys("<enter>")
+	screen := s.waitFor("retry 5 jobs", "finalized<", "y start")
+	if strings.Contains(screen, "Bulk retry — pending") {
+		t.Fatalf("y in the cutoff field started the run:\n%s", screen)
+	}
+	want := time.Now().Add(time.Minute).Format("15:04")
+	if !strings.Contains(screen, "T"+want) && !strings.Contains(screen, want) {
+		t.Fatalf("the selector does not carry the cutoff %s:\n%s", clock, screen)
+	}
+	s.golden(regexp.MustCompile(`finalized<\S+?\)`).ReplaceAllString(screen, "finalized<CUTOFF)"))
+}
