@@ -38,6 +38,10 @@ func e2eBinary(t *testing.T) string {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Skip("tmux is not installed")
 	}
+	// scripts/test builds the binary once for every e2e test.
+	if bin := os.Getenv("SLUICE_E2E_BIN"); bin != "" {
+		return bin
+	}
 	bin := filepath.Join(t.TempDir(), "sluice")
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/sluicehq/sluice").CombinedOutput()
 	if err != nil {
