@@ -1,18 +1,10 @@
 package cli
 
 import (
-	"context"
 	"database/sql"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
-
-	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/backend/sqlite"
-	"github.com/sluicehq/sluice/engine"
 )
 
 // BenchmarkSSHConsoleDeepPayload measures what opening one payload costs
@@ -34,28 +26,7 @@ func BenchmarkSSHConsoleDeepPayload(b *testing.B) {
 		b.Fatal(err)
 	}
 	raw.Close()
-	store, err := sqlite.Open(context.Background(), db, sqlite.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { store.Close() })
-	e, err := engine.New(store, engine.Config{NoMaintenance: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	dir := b.TempDir()
-	key := newTestSSHKey(b, "bench")
-	keysFile := filepath.Join(dir, "keys")
-	if err := os.WriteFile(keysFile, []byte(key.line+"\n"), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	o := &serveOptions{store: "sqlite://" + db, ssh: "127.0.0.1:0", sshKeys: keysFile, sshHostKey: filepath.Join(dir, "host")}
-	sc, err := startSSHConsole(o, api.NewServer(e, api.ServerOptions{}), slog.New(slog.DiscardHandler))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(sc.stop)
-	addr := sc.ln.Addr().String()
+	addr, key := benchSSHConsole(b, db)
 	open := func() *sshTerm {
 		term := openSSHTerm(b, addr, key)
 		term.waitFor(" of ")
