@@ -3,12 +3,12 @@ package postgres_test
 import (
 	"context"
 	"errors"
-	"maps"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sluicehq/sluice/backend/backendtest"
 	"github.com/sluicehq/sluice/backend/postgres"
 	"github.com/sluicehq/sluice/backend/postgres/pgtest"
 	"github.com/sluicehq/sluice/engine"
@@ -174,16 +174,10 @@ func TestMigration0010RegroupsOldPatterns(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	old := []struct{ id, last, pattern string }{
-		{"a", "partner api: 503 (request id req_36652661)", "partner api: <n> (request id req_<hex>)"},
-		{"b", "partner api: 503 (request id req_aabdbebe)", "partner api: <n> (request id req_aabdbebe)"},
-		{"c", "partner api: 503 (request id req_deccaaac)", "partner api: <n> (request id req_deccaaac)"},
-		{"d", `column "decade" does not exist`, `column "<str>" does not exist`},
-		{"e", `column "facade" does not exist`, `column "<str>" does not exist`},
-	}
+	old := backendtest.OldErrorPatterns()
 	for i, j := range old {
 		if _, err := s.Pool().Exec(ctx, `INSERT INTO `+s.Schema()+`.jobs (id, queue, kind, state, scheduled_at, created_at, state_changed_at, last_error, error_pattern)
-			VALUES ($1, 'q', 'k', 'archived', 1, 1, $2, $3, $4)`, j.id, i+1, j.last, j.pattern); err != nil {
+			VALUES ($1, 'q', 'k', 'archived', 1, 1, $2, $3, $4)`, j.ID, i+1, j.LastError, j.Pattern); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -197,16 +191,5 @@ func TestMigration0010RegroupsOldPatterns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]int64{}
-	for _, g := range groups {
-		got[g.Pattern] = g.Count
-	}
-	want := map[string]int64{
-		"partner api: <n> (request id req_<id>)": 3,
-		`column "decade" does not exist`:         1,
-		`column "facade" does not exist`:         1,
-	}
-	if !maps.Equal(got, want) {
-		t.Fatalf("groups after the upgrade: %v, want %v", got, want)
-	}
+	backendtest.CheckRegrouped(t, groups)
 }

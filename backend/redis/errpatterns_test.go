@@ -2,7 +2,6 @@ package redis_test
 
 import (
 	"context"
-	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -20,16 +19,10 @@ func TestVersion5RegroupsOldPatterns(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, u := migratedStore(t)
-	old := []struct{ id, last, pattern string }{
-		{"a", "partner api: 503 (request id req_36652661)", "partner api: <n> (request id req_<hex>)"},
-		{"b", "partner api: 503 (request id req_aabdbebe)", "partner api: <n> (request id req_aabdbebe)"},
-		{"c", "partner api: 503 (request id req_deccaaac)", "partner api: <n> (request id req_deccaaac)"},
-		{"d", `column "decade" does not exist`, `column "<str>" does not exist`},
-		{"e", `column "facade" does not exist`, `column "<str>" does not exist`},
-	}
+	old := backendtest.OldErrorPatterns()
 	var ins []*engine.JobInsertParams
 	for _, j := range old {
-		ins = append(ins, &engine.JobInsertParams{ID: j.id, Queue: "q", Kind: "k", Payload: []byte(`{}`), SchemaVersion: 1, MaxAttempts: 1})
+		ins = append(ins, &engine.JobInsertParams{ID: j.ID, Queue: "q", Kind: "k", Payload: []byte(`{}`), SchemaVersion: 1, MaxAttempts: 1})
 	}
 	if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: ins}); err != nil {
 		t.Fatal(err)
@@ -40,10 +33,10 @@ func TestVersion5RegroupsOldPatterns(t *testing.T) {
 		t.Fatalf("claim: %v %+v", err, res)
 	}
 	for _, j := range res.Jobs {
-		i := slices.IndexFunc(old, func(o struct{ id, last, pattern string }) bool { return o.id == j.ID })
+		i := slices.IndexFunc(old, func(o backendtest.OldErrorPattern) bool { return o.ID == j.ID })
 		o := backendtest.Outcome{JobRef: engine.JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Lease.Fence},
 			To: engine.StateArchived, Reason: engine.ReasonAttemptsExhausted, Charge: engine.ChargeAttempt,
-			Error: &engine.AttemptError{Message: old[i].last}, ErrorPattern: old[i].pattern,
+			Error: &engine.AttemptError{Message: old[i].LastError}, ErrorPattern: old[i].Pattern,
 			Event: engine.EventArchived, Actor: "w"}
 		if _, err := s.JobFinish(ctx, o.Plan(j)); err != nil {
 			t.Fatalf("finish %s: %v", j.ID, err)
@@ -56,18 +49,7 @@ func TestVersion5RegroupsOldPatterns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]int64{}
-	for _, g := range groups {
-		got[g.Pattern] = g.Count
-	}
-	want := map[string]int64{
-		"partner api: <n> (request id req_<id>)": 3,
-		`column "decade" does not exist`:         1,
-		`column "facade" does not exist`:         1,
-	}
-	if !maps.Equal(got, want) {
-		t.Fatalf("groups after the migration: %v, want %v", got, want)
-	}
+	backendtest.CheckRegrouped(t, groups)
 	f := archived
 	f.ErrorPattern = "partner api: <n> (request id req_<id>)"
 	js, err := s2.JobList(ctx, &engine.JobListParams{Filter: f, Limit: 10})
