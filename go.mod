@@ -1,16 +1,20 @@
 module github.com/sluicehq/sluice
 
-// The floor is the highest a dependency sets: charm.land/wish/v2 v2.0.5
-// declares go 1.26.8 (charm.land/lipgloss/v2 v2.1.0 declares 1.26.7), so a
-// plain "go 1.26" with a toolchain line does not hold while they do.
-go 1.26.8
+// go 1.26.0 is the first 1.26 release, the highest any dependency declares
+// (bubbletea, x/sys, modernc.org/sqlite), so importing Sluice asks for no
+// 1.26 patch release. wish stays at v2.0.3 and lipgloss at v2.0.6 because
+// their next releases declare go 1.26.8 and 1.26.7; the toolchain line is
+// what this repository's own builds and tests use.
+go 1.26.0
+
+toolchain go1.26.8
 
 require (
 	charm.land/bubbles/v2 v2.2.1
 	charm.land/bubbletea/v2 v2.1.1
-	charm.land/lipgloss/v2 v2.1.0
+	charm.land/lipgloss/v2 v2.0.6
 	charm.land/ssh v0.4.3
-	charm.land/wish/v2 v2.0.5
+	charm.land/wish/v2 v2.0.3
 	github.com/charmbracelet/colorprofile v0.4.3
 	github.com/charmbracelet/x/ansi v0.11.9
 	github.com/charmbracelet/x/exp/golden v0.0.0-20251109135125-8916d276318f
