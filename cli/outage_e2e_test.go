@@ -30,8 +30,8 @@ func TestConsoleRedisGoesAwayAndComesBack(t *testing.T) {
 }
 
 // TestConsolePostgresGoesAwayAndComesBack: the same on a private
-// PostgreSQL cluster (issue 17: the console shows the store as down and
-// recovers by itself), stopped and started again on its port.
+// PostgreSQL cluster (the console shows the store as down and recovers
+// by itself), stopped and started again on its port.
 func TestConsolePostgresGoesAwayAndComesBack(t *testing.T) {
 	bin := e2eBinary(t)
 	c, err := pgcluster.Start(context.Background(), pgcluster.Options{})

@@ -22,7 +22,7 @@ import (
 )
 
 // TestConsolePostgresMarkTwoAndBulkRetry: the console end to end on a
-// PostgreSQL store (issue 17), directly and through a PgBouncer of the
+// PostgreSQL store, directly and through a PgBouncer of the
 // test's own in transaction pooling mode (SLUICE_TEST_PGBOUNCER=1, as
 // scripts/test sets it; required with CI). The real binary runs `sluice
 // demo` on a fresh schema of the shared server (migrate=true) in tmux; two archived

@@ -295,7 +295,7 @@ func TestFaultPostgresConnectionsExhausted(t *testing.T) {
 }
 
 // maxOutageLines bounds the warnings and errors one process may log in
-// one store outage: issue 17 asks for one line per outage, and a process
+// one store outage: one line per outage and loop is the aim, and a process
 // has a handful of loops that meet it (claims per queue, completions,
 // heartbeat, maintenance tasks, operations, the listener) — not one line
 // per attempt, which at the fault tests' timings is hundreds.
@@ -317,7 +317,7 @@ func checkOutageLines(t *testing.T, who, when string, lines []string) {
 	case len(lines) > maxOutageLines && enforceOutageLines:
 		t.Errorf("%s logged %d warnings/errors %s, want a few (one per outage and loop):\n%s", who, len(lines), when, strings.Join(lines, "\n"))
 	case len(lines) > maxOutageLines:
-		t.Logf("NOT YET KEPT (enforceOutageLines is off): %s logged %d warnings/errors %s, issue 17 wants one per outage and loop (at most %d)", who, len(lines), when, maxOutageLines)
+		t.Logf("NOT YET KEPT (enforceOutageLines is off): %s logged %d warnings/errors %s, want one per outage and loop (at most %d)", who, len(lines), when, maxOutageLines)
 	}
 }
 

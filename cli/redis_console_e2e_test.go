@@ -18,7 +18,7 @@ import (
 )
 
 // TestConsoleRedisMarkTwoAndGroupBulkRetry: the console end to end on a
-// Redis store (issue 13). The real binary runs `sluice demo` on a fresh
+// Redis store. The real binary runs `sluice demo` on a fresh
 // namespace of the shared server in tmux; two archived jobs are marked
 // with space and retried with r (confirmed), then `:errors` lists the
 // error groups and b on the bad-data group ("invalid currency") runs a

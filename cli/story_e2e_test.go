@@ -23,7 +23,7 @@ import (
 // The operator's night (../shared/STORY.md) on the real binary: `sluice
 // demo` in tmux, with the demo's own data, step by step as the story
 // writes it; and the attached console's connection badge telling the
-// truth when its server goes away and comes back (issue 16, problem 3).
+// truth when its server goes away and comes back.
 
 // number reads "4,180" as 4180.
 func number(t *testing.T, s string) int {
@@ -320,7 +320,7 @@ func serveAt(t *testing.T, bin, db, addr string) (stop func()) {
 	return stop
 }
 
-// TestConsoleAttachedConnectionTruth (issue 16, problem 3): with its
+// TestConsoleAttachedConnectionTruth: with its
 // server stopped the attached console stops saying live; started again on
 // the same address, the warning clears by itself and the header says live.
 func TestConsoleAttachedConnectionTruth(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 	"github.com/sluicehq/sluice/keymap"
 )
 
-// Issue 16: the console tells the truth at every step. These tests drive
+// The console tells the truth at every step. These tests drive
 // the model directly with the answers its commands would bring, so a
 // list can be re-sorted under the cursor at a chosen moment.
 
@@ -422,7 +422,7 @@ func TestNarrowHeaderKeepsConnectionBadge(t *testing.T) {
 	}
 }
 
-// TestEditedPayloadShown (issue 16, problem 4): after `e` saves, the sheet
+// TestEditedPayloadShown: after `e` saves, the sheet
 // shows the new payload at once, without `p` (and without a second `p`),
 // and the payload_edited entry says which path changed.
 func TestEditedPayloadShown(t *testing.T) {
@@ -456,7 +456,7 @@ func TestEditedPayloadShown(t *testing.T) {
 	}
 }
 
-// TestRowNumbers (issue 16, problem 10): a job that completed on its
+// TestRowNumbers: a job that completed on its
 // sixth run reads 6/6 with no last error; one skipped on its first run
 // reads 1/3; one that spent its attempts reads them all.
 func TestRowNumbers(t *testing.T) {
@@ -482,7 +482,7 @@ func TestRowNumbers(t *testing.T) {
 	}
 }
 
-// TestTabsCountTheFilter (issue 16, problem 2): the state tabs count what
+// TestTabsCountTheFilter: the state tabs count what
 // the filter matches — from the counters under states and one queue, from
 // engine.Control.CountJobs under any other term — and the tab's number is
 // the list's "of N". A backend that cannot count a filter leaves the tabs
@@ -531,7 +531,7 @@ func TestTabsSayWhenTheyAreTotals(t *testing.T) {
 	s.waitFor(`error:"currency"`, "▸arch 7", "quar 3", "  totals")
 }
 
-// TestTimelineClaimsEachRun (issue 16, problem 10): the happy path keeps
+// TestTimelineClaimsEachRun: the happy path keeps
 // no event rows, so only the last run's claim is stored; the sheet's
 // timeline shows a claim before each earlier run too, derived from its
 // error entry, numbered as the run and marked as derived.
@@ -577,7 +577,7 @@ func TestTimelineClaimsEachRun(t *testing.T) {
 	s.golden(screen)
 }
 
-// TestBulkRateInDialog (issue 16, problem 6): the preview takes a rate
+// TestBulkRateInDialog: the preview takes a rate
 // limit typed as digits, the operation runs at it (its record says so),
 // the progress shows the limit with the measured rate and ETA, and the
 // dialog stays on the result until the operator closes it.
