@@ -56,7 +56,9 @@ sqlite_batches() {
 
 # sqlite_statement FILE: Sluice's retry batch by hand, a transaction of
 # 1000 jobs each: the job's row as the store's retry writes it, and its
-# timeline event.
+# timeline event. The state is written +state, as the store writes it, so
+# no index on state serves the batch: the error groups' index would make
+# each batch walk every archived job.
 sqlite_statement() {
 	local file=$1 t
 	t=$(date +%s%N)
@@ -67,7 +69,7 @@ sqlite_statement() {
 			{ b[NR] = $0 }
 			END {
 				for (i = 1; i <= NR; i++) {
-					w = "id >= " q(b[i]) (i < NR ? " AND id < " q(b[i + 1]) : "") " AND state = '\''archived'\''"
+					w = "id >= " q(b[i]) (i < NR ? " AND id < " q(b[i + 1]) : "") " AND +state = '\''archived'\''"
 					print "BEGIN IMMEDIATE;"
 					print "INSERT INTO job_events (job_id, kind, at, actor, from_state, to_state, attempt, message) SELECT id, '\''retried'\'', " t ", '\''floor'\'', '\''archived'\'', '\''available'\'', attempt, '\'''\'' FROM jobs WHERE " w ";"
 					print "UPDATE jobs SET state = '\''available'\'', max_attempts = CASE WHEN max_attempts < attempt + 1 THEN attempt + 1 ELSE max_attempts END, crash_attempt = 0, scheduled_at = " t ", finalized_at = NULL, terminal_reason = '\'''\'', lease_id = NULL, lease_worker = NULL, lease_expires_at = NULL, state_changed_at = " t ", version = version + 1, deadline = CASE WHEN deadline <= " t " THEN NULL ELSE deadline END WHERE " w ";"
