@@ -29,6 +29,8 @@ func FuzzDecodeBulk(f *testing.F) {
 		`{"action":"retry","selector":{"state":"archived"}} trailing`,
 		`{"action":"retry","selector":{"status":"archived"}}`,
 		`[]`, `null`, ``, `{`, `{"selector":null}`,
+		`{"action":"retry","selector":{"q":"error:\u0000"}}`,
+		`{"action":"retry","selector":{"payload":[{"path":"o","value":"{\"p\":[1,2.0]}"}],"meta":[{"path":"m","value":"x\u0000"}]}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -85,6 +87,7 @@ func FuzzParseListQuery(f *testing.F) {
 		"cursor=AWpuAAAAAGZ9&limit=7",
 		"limit=-1", "limit=x", "state=dead", "status=archived",
 		"q=a&q=b", "q=%22", "q=state:", "",
+		"q=error:%00", "q=payload.o:%22%7B%5C%22p%5C%22:[1,2.0]%7D%22",
 	} {
 		f.Add(s)
 	}

@@ -22,10 +22,7 @@ import (
 // pattern are equal; error is a case-sensitive substring of the last
 // error; times are strict (created>T: created after T), and a finalized
 // bound holds only for a finalized job. A payload or meta path matches
-// the value found there: a JSON string by its contents; a JSON number,
-// when the value given is one too, by its value (42 matches 42, 42.0 and
-// 4.2e1); any other value by its compact JSON text. A missing path, or
-// one through a value that is not an object, matches nothing.
+// the value found there, as PathValueMatches states.
 func (f Filter) Matches(j *Job) bool {
 	if len(f.States) > 0 && !slices.Contains(f.States, j.State) ||
 		len(f.Queues) > 0 && !slices.Contains(f.Queues, j.Queue) ||
@@ -67,9 +64,26 @@ func (f Filter) Matches(j *Job) bool {
 	return true
 }
 
-// PathValueMatches compares the value at m.Path in doc with m.Value, as
-// Filter.Matches states: a store that matches payload paths in Go calls
-// it.
+// PathValueMatches compares the value at m.Path in doc with m.Value. A
+// store that matches payload paths in Go calls it; the others translate
+// it. The path's keys lead through objects only: a missing path, or one
+// through an array or a scalar, matches nothing. The value found there
+// matches
+//
+//   - a JSON string: when its contents are m.Value, exactly;
+//   - a number: when m.Value is a JSON number of the same value (42
+//     matches 42, 42.0 and 4.2e1);
+//   - true, false or null: when m.Value is that word;
+//   - an object or an array: when m.Value is the same JSON value, compared
+//     as values, never by containment: an object's members in any order
+//     (every member on both sides), an array's elements in order, strings
+//     by their contents (escapes decoded), numbers by value, white space
+//     ignored. {"q":"x","p":1} matches {"p":1.0, "q":"x"}, not {"p":1}.
+//
+// Beyond a string's contents, m.Value is read as PathValueOf says: less
+// its surrounding white space, and as an object or array only when it is
+// I-JSON (no member named twice) nested at most MaxJSONDepth deep, as a
+// stored payload is.
 func PathValueMatches(doc json.RawMessage, m PathMatch) bool {
 	cur := doc
 	for key := range strings.SplitSeq(m.Path, ".") {
@@ -84,16 +98,128 @@ func PathValueMatches(doc json.RawMessage, m PathMatch) bool {
 		cur = v
 	}
 	cur = bytes.TrimSpace(cur)
-	if len(cur) > 0 && cur[0] == '"' {
+	if len(cur) == 0 {
+		return false
+	}
+	if cur[0] == '"' {
 		var s string
 		return json.Unmarshal(cur, &s) == nil && s == m.Value
 	}
-	if x, ok := JSONNumber(string(cur)); ok {
-		y, ok := JSONNumber(m.Value)
+	kind, v := PathValueOf(m.Value)
+	switch kind {
+	case PathValueNumber:
+		x, ok := JSONNumber(string(cur))
+		y, _ := JSONNumber(v)
 		return ok && x.Cmp(y) == 0
+	case PathValueLiteral:
+		return string(cur) == v
+	case PathValueObject, PathValueArray:
+		return jsonValueEqual(cur, []byte(v))
 	}
-	var b bytes.Buffer
-	return json.Compact(&b, cur) == nil && b.String() == m.Value
+	return false
+}
+
+// PathValueKind is what a payload or meta filter's value is read as when
+// the value found at the path is not a JSON string (which matches by its
+// contents whatever the kind).
+type PathValueKind int
+
+const (
+	// PathValueText: only a JSON string matches.
+	PathValueText PathValueKind = iota
+	// PathValueNumber: a JSON number; a number of the same value matches.
+	PathValueNumber
+	// PathValueLiteral: true, false or null; that literal matches.
+	PathValueLiteral
+	// PathValueObject: a JSON object; an equal object matches.
+	PathValueObject
+	// PathValueArray: a JSON array; an equal array matches.
+	PathValueArray
+)
+
+// PathValueOf reads v, a payload or meta filter's value, as
+// PathValueMatches does, and returns its kind and the text a store
+// compares with: v without its surrounding white space. An object or
+// array is one only when a store could keep it as a payload: I-JSON (no
+// member named twice, no NUL, no number beyond a double's range) and at
+// most MaxJSONDepth deep; any other text is PathValueText.
+func PathValueOf(v string) (PathValueKind, string) {
+	t := strings.TrimSpace(v)
+	if _, ok := JSONNumber(t); ok {
+		return PathValueNumber, t
+	}
+	switch t {
+	case "true", "false", "null":
+		return PathValueLiteral, t
+	}
+	if t == "" || (t[0] != '{' && t[0] != '[') {
+		return PathValueText, t
+	}
+	b := []byte(t)
+	if JSONDepth(b) > MaxJSONDepth || jsonHoldsNUL(b) {
+		return PathValueText, t
+	}
+	if _, err := CanonicalJSON(b); err != nil {
+		return PathValueText, t
+	}
+	if t[0] == '{' {
+		return PathValueObject, t
+	}
+	return PathValueArray, t
+}
+
+// jsonValueEqual reports whether the JSON texts a and b hold the same
+// value, as PathValueMatches compares objects and arrays.
+func jsonValueEqual(a, b []byte) bool {
+	x, err := decodeJSONValue(a)
+	if err != nil {
+		return false
+	}
+	y, err := decodeJSONValue(b)
+	if err != nil {
+		return false
+	}
+	return jsonEqualValues(x, y)
+}
+
+func decodeJSONValue(b []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func jsonEqualValues(x, y any) bool {
+	switch x := x.(type) {
+	case map[string]any:
+		y, ok := y.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, xv := range x {
+			yv, ok := y[k]
+			if !ok || !jsonEqualValues(xv, yv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		y, ok := y.([]any)
+		return ok && slices.EqualFunc(x, y, jsonEqualValues)
+	case json.Number:
+		y, ok := y.(json.Number)
+		if !ok {
+			return false
+		}
+		a, ok1 := JSONNumber(string(x))
+		b, ok2 := JSONNumber(string(y))
+		return ok1 && ok2 && a.Cmp(b) == 0
+	default: // string, bool, nil
+		return x == y
+	}
 }
 
 // JSONNumber parses s as one JSON number, exactly: a payload filter's

@@ -19,7 +19,8 @@ import (
 //	payload.customer.id:42 meta.tenant:acme created>24h superseded:include
 //
 // A value is bare (up to the next white space; for list fields also up to a
-// comma) or double-quoted with the escapes \" \\ \n \t \r. List fields
+// comma) or double-quoted with the escapes \" \\ \n \t \r; no value may
+// hold a NUL character (U+0000), which no store keeps. List fields
 // (state, queue, kind, id, tag) take several values, as a comma list or by
 // repeating the term, and match any of them; every other field takes one
 // value. Every term narrows: terms of different fields AND together.
@@ -320,6 +321,13 @@ func (p *queryParser) values(start int, list bool) ([]string, error) {
 		}
 		if v == "" {
 			return nil, p.fail(start, "empty value")
+		}
+		// Refused here as Filter.Validate refuses it: no store keeps a
+		// NUL (PostgreSQL refuses the query), so such a value could match
+		// nothing. Other control characters are kept: an error message
+		// may hold them, and Validate takes them.
+		if i := strings.IndexByte(v, 0); i >= 0 {
+			return nil, p.fail(start, "the value holds a NUL character (U+0000) at byte %d; no store keeps one, so remove it", i)
 		}
 		out = append(out, v)
 		if p.atEnd() {

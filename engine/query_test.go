@@ -194,6 +194,10 @@ func TestParseQueryErrors(t *testing.T) {
 		{"payload bad key", "payload.a$b:42", []string{`key "a$b" does not match`}},
 		{"meta bad key", "meta.a b:1", []string{"has no field"}},
 		{"invalid utf-8", "error:\xff", []string{"not valid UTF-8"}},
+		{"nul in error", "error:\x00", []string{`query term "error:\x00"`, "NUL character (U+0000) at byte 0"}},
+		{"nul in quoted payload", `payload.a:"x` + "\x00" + `y"`, []string{"NUL character (U+0000) at byte 1"}},
+		{"nul in id list", "id:a,b\x00", []string{"NUL character (U+0000) at byte 1"}},
+		{"nul in meta", "meta.k:\x00\x00", []string{"NUL character (U+0000)"}},
 		{"too many ids", "id:" + manyIDs(1001), []string{"1001 ids; at most 1000"}},
 	}
 	for _, tt := range tests {
@@ -254,7 +258,7 @@ func TestFilterStringRoundTrip(t *testing.T) {
 		{Error: `"`},
 		{Error: `\`},
 		{Error: "\u00a0nbsp\u2003em"},
-		{Error: "\x00nul\x7f"},
+		{Error: "\x01soh\x1b[31m\x7f"}, // control characters other than NUL are kept
 		{Error: "payload.x:1 state:archived"},
 		{Payload: []PathMatch{{"customer", "42"}, {"customer.id", "a b"}, {"x", ""}}},
 		{Meta: []PathMatch{{"tenant", "acme"}, {"k", `q"uote`}}},
@@ -287,6 +291,27 @@ func TestFilterStringRoundTrip(t *testing.T) {
 		}
 		if !filtersEqual(got, f) {
 			t.Errorf("%d: round trip via %q\n got %#v\nwant %#v", i, s, got, f)
+		}
+	}
+}
+
+// TestFilterNULRefusedAlike: a filter holding a NUL is refused by
+// Validate, and its String by the parser, so the grammar and Validate
+// agree on it.
+func TestFilterNULRefusedAlike(t *testing.T) {
+	t.Parallel()
+	for _, f := range []Filter{
+		{Error: "\x00nul\x7f"},
+		{ErrorPattern: "a\x00"},
+		{IDs: []string{"x\x00"}},
+		{Payload: []PathMatch{{"p", "\x00"}}},
+		{Meta: []PathMatch{{"m", "v\x00"}}},
+	} {
+		if err := f.Validate(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%#v: Validate() = %v, want ErrInvalid", f, err)
+		}
+		if _, err := ParseQueryAt(f.String(), queryNow); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "NUL character (U+0000)") {
+			t.Errorf("ParseQuery(%q) = %v, want ErrInvalid naming the NUL", f.String(), err)
 		}
 	}
 }
@@ -386,6 +411,43 @@ func TestFilterValidate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzFilterValidateParses is FuzzParseQuery's converse: a filter that
+// Validate accepts is written by String in a form the parser reads back to
+// it, so the parser refuses nothing Validate takes (a NUL, say, is refused
+// by both). Each fuzzed text goes into every field that takes free text,
+// one field at a time; the empty value, which the grammar cannot write,
+// is left out.
+func FuzzFilterValidateParses(f *testing.F) {
+	for _, s := range []string{"x", "a b", "\x00", "\x01\x1b[31m\x7f", `say "hi"`, `C:\temp`, "\u00a0\u2028", "a,b", "\xff", "\n\t\r", `{"p":[1,2]}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		if v == "" {
+			return
+		}
+		for _, fl := range []Filter{
+			{Error: v},
+			{ErrorPattern: v},
+			{IDs: []string{v, "other"}},
+			{Payload: []PathMatch{{"a.b", v}}},
+			{Meta: []PathMatch{{"k", v}}},
+			{Queues: []string{v}},
+		} {
+			if fl.Validate() != nil {
+				continue
+			}
+			s := fl.String()
+			got, err := ParseQueryAt(s, queryNow)
+			if err != nil {
+				t.Fatalf("%#v validates, but its String %q does not parse: %v", fl, s, err)
+			}
+			if !filtersEqual(got, fl) {
+				t.Fatalf("round trip of %#v via %q gave %#v", fl, s, got)
+			}
+		}
+	})
 }
 
 func FuzzParseQuery(f *testing.F) {

@@ -21,7 +21,9 @@ func selectionChecks() []check {
 		{name: "OutOfRangeDates", fn: testSelectionOutOfRangeDates},
 		{name: "DestructiveRunsOnlyFromAPlan", fn: testSelectionDestructiveNeedsPlan},
 		{name: "ReplaySupersedesOriginal", fn: testSelectionReplaySupersedes},
+		{name: "PayloadShapes", fn: testSelectionPayloadShapes},
 		{name: "DifferentialAgainstReference", fn: testSelectionDifferential},
+		{name: "DifferentialFixedSeed", fn: testSelectionDifferentialFixed},
 	}
 }
 

@@ -19,12 +19,14 @@ import (
 // What each field means is as on SQLite (backend/sqlite/filter.go); here:
 //   - tags: tags && the given tags (any of them).
 //   - error: strpos(last_error, value) > 0 (case-sensitive substring).
-//   - payload.<path>:value and meta.<key>:value: jsonb containment (@>),
-//     which the GIN indexes jobs_payload and jobs_metadata serve: the
-//     value at the path is the JSON string value, or, when value is a JSON
-//     number, true, false or null, that value; an object or array value
-//     is compared whole (#>). A missing path matches nothing, so an empty
-//     document (or none) never matches: the indexes leave those out.
+//   - payload.<path>:value and meta.<key>:value, as
+//     engine.PathValueMatches states: jsonb containment (@>), which the
+//     GIN indexes jobs_payload and jobs_metadata serve: the value at the
+//     path is the JSON string value, or, when value is a JSON number,
+//     true, false or null, that value; an object or array value is
+//     contained and then equal as jsonb (members in any order, numbers
+//     by value). A missing path matches nothing, so an empty document (or
+//     none) never matches: the indexes leave those out.
 
 // args numbers the parameters of one statement.
 type args struct{ vals []any }
@@ -155,16 +157,19 @@ func (w *where) addPath(col, what string, m engine.PathMatch) error {
 	}
 	str, _ := json.Marshal(m.Value)
 	terms := []string{col + " @> " + w.a.add(string(nest(keys, str))) + "::jsonb"}
-	v := strings.TrimSpace(m.Value)
-	if json.Valid([]byte(v)) && v != "" {
-		switch v[0] {
-		case '"':
-			// A JSON string is matched by its contents, which str is.
-		case '{', '[':
-			terms = append(terms, col+" #> "+w.a.add(keys)+"::text[] = "+w.a.add(v)+"::jsonb")
-		default: // number, true, false, null
-			terms = append(terms, col+" @> "+w.a.add(string(nest(keys, []byte(v))))+"::jsonb")
+	switch kind, v := engine.PathValueOf(m.Value); kind {
+	case engine.PathValueNumber, engine.PathValueLiteral:
+		terms = append(terms, col+" @> "+w.a.add(string(nest(keys, []byte(v))))+"::jsonb")
+	case engine.PathValueObject, engine.PathValueArray:
+		// Containment narrows to the rows the GIN index finds; equality
+		// then holds the value whole (containment alone would take a part
+		// for the whole). -> with a text key reads objects only, where #>
+		// would index an array.
+		path := col
+		for _, k := range keys {
+			path += " -> " + w.a.add(k) + "::text"
 		}
+		terms = append(terms, "("+col+" @> "+w.a.add(string(nest(keys, []byte(v))))+"::jsonb AND "+path+" = "+w.a.add(v)+"::jsonb)")
 	}
 	w.add("(" + strings.Join(terms, " OR ") + ")")
 	// No document without the path's first key matches, an empty one

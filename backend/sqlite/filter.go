@@ -171,25 +171,63 @@ func (w *where) addTime(term string, t *time.Time) {
 	}
 }
 
-// addPath compares the value at m.Path in col with m.Value as text. The
-// JSON path is bound as a parameter too. A row SQLite's JSON functions
-// cannot read (nested past their 1000 levels: written before the engine's
-// limit) matches nothing rather than failing the whole statement; CASE
-// evaluates json_type only when json_valid passed.
+// addPath matches the value at m.Path in col as engine.PathValueMatches
+// states, one CASE on the JSON type found there: a string by its contents,
+// a number as a number (42 matches 42, 42.0 and 4.2e1), true, false and
+// null as themselves, and an object or array by treeEqual. The JSON path
+// is bound as a parameter too. A row SQLite's JSON functions cannot read
+// (nested past their 1000 levels: written before the engine's limit)
+// matches nothing rather than failing the whole statement; CASE evaluates
+// json_type only when json_valid passed.
 func (w *where) addPath(col, what string, m engine.PathMatch) error {
 	path, err := jsonPath(m.Path)
 	if err != nil {
 		return fmt.Errorf("%w: filter: %s path %q: %v", engine.ErrInvalid, what, m.Path, err)
 	}
-	text := "(CASE WHEN json_valid(" + col + ") THEN CASE json_type(" + col + ", ?) WHEN 'text' THEN json_extract(" + col + ", ?) ELSE " + col + " -> ? END END) = ?"
-	if n, ok := sqlNumber(m.Value); ok {
-		// Numbers as numbers: 42 matches 42, 42.0 and 4.2e1.
-		w.add("("+text+" OR (CASE WHEN json_valid("+col+") THEN json_type("+col+", ?) IN ('integer', 'real') AND json_extract("+col+", ?) = ? END))",
-			path, path, path, m.Value, path, path, n)
-		return nil
+	var b strings.Builder
+	args := []any{path, path, m.Value}
+	b.WriteString("(CASE WHEN json_valid(" + col + ") THEN CASE json_type(" + col + ", ?) WHEN 'text' THEN json_extract(" + col + ", ?) = ?")
+	switch kind, v := engine.PathValueOf(m.Value); kind {
+	case engine.PathValueNumber:
+		if n, ok := sqlNumber(v); ok {
+			b.WriteString(" WHEN 'integer' THEN json_extract(" + col + ", ?) = ? WHEN 'real' THEN json_extract(" + col + ", ?) = ?")
+			args = append(args, path, n, path, n)
+		}
+	case engine.PathValueLiteral:
+		b.WriteString(" WHEN ? THEN 1")
+		args = append(args, v)
+	case engine.PathValueObject, engine.PathValueArray:
+		typ := "object"
+		if kind == engine.PathValueArray {
+			typ = "array"
+		}
+		b.WriteString(" WHEN '" + typ + "' THEN " + treeEqual(col))
+		args = append(args, path, v)
 	}
-	w.add(text, path, path, path, m.Value)
+	b.WriteString(" ELSE 0 END END)")
+	w.add(b.String(), args...)
 	return nil
+}
+
+// treeEqual is the condition that the object or array at a path (the
+// first parameter) in col is the JSON value of the second parameter,
+// compared as values: json_tree lists both as nodes, and the recursive
+// pairing starts from the two roots and pairs a node's children with the
+// other's children of the same key (object members by their decoded
+// names, array elements by index), the same type (an integer and a real
+// are both numbers) and the same atom (a string's contents, a number's
+// value). The values are equal when every node of both is paired. The
+// keys of an object are unique (the engine refuses a member named twice
+// in a payload and treats such a value as text), so a node has at most
+// one partner.
+func treeEqual(col string) string {
+	node := func(src string) string {
+		return "SELECT id, parent, key, CASE type WHEN 'integer' THEN 'real' ELSE type END AS t, atom FROM " + src
+	}
+	return "(WITH RECURSIVE a AS (" + node("json_tree("+col+", ?)") + "), b AS (" + node("json_tree(?)") + "), " +
+		"p(aid, bid) AS (SELECT a.id, b.id FROM a, b WHERE a.parent IS NULL AND b.parent IS NULL AND a.t = b.t " +
+		"UNION ALL SELECT a.id, b.id FROM p JOIN a ON a.parent = p.aid JOIN b ON b.parent = p.bid AND b.key = a.key AND b.t = a.t AND b.atom IS a.atom) " +
+		"SELECT (SELECT count(*) FROM p) = (SELECT count(*) FROM a) AND (SELECT count(*) FROM b) = (SELECT count(*) FROM a))"
 }
 
 // jsonPath turns dot-separated keys into a SQLite JSON path with every key
