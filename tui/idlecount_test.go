@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/backend/backendtest"
 	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
+	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -190,5 +191,46 @@ func TestIdleRecountLive(t *testing.T) {
 	screen := s.waitFor("archived 100 ", "archived 100 as counted whole at")
 	if strings.Contains(strings.Split(screen, "\n")[1], "+") {
 		t.Fatalf("the tab still reads at least:\n%s", screen)
+	}
+}
+
+// TestIdleRecountPastTheBound: on SQLite a filter's count stops at the
+// bound of 10,000 ("scheduled 10,000+"); the idle recount counts it
+// without that bound (up to engine.MaxCountJobsMax) and the tab shows
+// the whole figure.
+func TestIdleRecountPastTheBound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := sqlitetest.New(t)
+	eng, err := engine.New(store, engine.Config{WorkerID: "console-test", NoMaintenance: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 10_050
+	for i := 0; i < n; i += 1000 {
+		var ps []engine.EnqueueParams
+		for k := i; k < min(i+1000, n); k++ {
+			ps = append(ps, engine.EnqueueParams{ID: fmt.Sprintf("later-%05d", k), Queue: "billing", Kind: "invoice.generate",
+				Payload: json.RawMessage(`{"tag":"x"}`), Delay: time.Hour})
+		}
+		if _, err := eng.EnqueueMany(ctx, ps); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock := time.Date(2026, 12, 5, 7, 31, 2, 0, time.UTC)
+	m := New(eng, Options{NoSubscribe: true, Now: func() time.Time { return clock }, Theme: "dark", Query: "payload.tag:x",
+		State: engine.StateScheduled, IdleRecount: 3 * time.Second, Getenv: func(string) string { return "" }})
+	t.Cleanup(m.Close)
+	m.Update(tea.WindowSizeMsg{Width: 240, Height: 12})
+	deliver(t, m, m.loadCounts())
+	tab, status := tabAndStatus(m)
+	if !strings.Contains(tab, "scheduled 10,000+") || !strings.Contains(status, "counted to the bound of 10,000") {
+		t.Fatalf("the count is not capped at its bound:\n%s\n%s", tab, status)
+	}
+	clock = clock.Add(time.Minute)
+	deliver(t, m, m.idleTick())
+	tab, status = tabAndStatus(m)
+	if !strings.Contains(tab, "scheduled 10,050 ") || !strings.Contains(status, "scheduled 10,050 as counted whole at 07:32:02, while idle") {
+		t.Fatalf("the idle recount's figure is not shown:\n%s\n%s", tab, status)
 	}
 }
