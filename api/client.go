@@ -311,6 +311,9 @@ func (c *Client) CountJobs(ctx context.Context, p engine.CountJobsParams) (*engi
 	if p.Max != 0 {
 		v.Set("max", strconv.FormatInt(p.Max, 10))
 	}
+	if p.Whole {
+		v.Set("whole", "true")
+	}
 	var out engine.JobCounts
 	if _, err := c.do(ctx, &call{method: "GET", path: "/jobs/counts/filter", query: v, out: &out}); err != nil {
 		return nil, err

@@ -169,7 +169,7 @@ func (s *Server) countJobs(w http.ResponseWriter, r *http.Request, c *caller) er
 	if err != nil {
 		return err
 	}
-	if err := knownParams(v, "state", "queue", "kind", "q", "max"); err != nil {
+	if err := knownParams(v, "state", "queue", "kind", "q", "max", "whole"); err != nil {
 		return err
 	}
 	var p engine.CountJobsParams
@@ -180,7 +180,15 @@ func (s *Server) countJobs(w http.ResponseWriter, r *http.Request, c *caller) er
 			return badRequest("max: %q is not an integer", ms)
 		}
 	}
+	if ws, err := singleParam(v, "whole"); err != nil {
+		return err
+	} else if ws != "" {
+		if p.Whole, err = strconv.ParseBool(ws); err != nil {
+			return badRequest("whole: %q is not a boolean", ws)
+		}
+	}
 	v.Del("max")
+	v.Del("whole")
 	if p.Filter, err = parseFilterQuery(v); err != nil {
 		return err
 	}

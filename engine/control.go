@@ -242,6 +242,12 @@ type CountJobsParams struct {
 	// Max bounds each state's exact count: DefaultCountJobsMax when 0, at
 	// most MaxCountJobsMax.
 	Max int64
+	// Whole counts past the store's scan budget: a store that counts a
+	// filter by reading jobs (Redis, for error text, tags, payload paths)
+	// reads every job its index holds for the filter, as a dry run's
+	// count does, up to Max matches. It costs what that count costs, so
+	// the console asks for it only when idle, one state at a time.
+	Whole bool
 }
 
 // Bounds of CountJobs: counting a filter reads the jobs it matches, so a

@@ -171,7 +171,11 @@ func (e *Engine) CountJobs(ctx context.Context, p CountJobsParams) (*JobCounts, 
 		f := p.Filter
 		f.States = []State{s}
 		var scan ScanReport
-		n, capped, err := e.store.JobCount(ctx, &JobCountParams{Filter: f.storeFilter(), Max: limit, Scan: &scan})
+		q := &JobCountParams{Filter: f.storeFilter(), Max: limit, Scan: &scan}
+		if p.Whole {
+			q.Scan = nil // no budget: the store reads on to the end
+		}
+		n, capped, err := e.store.JobCount(ctx, q)
 		if err != nil {
 			return nil, fmt.Errorf("count jobs in %s: %w", s, err)
 		}

@@ -207,6 +207,10 @@ type harness struct {
 	*Model
 	mu    sync.Mutex
 	frame string
+	// record keeps every frame drawn in frames (tests of what any frame
+	// may show).
+	record bool
+	frames []string
 }
 
 func (h *harness) Init() tea.Cmd { return h.Model.Init() }
@@ -220,6 +224,9 @@ func (h *harness) View() tea.View {
 	v := h.Model.View()
 	h.mu.Lock()
 	h.frame = v.Content
+	if h.record {
+		h.frames = append(h.frames, v.Content)
+	}
 	h.mu.Unlock()
 	return v
 }

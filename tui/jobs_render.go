@@ -311,20 +311,53 @@ type tabsKey struct {
 	exact   exactCount
 }
 
-// exactCount is one state's count under a filter, taken whole by a dry
-// run at a time (zero: none).
+// exactCount is one state's count under a filter, taken whole at a time
+// by a dry run or by the idle recount (recount.go) (zero: none). basis is
+// what the tabs knew of that state then: once it changes, the count has
+// changed and the tab is capped again until the next whole count.
 type exactCount struct {
 	filter string
 	state  engine.State
 	n      int64
 	at     time.Time
+	basis  countBasis
+	// idle: the idle recount took it, not a dry run.
+	idle bool
 }
 
-// exactFor returns the dry run's count of state s under the current
-// filter, when there is one.
+// countBasis is what the console knows of a state's count under the
+// filter without counting it whole: the state's counter (of the filter's
+// one queue, or of all) and the capped count with how far its scan got.
+// Any change of these means jobs entered or left the state.
+type countBasis struct {
+	total           int64
+	capped          int64
+	scanned, scanOf int64
+}
+
+// countBasis is the basis of state s now.
+func (m *Model) countBasis(s engine.State) countBasis {
+	var b countBasis
+	if c := m.counts; c != nil {
+		b.total = c.Total[s]
+		if qs := m.jobs.filter.Queues; len(qs) == 1 {
+			b.total = c.Queues[qs[0]][s]
+		}
+	}
+	if fc, _ := m.filterCounts(); fc != nil {
+		b.capped = fc.States[s]
+		if sc := fc.Scans[s]; sc != nil {
+			b.scanned, b.scanOf = sc.Scanned, sc.Total
+		}
+	}
+	return b
+}
+
+// exactFor returns the whole count of state s under the current filter,
+// when one was taken and nothing has changed since.
 func (m *Model) exactFor(s engine.State) (exactCount, bool) {
 	e := m.exact
-	if e.at.IsZero() || e.state != s || e.filter != m.jobs.filter.String() {
+	if e.at.IsZero() || e.state != s || e.filter != m.jobs.filter.String() || e.basis != m.countBasis(s) {
 		return exactCount{}, false
 	}
 	return e, true
@@ -341,11 +374,13 @@ func (m *Model) takeExact(sel engine.Filter, res *engine.BulkResult, at time.Tim
 	if f.String() != m.jobs.filter.String() {
 		return
 	}
-	m.exact = exactCount{filter: f.String(), state: sel.States[0], n: res.Matched, at: at}
+	s := sel.States[0]
+	m.exact = exactCount{filter: f.String(), state: s, n: res.Matched, at: at, basis: m.countBasis(s)}
 }
 
 // capNote says, for the tab's state, what capped its count and, once a
-// dry run has it, the whole figure ("" when the count is not capped).
+// dry run or the idle recount has it, the whole figure ("" when the
+// count is not capped).
 func (m *Model) capNote() string {
 	v := &m.jobs
 	if v.tab < 0 {
@@ -357,6 +392,9 @@ func (m *Model) capNote() string {
 		return ""
 	}
 	if e, ok := m.exactFor(s); ok {
+		if e.idle {
+			return fmt.Sprintf("%s %s as counted whole at %s, while idle", s, commas(e.n), e.at.Format("15:04:05"))
+		}
 		return fmt.Sprintf("%s %s as the dry run counted at %s", s, commas(e.n), e.at.Format("15:04:05"))
 	}
 	bulk := ""
@@ -368,9 +406,9 @@ func (m *Model) capNote() string {
 		if sc.Total >= 0 {
 			of = " of " + commas(sc.Total)
 		}
-		return fmt.Sprintf("%s %s+: the store's scan budget stopped the count (%s%s jobs scanned)%s", s, commas(fc.States[s]), commas(sc.Scanned), of, bulk)
+		return fmt.Sprintf("%s %s+: the store's scan budget stopped the count (%s%s jobs scanned)%s%s", s, commas(fc.States[s]), commas(sc.Scanned), of, bulk, m.recountNote())
 	}
-	return fmt.Sprintf("%s %s+: counted to the bound of %s%s", s, commas(fc.States[s]), commas(fc.Max), bulk)
+	return fmt.Sprintf("%s %s+: counted to the bound of %s%s%s", s, commas(fc.States[s]), commas(fc.Max), bulk, m.recountNote())
 }
 
 // tabsLine renders the state tabs with live counts (cached).

@@ -76,6 +76,10 @@ type Options struct {
 	RefreshDelay time.Duration
 	// PollInterval is how often a running operation is polled (250ms).
 	PollInterval time.Duration
+	// IdleRecount is how long the console waits with no key pressed and
+	// no load on its way before it counts a capped state tab whole
+	// (recount.go; 3s); negative: never.
+	IdleRecount time.Duration
 	// Mouse turns on the mouse: wheel, row clicks and tab clicks on the
 	// jobs screen (mouse.go).
 	Mouse bool
@@ -129,11 +133,25 @@ type Model struct {
 	fcounts    *engine.JobCounts
 	fcountsFor string
 	fcountsOff bool
-	// exact is a state's count under a filter as a bulk dry run counted
-	// it, whole, where the filter's own counts stopped at their bound or
-	// at the store's scan budget (the tab read 9,484+ while the dry run
-	// said 9,997).
+	// exact is a state's count under a filter as a bulk dry run or the
+	// idle recount counted it, whole, where the filter's own counts
+	// stopped at their bound or at the store's scan budget (the tab read
+	// 9,484+ while the dry run said 9,997).
 	exact exactCount
+	// The idle recount (recount.go): lastInput is when the operator last
+	// pressed a key, clicked or pasted; idleArmed, an idleTickMsg is on
+	// its way; recountSeq tags the recount on its way (0: none), for
+	// recountFor, sent at recountSent, cancelled by recountCancel;
+	// recountDone is the count last taken whole (not taken again until
+	// it changes); recountNotBefore paces recounts after a slow one.
+	lastInput        time.Time
+	idleArmed        bool
+	recountSeq       uint64
+	recountFor       recountKey
+	recountSent      time.Time
+	recountCancel    context.CancelFunc
+	recountDone      recountKey
+	recountNotBefore time.Time
 
 	screen screen
 	jobs   jobsView
@@ -241,6 +259,9 @@ func New(ctl engine.Control, opts Options) *Model {
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = 250 * time.Millisecond
 	}
+	if opts.IdleRecount == 0 {
+		opts.IdleRecount = defaultIdleRecount
+	}
 	parent := opts.Context
 	if parent == nil {
 		parent = context.Background()
@@ -264,6 +285,7 @@ func New(ctl engine.Control, opts Options) *Model {
 	m.applyKeys()
 	m.jobs.init(opts)
 	m.rowGen = 1
+	m.lastInput = m.now() // opening the console is the first input: idle counts from here
 	return m
 }
 
@@ -322,8 +344,15 @@ func (m *Model) Init() tea.Cmd {
 // Update handles one message. It never does IO: loads and actions are
 // returned as commands.
 func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg.(type) {
+	case tea.KeyPressMsg, tea.MouseClickMsg, tea.MouseWheelMsg, tea.PasteMsg:
+		m.noteInput()
+	}
 	cmd := m.update(msg)
 	if t := m.syncToasts(); t != nil {
+		cmd = tea.Batch(cmd, t)
+	}
+	if t := m.syncRecount(); t != nil {
 		cmd = tea.Batch(cmd, t)
 	}
 	return m, cmd
@@ -523,6 +552,10 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 		return m.replayPreviewed(msg)
 	case replayDoneMsg:
 		return m.replayDone(msg)
+	case idleTickMsg:
+		return m.idleTick()
+	case recountMsg:
+		return m.recounted(msg)
 	}
 	return nil
 }

@@ -31,6 +31,7 @@ func controlChecks() []check {
 		{name: "ErrorGroups", fn: testControlErrorGroups},
 		{name: "ErrorGroupsRealWorld", fn: testControlErrorGroupsRealWorld},
 		{name: "ErrorGroupsNearSingletons", fn: testControlErrorGroupsNearSingletons},
+		{name: "ErrorGroupsOneSnapshotUnderDeaths", fn: testErrorGroupsOneSnapshot},
 		{name: "RetryPauseResume", fn: testControlRetry},
 		{name: "CancelAndDelete", fn: testControlCancelDelete},
 		{name: "UpdatePayload", fn: testControlUpdatePayload},

@@ -748,19 +748,67 @@ func (s *Store) groupKeys(ctx context.Context) ([]group, error) {
 	}
 	out := make([]group, 0, len(m))
 	for raw, n := range m {
-		f := strings.SplitN(raw, us, 4)
-		if len(f) != 4 || atoi64(n) <= 0 {
-			continue
+		if g, ok := parseGroup(raw); ok && atoi64(n) > 0 {
+			out = append(out, g)
 		}
-		out = append(out, group{raw: raw, state: engine.State(f[0]), queue: f[1], kind: f[2], pattern: f[3]})
 	}
 	return out, nil
 }
 
+// parseGroup reads a key of the error groups hash.
+func parseGroup(raw string) (group, bool) {
+	f := strings.SplitN(raw, us, 4)
+	if len(f) != 4 {
+		return group{}, false
+	}
+	return group{raw: raw, state: engine.State(f[0]), queue: f[1], kind: f[2], pattern: f[3]}, true
+}
+
+// luaErrorGroups reads the error groups that fit a filter, all in one
+// script, so that the answer is the groups at one moment.
+//
+// ARGV[4] the states, ARGV[5] the queues ("" any), ARGV[6] the kinds (""
+// any), each joined by US; ARGV[7] the pattern ("" any).
+//
+// Returns, for each group fitting them that holds jobs, its key in the
+// error groups hash, its size, its oldest and newest members, and the
+// newest job's last error (the sample).
+var luaErrorGroups = script(`
+local states, queues, kinds, pat = set(split(ARGV[4])), set(split(ARGV[5])), set(split(ARGV[6])), ARGV[7]
+local anyq, anyk = ARGV[5] == '', ARGV[6] == ''
+local h = redis.call('HGETALL', K('egc'))
+local out = {}
+for i = 1, #h, 2 do
+  local raw = h[i]
+  local f = split(raw)
+  if #f >= 4 and tonumber(h[i + 1]) > 0 and states[f[1]] and (anyq or queues[f[2]]) and (anyk or kinds[f[3]]) then
+    local p = table.concat(f, US, 4)
+    if pat == '' or p == pat then
+      local key = K('eg', raw)
+      local n = redis.call('ZCARD', key)
+      if n > 0 then
+        local lo = redis.call('ZRANGEBYLEX', key, '-', '+', 'LIMIT', 0, 1)
+        local hi = redis.call('ZREVRANGEBYLEX', key, '+', '-', 'LIMIT', 0, 1)
+        local le = redis.call('HGET', K('job', string.sub(hi[1], 21)), 'le')
+        out[#out + 1] = raw; out[#out + 1] = n; out[#out + 1] = lo[1]; out[#out + 1] = hi[1]; out[#out + 1] = le or ''
+
+      end
+    end
+  end
+end
+return out
+`)
+
 // JobErrorGroups groups the jobs matching the filter by queue, kind and
-// error pattern. A filter of states, queues, kinds and a pattern reads
-// the groups' counters and ends alone (the cost is the number of groups);
-// any other condition walks the groups' jobs.
+// error pattern. Every answer is the groups as they stood at one moment:
+// read group by group while jobs die, one group would be counted before a
+// death and another after it (a list the store never held, a group just
+// created missing). A filter of states, queues, kinds and a pattern
+// reads the groups' counters in one script (luaErrorGroups: the cost is
+// the number of groups); any other condition walks the groups' jobs,
+// which no script may hold the server for, and counts those that entered
+// their group before the store's time when the walk began: the groups as
+// of then, less the jobs that left since.
 func (s *Store) JobErrorGroups(ctx context.Context, p *engine.JobErrorGroupsParams) ([]engine.ErrorGroup, error) {
 	if err := checkFilter(&p.Filter); err != nil {
 		return nil, err
@@ -774,80 +822,107 @@ func (s *Store) JobErrorGroups(ctx context.Context, p *engine.JobErrorGroupsPara
 	if len(states) == 0 {
 		states = engine.AllStates
 	}
-	gs, err := s.groupKeys(ctx)
-	if err != nil {
-		return nil, err
-	}
 	type agg struct {
 		g           engine.ErrorGroup
 		first, last string
+		// sampled: the script read the sample with the counts.
+		sampled bool
 	}
 	byKey := map[string]*agg{}
-	var fits []group
-	for _, g := range gs {
-		if g.fits(f, states) && (f.ErrorPattern == "" || g.pattern == f.ErrorPattern) {
-			fits = append(fits, g)
-		}
-	}
-	rest := *f
-	rest.States, rest.Queues, rest.Kinds, rest.ErrorPattern = nil, nil, nil, ""
-	for _, g := range fits {
+	aggOf := func(g group) *agg {
 		k := g.queue + us + g.kind + us + g.pattern
 		a := byKey[k]
 		if a == nil {
 			a = &agg{g: engine.ErrorGroup{Queue: g.queue, Kind: g.kind, Pattern: g.pattern}}
 			byKey[k] = a
 		}
-		key := s.Key("eg", g.raw)
-		if isZero(&rest) {
-			pipe := s.c.Pipeline()
-			n := pipe.ZCard(ctx, key)
-			lo := pipe.ZRangeByLex(ctx, key, &goredis.ZRangeBy{Min: "-", Max: "+", Count: 1})
-			hi := pipe.ZRevRangeByLex(ctx, key, &goredis.ZRangeBy{Min: "-", Max: "+", Count: 1})
-			if _, err := pipe.Exec(ctx); err != nil {
-				return nil, fmt.Errorf("redis: error groups: %w", err)
-			}
-			if n.Val() == 0 {
+		return a
+	}
+	rest := *f
+	rest.States, rest.Queues, rest.Kinds, rest.ErrorPattern = nil, nil, nil, ""
+	if isZero(&rest) {
+		strs := make([]string, len(states))
+		for i, st := range states {
+			strs[i] = string(st)
+		}
+		v, err := s.run(ctx, "error groups", luaErrorGroups, strings.Join(strs, us), strings.Join(f.Queues, us),
+			strings.Join(f.Kinds, us), f.ErrorPattern)
+		if err != nil {
+			return nil, err
+		}
+		rs, _ := v.([]any)
+		for i := 0; i+4 < len(rs); i += 5 {
+			raw, _ := rs[i].(string)
+			n, _ := rs[i+1].(int64)
+			lo, _ := rs[i+2].(string)
+			hi, _ := rs[i+3].(string)
+			sample, _ := rs[i+4].(string)
+			g, ok := parseGroup(raw)
+			if !ok || n <= 0 || len(lo) < 21 || len(hi) < 21 {
 				continue
 			}
-			a.g.Count += n.Val()
-			if l := lo.Val(); len(l) > 0 && (a.first == "" || l[0] < a.first) {
-				a.first = l[0]
+			a := aggOf(g)
+			a.g.Count += n
+			if a.first == "" || lo < a.first {
+				a.first = lo
 			}
-			if h := hi.Val(); len(h) > 0 && h[0] > a.last {
-				a.last = h[0]
+			if hi > a.last {
+				a.last, a.g.Sample, a.sampled = hi, sample, true
 			}
-			continue
 		}
-		w := s.newWalker([]string{key}, "", false, 500)
-		for {
-			ms, err := w.next(ctx, 500)
-			if err != nil {
-				return nil, err
+	} else {
+		// The cutoff is read before the groups, so every group holding a
+		// job that entered it before the cutoff is among them.
+		now, err := s.Now(ctx)
+		if err != nil {
+			return nil, err
+		}
+		cutoff := member(now, "")
+		gs, err := s.groupKeys(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, g := range gs {
+			if !g.fits(f, states) || (f.ErrorPattern != "" && g.pattern != f.ErrorPattern) {
+				continue
 			}
-			if len(ms) == 0 {
-				break
-			}
-			rs, err := s.rows(ctx, memberIDs(ms), needsPayload(f), true)
-			if err != nil {
-				return nil, err
-			}
-			for _, r := range rs {
-				if !match(r, f, false, nil) {
-					continue
+			a := aggOf(g)
+			w := s.newWalker([]string{s.Key("eg", g.raw)}, cutoff, false, 500)
+			// A job seen twice (it left the group and came back while the
+			// walk went on) is counted once.
+			seen := map[string]bool{}
+			for {
+				ms, err := w.next(ctx, 500)
+				if err != nil {
+					return nil, err
 				}
-				m := member(r.j.StateChangedAt, r.j.ID)
-				a.g.Count++
-				if a.first == "" || m < a.first {
-					a.first = m
+				if len(ms) == 0 {
+					break
 				}
-				if m > a.last {
-					a.last = m
+				rs, err := s.rows(ctx, memberIDs(ms), needsPayload(f), true)
+				if err != nil {
+					return nil, err
+				}
+				for _, r := range rs {
+					m := member(r.j.StateChangedAt, r.j.ID)
+					if seen[r.j.ID] || m >= cutoff || !match(r, f, false, nil) {
+						continue
+					}
+					seen[r.j.ID] = true
+					a.g.Count++
+					if a.first == "" || m < a.first {
+						a.first = m
+					}
+					if m > a.last {
+						a.last = m
+					}
 				}
 			}
 		}
 	}
 	out := make([]engine.ErrorGroup, 0, len(byKey))
+	// Samples the script did not read: the newest job's last error.
+	var unsampled []int
 	var samples []string
 	for _, a := range byKey {
 		if a.g.Count == 0 {
@@ -855,10 +930,13 @@ func (s *Store) JobErrorGroups(ctx context.Context, p *engine.JobErrorGroupsPara
 		}
 		a.g.FirstSeen = ttime(a.first[:19])
 		a.g.LastSeen = ttime(a.last[:19])
+		if !a.sampled {
+			unsampled = append(unsampled, len(out))
+			samples = append(samples, a.last[20:])
+		}
 		out = append(out, a.g)
-		samples = append(samples, a.last[20:])
 	}
-	if len(out) > 0 {
+	if len(samples) > 0 {
 		pipe := s.c.Pipeline()
 		cs := make([]*goredis.StringCmd, len(samples))
 		for i, id := range samples {
@@ -867,8 +945,8 @@ func (s *Store) JobErrorGroups(ctx context.Context, p *engine.JobErrorGroupsPara
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
 			return nil, fmt.Errorf("redis: error groups: %w", err)
 		}
-		for i := range out {
-			out[i].Sample = cs[i].Val()
+		for i, k := range unsampled {
+			out[k].Sample = cs[i].Val()
 		}
 	}
 	sort.Slice(out, func(a, b int) bool {

@@ -90,6 +90,17 @@ func TestBoundedScan(t *testing.T) {
 	if sc == nil || !sc.Bounded || sc.Scanned != budget || sc.Total != n || !c.IsCapped(engine.StateScheduled) || c.States[engine.StateScheduled] > int64(len(want)) {
 		t.Fatalf("count %+v, scan %+v", c, sc)
 	}
+	// Counted whole (the console's idle recount), here and over the API,
+	// the count reads past the budget to every match.
+	for name, ctl := range map[string]engine.Control{"engine": e, "api": api.NewClient(srv.URL, "", api.ClientOptions{})} {
+		w, err := ctl.CountJobs(ctx, engine.CountJobsParams{Filter: f, Max: engine.MaxCountJobsMax, Whole: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.States[engine.StateScheduled] != int64(len(want)) || w.IsCapped(engine.StateScheduled) || len(w.Scans) != 0 {
+			t.Fatalf("%s: whole count %+v, want %d uncapped", name, w, len(want))
+		}
+	}
 
 	if err := e.Start(ctx); err != nil {
 		t.Fatal(err)
