@@ -13,45 +13,81 @@ import (
 	"github.com/sluicehq/sluice/keymap"
 )
 
-// handleKey routes a key press: the input line, a dialog, the help, then
-// the global keys, then the screen's.
+// layer is what is on top of the console: the one thing the keys reach,
+// and the one drawn over everything else (top).
+type layer int
+
+const (
+	layerScreen        layer = iota // the screen: list, sheet and their keys
+	layerSmall                      // the too-small notice, drawn alone
+	layerEditor                     // the built-in editor
+	layerEditorOpening              // an editor on its way: keys wait for it
+	layerInput                      // the / or : input line
+	layerConfirm                    // a confirmation
+	layerBulk                       // the bulk dialog
+	layerHelp                       // the help
+)
+
+// top is the layer the keys go to. handleKey routes by it and overlays
+// draws by it, so the layer that takes the keys is the one on screen: a
+// key handler and a frame that each tested their own conditions could
+// disagree, keys then reaching a dialog the frame does not show, or a
+// dialog being drawn over an editor that takes the keys.
+func (m *Model) top() layer {
+	switch {
+	case m.tooSmall():
+		return layerSmall
+	case m.editor != nil:
+		return layerEditor
+	case m.editOpening:
+		return layerEditorOpening
+	case m.input != nil:
+		return layerInput
+	case m.dialog != nil:
+		return layerConfirm
+	case m.bulk != nil && m.bulk.visible:
+		return layerBulk
+	case m.help:
+		return layerHelp
+	}
+	return layerScreen
+}
+
+// handleKey routes a key press to the layer on top (top): the notice,
+// the editor, the input line, a dialog, the help, else the global keys,
+// then the screen's.
 func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
 	if msg.String() == "ctrl+c" {
 		return m.quit()
 	}
-	if m.tooSmall() {
+	km := m.km
+	switch m.top() {
+	case layerSmall:
 		// Nothing is drawn but the notice: no key may reach a dialog, an
 		// editor or a list the operator cannot see (y confirmed a bulk
 		// retry hidden behind it). q quits, as the notice says, unless
 		// an editor holds text.
-		if m.editor == nil && m.km.Matches(msg, keymap.Quit) {
+		if m.editor == nil && km.Matches(msg, keymap.Quit) {
 			return m.quit()
 		}
 		return nil
-	}
-	if m.editor != nil {
+	case layerEditor:
 		return m.editorKey(msg)
-	}
-	if m.editOpening {
+	case layerEditorOpening:
 		// No key reaches the screen behind an editor on its way.
-		if m.km.Matches(msg, keymap.Back) {
+		if km.Matches(msg, keymap.Back) {
 			m.editOpening = false
 			m.editSeq++
 			return m.toast("edit given up — nothing changed")
 		}
 		return nil
-	}
-	if m.input != nil {
+	case layerInput:
 		return m.inputKey(msg)
-	}
-	if m.dialog != nil {
+	case layerConfirm:
 		return m.dialogKey(msg)
-	}
-	if m.bulk != nil && m.bulk.visible {
+	case layerBulk:
 		return m.bulkKey(msg)
-	}
-	km := m.km
-	if m.help {
+	case layerHelp:
 		page := max(m.bodyHeight()-1, 1)
 		switch {
 		case km.Matches(msg, keymap.Help) || km.Matches(msg, keymap.Back) || km.Matches(msg, keymap.Quit):

@@ -20,8 +20,7 @@ import (
 const wheelStep = 3
 
 func (m *Model) handleMouse(msg tea.MouseMsg) tea.Cmd {
-	if !m.opts.Mouse || m.tooSmall() || m.screen != scrJobs || m.help || m.input != nil ||
-		m.editor != nil || m.dialog != nil || (m.bulk != nil && m.bulk.visible) {
+	if !m.opts.Mouse || m.top() != layerScreen || m.screen != scrJobs {
 		return nil
 	}
 	m.jobs.touched = true

@@ -113,27 +113,42 @@ func (m *Model) render() string {
 	return strings.Join(lines, "\n")
 }
 
-// openLayer names the dialog or editor open behind the too-small notice
-// ("" none).
-func (m *Model) openLayer() string {
+// openLayers name what waits behind the too-small notice: the editor or
+// dialog open, and a bulk run the console holds (none: empty). Each is
+// said, not only the first: a run hidden behind an open editor still
+// goes on.
+func (m *Model) openLayers() []string {
+	var out []string
 	switch {
 	case m.editor != nil:
-		return "An editor is open"
+		out = append(out, "An editor is open")
 	case m.dialog != nil:
-		return "A confirmation is open"
-	case m.bulk != nil && m.bulk.phase == bulkRunning && m.bulk.op != nil:
-		return fmt.Sprintf("A bulk %s is running", m.bulk.action)
-	case m.bulk != nil && m.bulk.visible:
-		return fmt.Sprintf("The bulk %s dialog is open", m.bulk.action)
+		out = append(out, "A confirmation is open")
 	}
-	return ""
+	if b := m.bulk; b != nil {
+		switch {
+		case b.phase == bulkRunning && b.op != nil:
+			out = append(out, fmt.Sprintf("A bulk %s is running", b.action))
+		case b.phase == bulkStarting && !b.visible:
+			// Hidden with esc while its start is on its way: the status
+			// line that says so is not drawn either.
+			out = append(out, fmt.Sprintf("A bulk %s is starting", b.action))
+		case b.visible:
+			out = append(out, fmt.Sprintf("The bulk %s dialog is open", b.action))
+		}
+	}
+	return out
 }
 
 func (m *Model) smallView(w, h int) string {
 	msg := fmt.Sprintf("sluice: the terminal is too small (%d×%d); the console needs %d×%d. q quits.", w, h, minWidth, minHeight)
-	if open := m.openLayer(); open != "" {
+	switch open := m.openLayers(); len(open) {
+	case 0:
+	case 1:
 		// What waits behind the notice, and that no key reaches it.
-		msg += " " + open + "; no key reaches it until the terminal is larger."
+		msg += " " + open[0] + "; no key reaches it until the terminal is larger."
+	default:
+		msg += " " + strings.Join(open, "; ") + "; no key reaches them until the terminal is larger."
 	}
 	if w <= 0 || h <= 0 {
 		return ""
@@ -169,15 +184,18 @@ func (m *Model) body(w, h int) []string {
 // overlays draws the dialog, or the toasts, over the body: toasts wait
 // while a dialog is open (syncToasts).
 func (m *Model) overlays(body []string, w, h int) []string {
-	if m.editor != nil {
+	// Only the layer that takes the keys is drawn over the body (top): a
+	// dialog made visible by an answer while an editor or the input line
+	// has the keys waits for them to close instead of covering them.
+	switch top := m.top(); top {
+	case layerEditor:
 		box := m.editorBox()
 		bw, _ := m.editorSize()
 		body = overlay(body, box, max((w-bw)/2, 0), max((h-len(box))/2, 0), w)
-	}
-	if m.dialog != nil || (m.bulk != nil && m.bulk.visible) {
+	case layerConfirm, layerBulk:
 		bw := min(max(w*2/3, 50), w-2, 100)
 		var box []string
-		if m.dialog != nil {
+		if top == layerConfirm {
 			box = m.confirmBox(bw, h)
 		} else {
 			box = m.bulkBox(bw, h)
