@@ -208,3 +208,20 @@ func TestBenchCommand(t *testing.T) {
 		t.Errorf("the store keeps %d jobs of the run", len(page.Jobs))
 	}
 }
+
+// TestConsoleCommandNamesTUI: on the walk, `sluice console --url …` (the
+// name the console goes by everywhere in the README) answered only
+// `unknown command "console"`; the operator had to read the help to find
+// `tui`. The error now names the command to run.
+func TestConsoleCommandNamesTUI(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"console", "ui"} {
+		var out bytes.Buffer
+		if code := run(context.Background(), []string{name}, &out, &out); code == 0 {
+			t.Fatalf("%s: exit 0, want non-zero", name)
+		}
+		if !regexp.MustCompile(`(?m)^Did you mean this\?\n\s+tui$`).MatchString(out.String()) {
+			t.Fatalf("%s: the error does not point at tui:\n%s", name, out.String())
+		}
+	}
+}

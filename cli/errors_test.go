@@ -116,3 +116,40 @@ func TestErrorsList(t *testing.T) {
 		t.Fatalf("no groups as json: %q", out)
 	}
 }
+
+// TestErrorsListQueryPastesWithControlCharacters: on the walk, a partner
+// error carrying an escape sequence (ESC ]0;owned BEL, ESC [2J) made a
+// group whose QUERY, printed with ESC spelt \u001b so it never reaches
+// the terminal, did not parse when pasted: the grammar knew only the
+// escapes \" \\ \n \t \r. The grammar now reads \uXXXX and a selector
+// writes such characters with it, so the printed query counts the group.
+func TestErrorsListQueryPastesWithControlCharacters(t *testing.T) {
+	store := "sqlite://" + diedWith(t,
+		"partner api: 503 (request id req_aabdbebe) \x1b]0;owned\x07\x1b[2J",
+		"partner api: 503 (request id req_36652661) \x1b]0;owned\x07\x1b[2J",
+		"partner api: 503 (request id req_36652661)",
+	)
+	t.Setenv("SLUICE_API", "")
+	t.Setenv("SLUICE_STORE", store)
+	code, out, stderr := runCLI(t, "", "errors", "list")
+	if code != 0 || strings.ContainsRune(out, 0x1b) {
+		t.Fatalf("errors list: exit %d\n%q%s", code, out, stderr)
+	}
+	var query string
+	for _, l := range strings.Split(out, "\n") {
+		if m := regexp.MustCompile(`^partner\s+sync\s+2\s.*\s('.*')$`).FindStringSubmatch(l); m != nil {
+			query = m[1]
+		}
+	}
+	if query == "" {
+		t.Fatalf("no group of 2 in:\n%s", out)
+	}
+	words := shellWords(t, query)
+	if len(words) != 1 {
+		t.Fatalf("the query %s is not one shell word", query)
+	}
+	code, out, stderr = runCLI(t, "", "bulk", "retry", "-q", words[0], "--dry-run")
+	if code != 0 || !strings.Contains(out, "would retry 2 job(s)") {
+		t.Fatalf("bulk with the pasted query %s: exit %d\n%s%s", words[0], code, out, stderr)
+	}
+}

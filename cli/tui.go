@@ -41,6 +41,9 @@ func newTUICmd(lo *logOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tui",
 		Short: "Open the operations console on a store or an API",
+		// The README calls it the console: a user who types that is
+		// pointed here rather than left with "unknown command".
+		SuggestFor: []string{"console", "ui"},
 		Long: `Open the operations console: find the jobs that died, see why, fix the
 cause and redrive them.
 

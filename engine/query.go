@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -19,8 +20,9 @@ import (
 //	payload.customer.id:42 meta.tenant:acme created>24h superseded:include
 //
 // A value is bare (up to the next white space; for list fields also up to a
-// comma) or double-quoted with the escapes \" \\ \n \t \r; no value may
-// hold a NUL character (U+0000), which no store keeps. List fields
+// comma) or double-quoted with the escapes \" \\ \n \t \r and \uXXXX (a
+// selector writes control and format characters so); no value may hold a
+// NUL character (U+0000), which no store keeps. List fields
 // (state, queue, kind, id, tag) take several values, as a comma list or by
 // repeating the term, and match any of them; every other field takes one
 // value. Every term narrows: terms of different fields AND together.
@@ -365,9 +367,20 @@ func (p *queryParser) quoted(start int) (string, error) {
 				b.WriteByte('\t')
 			case 'r':
 				b.WriteByte('\r')
+			case 'u':
+				// \uXXXX: how a selector writes the characters a
+				// terminal would act on (quoteQueryValue), and how the
+				// command line spells them, so a printed query pastes.
+				v, err := strconv.ParseUint(p.s[p.i+2:min(p.i+6, len(p.s))], 16, 32)
+				if err != nil || p.i+6 > len(p.s) || utf16.IsSurrogate(rune(v)) {
+					return "", p.fail(start, `\u takes four hex digits of a character that is not a surrogate, as in \u001b`)
+				}
+				b.WriteRune(rune(v))
+				p.i += 6
+				continue
 			default:
 				r, _ := utf8.DecodeRuneInString(p.s[p.i+1:])
-				return "", p.fail(start, `unknown escape \%c in a quoted value: only \" \\ \n \t \r`, r)
+				return "", p.fail(start, `unknown escape \%c in a quoted value: only \" \\ \n \t \r \uXXXX`, r)
 			}
 			p.i += 2
 		default:
@@ -572,30 +585,52 @@ func (f Filter) String() string {
 // else double-quoted.
 func quoteQueryValue(v string, list bool) string {
 	need := v == "" || strings.ContainsAny(v, `"\`) || strings.ContainsFunc(v, isQuerySpace) ||
-		(list && strings.Contains(v, ","))
+		(list && strings.Contains(v, ",")) || strings.ContainsFunc(v, queryEscaped)
 	if !need {
 		return v
 	}
 	var b strings.Builder
 	b.Grow(len(v) + 2)
 	b.WriteByte('"')
-	for i := 0; i < len(v); i++ {
-		switch c := v[i]; c {
-		case '"', '\\':
+	for i := 0; i < len(v); {
+		r, n := utf8.DecodeRuneInString(v[i:])
+		switch {
+		case r == '"' || r == '\\':
 			b.WriteByte('\\')
-			b.WriteByte(c)
-		case '\n':
+			b.WriteRune(r)
+		case r == '\n':
 			b.WriteString(`\n`)
-		case '\t':
+		case r == '\t':
 			b.WriteString(`\t`)
-		case '\r':
+		case r == '\r':
 			b.WriteString(`\r`)
+		case r == utf8.RuneError && n <= 1:
+			b.WriteByte(v[i])
+		case queryEscaped(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
 		default:
-			b.WriteByte(c)
+			b.WriteString(v[i : i+n])
 		}
+		i += n
 	}
 	b.WriteByte('"')
 	return b.String()
+}
+
+// queryEscaped reports the runes a selector writes as \uXXXX: those the
+// command line and the console never send to a terminal as they are
+// (internal/termtext: C0 and C1 controls, DEL, line and paragraph
+// separators, format and private-use characters but the zero-width
+// joiner). Written so, the selector reads the same on the screen as in
+// the grammar, and a query copied from the screen pastes.
+func queryEscaped(r rune) bool {
+	switch {
+	case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
+		return true
+	case r < 0xa0 || r == 0x200d:
+		return false
+	}
+	return r == 0x2028 || r == 0x2029 || unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Co, r)
 }
 
 // IsEmpty reports whether no field of f narrows the jobs it matches.

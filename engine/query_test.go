@@ -259,6 +259,8 @@ func TestFilterStringRoundTrip(t *testing.T) {
 		{Error: `\`},
 		{Error: "\u00a0nbsp\u2003em"},
 		{Error: "\x01soh\x1b[31m\x7f"}, // control characters other than NUL are kept
+		{Error: "503 \x1b]0;owned\x07\x1b[2J\u202eevil\u200b \\u001b"},
+		{IDs: []string{"\u2028", "a\x1bb"}},
 		{Error: "payload.x:1 state:archived"},
 		{Payload: []PathMatch{{"customer", "42"}, {"customer.id", "a b"}, {"x", ""}}},
 		{Meta: []PathMatch{{"tenant", "acme"}, {"k", `q"uote`}}},
@@ -502,4 +504,23 @@ func FuzzParseQuery(f *testing.F) {
 			t.Fatalf("String not stable: %q then %q", s, back.String())
 		}
 	})
+}
+
+// TestQueryUnicodeEscape: \uXXXX reads one character, as the command line
+// spells what it never sends to a terminal; anything else after \u is
+// refused with the form to use.
+func TestQueryUnicodeEscape(t *testing.T) {
+	t.Parallel()
+	f, err := ParseQueryAt(`error:"a\u001b[2Jb\u202E"`, queryNow)
+	if err != nil || f.Error != "a\x1b[2Jb\u202e" {
+		t.Fatalf("got %q, %v", f.Error, err)
+	}
+	for _, q := range []string{`error:"\u001"`, `error:"\u00zz"`, `error:"\ud800"`, `error:"x\u`} {
+		if _, err := ParseQueryAt(q, queryNow); err == nil || !strings.Contains(err.Error(), `four hex digits`) {
+			t.Errorf("%s: %v, want the \\u form refused", q, err)
+		}
+	}
+	if s := (Filter{Error: "a\x1bb"}).String(); s != `error:"a\u001bb"` {
+		t.Errorf("String() = %s", s)
+	}
 }

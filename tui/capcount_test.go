@@ -101,3 +101,28 @@ func TestQuarantinedRunsAddUp(t *testing.T) {
 	}
 	golden.RequireEqual(t, normalize(screen))
 }
+
+// TestPositionTakesTheCappedCount: on the walk (Redis, scan budget 500,
+// error:partner) the tab read "archived 500+" and the status line, in
+// the same frame, "1 of 200+": the rows loaded so far. With a capped
+// count for the tab the position reads at least that count.
+func TestPositionTakesTheCappedCount(t *testing.T) {
+	t.Parallel()
+	m := loadedModel(t, 200, 160, 36)
+	m.jobs.next = "more" // a page of 200 with more behind it
+	f, err := engine.ParseQuery("error:partner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.jobs.setFilter("error:partner", f)
+	m.fcounts, m.fcountsFor = &engine.JobCounts{States: map[engine.State]int64{engine.StateArchived: 500}, Capped: []engine.State{engine.StateArchived},
+		Max: 10_000, Scans: map[engine.State]*engine.ScanReport{engine.StateArchived: {Bounded: true, Scanned: 500, Total: 2_700}}}, f.String()
+	if got := m.position(); got != "1 of 500+" {
+		t.Fatalf("position %q beside the tab's 500+, want 1 of 500+", got)
+	}
+	// Past the bound, the rows loaded are the better floor.
+	m.fcounts.States[engine.StateArchived] = 100
+	if got := m.position(); got != "1 of 200+" {
+		t.Fatalf("position %q with 200 rows loaded and a count of 100+, want 1 of 200+", got)
+	}
+}

@@ -744,8 +744,13 @@ func (m *Model) position() string {
 	case abs >= 0 && counted:
 		return commas(int64(abs+1)) + " of " + commas(max(n, int64(abs+1)))
 	case abs >= 0:
-		s := commas(int64(abs+1)) + " of " + commas(int64(abs-v.cursor+len(v.rows)))
-		if v.next != "" {
+		total, more := int64(abs-v.cursor+len(v.rows)), v.next != ""
+		if lb, ok := m.matchLowerBound(); ok && lb >= total {
+			// The tab reads "500+": the position says no fewer beside it.
+			total, more = lb, true
+		}
+		s := commas(int64(abs+1)) + " of " + commas(total)
+		if more {
 			s += "+"
 		}
 		return s

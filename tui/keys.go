@@ -224,6 +224,12 @@ func (m *Model) jobsKey(msg tea.KeyPressMsg) tea.Cmd {
 			m.sheet.trail = nil
 			return nil
 		}
+		if v.current() == nil {
+			// The sheet still holds the job opened last, perhaps on
+			// another tab: shown here, its action keys would seem to
+			// act on a job the list does not have.
+			return m.toastErr("no job under the cursor")
+		}
 		m.sheet.open = true
 		m.sheet.id = ""
 		return m.sheetFollow()

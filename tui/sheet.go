@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,6 +35,12 @@ type sheetView struct {
 	payloadSeq     uint64
 
 	scroll int
+	// anchor is the lines that were at the sheet's top when its job was
+	// read again, anchorAt where they were: the next draw puts them back
+	// at the top, whatever came or went above them (a timeline entry
+	// derived from an error the capped list let go).
+	anchor   []string
+	anchorAt int
 
 	info      []string // rendered lines above the payload
 	infoW     int
@@ -95,6 +102,7 @@ func (s *sheetView) reset(id string) {
 	s.showPayload, s.payloadLoading, s.payload, s.payloadErr = false, false, nil, nil
 	s.jumpToPayload = false
 	s.scroll, s.scrollBefore = 0, 0
+	s.anchor = nil
 	s.stale = false
 	s.linkFocus, s.linkPick, s.jumpToLink = false, 0, false
 	// No link of the last job is followed while this one loads.
@@ -170,10 +178,27 @@ func (s *sheetView) take(m *Model, msg detailMsg) tea.Cmd {
 		return nil
 	}
 	s.err = nil
+	if s.detail != nil && s.infoOK && s.scroll > 0 && s.scroll < len(s.info) {
+		s.anchor = slices.Clone(s.info[s.scroll:min(s.scroll+3, len(s.info))])
+		s.anchorAt = s.scroll
+	}
 	s.detail = msg.detail
 	s.children = msg.children
 	s.invalidate()
 	return nil
+}
+
+// anchorLine is where lines a start in info, the place nearest at when
+// they are there more than once.
+func anchorLine(info, a []string, at int) (int, bool) {
+	best, found := 0, false
+	dist := func(i int) int { return max(i-at, at-i) }
+	for i := 0; i+len(a) <= len(info); i++ {
+		if slices.Equal(info[i:i+len(a)], a) && (!found || dist(i) < dist(best)) {
+			best, found = i, true
+		}
+	}
+	return best, found
 }
 
 // sheetFollow keeps the open sheet on the cursor's job.
@@ -214,6 +239,12 @@ func (m *Model) sheetBody(w, h int) []string {
 	t := m.theme
 	inner := max(w-2, 1)
 	info := m.sheetInfo(inner)
+	if s := &m.sheet; s.anchor != nil {
+		if at, ok := anchorLine(info, s.anchor, s.anchorAt); ok {
+			s.scroll = at
+		}
+		s.anchor = nil
+	}
 	if m.sheet.jumpToPayload && m.sheet.detail != nil && !m.sheet.payloadLoading {
 		m.sheet.scroll = max(m.sheet.payloadAt-1, 0)
 		m.sheet.jumpToPayload = false

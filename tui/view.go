@@ -467,6 +467,22 @@ func (m *Model) matchCount() (int64, bool) {
 	return m.counts.Total[s], true
 }
 
+// matchLowerBound is the tab's count when it is only a lower bound (a
+// capped count under a filter the counters do not serve: "500+").
+func (m *Model) matchLowerBound() (int64, bool) {
+	v := &m.jobs
+	if m.counts == nil || v.tab < 0 || countsServe(v.filter) {
+		return 0, false
+	}
+	s := engine.AllStates[v.tab]
+	fc, _ := m.filterCounts()
+	if fc == nil || !fc.IsCapped(s) {
+		return 0, false
+	}
+	n, ok := fc.States[s]
+	return n, ok
+}
+
 type helpKey struct {
 	w     int
 	scr   screen

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -27,6 +28,13 @@ func Run(ctx context.Context, root *cobra.Command, name string, args []string, s
 		var ex ExitError
 		if errors.As(err, &ex) {
 			return ex.Code
+		}
+		if _, _, ferr := root.Find(args); ferr != nil {
+			// cobra's unknown command, with its "Did you mean this?"
+			// lines: they are its own (the name typed is quoted, so
+			// holds no line break), kept as lines, each made safe.
+			fmt.Fprintf(stderr, "%s: %s\n", name, strings.Join(termtext.Lines(strings.TrimRight(err.Error(), "\n")), "\n"))
+			return 1
 		}
 		fmt.Fprintf(stderr, "%s: %s\n", name, termtext.Line(err.Error()))
 		return 1
