@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
@@ -223,5 +225,45 @@ func TestConsoleCommandNamesTUI(t *testing.T) {
 		if !regexp.MustCompile(`(?m)^Did you mean this\?\n\s+tui$`).MatchString(out.String()) {
 			t.Fatalf("%s: the error does not point at tui:\n%s", name, out.String())
 		}
+	}
+}
+
+// TestGroupsRefuseUnknownCommands: `sluice jobs shw` printed the group's
+// help and exited 0, so a typo in a script passed for success. Every
+// command group refuses a word it does not know, says what it is close
+// to, and still shows its help when given nothing.
+func TestGroupsRefuseUnknownCommands(t *testing.T) {
+	t.Parallel()
+	var groups [][]string
+	var walk func(c *cobra.Command, path []string)
+	walk = func(c *cobra.Command, path []string) {
+		for _, sub := range c.Commands() {
+			p := append(append([]string(nil), path...), sub.Name())
+			if sub.HasSubCommands() {
+				groups = append(groups, p)
+			}
+			walk(sub, p)
+		}
+	}
+	walk(newRoot(), nil)
+	if len(groups) < 5 {
+		t.Fatalf("found %d command groups (%v), want the jobs, bulk, operations, quarantine, queues, errors, config … groups", len(groups), groups)
+	}
+	for _, g := range groups {
+		var out bytes.Buffer
+		if code := run(context.Background(), append(append([]string(nil), g...), "zzqx"), &out, &out); code == 0 {
+			t.Errorf("sluice %s zzqx: exit 0, want an error:\n%s", strings.Join(g, " "), out.String())
+		} else if !strings.Contains(out.String(), `unknown command "zzqx"`) {
+			t.Errorf("sluice %s zzqx: the error does not name the word:\n%s", strings.Join(g, " "), out.String())
+		}
+		out.Reset()
+		if code := run(context.Background(), g, &out, &out); code != 0 || !strings.Contains(out.String(), "Available Commands:") {
+			t.Errorf("sluice %s: exit %d, want its help:\n%s", strings.Join(g, " "), code, out.String())
+		}
+	}
+	var out bytes.Buffer
+	run(context.Background(), []string{"jobs", "shw"}, &out, &out)
+	if !regexp.MustCompile(`(?m)^Did you mean this\?\n\s+show$`).MatchString(out.String()) {
+		t.Errorf("sluice jobs shw does not suggest show:\n%s", out.String())
 	}
 }

@@ -98,6 +98,7 @@ Shell completion: sluice completion bash|zsh|fish|powershell --help.`,
 	root.Version = currentVersion().String()
 	root.SetVersionTemplate("{{.Version}}\n")
 	registerCompletions(root)
+	cliutil.RefuseUnknownCommands(root)
 	return root
 }
 
