@@ -327,7 +327,11 @@ func newJobsCmd() *cobra.Command {
 		Short: "Run one quarantined job again; its fingerprint stays quarantined",
 		Long: `Return one job held by a quarantine to available. Only this job runs
 again: its fingerprint stays quarantined, and the other jobs it holds keep
-waiting (sluice quarantine release FINGERPRINT lifts the quarantine).`,
+waiting (sluice quarantine release FINGERPRINT lifts the quarantine).
+
+The job runs on probation: the release resets its crash counter, but its
+next crash (a panic, or its worker gone) quarantines it again at once, and
+holds with it the fingerprint's jobs then waiting (others released alone).`,
 		Args: cobra.ExactArgs(1),
 		RunE: o.withSession(func(cmd *cobra.Command, s *session, args []string) error {
 			j, err := s.ctl.ReleaseJob(s.ctx, args[0])
@@ -346,6 +350,7 @@ waiting (sluice quarantine release FINGERPRINT lifts the quarantine).`,
 				if fp.Fingerprint == j.Fingerprint {
 					fmt.Fprintf(cmd.OutOrStdout(), "its fingerprint %s stays %s: its %d other held job(s) keep waiting (sluice quarantine release %s lifts it)\n",
 						j.Fingerprint, fp.Status, fp.Held, shellQuote("", j.Fingerprint)[1:])
+					fmt.Fprintf(cmd.OutOrStdout(), "%s runs on probation: its next crash quarantines it again\n", j.ID)
 				}
 			}
 			return nil
@@ -891,7 +896,14 @@ on a store (--store).`}
 	release := &cobra.Command{
 		Use:   "release FINGERPRINT",
 		Short: "Lift a quarantine; its held jobs go back to available (asks first unless --yes)",
-		Args:  cobra.ExactArgs(1),
+		Long: `Lift the quarantine of a fingerprint: its held jobs go back to available
+with their crash counters reset, and new jobs of it are accepted again.
+
+The fingerprint goes on probation until one of its jobs completes: a crash
+of any of its jobs meanwhile quarantines it again at once. A job released
+alone (sluice jobs release ID) runs on probation likewise, its fingerprint
+staying quarantined.`,
+		Args: cobra.ExactArgs(1),
 		RunE: o.withSession(func(cmd *cobra.Command, s *session, args []string) error {
 			if !o.yes {
 				held := "its held jobs"

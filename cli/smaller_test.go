@@ -69,14 +69,15 @@ func pillStore(t *testing.T) (string, string) {
 
 // TestJobsReleaseSaysTheFingerprintStays: releasing one held job runs it
 // again, and the command says that its fingerprint stays quarantined with
-// its other jobs held.
+// its other jobs held, and that the job runs on probation.
 func TestJobsReleaseSaysTheFingerprintStays(t *testing.T) {
 	t.Setenv("SLUICE_API", "")
 	path, fp := pillStore(t)
 	t.Setenv("SLUICE_STORE", "sqlite://"+path)
 	code, out, stderr := runCLI(t, "", "jobs", "release", "P-2")
 	if code != 0 || !strings.Contains(out, "released P-2: now available") ||
-		!strings.Contains(out, "its fingerprint "+fp+" stays quarantined: its 2 other held job(s) keep waiting (sluice quarantine release '"+fp+"' lifts it)") {
+		!strings.Contains(out, "its fingerprint "+fp+" stays quarantined: its 2 other held job(s) keep waiting (sluice quarantine release '"+fp+"' lifts it)") ||
+		!strings.Contains(out, "P-2 runs on probation: its next crash quarantines it again") {
 		t.Fatalf("jobs release: exit %d\n%s%s", code, out, stderr)
 	}
 	if code, out, _ = runCLI(t, "", "quarantine", "list"); code != 0 || !regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(fp)+`\s+pill\s+quarantined\s`).MatchString(out) {

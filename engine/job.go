@@ -97,10 +97,20 @@ type Job struct {
 	Tags          []string        `json:"tags,omitempty"`
 	Priority      int             `json:"priority"`
 	State         State           `json:"state"`
-	Attempt       int             `json:"attempt"`
-	MaxAttempts   int             `json:"max_attempts"`
-	CrashAttempt  int             `json:"crash_attempt"`
-	Fingerprint   string          `json:"fingerprint"`
+	// Attempt counts the attempts spent: returned errors, timeouts. A
+	// crash spends none.
+	Attempt int `json:"attempt"`
+	// MaxAttempts bounds Attempt: the error that spends the last one
+	// archives the job. An operator's retry raises it to one more than
+	// Attempt when spent. Crashes are bounded by the crash limit instead.
+	MaxAttempts int `json:"max_attempts"`
+	// CrashAttempt counts the crashes (a panic, or its process gone)
+	// since the job was enqueued or last released from quarantine; at
+	// the crash limit it quarantines the job's fingerprint. A job whose
+	// fingerprint is quarantined or on probation (a released job) is
+	// quarantined at its next crash whatever this count.
+	CrashAttempt int    `json:"crash_attempt"`
+	Fingerprint  string `json:"fingerprint"`
 	// Fence grows by one every time the job enters running; a worker's
 	// write is applied only while its fence is still the job's.
 	Fence          int64          `json:"fence"`

@@ -715,9 +715,9 @@ func (e *Engine) finishGuarded(ctx context.Context, ref JobRef, j *Job, res hand
 	}
 	defer endGate()
 	probation := false
-	if res.trigger == TriggerCrash {
-		fp, err := e.store.FingerprintGet(ctx, &FingerprintGetParams{Fingerprint: j.Fingerprint})
-		probation = err == nil && fp.Status == FingerprintProbation
+	if res.trigger == TriggerCrash && j.Fingerprint != "" {
+		rec, err := e.store.FingerprintGet(ctx, &FingerprintGetParams{Fingerprint: j.Fingerprint})
+		probation = err == nil && onProbation(rec)
 	}
 	row, err := nextRow(j, res.trigger, e.cfg.CrashLimit, probation)
 	if err != nil {
@@ -866,8 +866,18 @@ func (e *Engine) finishPlan(ref JobRef, j *Job, row Transition, res handlerResul
 	return p
 }
 
-// nextRow consults the table; a fingerprint on probation quarantines at its
-// next crash whatever the job's own count.
+// onProbation reports whether a crash of a job whose fingerprint has
+// quarantine record rec quarantines at once, whatever the job's own count:
+// the fingerprint was released and is on probation, or it is still
+// quarantined, and the job runs only because an operator released it
+// alone (or it was running when the quarantine came), with its crash
+// counter reset.
+func onProbation(rec *Fingerprint) bool {
+	return rec != nil && (rec.Status == FingerprintProbation || rec.Status == FingerprintQuarantined)
+}
+
+// nextRow consults the table; a fingerprint on probation (onProbation)
+// quarantines at its next crash whatever the job's own count.
 func nextRow(j *Job, t Trigger, crashLimit int, probation bool) (Transition, error) {
 	if probation && t == TriggerCrash {
 		crashLimit = 1

@@ -83,6 +83,7 @@ func checks() []check {
 	add("Outcomes", outcomeChecks())
 	add("Quarantine", []check{
 		{name: "CrashLimitReleaseProbation", fn: testQuarantine},
+		{name: "ReleasedJobOnProbation", fn: testReleasedJobOnProbation},
 		{name: "SuspectsInGrowingGroupsTwiceCrashedAlone", fn: testSuspects},
 	})
 	add("Reaper", []check{

@@ -223,3 +223,102 @@ func testSuspects(t *testing.T, h Harness) {
 		t.Fatalf("ordinary jobs never ran side by side (max %d at once)", m)
 	}
 }
+
+// testReleasedJobOnProbation: an operator releases one quarantined job
+// (Control's ReleaseJob), its fingerprint staying quarantined. That job
+// runs on probation: its next crash quarantines it again at once, whether
+// its handler panics (the worker's path) or its worker dies and the
+// reaper charges the expired lease (the reaper's path), instead of
+// counting crashes from the reset zero up to the limit, killing a worker
+// each time.
+func testReleasedJobOnProbation(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ctx := context.Background()
+	cfg := fast("w1", "q")
+	cfg.CrashLimit = 3
+	cfg.Queues["q"] = engine.QueueConfig{Concurrency: 1}
+	// Fast backoff to reach the quarantine, then an hour: a crash that
+	// does not quarantine leaves the job retryable, where it is seen.
+	var slow atomic.Bool
+	cfg.CrashBackoff = func(int) time.Duration {
+		if slow.Load() {
+			return time.Hour
+		}
+		return 2 * time.Millisecond
+	}
+	runs := &counter{}
+	bad := json.RawMessage(`{"x":"bad"}`)
+	// The reaper's job: its own fingerprint, in a queue no engine serves,
+	// crashed into quarantine by a plan.
+	insert(t, s, jobParams("ghost", "q-ghost"))
+	quarantineJob(t, s, claimOne(t, s, "q-ghost", "ghost"), "boom")
+	e := startEngine(t, s, cfg, engine.Kind{Name: "poison", Handler: func(_ context.Context, j *engine.Job) error {
+		runs.inc(j.ID)
+		panic("poison pill")
+	}})
+	enqueue(t, e, engine.EnqueueParams{ID: "sib", Queue: "q", Kind: "poison", Payload: bad, Delay: time.Hour})
+	enqueue(t, e, engine.EnqueueParams{ID: "bad", Queue: "q", Kind: "poison", Payload: bad})
+	j := waitState(t, s, "bad", engine.StateQuarantined)
+	if j.CrashAttempt != 3 {
+		t.Fatalf("quarantined job: %s, want 3 crashes", describe(j))
+	}
+	fp := j.Fingerprint
+	waitState(t, s, "sib", engine.StateQuarantined)
+	slow.Store(true)
+
+	// The worker's path: the released job's handler panics again.
+	r, err := e.ReleaseJob(ctx, "bad")
+	if err != nil || r.State != engine.StateAvailable || r.CrashAttempt != 0 {
+		t.Fatalf("ReleaseJob(bad): %s %v, want available with its crashes reset", describe(r), err)
+	}
+	if rec, err := s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: fp}); err != nil ||
+		rec.Status != engine.FingerprintQuarantined || rec.Held != 1 {
+		t.Fatalf("record after releasing one job: %+v %v, want quarantined with sib held", rec, err)
+	}
+	var last *engine.Job
+	eventually(t, waitLong, func() bool {
+		last = tryJob(s, "bad")
+		return runs.get("bad") >= 4 && last != nil && last.State != engine.StateAvailable && last.State != engine.StateRunning
+	}, "the released job to run and crash (last seen: %s)", describe(last))
+	// Errorf, so that the reaper's path below is checked too.
+	if last.State != engine.StateQuarantined || last.CrashAttempt != 1 || last.TerminalReason != engine.ReasonQuarantined {
+		t.Errorf("released job after a panic on probation: %s, want quarantined again at once with crash=1", describe(last))
+	} else {
+		if ev := events(t, s, "bad"); len(ev) == 0 || ev[len(ev)-1].Kind != engine.EventQuarantined {
+			t.Fatalf("released job's events %v, want quarantined last", eventKinds(ev))
+		}
+		if n := runs.get("bad"); n != 4 {
+			t.Fatalf("poison pill ran %d times, want 4 (3, then 1 after the release)", n)
+		}
+		rec, err := s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: fp})
+		if err != nil || rec.Status != engine.FingerprintQuarantined || rec.Held != 2 || rec.Crashes != 4 {
+			t.Fatalf("record after the crash on probation: %+v %v, want quarantined, 2 held, 4 crashes", rec, err)
+		}
+		if sj := getJob(t, s, "sib"); sj.State != engine.StateQuarantined || runs.get("sib") != 0 {
+			t.Fatalf("held sibling: %s, ran %d times, want held and never run", describe(sj), runs.get("sib"))
+		}
+	}
+
+	// The reaper's path: the released job's worker dies while running it.
+	if r, err = e.ReleaseJob(ctx, "ghost"); err != nil || r.State != engine.StateAvailable || r.CrashAttempt != 0 {
+		t.Fatalf("ReleaseJob(ghost): %s %v, want available with its crashes reset", describe(r), err)
+	}
+	js := claimP(t, s, engine.JobClaimParams{Queue: "q-ghost", WorkerID: "ghost-dead", Limit: 1, LeaseDuration: 100 * time.Millisecond}).Jobs
+	if len(js) != 1 || js[0].ID != "ghost" {
+		t.Fatalf("claim of the released job: %v", ids(js))
+	}
+	eventually(t, waitLong, func() bool {
+		last = tryJob(s, "ghost")
+		return last != nil && last.State != engine.StateRunning
+	}, "the reaper to charge the dead worker's lease (last seen: %s)", describe(last))
+	if last.State != engine.StateQuarantined || last.CrashAttempt != 1 || last.TerminalReason != engine.ReasonQuarantined {
+		t.Fatalf("released job after its worker died on probation: %s, want quarantined again at once with crash=1", describe(last))
+	}
+	if ev := events(t, s, "ghost"); len(ev) == 0 || ev[len(ev)-1].Kind != engine.EventQuarantined {
+		t.Fatalf("reaped job's events %v, want quarantined last", eventKinds(ev))
+	}
+	if rec, err := s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: "fp-ghost"}); err != nil ||
+		rec.Status != engine.FingerprintQuarantined || rec.Held != 1 || rec.Crashes != 2 {
+		t.Fatalf("record after the reaped crash on probation: %+v %v, want quarantined, 1 held, 2 crashes", rec, err)
+	}
+}

@@ -1,0 +1,119 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
+	"github.com/sluicehq/sluice/engine"
+)
+
+// TestCrashOnProbationQuarantinesAtOnce: a job released alone, its
+// fingerprint staying quarantined, is on probation as a job of a released
+// fingerprint is: its next crash quarantines it again at once, not after
+// CrashLimit more crashes counted from the release's reset zero.
+func TestCrashOnProbationQuarantinesAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := sqlitetest.New(t)
+	e, err := engine.New(s, engine.Config{
+		Queues:          map[string]engine.QueueConfig{"q": {Concurrency: 1}},
+		PollInterval:    10 * time.Millisecond,
+		CrashLimit:      3,
+		CrashBackoff:    func(int) time.Duration { return time.Millisecond },
+		ShutdownTimeout: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	runs := 0
+	if err := e.Register(engine.Kind{Name: "pill", Handler: func(context.Context, *engine.Job) error {
+		mu.Lock()
+		runs++
+		mu.Unlock()
+		panic("poison pill")
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	died := make(chan engine.DeathEvent, 10)
+	e.OnDead(func(_ context.Context, ev engine.DeathEvent) { died <- ev })
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Stop(context.Background()) })
+	death := func(what string) *engine.Job {
+		t.Helper()
+		select {
+		case ev := <-died:
+			d, err := e.GetJob(ctx, ev.Job.ID, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d.Job
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: no quarantine", what)
+			return nil
+		}
+	}
+	record := func(fp string) *engine.Fingerprint {
+		t.Helper()
+		fps, err := e.Quarantine(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fps {
+			if f.Fingerprint == fp {
+				return f
+			}
+		}
+		t.Fatalf("no record of fingerprint %s", fp)
+		return nil
+	}
+	if _, err := e.Enqueue(ctx, engine.EnqueueParams{ID: "P-1", Queue: "q", Kind: "pill", Payload: json.RawMessage(`{"n":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	j := death("first quarantine")
+	if j.State != engine.StateQuarantined || j.CrashAttempt != 3 {
+		t.Fatalf("P-1 at the crash limit: %s crash=%d, want quarantined after 3", j.State, j.CrashAttempt)
+	}
+	fp := j.Fingerprint
+
+	// Released alone: the fingerprint stays quarantined, and one crash
+	// quarantines the job again.
+	if j, err = e.ReleaseJob(ctx, "P-1"); err != nil || j.State != engine.StateAvailable {
+		t.Fatalf("ReleaseJob: %v %v", j, err)
+	}
+	if r := record(fp); r.Status != engine.FingerprintQuarantined {
+		t.Fatalf("fingerprint after releasing one job: %s, want quarantined", r.Status)
+	}
+	j = death("crash after the job's release")
+	mu.Lock()
+	n := runs
+	mu.Unlock()
+	if j.State != engine.StateQuarantined || j.CrashAttempt != 1 || n != 4 {
+		t.Fatalf("P-1 released alone, after a crash: %s crash=%d, ran %d times, want quarantined at once (crash=1, 4 runs)", j.State, j.CrashAttempt, n)
+	}
+	if r := record(fp); r.Status != engine.FingerprintQuarantined || r.Crashes != 4 {
+		t.Fatalf("fingerprint after the crash on probation: %s, %d crashes, want quarantined, 4", r.Status, r.Crashes)
+	}
+
+	// The fingerprint released: on probation, and one crash quarantines
+	// it again, as before.
+	if _, err := e.ReleaseFingerprint(ctx, fp); err != nil {
+		t.Fatal(err)
+	}
+	j = death("crash after the fingerprint's release")
+	mu.Lock()
+	n = runs
+	mu.Unlock()
+	if j.State != engine.StateQuarantined || j.CrashAttempt != 1 || n != 5 {
+		t.Fatalf("P-1 after its fingerprint's release, after a crash: %s crash=%d, ran %d times, want quarantined at once (crash=1, 5 runs)", j.State, j.CrashAttempt, n)
+	}
+	if r := record(fp); r.Status != engine.FingerprintQuarantined {
+		t.Fatalf("fingerprint after a crash on probation: %s, want quarantined", r.Status)
+	}
+}
