@@ -1,0 +1,165 @@
+package tui
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// The one-job keys act on the job the screen shows: the sheet's when a
+// sheet is open (a job reached by a link among them), the list's cursor
+// row otherwise (Model.oneJob).
+
+// followToDeadLetter opens wf-0001's sheet and follows its link to
+// dlq:wf-0001, which the fixture's test cancelled (so r applies to it).
+func followToDeadLetter(t *testing.T, ctl engine.Control) *session {
+	t.Helper()
+	opts := testOptions()
+	opts.BuiltinEditor = true
+	s := start(t, ctl, opts)
+	s.waitFor("wf-0001")
+	s.keys("<enter>")
+	s.waitFor("job wf-0001", "steps (3)")
+	s.keys("l")
+	s.waitFor("enter follows dlq:wf-0001")
+	s.keys("<enter>")
+	return s
+}
+
+// cancelledDeadLetter is the workflow fixture with dlq:wf-0001 cancelled:
+// retried, it is the one job r may act on.
+func cancelledDeadLetter(t *testing.T) *engine.Engine {
+	t.Helper()
+	eng := workflowFixture(t)
+	if _, err := eng.Cancel(context.Background(), "dlq:wf-0001"); err != nil {
+		t.Fatal(err)
+	}
+	return eng
+}
+
+// retried reports whether id's timeline has a retry.
+func retried(t *testing.T, eng *engine.Engine, id string) bool {
+	t.Helper()
+	d, err := eng.GetJob(context.Background(), id, false)
+	if err != nil {
+		t.Fatalf("get %s: %v", id, err)
+	}
+	return slices.ContainsFunc(d.Timeline, func(ev engine.Event) bool { return ev.Kind == engine.EventRetried })
+}
+
+// TestSheetActionsActOnTheSheetsJob: with the list's cursor on wf-0001
+// and the sheet showing dlq:wf-0001, reached by its link, every one-job
+// key acts on dlq:wf-0001. r retried wf-0001, the list's row.
+func TestSheetActionsActOnTheSheetsJob(t *testing.T) {
+	eng := cancelledDeadLetter(t)
+	s := followToDeadLetter(t, eng)
+	s.waitFor("job dlq:wf-0001", "dead job     wf-0001", "state        cancelled")
+
+	s.keys("r")
+	dialog := s.waitFor("Retry job")
+	s.keys("y")
+	s.waitFor("1 retried")
+	if retried(t, eng, "wf-0001") {
+		t.Fatalf("r retried wf-0001, the list's row, not dlq:wf-0001, the sheet's job:\n%s", dialog)
+	}
+	if !retried(t, eng, "dlq:wf-0001") {
+		t.Fatalf("r did not retry dlq:wf-0001, the sheet's job:\n%s", dialog)
+	}
+	s.goldenAs("retry", dialog)
+	s.waitFor("job dlq:wf-0001", "state        available")
+
+	// The other one-job keys, each naming the sheet's job.
+	for _, c := range []struct {
+		keys []string
+		want string
+		done []string
+	}{
+		{[]string{"c"}, "Cancel job dlq:wf-0001?", []string{"n"}},
+		{[]string{"d"}, "Delete job dlq:wf-0001?", []string{"n"}},
+		{[]string{"u"}, "release applies to quarantined jobs; dlq:wf-0001 is", nil},
+		{[]string{"e"}, "Edit the payload of dlq:wf-0001", []string{"<esc>"}},
+		{[]string{"w"}, "Retry dlq:wf-0001 with new input", []string{"<esc>"}},
+		{[]string{"y"}, "copied dlq:wf-0001", nil},
+		{[]string{":", "signal go", "<enter>"}, "to dlq:wf-0001", nil},
+		{[]string{":", "replay 1", "<enter>"}, "Replay dlq:wf-0001 from step 1", []string{"n"}},
+	} {
+		for _, k := range c.keys {
+			if strings.HasPrefix(k, "<") || len([]rune(k)) == 1 {
+				s.keys(k)
+			} else {
+				s.typeText(k)
+			}
+		}
+		s.waitFor(c.want)
+		if c.done != nil {
+			s.keys(c.done...)
+			s.waitGone(c.want)
+		}
+	}
+	if retried(t, eng, "wf-0001") {
+		t.Fatal("wf-0001, the list's row, was acted on")
+	}
+	d, err := eng.GetJob(context.Background(), "dlq:wf-0001", false)
+	if err != nil || d.Job.State != engine.StateAvailable {
+		t.Fatalf("dlq:wf-0001 %+v (%v), want available still (n and esc changed nothing)", d, err)
+	}
+}
+
+// slowDetail is a Control whose reads of one job wait for gate: the
+// sheet of that job stays loading until the test says.
+type slowDetail struct {
+	engine.Control
+	id   string
+	gate chan struct{}
+}
+
+func (c *slowDetail) GetJob(ctx context.Context, id string, payload bool) (*engine.JobDetail, error) {
+	if id == c.id {
+		select {
+		case <-c.gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return c.Control.GetJob(ctx, id, payload)
+}
+
+// TestOneJobWhileTheSheetLoads: while the linked job's sheet is still
+// loading, a one-job key acts on nothing and says so; once it is shown,
+// the key acts on it. r asked to retry wf-0001, the list's row.
+func TestOneJobWhileTheSheetLoads(t *testing.T) {
+	eng := cancelledDeadLetter(t)
+	ctl := &slowDetail{Control: eng, id: "dlq:wf-0001", gate: make(chan struct{})}
+	s := followToDeadLetter(t, ctl)
+	waitCond(t, "the linked job's sheet loading", func() bool {
+		screen := ansi.Strip(s.h.last())
+		return strings.Contains(screen, "job dlq:wf-0001") && strings.Contains(screen, "loading…")
+	})
+	for i, k := range []string{"r", "d", "e", "y"} {
+		s.keys(k)
+		want := min(i+1, 3) // toasts: the last three
+		waitCond(t, k+" saying the job is still loading", func() bool {
+			return strings.Count(ansi.Strip(s.h.last()), "still loading the linked job") == want
+		})
+		screen := ansi.Strip(s.h.last())
+		for _, opened := range []string{"Retry job", "Delete job", "Edit the payload", "copied", "wf-0001?"} {
+			if strings.Contains(screen, opened) {
+				t.Fatalf("%s while the linked job loads showed %q:\n%s", k, opened, screen)
+			}
+		}
+	}
+	close(ctl.gate)
+	s.waitFor("job dlq:wf-0001", "dead job     wf-0001")
+	s.keys("r")
+	s.waitFor("Retry job dlq:wf-0001?")
+	s.keys("n")
+	s.waitGone("Retry job dlq:wf-0001?")
+	if retried(t, eng, "wf-0001") || retried(t, eng, "dlq:wf-0001") {
+		t.Fatal("a job was retried")
+	}
+}
