@@ -440,6 +440,9 @@ func (m *Model) act(a engine.Action) tea.Cmd {
 		if a == engine.ActionRetry && j.SupersededBy != "" {
 			return m.confirmForcedRetry(j)
 		}
+		if a == engine.ActionRelease {
+			return m.confirmReleaseOne(j.ID, title)
+		}
 	} else {
 		title = fmt.Sprintf("%s %s?", titleCase(string(a)), plural(int64(len(ids)), "marked job", "marked jobs"))
 		if hidden := v.hiddenMarks(); hidden > 0 {
@@ -486,6 +489,38 @@ func (m *Model) confirmForcedRetry(j *engine.Job) tea.Cmd {
 	return nil
 }
 
+// confirmReleaseOne asks before releasing one quarantined job, saying
+// what comes next: the job goes on probation, its fingerprint and the
+// fingerprint's other held jobs stay as they are.
+func (m *Model) confirmReleaseOne(id, title string) tea.Cmd {
+	t := m.theme
+	next := "The fingerprint's other held jobs stay held until it is released on :quarantine."
+	if k := m.km.B(keymap.Release).Help().Key; k != "" && m.km.Enabled(keymap.Release) {
+		next = "The fingerprint's other held jobs stay held until " + k + " on :quarantine releases it."
+	}
+	m.dialog = &confirmDialog{
+		title: title,
+		count: 1,
+		notes: []dialogNote{
+			{"Its fingerprint stays quarantined.", t.WarnText},
+			{"On probation: its crash count resets, and its next crash quarantines it again at once.", t.Muted},
+			{next, t.Muted},
+		},
+		yes: func() tea.Cmd {
+			apply := m.applyCmd(engine.ActionRelease, []string{id})
+			return func() tea.Msg {
+				msg := apply()
+				if a, ok := msg.(actionMsg); ok {
+					a.probation = true
+					return a
+				}
+				return msg
+			}
+		},
+	}
+	return nil
+}
+
 // actionDone reports an Apply: a toast with the per-id results, marks
 // cleared for the jobs that were acted on, and the screen reloaded.
 func (m *Model) actionDone(msg actionMsg) tea.Cmd {
@@ -527,6 +562,9 @@ func (m *Model) actionDone(msg actionMsg) tea.Cmd {
 		text = fmt.Sprintf("%s · %d failed (%s) — %s", text, failed, strings.Join(parts, ", "), firstFail)
 		cmd = m.toastErr(text)
 	default:
+		if msg.probation && ok == 1 {
+			text += " · on probation; fingerprint still quarantined"
+		}
 		cmd = m.toast(text)
 	}
 	cmds := []tea.Cmd{cmd, m.loadCounts(), m.jobs.refresh(m)}

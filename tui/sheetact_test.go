@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/sluicehq/sluice/engine"
@@ -161,5 +162,93 @@ func TestOneJobWhileTheSheetLoads(t *testing.T) {
 	s.waitGone("Retry job dlq:wf-0001?")
 	if retried(t, eng, "wf-0001") || retried(t, eng, "dlq:wf-0001") {
 		t.Fatal("a job was retried")
+	}
+}
+
+// releaseScreen opens the quarantined tab, the cursor on a held job of
+// the poison fingerprint, at w×h (0: the golden size), and presses u.
+func releaseScreen(t *testing.T, w, h int) (*session, *fixture, string) {
+	t.Helper()
+	f := setup(t, false)
+	opts := testOptions()
+	opts.State = engine.StateQuarantined
+	s := start(t, f.eng, opts)
+	s.waitFor("rep-0001")
+	if w > 0 {
+		s.tm.Send(tea.WindowSizeMsg{Width: w, Height: h})
+		waitCond(t, "the screen at its new size", func() bool {
+			lines := strings.Split(ansi.Strip(s.h.last()), "\n")
+			return len(lines) == h && wOf(lines[0]) <= w
+		})
+	}
+	s.keys("u")
+	screen := s.waitFor("Release job", "y confirm")
+	return s, f, screen
+}
+
+// releaseText is what the dialog says, whatever its width.
+const releaseText = "Its fingerprint stays quarantined. On probation: its crash count resets, and its next crash quarantines it again at once. " +
+	"The fingerprint's other held jobs stay held until u on :quarantine releases it."
+
+// dialogText is the dialog's words in one line, its frame taken off.
+func dialogText(screen string) string {
+	var words []string
+	in := false
+	for _, l := range strings.Split(screen, "\n") {
+		switch {
+		case strings.Contains(l, "╭"):
+			in = true
+			continue
+		case strings.Contains(l, "╰"):
+			in = false
+		}
+		if !in {
+			continue
+		}
+		a, b := strings.Index(l, "│"), strings.LastIndex(l, "│")
+		if a < 0 || b <= a {
+			continue
+		}
+		words = append(words, strings.Fields(l[a+len("│"):b])...)
+	}
+	return strings.Join(words, " ")
+}
+
+// TestReleaseJobSaysWhatComesNext: releasing one quarantined job says its
+// fingerprint stays quarantined, the job goes on probation, and the
+// fingerprint's other held jobs wait for u on :quarantine; the toast
+// after says the same in short.
+func TestReleaseJobSaysWhatComesNext(t *testing.T) {
+	s, _, screen := releaseScreen(t, 0, 0)
+	if got := dialogText(screen); !strings.Contains(got, releaseText) {
+		t.Fatalf("the dialog says %q, want %q in it:\n%s", got, releaseText, screen)
+	}
+	s.golden(screen)
+	s.keys("y")
+	s.waitFor("1 released · on probation; fingerprint still quarantined")
+}
+
+// TestReleaseJobDialogFitsSmallTerminals: the release dialog is drawn
+// whole, its text all there, at the golden size, 80×24 and 60×15.
+func TestReleaseJobDialogFitsSmallTerminals(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		w, h int
+	}{{"default", 0, 0}, {"80x24", 80, 24}, {"60x15", 60, 15}} {
+		t.Run(c.name, func(t *testing.T) {
+			s, _, screen := releaseScreen(t, c.w, c.h)
+			h := goldenH
+			if c.h > 0 {
+				h = c.h
+			}
+			dialogWhole(t, screen, h)
+			if strings.Contains(screen, "lines hidden") {
+				t.Fatalf("lines of the dialog were hidden:\n%s", screen)
+			}
+			if got := dialogText(screen); !strings.Contains(got, releaseText) {
+				t.Fatalf("the dialog says %q, want %q in it:\n%s", got, releaseText, screen)
+			}
+			s.golden(screen)
+		})
 	}
 }
