@@ -184,7 +184,9 @@ func TestConsoleSheetHearsAnotherProcess(t *testing.T) {
 // retry with new input made) is one key away from anywhere on its
 // sheet: l puts the › on it in view, enter follows it, esc comes back;
 // ] pressed past the last section says so. It took five ] before, three
-// of them changing nothing, and a sixth went on silently.
+// of them changing nothing, and a sixth went on silently. On the
+// followed link, d deletes the linked job, not the list's row under the
+// sheet (it deleted B-01).
 func TestConsoleLinkInOneKey(t *testing.T) {
 	bin := e2eBinary(t)
 	db := deadStore(t, 2, 0)
@@ -207,7 +209,35 @@ func TestConsoleLinkInOneKey(t *testing.T) {
 	c.waitFor(`│ job B-01\s`, 10*time.Second)
 	c.send("]", "]", "]", "]", "]", "]", "]", "]", "]")
 	c.waitFor(`the last section of the sheet; l goes to its links`, 10*time.Second)
+
+	// A one-job key on a followed link acts on the job the sheet shows,
+	// not on the list's row under it (d deleted B-01).
+	c.send("l")
+	c.waitFor(`enter follows B-01-fixed`, 10*time.Second)
+	c.send("Enter")
+	c.waitFor(`retry of\s+B-01`, 10*time.Second)
+	c.send("d")
+	c.waitFor(`Delete job B-01`, 10*time.Second)
+	c.send("y")
+	c.waitFor(`1 deleted`, 10*time.Second)
 	c.quit()
+
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, db, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	e, err := engine.New(s, engine.Config{NoMaintenance: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.GetJob(ctx, "B-01", false); err != nil {
+		t.Fatalf("B-01, the list's row under the sheet, was acted on: %v", err)
+	}
+	if _, err := e.GetJob(ctx, "B-01-fixed", false); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("B-01-fixed, the job the sheet showed, was not deleted: %v", err)
+	}
 }
 
 // TestConsoleNoKeyReachesAHiddenDialog: a terminal shrunk below the

@@ -220,6 +220,9 @@ type actionMsg struct {
 	action  engine.Action
 	results []engine.ActionResult
 	err     error
+	// probation: the release of one quarantined job, whose fingerprint
+	// stays quarantined (the toast says what comes next).
+	probation bool
 }
 
 // applyCmd runs action over ids in chunks of at most MaxApplyIDs.

@@ -11,6 +11,7 @@ import (
 
 	"charm.land/bubbles/v2/textinput"
 	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/termtext"
@@ -24,6 +25,10 @@ type confirmDialog struct {
 	title string
 	count int64
 	lines []string
+	// notes follow lines, each wrapped to the dialog's width when drawn
+	// (lines are clipped): text whose meaning must survive a narrow
+	// terminal. Each has its style.
+	notes []dialogNote
 	yes   func() tea.Cmd
 	// edit, when set, is what the ReplayResult key does in this dialog
 	// (a replay's preview: edit step N−1's result), named by editHint.
@@ -56,8 +61,19 @@ func (m *Model) confirmBox(w, h int) []string {
 		lines = append(lines, t.DialogHead.Render(l))
 	}
 	lines = append(lines, d.lines...)
+	for _, n := range d.notes {
+		for _, l := range wrap(n.text, inner) {
+			lines = append(lines, n.style.Render(l))
+		}
+	}
 	lines = append(lines, "", m.confirmHint())
 	return m.box(keepEnds(lines, h-2, 1, 2), w)
+}
+
+// dialogNote is a paragraph of a confirmation, wrapped when drawn.
+type dialogNote struct {
+	text  string
+	style lipgloss.Style
 }
 
 func (m *Model) confirmHint() string {

@@ -294,10 +294,11 @@ func (m *Model) jobsKey(msg tea.KeyPressMsg) tea.Cmd {
 		f := v.effectiveFilter()
 		return m.startBulk(defaultBulkAction(f.States), f, "the current filter")
 	case km.Matches(msg, keymap.Copy):
-		if r := v.current(); r != nil {
-			return tea.Batch(tea.SetClipboard(r.job.ID), m.toast("copied "+r.id))
+		j, why, info := m.oneJob()
+		if j == nil {
+			return m.noJob(why, info)
 		}
-		return nil
+		return tea.Batch(tea.SetClipboard(j.ID), m.toast("copied "+termtext.Line(j.ID)))
 	case km.Matches(msg, keymap.Payload):
 		return m.togglePayload()
 	}
@@ -369,6 +370,45 @@ func titleCase(s string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
+// oneJob is the job every one-job action acts on (retry, cancel, delete,
+// release, the payload edit, retry with new input, copy, the signal key,
+// :signal and :replay): the job the screen shows. With the sheet open
+// that is the sheet's job, which may be one a link led to, not the list's
+// cursor row (r on a followed link retried the row); without it, the
+// cursor's row. While a linked job is still loading there is none: why
+// says so, and info tells a wait (a plain toast) from a refusal (an error
+// toast).
+func (m *Model) oneJob() (j *engine.Job, why string, info bool) {
+	if m.screen != scrJobs {
+		return nil, "no job under the cursor", false
+	}
+	r := m.jobs.current()
+	if s := &m.sheet; s.open && s.id != "" {
+		switch {
+		case s.detail != nil && s.detail.Job != nil && s.detail.Job.ID == s.id:
+			return s.detail.Job, "", false
+		case r != nil && r.job.ID == s.id:
+			// The cursor's own job, its sheet on its way: the row is it.
+			return r.job, "", false
+		case s.err != nil:
+			return nil, "the linked job " + termtext.Line(s.id) + " could not be read: " + termtext.Line(s.err.Error()) + " — nothing done", false
+		}
+		return nil, "still loading the linked job " + termtext.Line(s.id) + " — nothing done", true
+	}
+	if r == nil {
+		return nil, "no job under the cursor", false
+	}
+	return r.job, "", false
+}
+
+// noJob is the toast of a one-job key that has no job to act on.
+func (m *Model) noJob(why string, info bool) tea.Cmd {
+	if info {
+		return m.toast(why)
+	}
+	return m.toastErr(why)
+}
+
 // act confirms and runs an action on the marked jobs, the cursor's job,
 // or — when everything matching is selected — every matching job.
 func (m *Model) act(a engine.Action) tea.Cmd {
@@ -380,24 +420,28 @@ func (m *Model) act(a engine.Action) tea.Cmd {
 	var title string
 	var lines []string
 	if len(ids) == 0 {
-		r := v.current()
-		if r == nil {
-			return m.toastErr("no job under the cursor")
+		j, why, info := m.oneJob()
+		if j == nil {
+			return m.noJob(why, info)
 		}
+		id := termtext.Line(j.ID)
 		// An action the job's state does not take is refused here, not
 		// confirmed and then failed (u on an archived job asked "Release
 		// job …?" and then said "wrong state").
-		if spec, err := engine.SpecFor(a); err == nil && !slices.Contains(spec.From, r.job.State) {
+		if spec, err := engine.SpecFor(a); err == nil && !slices.Contains(spec.From, j.State) {
 			from := make([]string, len(spec.From))
 			for i, s := range spec.From {
 				from[i] = string(s)
 			}
-			return m.toastErr(fmt.Sprintf("%s applies to %s jobs; %s is %s", a, strings.Join(from, ", "), r.id, r.job.State))
+			return m.toastErr(fmt.Sprintf("%s applies to %s jobs; %s is %s", a, strings.Join(from, ", "), id, j.State))
 		}
-		ids = []string{r.job.ID}
-		title = fmt.Sprintf("%s job %s?", titleCase(string(a)), r.id)
-		if a == engine.ActionRetry && r.job.SupersededBy != "" {
-			return m.confirmForcedRetry(r.job)
+		ids = []string{j.ID}
+		title = fmt.Sprintf("%s job %s?", titleCase(string(a)), id)
+		if a == engine.ActionRetry && j.SupersededBy != "" {
+			return m.confirmForcedRetry(j)
+		}
+		if a == engine.ActionRelease {
+			return m.confirmReleaseOne(j.ID, title)
 		}
 	} else {
 		title = fmt.Sprintf("%s %s?", titleCase(string(a)), plural(int64(len(ids)), "marked job", "marked jobs"))
@@ -445,6 +489,38 @@ func (m *Model) confirmForcedRetry(j *engine.Job) tea.Cmd {
 	return nil
 }
 
+// confirmReleaseOne asks before releasing one quarantined job, saying
+// what comes next: the job goes on probation, its fingerprint and the
+// fingerprint's other held jobs stay as they are.
+func (m *Model) confirmReleaseOne(id, title string) tea.Cmd {
+	t := m.theme
+	next := "The fingerprint's other held jobs stay held until it is released on :quarantine."
+	if k := m.km.B(keymap.Release).Help().Key; k != "" && m.km.Enabled(keymap.Release) {
+		next = "The fingerprint's other held jobs stay held until " + k + " on :quarantine releases it."
+	}
+	m.dialog = &confirmDialog{
+		title: title,
+		count: 1,
+		notes: []dialogNote{
+			{"Its fingerprint stays quarantined.", t.WarnText},
+			{"On probation: its crash count resets, and its next crash quarantines it again at once.", t.Muted},
+			{next, t.Muted},
+		},
+		yes: func() tea.Cmd {
+			apply := m.applyCmd(engine.ActionRelease, []string{id})
+			return func() tea.Msg {
+				msg := apply()
+				if a, ok := msg.(actionMsg); ok {
+					a.probation = true
+					return a
+				}
+				return msg
+			}
+		},
+	}
+	return nil
+}
+
 // actionDone reports an Apply: a toast with the per-id results, marks
 // cleared for the jobs that were acted on, and the screen reloaded.
 func (m *Model) actionDone(msg actionMsg) tea.Cmd {
@@ -486,6 +562,9 @@ func (m *Model) actionDone(msg actionMsg) tea.Cmd {
 		text = fmt.Sprintf("%s · %d failed (%s) — %s", text, failed, strings.Join(parts, ", "), firstFail)
 		cmd = m.toastErr(text)
 	default:
+		if msg.probation && ok == 1 {
+			text += " · on probation; fingerprint still quarantined"
+		}
 		cmd = m.toast(text)
 	}
 	cmds := []tea.Cmd{cmd, m.loadCounts(), m.jobs.refresh(m)}
@@ -508,17 +587,17 @@ func (m *Model) markedKeysInOrder() []string {
 	return out
 }
 
-// startEdit edits the cursor job's payload in $EDITOR: to save it in
-// place (e) or to retry with it as new input (w).
+// startEdit edits the payload of the job shown (oneJob) in $EDITOR: to
+// save it in place (e) or to retry with it as new input (w).
 func (m *Model) startEdit(mode editMode) tea.Cmd {
-	r := m.jobs.current()
-	if r == nil {
-		return m.toastErr("no job under the cursor")
+	j, why, info := m.oneJob()
+	if j == nil {
+		return m.noJob(why, info)
 	}
-	if p := m.pendingEdit; p != nil && p.id == r.job.ID && p.mode == mode {
+	if p := m.pendingEdit; p != nil && p.id == j.ID && p.mode == mode {
 		return m.editReady(*p)
 	}
-	return m.openingEditor(m.prepareEdit(mode, r.job.ID))
+	return m.openingEditor(m.prepareEdit(mode, j.ID))
 }
 
 // openingEditor runs cmd, which prepares an editor, with the keys held

@@ -15,9 +15,9 @@ import (
 	"github.com/sluicehq/sluice/internal/termtext"
 )
 
-// Replay from a step: `:replay N` on the sheet's job (else the cursor's),
-// or the replay key (R) on the step picked in the sheet's steps section,
-// asks the engine what the replay would keep and run again, shows that
+// Replay from a step: `:replay N` on the job shown (oneJob: the sheet's,
+// else the cursor's), or the replay key (R) on the step picked in the
+// sheet's steps section, asks the engine what the replay would keep and run again, shows that
 // in a confirm dialog, and only y creates the new job.
 
 type replayPreviewMsg struct {
@@ -45,16 +45,11 @@ func (m *Model) replayCommand(arg string) (tea.Cmd, error) {
 	if err != nil || n < 1 {
 		return nil, fmt.Errorf("replay N: N is the step to run again from (1, 2, …)")
 	}
-	id := ""
-	if m.sheet.open && m.sheet.id != "" {
-		id = m.sheet.id
-	} else if r := m.jobs.current(); r != nil && m.screen == scrJobs {
-		id = r.job.ID
+	j, why, _ := m.oneJob()
+	if j == nil {
+		return nil, fmt.Errorf("replay: %s", why)
 	}
-	if id == "" {
-		return nil, fmt.Errorf("replay: no job under the cursor")
-	}
-	return m.replayPreview(id, n, nil), nil
+	return m.replayPreview(j.ID, n, nil), nil
 }
 
 // replayPreview asks what a replay of id from step n would keep and run

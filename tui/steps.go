@@ -185,6 +185,10 @@ func (m *Model) replayStep() tea.Cmd {
 	if m.readOnly || !s.open || s.id == "" {
 		return nil
 	}
+	if j, why, info := m.oneJob(); j == nil {
+		// Its steps are not drawn yet: the last job's count is no answer.
+		return m.noJob("replay: "+why, info)
+	}
 	if s.nSteps == 0 {
 		return m.toastErr("replay: this job has no recorded steps (it is not a workflow, or no step ran); r retries it")
 	}

@@ -112,24 +112,20 @@ func childLinks(cp *engine.Checkpoint, states map[string]engine.State) []sheetLi
 // JSON, shown in a confirmation, and only y sends it. A job that waits
 // for no signal gets the command line instead, for the name.
 
-// signalTarget is the job the signal key sends to — the sheet's, else the
-// cursor's — and the signal it waits for ("" when none).
-func (m *Model) signalTarget() (id, name string) {
-	if s := &m.sheet; s.open && s.id != "" {
-		if s.detail != nil && s.detail.Job != nil && s.detail.Job.ID == s.id {
-			if w := engine.WaitOf(s.detail.Job); w != nil && w.Kind == engine.WaitKindSignal {
-				name = w.Signal
-			}
-		}
-		return s.id, name
+// signalTarget is the job the signal key sends to — the one shown
+// (oneJob) — and the signal it waits for ("" when none); with no job,
+// why says so and info tells a wait from a refusal.
+func (m *Model) signalTarget() (id, name, why string, info bool) {
+	j, why, info := m.oneJob()
+	if j == nil {
+		return "", "", why, info
 	}
-	if r := m.jobs.current(); r != nil && m.screen == scrJobs {
-		if w := r.job.Wait; w != nil && w.Kind == engine.WaitKindSignal && r.job.State == engine.StateScheduled {
-			name = w.Signal
-		}
-		return r.job.ID, name
+	if w := engine.WaitOf(j); w != nil && w.Kind == engine.WaitKindSignal {
+		name = w.Signal
+	} else if w := j.Wait; w != nil && w.Kind == engine.WaitKindSignal && j.State == engine.StateScheduled {
+		name = w.Signal // a listed row: its wait's summary
 	}
-	return "", ""
+	return j.ID, name, "", false
 }
 
 // startSignal is the signal key.
@@ -137,10 +133,10 @@ func (m *Model) startSignal() tea.Cmd {
 	if m.readOnly {
 		return nil // the key is unbound read-only; this is the backstop
 	}
-	id, name := m.signalTarget()
+	id, name, why, info := m.signalTarget()
 	switch {
 	case id == "":
-		return m.toastErr("signal: no job under the cursor")
+		return m.noJob("signal: "+why, info)
 	case name == "":
 		// Waiting for no signal: the command line, for the name.
 		return m.openInput(inputCommand, "signal ")
@@ -239,8 +235,8 @@ type signalMsg struct {
 	err      error
 }
 
-// signalCommand is :signal NAME [JSON]: the signal goes to the sheet's
-// job (or the one under the cursor), with the JSON as its payload (null
+// signalCommand is :signal NAME [JSON]: the signal goes to the job
+// shown (oneJob: the sheet's, else the one under the cursor), with the JSON as its payload (null
 // when none). Refused read-only, as every action is.
 func (m *Model) signalCommand(arg string) (tea.Cmd, error) {
 	if m.readOnly {
@@ -254,16 +250,11 @@ func (m *Model) signalCommand(arg string) (tea.Cmd, error) {
 	if payload != "" && !json.Valid([]byte(payload)) {
 		return nil, fmt.Errorf("signal %s: the payload is not JSON", termtext.Line(name))
 	}
-	id := ""
-	if m.sheet.open && m.sheet.id != "" {
-		id = m.sheet.id
-	} else if r := m.jobs.current(); r != nil && m.screen == scrJobs {
-		id = r.job.ID
+	j, why, _ := m.oneJob()
+	if j == nil {
+		return nil, fmt.Errorf("signal: %s", why)
 	}
-	if id == "" {
-		return nil, fmt.Errorf("signal: no job under the cursor")
-	}
-	return m.sendSignal(id, name, json.RawMessage(payload)), nil
+	return m.sendSignal(j.ID, name, json.RawMessage(payload)), nil
 }
 
 // signalDone says how the signal went; the job's own change refreshes
