@@ -352,7 +352,9 @@ func (m *Model) sheetInfo(w int) []string {
 		add(t.SheetHead.Render(l))
 	}
 	state := t.State(string(j.State)).Render(string(j.State))
-	if j.TerminalReason != "" {
+	// The reason says what the state does not (attempts_exhausted under
+	// archived); a reason that is the state's own name says nothing.
+	if j.TerminalReason != "" && string(j.TerminalReason) != string(j.State) {
 		state += t.Muted.Render(" · " + string(j.TerminalReason))
 	}
 	add(t.Label.Render(fit("state", 12)) + " " + state)
