@@ -219,21 +219,36 @@ func (e *Engine) ErrorGroups(ctx context.Context, f Filter) ([]ErrorGroup, error
 
 // countNearSingletons sets each group's NearSingletons.
 func countNearSingletons(groups []ErrorGroup) {
+	for i, near := range NearSingletons(groups) {
+		groups[i].NearSingletons = len(near)
+	}
+}
+
+// NearSingletons says, for each of groups, which other groups sit beside
+// it: the indexes, in order, of the groups of one job with the same queue
+// and kind whose pattern has as many words as its own and differs from it
+// in exactly one. Such a singleton is most likely the same failure with
+// an id the normaliser did not recognise, so it counts toward the group
+// it is near (ErrorGroup.NearSingletons is the count; singletons near one
+// another count each other too). A bulk action on a group's Selector
+// leaves these behind.
+func NearSingletons(groups []ErrorGroup) [][]int {
 	words := make([][]string, len(groups))
 	for i := range groups {
 		words[i] = strings.Fields(groups[i].Pattern)
 	}
-	for i := range groups {
-		g := &groups[i]
+	out := make([][]int, len(groups))
+	for i, g := range groups {
 		for k, h := range groups {
 			if k == i || h.Count != 1 || h.Queue != g.Queue || h.Kind != g.Kind {
 				continue
 			}
 			if oneWordApart(words[i], words[k]) {
-				g.NearSingletons++
+				out[i] = append(out[i], k)
 			}
 		}
 	}
+	return out
 }
 
 // oneWordApart reports whether a and b have as many words and differ in

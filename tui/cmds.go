@@ -412,7 +412,8 @@ func (m *Model) loadScreen(s screen) tea.Cmd {
 		if scope := gf.String(); scope != m.groupsScope {
 			// Groups of another scope are not shown under this one's
 			// title, not even while its answer is on the way.
-			m.groupsData, m.groups, m.groupsScope = nil, listScreen{}, scope
+			m.setGroups(nil)
+			m.groups, m.groupsScope = listScreen{}, scope
 		}
 		return call(func(c context.Context) tea.Msg {
 			gs, err := ctl.ErrorGroups(c, gf)

@@ -5,6 +5,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/sluicehq/sluice/engine"
 )
 
 // TestBulkCutoffField: the bulk retry's preview offers a cutoff, a field
@@ -25,7 +30,7 @@ func TestBulkCutoffField(t *testing.T) {
 	s.keys("<enter>")
 	s.waitFor("/ queue:billing", "› inv-0005")
 	s.keys("b")
-	s.waitFor("retry 5 jobs", "cutoff [", "tab: died before 07:29 (")
+	s.waitFor("retry 5 jobs", "cutoff [", "tab: before ")
 	// Nothing died before 10 minutes ago (the console's clock runs 5m
 	// ahead of the store's: 10m is 5m before the deaths).
 	s.keys("<tab>")
@@ -54,4 +59,32 @@ func TestBulkCutoffField(t *testing.T) {
 		t.Fatalf("the selector does not carry the cutoff %s:\n%s", clock, screen)
 	}
 	s.golden(regexp.MustCompile(`finalized<\S+?\)`).ReplaceAllString(screen, "finalized<CUTOFF)"))
+}
+
+// TestCutoffHintFromTheClock: the cutoff field's note gives its forms as
+// examples read off the console's clock, in the zone it names; it gave
+// fixed ones (07:29, 2026-12-05) whatever the time.
+func TestCutoffHintFromTheClock(t *testing.T) {
+	f := setup(t, false)
+	o := testOptions()
+	o.NoSubscribe = true
+	cet := time.FixedZone("CET", 3600)
+	o.Now = func() time.Time { return time.Date(2027, 3, 14, 18, 42, 9, 0, cet) }
+	m := New(f.eng, o)
+	defer m.Close()
+	m.Update(tea.WindowSizeMsg{Width: goldenW, Height: goldenH})
+	runCmd(m, m.startBulk(engine.ActionRetry, engine.Filter{States: []engine.State{engine.StateArchived}, Queues: []string{"billing"}}, "the filter"))
+	screen := ansi.Strip(m.Render())
+	if want := "cutoff [         ] tab: before 18:42 (CET), 15m or 2027-03-14T18:42:09+01:00"; !strings.Contains(screen, want) {
+		t.Fatalf("the cutoff note is not %q:\n%s", want, screen)
+	}
+	m.Update(keyMsg("<tab>"))
+	screen = ansi.Strip(m.Render())
+	// While the field has the keys the forms are whole, on a second
+	// line where they do not fit beside it.
+	for _, want := range []string{"cutoff [▏        ] enter applies · 18:42[:09] (CET), 15m or", "2027-03-14T18:42:09+01:00"} {
+		if !strings.Contains(screen, want) {
+			t.Fatalf("typing in the cutoff field, the note does not say %q:\n%s", want, screen)
+		}
+	}
 }

@@ -697,6 +697,42 @@ func fitPrio(lines []pline, h int) []string {
 	return out
 }
 
+// wrapWords breaks s into lines of at most w cells at its spaces only (a
+// time is not cut at its hyphens); a word wider than w is a line of its
+// own, cut where the dialog cuts it.
+func wrapWords(s string, w int) []string {
+	var out []string
+	line := ""
+	for _, word := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = word
+		case wOf(line)+1+wOf(word) <= w:
+			line += " " + word
+		default:
+			out = append(out, line)
+			line = word
+		}
+	}
+	if line != "" {
+		out = append(out, line)
+	}
+	return out
+}
+
+// cutoffForms is the cutoff field's note: the forms it takes, each an
+// example read off the console's clock now, in its zone (a clock time is
+// read in it): "tab: before 07:29 (UTC), 15m or 2026-12-05T07:29:06Z";
+// while the field has the keys, how to apply what is typed first.
+func cutoffForms(now time.Time, typing bool) string {
+	zone := " (" + now.Format("MST") + ")"
+	stamp := now.Format(time.RFC3339)
+	if typing {
+		return "enter applies · " + now.Format("15:04") + "[" + now.Format(":05") + "]" + zone + ", 15m or " + stamp
+	}
+	return "tab: before " + now.Format("15:04") + zone + ", 15m or " + stamp
+}
+
 func (m *Model) bulkPreviewLines(inner, h int) []string {
 	b := m.bulk
 	t := m.theme
@@ -777,18 +813,31 @@ func (m *Model) bulkPreviewLines(inner, h int) []string {
 		if b.cutoffOn {
 			field += "▏"
 		}
-		zone := m.now().Format("MST")
-		note := "tab: died before 07:29 (" + zone + ") · 15m ago · 2026-12-05"
-		if b.cutoffOn {
-			note = "07:29[:06] (" + zone + ") · 15m ago · 2026-12-05 · enter applies"
-		}
+		note := cutoffForms(m.now(), b.cutoffOn)
 		// Kept on a short terminal while it has the keys or a cutoff (the
 		// action line says it too); else it goes with the notes.
 		prio := keepNotes
 		if b.cutoffOn || b.cutoffSet != "" || b.cutoffErr != "" {
 			prio = keepAlways
 		}
-		add(prio, t.Bold.Render("cutoff ")+t.Cell.Render("["+fit(field, 9)+"]")+" "+t.Muted.Render(note))
+		head := t.Bold.Render("cutoff ") + t.Cell.Render("["+fit(field, 9)+"]") + " "
+		headW := wOf(head)
+		if !b.cutoffOn || headW+wOf(note) <= inner {
+			// Out of the field the note is a reminder, cut where the
+			// line ends.
+			add(prio, head+t.Muted.Render(note))
+		} else {
+			// In it, the forms are what the typist reads: all of them,
+			// on as many lines as they take, under the field.
+			groups++
+			for i, l := range wrapWords(note, max(inner-headW, 12)) {
+				pre := strings.Repeat(" ", headW)
+				if i == 0 {
+					pre = head
+				}
+				lines = append(lines, pline{prio: prio, s: pre + t.Muted.Render(l), group: groups})
+			}
+		}
 		if b.cutoffErr != "" {
 			addWrapped(keepAlways, b.cutoffErr, t.ErrorText.Render)
 		}

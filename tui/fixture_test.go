@@ -384,11 +384,20 @@ var (
 	reUUID  = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 	reOpID  = regexp.MustCompile(`[0-9a-f]{6,8}…[0-9a-f]{5,8}`)
 	reRate  = regexp.MustCompile(`[\d,]+/s · ETA \S+`)
+	// The cutoff field's examples, read off the console's clock
+	// (cutoffForms): a clock time, with its seconds while typing, and an
+	// RFC 3339 time.
+	reHintClock = regexp.MustCompile(`(before |applies · )\d{2}:\d{2}`)
+	reHintSecs  = regexp.MustCompile(`\[:\d{2}\]`)
+	reStamp     = regexp.MustCompile(`\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(Z|[+-]\d{2}:\d{2})`)
 )
 
 // normalize takes out of a screen what changes from run to run: wall
 // clock times, operation ids, rates.
 func normalize(screen string) string {
+	screen = reStamp.ReplaceAllString(screen, "YYYY-MM-DDTHH:MM:SSZ")
+	screen = reHintClock.ReplaceAllString(screen, "${1}HH:MM")
+	screen = reHintSecs.ReplaceAllString(screen, "[:SS]")
 	screen = reClock.ReplaceAllString(screen, "HH:MM:SS")
 	screen = reDate.ReplaceAllString(screen, "YYYY-MM-DD")
 	hexOut := func(id string) string {

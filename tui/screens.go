@@ -231,22 +231,46 @@ func (m *Model) screenBody(w, h int) []string {
 		if !first {
 			qw, kw = min(12, max(8, w/8)), min(22, max(12, w/5))
 		}
-		cols := []colSpec{{"QUEUE", qw, false}, {"KIND", kw, false}, {"JOBS", 8, true}, {"LAST", 5, true}}
+		// NEAR counts the groups of one beside each (nearLine), where
+		// there is room and the error text is not hidden.
+		near := first && !m.groupsHidden
+		cols := []colSpec{{"QUEUE", qw, false}, {"KIND", kw, false}, {"JOBS", 8, true}}
+		if near {
+			cols = append(cols, colSpec{"NEAR", 4, true})
+		}
+		cols = append(cols, colSpec{"LAST", 5, true})
 		if first {
 			cols = append(cols, colSpec{"FIRST", 5, true})
 		}
 		cols = append(cols, colSpec{"ERROR", 0, false})
-		return m.renderList(&m.groups, cols, len(m.groupsData), func(i int) []cell {
+		row := func(i int) []cell {
 			g := m.groupsData[i]
 			cs := []cell{
 				{termtext.Line(g.Queue), t.Row}, {termtext.Line(g.Kind), t.Row}, {commas(g.Count), t.State("archived")},
-				{age(now, g.LastSeen), t.Cell},
 			}
+			if near {
+				cs = append(cs, cell{m.nearCount(i), t.WarnText})
+			}
+			cs = append(cs, cell{age(now, g.LastSeen), t.Cell})
 			if first {
 				cs = append(cs, cell{age(now, g.FirstSeen), t.Cell})
 			}
 			return append(cs, cell{termtext.Line(g.Pattern), t.ErrorText})
-		}, w, h, "no dead jobs — nothing to explain")
+		}
+		const empty = "no dead jobs — nothing to explain"
+		n := len(m.groupsData)
+		lines := m.renderList(&m.groups, cols, n, row, w, h, empty)
+		s := m.nearLine()
+		if s == "" || n == 0 || !m.groups.loaded {
+			return lines
+		}
+		// Below the rows, as a queue's retention is.
+		info := clip("  "+t.WarnText.Render(s), w)
+		if pos := 2 + min(n, h-1); pos < h {
+			lines[pos] = info
+			return lines
+		}
+		return append(m.renderList(&m.groups, cols, n, row, w, max(h-2, 1), empty), "", info)
 	}
 	return padLines(nil, h)
 }
@@ -282,6 +306,51 @@ func (m *Model) itemKey(s screen, i int) string {
 		}
 	}
 	return ""
+}
+
+// hiddenText is what the API sends in place of text a role may not read
+// (api.HiddenValue; the console does not import api).
+const hiddenText = "<hidden>"
+
+// setGroups keeps the error groups read, and what is worked out from
+// them once rather than per frame: which groups of one job sit beside
+// each group. When their error text was hidden from this session, nothing
+// is: near groups are told apart by that text.
+func (m *Model) setGroups(gs []engine.ErrorGroup) {
+	m.groupsData, m.groupsNear, m.groupsHidden = gs, nil, false
+	for _, g := range gs {
+		if g.Pattern == hiddenText || g.Sample == hiddenText {
+			m.groupsHidden = true
+		}
+	}
+	if !m.groupsHidden {
+		m.groupsNear = engine.NearSingletons(gs)
+	}
+}
+
+// nearCount is how many groups of one sit beside group i ("" for none).
+func (m *Model) nearCount(i int) string {
+	if i < len(m.groupsNear) && len(m.groupsNear[i]) > 0 {
+		return fmt.Sprint(len(m.groupsNear[i]))
+	}
+	return ""
+}
+
+// nearLine says, for the cursor's group, how many groups of one sit
+// beside it and the first of them: most likely the same failure with an
+// id the normaliser missed, which a retry of this group leaves dead.
+// "" when there are none.
+func (m *Model) nearLine() string {
+	i := m.groups.cursor
+	if i < 0 || i >= len(m.groupsNear) || len(m.groupsNear[i]) == 0 {
+		return ""
+	}
+	near := m.groupsNear[i]
+	first := termtext.Line(m.groupsData[near[0]].Pattern)
+	if len(near) == 1 {
+		return "1 near-identical group beside this one: " + first
+	}
+	return fmt.Sprintf("%d near-identical groups beside this one, the first: %s", len(near), first)
 }
 
 // groupKey tells error groups apart: queue, kind and pattern.
@@ -342,7 +411,7 @@ func (m *Model) screenLoaded(msg tea.Msg) tea.Cmd {
 		case queuesMsg:
 			m.queuesData = msg.queues
 		case groupsMsg:
-			m.groupsData = msg.groups
+			m.setGroups(msg.groups)
 		}
 		m.follow(s, ls, key)
 	}

@@ -165,6 +165,14 @@ type Model struct {
 	opsData    []*engine.Operation
 	queuesData []engine.QueueInfo
 	groupsData []engine.ErrorGroup
+	// groupsNear is, per group, the groups of one job beside it
+	// (engine.NearSingletons), computed once as the groups are read;
+	// nil when groupsHidden.
+	groupsNear [][]int
+	// groupsHidden: the server sent the groups without their error text
+	// (a viewer's, with errors hidden): nothing is said of near groups,
+	// which is read from that text.
+	groupsHidden bool
 	// groupsScope is the filter groupsData was asked for.
 	groupsScope string
 
