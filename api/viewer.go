@@ -234,7 +234,9 @@ func redactFingerprints(c *caller, fps []*engine.Fingerprint) []*engine.Fingerpr
 
 // redactErrorGroups is the error groups as c may read them: the
 // selector's fingerprint as its id and, when error text is hidden, the
-// pattern and sample hidden (the counts by queue and kind stay).
+// pattern and sample hidden (the counts by queue and kind stay) and no
+// near-singleton count, which says how the hidden texts relate (these
+// differ in one word).
 func redactErrorGroups(c *caller, gs []engine.ErrorGroup) []engine.ErrorGroup {
 	if !c.viewer() {
 		return gs
@@ -243,6 +245,9 @@ func redactErrorGroups(c *caller, gs []engine.ErrorGroup) []engine.ErrorGroup {
 	for i, g := range gs {
 		g.Pattern, g.Sample = c.errorText(g.Pattern), c.errorText(g.Sample)
 		g.Selector = redactSelector(c, g.Selector)
+		if c.hideErrors() {
+			g.NearSingletons = 0
+		}
 		out[i] = g
 	}
 	return out
