@@ -38,7 +38,7 @@ func TestBulkCutoffField(t *testing.T) {
 	s.waitFor("cutoff [10m▏", "enter applies")
 	s.keys("y") // not the confirm key while the field has the keys
 	s.keys("<enter>")
-	s.waitFor("retry 0 jobs", "nothing to do")
+	s.waitFor("retry 0 jobs", "nothing to do  tab change the cutoff · esc close")
 	s.keys("<tab>", "<backspace>", "<backspace>", "<backspace>")
 	s.typeText("25:00")
 	s.keys("<enter>")
@@ -86,5 +86,45 @@ func TestCutoffHintFromTheClock(t *testing.T) {
 		if !strings.Contains(screen, want) {
 			t.Fatalf("typing in the cutoff field, the note does not say %q:\n%s", want, screen)
 		}
+	}
+}
+
+// TestZeroCutoffTakesNoHiddenRate: with nothing before the cutoff the
+// rate field is not drawn, so digits typed without tab (a time typed
+// again in the wrong place) go nowhere rather than into a rate the
+// next preview would then show and run with.
+func TestZeroCutoffTakesNoHiddenRate(t *testing.T) {
+	f := setup(t, false)
+	o := testOptions()
+	o.NoSubscribe = true
+	m := New(f.eng, o)
+	defer m.Close()
+	m.Update(tea.WindowSizeMsg{Width: goldenW, Height: goldenH})
+	runCmd(m, m.startBulk(engine.ActionRetry, engine.Filter{States: []engine.State{engine.StateArchived}, Queues: []string{"billing"}}, "the filter"))
+	m.Update(keyMsg("<tab>"))
+	for _, k := range "1d" {
+		m.Update(keyMsg(string(k)))
+	}
+	_, cmd := m.Update(keyMsg("<enter>"))
+	runCmd(m, cmd)
+	screen := ansi.Strip(m.Render())
+	if !strings.Contains(screen, "retry 0 jobs") || !strings.Contains(screen, "tab change the cutoff") {
+		t.Fatalf("a cutoff a day back leaves nothing and says how to change it:\n%s", screen)
+	}
+	for _, k := range "0730" {
+		m.Update(keyMsg(string(k)))
+	}
+	if m.bulk.rateIn != "" {
+		t.Fatalf("digits typed with nothing to do set the hidden rate to %q", m.bulk.rateIn)
+	}
+	m.Update(keyMsg("<tab>"))
+	for range 2 {
+		m.Update(keyMsg("<backspace>"))
+	}
+	_, cmd = m.Update(keyMsg("<enter>"))
+	runCmd(m, cmd)
+	screen = ansi.Strip(m.Render())
+	if !strings.Contains(screen, "retry 5 jobs") || !strings.Contains(screen, "no limit") {
+		t.Fatalf("with the cutoff cleared the retry counts the five at no limit:\n%s", screen)
 	}
 }

@@ -295,7 +295,12 @@ func (m *Model) bulkKey(msg tea.KeyPressMsg) tea.Cmd {
 			return m.rerunDryRun()
 		case len(msg.Text) == 1 && msg.Text[0] >= '0' && msg.Text[0] <= '9':
 			// Digits type the rate limit (no other key of the preview is
-			// a digit).
+			// a digit), while the rate field is drawn: with nothing to do
+			// it is not, and a time typed there without tab went into it
+			// unseen.
+			if b.preview == nil || b.preview.Matched == 0 {
+				return nil
+			}
 			if len(b.rateIn) < maxRateDigits && (b.rateIn != "" || msg.Text != "0") {
 				b.rateIn += msg.Text
 			}
@@ -846,6 +851,11 @@ func (m *Model) bulkPreviewLines(inner, h int) []string {
 	switch {
 	case b.phase == bulkStarting:
 		add(keepAlways, t.Muted.Render("starting…"))
+	case p.Matched == 0 && b.hasCutoff() && b.cutoffSet != "" && !b.cutoffOn:
+		// A cutoff that leaves nothing is most often a time typed too
+		// early: the way to another one is said, not only the way out.
+		add(keepAlways, t.Muted.Render("nothing to do")+"  "+t.HelpKey.Render("tab")+t.HelpDesc.Render(" change the cutoff · ")+
+			t.HelpKey.Render("esc")+t.HelpDesc.Render(" close"))
 	case p.Matched == 0:
 		add(keepAlways, t.Muted.Render("nothing to do")+"  "+t.HelpKey.Render("esc")+t.HelpDesc.Render(" close"))
 	default:
