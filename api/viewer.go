@@ -22,8 +22,8 @@ import (
 
 // HiddenValue stands, for viewers, in place of a payload or meta
 // condition's value in an operation's selector, and of error text when
-// the server hides it.
-const HiddenValue = "<hidden>"
+// the server hides it (engine.HiddenValue, which the console reads).
+const HiddenValue = engine.HiddenValue
 
 // hiddenEdit is a payload_edited entry's message for viewers: the entry
 // says what changed, values included.

@@ -275,6 +275,12 @@ type JobCounts struct {
 // IsCapped reports whether s's count stopped at the bound.
 func (c *JobCounts) IsCapped(s State) bool { return slices.Contains(c.Capped, s) }
 
+// HiddenValue is what a server sends, in place of a value, to a role that
+// may not read it: a payload or meta condition's value in an operation's
+// selector, and error text when the server hides it from viewers. A
+// console that meets it knows the text is withheld, not empty.
+const HiddenValue = "<hidden>"
+
 // ErrorGroup is the dead jobs of one kind sharing a normalised error.
 type ErrorGroup struct {
 	Queue     string    `json:"queue"`

@@ -308,10 +308,6 @@ func (m *Model) itemKey(s screen, i int) string {
 	return ""
 }
 
-// hiddenText is what the API sends in place of text a role may not read
-// (api.HiddenValue; the console does not import api).
-const hiddenText = "<hidden>"
-
 // setGroups keeps the error groups read, and what is worked out from
 // them once rather than per frame: which groups of one job sit beside
 // each group. When their error text was hidden from this session, nothing
@@ -319,7 +315,7 @@ const hiddenText = "<hidden>"
 func (m *Model) setGroups(gs []engine.ErrorGroup) {
 	m.groupsData, m.groupsNear, m.groupsHidden = gs, nil, false
 	for _, g := range gs {
-		if g.Pattern == hiddenText || g.Sample == hiddenText {
+		if g.Pattern == engine.HiddenValue || g.Sample == engine.HiddenValue {
 			m.groupsHidden = true
 		}
 	}
