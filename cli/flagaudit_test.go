@@ -228,3 +228,24 @@ func TestMentionAuditCatches(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeListsEveryStoreParameter: the README's table of the stores'
+// own URL parameters has a row for each one a store takes off the URL,
+// so a parameter added to a store is documented where users look.
+func TestReadmeListsEveryStoreParameter(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	for store, params := range map[string][]string{
+		"PostgreSQL": postgres.URLParams(),
+		"Redis":      redis.URLParams(),
+	} {
+		for _, p := range params {
+			if row := "| " + store + " | `" + p + "="; !strings.Contains(readme, row) {
+				t.Errorf("README.md's store parameters have no row %q...", row)
+			}
+		}
+	}
+}
