@@ -139,15 +139,7 @@ func TestConsoleRedriveWithCutoffInFewKeys(t *testing.T) {
 		t.Fatalf("retried %v, want exactly the jobs dead before the cutoff %v (not %v)", got, before, after)
 	}
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, db, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	e, err := engine.New(s, engine.Config{NoMaintenance: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := engineOnFile(t, db)
 	page, err := e.Operations(ctx, 10, "")
 	if err != nil {
 		t.Fatal(err)
@@ -223,15 +215,7 @@ func TestConsoleLinkInOneKey(t *testing.T) {
 	c.quit()
 
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, db, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	e, err := engine.New(s, engine.Config{NoMaintenance: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := engineOnFile(t, db)
 	if _, err := e.GetJob(ctx, "B-01", false); err != nil {
 		t.Fatalf("B-01, the list's row under the sheet, was acted on: %v", err)
 	}
@@ -266,4 +250,21 @@ func TestConsoleNoKeyReachesAHiddenDialog(t *testing.T) {
 	if got := retriedJobs(t, db); len(got) != 0 {
 		t.Fatalf("keys reached the hidden preview: %v retried", got)
 	}
+}
+
+// engineOnFile is an engine over the SQLite file db that runs no
+// maintenance, its store closed when the test ends: what a test reads a
+// console's store with after driving it.
+func engineOnFile(t *testing.T, db string) *engine.Engine {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), db, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	e, err := engine.New(s, engine.Config{NoMaintenance: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }
