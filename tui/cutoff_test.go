@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/sluicehq/sluice/engine"
@@ -66,13 +65,10 @@ func TestBulkCutoffField(t *testing.T) {
 // fixed ones (07:29, 2026-12-05) whatever the time.
 func TestCutoffHintFromTheClock(t *testing.T) {
 	f := setup(t, false)
-	o := testOptions()
-	o.NoSubscribe = true
 	cet := time.FixedZone("CET", 3600)
-	o.Now = func() time.Time { return time.Date(2027, 3, 14, 18, 42, 9, 0, cet) }
-	m := New(f.eng, o)
-	defer m.Close()
-	m.Update(tea.WindowSizeMsg{Width: goldenW, Height: goldenH})
+	m := f.stillConsole(t, goldenW, goldenH, func(o *Options) {
+		o.Now = func() time.Time { return time.Date(2027, 3, 14, 18, 42, 9, 0, cet) }
+	})
 	runCmd(m, m.startBulk(engine.ActionRetry, engine.Filter{States: []engine.State{engine.StateArchived}, Queues: []string{"billing"}}, "the filter"))
 	screen := ansi.Strip(m.Render())
 	if want := "cutoff [         ] tab: before 18:42 (CET), 15m or 2027-03-14T18:42:09+01:00"; !strings.Contains(screen, want) {
@@ -95,11 +91,7 @@ func TestCutoffHintFromTheClock(t *testing.T) {
 // next preview would then show and run with.
 func TestZeroCutoffTakesNoHiddenRate(t *testing.T) {
 	f := setup(t, false)
-	o := testOptions()
-	o.NoSubscribe = true
-	m := New(f.eng, o)
-	defer m.Close()
-	m.Update(tea.WindowSizeMsg{Width: goldenW, Height: goldenH})
+	m := f.stillConsole(t, goldenW, goldenH, nil)
 	runCmd(m, m.startBulk(engine.ActionRetry, engine.Filter{States: []engine.State{engine.StateArchived}, Queues: []string{"billing"}}, "the filter"))
 	m.Update(keyMsg("<tab>"))
 	for _, k := range "1d" {

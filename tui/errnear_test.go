@@ -1,8 +1,6 @@
 package tui
 
 import (
-	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -10,31 +8,8 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/backend/backendtest"
 	"github.com/sluicehq/sluice/engine"
 )
-
-// dieOnce enqueues a job of billing's invoice.generate and fails its one
-// attempt with msg: a dead job with that error.
-func (f *fixture) dieOnce(t *testing.T, id, msg string) {
-	t.Helper()
-	ctx := context.Background()
-	if _, err := f.eng.Enqueue(ctx, engine.EnqueueParams{ID: id, Queue: "billing", Kind: "invoice.generate",
-		Payload: json.RawMessage(`{"invoice":9}`), MaxAttempts: 1}); err != nil {
-		t.Fatal(err)
-	}
-	job := f.claim(t, ctx, "billing", id)
-	p := &backendtest.Outcome{
-		JobRef: engine.JobRef{ID: job.ID, LeaseID: job.Lease.ID, Fence: job.Fence},
-		Charge: engine.ChargeAttempt, Event: engine.EventArchived, Actor: testWorker, Message: msg,
-		Error:        &engine.AttemptError{Message: msg, Worker: testWorker},
-		ErrorPattern: engine.NormalizeError(msg),
-		To:           engine.StateArchived, Reason: engine.ReasonAttemptsExhausted,
-	}
-	if _, err := f.store.JobFinish(ctx, p.Plan(job)); err != nil {
-		t.Fatalf("finish %s: %v", id, err)
-	}
-}
 
 // seedNear adds one outage split by ids the normaliser cannot tell from
 // words: four jobs in "partner refused batch <n>" and two groups of one
@@ -45,7 +20,7 @@ func (f *fixture) seedNear(t *testing.T) {
 		"partner refused batch 7001", "partner refused batch 7002", "partner refused batch 7003", "partner refused batch 7004",
 		"partner refused batch kxqzmw", "partner refused batch \x1b[2Jzz",
 	} {
-		f.dieOnce(t, "near-000"+string(rune('1'+i)), msg)
+		f.die(t, "near-000"+string(rune('1'+i)), "billing", "invoice.generate", msg)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 )
 
@@ -36,11 +35,7 @@ func TestErrorGroupsOneScope(t *testing.T) {
 // until it is read again.
 func TestErrorGroupsNoStaleFirstFrame(t *testing.T) {
 	f := setup(t, false)
-	o := testOptions()
-	o.NoSubscribe = true
-	m := New(f.eng, o)
-	defer m.Close()
-	m.Update(tea.WindowSizeMsg{Width: goldenW, Height: goldenH})
+	m := f.stillConsole(t, goldenW, goldenH, nil)
 	runCmd(m, m.switchScreen(scrErrors))
 	if !strings.Contains(ansi.Strip(m.Render()), "connection refused") {
 		t.Fatalf("the groups were not drawn:\n%s", ansi.Strip(m.Render()))

@@ -464,3 +464,19 @@ func (f *fixture) startEngine(t *testing.T) {
 		_ = f.eng.Stop(sctx)
 	})
 }
+
+// stillConsole is a console over f's engine that hears no live changes
+// (what it shows comes only from the commands a test runs), sized w×h and
+// closed when the test ends; edit, when given, changes its options first.
+func (f *fixture) stillConsole(t *testing.T, w, h int, edit func(*Options)) *Model {
+	t.Helper()
+	o := testOptions()
+	o.NoSubscribe = true
+	if edit != nil {
+		edit(&o)
+	}
+	m := New(f.eng, o)
+	t.Cleanup(m.Close)
+	m.Update(tea.WindowSizeMsg{Width: w, Height: h})
+	return m
+}

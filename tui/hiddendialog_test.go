@@ -18,11 +18,7 @@ import (
 // what waits behind it.
 func TestNoKeyReachesAHiddenDialog(t *testing.T) {
 	f := setup(t, false)
-	o := testOptions()
-	o.NoSubscribe = true
-	m := New(f.eng, o)
-	defer m.Close()
-	m.Update(tea.WindowSizeMsg{Width: goldenW, Height: goldenH})
+	m := f.stillConsole(t, goldenW, goldenH, nil)
 	runCmd(m, m.startBulk(engine.ActionRetry, engine.Filter{States: []engine.State{engine.StateArchived}, Queues: []string{"billing"}}, "the current filter"))
 	if m.bulk == nil || m.bulk.phase != bulkPreview || !strings.Contains(ansi.Strip(m.Render()), "Bulk retry") {
 		t.Fatalf("no preview on screen:\n%s", ansi.Strip(m.Render()))
@@ -55,11 +51,7 @@ func TestNoKeyReachesAHiddenDialog(t *testing.T) {
 // progress and b shows the dialog again.
 func TestEscWhileStartingKeepsTheRun(t *testing.T) {
 	f := setup(t, false)
-	o := testOptions()
-	o.NoSubscribe = true
-	m := New(f.eng, o)
-	defer m.Close()
-	m.Update(tea.WindowSizeMsg{Width: goldenW, Height: goldenH})
+	m := f.stillConsole(t, goldenW, goldenH, nil)
 	runCmd(m, m.startBulk(engine.ActionRetry, engine.Filter{States: []engine.State{engine.StateArchived}, Queues: []string{"billing"}}, "the current filter"))
 	_, start := m.Update(keyMsg("y")) // the Bulk call, not yet answered
 	if m.bulk == nil || m.bulk.phase != bulkStarting {

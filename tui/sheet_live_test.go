@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/sluicehq/sluice/engine"
@@ -103,12 +102,7 @@ func TestSheetHearsAnotherProcesssReaper(t *testing.T) {
 func TestRefreshKeyReloadsTheSheet(t *testing.T) {
 	f := setup(t, false)
 	ctx := context.Background()
-	o := testOptions()
-	o.NoSubscribe = true
-	o.Query = "id:evil-0001 state:archived,available"
-	m := New(f.eng, o)
-	defer m.Close()
-	m.Update(tea.WindowSizeMsg{Width: goldenW, Height: goldenH})
+	m := f.stillConsole(t, goldenW, goldenH, func(o *Options) { o.Query = "id:evil-0001 state:archived,available" })
 	runCmd(m, m.loadCounts())
 	runCmd(m, m.loadList(listReplace, "", 0))
 	_, cmd := m.Update(keyMsg("<enter>"))
