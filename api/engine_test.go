@@ -22,29 +22,9 @@ import (
 // curl command lines in the comments below), as curl sends them, to a server over a real engine on SQLite whose billing jobs
 // have died.
 func TestSeedRequestsOnEngine(t *testing.T) {
-	store := sqlitetest.New(t)
-	if _, ok := any(store).(engine.ControlStore); !ok {
-		t.Skip("the SQLite store has no operator surface yet")
-	}
-	e, err := engine.New(store, engine.Config{
-		Queues:              map[string]engine.QueueConfig{"billing": {Concurrency: 4}},
-		PollInterval:        20 * time.Millisecond,
-		MaintenanceInterval: 25 * time.Millisecond,
-		HeartbeatInterval:   100 * time.Millisecond,
-		ShutdownTimeout:     3 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Register(engine.Kind{Name: "charge", Handler: func(context.Context, *engine.Job) error {
+	e := workingEngine(t, "billing", "charge", func(context.Context, *engine.Job) error {
 		return errors.New("card declined")
-	}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Stop(context.Background()) })
+	})
 	hs := httptest.NewServer(api.NewServer(e, api.ServerOptions{Metrics: apimetrics.New(e, nil)}))
 	t.Cleanup(hs.Close)
 	base := hs.URL + "/api/v1"
@@ -210,4 +190,28 @@ func TestSeedRequestsOnEngine(t *testing.T) {
 	if m := must(do("GET", hs.URL+"/metrics", "", ""), 200); !strings.Contains(m.body, `sluice_http_requests_total{code="202",route="POST /api/v1/jobs/bulk"} 1`) {
 		t.Fatalf("metrics lack the bulk request:\n%s", m.body)
 	}
+}
+
+// workingEngine is a started engine over a new SQLite file whose workers
+// run kind on queue with h, stopped when the test ends.
+func workingEngine(t *testing.T, queue, kind string, h engine.Handler) *engine.Engine {
+	t.Helper()
+	e, err := engine.New(sqlitetest.New(t), engine.Config{
+		Queues:              map[string]engine.QueueConfig{queue: {Concurrency: 4}},
+		PollInterval:        20 * time.Millisecond,
+		MaintenanceInterval: 25 * time.Millisecond,
+		HeartbeatInterval:   100 * time.Millisecond,
+		ShutdownTimeout:     3 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Register(engine.Kind{Name: kind, Handler: h}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Stop(context.Background()) })
+	return e
 }

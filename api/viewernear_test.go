@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -19,31 +18,14 @@ import (
 // from viewers, a viewer's error groups carry no near-singleton count
 // (it says which hidden texts differ in one word); an inspector's do.
 func TestHiddenErrorsHideNearSingletons(t *testing.T) {
-	store := sqlitetest.New(t)
-	e, err := engine.New(store, engine.Config{
-		Queues:              map[string]engine.QueueConfig{"misc": {Concurrency: 4}},
-		PollInterval:        20 * time.Millisecond,
-		MaintenanceInterval: 25 * time.Millisecond,
-		HeartbeatInterval:   100 * time.Millisecond,
-		ShutdownTimeout:     3 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Register(engine.Kind{Name: "call", Handler: func(_ context.Context, j *engine.Job) error {
+	e := workingEngine(t, "misc", "call", func(_ context.Context, j *engine.Job) error {
 		var a struct{ Word string }
 		if err := json.Unmarshal(j.Payload, &a); err != nil {
 			return err
 		}
 		return errors.New("partner refused batch " + a.Word)
-	}}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	ctx := context.Background()
-	if err := e.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Stop(context.Background()) })
 
 	// Three deaths of one group (numbers) and two groups of one beside it.
 	var ps []engine.EnqueueParams
