@@ -259,14 +259,18 @@ func (m *Model) screenBody(w, h int) []string {
 		}
 		const empty = "no dead jobs — nothing to explain"
 		n := len(m.groupsData)
-		lines := m.renderList(&m.groups, cols, n, row, w, h, empty)
-		s := m.nearLine()
-		if s == "" || n == 0 || !m.groups.loaded {
-			return lines
+		s := ""
+		if n > 0 && m.groups.loaded {
+			s = m.nearLine()
 		}
-		// Below the rows, as a queue's retention is.
+		if s == "" {
+			return m.renderList(&m.groups, cols, n, row, w, h, empty)
+		}
+		// Below the rows, as a queue's retention is: in the first free
+		// line, or in two lines taken from a list that fills the screen.
 		info := clip("  "+t.WarnText.Render(s), w)
 		if pos := 2 + min(n, h-1); pos < h {
+			lines := m.renderList(&m.groups, cols, n, row, w, h, empty)
 			lines[pos] = info
 			return lines
 		}
