@@ -271,9 +271,13 @@ func testReleasedJobOnProbation(t *testing.T, h Harness) {
 	if err != nil || r.State != engine.StateAvailable || r.CrashAttempt != 0 {
 		t.Fatalf("ReleaseJob(bad): %s %v, want available with its crashes reset", describe(r), err)
 	}
+	// The engine may claim the released job and quarantine it again
+	// before the record is read: then bad is held beside sib, and the run
+	// counter has seen its fourth run.
 	if rec, err := s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: fp}); err != nil ||
-		rec.Status != engine.FingerprintQuarantined || rec.Held != 1 {
-		t.Fatalf("record after releasing one job: %+v %v, want quarantined with sib held", rec, err)
+		rec.Status != engine.FingerprintQuarantined ||
+		(rec.Held != 1 && !(rec.Held == 2 && runs.get("bad") >= 4)) {
+		t.Fatalf("record after releasing one job: %+v %v, want quarantined with sib held (bad too only once it ran again)", rec, err)
 	}
 	var last *engine.Job
 	eventually(t, waitLong, func() bool {
