@@ -134,7 +134,7 @@ func TestStoryRedrives(t *testing.T) {
 	store := sqlitetest.New(t)
 	e := newEngine(t, store, nil)
 	ctx := context.Background()
-	st := demo.NewStory(time.Now(), 1500*time.Millisecond, 0)
+	st := demo.NewStory(time.Now(), 3*time.Second, 0)
 	var inv demo.Invoice
 	var ids []string
 	for i := range 3 {
@@ -434,8 +434,12 @@ func TestOrderWorkflow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// One attempt: the order dies at its first charge, well inside the
+	// outage however loaded the machine is; with the kind's three
+	// attempts its backoffs (1 s, 2 s) could outlast the outage and let
+	// the charge succeed.
 	dead, err := e.Enqueue(ctx, engine.EnqueueParams{Queue: demo.QueueBilling, Kind: demo.KindOrderFulfil,
-		Args: demo.Order{Order: "ORD-2", AmountCents: 200, Fail: "outage", OutageUntil: &until}})
+		Args: demo.Order{Order: "ORD-2", AmountCents: 200, Fail: "outage", OutageUntil: &until}, MaxAttempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
