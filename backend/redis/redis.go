@@ -304,7 +304,12 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 
 // openSchema applies DESIGN's creation rule to the namespace's schema key.
 func (s *Store) openSchema(ctx context.Context, opts Options) error {
-	v, err := s.c.Get(ctx, s.anchor).Result()
+	var v string
+	err := readAgainOnDrop(ctx, func() error {
+		var err error
+		v, err = s.c.Get(ctx, s.anchor).Result()
+		return err
+	})
 	if errors.Is(err, goredis.Nil) {
 		v, err = "", nil
 	}
@@ -422,6 +427,37 @@ func (s *Store) warnDurability(ctx context.Context) {
 			s.log.Warn("redis: "+m, "store", s.url)
 		}
 	}
+}
+
+// openReadTries is how often an opening read is sent when its connection
+// drops before the answer.
+const openReadTries = 4
+
+// readAgainOnDrop runs read, an idempotent read of the opening, again when
+// its connection drops or cannot be made: a process that opens the store
+// during a failover, a restart or a CLIENT KILL meets one EOF, which a new
+// connection gets past. Scripts are never sent twice (see ParseURL); a
+// GET is safe to be. An answer of the server (goredis.Error: Nil, NOAUTH,
+// WRONGTYPE, ...) and the end of ctx are returned at once.
+func readAgainOnDrop(ctx context.Context, read func() error) error {
+	var err error
+	for i := range openReadTries {
+		if i > 0 {
+			t := time.NewTimer(time.Duration(25<<i) * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return err
+			case <-t.C:
+			}
+		}
+		err = read()
+		var reply goredis.Error
+		if err == nil || errors.As(err, &reply) || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
 }
 
 // DurabilityWarnings lists what about the server's configuration loses
