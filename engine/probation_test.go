@@ -3,10 +3,14 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
 )
@@ -115,5 +119,82 @@ func TestCrashOnProbationQuarantinesAtOnce(t *testing.T) {
 	}
 	if r := record(fp); r.Status != engine.FingerprintQuarantined {
 		t.Fatalf("fingerprint after a crash on probation: %s, want quarantined", r.Status)
+	}
+}
+
+// blinkingStore is the real SQLite store whose next fails quarantine
+// record reads fail as a dropped connection does.
+type blinkingStore struct {
+	*sqlite.Store
+	fails  atomic.Int32
+	failed atomic.Int32
+}
+
+func (s *blinkingStore) FingerprintGet(ctx context.Context, p *engine.FingerprintGetParams) (*engine.Fingerprint, error) {
+	if s.fails.Add(-1) >= 0 {
+		s.failed.Add(1)
+		return nil, fmt.Errorf("read fingerprint: %w", syscall.ECONNRESET)
+	}
+	return s.Store.FingerprintGet(ctx, p)
+}
+
+// TestProbationReadFailureChargesNoPlainCrash: when the read of the
+// quarantine record fails as a released job crashes, the crash is not
+// charged as an ordinary one (which would let the pill run, and kill a
+// worker, again): the read is retried and the job is quarantined at once.
+func TestProbationReadFailureChargesNoPlainCrash(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := &blinkingStore{Store: sqlitetest.New(t)}
+	e, err := engine.New(s, engine.Config{
+		Queues:          map[string]engine.QueueConfig{"q": {Concurrency: 1}},
+		PollInterval:    10 * time.Millisecond,
+		CrashLimit:      2,
+		CrashBackoff:    func(int) time.Duration { return time.Millisecond },
+		ShutdownTimeout: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int32
+	if err := e.Register(engine.Kind{Name: "pill", Handler: func(context.Context, *engine.Job) error {
+		runs.Add(1)
+		panic("poison pill")
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	died := make(chan engine.DeathEvent, 10)
+	e.OnDead(func(_ context.Context, ev engine.DeathEvent) { died <- ev })
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Stop(context.Background()) })
+	death := func(what string) *engine.Job {
+		t.Helper()
+		select {
+		case ev := <-died:
+			return ev.Job
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: no quarantine", what)
+			return nil
+		}
+	}
+	if _, err := e.Enqueue(ctx, engine.EnqueueParams{ID: "P-1", Queue: "q", Kind: "pill", Payload: json.RawMessage(`{"n":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if j := death("first quarantine"); j.State != engine.StateQuarantined || j.CrashAttempt != 2 {
+		t.Fatalf("P-1 at the crash limit: %s crash=%d, want quarantined after 2", j.State, j.CrashAttempt)
+	}
+	s.fails.Store(2)
+	if _, err := e.ReleaseJob(ctx, "P-1"); err != nil {
+		t.Fatal(err)
+	}
+	j := death("crash on probation")
+	if j.State != engine.StateQuarantined || j.CrashAttempt != 1 || runs.Load() != 3 {
+		t.Fatalf("P-1 released, its record unreadable twice as it crashed: %s crash=%d, ran %d times, want quarantined at once (crash=1, 3 runs)",
+			j.State, j.CrashAttempt, runs.Load())
+	}
+	if n := s.failed.Load(); n != 2 {
+		t.Fatalf("%d record reads failed, want 2 (the test did not meet the fault)", n)
 	}
 }

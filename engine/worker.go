@@ -716,8 +716,18 @@ func (e *Engine) finishGuarded(ctx context.Context, ref JobRef, j *Job, res hand
 	defer endGate()
 	probation := false
 	if res.trigger == TriggerCrash && j.Fingerprint != "" {
-		rec, err := e.store.FingerprintGet(ctx, &FingerprintGetParams{Fingerprint: j.Fingerprint})
-		probation = err == nil && onProbation(rec)
+		var err error
+		if probation, err = e.probationWithRetry(ctx, j.Fingerprint); err != nil {
+			// Not knowing whether the job is on probation, nothing is
+			// written: the lease expires and the reaper charges the crash,
+			// reading the record again.
+			if StoreUnavailable(err) {
+				e.outOutcome.Fail(err, "job", j.ID, "outcome", res.trigger)
+			} else {
+				e.log.Error("outcome not written", "job", j.ID, "outcome", res.trigger, "err", err)
+			}
+			return
+		}
 	}
 	row, err := nextRow(j, res.trigger, e.cfg.CrashLimit, probation)
 	if err != nil {
@@ -874,6 +884,34 @@ func (e *Engine) finishPlan(ref JobRef, j *Job, row Transition, res handlerResul
 // counter reset.
 func onProbation(rec *Fingerprint) bool {
 	return rec != nil && (rec.Status == FingerprintProbation || rec.Status == FingerprintQuarantined)
+}
+
+// probationWithRetry reads whether a crash of a job of fingerprint fp
+// quarantines at once (onProbation), retrying while the store is away as
+// finishWithRetry does. A failed read taken for "no record" would charge
+// a released pill's crash as an ordinary one and let it run, and kill a
+// worker, again.
+func (e *Engine) probationWithRetry(ctx context.Context, fp string) (bool, error) {
+	wait := 20 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		rec, err := e.store.FingerprintGet(ctx, &FingerprintGetParams{Fingerprint: fp})
+		switch {
+		case err == nil:
+			return onProbation(rec), nil
+		case errors.Is(err, ErrNotFound):
+			return false, nil
+		case attempt >= 8:
+			e.contact.fail()
+			return false, fmt.Errorf("read the quarantine record of fingerprint %s: %w", fp, err)
+		}
+		e.contact.fail()
+		select {
+		case <-ctx.Done():
+			return false, fmt.Errorf("read the quarantine record of fingerprint %s: %w", fp, err)
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 2*time.Second)
+	}
 }
 
 // nextRow consults the table; a fingerprint on probation (onProbation)
