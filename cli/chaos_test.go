@@ -19,11 +19,14 @@ import (
 // past its lease and then thawed (a zombie that wakes up holding stale
 // leases), or stopped with SIGTERM (and replaced); the store is locked
 // against every writer past a lease; a job that panics or a poison pill
-// that kills its process is enqueued. The workers have the engine's real
-// crash limit. After a drain the checker holds the jobs to the invariants
-// (see chaos.Run): one terminal state each, with a reason; no lease left;
-// no success under two live fences; fences one per claim; attempts and
-// crashes as recorded; counters as the jobs; no innocent quarantined.
+// that kills its process is enqueued; and, on a clock of its own, an
+// operator releases a quarantined poison job (or its fingerprint). The
+// workers have the engine's real crash limit. After a drain the checker
+// holds the jobs to the invariants (see chaos.Run): one terminal state
+// each, with a reason; no lease left; no success under two live fences;
+// fences one per claim; attempts and crashes as recorded; counters as the
+// jobs; no innocent quarantined; a released job quarantined again by its
+// first crash on probation, and never run before its release.
 //
 // SLUICE_CHAOS_SEED fixes the random choices (a failure prints its seed);
 // SLUICE_CHAOS_DURATION (default 8s) and SLUICE_CHAOS_JOBS (default 1500)
