@@ -79,6 +79,32 @@ func TestFaultChaosPostgres(t *testing.T) {
 	}
 }
 
+// TestFaultChaosRelease is the short run with poison enough to release:
+// panics weighed up (half of them poison, quarantined in a few tenths of a
+// second) and an operator's release every second on average, among all
+// the other faults. A released job runs on probation, and the checker
+// holds it there: quarantined again by its first crash, never run before
+// its release (chaos.Run). A seed whose poison came too late for a release
+// is given another try, a few times: the test is about releases.
+func TestFaultChaosRelease(t *testing.T) {
+	o := chaosOptions(t)
+	o.Weights = map[string]int{chaos.FaultPanic: 12}
+	o.ReleaseEvery = time.Second
+	const tries = 3
+	for try := 1; try <= tries; try++ {
+		rep := runChaos(t, o)
+		if len(rep.Violations) > 0 {
+			t.Fatalf("chaos with releases, seed %d: %d invariants broken, the first: %s (rerun with SLUICE_CHAOS_SEED=%d)",
+				o.Seed, len(rep.Violations), rep.Violations[0], o.Seed)
+		}
+		if rep.Releases > 0 {
+			return
+		}
+		o.Seed++
+	}
+	t.Fatalf("%d runs and no quarantined poison job was released", tries)
+}
+
 // TestFaultChaosDefeatedFencing proves that the checker can fail: the same
 // short run of zombies (SIGSTOP past the lease, then SIGCONT) twice, once
 // on the real store, which must pass, and once with the workers' store

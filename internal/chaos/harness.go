@@ -132,6 +132,9 @@ type Options struct {
 	Ensure []string
 	// FaultEvery is the mean time between faults (DefaultFaultEvery).
 	FaultEvery time.Duration
+	// ReleaseEvery is the mean time between an operator's releases
+	// (FaultRelease): 4 × FaultEvery when zero.
+	ReleaseEvery time.Duration
 	// DefeatFencing starts the workers with --defeat-fencing: the checker
 	// must then report violations.
 	DefeatFencing bool
@@ -291,6 +294,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if o.FaultEvery <= 0 {
 		o.FaultEvery = DefaultFaultEvery(o.Jobs)
+	}
+	if o.ReleaseEvery <= 0 {
+		o.ReleaseEvery = 4 * o.FaultEvery
 	}
 	if o.SleepMS[1] <= 0 {
 		o.SleepMS = [2]int{10, 60}

@@ -28,10 +28,11 @@ type release struct {
 }
 
 // releaseInterval is the time to the next release: uniform on
-// [2, 6] × FaultEvery, a release for every four faults or so.
+// [ReleaseEvery/2, 3/2 ReleaseEvery], by default a release for every four
+// faults or so.
 func (r *run) releaseInterval(rng *rand.Rand) time.Duration {
-	m := int64(r.o.FaultEvery)
-	return time.Duration(2*m + rng.Int64N(4*m+1))
+	m := int64(r.o.ReleaseEvery)
+	return time.Duration(m/2 + rng.Int64N(m+1))
 }
 
 // release acts as an operator: it lists the run's quarantined poison jobs
