@@ -19,11 +19,14 @@ import (
 // past its lease and then thawed (a zombie that wakes up holding stale
 // leases), or stopped with SIGTERM (and replaced); the store is locked
 // against every writer past a lease; a job that panics or a poison pill
-// that kills its process is enqueued. The workers have the engine's real
-// crash limit. After a drain the checker holds the jobs to the invariants
-// (see chaos.Run): one terminal state each, with a reason; no lease left;
-// no success under two live fences; fences one per claim; attempts and
-// crashes as recorded; counters as the jobs; no innocent quarantined.
+// that kills its process is enqueued; and, on a clock of its own, an
+// operator releases a quarantined poison job (or its fingerprint). The
+// workers have the engine's real crash limit. After a drain the checker
+// holds the jobs to the invariants (see chaos.Run): one terminal state
+// each, with a reason; no lease left; no success under two live fences;
+// fences one per claim; attempts and crashes as recorded; counters as the
+// jobs; no innocent quarantined; a released job quarantined again by its
+// first crash on probation, and never run before its release.
 //
 // SLUICE_CHAOS_SEED fixes the random choices (a failure prints its seed);
 // SLUICE_CHAOS_DURATION (default 8s) and SLUICE_CHAOS_JOBS (default 1500)
@@ -74,6 +77,32 @@ func TestFaultChaosPostgres(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFaultChaosRelease is the short run with poison enough to release:
+// panics weighed up (half of them poison, quarantined in a few tenths of a
+// second) and an operator's release every second on average, among all
+// the other faults. A released job runs on probation, and the checker
+// holds it there: quarantined again by its first crash, never run before
+// its release (chaos.Run). A seed whose poison came too late for a release
+// is given another try, a few times: the test is about releases.
+func TestFaultChaosRelease(t *testing.T) {
+	o := chaosOptions(t)
+	o.Weights = map[string]int{chaos.FaultPanic: 12}
+	o.ReleaseEvery = time.Second
+	const tries = 3
+	for try := 1; try <= tries; try++ {
+		rep := runChaos(t, o)
+		if len(rep.Violations) > 0 {
+			t.Fatalf("chaos with releases, seed %d: %d invariants broken, the first: %s (rerun with SLUICE_CHAOS_SEED=%d)",
+				o.Seed, len(rep.Violations), rep.Violations[0], o.Seed)
+		}
+		if rep.Releases > 0 {
+			return
+		}
+		o.Seed++
+	}
+	t.Fatalf("%d runs and no quarantined poison job was released", tries)
 }
 
 // TestFaultChaosDefeatedFencing proves that the checker can fail: the same

@@ -16,6 +16,7 @@ type execRow struct {
 	fence            int64
 	attempt, crashes int
 	process          string
+	at               time.Time
 }
 
 type writeRow struct {
@@ -23,6 +24,7 @@ type writeRow struct {
 	fence    int64
 	process  string
 	accepted bool
+	at       time.Time
 }
 
 var reapedRx = regexp.MustCompile(`worker (\S+) stopped heartbeating`)
@@ -43,7 +45,14 @@ var reapedRx = regexp.MustCompile(`worker (\S+) stopped heartbeating`)
 //   - attempt and crash_attempt match the errors on the record, and every
 //     crash is explained: a panic of a panicking kind, or a process the
 //     harness killed or froze, or one that died by itself (a pill);
-//   - the maintained counters agree with the jobs.
+//   - the maintained counters agree with the jobs, and add up to the jobs
+//     enqueued;
+//   - a released poison job runs on probation (checkReleases): it ends
+//     quarantined again with one crash, the first run after each release
+//     that ends charged quarantines it at once, no run under a fence after
+//     its quarantine began before its release, and a run before that last
+//     one ended uncharged only where its worker did not live through it
+//     or the store was away.
 //
 // Records lost to a kill between a store write and its side-table row are
 // counted (Unrecorded), never read as writes that did not happen.
@@ -77,8 +86,18 @@ func (r *run) check(ctx context.Context) error {
 	r.mu.Unlock()
 
 	r.rep.Jobs = len(r.ids)
+	released := map[string][]release{}
+	for _, rel := range r.releases {
+		released[rel.job] = append(released[rel.job], rel)
+	}
+	seen := map[string]bool{}
 	tally := map[engine.State]int64{}
 	for _, id := range r.ids {
+		if seen[id] {
+			r.violate("job %s: enqueued twice under one id", id)
+			continue
+		}
+		seen[id] = true
 		var j *engine.Job
 		err := r.retry(ctx, "get job", func() error {
 			var err error
@@ -90,7 +109,7 @@ func (r *run) check(ctx context.Context) error {
 			continue
 		}
 		tally[j.State]++
-		r.checkJob(j, r.class[id], execs[id], writes[id], fate)
+		r.checkJob(j, r.class[id], execs[id], writes[id], fate, released[id])
 	}
 
 	innocents, hit := 0, 0
@@ -115,17 +134,47 @@ func (r *run) check(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("counts: %w", err)
 	}
+	var total int64
 	for _, st := range engine.AllStates {
 		if got, want := c.Total[st], tally[st]; got != want {
 			r.violate("counters: %d jobs %s, the jobs say %d", got, st, want)
 		}
+		total += c.Total[st]
+	}
+	if total != int64(len(seen)) {
+		r.violate("counters: %d jobs in all, %d enqueued (a job lost or one too many)", total, len(seen))
 	}
 	return nil
 }
 
-func (r *run) checkJob(j *engine.Job, class string, execs []execRow, writes []writeRow, fate map[string]string) {
+func (r *run) checkJob(j *engine.Job, class string, execs []execRow, writes []writeRow, fate map[string]string, rels []release) {
 	rep := r.rep
 	name := fmt.Sprintf("job %s (%s)", j.ID, class)
+	// A release whose answer was lost and which could not be read back
+	// happened if the job was claimed again after it.
+	kept := rels[:0:0]
+	for _, rel := range rels {
+		if !rel.uncertain || j.Fence > rel.fence {
+			kept = append(kept, rel)
+		}
+	}
+	rels = kept
+	// A release resets the crash counter: the counters the job ends with
+	// are those of the runs since its last release, under fences above
+	// base. segment numbers the runs between releases.
+	var base int64
+	if len(rels) > 0 {
+		base = rels[len(rels)-1].fence
+	}
+	segment := func(fence int64) int {
+		n := 0
+		for _, rel := range rels {
+			if fence > rel.fence {
+				n++
+			}
+		}
+		return n
+	}
 	if !j.State.Terminal() {
 		r.violate("%s: %s after the drain, not terminal", name, j.State)
 	}
@@ -157,7 +206,9 @@ func (r *run) checkJob(j *engine.Job, class string, execs []execRow, writes []wr
 			otherErrs++
 			continue
 		}
-		crashErrs++
+		if int64(e.Attempt) > base {
+			crashErrs++
+		}
 		switch m := reapedRx.FindStringSubmatch(e.Message); {
 		case strings.HasPrefix(e.Message, "panic:"):
 			if j.Kind != KindPanic {
@@ -193,7 +244,7 @@ func (r *run) checkJob(j *engine.Job, class string, execs []execRow, writes []wr
 		}
 	}
 	if len(j.Errors) < engine.MaxKeptErrors && crashErrs != j.CrashAttempt {
-		r.violate("%s: crash_attempt %d but %d crashes on the record", name, j.CrashAttempt, crashErrs)
+		r.violate("%s: crash_attempt %d but %d crashes on the record since its last release (fence %d)", name, j.CrashAttempt, crashErrs, base)
 	}
 	if len(j.Errors) < engine.MaxKeptErrors && otherErrs != j.Attempt {
 		r.violate("%s: attempt %d but %d failed attempts on the record", name, j.Attempt, otherErrs)
@@ -212,7 +263,14 @@ func (r *run) checkJob(j *engine.Job, class string, execs []execRow, writes []wr
 	}
 
 	// What the job should have come to.
-	if innocent(class) {
+	switch {
+	case innocent(class) && len(rels) > 0:
+		// The harness releases poison only; an innocent released would
+		// have been quarantined by chance, and then it must complete.
+		if j.State != engine.StateCompleted {
+			r.violate("%s: an innocent job released from quarantine ended %s (%s), not completed", name, j.State, j.TerminalReason)
+		}
+	case innocent(class):
 		switch j.State {
 		case engine.StateCompleted:
 		case engine.StateQuarantined:
@@ -225,7 +283,19 @@ func (r *run) checkJob(j *engine.Job, class string, execs []execRow, writes []wr
 		default:
 			r.violate("%s: an innocent job ended %s (%s), not completed", name, j.State, j.TerminalReason)
 		}
-	} else {
+	case len(rels) > 0:
+		// Released, it ran on probation: its first crash quarantined it
+		// again at once.
+		switch {
+		case j.State != engine.StateQuarantined:
+			r.violate("%s: a poison job released %d times ended %s, not quarantined again", name, len(rels), j.State)
+		case j.CrashAttempt != 1:
+			r.violate("%s: released (last under fence %d), it ended quarantined at crash_attempt %d; on probation its first crash quarantines it",
+				name, base, j.CrashAttempt)
+		default:
+			rep.Requarantined++
+		}
+	default:
 		switch {
 		case j.State != engine.StateQuarantined:
 			r.violate("%s: a poison job ended %s, not quarantined", name, j.State)
@@ -254,13 +324,16 @@ func (r *run) checkJob(j *engine.Job, class string, execs []execRow, writes []wr
 	// Each run saw the counters as the runs before it left them: never
 	// more than the job ends with, never less than an earlier run saw; and
 	// the run that completed the job was charged nothing after it began.
+	// A release starts the crash count again: counters are compared
+	// within the runs between two releases, and with the job's own only
+	// for the runs since the last one.
 	sort.Slice(execs, func(a, b int) bool { return execs[a].fence < execs[b].fence })
 	for i, x := range execs {
-		if x.attempt > j.Attempt || x.crashes > j.CrashAttempt {
+		if x.attempt > j.Attempt || (x.fence > base && x.crashes > j.CrashAttempt) {
 			r.violate("%s: its run under fence %d began at attempt %d, crash_attempt %d; the job ends at %d, %d",
 				name, x.fence, x.attempt, x.crashes, j.Attempt, j.CrashAttempt)
 		}
-		if i > 0 && (x.attempt < execs[i-1].attempt || x.crashes < execs[i-1].crashes) {
+		if i > 0 && segment(x.fence) == segment(execs[i-1].fence) && (x.attempt < execs[i-1].attempt || x.crashes < execs[i-1].crashes) {
 			r.violate("%s: its run under fence %d began at attempt %d, crash_attempt %d, below fence %d's %d, %d",
 				name, x.fence, x.attempt, x.crashes, execs[i-1].fence, execs[i-1].attempt, execs[i-1].crashes)
 		}
@@ -314,6 +387,95 @@ func (r *run) checkJob(j *engine.Job, class string, execs []execRow, writes []wr
 	if completions > 1 {
 		r.violate("%s: %d successes accepted", name, completions)
 	}
+	r.checkReleases(j, name, rels, execs, writes, fate)
+}
+
+// checkReleases holds a released job to probation. After each release
+// (under fence q, the run that quarantined it) up to the run that
+// quarantined it again (the next release's fence, or the job's own after
+// the last):
+//
+//   - it ran again: a released job is not lost;
+//   - exactly one crash is on the record, the last run's: the first run
+//     that ended charged quarantined it at once, whether its handler
+//     panicked (the worker's path) or its process died (the reaper's);
+//   - no claim and no run under a fence above q began before the release
+//     was asked for: nothing ran while it was quarantined and not released;
+//   - a run before the last ended uncharged (the crash check above says
+//     so), which only a run that lost its lease does: its worker was
+//     killed, frozen, stopped or taken down by a pill, or the store was
+//     away. A run in a process that lived through, away from any outage,
+//     followed by another, is a run on probation that was not charged.
+//
+// The crash entries are numbered by their run's fence (finishPlan), so the
+// record says which run each crash belongs to; a record capped at
+// MaxKeptErrors is not read for crashes.
+func (r *run) checkReleases(j *engine.Job, name string, rels []release, execs []execRow, writes []writeRow, fate map[string]string) {
+	capped := len(j.Errors) >= engine.MaxKeptErrors
+	for i, rel := range rels {
+		lo, hi := rel.fence, j.Fence
+		if i+1 < len(rels) {
+			hi = rels[i+1].fence
+		}
+		how := "released"
+		if rel.fingerprint != "" {
+			how = "released with its fingerprint " + rel.fingerprint
+		}
+		when := rel.at.UTC().Format("15:04:05.000")
+		if hi <= lo {
+			r.violate("%s: %s at %s under fence %d, it never ran again (its fence is %d then)", name, how, when, lo, hi)
+			continue
+		}
+		if !capped {
+			var crashes []int
+			for _, e := range j.Errors {
+				if e.Crash && int64(e.Attempt) > lo && int64(e.Attempt) <= hi {
+					crashes = append(crashes, e.Attempt)
+				}
+			}
+			if len(crashes) != 1 || int64(crashes[0]) != hi {
+				r.violate("%s: %s at %s under fence %d, it crashed under fences %v before fence %d ended its probation; on probation the first crash quarantines it",
+					name, how, when, lo, crashes, hi)
+			}
+		}
+		for _, w := range writes {
+			if w.op == OpClaim && w.fence > lo && w.fence <= hi && w.at.Before(rel.at) {
+				r.violate("%s: claimed by %s under fence %d at %s, before its release at %s: claimed while quarantined",
+					name, w.process, w.fence, w.at.UTC().Format("15:04:05.000"), when)
+			}
+		}
+		ran := map[int64]bool{}
+		for _, x := range execs {
+			if x.fence <= lo || x.fence > hi {
+				continue
+			}
+			if x.at.Before(rel.at) {
+				r.violate("%s: ran in %s under fence %d at %s, before its release at %s: it ran while quarantined",
+					name, x.process, x.fence, x.at.UTC().Format("15:04:05.000"), when)
+			}
+			if x.fence == hi || ran[x.fence] {
+				continue
+			}
+			ran[x.fence] = true
+			r.rep.ProbationReruns++
+			if f := fate[x.process]; f == "lived" && !r.nearOutage(x.at) {
+				r.violate("%s: %s at %s under fence %d, it ran in %s under fence %d, which lived through away from any outage, and ran again up to fence %d: a run on probation that ended uncharged",
+					name, how, when, lo, x.process, x.fence, hi)
+			}
+		}
+	}
+}
+
+// nearOutage reports whether a run that began at t may have lost its
+// lease to a store fault: an outage or a cut under way within the lease
+// and the reaper's next passes after t, or ended less than 2 s before it.
+func (r *run) nearOutage(t time.Time) bool {
+	for _, o := range r.outageAt {
+		if o[0].Before(t.Add(5*time.Second)) && t.Before(o[1].Add(2*time.Second)) {
+			return true
+		}
+	}
+	return false
 }
 
 // processName is the harness's name of a worker id: the engine adds
@@ -394,22 +556,24 @@ func (r *run) readSide() (map[string][]execRow, map[string][]writeRow, error) {
 	}
 	defer db.Close()
 	execs := map[string][]execRow{}
-	rows, err := db.Query(`SELECT job_id, fence, attempt, crash_attempt, process FROM executions ORDER BY rowid`)
+	rows, err := db.Query(`SELECT job_id, fence, attempt, crash_attempt, process, at_ns FROM executions ORDER BY rowid`)
 	if err != nil {
 		return nil, nil, fmt.Errorf("side table: %w", err)
 	}
 	for rows.Next() {
 		var id string
 		var x execRow
-		if err := rows.Scan(&id, &x.fence, &x.attempt, &x.crashes, &x.process); err != nil {
+		var at int64
+		if err := rows.Scan(&id, &x.fence, &x.attempt, &x.crashes, &x.process, &at); err != nil {
 			rows.Close()
 			return nil, nil, err
 		}
+		x.at = time.Unix(0, at)
 		execs[id] = append(execs[id], x)
 	}
 	rows.Close()
 	writes := map[string][]writeRow{}
-	rows, err = db.Query(`SELECT op, job_id, fence, process, accepted FROM writes ORDER BY rowid`)
+	rows, err = db.Query(`SELECT op, job_id, fence, process, accepted, at_ns FROM writes ORDER BY rowid`)
 	if err != nil {
 		return nil, nil, fmt.Errorf("side table: %w", err)
 	}
@@ -417,9 +581,11 @@ func (r *run) readSide() (map[string][]execRow, map[string][]writeRow, error) {
 	for rows.Next() {
 		var id string
 		var w writeRow
-		if err := rows.Scan(&w.op, &id, &w.fence, &w.process, &w.accepted); err != nil {
+		var at int64
+		if err := rows.Scan(&w.op, &id, &w.fence, &w.process, &w.accepted, &at); err != nil {
 			return nil, nil, err
 		}
+		w.at = time.Unix(0, at)
 		writes[id] = append(writes[id], w)
 	}
 	return execs, writes, rows.Err()

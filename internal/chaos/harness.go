@@ -37,6 +37,15 @@ const (
 	FaultCut    = "cut"    // PostgreSQL: the server ends the workers' connections (pg_terminate_backend); Redis: CLIENT KILL of them
 	FaultPanic  = "panic"  // enqueue a job whose handler panics
 	FaultPill   = "pill"   // enqueue a poison pill: every run kills its process
+	// FaultRelease is an operator releasing quarantined poison: one job
+	// (ReleaseJob, its fingerprint stays quarantined) or, one time in
+	// three, its whole fingerprint (ReleaseFingerprint, the record goes on
+	// probation). Either way the job runs on probation: its next crash
+	// quarantines it again at once. It is not in the weighted mix: it runs
+	// on a clock and a seeded rng of its own (releaseInterval), so the
+	// other faults' choices for a seed, and the rates AllFaults calibrates,
+	// are what they were without it.
+	FaultRelease = "release"
 )
 
 // AllFaults is the mix of faults, each with its weight.
@@ -70,7 +79,11 @@ const (
 //
 // A cut (PostgreSQL and a single Redis server) ends no process and charges nothing: it is on
 // top of the mix the rates were measured with.
-var AllFaults = map[string]int{FaultKill: 3, FaultStall: 2, FaultTerm: 2, FaultOutage: 1, FaultPanic: 1, FaultPill: 1, FaultCut: 1}
+//
+// A release (weight 0: it is not picked from the mix, see FaultRelease)
+// adds a run to a poison job that was done: a released pill kills one
+// more process, as a pill's own runs do.
+var AllFaults = map[string]int{FaultKill: 3, FaultStall: 2, FaultTerm: 2, FaultOutage: 1, FaultPanic: 1, FaultPill: 1, FaultCut: 1, FaultRelease: 0}
 
 // DefaultFaultEvery is the mean time between faults for a run of jobs
 // innocent jobs: p, the chance a run is hit, held to (0.01/jobs)^⅓ (see
@@ -119,6 +132,9 @@ type Options struct {
 	Ensure []string
 	// FaultEvery is the mean time between faults (DefaultFaultEvery).
 	FaultEvery time.Duration
+	// ReleaseEvery is the mean time between an operator's releases
+	// (FaultRelease): 4 × FaultEvery when zero.
+	ReleaseEvery time.Duration
 	// DefeatFencing starts the workers with --defeat-fencing: the checker
 	// must then report violations.
 	DefeatFencing bool
@@ -138,6 +154,14 @@ type Report struct {
 	Kills, Stalls, Terms, Outages, Cuts, Panics int
 	Pills                                       int
 	PillDeaths                                  int
+	// Releases counts the quarantined poison jobs an operator released
+	// during the run, FingerprintReleases those of them released with
+	// their whole fingerprint. Requarantined counts the released jobs
+	// that ended quarantined again on probation; ProbationReruns the runs
+	// of a released job that ended uncharged (its worker frozen, stopped
+	// or killed, or the store away) before the run that quarantined it.
+	Releases, FingerprintReleases  int
+	Requarantined, ProbationReruns int
 	// StartFailures counts workers that exited by themselves with an
 	// error rather than a signal: started while the store was down, they
 	// could not open it.
@@ -162,8 +186,10 @@ type Report struct {
 // Line is the report as key=value pairs.
 func (r *Report) Line() string {
 	return fmt.Sprintf("store=%s seed=%d jobs=%d workers=%d kills=%d stalls=%d terms=%d outages=%d cuts=%d panics=%d pills=%d pill_deaths=%d "+
+		"releases=%d fp_releases=%d requarantined=%d probation_reruns=%d "+
 		"start_failures=%d completed=%d quarantined=%d crashed=%d crashed2=%d crash_rate=%.4f live_charged=%d pill_then_chance=%d refused=%d unrecorded=%d drain_seconds=%.1f violations=%d",
-		r.Store, r.Seed, r.Jobs, r.Workers, r.Kills, r.Stalls, r.Terms, r.Outages, r.Cuts, r.Panics, r.Pills, r.PillDeaths, r.StartFailures,
+		r.Store, r.Seed, r.Jobs, r.Workers, r.Kills, r.Stalls, r.Terms, r.Outages, r.Cuts, r.Panics, r.Pills, r.PillDeaths,
+		r.Releases, r.FingerprintReleases, r.Requarantined, r.ProbationReruns, r.StartFailures,
 		r.Completed, r.Quarantined, r.Crashed, r.CrashedTwice, r.CrashRate, r.LiveCharged, r.PillThenChance, r.Refused, r.Unrecorded, r.DrainSeconds, len(r.Violations))
 }
 
@@ -243,7 +269,11 @@ type run struct {
 	outageAt [][2]time.Time
 	// crashedInnocent: the innocent jobs that crashed at least once.
 	crashedInnocent map[string]bool
-	bg              sync.WaitGroup
+	// releases: each operator release, in order (release.go); releasing
+	// is set while one is under way.
+	releases  []release
+	releasing atomic.Bool
+	bg        sync.WaitGroup
 }
 
 // Run runs the harness: workers on the store, faults for the duration,
@@ -265,6 +295,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.FaultEvery <= 0 {
 		o.FaultEvery = DefaultFaultEvery(o.Jobs)
 	}
+	if o.ReleaseEvery <= 0 {
+		o.ReleaseEvery = 4 * o.FaultEvery
+	}
 	if o.SleepMS[1] <= 0 {
 		o.SleepMS = [2]int{10, 60}
 	}
@@ -278,7 +311,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	for _, f := range o.Faults {
 		if _, ok := AllFaults[f]; !ok {
-			return nil, fmt.Errorf("chaos: unknown fault %q (want kill, stall, term, outage, cut, panic, pill)", f)
+			return nil, fmt.Errorf("chaos: unknown fault %q (want kill, stall, term, outage, cut, panic, pill, release)", f)
 		}
 	}
 	if o.Bin == "" {
@@ -587,6 +620,7 @@ func (r *run) chaos(ctx context.Context) error {
 	}
 	rng := rand.New(rand.NewPCG(r.o.Seed, 0x5107ce))
 	var faults []string
+	// The release is not in the mix (FaultRelease): its own clock below.
 	for _, f := range []string{FaultKill, FaultStall, FaultTerm, FaultOutage, FaultCut, FaultPanic, FaultPill} {
 		for _, g := range r.o.Faults {
 			if f == g && r.offers(f) {
@@ -609,6 +643,12 @@ func (r *run) chaos(ctx context.Context) error {
 	special := 0
 	driven := map[string]bool{}
 	next := time.Now().Add(r.interval(rng))
+	releaseOn := false
+	for _, f := range r.o.Faults {
+		releaseOn = releaseOn || f == FaultRelease
+	}
+	relRng := rand.New(rand.NewPCG(r.o.Seed, 0x7e1ea5e))
+	nextRelease := time.Now().Add(r.releaseInterval(relRng))
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for time.Now().Before(end) {
@@ -623,6 +663,21 @@ func (r *run) chaos(ctx context.Context) error {
 		if err := r.topUp(); err != nil {
 			return err
 		}
+		if releaseOn && !time.Now().Before(nextRelease) {
+			nextRelease = time.Now().Add(r.releaseInterval(relRng))
+			pick, whole := relRng.Uint64(), relRng.IntN(3) == 0
+			// One at a time, beside the loop: a release waits on the store
+			// as long as an outage lasts, which must not hold the other
+			// faults up.
+			if r.releasing.CompareAndSwap(false, true) {
+				r.bg.Add(1)
+				go func() {
+					defer r.bg.Done()
+					defer r.releasing.Store(false)
+					r.release(ctx, pick, whole)
+				}()
+			}
+		}
 		if time.Now().Before(next) || len(faults) == 0 {
 			continue
 		}
@@ -631,7 +686,7 @@ func (r *run) chaos(ctx context.Context) error {
 		// Past half the run, an ensured fault not driven yet goes first.
 		if time.Now().After(start.Add(r.o.Duration / 2)) {
 			for _, g := range r.o.Ensure {
-				if !driven[g] && r.offers(g) {
+				if !driven[g] && r.offers(g) && g != FaultRelease {
 					f = g
 					break
 				}
@@ -774,8 +829,9 @@ func (r *run) chaos(ctx context.Context) error {
 		}
 	}
 	r.bg.Wait() // every zombie thawed, every lock let go
-	r.log("faults over after %s: %d SIGKILL, %d SIGSTOP/SIGCONT, %d SIGTERM, %d store outages, %d connection cuts, %d panics, %d pills; %d jobs",
-		r.o.Duration, r.rep.Kills, r.rep.Stalls, r.rep.Terms, r.rep.Outages, r.rep.Cuts, r.rep.Panics, r.rep.Pills, len(r.ids))
+	r.log("faults over after %s: %d SIGKILL, %d SIGSTOP/SIGCONT, %d SIGTERM, %d store outages, %d connection cuts, %d panics, %d pills, %d releases (%d of a fingerprint); %d jobs",
+		r.o.Duration, r.rep.Kills, r.rep.Stalls, r.rep.Terms, r.rep.Outages, r.rep.Cuts, r.rep.Panics, r.rep.Pills,
+		r.rep.Releases, r.rep.FingerprintReleases, len(r.ids))
 	return nil
 }
 
@@ -788,8 +844,9 @@ func (r *run) interval(rng *rand.Rand) time.Duration {
 // drain waits for every job to reach a terminal state, with workers kept
 // topped up (a pill still kills the process that runs it). The bound is a
 // harness timeout that grows with the work left, not a claim of speed:
-// 30 s, plus 40 ms a job left, plus 5 s a poison job left (each run of a
-// pill costs a process and its replacement's start).
+// 30 s, plus 40 ms a job left, plus 5 s a poison job left and 5 s a
+// release (each run of a pill costs a process and its replacement's
+// start; a released pill runs once more).
 func (r *run) drain(ctx context.Context) error {
 	started := time.Now()
 	left, err := r.notTerminal(ctx)
@@ -802,6 +859,7 @@ func (r *run) drain(ctx context.Context) error {
 			poison++
 		}
 	}
+	poison += len(r.releases)
 	bound := 30*time.Second + time.Duration(left)*40*time.Millisecond + time.Duration(poison)*5*time.Second
 	r.log("draining %d jobs not yet terminal (bound %s)", left, bound.Round(time.Second))
 	for left > 0 {

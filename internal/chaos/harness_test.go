@@ -9,7 +9,7 @@ import (
 func TestReportLineHasTheKeys(t *testing.T) {
 	r := &Report{Store: "sqlite", Seed: 42, Violations: []string{"x"}}
 	line := r.Line()
-	for _, k := range []string{"store=sqlite", "seed=42", "jobs=", "kills=", "stalls=", "outages=", "panics=", "pills=", "pill_then_chance=", "drain_seconds=", "violations=1"} {
+	for _, k := range []string{"store=sqlite", "seed=42", "jobs=", "kills=", "stalls=", "outages=", "panics=", "pills=", "pill_then_chance=", "releases=", "fp_releases=", "requarantined=", "probation_reruns=", "drain_seconds=", "violations=1"} {
 		if !strings.Contains(" "+line, " "+k) {
 			t.Errorf("report line %q lacks %s", line, k)
 		}

@@ -20,7 +20,7 @@ import (
 //	testworker chaos [--store URL | --private] --duration D --seed S
 //	                 [--redis-fsync always|everysec]
 //	                 [--workers N] [--jobs N] [--crash-limit N]
-//	                 [--faults kill,stall,term,outage,cut,panic,pill]
+//	                 [--faults kill,stall,term,outage,cut,panic,pill,release]
 //	                 [--fault-every D] [--defeat-fencing] [--keep]
 //
 // Progress goes to stderr; the last line on stdout is the report's
@@ -40,7 +40,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Workers, "workers", 3, "worker processes at once")
 	fs.IntVar(&o.Jobs, "jobs", 20000, "innocent jobs, enqueued evenly over the duration")
 	fs.IntVar(&o.CrashLimit, "crash-limit", engine.DefaultCrashLimit, "the workers' crash limit")
-	fs.StringVar(&faults, "faults", "all", "faults to drive: kill,stall,term,outage,cut,panic,pill (outage: SQLite, or a private PostgreSQL or Redis; cut: PostgreSQL, one Redis server)")
+	fs.StringVar(&faults, "faults", "all", "faults to drive: kill,stall,term,outage,cut,panic,pill,release (outage: SQLite, or a private PostgreSQL or Redis; cut: PostgreSQL, one Redis server; release: an operator releases quarantined poison, on a clock of its own)")
 	fs.DurationVar(&o.FaultEvery, "fault-every", 0, "mean time between faults (0: grows with --jobs, see internal/chaos.AllFaults)")
 	sleepMS := fs.IntSlice("sleep-ms", []int{10, 60}, "range of an innocent job's run, in milliseconds: LO,HI")
 	fs.BoolVar(&o.DefeatFencing, "defeat-fencing", false, "TEST ONLY: workers defeat fencing; the checker must fail")
