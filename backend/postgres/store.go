@@ -199,7 +199,12 @@ func parseURL(raw string) (*config, error) {
 		return nil, fmt.Errorf("postgres: %w: %q is not a postgres:// url", engine.ErrInvalid, redact.URL(raw))
 	}
 	c := &config{schema: DefaultSchema, redacted: redact.URL(raw)}
-	q := u.Query()
+	// u.Query drops a malformed pair without a word; a parameter the
+	// user wrote must not vanish, so the query is parsed strictly.
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w: store url query: %s", engine.ErrInvalid, redact.ParseError(err))
+	}
 	if v := q.Get("schema"); v != "" {
 		c.schema = v
 	}

@@ -23,6 +23,8 @@ func TestParseURLClaimCursor(t *testing.T) {
 		{"&claim_cursor=0", -1, false},
 		{"&claim_cursor=-5ms", 0, true},
 		{"&claim_cursor=soon", 0, true},
+		{"&x=%zz", 0, true},
+		{"&password=Hunter2%zz", 0, true},
 	} {
 		c, err := parseURL("postgres://u@127.0.0.1:5432/test?schema=s" + tc.param)
 		if tc.bad {

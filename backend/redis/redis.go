@@ -207,7 +207,12 @@ func ParseURL(raw string) (*Target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis: %w: url: %s", engine.ErrInvalid, redact.ParseError(err))
 	}
-	q := u.Query()
+	// u.Query drops a malformed pair without a word; a parameter the
+	// user wrote must not vanish, so the query is parsed strictly.
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w: url query: %s", engine.ErrInvalid, redact.ParseError(err))
+	}
 	ns := q.Get("ns")
 	if ns == "" {
 		ns = DefaultNamespace

@@ -26,6 +26,8 @@ func TestParseURLBudgets(t *testing.T) {
 		{url: "redis://127.0.0.1:6379/0?batch_budget=2s", bad: true},
 		{url: "redis://127.0.0.1:6379/0?batch_budget=soon", bad: true},
 		{url: "redis://127.0.0.1:6379/0?scan_budget=0", bad: true},
+		{url: "redis://127.0.0.1:6379/0?ns=a&x=%zz", bad: true},
+		{url: "redis+cluster://127.0.0.1:7000?ns=%zz", bad: true},
 	} {
 		tg, err := redis.ParseURL(c.url)
 		if c.bad {
