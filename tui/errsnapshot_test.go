@@ -94,7 +94,9 @@ func errorGroupsFramesOneMoment(t *testing.T, store engine.Store, n int) {
 	for _, p := range patterns {
 		wants = append(wants, fmt.Sprintf(" %d    ", prefix[n][engine.NormalizeError(p)]))
 	}
-	s.waitFor(wants...)
+	// Every job has to die first: on a loaded machine under -race, 400
+	// deaths on SQLite have been seen to outlast waitFor's 10 s.
+	s.waitForWithin(time.Minute, wants...)
 	s.h.mu.Lock()
 	frames := s.h.frames
 	s.h.mu.Unlock()

@@ -285,7 +285,15 @@ func countsPending(screen string) bool {
 
 func (s *session) waitFor(wants ...string) string {
 	s.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	return s.waitForWithin(10*time.Second, wants...)
+}
+
+// waitForWithin is waitFor with a wait of its own, for a screen that
+// shows work done by workers (which a loaded machine slows) rather than
+// only the console's own loads.
+func (s *session) waitForWithin(wait time.Duration, wants ...string) string {
+	s.t.Helper()
+	deadline := time.Now().Add(wait)
 	for {
 		screen := ansi.Strip(s.h.last())
 		ok := !strings.Contains(screen, "loading…") && (s.h.opts.NoSubscribe || strings.Contains(screen, "● live") || strings.Contains(screen, "○ unreachable")) &&

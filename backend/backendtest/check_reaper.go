@@ -67,10 +67,13 @@ var errStoreDown = errors.New("backendtest: store down")
 // wrapping errStoreDown and reaches nothing. renewDown fails lease
 // renewals only: a process that lives and beats but cannot keep its
 // leases (a stalled renewer, a partition of one connection pool).
+// renewFor, when set, is the lease a renewal gives instead of the
+// engine's (nanoseconds).
 type faultStore struct {
 	engine.Store
 	down      atomic.Bool
 	renewDown atomic.Bool
+	renewFor  atomic.Int64
 	calls     atomic.Int64 // calls refused
 	passed    atomic.Int64 // calls let through
 }
@@ -138,6 +141,11 @@ func (f *faultStore) JobFinish(ctx context.Context, p *engine.JobFinishParams) (
 func (f *faultStore) JobLeaseRenew(ctx context.Context, p *engine.JobLeaseRenewParams) ([]error, error) {
 	if err := f.fail("JobLeaseRenew"); err != nil {
 		return nil, err
+	}
+	if d := time.Duration(f.renewFor.Load()); d > 0 {
+		q := *p
+		q.LeaseDuration = d
+		p = &q
 	}
 	return f.Store.JobLeaseRenew(ctx, p)
 }
@@ -411,7 +419,12 @@ func testRenewedLeaseNotReaped(t *testing.T, h Harness) {
 	case <-time.After(waitLong):
 		t.Fatal("the reaper never listed the expired lease")
 	}
-	// Before the reaper writes, the worker renews: the lease is live again.
+	// Before the reaper writes, the worker renews: the lease is live again,
+	// for an hour. With the engine's 500 ms the renewed lease would run
+	// out again whenever the worker's renewals stall for a third of a
+	// second (a loaded machine under -race sees longer), and the reaper
+	// would then rightly take it: the check would fail for slowness.
+	fs.renewFor.Store(int64(time.Hour))
 	fs.renewDown.Store(false)
 	eventually(t, waitLong, func() bool {
 		j := tryJob(base, "race")
