@@ -199,7 +199,16 @@ func testDirectScheduleDue(t *testing.T, h Harness) {
 	if err != nil || (storeNow().Sub(before) < 300*time.Millisecond && len(qs) != 0) {
 		t.Fatalf("early: %v %v", qs, err)
 	}
-	for storeNow().Sub(before) < 320*time.Millisecond {
+	// Wait until the store's clock passes the jobs' own due times: the
+	// insert may have run well after before on a loaded machine, and its
+	// jobs come due 300 ms after it, not after before.
+	var dueAt time.Time
+	for _, id := range []string{"a", "b", "c"} {
+		if at := getJob(t, s, id).ScheduledAt; at.After(dueAt) {
+			dueAt = at
+		}
+	}
+	for !storeNow().After(dueAt.Add(20 * time.Millisecond)) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	due, err := s.JobScheduleDue(ctx, &engine.JobScheduleDueParams{From: []engine.State{engine.StateRetryable, engine.StateScheduled}, To: engine.StateAvailable, Limit: 10})
