@@ -215,6 +215,6 @@ func TestConsoleFailedStartWaitsForTheInputLine(t *testing.T) {
 	}
 	c.send("Escape")
 	c.waitFor(`Bulk retry — failed`, 5*time.Second)
-	c.send("Escape")
+	c.escape(`Bulk retry — failed`)
 	c.quit()
 }

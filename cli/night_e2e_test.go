@@ -130,7 +130,7 @@ func TestConsoleRedriveWithCutoffInFewKeys(t *testing.T) {
 	if !strings.Contains(screen, "6 / 6 processed") {
 		t.Fatalf("the run did not process the 6 jobs dead before the cutoff:\n%s", screen)
 	}
-	c.send("Escape")
+	c.escape(`Bulk retry — `)
 	c.quit()
 
 	got := retriedJobs(t, db)
@@ -245,7 +245,7 @@ func TestConsoleNoKeyReachesAHiddenDialog(t *testing.T) {
 	c.tmux("resize-window", "-t", "e2e", "-x", "160", "-y", "45")
 	c.waitFor(`retry 3 jobs`, 10*time.Second)
 	c.waitFor(`y start`, 5*time.Second)
-	c.send("Escape")
+	c.escape(`y start`)
 	c.quit()
 	if got := retriedJobs(t, db); len(got) != 0 {
 		t.Fatalf("keys reached the hidden preview: %v retried", got)

@@ -150,7 +150,8 @@ func TestConsoleStory(t *testing.T) {
 	// sheet, then the group's list), b on the outage group previews the
 	// retry with ten sample rows, a rate typed in the dialog, y starts
 	// it; its progress bar moves at that rate with an ETA.
-	c.send("Escape", "Escape")
+	c.escape(`│ job demo-seed-`)
+	c.send("Escape")
 	c.waitFor(`Error groups of .* — the jobs tab and filter scope them`, 15*time.Second)
 	c.cursorTo(`connection refused`, 15*time.Second)
 	for time.Now().Before(seeded.Add(outage + 2*time.Second)) {
@@ -188,7 +189,7 @@ func TestConsoleStory(t *testing.T) {
 	})
 	// esc back to the list while it runs: the archived count falls as
 	// the operation works.
-	c.send("Escape")
+	c.escape(`Bulk retry — `)
 	c.command("jobs")
 	c.waitUntil("the archived count falling while the retry runs", 30*time.Second, func(s string) bool {
 		n := tab(t, s, archivedTab)
@@ -244,7 +245,8 @@ func TestConsoleStory(t *testing.T) {
 	c.waitFor(`│ job demo-seed-\d+`, 15*time.Second)
 	c.send("p")
 	c.waitFor(`"poison": true`, 15*time.Second)
-	c.send("Escape", "Escape")
+	c.escape(`"poison": true`)
+	c.send("Escape")
 	c.waitFor(`Quarantine — `, 15*time.Second)
 
 	// 7. Morning: u releases the fingerprint, the confirmation says how

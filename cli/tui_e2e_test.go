@@ -127,6 +127,17 @@ func (c *tmuxConsole) waitUntil(what string, within time.Duration, ok func(scree
 	}
 }
 
+// escape presses esc and waits until the screen no longer matches gone
+// before any other key is sent: an esc that reaches the console in one
+// read with the next key is that key with alt (a terminal cannot tell
+// them apart), which happens on a loaded machine after a fixed pause.
+func (c *tmuxConsole) escape(gone string) {
+	c.t.Helper()
+	rx := regexp.MustCompile(gone)
+	c.send("Escape")
+	c.waitUntil(fmt.Sprintf("%q gone after esc", gone), 15*time.Second, func(s string) bool { return !rx.MatchString(s) })
+}
+
 // quit presses q and waits for the console (and its engine) to end.
 func (c *tmuxConsole) quit() {
 	c.t.Helper()
