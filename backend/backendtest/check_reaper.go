@@ -30,6 +30,13 @@ func testReaper(t *testing.T, h Harness) {
 	// A maintenance-only engine: it reaps, and runs nothing.
 	cfg := fast("reaper")
 	cfg.CrashBackoff = func(int) time.Duration { return time.Hour } // keep the crashed job retryable
+	// The reaper charges a crash only after an unbroken run of contact
+	// (a heartbeat TTL and reconnectGrace), and any maintenance call
+	// slower than a heartbeat interval breaks the run. With the suite's
+	// 250 ms, -race on a loaded machine with the other checks running
+	// breaks it every second or two (seen: no charge in 20 s); this check
+	// is about what a charge and a release write, not about that wait.
+	cfg.HeartbeatInterval = time.Second
 	startEngine(t, s, cfg)
 
 	dead := waitState(t, s, "dead", engine.StateRetryable)
