@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,6 +30,13 @@ func testReaper(t *testing.T, h Harness) {
 	// A maintenance-only engine: it reaps, and runs nothing.
 	cfg := fast("reaper")
 	cfg.CrashBackoff = func(int) time.Duration { return time.Hour } // keep the crashed job retryable
+	// The reaper charges a crash only after an unbroken run of contact
+	// (a heartbeat TTL and reconnectGrace), and any maintenance call
+	// slower than a heartbeat interval breaks the run. With the suite's
+	// 250 ms, -race on a loaded machine with the other checks running
+	// breaks it every second or two (seen: no charge in 20 s); this check
+	// is about what a charge and a release write, not about that wait.
+	cfg.HeartbeatInterval = time.Second
 	startEngine(t, s, cfg)
 
 	dead := waitState(t, s, "dead", engine.StateRetryable)
@@ -68,12 +76,23 @@ var errStoreDown = errors.New("backendtest: store down")
 // renewals only: a process that lives and beats but cannot keep its
 // leases (a stalled renewer, a partition of one connection pool).
 // renewFor, when set, is the lease a renewal gives instead of the
-// engine's (nanoseconds).
+// engine's (nanoseconds); beatFor likewise the heartbeat's TTL, for the
+// beats that reach the store once it is set.
+//
+// hold, when set, holds the reaper's reads and writes (expired leases
+// listed, jobs finished) that reach the store holdAfter or more after
+// the first call that passed once watch was set, until hold is closed.
 type faultStore struct {
 	engine.Store
 	down      atomic.Bool
 	renewDown atomic.Bool
 	renewFor  atomic.Int64
+	beatFor   atomic.Int64
+	beats     atomic.Int64 // heartbeats with beatFor's TTL that reached the store
+	watch     atomic.Bool
+	backAt    atomic.Int64 // unix ns of the first call passed once watch was set
+	hold      chan struct{}
+	holdAfter time.Duration
 	calls     atomic.Int64 // calls refused
 	passed    atomic.Int64 // calls let through
 }
@@ -85,8 +104,25 @@ func (f *faultStore) fail(op string) error {
 		f.calls.Add(1)
 		return fmt.Errorf("%s: %w", op, errStoreDown)
 	}
+	if f.watch.Load() {
+		f.backAt.CompareAndSwap(0, time.Now().UnixNano())
+	}
 	f.passed.Add(1)
 	return nil
+}
+
+// held waits, for a reaper's call that passed, while hold says so.
+func (f *faultStore) held(ctx context.Context) error {
+	b := f.backAt.Load()
+	if f.hold == nil || b == 0 || time.Since(time.Unix(0, b)) < f.holdAfter {
+		return nil
+	}
+	select {
+	case <-f.hold:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (f *faultStore) Now(ctx context.Context) (time.Time, error) {
@@ -135,6 +171,9 @@ func (f *faultStore) JobFinish(ctx context.Context, p *engine.JobFinishParams) (
 	if err := f.fail("JobFinish"); err != nil {
 		return nil, err
 	}
+	if err := f.held(ctx); err != nil {
+		return nil, err
+	}
 	return f.Store.JobFinish(ctx, p)
 }
 
@@ -152,6 +191,9 @@ func (f *faultStore) JobLeaseRenew(ctx context.Context, p *engine.JobLeaseRenewP
 
 func (f *faultStore) JobListExpiredLeases(ctx context.Context, p *engine.JobListExpiredLeasesParams) ([]engine.ExpiredLease, error) {
 	if err := f.fail("JobListExpiredLeases"); err != nil {
+		return nil, err
+	}
+	if err := f.held(ctx); err != nil {
 		return nil, err
 	}
 	return f.Store.JobListExpiredLeases(ctx, p)
@@ -193,10 +235,24 @@ func (f *faultStore) FingerprintRelease(ctx context.Context, p *engine.Fingerpri
 }
 
 func (f *faultStore) WorkerHeartbeat(ctx context.Context, p *engine.WorkerHeartbeatParams) error {
+	// Read before the call passes: a TTL set once the store went down
+	// reaches it only after it came back.
+	ttl := time.Duration(f.beatFor.Load())
 	if err := f.fail("WorkerHeartbeat"); err != nil {
 		return err
 	}
-	return f.Store.WorkerHeartbeat(ctx, p)
+	if ttl > 0 {
+		q := *p
+		q.TTL = ttl
+		p = &q
+	}
+	if err := f.Store.WorkerHeartbeat(ctx, p); err != nil {
+		return err
+	}
+	if ttl > 0 {
+		f.beats.Add(1)
+	}
+	return nil
 }
 
 func (f *faultStore) WorkerDelete(ctx context.Context, p *engine.WorkerDeleteParams) error {
@@ -248,7 +304,12 @@ func testStoreOutageFreshReaper(t *testing.T, h Harness) { storeOutage(t, h, tim
 func storeOutage(t *testing.T, h Harness, lag time.Duration, fresh bool) {
 	base := h.NewStore(t)
 	ws := &faultStore{Store: base} // the worker's connection
-	ms := &faultStore{Store: base} // the maintainer's
+	// The maintainer's. Its reaper runs freely for lag after it is back,
+	// while the worker cannot beat; then it is held until the worker has
+	// beaten again (see below).
+	ms := &faultStore{Store: base, hold: make(chan struct{}), holdAfter: lag}
+	var unhold sync.Once
+	defer unhold.Do(func() { close(ms.hold) }) // before the engines stop
 	const lease = 500 * time.Millisecond
 
 	started := make(chan struct{}, 1)
@@ -288,24 +349,40 @@ func storeOutage(t *testing.T, h Harness, lag time.Duration, fresh bool) {
 	ws.renewDown.Store(true)
 	ws.down.Store(true)
 	ms.down.Store(true)
+	// The worker's beats once it is back say it lives for an hour: the
+	// one the reaper must wait for may not lapse again before the reaper
+	// acts on it when the worker's loop stalls for most of a second.
+	ws.beatFor.Store(int64(time.Hour))
 	time.Sleep(max(2*lease, 3*wcfg.HeartbeatInterval) + 300*time.Millisecond)
+	ms.watch.Store(true)
 	ms.down.Store(false)
 	if fresh {
 		startEngine(t, ms, mcfg)
 	}
+	// The maintainer backs off through the outage; its contact (and so
+	// the wait before it trusts a lapsed heartbeat) starts at its first
+	// call that passes. Till lag after it, the reaper runs with the worker
+	// unreachable and its heartbeat lapsed: a reaper that trusts its
+	// contact too soon charges a crash then.
+	eventually(t, waitLong, func() bool { return ms.backAt.Load() != 0 },
+		"the maintainer to reach the store after the outage")
 	if lag > 0 {
-		// The maintainer backs off through the outage; its contact (and
-		// so the wait before it trusts a lapsed heartbeat) starts at its
-		// first call that passes.
-		before := ms.passed.Load()
-		eventually(t, waitLong, func() bool { return ms.passed.Load() > before },
-			"the maintainer to reach the store after the outage")
-		time.Sleep(lag)
+		time.Sleep(time.Until(time.Unix(0, ms.backAt.Load()).Add(lag)))
 	}
+	beats := ws.beats.Load()
 	ws.down.Store(false)
 	if ws.calls.Load() == 0 || (!fresh && ms.calls.Load() == 0) {
 		t.Fatal("no call reached the store during the outage: the test proves nothing")
 	}
+	// From lag on, the reaper is held until the worker has beaten again.
+	// A correct reaper does not trust its contact before lag (1 s at most)
+	// has passed: it waits a heartbeat TTL and reconnectGrace, 2.25 s. So
+	// the hold hides nothing it would do wrong; without it, a stall of
+	// this goroutine past lag, or of the worker's first beat, for the rest
+	// of that wait (about a second; -race on a loaded machine sees that)
+	// let the reaper rightly call the silent worker dead.
+	eventually(t, waitLong, func() bool { return ws.beats.Load() > beats }, "the worker to beat again")
+	unhold.Do(func() { close(ms.hold) })
 	// The store is back; the worker beats again but has not renewed. The
 	// reaper must see a live worker behind the expired lease.
 	eventually(t, waitLong, func() bool {

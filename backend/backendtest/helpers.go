@@ -159,9 +159,15 @@ func waitState(t testing.TB, s engine.Store, id string, state engine.State) *eng
 	eventually(t, waitLong, func() bool {
 		last = tryJob(s, id)
 		return last != nil && last.State == state
-	}, "job %s to reach %s (last seen: %s)", id, state, describe(last))
+	}, "job %s to reach %s (last seen: %s)", id, state, lastSeen{&last})
 	return getJob(t, s, id)
 }
+
+// lastSeen describes the job *j when formatted, not when made: a
+// message built before the wait would describe nothing.
+type lastSeen struct{ j **engine.Job }
+
+func (l lastSeen) String() string { return describe(*l.j) }
 
 func describe(j *engine.Job) string {
 	if j == nil {
