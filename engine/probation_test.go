@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -15,30 +14,25 @@ import (
 	"github.com/sluicehq/sluice/engine"
 )
 
-// TestCrashOnProbationQuarantinesAtOnce: a job released alone, its
-// fingerprint staying quarantined, is on probation as a job of a released
-// fingerprint is: its next crash quarantines it again at once, not after
-// CrashLimit more crashes counted from the release's reset zero.
-func TestCrashOnProbationQuarantinesAtOnce(t *testing.T) {
-	t.Parallel()
+// pillEngine starts an engine over s whose kind "pill" panics on every
+// run (counted in runs), with the crash limit given, and returns it with
+// a function that waits for the next death and returns the job as the
+// store has it.
+func pillEngine(t *testing.T, s engine.Store, crashLimit int, runs *atomic.Int32) (*engine.Engine, func(what string) *engine.Job) {
+	t.Helper()
 	ctx := context.Background()
-	s := sqlitetest.New(t)
 	e, err := engine.New(s, engine.Config{
 		Queues:          map[string]engine.QueueConfig{"q": {Concurrency: 1}},
 		PollInterval:    10 * time.Millisecond,
-		CrashLimit:      3,
+		CrashLimit:      crashLimit,
 		CrashBackoff:    func(int) time.Duration { return time.Millisecond },
 		ShutdownTimeout: 5 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	runs := 0
 	if err := e.Register(engine.Kind{Name: "pill", Handler: func(context.Context, *engine.Job) error {
-		mu.Lock()
-		runs++
-		mu.Unlock()
+		runs.Add(1)
 		panic("poison pill")
 	}}); err != nil {
 		t.Fatal(err)
@@ -63,6 +57,18 @@ func TestCrashOnProbationQuarantinesAtOnce(t *testing.T) {
 			return nil
 		}
 	}
+	return e, death
+}
+
+// TestCrashOnProbationQuarantinesAtOnce: a job released alone, its
+// fingerprint staying quarantined, is on probation as a job of a released
+// fingerprint is: its next crash quarantines it again at once, not after
+// CrashLimit more crashes counted from the release's reset zero.
+func TestCrashOnProbationQuarantinesAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var runs atomic.Int32
+	e, death := pillEngine(t, sqlitetest.New(t), 3, &runs)
 	record := func(fp string) *engine.Fingerprint {
 		t.Helper()
 		fps, err := e.Quarantine(ctx)
@@ -88,16 +94,15 @@ func TestCrashOnProbationQuarantinesAtOnce(t *testing.T) {
 
 	// Released alone: the fingerprint stays quarantined, and one crash
 	// quarantines the job again.
-	if j, err = e.ReleaseJob(ctx, "P-1"); err != nil || j.State != engine.StateAvailable {
+	j, err := e.ReleaseJob(ctx, "P-1")
+	if err != nil || j.State != engine.StateAvailable {
 		t.Fatalf("ReleaseJob: %v %v", j, err)
 	}
 	if r := record(fp); r.Status != engine.FingerprintQuarantined {
 		t.Fatalf("fingerprint after releasing one job: %s, want quarantined", r.Status)
 	}
 	j = death("crash after the job's release")
-	mu.Lock()
-	n := runs
-	mu.Unlock()
+	n := runs.Load()
 	if j.State != engine.StateQuarantined || j.CrashAttempt != 1 || n != 4 {
 		t.Fatalf("P-1 released alone, after a crash: %s crash=%d, ran %d times, want quarantined at once (crash=1, 4 runs)", j.State, j.CrashAttempt, n)
 	}
@@ -111,9 +116,7 @@ func TestCrashOnProbationQuarantinesAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	j = death("crash after the fingerprint's release")
-	mu.Lock()
-	n = runs
-	mu.Unlock()
+	n = runs.Load()
 	if j.State != engine.StateQuarantined || j.CrashAttempt != 1 || n != 5 {
 		t.Fatalf("P-1 after its fingerprint's release, after a crash: %s crash=%d, ran %d times, want quarantined at once (crash=1, 5 runs)", j.State, j.CrashAttempt, n)
 	}
@@ -146,39 +149,8 @@ func TestProbationReadFailureChargesNoPlainCrash(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := &blinkingStore{Store: sqlitetest.New(t)}
-	e, err := engine.New(s, engine.Config{
-		Queues:          map[string]engine.QueueConfig{"q": {Concurrency: 1}},
-		PollInterval:    10 * time.Millisecond,
-		CrashLimit:      2,
-		CrashBackoff:    func(int) time.Duration { return time.Millisecond },
-		ShutdownTimeout: 5 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var runs atomic.Int32
-	if err := e.Register(engine.Kind{Name: "pill", Handler: func(context.Context, *engine.Job) error {
-		runs.Add(1)
-		panic("poison pill")
-	}}); err != nil {
-		t.Fatal(err)
-	}
-	died := make(chan engine.DeathEvent, 10)
-	e.OnDead(func(_ context.Context, ev engine.DeathEvent) { died <- ev })
-	if err := e.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Stop(context.Background()) })
-	death := func(what string) *engine.Job {
-		t.Helper()
-		select {
-		case ev := <-died:
-			return ev.Job
-		case <-time.After(30 * time.Second):
-			t.Fatalf("%s: no quarantine", what)
-			return nil
-		}
-	}
+	e, death := pillEngine(t, s, 2, &runs)
 	if _, err := e.Enqueue(ctx, engine.EnqueueParams{ID: "P-1", Queue: "q", Kind: "pill", Payload: json.RawMessage(`{"n":1}`)}); err != nil {
 		t.Fatal(err)
 	}
