@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
 )
@@ -16,7 +17,7 @@ import (
 // killJobs runs workers whose handler always fails (one attempt) until the
 // named jobs have died: those in enqueue are new, those in wait are
 // already available again (an operator's retry) and die once more.
-func killJobs(t *testing.T, store engine.Store, enqueue []string, wait ...string) {
+func killJobs(t *testing.T, store backend.Store, enqueue []string, wait ...string) {
 	t.Helper()
 	ctx := context.Background()
 	e, err := engine.New(store, engine.Config{

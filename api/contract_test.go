@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/api/apimetrics"
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/backendtest"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
@@ -77,15 +78,15 @@ func newContractFixture(t *testing.T) *contractFixture {
 	if _, err := e.Enqueue(ctx, engine.EnqueueParams{ID: "pill", Queue: "reports", Kind: "render", Payload: json.RawMessage(`{"report":"q3"}`)}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := store.JobClaim(ctx, &engine.JobClaimParams{Queue: "reports", WorkerID: "w", LeaseID: "l", Limit: 1,
+	res, err := store.JobClaim(ctx, &backend.JobClaimParams{Queue: "reports", WorkerID: "w", LeaseID: "l", Limit: 1,
 		Kinds: map[string]int{"render": 1}, LeaseDuration: time.Minute})
 	if err != nil || len(res.Jobs) != 1 {
 		t.Fatalf("claim the pill: %v %v", res, err)
 	}
 	job := res.Jobs[0]
 	if _, err := store.JobFinish(ctx, backendtest.Outcome{
-		JobRef: engine.JobRef{ID: job.ID, LeaseID: job.Lease.ID, Fence: job.Fence},
-		To:     engine.StateQuarantined, Reason: engine.ReasonQuarantined, Charge: engine.ChargeCrash, Quarantine: true,
+		JobRef: backend.JobRef{ID: job.ID, LeaseID: job.Lease.ID, Fence: job.Fence},
+		To:     engine.StateQuarantined, Reason: engine.ReasonQuarantined, Charge: backend.ChargeCrash, Quarantine: true,
 		Event: engine.EventQuarantined, Actor: "w", Message: "out of memory",
 		Error: &engine.AttemptError{Crash: true, Message: "out of memory", Worker: "w"}, ErrorPattern: "out of memory",
 	}.Plan(job)); err != nil {
@@ -96,7 +97,7 @@ func newContractFixture(t *testing.T) *contractFixture {
 	if _, err := e.Enqueue(ctx, engine.EnqueueParams{ID: "parent", Queue: "flows", Kind: "fan", Payload: json.RawMessage(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
-	res, err = store.JobClaim(ctx, &engine.JobClaimParams{Queue: "flows", WorkerID: "w", LeaseID: "l2", Limit: 1,
+	res, err = store.JobClaim(ctx, &backend.JobClaimParams{Queue: "flows", WorkerID: "w", LeaseID: "l2", Limit: 1,
 		Kinds: map[string]int{"fan": 1}, LeaseDuration: time.Minute})
 	if err != nil || len(res.Jobs) != 1 {
 		t.Fatalf("claim the parent: %v %v", res, err)
@@ -108,9 +109,9 @@ func newContractFixture(t *testing.T) *contractFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wp := backendtest.Outcome{JobRef: engine.JobRef{ID: job.ID, LeaseID: job.Lease.ID, Fence: job.Fence},
+	wp := backendtest.Outcome{JobRef: backend.JobRef{ID: job.ID, LeaseID: job.Lease.ID, Fence: job.Fence},
 		To: engine.StateScheduled, Delay: time.Hour, Event: engine.EventWaiting, Actor: "w"}.Plan(job)
-	wp.Checkpoint = &engine.CheckpointWrite{Checkpoint: cp}
+	wp.Checkpoint = &backend.CheckpointWrite{Checkpoint: cp}
 	if _, err := store.JobFinish(ctx, wp); err != nil {
 		t.Fatal(err)
 	}

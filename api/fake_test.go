@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -382,7 +383,7 @@ func (f *fakeCtl) Apply(ctx context.Context, a engine.Action, ids []string) ([]e
 }
 
 func (f *fakeCtl) Bulk(ctx context.Context, p engine.BulkParams) (*engine.BulkResult, error) {
-	if _, err := engine.SpecFor(p.Action); err != nil {
+	if _, err := backend.SpecFor(p.Action); err != nil {
 		return nil, fmt.Errorf("%w: unknown action %q", engine.ErrInvalid, p.Action)
 	}
 	if p.Selector.IsEmpty() {

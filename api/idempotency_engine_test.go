@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
@@ -69,9 +70,9 @@ func (n *node) cancelledJobs(t *testing.T, ids ...string) {
 }
 
 // countEvents counts a job's stored events of kind.
-func countEvents(t *testing.T, s engine.Store, id string, kind engine.EventKind) int {
+func countEvents(t *testing.T, s backend.Store, id string, kind engine.EventKind) int {
 	t.Helper()
-	ev, err := s.JobEventList(context.Background(), &engine.JobEventListParams{JobID: id})
+	ev, err := s.JobEventList(context.Background(), &backend.JobEventListParams{JobID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +99,7 @@ func TestEngineIdempotencySurvivesRestart(t *testing.T) {
 	if _, ok := n1.srv.idem.(*EngineIdempotencyStore); !ok {
 		t.Fatalf("a server over a SQLite engine keeps keys in %T", n1.srv.idem)
 	}
-	if m := decode[engine.Meta](t, send(t, n1.srv, req{method: "GET", path: "/api/v1/meta"})); m.Idempotency != "store" || !strings.Contains(strings.Join(m.Capabilities, ","), string(engine.CapabilityIdempotency)) {
+	if m := decode[engine.Meta](t, send(t, n1.srv, req{method: "GET", path: "/api/v1/meta"})); m.Idempotency != "store" || !strings.Contains(strings.Join(m.Capabilities, ","), string(backend.CapabilityIdempotency)) {
 		t.Fatalf("meta: %+v", m)
 	}
 	n1.scheduledJobs(t, "j")

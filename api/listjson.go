@@ -29,20 +29,20 @@ import (
 
 // jobPageShape is the fields of the types appendJobPage writes, as
 // typeShapes spells them.
-const jobPageShape = "JobPage{Jobs:[]*engine.Job:jobs Next:string:next_cursor,omitempty Prev:string:prev_cursor,omitempty Scan:*engine.ScanReport:scan,omitempty} " +
+const jobPageShape = "JobPage{Jobs:[]*sluicetype.Job:jobs Next:string:next_cursor,omitempty Prev:string:prev_cursor,omitempty Scan:*sluicetype.ScanReport:scan,omitempty} " +
 	"Job{ID:string:id Queue:string:queue Kind:string:kind Payload:json.RawMessage:payload,omitempty " +
 	"SchemaVersion:int:schema_version Metadata:json.RawMessage:metadata,omitempty Tags:[]string:tags,omitempty " +
-	"Priority:int:priority State:engine.State:state Attempt:int:attempt MaxAttempts:int:max_attempts " +
+	"Priority:int:priority State:sluicetype.State:state Attempt:int:attempt MaxAttempts:int:max_attempts " +
 	"CrashAttempt:int:crash_attempt Fingerprint:string:fingerprint Fence:int64:fence ScheduledAt:time.Time:scheduled_at " +
 	"Deadline:*time.Time:deadline,omitempty Timeout:time.Duration:timeout,omitempty CreatedAt:time.Time:created_at " +
 	"AttemptedAt:*time.Time:attempted_at,omitempty AttemptedBy:string:attempted_by,omitempty " +
 	"StateChangedAt:time.Time:state_changed_at FinalizedAt:*time.Time:finalized_at,omitempty " +
-	"TerminalReason:engine.TerminalReason:terminal_reason,omitempty Lease:*engine.Lease:lease,omitempty " +
-	"Errors:[]engine.AttemptError:errors,omitempty Version:int64:version Checkpoint:json.RawMessage:checkpoint,omitempty " +
-	"Wait:*engine.WaitSummary:wait,omitempty DeadLetterOf:string:dead_letter_of,omitempty RetryOf:string:retry_of,omitempty SupersededBy:string:superseded_by,omitempty} " +
+	"TerminalReason:sluicetype.TerminalReason:terminal_reason,omitempty Lease:*sluicetype.Lease:lease,omitempty " +
+	"Errors:[]sluicetype.AttemptError:errors,omitempty Version:int64:version Checkpoint:json.RawMessage:checkpoint,omitempty " +
+	"Wait:*sluicetype.WaitSummary:wait,omitempty DeadLetterOf:string:dead_letter_of,omitempty RetryOf:string:retry_of,omitempty SupersededBy:string:superseded_by,omitempty} " +
 	"Lease{ID:string:id WorkerID:string:worker_id Fence:int64:fence ExpiresAt:time.Time:expires_at} " +
 	"AttemptError{Attempt:int:attempt Crash:bool:crash At:time.Time:at Worker:string:worker,omitempty Message:string:message Trace:string:trace,omitempty} " +
-	"WaitSummary{Kind:engine.WaitKind:kind Step:int:step Name:string:name Until:time.Time:until,omitzero " +
+	"WaitSummary{Kind:sluicetype.WaitKind:kind Step:int:step Name:string:name Until:time.Time:until,omitzero " +
 	"Signal:string:signal,omitempty Done:int:done,omitempty Total:int:total,omitempty}"
 
 // jobPageShapeOK is whether the types are still those appendJobPage

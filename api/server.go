@@ -17,6 +17,7 @@ import (
 	"unicode"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/outage"
 )
 
 // Prefix is the path under which every route of the API lives.
@@ -113,7 +114,7 @@ type Server struct {
 	view    *viewPolicy
 	// out logs the answers of 503 (the store not answering) once per
 	// outage rather than once per request, and when they stop.
-	out *engine.Outage
+	out *outage.Outage
 }
 
 // route is one method and path pattern with the least role it needs.
@@ -180,7 +181,7 @@ func NewServer(ctl engine.Control, opts ServerOptions) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	s.out = engine.NewOutage(s.log, "api", engine.OutageOptions{})
+	s.out = outage.New(s.log, "api", outage.Options{})
 	if s.idem == nil {
 		if ie, ok := ctl.(IdempotencyEngine); ok && ie.IdempotencyDurable() {
 			s.idem = NewEngineIdempotencyStore(ie, opts.IdempotencyTTL, opts.IdempotencyClaimTTL)
@@ -327,7 +328,7 @@ func (s *Server) handler(rt route) http.Handler {
 func (s *Server) logFailure(rt route, err error) {
 	status, _ := errorResponse(err)
 	switch {
-	case status == http.StatusServiceUnavailable && engine.StoreUnavailable(err):
+	case status == http.StatusServiceUnavailable && outage.StoreUnavailable(err):
 		// Every request meets an outage: say so once (s.out), not per
 		// request. The backoff is the client's (Retry-After).
 		s.out.Fail(err, "route", rt.pattern(), "status", status)

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/redact"
@@ -95,11 +96,11 @@ of eviction. For audit; nothing redrives from it. Read on the store itself
 		Example: `  sluice archive list --store postgres://127.0.0.1/sluice --queue billing --limit 20
   sluice archive list --store postgres://127.0.0.1/sluice --kind invoice.generate -o json`,
 		Args: cobra.NoArgs,
-		RunE: o.with(func(cmd *cobra.Command, a engine.ArchiveStore, _ []string) error {
+		RunE: o.with(func(cmd *cobra.Command, a backend.ArchiveStore, _ []string) error {
 			if limit < 1 || limit > engine.MaxListLimit {
 				return fmt.Errorf("--limit %d: %w: want 1–%d", limit, engine.ErrInvalid, engine.MaxListLimit)
 			}
-			p := &engine.ArchiveListParams{Queue: queue, Kind: kind, Limit: limit}
+			p := &backend.ArchiveListParams{Queue: queue, Kind: kind, Limit: limit}
 			if cursor != "" {
 				c, err := engine.DecodeCursor(cursor)
 				if err != nil {
@@ -146,7 +147,7 @@ of eviction. For audit; nothing redrives from it. Read on the store itself
 		Use:   "show ID",
 		Short: "Show the archived copies of one job, newest eviction first",
 		Args:  cobra.ExactArgs(1),
-		RunE: o.with(func(cmd *cobra.Command, a engine.ArchiveStore, args []string) error {
+		RunE: o.with(func(cmd *cobra.Command, a backend.ArchiveStore, args []string) error {
 			js, err := a.ArchiveGet(cmd.Context(), args[0])
 			if err != nil {
 				return err
@@ -171,7 +172,7 @@ of eviction. For audit; nothing redrives from it. Read on the store itself
 
 // with opens the store --store names (never creating or migrating it),
 // takes its cold archive, runs fn and closes the store.
-func (o *archiveOptions) with(fn func(cmd *cobra.Command, a engine.ArchiveStore, args []string) error) func(*cobra.Command, []string) error {
+func (o *archiveOptions) with(fn func(cmd *cobra.Command, a backend.ArchiveStore, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		if o.output != "table" && o.output != "json" {
 			return fmt.Errorf("-o %q: want table or json", o.output)
@@ -184,7 +185,7 @@ func (o *archiveOptions) with(fn func(cmd *cobra.Command, a engine.ArchiveStore,
 			return err
 		}
 		defer s.Close()
-		a, err := engine.ArchiveOf(s)
+		a, err := backend.ArchiveOf(s)
 		if err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
@@ -56,7 +57,7 @@ func TestWorkerCommand(t *testing.T) {
 	for done := 0; done < len(ids); {
 		done = 0
 		for _, id := range ids {
-			j, err := store.JobGetByID(context.Background(), &engine.JobGetByIDParams{ID: id})
+			j, err := store.JobGetByID(context.Background(), &backend.JobGetByIDParams{ID: id})
 			if err != nil {
 				t.Fatal(err)
 			}

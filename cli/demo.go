@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/demo"
@@ -127,7 +128,7 @@ func runDemo(ctx context.Context, o *demoOptions, lo *logOptions, out io.Writer)
 	// Not a terminal (a pipe, a file, a test): the console cannot be
 	// drawn, the summary can.
 	plain := o.plain || !isTerminal(out)
-	var engStore engine.Store = store
+	var engStore backend.Store = store
 	if plain {
 		engStore = tally.Wrap(store)
 	}

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
@@ -253,11 +254,11 @@ func enqueueSleeps(t *testing.T, e *engine.Engine, n, lo, hi int) []string {
 }
 
 // jobs reads every job by id.
-func jobs(t *testing.T, s engine.Store, ids []string) map[string]*engine.Job {
+func jobs(t *testing.T, s backend.Store, ids []string) map[string]*engine.Job {
 	t.Helper()
 	out := make(map[string]*engine.Job, len(ids))
 	for _, id := range ids {
-		j, err := s.JobGetByID(context.Background(), &engine.JobGetByIDParams{ID: id})
+		j, err := s.JobGetByID(context.Background(), &backend.JobGetByIDParams{ID: id})
 		if err != nil {
 			t.Fatalf("get job %s: %v", id, err)
 		}
@@ -368,7 +369,7 @@ func TestFaultPoisonPillQuarantined(t *testing.T) {
 	started := 0
 	var w *child
 	settled := func() bool {
-		p, err := store.JobGetByID(ctx, &engine.JobGetByIDParams{ID: poison.ID})
+		p, err := store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: poison.ID})
 		if err != nil {
 			t.Fatalf("get poison job: %v", err)
 		}
@@ -390,7 +391,7 @@ func TestFaultPoisonPillQuarantined(t *testing.T) {
 	w.stop(t)
 	t.Logf("settled after %d worker processes", started)
 
-	p, err := store.JobGetByID(ctx, &engine.JobGetByIDParams{ID: poison.ID})
+	p, err := store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: poison.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,7 +413,7 @@ func TestFaultPoisonPillQuarantined(t *testing.T) {
 		}
 	}
 
-	fp, err := store.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: p.Fingerprint})
+	fp, err := store.FingerprintGet(ctx, &backend.FingerprintGetParams{Fingerprint: p.Fingerprint})
 	if err != nil {
 		t.Fatalf("fingerprint record of the poison pill: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/chaos"
 )
@@ -44,7 +45,7 @@ func sleepResumes(t *testing.T, storeURL string) {
 		if first.exited() {
 			t.Fatalf("first worker exited early: %v", first.err)
 		}
-		asleep, err = store.JobGetByID(ctx, &engine.JobGetByIDParams{ID: j.ID})
+		asleep, err = store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: j.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +64,7 @@ func sleepResumes(t *testing.T, storeURL string) {
 		if second.exited() {
 			t.Fatalf("second worker exited: %v", second.err)
 		}
-		done, err = store.JobGetByID(ctx, &engine.JobGetByIDParams{ID: j.ID})
+		done, err = store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: j.ID})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/chaos"
@@ -60,7 +61,7 @@ func workflowResumes(t *testing.T, storeURL string) {
 	})
 	first.kill(t)
 
-	mid, err := store.JobGetByID(ctx, &engine.JobGetByIDParams{ID: j.ID})
+	mid, err := store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: j.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func workflowResumes(t *testing.T, storeURL string) {
 		if second.exited() {
 			t.Fatalf("second worker exited: %v", second.err)
 		}
-		done, err = store.JobGetByID(ctx, &engine.JobGetByIDParams{ID: j.ID})
+		done, err = store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: j.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,11 +155,11 @@ func deadLetterAtomic(t *testing.T, sc storeCase) {
 				"--record", filepath.Join(t.TempDir(), "record.db"), "--no-maintenance")
 			waitFor(t, "the worker to kill itself at the death", 60*time.Second, w.exited)
 
-			got, err := store.JobGetByID(ctx, &engine.JobGetByIDParams{ID: j.ID})
+			got, err := store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: j.ID})
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, dlqErr := store.JobGetByID(ctx, &engine.JobGetByIDParams{ID: engine.DeadLetterID(j.ID)})
+			_, dlqErr := store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: engine.DeadLetterID(j.ID)})
 			if tc.both {
 				if got.State != engine.StateArchived || dlqErr != nil {
 					t.Fatalf("killed after the commit: job %s, dlq: %v; want archived and its dlq: job", got.State, dlqErr)

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/chaos"
@@ -141,7 +142,7 @@ func fourProcesses(t *testing.T, storeURL string, n int) {
 	held := map[string]bool{}
 	var rerun, unrecorded, lateClaims, lateCompletions int
 	for _, id := range ids {
-		j, err := store.JobGetByID(ctx, &engine.JobGetByIDParams{ID: id})
+		j, err := store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: id})
 		if err != nil {
 			t.Fatalf("job %s: %v", id, err)
 		}
@@ -297,7 +298,7 @@ func counts(t *testing.T, e *engine.Engine, queue string) map[engine.State]int64
 }
 
 // runningUnder are the queue's jobs running under a lease of worker.
-func runningUnder(t *testing.T, e *engine.Engine, store engine.Store, queue, worker string) map[string]bool {
+func runningUnder(t *testing.T, e *engine.Engine, store backend.Store, queue, worker string) map[string]bool {
 	t.Helper()
 	ctx := context.Background()
 	out := map[string]bool{}
@@ -308,7 +309,7 @@ func runningUnder(t *testing.T, e *engine.Engine, store engine.Store, queue, wor
 			t.Fatalf("list running jobs: %v", err)
 		}
 		for _, s := range page.Jobs {
-			j, err := store.JobGetByID(ctx, &engine.JobGetByIDParams{ID: s.ID})
+			j, err := store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: s.ID})
 			if err != nil {
 				t.Fatalf("job %s: %v", s.ID, err)
 			}

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/chaos"
 	"github.com/sluicehq/sluice/internal/pgcluster"
@@ -131,7 +132,7 @@ func TestFaultPostgresRestart(t *testing.T) {
 	runs, completions, _ := readSide(t, side)
 	rerun, unrecorded := 0, 0
 	for _, id := range ids {
-		j, err := store.JobGetByID(ctx, &engine.JobGetByIDParams{ID: id})
+		j, err := store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: id})
 		if err != nil {
 			t.Fatalf("job %s: %v", id, err)
 		}
@@ -278,7 +279,7 @@ func TestFaultPostgresConnectionsExhausted(t *testing.T) {
 
 	_, completions, _ := readSide(t, side)
 	for _, id := range ids {
-		j, err := store.JobGetByID(ctx, &engine.JobGetByIDParams{ID: id})
+		j, err := store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: id})
 		if err != nil {
 			t.Fatalf("job %s: %v", id, err)
 		}
@@ -302,7 +303,7 @@ func TestFaultPostgresConnectionsExhausted(t *testing.T) {
 const maxOutageLines = 12
 
 // enforceOutageLines makes more than maxOutageLines a failure: the
-// engine reports store errors through engine.Outage, one WARN per outage
+// engine reports store errors through outage.Outage, one WARN per outage
 // and loop (before it, some 130 lines per worker across a 2 s restart).
 const enforceOutageLines = true
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -23,7 +24,7 @@ const faultConcurrency = 8
 const faultPrefetch = "100"
 
 // heldBy returns the jobs running in the store under worker's lease.
-func heldBy(t *testing.T, s engine.Store, ids []string, worker string) map[string]bool {
+func heldBy(t *testing.T, s backend.Store, ids []string, worker string) map[string]bool {
 	t.Helper()
 	held := map[string]bool{}
 	for id, j := range jobs(t, s, ids) {
@@ -67,7 +68,7 @@ func TestFaultPrefetchReleasedOnStop(t *testing.T) {
 				t.Errorf("job %s available after the stop was charged: attempt %d, crash_attempt %d, errors %+v, lease %+v",
 					id, j.Attempt, j.CrashAttempt, j.Errors, j.Lease)
 			}
-			evs, err := store.JobEventList(context.Background(), &engine.JobEventListParams{JobID: id})
+			evs, err := store.JobEventList(context.Background(), &backend.JobEventListParams{JobID: id})
 			if err != nil {
 				t.Fatal(err)
 			}

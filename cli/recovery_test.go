@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/chaos"
 )
@@ -88,7 +89,7 @@ func TestFaultRecoveryAfterPillKill(t *testing.T) {
 		if recovered == 0 && completedAll(innocents)() {
 			recovered = time.Since(due)
 		}
-		p, err := store.JobGetByID(ctx, &engine.JobGetByIDParams{ID: pill.ID})
+		p, err := store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: pill.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +99,7 @@ func TestFaultRecoveryAfterPillKill(t *testing.T) {
 		w.stop(t)
 	}
 
-	p, err := store.JobGetByID(ctx, &engine.JobGetByIDParams{ID: pill.ID})
+	p, err := store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: pill.ID})
 	if err != nil {
 		t.Fatal(err)
 	}

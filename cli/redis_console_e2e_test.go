@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
-	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/demo"
 )
@@ -123,7 +123,7 @@ func firstErrors(t *testing.T, storeURL string, ids map[string]string) map[strin
 	defer store.Close()
 	out := map[string]string{}
 	for id := range ids {
-		j, err := store.JobGetByID(ctx, &engine.JobGetByIDParams{ID: id})
+		j, err := store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: id})
 		if err != nil {
 			t.Fatalf("job %s: %v", id, err)
 		}

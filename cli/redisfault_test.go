@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
 	"github.com/sluicehq/sluice/engine"
@@ -119,13 +120,13 @@ func redisRestart(t *testing.T, kill bool) {
 // checkLivedThrough holds jobs whose processes all lived through a store
 // fault to it: each completed with no lease, no crash charged, at most
 // one accepted completion in the side table. It logs the reruns.
-func checkLivedThrough(t *testing.T, store engine.Store, ids []string, side, why string) {
+func checkLivedThrough(t *testing.T, store backend.Store, ids []string, side, why string) {
 	t.Helper()
 	ctx := context.Background()
 	runs, completions, _ := readSide(t, side)
 	rerun, unrecorded := 0, 0
 	for _, id := range ids {
-		j, err := store.JobGetByID(ctx, &engine.JobGetByIDParams{ID: id})
+		j, err := store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: id})
 		if err != nil {
 			t.Fatalf("job %s: %v", id, err)
 		}

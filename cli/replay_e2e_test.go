@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/engine"
 )
@@ -43,7 +44,7 @@ func TestConsoleReplayFromStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	j, err := store.JobGetByID(context.Background(), &engine.JobGetByIDParams{ID: m[1]})
+	j, err := store.JobGetByID(context.Background(), &backend.JobGetByIDParams{ID: m[1]})
 	if err != nil {
 		t.Fatalf("the replay %s: %v", m[1], err)
 	}
@@ -51,7 +52,7 @@ func TestConsoleReplayFromStep(t *testing.T) {
 	if err != nil || cp.ForkedFrom == nil || cp.ForkedFrom.JobID != "W-1" || cp.ForkedFrom.Step != 3 || len(cp.Steps) != 2 {
 		t.Fatalf("the replay's checkpoint %+v (%v)", cp, err)
 	}
-	orig, err := store.JobGetByID(context.Background(), &engine.JobGetByIDParams{ID: "W-1"})
+	orig, err := store.JobGetByID(context.Background(), &backend.JobGetByIDParams{ID: "W-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func TestConsoleReplayFromStepWithResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	j, err := store.JobGetByID(context.Background(), &engine.JobGetByIDParams{ID: m[1]})
+	j, err := store.JobGetByID(context.Background(), &backend.JobGetByIDParams{ID: m[1]})
 	if err != nil {
 		t.Fatalf("the replay %s: %v", m[1], err)
 	}
@@ -112,7 +113,7 @@ func TestConsoleReplayFromStepWithResult(t *testing.T) {
 	if err := json.Unmarshal(cp.Steps[1].Result, &got); err != nil || got.Fixed != 1 || got.Note != "by hand" {
 		t.Fatalf("step 2's result in the replay: %s (%v), want the replacement", cp.Steps[1].Result, err)
 	}
-	orig, err := store.JobGetByID(context.Background(), &engine.JobGetByIDParams{ID: "W-1"})
+	orig, err := store.JobGetByID(context.Background(), &backend.JobGetByIDParams{ID: "W-1"})
 	if err != nil {
 		t.Fatal(err)
 	}

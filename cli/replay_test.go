@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
@@ -53,7 +54,7 @@ func workflowDeadStore(t *testing.T) string {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		j, err := s.JobGetByID(context.Background(), &engine.JobGetByIDParams{ID: "W-1"})
+		j, err := s.JobGetByID(context.Background(), &backend.JobGetByIDParams{ID: "W-1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +94,7 @@ func TestJobsReplayCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	j, err := s.JobGetByID(context.Background(), &engine.JobGetByIDParams{ID: "W-1b"})
+	j, err := s.JobGetByID(context.Background(), &backend.JobGetByIDParams{ID: "W-1b"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/api/apimetrics"
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/demo"
@@ -252,7 +253,7 @@ func runServe(ctx context.Context, o *serveOptions, lo *logOptions, out io.Write
 
 // startEmbedded starts an engine over store that runs maintenance and, with
 // demoWorkers, the demo kinds on the demo queues.
-func startEmbedded(ctx context.Context, store engine.Store, cfg engine.Config, demoWorkers bool) (*engine.Engine, error) {
+func startEmbedded(ctx context.Context, store backend.Store, cfg engine.Config, demoWorkers bool) (*engine.Engine, error) {
 	if demoWorkers {
 		cfg.Queues = map[string]engine.QueueConfig{}
 		for _, q := range demo.Queues {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
@@ -50,7 +51,7 @@ func TestJobsSignalCommand(t *testing.T) {
 		if code != tc.code || !strings.Contains(got, tc.out) {
 			t.Fatalf("%s: exit %d, out %q, stderr %q; want exit %d with %q", tc.name, code, out, stderr, tc.code, tc.out)
 		}
-		sigs, err := s.SignalList(ctx, &engine.SignalListParams{JobID: "pay-1", Name: "paid"})
+		sigs, err := s.SignalList(ctx, &backend.SignalListParams{JobID: "pay-1", Name: "paid"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +59,7 @@ func TestJobsSignalCommand(t *testing.T) {
 			t.Fatalf("%s: %d signals buffered, want %d", tc.name, len(sigs), tc.signals)
 		}
 	}
-	sigs, err := s.SignalList(ctx, &engine.SignalListParams{JobID: "pay-1"})
+	sigs, err := s.SignalList(ctx, &backend.SignalListParams{JobID: "pay-1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/chaos"
@@ -64,7 +65,7 @@ func bouncerURL(t *testing.T, server, schema string) string {
 // urlSetup opens (creating and migrating) the store a URL names for a
 // fault test, with an engine that only enqueues and reads: no queues, no
 // maintenance, so every claim, crash and reap is the children's.
-func urlSetup(t *testing.T, storeURL string) (store engine.Store, e *engine.Engine) {
+func urlSetup(t *testing.T, storeURL string) (store backend.Store, e *engine.Engine) {
 	t.Helper()
 	store = pgcluster.OpenStore(t, storeURL)
 	e, err := engine.New(store, engine.Config{NoMaintenance: true})

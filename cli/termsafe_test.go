@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
@@ -50,7 +51,7 @@ func TestCommandsShowJobTextEscaped(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		j, err := s.JobGetByID(ctx, &engine.JobGetByIDParams{ID: "H-1"})
+		j, err := s.JobGetByID(ctx, &backend.JobGetByIDParams{ID: "H-1"})
 		if err == nil && j.State == engine.StateArchived {
 			break
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/chaos"
 )
@@ -39,21 +40,21 @@ func pillUnderOneWorkerID(t *testing.T, storeURL string) {
 	waitFor(t, "the poison pill quarantined", 2*time.Minute, func() bool {
 		if w == nil || w.exited() {
 			if starts == maxStarts {
-				p, _ := store.JobGetByID(ctx, &engine.JobGetByIDParams{ID: pill.ID})
+				p, _ := store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: pill.ID})
 				t.Fatalf("%d starts of %s and the pill is not quarantined: %s crash_attempt %d, errors %+v",
 					starts, name, p.State, p.CrashAttempt, p.Errors)
 			}
 			starts++
 			w = startWorker(t, bin, storeURL, name, "--crash-limit", "3")
 		}
-		p, err := store.JobGetByID(ctx, &engine.JobGetByIDParams{ID: pill.ID})
+		p, err := store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: pill.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return p.State == engine.StateQuarantined
 	})
 	w.stop(t)
-	p, err := store.JobGetByID(ctx, &engine.JobGetByIDParams{ID: pill.ID})
+	p, err := store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: pill.ID})
 	if err != nil {
 		t.Fatal(err)
 	}

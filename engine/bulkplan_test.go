@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
 )
@@ -14,7 +15,7 @@ import (
 // killJobs runs workers whose handler always fails (one attempt) until
 // every named job has died: the new ones are enqueued, and any of them
 // already available (an operator retry) is claimed again and dies again.
-func killJobs(t *testing.T, store engine.Store, queue string, enqueue []string, wait ...string) {
+func killJobs(t *testing.T, store backend.Store, queue string, enqueue []string, wait ...string) {
 	t.Helper()
 	ctx := context.Background()
 	e, err := engine.New(store, engine.Config{
@@ -57,7 +58,7 @@ func killJobs(t *testing.T, store engine.Store, queue string, enqueue []string, 
 
 // operatorEngine is an engine with no workers and no maintenance of its
 // own, the operator's side: its operations run when the test says.
-func operatorEngine(t *testing.T, store engine.Store) *engine.Engine {
+func operatorEngine(t *testing.T, store backend.Store) *engine.Engine {
 	t.Helper()
 	e, err := engine.New(store, engine.Config{MaintenanceInterval: time.Hour})
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+
+	"github.com/sluicehq/sluice/backend"
 )
 
 // checkpointer group-commits step checkpoints: a step's write joins the
@@ -21,7 +23,7 @@ type checkpointer struct {
 }
 
 type checkpointWrite struct {
-	item JobCheckpointItem
+	item backend.JobCheckpointItem
 	done chan error
 }
 
@@ -30,8 +32,8 @@ const checkpointBatch = 1000
 
 // write records one step's checkpoint under ref and returns once it is
 // committed or refused.
-func (c *checkpointer) write(ctx context.Context, ref JobRef, raw json.RawMessage) error {
-	w := &checkpointWrite{item: JobCheckpointItem{JobRef: ref, Checkpoint: raw}, done: make(chan error, 1)}
+func (c *checkpointer) write(ctx context.Context, ref backend.JobRef, raw json.RawMessage) error {
+	w := &checkpointWrite{item: backend.JobCheckpointItem{JobRef: ref, Checkpoint: raw}, done: make(chan error, 1)}
 	c.mu.Lock()
 	c.pending = append(c.pending, w)
 	lead := !c.busy
@@ -63,11 +65,11 @@ func (c *checkpointer) flush(ctx context.Context, own *checkpointWrite) {
 			return
 		}
 		c.mu.Unlock()
-		items := make([]JobCheckpointItem, len(batch))
+		items := make([]backend.JobCheckpointItem, len(batch))
 		for i, w := range batch {
 			items[i] = w.item
 		}
-		errs, err := c.e.store.JobCheckpoint(ctx, &JobCheckpointParams{Items: items})
+		errs, err := c.e.store.JobCheckpoint(ctx, &backend.JobCheckpointParams{Items: items})
 		if err == nil && len(errs) != len(batch) {
 			err = fmt.Errorf("checkpoint: %d results for %d writes", len(errs), len(batch))
 		}

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/internal/outage"
 )
 
 // completer writes successful outcomes in batches: whatever has piled up
@@ -23,7 +26,7 @@ type completer struct {
 
 type completion struct {
 	r    *runState
-	item JobCompleteItem
+	item backend.JobCompleteItem
 }
 
 func newCompleter(e *Engine) *completer {
@@ -36,7 +39,7 @@ func newCompleter(e *Engine) *completer {
 }
 
 func (c *completer) add(r *runState, del bool) {
-	c.ch <- completion{r: r, item: JobCompleteItem{JobRef: r.ref, Delete: del}}
+	c.ch <- completion{r: r, item: backend.JobCompleteItem{JobRef: r.ref, Delete: del}}
 }
 
 // close writes what is queued and stops the completer. Every handler has
@@ -133,13 +136,13 @@ func (c *completer) fill(batch *[]completion) {
 // their write is done.
 func (c *completer) flush(batch []completion) {
 	e := c.e
-	items := make([]JobCompleteItem, len(batch))
+	items := make([]backend.JobCompleteItem, len(batch))
 	for i, cm := range batch {
 		items[i] = cm.item
 	}
 	ctx := context.WithoutCancel(e.hardCtx)
 	for {
-		res, err := e.store.JobCompleteMany(ctx, &JobCompleteManyParams{Items: items, EndProbation: true})
+		res, err := e.store.JobCompleteMany(ctx, &backend.JobCompleteManyParams{Items: items, EndProbation: true})
 		if err == nil {
 			e.outComplete.Succeed()
 			for i, cm := range batch {
@@ -162,7 +165,7 @@ func (c *completer) flush(batch []completion) {
 			return
 		}
 		e.contact.fail()
-		if !StoreUnavailable(err) {
+		if !outage.StoreUnavailable(err) {
 			e.log.Warn("completions not written; retrying", "jobs", len(items), "err", err)
 		}
 		wait := e.outComplete.Fail(err, "jobs", len(items))

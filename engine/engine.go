@@ -11,21 +11,25 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/internal/outage"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Engine enqueues jobs, runs the workers of the queues it is configured
 // with, and takes its turn at maintenance. Several engines (processes) may
 // share one store.
 type Engine struct {
-	store Store
+	store backend.Store
 	cfg   Config
 	log   *slog.Logger
 	// claimDeadlinePlan is what every claim writes on jobs past their
 	// deadline.
-	claimDeadlinePlan ClaimDeadlineWrite
+	claimDeadlinePlan backend.ClaimDeadlineWrite
 	// holdRow is the table's row for a quarantined fingerprint's waiting
 	// jobs.
-	holdRow Transition
+	holdRow backend.Transition
 
 	mu    sync.RWMutex
 	kinds map[string]*Kind
@@ -69,23 +73,23 @@ type Engine struct {
 	// out* report each loop's store outages: one WARN when one begins,
 	// one INFO when it ends, and the loop's backoff meanwhile
 	// (outage.go). Each claim loop has its own (queueRunner.out).
-	outComplete  *Outage
-	outOutcome   *Outage
-	outHeartbeat *Outage
-	outRenew     *Outage
-	outMaint     *Outage
-	outOps       *Outage
+	outComplete  *outage.Outage
+	outOutcome   *outage.Outage
+	outHeartbeat *outage.Outage
+	outRenew     *outage.Outage
+	outMaint     *outage.Outage
+	outOps       *outage.Outage
 }
 
 // New builds an engine over store. Register kinds and death handlers, then
 // Start it to run workers and maintenance; Enqueue works without Start.
-func New(store Store, cfg Config) (*Engine, error) {
+func New(store backend.Store, cfg Config) (*Engine, error) {
 	if store == nil {
 		return nil, fmt.Errorf("%w: nil store", ErrInvalid)
 	}
 	cfg = cfg.withDefaults()
 	for name := range cfg.Queues {
-		if err := validName("queue", name); err != nil {
+		if err := sluicetype.ValidateName("queue", name); err != nil {
 			return nil, err
 		}
 	}
@@ -105,16 +109,16 @@ func New(store Store, cfg Config) (*Engine, error) {
 		opsWake: make(chan struct{}, 1),
 	}
 	// Completions retry from 20ms up to 2s.
-	e.outComplete = NewOutage(e.log, "complete", OutageOptions{MinBackoff: 20 * time.Millisecond, MaxBackoff: 2 * time.Second})
+	e.outComplete = outage.New(e.log, "complete", outage.Options{MinBackoff: 20 * time.Millisecond, MaxBackoff: 2 * time.Second})
 	// Outcomes other than success retry on their own (finishWithRetry);
 	// this only reports the ones given up.
-	e.outOutcome = NewOutage(e.log, "outcome", OutageOptions{})
+	e.outOutcome = outage.New(e.log, "outcome", outage.Options{})
 	// The heartbeat and renewals keep their cadence (see leaseLoop).
-	e.outHeartbeat = NewOutage(e.log, "heartbeat", OutageOptions{})
-	e.outRenew = NewOutage(e.log, "lease renewal", OutageOptions{})
-	maint := OutageOptions{MinBackoff: cfg.MaintenanceInterval, MaxBackoff: max(cfg.MaintenanceInterval, DefaultOutageMaxBackoff)}
-	e.outMaint = NewOutage(e.log, "maintenance", maint)
-	e.outOps = NewOutage(e.log, "operations", maint)
+	e.outHeartbeat = outage.New(e.log, "heartbeat", outage.Options{})
+	e.outRenew = outage.New(e.log, "lease renewal", outage.Options{})
+	maint := outage.Options{MinBackoff: cfg.MaintenanceInterval, MaxBackoff: max(cfg.MaintenanceInterval, outage.DefaultOutageMaxBackoff)}
+	e.outMaint = outage.New(e.log, "maintenance", maint)
+	e.outOps = outage.New(e.log, "operations", maint)
 	e.queues = make(map[string]*queueRunner, len(cfg.Queues))
 	for name, q := range cfg.Queues {
 		e.queues[name] = newQueueRunner(e, name, q)
@@ -137,14 +141,14 @@ func New(store Store, cfg Config) (*Engine, error) {
 	if e.claimDeadlinePlan, err = claimDeadlinePlan(cfg.WorkerID); err != nil {
 		return nil, err
 	}
-	if e.holdRow, err = transitionFor(TriggerHold); err != nil {
+	if e.holdRow, err = backend.TransitionFor(backend.TriggerHold); err != nil {
 		return nil, err
 	}
 	return e, nil
 }
 
 // Store returns the store the engine runs on.
-func (e *Engine) Store() Store { return e.store }
+func (e *Engine) Store() backend.Store { return e.store }
 
 // WorkerID is this engine's incarnation as its leases and heartbeats name
 // it: Config.WorkerID (or host/pid) and a random suffix.
@@ -155,7 +159,7 @@ func (e *Engine) Config() Config { return e.cfg }
 
 // Register adds a kind this engine can run. Register before Start.
 func (e *Engine) Register(k Kind) error {
-	if err := validName("kind", k.Name); err != nil {
+	if err := sluicetype.ValidateName("kind", k.Name); err != nil {
 		return err
 	}
 	if k.Handler == nil {
@@ -223,7 +227,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		// first leases for a dead process's.
 		if err := e.heartbeat(ctx); err != nil {
 			e.contact.fail()
-			if StoreUnavailable(err) {
+			if outage.StoreUnavailable(err) {
 				e.outHeartbeat.Fail(err)
 			} else {
 				e.log.Warn("first heartbeat failed", "err", err)
@@ -240,7 +244,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	if !e.cfg.NoMaintenance {
 		e.spawn(e.maintenanceLoop)
-		if Declares(e.store, CapabilityOperations) {
+		if backend.Declares(e.store, backend.CapabilityOperations) {
 			e.spawn(e.operationLoop)
 		}
 	}
@@ -300,7 +304,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	if len(e.queues) > 0 {
 		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer dcancel()
-		if err := e.store.WorkerDelete(dctx, &WorkerDeleteParams{ID: e.cfg.WorkerID}); err != nil {
+		if err := e.store.WorkerDelete(dctx, &backend.WorkerDeleteParams{ID: e.cfg.WorkerID}); err != nil {
 			e.log.Warn("worker record not removed", "err", err)
 		}
 	}
@@ -323,11 +327,11 @@ func (e *Engine) releaseUnfinished(ctx context.Context, held []*runState, msg st
 
 // shutdownPlan hands a job this process still holds back to available,
 // charging nothing.
-func shutdownPlan(r *runState, worker, msg string) *JobFinishParams {
-	return &JobFinishParams{
-		JobRef: r.ref, To: StateAvailable, Schedule: ScheduleNow,
-		Counts: []CountDelta{{Queue: r.queue, From: StateRunning, To: StateAvailable, N: 1}},
-		Event: &EventWrite{Kind: EventShutdown, Actor: worker, From: StateRunning, To: StateAvailable,
+func shutdownPlan(r *runState, worker, msg string) *backend.JobFinishParams {
+	return &backend.JobFinishParams{
+		JobRef: r.ref, To: StateAvailable, Schedule: backend.ScheduleNow,
+		Counts: []backend.CountDelta{{Queue: r.queue, From: StateRunning, To: StateAvailable, N: 1}},
+		Event: &backend.EventWrite{Kind: EventShutdown, Actor: worker, From: StateRunning, To: StateAvailable,
 			Attempt: r.attempt + 1, Message: msg},
 	}
 }
@@ -338,7 +342,7 @@ func (e *Engine) heartbeat(ctx context.Context) error {
 	for q := range e.queues {
 		queues = append(queues, q)
 	}
-	return e.store.WorkerHeartbeat(ctx, &WorkerHeartbeatParams{
+	return e.store.WorkerHeartbeat(ctx, &backend.WorkerHeartbeatParams{
 		ID: e.cfg.WorkerID, Host: host, PID: os.Getpid(), Queues: queues,
 		TTL: e.heartbeatTTL(),
 	})

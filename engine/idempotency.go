@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/sluicehq/sluice/backend"
 )
 
 // Idempotency keys committed with the mutation.
@@ -36,97 +38,6 @@ const (
 	DefaultIdempotencyClaimTTL = time.Minute
 )
 
-// IdempotencyStore is the capability of a store that keeps idempotency
-// keys. A store that has it declares CapabilityIdempotency and keeps these
-// rules (backend/backendtest checks them):
-//
-//   - IdempotencyClaim is atomic: of two concurrent claims of a free key,
-//     one gets the token, the other ErrIdempotencyInFlight.
-//   - Every write transaction whose context carries a key
-//     (IdempotencyWriteFrom) checks, in that transaction, that the key is
-//     in flight under that token, and records the write as the step the
-//     context names, with the result the method returns (JSON). Without
-//     the claim it fails with ErrIdempotencyInFlight and changes nothing;
-//     a step recorded before fails it with ErrConflict.
-//   - Records expire TTL after their claim; an expired record is treated
-//     as absent and deleted by IdempotencyDeleteExpired.
-type IdempotencyStore interface {
-	// IdempotencyClaim claims Key for a request whose content hashes to
-	// RequestHash. It returns the claim with a token when the key was
-	// free, expired, or held by a claim that expired (the claim then lists
-	// the steps the earlier holder committed); the stored response
-	// (Token empty) when the same request completed before;
-	// ErrIdempotencyInFlight while another claim holds the key, and
-	// ErrIdempotencyMismatch when the key was claimed for another request.
-	IdempotencyClaim(ctx context.Context, p *IdempotencyClaimParams) (*IdempotencyClaim, error)
-	// IdempotencyRenew extends a claim; ErrIdempotencyInFlight when the
-	// token no longer holds the key.
-	IdempotencyRenew(ctx context.Context, p *IdempotencyRenewParams) error
-	// IdempotencyComplete stores the response of the request that holds
-	// the claim and ends the claim: later claims get the response.
-	// ErrIdempotencyInFlight when the token no longer holds the key.
-	IdempotencyComplete(ctx context.Context, p *IdempotencyCompleteParams) error
-	// IdempotencyRelease gives a claim up without a response: the record
-	// is deleted when no step was committed under it, else its claim is
-	// expired so that the next request takes it over at once.
-	IdempotencyRelease(ctx context.Context, p *IdempotencyReleaseParams) error
-	// IdempotencyDeleteExpired deletes up to Limit expired records and
-	// returns how many.
-	IdempotencyDeleteExpired(ctx context.Context, p *IdempotencyDeleteExpiredParams) (int, error)
-}
-
-type IdempotencyClaimParams struct {
-	// Key is already scoped by the caller (the API: to caller, method and
-	// path).
-	Key string
-	// RequestHash identifies the request's content: the same key with
-	// another hash is ErrIdempotencyMismatch.
-	RequestHash string
-	// TTL is how long the record lives (DefaultIdempotencyTTL when 0).
-	TTL time.Duration
-	// ClaimTTL is how long the claim holds without renewal
-	// (DefaultIdempotencyClaimTTL when 0).
-	ClaimTTL time.Duration
-}
-
-// IdempotencyClaim is what IdempotencyClaim found.
-type IdempotencyClaim struct {
-	Key string
-	// Token is set when this call holds the key; the mutation runs with
-	// WithIdempotency and ends with IdempotencyComplete or
-	// IdempotencyRelease.
-	Token string
-	// Response is the stored response of the request that completed under
-	// the key (Token is empty then).
-	Response []byte
-	// Steps are the results of the steps an earlier holder of the key
-	// committed before its claim expired, by step name.
-	Steps map[string]json.RawMessage
-	// ExpiresAt is when the record expires.
-	ExpiresAt time.Time
-}
-
-type IdempotencyRenewParams struct {
-	Key      string
-	Token    string
-	ClaimTTL time.Duration
-}
-
-type IdempotencyCompleteParams struct {
-	Key      string
-	Token    string
-	Response []byte
-}
-
-type IdempotencyReleaseParams struct {
-	Key   string
-	Token string
-}
-
-type IdempotencyDeleteExpiredParams struct {
-	Limit int
-}
-
 // IdempotencyParams is the key a mutation runs under, from a claim.
 type IdempotencyParams struct {
 	Key   string
@@ -136,19 +47,14 @@ type IdempotencyParams struct {
 	Steps map[string]json.RawMessage
 }
 
-// IdempotencyWrite names the key, claim token and step a store write runs
-// under.
-type IdempotencyWrite struct {
-	Key, Token, Step string
-}
-
 // idemStepMain names the one write of a mutation that makes one.
 const idemStepMain = "main"
 
 type idemKey struct{}
 
-// idemValue is what the context carries: the key, and the step the next
-// write is.
+// idemValue is what the context carries for the engine: the key and its
+// recorded steps, and the step the next write is. The store reads the
+// same key, token and step from backend.IdempotencyWriteFrom.
 type idemValue struct {
 	p    *IdempotencyParams // nil: WithoutIdempotency
 	step string
@@ -157,7 +63,7 @@ type idemValue struct {
 // WithIdempotency runs the mutations made with the returned context under
 // p's key: the store commits each write with its step record.
 func WithIdempotency(ctx context.Context, p IdempotencyParams) context.Context {
-	return context.WithValue(ctx, idemKey{}, &idemValue{p: &p, step: idemStepMain})
+	return withIdempotency(ctx, &idemValue{p: &p, step: idemStepMain})
 }
 
 // WithoutIdempotency returns ctx without a key: its writes are not steps
@@ -166,17 +72,7 @@ func WithoutIdempotency(ctx context.Context) context.Context {
 	if _, ok := ctx.Value(idemKey{}).(*idemValue); !ok {
 		return ctx
 	}
-	return context.WithValue(ctx, idemKey{}, &idemValue{})
-}
-
-// IdempotencyWriteFrom returns the key a store write made with ctx runs
-// under, if any. It costs one context lookup when there is none.
-func IdempotencyWriteFrom(ctx context.Context) (IdempotencyWrite, bool) {
-	v, ok := ctx.Value(idemKey{}).(*idemValue)
-	if !ok || v.p == nil {
-		return IdempotencyWrite{}, false
-	}
-	return IdempotencyWrite{Key: v.p.Key, Token: v.p.Token, Step: v.step}, true
+	return withIdempotency(ctx, &idemValue{})
 }
 
 // withIdempotencyStep names the step the writes made with the returned
@@ -186,7 +82,17 @@ func withIdempotencyStep(ctx context.Context, step string) context.Context {
 	if !ok || v.p == nil {
 		return ctx
 	}
-	return context.WithValue(ctx, idemKey{}, &idemValue{p: v.p, step: step})
+	return withIdempotency(ctx, &idemValue{p: v.p, step: step})
+}
+
+// withIdempotency puts v on ctx for the engine and its write for the
+// store.
+func withIdempotency(ctx context.Context, v *idemValue) context.Context {
+	ctx = context.WithValue(ctx, idemKey{}, v)
+	if v.p == nil {
+		return backend.WithoutIdempotencyWrite(ctx)
+	}
+	return backend.WithIdempotencyWrite(ctx, backend.IdempotencyWrite{Key: v.p.Key, Token: v.p.Token, Step: v.step})
 }
 
 // replayed returns the recorded result of the step ctx names when an
@@ -217,8 +123,8 @@ func applyStep(i int) string { return "apply/" + strconv.Itoa(i) }
 
 // ---- The engine's side ----
 
-func (e *Engine) idempotencyStore() (IdempotencyStore, error) {
-	if !Declares(e.store, CapabilityIdempotency) {
+func (e *Engine) idempotencyStore() (backend.IdempotencyStore, error) {
+	if !backend.Declares(e.store, backend.CapabilityIdempotency) {
 		return nil, fmt.Errorf("%w: the %s store keeps no idempotency keys", ErrUnsupported, e.store.Backend())
 	}
 	return e.store, nil
@@ -295,7 +201,7 @@ func (e *Engine) sweepIdempotency(ctx context.Context) error {
 		return nil
 	}
 	for range 10 {
-		n, err := is.IdempotencyDeleteExpired(ctx, &IdempotencyDeleteExpiredParams{Limit: maintenanceBatch})
+		n, err := is.IdempotencyDeleteExpired(ctx, &backend.IdempotencyDeleteExpiredParams{Limit: maintenanceBatch})
 		if err != nil {
 			return fmt.Errorf("idempotency sweep: %w", err)
 		}
@@ -307,54 +213,3 @@ func (e *Engine) sweepIdempotency(ctx context.Context) error {
 }
 
 // ---- Results that travel as JSON ----
-
-// jobInsertResultJSON is a JobInsertResult as a step records it.
-type jobInsertResultJSON struct {
-	Job      *Job   `json:"job,omitempty"`
-	Existing bool   `json:"existing,omitempty"`
-	Error    string `json:"error,omitempty"`
-	Reason   string `json:"reason,omitempty"`
-}
-
-// MarshalJSON keeps the error as its message and reason code.
-func (r JobInsertResult) MarshalJSON() ([]byte, error) {
-	v := jobInsertResultJSON{Job: r.Job, Existing: r.Existing}
-	if r.Err != nil {
-		v.Error, v.Reason = r.Err.Error(), ReasonCode(r.Err)
-	}
-	return json.Marshal(v)
-}
-
-// UnmarshalJSON restores the error as one that matches the sentinel its
-// reason code names.
-func (r *JobInsertResult) UnmarshalJSON(b []byte) error {
-	var v jobInsertResultJSON
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	*r = JobInsertResult{Job: v.Job, Existing: v.Existing}
-	if v.Error != "" || v.Reason != "" {
-		r.Err = &recordedError{msg: v.Error, sentinel: sentinelOf(v.Reason)}
-	}
-	return nil
-}
-
-// recordedError is an error read back from a record: its message, and
-// the sentinel its reason code names.
-type recordedError struct {
-	msg      string
-	sentinel error
-}
-
-func (e *recordedError) Error() string { return e.msg }
-func (e *recordedError) Unwrap() error { return e.sentinel }
-
-// sentinelOf is the sentinel a ReasonCode names.
-func sentinelOf(reason string) error {
-	for _, s := range []error{ErrNotFound, ErrWrongState, ErrQuarantined, ErrConflict, ErrInvalid, ErrUnsupported} {
-		if ReasonCode(s) == reason {
-			return s
-		}
-	}
-	return errors.New(reason)
-}

@@ -406,7 +406,7 @@ func TestLastErrorText(t *testing.T) {
 		want string
 	}{
 		{"with errors", Job{State: StateArchived, Errors: []AttemptError{{Message: "a"}, {Message: "b"}}}, "b"},
-		{"past its deadline at the claim", Job{State: StateArchived, TerminalReason: ReasonDeadlineExceeded}, msgDeadlineBeforeRun},
+		{"past its deadline at the claim", Job{State: StateArchived, TerminalReason: ReasonDeadlineExceeded}, MessageDeadlineBeforeRun},
 		{"held by a quarantine", Job{State: StateQuarantined, TerminalReason: "held"}, "held"},
 		{"cancelled", Job{State: StateCancelled, TerminalReason: "cancelled"}, ""},
 		{"available", Job{State: StateAvailable}, ""},

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
 )
@@ -28,27 +29,27 @@ func TestLeaseLostLoggedOnlyWhenTrue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ins []*engine.JobInsertParams
+	var ins []*backend.JobInsertParams
 	for _, id := range []string{"finished", "running"} {
-		ins = append(ins, &engine.JobInsertParams{ID: id, Queue: "q", Kind: "k", SchemaVersion: 1, MaxAttempts: 3})
+		ins = append(ins, &backend.JobInsertParams{ID: id, Queue: "q", Kind: "k", SchemaVersion: 1, MaxAttempts: 3})
 	}
-	if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: ins}); err != nil {
+	if _, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: ins}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: "q", WorkerID: "w", LeaseID: "L1", Limit: 2,
+	res, err := s.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", WorkerID: "w", LeaseID: "L1", Limit: 2,
 		Kinds: map[string]int{"k": 1}, LeaseDuration: time.Minute})
 	if err != nil || len(res.Jobs) != 2 {
 		t.Fatalf("claim: %v %+v", err, res)
 	}
 	// Both leases go: each job completes (one by this worker's own
 	// outcome, the other as another worker that took it over would).
-	items := make([]engine.JobCompleteItem, len(res.Jobs))
+	items := make([]backend.JobCompleteItem, len(res.Jobs))
 	held := map[string]context.Context{}
 	for i, j := range res.Jobs {
-		items[i] = engine.JobCompleteItem{JobRef: engine.JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Lease.Fence}}
+		items[i] = backend.JobCompleteItem{JobRef: backend.JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Lease.Fence}}
 		held[j.ID] = e.HoldForTest(j, j.ID == "finished")
 	}
-	if errs, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: items}); err != nil || errs[0] != nil || errs[1] != nil {
+	if errs, err := s.JobCompleteMany(ctx, &backend.JobCompleteManyParams{Items: items}); err != nil || errs[0] != nil || errs[1] != nil {
 		t.Fatalf("complete: %v %v", err, errs)
 	}
 

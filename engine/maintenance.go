@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/internal/outage"
 )
 
 // leaseLoop renews this process's leases and says it lives. A job whose
@@ -31,7 +34,7 @@ func (e *Engine) leaseLoop() {
 			err := e.heartbeat(ctx)
 			if err != nil && ctx.Err() == nil {
 				e.contact.fail()
-				if !StoreUnavailable(err) {
+				if !outage.StoreUnavailable(err) {
 					e.log.Warn("heartbeat failed", "err", err)
 				}
 				e.outHeartbeat.Fail(err)
@@ -56,15 +59,15 @@ func (e *Engine) renewLeases(ctx context.Context) {
 	if len(held) == 0 {
 		return
 	}
-	refs := make([]JobRef, len(held))
+	refs := make([]backend.JobRef, len(held))
 	for i, r := range held {
 		refs[i] = r.ref
 	}
-	res, err := e.store.JobLeaseRenew(ctx, &JobLeaseRenewParams{Items: refs, LeaseDuration: e.cfg.LeaseDuration})
+	res, err := e.store.JobLeaseRenew(ctx, &backend.JobLeaseRenewParams{Items: refs, LeaseDuration: e.cfg.LeaseDuration})
 	if err != nil {
 		if ctx.Err() == nil {
 			e.contact.fail()
-			if !StoreUnavailable(err) {
+			if !outage.StoreUnavailable(err) {
 				e.log.Warn("lease renewal failed", "jobs", len(refs), "err", err)
 			}
 			// Like the heartbeat, renewals keep their cadence: a lease
@@ -117,7 +120,7 @@ func (e *Engine) maintenanceLoop() {
 		if wait, down := e.maintainTick(ctx); down {
 			// The store did not answer: back off rather than meet it
 			// again at every tick.
-			if !sleepCtx(ctx, wait) {
+			if !outage.Sleep(ctx, wait) {
 				return
 			}
 			t.Reset(e.cfg.MaintenanceInterval)
@@ -152,7 +155,7 @@ func (e *Engine) maintainTick(ctx context.Context) (time.Duration, bool) {
 			return 0, false
 		}
 		began := time.Now()
-		lead, err := e.store.LeaderAttempt(ctx, &LeaderAttemptParams{
+		lead, err := e.store.LeaderAttempt(ctx, &backend.LeaderAttemptParams{
 			Name: task.name, Holder: e.cfg.WorkerID, TTL: e.leaderTTL(),
 		})
 		if err == nil {
@@ -167,7 +170,7 @@ func (e *Engine) maintainTick(ctx context.Context) (time.Duration, bool) {
 				return 0, false
 			}
 			e.contact.fail()
-			if !StoreUnavailable(err) {
+			if !outage.StoreUnavailable(err) {
 				e.log.Warn("maintenance lease failed", "task", task.name, "err", err)
 				continue
 			}
@@ -178,7 +181,7 @@ func (e *Engine) maintainTick(ctx context.Context) (time.Duration, bool) {
 		}
 		if err := task.run(ctx); err != nil && ctx.Err() == nil {
 			e.contact.fail()
-			if !StoreUnavailable(err) {
+			if !outage.StoreUnavailable(err) {
 				e.log.Warn("maintenance task failed", "task", task.name, "err", err)
 				continue
 			}
@@ -197,7 +200,7 @@ func (e *Engine) resignAll() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	for _, name := range []string{taskSchedule, taskReap, taskRetention, taskReconcile} {
-		_ = e.store.LeaderResign(ctx, &LeaderResignParams{Name: name, Holder: e.cfg.WorkerID})
+		_ = e.store.LeaderResign(ctx, &backend.LeaderResignParams{Name: name, Holder: e.cfg.WorkerID})
 	}
 }
 
@@ -211,7 +214,7 @@ func (e *Engine) RunMaintenance(ctx context.Context) {
 // scheduleDue moves due scheduled and retryable jobs to available and wakes
 // this process's runners of their queues.
 func (e *Engine) scheduleDue(ctx context.Context) error {
-	row, err := transitionFor(TriggerDue)
+	row, err := backend.TransitionFor(backend.TriggerDue)
 	if err != nil {
 		return err
 	}
@@ -221,7 +224,7 @@ func (e *Engine) scheduleDue(ctx context.Context) error {
 		return cmp.Compare(boolInt(b == StateRetryable), boolInt(a == StateRetryable))
 	})
 	for range 10 {
-		queues, err := e.store.JobScheduleDue(ctx, &JobScheduleDueParams{From: from, To: row.To, Limit: maintenanceBatch})
+		queues, err := e.store.JobScheduleDue(ctx, &backend.JobScheduleDueParams{From: from, To: row.To, Limit: maintenanceBatch})
 		if err != nil {
 			return fmt.Errorf("schedule due jobs: %w", err)
 		}
@@ -243,7 +246,7 @@ func (e *Engine) scheduleDue(ctx context.Context) error {
 // its start or its last outage, so that the living workers have had time
 // to reconnect and beat again.
 func (e *Engine) reap(ctx context.Context) error {
-	expired, err := e.store.JobListExpiredLeases(ctx, &JobListExpiredLeasesParams{Limit: maintenanceBatch})
+	expired, err := e.store.JobListExpiredLeases(ctx, &backend.JobListExpiredLeasesParams{Limit: maintenanceBatch})
 	if err != nil {
 		return fmt.Errorf("list expired leases: %w", err)
 	}
@@ -257,15 +260,15 @@ func (e *Engine) reap(ctx context.Context) error {
 		if j.Lease == nil {
 			continue
 		}
-		ref := JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Lease.Fence}
+		ref := backend.JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Lease.Fence}
 		var res handlerResult
 		switch {
 		case x.WorkerAlive || j.Lease.WorkerID == e.cfg.WorkerID:
-			res = handlerResult{trigger: TriggerLeaseLost, message: fmt.Sprintf("lease of worker %s expired while it lives; released without charge", j.Lease.WorkerID)}
+			res = handlerResult{trigger: backend.TriggerLeaseLost, message: fmt.Sprintf("lease of worker %s expired while it lives; released without charge", j.Lease.WorkerID)}
 		case !trusted:
 			continue
 		default:
-			res = handlerResult{trigger: TriggerCrash, message: fmt.Sprintf("worker %s stopped heartbeating while running the job (process gone)", j.Lease.WorkerID)}
+			res = handlerResult{trigger: backend.TriggerCrash, message: fmt.Sprintf("worker %s stopped heartbeating while running the job (process gone)", j.Lease.WorkerID)}
 			res.before = chargeBy
 			res.checkpoint = crashedStepCheckpoint(j, res.message)
 		}
@@ -279,7 +282,7 @@ func (e *Engine) reap(ctx context.Context) error {
 func (e *Engine) sweepRetention(ctx context.Context) error {
 	perQueue := e.queueOverrides()
 	for range 10 {
-		n, err := e.store.JobDeleteExpired(ctx, &JobDeleteExpiredParams{
+		n, err := e.store.JobDeleteExpired(ctx, &backend.JobDeleteExpiredParams{
 			Retention: e.cfg.Retention, QueueRetention: perQueue, Limit: maintenanceBatch,
 		})
 		if err != nil {
@@ -299,7 +302,7 @@ func (e *Engine) sweepRetention(ctx context.Context) error {
 // recount reads every job — seconds at a million — which a console or
 // worker just started should not wait behind.
 func (e *Engine) reconcileCounts(ctx context.Context) error {
-	if !Declares(e.store, CapabilityCounts) {
+	if !backend.Declares(e.store, backend.CapabilityCounts) {
 		return nil
 	}
 	last := e.lastReconcile.Load()

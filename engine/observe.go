@@ -1,6 +1,10 @@
 package engine
 
-import "time"
+import (
+	"time"
+
+	"github.com/sluicehq/sluice/backend"
+)
 
 // Observer is told what this engine's workers do, for metrics. Set it as
 // Config.Observer; nil (the default) costs nothing.
@@ -43,13 +47,13 @@ func (e *Engine) handlerStart() time.Time {
 }
 
 // observeHandler reports a handler run that began at began.
-func (e *Engine) observeHandler(r *runState, j *Job, t Trigger, began time.Time) {
+func (e *Engine) observeHandler(r *runState, j *Job, t backend.Trigger, began time.Time) {
 	if e.cfg.Observer != nil {
 		e.reportHandler(r, j, t, began)
 	}
 }
 
-func (e *Engine) reportHandler(r *runState, j *Job, t Trigger, began time.Time) {
+func (e *Engine) reportHandler(r *runState, j *Job, t backend.Trigger, began time.Time) {
 	o := e.cfg.Observer
 	outcome := string(t)
 	if r.abandoned.Load() {
@@ -60,13 +64,13 @@ func (e *Engine) reportHandler(r *runState, j *Job, t Trigger, began time.Time) 
 
 // observeClaim reports the jobs a claim took and those it archived for
 // their passed deadline.
-func (e *Engine) observeClaim(res *JobClaimResult) {
+func (e *Engine) observeClaim(res *backend.JobClaimResult) {
 	if e.cfg.Observer != nil {
 		e.reportClaim(res)
 	}
 }
 
-func (e *Engine) reportClaim(res *JobClaimResult) {
+func (e *Engine) reportClaim(res *backend.JobClaimResult) {
 	o := e.cfg.Observer
 	for _, j := range res.Jobs {
 		o.JobTransition(j.Queue, j.Kind, StateAvailable, StateRunning)

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/internal/outage"
 )
 
 // operationLeaseTTL is how long an operation stays leased between
@@ -29,7 +32,7 @@ func (e *Engine) operationLoop() {
 			did, err := e.RunOperation(ctx)
 			if err != nil && ctx.Err() == nil {
 				e.contact.fail()
-				if !StoreUnavailable(err) {
+				if !outage.StoreUnavailable(err) {
 					e.log.Warn("operation run failed", "err", err)
 				} else {
 					wait = e.outOps.Fail(err)
@@ -45,7 +48,7 @@ func (e *Engine) operationLoop() {
 		if wait > 0 {
 			// The store did not answer: back off rather than retry at
 			// every tick or wake-up.
-			if !sleepCtx(ctx, wait) {
+			if !outage.Sleep(ctx, wait) {
 				return
 			}
 			continue
@@ -63,7 +66,7 @@ func (e *Engine) operationLoop() {
 // its end (or until ctx ends). It reports whether it found one. Commands
 // that act on a store with no engine running call it themselves.
 func (e *Engine) RunOperation(ctx context.Context) (bool, error) {
-	lease, err := e.store.OperationClaim(ctx, &OperationClaimParams{Holder: e.cfg.WorkerID, TTL: e.operationLeaseTTL()})
+	lease, err := e.store.OperationClaim(ctx, &backend.OperationClaimParams{Holder: e.cfg.WorkerID, TTL: e.operationLeaseTTL()})
 	if err != nil {
 		return false, fmt.Errorf("claim operation: %w", err)
 	}
@@ -79,7 +82,7 @@ func (e *Engine) RunOperation(ctx context.Context) (bool, error) {
 	}
 	op = liftCutoff(op)
 	finish := func(status OperationStatus, msg string) error {
-		done, err := e.store.OperationFinish(ctx, &OperationFinishParams{
+		done, err := e.store.OperationFinish(ctx, &backend.OperationFinishParams{
 			ID: op.ID, Holder: lease.Holder, Fence: lease.Fence, Status: status, Error: msg,
 		})
 		if errors.Is(err, ErrLeaseLost) {
@@ -94,7 +97,7 @@ func (e *Engine) RunOperation(ctx context.Context) (bool, error) {
 		}
 		return nil
 	}
-	spec, err := SpecFor(op.Action)
+	spec, err := backend.SpecFor(op.Action)
 	if err != nil {
 		return true, finish(OperationFailed, err.Error())
 	}
@@ -109,7 +112,7 @@ func (e *Engine) RunOperation(ctx context.Context) (bool, error) {
 		// holds within a tenth of a second, not in bursts of a second's.
 		batch = min(batch, max(1, op.Rate/10))
 	}
-	event := EventWrite{Kind: spec.Event, Actor: op.CreatedBy, To: spec.To,
+	event := backend.EventWrite{Kind: spec.Event, Actor: op.CreatedBy, To: spec.To,
 		Message: "bulk " + string(op.Action) + " (operation " + op.ID + ")"}
 	cursor := lease.Cursor
 	start := time.Now()
@@ -128,9 +131,9 @@ func (e *Engine) RunOperation(ctx context.Context) (bool, error) {
 			case <-time.After(time.Until(due)):
 			}
 		}
-		res, err := e.store.OperationProcessBatch(ctx, &OperationProcessBatchParams{
+		res, err := e.store.OperationProcessBatch(ctx, &backend.OperationProcessBatchParams{
 			ID: op.ID, Holder: lease.Holder, Fence: lease.Fence, After: cursor,
-			Spec: spec, Selector: sel.storeFilter(), Cutoff: cutoff,
+			Spec: spec, Selector: storeFilter(sel), Cutoff: cutoff,
 			Limit: batch, Window: operationWindow * batch, Event: event, TTL: e.operationLeaseTTL(),
 		})
 		switch {

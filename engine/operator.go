@@ -12,24 +12,14 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // The embedded engine's Control: the operator surface over its own store.
 
 var _ Control = (*Engine)(nil)
-
-// Paging limits of ListJobs.
-const (
-	DefaultListLimit = 50
-	MaxListLimit     = 200
-	// DryRunExactLimit is how far a dry run counts exactly; past it the
-	// count is an estimate, flagged as such.
-	DryRunExactLimit = 10_000_000
-	// BulkSampleSize is how many matching jobs a dry run shows.
-	BulkSampleSize = 20
-	// OperationBatch is the most jobs one operation transaction changes.
-	OperationBatch = 1000
-)
 
 // Meta describes this engine; embedded callers are admins.
 func (e *Engine) Meta(ctx context.Context) (*Meta, error) {
@@ -64,7 +54,7 @@ func (e *Engine) ListJobs(ctx context.Context, p ListJobsParams) (*JobPage, erro
 		reverse = c.Dir == CursorPrev
 	}
 	var scan ScanReport
-	rows, err := e.store.JobList(ctx, &JobListParams{Filter: p.Filter.storeFilter(), After: after, Reverse: reverse, Limit: limit + 1, Scan: &scan})
+	rows, err := e.store.JobListPage(ctx, &backend.JobListPageParams{Filter: storeFilter(p.Filter), After: after, Reverse: reverse, Limit: limit + 1, Scan: &scan})
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
@@ -106,14 +96,14 @@ func (e *Engine) ListJobs(ctx context.Context, p ListJobsParams) (*JobPage, erro
 
 // GetJob returns a job with its timeline.
 func (e *Engine) GetJob(ctx context.Context, id string, includePayload bool) (*JobDetail, error) {
-	if err := noSuchID("job", id); err != nil {
+	if err := sluicetype.NoSuchID("job", id); err != nil {
 		return nil, err
 	}
-	j, err := e.store.JobGetByID(ctx, &JobGetByIDParams{ID: id, IncludePayload: includePayload})
+	j, err := e.store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: id, IncludePayload: includePayload})
 	if err != nil {
 		return nil, err
 	}
-	ev, err := e.store.JobEventList(ctx, &JobEventListParams{JobID: id})
+	ev, err := e.store.JobEventList(ctx, &backend.JobEventListParams{JobID: id})
 	if err != nil {
 		return nil, fmt.Errorf("job %s timeline: %w", id, err)
 	}
@@ -128,11 +118,11 @@ func (e *Engine) GetJob(ctx context.Context, id string, includePayload bool) (*J
 // Counts reads the maintained counters.
 func (e *Engine) Counts(ctx context.Context, queue string) (*Counts, error) {
 	if queue != "" {
-		if err := validName("queue", queue); err != nil {
+		if err := sluicetype.ValidateName("queue", queue); err != nil {
 			return nil, err
 		}
 	}
-	byQueue, err := e.store.JobCountByQueue(ctx, &JobCountByQueueParams{Queue: queue})
+	byQueue, err := e.store.JobCountByQueue(ctx, &backend.JobCountByQueueParams{Queue: queue})
 	if err != nil {
 		return nil, fmt.Errorf("counts: %w", err)
 	}
@@ -171,11 +161,11 @@ func (e *Engine) CountJobs(ctx context.Context, p CountJobsParams) (*JobCounts, 
 		f := p.Filter
 		f.States = []State{s}
 		var scan ScanReport
-		q := &JobCountParams{Filter: f.storeFilter(), Max: limit, Scan: &scan}
+		q := &backend.JobCountMatchingParams{Filter: storeFilter(f), Max: limit, Scan: &scan}
 		if p.Whole {
 			q.Scan = nil // no budget: the store reads on to the end
 		}
-		n, capped, err := e.store.JobCount(ctx, q)
+		n, capped, err := e.store.JobCountMatching(ctx, q)
 		if err != nil {
 			return nil, fmt.Errorf("count jobs in %s: %w", s, err)
 		}
@@ -205,7 +195,7 @@ func (e *Engine) ErrorGroups(ctx context.Context, f Filter) ([]ErrorGroup, error
 	if len(f.States) == 0 {
 		f.States = deadStates
 	}
-	groups, err := e.store.JobErrorGroups(ctx, &JobErrorGroupsParams{Filter: f.storeFilter(), Limit: 200})
+	groups, err := e.store.JobErrorGroups(ctx, &backend.JobErrorGroupsParams{Filter: storeFilter(f), Limit: 200})
 	if err != nil {
 		return nil, fmt.Errorf("error groups: %w", err)
 	}
@@ -293,10 +283,10 @@ func (e *Engine) PauseQueue(ctx context.Context, queue string) error {
 	if _, ok, err := replayed[struct{}](ctx); ok {
 		return err
 	}
-	if err := validName("queue", queue); err != nil {
+	if err := sluicetype.ValidateName("queue", queue); err != nil {
 		return err
 	}
-	return e.store.QueuePause(ctx, &QueuePauseParams{Queue: queue, Actor: ActorFrom(ctx)})
+	return e.store.QueuePause(ctx, &backend.QueuePauseParams{Queue: queue, Actor: ActorFrom(ctx)})
 }
 
 // ResumeQueue lets workers claim from queue again.
@@ -304,10 +294,10 @@ func (e *Engine) ResumeQueue(ctx context.Context, queue string) error {
 	if _, ok, err := replayed[struct{}](ctx); ok {
 		return err
 	}
-	if err := validName("queue", queue); err != nil {
+	if err := sluicetype.ValidateName("queue", queue); err != nil {
 		return err
 	}
-	if err := e.store.QueueResume(ctx, &QueuePauseParams{Queue: queue, Actor: ActorFrom(ctx)}); err != nil {
+	if err := e.store.QueueResume(ctx, &backend.QueuePauseParams{Queue: queue, Actor: ActorFrom(ctx)}); err != nil {
 		return err
 	}
 	e.wake(queue)
@@ -316,32 +306,32 @@ func (e *Engine) ResumeQueue(ctx context.Context, queue string) error {
 
 // act applies action a to one job through its spec, with the event the
 // engine writes for it.
-func (e *Engine) act(ctx context.Context, a Action, id string, p JobActionParams) (*Job, error) {
-	if err := noSuchID("job", id); err != nil {
+func (e *Engine) act(ctx context.Context, a Action, id string, p backend.JobActionParams) (*Job, error) {
+	if err := sluicetype.NoSuchID("job", id); err != nil {
 		return nil, err
 	}
-	spec, err := SpecFor(a)
+	spec, err := backend.SpecFor(a)
 	if err != nil {
 		return nil, err
 	}
 	p.ID, p.Spec = id, spec
-	p.Event = EventWrite{Kind: spec.Event, Actor: ActorFrom(ctx), To: spec.To, Message: p.Event.Message}
+	p.Event = backend.EventWrite{Kind: spec.Event, Actor: ActorFrom(ctx), To: spec.To, Message: p.Event.Message}
 	return e.store.JobAction(ctx, &p)
 }
 
 // Retry makes a dead job available again with one more attempt.
 func (e *Engine) Retry(ctx context.Context, id string, opts RetryOptions) (*Job, error) {
-	if err := noSuchID("job", id); err != nil {
+	if err := sluicetype.NoSuchID("job", id); err != nil {
 		return nil, err
 	}
 	if j, ok, err := replayed[*Job](ctx); ok {
 		return j, err
 	}
-	p := JobActionParams{Force: opts.Force, Deadline: opts.Deadline}
+	p := backend.JobActionParams{Force: opts.Force, Deadline: opts.Deadline}
 	if opts.Force {
 		// The text names what the force passed; superseded_by is set once
 		// and never changes, so reading it first is safe.
-		cur, err := e.store.JobGetByID(ctx, &JobGetByIDParams{ID: id})
+		cur, err := e.store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: id})
 		if err != nil {
 			return nil, err
 		}
@@ -364,7 +354,7 @@ func (e *Engine) Cancel(ctx context.Context, id string) (*Job, error) {
 	if j, ok, err := replayed[*Job](ctx); ok {
 		return j, err
 	}
-	j, err := e.act(ctx, ActionCancel, id, JobActionParams{})
+	j, err := e.act(ctx, ActionCancel, id, backend.JobActionParams{})
 	if err != nil {
 		return nil, err
 	}
@@ -380,7 +370,7 @@ func (e *Engine) Delete(ctx context.Context, id string) error {
 	if _, ok, err := replayed[struct{}](ctx); ok {
 		return err
 	}
-	if _, err := e.act(ctx, ActionDelete, id, JobActionParams{}); err != nil {
+	if _, err := e.act(ctx, ActionDelete, id, backend.JobActionParams{}); err != nil {
 		return err
 	}
 	e.publish(Change{Kind: ChangeJob, JobID: id, State: StateDeleted})
@@ -392,7 +382,7 @@ func (e *Engine) ReleaseJob(ctx context.Context, id string) (*Job, error) {
 	if j, ok, err := replayed[*Job](ctx); ok {
 		return j, err
 	}
-	j, err := e.act(ctx, ActionRelease, id, JobActionParams{Event: EventWrite{Message: "job released"}})
+	j, err := e.act(ctx, ActionRelease, id, backend.JobActionParams{Event: backend.EventWrite{Message: "job released"}})
 	if err != nil {
 		return nil, err
 	}
@@ -404,7 +394,7 @@ func (e *Engine) ReleaseJob(ctx context.Context, id string) (*Job, error) {
 // UpdatePayload replaces a job's payload if nobody changed it since the
 // editor read version.
 func (e *Engine) UpdatePayload(ctx context.Context, id string, payload json.RawMessage, version int64) (*Job, error) {
-	if err := noSuchID("job", id); err != nil {
+	if err := sluicetype.NoSuchID("job", id); err != nil {
 		return nil, err
 	}
 	if j, ok, err := replayed[*Job](ctx); ok {
@@ -414,7 +404,7 @@ func (e *Engine) UpdatePayload(ctx context.Context, id string, payload json.RawM
 	if err != nil {
 		return nil, fmt.Errorf("job %s: %w", id, err)
 	}
-	cur, err := e.store.JobGetByID(ctx, &JobGetByIDParams{ID: id, IncludePayload: true})
+	cur, err := e.store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: id, IncludePayload: true})
 	if err != nil {
 		return nil, err
 	}
@@ -435,9 +425,9 @@ func (e *Engine) UpdatePayload(ctx context.Context, id string, payload json.RawM
 		parts = append(parts, "fingerprint "+cur.Fingerprint+" → "+fp)
 	}
 	msg := strings.Join(parts, "; ")
-	j, err := e.store.JobUpdatePayload(ctx, &JobUpdatePayloadParams{
+	j, err := e.store.JobUpdatePayload(ctx, &backend.JobUpdatePayloadParams{
 		ID: id, Payload: clean, Fingerprint: fp, Version: version,
-		Event: EventWrite{Kind: EventPayloadEdited, Actor: ActorFrom(ctx), Message: msg},
+		Event: backend.EventWrite{Kind: EventPayloadEdited, Actor: ActorFrom(ctx), Message: msg},
 	})
 	if err != nil {
 		return nil, err
@@ -448,7 +438,7 @@ func (e *Engine) UpdatePayload(ctx context.Context, id string, payload json.RawM
 
 // RetryWithInput enqueues a corrected copy of a job, linked both ways.
 func (e *Engine) RetryWithInput(ctx context.Context, id string, p RetryWithInputParams) (*Job, error) {
-	if err := noSuchID("job", id); err != nil {
+	if err := sluicetype.NoSuchID("job", id); err != nil {
 		return nil, err
 	}
 	if j, ok, err := replayed[*Job](ctx); ok {
@@ -458,7 +448,7 @@ func (e *Engine) RetryWithInput(ctx context.Context, id string, p RetryWithInput
 	if err != nil {
 		return nil, fmt.Errorf("job %s: %w", id, err)
 	}
-	orig, err := e.store.JobGetByID(ctx, &JobGetByIDParams{ID: id})
+	orig, err := e.store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: id})
 	if err != nil {
 		return nil, err
 	}
@@ -476,10 +466,10 @@ func (e *Engine) RetryWithInput(ctx context.Context, id string, p RetryWithInput
 		return nil, fmt.Errorf("job %s: %w", id, err)
 	}
 	actor := ActorFrom(ctx)
-	j, err := e.store.JobRetryWithInput(ctx, &JobRetryWithInputParams{
+	j, err := e.store.JobRetryCopy(ctx, &backend.JobRetryCopyParams{
 		ID: id, NewID: newID, Payload: clean, Fingerprint: fp,
-		OriginalEvent: EventWrite{Kind: EventRetried, Actor: actor, Message: "retried with new input as " + newID},
-		CopyEvent:     EventWrite{Kind: EventRetried, Actor: actor, To: StateAvailable, Message: "retry of " + id + " with new input"},
+		OriginalEvent: backend.EventWrite{Kind: EventRetried, Actor: actor, Message: "retried with new input as " + newID},
+		CopyEvent:     backend.EventWrite{Kind: EventRetried, Actor: actor, To: StateAvailable, Message: "retry of " + id + " with new input"},
 	})
 	if err != nil {
 		return nil, err
@@ -531,27 +521,6 @@ func (e *Engine) actionFunc(a Action) (func(context.Context, string) error, erro
 	return nil, fmt.Errorf("%w: unknown action %q (retry, cancel, delete, release)", ErrInvalid, a)
 }
 
-// ReasonCode turns an error into the short code Apply reports.
-func ReasonCode(err error) string {
-	switch {
-	case err == nil:
-		return ""
-	case errors.Is(err, ErrNotFound):
-		return "not_found"
-	case errors.Is(err, ErrWrongState):
-		return "wrong_state"
-	case errors.Is(err, ErrQuarantined):
-		return "quarantined"
-	case errors.Is(err, ErrConflict):
-		return "conflict"
-	case errors.Is(err, ErrInvalid):
-		return "invalid"
-	case errors.Is(err, ErrUnsupported):
-		return "unsupported"
-	}
-	return "error"
-}
-
 // Bulk previews or starts an operation over every job the selector matches.
 // A dry run counts the jobs that entered their state by the store's now and
 // returns that as a plan; a run given the plan takes only those (see
@@ -565,7 +534,7 @@ func (e *Engine) Bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 			return nil, err
 		}
 	}
-	spec, err := SpecFor(p.Action)
+	spec, err := backend.SpecFor(p.Action)
 	if err != nil {
 		return nil, err
 	}
@@ -617,7 +586,7 @@ func (e *Engine) Bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 		cutoff = &now
 	}
 	if any {
-		n, capped, err := e.store.JobCount(ctx, &JobCountParams{Filter: sel.storeFilter(), ExcludeSuperseded: !sel.IncludeSuperseded,
+		n, capped, err := e.store.JobCountMatching(ctx, &backend.JobCountMatchingParams{Filter: storeFilter(sel), ExcludeSuperseded: !sel.IncludeSuperseded,
 			Max: DryRunExactLimit, AsOf: cutoff})
 		if err != nil {
 			return nil, fmt.Errorf("bulk count: %w", err)
@@ -632,7 +601,7 @@ func (e *Engine) Bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 			// Newest first from just past the cutoff: the sample shows
 			// only jobs the plan covers.
 			after := &Cursor{At: cutoff.Add(time.Nanosecond), Dir: CursorNext}
-			sample, err := e.store.JobList(ctx, &JobListParams{Filter: sel.storeFilter(), ExcludeSuperseded: !sel.IncludeSuperseded,
+			sample, err := e.store.JobListPage(ctx, &backend.JobListPageParams{Filter: storeFilter(sel), ExcludeSuperseded: !sel.IncludeSuperseded,
 				After: after, Limit: BulkSampleSize})
 			if err != nil {
 				return nil, fmt.Errorf("bulk sample: %w", err)
@@ -651,7 +620,7 @@ func (e *Engine) Bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 		c := p.Plan.Cutoff.UTC()
 		stored.PlanCutoff = &c
 	}
-	op, err := e.store.OperationInsert(ctx, &OperationInsertParams{
+	op, err := e.store.OperationInsert(ctx, &backend.OperationInsertParams{
 		ID: v7.String(), Action: p.Action, Selector: stored,
 		CreatedBy: ActorFrom(ctx), Matched: res.Matched, Rate: p.RatePerSecond,
 	})
@@ -672,7 +641,7 @@ func checkPlan(p *BulkParams) error {
 	if pl.Cutoff.IsZero() {
 		return fmt.Errorf("%w: plan: no cutoff", ErrInvalid)
 	}
-	if err := checkQueryTime(pl.Cutoff); err != nil {
+	if err := sluicetype.CheckQueryTime(pl.Cutoff); err != nil {
 		return fmt.Errorf("%w: plan: %v", ErrInvalid, err)
 	}
 	if err := pl.Selector.Validate(); err != nil {
@@ -684,7 +653,7 @@ func checkPlan(p *BulkParams) error {
 	if p.Action != pl.Action {
 		return fmt.Errorf("%w: plan is for %s, not %s", ErrInvalid, pl.Action, p.Action)
 	}
-	spec, err := SpecFor(pl.Action)
+	spec, err := backend.SpecFor(pl.Action)
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
@@ -723,10 +692,10 @@ func liftCutoff(op *Operation) *Operation {
 
 // Operation returns one bulk operation.
 func (e *Engine) Operation(ctx context.Context, id string) (*Operation, error) {
-	if err := noSuchID("operation", id); err != nil {
+	if err := sluicetype.NoSuchID("operation", id); err != nil {
 		return nil, err
 	}
-	op, err := e.store.OperationGet(ctx, &OperationGetParams{ID: id})
+	op, err := e.store.OperationGet(ctx, &backend.OperationGetParams{ID: id})
 	return liftCutoff(op), err
 }
 
@@ -746,7 +715,7 @@ func (e *Engine) Operations(ctx context.Context, limit int, cursor string) (*Ope
 		}
 		after = &Cursor{At: c.CreatedAt, ID: c.ID}
 	}
-	ops, err := e.store.OperationList(ctx, &OperationListParams{After: after, Limit: limit + 1})
+	ops, err := e.store.OperationList(ctx, &backend.OperationListParams{After: after, Limit: limit + 1})
 	if err != nil {
 		return nil, fmt.Errorf("operations: %w", err)
 	}
@@ -765,7 +734,7 @@ func (e *Engine) Operations(ctx context.Context, limit int, cursor string) (*Ope
 // CancelOperation stops a pending or running operation after its current
 // batch.
 func (e *Engine) CancelOperation(ctx context.Context, id string) (*Operation, error) {
-	if err := noSuchID("operation", id); err != nil {
+	if err := sluicetype.NoSuchID("operation", id); err != nil {
 		return nil, err
 	}
 	if op, ok, err := replayed[*Operation](ctx); ok {
@@ -775,7 +744,7 @@ func (e *Engine) CancelOperation(ctx context.Context, id string) (*Operation, er
 	if a := ActorFrom(ctx); a != "" {
 		msg = "cancelled by " + a
 	}
-	op, err := e.store.OperationCancel(ctx, &OperationCancelParams{ID: id, Message: msg})
+	op, err := e.store.OperationCancel(ctx, &backend.OperationCancelParams{ID: id, Message: msg})
 	if err != nil {
 		return nil, err
 	}
@@ -785,7 +754,7 @@ func (e *Engine) CancelOperation(ctx context.Context, id string) (*Operation, er
 
 // Quarantine lists quarantined and probationary fingerprints.
 func (e *Engine) Quarantine(ctx context.Context) ([]*Fingerprint, error) {
-	fps, err := e.store.FingerprintList(ctx, &FingerprintListParams{Limit: 1000})
+	fps, err := e.store.FingerprintList(ctx, &backend.FingerprintListParams{Limit: 1000})
 	if err != nil {
 		return nil, err
 	}
@@ -795,22 +764,52 @@ func (e *Engine) Quarantine(ctx context.Context) ([]*Fingerprint, error) {
 // ReleaseFingerprint lifts a quarantine and returns how many held jobs
 // went back to available.
 func (e *Engine) ReleaseFingerprint(ctx context.Context, fingerprint string) (int, error) {
-	if err := noSuchID("fingerprint", fingerprint); err != nil {
+	if err := sluicetype.NoSuchID("fingerprint", fingerprint); err != nil {
 		return 0, err
 	}
 	if n, ok, err := replayed[int](ctx); ok {
 		return n, err
 	}
-	spec, err := SpecFor(ActionRelease)
+	spec, err := backend.SpecFor(ActionRelease)
 	if err != nil {
 		return 0, err
 	}
-	n, err := e.store.FingerprintRelease(ctx, &FingerprintReleaseParams{Fingerprint: fingerprint, Spec: spec,
-		Event: EventWrite{Kind: spec.Event, Actor: ActorFrom(ctx), To: spec.To, Message: "fingerprint released"}})
+	n, err := e.store.FingerprintRelease(ctx, &backend.FingerprintReleaseParams{Fingerprint: fingerprint, Spec: spec,
+		Event: backend.EventWrite{Kind: spec.Event, Actor: ActorFrom(ctx), To: spec.To, Message: "fingerprint released"}})
 	if err != nil {
 		return 0, err
 	}
 	e.wakeAll()
 	e.publish(Change{Kind: ChangeJob, State: StateAvailable})
 	return n, nil
+}
+
+// capabilityNames is the wire form of a capability list.
+func capabilityNames(cs []backend.Capability) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = string(c)
+	}
+	return out
+}
+
+// BulkSelector narrows a selector to the states its action changes. It
+// reports false when none is left or the action is unknown.
+func BulkSelector(a sluicetype.Action, f sluicetype.Filter) (sluicetype.Filter, bool) {
+	spec, err := backend.SpecFor(a)
+	if err != nil {
+		return f, false
+	}
+	return spec.Narrow(f)
+}
+
+// ActionFrom is the states a job must be in for a to act on it, from the
+// transition table: a screen refuses an action the job's state does not
+// take before it asks to confirm it.
+func ActionFrom(a Action) ([]State, error) {
+	spec, err := backend.SpecFor(a)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Clone(spec.From), nil
 }

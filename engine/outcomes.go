@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/sluicehq/sluice/backend"
 )
 
 // Handler outcomes other than success and an ordinary error. A handler
@@ -40,22 +42,22 @@ func (e *undecodableError) Unwrap() error { return e.err }
 func Undecodable(err error) error { return &undecodableError{err: err} }
 
 // outcome maps a handler's return to the table's trigger.
-func outcome(err error) (Trigger, time.Duration) {
+func outcome(err error) (backend.Trigger, time.Duration) {
 	if err == nil {
-		return TriggerSuccess, 0
+		return backend.TriggerSuccess, 0
 	}
 	var sk *skipError
 	var sn *snoozeError
 	var un *undecodableError
 	switch {
 	case errors.As(err, &sk):
-		return TriggerSkip, 0
+		return backend.TriggerSkip, 0
 	case errors.As(err, &sn):
-		return TriggerSnooze, sn.d
+		return backend.TriggerSnooze, sn.d
 	case errors.As(err, &un):
-		return TriggerUndecodable, 0
+		return backend.TriggerUndecodable, 0
 	case errors.Is(err, revokeError{}):
-		return TriggerRevoke, 0
+		return backend.TriggerRevoke, 0
 	}
-	return TriggerError, 0
+	return backend.TriggerError, 0
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
@@ -18,7 +19,7 @@ import (
 // run (counted in runs), with the crash limit given, and returns it with
 // a function that waits for the next death and returns the job as the
 // store has it.
-func pillEngine(t *testing.T, s engine.Store, crashLimit int, runs *atomic.Int32) (*engine.Engine, func(what string) *engine.Job) {
+func pillEngine(t *testing.T, s backend.Store, crashLimit int, runs *atomic.Int32) (*engine.Engine, func(what string) *engine.Job) {
 	t.Helper()
 	ctx := context.Background()
 	e, err := engine.New(s, engine.Config{
@@ -133,7 +134,7 @@ type blinkingStore struct {
 	failed atomic.Int32
 }
 
-func (s *blinkingStore) FingerprintGet(ctx context.Context, p *engine.FingerprintGetParams) (*engine.Fingerprint, error) {
+func (s *blinkingStore) FingerprintGet(ctx context.Context, p *backend.FingerprintGetParams) (*engine.Fingerprint, error) {
 	if s.fails.Add(-1) >= 0 {
 		s.failed.Add(1)
 		return nil, fmt.Errorf("read fingerprint: %w", syscall.ECONNRESET)

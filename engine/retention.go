@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // queueOverrides is the retention each queue overrides, from
@@ -84,7 +86,7 @@ func ParseRetention(specs []string) (defaults map[State]time.Duration, perQueue 
 		if !st.Terminal() {
 			return nil, nil, fmt.Errorf("%w: retention %q: %q is not a terminal state (completed, archived, quarantined, undecodable, cancelled)", ErrInvalid, spec, state)
 		}
-		if hasQueue && !namePattern.MatchString(queue) {
+		if hasQueue && sluicetype.ValidateName("queue", queue) != nil {
 			return nil, nil, fmt.Errorf("%w: retention %q: queue name %q does not match %s", ErrInvalid, spec, queue, NamePattern)
 		}
 		d, err := parseRetentionDuration(val)

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Signals and wakes: Control.Signal, the worker's check after a signal
@@ -20,7 +23,7 @@ const MaxSignalPayload = 1 << 20
 // wakes the job at once if it waits for that name. ErrNotFound for no
 // such job; a *StateError for a terminal one.
 func (e *Engine) Signal(ctx context.Context, id, name string, payload json.RawMessage) (*Signal, error) {
-	if err := validName("signal", name); err != nil {
+	if err := sluicetype.ValidateName("signal", name); err != nil {
 		return nil, err
 	}
 	if len(payload) == 0 {
@@ -32,22 +35,22 @@ func (e *Engine) Signal(ctx context.Context, id, name string, payload json.RawMe
 	if !json.Valid(payload) {
 		return nil, fmt.Errorf("%w: signal payload is not JSON", ErrInvalid)
 	}
-	if err := checkStorableJSON("signal payload", payload); err != nil {
+	if err := sluicetype.CheckStorableJSON("signal payload", payload); err != nil {
 		return nil, err
 	}
-	if err := noSuchID("job", id); err != nil {
+	if err := sluicetype.NoSuchID("job", id); err != nil {
 		return nil, err
 	}
 	// The job as it is now: when it waits for this signal, the wake goes
 	// in the signal's own write, so a process that dies after the send
 	// leaves no signal buffered beside a job still asleep.
-	before, err := e.store.JobGetByID(ctx, &JobGetByIDParams{ID: id})
+	before, err := e.store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: id})
 	if err != nil {
 		return nil, fmt.Errorf("signal job %s: %w", id, err)
 	}
-	sp := &SignalSendParams{JobID: id, Name: name, Payload: payload}
+	sp := &backend.SignalSendParams{JobID: id, Name: name, Payload: payload}
 	if w := waitOf(before); w != nil && w.Kind == WaitKindSignal && w.Signal == name {
-		if sp.Wake, err = e.wakePlan(before, TriggerSignal, ActorFrom(ctx), signalWakeMessage(name)); err != nil {
+		if sp.Wake, err = e.wakePlan(before, backend.TriggerSignal, ActorFrom(ctx), signalWakeMessage(name)); err != nil {
 			return nil, fmt.Errorf("signal job %s: %w", id, err)
 		}
 	}
@@ -62,7 +65,7 @@ func (e *Engine) Signal(ctx context.Context, id, name string, payload json.RawMe
 	// Not woken in the send: the job began its wait since the read, or
 	// moved on. Read after the write: a worker that writes the wait after
 	// this read sees the signal in its own check (signalArrived).
-	j, err := e.store.JobGetByID(ctx, &JobGetByIDParams{ID: id})
+	j, err := e.store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: id})
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
 			return sig, nil
@@ -70,7 +73,7 @@ func (e *Engine) Signal(ctx context.Context, id, name string, payload json.RawMe
 		return nil, fmt.Errorf("signal job %s: %w", id, err)
 	}
 	if w := waitOf(j); w != nil && w.Kind == WaitKindSignal && w.Signal == name {
-		if _, err := e.wakeWaiting(ctx, j, TriggerSignal, ActorFrom(ctx), signalWakeMessage(name)); err != nil {
+		if _, err := e.wakeWaiting(ctx, j, backend.TriggerSignal, ActorFrom(ctx), signalWakeMessage(name)); err != nil {
 			return nil, fmt.Errorf("signal job %s: wake: %w", id, err)
 		}
 	}
@@ -83,7 +86,7 @@ func signalWakeMessage(name string) string { return fmt.Sprintf("signal %q", nam
 
 // Signals lists a job's buffered signals (of one name, or all when "").
 func (e *Engine) Signals(ctx context.Context, id, name string) ([]*Signal, error) {
-	return e.store.SignalList(ctx, &SignalListParams{JobID: id, Name: name})
+	return e.store.SignalList(ctx, &backend.SignalListParams{JobID: id, Name: name})
 }
 
 // waitOf is the wait of a scheduled job, nil when it waits for none.
@@ -104,7 +107,7 @@ func WaitOf(j *Job) *Wait { return waitOf(j) }
 
 // wakeWaiting applies the table's row for t to j, which waits: fenced on
 // its state and fence as read.
-func (e *Engine) wakeWaiting(ctx context.Context, j *Job, t Trigger, actor, msg string) (bool, error) {
+func (e *Engine) wakeWaiting(ctx context.Context, j *Job, t backend.Trigger, actor, msg string) (bool, error) {
 	p, err := e.wakePlan(j, t, actor, msg)
 	if err != nil {
 		return false, err
@@ -120,15 +123,15 @@ func (e *Engine) wakeWaiting(ctx context.Context, j *Job, t Trigger, actor, msg 
 }
 
 // wakePlan is the write of the table's row for t on j, which waits.
-func (e *Engine) wakePlan(j *Job, t Trigger, actor, msg string) (*JobWakeParams, error) {
-	row, err := Next(j, t, e.cfg.CrashLimit)
+func (e *Engine) wakePlan(j *Job, t backend.Trigger, actor, msg string) (*backend.JobWakeParams, error) {
+	row, err := backend.Next(j, t, e.cfg.CrashLimit)
 	if err != nil {
 		return nil, err
 	}
-	return &JobWakeParams{
+	return &backend.JobWakeParams{
 		ID: j.ID, From: j.State, Fence: j.Fence, To: row.To,
-		Event:  EventWrite{Kind: EventWoken, Actor: actor, From: j.State, To: row.To, Attempt: j.Attempt, Message: msg},
-		Counts: []CountDelta{{Queue: j.Queue, From: j.State, To: row.To, N: 1}},
+		Event:  backend.EventWrite{Kind: EventWoken, Actor: actor, From: j.State, To: row.To, Attempt: j.Attempt, Message: msg},
+		Counts: []backend.CountDelta{{Queue: j.Queue, From: j.State, To: row.To, N: 1}},
 	}, nil
 }
 
@@ -153,7 +156,7 @@ func (e *Engine) afterWait(ctx context.Context, written *Job, w *Wait) {
 	if w.Kind != WaitKindSignal {
 		return
 	}
-	sigs, err := e.store.SignalList(ctx, &SignalListParams{JobID: written.ID, Name: w.Signal})
+	sigs, err := e.store.SignalList(ctx, &backend.SignalListParams{JobID: written.ID, Name: w.Signal})
 	if err != nil {
 		// The wait's timeout still wakes it; the signal stays buffered.
 		e.log.Warn("signal check after wait failed", "job", written.ID, "err", err)
@@ -162,7 +165,7 @@ func (e *Engine) afterWait(ctx context.Context, written *Job, w *Wait) {
 	if len(sigs) == 0 {
 		return
 	}
-	if _, err := e.wakeWaiting(ctx, written, TriggerSignal, e.cfg.WorkerID, fmt.Sprintf("signal %q (buffered)", w.Signal)); err != nil {
+	if _, err := e.wakeWaiting(ctx, written, backend.TriggerSignal, e.cfg.WorkerID, fmt.Sprintf("signal %q (buffered)", w.Signal)); err != nil {
 		e.log.Warn("wake after wait failed", "job", written.ID, "err", err)
 	}
 }
@@ -214,7 +217,7 @@ func (e *Engine) childEnded(id string) {
 
 // checkParent wakes parent if it waits for children and none is left.
 func (e *Engine) checkParent(ctx context.Context, parent string) {
-	j, err := e.store.JobGetByID(ctx, &JobGetByIDParams{ID: parent})
+	j, err := e.store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: parent})
 	if err != nil {
 		if !errors.Is(err, ErrNotFound) {
 			e.log.Warn("parent check failed; its own re-check will see", "parent", parent, "err", err)
@@ -233,19 +236,7 @@ func (e *Engine) checkParent(ctx context.Context, parent string) {
 	if left {
 		return
 	}
-	if _, err := e.wakeWaiting(ctx, j, TriggerChildren, e.cfg.WorkerID, fmt.Sprintf("%d children ended", len(w.Children))); err != nil {
+	if _, err := e.wakeWaiting(ctx, j, backend.TriggerChildren, e.cfg.WorkerID, fmt.Sprintf("%d children ended", len(w.Children))); err != nil {
 		e.log.Warn("parent wake failed; its own re-check will see", "parent", parent, "err", err)
 	}
-}
-
-// SignalStates are the states a job takes signals in: every one that is
-// not terminal. A store refusing a signal names them in its StateError.
-func SignalStates() []State {
-	var out []State
-	for _, st := range AllStates {
-		if !st.Terminal() {
-			out = append(out, st)
-		}
-	}
-	return out
 }

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Durable workflows: a handler made of steps.
@@ -20,13 +23,6 @@ import (
 // a worker that lost its lease stops at the next step boundary and its
 // result is not recorded.
 
-// ReasonStepMismatch is the terminal reason of an undecodable job whose
-// handler asked for a step other than the one recorded at that position.
-const ReasonStepMismatch TerminalReason = "step_mismatch"
-
-// StepState is where one recorded step is.
-type StepState string
-
 const (
 	// StepCompleted: the step's result is recorded; it is not run again.
 	StepCompleted StepState = "completed"
@@ -36,86 +32,6 @@ const (
 	// step ran.
 	StepCrashed StepState = "crashed"
 )
-
-// StepRecord is one step of a job's checkpoint.
-type StepRecord struct {
-	Name  string    `json:"name"`
-	State StepState `json:"state"`
-	// Result is the step's JSON result, once completed.
-	Result json.RawMessage `json:"result,omitempty"`
-	// Attempts counts the runs of the step (replays are not runs).
-	Attempts int `json:"attempts"`
-	// Crashes counts the crashes while the step ran: with the job's
-	// fingerprint, the crash count per (fingerprint, step).
-	Crashes int `json:"crashes,omitempty"`
-	// Error is the error of the step's last failed run.
-	Error string `json:"error,omitempty"`
-	// StartedAt and Duration are of the step's last run, by the store's
-	// clock as this process knows it.
-	StartedAt time.Time     `json:"started_at,omitzero"`
-	Duration  time.Duration `json:"duration_ns,omitempty"`
-}
-
-// Fork links a job replayed from a step to the job it was forked from,
-// or a job to the forks made from it.
-type Fork struct {
-	JobID string `json:"job_id"`
-	// Step is the 1-based position the new job runs from.
-	Step int `json:"step"`
-}
-
-// Checkpoint is what a workflow job records: its steps in the order they
-// ran, and the step-set version of the code that wrote them.
-type Checkpoint struct {
-	// Version is the kind's StepVersion when the checkpoint was written
-	// (1 when 0).
-	Version int          `json:"version,omitempty"`
-	Steps   []StepRecord `json:"steps"`
-	// ForkedFrom is set on a job made by replay from a step.
-	ForkedFrom *Fork `json:"forked_from,omitempty"`
-	// Forks lists the jobs replayed from this one.
-	Forks []Fork `json:"forks,omitempty"`
-	// Wait is what the job waits for while it is scheduled by a wait
-	// (wait.go); Children are the ids of the jobs it spawned.
-	Wait     *Wait    `json:"wait,omitempty"`
-	Children []string `json:"children,omitempty"`
-}
-
-// ParseCheckpoint decodes a job's checkpoint; an empty one is the zero
-// Checkpoint.
-func ParseCheckpoint(raw json.RawMessage) (Checkpoint, error) {
-	var cp Checkpoint
-	if len(raw) == 0 || string(raw) == "null" {
-		return cp, nil
-	}
-	if err := json.Unmarshal(raw, &cp); err != nil {
-		return Checkpoint{}, fmt.Errorf("%w: checkpoint: %v", ErrInvalid, err)
-	}
-	return cp, nil
-}
-
-// Encode writes the checkpoint as JSON.
-func (cp Checkpoint) Encode() (json.RawMessage, error) {
-	if cp.Steps == nil {
-		cp.Steps = []StepRecord{}
-	}
-	// A step's error text is the handler's, so it may hold what no store
-	// keeps (text.go); the records are copied before they are changed.
-	copied := false
-	for i := range cp.Steps {
-		if e := storableText(cp.Steps[i].Error); e != cp.Steps[i].Error {
-			if !copied {
-				cp.Steps, copied = append([]StepRecord(nil), cp.Steps...), true
-			}
-			cp.Steps[i].Error = e
-		}
-	}
-	b, err := json.Marshal(cp)
-	if err != nil {
-		return nil, fmt.Errorf("encode checkpoint: %w", err)
-	}
-	return b, nil
-}
 
 // StepUpgrader maps the steps recorded by step-set version v to those of
 // version v+1: a kind declares one when it changes its steps, so that jobs
@@ -164,7 +80,7 @@ type workflow struct {
 func (e *Engine) prepareWorkflow(ctx context.Context, r *runState, j *Job, k *Kind) (context.Context, *workflow, *handlerResult) {
 	cp, err := ParseCheckpoint(j.Checkpoint)
 	if err != nil {
-		return ctx, nil, &handlerResult{trigger: TriggerUndecodable, message: err.Error()}
+		return ctx, nil, &handlerResult{trigger: backend.TriggerUndecodable, message: err.Error()}
 	}
 	have := max(cp.Version, 1)
 	want := max(k.StepVersion, 1)
@@ -172,7 +88,7 @@ func (e *Engine) prepareWorkflow(ctx context.Context, r *runState, j *Job, k *Ki
 		// Recorded by newer code: leave the job for a newer worker, without
 		// charging it, and not at once, so that this worker does not claim
 		// it again and again.
-		return ctx, nil, &handlerResult{trigger: TriggerSnooze, delay: e.cfg.PollInterval,
+		return ctx, nil, &handlerResult{trigger: backend.TriggerSnooze, delay: e.cfg.PollInterval,
 			message: fmt.Sprintf("step set version %d is newer than this worker's %d: left for a newer worker", have, want)}
 	}
 	for v := have; v < want && len(cp.Steps) > 0; v++ {
@@ -183,7 +99,7 @@ func (e *Engine) prepareWorkflow(ctx context.Context, r *runState, j *Job, k *Ki
 		}
 		steps, err := up(append([]StepRecord(nil), cp.Steps...))
 		if err != nil {
-			return ctx, nil, &handlerResult{trigger: TriggerUndecodable, reason: ReasonStepMismatch,
+			return ctx, nil, &handlerResult{trigger: backend.TriggerUndecodable, reason: ReasonStepMismatch,
 				message: fmt.Sprintf("upgrade steps of kind %q from version %d: %v", k.Name, v, err)}
 		}
 		cp.Steps = steps
@@ -233,7 +149,7 @@ func Step[T any](ctx context.Context, name string, fn func(context.Context) (T, 
 	if err == nil {
 		// A result the stores cannot keep fails the step, as its own
 		// error would, rather than the checkpoint write after it.
-		err = checkStorableJSON("result", res)
+		err = sluicetype.CheckStorableJSON("result", res)
 	}
 	if err != nil {
 		err = fmt.Errorf("step %d %q: encode result: %w", rec.pos+1, name, err)
@@ -357,20 +273,20 @@ func (wf *workflow) outcome(res *handlerResult) {
 	wf.mu.Lock()
 	defer wf.mu.Unlock()
 	if wf.mismatch != "" {
-		res.trigger = TriggerUndecodable
+		res.trigger = backend.TriggerUndecodable
 		res.reason = ReasonStepMismatch
 		res.message = "step mismatch: " + wf.mismatch
 		res.trace = ""
 	}
 	wf.waitOutcomeLocked(res)
-	if res.trigger == TriggerCrash && wf.running >= 0 {
+	if res.trigger == backend.TriggerCrash && wf.running >= 0 {
 		rec := &wf.cp.Steps[wf.running]
 		rec.State = StepCrashed
 		rec.Crashes++
 		rec.Error = res.message
 		wf.dirty = true
 	}
-	if !wf.dirty || res.trigger == TriggerSuccess {
+	if !wf.dirty || res.trigger == backend.TriggerSuccess {
 		return
 	}
 	if raw, err := wf.cp.Encode(); err == nil {

@@ -21,7 +21,7 @@ func storeTimeRange() (lo, hi time.Time) {
 // storeFilter is f as the engine hands it to a store: its time bounds
 // within storeTimeRange. The caller's filter (a plan's, an operation's
 // persisted selector) keeps the times it was given.
-func (f Filter) storeFilter() Filter {
+func storeFilter(f Filter) Filter {
 	lo, hi := storeTimeRange()
 	clamp := func(t *time.Time) *time.Time {
 		switch {

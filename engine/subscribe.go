@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/backend"
 )
 
 // subscriberBuffer bounds each subscriber's backlog; past it the
@@ -128,7 +130,7 @@ func (e *Engine) Subscribe(ctx context.Context) (<-chan Change, error) {
 					s.overflow.Store(true)
 				}
 			case <-poll.C:
-				now, err := e.store.JobCountByQueue(ctx, &JobCountByQueueParams{})
+				now, err := e.store.JobCountByQueue(ctx, &backend.JobCountByQueueParams{})
 				if err != nil {
 					if ctx.Err() != nil {
 						return

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/backend"
 )
 
 // Workflows that wait: durable timers (Sleep, SleepUntil), signals
@@ -38,9 +40,6 @@ import (
 // wait, which now finds its time passed, its signal buffered (taken in
 // the same write that records it: exactly once) or its children done.
 
-// StepWaiting: the step is a wait that is not over.
-const StepWaiting StepState = "waiting"
-
 // EventWaiting is the timeline entry of a run that ended in a wait;
 // EventWoken is that of a wait ended by a signal or by its children.
 const (
@@ -56,56 +55,6 @@ const childrenRecheck = 10 * time.Minute
 
 // foreverWait stands for a signal wait without a timeout.
 const foreverWait = 100 * 365 * 24 * time.Hour
-
-// WaitKind says what a job waits for.
-type WaitKind string
-
-const (
-	WaitKindSleep    WaitKind = "sleep"
-	WaitKindSignal   WaitKind = "signal"
-	WaitKindChildren WaitKind = "children"
-)
-
-// Wait is what a scheduled workflow job waits for, recorded in its
-// checkpoint.
-type Wait struct {
-	Kind WaitKind `json:"kind"`
-	// Step is the wait's 1-based position, Name its step name.
-	Step int    `json:"step"`
-	Name string `json:"name"`
-	// Until is when the job is due again: a sleep's end, a signal's
-	// timeout, a parent's next re-check. Zero for a signal without one.
-	Until time.Time `json:"until,omitzero"`
-	// Signal is the name of the signal waited for.
-	Signal string `json:"signal,omitempty"`
-	// Children are the ids waited for, Done how many had ended when the
-	// job last looked.
-	Children []string `json:"children,omitempty"`
-	Done     int      `json:"done,omitempty"`
-}
-
-// Describe says in a few words what the job waits for.
-func (w *Wait) Describe() string {
-	if w == nil {
-		return ""
-	}
-	until := ""
-	if !w.Until.IsZero() {
-		until = w.Until.UTC().Format(time.RFC3339)
-	}
-	switch w.Kind {
-	case WaitKindSleep:
-		return "sleep until " + until
-	case WaitKindSignal:
-		if until == "" {
-			return fmt.Sprintf("signal %q", w.Signal)
-		}
-		return fmt.Sprintf("signal %q (timeout %s)", w.Signal, until)
-	case WaitKindChildren:
-		return fmt.Sprintf("children %d/%d done", w.Done, len(w.Children))
-	}
-	return string(w.Kind)
-}
 
 // ErrWaiting is matched by the error a wait returns while it is not over.
 var ErrWaiting = errors.New("job waits")
@@ -299,12 +248,12 @@ func (wf *workflow) waitOutcomeLocked(res *handlerResult) {
 		return
 	}
 	switch res.trigger {
-	case TriggerSuccess, TriggerError, TriggerSkip, TriggerSnooze:
+	case backend.TriggerSuccess, backend.TriggerError, backend.TriggerSkip, backend.TriggerSnooze:
 	default:
 		return
 	}
 	w := *wf.waiting
-	res.trigger = TriggerWait
+	res.trigger = backend.TriggerWait
 	res.message = w.Describe()
 	res.trace = ""
 	res.delay = foreverWait
@@ -390,7 +339,7 @@ func WaitSignal(ctx context.Context, name string, timeout time.Duration) (json.R
 		w.Until = now.Add(timeout)
 	}
 	if wf.r != nil {
-		sigs, err := wf.e.store.SignalList(ctx, &SignalListParams{JobID: wf.jobID, Name: name})
+		sigs, err := wf.e.store.SignalList(ctx, &backend.SignalListParams{JobID: wf.jobID, Name: name})
 		if err != nil {
 			return nil, fmt.Errorf("wait for signal %q: %w", name, err)
 		}
@@ -417,7 +366,7 @@ func (wf *workflow) take(ctx context.Context, pos int, sig *Signal) (json.RawMes
 	if err != nil {
 		return nil, err
 	}
-	err = wf.e.store.SignalConsume(context.WithoutCancel(ctx), &SignalConsumeParams{
+	err = wf.e.store.SignalConsume(context.WithoutCancel(ctx), &backend.SignalConsumeParams{
 		JobRef: wf.r.ref, Name: sig.Name, Seq: sig.Seq, Checkpoint: raw})
 	if err != nil {
 		if errors.Is(err, ErrLeaseLost) {
@@ -562,7 +511,7 @@ func (e *Engine) readChildren(ctx context.Context, ids []string) ([]ChildResult,
 	out := make([]ChildResult, len(ids))
 	done := 0
 	for i, id := range ids {
-		j, err := e.store.JobGetByID(ctx, &JobGetByIDParams{ID: id})
+		j, err := e.store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: id})
 		if errors.Is(err, ErrNotFound) {
 			out[i] = ChildResult{ID: id, State: StateDeleted}
 			done++
@@ -596,7 +545,7 @@ func (e *Engine) readChildren(ctx context.Context, ids []string) ([]ChildResult,
 func (e *Engine) childrenLeft(ctx context.Context, ids []string) (bool, error) {
 	for start := 0; start < len(ids); start += MaxApplyIDs {
 		page := ids[start:min(start+MaxApplyIDs, len(ids))]
-		n, _, err := e.store.JobCount(ctx, &JobCountParams{
+		n, _, err := e.store.JobCountMatching(ctx, &backend.JobCountMatchingParams{
 			Filter: Filter{IDs: page, States: []State{StateScheduled, StateAvailable, StateRunning, StateRetryable}},
 			Max:    1,
 		})
@@ -608,60 +557,4 @@ func (e *Engine) childrenLeft(ctx context.Context, ids []string) (bool, error) {
 		}
 	}
 	return false, nil
-}
-
-// WaitSummary is a listed job's wait: the checkpoint's Wait with the
-// number of children in place of their ids, so a page of parents stays
-// small. A store's JobList writes it from the stored checkpoint, for
-// scheduled jobs only (as WaitOf).
-type WaitSummary struct {
-	Kind   WaitKind  `json:"kind"`
-	Step   int       `json:"step"`
-	Name   string    `json:"name"`
-	Until  time.Time `json:"until,omitzero"`
-	Signal string    `json:"signal,omitempty"`
-	// Done of Total children had ended when the job last looked.
-	Done  int `json:"done,omitempty"`
-	Total int `json:"total,omitempty"`
-}
-
-// Summary is w as a list row carries it.
-func (w *Wait) Summary() *WaitSummary {
-	if w == nil {
-		return nil
-	}
-	return &WaitSummary{Kind: w.Kind, Step: w.Step, Name: w.Name, Until: w.Until, Signal: w.Signal, Done: w.Done, Total: len(w.Children)}
-}
-
-// ParseWaitSummary decodes the summary a store's list query extracted
-// from the checkpoint (the wait object, its children replaced by their
-// count as "total"); nil for none. A store whose rows carry the whole
-// checkpoint uses WaitSummaryOf instead.
-func ParseWaitSummary(raw []byte) (*WaitSummary, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
-	}
-	var s WaitSummary
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, fmt.Errorf("wait summary: %w", err)
-	}
-	if s.Kind == "" {
-		return nil, nil
-	}
-	return &s, nil
-}
-
-// WaitSummaryOf is the summary of a job that carries its checkpoint: nil
-// unless it is scheduled with a wait. Only the wait is decoded.
-func WaitSummaryOf(j *Job) *WaitSummary {
-	if j == nil || j.State != StateScheduled || len(j.Checkpoint) == 0 {
-		return nil
-	}
-	var cp struct {
-		Wait *Wait `json:"wait"`
-	}
-	if err := json.Unmarshal(j.Checkpoint, &cp); err != nil {
-		return nil
-	}
-	return cp.Wait.Summary()
 }

@@ -11,6 +11,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/internal/outage"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // queueRunner claims one queue's jobs in batches and runs each in its own
@@ -46,7 +50,7 @@ type queueRunner struct {
 
 	// out reports this queue's claim failures once per outage and gives
 	// the claim loop its backoff.
-	out *Outage
+	out *outage.Outage
 
 	// runs counts the jobs the slots have taken, for the rate.
 	runs atomic.Int64
@@ -72,7 +76,7 @@ func newQueueRunner(e *Engine, name string, cfg QueueConfig) *queueRunner {
 		done:    make(chan struct{}),
 		// From 10ms (a claim cut by a blip is worth a quick retry; the
 		// poll interval when shorter) up to 5s.
-		out: NewOutage(e.log, "claim", OutageOptions{MinBackoff: min(10*time.Millisecond, e.cfg.PollInterval)}),
+		out: outage.New(e.log, "claim", outage.Options{MinBackoff: min(10*time.Millisecond, e.cfg.PollInterval)}),
 	}
 }
 
@@ -174,7 +178,7 @@ func (q *queueRunner) run() {
 				return
 			}
 			q.e.contact.fail()
-			if !StoreUnavailable(err) {
+			if !outage.StoreUnavailable(err) {
 				q.e.log.Warn("claim failed", "queue", q.name, "err", err)
 			}
 			// A refusal backs off too: retrying it at once would only
@@ -231,7 +235,7 @@ func (q *queueRunner) claim(free int) (int, error) {
 	// what this claim takes is in buf before a crash hands buf back.
 	e.crashes.claims.RLock()
 	defer e.crashes.claims.RUnlock()
-	res, err := e.store.JobClaim(e.runCtx, &JobClaimParams{
+	res, err := e.store.JobClaim(e.runCtx, &backend.JobClaimParams{
 		Queue: q.name, WorkerID: e.cfg.WorkerID, LeaseID: uuid.NewString(),
 		Limit: free, Suspects: suspects, Lone: lone, Kinds: e.kindVersions(),
 		LeaseDuration: e.cfg.LeaseDuration,
@@ -254,26 +258,22 @@ func (q *queueRunner) claim(free int) (int, error) {
 	e.clock.observe(res.Now)
 	e.observeClaim(res)
 	for _, j := range res.Dead {
-		go e.fireDeath(j, msgDeadlineBeforeRun, ReasonDeadlineExceeded)
+		go e.fireDeath(j, MessageDeadlineBeforeRun, ReasonDeadlineExceeded)
 	}
 	q.hold(res.Jobs)
 	return len(res.Jobs), nil
 }
 
-// msgDeadlineBeforeRun is the last error, error pattern and event text of
-// a job archived at claim because its deadline had passed.
-const msgDeadlineBeforeRun = "deadline passed before the job ran"
-
 // claimDeadlinePlan is the claim's write for available jobs past their
 // deadline, from the table's claim_past_deadline row.
-func claimDeadlinePlan(worker string) (ClaimDeadlineWrite, error) {
-	row, err := transitionFor(TriggerClaimPastDeadline)
+func claimDeadlinePlan(worker string) (backend.ClaimDeadlineWrite, error) {
+	row, err := backend.TransitionFor(backend.TriggerClaimPastDeadline)
 	if err != nil {
-		return ClaimDeadlineWrite{}, err
+		return backend.ClaimDeadlineWrite{}, err
 	}
-	return ClaimDeadlineWrite{
-		To: row.To, Reason: row.Reason, LastError: msgDeadlineBeforeRun, Pattern: msgDeadlineBeforeRun,
-		Event: EventWrite{Kind: EventArchived, Actor: worker, From: StateAvailable, To: row.To, Message: msgDeadlineBeforeRun},
+	return backend.ClaimDeadlineWrite{
+		To: row.To, Reason: row.Reason, LastError: MessageDeadlineBeforeRun, Pattern: MessageDeadlineBeforeRun,
+		Event: backend.EventWrite{Kind: EventArchived, Actor: worker, From: StateAvailable, To: row.To, Message: MessageDeadlineBeforeRun},
 	}, nil
 }
 
@@ -427,7 +427,7 @@ func (q *queueRunner) handBack(held []heldJob, msg string) {
 
 // runState is this process's hold on one running job.
 type runState struct {
-	ref       JobRef
+	ref       backend.JobRef
 	queue     string
 	kind      string
 	attempt   int // the job's attempt when claimed
@@ -467,9 +467,9 @@ func newRunningSet() *runningSet { return &runningSet{m: map[string]*runState{}}
 func (s *runningSet) add(j *Job, ctx context.Context, cancel context.CancelCauseFunc) *runState {
 	r := &runState{queue: j.Queue, kind: j.Kind, attempt: j.Attempt, suspect: suspectOf(j), ctx: ctx, cancel: cancel}
 	if j.Lease != nil {
-		r.ref = JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Lease.Fence}
+		r.ref = backend.JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Lease.Fence}
 	} else {
-		r.ref = JobRef{ID: j.ID, Fence: j.Fence}
+		r.ref = backend.JobRef{ID: j.ID, Fence: j.Fence}
 	}
 	s.mu.Lock()
 	s.m[j.ID] = r
@@ -529,7 +529,7 @@ func (s *runningSet) all() []*runState {
 
 // handlerResult is what one run of a handler came to.
 type handlerResult struct {
-	trigger Trigger
+	trigger backend.Trigger
 	delay   time.Duration
 	message string
 	trace   string
@@ -556,7 +556,7 @@ func (e *Engine) execute(q *queueRunner, r *runState, j *Job) {
 		return
 	}
 	var res handlerResult
-	defer func() { e.suspects.done(r.suspect, res.trigger == TriggerCrash) }()
+	defer func() { e.suspects.done(r.suspect, res.trigger == backend.TriggerCrash) }()
 
 	began := e.handlerStart()
 	res = e.runHandler(r.ctx, r, j)
@@ -568,7 +568,7 @@ func (e *Engine) execute(q *queueRunner, r *runState, j *Job) {
 		e.running.remove(j.ID)
 		return
 	}
-	if res.trigger == TriggerSuccess && r.acked.CompareAndSwap(false, true) {
+	if res.trigger == backend.TriggerSuccess && r.acked.CompareAndSwap(false, true) {
 		e.completer.add(r, q.retention(StateCompleted) == 0)
 		return
 	}
@@ -581,16 +581,16 @@ func (e *Engine) execute(q *queueRunner, r *runState, j *Job) {
 func (e *Engine) runHandler(ctx context.Context, r *runState, j *Job) (res handlerResult) {
 	k := e.kind(j.Kind)
 	if k == nil {
-		return handlerResult{trigger: TriggerUndecodable, message: fmt.Sprintf("no handler registered for kind %q", j.Kind)}
+		return handlerResult{trigger: backend.TriggerUndecodable, message: fmt.Sprintf("no handler registered for kind %q", j.Kind)}
 	}
 	if j.SchemaVersion > k.Version {
 		// The claim filters these out; a newer version here means the
 		// filter and the kind disagree. Leave it for a newer worker.
-		return handlerResult{trigger: TriggerLeaseLost, message: "schema version newer than this worker"}
+		return handlerResult{trigger: backend.TriggerLeaseLost, message: "schema version newer than this worker"}
 	}
 	payload, err := upcast(k, j.SchemaVersion, j.Payload)
 	if err != nil {
-		return handlerResult{trigger: TriggerUndecodable, message: err.Error()}
+		return handlerResult{trigger: backend.TriggerUndecodable, message: err.Error()}
 	}
 	hj := j.Clone()
 	hj.Payload = payload
@@ -619,20 +619,20 @@ func (e *Engine) runHandler(ctx context.Context, r *runState, j *Job) (res handl
 
 	if j.Deadline != nil && !e.clock.now().Before(*j.Deadline) {
 		// It passed while the job waited for a slot: do not run it.
-		return handlerResult{trigger: TriggerDeadline, message: msgDeadlineBeforeRun}
+		return handlerResult{trigger: backend.TriggerDeadline, message: MessageDeadlineBeforeRun}
 	}
 	err, panicked, stack := callHandler(ctx, k.Handler, hj)
 	if panicked {
-		return handlerResult{trigger: TriggerCrash, message: err.Error(), trace: stack}
+		return handlerResult{trigger: backend.TriggerCrash, message: err.Error(), trace: stack}
 	}
 	trig, delay := outcome(err)
-	if trig == TriggerError {
+	if trig == backend.TriggerError {
 		cause := context.Cause(ctx)
 		if errors.Is(cause, errJobDeadline) || (j.Deadline != nil && !e.clock.now().Before(*j.Deadline)) {
-			return handlerResult{trigger: TriggerDeadline, message: fmt.Sprintf("deadline %s passed: %v", j.Deadline.UTC().Format(time.RFC3339Nano), err)}
+			return handlerResult{trigger: backend.TriggerDeadline, message: fmt.Sprintf("deadline %s passed: %v", j.Deadline.UTC().Format(time.RFC3339Nano), err)}
 		}
 		if errors.Is(cause, errAttemptTimeout) {
-			return handlerResult{trigger: TriggerError, message: fmt.Sprintf("attempt timed out after %s: %v", timeout, err)}
+			return handlerResult{trigger: backend.TriggerError, message: fmt.Sprintf("attempt timed out after %s: %v", timeout, err)}
 		}
 	}
 	msg := ""
@@ -688,40 +688,40 @@ func (q *queueRunner) retention(s State) time.Duration {
 
 // finish writes a non-success outcome through the transition table, then
 // calls the death handlers if the job died.
-func (e *Engine) finish(ctx context.Context, ref JobRef, j *Job, res handlerResult, actor string) {
+func (e *Engine) finish(ctx context.Context, ref backend.JobRef, j *Job, res handlerResult, actor string) {
 	e.finishGuarded(ctx, ref, j, res, actor, false)
 }
 
 // finishReaped is finish for the reaper: the write holds only while the
 // lease is still expired (and, for a crash, its worker still gone), so a
 // worker that renewed or beat meanwhile keeps its job.
-func (e *Engine) finishReaped(ctx context.Context, ref JobRef, j *Job, res handlerResult) {
+func (e *Engine) finishReaped(ctx context.Context, ref backend.JobRef, j *Job, res handlerResult) {
 	e.finishGuarded(ctx, ref, j, res, "reaper:"+e.cfg.WorkerID, true)
 }
 
-func (e *Engine) finishGuarded(ctx context.Context, ref JobRef, j *Job, res handlerResult, actor string, reaped bool) {
+func (e *Engine) finishGuarded(ctx context.Context, ref backend.JobRef, j *Job, res handlerResult, actor string, reaped bool) {
 	// The message and trace go into the store, a dead letter's payload and
 	// the death handlers as every store can keep them (text.go).
-	res.message, res.trace = storableText(res.message), storableText(res.trace)
+	res.message, res.trace = sluicetype.StorableText(res.message), sluicetype.StorableText(res.trace)
 	// A crash may be a poison pill's, and its write may quarantine the
 	// fingerprint: hand this process's held jobs of it back first, with
 	// claims stopped until the write lands, so that its hold catches them
 	// as waiting jobs and no claim or slot of ours runs one next
 	// (crashgate.go). The reaper's crash charges count alike.
 	endGate := func() {}
-	if res.trigger == TriggerCrash && j.Fingerprint != "" {
+	if res.trigger == backend.TriggerCrash && j.Fingerprint != "" {
 		endGate = e.crashes.begin(j.Fingerprint)
 		e.handBackHeld(j.Fingerprint)
 	}
 	defer endGate()
 	probation := false
-	if res.trigger == TriggerCrash && j.Fingerprint != "" {
+	if res.trigger == backend.TriggerCrash && j.Fingerprint != "" {
 		var err error
 		if probation, err = e.probationWithRetry(ctx, j.Fingerprint); err != nil {
 			// Not knowing whether the job is on probation, nothing is
 			// written: the lease expires and the reaper charges the crash,
 			// reading the record again.
-			if StoreUnavailable(err) {
+			if outage.StoreUnavailable(err) {
 				e.outOutcome.Fail(err, "job", j.ID, "outcome", res.trigger)
 			} else {
 				e.log.Error("outcome not written", "job", j.ID, "outcome", res.trigger, "err", err)
@@ -745,7 +745,7 @@ func (e *Engine) finishGuarded(ctx context.Context, ref JobRef, j *Job, res hand
 		switch {
 		case errors.Is(err, ErrLeaseLost):
 			e.log.Info("outcome refused: lease lost", "job", j.ID, "outcome", res.trigger)
-		case StoreUnavailable(err):
+		case outage.StoreUnavailable(err):
 			// Every outcome meets an outage: one line for all of them
 			// (the job stays leased until it expires, and the reaper
 			// hands it out again).
@@ -758,7 +758,7 @@ func (e *Engine) finishGuarded(ctx context.Context, ref JobRef, j *Job, res hand
 	e.outOutcome.Succeed()
 	e.publish(Change{Kind: ChangeJob, JobID: j.ID, Queue: j.Queue, State: row.To})
 	e.observeTransition(j.Queue, j.Kind, j.State, row.To)
-	if res.trigger == TriggerWait {
+	if res.trigger == backend.TriggerWait {
 		e.afterWait(ctx, written, res.wait)
 	}
 	if row.To.Terminal() || row.To == StateDeleted {
@@ -772,29 +772,29 @@ func (e *Engine) finishGuarded(ctx context.Context, ref JobRef, j *Job, res hand
 // finishPlan resolves a worker outcome (row of the table, for job j as
 // claimed) into the write the store applies: every state, time, text,
 // counter and fingerprint consequence is decided here.
-func (e *Engine) finishPlan(ref JobRef, j *Job, row Transition, res handlerResult, actor string, reaped bool) *JobFinishParams {
-	p := &JobFinishParams{
+func (e *Engine) finishPlan(ref backend.JobRef, j *Job, row backend.Transition, res handlerResult, actor string, reaped bool) *backend.JobFinishParams {
+	p := &backend.JobFinishParams{
 		JobRef: ref, To: row.To, Reason: row.Reason, Charge: row.Charge,
-		IfLeaseExpired: reaped, IfWorkerGone: reaped && res.trigger == TriggerCrash, IfBefore: res.before,
+		IfLeaseExpired: reaped, IfWorkerGone: reaped && res.trigger == backend.TriggerCrash, IfBefore: res.before,
 		Finalize: row.To.Terminal(),
-		Counts:   []CountDelta{{Queue: j.Queue, From: StateRunning, To: row.To, N: 1}},
+		Counts:   []backend.CountDelta{{Queue: j.Queue, From: StateRunning, To: row.To, N: 1}},
 	}
 	if res.reason != "" {
 		p.Reason = res.reason
 	}
 	if res.checkpoint != nil && row.To != StateDeleted {
-		p.Checkpoint = &CheckpointWrite{Checkpoint: res.checkpoint}
+		p.Checkpoint = &backend.CheckpointWrite{Checkpoint: res.checkpoint}
 	}
 	switch row.To {
 	case StateAvailable:
-		p.Schedule = ScheduleNow
+		p.Schedule = backend.ScheduleNow
 	case StateRetryable, StateScheduled:
-		p.Schedule = ScheduleAfter
+		p.Schedule = backend.ScheduleAfter
 	}
 	var kind EventKind
 	var entry *AttemptError
 	switch res.trigger {
-	case TriggerError:
+	case backend.TriggerError:
 		kind = EventFailed
 		entry = &AttemptError{Message: res.message, Trace: res.trace}
 		if row.To == StateRetryable {
@@ -807,7 +807,7 @@ func (e *Engine) finishPlan(ref JobRef, j *Job, row Transition, res handlerResul
 		} else {
 			kind = EventArchived
 		}
-	case TriggerCrash:
+	case backend.TriggerCrash:
 		kind = EventCrashed
 		entry = &AttemptError{Crash: true, Message: res.message, Trace: res.trace}
 		if row.To == StateRetryable {
@@ -815,21 +815,21 @@ func (e *Engine) finishPlan(ref JobRef, j *Job, row Transition, res handlerResul
 		} else {
 			kind = EventQuarantined
 		}
-	case TriggerSkip, TriggerDeadline:
+	case backend.TriggerSkip, backend.TriggerDeadline:
 		kind = EventArchived
 		entry = &AttemptError{Message: res.message}
-	case TriggerSnooze:
+	case backend.TriggerSnooze:
 		kind = EventSnoozed
 		p.Delay = res.delay
-	case TriggerWait:
+	case backend.TriggerWait:
 		kind = EventWaiting
 		p.Delay = res.delay
-	case TriggerUndecodable:
+	case backend.TriggerUndecodable:
 		kind = EventUndecodable
 		entry = &AttemptError{Message: res.message}
-	case TriggerLeaseLost:
+	case backend.TriggerLeaseLost:
 		kind = EventLeaseLost
-	case TriggerShutdown:
+	case backend.TriggerShutdown:
 		kind = EventShutdown
 	}
 	if row.To == StateDeleted {
@@ -850,25 +850,25 @@ func (e *Engine) finishPlan(ref JobRef, j *Job, row Transition, res handlerResul
 		if j.Lease != nil && j.Lease.WorkerID != "" {
 			entry.Worker = j.Lease.WorkerID
 		}
-		p.Error = &ErrorWrite{Entry: *entry, Keep: MaxKeptErrors, LastError: entry.Message, Pattern: NormalizeError(entry.Message)}
+		p.Error = &backend.ErrorWrite{Entry: *entry, Keep: MaxKeptErrors, LastError: entry.Message, Pattern: NormalizeError(entry.Message)}
 	}
 	if kind != "" {
-		p.Event = &EventWrite{Kind: kind, Actor: actor, From: StateRunning, To: row.To, Attempt: run, Message: res.message}
+		p.Event = &backend.EventWrite{Kind: kind, Actor: actor, From: StateRunning, To: row.To, Attempt: run, Message: res.message}
 	}
-	if j.Fingerprint != "" && (row.Quarantine || row.Charge == ChargeCrash) {
-		fw := &FingerprintWrite{
+	if j.Fingerprint != "" && (row.Quarantine || row.Charge == backend.ChargeCrash) {
+		fw := &backend.FingerprintWrite{
 			Fingerprint: j.Fingerprint, Kind: j.Kind,
 			Quarantine: row.Quarantine,
 			LastError:  res.message, LastJobID: j.ID,
 		}
-		if row.Charge == ChargeCrash {
+		if row.Charge == backend.ChargeCrash {
 			fw.AddCrashes = 1
 			fw.StepCrash = crashedStep(res.checkpoint)
 		}
 		if row.Quarantine {
-			fw.Hold = &HoldWrite{
+			fw.Hold = &backend.HoldWrite{
 				From: e.holdRow.From, To: e.holdRow.To, Reason: e.holdRow.Reason,
-				Event: EventWrite{Kind: EventHeld, Actor: actor, Message: "fingerprint quarantined"},
+				Event: backend.EventWrite{Kind: EventHeld, Actor: actor, Message: "fingerprint quarantined"},
 			}
 		}
 		p.Fingerprint = fw
@@ -894,7 +894,7 @@ func onProbation(rec *Fingerprint) bool {
 func (e *Engine) probationWithRetry(ctx context.Context, fp string) (bool, error) {
 	wait := 20 * time.Millisecond
 	for attempt := 0; ; attempt++ {
-		rec, err := e.store.FingerprintGet(ctx, &FingerprintGetParams{Fingerprint: fp})
+		rec, err := e.store.FingerprintGet(ctx, &backend.FingerprintGetParams{Fingerprint: fp})
 		switch {
 		case err == nil:
 			return onProbation(rec), nil
@@ -916,16 +916,16 @@ func (e *Engine) probationWithRetry(ctx context.Context, fp string) (bool, error
 
 // nextRow consults the table; a fingerprint on probation (onProbation)
 // quarantines at its next crash whatever the job's own count.
-func nextRow(j *Job, t Trigger, crashLimit int, probation bool) (Transition, error) {
-	if probation && t == TriggerCrash {
+func nextRow(j *Job, t backend.Trigger, crashLimit int, probation bool) (backend.Transition, error) {
+	if probation && t == backend.TriggerCrash {
 		crashLimit = 1
 	}
-	return Next(j, t, crashLimit)
+	return backend.Next(j, t, crashLimit)
 }
 
 // finishWithRetry writes a transition, retrying while the store is down.
 // A lease lost meanwhile ends the retries: the reaper has the job.
-func (e *Engine) finishWithRetry(ctx context.Context, p *JobFinishParams) (*Job, error) {
+func (e *Engine) finishWithRetry(ctx context.Context, p *backend.JobFinishParams) (*Job, error) {
 	wait := 20 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		j, err := e.store.JobFinish(ctx, p)

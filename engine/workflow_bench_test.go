@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/postgres/pgtest"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
@@ -22,17 +23,17 @@ import (
 
 var benchStores = []struct {
 	name string
-	open func(b *testing.B) engine.Store
+	open func(b *testing.B) backend.Store
 }{
-	{"sqlite", func(b *testing.B) engine.Store { return sqlitetest.New(b) }},
-	{"postgres", func(b *testing.B) engine.Store { return pgtest.New(b) }},
-	{"redis", func(b *testing.B) engine.Store { return redistest.New(b) }},
+	{"sqlite", func(b *testing.B) backend.Store { return sqlitetest.New(b) }},
+	{"postgres", func(b *testing.B) backend.Store { return pgtest.New(b) }},
+	{"redis", func(b *testing.B) backend.Store { return redistest.New(b) }},
 }
 
 // runNoops runs b.N jobs of one kind whose handler is h at concurrency 50
 // and reports jobs/s (and steps/s for steps > 0); the clock runs from
 // Start to the return of Stop.
-func runNoops(b *testing.B, store engine.Store, steps int) {
+func runNoops(b *testing.B, store backend.Store, steps int) {
 	n := int64(b.N)
 	var handled atomic.Int64
 	done := make(chan struct{})

@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Replay from a step: the operator's redrive of a workflow that does not
@@ -96,26 +99,13 @@ func spawnStepOf(id string) (int, bool) {
 	return n, err == nil
 }
 
-// ValidateJSON checks that raw is one JSON value no deeper than
-// MaxJSONDepth and returns it compacted.
-func ValidateJSON(raw json.RawMessage) (json.RawMessage, error) {
-	if err := checkJSONDepth("value", raw); err != nil {
-		return nil, err
-	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, err
-	}
-	return json.Marshal(v)
-}
-
 // ReplayPreview returns what a replay of job id from p.Step would keep and
 // run again, without changing anything.
 func (e *Engine) ReplayPreview(ctx context.Context, id string, p ReplayParams) (*ReplayPlan, error) {
-	if err := noSuchID("job", id); err != nil {
+	if err := sluicetype.NoSuchID("job", id); err != nil {
 		return nil, err
 	}
-	j, err := e.store.JobGetByID(ctx, &JobGetByIDParams{ID: id})
+	j, err := e.store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: id})
 	if err != nil {
 		return nil, err
 	}
@@ -131,13 +121,13 @@ func (e *Engine) ReplayPreview(ctx context.Context, id string, p ReplayParams) (
 // superseded jobs, and a retry of it alone needs Force, so the steps the
 // replay runs again do not run twice.
 func (e *Engine) ReplayFromStep(ctx context.Context, id string, p ReplayParams) (*Job, error) {
-	if err := noSuchID("job", id); err != nil {
+	if err := sluicetype.NoSuchID("job", id); err != nil {
 		return nil, err
 	}
 	if j, ok, err := replayed[*Job](ctx); ok {
 		return j, err
 	}
-	orig, err := e.store.JobGetByID(ctx, &JobGetByIDParams{ID: id})
+	orig, err := e.store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: id})
 	if err != nil {
 		return nil, err
 	}
@@ -171,11 +161,11 @@ func (e *Engine) ReplayFromStep(ctx context.Context, id string, p ReplayParams) 
 		return nil, err
 	}
 	actor := ActorFrom(ctx)
-	j, err := e.store.JobFork(ctx, &JobForkParams{
+	j, err := e.store.JobFork(ctx, &backend.JobForkParams{
 		ID: id, Version: orig.Version, NewID: newID,
 		Checkpoint: newRaw, OriginalCheckpoint: origRaw,
-		OriginalEvent: EventWrite{Kind: EventForked, Actor: actor, Message: fmt.Sprintf("replayed from step %d as %s", p.Step, newID)},
-		CopyEvent:     EventWrite{Kind: EventForked, Actor: actor, To: StateAvailable, Message: fmt.Sprintf("replay of %s from step %d", id, p.Step)},
+		OriginalEvent: backend.EventWrite{Kind: EventForked, Actor: actor, Message: fmt.Sprintf("replayed from step %d as %s", p.Step, newID)},
+		CopyEvent:     backend.EventWrite{Kind: EventForked, Actor: actor, To: StateAvailable, Message: fmt.Sprintf("replay of %s from step %d", id, p.Step)},
 	})
 	if err != nil {
 		return nil, err

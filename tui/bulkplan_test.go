@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/backendtest"
 	"github.com/sluicehq/sluice/engine"
 )
@@ -21,8 +22,8 @@ func (f *fixture) die(t *testing.T, id, queue, kind, msg string) {
 	}
 	job := f.claim(t, ctx, queue, id)
 	p := backendtest.Outcome{
-		JobRef: engine.JobRef{ID: job.ID, LeaseID: job.Lease.ID, Fence: job.Fence},
-		Charge: engine.ChargeAttempt, Event: engine.EventArchived, Actor: testWorker, Message: msg,
+		JobRef: backend.JobRef{ID: job.ID, LeaseID: job.Lease.ID, Fence: job.Fence},
+		Charge: backend.ChargeAttempt, Event: engine.EventArchived, Actor: testWorker, Message: msg,
 		Error:        &engine.AttemptError{Message: msg, Worker: testWorker},
 		ErrorPattern: engine.NormalizeError(msg),
 		To:           engine.StateArchived, Reason: engine.ReasonAttemptsExhausted,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/postgres/pgtest"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
@@ -32,12 +33,12 @@ func TestErrorGroupsFramesOneMoment(t *testing.T) {
 	// die well within the wait for the last frame.
 	for _, tc := range []struct {
 		name string
-		open func(testing.TB) engine.Store
+		open func(testing.TB) backend.Store
 		n    int
 	}{
-		{"sqlite", func(tb testing.TB) engine.Store { return sqlitetest.New(tb) }, 400},
-		{"postgres", func(tb testing.TB) engine.Store { return pgtest.New(tb) }, 120},
-		{"redis", func(tb testing.TB) engine.Store { return redistest.New(tb) }, 400},
+		{"sqlite", func(tb testing.TB) backend.Store { return sqlitetest.New(tb) }, 400},
+		{"postgres", func(tb testing.TB) backend.Store { return pgtest.New(tb) }, 120},
+		{"redis", func(tb testing.TB) backend.Store { return redistest.New(tb) }, 400},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -46,7 +47,7 @@ func TestErrorGroupsFramesOneMoment(t *testing.T) {
 	}
 }
 
-func errorGroupsFramesOneMoment(t *testing.T, store engine.Store, n int) {
+func errorGroupsFramesOneMoment(t *testing.T, store backend.Store, n int) {
 	ctx := context.Background()
 	// One worker running one job at a time: the jobs die in the order
 	// they were enqueued, each heard live by the console.

@@ -15,6 +15,7 @@ import (
 	"github.com/charmbracelet/x/exp/golden"
 	"github.com/charmbracelet/x/exp/teatest/v2"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/backendtest"
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
@@ -116,8 +117,8 @@ func (f *fixture) seed(t *testing.T, ctx context.Context) {
 		for i, msg := range j.fails {
 			job := f.claim(t, ctx, j.queue, j.id)
 			p := &backendtest.Outcome{
-				JobRef: engine.JobRef{ID: job.ID, LeaseID: job.Lease.ID, Fence: job.Fence},
-				Charge: engine.ChargeAttempt, Event: engine.EventFailed, Actor: testWorker, Message: msg,
+				JobRef: backend.JobRef{ID: job.ID, LeaseID: job.Lease.ID, Fence: job.Fence},
+				Charge: backend.ChargeAttempt, Event: engine.EventFailed, Actor: testWorker, Message: msg,
 				Error:        &engine.AttemptError{Message: msg, Worker: testWorker, Trace: "goroutine 7 [running]:\n\tbilling.go:42\n\tworker.go:310"},
 				ErrorPattern: engine.NormalizeError(msg),
 				To:           engine.StateRetryable,
@@ -129,7 +130,7 @@ func (f *fixture) seed(t *testing.T, ctx context.Context) {
 				t.Fatalf("finish %s: %v", j.id, err)
 			}
 			if p.To == engine.StateRetryable {
-				if _, err := f.store.JobScheduleDue(ctx, &engine.JobScheduleDueParams{From: []engine.State{engine.StateRetryable, engine.StateScheduled}, To: engine.StateAvailable, Limit: 100}); err != nil {
+				if _, err := f.store.JobScheduleDue(ctx, &backend.JobScheduleDueParams{From: []engine.State{engine.StateRetryable, engine.StateScheduled}, To: engine.StateAvailable, Limit: 100}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -146,8 +147,8 @@ func (f *fixture) seed(t *testing.T, ctx context.Context) {
 		engine.EnqueueParams{ID: "rep-0003", Queue: "reports", Kind: "report.render", Payload: poison},
 	)
 	_, err := f.store.JobFinish(ctx, backendtest.Outcome{
-		JobRef: engine.JobRef{ID: job.ID, LeaseID: job.Lease.ID, Fence: job.Fence},
-		To:     engine.StateQuarantined, Reason: engine.ReasonQuarantined, Charge: engine.ChargeCrash, Quarantine: true,
+		JobRef: backend.JobRef{ID: job.ID, LeaseID: job.Lease.ID, Fence: job.Fence},
+		To:     engine.StateQuarantined, Reason: engine.ReasonQuarantined, Charge: backend.ChargeCrash, Quarantine: true,
 		Event: engine.EventQuarantined, Actor: testWorker, Message: errOOM,
 		Error: &engine.AttemptError{Crash: true, Message: errOOM, Worker: testWorker}, ErrorPattern: engine.NormalizeError(errOOM),
 	}.Plan(job))
@@ -155,7 +156,7 @@ func (f *fixture) seed(t *testing.T, ctx context.Context) {
 		t.Fatalf("quarantine: %v", err)
 	}
 	f.fp = job.Fingerprint
-	if _, err := f.store.JobClaim(ctx, &engine.JobClaimParams{Queue: "reports", WorkerID: testWorker, LeaseID: "lease-held",
+	if _, err := f.store.JobClaim(ctx, &backend.JobClaimParams{Queue: "reports", WorkerID: testWorker, LeaseID: "lease-held",
 		Limit: 10, Kinds: map[string]int{"report.render": 1}, LeaseDuration: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func (f *fixture) claim(t *testing.T, ctx context.Context, queue, id string) *en
 		kinds[j.kind] = 1
 	}
 	kinds["report.render"] = 1
-	res, err := f.store.JobClaim(ctx, &engine.JobClaimParams{Queue: queue, WorkerID: testWorker, LeaseID: "lease-" + id,
+	res, err := f.store.JobClaim(ctx, &backend.JobClaimParams{Queue: queue, WorkerID: testWorker, LeaseID: "lease-" + id,
 		Limit: 1, Kinds: kinds, LeaseDuration: time.Minute})
 	if err != nil {
 		t.Fatalf("claim %s: %v", id, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/golden"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/backendtest"
 	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
@@ -39,7 +40,7 @@ func cappedRedis(t *testing.T, n int) (*redis.Store, *engine.Engine) {
 }
 
 // killJobs enqueues n jobs and fails each once, to archived, with msg.
-func killJobs(t *testing.T, s engine.Store, eng *engine.Engine, prefix string, n int, msg string) {
+func killJobs(t *testing.T, s backend.Store, eng *engine.Engine, prefix string, n int, msg string) {
 	t.Helper()
 	ctx := context.Background()
 	var ps []engine.EnqueueParams
@@ -56,7 +57,7 @@ func killJobs(t *testing.T, s engine.Store, eng *engine.Engine, prefix string, n
 			t.Fatal(r.Err)
 		}
 	}
-	claimed, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: "billing", WorkerID: testWorker, LeaseID: "lease-" + prefix,
+	claimed, err := s.JobClaim(ctx, &backend.JobClaimParams{Queue: "billing", WorkerID: testWorker, LeaseID: "lease-" + prefix,
 		Limit: n, Kinds: map[string]int{"invoice.generate": 1}, LeaseDuration: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -66,8 +67,8 @@ func killJobs(t *testing.T, s engine.Store, eng *engine.Engine, prefix string, n
 	}
 	for _, job := range claimed.Jobs {
 		p := backendtest.Outcome{
-			JobRef: engine.JobRef{ID: job.ID, LeaseID: job.Lease.ID, Fence: job.Fence},
-			Charge: engine.ChargeAttempt, Event: engine.EventArchived, Actor: testWorker, Message: msg,
+			JobRef: backend.JobRef{ID: job.ID, LeaseID: job.Lease.ID, Fence: job.Fence},
+			Charge: backend.ChargeAttempt, Event: engine.EventArchived, Actor: testWorker, Message: msg,
 			Error: &engine.AttemptError{Message: msg, Worker: testWorker}, ErrorPattern: engine.NormalizeError(msg),
 			To: engine.StateArchived, Reason: engine.ReasonAttemptsExhausted,
 		}

@@ -428,9 +428,9 @@ func (m *Model) act(a engine.Action) tea.Cmd {
 		// An action the job's state does not take is refused here, not
 		// confirmed and then failed (u on an archived job asked "Release
 		// job …?" and then said "wrong state").
-		if spec, err := engine.SpecFor(a); err == nil && !slices.Contains(spec.From, j.State) {
-			from := make([]string, len(spec.From))
-			for i, s := range spec.From {
+		if states, err := engine.ActionFrom(a); err == nil && !slices.Contains(states, j.State) {
+			from := make([]string, len(states))
+			for i, s := range states {
 				from[i] = string(s)
 			}
 			return m.toastErr(fmt.Sprintf("%s applies to %s jobs; %s is %s", a, strings.Join(from, ", "), id, j.State))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -38,7 +39,7 @@ func TestSheetHearsAnotherProcesssReaper(t *testing.T) {
 		Payload: json.RawMessage(`{"order":7}`)}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := f.store.JobClaim(ctx, &engine.JobClaimParams{Queue: "shipping", WorkerID: "worker-gone", LeaseID: "lease-gone",
+	res, err := f.store.JobClaim(ctx, &backend.JobClaimParams{Queue: "shipping", WorkerID: "worker-gone", LeaseID: "lease-gone",
 		Limit: 1, Kinds: map[string]int{"label.print": 1}, LeaseDuration: 300 * time.Millisecond})
 	if err != nil || len(res.Jobs) != 1 {
 		t.Fatalf("claim: %v %v", res, err)

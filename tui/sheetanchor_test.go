@@ -8,6 +8,7 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -26,7 +27,7 @@ func failingDetail(id string, n int, start time.Time) *engine.JobDetail {
 		ev = append(ev, engine.Event{JobID: id, Kind: engine.EventFailed, At: at, Actor: "w1",
 			From: engine.StateRunning, To: engine.StateRetryable, Attempt: a, Message: msg})
 	}
-	j.Errors = engine.ErrorCap(j.Errors, engine.MaxKeptErrors)
+	j.Errors = backend.TrimErrors(j.Errors, engine.MaxKeptErrors)
 	return &engine.JobDetail{Job: j, Timeline: engine.Timeline(j, ev)}
 }
 

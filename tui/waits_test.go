@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/backendtest"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
@@ -23,14 +24,14 @@ import (
 // waitFixture is a store with par-1, a parent waiting for its three
 // children (one completed, one archived, one available), and sig-1,
 // waiting for the signal "approved".
-func waitFixture(t *testing.T) (*engine.Engine, engine.Store) {
+func waitFixture(t *testing.T) (*engine.Engine, backend.Store) {
 	t.Helper()
 	return waitFixtureWith(t, false)
 }
 
 // waitFixtureWith is waitFixture, with nap-1 too when sleeper: sleeping
 // until 2030-01-02 14:05, its signal name and step name escapes to show.
-func waitFixtureWith(t *testing.T, sleeper bool) (*engine.Engine, engine.Store) {
+func waitFixtureWith(t *testing.T, sleeper bool) (*engine.Engine, backend.Store) {
 	t.Helper()
 	ctx := context.Background()
 	store := sqlitetest.New(t)
@@ -55,7 +56,7 @@ func waitFixtureWith(t *testing.T, sleeper bool) (*engine.Engine, engine.Store) 
 	}
 	claim := func(queue, kind, id string) *engine.Job {
 		t.Helper()
-		res, err := store.JobClaim(ctx, &engine.JobClaimParams{Queue: queue, WorkerID: testWorker, LeaseID: "lease-" + id,
+		res, err := store.JobClaim(ctx, &backend.JobClaimParams{Queue: queue, WorkerID: testWorker, LeaseID: "lease-" + id,
 			Limit: 1, Kinds: map[string]int{kind: 1}, LeaseDuration: time.Hour})
 		if err != nil || len(res.Jobs) != 1 || res.Jobs[0].ID != id {
 			t.Fatalf("claim %s: %v %v", id, res, err)
@@ -64,14 +65,14 @@ func waitFixtureWith(t *testing.T, sleeper bool) (*engine.Engine, engine.Store) 
 	}
 	finish := func(j *engine.Job, o backendtest.Outcome, cp *engine.Checkpoint) {
 		t.Helper()
-		o.JobRef = engine.JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Fence}
+		o.JobRef = backend.JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Fence}
 		p := o.Plan(j)
 		if cp != nil {
 			raw, err := cp.Encode()
 			if err != nil {
 				t.Fatal(err)
 			}
-			p.Checkpoint = &engine.CheckpointWrite{Checkpoint: raw}
+			p.Checkpoint = &backend.CheckpointWrite{Checkpoint: raw}
 		}
 		if _, err := store.JobFinish(ctx, p); err != nil {
 			t.Fatalf("finish %s: %v", j.ID, err)
@@ -92,7 +93,7 @@ func waitFixtureWith(t *testing.T, sleeper bool) (*engine.Engine, engine.Store) 
 	}
 	finish(claim("pages", "page.render", children[0]), backendtest.Outcome{To: engine.StateCompleted}, nil)
 	finish(claim("pages", "page.render", children[1]), backendtest.Outcome{To: engine.StateArchived, Reason: engine.ReasonAttemptsExhausted,
-		Charge: engine.ChargeAttempt, Event: engine.EventArchived, Error: &engine.AttemptError{Message: "font missing"}}, nil)
+		Charge: backend.ChargeAttempt, Event: engine.EventArchived, Error: &engine.AttemptError{Message: "font missing"}}, nil)
 	return eng, store
 }
 
@@ -144,11 +145,11 @@ func TestSignalFromCommandLine(t *testing.T) {
 	s.typeText(`signal approved {"by":"maya"}`)
 	s.keys("<enter>")
 	s.waitFor("signal approved sent to sig-1")
-	j, err := store.JobGetByID(context.Background(), &engine.JobGetByIDParams{ID: "sig-1"})
+	j, err := store.JobGetByID(context.Background(), &backend.JobGetByIDParams{ID: "sig-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sigs, err := store.SignalList(context.Background(), &engine.SignalListParams{JobID: "sig-1"})
+	sigs, err := store.SignalList(context.Background(), &backend.SignalListParams{JobID: "sig-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,17 +239,17 @@ func TestSignalFromEditor(t *testing.T) {
 	s.typeText(`"by":"maya"`)
 	s.keys("<ctrl+s>")
 	s.goldenAs("confirm", s.waitFor("Send the signal approved to sig-1?", `"by": "maya"`))
-	sigs, err := store.SignalList(context.Background(), &engine.SignalListParams{JobID: "sig-1"})
+	sigs, err := store.SignalList(context.Background(), &backend.SignalListParams{JobID: "sig-1"})
 	if err != nil || len(sigs) != 0 {
 		t.Fatalf("before y: signals %+v (%v), want none sent", sigs, err)
 	}
 	s.keys("y")
 	s.waitFor("signal approved sent to sig-1")
-	j, err := store.JobGetByID(context.Background(), &engine.JobGetByIDParams{ID: "sig-1"})
+	j, err := store.JobGetByID(context.Background(), &backend.JobGetByIDParams{ID: "sig-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sigs, err = store.SignalList(context.Background(), &engine.SignalListParams{JobID: "sig-1"})
+	sigs, err = store.SignalList(context.Background(), &backend.SignalListParams{JobID: "sig-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +308,7 @@ func TestSignalKeyGoneReadOnly(t *testing.T) {
 	if strings.Contains(help, "Payload of the signal") || strings.Contains(help, "send signal") {
 		t.Fatalf("the signal key acted or is listed read-only:\n%s", help)
 	}
-	if sigs, err := store.SignalList(context.Background(), &engine.SignalListParams{JobID: "sig-1"}); err != nil || len(sigs) != 0 {
+	if sigs, err := store.SignalList(context.Background(), &backend.SignalListParams{JobID: "sig-1"}); err != nil || len(sigs) != 0 {
 		t.Fatalf("signals %+v (%v), want none", sigs, err)
 	}
 }
@@ -335,7 +336,7 @@ func TestSignalFromExternalEditor(t *testing.T) {
 	s.waitFor("Send the signal approved to sig-1?", `"by": "ext"`)
 	s.keys("y")
 	s.waitFor("signal approved sent to sig-1")
-	sigs, err := store.SignalList(context.Background(), &engine.SignalListParams{JobID: "sig-1"})
+	sigs, err := store.SignalList(context.Background(), &backend.SignalListParams{JobID: "sig-1"})
 	if err != nil || len(sigs) != 1 || string(sigs[0].Payload) != `{"by":"ext"}` {
 		t.Fatalf("signals %+v (%v), want the edited payload", sigs, err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/backendtest"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
@@ -38,7 +39,7 @@ func workflowFixture(t *testing.T) *engine.Engine {
 	}
 	claim := func(id string) *engine.Job {
 		t.Helper()
-		res, err := store.JobClaim(ctx, &engine.JobClaimParams{Queue: "orders", WorkerID: testWorker, LeaseID: "lease-" + id,
+		res, err := store.JobClaim(ctx, &backend.JobClaimParams{Queue: "orders", WorkerID: testWorker, LeaseID: "lease-" + id,
 			Limit: 1, Kinds: map[string]int{"order.flow": 1}, LeaseDuration: time.Hour})
 		if err != nil || len(res.Jobs) != 1 || res.Jobs[0].ID != id {
 			t.Fatalf("claim %s: %v %v", id, res, err)
@@ -51,8 +52,8 @@ func workflowFixture(t *testing.T) *engine.Engine {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := store.JobCheckpoint(ctx, &engine.JobCheckpointParams{Items: []engine.JobCheckpointItem{{
-			JobRef: engine.JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Fence}, Checkpoint: raw}}})
+		res, err := store.JobCheckpoint(ctx, &backend.JobCheckpointParams{Items: []backend.JobCheckpointItem{{
+			JobRef: backend.JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Fence}, Checkpoint: raw}}})
 		if err != nil || res[0] != nil {
 			t.Fatalf("checkpoint %s: %v %v", j.ID, res, err)
 		}
@@ -65,8 +66,8 @@ func workflowFixture(t *testing.T) *engine.Engine {
 	checkpoint(j, engine.Checkpoint{Version: 1, Steps: []engine.StepRecord{done("reserve", 12*time.Millisecond), done("charge", 340*time.Millisecond)}})
 	msg := "carrier API timeout"
 	p := backendtest.Outcome{
-		JobRef: engine.JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Fence},
-		To:     engine.StateArchived, Reason: engine.ReasonAttemptsExhausted, Charge: engine.ChargeAttempt,
+		JobRef: backend.JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Fence},
+		To:     engine.StateArchived, Reason: engine.ReasonAttemptsExhausted, Charge: backend.ChargeAttempt,
 		Event: engine.EventArchived, Actor: testWorker, Message: msg,
 		Error: &engine.AttemptError{Message: msg, Worker: testWorker}, ErrorPattern: engine.NormalizeError(msg),
 	}.Plan(j)
@@ -76,8 +77,8 @@ func workflowFixture(t *testing.T) *engine.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Checkpoint = &engine.CheckpointWrite{Checkpoint: raw}
-	p.DeadLetter = &engine.DeadLetterWrite{Job: &engine.JobInsertParams{ID: "dlq:wf-0001", Queue: "triage", Kind: "order.triage",
+	p.Checkpoint = &backend.CheckpointWrite{Checkpoint: raw}
+	p.DeadLetter = &backend.DeadLetterWrite{Job: &backend.JobInsertParams{ID: "dlq:wf-0001", Queue: "triage", Kind: "order.triage",
 		Payload:       json.RawMessage(`{"dead_job_id":"wf-0001","kind":"order.flow","queue":"orders","payload":{"order":"wf-0001"},"error":"carrier API timeout","reason":"attempts_exhausted"}`),
 		SchemaVersion: 1, MaxAttempts: 3, Fingerprint: "fp-dlq-wf-0001"}}
 	if _, err := store.JobFinish(ctx, p); err != nil {
@@ -187,7 +188,7 @@ func TestQuarantineStepCrashes(t *testing.T) {
 		Payload: json.RawMessage(`{"report":"q3"}`)}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := store.JobClaim(ctx, &engine.JobClaimParams{Queue: "reports", WorkerID: testWorker, LeaseID: "lease-r",
+	res, err := store.JobClaim(ctx, &backend.JobClaimParams{Queue: "reports", WorkerID: testWorker, LeaseID: "lease-r",
 		Limit: 1, Kinds: map[string]int{"report.flow": 1}, LeaseDuration: time.Hour})
 	if err != nil || len(res.Jobs) != 1 {
 		t.Fatalf("claim: %v %v", res, err)
@@ -201,12 +202,12 @@ func TestQuarantineStepCrashes(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := backendtest.Outcome{
-		JobRef: engine.JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Fence},
-		To:     engine.StateQuarantined, Reason: engine.ReasonQuarantined, Charge: engine.ChargeCrash, Quarantine: true,
+		JobRef: backend.JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Fence},
+		To:     engine.StateQuarantined, Reason: engine.ReasonQuarantined, Charge: backend.ChargeCrash, Quarantine: true,
 		Event: engine.EventQuarantined, Actor: testWorker, Message: errOOM,
 		Error: &engine.AttemptError{Crash: true, Message: errOOM, Worker: testWorker}, ErrorPattern: engine.NormalizeError(errOOM),
 	}.Plan(j)
-	p.Checkpoint = &engine.CheckpointWrite{Checkpoint: cp}
+	p.Checkpoint = &backend.CheckpointWrite{Checkpoint: cp}
 	p.Fingerprint.StepCrash = "render" // the crash's write counts it, as the engine's plan says
 	if _, err := store.JobFinish(ctx, p); err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/outage"
 )
 
 // Metrics is an api.Metrics on a Prometheus registry of its own: the
@@ -59,7 +60,7 @@ func New(ctl engine.Control, log *slog.Logger) *Metrics {
 	m.reg.MustRegister(m.requests, m.duration,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&engineCollector{ctl: ctl, log: log, out: engine.NewOutage(log, "metrics", engine.OutageOptions{})},
+		&engineCollector{ctl: ctl, log: log, out: outage.New(log, "metrics", outage.Options{})},
 	)
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)})
 	return m
@@ -92,13 +93,13 @@ type engineCollector struct {
 	log *slog.Logger
 	// out logs a store outage once, not at every scrape (the backoff it
 	// gives is unused: the scraper sets the pace).
-	out *engine.Outage
+	out *outage.Outage
 }
 
 // fail logs a scrape's store error: once per outage when the store did
 // not answer, at every scrape otherwise.
 func (c *engineCollector) fail(what string, err error) {
-	if engine.StoreUnavailable(err) {
+	if outage.StoreUnavailable(err) {
 		c.out.Fail(err, "what", what)
 		return
 	}

@@ -31,6 +31,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -40,7 +41,7 @@ type Harness struct {
 	Name string
 	// NewStore returns a fresh, migrated, empty store and arranges for it
 	// to be closed when t ends (t.Cleanup).
-	NewStore func(t testing.TB) engine.Store
+	NewStore func(t testing.TB) backend.Store
 	// Control, when set, wraps the engine in the Control the Control
 	// checks exercise (the HTTP client against a server over the engine);
 	// nil exercises the engine itself.
@@ -49,11 +50,11 @@ type Harness struct {
 	// counts from the jobs themselves, and a drift of the maintained
 	// counters (see Truth). The StoreDirect and ControlStore checks need
 	// it.
-	Truth func(t testing.TB, s engine.Store) Truth
+	Truth func(t testing.TB, s backend.Store) Truth
 	// Reopen opens a second store over the data of s, a store NewStore
 	// returned, as another process would, and closes it when t ends. The
 	// checks of two stores at once need it.
-	Reopen func(t testing.TB, s engine.Store) engine.Store
+	Reopen func(t testing.TB, s backend.Store) backend.Store
 }
 
 // check is one conformance check.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -126,7 +127,7 @@ func testConcurrency(t *testing.T, h Harness) {
 // latencyStore records the slowest heartbeat and lease renewal: when they
 // stall past the heartbeat TTL or the lease, a living worker looks dead.
 type latencyStore struct {
-	engine.Store
+	backend.Store
 	beat, renew atomic.Int64 // nanoseconds
 }
 
@@ -139,13 +140,13 @@ func maxInto(a *atomic.Int64, d time.Duration) {
 	}
 }
 
-func (l *latencyStore) WorkerHeartbeat(ctx context.Context, p *engine.WorkerHeartbeatParams) error {
+func (l *latencyStore) WorkerHeartbeat(ctx context.Context, p *backend.WorkerHeartbeatParams) error {
 	t0 := time.Now()
 	defer func() { maxInto(&l.beat, time.Since(t0)) }()
 	return l.Store.WorkerHeartbeat(ctx, p)
 }
 
-func (l *latencyStore) JobLeaseRenew(ctx context.Context, p *engine.JobLeaseRenewParams) ([]error, error) {
+func (l *latencyStore) JobLeaseRenew(ctx context.Context, p *backend.JobLeaseRenewParams) ([]error, error) {
 	t0 := time.Now()
 	defer func() { maxInto(&l.renew, time.Since(t0)) }()
 	return l.Store.JobLeaseRenew(ctx, p)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -51,7 +52,7 @@ func controlChecks() []check {
 
 // ctlFixture is an engine with workers, a Control over it, and the store.
 type ctlFixture struct {
-	s   engine.Store
+	s   backend.Store
 	e   *engine.Engine
 	c   engine.Control
 	ctx context.Context
@@ -657,7 +658,7 @@ func (f *ctlFixture) waitOperation(t *testing.T, id string) *engine.Operation {
 }
 
 // retriedOnce checks that each job was retried exactly once.
-func retriedOnce(t *testing.T, s engine.Store, ids []string) {
+func retriedOnce(t *testing.T, s backend.Store, ids []string) {
 	t.Helper()
 	for _, id := range ids {
 		n := 0

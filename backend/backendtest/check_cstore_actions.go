@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -23,14 +24,14 @@ func testCStoreOperatorActions(t *testing.T, h Harness) {
 	insertRes(t, s, djob("a", "q", "k"), djob("b", "q", "k"))
 	kill(t, s, "q", 2, engine.StateArchived, func(int) string { return "dial tcp 10.1.1.1:80: refused" })
 	insertRes(t, s, dl)
-	if res := claimRaw(t, s, engine.JobClaimParams{Queue: "q", Limit: 1}); len(deadAtClaim(res)) != 1 {
+	if res := claimRaw(t, s, backend.JobClaimParams{Queue: "q", Limit: 1}); len(deadAtClaim(res)) != 1 {
 		t.Fatalf("deadline archive: %+v", res)
 	}
 	d := getJob(t, s, "dl")
 	if d.State != engine.StateArchived || d.TerminalReason != engine.ReasonDeadlineExceeded {
 		t.Fatalf("dl: %+v", d)
 	}
-	gs, err := cs.JobErrorGroups(ctx, &engine.JobErrorGroupsParams{Filter: engine.Filter{States: []engine.State{engine.StateArchived}}})
+	gs, err := cs.JobErrorGroups(ctx, &backend.JobErrorGroupsParams{Filter: engine.Filter{States: []engine.State{engine.StateArchived}}})
 	if err != nil || len(gs) != 2 || gs[0].Count != 2 || gs[0].Pattern != "dial tcp <addr>: refused" ||
 		gs[0].Sample != "dial tcp 10.1.1.1:80: refused" || gs[1].Count != 1 || gs[0].FirstSeen.After(gs[0].LastSeen) {
 		t.Fatalf("groups: %+v %v", gs, err)
@@ -92,7 +93,7 @@ func testCStoreOperatorActions(t *testing.T, h Harness) {
 	if _, err := retryJob(t, s, retryParams{ID: "b", Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	run := claimRaw(t, s, engine.JobClaimParams{Queue: "q", Limit: 10})
+	run := claimRaw(t, s, backend.JobClaimParams{Queue: "q", Limit: 10})
 	var rb *engine.Job
 	for _, x := range run.Jobs {
 		if x.ID == "b" {
@@ -130,7 +131,7 @@ func testCStoreOperatorActions(t *testing.T, h Harness) {
 	if err != nil || cj.State != engine.StateCancelled || cj.Lease != nil || cj.TerminalReason != engine.ReasonCancelled || cj.FinalizedAt == nil {
 		t.Fatalf("cancel running: %+v %v", cj, err)
 	}
-	if out, _ := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{{JobRef: refOf(x)}}, EndProbation: true}); !errors.Is(out[0], engine.ErrLeaseLost) {
+	if out, _ := s.JobCompleteMany(ctx, &backend.JobCompleteManyParams{Items: []backend.JobCompleteItem{{JobRef: refOf(x)}}, EndProbation: true}); !errors.Is(out[0], engine.ErrLeaseLost) {
 		t.Fatalf("late completion of a cancelled job: %v", out[0])
 	}
 	if _, err := retryJob(t, s, retryParams{ID: x.ID}); err != nil {
@@ -143,16 +144,16 @@ func testCStorePausedQueueNotClaimed(t *testing.T, h Harness) {
 	cs := controlStore(t, s)
 	ctx := context.Background()
 	insertRes(t, s, djob("a", "q", "k"), djob("b", "other", "k"))
-	if err := cs.QueuePause(ctx, &engine.QueuePauseParams{Queue: "q", Actor: "maya"}); err != nil {
+	if err := cs.QueuePause(ctx, &backend.QueuePauseParams{Queue: "q", Actor: "maya"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := cs.QueuePause(ctx, &engine.QueuePauseParams{Queue: "empty", Actor: "maya"}); err != nil {
+	if err := cs.QueuePause(ctx, &backend.QueuePauseParams{Queue: "empty", Actor: "maya"}); err != nil {
 		t.Fatal(err)
 	}
-	if res := claimRaw(t, s, engine.JobClaimParams{Queue: "q", Limit: 5}); len(res.Jobs) != 0 || res.Now.IsZero() {
+	if res := claimRaw(t, s, backend.JobClaimParams{Queue: "q", Limit: 5}); len(res.Jobs) != 0 || res.Now.IsZero() {
 		t.Fatalf("claimed from a paused queue: %v", ids(res.Jobs))
 	}
-	if res := claimRaw(t, s, engine.JobClaimParams{Queue: "other", Limit: 5}); len(res.Jobs) != 1 {
+	if res := claimRaw(t, s, backend.JobClaimParams{Queue: "other", Limit: 5}); len(res.Jobs) != 1 {
 		t.Fatalf("other queue: %v", ids(res.Jobs))
 	}
 	qs, err := cs.QueueList(ctx)
@@ -167,10 +168,10 @@ func testCStorePausedQueueNotClaimed(t *testing.T, h Harness) {
 	if want := "empty true map[], other false map[running:1], q true map[available:1]"; got != want {
 		t.Fatalf("queues %s, want %s", got, want)
 	}
-	if err := cs.QueueResume(ctx, &engine.QueuePauseParams{Queue: "q", Actor: "maya"}); err != nil {
+	if err := cs.QueueResume(ctx, &backend.QueuePauseParams{Queue: "q", Actor: "maya"}); err != nil {
 		t.Fatal(err)
 	}
-	if res := claimRaw(t, s, engine.JobClaimParams{Queue: "q", Limit: 5}); len(res.Jobs) != 1 {
+	if res := claimRaw(t, s, backend.JobClaimParams{Queue: "q", Limit: 5}); len(res.Jobs) != 1 {
 		t.Fatalf("after resume: %v", ids(res.Jobs))
 	}
 	if !slices.Contains(capabilities(s), "operations") {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -17,11 +18,11 @@ import (
 // action, and counts that leave superseded jobs out. (On SQLite these are
 // the batches taken by id range.)
 
-func startOperation(t *testing.T, s engine.Store, id string, a engine.Action, sel engine.Filter) *engine.Operation {
+func startOperation(t *testing.T, s backend.Store, id string, a engine.Action, sel engine.Filter) *engine.Operation {
 	t.Helper()
 	ctx := context.Background()
 	time.Sleep(time.Millisecond) // the jobs entered their state before the operation
-	op, err := controlStore(t, s).OperationInsert(ctx, &engine.OperationInsertParams{ID: id, Action: a, Selector: sel, CreatedBy: "ops"})
+	op, err := controlStore(t, s).OperationInsert(ctx, &backend.OperationInsertParams{ID: id, Action: a, Selector: sel, CreatedBy: "ops"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +31,7 @@ func startOperation(t *testing.T, s engine.Store, id string, a engine.Action, se
 
 // eventsOf returns the kinds and from-states of a job's stored events of
 // kind k.
-func eventsOf(t *testing.T, s engine.Store, id string, k engine.EventKind) []engine.Event {
+func eventsOf(t *testing.T, s backend.Store, id string, k engine.EventKind) []engine.Event {
 	t.Helper()
 	evs := events(t, s, id)
 	var out []engine.Event
@@ -47,7 +48,7 @@ func testCStoreBulkSparseEveryAction(t *testing.T, h Harness) {
 	db := h.truth(t, s)
 	// 60 jobs; every fifth is in queue rare, the rest in common, so a
 	// rare selector is sparse in id order.
-	var js []*engine.JobInsertParams
+	var js []*backend.JobInsertParams
 	var rare, common []string
 	for i := range 60 {
 		q := "common"
@@ -149,7 +150,7 @@ func testCStoreBulkSparseEveryAction(t *testing.T, h Harness) {
 func testCStoreBulkQuarantineAndSuperseded(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	db := h.truth(t, s)
-	var js []*engine.JobInsertParams
+	var js []*backend.JobInsertParams
 	for i := range 6 {
 		js = append(js, djob(fmt.Sprintf("q%d", i), "q", "k"))
 	}
@@ -183,9 +184,9 @@ func testCStoreBulkQuarantineAndSuperseded(t *testing.T, h Harness) {
 
 	// Kill them again, then quarantine one fingerprint.
 	dead = kill(t, s, "q", 6, engine.StateArchived, func(int) string { return "y" })
-	insertRes(t, s, &engine.JobInsertParams{ID: "pill", Queue: "pills", Kind: "k", Payload: json.RawMessage(`{}`),
+	insertRes(t, s, &backend.JobInsertParams{ID: "pill", Queue: "pills", Kind: "k", Payload: json.RawMessage(`{}`),
 		Fingerprint: dead[2].Fingerprint, MaxAttempts: 1})
-	res := claimRaw(t, s, engine.JobClaimParams{Queue: "pills", Limit: 1})
+	res := claimRaw(t, s, backend.JobClaimParams{Queue: "pills", Limit: 1})
 	quarantineJob(t, s, res.Jobs[0], "boom")
 	op = startOperation(t, s, "op3", engine.ActionRetry, sel)
 	done := runOperation(t, s, op.ID, 2)
@@ -203,7 +204,7 @@ func testCStoreBulkQuarantineAndSuperseded(t *testing.T, h Harness) {
 func testCStoreCountWithoutSuperseded(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	ctx := context.Background()
-	var js []*engine.JobInsertParams
+	var js []*backend.JobInsertParams
 	for i := range 8 {
 		js = append(js, djob(fmt.Sprintf("c%d", i), "q", "k"))
 	}
@@ -232,7 +233,7 @@ func testCStoreCountWithoutSuperseded(t *testing.T, h Harness) {
 		{engine.Filter{Queues: []string{"q"}}, true, 0, 8, false}, // 5 archived and 3 available copies
 		{engine.Filter{IDs: []string{dead[0].ID, dead[5].ID}}, true, 0, 1, false},
 	} {
-		n, est, err := controlStore(t, s).JobCount(ctx, &engine.JobCountParams{Filter: tc.f, ExcludeSuperseded: tc.exclude, Max: tc.max})
+		n, est, err := controlStore(t, s).JobCountMatching(ctx, &backend.JobCountMatchingParams{Filter: tc.f, ExcludeSuperseded: tc.exclude, Max: tc.max})
 		if err != nil || n != tc.want || est != tc.wantEstimate {
 			t.Errorf("count %s (exclude superseded %v, max %d): %d %v %v, want %d %v", tc.f, tc.exclude, tc.max, n, est, err,
 				tc.want, tc.wantEstimate)
@@ -251,7 +252,7 @@ func testCStoreCountStatesAndQueuesAsOf(t *testing.T, h Harness) {
 	cs := controlStore(t, s)
 	ctx := context.Background()
 	for _, q := range []string{"q1", "q2", "q3"} {
-		var js []*engine.JobInsertParams
+		var js []*backend.JobInsertParams
 		for i := range 6 {
 			js = append(js, djob(fmt.Sprintf("%s-%d", q, i), q, "k"))
 		}
@@ -268,10 +269,10 @@ func testCStoreCountStatesAndQueuesAsOf(t *testing.T, h Harness) {
 		Payload: json.RawMessage(`{"fixed":true}`), Fingerprint: "fp-fixed"}); err != nil {
 		t.Fatal(err)
 	}
-	claimRaw(t, s, engine.JobClaimParams{Queue: "q3", Limit: 2}) // two running
+	claimRaw(t, s, backend.JobClaimParams{Queue: "q3", Limit: 2}) // two running
 	asOfs = append(asOfs, storeNow(t, s))
 
-	all, err := cs.JobList(ctx, &engine.JobListParams{Limit: 1000})
+	all, err := cs.JobListPage(ctx, &backend.JobListPageParams{Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,12 +308,12 @@ func testCStoreCountStatesAndQueuesAsOf(t *testing.T, h Harness) {
 			}
 			for _, exclude := range []bool{false, true} {
 				w := want(f, asOf, exclude)
-				n, capped, err := cs.JobCount(ctx, &engine.JobCountParams{Filter: f, AsOf: asOf, ExcludeSuperseded: exclude})
+				n, capped, err := cs.JobCountMatching(ctx, &backend.JobCountMatchingParams{Filter: f, AsOf: asOf, ExcludeSuperseded: exclude})
 				if err != nil || n != w || capped {
 					t.Errorf("count %s as of #%d (exclude superseded %v): %d capped %v %v, want %d", f, i, exclude, n, capped, err, w)
 				}
 				if w > 1 {
-					n, capped, err = cs.JobCount(ctx, &engine.JobCountParams{Filter: f, AsOf: asOf, ExcludeSuperseded: exclude, Max: w - 1})
+					n, capped, err = cs.JobCountMatching(ctx, &backend.JobCountMatchingParams{Filter: f, AsOf: asOf, ExcludeSuperseded: exclude, Max: w - 1})
 					if err != nil || n != w-1 || !capped {
 						t.Errorf("count %s as of #%d (exclude %v) capped at %d: %d capped %v %v", f, i, exclude, w-1, n, capped, err)
 					}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -32,37 +33,37 @@ func testCStoreCountersExact(t *testing.T, h Harness) {
 	insertRes(t, s, djob("a1", "a", "k")) // the same job again: no change
 	check("insert")
 
-	res := claimRaw(t, s, engine.JobClaimParams{Queue: "b", Limit: 1})
+	res := claimRaw(t, s, backend.JobClaimParams{Queue: "b", Limit: 1})
 	if len(deadAtClaim(res)) != 1 || len(res.Jobs) != 1 {
 		t.Fatalf("claim b: %v %v", ids(deadAtClaim(res)), ids(res.Jobs))
 	}
 	check("claim with a deadline archive")
-	out, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{{JobRef: refOf(res.Jobs[0])}}, EndProbation: true})
+	out, err := s.JobCompleteMany(ctx, &backend.JobCompleteManyParams{Items: []backend.JobCompleteItem{{JobRef: refOf(res.Jobs[0])}}, EndProbation: true})
 	if err != nil || out[0] != nil {
 		t.Fatal(err, out)
 	}
 	check("complete")
 
-	res = claimRaw(t, s, engine.JobClaimParams{Queue: "a", Limit: 3})
+	res = claimRaw(t, s, backend.JobClaimParams{Queue: "a", Limit: 3})
 	r := res.Jobs
-	if _, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{
+	if _, err := s.JobCompleteMany(ctx, &backend.JobCompleteManyParams{Items: []backend.JobCompleteItem{
 		{JobRef: refOf(r[0]), Delete: true}, {JobRef: refOf(r[0]), Delete: true}}, EndProbation: true}); err != nil {
 		t.Fatal(err)
 	}
 	check("complete with delete (twice)")
-	finish(t, s, Outcome{JobRef: refOf(r[1]), To: engine.StateRetryable, Charge: engine.ChargeAttempt,
+	finish(t, s, Outcome{JobRef: refOf(r[1]), To: engine.StateRetryable, Charge: backend.ChargeAttempt,
 		Error: &engine.AttemptError{Message: "e"}})
 	check("finish retryable")
 	finish(t, s, Outcome{JobRef: refOf(r[2]), To: engine.StateDeleted})
 	check("finish deleted")
 	time.Sleep(5 * time.Millisecond)
-	if _, err := s.JobScheduleDue(ctx, &engine.JobScheduleDueParams{From: []engine.State{engine.StateRetryable, engine.StateScheduled}, To: engine.StateAvailable, Limit: 10}); err != nil {
+	if _, err := s.JobScheduleDue(ctx, &backend.JobScheduleDueParams{From: []engine.State{engine.StateRetryable, engine.StateScheduled}, To: engine.StateAvailable, Limit: 10}); err != nil {
 		t.Fatal(err)
 	}
 	check("schedule due")
 
 	// Quarantine with holds, then release.
-	poison := func(id, queue string) *engine.JobInsertParams {
+	poison := func(id, queue string) *backend.JobInsertParams {
 		j := djob(id, queue, "k")
 		j.Fingerprint = "poison"
 		return j
@@ -70,7 +71,7 @@ func testCStoreCountersExact(t *testing.T, h Harness) {
 	pl := poison("p-later", "c")
 	pl.Delay = time.Hour
 	insertRes(t, s, poison("p1", "c"), poison("p2", "d"), pl)
-	res = claimRaw(t, s, engine.JobClaimParams{Queue: "c", Limit: 1})
+	res = claimRaw(t, s, backend.JobClaimParams{Queue: "c", Limit: 1})
 	quarantineJob(t, s, res.Jobs[0], "boom")
 	check("quarantine with holds")
 	if _, err := releaseJob(t, s, actionParams{ID: "p2", Actor: "maya"}); err != nil {
@@ -104,13 +105,13 @@ func testCStoreCountersExact(t *testing.T, h Harness) {
 	check("retry with input")
 
 	insertRes(t, s, djob("k1", "keep", "k"), djob("k2", "keep", "k"))
-	claimRaw(t, s, engine.JobClaimParams{Queue: "keep", Limit: 1})
+	claimRaw(t, s, backend.JobClaimParams{Queue: "keep", Limit: 1})
 	check("a job kept running")
 
 	// Operations: cancel everything waiting, then delete every cancelled job.
 	for _, action := range []engine.Action{engine.ActionCancel, engine.ActionDelete} {
 		time.Sleep(time.Millisecond)
-		op, err := cs.OperationInsert(ctx, &engine.OperationInsertParams{ID: "op-" + string(action), Action: action,
+		op, err := cs.OperationInsert(ctx, &backend.OperationInsertParams{ID: "op-" + string(action), Action: action,
 			Selector: engine.Filter{States: []engine.State{engine.StateAvailable, engine.StateScheduled, engine.StateCancelled}}})
 		if err != nil {
 			t.Fatal(err)
@@ -120,18 +121,18 @@ func testCStoreCountersExact(t *testing.T, h Harness) {
 	}
 
 	// Retention.
-	n, err := s.JobDeleteExpired(ctx, &engine.JobDeleteExpiredParams{Retention: map[engine.State]time.Duration{
+	n, err := s.JobDeleteExpired(ctx, &backend.JobDeleteExpiredParams{Retention: map[engine.State]time.Duration{
 		engine.StateCompleted: 0, engine.StateArchived: 0}, Limit: 100})
 	if err != nil || n == 0 {
 		t.Fatalf("retention: %d %v", n, err)
 	}
 	check("retention")
 
-	before, _ := cs.JobCountByQueue(ctx, &engine.JobCountByQueueParams{})
+	before, _ := cs.JobCountByQueue(ctx, &backend.JobCountByQueueParams{})
 	if err := cs.JobCountReconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	after, _ := cs.JobCountByQueue(ctx, &engine.JobCountByQueueParams{})
+	after, _ := cs.JobCountByQueue(ctx, &backend.JobCountByQueueParams{})
 	if !countsEqual(before, after) {
 		t.Fatalf("reconcile changed exact counters: %v → %v", before, after)
 	}
@@ -139,7 +140,7 @@ func testCStoreCountersExact(t *testing.T, h Harness) {
 		t.Fatal("no jobs left to count")
 	}
 	for q := range after {
-		one, err := cs.JobCountByQueue(ctx, &engine.JobCountByQueueParams{Queue: q})
+		one, err := cs.JobCountByQueue(ctx, &backend.JobCountByQueueParams{Queue: q})
 		if err != nil || len(one) != 1 || !maps.Equal(one[q], after[q]) {
 			t.Fatalf("counts of queue %s: %v %v", q, one, err)
 		}
@@ -153,16 +154,16 @@ func testCStoreReconcileRepairsDrift(t *testing.T, h Harness) {
 	cs := controlStore(t, s)
 	tr := h.truth(t, s)
 	ctx := context.Background()
-	jobs := make([]*engine.JobInsertParams, 0, 30)
+	jobs := make([]*backend.JobInsertParams, 0, 30)
 	for i := range 30 {
 		q := []string{"billing", "email", "reports"}[i%3]
-		jobs = append(jobs, &engine.JobInsertParams{ID: fmt.Sprintf("job-%02d", i), Queue: q, Kind: "k",
+		jobs = append(jobs, &backend.JobInsertParams{ID: fmt.Sprintf("job-%02d", i), Queue: q, Kind: "k",
 			SchemaVersion: 1, MaxAttempts: 3, Payload: json.RawMessage(`{}`)})
 	}
-	if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: jobs, RefuseQuarantined: true}); err != nil {
+	if _, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: jobs, RefuseQuarantined: true}); err != nil {
 		t.Fatal(err)
 	}
-	want, err := cs.JobCountByQueue(ctx, &engine.JobCountByQueueParams{})
+	want, err := cs.JobCountByQueue(ctx, &backend.JobCountByQueueParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,14 +172,14 @@ func testCStoreReconcileRepairsDrift(t *testing.T, h Harness) {
 	}
 	tr.CounterAdd(t, "email", engine.StateAvailable, 7)
 	tr.CounterAdd(t, "ghost", engine.StateArchived, 5)
-	drifted, _ := cs.JobCountByQueue(ctx, &engine.JobCountByQueueParams{})
+	drifted, _ := cs.JobCountByQueue(ctx, &backend.JobCountByQueueParams{})
 	if countsEqual(drifted, want) {
 		t.Fatal("the hand edit did not change the counters")
 	}
 	if err := cs.JobCountReconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	got, err := cs.JobCountByQueue(ctx, &engine.JobCountByQueueParams{})
+	got, err := cs.JobCountByQueue(ctx, &backend.JobCountByQueueParams{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -40,11 +41,11 @@ func controlStoreChecks() []check {
 }
 
 // listIDs lists the ids of the jobs matching f, sorted.
-func listIDs(t testing.TB, s engine.Store, f engine.Filter) []string {
+func listIDs(t testing.TB, s backend.Store, f engine.Filter) []string {
 	t.Helper()
-	js, err := controlStore(t, s).JobList(context.Background(), &engine.JobListParams{Filter: f, Limit: 1000})
+	js, err := controlStore(t, s).JobListPage(context.Background(), &backend.JobListPageParams{Filter: f, Limit: 1000})
 	if err != nil {
-		t.Fatalf("JobList(%s): %v", f, err)
+		t.Fatalf("JobListPage(%s): %v", f, err)
 	}
 	return sortedIDs(js)
 }
@@ -53,7 +54,7 @@ func testCStoreFilterFields(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	cs := controlStore(t, s)
 	ctx := context.Background()
-	mk := func(id, queue, kind, payload, meta string, tags ...string) *engine.JobInsertParams {
+	mk := func(id, queue, kind, payload, meta string, tags ...string) *backend.JobInsertParams {
 		j := djob(id, queue, kind)
 		j.Payload = json.RawMessage(payload)
 		if meta != "" {
@@ -122,11 +123,11 @@ func testCStoreFilterFields(t *testing.T, h Harness) {
 				want = []string{}
 			}
 			if got := listIDs(t, s, tc.f); !slices.Equal(got, want) {
-				t.Errorf("JobList: %v, want %v", got, want)
+				t.Errorf("JobListPage: %v, want %v", got, want)
 			}
-			n, capped, err := cs.JobCount(ctx, &engine.JobCountParams{Filter: tc.f})
+			n, capped, err := cs.JobCountMatching(ctx, &backend.JobCountMatchingParams{Filter: tc.f})
 			if err != nil || capped || n != int64(len(want)) {
-				t.Errorf("JobCount: %d %v %v, want %d", n, capped, err, len(want))
+				t.Errorf("JobCountMatching: %d %v %v, want %d", n, capped, err, len(want))
 			}
 		})
 	}
@@ -136,15 +137,15 @@ func testCStoreFilterFields(t *testing.T, h Harness) {
 		Payload: json.RawMessage(`{"customer":{"id":43}}`), Fingerprint: "fp-a2", Actor: "maya"}); err != nil {
 		t.Fatal(err)
 	}
-	js, err := cs.JobList(ctx, &engine.JobListParams{Filter: engine.Filter{States: arch}, ExcludeSuperseded: true, Limit: 10})
+	js, err := cs.JobListPage(ctx, &backend.JobListPageParams{Filter: engine.Filter{States: arch}, ExcludeSuperseded: true, Limit: 10})
 	if err != nil || !slices.Equal(sortedIDs(js), []string{"b", "c"}) {
 		t.Fatalf("exclude superseded: %v %v", ids(js), err)
 	}
-	if n, _, _ := cs.JobCount(ctx, &engine.JobCountParams{Filter: engine.Filter{States: arch}, ExcludeSuperseded: true}); n != 2 {
+	if n, _, _ := cs.JobCountMatching(ctx, &backend.JobCountMatchingParams{Filter: engine.Filter{States: arch}, ExcludeSuperseded: true}); n != 2 {
 		t.Fatalf("count excluding superseded: %d", n)
 	}
 	// A path that could leave the quoted key is refused.
-	if _, err := cs.JobList(ctx, &engine.JobListParams{Filter: engine.Filter{Payload: []engine.PathMatch{{Path: `a".b`, Value: "1"}}}}); !errors.Is(err, engine.ErrInvalid) {
+	if _, err := cs.JobListPage(ctx, &backend.JobListPageParams{Filter: engine.Filter{Payload: []engine.PathMatch{{Path: `a".b`, Value: "1"}}}}); !errors.Is(err, engine.ErrInvalid) {
 		t.Fatalf("bad path: %v", err)
 	}
 }
@@ -155,7 +156,7 @@ func testCStoreListKeysetBothWays(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	cs := controlStore(t, s)
 	ctx := context.Background()
-	var all []*engine.JobInsertParams
+	var all []*backend.JobInsertParams
 	for i := range 12 {
 		all = append(all, djob(fmt.Sprintf("d%02d", i), "dead", "k"))
 	}
@@ -164,12 +165,12 @@ func testCStoreListKeysetBothWays(t *testing.T, h Harness) {
 	for i := range 5 {
 		insertRes(t, s, djob(fmt.Sprintf("w%02d", i), "wait", "k"))
 	}
-	res := claimRaw(t, s, engine.JobClaimParams{Queue: "wait", Limit: 2}) // two running, three available
+	res := claimRaw(t, s, backend.JobClaimParams{Queue: "wait", Limit: 2}) // two running, three available
 	if len(res.Jobs) != 2 {
 		t.Fatal(res.Jobs)
 	}
 	// The truth: newest first by (state_changed_at, id).
-	full, err := cs.JobList(ctx, &engine.JobListParams{Limit: 100})
+	full, err := cs.JobListPage(ctx, &backend.JobListPageParams{Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func testCStoreListKeysetBothWays(t *testing.T, h Harness) {
 		var fwd []*engine.Job
 		var after *engine.Cursor
 		for {
-			page, err := cs.JobList(ctx, &engine.JobListParams{Filter: f, After: after, Limit: 5})
+			page, err := cs.JobListPage(ctx, &backend.JobListPageParams{Filter: f, After: after, Limit: 5})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -206,7 +207,7 @@ func testCStoreListKeysetBothWays(t *testing.T, h Harness) {
 		}
 		// Backwards from the 11th row: rows 10..6, oldest first.
 		k := full[10]
-		back, err := cs.JobList(ctx, &engine.JobListParams{Filter: f, After: &engine.Cursor{At: k.StateChangedAt, ID: k.ID}, Reverse: true, Limit: 5})
+		back, err := cs.JobListPage(ctx, &backend.JobListPageParams{Filter: f, After: &engine.Cursor{At: k.StateChangedAt, ID: k.ID}, Reverse: true, Limit: 5})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,7 +232,7 @@ func testCStoreCountCapAndAsOf(t *testing.T, h Harness) {
 		n      int64
 		capped bool
 	}{{0, 10, false}, {5, 5, true}, {9, 9, true}, {10, 10, false}, {100, 10, false}} {
-		n, capped, err := cs.JobCount(ctx, &engine.JobCountParams{Filter: f, Max: tc.max})
+		n, capped, err := cs.JobCountMatching(ctx, &backend.JobCountMatchingParams{Filter: f, Max: tc.max})
 		if err != nil || n != tc.n || capped != tc.capped {
 			t.Errorf("Max %d: %d %v %v, want %d %v", tc.max, n, capped, err, tc.n, tc.capped)
 		}
@@ -240,12 +241,12 @@ func testCStoreCountCapAndAsOf(t *testing.T, h Harness) {
 	time.Sleep(time.Millisecond)
 	kill(t, s, "q", 10, engine.StateArchived, func(int) string { return "x" })
 	insertRes(t, s, djob("late", "q", "k"))
-	n, _, err := cs.JobCount(ctx, &engine.JobCountParams{Filter: f, AsOf: &asOf})
+	n, _, err := cs.JobCountMatching(ctx, &backend.JobCountMatchingParams{Filter: f, AsOf: &asOf})
 	if err != nil || n != 0 {
 		t.Fatalf("as of before the deaths: %d %v", n, err)
 	}
 	now := storeNow(t, s)
-	n, _, _ = cs.JobCount(ctx, &engine.JobCountParams{Filter: f, AsOf: &now})
+	n, _, _ = cs.JobCountMatching(ctx, &backend.JobCountMatchingParams{Filter: f, AsOf: &now})
 	if n != 11 {
 		t.Fatalf("as of now: %d", n)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -21,24 +22,24 @@ func testCStoreOperationFencing(t *testing.T, h Harness) {
 		insertRes(t, s, djob(fmt.Sprintf("j%d", i), "q", "k"))
 	}
 	kill(t, s, "q", 6, engine.StateArchived, func(int) string { return "x" })
-	op, err := cs.OperationInsert(ctx, &engine.OperationInsertParams{ID: "op1", Action: engine.ActionRetry,
+	op, err := cs.OperationInsert(ctx, &backend.OperationInsertParams{ID: "op1", Action: engine.ActionRetry,
 		Selector: engine.Filter{States: []engine.State{engine.StateArchived}}, CreatedBy: "maya", Matched: 6})
 	if err != nil || op.Status != engine.OperationPending || op.CreatedBy != "maya" || op.Matched != 6 {
 		t.Fatalf("insert: %+v %v", op, err)
 	}
-	if _, err := cs.OperationInsert(ctx, &engine.OperationInsertParams{ID: "op1", Action: engine.ActionRetry}); !errors.Is(err, engine.ErrConflict) {
+	if _, err := cs.OperationInsert(ctx, &backend.OperationInsertParams{ID: "op1", Action: engine.ActionRetry}); !errors.Is(err, engine.ErrConflict) {
 		t.Fatalf("same id again: %v", err)
 	}
-	a, err := cs.OperationClaim(ctx, &engine.OperationClaimParams{Holder: "A", TTL: time.Millisecond})
+	a, err := cs.OperationClaim(ctx, &backend.OperationClaimParams{Holder: "A", TTL: time.Millisecond})
 	if err != nil || a == nil || a.Fence != 1 || a.Operation.Status != engine.OperationRunning || a.Operation.StartedAt == nil {
 		t.Fatalf("claim A: %+v %v", a, err)
 	}
 	time.Sleep(5 * time.Millisecond)
-	b, err := cs.OperationClaim(ctx, &engine.OperationClaimParams{Holder: "B", TTL: time.Minute})
+	b, err := cs.OperationClaim(ctx, &backend.OperationClaimParams{Holder: "B", TTL: time.Minute})
 	if err != nil || b == nil || b.Fence <= a.Fence || b.Holder != "B" {
 		t.Fatalf("claim B after A's lease ran out: %+v %v", b, err)
 	}
-	if again, err := cs.OperationClaim(ctx, &engine.OperationClaimParams{Holder: "C", TTL: time.Minute}); err != nil || again != nil {
+	if again, err := cs.OperationClaim(ctx, &backend.OperationClaimParams{Holder: "C", TTL: time.Minute}); err != nil || again != nil {
 		t.Fatalf("claim of a leased operation: %+v %v", again, err)
 	}
 	snapshot := tr.JobCounts(t)
@@ -52,7 +53,7 @@ func testCStoreOperationFencing(t *testing.T, h Harness) {
 	if got := tr.JobCounts(t); !countsEqual(got, snapshot) {
 		t.Fatalf("a refused batch changed jobs: %v → %v", snapshot, got)
 	}
-	if cur, _ := cs.OperationGet(ctx, &engine.OperationGetParams{ID: "op1"}); cur.Processed != 0 {
+	if cur, _ := cs.OperationGet(ctx, &backend.OperationGetParams{ID: "op1"}); cur.Processed != 0 {
 		t.Fatalf("a refused batch recorded progress: %+v", cur)
 	}
 	// B's batches run; one batch of 4, then cancelled.
@@ -68,13 +69,13 @@ func testCStoreOperationFencing(t *testing.T, h Harness) {
 	if last := ev[len(ev)-1]; last.Kind != engine.EventRetried || last.Actor != "maya" || !strings.Contains(last.Message, "op1") {
 		t.Fatalf("event of a bulk retry: %+v", last)
 	}
-	if op, err := cs.OperationCancel(ctx, &engine.OperationCancelParams{ID: "op1", Message: "cancelled by " + "maya"}); err != nil || op.Status != engine.OperationCancelled || op.FinishedAt == nil {
+	if op, err := cs.OperationCancel(ctx, &backend.OperationCancelParams{ID: "op1", Message: "cancelled by " + "maya"}); err != nil || op.Status != engine.OperationCancelled || op.FinishedAt == nil {
 		t.Fatalf("cancel: %+v %v", op, err)
 	}
-	if _, err := cs.OperationCancel(ctx, &engine.OperationCancelParams{ID: "op1"}); !errors.Is(err, engine.ErrWrongState) {
+	if _, err := cs.OperationCancel(ctx, &backend.OperationCancelParams{ID: "op1"}); !errors.Is(err, engine.ErrWrongState) {
 		t.Fatalf("cancel twice: %v", err)
 	}
-	if _, err := cs.OperationCancel(ctx, &engine.OperationCancelParams{ID: "nope"}); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := cs.OperationCancel(ctx, &backend.OperationCancelParams{ID: "nope"}); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("cancel missing: %v", err)
 	}
 	snapshot = tr.JobCounts(t)
@@ -85,25 +86,25 @@ func testCStoreOperationFencing(t *testing.T, h Harness) {
 	if got := tr.JobCounts(t); !countsEqual(got, snapshot) {
 		t.Fatalf("a batch of a cancelled operation changed jobs: %v → %v", snapshot, got)
 	}
-	if next, err := cs.OperationClaim(ctx, &engine.OperationClaimParams{Holder: "C", TTL: time.Minute}); err != nil || next != nil {
+	if next, err := cs.OperationClaim(ctx, &backend.OperationClaimParams{Holder: "C", TTL: time.Minute}); err != nil || next != nil {
 		t.Fatalf("claim of a cancelled operation: %+v %v", next, err)
 	}
 	// Listing: newest first, keyset.
 	for i := range 3 {
-		if _, err := cs.OperationInsert(ctx, &engine.OperationInsertParams{ID: fmt.Sprintf("op-x%d", i), Action: engine.ActionDelete,
+		if _, err := cs.OperationInsert(ctx, &backend.OperationInsertParams{ID: fmt.Sprintf("op-x%d", i), Action: engine.ActionDelete,
 			Selector: engine.Filter{Queues: []string{"none"}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	page, err := cs.OperationList(ctx, &engine.OperationListParams{Limit: 2})
+	page, err := cs.OperationList(ctx, &backend.OperationListParams{Limit: 2})
 	if err != nil || len(page) != 2 || page[0].ID != "op-x2" || page[1].ID != "op-x1" {
 		t.Fatalf("first page: %v", page)
 	}
-	page, err = cs.OperationList(ctx, &engine.OperationListParams{Limit: 5, After: &engine.Cursor{At: page[1].CreatedAt, ID: page[1].ID}})
+	page, err = cs.OperationList(ctx, &backend.OperationListParams{Limit: 5, After: &engine.Cursor{At: page[1].CreatedAt, ID: page[1].ID}})
 	if err != nil || len(page) != 2 || page[0].ID != "op-x0" || page[1].ID != "op1" {
 		t.Fatalf("second page: %v", page)
 	}
-	if _, err := cs.OperationGet(ctx, &engine.OperationGetParams{ID: "nope"}); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := cs.OperationGet(ctx, &backend.OperationGetParams{ID: "nope"}); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("get missing: %v", err)
 	}
 }
@@ -123,7 +124,7 @@ func testCStoreBulkTakesOnlyEarlierDeaths(t *testing.T, h Harness) {
 	}
 	kill(t, s, "early", 3, engine.StateArchived, func(int) string { return "x" })
 	time.Sleep(time.Millisecond)
-	op, err := cs.OperationInsert(context.Background(), &engine.OperationInsertParams{ID: "op", Action: engine.ActionRetry,
+	op, err := cs.OperationInsert(context.Background(), &backend.OperationInsertParams{ID: "op", Action: engine.ActionRetry,
 		Selector: engine.Filter{States: []engine.State{engine.StateArchived}}})
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +151,7 @@ func testCStoreBulkWindowsAndRefusals(t *testing.T, h Harness) {
 	cs := controlStore(t, s)
 	tr := h.truth(t, s)
 	ctx := context.Background()
-	var js []*engine.JobInsertParams
+	var js []*backend.JobInsertParams
 	for i := range 60 {
 		js = append(js, djob(fmt.Sprintf("j%02d", i), "q", "k"))
 	}
@@ -171,9 +172,9 @@ func testCStoreBulkWindowsAndRefusals(t *testing.T, h Harness) {
 		t.Fatalf("rare %v", rare)
 	}
 	// Quarantine the first rare job's fingerprint, supersede the second.
-	insertRes(t, s, &engine.JobInsertParams{ID: "pill", Queue: "pills", Kind: "k", Payload: json.RawMessage(`{}`),
+	insertRes(t, s, &backend.JobInsertParams{ID: "pill", Queue: "pills", Kind: "k", Payload: json.RawMessage(`{}`),
 		Fingerprint: getJob(t, s, rare[0]).Fingerprint, MaxAttempts: 1})
-	res := claimRaw(t, s, engine.JobClaimParams{Queue: "pills", Limit: 1})
+	res := claimRaw(t, s, backend.JobClaimParams{Queue: "pills", Limit: 1})
 	quarantineJob(t, s, res.Jobs[0], "boom")
 	if _, err := retryWithInput(t, s, withInputParams{ID: rare[1], NewID: rare[1] + "-fixed",
 		Payload: json.RawMessage(`{"fixed":true}`), Fingerprint: "fp-fixed"}); err != nil {
@@ -181,7 +182,7 @@ func testCStoreBulkWindowsAndRefusals(t *testing.T, h Harness) {
 	}
 	time.Sleep(time.Millisecond)
 	sel := engine.Filter{States: []engine.State{engine.StateArchived}, Error: "rare"}
-	op, err := cs.OperationInsert(ctx, &engine.OperationInsertParams{ID: "op", Action: engine.ActionRetry, Selector: sel})
+	op, err := cs.OperationInsert(ctx, &backend.OperationInsertParams{ID: "op", Action: engine.ActionRetry, Selector: sel})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +204,7 @@ func testCStoreBulkWindowsAndRefusals(t *testing.T, h Harness) {
 	// Included superseded jobs are retried (forced).
 	time.Sleep(time.Millisecond)
 	sel.IncludeSuperseded = true
-	op, err = cs.OperationInsert(ctx, &engine.OperationInsertParams{ID: "op2", Action: engine.ActionRetry, Selector: sel})
+	op, err = cs.OperationInsert(ctx, &backend.OperationInsertParams{ID: "op2", Action: engine.ActionRetry, Selector: sel})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +216,7 @@ func testCStoreBulkWindowsAndRefusals(t *testing.T, h Harness) {
 		t.Fatalf("superseded job not retried: %s", j.State)
 	}
 	// A selector with no state the action changes completes at once.
-	op, err = cs.OperationInsert(ctx, &engine.OperationInsertParams{ID: "op3", Action: engine.ActionRelease,
+	op, err = cs.OperationInsert(ctx, &backend.OperationInsertParams{ID: "op3", Action: engine.ActionRelease,
 		Selector: engine.Filter{States: []engine.State{engine.StateArchived}}})
 	if err != nil {
 		t.Fatal(err)
@@ -231,7 +232,7 @@ func testCStoreOperationUnrunnableFails(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	cs := controlStore(t, s)
 	insertRes(t, s, djob("a", "q", "k"))
-	for _, p := range []*engine.OperationInsertParams{
+	for _, p := range []*backend.OperationInsertParams{
 		{ID: "op-action", Action: "explode", Selector: engine.Filter{Queues: []string{"q"}}},
 		{ID: "op-path", Action: engine.ActionCancel, Selector: engine.Filter{Payload: []engine.PathMatch{{Path: `x"y`, Value: "1"}}}},
 	} {

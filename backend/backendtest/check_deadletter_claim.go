@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -18,15 +19,15 @@ import (
 // claimDeadlineRouted is the engine's claim write for jobs past their
 // deadline, with routes: kind k1 to triage-k1 on queue dlq, every other
 // kind to triage-default on its own queue.
-func claimDeadlineRouted(worker string) engine.ClaimDeadlineWrite {
-	p := engine.JobClaimParams{WorkerID: worker}
+func claimDeadlineRouted(worker string) backend.ClaimDeadlineWrite {
+	p := backend.JobClaimParams{WorkerID: worker}
 	withDeadlinePlan(&p)
 	pd := p.PastDeadline
-	pd.DeadLetter = &engine.DeadLetterRoutes{
-		ByKind: map[string]*engine.DeadLetterRoute{
+	pd.DeadLetter = &backend.DeadLetterRoutes{
+		ByKind: map[string]*backend.DeadLetterRoute{
 			"k1": {Kind: "triage-k1", Queue: "dlq", SchemaVersion: 1, MaxAttempts: 3, Actor: worker},
 		},
-		Default: &engine.DeadLetterRoute{Kind: "triage-default", SchemaVersion: 1, MaxAttempts: 3, Actor: worker},
+		Default: &backend.DeadLetterRoute{Kind: "triage-default", SchemaVersion: 1, MaxAttempts: 3, Actor: worker},
 	}
 	return pd
 }
@@ -40,7 +41,7 @@ func testDeadLetterAtClaim(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	ctx := context.Background()
 	past := storeNow(t, s).Add(-time.Second)
-	late := func(id, kind string) *engine.JobInsertParams {
+	late := func(id, kind string) *backend.JobInsertParams {
 		j := djob(id, "q", kind)
 		j.Deadline = &past
 		j.Tags = []string{"red"}
@@ -49,17 +50,17 @@ func testDeadLetterAtClaim(t *testing.T, h Harness) {
 	// dlq:c is a dead-letter job that triaged an earlier death of c and
 	// completed; c was redriven and now dies again at claim.
 	insertRes(t, s, djob("dlq:c", "q", "triage-default"))
-	first := claimRaw(t, s, engine.JobClaimParams{Queue: "q", Limit: 1, Kinds: map[string]int{"triage-default": 1}})
+	first := claimRaw(t, s, backend.JobClaimParams{Queue: "q", Limit: 1, Kinds: map[string]int{"triage-default": 1}})
 	if len(first.Jobs) != 1 {
 		t.Fatalf("claimed %v, want dlq:c", ids(first.Jobs))
 	}
-	if errs, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{{JobRef: refOf(first.Jobs[0])}}}); err != nil || errs[0] != nil {
+	if errs, err := s.JobCompleteMany(ctx, &backend.JobCompleteManyParams{Items: []backend.JobCompleteItem{{JobRef: refOf(first.Jobs[0])}}}); err != nil || errs[0] != nil {
 		t.Fatalf("complete dlq:c: %v %v", err, errs)
 	}
 	insertRes(t, s, late("a", "k1"), late("b", "k2"), late("c", "k2"), late("dlq:x", "k2"))
 
 	pd := claimDeadlineRouted("w1")
-	res := claimRaw(t, s, engine.JobClaimParams{Queue: "q", Limit: 10, PastDeadline: pd,
+	res := claimRaw(t, s, backend.JobClaimParams{Queue: "q", Limit: 10, PastDeadline: pd,
 		Kinds: map[string]int{"k1": 1, "k2": 1}})
 	if len(res.Jobs) != 0 {
 		t.Fatalf("claimed %v", ids(res.Jobs))

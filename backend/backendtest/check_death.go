@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -65,7 +66,7 @@ func testDeathHandlers(t *testing.T, h Harness) {
 	log := &deathLog{}
 	record := func(n int) engine.DeathHandler {
 		return func(ctx context.Context, ev engine.DeathEvent) {
-			stored, _ := s.JobGetByID(ctx, &engine.JobGetByIDParams{ID: ev.Job.ID})
+			stored, _ := s.JobGetByID(ctx, &backend.JobGetByIDParams{ID: ev.Job.ID})
 			c := deathCall{handler: n, jobID: ev.Job.ID, reason: ev.Reason, stored: stored,
 				queue: ev.Job.Queue, errs: len(ev.Job.Errors), msg: ev.Error}
 			log.add(c)

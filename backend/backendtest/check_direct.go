@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -33,8 +34,8 @@ func directChecks() []check {
 
 // djob is a new job of kind: three attempts, a payload naming the id, a
 // fingerprint of its own.
-func djob(id, queue, kind string) *engine.JobInsertParams {
-	return &engine.JobInsertParams{
+func djob(id, queue, kind string) *backend.JobInsertParams {
+	return &backend.JobInsertParams{
 		ID:            id,
 		Queue:         queue,
 		Kind:          kind,
@@ -46,9 +47,9 @@ func djob(id, queue, kind string) *engine.JobInsertParams {
 }
 
 // insertRes writes jobs, failing on any refusal, and returns the results.
-func insertRes(t testing.TB, s engine.Store, jobs ...*engine.JobInsertParams) []engine.JobInsertResult {
+func insertRes(t testing.TB, s backend.Store, jobs ...*backend.JobInsertParams) []backend.JobInsertResult {
 	t.Helper()
-	res, err := s.JobInsertMany(context.Background(), &engine.JobInsertManyParams{Jobs: jobs, RefuseQuarantined: true})
+	res, err := s.JobInsertMany(context.Background(), &backend.JobInsertManyParams{Jobs: jobs, RefuseQuarantined: true})
 	if err != nil {
 		t.Fatalf("insert: %v", err)
 	}
@@ -62,9 +63,9 @@ func insertRes(t testing.TB, s engine.Store, jobs ...*engine.JobInsertParams) []
 
 // kill claims n jobs of queue (all of its available jobs must be these)
 // and finishes each in state to with an error message of msg(i).
-func kill(t testing.TB, s engine.Store, queue string, n int, to engine.State, msg func(i int) string) []*engine.Job {
+func kill(t testing.TB, s backend.Store, queue string, n int, to engine.State, msg func(i int) string) []*engine.Job {
 	t.Helper()
-	res := claimRaw(t, s, engine.JobClaimParams{Queue: queue, Limit: n})
+	res := claimRaw(t, s, backend.JobClaimParams{Queue: queue, Limit: n})
 	if len(res.Jobs) != n {
 		t.Fatalf("kill: claimed %d jobs of %s, want %d", len(res.Jobs), queue, n)
 	}
@@ -76,7 +77,7 @@ func kill(t testing.TB, s engine.Store, queue string, n int, to engine.State, ms
 			reason = engine.ReasonUndecodable
 		}
 		out[i] = finish(t, s, Outcome{JobRef: refOf(j), To: to, Reason: reason,
-			Charge: engine.ChargeAttempt, Error: &engine.AttemptError{Message: m},
+			Charge: backend.ChargeAttempt, Error: &engine.AttemptError{Message: m},
 			ErrorPattern: engine.NormalizeError(m), Event: engine.EventArchived, Actor: "w1"})
 	}
 	return out
@@ -115,7 +116,7 @@ func testDirectInsert(t *testing.T, h Harness) {
 
 	// Same id and content: the existing job.
 	again := djob("a", "q", "k")
-	res, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: []*engine.JobInsertParams{again, djob("c", "q", "k")}, RefuseQuarantined: true})
+	res, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{again, djob("c", "q", "k")}, RefuseQuarantined: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func testDirectInsert(t *testing.T, h Harness) {
 	other := djob("a", "q", "k")
 	other.Fingerprint = "other"
 	otherQueue := djob("b", "q2", "k")
-	res, err = s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: []*engine.JobInsertParams{other, otherQueue, djob("d", "q", "k")}, RefuseQuarantined: true})
+	res, err = s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{other, otherQueue, djob("d", "q", "k")}, RefuseQuarantined: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func testDirectInsert(t *testing.T, h Harness) {
 	if res[2].Err != nil {
 		t.Fatal(res[2].Err)
 	}
-	if _, err := s.JobGetByID(ctx, &engine.JobGetByIDParams{ID: "nope"}); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := s.JobGetByID(ctx, &backend.JobGetByIDParams{ID: "nope"}); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("missing job: %v", err)
 	}
 }
@@ -150,7 +151,7 @@ func testDirectInsert(t *testing.T, h Harness) {
 func testDirectClaimOrderAndFilters(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	past := storeNow(t, s).Add(-time.Minute)
-	mk := func(id string, prio int, kind string, ver int) *engine.JobInsertParams {
+	mk := func(id string, prio int, kind string, ver int) *backend.JobInsertParams {
 		j := djob(id, "q", kind)
 		j.Priority = prio
 		j.SchemaVersion = ver
@@ -163,7 +164,7 @@ func testDirectClaimOrderAndFilters(t *testing.T, h Harness) {
 		mk("d", 0, "other", 1), djob("x", "q2", "k"),
 	)
 	// Kind and version filter: k up to version 1.
-	res := claimRaw(t, s, engine.JobClaimParams{Queue: "q", Limit: 10, Kinds: map[string]int{"k": 1}, LeaseID: "L1"})
+	res := claimRaw(t, s, backend.JobClaimParams{Queue: "q", Limit: 10, Kinds: map[string]int{"k": 1}, LeaseID: "L1"})
 	if got, want := ids(res.Jobs), []string{"b", "e", "a"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("claimed %v, want %v", got, want)
 	}
@@ -178,15 +179,15 @@ func testDirectClaimOrderAndFilters(t *testing.T, h Harness) {
 		}
 	}
 	// A newer worker takes version 2; any kind with nil Kinds.
-	res = claimRaw(t, s, engine.JobClaimParams{Queue: "q", Limit: 10, Kinds: map[string]int{"k": 2, "nothing": 1}})
+	res = claimRaw(t, s, backend.JobClaimParams{Queue: "q", Limit: 10, Kinds: map[string]int{"k": 2, "nothing": 1}})
 	if got := ids(res.Jobs); !reflect.DeepEqual(got, []string{"c"}) {
 		t.Fatalf("claimed %v", got)
 	}
-	res = claimRaw(t, s, engine.JobClaimParams{Queue: "q", Limit: 10})
+	res = claimRaw(t, s, backend.JobClaimParams{Queue: "q", Limit: 10})
 	if got := ids(res.Jobs); !reflect.DeepEqual(got, []string{"d"}) {
 		t.Fatalf("claimed %v", got)
 	}
-	if res := claimRaw(t, s, engine.JobClaimParams{Queue: "q", Limit: 10}); len(res.Jobs) != 0 {
+	if res := claimRaw(t, s, backend.JobClaimParams{Queue: "q", Limit: 10}); len(res.Jobs) != 0 {
 		t.Fatalf("claimed %v from an empty queue", ids(res.Jobs))
 	}
 }
@@ -204,7 +205,7 @@ func testDirectClaimArchivesPastDeadline(t *testing.T, h Harness) {
 	ok.Deadline = &future
 	insertRes(t, s, late, lateOther, ok)
 
-	res := claimRaw(t, s, engine.JobClaimParams{Queue: "q", Limit: 10, Kinds: map[string]int{"k": 1}})
+	res := claimRaw(t, s, backend.JobClaimParams{Queue: "q", Limit: 10, Kinds: map[string]int{"k": 1}})
 	if got := ids(res.Jobs); !reflect.DeepEqual(got, []string{"ok"}) {
 		t.Fatalf("claimed %v", got)
 	}
@@ -231,23 +232,23 @@ func testDirectCompleteFencing(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	ctx := context.Background()
 	insertRes(t, s, djob("a", "q", "k"), djob("b", "q", "k"), djob("c", "q", "k"))
-	res := claimRaw(t, s, engine.JobClaimParams{Queue: "q", Limit: 3})
+	res := claimRaw(t, s, backend.JobClaimParams{Queue: "q", Limit: 3})
 	a, b, c := res.Jobs[0], res.Jobs[1], res.Jobs[2]
 
 	// a's lease is lost and a is claimed again: the first holder is stale.
 	finish(t, s, Outcome{JobRef: refOf(a), To: engine.StateAvailable, Event: engine.EventLeaseLost})
-	a2 := claimRaw(t, s, engine.JobClaimParams{Queue: "q", Limit: 1, LeaseID: "second"}).Jobs[0]
+	a2 := claimRaw(t, s, backend.JobClaimParams{Queue: "q", Limit: 1, LeaseID: "second"}).Jobs[0]
 	if a2.ID != "a" || a2.Fence != 2 {
 		t.Fatalf("reclaim: %+v", a2)
 	}
 	before := getJob(t, s, "a")
 
-	out, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{
+	out, err := s.JobCompleteMany(ctx, &backend.JobCompleteManyParams{Items: []backend.JobCompleteItem{
 		{JobRef: refOf(a)}, // stale fence and lease
-		{JobRef: engine.JobRef{ID: "a", LeaseID: a2.Lease.ID, Fence: 1}}, // right lease, wrong fence
+		{JobRef: backend.JobRef{ID: "a", LeaseID: a2.Lease.ID, Fence: 1}}, // right lease, wrong fence
 		{JobRef: refOf(b)},
 		{JobRef: refOf(c), Delete: true},
-		{JobRef: engine.JobRef{ID: "missing", LeaseID: "x", Fence: 1}},
+		{JobRef: backend.JobRef{ID: "missing", LeaseID: "x", Fence: 1}},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -274,7 +275,7 @@ func testDirectCompleteFencing(t *testing.T, h Harness) {
 
 	// A second acknowledgement of b is refused; a duplicate in one batch
 	// succeeds once.
-	out, err = s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{
+	out, err = s.JobCompleteMany(ctx, &backend.JobCompleteManyParams{Items: []backend.JobCompleteItem{
 		{JobRef: refOf(b)}, {JobRef: refOf(a2)}, {JobRef: refOf(a2)},
 	}, EndProbation: true})
 	if err != nil {
@@ -288,13 +289,13 @@ func testDirectCompleteFencing(t *testing.T, h Harness) {
 func testDirectFinishRetry(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	insertRes(t, s, djob("a", "q", "k"))
-	j := claimRaw(t, s, engine.JobClaimParams{Queue: "q", Limit: 1}).Jobs[0]
+	j := claimRaw(t, s, backend.JobClaimParams{Queue: "q", Limit: 1}).Jobs[0]
 
 	// Wrong fence: nothing changes.
 	before := getJob(t, s, "a")
 	stale := refOf(j)
 	stale.Fence++
-	if _, err := tryFinish(s, Outcome{JobRef: stale, To: engine.StateRetryable, Charge: engine.ChargeAttempt}); !errors.Is(err, engine.ErrLeaseLost) {
+	if _, err := tryFinish(s, Outcome{JobRef: stale, To: engine.StateRetryable, Charge: backend.ChargeAttempt}); !errors.Is(err, engine.ErrLeaseLost) {
 		t.Fatalf("stale finish: %v", err)
 	}
 	if after := getJob(t, s, "a"); !reflect.DeepEqual(before, after) {
@@ -302,7 +303,7 @@ func testDirectFinishRetry(t *testing.T, h Harness) {
 	}
 
 	got := finish(t, s, Outcome{JobRef: refOf(j), To: engine.StateRetryable,
-		Charge: engine.ChargeAttempt, Delay: time.Hour, Error: &engine.AttemptError{Message: "nope", Trace: "t"},
+		Charge: backend.ChargeAttempt, Delay: time.Hour, Error: &engine.AttemptError{Message: "nope", Trace: "t"},
 		Event: engine.EventFailed, Actor: "w1", Message: "failed"})
 	if got.State != engine.StateRetryable || got.Attempt != 1 || got.Lease != nil || got.Payload == nil ||
 		len(got.Errors) != 1 || got.Errors[0].Attempt != 1 || got.Errors[0].Worker != "w1" ||

@@ -10,13 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
 func testDirectQuarantineHoldAndRelease(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	ctx := context.Background()
-	mk := func(id string) *engine.JobInsertParams {
+	mk := func(id string) *backend.JobInsertParams {
 		j := djob(id, "q", "k")
 		j.Fingerprint = "poison"
 		return j
@@ -26,16 +27,16 @@ func testDirectQuarantineHoldAndRelease(t *testing.T, h Harness) {
 	done := mk("done")
 	insertRes(t, s, done)
 	// done completes before the quarantine: terminal jobs stay as they are.
-	dj := claimRaw(t, s, engine.JobClaimParams{Queue: "q", Limit: 1}).Jobs[0]
-	if out, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{{JobRef: refOf(dj)}}, EndProbation: true}); err != nil || out[0] != nil {
+	dj := claimRaw(t, s, backend.JobClaimParams{Queue: "q", Limit: 1}).Jobs[0]
+	if out, err := s.JobCompleteMany(ctx, &backend.JobCompleteManyParams{Items: []backend.JobCompleteItem{{JobRef: refOf(dj)}}, EndProbation: true}); err != nil || out[0] != nil {
 		t.Fatal(err, out)
 	}
 	insertRes(t, s, mk("a"), mk("b"), later, mk("c"), djob("innocent", "q", "k"))
-	res := claimRaw(t, s, engine.JobClaimParams{Queue: "q", Limit: 2})
+	res := claimRaw(t, s, backend.JobClaimParams{Queue: "q", Limit: 2})
 	run1, run2 := res.Jobs[0], res.Jobs[1] // a and b
 
 	q := finish(t, s, Outcome{JobRef: refOf(run1), To: engine.StateQuarantined,
-		Reason: engine.ReasonQuarantined, Charge: engine.ChargeCrash, Quarantine: true,
+		Reason: engine.ReasonQuarantined, Charge: backend.ChargeCrash, Quarantine: true,
 		Error: &engine.AttemptError{Crash: true, Message: "segfault"}, Event: engine.EventQuarantined, Actor: "reaper"})
 	if q.State != engine.StateQuarantined || q.CrashAttempt != 1 || q.Attempt != 0 || q.Errors[0].Attempt != 1 ||
 		!q.Errors[0].Crash || q.FinalizedAt == nil || q.TerminalReason != engine.ReasonQuarantined {
@@ -53,7 +54,7 @@ func testDirectQuarantineHoldAndRelease(t *testing.T, h Harness) {
 	if len(ev) != 1 || ev[0].Kind != engine.EventHeld || ev[0].From != engine.StateScheduled {
 		t.Fatalf("held events: %+v", ev)
 	}
-	fp, err := s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: "poison"})
+	fp, err := s.FingerprintGet(ctx, &backend.FingerprintGetParams{Fingerprint: "poison"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,17 +64,17 @@ func testDirectQuarantineHoldAndRelease(t *testing.T, h Harness) {
 	}
 	// The running sibling crashes too: the record is bumped, since kept.
 	finish(t, s, Outcome{JobRef: refOf(run2), To: engine.StateQuarantined,
-		Reason: engine.ReasonQuarantined, Charge: engine.ChargeCrash, Quarantine: true,
+		Reason: engine.ReasonQuarantined, Charge: backend.ChargeCrash, Quarantine: true,
 		Error: &engine.AttemptError{Crash: true, Message: "again"}})
-	fp2, _ := s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: "poison"})
+	fp2, _ := s.FingerprintGet(ctx, &backend.FingerprintGetParams{Fingerprint: "poison"})
 	if fp2.Crashes != 2 || !fp2.Since.Equal(fp.Since) || fp2.LastJobID != "b" || fp2.Held != 4 {
 		t.Fatalf("fingerprint %+v", fp2)
 	}
-	list, err := s.FingerprintList(ctx, &engine.FingerprintListParams{})
+	list, err := s.FingerprintList(ctx, &backend.FingerprintListParams{})
 	if err != nil || len(list) != 1 || list[0].Fingerprint != "poison" {
 		t.Fatalf("list %v %v", list, err)
 	}
-	if _, err := s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: "nope"}); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := s.FingerprintGet(ctx, &backend.FingerprintGetParams{Fingerprint: "nope"}); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("missing fingerprint: %v", err)
 	}
 	if _, err := s.FingerprintRelease(ctx, releasePlan(t, "nope", "")); !errors.Is(err, engine.ErrNotFound) {
@@ -94,13 +95,13 @@ func testDirectQuarantineHoldAndRelease(t *testing.T, h Harness) {
 			t.Fatalf("%s events %+v", id, ev)
 		}
 	}
-	fp3, _ := s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: "poison"})
+	fp3, _ := s.FingerprintGet(ctx, &backend.FingerprintGetParams{Fingerprint: "poison"})
 	if fp3.Status != engine.FingerprintProbation || fp3.Held != 0 {
 		t.Fatalf("after release %+v", fp3)
 	}
 
 	// On probation a crash quarantines again, with a new since.
-	res = claimRaw(t, s, engine.JobClaimParams{Queue: "q", Limit: 10, Kinds: map[string]int{"k": 1}})
+	res = claimRaw(t, s, backend.JobClaimParams{Queue: "q", Limit: 10, Kinds: map[string]int{"k": 1}})
 	if len(res.Jobs) != 5 {
 		t.Fatalf("claimed %v", ids(res.Jobs))
 	}
@@ -109,8 +110,8 @@ func testDirectQuarantineHoldAndRelease(t *testing.T, h Harness) {
 		byID[j.ID] = j
 	}
 	finish(t, s, Outcome{JobRef: refOf(byID["a"]), To: engine.StateQuarantined,
-		Charge: engine.ChargeCrash, Quarantine: true, Error: &engine.AttemptError{Crash: true, Message: "x"}})
-	fp4, _ := s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: "poison"})
+		Charge: backend.ChargeCrash, Quarantine: true, Error: &engine.AttemptError{Crash: true, Message: "x"}})
+	fp4, _ := s.FingerprintGet(ctx, &backend.FingerprintGetParams{Fingerprint: "poison"})
 	if fp4.Status != engine.FingerprintQuarantined || !fp4.Since.After(fp3.Since) || fp4.Crashes != 3 {
 		t.Fatalf("requarantined %+v", fp4)
 	}
@@ -118,11 +119,11 @@ func testDirectQuarantineHoldAndRelease(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	// A completion ends probation.
-	out, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{{JobRef: refOf(byID["b"])}}, EndProbation: true})
+	out, err := s.JobCompleteMany(ctx, &backend.JobCompleteManyParams{Items: []backend.JobCompleteItem{{JobRef: refOf(byID["b"])}}, EndProbation: true})
 	if err != nil || out[0] != nil {
 		t.Fatal(err, out)
 	}
-	if _, err := s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: "poison"}); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := s.FingerprintGet(ctx, &backend.FingerprintGetParams{Fingerprint: "poison"}); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("probation not ended: %v", err)
 	}
 }
@@ -131,19 +132,19 @@ func testDirectLeaseRenewAndExpiry(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	ctx := context.Background()
 	insertRes(t, s, djob("a", "q", "k"), djob("b", "q", "k"), djob("c", "q", "k"))
-	if err := s.WorkerHeartbeat(ctx, &engine.WorkerHeartbeatParams{ID: "alive", Host: "h", PID: 1, Queues: []string{"q"}, TTL: time.Hour}); err != nil {
+	if err := s.WorkerHeartbeat(ctx, &backend.WorkerHeartbeatParams{ID: "alive", Host: "h", PID: 1, Queues: []string{"q"}, TTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.WorkerHeartbeat(ctx, &engine.WorkerHeartbeatParams{ID: "gone", TTL: time.Nanosecond}); err != nil {
+	if err := s.WorkerHeartbeat(ctx, &backend.WorkerHeartbeatParams{ID: "gone", TTL: time.Nanosecond}); err != nil {
 		t.Fatal(err)
 	}
-	a := claimRaw(t, s, engine.JobClaimParams{Queue: "q", Limit: 1, WorkerID: "alive", LeaseDuration: time.Millisecond}).Jobs[0]
-	b := claimRaw(t, s, engine.JobClaimParams{Queue: "q", Limit: 1, WorkerID: "gone", LeaseDuration: time.Millisecond}).Jobs[0]
-	c := claimRaw(t, s, engine.JobClaimParams{Queue: "q", Limit: 1, WorkerID: "alive", LeaseDuration: time.Millisecond}).Jobs[0]
+	a := claimRaw(t, s, backend.JobClaimParams{Queue: "q", Limit: 1, WorkerID: "alive", LeaseDuration: time.Millisecond}).Jobs[0]
+	b := claimRaw(t, s, backend.JobClaimParams{Queue: "q", Limit: 1, WorkerID: "gone", LeaseDuration: time.Millisecond}).Jobs[0]
+	c := claimRaw(t, s, backend.JobClaimParams{Queue: "q", Limit: 1, WorkerID: "alive", LeaseDuration: time.Millisecond}).Jobs[0]
 
 	stale := refOf(c)
 	stale.LeaseID = "other"
-	out, err := s.JobLeaseRenew(ctx, &engine.JobLeaseRenewParams{Items: []engine.JobRef{refOf(c), stale}, LeaseDuration: time.Hour})
+	out, err := s.JobLeaseRenew(ctx, &backend.JobLeaseRenewParams{Items: []backend.JobRef{refOf(c), stale}, LeaseDuration: time.Hour})
 	if err != nil || out[0] != nil || !errors.Is(out[1], engine.ErrLeaseLost) {
 		t.Fatalf("renew: %v %v", out, err)
 	}
@@ -151,7 +152,7 @@ func testDirectLeaseRenewAndExpiry(t *testing.T, h Harness) {
 		t.Fatalf("renewed lease %v", j.Lease.ExpiresAt)
 	}
 	time.Sleep(5 * time.Millisecond)
-	exp, err := s.JobListExpiredLeases(ctx, &engine.JobListExpiredLeasesParams{Limit: 10})
+	exp, err := s.JobListExpiredLeases(ctx, &backend.JobListExpiredLeasesParams{Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,13 +160,13 @@ func testDirectLeaseRenewAndExpiry(t *testing.T, h Harness) {
 		exp[0].Job.Payload != nil || exp[0].Job.Lease == nil {
 		t.Fatalf("expired: %+v", exp)
 	}
-	if exp, _ := s.JobListExpiredLeases(ctx, &engine.JobListExpiredLeasesParams{Limit: 1}); len(exp) != 1 {
+	if exp, _ := s.JobListExpiredLeases(ctx, &backend.JobListExpiredLeasesParams{Limit: 1}); len(exp) != 1 {
 		t.Fatalf("limit: %d", len(exp))
 	}
-	if err := s.WorkerDelete(ctx, &engine.WorkerDeleteParams{ID: "alive"}); err != nil {
+	if err := s.WorkerDelete(ctx, &backend.WorkerDeleteParams{ID: "alive"}); err != nil {
 		t.Fatal(err)
 	}
-	exp, _ = s.JobListExpiredLeases(ctx, &engine.JobListExpiredLeasesParams{Limit: 10})
+	exp, _ = s.JobListExpiredLeases(ctx, &backend.JobListExpiredLeasesParams{Limit: 10})
 	if exp[0].WorkerAlive {
 		t.Fatal("deleted worker alive")
 	}
@@ -174,7 +175,7 @@ func testDirectLeaseRenewAndExpiry(t *testing.T, h Harness) {
 func testDirectScheduleDue(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	ctx := context.Background()
-	soon := func(id, q string) *engine.JobInsertParams {
+	soon := func(id, q string) *backend.JobInsertParams {
 		j := djob(id, q, "k")
 		j.Delay = 300 * time.Millisecond
 		return j
@@ -193,7 +194,7 @@ func testDirectScheduleDue(t *testing.T, h Harness) {
 	}
 	before := storeNow()
 	insertRes(t, s, soon("a", "q1"), soon("b", "q2"), soon("c", "q1"), never)
-	qs, err := s.JobScheduleDue(ctx, &engine.JobScheduleDueParams{From: []engine.State{engine.StateRetryable, engine.StateScheduled}, To: engine.StateAvailable, Limit: 10})
+	qs, err := s.JobScheduleDue(ctx, &backend.JobScheduleDueParams{From: []engine.State{engine.StateRetryable, engine.StateScheduled}, To: engine.StateAvailable, Limit: 10})
 	// Only a call that certainly ran before the jobs were due must find
 	// none (on a loaded machine the insert alone may outlast the delay).
 	if err != nil || (storeNow().Sub(before) < 300*time.Millisecond && len(qs) != 0) {
@@ -211,7 +212,7 @@ func testDirectScheduleDue(t *testing.T, h Harness) {
 	for !storeNow().After(dueAt.Add(20 * time.Millisecond)) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	due, err := s.JobScheduleDue(ctx, &engine.JobScheduleDueParams{From: []engine.State{engine.StateRetryable, engine.StateScheduled}, To: engine.StateAvailable, Limit: 10})
+	due, err := s.JobScheduleDue(ctx, &backend.JobScheduleDueParams{From: []engine.State{engine.StateRetryable, engine.StateScheduled}, To: engine.StateAvailable, Limit: 10})
 	// Each call names a queue once, however many of its jobs came due.
 	for _, got := range [][]string{qs, due} {
 		if seen := slices.Compact(slices.Sorted(slices.Values(got))); len(seen) != len(got) {
@@ -230,9 +231,9 @@ func testDirectScheduleDue(t *testing.T, h Harness) {
 		t.Fatalf("never: %s", j.State)
 	}
 	// A retryable job comes due too.
-	j := claimRaw(t, s, engine.JobClaimParams{Queue: "q1", Limit: 1}).Jobs[0]
-	finish(t, s, Outcome{JobRef: refOf(j), To: engine.StateRetryable, Charge: engine.ChargeAttempt})
-	if qs, _ := s.JobScheduleDue(ctx, &engine.JobScheduleDueParams{From: []engine.State{engine.StateRetryable, engine.StateScheduled}, To: engine.StateAvailable, Limit: 1}); !reflect.DeepEqual(qs, []string{"q1"}) {
+	j := claimRaw(t, s, backend.JobClaimParams{Queue: "q1", Limit: 1}).Jobs[0]
+	finish(t, s, Outcome{JobRef: refOf(j), To: engine.StateRetryable, Charge: backend.ChargeAttempt})
+	if qs, _ := s.JobScheduleDue(ctx, &backend.JobScheduleDueParams{From: []engine.State{engine.StateRetryable, engine.StateScheduled}, To: engine.StateAvailable, Limit: 1}); !reflect.DeepEqual(qs, []string{"q1"}) {
 		t.Fatalf("retryable due: %v", qs)
 	}
 }
@@ -243,18 +244,18 @@ func testDirectDeleteExpired(t *testing.T, h Harness) {
 	// Completed in q1, q2; archived in q1.
 	insertRes(t, s, djob("c1", "q1", "k"), djob("c2", "q2", "k"), djob("c3", "q1", "k"), djob("x1", "q1", "k"))
 	for _, q := range []string{"q1", "q2"} {
-		for _, j := range claimRaw(t, s, engine.JobClaimParams{Queue: q, Limit: 10}).Jobs {
+		for _, j := range claimRaw(t, s, backend.JobClaimParams{Queue: q, Limit: 10}).Jobs {
 			if j.ID == "x1" {
 				finish(t, s, Outcome{JobRef: refOf(j), To: engine.StateArchived,
 					Reason: engine.ReasonSkipped, Event: engine.EventArchived})
 				continue
 			}
-			if _, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{{JobRef: refOf(j)}}, EndProbation: true}); err != nil {
+			if _, err := s.JobCompleteMany(ctx, &backend.JobCompleteManyParams{Items: []backend.JobCompleteItem{{JobRef: refOf(j)}}, EndProbation: true}); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	del := func(p engine.JobDeleteExpiredParams) int {
+	del := func(p backend.JobDeleteExpiredParams) int {
 		t.Helper()
 		n, err := s.JobDeleteExpired(ctx, &p)
 		if err != nil {
@@ -263,11 +264,11 @@ func testDirectDeleteExpired(t *testing.T, h Harness) {
 		return n
 	}
 	// Long retention: nothing.
-	if n := del(engine.JobDeleteExpiredParams{Retention: engine.DefaultRetention(), Limit: 100}); n != 0 {
+	if n := del(backend.JobDeleteExpiredParams{Retention: engine.DefaultRetention(), Limit: 100}); n != 0 {
 		t.Fatalf("deleted %d", n)
 	}
 	// q1 keeps completed 0: its completed jobs go, at most Limit.
-	p := engine.JobDeleteExpiredParams{
+	p := backend.JobDeleteExpiredParams{
 		Retention:      engine.DefaultRetention(),
 		QueueRetention: map[string]map[engine.State]time.Duration{"q1": {engine.StateCompleted: 0}},
 		Limit:          1,
@@ -295,7 +296,7 @@ func testDirectDeleteExpired(t *testing.T, h Harness) {
 	if !gone(s, "x1") {
 		t.Fatal("x1 not deleted")
 	}
-	if ev, _ := s.JobEventList(ctx, &engine.JobEventListParams{JobID: "x1"}); len(ev) != 0 {
+	if ev, _ := s.JobEventList(ctx, &backend.JobEventListParams{JobID: "x1"}); len(ev) != 0 {
 		t.Fatalf("events of a deleted job: %+v", ev)
 	}
 	p.QueueRetention = nil
@@ -308,10 +309,10 @@ func testDirectDeleteExpired(t *testing.T, h Harness) {
 // claim concurrently: every job is claimed exactly once.
 func testDirectTwoStores(t *testing.T, h Harness) {
 	first := h.NewStore(t)
-	stores := []engine.Store{first, h.reopen(t, first)}
+	stores := []backend.Store{first, h.reopen(t, first)}
 	ctx := context.Background()
 	const n = 200
-	var batch []*engine.JobInsertParams
+	var batch []*backend.JobInsertParams
 	for i := range n {
 		batch = append(batch, djob(fmt.Sprintf("j%03d", i), "q", "k"))
 	}
@@ -325,7 +326,7 @@ func testDirectTwoStores(t *testing.T, h Harness) {
 		go func() {
 			defer wg.Done()
 			for {
-				res, err := claimOnce(s, engine.JobClaimParams{Queue: "q", WorkerID: fmt.Sprint(w), LeaseID: fmt.Sprint(w), Limit: 7, LeaseDuration: time.Minute})
+				res, err := claimOnce(s, backend.JobClaimParams{Queue: "q", WorkerID: fmt.Sprint(w), LeaseID: fmt.Sprint(w), Limit: 7, LeaseDuration: time.Minute})
 				if err != nil {
 					t.Error(err)
 					return
@@ -333,11 +334,11 @@ func testDirectTwoStores(t *testing.T, h Harness) {
 				if len(res.Jobs) == 0 {
 					return
 				}
-				items := make([]engine.JobCompleteItem, len(res.Jobs))
+				items := make([]backend.JobCompleteItem, len(res.Jobs))
 				for i, j := range res.Jobs {
-					items[i] = engine.JobCompleteItem{JobRef: refOf(j)}
+					items[i] = backend.JobCompleteItem{JobRef: refOf(j)}
 				}
-				out, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: items, EndProbation: true})
+				out, err := s.JobCompleteMany(ctx, &backend.JobCompleteManyParams{Items: items, EndProbation: true})
 				if err != nil {
 					t.Error(err)
 					return

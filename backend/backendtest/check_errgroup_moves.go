@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -25,7 +26,7 @@ func testErrorGroupFollowsTheJob(t *testing.T, h Harness) {
 	check := func(step string, want map[engine.State][]string) {
 		t.Helper()
 		for _, st := range states {
-			gs, err := controlStore(t, s).JobErrorGroups(ctx, &engine.JobErrorGroupsParams{Filter: engine.Filter{States: []engine.State{st}}})
+			gs, err := controlStore(t, s).JobErrorGroups(ctx, &backend.JobErrorGroupsParams{Filter: engine.Filter{States: []engine.State{st}}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -58,12 +59,12 @@ func testErrorGroupFollowsTheJob(t *testing.T, h Harness) {
 	}
 	var failed []*engine.Job
 	both := map[string]int{jobParams("x", "x").Kind: 1, "eg-other": 1}
-	failed = append(failed, claimP(t, s, engine.JobClaimParams{Queue: "eg-q", WorkerID: "w1", Limit: 10, Kinds: both}).Jobs...)
+	failed = append(failed, claimP(t, s, backend.JobClaimParams{Queue: "eg-q", WorkerID: "w1", Limit: 10, Kinds: both}).Jobs...)
 	if len(failed) != 4 {
 		t.Fatalf("claimed %v", ids)
 	}
 	for _, c := range failed {
-		p := Outcome{JobRef: refOf(c), To: engine.StateRetryable, Charge: engine.ChargeAttempt, Delay: time.Millisecond,
+		p := Outcome{JobRef: refOf(c), To: engine.StateRetryable, Charge: backend.ChargeAttempt, Delay: time.Millisecond,
 			Error: &engine.AttemptError{Message: "upstream timed out after 3000ms"}, ErrorPattern: pattern,
 			Event: engine.EventFailed, Actor: "w1"}.Plan(c)
 		if _, err := s.JobFinish(ctx, p); err != nil {
@@ -76,7 +77,7 @@ func testErrorGroupFollowsTheJob(t *testing.T, h Harness) {
 	check("promoted", map[engine.State][]string{engine.StateAvailable: ids})
 
 	// One claim takes the default kind's jobs only, one takes the rest.
-	res := claimP(t, s, engine.JobClaimParams{Queue: "eg-q", WorkerID: "w2", LeaseID: "l2", Limit: 10,
+	res := claimP(t, s, backend.JobClaimParams{Queue: "eg-q", WorkerID: "w2", LeaseID: "l2", Limit: 10,
 		LeaseDuration: time.Minute, Kinds: map[string]int{jobParams("x", "x").Kind: 1}})
 	first := res.Jobs
 	if got := sortedIDs(first); !slices.Equal(got, []string{"eg-a", "eg-c"}) {
@@ -85,7 +86,7 @@ func testErrorGroupFollowsTheJob(t *testing.T, h Harness) {
 	check("half claimed", map[engine.State][]string{engine.StateAvailable: {"eg-b", "eg-d"}, engine.StateRunning: {"eg-a", "eg-c"}})
 	// The second claim names no kind (any kind), as a worker of every
 	// kind claims.
-	res, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: "eg-q", WorkerID: "w2", LeaseID: "l3", Limit: 10, LeaseDuration: time.Minute})
+	res, err := s.JobClaim(ctx, &backend.JobClaimParams{Queue: "eg-q", WorkerID: "w2", LeaseID: "l3", Limit: 10, LeaseDuration: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,11 +99,11 @@ func testErrorGroupFollowsTheJob(t *testing.T, h Harness) {
 	}
 
 	// A renewal leaves the group's entries as they are.
-	var renew []engine.JobRef
+	var renew []backend.JobRef
 	for _, j := range first {
 		renew = append(renew, refOf(j))
 	}
-	out, err := s.JobLeaseRenew(ctx, &engine.JobLeaseRenewParams{Items: renew, LeaseDuration: time.Minute})
+	out, err := s.JobLeaseRenew(ctx, &backend.JobLeaseRenewParams{Items: renew, LeaseDuration: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,8 +115,8 @@ func testErrorGroupFollowsTheJob(t *testing.T, h Harness) {
 	check("renewed", map[engine.State][]string{engine.StateRunning: ids})
 
 	// Complete three (one of them deleted on completion) and leave one running.
-	items := []engine.JobCompleteItem{{JobRef: refOf(first[0])}, {JobRef: refOf(second[0])}, {JobRef: refOf(second[1]), Delete: true}}
-	out, err = s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: items, EndProbation: true})
+	items := []backend.JobCompleteItem{{JobRef: refOf(first[0])}, {JobRef: refOf(second[0])}, {JobRef: refOf(second[1]), Delete: true}}
+	out, err = s.JobCompleteMany(ctx, &backend.JobCompleteManyParams{Items: items, EndProbation: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -30,14 +31,14 @@ func testErrorGroupsOneSnapshot(t *testing.T, h Harness) {
 	// pattern of the i-th death: uneven, so that groups overtake each
 	// other and no two prefixes share a count vector by chance.
 	pick := func(i int) int { return (i*i + i/3) % len(patterns) }
-	ps := make([]*engine.JobInsertParams, n)
+	ps := make([]*backend.JobInsertParams, n)
 	for i := range n {
 		ps[i] = jobParams(fmt.Sprintf("egs-%03d", i), queue)
 	}
 	insert(t, s, ps...)
 	var jobs []*engine.Job
 	for len(jobs) < n {
-		got := claimP(t, s, engine.JobClaimParams{Queue: queue, WorkerID: "egs", Limit: n}).Jobs
+		got := claimP(t, s, backend.JobClaimParams{Queue: queue, WorkerID: "egs", Limit: n}).Jobs
 		if len(got) == 0 {
 			t.Fatalf("claimed %d of %d jobs", len(jobs), n)
 		}
@@ -101,7 +102,7 @@ func testErrorGroupsOneSnapshot(t *testing.T, h Harness) {
 	}
 	for i, j := range jobs {
 		msg := patterns[pick(i)]
-		p := Outcome{JobRef: refOf(j), To: engine.StateArchived, Reason: engine.ReasonAttemptsExhausted, Charge: engine.ChargeAttempt,
+		p := Outcome{JobRef: refOf(j), To: engine.StateArchived, Reason: engine.ReasonAttemptsExhausted, Charge: backend.ChargeAttempt,
 			Error: &engine.AttemptError{Message: msg}, ErrorPattern: msg, Event: engine.EventArchived, Actor: "egs"}.Plan(j)
 		if _, err := s.JobFinish(ctx, p); err != nil {
 			close(done)

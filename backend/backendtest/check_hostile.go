@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/outage"
 )
 
 // Hostile input: a value, a row or a query that one caller makes must
@@ -178,7 +180,7 @@ func testControlFilterBounds(t *testing.T, h Harness) {
 	} {
 		f.States = engine.AllStates
 		_, err := ctl.ListJobs(ctx, engine.ListJobsParams{Filter: f})
-		if !errors.Is(err, engine.ErrInvalid) || engine.StoreUnavailable(err) {
+		if !errors.Is(err, engine.ErrInvalid) || outage.StoreUnavailable(err) {
 			t.Fatalf("list with too many %s: %v, want ErrInvalid", name, err)
 		}
 		if _, err := ctl.CountJobs(ctx, engine.CountJobsParams{Filter: f}); !errors.Is(err, engine.ErrInvalid) {
@@ -212,12 +214,12 @@ func testCStoreOversizedFilterNoOutage(t *testing.T, h Harness) {
 		f.Payload = append(f.Payload, engine.PathMatch{Path: fmt.Sprintf("k%d", i), Value: "v"})
 	}
 	ctx := context.Background()
-	_, err := cs.JobList(ctx, &engine.JobListParams{Filter: f, Limit: 10})
-	if err != nil && (!errors.Is(err, engine.ErrInvalid) || engine.StoreUnavailable(err)) {
+	_, err := cs.JobListPage(ctx, &backend.JobListPageParams{Filter: f, Limit: 10})
+	if err != nil && (!errors.Is(err, engine.ErrInvalid) || outage.StoreUnavailable(err)) {
 		t.Fatalf("list with 1500 payload terms: %v, want an answer or ErrInvalid", err)
 	}
-	_, _, err = cs.JobCount(ctx, &engine.JobCountParams{Filter: f, Max: 100})
-	if err != nil && (!errors.Is(err, engine.ErrInvalid) || engine.StoreUnavailable(err)) {
+	_, _, err = cs.JobCountMatching(ctx, &backend.JobCountMatchingParams{Filter: f, Max: 100})
+	if err != nil && (!errors.Is(err, engine.ErrInvalid) || outage.StoreUnavailable(err)) {
 		t.Fatalf("count with 1500 payload terms: %v, want an answer or ErrInvalid", err)
 	}
 }

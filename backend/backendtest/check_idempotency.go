@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -36,17 +37,17 @@ type idemFixture struct {
 func newIdem(t *testing.T, h Harness, tune func(*engine.Config)) *idemFixture {
 	t.Helper()
 	f := newCtl(t, h, tune)
-	if !declares(f.s, engine.CapabilityIdempotency) {
+	if !declares(f.s, backend.CapabilityIdempotency) {
 		if _, err := f.e.IdempotencyClaim(f.ctx, &engine.IdempotencyClaimParams{Key: "k", RequestHash: "h"}); !errors.Is(err, engine.ErrUnsupported) {
-			t.Fatalf("claim on a store without the %s capability: %v, want ErrUnsupported", engine.CapabilityIdempotency, err)
+			t.Fatalf("claim on a store without the %s capability: %v, want ErrUnsupported", backend.CapabilityIdempotency, err)
 		}
 		if f.e.IdempotencyDurable() {
 			t.Fatal("IdempotencyDurable on a store without the capability")
 		}
-		t.Skipf("SKIP: the %s store does not declare %s", f.s.Backend(), engine.CapabilityIdempotency)
+		t.Skipf("SKIP: the %s store does not declare %s", f.s.Backend(), backend.CapabilityIdempotency)
 	}
 	if _, ok := idempotencyStore(f.s); !ok {
-		t.Fatalf("the %s store declares %s but does not implement engine.IdempotencyStore", f.s.Backend(), engine.CapabilityIdempotency)
+		t.Fatalf("the %s store declares %s but does not implement engine.IdempotencyStore", f.s.Backend(), backend.CapabilityIdempotency)
 	}
 	if !f.e.IdempotencyDurable() {
 		t.Fatal("IdempotencyDurable is false on a store with the capability")
@@ -57,7 +58,7 @@ func newIdem(t *testing.T, h Harness, tune func(*engine.Config)) *idemFixture {
 	return &idemFixture{ctlFixture: f, t: t}
 }
 
-func declares(s engine.Store, c engine.Capability) bool { return engine.Declares(s, c) }
+func declares(s backend.Store, c backend.Capability) bool { return backend.Declares(s, c) }
 
 // claim claims key for hash with the claim TTL given (a minute when 0).
 func (f *idemFixture) claim(key, hash string, claimTTL time.Duration) (*engine.IdempotencyClaim, error) {
@@ -116,7 +117,7 @@ func (f *idemFixture) cancelled(ids ...string) {
 }
 
 // eventCount counts a job's stored events of kind.
-func eventCount(t testing.TB, s engine.Store, id string, kind engine.EventKind) int {
+func eventCount(t testing.TB, s backend.Store, id string, kind engine.EventKind) int {
 	t.Helper()
 	n := 0
 	for _, ev := range events(t, s, id) {
@@ -500,7 +501,7 @@ func testIdemExpiry(t *testing.T, h Harness) {
 	is, _ := idempotencyStore(f.s)
 	swept := 0
 	eventually(t, waitLong, func() bool {
-		n, err := is.IdempotencyDeleteExpired(f.ctx, &engine.IdempotencyDeleteExpiredParams{Limit: 1})
+		n, err := is.IdempotencyDeleteExpired(f.ctx, &backend.IdempotencyDeleteExpiredParams{Limit: 1})
 		if err != nil {
 			t.Fatal(err)
 		}

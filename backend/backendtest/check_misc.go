@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -150,7 +151,7 @@ func testRetentionBounded(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	ctx := context.Background()
 	const n, limit = 7, 3
-	var ps []*engine.JobInsertParams
+	var ps []*backend.JobInsertParams
 	for i := range n {
 		ps = append(ps, jobParams(fmt.Sprintf("b-%d", i), "bq"))
 	}
@@ -158,7 +159,7 @@ func testRetentionBounded(t *testing.T, h Harness) {
 	for _, j := range claim(t, s, "bq", "w", n) {
 		finish(t, s, Outcome{JobRef: refOf(j), To: engine.StateArchived, Reason: engine.ReasonSkipped, Event: engine.EventArchived})
 	}
-	p := &engine.JobDeleteExpiredParams{Retention: map[engine.State]time.Duration{engine.StateArchived: 0}, Limit: limit}
+	p := &backend.JobDeleteExpiredParams{Retention: map[engine.State]time.Duration{engine.StateArchived: 0}, Limit: limit}
 	left := n
 	for _, want := range []int{3, 3, 1, 0} {
 		got, err := s.JobDeleteExpired(ctx, p)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -31,7 +32,7 @@ func outcomeChecks() []check {
 
 // oneKind runs an engine (worker "w1", queue "q") with kind "k" whose
 // handler is fn, called with the 1-based number of the call.
-func oneKind(t *testing.T, h Harness, noMaintenance bool, fn func(ctx context.Context, j *engine.Job, call int) error, kindMods ...func(*engine.Kind)) (engine.Store, *engine.Engine, *atomic.Int64) {
+func oneKind(t *testing.T, h Harness, noMaintenance bool, fn func(ctx context.Context, j *engine.Job, call int) error, kindMods ...func(*engine.Kind)) (backend.Store, *engine.Engine, *atomic.Int64) {
 	t.Helper()
 	s := h.NewStore(t)
 	cfg := fast("w1", "q")
@@ -48,7 +49,7 @@ func oneKind(t *testing.T, h Harness, noMaintenance bool, fn func(ctx context.Co
 
 // dueUntil makes scheduled and retryable jobs due (the engine runs no
 // maintenance) until job id reaches state.
-func dueUntil(t *testing.T, s engine.Store, id string, state engine.State) *engine.Job {
+func dueUntil(t *testing.T, s backend.Store, id string, state engine.State) *engine.Job {
 	t.Helper()
 	var last *engine.Job
 	eventually(t, waitLong, func() bool {

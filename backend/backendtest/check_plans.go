@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -28,7 +29,7 @@ func sentinel(what string) string { return "⟦sentinel " + what + "⟧" }
 
 // wantEvent asserts that job id's last stored event of kind k has exactly
 // actor and message.
-func wantEvent(t testing.TB, s engine.Store, id string, k engine.EventKind, actor, message string) {
+func wantEvent(t testing.TB, s backend.Store, id string, k engine.EventKind, actor, message string) {
 	t.Helper()
 	var found *engine.Event
 	for _, e := range events(t, s, id) {
@@ -51,7 +52,7 @@ func testSentinelTexts(t *testing.T, h Harness) {
 	// A worker outcome: the event, the error entry, the last error and
 	// pattern are the plan's.
 	c := running(t, s, "sen-fail")
-	p := Outcome{JobRef: refOf(c), To: engine.StateRetryable, Charge: engine.ChargeAttempt, Delay: time.Hour,
+	p := Outcome{JobRef: refOf(c), To: engine.StateRetryable, Charge: backend.ChargeAttempt, Delay: time.Hour,
 		Error: &engine.AttemptError{Message: sentinel("error"), Trace: sentinel("trace")}, ErrorPattern: sentinel("pattern"),
 		Event: engine.EventFailed, Actor: sentinel("worker"), Message: sentinel("event")}.Plan(c)
 	if _, err := s.JobFinish(ctx, p); err != nil {
@@ -63,7 +64,7 @@ func testSentinelTexts(t *testing.T, h Harness) {
 		j.Errors[0].Worker != sentinel("worker") || j.Errors[0].Attempt != 1 {
 		t.Fatalf("error entry %+v", j.Errors)
 	}
-	groups, err := s.JobErrorGroups(ctx, &engine.JobErrorGroupsParams{Filter: engine.Filter{States: []engine.State{engine.StateRetryable}}, Limit: 10})
+	groups, err := s.JobErrorGroups(ctx, &backend.JobErrorGroupsParams{Filter: engine.Filter{States: []engine.State{engine.StateRetryable}}, Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,10 +75,10 @@ func testSentinelTexts(t *testing.T, h Harness) {
 	// A quarantine: the hold events of the fingerprint's waiting jobs and
 	// the record's last error are the plan's.
 	pill := running(t, s, "sen-pill")
-	insert(t, s, &engine.JobInsertParams{ID: "sen-sibling", Queue: "q", Kind: "k", Payload: json.RawMessage(`{}`),
+	insert(t, s, &backend.JobInsertParams{ID: "sen-sibling", Queue: "q", Kind: "k", Payload: json.RawMessage(`{}`),
 		SchemaVersion: 1, MaxAttempts: 3, Fingerprint: pill.Fingerprint})
 	qp := Outcome{JobRef: refOf(pill), To: engine.StateQuarantined, Reason: engine.ReasonQuarantined,
-		Charge: engine.ChargeCrash, Quarantine: true, Error: &engine.AttemptError{Crash: true, Message: sentinel("crash")},
+		Charge: backend.ChargeCrash, Quarantine: true, Error: &engine.AttemptError{Crash: true, Message: sentinel("crash")},
 		ErrorPattern: sentinel("crash pattern"), Event: engine.EventQuarantined, Actor: sentinel("reaper")}.Plan(pill)
 	qp.Fingerprint.LastError = sentinel("record")
 	qp.Fingerprint.Hold.Event.Message = sentinel("held")
@@ -86,7 +87,7 @@ func testSentinelTexts(t *testing.T, h Harness) {
 	}
 	wantEvent(t, s, pill.ID, engine.EventQuarantined, sentinel("reaper"), sentinel("crash"))
 	wantEvent(t, s, "sen-sibling", engine.EventHeld, sentinel("reaper"), sentinel("held"))
-	fp, err := s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: pill.Fingerprint})
+	fp, err := s.FingerprintGet(ctx, &backend.FingerprintGetParams{Fingerprint: pill.Fingerprint})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,11 +105,11 @@ func testSentinelTexts(t *testing.T, h Harness) {
 
 	// A claim past the deadline.
 	past := time.Now().Add(-time.Hour)
-	insert(t, s, &engine.JobInsertParams{ID: "sen-late", Queue: "late", Kind: "k", Payload: json.RawMessage(`{}`),
+	insert(t, s, &backend.JobInsertParams{ID: "sen-late", Queue: "late", Kind: "k", Payload: json.RawMessage(`{}`),
 		SchemaVersion: 1, MaxAttempts: 3, Fingerprint: "fp-sen-late", Deadline: &past})
-	res := claimP(t, s, engine.JobClaimParams{Queue: "late", WorkerID: "w", Limit: 5, PastDeadline: engine.ClaimDeadlineWrite{
+	res := claimP(t, s, backend.JobClaimParams{Queue: "late", WorkerID: "w", Limit: 5, PastDeadline: backend.ClaimDeadlineWrite{
 		To: engine.StateArchived, Reason: engine.ReasonDeadlineExceeded, LastError: sentinel("late error"), Pattern: sentinel("late pattern"),
-		Event: engine.EventWrite{Kind: engine.EventArchived, Actor: sentinel("claimer"), From: engine.StateAvailable, To: engine.StateArchived, Message: sentinel("late")},
+		Event: backend.EventWrite{Kind: engine.EventArchived, Actor: sentinel("claimer"), From: engine.StateAvailable, To: engine.StateArchived, Message: sentinel("late")},
 	}})
 	if len(res.Dead) != 1 || len(res.Jobs) != 0 {
 		t.Fatalf("claim past deadline: dead %v, jobs %v", ids(res.Dead), ids(res.Jobs))
@@ -122,23 +123,23 @@ func testSentinelTexts(t *testing.T, h Harness) {
 	for _, a := range []engine.Action{engine.ActionRetry, engine.ActionCancel} {
 		spec := actionSpec(t, a)
 		id := "sen-late"
-		if _, err := s.JobAction(ctx, &engine.JobActionParams{ID: id, Spec: spec,
-			Event: engine.EventWrite{Kind: spec.Event, Actor: sentinel(string(a) + " actor"), To: spec.To, Message: sentinel(string(a))}}); err != nil {
+		if _, err := s.JobAction(ctx, &backend.JobActionParams{ID: id, Spec: spec,
+			Event: backend.EventWrite{Kind: spec.Event, Actor: sentinel(string(a) + " actor"), To: spec.To, Message: sentinel(string(a))}}); err != nil {
 			t.Fatalf("%s: %v", a, err)
 		}
 		wantEvent(t, s, id, spec.Event, sentinel(string(a)+" actor"), sentinel(string(a)))
 	}
 	cur := getJob(t, s, "sen-late")
-	if _, err := s.JobUpdatePayload(ctx, &engine.JobUpdatePayloadParams{ID: "sen-late", Payload: json.RawMessage(`{"fixed":1}`),
+	if _, err := s.JobUpdatePayload(ctx, &backend.JobUpdatePayloadParams{ID: "sen-late", Payload: json.RawMessage(`{"fixed":1}`),
 		Fingerprint: "fp-sen-late-2", Version: cur.Version,
-		Event: engine.EventWrite{Kind: engine.EventPayloadEdited, Actor: sentinel("editor"), Message: sentinel("edit")}}); err != nil {
+		Event: backend.EventWrite{Kind: engine.EventPayloadEdited, Actor: sentinel("editor"), Message: sentinel("edit")}}); err != nil {
 		t.Fatal(err)
 	}
 	wantEvent(t, s, "sen-late", engine.EventPayloadEdited, sentinel("editor"), sentinel("edit"))
-	if _, err := s.JobRetryWithInput(ctx, &engine.JobRetryWithInputParams{ID: "sen-late", NewID: "sen-copy",
+	if _, err := s.JobRetryCopy(ctx, &backend.JobRetryCopyParams{ID: "sen-late", NewID: "sen-copy",
 		Payload: json.RawMessage(`{"fixed":2}`), Fingerprint: "fp-sen-copy",
-		OriginalEvent: engine.EventWrite{Kind: engine.EventRetried, Actor: sentinel("fixer"), Message: sentinel("original")},
-		CopyEvent:     engine.EventWrite{Kind: engine.EventRetried, Actor: sentinel("fixer"), To: engine.StateAvailable, Message: sentinel("copy")},
+		OriginalEvent: backend.EventWrite{Kind: engine.EventRetried, Actor: sentinel("fixer"), Message: sentinel("original")},
+		CopyEvent:     backend.EventWrite{Kind: engine.EventRetried, Actor: sentinel("fixer"), To: engine.StateAvailable, Message: sentinel("copy")},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -147,17 +148,17 @@ func testSentinelTexts(t *testing.T, h Harness) {
 
 	// A bulk batch and the operation's texts.
 	for i := range 3 {
-		x := running(t, s, fmt.Sprintf("sen-bulk-%d", i), func(p *engine.JobInsertParams) { p.Queue = "bulk" })
+		x := running(t, s, fmt.Sprintf("sen-bulk-%d", i), func(p *backend.JobInsertParams) { p.Queue = "bulk" })
 		finish(t, s, Outcome{JobRef: refOf(x), To: engine.StateArchived, Reason: engine.ReasonSkipped, Event: engine.EventArchived,
 			Error: &engine.AttemptError{Message: "x"}})
 	}
 	time.Sleep(2 * time.Millisecond) // the deaths come before the operation
-	op, err := s.OperationInsert(ctx, &engine.OperationInsertParams{ID: "sen-op", Action: engine.ActionRetry,
+	op, err := s.OperationInsert(ctx, &backend.OperationInsertParams{ID: "sen-op", Action: engine.ActionRetry,
 		Selector: engine.Filter{Queues: []string{"bulk"}}, CreatedBy: "ops"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lease, err := s.OperationClaim(ctx, &engine.OperationClaimParams{Holder: "h", TTL: time.Minute})
+	lease, err := s.OperationClaim(ctx, &backend.OperationClaimParams{Holder: "h", TTL: time.Minute})
 	if err != nil || lease == nil {
 		t.Fatalf("claim operation: %v %v", lease, err)
 	}
@@ -167,14 +168,14 @@ func testSentinelTexts(t *testing.T, h Harness) {
 	// time, so a loaded machine gets shorter batches): run batches from
 	// the cursor until the store says the selector is exhausted, as the
 	// engine does.
-	var br *engine.OperationBatchResult
+	var br *backend.OperationBatchResult
 	for after, batches := lease.Cursor, 0; br == nil || !br.Exhausted; batches++ {
 		if batches == 20 {
 			t.Fatalf("20 batches and not exhausted: %+v", br.Operation)
 		}
-		br, err = s.OperationProcessBatch(ctx, &engine.OperationProcessBatchParams{ID: op.ID, Holder: lease.Holder, Fence: lease.Fence,
+		br, err = s.OperationProcessBatch(ctx, &backend.OperationProcessBatchParams{ID: op.ID, Holder: lease.Holder, Fence: lease.Fence,
 			After: after, Spec: spec, Selector: sel, Cutoff: op.CreatedAt, Limit: 10, Window: 100,
-			Event: engine.EventWrite{Kind: spec.Event, Actor: sentinel("bulk actor"), To: spec.To, Message: sentinel("bulk")}, TTL: time.Minute})
+			Event: backend.EventWrite{Kind: spec.Event, Actor: sentinel("bulk actor"), To: spec.To, Message: sentinel("bulk")}, TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,7 +190,7 @@ func testSentinelTexts(t *testing.T, h Harness) {
 	if br.Operation.Status != engine.OperationRunning {
 		t.Fatalf("the store ended the operation itself: %s", br.Operation.Status)
 	}
-	done, err := s.OperationFinish(ctx, &engine.OperationFinishParams{ID: op.ID, Holder: lease.Holder, Fence: lease.Fence,
+	done, err := s.OperationFinish(ctx, &backend.OperationFinishParams{ID: op.ID, Holder: lease.Holder, Fence: lease.Fence,
 		Status: engine.OperationCompleted, Error: sentinel("op error")})
 	if err != nil {
 		t.Fatal(err)
@@ -197,12 +198,12 @@ func testSentinelTexts(t *testing.T, h Harness) {
 	if done.Status != engine.OperationCompleted || done.Error != sentinel("op error") || done.FinishedAt == nil {
 		t.Fatalf("finished operation %+v", done)
 	}
-	op2, err := s.OperationInsert(ctx, &engine.OperationInsertParams{ID: "sen-op2", Action: engine.ActionCancel,
+	op2, err := s.OperationInsert(ctx, &backend.OperationInsertParams{ID: "sen-op2", Action: engine.ActionCancel,
 		Selector: engine.Filter{Queues: []string{"bulk"}}, CreatedBy: "ops"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cancelled, err := s.OperationCancel(ctx, &engine.OperationCancelParams{ID: op2.ID, Message: sentinel("cancelled")})
+	cancelled, err := s.OperationCancel(ctx, &backend.OperationCancelParams{ID: op2.ID, Message: sentinel("cancelled")})
 	if err != nil || cancelled.Error != sentinel("cancelled") {
 		t.Fatalf("cancel operation: %+v %v", cancelled, err)
 	}
@@ -215,7 +216,7 @@ func testFinishIfBefore(t *testing.T, h Harness) {
 	ctx := context.Background()
 	c := running(t, s, "bound")
 	before := getJob(t, s, c.ID)
-	late := Outcome{JobRef: refOf(c), To: engine.StateRetryable, Charge: engine.ChargeCrash, Delay: time.Hour,
+	late := Outcome{JobRef: refOf(c), To: engine.StateRetryable, Charge: backend.ChargeCrash, Delay: time.Hour,
 		Error: &engine.AttemptError{Crash: true, Message: "gone"}, Event: engine.EventCrashed}.Plan(c)
 	late.IfBefore = storeNow(t, s).Add(-time.Second)
 	if _, err := s.JobFinish(ctx, late); !errors.Is(err, engine.ErrLeaseLost) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -56,7 +57,7 @@ func testQuarantine(t *testing.T, h Harness) {
 		t.Fatalf("poison pill ran %d times, want 3", runs.get("bad"))
 	}
 	fp := j.Fingerprint
-	rec, err := s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: fp})
+	rec, err := s.FingerprintGet(ctx, &backend.FingerprintGetParams{Fingerprint: fp})
 	if err != nil {
 		t.Fatalf("FingerprintGet: %v", err)
 	}
@@ -74,7 +75,7 @@ func testQuarantine(t *testing.T, h Harness) {
 			t.Fatalf("held sibling %s: %s, ran %d times", id, describe(sj), runs.get(id))
 		}
 	}
-	if rec, err = s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: fp}); err != nil || rec.Held != 3 {
+	if rec, err = s.FingerprintGet(ctx, &backend.FingerprintGetParams{Fingerprint: fp}); err != nil || rec.Held != 3 {
 		t.Fatalf("record %+v %v: want 3 held", rec, err)
 	}
 	for i := range 3 {
@@ -95,7 +96,7 @@ func testQuarantine(t *testing.T, h Harness) {
 		t.Fatalf("FingerprintRelease: %d %v, want 3", n, err)
 	}
 	eventually(t, waitLong, func() bool {
-		r, err := s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: fp})
+		r, err := s.FingerprintGet(ctx, &backend.FingerprintGetParams{Fingerprint: fp})
 		return err == nil && r.Status == engine.FingerprintQuarantined && r.Held == 3
 	}, "the fingerprint to be quarantined again after a crash on probation")
 	crashed := 0
@@ -112,7 +113,7 @@ func testQuarantine(t *testing.T, h Harness) {
 	if crashed != 1 {
 		t.Fatalf("%d jobs crashed after the release, want exactly 1 (the first crash quarantines)", crashed)
 	}
-	rec, _ = s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: fp})
+	rec, _ = s.FingerprintGet(ctx, &backend.FingerprintGetParams{Fingerprint: fp})
 	if rec.Crashes != 4 {
 		t.Errorf("record counts %d crashes, want 4 (3, then 1 on probation)", rec.Crashes)
 	}
@@ -128,7 +129,7 @@ func testQuarantine(t *testing.T, h Harness) {
 			t.Fatalf("%s completed with crash_attempt %d, want the reset 0", id, sj.CrashAttempt)
 		}
 	}
-	rec, err = s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: fp})
+	rec, err = s.FingerprintGet(ctx, &backend.FingerprintGetParams{Fingerprint: fp})
 	if err == nil && rec.Status == engine.FingerprintProbation {
 		t.Fatalf("completions did not end probation: %+v", rec)
 	}
@@ -277,7 +278,7 @@ func testReleasedJobOnProbation(t *testing.T, h Harness) {
 	if err != nil || r.State != engine.StateAvailable || r.CrashAttempt != 0 {
 		t.Fatalf("ReleaseJob(bad): %s %v, want available with its crashes reset", describe(r), err)
 	}
-	if rec, err := s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: fp}); err != nil ||
+	if rec, err := s.FingerprintGet(ctx, &backend.FingerprintGetParams{Fingerprint: fp}); err != nil ||
 		rec.Status != engine.FingerprintQuarantined || rec.Held != 1 || runs.get("bad") != 3 {
 		t.Fatalf("record after releasing one job: %+v %v (bad ran %d times), want quarantined with sib held, bad not run again",
 			rec, err, runs.get("bad"))
@@ -300,7 +301,7 @@ func testReleasedJobOnProbation(t *testing.T, h Harness) {
 		if n := runs.get("bad"); n != 4 {
 			t.Fatalf("poison pill ran %d times, want 4 (3, then 1 after the release)", n)
 		}
-		rec, err := s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: fp})
+		rec, err := s.FingerprintGet(ctx, &backend.FingerprintGetParams{Fingerprint: fp})
 		if err != nil || rec.Status != engine.FingerprintQuarantined || rec.Held != 2 || rec.Crashes != 4 {
 			t.Fatalf("record after the crash on probation: %+v %v, want quarantined, 2 held, 4 crashes", rec, err)
 		}
@@ -313,7 +314,7 @@ func testReleasedJobOnProbation(t *testing.T, h Harness) {
 	if r, err = e.ReleaseJob(ctx, "ghost"); err != nil || r.State != engine.StateAvailable || r.CrashAttempt != 0 {
 		t.Fatalf("ReleaseJob(ghost): %s %v, want available with its crashes reset", describe(r), err)
 	}
-	js := claimP(t, s, engine.JobClaimParams{Queue: "q-ghost", WorkerID: "ghost-dead", Limit: 1, LeaseDuration: 100 * time.Millisecond}).Jobs
+	js := claimP(t, s, backend.JobClaimParams{Queue: "q-ghost", WorkerID: "ghost-dead", Limit: 1, LeaseDuration: 100 * time.Millisecond}).Jobs
 	if len(js) != 1 || js[0].ID != "ghost" {
 		t.Fatalf("claim of the released job: %v", ids(js))
 	}
@@ -327,7 +328,7 @@ func testReleasedJobOnProbation(t *testing.T, h Harness) {
 	if ev := events(t, s, "ghost"); len(ev) == 0 || ev[len(ev)-1].Kind != engine.EventQuarantined {
 		t.Fatalf("reaped job's events %v, want quarantined last", eventKinds(ev))
 	}
-	if rec, err := s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: "fp-ghost"}); err != nil ||
+	if rec, err := s.FingerprintGet(ctx, &backend.FingerprintGetParams{Fingerprint: "fp-ghost"}); err != nil ||
 		rec.Status != engine.FingerprintQuarantined || rec.Held != 1 || rec.Crashes != 2 {
 		t.Fatalf("record after the reaped crash on probation: %+v %v, want quarantined, 1 held, 2 crashes", rec, err)
 	}

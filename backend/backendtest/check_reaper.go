@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -17,12 +18,12 @@ import (
 func testReaper(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	ctx := context.Background()
-	if err := s.WorkerHeartbeat(ctx, &engine.WorkerHeartbeatParams{ID: "ghost-alive", TTL: time.Hour}); err != nil {
+	if err := s.WorkerHeartbeat(ctx, &backend.WorkerHeartbeatParams{ID: "ghost-alive", TTL: time.Hour}); err != nil {
 		t.Fatalf("WorkerHeartbeat: %v", err)
 	}
 	for _, c := range []struct{ id, worker string }{{"dead", "ghost-dead"}, {"alive", "ghost-alive"}} {
 		insert(t, s, jobParams(c.id, "q-"+c.id))
-		js := claimP(t, s, engine.JobClaimParams{Queue: "q-" + c.id, WorkerID: c.worker, Limit: 1, LeaseDuration: 100 * time.Millisecond}).Jobs
+		js := claimP(t, s, backend.JobClaimParams{Queue: "q-" + c.id, WorkerID: c.worker, Limit: 1, LeaseDuration: 100 * time.Millisecond}).Jobs
 		if len(js) != 1 {
 			t.Fatalf("claim %s: %v", c.id, ids(js))
 		}
@@ -83,7 +84,7 @@ var errStoreDown = errors.New("backendtest: store down")
 // listed, jobs finished) that reach the store holdAfter or more after
 // the first call that passed once watch was set, until hold is closed.
 type faultStore struct {
-	engine.Store
+	backend.Store
 	down      atomic.Bool
 	renewDown atomic.Bool
 	renewFor  atomic.Int64
@@ -97,7 +98,7 @@ type faultStore struct {
 	passed    atomic.Int64 // calls let through
 }
 
-var _ engine.Store = (*faultStore)(nil)
+var _ backend.Store = (*faultStore)(nil)
 
 func (f *faultStore) fail(op string) error {
 	if f.down.Load() || (op == "JobLeaseRenew" && f.renewDown.Load()) {
@@ -132,42 +133,42 @@ func (f *faultStore) Now(ctx context.Context) (time.Time, error) {
 	return f.Store.Now(ctx)
 }
 
-func (f *faultStore) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams) ([]engine.JobInsertResult, error) {
+func (f *faultStore) JobInsertMany(ctx context.Context, p *backend.JobInsertManyParams) ([]backend.JobInsertResult, error) {
 	if err := f.fail("JobInsertMany"); err != nil {
 		return nil, err
 	}
 	return f.Store.JobInsertMany(ctx, p)
 }
 
-func (f *faultStore) JobGetByID(ctx context.Context, p *engine.JobGetByIDParams) (*engine.Job, error) {
+func (f *faultStore) JobGetByID(ctx context.Context, p *backend.JobGetByIDParams) (*engine.Job, error) {
 	if err := f.fail("JobGetByID"); err != nil {
 		return nil, err
 	}
 	return f.Store.JobGetByID(ctx, p)
 }
 
-func (f *faultStore) JobEventList(ctx context.Context, p *engine.JobEventListParams) ([]engine.Event, error) {
+func (f *faultStore) JobEventList(ctx context.Context, p *backend.JobEventListParams) ([]engine.Event, error) {
 	if err := f.fail("JobEventList"); err != nil {
 		return nil, err
 	}
 	return f.Store.JobEventList(ctx, p)
 }
 
-func (f *faultStore) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine.JobClaimResult, error) {
+func (f *faultStore) JobClaim(ctx context.Context, p *backend.JobClaimParams) (*backend.JobClaimResult, error) {
 	if err := f.fail("JobClaim"); err != nil {
 		return nil, err
 	}
 	return f.Store.JobClaim(ctx, p)
 }
 
-func (f *faultStore) JobCompleteMany(ctx context.Context, p *engine.JobCompleteManyParams) ([]error, error) {
+func (f *faultStore) JobCompleteMany(ctx context.Context, p *backend.JobCompleteManyParams) ([]error, error) {
 	if err := f.fail("JobCompleteMany"); err != nil {
 		return nil, err
 	}
 	return f.Store.JobCompleteMany(ctx, p)
 }
 
-func (f *faultStore) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engine.Job, error) {
+func (f *faultStore) JobFinish(ctx context.Context, p *backend.JobFinishParams) (*engine.Job, error) {
 	if err := f.fail("JobFinish"); err != nil {
 		return nil, err
 	}
@@ -177,7 +178,7 @@ func (f *faultStore) JobFinish(ctx context.Context, p *engine.JobFinishParams) (
 	return f.Store.JobFinish(ctx, p)
 }
 
-func (f *faultStore) JobLeaseRenew(ctx context.Context, p *engine.JobLeaseRenewParams) ([]error, error) {
+func (f *faultStore) JobLeaseRenew(ctx context.Context, p *backend.JobLeaseRenewParams) ([]error, error) {
 	if err := f.fail("JobLeaseRenew"); err != nil {
 		return nil, err
 	}
@@ -189,7 +190,7 @@ func (f *faultStore) JobLeaseRenew(ctx context.Context, p *engine.JobLeaseRenewP
 	return f.Store.JobLeaseRenew(ctx, p)
 }
 
-func (f *faultStore) JobListExpiredLeases(ctx context.Context, p *engine.JobListExpiredLeasesParams) ([]engine.ExpiredLease, error) {
+func (f *faultStore) JobListExpiredLeases(ctx context.Context, p *backend.JobListExpiredLeasesParams) ([]backend.ExpiredLease, error) {
 	if err := f.fail("JobListExpiredLeases"); err != nil {
 		return nil, err
 	}
@@ -199,42 +200,42 @@ func (f *faultStore) JobListExpiredLeases(ctx context.Context, p *engine.JobList
 	return f.Store.JobListExpiredLeases(ctx, p)
 }
 
-func (f *faultStore) JobScheduleDue(ctx context.Context, p *engine.JobScheduleDueParams) ([]string, error) {
+func (f *faultStore) JobScheduleDue(ctx context.Context, p *backend.JobScheduleDueParams) ([]string, error) {
 	if err := f.fail("JobScheduleDue"); err != nil {
 		return nil, err
 	}
 	return f.Store.JobScheduleDue(ctx, p)
 }
 
-func (f *faultStore) JobDeleteExpired(ctx context.Context, p *engine.JobDeleteExpiredParams) (int, error) {
+func (f *faultStore) JobDeleteExpired(ctx context.Context, p *backend.JobDeleteExpiredParams) (int, error) {
 	if err := f.fail("JobDeleteExpired"); err != nil {
 		return 0, err
 	}
 	return f.Store.JobDeleteExpired(ctx, p)
 }
 
-func (f *faultStore) FingerprintGet(ctx context.Context, p *engine.FingerprintGetParams) (*engine.Fingerprint, error) {
+func (f *faultStore) FingerprintGet(ctx context.Context, p *backend.FingerprintGetParams) (*engine.Fingerprint, error) {
 	if err := f.fail("FingerprintGet"); err != nil {
 		return nil, err
 	}
 	return f.Store.FingerprintGet(ctx, p)
 }
 
-func (f *faultStore) FingerprintList(ctx context.Context, p *engine.FingerprintListParams) ([]*engine.Fingerprint, error) {
+func (f *faultStore) FingerprintList(ctx context.Context, p *backend.FingerprintListParams) ([]*engine.Fingerprint, error) {
 	if err := f.fail("FingerprintList"); err != nil {
 		return nil, err
 	}
 	return f.Store.FingerprintList(ctx, p)
 }
 
-func (f *faultStore) FingerprintRelease(ctx context.Context, p *engine.FingerprintReleaseParams) (int, error) {
+func (f *faultStore) FingerprintRelease(ctx context.Context, p *backend.FingerprintReleaseParams) (int, error) {
 	if err := f.fail("FingerprintRelease"); err != nil {
 		return 0, err
 	}
 	return f.Store.FingerprintRelease(ctx, p)
 }
 
-func (f *faultStore) WorkerHeartbeat(ctx context.Context, p *engine.WorkerHeartbeatParams) error {
+func (f *faultStore) WorkerHeartbeat(ctx context.Context, p *backend.WorkerHeartbeatParams) error {
 	// Read before the call passes: a TTL set once the store went down
 	// reaches it only after it came back.
 	ttl := time.Duration(f.beatFor.Load())
@@ -255,21 +256,21 @@ func (f *faultStore) WorkerHeartbeat(ctx context.Context, p *engine.WorkerHeartb
 	return nil
 }
 
-func (f *faultStore) WorkerDelete(ctx context.Context, p *engine.WorkerDeleteParams) error {
+func (f *faultStore) WorkerDelete(ctx context.Context, p *backend.WorkerDeleteParams) error {
 	if err := f.fail("WorkerDelete"); err != nil {
 		return err
 	}
 	return f.Store.WorkerDelete(ctx, p)
 }
 
-func (f *faultStore) LeaderAttempt(ctx context.Context, p *engine.LeaderAttemptParams) (bool, error) {
+func (f *faultStore) LeaderAttempt(ctx context.Context, p *backend.LeaderAttemptParams) (bool, error) {
 	if err := f.fail("LeaderAttempt"); err != nil {
 		return false, err
 	}
 	return f.Store.LeaderAttempt(ctx, p)
 }
 
-func (f *faultStore) LeaderResign(ctx context.Context, p *engine.LeaderResignParams) error {
+func (f *faultStore) LeaderResign(ctx context.Context, p *backend.LeaderResignParams) error {
 	if err := f.fail("LeaderResign"); err != nil {
 		return err
 	}
@@ -417,7 +418,7 @@ func storeOutage(t *testing.T, h Harness, lag time.Duration, fresh bool) {
 // after the store answered and before the caller sees the answer, until
 // proceed is closed.
 type gateStore struct {
-	engine.Store
+	backend.Store
 	id      string
 	armed   atomic.Bool
 	listed  chan struct{}
@@ -425,7 +426,7 @@ type gateStore struct {
 	calls   atomic.Int64 // JobListExpiredLeases calls begun
 }
 
-func (g *gateStore) JobListExpiredLeases(ctx context.Context, p *engine.JobListExpiredLeasesParams) ([]engine.ExpiredLease, error) {
+func (g *gateStore) JobListExpiredLeases(ctx context.Context, p *backend.JobListExpiredLeasesParams) ([]backend.ExpiredLease, error) {
 	g.calls.Add(1)
 	xs, err := g.Store.JobListExpiredLeases(ctx, p)
 	for _, x := range xs {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -14,8 +15,8 @@ import (
 
 // stepCrash is the crash outcome of j inside step (its plan names it),
 // quarantining the fingerprint when quarantine is set.
-func stepCrash(j *engine.Job, step string, quarantine bool) *engine.JobFinishParams {
-	o := Outcome{JobRef: refOf(j), To: engine.StateRetryable, Charge: engine.ChargeCrash, Delay: time.Hour,
+func stepCrash(j *engine.Job, step string, quarantine bool) *backend.JobFinishParams {
+	o := Outcome{JobRef: refOf(j), To: engine.StateRetryable, Charge: backend.ChargeCrash, Delay: time.Hour,
 		Error: &engine.AttemptError{Crash: true, Message: "crash in " + step}, Event: engine.EventCrashed, Actor: "w"}
 	if quarantine {
 		o.To, o.Reason, o.Delay, o.Quarantine, o.Event = engine.StateQuarantined, engine.ReasonQuarantined, 0, true, engine.EventQuarantined
@@ -33,13 +34,13 @@ func stepCrash(j *engine.Job, step string, quarantine bool) *engine.JobFinishPar
 func testStepCrashCounts(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	ctx := context.Background()
-	mk := func(id, fp string) *engine.JobInsertParams {
+	mk := func(id, fp string) *backend.JobInsertParams {
 		j := djob(id, "q", "k")
 		j.Fingerprint = fp
 		return j
 	}
 	insertRes(t, s, mk("a", "pill"), mk("b", "pill"), mk("c", "pill"), mk("o", "other"))
-	js := claimRaw(t, s, engine.JobClaimParams{Queue: "q", Limit: 4}).Jobs
+	js := claimRaw(t, s, backend.JobClaimParams{Queue: "q", Limit: 4}).Jobs
 	by := map[string]*engine.Job{}
 	for _, j := range js {
 		by[j.ID] = j
@@ -53,7 +54,7 @@ func testStepCrashCounts(t *testing.T, h Harness) {
 	if _, err := s.JobFinish(ctx, stale); !errors.Is(err, engine.ErrLeaseLost) {
 		t.Fatalf("stale crash: %v, want ErrLeaseLost", err)
 	}
-	for _, p := range []*engine.JobFinishParams{
+	for _, p := range []*backend.JobFinishParams{
 		stepCrash(by["a"], "render", false),
 		stepCrash(by["b"], "#2", false),
 		stepCrash(by["o"], "upload", true),
@@ -66,7 +67,7 @@ func testStepCrashCounts(t *testing.T, h Harness) {
 	want := map[string]map[string]int{"pill": {"render": 2, "#2": 1}, "other": {"upload": 1}}
 	check := func(when string) {
 		t.Helper()
-		fps, err := s.FingerprintList(ctx, &engine.FingerprintListParams{})
+		fps, err := s.FingerprintList(ctx, &backend.FingerprintListParams{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +83,7 @@ func testStepCrashCounts(t *testing.T, h Harness) {
 		if seen != len(want) {
 			t.Fatalf("%s: list has %d of the fingerprints, want %d", when, seen, len(want))
 		}
-		fp, err := s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: "pill"})
+		fp, err := s.FingerprintGet(ctx, &backend.FingerprintGetParams{Fingerprint: "pill"})
 		if err != nil || !maps.Equal(fp.StepCrashes, want["pill"]) {
 			t.Fatalf("%s: get: step crashes of pill %v (%v), want %v", when, fp, err, want["pill"])
 		}

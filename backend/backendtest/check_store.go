@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -41,7 +42,7 @@ func storeChecks() []check {
 }
 
 // running inserts a job in a queue of its own and claims it.
-func running(t testing.TB, s engine.Store, id string, mods ...func(*engine.JobInsertParams)) *engine.Job {
+func running(t testing.TB, s backend.Store, id string, mods ...func(*backend.JobInsertParams)) *engine.Job {
 	t.Helper()
 	p := jobParams(id, "q-"+id)
 	for _, m := range mods {
@@ -56,7 +57,7 @@ func testInsertOneAndMany(t *testing.T, h Harness) {
 	ctx := context.Background()
 	before := storeNow(t, s)
 	deadline := before.Add(time.Hour).Truncate(time.Millisecond)
-	p := &engine.JobInsertParams{
+	p := &backend.JobInsertParams{
 		ID: "one", Queue: "q1", Kind: "k", Payload: json.RawMessage(`{"a":1,"b":"two"}`),
 		SchemaVersion: 2, Metadata: json.RawMessage(`{"tenant":"acme"}`), Tags: []string{"red", "blue"},
 		Priority: 3, MaxAttempts: 7, Fingerprint: "fp-one", Deadline: &deadline, Timeout: 1500 * time.Millisecond,
@@ -92,7 +93,7 @@ func testInsertOneAndMany(t *testing.T, h Harness) {
 	insert(t, s, jobParams("poison", "q-poison"))
 	x := claimOne(t, s, "q-poison", "poison")
 	finish(t, s, Outcome{JobRef: refOf(x), To: engine.StateQuarantined, Reason: engine.ReasonQuarantined,
-		Charge: engine.ChargeCrash, Quarantine: true, Event: engine.EventQuarantined,
+		Charge: backend.ChargeCrash, Quarantine: true, Event: engine.EventQuarantined,
 		Error: &engine.AttemptError{Crash: true, Message: "panic: poison"}})
 
 	conflict := jobParams("one", "q1")
@@ -100,8 +101,8 @@ func testInsertOneAndMany(t *testing.T, h Harness) {
 	conflict.Fingerprint = "fp-other"
 	quarantined := jobParams("m2", "q1")
 	quarantined.Fingerprint = "fp-poison"
-	batch := []*engine.JobInsertParams{jobParams("m1", "q1"), conflict, quarantined, jobParams("m3", "q1")}
-	res, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: batch, RefuseQuarantined: true})
+	batch := []*backend.JobInsertParams{jobParams("m1", "q1"), conflict, quarantined, jobParams("m3", "q1")}
+	res, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: batch, RefuseQuarantined: true})
 	if err != nil {
 		t.Fatalf("JobInsertMany: %v", err)
 	}
@@ -139,7 +140,7 @@ func testInsertIdempotent(t *testing.T, h Harness) {
 	v := getJob(t, s, "idem")
 
 	again := *p
-	res, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: []*engine.JobInsertParams{&again}, RefuseQuarantined: true})
+	res, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{&again}, RefuseQuarantined: true})
 	if err != nil || len(res) != 1 {
 		t.Fatalf("re-insert: %v %v", res, err)
 	}
@@ -158,8 +159,8 @@ func testInsertIdempotent(t *testing.T, h Harness) {
 	otherKind.Fingerprint = "fp-idem-3"
 	otherQueue := *p
 	otherQueue.Queue = "q2"
-	for name, c := range map[string]*engine.JobInsertParams{"payload": &otherPayload, "kind": &otherKind, "queue": &otherQueue} {
-		res, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: []*engine.JobInsertParams{c}, RefuseQuarantined: true})
+	for name, c := range map[string]*backend.JobInsertParams{"payload": &otherPayload, "kind": &otherKind, "queue": &otherQueue} {
+		res, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{c}, RefuseQuarantined: true})
 		if err != nil || len(res) != 1 {
 			t.Fatalf("other %s: %v %v", name, res, err)
 		}
@@ -223,24 +224,24 @@ func testGetByID(t *testing.T, h Harness) {
 	p := jobParams("g", "q")
 	p.Payload = json.RawMessage(`{"id":"g","nested":{"b":[1,2,{"c":null}]},"s":"é\u00e9"}`)
 	insert(t, s, p)
-	j, err := s.JobGetByID(ctx, &engine.JobGetByIDParams{ID: "g"})
+	j, err := s.JobGetByID(ctx, &backend.JobGetByIDParams{ID: "g"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(j.Payload) != 0 {
 		t.Fatalf("payload returned without being asked: %s", j.Payload)
 	}
-	j, err = s.JobGetByID(ctx, &engine.JobGetByIDParams{ID: "g", IncludePayload: true})
+	j, err = s.JobGetByID(ctx, &backend.JobGetByIDParams{ID: "g", IncludePayload: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !jsonEqual(j.Payload, p.Payload) {
 		t.Fatalf("payload %s, want %s", j.Payload, p.Payload)
 	}
-	if _, err := s.JobGetByID(ctx, &engine.JobGetByIDParams{ID: "missing"}); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := s.JobGetByID(ctx, &backend.JobGetByIDParams{ID: "missing"}); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("missing job: %v, want ErrNotFound", err)
 	}
-	if _, err := s.JobEventList(ctx, &engine.JobEventListParams{JobID: "g"}); err != nil {
+	if _, err := s.JobEventList(ctx, &backend.JobEventListParams{JobID: "g"}); err != nil {
 		t.Fatalf("events of a new job: %v", err)
 	}
 }
@@ -249,7 +250,7 @@ func testClaimOrder(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	now := storeNow(t, s)
 	at := func(d time.Duration) *time.Time { x := now.Add(d); return &x }
-	mk := func(id string, prio int, sched *time.Time) *engine.JobInsertParams {
+	mk := func(id string, prio int, sched *time.Time) *backend.JobInsertParams {
 		p := jobParams(id, "order")
 		p.Priority = prio
 		p.ScheduledAt = sched
@@ -276,7 +277,7 @@ func testClaimOrder(t *testing.T, h Harness) {
 
 func testClaimLimit(t *testing.T, h Harness) {
 	s := h.NewStore(t)
-	var ps []*engine.JobInsertParams
+	var ps []*backend.JobInsertParams
 	for i := range 5 {
 		ps = append(ps, jobParams(fmt.Sprintf("l-%d", i), "lim"))
 	}
@@ -305,13 +306,13 @@ func testClaimLimit(t *testing.T, h Harness) {
 
 func testClaimKindFilter(t *testing.T, h Harness) {
 	s := h.NewStore(t)
-	mk := func(id, kind string, v int) *engine.JobInsertParams {
+	mk := func(id, kind string, v int) *backend.JobInsertParams {
 		p := jobParams(id, "kinds")
 		p.Kind, p.SchemaVersion = kind, v
 		return p
 	}
 	insert(t, s, mk("a1", "a", 1), mk("a3", "a", 3), mk("b1", "b", 1), mk("a2", "a", 2))
-	got := claimP(t, s, engine.JobClaimParams{Queue: "kinds", WorkerID: "w", Limit: 10, Kinds: map[string]int{"a": 2}}).Jobs
+	got := claimP(t, s, backend.JobClaimParams{Queue: "kinds", WorkerID: "w", Limit: 10, Kinds: map[string]int{"a": 2}}).Jobs
 	if !slices.Equal(sortedIDs(got), []string{"a1", "a2"}) {
 		t.Fatalf("kinds {a:2} claimed %v, want [a1 a2]", ids(got))
 	}
@@ -320,32 +321,32 @@ func testClaimKindFilter(t *testing.T, h Harness) {
 			t.Fatalf("job %s was touched by a worker that cannot run it: %s", id, describe(j))
 		}
 	}
-	got = claimP(t, s, engine.JobClaimParams{Queue: "kinds", WorkerID: "w", Limit: 10, Kinds: map[string]int{"a": 3, "b": 1}}).Jobs
+	got = claimP(t, s, backend.JobClaimParams{Queue: "kinds", WorkerID: "w", Limit: 10, Kinds: map[string]int{"a": 3, "b": 1}}).Jobs
 	if !slices.Equal(sortedIDs(got), []string{"a3", "b1"}) {
 		t.Fatalf("kinds {a:3 b:1} claimed %v, want [a3 b1]", ids(got))
 	}
 }
 
 // makeSuspect runs a job once and crashes it, then makes it due again.
-func makeSuspect(t testing.TB, s engine.Store, p *engine.JobInsertParams) {
+func makeSuspect(t testing.TB, s backend.Store, p *backend.JobInsertParams) {
 	t.Helper()
 	makeSuspectN(t, s, p, 1)
 }
 
 // makeSuspectN inserts a job and crashes it n times, then makes it due
 // again.
-func makeSuspectN(t testing.TB, s engine.Store, p *engine.JobInsertParams, n int) {
+func makeSuspectN(t testing.TB, s backend.Store, p *backend.JobInsertParams, n int) {
 	t.Helper()
 	insert(t, s, p)
 	for i := range n {
 		// A new job goes before suspects, a first-crash suspect before a
 		// job of two crashes: the claim takes the job being made.
-		js := claimP(t, s, engine.JobClaimParams{Queue: p.Queue, WorkerID: "w-crash", Limit: 1, Suspects: 1, Lone: i > 0,
+		js := claimP(t, s, backend.JobClaimParams{Queue: p.Queue, WorkerID: "w-crash", Limit: 1, Suspects: 1, Lone: i > 0,
 			Kinds: map[string]int{p.Kind: p.SchemaVersion}}).Jobs
 		if len(js) != 1 || js[0].ID != p.ID {
 			t.Fatalf("claim %s: got %v", p.ID, ids(js))
 		}
-		finish(t, s, Outcome{JobRef: refOf(js[0]), To: engine.StateRetryable, Charge: engine.ChargeCrash,
+		finish(t, s, Outcome{JobRef: refOf(js[0]), To: engine.StateRetryable, Charge: backend.ChargeCrash,
 			Event: engine.EventCrashed, Error: &engine.AttemptError{Crash: true, Message: "panic: made suspect"}})
 		scheduleDue(t, s)
 		if j := getJob(t, s, p.ID); j.State != engine.StateAvailable || j.CrashAttempt != i+1 {
@@ -369,21 +370,21 @@ func testClaimLone(t *testing.T, h Harness) {
 	}
 	makeSuspect(t, s, jobParams("f-1", "lone"))
 	insert(t, s, jobParams("n-1", "lone"))
-	claim := func(p engine.JobClaimParams) []string {
+	claim := func(p backend.JobClaimParams) []string {
 		p.Queue, p.WorkerID = "lone", "w"
 		return sortedIDs(claimP(t, s, p).Jobs)
 	}
-	if got := claim(engine.JobClaimParams{Limit: 10, Suspects: 10}); !slices.Equal(got, []string{"f-1", "n-1"}) {
+	if got := claim(backend.JobClaimParams{Limit: 10, Suspects: 10}); !slices.Equal(got, []string{"f-1", "n-1"}) {
 		t.Fatalf("suspects 10: claimed %v, want the first-crash suspect and the ordinary job only", got)
 	}
-	if got := claim(engine.JobClaimParams{Limit: 10, Suspects: 10}); len(got) != 0 {
+	if got := claim(backend.JobClaimParams{Limit: 10, Suspects: 10}); len(got) != 0 {
 		t.Fatalf("suspects 10 with only jobs of two crashes left: claimed %v", got)
 	}
 	insert(t, s, jobParams("n-2", "lone"))
-	if got := claim(engine.JobClaimParams{Limit: 10, Lone: true}); !slices.Equal(got, []string{"n-2"}) {
+	if got := claim(backend.JobClaimParams{Limit: 10, Lone: true}); !slices.Equal(got, []string{"n-2"}) {
 		t.Fatalf("lone with an ordinary job waiting: claimed %v, want only the ordinary job", got)
 	}
-	got := claim(engine.JobClaimParams{Limit: 10, Suspects: 10, Lone: true})
+	got := claim(backend.JobClaimParams{Limit: 10, Suspects: 10, Lone: true})
 	if len(got) != 1 || (got[0] != "l-1" && got[0] != "l-2") {
 		t.Fatalf("lone with nothing else waiting: claimed %v, want exactly one job of two crashes", got)
 	}
@@ -405,23 +406,23 @@ func testClaimSuspects(t *testing.T, h Harness) {
 		return n
 	}
 	// The suspects are older, but a batch is filled with non-suspects first.
-	got := claimP(t, s, engine.JobClaimParams{Queue: "sus", WorkerID: "w", Limit: 1, Suspects: 1}).Jobs
+	got := claimP(t, s, backend.JobClaimParams{Queue: "sus", WorkerID: "w", Limit: 1, Suspects: 1}).Jobs
 	if len(got) != 1 || isSuspect(got) != 0 {
 		t.Fatalf("limit 1, suspects 1: claimed %v, want one non-suspect", ids(got))
 	}
-	got = claimP(t, s, engine.JobClaimParams{Queue: "sus", WorkerID: "w", Limit: 10, Suspects: 0}).Jobs
+	got = claimP(t, s, backend.JobClaimParams{Queue: "sus", WorkerID: "w", Limit: 10, Suspects: 0}).Jobs
 	if len(got) != 2 || isSuspect(got) != 0 {
 		t.Fatalf("suspects 0: claimed %v, want the 2 non-suspects left", ids(got))
 	}
-	got = claimP(t, s, engine.JobClaimParams{Queue: "sus", WorkerID: "w", Limit: 10, Suspects: 0}).Jobs
+	got = claimP(t, s, backend.JobClaimParams{Queue: "sus", WorkerID: "w", Limit: 10, Suspects: 0}).Jobs
 	if len(got) != 0 {
 		t.Fatalf("suspects 0 with only suspects waiting: claimed %v", ids(got))
 	}
-	got = claimP(t, s, engine.JobClaimParams{Queue: "sus", WorkerID: "w", Limit: 10, Suspects: 1}).Jobs
+	got = claimP(t, s, backend.JobClaimParams{Queue: "sus", WorkerID: "w", Limit: 10, Suspects: 1}).Jobs
 	if len(got) != 1 || isSuspect(got) != 1 {
 		t.Fatalf("suspects 1: claimed %v, want exactly one suspect", ids(got))
 	}
-	got = claimP(t, s, engine.JobClaimParams{Queue: "sus", WorkerID: "w", Limit: 10, Suspects: 1}).Jobs
+	got = claimP(t, s, backend.JobClaimParams{Queue: "sus", WorkerID: "w", Limit: 10, Suspects: 1}).Jobs
 	if len(got) != 1 || isSuspect(got) != 1 {
 		t.Fatalf("suspects 1 again: claimed %v, want the other suspect", ids(got))
 	}
@@ -465,7 +466,7 @@ func testFenceAndLease(t *testing.T, h Harness) {
 	if j.AttemptedAt == nil || j.AttemptedBy != "w-test" {
 		t.Fatalf("attempted_at %v by %q", j.AttemptedAt, j.AttemptedBy)
 	}
-	finish(t, s, Outcome{JobRef: refOf(c), To: engine.StateRetryable, Charge: engine.ChargeAttempt,
+	finish(t, s, Outcome{JobRef: refOf(c), To: engine.StateRetryable, Charge: backend.ChargeAttempt,
 		Event: engine.EventFailed, Error: &engine.AttemptError{Message: "boom"}})
 	j = step("error", engine.StateRetryable, 1)
 	if j.AttemptedBy != "w-test" || j.AttemptedAt == nil {
@@ -488,7 +489,7 @@ func testFenceAndLease(t *testing.T, h Harness) {
 
 	c = claimOne(t, s, "fq", "f")
 	step("claim 4", engine.StateRunning, 4)
-	res, err := s.JobCompleteMany(context.Background(), &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{{JobRef: refOf(c)}}, EndProbation: true})
+	res, err := s.JobCompleteMany(context.Background(), &backend.JobCompleteManyParams{Items: []backend.JobCompleteItem{{JobRef: refOf(c)}}, EndProbation: true})
 	if err != nil || len(res) != 1 || res[0] != nil {
 		t.Fatalf("complete: %v %v", res, err)
 	}
@@ -516,14 +517,14 @@ func testCompleteMany(t *testing.T, h Harness) {
 	badFence.Fence++
 	badLease := refOf(byID["c3"])
 	badLease.LeaseID = "not-the-lease"
-	items := []engine.JobCompleteItem{
+	items := []backend.JobCompleteItem{
 		{JobRef: refOf(byID["c1"])},
 		{JobRef: badFence},
 		{JobRef: badLease},
 		{JobRef: refOf(byID["c4"]), Delete: true},
-		{JobRef: engine.JobRef{ID: "nope", LeaseID: "x", Fence: 1}},
+		{JobRef: backend.JobRef{ID: "nope", LeaseID: "x", Fence: 1}},
 	}
-	res, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: items, EndProbation: true})
+	res, err := s.JobCompleteMany(ctx, &backend.JobCompleteManyParams{Items: items, EndProbation: true})
 	if err != nil {
 		t.Fatalf("JobCompleteMany: %v", err)
 	}
@@ -554,7 +555,7 @@ func testCompleteMany(t *testing.T, h Harness) {
 		t.Fatalf("a refused item changed c3:\nbefore %+v\nafter  %+v", c3before, c3)
 	}
 	// Completing twice: the lease is gone.
-	res, err = s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: items[:1], EndProbation: true})
+	res, err = s.JobCompleteMany(ctx, &backend.JobCompleteManyParams{Items: items[:1], EndProbation: true})
 	if err != nil || len(res) != 1 || !errors.Is(res[0], engine.ErrLeaseLost) {
 		t.Fatalf("second completion of c1: %v %v, want ErrLeaseLost", res, err)
 	}
@@ -564,7 +565,7 @@ func testCompleteMany(t *testing.T, h Harness) {
 // through JobFinish.
 type finishRow struct {
 	name   string
-	params func(ref engine.JobRef) Outcome
+	params func(ref backend.JobRef) Outcome
 	// want is the state after; StateDeleted when the row is gone.
 	want    engine.State
 	reason  engine.TerminalReason
@@ -580,49 +581,49 @@ func testFinishRows(t *testing.T, h Harness) {
 	errMsg := func(m string) *engine.AttemptError { return &engine.AttemptError{Message: m, Trace: "trace of " + m} }
 	rows := []finishRow{
 		{name: "retryable", want: engine.StateRetryable, attempt: 1, errs: 1, future: true,
-			params: func(r engine.JobRef) Outcome {
-				return Outcome{JobRef: r, To: engine.StateRetryable, Charge: engine.ChargeAttempt,
+			params: func(r backend.JobRef) Outcome {
+				return Outcome{JobRef: r, To: engine.StateRetryable, Charge: backend.ChargeAttempt,
 					Delay: time.Hour, Error: errMsg("boom"), Event: engine.EventFailed}
 			}},
 		{name: "attempts-exhausted", want: engine.StateArchived, reason: engine.ReasonAttemptsExhausted, attempt: 1, errs: 1,
-			params: func(r engine.JobRef) Outcome {
+			params: func(r backend.JobRef) Outcome {
 				return Outcome{JobRef: r, To: engine.StateArchived, Reason: engine.ReasonAttemptsExhausted,
-					Charge: engine.ChargeAttempt, Error: errMsg("last"), Event: engine.EventArchived}
+					Charge: backend.ChargeAttempt, Error: errMsg("last"), Event: engine.EventArchived}
 			}},
 		{name: "skipped", want: engine.StateArchived, reason: engine.ReasonSkipped, errs: 1,
-			params: func(r engine.JobRef) Outcome {
+			params: func(r backend.JobRef) Outcome {
 				return Outcome{JobRef: r, To: engine.StateArchived, Reason: engine.ReasonSkipped,
 					Error: errMsg("skipped: no"), Event: engine.EventArchived}
 			}},
 		{name: "deadline-exceeded", want: engine.StateArchived, reason: engine.ReasonDeadlineExceeded, errs: 1,
-			params: func(r engine.JobRef) Outcome {
+			params: func(r backend.JobRef) Outcome {
 				return Outcome{JobRef: r, To: engine.StateArchived, Reason: engine.ReasonDeadlineExceeded,
 					Error: errMsg("deadline passed"), Event: engine.EventArchived}
 			}},
 		{name: "undecodable", want: engine.StateUndecodable, reason: engine.ReasonUndecodable, errs: 1,
-			params: func(r engine.JobRef) Outcome {
+			params: func(r backend.JobRef) Outcome {
 				return Outcome{JobRef: r, To: engine.StateUndecodable, Reason: engine.ReasonUndecodable,
 					Error: errMsg("no upcaster"), Event: engine.EventUndecodable}
 			}},
 		{name: "revoke", want: engine.StateDeleted,
-			params: func(r engine.JobRef) Outcome {
+			params: func(r backend.JobRef) Outcome {
 				return Outcome{JobRef: r, To: engine.StateDeleted}
 			}},
 		{name: "snooze", want: engine.StateScheduled, future: true,
-			params: func(r engine.JobRef) Outcome {
+			params: func(r backend.JobRef) Outcome {
 				return Outcome{JobRef: r, To: engine.StateScheduled, Delay: time.Hour, Event: engine.EventSnoozed}
 			}},
 		{name: "shutdown", want: engine.StateAvailable,
-			params: func(r engine.JobRef) Outcome {
+			params: func(r backend.JobRef) Outcome {
 				return Outcome{JobRef: r, To: engine.StateAvailable, Event: engine.EventShutdown}
 			}},
 		{name: "lease-lost", want: engine.StateAvailable,
-			params: func(r engine.JobRef) Outcome {
+			params: func(r backend.JobRef) Outcome {
 				return Outcome{JobRef: r, To: engine.StateAvailable, Event: engine.EventLeaseLost}
 			}},
 		{name: "crash", want: engine.StateRetryable, crash: 1, errs: 1, future: true,
-			params: func(r engine.JobRef) Outcome {
-				return Outcome{JobRef: r, To: engine.StateRetryable, Charge: engine.ChargeCrash, Delay: time.Hour,
+			params: func(r backend.JobRef) Outcome {
+				return Outcome{JobRef: r, To: engine.StateRetryable, Charge: backend.ChargeCrash, Delay: time.Hour,
 					Error: &engine.AttemptError{Crash: true, Message: "panic: x", Trace: "goroutine 1 [running]:\npanic(...)"},
 					Event: engine.EventCrashed}
 			}},
@@ -712,7 +713,7 @@ func testFinishQuarantine(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	ctx := context.Background()
 	const fp = "fp-poison"
-	same := func(id, queue string) *engine.JobInsertParams {
+	same := func(id, queue string) *backend.JobInsertParams {
 		p := jobParams(id, queue)
 		p.Payload = json.RawMessage(`{"poison":true}`)
 		p.Fingerprint = fp
@@ -726,7 +727,7 @@ func testFinishQuarantine(t *testing.T, h Harness) {
 	r := claimOne(t, s, "qr", "r")
 	insert(t, s, same("c", "qc"))
 	c := claimOne(t, s, "qc", "c")
-	if res, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{{JobRef: refOf(c)}}, EndProbation: true}); err != nil || res[0] != nil {
+	if res, err := s.JobCompleteMany(ctx, &backend.JobCompleteManyParams{Items: []backend.JobCompleteItem{{JobRef: refOf(c)}}, EndProbation: true}); err != nil || res[0] != nil {
 		t.Fatalf("complete c: %v %v", res, err)
 	}
 	z := same("z", "qw")
@@ -734,7 +735,7 @@ func testFinishQuarantine(t *testing.T, h Harness) {
 	insert(t, s, same("y", "qw"), z, jobParams("o", "qw"))
 
 	finish(t, s, Outcome{JobRef: refOf(x), To: engine.StateQuarantined, Reason: engine.ReasonQuarantined,
-		Charge: engine.ChargeCrash, Quarantine: true, Event: engine.EventQuarantined, Actor: "w-test",
+		Charge: backend.ChargeCrash, Quarantine: true, Event: engine.EventQuarantined, Actor: "w-test",
 		Error: &engine.AttemptError{Crash: true, Message: "panic: poison pill", Trace: "goroutine 7 [running]"}})
 
 	xj := getJob(t, s, "x")
@@ -742,7 +743,7 @@ func testFinishQuarantine(t *testing.T, h Harness) {
 		t.Fatalf("x: %s", describe(xj))
 	}
 	checkLease(t, xj)
-	rec, err := s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: fp})
+	rec, err := s.FingerprintGet(ctx, &backend.FingerprintGetParams{Fingerprint: fp})
 	if err != nil {
 		t.Fatalf("FingerprintGet: %v", err)
 	}
@@ -770,11 +771,11 @@ func testFinishQuarantine(t *testing.T, h Harness) {
 	if js := claim(t, s, "qw", "w", 10); !slices.Equal(ids(js), []string{"o"}) {
 		t.Fatalf("claim on qw took %v, want only o", ids(js))
 	}
-	list, err := s.FingerprintList(ctx, &engine.FingerprintListParams{Limit: 10})
+	list, err := s.FingerprintList(ctx, &backend.FingerprintListParams{Limit: 10})
 	if err != nil || len(list) != 1 || list[0].Fingerprint != fp || list[0].Status != engine.FingerprintQuarantined {
 		t.Fatalf("FingerprintList: %v %v", list, err)
 	}
-	res, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: []*engine.JobInsertParams{same("n", "qw")}, RefuseQuarantined: true})
+	res, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{same("n", "qw")}, RefuseQuarantined: true})
 	if err != nil || !errors.Is(res[0].Err, engine.ErrQuarantined) {
 		t.Fatalf("insert of a quarantined fingerprint: %v %v, want ErrQuarantined", res, err)
 	}
@@ -798,7 +799,7 @@ func testFinishQuarantine(t *testing.T, h Harness) {
 	if j := getJob(t, s, "x"); len(j.Errors) != 1 {
 		t.Fatalf("release dropped x's errors: %+v", j.Errors)
 	}
-	rec, err = s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: fp})
+	rec, err = s.FingerprintGet(ctx, &backend.FingerprintGetParams{Fingerprint: fp})
 	if err != nil || rec.Status != engine.FingerprintProbation || rec.Held != 0 {
 		t.Fatalf("after release: %+v %v, want probation holding none", rec, err)
 	}
@@ -807,9 +808,9 @@ func testFinishQuarantine(t *testing.T, h Harness) {
 	// On probation the engine quarantines at the next crash.
 	x = claimOne(t, s, "qx", "x")
 	finish(t, s, Outcome{JobRef: refOf(x), To: engine.StateQuarantined, Reason: engine.ReasonQuarantined,
-		Charge: engine.ChargeCrash, Quarantine: true, Event: engine.EventQuarantined,
+		Charge: backend.ChargeCrash, Quarantine: true, Event: engine.EventQuarantined,
 		Error: &engine.AttemptError{Crash: true, Message: "panic: again"}})
-	rec, err = s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: fp})
+	rec, err = s.FingerprintGet(ctx, &backend.FingerprintGetParams{Fingerprint: fp})
 	if err != nil || rec.Status != engine.FingerprintQuarantined || rec.Crashes != 2 || !strings.Contains(rec.LastError, "again") {
 		t.Fatalf("quarantined again: %+v %v", rec, err)
 	}
@@ -822,17 +823,17 @@ func testFinishQuarantine(t *testing.T, h Harness) {
 	if len(js) != 1 {
 		t.Fatalf("claim x after release: %v", ids(js))
 	}
-	if res, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{{JobRef: refOf(js[0])}}, EndProbation: true}); err != nil || res[0] != nil {
+	if res, err := s.JobCompleteMany(ctx, &backend.JobCompleteManyParams{Items: []backend.JobCompleteItem{{JobRef: refOf(js[0])}}, EndProbation: true}); err != nil || res[0] != nil {
 		t.Fatalf("complete x: %v %v", res, err)
 	}
-	rec, err = s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: fp})
+	rec, err = s.FingerprintGet(ctx, &backend.FingerprintGetParams{Fingerprint: fp})
 	if err == nil && rec.Status == engine.FingerprintProbation {
 		t.Fatalf("a completion did not end probation: %+v", rec)
 	}
 	if err != nil && !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("FingerprintGet: %v", err)
 	}
-	if _, err := s.FingerprintGet(ctx, &engine.FingerprintGetParams{Fingerprint: "fp-none"}); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := s.FingerprintGet(ctx, &backend.FingerprintGetParams{Fingerprint: "fp-none"}); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("unknown fingerprint: %v, want ErrNotFound", err)
 	}
 }
@@ -849,9 +850,9 @@ func testErrorsCapped(t *testing.T, h Harness) {
 		fp := Outcome{JobRef: refOf(c), To: engine.StateRetryable, Event: engine.EventFailed,
 			Error: &engine.AttemptError{Message: fmt.Sprintf("e%d", i), Crash: crash}}
 		if crash {
-			fp.Charge, fp.Event, fp.Error.Trace = engine.ChargeCrash, engine.EventCrashed, fmt.Sprintf("trace %d", i)
+			fp.Charge, fp.Event, fp.Error.Trace = backend.ChargeCrash, engine.EventCrashed, fmt.Sprintf("trace %d", i)
 		} else {
-			fp.Charge = engine.ChargeAttempt
+			fp.Charge = backend.ChargeAttempt
 		}
 		finish(t, s, fp)
 		scheduleDue(t, s)
@@ -887,15 +888,15 @@ func testLeaseRenew(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	ctx := context.Background()
 	insert(t, s, jobParams("a", "lq"), jobParams("b", "lq"))
-	js := claimP(t, s, engine.JobClaimParams{Queue: "lq", WorkerID: "w", Limit: 2, LeaseDuration: time.Minute}).Jobs
+	js := claimP(t, s, backend.JobClaimParams{Queue: "lq", WorkerID: "w", Limit: 2, LeaseDuration: time.Minute}).Jobs
 	if len(js) != 2 {
 		t.Fatalf("claimed %v", ids(js))
 	}
 	old := js[0].Lease.ExpiresAt
 	bad := refOf(js[1])
 	bad.Fence++
-	res, err := s.JobLeaseRenew(ctx, &engine.JobLeaseRenewParams{
-		Items: []engine.JobRef{refOf(js[0]), bad, {ID: js[1].ID, LeaseID: "other", Fence: js[1].Fence}}, LeaseDuration: time.Hour})
+	res, err := s.JobLeaseRenew(ctx, &backend.JobLeaseRenewParams{
+		Items: []backend.JobRef{refOf(js[0]), bad, {ID: js[1].ID, LeaseID: "other", Fence: js[1].Fence}}, LeaseDuration: time.Hour})
 	if err != nil || len(res) != 3 {
 		t.Fatalf("JobLeaseRenew: %v %v", res, err)
 	}
@@ -914,7 +915,7 @@ func testLeaseRenew(t *testing.T, h Harness) {
 	}
 	// A finished job's lease cannot be renewed.
 	finish(t, s, Outcome{JobRef: refOf(js[0]), To: engine.StateAvailable, Event: engine.EventLeaseLost})
-	res, err = s.JobLeaseRenew(ctx, &engine.JobLeaseRenewParams{Items: []engine.JobRef{refOf(js[0])}, LeaseDuration: time.Hour})
+	res, err = s.JobLeaseRenew(ctx, &backend.JobLeaseRenewParams{Items: []backend.JobRef{refOf(js[0])}, LeaseDuration: time.Hour})
 	if err != nil || len(res) != 1 || !errors.Is(res[0], engine.ErrLeaseLost) {
 		t.Fatalf("renewal of a released job: %v %v, want ErrLeaseLost", res, err)
 	}
@@ -925,7 +926,7 @@ func testExpiredLeases(t *testing.T, h Harness) {
 	ctx := context.Background()
 	beat := func(id string, ttl time.Duration) {
 		t.Helper()
-		if err := s.WorkerHeartbeat(ctx, &engine.WorkerHeartbeatParams{ID: id, Host: "h", PID: 1, Queues: []string{"x"}, TTL: ttl}); err != nil {
+		if err := s.WorkerHeartbeat(ctx, &backend.WorkerHeartbeatParams{ID: id, Host: "h", PID: 1, Queues: []string{"x"}, TTL: ttl}); err != nil {
 			t.Fatalf("WorkerHeartbeat: %v", err)
 		}
 	}
@@ -937,14 +938,14 @@ func testExpiredLeases(t *testing.T, h Harness) {
 	}{{"e-dead", "w-dead", 50 * time.Millisecond}, {"e-alive", "w-alive", 50 * time.Millisecond},
 		{"e-short", "w-short", 50 * time.Millisecond}, {"e-long", "w-alive", time.Hour}} {
 		insert(t, s, jobParams(c.id, "q-"+c.id))
-		js := claimP(t, s, engine.JobClaimParams{Queue: "q-" + c.id, WorkerID: c.worker, Limit: 1, LeaseDuration: c.lease}).Jobs
+		js := claimP(t, s, backend.JobClaimParams{Queue: "q-" + c.id, WorkerID: c.worker, Limit: 1, LeaseDuration: c.lease}).Jobs
 		if len(js) != 1 {
 			t.Fatalf("claim %s: %v", c.id, ids(js))
 		}
 	}
 	list := func() map[string]bool {
 		t.Helper()
-		xs, err := s.JobListExpiredLeases(ctx, &engine.JobListExpiredLeasesParams{Limit: 100})
+		xs, err := s.JobListExpiredLeases(ctx, &backend.JobListExpiredLeasesParams{Limit: 100})
 		if err != nil {
 			t.Fatalf("JobListExpiredLeases: %v", err)
 		}
@@ -971,11 +972,11 @@ func testExpiredLeases(t *testing.T, h Harness) {
 	if !m["e-alive"] {
 		t.Fatal("e-alive: its worker heartbeats, WorkerAlive must be true")
 	}
-	xs, err := s.JobListExpiredLeases(ctx, &engine.JobListExpiredLeasesParams{Limit: 1})
+	xs, err := s.JobListExpiredLeases(ctx, &backend.JobListExpiredLeasesParams{Limit: 1})
 	if err != nil || len(xs) != 1 {
 		t.Fatalf("limit 1: %d entries, %v", len(xs), err)
 	}
-	if err := s.WorkerDelete(ctx, &engine.WorkerDeleteParams{ID: "w-alive"}); err != nil {
+	if err := s.WorkerDelete(ctx, &backend.WorkerDeleteParams{ID: "w-alive"}); err != nil {
 		t.Fatalf("WorkerDelete: %v", err)
 	}
 	if m = list(); m["e-alive"] {
@@ -1024,7 +1025,7 @@ func testDeleteExpired(t *testing.T, h Harness) {
 	js = append(js, claim(t, s, "rb", "w", 1)...)
 	for _, j := range js {
 		if strings.HasSuffix(j.ID, "completed") {
-			if res, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{{JobRef: refOf(j)}}, EndProbation: true}); err != nil || res[0] != nil {
+			if res, err := s.JobCompleteMany(ctx, &backend.JobCompleteManyParams{Items: []backend.JobCompleteItem{{JobRef: refOf(j)}}, EndProbation: true}); err != nil || res[0] != nil {
 				t.Fatalf("complete %s: %v %v", j.ID, res, err)
 			}
 		} else {
@@ -1033,7 +1034,7 @@ func testDeleteExpired(t *testing.T, h Harness) {
 	}
 	avail := jobParams("ra-available", "ra")
 	insert(t, s, avail)
-	del := func(p engine.JobDeleteExpiredParams) int {
+	del := func(p backend.JobDeleteExpiredParams) int {
 		t.Helper()
 		if p.Limit == 0 {
 			p.Limit = 100
@@ -1054,21 +1055,21 @@ func testDeleteExpired(t *testing.T, h Harness) {
 	}
 	// completed: 0 everywhere but rb, which keeps them an hour; archived
 	// has no retention: kept forever.
-	if n := del(engine.JobDeleteExpiredParams{
+	if n := del(backend.JobDeleteExpiredParams{
 		Retention:      map[engine.State]time.Duration{engine.StateCompleted: 0},
 		QueueRetention: map[string]map[engine.State]time.Duration{"rb": {engine.StateCompleted: time.Hour}},
 	}); n != 1 {
 		t.Fatalf("deleted %d, want 1 (ra-completed)", n)
 	}
 	present("ra-archived", "rb-completed", "ra-available")
-	if n := del(engine.JobDeleteExpiredParams{Retention: map[engine.State]time.Duration{engine.StateArchived: time.Hour}}); n != 0 {
+	if n := del(backend.JobDeleteExpiredParams{Retention: map[engine.State]time.Duration{engine.StateArchived: time.Hour}}); n != 0 {
 		t.Fatalf("archived kept an hour: deleted %d", n)
 	}
-	if n := del(engine.JobDeleteExpiredParams{Retention: map[engine.State]time.Duration{engine.StateArchived: 0, engine.StateAvailable: 0}}); n != 1 {
+	if n := del(backend.JobDeleteExpiredParams{Retention: map[engine.State]time.Duration{engine.StateArchived: 0, engine.StateAvailable: 0}}); n != 1 {
 		t.Fatalf("archived 0: deleted %d, want 1 (never a non-terminal job)", n)
 	}
 	present("rb-completed", "ra-available")
-	if n := del(engine.JobDeleteExpiredParams{
+	if n := del(backend.JobDeleteExpiredParams{
 		QueueRetention: map[string]map[engine.State]time.Duration{"rb": {engine.StateCompleted: 0}},
 	}); n != 1 {
 		t.Fatalf("queue override alone: deleted %d, want 1 (rb-completed)", n)
@@ -1081,7 +1082,7 @@ func testLeaderLease(t *testing.T, h Harness) {
 	ctx := context.Background()
 	attempt := func(name, holder string, ttl time.Duration) bool {
 		t.Helper()
-		ok, err := s.LeaderAttempt(ctx, &engine.LeaderAttemptParams{Name: name, Holder: holder, TTL: ttl})
+		ok, err := s.LeaderAttempt(ctx, &backend.LeaderAttemptParams{Name: name, Holder: holder, TTL: ttl})
 		if err != nil {
 			t.Fatalf("LeaderAttempt(%s, %s): %v", name, holder, err)
 		}
@@ -1089,7 +1090,7 @@ func testLeaderLease(t *testing.T, h Harness) {
 	}
 	resign := func(name, holder string) {
 		t.Helper()
-		if err := s.LeaderResign(ctx, &engine.LeaderResignParams{Name: name, Holder: holder}); err != nil {
+		if err := s.LeaderResign(ctx, &backend.LeaderResignParams{Name: name, Holder: holder}); err != nil {
 			t.Fatalf("LeaderResign(%s, %s): %v", name, holder, err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -39,7 +40,7 @@ func waitChecks() []check {
 func testSignalStore(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	ctx := context.Background()
-	if _, err := s.SignalSend(ctx, &engine.SignalSendParams{JobID: "nope", Name: "go", Payload: json.RawMessage(`1`)}); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := s.SignalSend(ctx, &backend.SignalSendParams{JobID: "nope", Name: "go", Payload: json.RawMessage(`1`)}); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("signal to a missing job: %v, want ErrNotFound", err)
 	}
 	insert(t, s, jobParams("dead", "sq"))
@@ -48,19 +49,19 @@ func testSignalStore(t *testing.T, h Harness) {
 		t.Fatalf("finish: %v", err)
 	}
 	var se *engine.StateError
-	if _, err := s.SignalSend(ctx, &engine.SignalSendParams{JobID: "dead", Name: "go", Payload: json.RawMessage(`1`)}); !errors.As(err, &se) || se.State != engine.StateCancelled {
+	if _, err := s.SignalSend(ctx, &backend.SignalSendParams{JobID: "dead", Name: "go", Payload: json.RawMessage(`1`)}); !errors.As(err, &se) || se.State != engine.StateCancelled {
 		t.Fatalf("signal to a cancelled job: %v, want a *StateError naming cancelled", err)
 	}
 
 	insert(t, s, jobParams("j", "sq"))
 	for i, name := range []string{"go", "other", "go"} {
-		if _, err := s.SignalSend(ctx, &engine.SignalSendParams{JobID: "j", Name: name, Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))}); err != nil {
+		if _, err := s.SignalSend(ctx, &backend.SignalSendParams{JobID: "j", Name: name, Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))}); err != nil {
 			t.Fatalf("SignalSend %d: %v", i, err)
 		}
 	}
 	list := func(name string) []*engine.Signal {
 		t.Helper()
-		sigs, err := s.SignalList(ctx, &engine.SignalListParams{JobID: "j", Name: name})
+		sigs, err := s.SignalList(ctx, &backend.SignalListParams{JobID: "j", Name: name})
 		if err != nil {
 			t.Fatalf("SignalList: %v", err)
 		}
@@ -79,14 +80,14 @@ func testSignalStore(t *testing.T, h Harness) {
 	cp := json.RawMessage(`{"version":1,"steps":[{"name":"go","state":"completed","result":{"payload":{"n":0}},"attempts":1}]}`)
 	bad := refOf(j)
 	bad.Fence++
-	err := s.SignalConsume(ctx, &engine.SignalConsumeParams{JobRef: bad, Name: "go", Seq: gos[0].Seq, Checkpoint: cp})
+	err := s.SignalConsume(ctx, &backend.SignalConsumeParams{JobRef: bad, Name: "go", Seq: gos[0].Seq, Checkpoint: cp})
 	if !errors.Is(err, engine.ErrLeaseLost) {
 		t.Fatalf("consume under a stale fence: %v, want ErrLeaseLost", err)
 	}
 	if len(list("go")) != 2 || len(getJob(t, s, "j").Checkpoint) != 0 {
 		t.Fatalf("a refused consume changed something: %d signals, checkpoint %s", len(list("go")), getJob(t, s, "j").Checkpoint)
 	}
-	if err := s.SignalConsume(ctx, &engine.SignalConsumeParams{JobRef: refOf(j), Name: "go", Seq: gos[0].Seq, Checkpoint: cp}); err != nil {
+	if err := s.SignalConsume(ctx, &backend.SignalConsumeParams{JobRef: refOf(j), Name: "go", Seq: gos[0].Seq, Checkpoint: cp}); err != nil {
 		t.Fatalf("consume: %v", err)
 	}
 	if got := list("go"); len(got) != 1 || got[0].Seq != gos[1].Seq {
@@ -95,11 +96,11 @@ func testSignalStore(t *testing.T, h Harness) {
 	if !jsonEqual(getJob(t, s, "j").Checkpoint, cp) {
 		t.Fatalf("checkpoint %s, want %s", getJob(t, s, "j").Checkpoint, cp)
 	}
-	err = s.SignalConsume(ctx, &engine.SignalConsumeParams{JobRef: refOf(j), Name: "go", Seq: gos[0].Seq, Checkpoint: cp})
+	err = s.SignalConsume(ctx, &backend.SignalConsumeParams{JobRef: refOf(j), Name: "go", Seq: gos[0].Seq, Checkpoint: cp})
 	if !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("consume twice: %v, want ErrNotFound", err)
 	}
-	err = s.SignalConsume(ctx, &engine.SignalConsumeParams{JobRef: refOf(j), Name: "other", Seq: gos[1].Seq, Checkpoint: cp})
+	err = s.SignalConsume(ctx, &backend.SignalConsumeParams{JobRef: refOf(j), Name: "other", Seq: gos[1].Seq, Checkpoint: cp})
 	if !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("consume under another name: %v, want ErrNotFound", err)
 	}
@@ -113,7 +114,7 @@ func testSignalsGoWithJob(t *testing.T, h Harness) {
 	ctx := context.Background()
 	signals := func(id string) int {
 		t.Helper()
-		sigs, err := s.SignalList(ctx, &engine.SignalListParams{JobID: id})
+		sigs, err := s.SignalList(ctx, &backend.SignalListParams{JobID: id})
 		if err != nil {
 			t.Fatalf("SignalList %s: %v", id, err)
 		}
@@ -121,7 +122,7 @@ func testSignalsGoWithJob(t *testing.T, h Harness) {
 	}
 	send := func(id string) {
 		t.Helper()
-		if _, err := s.SignalSend(ctx, &engine.SignalSendParams{JobID: id, Name: "go", Payload: json.RawMessage(`1`)}); err != nil {
+		if _, err := s.SignalSend(ctx, &backend.SignalSendParams{JobID: id, Name: "go", Payload: json.RawMessage(`1`)}); err != nil {
 			t.Fatalf("SignalSend %s: %v", id, err)
 		}
 	}
@@ -144,7 +145,7 @@ func testSignalsGoWithJob(t *testing.T, h Harness) {
 	if _, err := s.JobFinish(ctx, Outcome{JobRef: refOf(j), To: engine.StateCancelled, Reason: engine.ReasonCancelled}.Plan(j)); err != nil {
 		t.Fatalf("finish: %v", err)
 	}
-	if n, err := s.JobDeleteExpired(ctx, &engine.JobDeleteExpiredParams{
+	if n, err := s.JobDeleteExpired(ctx, &backend.JobDeleteExpiredParams{
 		Retention: map[engine.State]time.Duration{engine.StateCancelled: 0}, Limit: 100}); err != nil || n != 1 {
 		t.Fatalf("retention: %d deleted, %v; want 1", n, err)
 	}
@@ -165,9 +166,9 @@ func testWakeFenced(t *testing.T, h Harness) {
 	j, w := waitingJob(t, s, "w", "wq")
 	wake := func(from engine.State, fence int64) bool {
 		t.Helper()
-		moved, err := s.JobWake(ctx, &engine.JobWakeParams{ID: "w", From: from, Fence: fence, To: engine.StateAvailable,
-			Event:  engine.EventWrite{Kind: engine.EventWoken, Actor: "t", From: from, To: engine.StateAvailable, Message: "signal \"go\""},
-			Counts: []engine.CountDelta{{Queue: "wq", From: from, To: engine.StateAvailable, N: 1}}})
+		moved, err := s.JobWake(ctx, &backend.JobWakeParams{ID: "w", From: from, Fence: fence, To: engine.StateAvailable,
+			Event:  backend.EventWrite{Kind: engine.EventWoken, Actor: "t", From: from, To: engine.StateAvailable, Message: "signal \"go\""},
+			Counts: []backend.CountDelta{{Queue: "wq", From: from, To: engine.StateAvailable, N: 1}}})
 		if err != nil {
 			t.Fatalf("JobWake: %v", err)
 		}
@@ -191,7 +192,7 @@ func testWakeFenced(t *testing.T, h Harness) {
 	if wake(engine.StateScheduled, w.Fence) {
 		t.Fatal("a second wake moved the job again")
 	}
-	counts, err := s.JobCountByQueue(ctx, &engine.JobCountByQueueParams{Queue: "wq"})
+	counts, err := s.JobCountByQueue(ctx, &backend.JobCountByQueueParams{Queue: "wq"})
 	if err != nil {
 		t.Fatalf("JobCountByQueue: %v", err)
 	}
@@ -203,7 +204,7 @@ func testWakeFenced(t *testing.T, h Harness) {
 // waitingJob inserts job id on queue, claims it and writes it waiting
 // (scheduled an hour ahead with a waiting event); it returns the job as
 // claimed and as written.
-func waitingJob(t *testing.T, s engine.Store, id, queue string) (claimed, written *engine.Job) {
+func waitingJob(t *testing.T, s backend.Store, id, queue string) (claimed, written *engine.Job) {
 	t.Helper()
 	insert(t, s, jobParams(id, queue))
 	j := claimOne(t, s, queue, id)
@@ -224,10 +225,10 @@ func testSignalWithWake(t *testing.T, h Harness) {
 	_, w := waitingJob(t, s, "w", "wq")
 	send := func(fence int64) *engine.Signal {
 		t.Helper()
-		sig, err := s.SignalSend(ctx, &engine.SignalSendParams{JobID: "w", Name: "go", Payload: json.RawMessage(`{"n":1}`),
-			Wake: &engine.JobWakeParams{ID: "w", From: engine.StateScheduled, Fence: fence, To: engine.StateAvailable,
-				Event:  engine.EventWrite{Kind: engine.EventWoken, Actor: "t", From: engine.StateScheduled, To: engine.StateAvailable, Message: "signal \"go\""},
-				Counts: []engine.CountDelta{{Queue: "wq", From: engine.StateScheduled, To: engine.StateAvailable, N: 1}}}})
+		sig, err := s.SignalSend(ctx, &backend.SignalSendParams{JobID: "w", Name: "go", Payload: json.RawMessage(`{"n":1}`),
+			Wake: &backend.JobWakeParams{ID: "w", From: engine.StateScheduled, Fence: fence, To: engine.StateAvailable,
+				Event:  backend.EventWrite{Kind: engine.EventWoken, Actor: "t", From: engine.StateScheduled, To: engine.StateAvailable, Message: "signal \"go\""},
+				Counts: []backend.CountDelta{{Queue: "wq", From: engine.StateScheduled, To: engine.StateAvailable, N: 1}}}})
 		if err != nil {
 			t.Fatalf("SignalSend: %v", err)
 		}
@@ -243,11 +244,11 @@ func testSignalWithWake(t *testing.T, h Harness) {
 	if got.State != engine.StateAvailable || !hasEvent(events(t, s, "w"), engine.EventWoken) {
 		t.Fatalf("woken job: %s, events %v", describe(got), eventKinds(events(t, s, "w")))
 	}
-	sigs, err := s.SignalList(ctx, &engine.SignalListParams{JobID: "w", Name: "go"})
+	sigs, err := s.SignalList(ctx, &backend.SignalListParams{JobID: "w", Name: "go"})
 	if err != nil || len(sigs) != 2 {
 		t.Fatalf("signals buffered: %d (%v), want both", len(sigs), err)
 	}
-	counts, err := s.JobCountByQueue(ctx, &engine.JobCountByQueueParams{Queue: "wq"})
+	counts, err := s.JobCountByQueue(ctx, &backend.JobCountByQueueParams{Queue: "wq"})
 	if err != nil {
 		t.Fatalf("JobCountByQueue: %v", err)
 	}
@@ -392,7 +393,7 @@ func testSignalWait(t *testing.T, h Harness) {
 		if j.Attempt != 0 {
 			t.Fatalf("job %s spent %d attempts waiting", id, j.Attempt)
 		}
-		left, err := s.SignalList(ctx, &engine.SignalListParams{JobID: id})
+		left, err := s.SignalList(ctx, &backend.SignalListParams{JobID: id})
 		if err != nil || len(left) != 0 {
 			t.Fatalf("job %s: signals left %v (%v)", id, left, err)
 		}
@@ -481,9 +482,9 @@ func testFanOut(t *testing.T, h Harness) {
 	if spawns.Load() != 1 {
 		t.Fatalf("child 0 ran %d times: the spawn was not replayed", spawns.Load())
 	}
-	total, _, err := s.JobCount(ctx, &engine.JobCountParams{})
+	total, _, err := s.JobCountMatching(ctx, &backend.JobCountMatchingParams{})
 	if err != nil {
-		t.Fatalf("JobCount: %v", err)
+		t.Fatalf("JobCountMatching: %v", err)
 	}
 	if total != n+1 {
 		t.Fatalf("%d jobs, want %d: a replay spawned again", total, n+1)
@@ -571,9 +572,9 @@ func testWaitersHoldNoSlots(t *testing.T, h Harness) {
 	}
 	countIn := func(queue string, st engine.State) int64 {
 		t.Helper()
-		n, _, err := s.JobCount(ctx, &engine.JobCountParams{Filter: engine.Filter{Queues: []string{queue}, States: []engine.State{st}}})
+		n, _, err := s.JobCountMatching(ctx, &backend.JobCountMatchingParams{Filter: engine.Filter{Queues: []string{queue}, States: []engine.State{st}}})
 		if err != nil {
-			t.Fatalf("JobCount: %v", err)
+			t.Fatalf("JobCountMatching: %v", err)
 		}
 		return n
 	}
@@ -630,16 +631,16 @@ func testListedWait(t *testing.T, h Harness) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p.Checkpoint = &engine.CheckpointWrite{Checkpoint: raw}
+			p.Checkpoint = &backend.CheckpointWrite{Checkpoint: raw}
 		}
 		if _, err := s.JobFinish(ctx, p); err != nil {
 			t.Fatalf("finish %s to scheduled: %v", id, err)
 		}
 	}
 	woken := getJob(t, s, "lw-woken")
-	if moved, err := s.JobWake(ctx, &engine.JobWakeParams{ID: woken.ID, From: engine.StateScheduled, Fence: woken.Fence, To: engine.StateAvailable,
-		Event:  engine.EventWrite{Kind: engine.EventWoken, Actor: "t", From: engine.StateScheduled, To: engine.StateAvailable},
-		Counts: []engine.CountDelta{{Queue: "lw", From: engine.StateScheduled, To: engine.StateAvailable, N: 1}}}); err != nil || !moved {
+	if moved, err := s.JobWake(ctx, &backend.JobWakeParams{ID: woken.ID, From: engine.StateScheduled, Fence: woken.Fence, To: engine.StateAvailable,
+		Event:  backend.EventWrite{Kind: engine.EventWoken, Actor: "t", From: engine.StateScheduled, To: engine.StateAvailable},
+		Counts: []backend.CountDelta{{Queue: "lw", From: engine.StateScheduled, To: engine.StateAvailable, N: 1}}}); err != nil || !moved {
 		t.Fatalf("wake lw-woken: %v %v", moved, err)
 	}
 	want := map[string]*engine.WaitSummary{
@@ -652,26 +653,26 @@ func testListedWait(t *testing.T, h Harness) {
 		{Queues: []string{"lw"}, States: []engine.State{engine.StateScheduled, engine.StateAvailable}},
 		{IDs: ids},
 	} {
-		js, err := controlStore(t, s).JobList(ctx, &engine.JobListParams{Filter: f, Limit: 100})
+		js, err := controlStore(t, s).JobListPage(ctx, &backend.JobListPageParams{Filter: f, Limit: 100})
 		if err != nil {
-			t.Fatalf("JobList(%s): %v", f, err)
+			t.Fatalf("JobListPage(%s): %v", f, err)
 		}
 		if len(js) != len(ids) {
-			t.Fatalf("JobList(%s): %d jobs, want %d", f, len(js), len(ids))
+			t.Fatalf("JobListPage(%s): %d jobs, want %d", f, len(js), len(ids))
 		}
 		for _, j := range js {
 			got, w := j.Wait, want[j.ID]
 			if len(j.Checkpoint) != 0 {
-				t.Errorf("JobList(%s): %s carries its checkpoint %s; a listed row carries none", f, j.ID, j.Checkpoint)
+				t.Errorf("JobListPage(%s): %s carries its checkpoint %s; a listed row carries none", f, j.ID, j.Checkpoint)
 			}
 			switch {
 			case w == nil && got != nil:
-				t.Errorf("JobList(%s): %s (%s) carries the wait %+v, want none", f, j.ID, j.State, *got)
+				t.Errorf("JobListPage(%s): %s (%s) carries the wait %+v, want none", f, j.ID, j.State, *got)
 			case w != nil && got == nil:
-				t.Errorf("JobList(%s): %s carries no wait, want %+v", f, j.ID, *w)
+				t.Errorf("JobListPage(%s): %s carries no wait, want %+v", f, j.ID, *w)
 			case w != nil && (got.Kind != w.Kind || got.Step != w.Step || got.Name != w.Name || !got.Until.Equal(w.Until) ||
 				got.Signal != w.Signal || got.Done != w.Done || got.Total != w.Total):
-				t.Errorf("JobList(%s): %s carries the wait %+v, want %+v", f, j.ID, *got, *w)
+				t.Errorf("JobListPage(%s): %s carries the wait %+v, want %+v", f, j.ID, *got, *w)
 			}
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -136,7 +137,7 @@ func testCheckpointFenced(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	ctx := context.Background()
 	insert(t, s, jobParams("c", "cq"))
-	j := claimP(t, s, engine.JobClaimParams{Queue: "cq", WorkerID: "w-a", LeaseID: "lease-a", Limit: 1, LeaseDuration: time.Hour}).Jobs[0]
+	j := claimP(t, s, backend.JobClaimParams{Queue: "cq", WorkerID: "w-a", LeaseID: "lease-a", Limit: 1, LeaseDuration: time.Hour}).Jobs[0]
 	ref := refOf(j)
 	cp1 := json.RawMessage(`{"version":1,"steps":[{"name":"a","state":"completed","result":1,"attempts":1}]}`)
 	if err := checkpointOne(s, ref, cp1); err != nil {
@@ -146,7 +147,7 @@ func testCheckpointFenced(t *testing.T, h Harness) {
 		t.Fatalf("checkpoint %s, want %s", got.Checkpoint, cp1)
 	}
 	before := snap(t, s, "c")
-	for _, bad := range []engine.JobRef{
+	for _, bad := range []backend.JobRef{
 		{ID: "c", LeaseID: "lease-x", Fence: ref.Fence},
 		{ID: "c", LeaseID: ref.LeaseID, Fence: ref.Fence + 1},
 		{ID: "nope", LeaseID: ref.LeaseID, Fence: ref.Fence},
@@ -160,9 +161,9 @@ func testCheckpointFenced(t *testing.T, h Harness) {
 
 	// A lease that ran out records no step, though no one took the job yet.
 	insert(t, s, jobParams("d", "dq"))
-	d := claimP(t, s, engine.JobClaimParams{Queue: "dq", WorkerID: "w-a", LeaseID: "lease-d", Limit: 1, LeaseDuration: 50 * time.Millisecond}).Jobs[0]
+	d := claimP(t, s, backend.JobClaimParams{Queue: "dq", WorkerID: "w-a", LeaseID: "lease-d", Limit: 1, LeaseDuration: 50 * time.Millisecond}).Jobs[0]
 	eventually(t, waitLong, func() bool {
-		xs, err := s.JobListExpiredLeases(ctx, &engine.JobListExpiredLeasesParams{Limit: 10})
+		xs, err := s.JobListExpiredLeases(ctx, &backend.JobListExpiredLeasesParams{Limit: 10})
 		if err != nil {
 			t.Fatalf("JobListExpiredLeases: %v", err)
 		}
@@ -181,9 +182,9 @@ func testCheckpointFenced(t *testing.T, h Harness) {
 
 	// A finish plan's checkpoint is written with the outcome.
 	cp2 := json.RawMessage(`{"version":1,"steps":[{"name":"a","state":"failed","attempts":1,"error":"boom"}]}`)
-	p := Outcome{JobRef: ref, To: engine.StateRetryable, Charge: engine.ChargeAttempt, Delay: time.Hour,
+	p := Outcome{JobRef: ref, To: engine.StateRetryable, Charge: backend.ChargeAttempt, Delay: time.Hour,
 		Error: &engine.AttemptError{Message: "boom"}, Event: engine.EventFailed}.Plan(j)
-	p.Checkpoint = &engine.CheckpointWrite{Checkpoint: cp2}
+	p.Checkpoint = &backend.CheckpointWrite{Checkpoint: cp2}
 	w, err := s.JobFinish(ctx, p)
 	if err != nil {
 		t.Fatalf("JobFinish with a checkpoint: %v", err)
@@ -195,8 +196,8 @@ func testCheckpointFenced(t *testing.T, h Harness) {
 
 // checkpointOne writes one step's checkpoint and returns its item's
 // outcome.
-func checkpointOne(s engine.Store, ref engine.JobRef, raw json.RawMessage) error {
-	res, err := s.JobCheckpoint(context.Background(), &engine.JobCheckpointParams{Items: []engine.JobCheckpointItem{{JobRef: ref, Checkpoint: raw}}})
+func checkpointOne(s backend.Store, ref backend.JobRef, raw json.RawMessage) error {
+	res, err := s.JobCheckpoint(context.Background(), &backend.JobCheckpointParams{Items: []backend.JobCheckpointItem{{JobRef: ref, Checkpoint: raw}}})
 	if err != nil {
 		return err
 	}
@@ -212,18 +213,18 @@ func testCheckpointGroup(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	ctx := context.Background()
 	insert(t, s, jobParams("g1", "gq"), jobParams("g2", "gq"), jobParams("g3", "gq"))
-	js := claimP(t, s, engine.JobClaimParams{Queue: "gq", WorkerID: "w", LeaseID: "lease-g", Limit: 3, LeaseDuration: time.Hour}).Jobs
+	js := claimP(t, s, backend.JobClaimParams{Queue: "gq", WorkerID: "w", LeaseID: "lease-g", Limit: 3, LeaseDuration: time.Hour}).Jobs
 	if len(js) != 3 {
 		t.Fatalf("claimed %v", ids(js))
 	}
-	items := make([]engine.JobCheckpointItem, 3)
+	items := make([]backend.JobCheckpointItem, 3)
 	for i, j := range js {
-		items[i] = engine.JobCheckpointItem{JobRef: refOf(j), Checkpoint: json.RawMessage(fmt.Sprintf(`{"steps":[{"name":"s","state":"completed","result":%d,"attempts":1}]}`, i))}
+		items[i] = backend.JobCheckpointItem{JobRef: refOf(j), Checkpoint: json.RawMessage(fmt.Sprintf(`{"steps":[{"name":"s","state":"completed","result":%d,"attempts":1}]}`, i))}
 	}
 	items[1].Fence++
 	stale := items[1].ID
 	before := snap(t, s, stale)
-	res, err := s.JobCheckpoint(ctx, &engine.JobCheckpointParams{Items: items})
+	res, err := s.JobCheckpoint(ctx, &backend.JobCheckpointParams{Items: items})
 	if err != nil || len(res) != 3 {
 		t.Fatalf("JobCheckpoint: %v %v", res, err)
 	}
@@ -265,7 +266,7 @@ func testZombieStep(t *testing.T, h Harness) {
 			if _, err := s.JobFinish(ctx, Outcome{JobRef: ref, To: engine.StateAvailable, Event: engine.EventLeaseLost, Actor: "reaper"}.Plan(j)); err != nil {
 				return 0, err
 			}
-			res, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: "zw", WorkerID: "w-b", LeaseID: "lease-b", Limit: 1,
+			res, err := s.JobClaim(ctx, &backend.JobClaimParams{Queue: "zw", WorkerID: "w-b", LeaseID: "lease-b", Limit: 1,
 				Kinds: map[string]int{"zw": 1}, LeaseDuration: time.Hour})
 			if err != nil || len(res.Jobs) != 1 {
 				return 0, fmt.Errorf("claim of B: %v %v", res, err)
@@ -437,12 +438,12 @@ func testStepCrash(t *testing.T, h Harness) {
 }
 
 // deadLetterWrite is a store-level route for the death of job id.
-func deadLetterWrite(id, queue string) *engine.DeadLetterWrite {
+func deadLetterWrite(id, queue string) *backend.DeadLetterWrite {
 	p := jobParams(engine.DeadLetterID(id), queue)
 	p.Kind = "triage"
 	p.Payload = json.RawMessage(fmt.Sprintf(`{"dead_job_id":%q,"error":"boom"}`, id))
 	p.Fingerprint = "fp-dlq-" + id
-	return &engine.DeadLetterWrite{Job: p, RetryEvent: engine.EventWrite{Kind: engine.EventRetried, Actor: "w", To: engine.StateAvailable, Message: "died again"}}
+	return &backend.DeadLetterWrite{Job: p, RetryEvent: backend.EventWrite{Kind: engine.EventRetried, Actor: "w", To: engine.StateAvailable, Message: "died again"}}
 }
 
 // testDeadLetterAtomic: the route is written by the death's own write, and
@@ -452,7 +453,7 @@ func testDeadLetterAtomic(t *testing.T, h Harness) {
 	ctx := context.Background()
 	insert(t, s, jobParams("a", "q"))
 	j := claimOne(t, s, "q", "a")
-	die := Outcome{JobRef: refOf(j), To: engine.StateArchived, Reason: engine.ReasonAttemptsExhausted, Charge: engine.ChargeAttempt,
+	die := Outcome{JobRef: refOf(j), To: engine.StateArchived, Reason: engine.ReasonAttemptsExhausted, Charge: backend.ChargeAttempt,
 		Error: &engine.AttemptError{Message: "boom"}, Event: engine.EventArchived}
 	stale := die
 	stale.Fence++

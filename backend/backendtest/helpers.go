@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -75,7 +76,7 @@ func quickBackoff(int) time.Duration { return 2 * time.Millisecond }
 
 // newEngine builds an engine over s with kinds registered. It is not
 // started.
-func newEngine(t testing.TB, s engine.Store, cfg engine.Config, kinds ...engine.Kind) *engine.Engine {
+func newEngine(t testing.TB, s backend.Store, cfg engine.Config, kinds ...engine.Kind) *engine.Engine {
 	t.Helper()
 	e, err := engine.New(s, cfg)
 	if err != nil {
@@ -110,7 +111,7 @@ func start(t testing.TB, e *engine.Engine) *engine.Engine {
 }
 
 // startEngine is newEngine then start.
-func startEngine(t testing.TB, s engine.Store, cfg engine.Config, kinds ...engine.Kind) *engine.Engine {
+func startEngine(t testing.TB, s backend.Store, cfg engine.Config, kinds ...engine.Kind) *engine.Engine {
 	t.Helper()
 	return start(t, newEngine(t, s, cfg, kinds...))
 }
@@ -128,9 +129,9 @@ func enqueue(t testing.TB, e *engine.Engine, p engine.EnqueueParams) *engine.Job
 }
 
 // getJob reads a job with its payload, failing the test on any error.
-func getJob(t testing.TB, s engine.Store, id string) *engine.Job {
+func getJob(t testing.TB, s backend.Store, id string) *engine.Job {
 	t.Helper()
-	j, err := s.JobGetByID(context.Background(), &engine.JobGetByIDParams{ID: id, IncludePayload: true})
+	j, err := s.JobGetByID(context.Background(), &backend.JobGetByIDParams{ID: id, IncludePayload: true})
 	if err != nil {
 		t.Fatalf("JobGetByID(%s): %v", id, err)
 	}
@@ -138,8 +139,8 @@ func getJob(t testing.TB, s engine.Store, id string) *engine.Job {
 }
 
 // tryJob reads a job; nil when the read failed.
-func tryJob(s engine.Store, id string) *engine.Job {
-	j, err := s.JobGetByID(context.Background(), &engine.JobGetByIDParams{ID: id})
+func tryJob(s backend.Store, id string) *engine.Job {
+	j, err := s.JobGetByID(context.Background(), &backend.JobGetByIDParams{ID: id})
 	if err != nil {
 		return nil
 	}
@@ -147,13 +148,13 @@ func tryJob(s engine.Store, id string) *engine.Job {
 }
 
 // gone reports whether the job's row is deleted.
-func gone(s engine.Store, id string) bool {
-	_, err := s.JobGetByID(context.Background(), &engine.JobGetByIDParams{ID: id})
+func gone(s backend.Store, id string) bool {
+	_, err := s.JobGetByID(context.Background(), &backend.JobGetByIDParams{ID: id})
 	return errors.Is(err, engine.ErrNotFound)
 }
 
 // waitState waits until job id is in state, and returns it as read then.
-func waitState(t testing.TB, s engine.Store, id string, state engine.State) *engine.Job {
+func waitState(t testing.TB, s backend.Store, id string, state engine.State) *engine.Job {
 	t.Helper()
 	var last *engine.Job
 	eventually(t, waitLong, func() bool {
@@ -177,9 +178,9 @@ func describe(j *engine.Job) string {
 		j.State, j.Attempt, j.CrashAttempt, j.Fence, j.TerminalReason, len(j.Errors))
 }
 
-func events(t testing.TB, s engine.Store, id string) []engine.Event {
+func events(t testing.TB, s backend.Store, id string) []engine.Event {
 	t.Helper()
-	ev, err := s.JobEventList(context.Background(), &engine.JobEventListParams{JobID: id})
+	ev, err := s.JobEventList(context.Background(), &backend.JobEventListParams{JobID: id})
 	if err != nil {
 		t.Fatalf("JobEventList(%s): %v", id, err)
 	}
@@ -198,7 +199,7 @@ func hasEvent(ev []engine.Event, k engine.EventKind) bool {
 	return slices.ContainsFunc(ev, func(e engine.Event) bool { return e.Kind == k })
 }
 
-func storeNow(t testing.TB, s engine.Store) time.Time {
+func storeNow(t testing.TB, s backend.Store) time.Time {
 	t.Helper()
 	now, err := s.Now(context.Background())
 	if err != nil {
@@ -269,8 +270,8 @@ var kindsK = map[string]int{"k": 1}
 
 // jobParams is a store-level new job: kind k, a payload naming the id, a
 // fingerprint of its own.
-func jobParams(id, queue string) *engine.JobInsertParams {
-	return &engine.JobInsertParams{
+func jobParams(id, queue string) *backend.JobInsertParams {
+	return &backend.JobInsertParams{
 		ID:            id,
 		Queue:         queue,
 		Kind:          "k",
@@ -282,9 +283,9 @@ func jobParams(id, queue string) *engine.JobInsertParams {
 }
 
 // insert writes jobs through the store, failing on any refusal.
-func insert(t testing.TB, s engine.Store, ps ...*engine.JobInsertParams) []*engine.Job {
+func insert(t testing.TB, s backend.Store, ps ...*backend.JobInsertParams) []*engine.Job {
 	t.Helper()
-	res, err := s.JobInsertMany(context.Background(), &engine.JobInsertManyParams{Jobs: ps, RefuseQuarantined: true})
+	res, err := s.JobInsertMany(context.Background(), &backend.JobInsertManyParams{Jobs: ps, RefuseQuarantined: true})
 	if err != nil {
 		t.Fatalf("JobInsertMany: %v", err)
 	}
@@ -307,13 +308,13 @@ func insert(t testing.TB, s engine.Store, ps ...*engine.JobInsertParams) []*engi
 // claim takes up to limit jobs of queue for worker, kind k v1, a long
 // lease: at most one first-crash suspect, and a job of two crashes or more
 // when nothing else is there.
-func claim(t testing.TB, s engine.Store, queue, worker string, limit int) []*engine.Job {
+func claim(t testing.TB, s backend.Store, queue, worker string, limit int) []*engine.Job {
 	t.Helper()
-	return claimP(t, s, engine.JobClaimParams{Queue: queue, WorkerID: worker, Limit: limit, Suspects: 1, Lone: true}).Jobs
+	return claimP(t, s, backend.JobClaimParams{Queue: queue, WorkerID: worker, Limit: limit, Suspects: 1, Lone: true}).Jobs
 }
 
 // claimOne claims exactly one job of queue and checks it is id.
-func claimOne(t testing.TB, s engine.Store, queue, id string) *engine.Job {
+func claimOne(t testing.TB, s backend.Store, queue, id string) *engine.Job {
 	t.Helper()
 	js := claim(t, s, queue, "w-test", 1)
 	if len(js) != 1 || js[0].ID != id {
@@ -330,16 +331,16 @@ func ids(js []*engine.Job) []string {
 	return out
 }
 
-func refOf(j *engine.Job) engine.JobRef {
+func refOf(j *engine.Job) backend.JobRef {
 	if j.Lease == nil {
-		return engine.JobRef{ID: j.ID, Fence: j.Fence}
+		return backend.JobRef{ID: j.ID, Fence: j.Fence}
 	}
-	return engine.JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Lease.Fence}
+	return backend.JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Lease.Fence}
 }
 
-func scheduleDue(t testing.TB, s engine.Store) []string {
+func scheduleDue(t testing.TB, s backend.Store) []string {
 	t.Helper()
-	qs, err := s.JobScheduleDue(context.Background(), &engine.JobScheduleDueParams{From: []engine.State{engine.StateRetryable, engine.StateScheduled}, To: engine.StateAvailable, Limit: 1000})
+	qs, err := s.JobScheduleDue(context.Background(), &backend.JobScheduleDueParams{From: []engine.State{engine.StateRetryable, engine.StateScheduled}, To: engine.StateAvailable, Limit: 1000})
 	if err != nil {
 		t.Fatalf("JobScheduleDue: %v", err)
 	}

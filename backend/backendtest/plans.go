@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -13,10 +14,10 @@ import (
 // applies, the way the engine resolves a handler's outcome, so the checks
 // drive JobFinish with complete plans and the store decides nothing.
 type Outcome struct {
-	engine.JobRef
+	backend.JobRef
 	To         engine.State
 	Reason     engine.TerminalReason
-	Charge     engine.Charge
+	Charge     backend.Charge
 	Delay      time.Duration
 	Quarantine bool
 	// Error is the attempt's error entry; ErrorPattern its pattern.
@@ -31,18 +32,18 @@ type Outcome struct {
 
 // Plan resolves o against j, the job as it is running (its queue, kind,
 // attempt and fingerprint).
-func (o Outcome) Plan(j *engine.Job) *engine.JobFinishParams {
-	p := &engine.JobFinishParams{
+func (o Outcome) Plan(j *engine.Job) *backend.JobFinishParams {
+	p := &backend.JobFinishParams{
 		JobRef: o.JobRef, To: o.To, Reason: o.Reason, Charge: o.Charge, Delay: o.Delay,
 		IfLeaseExpired: o.IfLeaseExpired, IfWorkerGone: o.IfWorkerGone,
 		Finalize: o.To.Terminal(),
-		Counts:   []engine.CountDelta{{Queue: j.Queue, From: engine.StateRunning, To: o.To, N: 1}},
+		Counts:   []backend.CountDelta{{Queue: j.Queue, From: engine.StateRunning, To: o.To, N: 1}},
 	}
 	switch o.To {
 	case engine.StateAvailable:
-		p.Schedule = engine.ScheduleNow
+		p.Schedule = backend.ScheduleNow
 	case engine.StateRetryable, engine.StateScheduled:
-		p.Schedule = engine.ScheduleAfter
+		p.Schedule = backend.ScheduleAfter
 	}
 	if o.To == engine.StateDeleted {
 		return p
@@ -55,26 +56,26 @@ func (o Outcome) Plan(j *engine.Job) *engine.JobFinishParams {
 		if e.Worker == "" {
 			e.Worker = o.Actor
 		}
-		p.Error = &engine.ErrorWrite{Entry: e, Keep: engine.MaxKeptErrors, LastError: e.Message, Pattern: o.ErrorPattern}
+		p.Error = &backend.ErrorWrite{Entry: e, Keep: engine.MaxKeptErrors, LastError: e.Message, Pattern: o.ErrorPattern}
 		if msg == "" {
 			msg = e.Message
 		}
 	}
 	if o.Event != "" {
-		p.Event = &engine.EventWrite{Kind: o.Event, Actor: o.Actor, From: engine.StateRunning, To: o.To, Attempt: run, Message: msg}
+		p.Event = &backend.EventWrite{Kind: o.Event, Actor: o.Actor, From: engine.StateRunning, To: o.To, Attempt: run, Message: msg}
 	}
-	if j.Fingerprint != "" && (o.Quarantine || o.Charge == engine.ChargeCrash) {
-		f := &engine.FingerprintWrite{Fingerprint: j.Fingerprint, Kind: j.Kind, Quarantine: o.Quarantine,
+	if j.Fingerprint != "" && (o.Quarantine || o.Charge == backend.ChargeCrash) {
+		f := &backend.FingerprintWrite{Fingerprint: j.Fingerprint, Kind: j.Kind, Quarantine: o.Quarantine,
 			LastError: msg, LastJobID: j.ID}
-		if o.Charge == engine.ChargeCrash {
+		if o.Charge == backend.ChargeCrash {
 			f.AddCrashes = 1
 		}
 		if o.Quarantine {
-			f.Hold = &engine.HoldWrite{
+			f.Hold = &backend.HoldWrite{
 				From:   []engine.State{engine.StateScheduled, engine.StateAvailable, engine.StateRetryable},
 				To:     engine.StateQuarantined,
 				Reason: engine.ReasonQuarantined,
-				Event:  engine.EventWrite{Kind: engine.EventHeld, Actor: o.Actor, Message: "fingerprint quarantined"},
+				Event:  backend.EventWrite{Kind: engine.EventHeld, Actor: o.Actor, Message: "fingerprint quarantined"},
 			}
 		}
 		p.Fingerprint = f
@@ -83,9 +84,9 @@ func (o Outcome) Plan(j *engine.Job) *engine.JobFinishParams {
 }
 
 // PlanOf resolves o against the job as the store has it now.
-func PlanOf(t testing.TB, s engine.Store, o Outcome) *engine.JobFinishParams {
+func PlanOf(t testing.TB, s backend.Store, o Outcome) *backend.JobFinishParams {
 	t.Helper()
-	j, err := s.JobGetByID(context.Background(), &engine.JobGetByIDParams{ID: o.ID})
+	j, err := s.JobGetByID(context.Background(), &backend.JobGetByIDParams{ID: o.ID})
 	if err != nil {
 		// A job that is gone still gets a plan: the store refuses it.
 		j = &engine.Job{ID: o.ID}
@@ -96,9 +97,9 @@ func PlanOf(t testing.TB, s engine.Store, o Outcome) *engine.JobFinishParams {
 // finish applies o and fails the check on an error.
 
 // actionSpec is the engine's spec of a, for checks that call JobAction.
-func actionSpec(t testing.TB, a engine.Action) engine.ActionSpec {
+func actionSpec(t testing.TB, a engine.Action) backend.ActionSpec {
 	t.Helper()
-	spec, err := engine.SpecFor(a)
+	spec, err := backend.SpecFor(a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,9 +107,9 @@ func actionSpec(t testing.TB, a engine.Action) engine.ActionSpec {
 }
 
 // releasePlan is the engine's release of fingerprint fp by actor.
-func releasePlan(t testing.TB, fp, actor string) *engine.FingerprintReleaseParams {
+func releasePlan(t testing.TB, fp, actor string) *backend.FingerprintReleaseParams {
 	t.Helper()
 	spec := actionSpec(t, engine.ActionRelease)
-	return &engine.FingerprintReleaseParams{Fingerprint: fp, Spec: spec,
-		Event: engine.EventWrite{Kind: spec.Event, Actor: actor, To: spec.To, Message: "fingerprint released"}}
+	return &backend.FingerprintReleaseParams{Fingerprint: fp, Spec: spec,
+		Event: backend.EventWrite{Kind: spec.Event, Actor: actor, To: spec.To, Message: "fingerprint released"}}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -18,18 +19,18 @@ import (
 // change, not the checks.
 
 // controlStore is s: the operator surface is part of every engine.Store.
-func controlStore(t testing.TB, s engine.Store) engine.ControlStore {
+func controlStore(t testing.TB, s backend.Store) backend.ControlStore {
 	t.Helper()
 	return s
 }
 
 // idempotencyStore returns s when it declares idempotency keys.
-func idempotencyStore(s engine.Store) (engine.IdempotencyStore, bool) {
-	return s, engine.Declares(s, engine.CapabilityIdempotency)
+func idempotencyStore(s backend.Store) (backend.IdempotencyStore, bool) {
+	return s, backend.Declares(s, backend.CapabilityIdempotency)
 }
 
 // capabilities lists what s declares, by name.
-func capabilities(s engine.Store) []string {
+func capabilities(s backend.Store) []string {
 	var out []string
 	for _, c := range s.Capabilities() {
 		out = append(out, string(c))
@@ -39,21 +40,21 @@ func capabilities(s engine.Store) []string {
 
 // withDeadlinePlan gives a claim the engine's write for jobs past their
 // deadline when the check gave none.
-func withDeadlinePlan(p *engine.JobClaimParams) {
+func withDeadlinePlan(p *backend.JobClaimParams) {
 	if p.PastDeadline.To != "" {
 		return
 	}
 	const msg = "deadline passed before the job ran"
-	p.PastDeadline = engine.ClaimDeadlineWrite{
+	p.PastDeadline = backend.ClaimDeadlineWrite{
 		To: engine.StateArchived, Reason: engine.ReasonDeadlineExceeded, LastError: msg, Pattern: msg,
-		Event: engine.EventWrite{Kind: engine.EventArchived, Actor: p.WorkerID, From: engine.StateAvailable,
+		Event: backend.EventWrite{Kind: engine.EventArchived, Actor: p.WorkerID, From: engine.StateAvailable,
 			To: engine.StateArchived, Message: msg},
 	}
 }
 
 // claimP claims with full control of the params: a lease id of its own,
 // an hour's lease and kind k v1 unless given.
-func claimP(t testing.TB, s engine.Store, p engine.JobClaimParams) *engine.JobClaimResult {
+func claimP(t testing.TB, s backend.Store, p backend.JobClaimParams) *backend.JobClaimResult {
 	t.Helper()
 	if p.LeaseID == "" {
 		p.LeaseID = fmt.Sprintf("lease-%s-%d", p.WorkerID, time.Now().UnixNano())
@@ -84,7 +85,7 @@ func claimP(t testing.TB, s engine.Store, p engine.JobClaimParams) *engine.JobCl
 // claimRaw claims with the params as given, but for defaults of worker
 // w1, a lease id of its own and a minute's lease; nil Kinds stays nil (any
 // kind, any version).
-func claimRaw(t testing.TB, s engine.Store, p engine.JobClaimParams) *engine.JobClaimResult {
+func claimRaw(t testing.TB, s backend.Store, p backend.JobClaimParams) *backend.JobClaimResult {
 	t.Helper()
 	if p.WorkerID == "" {
 		p.WorkerID = "w1"
@@ -105,19 +106,19 @@ func claimRaw(t testing.TB, s engine.Store, p engine.JobClaimParams) *engine.Job
 
 // claimOnce is one JobClaim with the params exactly as given, for checks
 // that handle the error themselves (concurrent claimers).
-func claimOnce(s engine.Store, p engine.JobClaimParams) (*engine.JobClaimResult, error) {
+func claimOnce(s backend.Store, p backend.JobClaimParams) (*backend.JobClaimResult, error) {
 	withDeadlinePlan(&p)
 	return s.JobClaim(context.Background(), &p)
 }
 
 // deadAtClaim is the jobs a claim archived because their deadline had
 // passed.
-func deadAtClaim(res *engine.JobClaimResult) []*engine.Job { return res.Dead }
+func deadAtClaim(res *backend.JobClaimResult) []*engine.Job { return res.Dead }
 
 // tryFinish resolves o against the job as stored and applies it, its
 // error returned.
-func tryFinish(s engine.Store, o Outcome) (*engine.Job, error) {
-	j, err := s.JobGetByID(context.Background(), &engine.JobGetByIDParams{ID: o.ID})
+func tryFinish(s backend.Store, o Outcome) (*engine.Job, error) {
+	j, err := s.JobGetByID(context.Background(), &backend.JobGetByIDParams{ID: o.ID})
 	if err != nil {
 		j = &engine.Job{ID: o.ID}
 	}
@@ -125,7 +126,7 @@ func tryFinish(s engine.Store, o Outcome) (*engine.Job, error) {
 }
 
 // finish is tryFinish, failing the check on any error.
-func finish(t testing.TB, s engine.Store, o Outcome) *engine.Job {
+func finish(t testing.TB, s backend.Store, o Outcome) *engine.Job {
 	t.Helper()
 	j, err := tryFinish(s, o)
 	if err != nil {
@@ -136,10 +137,10 @@ func finish(t testing.TB, s engine.Store, o Outcome) *engine.Job {
 
 // quarantineJob crashes running job j into quarantine, its fingerprint
 // with it.
-func quarantineJob(t testing.TB, s engine.Store, j *engine.Job, msg string) *engine.Job {
+func quarantineJob(t testing.TB, s backend.Store, j *engine.Job, msg string) *engine.Job {
 	t.Helper()
 	return finish(t, s, Outcome{JobRef: refOf(j), To: engine.StateQuarantined, Reason: engine.ReasonQuarantined,
-		Charge: engine.ChargeCrash, Quarantine: true, Error: &engine.AttemptError{Crash: true, Message: msg}})
+		Charge: backend.ChargeCrash, Quarantine: true, Error: &engine.AttemptError{Crash: true, Message: msg}})
 }
 
 // retryParams, actionParams, payloadParams and withInputParams are the
@@ -174,15 +175,15 @@ type withInputParams struct {
 }
 
 // act applies action a's spec to id with an event by actor and message.
-func act(t testing.TB, s engine.Store, a engine.Action, p engine.JobActionParams, actor, message string) (*engine.Job, error) {
+func act(t testing.TB, s backend.Store, a engine.Action, p backend.JobActionParams, actor, message string) (*engine.Job, error) {
 	t.Helper()
 	spec := actionSpec(t, a)
 	p.Spec = spec
-	p.Event = engine.EventWrite{Kind: spec.Event, Actor: actor, To: spec.To, Message: message}
+	p.Event = backend.EventWrite{Kind: spec.Event, Actor: actor, To: spec.To, Message: message}
 	return s.JobAction(context.Background(), &p)
 }
 
-func retryJob(t testing.TB, s engine.Store, p retryParams) (*engine.Job, error) {
+func retryJob(t testing.TB, s backend.Store, p retryParams) (*engine.Job, error) {
 	t.Helper()
 	msg := ""
 	if p.Force {
@@ -190,42 +191,42 @@ func retryJob(t testing.TB, s engine.Store, p retryParams) (*engine.Job, error) 
 			msg = "forced: superseded by " + cur.SupersededBy
 		}
 	}
-	return act(t, s, engine.ActionRetry, engine.JobActionParams{ID: p.ID, Force: p.Force, Deadline: p.Deadline}, p.Actor, msg)
+	return act(t, s, engine.ActionRetry, backend.JobActionParams{ID: p.ID, Force: p.Force, Deadline: p.Deadline}, p.Actor, msg)
 }
 
-func cancelJob(t testing.TB, s engine.Store, p actionParams) (*engine.Job, error) {
+func cancelJob(t testing.TB, s backend.Store, p actionParams) (*engine.Job, error) {
 	t.Helper()
-	return act(t, s, engine.ActionCancel, engine.JobActionParams{ID: p.ID}, p.Actor, "")
+	return act(t, s, engine.ActionCancel, backend.JobActionParams{ID: p.ID}, p.Actor, "")
 }
 
-func deleteJob(t testing.TB, s engine.Store, p actionParams) error {
+func deleteJob(t testing.TB, s backend.Store, p actionParams) error {
 	t.Helper()
-	_, err := act(t, s, engine.ActionDelete, engine.JobActionParams{ID: p.ID}, p.Actor, "")
+	_, err := act(t, s, engine.ActionDelete, backend.JobActionParams{ID: p.ID}, p.Actor, "")
 	return err
 }
 
-func releaseJob(t testing.TB, s engine.Store, p actionParams) (*engine.Job, error) {
+func releaseJob(t testing.TB, s backend.Store, p actionParams) (*engine.Job, error) {
 	t.Helper()
-	return act(t, s, engine.ActionRelease, engine.JobActionParams{ID: p.ID}, p.Actor, "job released")
+	return act(t, s, engine.ActionRelease, backend.JobActionParams{ID: p.ID}, p.Actor, "job released")
 }
 
-func updatePayload(t testing.TB, s engine.Store, p payloadParams) (*engine.Job, error) {
+func updatePayload(t testing.TB, s backend.Store, p payloadParams) (*engine.Job, error) {
 	t.Helper()
 	msg := ""
 	if cur := tryJob(s, p.ID); cur != nil && cur.Fingerprint != p.Fingerprint {
 		msg = "fingerprint " + cur.Fingerprint + " → " + p.Fingerprint
 	}
-	return s.JobUpdatePayload(context.Background(), &engine.JobUpdatePayloadParams{ID: p.ID, Payload: p.Payload,
+	return s.JobUpdatePayload(context.Background(), &backend.JobUpdatePayloadParams{ID: p.ID, Payload: p.Payload,
 		Fingerprint: p.Fingerprint, Version: p.Version,
-		Event: engine.EventWrite{Kind: engine.EventPayloadEdited, Actor: p.Actor, Message: msg}})
+		Event: backend.EventWrite{Kind: engine.EventPayloadEdited, Actor: p.Actor, Message: msg}})
 }
 
-func retryWithInput(t testing.TB, s engine.Store, p withInputParams) (*engine.Job, error) {
+func retryWithInput(t testing.TB, s backend.Store, p withInputParams) (*engine.Job, error) {
 	t.Helper()
-	return s.JobRetryWithInput(context.Background(), &engine.JobRetryWithInputParams{
+	return s.JobRetryCopy(context.Background(), &backend.JobRetryCopyParams{
 		ID: p.ID, NewID: p.NewID, Payload: p.Payload, Fingerprint: p.Fingerprint,
-		OriginalEvent: engine.EventWrite{Kind: engine.EventRetried, Actor: p.Actor, Message: "retried with new input as " + p.NewID},
-		CopyEvent:     engine.EventWrite{Kind: engine.EventRetried, Actor: p.Actor, To: engine.StateAvailable, Message: "retry of " + p.ID + " with new input"},
+		OriginalEvent: backend.EventWrite{Kind: engine.EventRetried, Actor: p.Actor, Message: "retried with new input as " + p.NewID},
+		CopyEvent:     backend.EventWrite{Kind: engine.EventRetried, Actor: p.Actor, To: engine.StateAvailable, Message: "retry of " + p.ID + " with new input"},
 	})
 }
 
@@ -243,10 +244,10 @@ type batchParams struct {
 }
 
 // runBatch is one OperationProcessBatch.
-func runBatch(t testing.TB, s engine.Store, p batchParams) (*engine.OperationBatchResult, error) {
+func runBatch(t testing.TB, s backend.Store, p batchParams) (*backend.OperationBatchResult, error) {
 	t.Helper()
 	ctx := context.Background()
-	op, err := s.OperationGet(ctx, &engine.OperationGetParams{ID: p.ID})
+	op, err := s.OperationGet(ctx, &backend.OperationGetParams{ID: p.ID})
 	if err != nil {
 		return nil, err
 	}
@@ -259,17 +260,17 @@ func runBatch(t testing.TB, s engine.Store, p batchParams) (*engine.OperationBat
 	if limit <= 0 {
 		limit = engine.OperationBatch
 	}
-	return s.OperationProcessBatch(ctx, &engine.OperationProcessBatchParams{
+	return s.OperationProcessBatch(ctx, &backend.OperationProcessBatchParams{
 		ID: p.ID, Holder: p.Holder, Fence: p.Fence, After: p.After, Spec: spec, Selector: sel, Cutoff: op.CreatedAt,
 		Limit: limit, Window: 10 * limit, TTL: p.TTL,
-		Event: engine.EventWrite{Kind: spec.Event, Actor: op.CreatedBy, To: spec.To,
+		Event: backend.EventWrite{Kind: spec.Event, Actor: op.CreatedBy, To: spec.To,
 			Message: fmt.Sprintf("bulk %s (operation %s)", op.Action, op.ID)},
 	})
 }
 
 // runOperation runs the operation to its end through the engine's runner,
 // in batches of limit jobs: the engine decides its status.
-func runOperation(t testing.TB, s engine.Store, id string, limit int) *engine.Operation {
+func runOperation(t testing.TB, s backend.Store, id string, limit int) *engine.Operation {
 	t.Helper()
 	e, err := engine.New(s, engine.Config{OperationBatch: limit, NoMaintenance: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -278,7 +279,7 @@ func runOperation(t testing.TB, s engine.Store, id string, limit int) *engine.Op
 	if did, err := e.RunOperation(context.Background()); err != nil || !did {
 		t.Fatalf("run operation %s: %v %v", id, did, err)
 	}
-	op, err := s.OperationGet(context.Background(), &engine.OperationGetParams{ID: id})
+	op, err := s.OperationGet(context.Background(), &backend.OperationGetParams{ID: id})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"testing"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -25,7 +26,7 @@ type Truth interface {
 }
 
 // truth returns the harness's Truth over s; a harness must give one.
-func (h Harness) truth(t testing.TB, s engine.Store) Truth {
+func (h Harness) truth(t testing.TB, s backend.Store) Truth {
 	t.Helper()
 	if h.Truth == nil {
 		t.Fatalf("backendtest: the %s harness gives no Truth, which this check needs", h.Name)
@@ -35,7 +36,7 @@ func (h Harness) truth(t testing.TB, s engine.Store) Truth {
 
 // reopen returns a second store over the data of s; a harness must give
 // one.
-func (h Harness) reopen(t testing.TB, s engine.Store) engine.Store {
+func (h Harness) reopen(t testing.TB, s backend.Store) backend.Store {
 	t.Helper()
 	if h.Reopen == nil {
 		t.Fatalf("backendtest: the %s harness gives no Reopen, which this check needs", h.Name)
@@ -48,9 +49,9 @@ func countsEqual(a, b map[string]map[engine.State]int64) bool {
 }
 
 // checkCounts compares the maintained counters with the jobs.
-func checkCounts(t testing.TB, s engine.Store, tr Truth, step string) {
+func checkCounts(t testing.TB, s backend.Store, tr Truth, step string) {
 	t.Helper()
-	got, err := controlStore(t, s).JobCountByQueue(context.Background(), &engine.JobCountByQueueParams{})
+	got, err := controlStore(t, s).JobCountByQueue(context.Background(), &backend.JobCountByQueueParams{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -19,7 +20,7 @@ const wakeupDeadline = 60 * time.Second
 
 // wakeupWorker starts an engine with workers for queue "wq" on s, polling
 // every poll, and returns it with the ids its handler ran.
-func wakeupWorker(t *testing.T, s engine.Store, poll time.Duration) (*engine.Engine, <-chan string) {
+func wakeupWorker(t *testing.T, s backend.Store, poll time.Duration) (*engine.Engine, <-chan string) {
 	t.Helper()
 	e, err := engine.New(s, engine.Config{
 		Queues:       map[string]engine.QueueConfig{"wq": {Concurrency: 2}},
@@ -47,7 +48,7 @@ func wakeupWorker(t *testing.T, s engine.Store, poll time.Duration) (*engine.Eng
 
 // wakeupClient is an engine without workers or maintenance on s: a
 // process that only enqueues.
-func wakeupClient(t *testing.T, s engine.Store) *engine.Engine {
+func wakeupClient(t *testing.T, s backend.Store) *engine.Engine {
 	t.Helper()
 	e, err := engine.New(s, engine.Config{NoMaintenance: true})
 	if err != nil {
@@ -58,10 +59,10 @@ func wakeupClient(t *testing.T, s engine.Store) *engine.Engine {
 
 // awaitListener returns once b's listener hears a write through a: until
 // then a wake-up could be lost for want of a listener, not of a hook.
-func awaitListener(t *testing.T, client *engine.Engine, b engine.Store) {
+func awaitListener(t *testing.T, client *engine.Engine, b backend.Store) {
 	t.Helper()
-	n, ok := b.(engine.Notifier)
-	if !ok || !engine.Declares(b, engine.CapabilityWakeups) {
+	n, ok := b.(backend.Notifier)
+	if !ok || !backend.Declares(b, backend.CapabilityWakeups) {
 		t.Fatalf("%s declares no wake-ups", b.Backend())
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -107,7 +108,7 @@ func awaitRun(t *testing.T, ran <-chan string, want map[string]bool) {
 // CrossProcessWakeups: a's enqueue wakes the idle worker of b's engine,
 // whose poll interval is an hour, so the job runs only if the wake-up
 // crossed; and Subscribe on b's engine reports a's writes.
-func CrossProcessWakeups(t *testing.T, a, b engine.Store) {
+func CrossProcessWakeups(t *testing.T, a, b backend.Store) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	client := wakeupClient(t, a)
@@ -146,7 +147,7 @@ func CrossProcessWakeups(t *testing.T, a, b engine.Store) {
 // WakeupPollFallback: with b's listener cut by cut (nil: b's listener
 // never gets a connection), jobs a enqueues still run on b's engine by its
 // poll.
-func WakeupPollFallback(t *testing.T, a, b engine.Store, cut func(t *testing.T)) {
+func WakeupPollFallback(t *testing.T, a, b backend.Store, cut func(t *testing.T)) {
 	ctx := context.Background()
 	client := wakeupClient(t, a)
 	_, ran := wakeupWorker(t, b, 100*time.Millisecond)

@@ -8,7 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Operator actions on one job, applied from the engine's specs.
@@ -17,29 +18,29 @@ import (
 // $1 the store's now and, when the spec gives one more attempt, $2 a new
 // deadline or NULL. States and reasons are literals the engine's spec
 // names (never user text), so each spec is one statement text.
-func specSet(spec engine.ActionSpec) string {
+func specSet(spec backend.ActionSpec) string {
 	var b strings.Builder
 	b.WriteString("state = " + literal(string(spec.To)))
-	if spec.Has(engine.EffectOneMoreAttempt) {
+	if spec.Has(backend.EffectOneMoreAttempt) {
 		b.WriteString(", max_attempts = greatest(max_attempts, attempt + 1)")
 	}
-	if spec.Has(engine.EffectResetCrashes) {
+	if spec.Has(backend.EffectResetCrashes) {
 		b.WriteString(", crash_attempt = 0")
 	}
-	if spec.Has(engine.EffectScheduleNow) {
+	if spec.Has(backend.EffectScheduleNow) {
 		b.WriteString(", scheduled_at = $1")
 	}
 	switch {
-	case spec.Has(engine.EffectFinalize):
+	case spec.Has(backend.EffectFinalize):
 		b.WriteString(", finalized_at = $1, terminal_reason = " + literal(string(spec.Reason)))
-	case spec.Has(engine.EffectReopen):
+	case spec.Has(backend.EffectReopen):
 		b.WriteString(", finalized_at = NULL, terminal_reason = ''")
 	}
-	if spec.Has(engine.EffectClearLease) {
+	if spec.Has(backend.EffectClearLease) {
 		b.WriteString(", lease_id = NULL, lease_worker = NULL, lease_expires_at = NULL")
 	}
 	b.WriteString(", state_changed_at = $1, version = version + 1")
-	if spec.Has(engine.EffectOneMoreAttempt) {
+	if spec.Has(backend.EffectOneMoreAttempt) {
 		b.WriteString(", deadline = CASE WHEN $2::bigint IS NOT NULL THEN $2::bigint WHEN deadline <= $1 THEN NULL ELSE deadline END")
 	}
 	return b.String()
@@ -47,16 +48,16 @@ func specSet(spec engine.ActionSpec) string {
 
 // setArgs are the leading arguments of a statement that starts with
 // specSet: now, and the deadline when the set names one.
-func setArgs(spec engine.ActionSpec, nowNs int64, deadline *int64) []any {
-	if spec.Has(engine.EffectOneMoreAttempt) {
+func setArgs(spec backend.ActionSpec, nowNs int64, deadline *int64) []any {
+	if spec.Has(backend.EffectOneMoreAttempt) {
 		return []any{nowNs, deadline}
 	}
 	return []any{nowNs}
 }
 
 // argBase is the number of the first argument after setArgs.
-func argBase(spec engine.ActionSpec) int {
-	if spec.Has(engine.EffectOneMoreAttempt) {
+func argBase(spec backend.ActionSpec) int {
+	if spec.Has(backend.EffectOneMoreAttempt) {
 		return 3
 	}
 	return 2
@@ -84,7 +85,7 @@ const (
 // actionRow is what an action reads (and locks) of a job before it
 // changes it.
 type actionRow struct {
-	state        engine.State
+	state        sluicetype.State
 	queue        string
 	attempt      int32
 	fingerprint  string
@@ -97,22 +98,22 @@ func readActionRow(ctx context.Context, tx *wtx, id string) (*actionRow, error) 
 	var state string
 	err := tx.QueryRow(ctx, tx.q(sqlActionRead), id).Scan(&state, &r.queue, &r.attempt, &r.fingerprint, &r.supersededBy, &r.version)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("job %s: %w", id, engine.ErrNotFound)
+		return nil, fmt.Errorf("job %s: %w", id, sluicetype.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("postgres: read job %s: %w", id, err)
 	}
-	r.state = engine.State(state)
+	r.state = sluicetype.State(state)
 	return &r, nil
 }
 
 // JobAction applies an operator action's spec to one job.
-func (s *Store) JobAction(ctx context.Context, p *engine.JobActionParams) (*engine.Job, error) {
+func (s *Store) JobAction(ctx context.Context, p *backend.JobActionParams) (*sluicetype.Job, error) {
 	spec := &p.Spec
 	if spec.To == "" || len(spec.From) == 0 {
-		return nil, fmt.Errorf("%s job %s: %w: empty action spec", spec.Action, p.ID, engine.ErrInvalid)
+		return nil, fmt.Errorf("%s job %s: %w: empty action spec", spec.Action, p.ID, sluicetype.ErrInvalid)
 	}
-	var out *engine.Job
+	var out *sluicetype.Job
 	err := s.writeTx(ctx, func(tx *wtx) error {
 		out = nil
 		r, err := readActionRow(ctx, tx, p.ID)
@@ -120,18 +121,18 @@ func (s *Store) JobAction(ctx context.Context, p *engine.JobActionParams) (*engi
 			return err
 		}
 		if !spec.Allows(r.state) {
-			return &engine.StateError{Action: spec.Action, ID: p.ID, State: r.state, Allowed: spec.From}
+			return &sluicetype.StateError{Action: spec.Action, ID: p.ID, State: r.state, Allowed: spec.From}
 		}
-		if spec.Refuses(engine.RefuseSuperseded) && r.supersededBy != "" && !p.Force {
-			return &engine.SupersededError{ID: p.ID, By: r.supersededBy}
+		if spec.Refuses(backend.RefuseSuperseded) && r.supersededBy != "" && !p.Force {
+			return &sluicetype.SupersededError{ID: p.ID, By: r.supersededBy}
 		}
-		if spec.Refuses(engine.RefuseQuarantined) && r.fingerprint != "" {
+		if spec.Refuses(backend.RefuseQuarantined) && r.fingerprint != "" {
 			var q bool
 			if err := tx.QueryRow(ctx, tx.q(sqlIsQuarantined), r.fingerprint).Scan(&q); err != nil {
 				return fmt.Errorf("postgres: %s job %s: %w", spec.Action, p.ID, err)
 			}
 			if q {
-				return &engine.QuarantinedError{Verb: string(spec.Action), ID: p.ID, Fingerprint: r.fingerprint}
+				return &sluicetype.QuarantinedError{Verb: string(spec.Action), ID: p.ID, Fingerprint: r.fingerprint}
 			}
 		}
 		if spec.Event != "" {
@@ -141,7 +142,7 @@ func (s *Store) JobAction(ctx context.Context, p *engine.JobActionParams) (*engi
 				return fmt.Errorf("postgres: %s job %s: event: %w", spec.Action, p.ID, err)
 			}
 		}
-		if spec.Has(engine.EffectDelete) {
+		if spec.Has(backend.EffectDelete) {
 			if _, err := tx.Exec(ctx, tx.q(`DELETE FROM {s}.jobs WHERE id = $1`), p.ID); err != nil {
 				return fmt.Errorf("postgres: %s job %s: %w", spec.Action, p.ID, err)
 			}
@@ -162,7 +163,7 @@ func (s *Store) JobAction(ctx context.Context, p *engine.JobActionParams) (*engi
 		if err := s.applyCounts(ctx, tx, counts); err != nil {
 			return err
 		}
-		if spec.To == engine.StateAvailable {
+		if spec.To == sluicetype.StateAvailable {
 			return s.notifyQueues(ctx, tx, map[string]bool{r.queue: true})
 		}
 		return nil
@@ -175,18 +176,18 @@ func (s *Store) JobAction(ctx context.Context, p *engine.JobActionParams) (*engi
 
 // JobUpdatePayload replaces the payload and fingerprint of a job that is
 // not running, if its version is still p.Version.
-func (s *Store) JobUpdatePayload(ctx context.Context, p *engine.JobUpdatePayloadParams) (*engine.Job, error) {
-	var out *engine.Job
+func (s *Store) JobUpdatePayload(ctx context.Context, p *backend.JobUpdatePayloadParams) (*sluicetype.Job, error) {
+	var out *sluicetype.Job
 	err := s.writeTx(ctx, func(tx *wtx) error {
 		r, err := readActionRow(ctx, tx, p.ID)
 		if err != nil {
 			return err
 		}
-		if r.state == engine.StateRunning {
-			return &engine.StateError{Action: "edit payload of", ID: p.ID, State: r.state, Allowed: editableStates()}
+		if r.state == sluicetype.StateRunning {
+			return &sluicetype.StateError{Action: "edit payload of", ID: p.ID, State: r.state, Allowed: editableStates()}
 		}
 		if r.version != p.Version {
-			return &engine.VersionError{ID: p.ID, Have: r.version, Want: p.Version}
+			return &sluicetype.VersionError{ID: p.ID, Have: r.version, Want: p.Version}
 		}
 		j, err := scanJob(tx.QueryRow(ctx, tx.q(sqlUpdatePayload), p.ID, string(p.Payload), p.Fingerprint))
 		if err != nil {
@@ -207,27 +208,27 @@ func (s *Store) JobUpdatePayload(ctx context.Context, p *engine.JobUpdatePayload
 }
 
 // editableStates are the states whose payload can be edited: all but running.
-func editableStates() []engine.State {
-	var out []engine.State
-	for _, st := range engine.AllStates {
-		if st != engine.StateRunning {
+func editableStates() []sluicetype.State {
+	var out []sluicetype.State
+	for _, st := range sluicetype.AllStates {
+		if st != sluicetype.StateRunning {
 			out = append(out, st)
 		}
 	}
 	return out
 }
 
-// JobRetryWithInput inserts the corrected copy of a finished job and
+// JobRetryCopy inserts the corrected copy of a finished job and
 // marks the original superseded by it, in one transaction.
-func (s *Store) JobRetryWithInput(ctx context.Context, p *engine.JobRetryWithInputParams) (*engine.Job, error) {
-	var out *engine.Job
+func (s *Store) JobRetryCopy(ctx context.Context, p *backend.JobRetryCopyParams) (*sluicetype.Job, error) {
+	var out *sluicetype.Job
 	err := s.writeTx(ctx, func(tx *wtx) error {
 		r, err := readActionRow(ctx, tx, p.ID)
 		if err != nil {
 			return err
 		}
 		if !r.state.Terminal() {
-			return &engine.StateError{Action: "retry with input", ID: p.ID, State: r.state, Allowed: engine.TerminalStates()}
+			return &sluicetype.StateError{Action: "retry with input", ID: p.ID, State: r.state, Allowed: sluicetype.TerminalStates()}
 		}
 		if p.Fingerprint != "" {
 			var q bool
@@ -235,7 +236,7 @@ func (s *Store) JobRetryWithInput(ctx context.Context, p *engine.JobRetryWithInp
 				return fmt.Errorf("postgres: retry job %s with input: %w", p.ID, err)
 			}
 			if q {
-				return &engine.QuarantinedError{Verb: "retry with input", ID: p.ID, Fingerprint: p.Fingerprint}
+				return &sluicetype.QuarantinedError{Verb: "retry with input", ID: p.ID, Fingerprint: p.Fingerprint}
 			}
 		}
 		tag, err := tx.Exec(ctx, tx.q(sqlInsertRetryCopy), p.ID, p.NewID, string(p.Payload), p.Fingerprint, tx.nowNs)
@@ -243,7 +244,7 @@ func (s *Store) JobRetryWithInput(ctx context.Context, p *engine.JobRetryWithInp
 			return fmt.Errorf("postgres: retry job %s with input: %w", p.ID, err)
 		}
 		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("retry job %s with input: %w: job %s exists", p.ID, engine.ErrConflict, p.NewID)
+			return fmt.Errorf("retry job %s with input: %w: job %s exists", p.ID, sluicetype.ErrConflict, p.NewID)
 		}
 		if _, err := tx.Exec(ctx, tx.q(sqlSupersede), p.ID, p.NewID); err != nil {
 			return fmt.Errorf("postgres: retry job %s with input: %w", p.ID, err)
@@ -261,7 +262,7 @@ func (s *Store) JobRetryWithInput(ctx context.Context, p *engine.JobRetryWithInp
 // with input, replay from a step): an event on the original and one on the
 // copy, the copy read back, counted available and its queue woken.
 func (s *Store) finishCopy(ctx context.Context, tx *wtx, what string, r *actionRow,
-	id, newID string, orig, cp engine.EventWrite) (*engine.Job, error) {
+	id, newID string, orig, cp backend.EventWrite) (*sluicetype.Job, error) {
 	if _, err := tx.Exec(ctx, tx.q(sqlInsertEvent), id, string(orig.Kind), tx.nowNs, orig.Actor,
 		string(r.state), string(r.state), r.attempt, orig.Message); err != nil {
 		return nil, fmt.Errorf("postgres: %s: event: %w", what, err)
@@ -275,7 +276,7 @@ func (s *Store) finishCopy(ctx context.Context, tx *wtx, what string, r *actionR
 		return nil, fmt.Errorf("postgres: %s: %w", what, err)
 	}
 	counts := countDeltas{}
-	counts.move(j.Queue, "", engine.StateAvailable, 1)
+	counts.move(j.Queue, "", sluicetype.StateAvailable, 1)
 	tx.keep(j)
 	if err := s.applyCounts(ctx, tx, counts); err != nil {
 		return nil, err

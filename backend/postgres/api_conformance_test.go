@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/backendtest"
 	"github.com/sluicehq/sluice/backend/postgres/pgtest"
 	"github.com/sluicehq/sluice/engine"
@@ -17,7 +18,7 @@ func TestAPIConformance(t *testing.T) {
 	pgtest.ServerURL(t)
 	backendtest.RunControl(t, backendtest.Harness{
 		Name:     "postgres-via-api",
-		NewStore: func(t testing.TB) engine.Store { return pgtest.New(t) },
+		NewStore: func(t testing.TB) backend.Store { return pgtest.New(t) },
 		Control: func(t testing.TB, e *engine.Engine) engine.Control {
 			srv := httptest.NewServer(api.NewServer(e, api.ServerOptions{Heartbeat: time.Second}))
 			t.Cleanup(srv.Close)

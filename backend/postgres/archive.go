@@ -9,7 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // The cold archive (migration 0002): terminal jobs of the queues named in
@@ -22,9 +23,9 @@ import (
 // redrives from it.
 
 // ArchivedJob is a job as the sweep archived it.
-type ArchivedJob = engine.ArchivedJob
+type ArchivedJob = sluicetype.ArchivedJob
 
-var _ engine.ArchiveStore = (*Store)(nil)
+var _ backend.ArchiveStore = (*Store)(nil)
 
 // archiveColumns are the job columns job_archive keeps (all but the lease
 // and the checkpoint, which a terminal job has not).
@@ -119,16 +120,16 @@ func (s *Store) dropClosedPartitions(ctx context.Context, tx *wtx, at time.Time,
 func (s *Store) archives() bool { return len(s.archiveQueues) > 0 }
 
 // ArchiveListParams pages the archive newest eviction first.
-type ArchiveListParams = engine.ArchiveListParams
+type ArchiveListParams = backend.ArchiveListParams
 
 // ArchiveList pages archived jobs, newest eviction first.
 func (s *Store) ArchiveList(ctx context.Context, p *ArchiveListParams) ([]ArchivedJob, error) {
 	if s.closed.Load() {
-		return nil, engine.ErrClosed
+		return nil, sluicetype.ErrClosed
 	}
 	limit := p.Limit
 	if limit <= 0 {
-		limit = engine.DefaultListLimit
+		limit = sluicetype.DefaultListLimit
 	}
 	w := s.newWhere(nil)
 	if p.Queue != "" {
@@ -154,7 +155,7 @@ func (s *Store) ArchiveList(ctx context.Context, p *ArchiveListParams) ([]Archiv
 // when there is none.
 func (s *Store) ArchiveGet(ctx context.Context, id string) ([]ArchivedJob, error) {
 	if s.closed.Load() {
-		return nil, engine.ErrClosed
+		return nil, sluicetype.ErrClosed
 	}
 	rows, err := s.pool.Query(ctx, s.sql(`SELECT evicted_at, `+archiveReadColumns+` FROM {s}.job_archive
 		WHERE id = $1 ORDER BY evicted_at DESC`), id)
@@ -166,7 +167,7 @@ func (s *Store) ArchiveGet(ctx context.Context, id string) ([]ArchivedJob, error
 		return nil, fmt.Errorf("postgres: archived job %s: %w", id, err)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("archived job %s: %w", id, engine.ErrNotFound)
+		return nil, fmt.Errorf("archived job %s: %w", id, sluicetype.ErrNotFound)
 	}
 	return out, nil
 }

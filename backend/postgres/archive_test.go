@@ -10,7 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // TestColdArchive evicts jobs in two months (the eviction time stands in
@@ -37,23 +38,23 @@ func TestColdArchive(t *testing.T) {
 			if id[0] == 'p' {
 				q = "plain"
 			}
-			if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: []*engine.JobInsertParams{{ID: id, Queue: q, Kind: "k",
+			if _, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{{ID: id, Queue: q, Kind: "k",
 				Payload: []byte(`{"id":"` + id + `"}`), SchemaVersion: 1, MaxAttempts: 1}}}); err != nil {
 				t.Fatal(err)
 			}
-			res, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: q, WorkerID: "w", LeaseID: "l-" + id, Limit: 1})
+			res, err := s.JobClaim(ctx, &backend.JobClaimParams{Queue: q, WorkerID: "w", LeaseID: "l-" + id, Limit: 1})
 			if err != nil || len(res.Jobs) != 1 {
 				t.Fatal(res, err)
 			}
 			j := res.Jobs[0]
-			if out, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{{JobRef: engine.JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Fence}}}}); err != nil || out[0] != nil {
+			if out, err := s.JobCompleteMany(ctx, &backend.JobCompleteManyParams{Items: []backend.JobCompleteItem{{JobRef: backend.JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Fence}}}}); err != nil || out[0] != nil {
 				t.Fatal(out, err)
 			}
 		}
 	}
 	sweep := func(at time.Time) int {
 		t.Helper()
-		n, err := s.jobDeleteExpired(ctx, &engine.JobDeleteExpiredParams{Retention: map[engine.State]time.Duration{engine.StateCompleted: 0}}, at)
+		n, err := s.jobDeleteExpired(ctx, &backend.JobDeleteExpiredParams{Retention: map[sluicetype.State]time.Duration{sluicetype.StateCompleted: 0}}, at)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,13 +98,13 @@ func TestColdArchive(t *testing.T) {
 		t.Fatalf("archive %v, want %v", got, want)
 	}
 	copies, err := s.ArchiveGet(ctx, "a1")
-	if err != nil || len(copies) != 1 || copies[0].State != engine.StateCompleted || string(copies[0].Payload) != `{"id":"a1"}` || copies[0].Queue != "audit" {
+	if err != nil || len(copies) != 1 || copies[0].State != sluicetype.StateCompleted || string(copies[0].Payload) != `{"id":"a1"}` || copies[0].Queue != "audit" {
 		t.Fatalf("archived a1: %+v %v", copies, err)
 	}
-	if _, err := s.ArchiveGet(ctx, "p1"); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := s.ArchiveGet(ctx, "p1"); !errors.Is(err, sluicetype.ErrNotFound) {
 		t.Fatalf("p1 (queue not opted in) archived: %v", err)
 	}
-	if _, err := s.JobGetByID(ctx, &engine.JobGetByIDParams{ID: "a1"}); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := s.JobGetByID(ctx, &backend.JobGetByIDParams{ID: "a1"}); !errors.Is(err, sluicetype.ErrNotFound) {
 		t.Fatalf("a1 still in jobs: %v", err)
 	}
 	// January closed on February 1st; a day of retention later it goes.
@@ -114,7 +115,7 @@ func TestColdArchive(t *testing.T) {
 	if got, want := archived(), []string{"a3@2026-02"}; !slices.Equal(got, want) {
 		t.Fatalf("archive after the drop %v, want %v", got, want)
 	}
-	counts, err := s.JobCountByQueue(ctx, &engine.JobCountByQueueParams{})
+	counts, err := s.JobCountByQueue(ctx, &backend.JobCountByQueueParams{})
 	if err != nil || len(counts) != 0 {
 		t.Fatalf("counters after eviction: %v %v", counts, err)
 	}

@@ -5,7 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // TestUnlockedBatchTestsEachRowAgain: an unlocked batch (one state) picks
@@ -28,16 +29,16 @@ func TestUnlockedBatchTestsEachRowAgain(t *testing.T) {
 	if err := s.JobCountReconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	spec, err := engine.SpecFor(engine.ActionRetry)
+	spec, err := backend.SpecFor(sluicetype.ActionRetry)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sel, _ := spec.Narrow(engine.Filter{States: []engine.State{engine.StateArchived}})
+	sel, _ := spec.Narrow(sluicetype.Filter{States: []sluicetype.State{sluicetype.StateArchived}})
 	var b *batch
 	if err := s.writeTx(ctx, func(tx *wtx) error {
-		b = &batch{s: s, tx: tx, limit: 10, unlocked: true, p: &engine.OperationProcessBatchParams{
+		b = &batch{s: s, tx: tx, limit: 10, unlocked: true, p: &backend.OperationProcessBatchParams{
 			Spec: spec, Selector: sel, Cutoff: time.Unix(0, 10),
-			Event: engine.EventWrite{Kind: spec.Event, Actor: "op", To: spec.To, Message: "bulk retry"}}}
+			Event: backend.EventWrite{Kind: spec.Event, Actor: "op", To: spec.To, Message: "bulk retry"}}}
 		// As the pick saw them: all five archived.
 		var picked []candidate
 		for _, id := range []string{"j1", "j2", "j3", "j4", "j5"} {
@@ -75,12 +76,12 @@ func TestUnlockedBatchTestsEachRowAgain(t *testing.T) {
 			t.Errorf("%s: event %q, want archived>available at the job's attempt", id, from)
 		}
 	}
-	counts, err := s.JobCountByQueue(ctx, &engine.JobCountByQueueParams{})
+	counts, err := s.JobCountByQueue(ctx, &backend.JobCountByQueueParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q, r := counts["q"], counts["r"]; q[engine.StateAvailable] != 3 || q[engine.StateArchived] != 1 ||
-		r[engine.StateAvailable] != 1 || r[engine.StateArchived] != 0 {
+	if q, r := counts["q"], counts["r"]; q[sluicetype.StateAvailable] != 3 || q[sluicetype.StateArchived] != 1 ||
+		r[sluicetype.StateAvailable] != 1 || r[sluicetype.StateArchived] != 0 {
 		t.Errorf("counters %v, want q: 3 available (j1, j2, j4), 1 archived (j5); r: 1 available", counts)
 	}
 }

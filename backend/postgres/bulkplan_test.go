@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // TestBulkPlansWithoutStats plans the statements of a bulk retry and its
@@ -30,14 +31,14 @@ func TestBulkPlansWithoutStats(t *testing.T) {
 	FROM generate_series(1, 60000) g`)); err != nil {
 		t.Fatal(err)
 	}
-	spec, err := engine.SpecFor(engine.ActionRetry)
+	spec, err := backend.SpecFor(sluicetype.ActionRetry)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sel, _ := spec.Narrow(engine.Filter{States: []engine.State{engine.StateArchived}, Queues: []string{"bench"}})
+	sel, _ := spec.Narrow(sluicetype.Filter{States: []sluicetype.State{sluicetype.StateArchived}, Queues: []string{"bench"}})
 	cutoff := time.Unix(0, 70000)
 	end := "j001000"
-	b := &batch{s: s, tx: &wtx{s: s}, limit: 1000, p: &engine.OperationProcessBatchParams{
+	b := &batch{s: s, tx: &wtx{s: s}, limit: 1000, p: &backend.OperationProcessBatchParams{
 		After: "j000000", Spec: spec, Selector: sel, Cutoff: cutoff}}
 	pickQ, pickA, err := b.pickQuery(&end)
 	if err != nil {
@@ -54,9 +55,9 @@ func TestBulkPlansWithoutStats(t *testing.T) {
 	for i := range ids {
 		ids[i] = fmt.Sprintf("j%06d", 1000+i)
 	}
-	ub := &batch{s: s, tx: &wtx{s: s}, limit: 1000, unlocked: true, p: &engine.OperationProcessBatchParams{
+	ub := &batch{s: s, tx: &wtx{s: s}, limit: 1000, unlocked: true, p: &backend.OperationProcessBatchParams{
 		After: "j000999", Spec: spec, Selector: sel, Cutoff: cutoff,
-		Event: engine.EventWrite{Kind: spec.Event, Actor: "t", To: spec.To, Message: "bulk retry"}}}
+		Event: backend.EventWrite{Kind: spec.Event, Actor: "t", To: spec.To, Message: "bulk retry"}}}
 	changeQ, changeA, err := ub.unlockedQuery(ids)
 	if err != nil {
 		t.Fatal(err)
@@ -65,13 +66,13 @@ func TestBulkPlansWithoutStats(t *testing.T) {
 	lockedQ, lockedA := ub.lockedQuery(ids)
 	// The dry run: its count as of the cutoff without the superseded
 	// jobs, and its sample, newest first from the cutoff.
-	countP := &engine.JobCountParams{Filter: sel, ExcludeSuperseded: true, AsOf: &cutoff, Max: engine.DryRunExactLimit}
+	countP := &backend.JobCountMatchingParams{Filter: sel, ExcludeSuperseded: true, AsOf: &cutoff, Max: sluicetype.DryRunExactLimit}
 	countQ, countA, err := s.countByCountersQuery(countP, countCorrectionCap)
 	if err != nil {
 		t.Fatal(err)
 	}
-	listP := &engine.JobListParams{Filter: sel, ExcludeSuperseded: true,
-		After: &engine.Cursor{At: cutoff.Add(time.Nanosecond), Dir: engine.CursorNext}, Limit: engine.BulkSampleSize}
+	listP := &backend.JobListPageParams{Filter: sel, ExcludeSuperseded: true,
+		After: &sluicetype.Cursor{At: cutoff.Add(time.Nanosecond), Dir: sluicetype.CursorNext}, Limit: sluicetype.BulkSampleSize}
 	listQ, listA, err := s.jobListQuery(listP)
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +83,7 @@ func TestBulkPlansWithoutStats(t *testing.T) {
 	if wide, err := s.listWide(ctx, &listP.Filter); err != nil || !wide {
 		t.Fatalf("the sample of a queue holding every dead job is not read in index order (%v, %v)", wide, err)
 	}
-	if n, _, err := s.JobCount(ctx, countP); err != nil || n != 60000 {
+	if n, _, err := s.JobCountMatching(ctx, countP); err != nil || n != 60000 {
 		t.Fatalf("dry run count: %d, %v; want 60000", n, err)
 	}
 	cases := []struct {

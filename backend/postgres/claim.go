@@ -12,7 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Claims: available jobs to running under new leases, in one statement.
@@ -298,7 +299,7 @@ func (s *Store) cursorBack(queue string, k orderKey) {
 // claimed moves key's cursor after a claim that began at began with the
 // cursors at generation gen and the cursor at back moves back, ran from the
 // cursor or not, asked for limit jobs and took these (in claim order).
-func (s *Store) claimed(key cursorKey, from bool, gen, back uint64, limit int, jobs []*engine.Job, began time.Time) {
+func (s *Store) claimed(key cursorKey, from bool, gen, back uint64, limit int, jobs []*sluicetype.Job, began time.Time) {
 	s.cursorMu.Lock()
 	defer s.cursorMu.Unlock()
 	if s.cursors == nil {
@@ -309,7 +310,7 @@ func (s *Store) claimed(key cursorKey, from bool, gen, back uint64, limit int, j
 		c.full, c.fullTook, c.gen = began, time.Since(began), gen
 		s.fullClaims.Add(1)
 	}
-	var last *engine.Job
+	var last *sluicetype.Job
 	n := 0
 	for _, j := range jobs {
 		if j.CrashAttempt == 0 {
@@ -328,20 +329,20 @@ func (s *Store) claimed(key cursorKey, from bool, gen, back uint64, limit int, j
 // claimedJob is a job a claim returned and the group the claim took it
 // in: 0 never crashed, 1 on its first crash, 2 the lone suspect.
 type claimedJob struct {
-	job   *engine.Job
+	job   *sluicetype.Job
 	group int32
 }
 
 // inClaimOrder returns the jobs in the order the claim took them: by
 // group, then in the claim index's order (priority, scheduled_at, id; ids
 // compare as bytes, as their "C" collation does).
-func inClaimOrder(cs []claimedJob) []*engine.Job {
+func inClaimOrder(cs []claimedJob) []*sluicetype.Job {
 	slices.SortFunc(cs, func(a, b claimedJob) int {
 		x, y := a.job, b.job
 		return cmp.Or(cmp.Compare(a.group, b.group), cmp.Compare(x.Priority, y.Priority),
 			x.ScheduledAt.Compare(y.ScheduledAt), strings.Compare(x.ID, y.ID))
 	})
-	jobs := make([]*engine.Job, len(cs))
+	jobs := make([]*sluicetype.Job, len(cs))
 	for i, c := range cs {
 		jobs[i] = c.job
 	}
@@ -349,7 +350,7 @@ func inClaimOrder(cs []claimedJob) []*engine.Job {
 }
 
 // JobClaim applies one claim (see sqlClaim).
-func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine.JobClaimResult, error) {
+func (s *Store) JobClaim(ctx context.Context, p *backend.JobClaimParams) (*backend.JobClaimResult, error) {
 	lease := p.LeaseDuration
 	if lease <= 0 {
 		lease = defaultLease
@@ -368,7 +369,7 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 	}
 	pd := &p.PastDeadline
 	limit := max(p.Limit, 0)
-	res := &engine.JobClaimResult{}
+	res := &backend.JobClaimResult{}
 	began := time.Now()
 	key := cursorKeyOf(p.Queue, kinds, versions)
 	cur, from, gen, probe := s.claimFrom(key, began)

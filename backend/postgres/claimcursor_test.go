@@ -10,7 +10,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // insertAvailable writes n available jobs of queue q at priority prio,
@@ -26,9 +27,9 @@ func insertAvailable(t *testing.T, s *Store, q, prefix string, prio, n int) {
 	}
 }
 
-func claimN(t *testing.T, s *Store, q string, limit int) []*engine.Job {
+func claimN(t *testing.T, s *Store, q string, limit int) []*sluicetype.Job {
 	t.Helper()
-	res, err := s.JobClaim(context.Background(), &engine.JobClaimParams{Queue: q, WorkerID: "w", LeaseID: uuid.NewString(),
+	res, err := s.JobClaim(context.Background(), &backend.JobClaimParams{Queue: q, WorkerID: "w", LeaseID: uuid.NewString(),
 		Limit: limit, LeaseDuration: time.Minute})
 	if err != nil {
 		t.Fatalf("claim: %v", err)
@@ -175,7 +176,7 @@ func TestClaimCursorOwnWritesSeenAtOnce(t *testing.T) {
 	s.claimCursorAfter = time.Nanosecond // every queue in cursor mode
 	insert := func(id, kind string, prio int, at *time.Time) {
 		t.Helper()
-		res, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: []*engine.JobInsertParams{{
+		res, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{{
 			ID: id, Queue: "q", Kind: kind, Payload: []byte(`{}`), Priority: prio, MaxAttempts: 3, ScheduledAt: at}}})
 		if err != nil || res[0].Err != nil {
 			t.Fatalf("insert %s: %v %v", id, err, res[0].Err)
@@ -183,7 +184,7 @@ func TestClaimCursorOwnWritesSeenAtOnce(t *testing.T) {
 	}
 	claim := func(kinds map[string]int) []string {
 		t.Helper()
-		res, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: "q", WorkerID: "w", LeaseID: uuid.NewString(),
+		res, err := s.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", WorkerID: "w", LeaseID: uuid.NewString(),
 			Limit: 10, LeaseDuration: time.Minute, Kinds: kinds})
 		if err != nil {
 			t.Fatalf("claim: %v", err)
@@ -223,8 +224,8 @@ func TestClaimCursorOwnWritesSeenAtOnce(t *testing.T) {
 	insert("n3", "k", 5, nil)
 	want(claim(nil), "n3")
 	time.Sleep(time.Until(soon) + 10*time.Millisecond)
-	if _, err := s.JobScheduleDue(ctx, &engine.JobScheduleDueParams{From: []engine.State{engine.StateScheduled},
-		To: engine.StateAvailable}); err != nil {
+	if _, err := s.JobScheduleDue(ctx, &backend.JobScheduleDueParams{From: []sluicetype.State{sluicetype.StateScheduled},
+		To: sluicetype.StateAvailable}); err != nil {
 		t.Fatal(err)
 	}
 	insert("n4", "k", 5, nil) // moves the cursor past "due" if it is taken from it
@@ -233,20 +234,20 @@ func TestClaimCursorOwnWritesSeenAtOnce(t *testing.T) {
 	// insert) is available again at its old place.
 	insert("n5", "k", 9, nil)
 	want(claim(nil), "n5")
-	j, err := s.JobGetByID(ctx, &engine.JobGetByIDParams{ID: "n5"})
+	j, err := s.JobGetByID(ctx, &backend.JobGetByIDParams{ID: "n5"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	insert("n6", "k", 9, nil)
 	want(claim(nil), "n6")
-	if _, err := s.JobFinish(ctx, &engine.JobFinishParams{JobRef: engine.JobRef{ID: "n5", LeaseID: j.Lease.ID, Fence: j.Fence},
-		To: engine.StateAvailable, Schedule: engine.ScheduleKeep}); err != nil {
+	if _, err := s.JobFinish(ctx, &backend.JobFinishParams{JobRef: backend.JobRef{ID: "n5", LeaseID: j.Lease.ID, Fence: j.Fence},
+		To: sluicetype.StateAvailable, Schedule: backend.ScheduleKeep}); err != nil {
 		t.Fatalf("hand back: %v", err)
 	}
 	want(claim(nil), "n5")
 }
 
-func ids(js []*engine.Job) []string {
+func ids(js []*sluicetype.Job) []string {
 	out := make([]string, len(js))
 	for i, j := range js {
 		out[i] = j.ID

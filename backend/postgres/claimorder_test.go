@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // TestInClaimOrder: a claim's rows, returned in no order, come out by
@@ -15,7 +15,7 @@ func TestInClaimOrder(t *testing.T) {
 	t.Parallel()
 	at := func(s int) time.Time { return time.Unix(int64(s), 0).UTC() }
 	mk := func(id string, group int32, prio, sched int) claimedJob {
-		return claimedJob{job: &engine.Job{ID: id, Priority: prio, ScheduledAt: at(sched)}, group: group}
+		return claimedJob{job: &sluicetype.Job{ID: id, Priority: prio, ScheduledAt: at(sched)}, group: group}
 	}
 	for _, tc := range []struct {
 		name string

@@ -6,10 +6,10 @@ import (
 	"os"
 	"testing"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/backendtest"
 	"github.com/sluicehq/sluice/backend/postgres"
 	"github.com/sluicehq/sluice/backend/postgres/pgtest"
-	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/pgcluster"
 )
 
@@ -19,8 +19,8 @@ func TestConformance(t *testing.T) {
 	pgtest.ServerURL(t)
 	backendtest.Run(t, backendtest.Harness{
 		Name:     "postgres",
-		NewStore: func(t testing.TB) engine.Store { return pgtest.New(t) },
-		Truth:    func(t testing.TB, s engine.Store) backendtest.Truth { return pgtest.NewTruth(t, s) },
+		NewStore: func(t testing.TB) backend.Store { return pgtest.New(t) },
+		Truth:    func(t testing.TB, s backend.Store) backendtest.Truth { return pgtest.NewTruth(t, s) },
 		Reopen:   pgtest.Reopen,
 	})
 }
@@ -36,8 +36,8 @@ func TestConformanceSimpleProtocol(t *testing.T) {
 	const simple = "default_query_exec_mode=simple_protocol"
 	backendtest.Run(t, backendtest.Harness{
 		Name:     "postgres-simple-protocol",
-		NewStore: func(t testing.TB) engine.Store { return pgtest.New(t, simple, "claim_cursor=1ns") },
-		Truth:    func(t testing.TB, s engine.Store) backendtest.Truth { return pgtest.NewTruth(t, s) },
+		NewStore: func(t testing.TB) backend.Store { return pgtest.New(t, simple, "claim_cursor=1ns") },
+		Truth:    func(t testing.TB, s backend.Store) backendtest.Truth { return pgtest.NewTruth(t, s) },
 		Reopen:   pgtest.Reopen,
 	})
 }
@@ -82,12 +82,12 @@ func TestConformanceThroughPgBouncer(t *testing.T) {
 	}
 	backendtest.Run(t, backendtest.Harness{
 		Name: "postgres-pgbouncer",
-		NewStore: func(t testing.TB) engine.Store {
+		NewStore: func(t testing.TB) backend.Store {
 			_, schema := pgtest.SchemaURL(t)
 			return pgtest.Open(t, through(schema), postgres.Options{Migrate: true, MaxConns: 4})
 		},
-		Truth: func(t testing.TB, s engine.Store) backendtest.Truth { return pgtest.NewTruth(t, s) },
-		Reopen: func(t testing.TB, s engine.Store) engine.Store {
+		Truth: func(t testing.TB, s backend.Store) backendtest.Truth { return pgtest.NewTruth(t, s) },
+		Reopen: func(t testing.TB, s backend.Store) backend.Store {
 			ps, ok := s.(*postgres.Store)
 			if !ok {
 				t.Fatalf("%T is not a *postgres.Store", s)

@@ -8,7 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // The maintained counters (job_counts): every write that inserts, deletes
@@ -22,13 +23,13 @@ const countShards = 64
 
 type countKey struct {
 	queue string
-	state engine.State
+	state sluicetype.State
 }
 
 // countDeltas are one write's changes to job_counts.
 type countDeltas map[countKey]int64
 
-func (d countDeltas) add(queue string, state engine.State, n int64) {
+func (d countDeltas) add(queue string, state sluicetype.State, n int64) {
 	if n != 0 {
 		d[countKey{queue, state}] += n
 	}
@@ -36,19 +37,19 @@ func (d countDeltas) add(queue string, state engine.State, n int64) {
 
 // move counts n jobs of queue leaving from and entering to; an empty or
 // StateDeleted side is no state (an insert or a delete).
-func (d countDeltas) move(queue string, from, to engine.State, n int64) {
+func (d countDeltas) move(queue string, from, to sluicetype.State, n int64) {
 	if from == to {
 		return
 	}
-	if from != "" && from != engine.StateDeleted {
+	if from != "" && from != sluicetype.StateDeleted {
 		d.add(queue, from, -n)
 	}
-	if to != "" && to != engine.StateDeleted {
+	if to != "" && to != sluicetype.StateDeleted {
 		d.add(queue, to, n)
 	}
 }
 
-func countsOf(ds []engine.CountDelta) countDeltas {
+func countsOf(ds []backend.CountDelta) countDeltas {
 	c := countDeltas{}
 	for _, d := range ds {
 		c.move(d.Queue, d.From, d.To, d.N)
@@ -91,9 +92,9 @@ func (s *Store) applyCounts(ctx context.Context, q querier, d countDeltas) error
 
 // JobCountByQueue sums the shards of the maintained counters of one queue
 // or all. States with no jobs are left out.
-func (s *Store) JobCountByQueue(ctx context.Context, p *engine.JobCountByQueueParams) (map[string]map[engine.State]int64, error) {
+func (s *Store) JobCountByQueue(ctx context.Context, p *backend.JobCountByQueueParams) (map[string]map[sluicetype.State]int64, error) {
 	if s.closed.Load() {
-		return nil, engine.ErrClosed
+		return nil, sluicetype.ErrClosed
 	}
 	rows, err := s.pool.Query(ctx, s.sql(`SELECT queue, state, sum(n)::bigint FROM {s}.job_counts
 		WHERE ($1 = '' OR queue = $1) GROUP BY queue, state HAVING sum(n) <> 0`), p.Queue)
@@ -101,7 +102,7 @@ func (s *Store) JobCountByQueue(ctx context.Context, p *engine.JobCountByQueuePa
 		return nil, fmt.Errorf("postgres: job counts: %w", err)
 	}
 	defer rows.Close()
-	out := map[string]map[engine.State]int64{}
+	out := map[string]map[sluicetype.State]int64{}
 	for rows.Next() {
 		var queue, state string
 		var n int64
@@ -110,10 +111,10 @@ func (s *Store) JobCountByQueue(ctx context.Context, p *engine.JobCountByQueuePa
 		}
 		m := out[queue]
 		if m == nil {
-			m = map[engine.State]int64{}
+			m = map[sluicetype.State]int64{}
 			out[queue] = m
 		}
-		m[engine.State(state)] = n
+		m[sluicetype.State(state)] = n
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("postgres: job counts: %w", err)
@@ -126,7 +127,7 @@ func (s *Store) JobCountByQueue(ctx context.Context, p *engine.JobCountByQueuePa
 // EXCLUSIVE lets reads through), so no delta committed meanwhile is lost
 // or counted twice.
 func (s *Store) JobCountReconcile(ctx context.Context) error {
-	return s.writeTx(engine.WithoutIdempotency(ctx), func(tx *wtx) error {
+	return s.writeTx(backend.WithoutIdempotencyWrite(ctx), func(tx *wtx) error {
 		tx.cursorsKept = true
 		if _, err := tx.Exec(ctx, tx.q(`LOCK TABLE {s}.job_counts IN SHARE ROW EXCLUSIVE MODE`)); err != nil {
 			return fmt.Errorf("postgres: reconcile job counts: %w", err)
@@ -144,7 +145,7 @@ func (s *Store) JobCountReconcile(ctx context.Context) error {
 
 // countsServe reports whether the maintained counters can answer a count
 // of f: states, and queues at most, nothing the counters do not split by.
-func countsServe(f *engine.Filter) bool {
+func countsServe(f *sluicetype.Filter) bool {
 	return len(f.States) > 0 && len(f.Kinds) == 0 && len(f.IDs) == 0 && f.Fingerprint == "" &&
 		len(f.Tags) == 0 && f.Error == "" && f.ErrorPattern == "" && len(f.Payload) == 0 && len(f.Meta) == 0 &&
 		f.CreatedAfter == nil && f.CreatedBefore == nil && f.FinalizedAfter == nil && f.FinalizedBefore == nil &&
@@ -171,7 +172,7 @@ const countCorrectionCap = 1000
 // sequential scan of every job (100 ms at 100,000 jobs, seconds at a
 // million) to find none. Only when a correction fills its cap is the
 // count taken again uncapped.
-func (s *Store) jobCountByCounters(ctx context.Context, p *engine.JobCountParams) (int64, bool, error) {
+func (s *Store) jobCountByCounters(ctx context.Context, p *backend.JobCountMatchingParams) (int64, bool, error) {
 	n, full, err := s.countByCounters(ctx, p, countCorrectionCap)
 	if err == nil && full {
 		n, _, err = s.countByCounters(ctx, p, 0)
@@ -187,7 +188,7 @@ func (s *Store) jobCountByCounters(ctx context.Context, p *engine.JobCountParams
 
 // countByCounters runs countByCountersQuery; full reports a correction
 // that reached its cap (never when capAt is 0).
-func (s *Store) countByCounters(ctx context.Context, p *engine.JobCountParams, capAt int) (n int64, full bool, err error) {
+func (s *Store) countByCounters(ctx context.Context, p *backend.JobCountMatchingParams, capAt int) (n int64, full bool, err error) {
 	q, a, err := s.countByCountersQuery(p, capAt)
 	if err != nil {
 		return 0, false, err
@@ -212,7 +213,7 @@ func (s *Store) countByCounters(ctx context.Context, p *engine.JobCountParams, c
 // countByCountersQuery is the statement of jobCountByCounters: the
 // counters' sum and an array of (taken away, rows read) per correction,
 // each correction reading at most capAt rows (0: all).
-func (s *Store) countByCountersQuery(p *engine.JobCountParams, capAt int) (string, []any, error) {
+func (s *Store) countByCountersQuery(p *backend.JobCountMatchingParams, capAt int) (string, []any, error) {
 	base := s.newWhere(nil)
 	if err := base.addFilter(&p.Filter); err != nil {
 		return "", nil, err

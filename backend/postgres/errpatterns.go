@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // renormalizeVersion is the migration after which every stored error
@@ -17,7 +17,7 @@ const renormalizeVersion = 10
 const renormalizeBatch = 1000
 
 // renormalizeErrorPatterns sets each job's error_pattern to
-// engine.NormalizeError of its last error, where they differ, inside the
+// sluicetype.NormalizeError of its last error, where they differ, inside the
 // migration's transaction.
 func (s *Store) renormalizeErrorPatterns(ctx context.Context, tx pgx.Tx) (int, error) {
 	rows, err := tx.Query(ctx, s.sql(`SELECT id, last_error, error_pattern FROM {s}.jobs WHERE error_pattern <> ''`))
@@ -31,7 +31,7 @@ func (s *Store) renormalizeErrorPatterns(ctx context.Context, tx pgx.Tx) (int, e
 			rows.Close()
 			return 0, fmt.Errorf("error patterns: %w", err)
 		}
-		if p := engine.NormalizeError(last); p != pattern && p != "" {
+		if p := sluicetype.NormalizeError(last); p != pattern && p != "" {
 			ids, patterns = append(ids, id), append(patterns, p)
 		}
 	}

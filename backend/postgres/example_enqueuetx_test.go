@@ -8,8 +8,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/postgres"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Enqueue a job in the same transaction as the application's own write:
@@ -42,7 +44,7 @@ func ExampleEnqueueTx() {
 			if _, err := tx.Exec(ctx, `INSERT INTO example_enqueuetx.orders (id) VALUES ($1)`, id); err != nil {
 				return err
 			}
-			if _, err := postgres.EnqueueTx(ctx, e, tx, engine.EnqueueParams{
+			if _, err := postgres.EnqueueTx(ctx, e, tx, sluicetype.EnqueueParams{
 				ID: "receipt-" + id, Queue: "mail", Kind: "receipt.send", Args: map[string]string{"order": id},
 			}); err != nil {
 				return err
@@ -57,7 +59,7 @@ func ExampleEnqueueTx() {
 	fmt.Println("order 2:", placeOrder("2", true))
 
 	for _, id := range []string{"receipt-1", "receipt-2"} {
-		j, err := store.JobGetByID(ctx, &engine.JobGetByIDParams{ID: id})
+		j, err := store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: id})
 		if err != nil {
 			fmt.Println(id+":", "none")
 			continue

@@ -8,10 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
-// From an engine.Filter to a WHERE clause. Every value is bound as a
+// From an sluicetype.Filter to a WHERE clause. Every value is bound as a
 // parameter; the SQL text holds only column names, operators, the fixed
 // terms below and state names the engine validated (literals, so the
 // planner can prove a partial index's predicate even in a generic plan).
@@ -20,7 +20,7 @@ import (
 //   - tags: tags && the given tags (any of them).
 //   - error: strpos(last_error, value) > 0 (case-sensitive substring).
 //   - payload.<path>:value and meta.<key>:value, as
-//     engine.PathValueMatches states: jsonb containment (@>), which the
+//     sluicetype.PathValueMatches states: jsonb containment (@>), which the
 //     GIN indexes jobs_payload and jobs_metadata serve: the value at the
 //     path is the JSON string value, or, when value is a JSON number,
 //     true, false or null, that value; an object or array value is
@@ -79,7 +79,7 @@ func (w *where) in(col string, vs []string) {
 }
 
 // addStates adds the state condition: literals for valid states.
-func (w *where) addStates(states []engine.State) {
+func (w *where) addStates(states []sluicetype.State) {
 	if len(states) == 0 {
 		return
 	}
@@ -109,7 +109,7 @@ func fingerprintIs(fps, prefix, arg string) string {
 }
 
 // addFilter adds every field of f but its states.
-func (w *where) addFilter(f *engine.Filter) error {
+func (w *where) addFilter(f *sluicetype.Filter) error {
 	w.in("queue", f.Queues)
 	w.in("kind", f.Kinds)
 	w.in("id", f.IDs)
@@ -150,17 +150,17 @@ func (w *where) addTime(term string, t *time.Time) {
 
 // addPath matches the value at m.Path in col (see the package comment of
 // this file).
-func (w *where) addPath(col, what string, m engine.PathMatch) error {
+func (w *where) addPath(col, what string, m sluicetype.PathMatch) error {
 	keys, err := pathKeys(m.Path)
 	if err != nil {
-		return fmt.Errorf("%w: filter: %s path %q: %v", engine.ErrInvalid, what, m.Path, err)
+		return fmt.Errorf("%w: filter: %s path %q: %v", sluicetype.ErrInvalid, what, m.Path, err)
 	}
 	str, _ := json.Marshal(m.Value)
 	terms := []string{col + " @> " + w.a.add(string(nest(keys, str))) + "::jsonb"}
-	switch kind, v := engine.PathValueOf(m.Value); kind {
-	case engine.PathValueNumber, engine.PathValueLiteral:
+	switch kind, v := sluicetype.PathValueOf(m.Value); kind {
+	case sluicetype.PathValueNumber, sluicetype.PathValueLiteral:
 		terms = append(terms, col+" @> "+w.a.add(string(nest(keys, []byte(v))))+"::jsonb")
-	case engine.PathValueObject, engine.PathValueArray:
+	case sluicetype.PathValueObject, sluicetype.PathValueArray:
 		// Containment narrows to the rows the GIN index finds; equality
 		// then holds the value whole (containment alone would take a part
 		// for the whole). -> with a text key reads objects only, where #>

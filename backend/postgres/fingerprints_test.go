@@ -6,7 +6,7 @@ import (
 	"maps"
 	"testing"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
 )
 
 // TestFingerprintTableFollowsJobs: since migration 0008 a job's
@@ -60,18 +60,18 @@ func TestFingerprintTableFollowsJobs(t *testing.T) {
 			t.Fatalf("%s: job_fingerprints %v, want %v (true: the hash of the job's fingerprint)", step, got, w)
 		}
 	}
-	var ps []*engine.JobInsertParams
+	var ps []*backend.JobInsertParams
 	for _, id := range []string{"a", "b", "c"} {
-		ps = append(ps, &engine.JobInsertParams{ID: id, Queue: "q", Kind: "k", Payload: json.RawMessage(`{}`),
+		ps = append(ps, &backend.JobInsertParams{ID: id, Queue: "q", Kind: "k", Payload: json.RawMessage(`{}`),
 			SchemaVersion: 1, MaxAttempts: 3, Fingerprint: "fp-" + id})
 	}
-	ps = append(ps, &engine.JobInsertParams{ID: "nofp", Queue: "q", Kind: "k", Payload: json.RawMessage(`{}`),
+	ps = append(ps, &backend.JobInsertParams{ID: "nofp", Queue: "q", Kind: "k", Payload: json.RawMessage(`{}`),
 		SchemaVersion: 1, MaxAttempts: 3})
-	if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: ps}); err != nil {
+	if _, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: ps}); err != nil {
 		t.Fatal(err)
 	}
 	// An insert of a job that exists already writes nothing.
-	if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: ps[:1]}); err != nil {
+	if _, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: ps[:1]}); err != nil {
 		t.Fatal(err)
 	}
 	want("inserted", "a", "b", "c")
@@ -84,15 +84,15 @@ func TestFingerprintTableFollowsJobs(t *testing.T) {
 	exec(`UPDATE {s}.jobs SET fingerprint = 'fp-nofp' WHERE id = 'nofp'`)
 	want("fingerprints changed", "a", "b", "h1", "h2", "h3", "nofp")
 
-	res, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: "q", WorkerID: "w", LeaseID: "l", Limit: 10})
+	res, err := s.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", WorkerID: "w", LeaseID: "l", Limit: 10})
 	if err != nil || len(res.Jobs) != 4 {
 		t.Fatalf("claim: %v %v", res, err)
 	}
-	var items []engine.JobCompleteItem
+	var items []backend.JobCompleteItem
 	for _, j := range res.Jobs {
-		items = append(items, engine.JobCompleteItem{JobRef: engine.JobRef{ID: j.ID, LeaseID: "l", Fence: j.Lease.Fence}})
+		items = append(items, backend.JobCompleteItem{JobRef: backend.JobRef{ID: j.ID, LeaseID: "l", Fence: j.Lease.Fence}})
 	}
-	if _, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: items}); err != nil {
+	if _, err := s.JobCompleteMany(ctx, &backend.JobCompleteManyParams{Items: items}); err != nil {
 		t.Fatal(err)
 	}
 	want("claimed and completed", "a", "b", "h1", "h2", "h3", "nofp")

@@ -10,7 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Worker outcomes: completions, finishes and lease renewals.
@@ -127,7 +128,7 @@ type refKey struct {
 // JobCompleteMany completes (or deletes) successful jobs; each item is
 // fenced on its own. A batch of distinct ids up to maxCompleteBatch is one
 // statement; more, or a repeated id, is one transaction of several.
-func (s *Store) JobCompleteMany(ctx context.Context, p *engine.JobCompleteManyParams) ([]error, error) {
+func (s *Store) JobCompleteMany(ctx context.Context, p *backend.JobCompleteManyParams) ([]error, error) {
 	out := make([]error, len(p.Items))
 	if len(p.Items) == 0 {
 		return out, nil
@@ -197,7 +198,7 @@ func (s *Store) JobCompleteMany(ctx context.Context, p *engine.JobCompleteManyPa
 		if done[k] {
 			delete(done, k) // a duplicate item is applied once
 		} else {
-			out[i] = fmt.Errorf("complete job %s: %w", it.ID, engine.ErrLeaseLost)
+			out[i] = fmt.Errorf("complete job %s: %w", it.ID, sluicetype.ErrLeaseLost)
 		}
 	}
 	return out, nil
@@ -253,11 +254,11 @@ var (
 
 // JobFinish applies one fenced transition out of running, as the engine
 // resolved it.
-func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engine.Job, error) {
-	if p.To == engine.StateRunning || (p.To != engine.StateDeleted && !p.To.Valid()) {
-		return nil, fmt.Errorf("finish job %s: %w: cannot go to %q", p.ID, engine.ErrInvalidTransition, p.To)
+func (s *Store) JobFinish(ctx context.Context, p *backend.JobFinishParams) (*sluicetype.Job, error) {
+	if p.To == sluicetype.StateRunning || (p.To != sluicetype.StateDeleted && !p.To.Valid()) {
+		return nil, fmt.Errorf("finish job %s: %w: cannot go to %q", p.ID, sluicetype.ErrInvalidTransition, p.To)
 	}
-	var out *engine.Job
+	var out *sluicetype.Job
 	err := s.writeTx(ctx, func(tx *wtx) error {
 		out = nil
 		var (
@@ -268,21 +269,21 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 		)
 		err := tx.QueryRow(ctx, tx.q(sqlFinishRead), p.ID).Scan(&state, &leaseID, &fence, &errs, &fingerprint, &expires, &worker)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("finish job %s: %w", p.ID, engine.ErrLeaseLost)
+			return fmt.Errorf("finish job %s: %w", p.ID, sluicetype.ErrLeaseLost)
 		}
 		if err != nil {
 			return fmt.Errorf("postgres: finish job %s: %w", p.ID, err)
 		}
-		if state != string(engine.StateRunning) || leaseID == nil || *leaseID != p.LeaseID || fence != p.Fence {
-			return fmt.Errorf("finish job %s: %w", p.ID, engine.ErrLeaseLost)
+		if state != string(sluicetype.StateRunning) || leaseID == nil || *leaseID != p.LeaseID || fence != p.Fence {
+			return fmt.Errorf("finish job %s: %w", p.ID, sluicetype.ErrLeaseLost)
 		}
 		now, nowNs := tx.now, tx.nowNs
 		// The reaper's guards: a renewal or a heartbeat since its listing wins.
 		if !p.IfBefore.IsZero() && now.After(p.IfBefore) {
-			return fmt.Errorf("finish job %s: the write came after its bound %s: %w", p.ID, p.IfBefore.Format(time.RFC3339Nano), engine.ErrLeaseLost)
+			return fmt.Errorf("finish job %s: the write came after its bound %s: %w", p.ID, p.IfBefore.Format(time.RFC3339Nano), sluicetype.ErrLeaseLost)
 		}
 		if p.IfLeaseExpired && expires >= nowNs {
-			return fmt.Errorf("finish job %s: lease renewed: %w", p.ID, engine.ErrLeaseLost)
+			return fmt.Errorf("finish job %s: lease renewed: %w", p.ID, sluicetype.ErrLeaseLost)
 		}
 		if p.IfWorkerGone {
 			var alive bool
@@ -290,11 +291,11 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 				return fmt.Errorf("postgres: finish job %s: read worker: %w", p.ID, err)
 			}
 			if alive {
-				return fmt.Errorf("finish job %s: worker %s beats again: %w", p.ID, worker, engine.ErrLeaseLost)
+				return fmt.Errorf("finish job %s: worker %s beats again: %w", p.ID, worker, sluicetype.ErrLeaseLost)
 			}
 		}
 		counts := countsOf(p.Counts)
-		if p.To == engine.StateDeleted {
+		if p.To == sluicetype.StateDeleted {
 			if _, err := tx.Exec(ctx, tx.q(sqlFinishDelete), p.ID); err != nil {
 				return fmt.Errorf("postgres: finish job %s: delete: %w", p.ID, err)
 			}
@@ -302,17 +303,17 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 		}
 		var attemptCharge, crashCharge int32
 		switch p.Charge {
-		case engine.ChargeAttempt:
+		case backend.ChargeAttempt:
 			attemptCharge = 1
-		case engine.ChargeCrash:
+		case backend.ChargeCrash:
 			crashCharge = 1
 		}
 		var scheduled, finalized *int64
 		var newErrs, lastErr, pattern *string
 		switch p.Schedule {
-		case engine.ScheduleNow:
+		case backend.ScheduleNow:
 			scheduled = &nowNs
-		case engine.ScheduleAfter:
+		case backend.ScheduleAfter:
 			t := now.Add(p.Delay).UnixNano()
 			scheduled = &t
 		}
@@ -320,7 +321,7 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 			finalized = &nowNs
 		}
 		if p.Error != nil {
-			var list []engine.AttemptError
+			var list []sluicetype.AttemptError
 			if len(errs) > 2 {
 				if err := json.Unmarshal(errs, &list); err != nil {
 					return fmt.Errorf("postgres: finish job %s: errors: %w", p.ID, err)
@@ -328,7 +329,7 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 			}
 			e := p.Error.Entry
 			e.At = now
-			list = engine.ErrorCap(append(list, e), p.Error.Keep)
+			list = backend.TrimErrors(append(list, e), p.Error.Keep)
 			b, err := json.Marshal(list)
 			if err != nil {
 				return fmt.Errorf("postgres: finish job %s: errors: %w", p.ID, err)
@@ -378,7 +379,7 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 			return err
 		}
 		woke := map[string]bool{}
-		if p.To == engine.StateAvailable {
+		if p.To == sluicetype.StateAvailable {
 			woke[j.Queue] = true
 		}
 		if dlq != "" {
@@ -397,7 +398,7 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 
 // holdJobs moves a fingerprint's jobs in h.From to h.To, each with h's
 // event, and the counters with them.
-func (s *Store) holdJobs(ctx context.Context, tx *wtx, counts countDeltas, fp string, h *engine.HoldWrite) error {
+func (s *Store) holdJobs(ctx context.Context, tx *wtx, counts countDeltas, fp string, h *backend.HoldWrite) error {
 	rows, err := tx.Query(ctx, tx.q(sqlHold), fp, tx.nowNs, stateNames(h.From), string(h.To), string(h.Reason),
 		string(h.Event.Kind), h.Event.Actor, h.Event.Message)
 	if err != nil {
@@ -410,7 +411,7 @@ func (s *Store) holdJobs(ctx context.Context, tx *wtx, counts countDeltas, fp st
 		if err := rows.Scan(&queue, &state, &n); err != nil {
 			return err
 		}
-		counts.move(queue, engine.State(state), h.To, n)
+		counts.move(queue, sluicetype.State(state), h.To, n)
 	}
 	return rows.Err()
 }
@@ -452,7 +453,7 @@ var sqlRenew = `WITH k AS MATERIALIZED (SELECT 'running'::text AS running, jsonb
 
 // JobLeaseRenew extends leases in one statement; each item is fenced on
 // its own.
-func (s *Store) JobLeaseRenew(ctx context.Context, p *engine.JobLeaseRenewParams) ([]error, error) {
+func (s *Store) JobLeaseRenew(ctx context.Context, p *backend.JobLeaseRenewParams) ([]error, error) {
 	out := make([]error, len(p.Items))
 	if len(p.Items) == 0 {
 		return out, nil
@@ -496,9 +497,9 @@ func (s *Store) JobLeaseRenew(ctx context.Context, p *engine.JobLeaseRenewParams
 		switch {
 		case renewed[k]:
 		case busy[k]:
-			out[i] = fmt.Errorf("renew lease of job %s: %w", it.ID, engine.ErrBusy)
+			out[i] = fmt.Errorf("renew lease of job %s: %w", it.ID, sluicetype.ErrBusy)
 		default:
-			out[i] = fmt.Errorf("renew lease of job %s: %w", it.ID, engine.ErrLeaseLost)
+			out[i] = fmt.Errorf("renew lease of job %s: %w", it.ID, sluicetype.ErrLeaseLost)
 		}
 	}
 	return out, nil

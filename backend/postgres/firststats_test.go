@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
 )
 
 // insertCompleted writes n completed jobs, ids prefix000001….
@@ -72,7 +72,7 @@ func TestFirstStatsReplanHotPath(t *testing.T) {
 	if pages < firstStatsPages {
 		t.Fatalf("the table is %d pages, under firstStatsPages (%d): the test does not reach it", pages, firstStatsPages)
 	}
-	if _, err := s.JobListExpiredLeases(ctx, &engine.JobListExpiredLeasesParams{Limit: 10}); err != nil {
+	if _, err := s.JobListExpiredLeases(ctx, &backend.JobListExpiredLeasesParams{Limit: 10}); err != nil {
 		t.Fatal(err)
 	}
 	grown := plan()
@@ -81,7 +81,7 @@ func TestFirstStatsReplanHotPath(t *testing.T) {
 	}
 	// Once: the next listings find the table analyzed.
 	for range 3 {
-		if _, err := s.JobListExpiredLeases(ctx, &engine.JobListExpiredLeasesParams{Limit: 10}); err != nil {
+		if _, err := s.JobListExpiredLeases(ctx, &backend.JobListExpiredLeasesParams{Limit: 10}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -11,17 +11,18 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
-// Idempotency keys: engine.IdempotencyStore on PostgreSQL. A write
+// Idempotency keys: backend.IdempotencyStore on PostgreSQL. A write
 // transaction whose context carries a key locks the key's row and checks
 // the claim, and records its step, in that same transaction (idempotent,
 // which writeTx calls), so two API servers on one database share keys.
 // Nothing of it is kept on the Store: the step's result rides on the
 // transaction (wtx).
 
-var _ engine.IdempotencyStore = (*Store)(nil)
+var _ backend.IdempotencyStore = (*Store)(nil)
 
 const (
 	// $1 key, $2 token. FOR UPDATE: a takeover of the key waits for this
@@ -77,7 +78,7 @@ const (
 // holds the key now) and the step is recorded after, with the result fn
 // kept.
 func (s *Store) idempotent(ctx context.Context, fn func(*wtx) error) func(*wtx) error {
-	w, ok := engine.IdempotencyWriteFrom(ctx)
+	w, ok := backend.IdempotencyWriteFrom(ctx)
 	if !ok {
 		return fn
 	}
@@ -87,7 +88,7 @@ func (s *Store) idempotent(ctx context.Context, fn func(*wtx) error) func(*wtx) 
 			return fmt.Errorf("postgres: idempotency key: %w", err)
 		}
 		if !held {
-			return fmt.Errorf("idempotency key: %w: another request holds the key now; nothing was changed", engine.ErrIdempotencyInFlight)
+			return fmt.Errorf("idempotency key: %w: another request holds the key now; nothing was changed", sluicetype.ErrIdempotencyInFlight)
 		}
 		if err := fn(tx); err != nil {
 			return err
@@ -106,7 +107,7 @@ func (s *Store) idempotent(ctx context.Context, fn func(*wtx) error) func(*wtx) 
 			return fmt.Errorf("postgres: idempotency key: step %s: %w", w.Step, err)
 		}
 		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("idempotency key: step %s: %w: it was committed before", w.Step, engine.ErrConflict)
+			return fmt.Errorf("idempotency key: step %s: %w: it was committed before", w.Step, sluicetype.ErrConflict)
 		}
 		return nil
 	}
@@ -120,23 +121,23 @@ func newClaimToken() (string, error) {
 	return hex.EncodeToString(b[:]), nil
 }
 
-// IdempotencyClaim claims p.Key (see engine.IdempotencyStore). Two
+// IdempotencyClaim claims p.Key (see backend.IdempotencyStore). Two
 // concurrent claims of a free key race on its primary key: the second's
 // insert waits for the first's commit and then inserts nothing, which
 // answers ErrIdempotencyInFlight.
-func (s *Store) IdempotencyClaim(ctx context.Context, p *engine.IdempotencyClaimParams) (*engine.IdempotencyClaim, error) {
-	ctx = engine.WithoutIdempotency(ctx)
+func (s *Store) IdempotencyClaim(ctx context.Context, p *sluicetype.IdempotencyClaimParams) (*sluicetype.IdempotencyClaim, error) {
+	ctx = backend.WithoutIdempotencyWrite(ctx)
 	if p.Key == "" {
-		return nil, fmt.Errorf("postgres: idempotency claim: %w: empty key", engine.ErrInvalid)
+		return nil, fmt.Errorf("postgres: idempotency claim: %w: empty key", sluicetype.ErrInvalid)
 	}
 	if p.TTL <= 0 || p.ClaimTTL <= 0 {
-		return nil, fmt.Errorf("postgres: idempotency claim: %w: TTL and claim TTL must be positive", engine.ErrInvalid)
+		return nil, fmt.Errorf("postgres: idempotency claim: %w: TTL and claim TTL must be positive", sluicetype.ErrInvalid)
 	}
 	token, err := newClaimToken()
 	if err != nil {
 		return nil, err
 	}
-	var out *engine.IdempotencyClaim
+	var out *sluicetype.IdempotencyClaim
 	err = s.writeTx(ctx, func(tx *wtx) error {
 		tx.cursorsKept = true // idempotency records make nothing available
 		out = nil
@@ -156,9 +157,9 @@ func (s *Store) IdempotencyClaim(ctx context.Context, p *engine.IdempotencyClaim
 				return fmt.Errorf("postgres: idempotency claim: %w", err)
 			}
 			if tag.RowsAffected() == 0 {
-				return fmt.Errorf("idempotency claim: %w: another request claimed the key just now", engine.ErrIdempotencyInFlight)
+				return fmt.Errorf("idempotency claim: %w: another request claimed the key just now", sluicetype.ErrIdempotencyInFlight)
 			}
-			out = &engine.IdempotencyClaim{Key: p.Key, Token: token, ExpiresAt: expires}
+			out = &sluicetype.IdempotencyClaim{Key: p.Key, Token: token, ExpiresAt: expires}
 			return nil
 		}
 		if exp <= tx.nowNs {
@@ -169,20 +170,20 @@ func (s *Store) IdempotencyClaim(ctx context.Context, p *engine.IdempotencyClaim
 			if _, err := tx.Exec(ctx, tx.q(sqlIdemReplace), p.Key, p.RequestHash, token, claimExpires, tx.nowNs, expires.UnixNano()); err != nil {
 				return fmt.Errorf("postgres: idempotency claim: %w", err)
 			}
-			out = &engine.IdempotencyClaim{Key: p.Key, Token: token, ExpiresAt: expires}
+			out = &sluicetype.IdempotencyClaim{Key: p.Key, Token: token, ExpiresAt: expires}
 			return nil
 		}
 		switch {
 		case hash != p.RequestHash:
-			return fmt.Errorf("idempotency claim: %w", engine.ErrIdempotencyMismatch)
+			return fmt.Errorf("idempotency claim: %w", sluicetype.ErrIdempotencyMismatch)
 		case state == "done":
 			if resp == nil {
 				resp = []byte{}
 			}
-			out = &engine.IdempotencyClaim{Key: p.Key, Response: resp, ExpiresAt: fromNanos(exp)}
+			out = &sluicetype.IdempotencyClaim{Key: p.Key, Response: resp, ExpiresAt: fromNanos(exp)}
 			return nil
 		case claimExp > tx.nowNs:
-			return fmt.Errorf("idempotency claim: %w: its claim holds until %s", engine.ErrIdempotencyInFlight,
+			return fmt.Errorf("idempotency claim: %w: its claim holds until %s", sluicetype.ErrIdempotencyInFlight,
 				fromNanos(claimExp).Format(time.RFC3339Nano))
 		}
 		// The holder went away: take its claim over, with what it did.
@@ -212,7 +213,7 @@ func (s *Store) IdempotencyClaim(ctx context.Context, p *engine.IdempotencyClaim
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("postgres: idempotency claim: steps: %w", err)
 		}
-		out = &engine.IdempotencyClaim{Key: p.Key, Token: token, Steps: steps, ExpiresAt: fromNanos(exp)}
+		out = &sluicetype.IdempotencyClaim{Key: p.Key, Token: token, Steps: steps, ExpiresAt: fromNanos(exp)}
 		return nil
 	})
 	if err != nil {
@@ -224,14 +225,14 @@ func (s *Store) IdempotencyClaim(ctx context.Context, p *engine.IdempotencyClaim
 // claimLost is the error of a write naming a token that no longer holds
 // its key.
 func claimLost(what string) error {
-	return fmt.Errorf("idempotency %s: %w: the claim no longer holds the key", what, engine.ErrIdempotencyInFlight)
+	return fmt.Errorf("idempotency %s: %w: the claim no longer holds the key", what, sluicetype.ErrIdempotencyInFlight)
 }
 
 // IdempotencyRenew extends a claim.
-func (s *Store) IdempotencyRenew(ctx context.Context, p *engine.IdempotencyRenewParams) error {
-	ctx = engine.WithoutIdempotency(ctx)
+func (s *Store) IdempotencyRenew(ctx context.Context, p *sluicetype.IdempotencyRenewParams) error {
+	ctx = backend.WithoutIdempotencyWrite(ctx)
 	if p.ClaimTTL <= 0 {
-		return fmt.Errorf("postgres: idempotency renew: %w: claim TTL must be positive", engine.ErrInvalid)
+		return fmt.Errorf("postgres: idempotency renew: %w: claim TTL must be positive", sluicetype.ErrInvalid)
 	}
 	return s.writeTx(ctx, func(tx *wtx) error {
 		tx.cursorsKept = true // idempotency records make nothing available
@@ -248,8 +249,8 @@ func (s *Store) IdempotencyRenew(ctx context.Context, p *engine.IdempotencyRenew
 
 // IdempotencyComplete stores the response and ends the claim; the steps'
 // records are not needed any more.
-func (s *Store) IdempotencyComplete(ctx context.Context, p *engine.IdempotencyCompleteParams) error {
-	ctx = engine.WithoutIdempotency(ctx)
+func (s *Store) IdempotencyComplete(ctx context.Context, p *sluicetype.IdempotencyCompleteParams) error {
+	ctx = backend.WithoutIdempotencyWrite(ctx)
 	resp := p.Response
 	if resp == nil {
 		resp = []byte{}
@@ -273,8 +274,8 @@ func (s *Store) IdempotencyComplete(ctx context.Context, p *engine.IdempotencyCo
 // IdempotencyRelease deletes a claim under which nothing was committed,
 // or expires one under which something was, for the next request to take
 // over.
-func (s *Store) IdempotencyRelease(ctx context.Context, p *engine.IdempotencyReleaseParams) error {
-	ctx = engine.WithoutIdempotency(ctx)
+func (s *Store) IdempotencyRelease(ctx context.Context, p *sluicetype.IdempotencyReleaseParams) error {
+	ctx = backend.WithoutIdempotencyWrite(ctx)
 	return s.writeTx(ctx, func(tx *wtx) error {
 		tx.cursorsKept = true // idempotency records make nothing available
 		for _, q := range []string{sqlIdemDeleteUnapplied, sqlIdemExpireClaim} {
@@ -291,14 +292,14 @@ func (s *Store) IdempotencyRelease(ctx context.Context, p *engine.IdempotencyRel
 }
 
 // IdempotencyDeleteExpired deletes up to p.Limit expired records.
-func (s *Store) IdempotencyDeleteExpired(ctx context.Context, p *engine.IdempotencyDeleteExpiredParams) (int, error) {
-	ctx = engine.WithoutIdempotency(ctx)
+func (s *Store) IdempotencyDeleteExpired(ctx context.Context, p *backend.IdempotencyDeleteExpiredParams) (int, error) {
+	ctx = backend.WithoutIdempotencyWrite(ctx)
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 1000
 	}
 	if s.closed.Load() {
-		return 0, engine.ErrClosed
+		return 0, sluicetype.ErrClosed
 	}
 	var count int64
 	if err := s.pool.QueryRow(ctx, s.sql(sqlIdemDeleteExpired), limit).Scan(&count); err != nil {

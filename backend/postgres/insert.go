@@ -12,7 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Inserting jobs, reading them, and the statements several areas share.
@@ -45,17 +46,17 @@ const (
 // JobInsertMany writes new jobs in one transaction; each is accepted or
 // refused on its own. New available jobs send one notification for the
 // batch (on commit).
-func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams) ([]engine.JobInsertResult, error) {
-	res := make([]engine.JobInsertResult, len(p.Jobs))
+func (s *Store) JobInsertMany(ctx context.Context, p *backend.JobInsertManyParams) ([]backend.JobInsertResult, error) {
+	res := make([]backend.JobInsertResult, len(p.Jobs))
 	if len(p.Jobs) == 0 {
 		return res, nil
 	}
-	var avail []*engine.Job // new available jobs, to check against the claim cursors
+	var avail []*sluicetype.Job // new available jobs, to check against the claim cursors
 	err := s.writeTx(ctx, func(tx *wtx) error {
 		tx.cursorsKept = true
 		avail = avail[:0]
 		for i := range res {
-			res[i] = engine.JobInsertResult{}
+			res[i] = backend.JobInsertResult{}
 		}
 		quarantined := map[string]bool{}
 		if p.RefuseQuarantined {
@@ -86,20 +87,20 @@ func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams
 		)
 		for i, jp := range p.Jobs {
 			if jp == nil || jp.ID == "" {
-				res[i].Err = fmt.Errorf("postgres: insert job: %w: no id", engine.ErrInvalid)
+				res[i].Err = fmt.Errorf("postgres: insert job: %w: no id", sluicetype.ErrInvalid)
 				continue
 			}
 			if quarantined[jp.Fingerprint] {
-				res[i].Err = &engine.QuarantinedError{Verb: "insert", ID: jp.ID, Fingerprint: jp.Fingerprint}
+				res[i].Err = &sluicetype.QuarantinedError{Verb: "insert", ID: jp.ID, Fingerprint: jp.Fingerprint}
 				continue
 			}
 			due := tx.now.Add(jp.Delay)
 			if jp.ScheduledAt != nil {
 				due = jp.ScheduledAt.UTC()
 			}
-			state := engine.StateAvailable
+			state := sluicetype.StateAvailable
 			if due.After(tx.now) {
-				state = engine.StateScheduled
+				state = sluicetype.StateScheduled
 			}
 			tg, err := json.Marshal(jp.Tags)
 			if err != nil || len(jp.Tags) == 0 {
@@ -110,7 +111,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams
 			svs, prios, mas = append(svs, int32(jp.SchemaVersion)), append(prios, int32(jp.Priority)), append(mas, int32(jp.MaxAttempts))
 			scheds, tmos, dls = append(scheds, due.UnixNano()), append(tmos, int64(jp.Timeout)), append(dls, nanosPtr(jp.Deadline))
 			idx = append(idx, i)
-			res[i].Job = &engine.Job{
+			res[i].Job = &sluicetype.Job{
 				ID: jp.ID, Queue: jp.Queue, Kind: jp.Kind, SchemaVersion: jp.SchemaVersion,
 				Metadata: cloneRaw(jp.Metadata), Priority: jp.Priority, State: state,
 				MaxAttempts: jp.MaxAttempts, Fingerprint: jp.Fingerprint, ScheduledAt: due,
@@ -140,7 +141,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams
 			if fresh[jp.ID] {
 				delete(fresh, jp.ID) // a second item of the same id is not new
 				counts.move(jp.Queue, "", j.State, 1)
-				if j.State == engine.StateAvailable {
+				if j.State == sluicetype.StateAvailable {
 					wake[jp.Queue] = true
 					avail = append(avail, j)
 				}
@@ -153,7 +154,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams
 				return fmt.Errorf("postgres: insert job %s: %w", jp.ID, err)
 			}
 			if old.Queue != jp.Queue || old.Kind != jp.Kind || old.Fingerprint != jp.Fingerprint {
-				res[i].Err = fmt.Errorf("insert job %s: %w: the id exists with other content", jp.ID, engine.ErrConflict)
+				res[i].Err = fmt.Errorf("insert job %s: %w: the id exists with other content", jp.ID, sluicetype.ErrConflict)
 				continue
 			}
 			res[i].Job = old
@@ -211,9 +212,9 @@ func cloneRaw(b json.RawMessage) json.RawMessage {
 }
 
 // JobGetByID returns one job, with its payload only when asked.
-func (s *Store) JobGetByID(ctx context.Context, p *engine.JobGetByIDParams) (*engine.Job, error) {
+func (s *Store) JobGetByID(ctx context.Context, p *backend.JobGetByIDParams) (*sluicetype.Job, error) {
 	if s.closed.Load() {
-		return nil, engine.ErrClosed
+		return nil, sluicetype.ErrClosed
 	}
 	q := sqlGetJobNoPay
 	if p.IncludePayload {
@@ -221,7 +222,7 @@ func (s *Store) JobGetByID(ctx context.Context, p *engine.JobGetByIDParams) (*en
 	}
 	j, err := scanJob(s.pool.QueryRow(ctx, s.sql(q), p.ID))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("job %s: %w", p.ID, engine.ErrNotFound)
+		return nil, fmt.Errorf("job %s: %w", p.ID, sluicetype.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("postgres: get job %s: %w", p.ID, err)
@@ -230,9 +231,9 @@ func (s *Store) JobGetByID(ctx context.Context, p *engine.JobGetByIDParams) (*en
 }
 
 // JobEventList returns a job's stored events, oldest first.
-func (s *Store) JobEventList(ctx context.Context, p *engine.JobEventListParams) ([]engine.Event, error) {
+func (s *Store) JobEventList(ctx context.Context, p *backend.JobEventListParams) ([]sluicetype.Event, error) {
 	if s.closed.Load() {
-		return nil, engine.ErrClosed
+		return nil, sluicetype.ErrClosed
 	}
 	rows, err := s.pool.Query(ctx, s.sql(`SELECT job_id, kind, at, actor, from_state, to_state, attempt, message
 		FROM {s}.job_events WHERE job_id = $1 ORDER BY id`), p.JobID)
@@ -240,16 +241,16 @@ func (s *Store) JobEventList(ctx context.Context, p *engine.JobEventListParams) 
 		return nil, fmt.Errorf("postgres: events of job %s: %w", p.JobID, err)
 	}
 	defer rows.Close()
-	var out []engine.Event
+	var out []sluicetype.Event
 	for rows.Next() {
-		var e engine.Event
+		var e sluicetype.Event
 		var at int64
 		var attempt int32
 		var kind, from, to string
 		if err := rows.Scan(&e.JobID, &kind, &at, &e.Actor, &from, &to, &attempt, &e.Message); err != nil {
 			return nil, fmt.Errorf("postgres: events of job %s: %w", p.JobID, err)
 		}
-		e.Kind, e.From, e.To, e.At, e.Attempt = engine.EventKind(kind), engine.State(from), engine.State(to), fromNanos(at), int(attempt)
+		e.Kind, e.From, e.To, e.At, e.Attempt = sluicetype.EventKind(kind), sluicetype.State(from), sluicetype.State(to), fromNanos(at), int(attempt)
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {

@@ -7,7 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Listing, counting and grouping jobs: the operator surface's reads.
@@ -27,7 +28,7 @@ import (
 // is planned for them every time. A generic plan cannot tell a selective
 // containment (served by the GIN index) from a common one, and was seen
 // to walk a listing index filtering every row instead.
-func withMode(f *engine.Filter, a []any) []any {
+func withMode(f *sluicetype.Filter, a []any) []any {
 	if len(f.Payload) == 0 && len(f.Meta) == 0 {
 		return a
 	}
@@ -35,34 +36,34 @@ func withMode(f *engine.Filter, a []any) []any {
 }
 
 // direct reports whether f is best served by one query.
-func direct(f *engine.Filter) bool {
+func direct(f *sluicetype.Filter) bool {
 	return len(f.IDs) > 0 || f.Fingerprint != ""
 }
 
 // branches splits base by state; states empty means all.
-func branches(base *where, states []engine.State) []*where {
+func branches(base *where, states []sluicetype.State) []*where {
 	if len(states) == 0 {
-		states = engine.AllStates
+		states = sluicetype.AllStates
 	}
 	var out []*where
-	seen := map[engine.State]bool{}
+	seen := map[sluicetype.State]bool{}
 	for _, st := range states {
 		if seen[st] {
 			continue
 		}
 		seen[st] = true
 		w := base.clone()
-		w.addStates([]engine.State{st})
+		w.addStates([]sluicetype.State{st})
 		out = append(out, w)
 	}
 	return out
 }
 
-// JobList pages job summaries newest first by (state_changed_at, id), or
+// JobListPage pages job summaries newest first by (state_changed_at, id), or
 // oldest first past After when Reverse.
-func (s *Store) JobList(ctx context.Context, p *engine.JobListParams) ([]*engine.Job, error) {
+func (s *Store) JobListPage(ctx context.Context, p *backend.JobListPageParams) ([]*sluicetype.Job, error) {
 	if s.closed.Load() {
-		return nil, engine.ErrClosed
+		return nil, sluicetype.ErrClosed
 	}
 	q, a, err := s.jobListQuery(p)
 	if err != nil {
@@ -72,7 +73,7 @@ func (s *Store) JobList(ctx context.Context, p *engine.JobListParams) ([]*engine
 	if err != nil {
 		return nil, err
 	}
-	var jobs []*engine.Job
+	var jobs []*sluicetype.Job
 	if wide {
 		jobs, err = s.listInOrder(ctx, q, a)
 	} else {
@@ -82,11 +83,11 @@ func (s *Store) JobList(ctx context.Context, p *engine.JobListParams) ([]*engine
 		return nil, refused(fmt.Errorf("postgres: list jobs: %w", err))
 	}
 	if jobs == nil {
-		jobs = []*engine.Job{}
+		jobs = []*sluicetype.Job{}
 	}
 	for _, j := range jobs {
 		// The checkpoint's place holds the wait summary (jobColumnsList).
-		if j.Wait, err = engine.ParseWaitSummary(j.Checkpoint); err != nil {
+		if j.Wait, err = sluicetype.ParseWaitSummary(j.Checkpoint); err != nil {
 			return nil, fmt.Errorf("postgres: list jobs: job %s: %w", j.ID, err)
 		}
 		j.Checkpoint = nil
@@ -114,7 +115,7 @@ const wideShare = 0.1
 // equality looks like a handful of rows, and a dry run's sample of 20
 // jobs read and sorted all of a million dead ones (1.3 s). The counters
 // tell them apart exactly, in a read of a few rows.
-func (s *Store) listWide(ctx context.Context, f *engine.Filter) (bool, error) {
+func (s *Store) listWide(ctx context.Context, f *sluicetype.Filter) (bool, error) {
 	if len(f.Queues) == 0 || !countsServe(f) {
 		return false, nil
 	}
@@ -136,7 +137,7 @@ func (s *Store) listWide(ctx context.Context, f *engine.Filter) (bool, error) {
 // listWide) with sorting disabled for its one statement (SET LOCAL, in a
 // read-only transaction of its own): a plan that sorts is then taken only
 // where no index gives the order (running jobs, which are few).
-func (s *Store) listInOrder(ctx context.Context, q string, a []any) ([]*engine.Job, error) {
+func (s *Store) listInOrder(ctx context.Context, q string, a []any) ([]*sluicetype.Job, error) {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return nil, err
@@ -152,11 +153,11 @@ func (s *Store) listInOrder(ctx context.Context, q string, a []any) ([]*engine.J
 	return jobs, tx.Commit(ctx)
 }
 
-// jobListQuery builds JobList's query.
-func (s *Store) jobListQuery(p *engine.JobListParams) (string, []any, error) {
+// jobListQuery builds JobListPage's query.
+func (s *Store) jobListQuery(p *backend.JobListPageParams) (string, []any, error) {
 	limit := p.Limit
 	if limit <= 0 {
-		limit = engine.DefaultListLimit
+		limit = sluicetype.DefaultListLimit
 	}
 	base := s.newWhere(nil)
 	if err := base.addFilter(&p.Filter); err != nil {
@@ -200,15 +201,15 @@ func (s *Store) jobListQuery(p *engine.JobListParams) (string, []any, error) {
 	return q.String(), base.a.vals, nil
 }
 
-// JobCount counts the jobs matching the filter, stopping past Max.
+// JobCountMatching counts the jobs matching the filter, stopping past Max.
 //
 // Without the superseded jobs (a bulk selector's count), it counts the
 // filter's jobs, superseded or not, which the listing indexes answer
 // alone (an index-only scan), and takes away the superseded ones it
 // matches, which jobs_superseded finds (they are few).
-func (s *Store) JobCount(ctx context.Context, p *engine.JobCountParams) (int64, bool, error) {
+func (s *Store) JobCountMatching(ctx context.Context, p *backend.JobCountMatchingParams) (int64, bool, error) {
 	if s.closed.Load() {
-		return 0, false, engine.ErrClosed
+		return 0, false, sluicetype.ErrClosed
 	}
 	if countsServe(&p.Filter) {
 		return s.jobCountByCounters(ctx, p)
@@ -245,7 +246,7 @@ func (s *Store) JobCount(ctx context.Context, p *engine.JobCountParams) (int64, 
 }
 
 // jobCount sums one capped count per branch.
-func (s *Store) jobCount(ctx context.Context, p *engine.JobCountParams) (int64, bool, error) {
+func (s *Store) jobCount(ctx context.Context, p *backend.JobCountMatchingParams) (int64, bool, error) {
 	base := s.newWhere(nil)
 	if err := base.addFilter(&p.Filter); err != nil {
 		return 0, false, err
@@ -293,9 +294,9 @@ func (s *Store) jobCount(ctx context.Context, p *engine.JobCountParams) (int64, 
 // JobErrorGroups groups the jobs matching the filter by queue, kind and
 // the error pattern stored at death, the largest groups first. Jobs
 // without a pattern form no group.
-func (s *Store) JobErrorGroups(ctx context.Context, p *engine.JobErrorGroupsParams) ([]engine.ErrorGroup, error) {
+func (s *Store) JobErrorGroups(ctx context.Context, p *backend.JobErrorGroupsParams) ([]sluicetype.ErrorGroup, error) {
 	if s.closed.Load() {
-		return nil, engine.ErrClosed
+		return nil, sluicetype.ErrClosed
 	}
 	limit := p.Limit
 	if limit <= 0 {
@@ -322,9 +323,9 @@ func (s *Store) JobErrorGroups(ctx context.Context, p *engine.JobErrorGroupsPara
 		return nil, fmt.Errorf("postgres: error groups: %w", err)
 	}
 	defer rows.Close()
-	var out []engine.ErrorGroup
+	var out []sluicetype.ErrorGroup
 	for rows.Next() {
-		var g engine.ErrorGroup
+		var g sluicetype.ErrorGroup
 		var first, last int64
 		var sample *string
 		if err := rows.Scan(&g.Queue, &g.Kind, &g.Pattern, &g.Count, &first, &last, &sample); err != nil {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
 )
 
 // Cross-process wake-ups: LISTEN/NOTIFY.
@@ -23,7 +23,7 @@ import (
 // on reconnecting wakes every queue, since notifications sent meanwhile
 // are lost; the engine's own poll stays the fallback in any case.
 
-var _ engine.Notifier = (*Store)(nil)
+var _ backend.Notifier = (*Store)(nil)
 
 // channel is the schema's notification channel. Channel names are
 // identifiers, cut at 63 bytes.
@@ -39,18 +39,18 @@ func (s *Store) channel() string {
 type notifier struct {
 	s   *Store
 	url string
-	fan *engine.WakeFanout
+	fan *backend.WakeFanout
 }
 
 func newNotifier(s *Store, url string) *notifier {
 	n := &notifier{s: s, url: url}
-	n.fan = engine.NewWakeFanout(n.run)
+	n.fan = backend.NewWakeFanout(n.run)
 	return n
 }
 
 // Wakeups returns a channel that receives the name of each queue that
 // got work in any process ("" for every queue), until ctx ends (see
-// engine.Notifier and engine.WakeFanout). The first call starts the
+// backend.Notifier and backend.WakeFanout). The first call starts the
 // listener. A store opened with NoListen returns a channel that never
 // receives.
 func (s *Store) Wakeups(ctx context.Context) <-chan string {

@@ -12,9 +12,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/postgres"
 	"github.com/sluicehq/sluice/backend/postgres/pgtest"
-	"github.com/sluicehq/sluice/engine"
 )
 
 // waitFor receives from ch until want arrives, under a generous deadline.
@@ -33,19 +33,19 @@ func waitFor(t *testing.T, ch <-chan string, want string) {
 	}
 }
 
-func insertJobs(t *testing.T, s engine.Store, queue string, n int, delay time.Duration) {
+func insertJobs(t *testing.T, s backend.Store, queue string, n int, delay time.Duration) {
 	t.Helper()
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		t.Fatal(err)
 	}
 	prefix := queue + "-" + hex.EncodeToString(b[:])
-	jobs := make([]*engine.JobInsertParams, n)
+	jobs := make([]*backend.JobInsertParams, n)
 	for i := range jobs {
-		jobs[i] = &engine.JobInsertParams{ID: prefix + "-" + strconv.Itoa(i),
+		jobs[i] = &backend.JobInsertParams{ID: prefix + "-" + strconv.Itoa(i),
 			Queue: queue, Kind: "k", Payload: []byte(`{}`), SchemaVersion: 1, MaxAttempts: 3, Fingerprint: "fp", Delay: delay}
 	}
-	res, err := s.JobInsertMany(context.Background(), &engine.JobInsertManyParams{Jobs: jobs})
+	res, err := s.JobInsertMany(context.Background(), &backend.JobInsertManyParams{Jobs: jobs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,13 +101,13 @@ func TestOneNotificationPerBatch(t *testing.T) {
 	}
 	insertJobs(t, s, "a", 30, 0)
 	insertJobs(t, s, "later", 30, time.Hour)
-	jobs := make([]*engine.JobInsertParams, 0, 60)
+	jobs := make([]*backend.JobInsertParams, 0, 60)
 	for i := range 60 {
 		q := []string{"x", "y"}[i%2]
-		jobs = append(jobs, &engine.JobInsertParams{ID: "b" + strconv.Itoa(i),
+		jobs = append(jobs, &backend.JobInsertParams{ID: "b" + strconv.Itoa(i),
 			Queue: q, Kind: "k", Payload: []byte(`{}`), SchemaVersion: 1, MaxAttempts: 3})
 	}
-	if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: jobs}); err != nil {
+	if _, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: jobs}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Pool().Exec(ctx, `SELECT pg_notify($1, 'end')`, channel); err != nil {

@@ -9,7 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Maintenance, fingerprints, queues, workers and leaders.
@@ -109,9 +110,9 @@ const sqlExpiredLeases = `WITH n AS MATERIALIZED (SELECT ` + sqlNow + ` AS t)
 
 // JobListExpiredLeases lists running jobs whose lease has expired by the
 // store's clock, oldest expiry first.
-func (s *Store) JobListExpiredLeases(ctx context.Context, p *engine.JobListExpiredLeasesParams) ([]engine.ExpiredLease, error) {
+func (s *Store) JobListExpiredLeases(ctx context.Context, p *backend.JobListExpiredLeasesParams) ([]backend.ExpiredLease, error) {
 	if s.closed.Load() {
-		return nil, engine.ErrClosed
+		return nil, sluicetype.ErrClosed
 	}
 	s.firstStats(ctx)
 	var limit *int
@@ -125,7 +126,7 @@ func (s *Store) JobListExpiredLeases(ctx context.Context, p *engine.JobListExpir
 		return nil, fmt.Errorf("postgres: expired leases: %w", err)
 	}
 	defer rows.Close()
-	var out []engine.ExpiredLease
+	var out []backend.ExpiredLease
 	var now int64
 	for rows.Next() {
 		var alive bool
@@ -133,7 +134,7 @@ func (s *Store) JobListExpiredLeases(ctx context.Context, p *engine.JobListExpir
 		if err != nil {
 			return nil, fmt.Errorf("postgres: expired leases: %w", err)
 		}
-		out = append(out, engine.ExpiredLease{Job: j, WorkerAlive: alive})
+		out = append(out, backend.ExpiredLease{Job: j, WorkerAlive: alive})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("postgres: expired leases: %w", err)
@@ -172,9 +173,9 @@ const sqlScheduleDue = `UPDATE {s}.jobs j SET state = $4, state_changed_at = $1,
 // JobScheduleDue makes due scheduled and retryable jobs available and
 // returns the queues that got work, sorted; one notification wakes their
 // workers in every process.
-func (s *Store) JobScheduleDue(ctx context.Context, p *engine.JobScheduleDueParams) ([]string, error) {
+func (s *Store) JobScheduleDue(ctx context.Context, p *backend.JobScheduleDueParams) ([]string, error) {
 	if p.To == "" {
-		return nil, fmt.Errorf("schedule due: %w: no target state", engine.ErrInvalid)
+		return nil, fmt.Errorf("schedule due: %w: no target state", sluicetype.ErrInvalid)
 	}
 	limit := p.Limit
 	if limit <= 0 {
@@ -224,7 +225,7 @@ func (s *Store) JobScheduleDue(ctx context.Context, p *engine.JobScheduleDuePara
 		// The promoted jobs keep their scheduled_at: the cursors move
 		// back to them below.
 		tx.cursorsKept = true
-		if p.To == engine.StateAvailable {
+		if p.To == sluicetype.StateAvailable {
 			return s.notifyQueues(ctx, tx, seen)
 		}
 		return nil
@@ -232,7 +233,7 @@ func (s *Store) JobScheduleDue(ctx context.Context, p *engine.JobScheduleDuePara
 	if err != nil {
 		return nil, err
 	}
-	if p.To == engine.StateAvailable {
+	if p.To == sluicetype.StateAvailable {
 		for q, k := range first {
 			s.cursorBack(q, k)
 		}
@@ -261,18 +262,18 @@ const sqlDeleteExpired = `DELETE FROM {s}.jobs j
 // JobDeleteExpired deletes terminal jobs past their retention (with their
 // events), at most Limit in all. A retention of 0 deletes at once; a
 // negative one, like a missing state, keeps the jobs.
-func (s *Store) JobDeleteExpired(ctx context.Context, p *engine.JobDeleteExpiredParams) (int, error) {
+func (s *Store) JobDeleteExpired(ctx context.Context, p *backend.JobDeleteExpiredParams) (int, error) {
 	return s.jobDeleteExpired(ctx, p, time.Time{})
 }
 
 // jobDeleteExpired is JobDeleteExpired; a non-zero evictAt stands for the
 // store's now as the archive's eviction time (tests of months gone by).
-func (s *Store) jobDeleteExpired(ctx context.Context, p *engine.JobDeleteExpiredParams, evictAt time.Time) (int, error) {
+func (s *Store) jobDeleteExpired(ctx context.Context, p *backend.JobDeleteExpiredParams, evictAt time.Time) (int, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 1 << 30
 	}
-	overriding := map[engine.State][]string{}
+	overriding := map[sluicetype.State][]string{}
 	queues := make([]string, 0, len(p.QueueRetention))
 	for q, m := range p.QueueRetention {
 		queues = append(queues, q)
@@ -281,9 +282,9 @@ func (s *Store) jobDeleteExpired(ctx context.Context, p *engine.JobDeleteExpired
 		}
 	}
 	sort.Strings(queues)
-	states := func(m map[engine.State]time.Duration) []engine.State {
-		out := make([]engine.State, 0, len(m))
-		for _, st := range engine.AllStates {
+	states := func(m map[sluicetype.State]time.Duration) []sluicetype.State {
+		out := make([]sluicetype.State, 0, len(m))
+		for _, st := range sluicetype.AllStates {
 			if d, ok := m[st]; ok && st.Terminal() && d >= 0 {
 				out = append(out, st)
 			}
@@ -315,7 +316,7 @@ func (s *Store) jobDeleteExpired(ctx context.Context, p *engine.JobDeleteExpired
 			}
 			return tx.now.Add(-d).UnixNano()
 		}
-		del := func(state engine.State, d time.Duration, queue *string, skip []string) error {
+		del := func(state sluicetype.State, d time.Duration, queue *string, skip []string) error {
 			if skip == nil {
 				skip = []string{}
 			}
@@ -329,7 +330,7 @@ func (s *Store) jobDeleteExpired(ctx context.Context, p *engine.JobDeleteExpired
 				return fmt.Errorf("postgres: delete expired %s jobs: %w", state, err)
 			}
 			for _, q := range qs {
-				counts.move(q, state, engine.StateDeleted, 1)
+				counts.move(q, state, sluicetype.StateDeleted, 1)
 				total++
 			}
 			return nil
@@ -364,8 +365,8 @@ func (s *Store) jobDeleteExpired(ctx context.Context, p *engine.JobDeleteExpired
 var fingerprintColumns = `f.fingerprint, f.kind, f.status, f.since, f.crashes, f.last_error, f.last_job_id,
 	(SELECT count(*) FROM {s}.jobs WHERE ` + fingerprintIs("{s}.job_fingerprints", "jobs.", "f.fingerprint") + ` AND jobs.state = 'quarantined')`
 
-func scanFingerprint(row pgx.Row) (*engine.Fingerprint, error) {
-	var f engine.Fingerprint
+func scanFingerprint(row pgx.Row) (*sluicetype.Fingerprint, error) {
+	var f sluicetype.Fingerprint
 	var status string
 	var since int64
 	var crashes int32
@@ -373,23 +374,23 @@ func scanFingerprint(row pgx.Row) (*engine.Fingerprint, error) {
 	if err := row.Scan(&f.Fingerprint, &f.Kind, &status, &since, &crashes, &f.LastError, &f.LastJobID, &held); err != nil {
 		return nil, err
 	}
-	f.Status, f.Since, f.Crashes, f.Held = engine.FingerprintStatus(status), fromNanos(since), int(crashes), int(held)
+	f.Status, f.Since, f.Crashes, f.Held = sluicetype.FingerprintStatus(status), fromNanos(since), int(crashes), int(held)
 	return &f, nil
 }
 
 // FingerprintGet returns a quarantine record or ErrNotFound.
-func (s *Store) FingerprintGet(ctx context.Context, p *engine.FingerprintGetParams) (*engine.Fingerprint, error) {
+func (s *Store) FingerprintGet(ctx context.Context, p *backend.FingerprintGetParams) (*sluicetype.Fingerprint, error) {
 	if s.closed.Load() {
-		return nil, engine.ErrClosed
+		return nil, sluicetype.ErrClosed
 	}
 	f, err := scanFingerprint(s.pool.QueryRow(ctx, s.sql(`SELECT `+fingerprintColumns+` FROM {s}.fingerprints f WHERE f.fingerprint = $1`), p.Fingerprint))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("fingerprint %s: %w", p.Fingerprint, engine.ErrNotFound)
+		return nil, fmt.Errorf("fingerprint %s: %w", p.Fingerprint, sluicetype.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("postgres: fingerprint %s: %w", p.Fingerprint, err)
 	}
-	if err := s.addStepCrashes(ctx, []*engine.Fingerprint{f}); err != nil {
+	if err := s.addStepCrashes(ctx, []*sluicetype.Fingerprint{f}); err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -397,9 +398,9 @@ func (s *Store) FingerprintGet(ctx context.Context, p *engine.FingerprintGetPara
 
 // FingerprintList lists quarantined and probationary fingerprints, the most
 // recently quarantined first.
-func (s *Store) FingerprintList(ctx context.Context, p *engine.FingerprintListParams) ([]*engine.Fingerprint, error) {
+func (s *Store) FingerprintList(ctx context.Context, p *backend.FingerprintListParams) ([]*sluicetype.Fingerprint, error) {
 	if s.closed.Load() {
-		return nil, engine.ErrClosed
+		return nil, sluicetype.ErrClosed
 	}
 	var limit *int
 	if p.Limit > 0 {
@@ -412,7 +413,7 @@ func (s *Store) FingerprintList(ctx context.Context, p *engine.FingerprintListPa
 		return nil, fmt.Errorf("postgres: list fingerprints: %w", err)
 	}
 	defer rows.Close()
-	var out []*engine.Fingerprint
+	var out []*sluicetype.Fingerprint
 	for rows.Next() {
 		f, err := scanFingerprint(rows)
 		if err != nil {
@@ -431,9 +432,9 @@ func (s *Store) FingerprintList(ctx context.Context, p *engine.FingerprintListPa
 
 // FingerprintRelease puts the record on probation and returns its held
 // jobs to available with their crash counters reset, each with its event.
-func (s *Store) FingerprintRelease(ctx context.Context, p *engine.FingerprintReleaseParams) (int, error) {
-	if p.Spec.Has(engine.EffectDelete) || len(p.Spec.From) == 0 {
-		return 0, fmt.Errorf("release fingerprint %s: %w: the spec must move jobs", p.Fingerprint, engine.ErrInvalid)
+func (s *Store) FingerprintRelease(ctx context.Context, p *backend.FingerprintReleaseParams) (int, error) {
+	if p.Spec.Has(backend.EffectDelete) || len(p.Spec.From) == 0 {
+		return 0, fmt.Errorf("release fingerprint %s: %w: the spec must move jobs", p.Fingerprint, sluicetype.ErrInvalid)
 	}
 	n := 0
 	err := s.writeTx(ctx, func(tx *wtx) error {
@@ -443,7 +444,7 @@ func (s *Store) FingerprintRelease(ctx context.Context, p *engine.FingerprintRel
 			return fmt.Errorf("postgres: release fingerprint %s: %w", p.Fingerprint, err)
 		}
 		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("fingerprint %s: %w", p.Fingerprint, engine.ErrNotFound)
+			return fmt.Errorf("fingerprint %s: %w", p.Fingerprint, sluicetype.ErrNotFound)
 		}
 		b := argBase(p.Spec)
 		q := tx.q(`WITH old AS (SELECT id, state, queue FROM {s}.jobs WHERE ` + fingerprintIs("{s}.job_fingerprints", "", fmt.Sprintf("$%d", b)) +
@@ -468,7 +469,7 @@ func (s *Store) FingerprintRelease(ctx context.Context, p *engine.FingerprintRel
 				rows.Close()
 				return fmt.Errorf("postgres: release fingerprint %s: %w", p.Fingerprint, err)
 			}
-			counts.move(queue, engine.State(state), p.Spec.To, c)
+			counts.move(queue, sluicetype.State(state), p.Spec.To, c)
 			n += int(c)
 			wake[queue] = true
 		}
@@ -480,7 +481,7 @@ func (s *Store) FingerprintRelease(ctx context.Context, p *engine.FingerprintRel
 		if err := s.applyCounts(ctx, tx, counts); err != nil {
 			return err
 		}
-		if p.Spec.To == engine.StateAvailable {
+		if p.Spec.To == sluicetype.StateAvailable {
 			return s.notifyQueues(ctx, tx, wake)
 		}
 		return nil
@@ -493,8 +494,8 @@ func (s *Store) FingerprintRelease(ctx context.Context, p *engine.FingerprintRel
 
 // QueueList names every queue with jobs (per the counters) or a pause
 // record, sorted, with its counts.
-func (s *Store) QueueList(ctx context.Context) ([]engine.QueueInfo, error) {
-	counts, err := s.JobCountByQueue(ctx, &engine.JobCountByQueueParams{})
+func (s *Store) QueueList(ctx context.Context) ([]sluicetype.QueueInfo, error) {
+	counts, err := s.JobCountByQueue(ctx, &backend.JobCountByQueueParams{})
 	if err != nil {
 		return nil, err
 	}
@@ -525,18 +526,18 @@ func (s *Store) QueueList(ctx context.Context) ([]engine.QueueInfo, error) {
 		}
 	}
 	sort.Strings(names)
-	out := make([]engine.QueueInfo, len(names))
+	out := make([]sluicetype.QueueInfo, len(names))
 	for i, q := range names {
 		c := counts[q]
 		if c == nil {
-			c = map[engine.State]int64{}
+			c = map[sluicetype.State]int64{}
 		}
-		out[i] = engine.QueueInfo{Name: q, Paused: paused[q], Counts: c}
+		out[i] = sluicetype.QueueInfo{Name: q, Paused: paused[q], Counts: c}
 	}
 	return out, nil
 }
 
-func (s *Store) queueSetPaused(ctx context.Context, p *engine.QueuePauseParams, paused bool) error {
+func (s *Store) queueSetPaused(ctx context.Context, p *backend.QueuePauseParams, paused bool) error {
 	return s.writeTx(ctx, func(tx *wtx) error {
 		var at *int64
 		if paused {
@@ -555,19 +556,19 @@ func (s *Store) queueSetPaused(ctx context.Context, p *engine.QueuePauseParams, 
 }
 
 // QueuePause stops claims from the queue (running jobs finish).
-func (s *Store) QueuePause(ctx context.Context, p *engine.QueuePauseParams) error {
+func (s *Store) QueuePause(ctx context.Context, p *backend.QueuePauseParams) error {
 	return s.queueSetPaused(ctx, p, true)
 }
 
 // QueueResume lets workers claim from the queue again.
-func (s *Store) QueueResume(ctx context.Context, p *engine.QueuePauseParams) error {
+func (s *Store) QueueResume(ctx context.Context, p *backend.QueuePauseParams) error {
 	return s.queueSetPaused(ctx, p, false)
 }
 
 const defaultTTL = 15 * time.Second
 
 // WorkerHeartbeat records that a worker process lives until TTL from now.
-func (s *Store) WorkerHeartbeat(ctx context.Context, p *engine.WorkerHeartbeatParams) error {
+func (s *Store) WorkerHeartbeat(ctx context.Context, p *backend.WorkerHeartbeatParams) error {
 	ttl := p.TTL
 	if ttl <= 0 {
 		ttl = defaultTTL
@@ -590,7 +591,7 @@ func (s *Store) WorkerHeartbeat(ctx context.Context, p *engine.WorkerHeartbeatPa
 }
 
 // WorkerDelete removes a worker's record.
-func (s *Store) WorkerDelete(ctx context.Context, p *engine.WorkerDeleteParams) error {
+func (s *Store) WorkerDelete(ctx context.Context, p *backend.WorkerDeleteParams) error {
 	return s.single(ctx, func(q querier) error {
 		if _, err := q.Exec(ctx, s.sql(`DELETE FROM {s}.workers WHERE id = $1`), p.ID); err != nil {
 			return fmt.Errorf("postgres: delete worker %s: %w", p.ID, err)
@@ -601,7 +602,7 @@ func (s *Store) WorkerDelete(ctx context.Context, p *engine.WorkerDeleteParams) 
 
 // LeaderAttempt takes or renews the named lease for holder and reports
 // whether holder leads until TTL from now.
-func (s *Store) LeaderAttempt(ctx context.Context, p *engine.LeaderAttemptParams) (bool, error) {
+func (s *Store) LeaderAttempt(ctx context.Context, p *backend.LeaderAttemptParams) (bool, error) {
 	ttl := p.TTL
 	if ttl <= 0 {
 		ttl = defaultTTL
@@ -625,7 +626,7 @@ func (s *Store) LeaderAttempt(ctx context.Context, p *engine.LeaderAttemptParams
 }
 
 // LeaderResign gives the lease up if holder has it.
-func (s *Store) LeaderResign(ctx context.Context, p *engine.LeaderResignParams) error {
+func (s *Store) LeaderResign(ctx context.Context, p *backend.LeaderResignParams) error {
 	return s.single(ctx, func(q querier) error {
 		if _, err := q.Exec(ctx, s.sql(`DELETE FROM {s}.leaders WHERE name = $1 AND holder = $2`), p.Name, p.Holder); err != nil {
 			return fmt.Errorf("postgres: resign leader %s: %w", p.Name, err)
@@ -637,15 +638,15 @@ func (s *Store) LeaderResign(ctx context.Context, p *engine.LeaderResignParams) 
 // Capabilities: every filter field, error groups, bulk operations,
 // maintained counts, queue pausing and idempotency keys committed with
 // the mutation, the cold archive; LISTEN/NOTIFY wake-ups unless opened with NoListen.
-func (s *Store) Capabilities() []engine.Capability {
-	cs := []engine.Capability{
-		engine.CapabilityFilterPayload, engine.CapabilityFilterMeta, engine.CapabilityFilterTags,
-		engine.CapabilityFilterError, engine.CapabilityErrorGroups, engine.CapabilityOperations,
-		engine.CapabilityCounts, engine.CapabilityQueuePause, engine.CapabilityIdempotency,
-		engine.CapabilityArchive,
+func (s *Store) Capabilities() []backend.Capability {
+	cs := []backend.Capability{
+		backend.CapabilityFilterPayload, backend.CapabilityFilterMeta, backend.CapabilityFilterTags,
+		backend.CapabilityFilterError, backend.CapabilityErrorGroups, backend.CapabilityOperations,
+		backend.CapabilityCounts, backend.CapabilityQueuePause, backend.CapabilityIdempotency,
+		backend.CapabilityArchive,
 	}
 	if s.notify != nil {
-		cs = append(cs, engine.CapabilityWakeups)
+		cs = append(cs, backend.CapabilityWakeups)
 	}
 	return cs
 }

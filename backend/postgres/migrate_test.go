@@ -8,10 +8,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/backendtest"
 	"github.com/sluicehq/sluice/backend/postgres"
 	"github.com/sluicehq/sluice/backend/postgres/pgtest"
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // tables lists the tables of a schema.
@@ -187,7 +188,7 @@ func TestMigration0010RegroupsOldPatterns(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	groups, err := s.JobErrorGroups(ctx, &engine.JobErrorGroupsParams{Filter: engine.Filter{States: []engine.State{engine.StateArchived}}, Limit: 10})
+	groups, err := s.JobErrorGroups(ctx, &backend.JobErrorGroupsParams{Filter: sluicetype.Filter{States: []sluicetype.State{sluicetype.StateArchived}}, Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}

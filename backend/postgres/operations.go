@@ -8,7 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Bulk operations: persisted, leased, applied batch by batch.
@@ -18,7 +19,7 @@ const operationColumns = `id, action, selector, status, created_by, created_at, 
 
 // opRow is an operations row: the operation and its runner's state.
 type opRow struct {
-	op      *engine.Operation
+	op      *sluicetype.Operation
 	cursor  string
 	holder  string
 	fence   int64
@@ -27,7 +28,7 @@ type opRow struct {
 
 func scanOperation(row pgx.Row) (*opRow, error) {
 	var r opRow
-	var op engine.Operation
+	var op sluicetype.Operation
 	var action, selector, status string
 	var created int64
 	var started, finished *int64
@@ -38,7 +39,7 @@ func scanOperation(row pgx.Row) (*opRow, error) {
 		return nil, err
 	}
 	op.Rate = int(rate)
-	op.Action, op.Status, op.CreatedAt = engine.Action(action), engine.OperationStatus(status), fromNanos(created)
+	op.Action, op.Status, op.CreatedAt = sluicetype.Action(action), sluicetype.OperationStatus(status), fromNanos(created)
 	op.StartedAt, op.FinishedAt = timePtr(started), timePtr(finished)
 	if err := json.Unmarshal([]byte(selector), &op.Selector); err != nil {
 		return nil, fmt.Errorf("operation %s: selector: %w", op.ID, err)
@@ -88,18 +89,18 @@ const (
 const defaultOperationLease = 30_000_000_000 // 30s in ns
 
 // OperationInsert persists a new pending operation created now.
-func (s *Store) OperationInsert(ctx context.Context, p *engine.OperationInsertParams) (*engine.Operation, error) {
+func (s *Store) OperationInsert(ctx context.Context, p *backend.OperationInsertParams) (*sluicetype.Operation, error) {
 	sel, err := json.Marshal(p.Selector)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: operation %s: selector: %w", p.ID, err)
 	}
-	var out *engine.Operation
+	var out *sluicetype.Operation
 	err = s.writeTx(ctx, func(tx *wtx) error {
 		tx.cursorsKept = true // an operation's own record: no job moves
 		r, err := scanOperation(tx.QueryRow(ctx, tx.q(sqlOperationInsert), p.ID, string(p.Action), string(sel),
 			p.CreatedBy, tx.nowNs, p.Matched, p.Rate))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("insert operation %s: %w: the id exists", p.ID, engine.ErrConflict)
+			return fmt.Errorf("insert operation %s: %w: the id exists", p.ID, sluicetype.ErrConflict)
 		}
 		if err != nil {
 			return fmt.Errorf("postgres: insert operation %s: %w", p.ID, err)
@@ -115,13 +116,13 @@ func (s *Store) OperationInsert(ctx context.Context, p *engine.OperationInsertPa
 }
 
 // OperationGet returns one operation or ErrNotFound.
-func (s *Store) OperationGet(ctx context.Context, p *engine.OperationGetParams) (*engine.Operation, error) {
+func (s *Store) OperationGet(ctx context.Context, p *backend.OperationGetParams) (*sluicetype.Operation, error) {
 	if s.closed.Load() {
-		return nil, engine.ErrClosed
+		return nil, sluicetype.ErrClosed
 	}
 	r, err := scanOperation(s.pool.QueryRow(ctx, s.sql(sqlOperationGet), p.ID))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("operation %s: %w", p.ID, engine.ErrNotFound)
+		return nil, fmt.Errorf("operation %s: %w", p.ID, sluicetype.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("postgres: operation %s: %w", p.ID, err)
@@ -130,13 +131,13 @@ func (s *Store) OperationGet(ctx context.Context, p *engine.OperationGetParams) 
 }
 
 // OperationList pages operations newest first by (created_at, id).
-func (s *Store) OperationList(ctx context.Context, p *engine.OperationListParams) ([]*engine.Operation, error) {
+func (s *Store) OperationList(ctx context.Context, p *backend.OperationListParams) ([]*sluicetype.Operation, error) {
 	if s.closed.Load() {
-		return nil, engine.ErrClosed
+		return nil, sluicetype.ErrClosed
 	}
 	limit := p.Limit
 	if limit <= 0 {
-		limit = engine.DefaultListLimit
+		limit = sluicetype.DefaultListLimit
 	}
 	q := `SELECT ` + operationColumns + ` FROM {s}.operations ORDER BY created_at DESC, id DESC LIMIT $1`
 	a := []any{limit}
@@ -150,7 +151,7 @@ func (s *Store) OperationList(ctx context.Context, p *engine.OperationListParams
 		return nil, fmt.Errorf("postgres: list operations: %w", err)
 	}
 	defer rows.Close()
-	var out []*engine.Operation
+	var out []*sluicetype.Operation
 	for rows.Next() {
 		r, err := scanOperation(rows)
 		if err != nil {
@@ -166,20 +167,20 @@ func (s *Store) OperationList(ctx context.Context, p *engine.OperationListParams
 
 // OperationCancel marks a pending or running operation cancelled; its
 // runner stops at its next batch, whose write is refused.
-func (s *Store) OperationCancel(ctx context.Context, p *engine.OperationCancelParams) (*engine.Operation, error) {
-	var out *engine.Operation
+func (s *Store) OperationCancel(ctx context.Context, p *backend.OperationCancelParams) (*sluicetype.Operation, error) {
+	var out *sluicetype.Operation
 	err := s.writeTx(ctx, func(tx *wtx) error {
 		tx.cursorsKept = true // an operation's own record: no job moves
 		r, err := scanOperation(tx.QueryRow(ctx, tx.q(sqlOperationCancel), p.ID, tx.nowNs, p.Message))
 		if errors.Is(err, pgx.ErrNoRows) {
 			cur, err := scanOperation(tx.QueryRow(ctx, tx.q(sqlOperationGet), p.ID))
 			if errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("cancel operation %s: %w", p.ID, engine.ErrNotFound)
+				return fmt.Errorf("cancel operation %s: %w", p.ID, sluicetype.ErrNotFound)
 			}
 			if err != nil {
 				return fmt.Errorf("postgres: cancel operation %s: %w", p.ID, err)
 			}
-			return fmt.Errorf("cancel operation %s: %w: it is %s", p.ID, engine.ErrWrongState, cur.op.Status)
+			return fmt.Errorf("cancel operation %s: %w: it is %s", p.ID, sluicetype.ErrWrongState, cur.op.Status)
 		}
 		if err != nil {
 			return fmt.Errorf("postgres: cancel operation %s: %w", p.ID, err)
@@ -196,12 +197,12 @@ func (s *Store) OperationCancel(ctx context.Context, p *engine.OperationCancelPa
 
 // OperationClaim leases the oldest pending or running operation whose
 // lease is free or expired to p.Holder (fence +1); nil when there is none.
-func (s *Store) OperationClaim(ctx context.Context, p *engine.OperationClaimParams) (*engine.OperationLease, error) {
+func (s *Store) OperationClaim(ctx context.Context, p *backend.OperationClaimParams) (*backend.OperationLease, error) {
 	ttl := int64(p.TTL)
 	if ttl <= 0 {
 		ttl = defaultOperationLease
 	}
-	var out *engine.OperationLease
+	var out *backend.OperationLease
 	err := s.writeTx(ctx, func(tx *wtx) error {
 		tx.cursorsKept = true // an operation's own record: no job moves
 		out = nil
@@ -217,7 +218,7 @@ func (s *Store) OperationClaim(ctx context.Context, p *engine.OperationClaimPara
 		if err != nil {
 			return fmt.Errorf("postgres: claim operation %s: %w", id, err)
 		}
-		out = &engine.OperationLease{Operation: r.op, Holder: r.holder, Fence: r.fence, Cursor: r.cursor}
+		out = &backend.OperationLease{Operation: r.op, Holder: r.holder, Fence: r.fence, Cursor: r.cursor}
 		return nil
 	})
 	if err != nil {
@@ -228,17 +229,17 @@ func (s *Store) OperationClaim(ctx context.Context, p *engine.OperationClaimPara
 
 // OperationFinish sets a running operation's status and error, fenced on
 // its lease.
-func (s *Store) OperationFinish(ctx context.Context, p *engine.OperationFinishParams) (*engine.Operation, error) {
-	var out *engine.Operation
+func (s *Store) OperationFinish(ctx context.Context, p *backend.OperationFinishParams) (*sluicetype.Operation, error) {
+	var out *sluicetype.Operation
 	err := s.writeTx(ctx, func(tx *wtx) error {
 		tx.cursorsKept = true // an operation's own record: no job moves
 		var finished *int64
-		if p.Status != engine.OperationRunning && p.Status != engine.OperationPending {
+		if p.Status != sluicetype.OperationRunning && p.Status != sluicetype.OperationPending {
 			finished = &tx.nowNs
 		}
 		r, err := scanOperation(tx.QueryRow(ctx, tx.q(sqlOperationFinish), p.ID, string(p.Status), finished, p.Error, p.Holder, p.Fence))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("operation %s: %w", p.ID, engine.ErrLeaseLost)
+			return fmt.Errorf("operation %s: %w", p.ID, sluicetype.ErrLeaseLost)
 		}
 		if err != nil {
 			return fmt.Errorf("postgres: operation %s: %w", p.ID, err)
@@ -262,10 +263,10 @@ func (s *Store) OperationFinish(ctx context.Context, p *engine.OperationFinishPa
 // events and counter deltas, and records the progress. A batch looks at
 // most Window jobs in id order. A selector of one state needs no lock:
 // the change itself tests the condition again (changeUnlocked).
-func (s *Store) OperationProcessBatch(ctx context.Context, p *engine.OperationProcessBatchParams) (*engine.OperationBatchResult, error) {
+func (s *Store) OperationProcessBatch(ctx context.Context, p *backend.OperationProcessBatchParams) (*backend.OperationBatchResult, error) {
 	limit := p.Limit
 	if limit <= 0 {
-		limit = engine.OperationBatch
+		limit = sluicetype.OperationBatch
 	}
 	window := max(p.Window, limit)
 	ttl := int64(p.TTL)
@@ -273,28 +274,28 @@ func (s *Store) OperationProcessBatch(ctx context.Context, p *engine.OperationPr
 		ttl = defaultOperationLease
 	}
 	if p.Spec.To == "" || len(p.Spec.From) == 0 || len(p.Selector.States) == 0 {
-		return nil, fmt.Errorf("operation %s: %w: a batch needs a spec and a selector narrowed to its states", p.ID, engine.ErrInvalid)
+		return nil, fmt.Errorf("operation %s: %w: a batch needs a spec and a selector narrowed to its states", p.ID, sluicetype.ErrInvalid)
 	}
-	var out *engine.OperationBatchResult
+	var out *backend.OperationBatchResult
 	err := s.writeTx(ctx, func(tx *wtx) error {
 		out = nil
 		r, err := scanOperation(tx.QueryRow(ctx, tx.q(sqlOperationGet+` FOR UPDATE`), p.ID))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("operation %s: %w", p.ID, engine.ErrNotFound)
+			return fmt.Errorf("operation %s: %w", p.ID, sluicetype.ErrNotFound)
 		}
 		if err != nil {
 			return fmt.Errorf("postgres: operation %s: %w", p.ID, err)
 		}
 		op := r.op
 		switch {
-		case op.Status == engine.OperationCancelled || op.Status == engine.OperationCompleted || op.Status == engine.OperationFailed:
-			out = &engine.OperationBatchResult{Operation: op, Cursor: r.cursor}
+		case op.Status == sluicetype.OperationCancelled || op.Status == sluicetype.OperationCompleted || op.Status == sluicetype.OperationFailed:
+			out = &backend.OperationBatchResult{Operation: op, Cursor: r.cursor}
 			return nil
-		case op.Status != engine.OperationRunning || r.holder != p.Holder || r.fence != p.Fence || r.cursor != p.After:
-			return fmt.Errorf("operation %s: %w", p.ID, engine.ErrLeaseLost)
+		case op.Status != sluicetype.OperationRunning || r.holder != p.Holder || r.fence != p.Fence || r.cursor != p.After:
+			return fmt.Errorf("operation %s: %w", p.ID, sluicetype.ErrLeaseLost)
 		}
 		b := batch{s: s, tx: tx, p: p, limit: limit, window: window,
-			unlocked: len(p.Selector.States) == 1 && !p.Spec.Has(engine.EffectDelete)}
+			unlocked: len(p.Selector.States) == 1 && !p.Spec.Has(backend.EffectDelete)}
 		if err := b.run(ctx); err != nil {
 			return fmt.Errorf("operation %s: %w", p.ID, err)
 		}
@@ -303,7 +304,7 @@ func (s *Store) OperationProcessBatch(ctx context.Context, p *engine.OperationPr
 		if err != nil {
 			return fmt.Errorf("postgres: operation %s: progress: %w", p.ID, err)
 		}
-		out = &engine.OperationBatchResult{Operation: r.op, Cursor: b.cursor, Exhausted: b.done, Refused: b.refused}
+		out = &backend.OperationBatchResult{Operation: r.op, Cursor: b.cursor, Exhausted: b.done, Refused: b.refused}
 		return nil
 	})
 	if err != nil {
@@ -316,7 +317,7 @@ func (s *Store) OperationProcessBatch(ctx context.Context, p *engine.OperationPr
 type batch struct {
 	s      *Store
 	tx     *wtx
-	p      *engine.OperationProcessBatchParams
+	p      *backend.OperationProcessBatchParams
 	limit  int
 	window int
 
@@ -414,7 +415,7 @@ func (b *batch) pickQuery(end *string) (string, []any, error) {
 	}
 	rng.add(chosen)
 	quarantined := "false"
-	if p.Spec.Refuses(engine.RefuseQuarantined) {
+	if p.Spec.Refuses(backend.RefuseQuarantined) {
 		quarantined = tx.q("fingerprint IN (SELECT fingerprint FROM {s}.fingerprints WHERE status = 'quarantined')")
 	}
 	q := tx.q("SELECT id, queue, state, fingerprint, "+quarantined+" FROM {s}.jobs WHERE ") + rng.sql() +
@@ -459,7 +460,7 @@ func (b *batch) apply(ctx context.Context, found []candidate, end *string) error
 	var taken []candidate
 	for _, c := range found {
 		if c.quarantined {
-			b.refused = append(b.refused, &engine.QuarantinedError{Verb: string(p.Spec.Action), ID: c.id, Fingerprint: c.fingerprint})
+			b.refused = append(b.refused, &sluicetype.QuarantinedError{Verb: string(p.Spec.Action), ID: c.id, Fingerprint: c.fingerprint})
 			continue
 		}
 		ids = append(ids, c.id)
@@ -470,10 +471,10 @@ func (b *batch) apply(ctx context.Context, found []candidate, end *string) error
 	}
 	counts := countDeltas{}
 	wake := map[string]bool{}
-	moved := func(queue string, from engine.State, n int64) {
+	moved := func(queue string, from sluicetype.State, n int64) {
 		counts.move(queue, from, p.Spec.To, n)
 		b.succeeded += n
-		if p.Spec.To == engine.StateAvailable {
+		if p.Spec.To == sluicetype.StateAvailable {
 			wake[queue] = true
 		}
 	}
@@ -491,7 +492,7 @@ func (b *batch) apply(ctx context.Context, found []candidate, end *string) error
 			return fmt.Errorf("postgres: %s jobs: %d rows changed, %d expected", p.Spec.Action, m, len(ids))
 		}
 		for _, c := range taken {
-			moved(c.queue, engine.State(c.state), 1)
+			moved(c.queue, sluicetype.State(c.state), 1)
 		}
 	}
 	if err := b.s.applyCounts(ctx, tx, counts); err != nil {
@@ -514,7 +515,7 @@ func (b *batch) apply(ctx context.Context, found []candidate, end *string) error
 //
 // A job picked and then changed by someone else is skipped, counted
 // neither succeeded nor failed: it is no longer the selector's.
-func (b *batch) changeUnlocked(ctx context.Context, ids []string, moved func(queue string, from engine.State, n int64)) error {
+func (b *batch) changeUnlocked(ctx context.Context, ids []string, moved func(queue string, from sluicetype.State, n int64)) error {
 	p, tx := b.p, b.tx
 	q, vals, err := b.unlockedQuery(ids)
 	if err != nil {
@@ -575,12 +576,12 @@ func (b *batch) unlockedQuery(ids []string) (string, []any, error) {
 func (b *batch) lockedQuery(ids []string) (string, []any) {
 	p, tx := b.p, b.tx
 	a := &args{}
-	if !p.Spec.Has(engine.EffectDelete) {
+	if !p.Spec.Has(backend.EffectDelete) {
 		a.vals = setArgs(p.Spec, tx.nowNs, nil)
 	}
 	in := idsIn(a, ids)
 	var change string
-	if p.Spec.Has(engine.EffectDelete) {
+	if p.Spec.Has(backend.EffectDelete) {
 		change = `DELETE FROM {s}.jobs WHERE ` + in
 	} else {
 		change = `UPDATE {s}.jobs SET ` + specSet(p.Spec) + ` WHERE ` + in

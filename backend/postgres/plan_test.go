@@ -12,7 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // planURL is the test server (pgtest cannot be imported here: it imports
@@ -90,14 +91,14 @@ func TestQueryPlans(t *testing.T) {
 	for i := range ids {
 		ids[i], leases[i], fences[i], cps[i] = fmt.Sprintf("j%06d", 1+i*37), "lease", 1, `{}`
 	}
-	listQ := func(p *engine.JobListParams) (string, []any) {
+	listQ := func(p *backend.JobListPageParams) (string, []any) {
 		q, a, err := s.jobListQuery(p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return q, a
 	}
-	arch := []engine.State{engine.StateArchived}
+	arch := []sluicetype.State{sluicetype.StateArchived}
 	fp := fmt.Sprintf("%x", md5.Sum([]byte("7")))
 	cases := []struct {
 		name string
@@ -138,37 +139,37 @@ func TestQueryPlans(t *testing.T) {
 		{"fingerprint record", s.sql(`SELECT ` + fingerprintColumns + ` FROM {s}.fingerprints f WHERE f.fingerprint = $1`),
 			[]any{fp}, ""},
 	}
-	q, a := listQ(&engine.JobListParams{Filter: engine.Filter{States: arch}, Limit: 51})
+	q, a := listQ(&backend.JobListPageParams{Filter: sluicetype.Filter{States: arch}, Limit: 51})
 	cases = append(cases, struct {
 		name, q string
 		args    []any
 		want    string
 	}{"list first page of a state", q, a, "jobs_state_changed"})
-	q, a = listQ(&engine.JobListParams{Filter: engine.Filter{Fingerprint: fp}, Limit: 51})
+	q, a = listQ(&backend.JobListPageParams{Filter: sluicetype.Filter{Fingerprint: fp}, Limit: 51})
 	cases = append(cases, struct {
 		name, q string
 		args    []any
 		want    string
 	}{"list a fingerprint's jobs", q, a, "job_fingerprints_pkey"})
-	q, a = listQ(&engine.JobListParams{Limit: 51})
+	q, a = listQ(&backend.JobListPageParams{Limit: 51})
 	cases = append(cases, struct {
 		name, q string
 		args    []any
 		want    string
 	}{"list first page of every state", q, a, "jobs_state_changed"})
-	q, a = listQ(&engine.JobListParams{Filter: engine.Filter{Payload: []engine.PathMatch{{Path: "user.id", Value: "7"}}}, Limit: 51})
+	q, a = listQ(&backend.JobListPageParams{Filter: sluicetype.Filter{Payload: []sluicetype.PathMatch{{Path: "user.id", Value: "7"}}}, Limit: 51})
 	cases = append(cases, struct {
 		name, q string
 		args    []any
 		want    string
 	}{"payload filter", q, a, ""})
-	q, a = listQ(&engine.JobListParams{Filter: engine.Filter{Payload: []engine.PathMatch{{Path: "n", Value: "12345"}}}, Limit: 51})
+	q, a = listQ(&backend.JobListPageParams{Filter: sluicetype.Filter{Payload: []sluicetype.PathMatch{{Path: "n", Value: "12345"}}}, Limit: 51})
 	cases = append(cases, struct {
 		name, q string
 		args    []any
 		want    string
 	}{"selective payload filter", q, a, "jobs_payload"})
-	q, a = listQ(&engine.JobListParams{Filter: engine.Filter{Meta: []engine.PathMatch{{Path: "tenant", Value: "t7"}}}, Limit: 51})
+	q, a = listQ(&backend.JobListPageParams{Filter: sluicetype.Filter{Meta: []sluicetype.PathMatch{{Path: "tenant", Value: "t7"}}}, Limit: 51})
 	cases = append(cases, struct {
 		name, q string
 		args    []any

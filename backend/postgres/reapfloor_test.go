@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
 )
 
 // insertRunning writes n running jobs of queue q, ids prefix000001…,
@@ -23,7 +23,7 @@ func insertRunning(t *testing.T, s *Store, prefix string, n int, age time.Durati
 
 func expiredIDs(t *testing.T, s *Store) []string {
 	t.Helper()
-	out, err := s.JobListExpiredLeases(context.Background(), &engine.JobListExpiredLeasesParams{Limit: 100})
+	out, err := s.JobListExpiredLeases(context.Background(), &backend.JobListExpiredLeasesParams{Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

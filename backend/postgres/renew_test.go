@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // TestRenewPassesLockedRowsBy: a renewal does not wait for a row another
@@ -30,23 +31,23 @@ func TestRenewPassesLockedRowsBy(t *testing.T) {
 	if _, err := held.Exec(ctx, s.sql(`SELECT 1 FROM {s}.jobs WHERE id = $1 FOR UPDATE`), jobs[0].ID); err != nil {
 		t.Fatal(err)
 	}
-	items := []engine.JobRef{
+	items := []backend.JobRef{
 		{ID: jobs[0].ID, LeaseID: jobs[0].Lease.ID, Fence: jobs[0].Fence},
 		{ID: jobs[1].ID, LeaseID: jobs[1].Lease.ID, Fence: jobs[1].Fence},
 		{ID: jobs[2].ID, LeaseID: "someone-else", Fence: jobs[2].Fence},
 	}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second) // a wait on the lock would hit it
 	defer cancel()
-	res, err := s.JobLeaseRenew(rctx, &engine.JobLeaseRenewParams{Items: items, LeaseDuration: time.Hour})
+	res, err := s.JobLeaseRenew(rctx, &backend.JobLeaseRenewParams{Items: items, LeaseDuration: time.Hour})
 	if err != nil {
 		t.Fatalf("renew: %v", err)
 	}
-	if !errors.Is(res[0], engine.ErrBusy) || res[1] != nil || !errors.Is(res[2], engine.ErrLeaseLost) {
+	if !errors.Is(res[0], sluicetype.ErrBusy) || res[1] != nil || !errors.Is(res[2], sluicetype.ErrLeaseLost) {
 		t.Fatalf("renew results %v, want busy, nil, lease lost", res)
 	}
 	expiry := func(id string) time.Time {
 		t.Helper()
-		j, err := s.JobGetByID(ctx, &engine.JobGetByIDParams{ID: id})
+		j, err := s.JobGetByID(ctx, &backend.JobGetByIDParams{ID: id})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +62,7 @@ func TestRenewPassesLockedRowsBy(t *testing.T) {
 	if err := held.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	res, err = s.JobLeaseRenew(ctx, &engine.JobLeaseRenewParams{Items: items[:1], LeaseDuration: time.Hour})
+	res, err = s.JobLeaseRenew(ctx, &backend.JobLeaseRenewParams{Items: items[:1], LeaseDuration: time.Hour})
 	if err != nil || res[0] != nil {
 		t.Fatalf("renew once free: %v %v", res, err)
 	}

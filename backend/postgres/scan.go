@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // The columns of a job row, in the order jobRow.dest reads them.
@@ -31,7 +31,7 @@ const (
 
 	// sqlWaitSummary stands in a listed row for its checkpoint: a
 	// scheduled job's wait without its children's ids, their count as
-	// total (engine.WaitSummary; JobList moves it to Job.Wait), NULL for
+	// total (sluicetype.WaitSummary; JobListPage moves it to Job.Wait), NULL for
 	// any other job. Only the page's scheduled rows read their checkpoint,
 	// and a page of parents does not carry every child id.
 	sqlWaitSummary = `CASE WHEN state = 'scheduled' THEN (checkpoint -> 'wait') - 'children' ||
@@ -106,8 +106,8 @@ func compact(b []byte) json.RawMessage {
 	return out.Bytes()
 }
 
-func (r *jobRow) job() (*engine.Job, error) {
-	j := &engine.Job{
+func (r *jobRow) job() (*sluicetype.Job, error) {
+	j := &sluicetype.Job{
 		ID:             r.id,
 		Queue:          r.queue,
 		Kind:           r.kind,
@@ -115,7 +115,7 @@ func (r *jobRow) job() (*engine.Job, error) {
 		SchemaVersion:  int(r.schemaVersion),
 		Metadata:       compact(r.metadata),
 		Priority:       int(r.priority),
-		State:          engine.State(r.state),
+		State:          sluicetype.State(r.state),
 		Attempt:        int(r.attempt),
 		MaxAttempts:    int(r.maxAttempts),
 		CrashAttempt:   int(r.crash),
@@ -129,7 +129,7 @@ func (r *jobRow) job() (*engine.Job, error) {
 		AttemptedBy:    r.attemptedBy,
 		StateChangedAt: fromNanos(r.stateChangedAt),
 		FinalizedAt:    timeOf(r.finalizedAt),
-		TerminalReason: engine.TerminalReason(r.reason),
+		TerminalReason: sluicetype.TerminalReason(r.reason),
 		Version:        r.version,
 		Checkpoint:     compact(r.checkpoint),
 		DeadLetterOf:   r.deadLetterOf,
@@ -148,7 +148,7 @@ func (r *jobRow) job() (*engine.Job, error) {
 		}
 	}
 	if r.leaseID.Valid {
-		j.Lease = &engine.Lease{ID: r.leaseID.String, WorkerID: r.leaseWorker.String, Fence: j.Fence}
+		j.Lease = &sluicetype.Lease{ID: r.leaseID.String, WorkerID: r.leaseWorker.String, Fence: j.Fence}
 		if r.leaseExpires.Valid {
 			j.Lease.ExpiresAt = fromNanos(r.leaseExpires.Int64)
 		}
@@ -166,7 +166,7 @@ func timeOf(n pgtype.Int8) *time.Time {
 }
 
 // scanJob reads one row of jobColumns (plus extra trailing columns).
-func scanJob(row pgx.Row, extra ...any) (*engine.Job, error) {
+func scanJob(row pgx.Row, extra ...any) (*sluicetype.Job, error) {
 	var r jobRow
 	if err := row.Scan(append(r.dest(), extra...)...); err != nil {
 		return nil, err
@@ -175,12 +175,12 @@ func scanJob(row pgx.Row, extra ...any) (*engine.Job, error) {
 }
 
 // collectJobs reads every row of jobColumns.
-func collectJobs(rows pgx.Rows, err error) ([]*engine.Job, error) {
+func collectJobs(rows pgx.Rows, err error) ([]*sluicetype.Job, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []*engine.Job
+	var out []*sluicetype.Job
 	var r jobRow
 	dest := r.dest()
 	for rows.Next() {
@@ -197,7 +197,7 @@ func collectJobs(rows pgx.Rows, err error) ([]*engine.Job, error) {
 	return out, rows.Err()
 }
 
-func stateNames(states []engine.State) []string {
+func stateNames(states []sluicetype.State) []string {
 	out := make([]string, len(states))
 	for i, st := range states {
 		out[i] = string(st)

@@ -1,4 +1,4 @@
-// Package postgres is engine.Store on PostgreSQL through pgx/v5 (pgxpool),
+// Package postgres is backend.Store on PostgreSQL through pgx/v5 (pgxpool),
 // for workers on many machines sharing one database.
 //
 // A store lives in one schema of a database (?schema= in the URL, default
@@ -72,8 +72,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Options tune a Store. The zero value opens an existing, up-to-date
@@ -132,7 +133,7 @@ const DefaultApplicationName = "sluice"
 
 var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
-// Store is engine.Store on one schema of a PostgreSQL database.
+// Store is backend.Store on one schema of a PostgreSQL database.
 type Store struct {
 	url      string // redacted, for messages
 	schema   string
@@ -172,7 +173,7 @@ type Store struct {
 	noNotify bool
 }
 
-var _ engine.Store = (*Store)(nil)
+var _ backend.Store = (*Store)(nil)
 
 // config is a parsed store URL.
 type config struct {
@@ -193,23 +194,23 @@ type config struct {
 func parseURL(raw string) (*config, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: %w: store url: %s", engine.ErrInvalid, redact.ParseError(err))
+		return nil, fmt.Errorf("postgres: %w: store url: %s", sluicetype.ErrInvalid, redact.ParseError(err))
 	}
 	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
-		return nil, fmt.Errorf("postgres: %w: %q is not a postgres:// url", engine.ErrInvalid, redact.URL(raw))
+		return nil, fmt.Errorf("postgres: %w: %q is not a postgres:// url", sluicetype.ErrInvalid, redact.URL(raw))
 	}
 	c := &config{schema: DefaultSchema, redacted: redact.URL(raw)}
 	// u.Query drops a malformed pair without a word; a parameter the
 	// user wrote must not vanish, so the query is parsed strictly.
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: %w: store url query: %s", engine.ErrInvalid, redact.ParseError(err))
+		return nil, fmt.Errorf("postgres: %w: store url query: %s", sluicetype.ErrInvalid, redact.ParseError(err))
 	}
 	if v := q.Get("schema"); v != "" {
 		c.schema = v
 	}
 	if !schemaName.MatchString(c.schema) {
-		return nil, fmt.Errorf("postgres: %w: schema %q: want lower-case letters, digits and _", engine.ErrInvalid, c.schema)
+		return nil, fmt.Errorf("postgres: %w: schema %q: want lower-case letters, digits and _", sluicetype.ErrInvalid, c.schema)
 	}
 	c.listenURL = q.Get("listen_url")
 	switch v := q.Get("migrate"); v {
@@ -217,7 +218,7 @@ func parseURL(raw string) (*config, error) {
 	case "1", "true":
 		c.migrate = true
 	default:
-		return nil, fmt.Errorf("postgres: %w: migrate=%q: want true or false", engine.ErrInvalid, v)
+		return nil, fmt.Errorf("postgres: %w: migrate=%q: want true or false", sluicetype.ErrInvalid, v)
 	}
 	if v := q.Get("archive_queues"); v != "" {
 		c.archiveQueues = strings.Split(v, ",")
@@ -225,7 +226,7 @@ func parseURL(raw string) (*config, error) {
 	if v := q.Get("archive_retention"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
-			return nil, fmt.Errorf("postgres: %w: archive_retention=%q: want a duration such as 2160h", engine.ErrInvalid, v)
+			return nil, fmt.Errorf("postgres: %w: archive_retention=%q: want a duration such as 2160h", sluicetype.ErrInvalid, v)
 		}
 		c.archiveRetention = d
 	}
@@ -234,7 +235,7 @@ func parseURL(raw string) (*config, error) {
 	case "0", "false":
 		c.noNotify = true
 	default:
-		return nil, fmt.Errorf("postgres: %w: notify=%q: want true or false", engine.ErrInvalid, v)
+		return nil, fmt.Errorf("postgres: %w: notify=%q: want true or false", sluicetype.ErrInvalid, v)
 	}
 	c.claimCursorAfter = claimSlowFull
 	switch v := q.Get("claim_cursor"); v {
@@ -244,7 +245,7 @@ func parseURL(raw string) (*config, error) {
 	default:
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
-			return nil, fmt.Errorf("postgres: %w: claim_cursor=%q: want a duration such as 25ms, or off", engine.ErrInvalid, v)
+			return nil, fmt.Errorf("postgres: %w: claim_cursor=%q: want a duration such as 25ms, or off", sluicetype.ErrInvalid, v)
 		}
 		c.claimCursorAfter = d
 	}
@@ -257,7 +258,7 @@ func parseURL(raw string) (*config, error) {
 	u.RawQuery = q.Encode()
 	pc, err := pgxpool.ParseConfig(u.String())
 	if err != nil {
-		return nil, fmt.Errorf("postgres: %w: store url %s: %v", engine.ErrInvalid, c.redacted, err)
+		return nil, fmt.Errorf("postgres: %w: store url %s: %v", sluicetype.ErrInvalid, c.redacted, err)
 	}
 	// Generic plans for the store's prepared statements: the claim and the
 	// completion are large statements whose planning (about 2-3 ms on the
@@ -370,7 +371,7 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 func (s *Store) Backend() string { return "postgres" }
 
 // Close releases the store's connections. Calls after Close fail with
-// engine.ErrClosed.
+// sluicetype.ErrClosed.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
@@ -395,7 +396,7 @@ const sqlNow = `(extract(epoch FROM clock_timestamp()) * 1000000000)::bigint`
 // Now is the store's clock: the server's.
 func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	if s.closed.Load() {
-		return time.Time{}, engine.ErrClosed
+		return time.Time{}, sluicetype.ErrClosed
 	}
 	var n int64
 	if err := s.pool.QueryRow(ctx, `SELECT `+sqlNow).Scan(&n); err != nil {
@@ -465,7 +466,7 @@ func (s *Store) writeTx(ctx context.Context, fn func(tx *wtx) error) error {
 
 func (s *Store) writeTxOnce(ctx context.Context, fn func(tx *wtx) error) error {
 	if s.closed.Load() {
-		return engine.ErrClosed
+		return sluicetype.ErrClosed
 	}
 	fn = s.idempotent(ctx, fn)
 	if ctl, ok := ctx.Value(callerTxKey{}).(pgx.Tx); ok {
@@ -478,7 +479,7 @@ func (s *Store) writeTxOnce(ctx context.Context, fn func(tx *wtx) error) error {
 			sp.Rollback(ctx)
 			return err
 		}
-		engine.BeforeCommit(ctx)
+		backend.BeforeCommit(ctx)
 		if err := sp.Commit(ctx); err != nil {
 			return fmt.Errorf("postgres: release savepoint: %w", err)
 		}
@@ -492,7 +493,7 @@ func (s *Store) writeTxOnce(ctx context.Context, fn func(tx *wtx) error) error {
 		}
 		w, err := s.runTx(ctx, tx, fn)
 		if err == nil {
-			engine.BeforeCommit(ctx)
+			backend.BeforeCommit(ctx)
 			if err = tx.Commit(ctx); err == nil {
 				s.wrote(w)
 				return nil
@@ -508,8 +509,8 @@ func (s *Store) writeTxOnce(ctx context.Context, fn func(tx *wtx) error) error {
 	}
 }
 
-// CallsBeforeCommit: every transaction calls engine.BeforeCommit before
-// its commit (engine.CommitHooker). A single-statement write (s.single)
+// CallsBeforeCommit: every transaction calls backend.BeforeCommit before
+// its commit (backend.CommitHooker). A single-statement write (s.single)
 // has no such point: it commits as the statement ends.
 func (s *Store) CallsBeforeCommit() {}
 
@@ -533,15 +534,15 @@ func (s *Store) runTx(ctx context.Context, tx pgx.Tx, fn func(*wtx) error) (*wtx
 // refused marks the server's refusal of the data itself (SQLSTATE class
 // 22: a NUL or invalid UTF-8 in text or jsonb, a value out of range) or
 // of a statement a caller's filter made too big for it (class 54: stack
-// depth, too many arguments) as engine.ErrInvalid: the request is at
+// depth, too many arguments) as sluicetype.ErrInvalid: the request is at
 // fault, not the store, so no outage opens and the API answers 400
 // rather than 503. The engine refuses such
 // input before it gets here (engine/text.go); this covers what it did not
 // foresee.
 func refused(err error) error {
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "22") || strings.HasPrefix(pe.Code, "54")) && !errors.Is(err, engine.ErrInvalid) {
-		return fmt.Errorf("%w: %w", engine.ErrInvalid, err)
+	if errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "22") || strings.HasPrefix(pe.Code, "54")) && !errors.Is(err, sluicetype.ErrInvalid) {
+		return fmt.Errorf("%w: %w", sluicetype.ErrInvalid, err)
 	}
 	return err
 }
@@ -562,9 +563,9 @@ func retryable(err error) bool {
 // still hold.
 func (s *Store) single(ctx context.Context, fn func(q querier) error) error {
 	if s.closed.Load() {
-		return engine.ErrClosed
+		return sluicetype.ErrClosed
 	}
-	_, keyed := engine.IdempotencyWriteFrom(ctx)
+	_, keyed := backend.IdempotencyWriteFrom(ctx)
 	if _, ok := ctx.Value(callerTxKey{}).(pgx.Tx); ok || keyed {
 		return s.writeTx(ctx, func(tx *wtx) error { return fn(tx) })
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // TestParseURLClaimCursor: claim_cursor takes a duration or off, is taken
@@ -28,7 +28,7 @@ func TestParseURLClaimCursor(t *testing.T) {
 	} {
 		c, err := parseURL("postgres://u@127.0.0.1:5432/test?schema=s" + tc.param)
 		if tc.bad {
-			if !errors.Is(err, engine.ErrInvalid) {
+			if !errors.Is(err, sluicetype.ErrInvalid) {
 				t.Errorf("%q: err %v, want ErrInvalid", tc.param, err)
 			}
 			continue

@@ -7,11 +7,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Waits: the signals buffered for waiting workflows and the fenced wake
-// of a waiting job (engine.WaitStore).
+// of a waiting job (backend.WaitStore).
 
 const (
 	// The row lock orders a signal against a finish writing the job's
@@ -37,8 +38,8 @@ const (
 )
 
 // SignalSend buffers one signal for a job.
-func (s *Store) SignalSend(ctx context.Context, p *engine.SignalSendParams) (*engine.Signal, error) {
-	var out *engine.Signal
+func (s *Store) SignalSend(ctx context.Context, p *backend.SignalSendParams) (*sluicetype.Signal, error) {
+	var out *sluicetype.Signal
 	err := s.writeTx(ctx, func(tx *wtx) error {
 		var state string
 		lock := sqlSignalJobState
@@ -47,19 +48,19 @@ func (s *Store) SignalSend(ctx context.Context, p *engine.SignalSendParams) (*en
 		}
 		err := tx.QueryRow(ctx, tx.q(lock), p.JobID).Scan(&state)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("job %s: %w", p.JobID, engine.ErrNotFound)
+			return fmt.Errorf("job %s: %w", p.JobID, sluicetype.ErrNotFound)
 		}
 		if err != nil {
 			return fmt.Errorf("postgres: signal job %s: %w", p.JobID, err)
 		}
-		if engine.State(state).Terminal() {
-			return &engine.StateError{Action: "signal", ID: p.JobID, State: engine.State(state), Allowed: engine.SignalStates()}
+		if sluicetype.State(state).Terminal() {
+			return &sluicetype.StateError{Action: "signal", ID: p.JobID, State: sluicetype.State(state), Allowed: backend.SignalStates()}
 		}
 		var seq int64
 		if err := tx.QueryRow(ctx, tx.q(sqlSignalInsert), p.JobID, p.Name, string(p.Payload), tx.nowNs).Scan(&seq); err != nil {
 			return fmt.Errorf("postgres: signal job %s: %w", p.JobID, err)
 		}
-		out = &engine.Signal{JobID: p.JobID, Name: p.Name, Seq: seq, Payload: p.Payload, SentAt: tx.now}
+		out = &sluicetype.Signal{JobID: p.JobID, Name: p.Name, Seq: seq, Payload: p.Payload, SentAt: tx.now}
 		if p.Wake == nil {
 			return nil
 		}
@@ -74,18 +75,18 @@ func (s *Store) SignalSend(ctx context.Context, p *engine.SignalSendParams) (*en
 }
 
 // SignalList returns a job's buffered signals, oldest first.
-func (s *Store) SignalList(ctx context.Context, p *engine.SignalListParams) ([]*engine.Signal, error) {
+func (s *Store) SignalList(ctx context.Context, p *backend.SignalListParams) ([]*sluicetype.Signal, error) {
 	if s.closed.Load() {
-		return nil, engine.ErrClosed
+		return nil, sluicetype.ErrClosed
 	}
 	rows, err := s.pool.Query(ctx, s.sql(sqlSignalList), p.JobID, p.Name)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list signals of job %s: %w", p.JobID, err)
 	}
 	defer rows.Close()
-	var out []*engine.Signal
+	var out []*sluicetype.Signal
 	for rows.Next() {
-		var sg engine.Signal
+		var sg sluicetype.Signal
 		var payload string
 		var at int64
 		if err := rows.Scan(&sg.Seq, &sg.JobID, &sg.Name, &payload, &at); err != nil {
@@ -103,28 +104,28 @@ func (s *Store) SignalList(ctx context.Context, p *engine.SignalListParams) ([]*
 
 // SignalConsume takes one signal and writes the checkpoint under the
 // lease, in one transaction.
-func (s *Store) SignalConsume(ctx context.Context, p *engine.SignalConsumeParams) error {
+func (s *Store) SignalConsume(ctx context.Context, p *backend.SignalConsumeParams) error {
 	return s.writeTx(ctx, func(tx *wtx) error {
 		tag, err := tx.Exec(ctx, tx.q(sqlSignalCheckpoint), p.ID, p.LeaseID, p.Fence, string(p.Checkpoint))
 		if err != nil {
 			return fmt.Errorf("postgres: take signal of job %s: %w", p.ID, err)
 		}
 		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("take signal of job %s: %w", p.ID, engine.ErrLeaseLost)
+			return fmt.Errorf("take signal of job %s: %w", p.ID, sluicetype.ErrLeaseLost)
 		}
 		tag, err = tx.Exec(ctx, tx.q(sqlSignalDelete), p.Seq, p.ID, p.Name)
 		if err != nil {
 			return fmt.Errorf("postgres: take signal of job %s: %w", p.ID, err)
 		}
 		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("signal %q #%d of job %s: %w", p.Name, p.Seq, p.ID, engine.ErrNotFound)
+			return fmt.Errorf("signal %q #%d of job %s: %w", p.Name, p.Seq, p.ID, sluicetype.ErrNotFound)
 		}
 		return nil
 	})
 }
 
 // JobWake moves a job still in From at Fence to To, scheduled now.
-func (s *Store) JobWake(ctx context.Context, p *engine.JobWakeParams) (bool, error) {
+func (s *Store) JobWake(ctx context.Context, p *backend.JobWakeParams) (bool, error) {
 	moved := false
 	err := s.writeTx(ctx, func(tx *wtx) error {
 		var err error
@@ -138,7 +139,7 @@ func (s *Store) JobWake(ctx context.Context, p *engine.JobWakeParams) (bool, err
 }
 
 // wake is JobWake's write inside tx; it reports whether the job moved.
-func (s *Store) wake(ctx context.Context, tx *wtx, p *engine.JobWakeParams) (bool, error) {
+func (s *Store) wake(ctx context.Context, tx *wtx, p *backend.JobWakeParams) (bool, error) {
 	var queue string
 	err := tx.QueryRow(ctx, tx.q(sqlWake), p.ID, string(p.From), p.Fence, string(p.To), tx.nowNs).Scan(&queue)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -8,10 +8,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/backendtest"
 	"github.com/sluicehq/sluice/backend/postgres"
 	"github.com/sluicehq/sluice/backend/postgres/pgtest"
-	"github.com/sluicehq/sluice/engine"
 )
 
 // TestEngineWakeupsAcrossStores: two engines on two stores of one schema;
@@ -54,11 +54,11 @@ func TestFaultEngineListenerKilled(t *testing.T) {
 func TestNoListenDeclaresNoWakeups(t *testing.T) {
 	t.Parallel()
 	a := pgtest.New(t)
-	if !engine.Declares(a, engine.CapabilityWakeups) {
+	if !backend.Declares(a, backend.CapabilityWakeups) {
 		t.Fatal("a listening store declares no wake-ups")
 	}
 	b := pgtest.Open(t, pgtest.URL(t, a), postgres.Options{NoListen: true})
-	if engine.Declares(b, engine.CapabilityWakeups) {
+	if backend.Declares(b, backend.CapabilityWakeups) {
 		t.Fatal("a NoListen store declares wake-ups")
 	}
 }

@@ -7,7 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Workflows: step checkpoints under the lease, the dead-letter route
@@ -53,7 +54,7 @@ var (
 
 // JobCheckpoint replaces running jobs' checkpoints under their leases, in
 // one statement; each item is fenced on its own.
-func (s *Store) JobCheckpoint(ctx context.Context, p *engine.JobCheckpointParams) ([]error, error) {
+func (s *Store) JobCheckpoint(ctx context.Context, p *backend.JobCheckpointParams) ([]error, error) {
 	out := make([]error, len(p.Items))
 	if len(p.Items) == 0 {
 		return out, nil
@@ -85,7 +86,7 @@ func (s *Store) JobCheckpoint(ctx context.Context, p *engine.JobCheckpointParams
 	}
 	for i, it := range p.Items {
 		if !written[refKey{it.ID, it.LeaseID, it.Fence}] {
-			out[i] = fmt.Errorf("checkpoint job %s: %w", it.ID, engine.ErrLeaseLost)
+			out[i] = fmt.Errorf("checkpoint job %s: %w", it.ID, sluicetype.ErrLeaseLost)
 		}
 	}
 	return out, nil
@@ -93,7 +94,7 @@ func (s *Store) JobCheckpoint(ctx context.Context, p *engine.JobCheckpointParams
 
 // finishCheckpoint writes a finish plan's checkpoint, before the row's
 // update so that the job it returns carries it.
-func finishCheckpoint(ctx context.Context, tx *wtx, p *engine.JobFinishParams) error {
+func finishCheckpoint(ctx context.Context, tx *wtx, p *backend.JobFinishParams) error {
 	if p.Checkpoint == nil {
 		return nil
 	}
@@ -111,14 +112,14 @@ func finishCheckpoint(ctx context.Context, tx *wtx, p *engine.JobFinishParams) e
 // finishDeadLetter applies a finish plan's dead-letter route in the
 // death's transaction: insert the dead-letter job, or retry it when it
 // exists and is terminal. It returns the queue that got work ("" none).
-func finishDeadLetter(ctx context.Context, tx *wtx, p *engine.JobFinishParams, counts countDeltas) (string, error) {
+func finishDeadLetter(ctx context.Context, tx *wtx, p *backend.JobFinishParams, counts countDeltas) (string, error) {
 	return writeDeadLetter(ctx, tx, p.ID, p.DeadLetter, counts)
 }
 
 // claimTx runs a claim's statement fn on its own (single) when the plan
 // routes no deadline death; else in one transaction with the routes of
 // the deaths it wrote in res.Dead, so that no death is left unrouted.
-func (s *Store) claimTx(ctx context.Context, pd *engine.ClaimDeadlineWrite, res *engine.JobClaimResult, fn func(q querier) error) error {
+func (s *Store) claimTx(ctx context.Context, pd *backend.ClaimDeadlineWrite, res *backend.JobClaimResult, fn func(q querier) error) error {
 	if pd.DeadLetter == nil {
 		return s.single(ctx, fn)
 	}
@@ -133,14 +134,14 @@ func (s *Store) claimTx(ctx context.Context, pd *engine.ClaimDeadlineWrite, res 
 // claimDeadLetters routes a claim's deadline deaths as the plan's routes
 // say. A death whose route cannot be built (DeadLetterFor refuses it)
 // stays archived unrouted rather than failing every claim of the queue.
-func (s *Store) claimDeadLetters(ctx context.Context, tx *wtx, pd *engine.ClaimDeadlineWrite, dead []*engine.Job) error {
+func (s *Store) claimDeadLetters(ctx context.Context, tx *wtx, pd *backend.ClaimDeadlineWrite, dead []*sluicetype.Job) error {
 	if len(dead) == 0 {
 		return nil
 	}
 	counts := countDeltas{}
 	woke := map[string]bool{}
 	for _, j := range dead {
-		d, err := engine.DeadLetterFor(pd.DeadLetter.For(j.Kind), j, pd.LastError, pd.Reason)
+		d, err := backend.DeadLetterFor(pd.DeadLetter.For(j.Kind), j, pd.LastError, pd.Reason)
 		if err != nil {
 			continue
 		}
@@ -163,7 +164,7 @@ func (s *Store) claimDeadLetters(ctx context.Context, tx *wtx, pd *engine.ClaimD
 
 // writeDeadLetter writes the route d of the death of job id. It returns
 // the queue that got work ("" none).
-func writeDeadLetter(ctx context.Context, tx *wtx, id string, d *engine.DeadLetterWrite, counts countDeltas) (string, error) {
+func writeDeadLetter(ctx context.Context, tx *wtx, id string, d *backend.DeadLetterWrite, counts countDeltas) (string, error) {
 	if d == nil || d.Job == nil {
 		return "", nil
 	}
@@ -173,9 +174,9 @@ func writeDeadLetter(ctx context.Context, tx *wtx, id string, d *engine.DeadLett
 	err := tx.QueryRow(ctx, tx.q(sqlDeadLetterRead), jp.ID).Scan(&state, &attempt)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		st := engine.StateAvailable
+		st := sluicetype.StateAvailable
 		if jp.Delay > 0 {
-			st = engine.StateScheduled
+			st = sluicetype.StateScheduled
 		}
 		var meta *string
 		if len(jp.Metadata) > 0 {
@@ -193,24 +194,24 @@ func writeDeadLetter(ctx context.Context, tx *wtx, id string, d *engine.DeadLett
 			return "", fmt.Errorf("postgres: dead job %s: insert dead letter %s: %w", id, jp.ID, err)
 		}
 		counts.move(jp.Queue, "", st, 1)
-		if st == engine.StateAvailable {
+		if st == sluicetype.StateAvailable {
 			return jp.Queue, nil
 		}
 		return "", nil
 	case err != nil:
 		return "", fmt.Errorf("postgres: dead job %s: read dead letter %s: %w", id, jp.ID, err)
 	}
-	if !engine.State(state).Terminal() {
+	if !sluicetype.State(state).Terminal() {
 		return "", nil
 	}
 	var queue string
 	if err := tx.QueryRow(ctx, tx.q(sqlDeadLetterRetry), jp.ID, string(jp.Payload), jp.Fingerprint, tx.nowNs, id).Scan(&queue); err != nil {
 		return "", fmt.Errorf("postgres: dead job %s: retry dead letter %s: %w", id, jp.ID, err)
 	}
-	counts.move(queue, engine.State(state), engine.StateAvailable, 1)
+	counts.move(queue, sluicetype.State(state), sluicetype.StateAvailable, 1)
 	ev := d.RetryEvent
 	if _, err := tx.Exec(ctx, tx.q(sqlInsertEvent), jp.ID, string(ev.Kind), tx.nowNs, ev.Actor,
-		state, string(engine.StateAvailable), attempt, ev.Message); err != nil {
+		state, string(sluicetype.StateAvailable), attempt, ev.Message); err != nil {
 		return "", fmt.Errorf("postgres: dead job %s: retry dead letter %s: event: %w", id, jp.ID, err)
 	}
 	return queue, nil
@@ -218,18 +219,18 @@ func writeDeadLetter(ctx context.Context, tx *wtx, id string, d *engine.DeadLett
 
 // JobFork inserts the replay of a terminal job from a step and records the
 // fork on the original, which the replay supersedes, in one transaction.
-func (s *Store) JobFork(ctx context.Context, p *engine.JobForkParams) (*engine.Job, error) {
-	var out *engine.Job
+func (s *Store) JobFork(ctx context.Context, p *backend.JobForkParams) (*sluicetype.Job, error) {
+	var out *sluicetype.Job
 	err := s.writeTx(ctx, func(tx *wtx) error {
 		r, err := readActionRow(ctx, tx, p.ID)
 		if err != nil {
 			return err
 		}
 		if !r.state.Terminal() {
-			return &engine.StateError{Action: "replay from step", ID: p.ID, State: r.state, Allowed: engine.TerminalStates()}
+			return &sluicetype.StateError{Action: "replay from step", ID: p.ID, State: r.state, Allowed: sluicetype.TerminalStates()}
 		}
 		if r.version != p.Version {
-			return fmt.Errorf("replay job %s: %w: it changed since it was read (version %d, now %d)", p.ID, engine.ErrConflict, p.Version, r.version)
+			return fmt.Errorf("replay job %s: %w: it changed since it was read (version %d, now %d)", p.ID, sluicetype.ErrConflict, p.Version, r.version)
 		}
 		if r.fingerprint != "" {
 			var q bool
@@ -237,7 +238,7 @@ func (s *Store) JobFork(ctx context.Context, p *engine.JobForkParams) (*engine.J
 				return fmt.Errorf("postgres: replay job %s: %w", p.ID, err)
 			}
 			if q {
-				return &engine.QuarantinedError{Verb: "replay", ID: p.ID, Fingerprint: r.fingerprint}
+				return &sluicetype.QuarantinedError{Verb: "replay", ID: p.ID, Fingerprint: r.fingerprint}
 			}
 		}
 		tag, err := tx.Exec(ctx, tx.q(sqlInsertForkCopy), p.ID, p.NewID, tx.nowNs, string(p.Checkpoint))
@@ -245,7 +246,7 @@ func (s *Store) JobFork(ctx context.Context, p *engine.JobForkParams) (*engine.J
 			return fmt.Errorf("postgres: replay job %s: %w", p.ID, err)
 		}
 		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("replay job %s: %w: job %s exists", p.ID, engine.ErrConflict, p.NewID)
+			return fmt.Errorf("replay job %s: %w: job %s exists", p.ID, sluicetype.ErrConflict, p.NewID)
 		}
 		if _, err := tx.Exec(ctx, tx.q(sqlForkOriginal), p.ID, string(p.OriginalCheckpoint), p.NewID); err != nil {
 			return fmt.Errorf("postgres: replay job %s: %w", p.ID, err)
@@ -265,7 +266,7 @@ const sqlStepCrash = `INSERT INTO {s}.fingerprint_step_crashes (fingerprint, ste
 
 // finishStepCrash counts a crash inside a workflow step against its
 // (fingerprint, step), in the crash's transaction.
-func finishStepCrash(ctx context.Context, tx *wtx, p *engine.JobFinishParams) error {
+func finishStepCrash(ctx context.Context, tx *wtx, p *backend.JobFinishParams) error {
 	f := p.Fingerprint
 	if f == nil || f.Fingerprint == "" || f.StepCrash == "" {
 		return nil
@@ -277,12 +278,12 @@ func finishStepCrash(ctx context.Context, tx *wtx, p *engine.JobFinishParams) er
 }
 
 // addStepCrashes fills each record's StepCrashes from the stored counts.
-func (s *Store) addStepCrashes(ctx context.Context, fps []*engine.Fingerprint) error {
+func (s *Store) addStepCrashes(ctx context.Context, fps []*sluicetype.Fingerprint) error {
 	if len(fps) == 0 {
 		return nil
 	}
 	names := make([]string, len(fps))
-	by := make(map[string]*engine.Fingerprint, len(fps))
+	by := make(map[string]*sluicetype.Fingerprint, len(fps))
 	for i, f := range fps {
 		names[i] = f.Fingerprint
 		by[f.Fingerprint] = f

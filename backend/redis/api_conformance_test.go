@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/backendtest"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // TestAPIConformance runs the Control checks of the conformance suite
@@ -18,7 +20,7 @@ func TestAPIConformance(t *testing.T) {
 	redistest.ServerURL(t)
 	backendtest.RunControl(t, backendtest.Harness{
 		Name:     "redis-via-api",
-		NewStore: func(t testing.TB) engine.Store { return redistest.New(t) },
+		NewStore: func(t testing.TB) backend.Store { return redistest.New(t) },
 		Control: func(t testing.TB, e *engine.Engine) engine.Control {
 			srv := httptest.NewServer(api.NewServer(e, api.ServerOptions{Heartbeat: time.Second}))
 			t.Cleanup(srv.Close)
@@ -34,13 +36,13 @@ func TestLocalAPIConformance(t *testing.T) {
 	redistest.ServerURL(t)
 	backendtest.RunControl(t, backendtest.Harness{
 		Name:     "redis-via-local-api",
-		NewStore: func(t testing.TB) engine.Store { return redistest.New(t) },
+		NewStore: func(t testing.TB) backend.Store { return redistest.New(t) },
 		Control: func(t testing.TB, e *engine.Engine) engine.Control {
 			srv := api.NewServer(e, api.ServerOptions{
 				Heartbeat: time.Second,
-				Tokens:    map[string]api.Identity{"a-token-nobody-sends-0123456789": {Name: "other", Role: engine.RoleViewer}},
+				Tokens:    map[string]api.Identity{"a-token-nobody-sends-0123456789": {Name: "other", Role: sluicetype.RoleViewer}},
 			})
-			return srv.Local(api.Identity{Name: "maya", Role: engine.RoleAdmin}, api.ClientOptions{Timeout: 20 * time.Second})
+			return srv.Local(api.Identity{Name: "maya", Role: sluicetype.RoleAdmin}, api.ClientOptions{Timeout: 20 * time.Second})
 		},
 	})
 }

@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // archivedStore fills a fresh namespace with n archived jobs over ten
@@ -39,14 +40,14 @@ func archive(tb testing.TB, s *redis.Store, n int) {
 			j.Kind = fmt.Sprintf("k%d", (i+k)%10)
 			j.Deadline = &past
 		}
-		if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: js}); err != nil {
+		if _, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: js}); err != nil {
 			tb.Fatal(err)
 		}
 		const msg = "deadline passed before the job ran"
-		if _, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: "default", WorkerID: "w", LeaseID: "l",
-			PastDeadline: engine.ClaimDeadlineWrite{To: engine.StateArchived, Reason: engine.ReasonDeadlineExceeded,
-				LastError: msg, Pattern: msg, Event: engine.EventWrite{Kind: engine.EventArchived, From: engine.StateAvailable,
-					To: engine.StateArchived, Message: msg}}}); err != nil {
+		if _, err := s.JobClaim(ctx, &backend.JobClaimParams{Queue: "default", WorkerID: "w", LeaseID: "l",
+			PastDeadline: backend.ClaimDeadlineWrite{To: sluicetype.StateArchived, Reason: sluicetype.ReasonDeadlineExceeded,
+				LastError: msg, Pattern: msg, Event: backend.EventWrite{Kind: sluicetype.EventArchived, From: sluicetype.StateAvailable,
+					To: sluicetype.StateArchived, Message: msg}}}); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -82,10 +83,10 @@ func BenchmarkArchivedReads(b *testing.B) {
 	n := archivedCount()
 	s := archivedStore(b, n)
 	ctx := context.Background()
-	arch := engine.Filter{States: []engine.State{engine.StateArchived}}
+	arch := sluicetype.Filter{States: []sluicetype.State{sluicetype.StateArchived}}
 	b.Run("FirstPage", func(b *testing.B) {
 		for b.Loop() {
-			js, err := s.JobList(ctx, &engine.JobListParams{Filter: arch, Limit: 50})
+			js, err := s.JobListPage(ctx, &backend.JobListPageParams{Filter: arch, Limit: 50})
 			if err != nil || len(js) != 50 {
 				b.Fatal(len(js), err)
 			}
@@ -93,7 +94,7 @@ func BenchmarkArchivedReads(b *testing.B) {
 	})
 	b.Run("Count", func(b *testing.B) {
 		for b.Loop() {
-			c, _, err := s.JobCount(ctx, &engine.JobCountParams{Filter: arch})
+			c, _, err := s.JobCountMatching(ctx, &backend.JobCountMatchingParams{Filter: arch})
 			if err != nil || c != int64(n) {
 				b.Fatal(c, err)
 			}
@@ -101,7 +102,7 @@ func BenchmarkArchivedReads(b *testing.B) {
 	})
 	b.Run("ErrorGroups", func(b *testing.B) {
 		for b.Loop() {
-			gs, err := s.JobErrorGroups(ctx, &engine.JobErrorGroupsParams{Filter: arch})
+			gs, err := s.JobErrorGroups(ctx, &backend.JobErrorGroupsParams{Filter: arch})
 			if err != nil || len(gs) != 10 {
 				b.Fatal(len(gs), err)
 			}
@@ -116,7 +117,7 @@ func BenchmarkBulkRetryArchived(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		s := archivedStore(b, n)
-		benchBulkRetry(b, s, engine.Filter{States: []engine.State{engine.StateArchived}}, 1000, n)
+		benchBulkRetry(b, s, sluicetype.Filter{States: []sluicetype.State{sluicetype.StateArchived}}, 1000, n)
 	}
 }
 
@@ -129,7 +130,7 @@ func BenchmarkBulkRetryErrorGroup(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		s := archivedStore(b, n)
-		benchBulkRetry(b, s, engine.Filter{States: []engine.State{engine.StateArchived}, Kinds: []string{"k3"},
+		benchBulkRetry(b, s, sluicetype.Filter{States: []sluicetype.State{sluicetype.StateArchived}, Kinds: []string{"k3"},
 			ErrorPattern: "deadline passed before the job ran"}, 10*1000, n/10)
 	}
 }
@@ -143,26 +144,26 @@ func BenchmarkBulkRetryByErrorText(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		s := archivedStore(b, n)
-		benchBulkRetry(b, s, engine.Filter{States: []engine.State{engine.StateArchived}, Error: "deadline passed"}, 10*1000, n)
+		benchBulkRetry(b, s, sluicetype.Filter{States: []sluicetype.State{sluicetype.StateArchived}, Error: "deadline passed"}, 10*1000, n)
 	}
 }
 
 // benchBulkRetry runs a retry of the jobs f selects on s to its end, in
 // batches of 1,000 over windows of window ids, timed from its first batch;
 // want is how many it must retry.
-func benchBulkRetry(b *testing.B, s *redis.Store, f engine.Filter, window, want int) {
+func benchBulkRetry(b *testing.B, s *redis.Store, f sluicetype.Filter, window, want int) {
 	b.Helper()
 	ctx := context.Background()
-	spec, err := engine.SpecFor(engine.ActionRetry)
+	spec, err := backend.SpecFor(sluicetype.ActionRetry)
 	if err != nil {
 		b.Fatal(err)
 	}
 	sel, _ := spec.Narrow(f)
-	op, err := s.OperationInsert(ctx, &engine.OperationInsertParams{ID: "op", Action: engine.ActionRetry, Selector: sel})
+	op, err := s.OperationInsert(ctx, &backend.OperationInsertParams{ID: "op", Action: sluicetype.ActionRetry, Selector: sel})
 	if err != nil {
 		b.Fatal(err)
 	}
-	lease, err := s.OperationClaim(ctx, &engine.OperationClaimParams{Holder: "h", TTL: time.Minute})
+	lease, err := s.OperationClaim(ctx, &backend.OperationClaimParams{Holder: "h", TTL: time.Minute})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -172,9 +173,9 @@ func benchBulkRetry(b *testing.B, s *redis.Store, f engine.Filter, window, want 
 	cursor, done, batches := "", 0, 0
 	for {
 		t1 := time.Now()
-		res, err := s.OperationProcessBatch(ctx, &engine.OperationProcessBatchParams{ID: op.ID, Holder: "h", Fence: lease.Fence,
+		res, err := s.OperationProcessBatch(ctx, &backend.OperationProcessBatchParams{ID: op.ID, Holder: "h", Fence: lease.Fence,
 			After: cursor, Spec: spec, Selector: sel, Cutoff: op.CreatedAt, Limit: 1000, Window: window, TTL: time.Minute,
-			Event: engine.EventWrite{Kind: engine.EventRetried, Actor: "bench", To: engine.StateAvailable}})
+			Event: backend.EventWrite{Kind: sluicetype.EventRetried, Actor: "bench", To: sluicetype.StateAvailable}})
 		if err != nil {
 			b.Fatal(err)
 		}

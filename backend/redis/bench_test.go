@@ -7,15 +7,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
-func benchJobs(n, offset int) []*engine.JobInsertParams {
-	out := make([]*engine.JobInsertParams, n)
+func benchJobs(n, offset int) []*backend.JobInsertParams {
+	out := make([]*backend.JobInsertParams, n)
 	for i := range out {
 		id := fmt.Sprintf("%036d", offset+i)
-		out[i] = &engine.JobInsertParams{
+		out[i] = &backend.JobInsertParams{
 			ID: id, Queue: "default", Kind: "email", SchemaVersion: 1, MaxAttempts: 25,
 			Payload:     json.RawMessage(`{"to":"someone@example.com","n":` + fmt.Sprint(offset+i) + `}`),
 			Fingerprint: "fp" + id,
@@ -33,7 +34,7 @@ func BenchmarkInsert(b *testing.B) {
 		b.StopTimer()
 		batch := benchJobs(1000, i*1000)
 		b.StartTimer()
-		if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: batch, RefuseQuarantined: true}); err != nil {
+		if _, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: batch, RefuseQuarantined: true}); err != nil {
 			b.Fatal(err)
 		}
 		total += len(batch)
@@ -50,23 +51,23 @@ func BenchmarkClaimComplete(b *testing.B) {
 			s := redistest.New(b)
 			n := max(b.N, 1) * batch
 			for i := 0; i < n; i += 1000 {
-				if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: benchJobs(min(1000, n-i), i)}); err != nil {
+				if _, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: benchJobs(min(1000, n-i), i)}); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ResetTimer()
 			total := 0
 			for range b.N {
-				c, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: "default", WorkerID: "w", LeaseID: "l", Limit: batch,
+				c, err := s.JobClaim(ctx, &backend.JobClaimParams{Queue: "default", WorkerID: "w", LeaseID: "l", Limit: batch,
 					Kinds: map[string]int{"email": 1}, LeaseDuration: time.Minute})
 				if err != nil {
 					b.Fatal(err)
 				}
-				items := make([]engine.JobCompleteItem, len(c.Jobs))
+				items := make([]backend.JobCompleteItem, len(c.Jobs))
 				for i, j := range c.Jobs {
-					items[i] = engine.JobCompleteItem{JobRef: engine.JobRef{ID: j.ID, LeaseID: "l", Fence: j.Fence}}
+					items[i] = backend.JobCompleteItem{JobRef: backend.JobRef{ID: j.ID, LeaseID: "l", Fence: j.Fence}}
 				}
-				if _, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: items, EndProbation: true}); err != nil {
+				if _, err := s.JobCompleteMany(ctx, &backend.JobCompleteManyParams{Items: items, EndProbation: true}); err != nil {
 					b.Fatal(err)
 				}
 				total += len(items)
@@ -90,13 +91,13 @@ func BenchmarkListManyKinds(b *testing.B) {
 				j.Kind = fmt.Sprintf("kind%03d", i%kinds)
 			}
 			for i := 0; i < len(jobs); i += 1000 {
-				if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: jobs[i:min(i+1000, len(jobs))]}); err != nil {
+				if _, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: jobs[i:min(i+1000, len(jobs))]}); err != nil {
 					b.Fatal(err)
 				}
 			}
-			f := engine.Filter{States: []engine.State{engine.StateAvailable}, Queues: []string{"default"}}
+			f := sluicetype.Filter{States: []sluicetype.State{sluicetype.StateAvailable}, Queues: []string{"default"}}
 			for b.Loop() {
-				js, err := s.JobList(ctx, &engine.JobListParams{Filter: f, Limit: 50})
+				js, err := s.JobListPage(ctx, &backend.JobListPageParams{Filter: f, Limit: 50})
 				if err != nil || len(js) != 50 {
 					b.Fatalf("list: %d jobs, %v", len(js), err)
 				}

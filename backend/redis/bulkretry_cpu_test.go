@@ -9,8 +9,9 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // TestBulkRetryCPU reports the Redis CPU a bulk retry costs per job on a
@@ -32,16 +33,16 @@ func TestBulkRetryCPU(t *testing.T) {
 	c := goredis.NewClient(&goredis.Options{Addr: addr})
 	defer c.Close()
 	cpuPhase(t, c, n, "archive", func() { archive(t, s, n) })
-	spec, err := engine.SpecFor(engine.ActionRetry)
+	spec, err := backend.SpecFor(sluicetype.ActionRetry)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sel, _ := spec.Narrow(engine.Filter{States: []engine.State{engine.StateArchived}})
-	op, err := s.OperationInsert(ctx, &engine.OperationInsertParams{ID: "op", Action: engine.ActionRetry, Selector: sel})
+	sel, _ := spec.Narrow(sluicetype.Filter{States: []sluicetype.State{sluicetype.StateArchived}})
+	op, err := s.OperationInsert(ctx, &backend.OperationInsertParams{ID: "op", Action: sluicetype.ActionRetry, Selector: sel})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lease, err := s.OperationClaim(ctx, &engine.OperationClaimParams{Holder: "h", TTL: time.Minute})
+	lease, err := s.OperationClaim(ctx, &backend.OperationClaimParams{Holder: "h", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,9 +51,9 @@ func TestBulkRetryCPU(t *testing.T) {
 	cpuPhase(t, c, n, "retry", func() {
 		cursor := ""
 		for {
-			res, err := s.OperationProcessBatch(ctx, &engine.OperationProcessBatchParams{ID: op.ID, Holder: "h", Fence: lease.Fence,
+			res, err := s.OperationProcessBatch(ctx, &backend.OperationProcessBatchParams{ID: op.ID, Holder: "h", Fence: lease.Fence,
 				After: cursor, Spec: spec, Selector: sel, Cutoff: op.CreatedAt, Limit: 1000, Window: 10000, TTL: time.Minute,
-				Event: engine.EventWrite{Kind: engine.EventRetried, Actor: "bench", To: engine.StateAvailable}})
+				Event: backend.EventWrite{Kind: sluicetype.EventRetried, Actor: "bench", To: sluicetype.StateAvailable}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -69,7 +70,7 @@ func TestBulkRetryCPU(t *testing.T) {
 	t.Logf("%d batches, %.1f jobs a batch", batches, float64(n)/float64(batches))
 	// The retried jobs carry their last error's pattern: what their claim
 	// and completion cost, against TestHotPathCPU's jobs that never failed.
-	var items []engine.JobCompleteItem
+	var items []backend.JobCompleteItem
 	cpuPhase(t, c, n, "claim", func() { items = claimAll(t, s, "l2", nil) })
 	if len(items) != n {
 		t.Fatalf("claimed %d of %d", len(items), n)

@@ -3,9 +3,9 @@ package redis_test
 import (
 	"testing"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/backendtest"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
-	"github.com/sluicehq/sluice/engine"
 )
 
 // TestClusterConformance runs the conformance suite on a Redis Cluster of
@@ -17,8 +17,8 @@ func TestClusterConformance(t *testing.T) {
 	base := redistest.Cluster(t)
 	backendtest.Run(t, backendtest.Harness{
 		Name:     "redis-cluster",
-		NewStore: func(t testing.TB) engine.Store { return redistest.NewOn(t, base) },
-		Truth:    func(t testing.TB, s engine.Store) backendtest.Truth { return redistest.NewTruth(t, s) },
+		NewStore: func(t testing.TB) backend.Store { return redistest.NewOn(t, base) },
+		Truth:    func(t testing.TB, s backend.Store) backendtest.Truth { return redistest.NewTruth(t, s) },
 		Reopen:   redistest.Reopen,
 	})
 }

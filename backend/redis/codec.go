@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Between Go values and the strings the scripts keep.
@@ -95,7 +95,7 @@ func flag(b bool) string {
 
 const us = "\x1f"
 
-func joinStates(ss []engine.State) string {
+func joinStates(ss []sluicetype.State) string {
 	names := make([]string, len(ss))
 	for i, s := range ss {
 		names[i] = string(s)
@@ -134,12 +134,12 @@ func atoi64(s string) int64 {
 	return n
 }
 
-// jobDecoder builds an engine.Job from its hash's fields, one pair at a
+// jobDecoder builds an sluicetype.Job from its hash's fields, one pair at a
 // time, in whatever order they come: replies send a job as flat pairs, and
 // building a map of them first cost more than the rest of a claim's
 // decoding (a claim of 100 jobs made 100 maps of 30-odd entries).
 type jobDecoder struct {
-	j                          engine.Job
+	j                          sluicetype.Job
 	payload                    bool
 	tags, leaseID, leaseWorker string
 	leaseExpires               string
@@ -150,7 +150,7 @@ type jobDecoder struct {
 // missing, as an empty field does.
 func newJobDecoder(payload bool) jobDecoder {
 	epoch := time.Unix(0, 0).UTC()
-	return jobDecoder{payload: payload, j: engine.Job{ScheduledAt: epoch, CreatedAt: epoch, StateChangedAt: epoch}}
+	return jobDecoder{payload: payload, j: sluicetype.Job{ScheduledAt: epoch, CreatedAt: epoch, StateChangedAt: epoch}}
 }
 
 // set takes one field of the job hash (the key layout in the package doc).
@@ -168,7 +168,7 @@ func (d *jobDecoder) set(k, v string) {
 	case "pr":
 		j.Priority = atoi(v)
 	case "s":
-		j.State = engine.State(v)
+		j.State = sluicetype.State(v)
 	case "a":
 		j.Attempt = atoi(v)
 	case "ma":
@@ -196,7 +196,7 @@ func (d *jobDecoder) set(k, v string) {
 	case "fin":
 		j.FinalizedAt = ttimePtr(v)
 	case "rs":
-		j.TerminalReason = engine.TerminalReason(v)
+		j.TerminalReason = sluicetype.TerminalReason(v)
 	case "v":
 		j.Version = atoi64(v)
 	case "dlo":
@@ -233,7 +233,7 @@ func (d *jobDecoder) set(k, v string) {
 }
 
 // job ends the decoding; errs are the job's error entries.
-func (d *jobDecoder) job(errs []string) (*engine.Job, error) {
+func (d *jobDecoder) job(errs []string) (*sluicetype.Job, error) {
 	j := d.j
 	if tg := d.tags; tg != "" && tg != "[]" && tg != "null" {
 		if err := json.Unmarshal([]byte(tg), &j.Tags); err != nil {
@@ -241,7 +241,7 @@ func (d *jobDecoder) job(errs []string) (*engine.Job, error) {
 		}
 	}
 	if d.leaseID != "" {
-		j.Lease = &engine.Lease{ID: d.leaseID, WorkerID: d.leaseWorker, Fence: j.Fence, ExpiresAt: ttime(d.leaseExpires)}
+		j.Lease = &sluicetype.Lease{ID: d.leaseID, WorkerID: d.leaseWorker, Fence: j.Fence, ExpiresAt: ttime(d.leaseExpires)}
 	}
 	for _, e := range errs {
 		ae, err := errorFrom(e)
@@ -253,8 +253,8 @@ func (d *jobDecoder) job(errs []string) (*engine.Job, error) {
 	return &j, nil
 }
 
-// jobFrom turns a job hash into an engine.Job; errs are its error entries.
-func jobFrom(m map[string]string, errs []string) (*engine.Job, error) {
+// jobFrom turns a job hash into an sluicetype.Job; errs are its error entries.
+func jobFrom(m map[string]string, errs []string) (*sluicetype.Job, error) {
 	d := newJobDecoder(true)
 	for k, v := range m {
 		d.set(k, v)
@@ -264,7 +264,7 @@ func jobFrom(m map[string]string, errs []string) (*engine.Job, error) {
 
 // errorEntry is an error entry as the scripts append it: its JSON without
 // the time, which the script puts in front (errorFrom reads both).
-func errorEntry(e engine.AttemptError) (string, error) {
+func errorEntry(e sluicetype.AttemptError) (string, error) {
 	e.At = time.Time{}
 	b, err := json.Marshal(e)
 	if err != nil {
@@ -273,8 +273,8 @@ func errorEntry(e engine.AttemptError) (string, error) {
 	return string(b), nil
 }
 
-func errorFrom(s string) (engine.AttemptError, error) {
-	var e engine.AttemptError
+func errorFrom(s string) (sluicetype.AttemptError, error) {
+	var e sluicetype.AttemptError
 	if len(s) < 19 {
 		return e, fmt.Errorf("bad error entry %q", s)
 	}
@@ -286,7 +286,7 @@ func errorFrom(s string) (engine.AttemptError, error) {
 }
 
 // jobReply reads a script's {fields, errors} pair.
-func jobReply(v any, payload bool) (*engine.Job, error) {
+func jobReply(v any, payload bool) (*sluicetype.Job, error) {
 	pair, _ := v.([]any)
 	if len(pair) != 2 {
 		return nil, fmt.Errorf("redis: job reply of %d values", len(pair))
@@ -312,13 +312,13 @@ func strs(v any) []string {
 }
 
 // eventFrom reads one stored timeline event.
-func eventFrom(jobID, s string) engine.Event {
+func eventFrom(jobID, s string) sluicetype.Event {
 	f := strings.SplitN(s, us, 7)
 	for len(f) < 7 {
 		f = append(f, "")
 	}
-	return engine.Event{JobID: jobID, At: ttime(f[0]), Kind: engine.EventKind(f[1]), Actor: f[2],
-		From: engine.State(f[3]), To: engine.State(f[4]), Attempt: atoi(f[5]), Message: f[6]}
+	return sluicetype.Event{JobID: jobID, At: ttime(f[0]), Kind: sluicetype.EventKind(f[1]), Actor: f[2],
+		From: sluicetype.State(f[3]), To: sluicetype.State(f[4]), Attempt: atoi(f[5]), Message: f[6]}
 }
 
 // dec reads the scripts' length-prefixed encoding (enc in luaLib).
@@ -340,7 +340,7 @@ func dec(s string) ([]string, error) {
 }
 
 // recordJob reads a job a script recorded for an idempotency step.
-func recordJob(s string) (*engine.Job, error) {
+func recordJob(s string) (*sluicetype.Job, error) {
 	parts, err := dec(s)
 	if err != nil || len(parts) != 2 {
 		return nil, fmt.Errorf("redis: bad job record")
@@ -448,13 +448,13 @@ func (r *packedReader) str() (string, error) {
 
 // unpackJobs reads a packed array of jobs, each a {fields, errors} pair as
 // jobReply reads it unpacked.
-func unpackJobs(packed string, payload bool) ([]*engine.Job, error) {
+func unpackJobs(packed string, payload bool) ([]*sluicetype.Job, error) {
 	r := &packedReader{s: packed}
 	n, err := r.array()
 	if err != nil {
 		return nil, err
 	}
-	jobs := make([]*engine.Job, 0, n)
+	jobs := make([]*sluicetype.Job, 0, n)
 	for range n {
 		if m, err := r.array(); err != nil {
 			return nil, err

@@ -3,9 +3,9 @@ package redis_test
 import (
 	"testing"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/backendtest"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
-	"github.com/sluicehq/sluice/engine"
 )
 
 // TestConformance runs the backend conformance suite on a fresh namespace
@@ -14,8 +14,8 @@ func TestConformance(t *testing.T) {
 	redistest.ServerURL(t)
 	backendtest.Run(t, backendtest.Harness{
 		Name:     "redis",
-		NewStore: func(t testing.TB) engine.Store { return redistest.New(t) },
-		Truth:    func(t testing.TB, s engine.Store) backendtest.Truth { return redistest.NewTruth(t, s) },
+		NewStore: func(t testing.TB) backend.Store { return redistest.New(t) },
+		Truth:    func(t testing.TB, s backend.Store) backendtest.Truth { return redistest.NewTruth(t, s) },
 		Reopen:   redistest.Reopen,
 	})
 }

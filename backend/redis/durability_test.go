@@ -13,11 +13,12 @@ import (
 	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // TestDurabilityWarningsPrivate: on private servers of known
 // configuration, the reasons a server loses jobs silently are logged once
-// at open (WARN), and reach engine.Meta, GET /meta and api.Client (what
+// at open (WARN), and reach sluicetype.Meta, GET /meta and api.Client (what
 // `sluice tui --api` reads); a durable server shows none.
 func TestDurabilityWarningsPrivate(t *testing.T) {
 	t.Parallel()
@@ -55,7 +56,7 @@ func TestDurabilityWarningsPrivate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, m := range []*engine.Meta{local, remote} {
+			for _, m := range []*sluicetype.Meta{local, remote} {
 				if len(m.Warnings) != len(tc.want) {
 					t.Fatalf("warnings %q, want %d", m.Warnings, len(tc.want))
 				}

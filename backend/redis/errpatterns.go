@@ -7,11 +7,11 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // regroupErrors moves every job whose stored error pattern differs from
-// engine.NormalizeError of its last error to the group of the new
+// sluicetype.NormalizeError of its last error to the group of the new
 // pattern (schema version 5), a job a script, and returns how many moved.
 // A migration stopped half way goes on where it stopped: the jobs moved
 // already have their new pattern.
@@ -37,7 +37,7 @@ func (s *Store) regroupErrors(ctx context.Context) (int, error) {
 				return moved, fmt.Errorf("regroup errors: %w", err)
 			}
 			for k, id := range chunk {
-				p := engine.NormalizeError(les[k].Val())
+				p := sluicetype.NormalizeError(les[k].Val())
 				if p == "" || p == g.pattern {
 					continue
 				}

@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // TestFaultClientKill runs an engine with workers on a Redis store while
@@ -37,7 +39,7 @@ func TestFaultClientKill(t *testing.T) {
 	}
 	var mu sync.Mutex
 	runs := map[string]int{}
-	if err := e.Register(engine.Kind{Name: "k", MaxAttempts: 25, Handler: func(ctx context.Context, j *engine.Job) error {
+	if err := e.Register(engine.Kind{Name: "k", MaxAttempts: 25, Handler: func(ctx context.Context, j *sluicetype.Job) error {
 		mu.Lock()
 		runs[j.ID]++
 		mu.Unlock()
@@ -45,9 +47,9 @@ func TestFaultClientKill(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	ps := make([]engine.EnqueueParams, n)
+	ps := make([]sluicetype.EnqueueParams, n)
 	for i := range ps {
-		ps[i] = engine.EnqueueParams{ID: fmt.Sprintf("j%05d", i), Queue: "q", Kind: "k", Payload: []byte(`{}`)}
+		ps[i] = sluicetype.EnqueueParams{ID: fmt.Sprintf("j%05d", i), Queue: "q", Kind: "k", Payload: []byte(`{}`)}
 	}
 	for i := 0; i < n; i += 500 {
 		if _, err := e.EnqueueMany(ctx, ps[i:i+500]); err != nil {
@@ -63,8 +65,8 @@ func TestFaultClientKill(t *testing.T) {
 	kills := 0
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		c, err := s.JobCountByQueue(ctx, &engine.JobCountByQueueParams{Queue: "q"})
-		if err == nil && c["q"][engine.StateCompleted] == n {
+		c, err := s.JobCountByQueue(ctx, &backend.JobCountByQueueParams{Queue: "q"})
+		if err == nil && c["q"][sluicetype.StateCompleted] == n {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -87,7 +89,7 @@ func TestFaultClientKill(t *testing.T) {
 	if kills == 0 {
 		t.Fatal("no connection was killed")
 	}
-	js, err := s.JobList(ctx, &engine.JobListParams{Limit: n + 1})
+	js, err := s.JobListPage(ctx, &backend.JobListPageParams{Limit: n + 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +99,7 @@ func TestFaultClientKill(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	for _, j := range js {
-		if j.State != engine.StateCompleted || j.CrashAttempt != 0 {
+		if j.State != sluicetype.StateCompleted || j.CrashAttempt != 0 {
 			t.Fatalf("job %s: %s, crash_attempt %d", j.ID, j.State, j.CrashAttempt)
 		}
 		if runs[j.ID] == 0 {

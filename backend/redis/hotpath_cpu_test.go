@@ -12,9 +12,9 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
-	"github.com/sluicehq/sluice/engine"
 )
 
 // TestHotPathCPU reports the Redis CPU a job costs on the hot path
@@ -44,31 +44,31 @@ func TestHotPathCPU(t *testing.T) {
 	defer c.Close()
 	phase := func(name string, f func()) { cpuPhase(t, c, n, name, f) }
 	// One job through first, so no phase pays for loading its script.
-	if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: benchJobs(1, -1), RefuseQuarantined: true}); err != nil {
+	if _, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: benchJobs(1, -1), RefuseQuarantined: true}); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: "default", WorkerID: "w", LeaseID: "l", Limit: 50,
+	if r, err := s.JobClaim(ctx, &backend.JobClaimParams{Queue: "default", WorkerID: "w", LeaseID: "l", Limit: 50,
 		Kinds: map[string]int{"email": 1}, LeaseDuration: time.Minute}); err != nil || len(r.Jobs) != 1 {
 		t.Fatal("warm-up claim: ", err)
-	} else if _, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{
-		{JobRef: engine.JobRef{ID: r.Jobs[0].ID, LeaseID: "l", Fence: r.Jobs[0].Fence}}}, EndProbation: true}); err != nil {
+	} else if _, err := s.JobCompleteMany(ctx, &backend.JobCompleteManyParams{Items: []backend.JobCompleteItem{
+		{JobRef: backend.JobRef{ID: r.Jobs[0].ID, LeaseID: "l", Fence: r.Jobs[0].Fence}}}, EndProbation: true}); err != nil {
 		t.Fatal(err)
 	}
 	phase("insert", func() {
 		for i := 0; i < n; i += 1000 {
-			if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: benchJobs(min(1000, n-i), i), RefuseQuarantined: true}); err != nil {
+			if _, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: benchJobs(min(1000, n-i), i), RefuseQuarantined: true}); err != nil {
 				t.Fatal(err)
 			}
 		}
 	})
-	var items []engine.JobCompleteItem
+	var items []backend.JobCompleteItem
 	phase("claim", func() { items = claimAll(t, s, "l", map[string]int{"email": 1}) })
 	// A claim that finds nothing: what a script costs before its first job
 	// (the shared library, the queue's checks), reported per n jobs' worth
 	// of claims of 50, as the claim phase ran them.
 	phase("empty", func() {
 		for i := 0; i < n/50; i++ {
-			if _, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: "default", WorkerID: "w", LeaseID: "l", Limit: 50,
+			if _, err := s.JobClaim(ctx, &backend.JobClaimParams{Queue: "default", WorkerID: "w", LeaseID: "l", Limit: 50,
 				Kinds: map[string]int{"email": 1}, LeaseDuration: time.Minute}); err != nil {
 				t.Fatal(err)
 			}
@@ -83,17 +83,17 @@ func TestHotPathCPU(t *testing.T) {
 // claimAll claims every available job of the queue "default" under lease
 // (kinds as JobClaimParams.Kinds), 50 a claim as a worker of concurrency
 // 50 does, and returns them as completion items.
-func claimAll(t *testing.T, s *redis.Store, lease string, kinds map[string]int) []engine.JobCompleteItem {
+func claimAll(t *testing.T, s *redis.Store, lease string, kinds map[string]int) []backend.JobCompleteItem {
 	t.Helper()
-	var items []engine.JobCompleteItem
+	var items []backend.JobCompleteItem
 	for {
-		r, err := s.JobClaim(context.Background(), &engine.JobClaimParams{Queue: "default", WorkerID: "w", LeaseID: lease,
+		r, err := s.JobClaim(context.Background(), &backend.JobClaimParams{Queue: "default", WorkerID: "w", LeaseID: lease,
 			Limit: 50, Kinds: kinds, LeaseDuration: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, j := range r.Jobs {
-			items = append(items, engine.JobCompleteItem{JobRef: engine.JobRef{ID: j.ID, LeaseID: lease, Fence: j.Fence}})
+			items = append(items, backend.JobCompleteItem{JobRef: backend.JobRef{ID: j.ID, LeaseID: lease, Fence: j.Fence}})
 		}
 		if len(r.Jobs) < 50 {
 			return items
@@ -102,10 +102,10 @@ func claimAll(t *testing.T, s *redis.Store, lease string, kinds map[string]int) 
 }
 
 // completeAll completes items in batches of 200, as the completer does.
-func completeAll(t *testing.T, s *redis.Store, items []engine.JobCompleteItem) {
+func completeAll(t *testing.T, s *redis.Store, items []backend.JobCompleteItem) {
 	t.Helper()
 	for i := 0; i < len(items); i += 200 {
-		errs, err := s.JobCompleteMany(context.Background(), &engine.JobCompleteManyParams{Items: items[i:min(i+200, len(items))],
+		errs, err := s.JobCompleteMany(context.Background(), &backend.JobCompleteManyParams{Items: items[i:min(i+200, len(items))],
 			EndProbation: true})
 		if err != nil {
 			t.Fatal(err)

@@ -9,16 +9,17 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
-// Idempotency keys: engine.IdempotencyStore on Redis. Every mutation
+// Idempotency keys: backend.IdempotencyStore on Redis. Every mutation
 // script checks the claim of the key its context carries before it writes
 // and records its step after, in the same script (luaLib's idem_check and
 // idem_record); a step's result is recorded in the scripts' own encoding
 // and turned into the engine's JSON when a later claim reads it.
 
-var _ engine.IdempotencyStore = (*Store)(nil)
+var _ backend.IdempotencyStore = (*Store)(nil)
 
 func newClaimToken() (string, error) {
 	var b [16]byte
@@ -28,14 +29,14 @@ func newClaimToken() (string, error) {
 	return hex.EncodeToString(b[:]), nil
 }
 
-// IdempotencyClaim claims p.Key (see engine.IdempotencyStore).
-func (s *Store) IdempotencyClaim(ctx context.Context, p *engine.IdempotencyClaimParams) (*engine.IdempotencyClaim, error) {
-	ctx = engine.WithoutIdempotency(ctx)
+// IdempotencyClaim claims p.Key (see backend.IdempotencyStore).
+func (s *Store) IdempotencyClaim(ctx context.Context, p *sluicetype.IdempotencyClaimParams) (*sluicetype.IdempotencyClaim, error) {
+	ctx = backend.WithoutIdempotencyWrite(ctx)
 	if p.Key == "" {
-		return nil, fmt.Errorf("redis: idempotency claim: %w: empty key", engine.ErrInvalid)
+		return nil, fmt.Errorf("redis: idempotency claim: %w: empty key", sluicetype.ErrInvalid)
 	}
 	if p.TTL <= 0 || p.ClaimTTL <= 0 {
-		return nil, fmt.Errorf("redis: idempotency claim: %w: TTL and claim TTL must be positive", engine.ErrInvalid)
+		return nil, fmt.Errorf("redis: idempotency claim: %w: TTL and claim TTL must be positive", sluicetype.ErrInvalid)
 	}
 	token, err := newClaimToken()
 	if err != nil {
@@ -46,9 +47,9 @@ func (s *Store) IdempotencyClaim(ctx context.Context, p *engine.IdempotencyClaim
 		if r, ok := asRefusal(err); ok {
 			switch r.code {
 			case "MISMATCH":
-				return nil, fmt.Errorf("idempotency claim: %w", engine.ErrIdempotencyMismatch)
+				return nil, fmt.Errorf("idempotency claim: %w", sluicetype.ErrIdempotencyMismatch)
 			case "INFLIGHT":
-				return nil, fmt.Errorf("idempotency claim: %w: its claim holds until %s", engine.ErrIdempotencyInFlight,
+				return nil, fmt.Errorf("idempotency claim: %w: its claim holds until %s", sluicetype.ErrIdempotencyInFlight,
 					ttime(r.arg).Format(time.RFC3339Nano))
 			}
 		}
@@ -61,10 +62,10 @@ func (s *Store) IdempotencyClaim(ctx context.Context, p *engine.IdempotencyClaim
 	x, _ := rep[1].(string)
 	switch rep[0] {
 	case "new":
-		return &engine.IdempotencyClaim{Key: p.Key, Token: token, ExpiresAt: ttime(x)}, nil
+		return &sluicetype.IdempotencyClaim{Key: p.Key, Token: token, ExpiresAt: ttime(x)}, nil
 	case "done":
 		resp, _ := rep[2].(string)
-		return &engine.IdempotencyClaim{Key: p.Key, Response: []byte(resp), ExpiresAt: ttime(x)}, nil
+		return &sluicetype.IdempotencyClaim{Key: p.Key, Response: []byte(resp), ExpiresAt: ttime(x)}, nil
 	}
 	var steps map[string]json.RawMessage
 	fl := strs(rep[2])
@@ -78,7 +79,7 @@ func (s *Store) IdempotencyClaim(ctx context.Context, p *engine.IdempotencyClaim
 		}
 		steps[fl[i]] = raw
 	}
-	return &engine.IdempotencyClaim{Key: p.Key, Token: token, Steps: steps, ExpiresAt: ttime(x)}, nil
+	return &sluicetype.IdempotencyClaim{Key: p.Key, Token: token, Steps: steps, ExpiresAt: ttime(x)}, nil
 }
 
 // stepJSON turns a step result as a script recorded it into the JSON of
@@ -131,7 +132,7 @@ func stepJSON(rec string) (json.RawMessage, error) {
 // claimLost is the error of a write naming a token that no longer holds
 // its key.
 func claimLost(what string) error {
-	return fmt.Errorf("idempotency %s: %w: the claim no longer holds the key", what, engine.ErrIdempotencyInFlight)
+	return fmt.Errorf("idempotency %s: %w: the claim no longer holds the key", what, sluicetype.ErrIdempotencyInFlight)
 }
 
 func lost(what string, err error) error {
@@ -142,32 +143,32 @@ func lost(what string, err error) error {
 }
 
 // IdempotencyRenew extends a claim.
-func (s *Store) IdempotencyRenew(ctx context.Context, p *engine.IdempotencyRenewParams) error {
-	ctx = engine.WithoutIdempotency(ctx)
+func (s *Store) IdempotencyRenew(ctx context.Context, p *sluicetype.IdempotencyRenewParams) error {
+	ctx = backend.WithoutIdempotencyWrite(ctx)
 	if p.ClaimTTL <= 0 {
-		return fmt.Errorf("redis: idempotency renew: %w: claim TTL must be positive", engine.ErrInvalid)
+		return fmt.Errorf("redis: idempotency renew: %w: claim TTL must be positive", sluicetype.ErrInvalid)
 	}
 	_, err := s.run(ctx, "idempotency renew", luaIdemRenew, p.Key, p.Token, dstr(p.ClaimTTL))
 	return lost("renew", err)
 }
 
 // IdempotencyComplete stores the response and ends the claim.
-func (s *Store) IdempotencyComplete(ctx context.Context, p *engine.IdempotencyCompleteParams) error {
-	ctx = engine.WithoutIdempotency(ctx)
+func (s *Store) IdempotencyComplete(ctx context.Context, p *sluicetype.IdempotencyCompleteParams) error {
+	ctx = backend.WithoutIdempotencyWrite(ctx)
 	_, err := s.run(ctx, "idempotency complete", luaIdemComplete, p.Key, p.Token, string(p.Response))
 	return lost("complete", err)
 }
 
 // IdempotencyRelease gives a claim up without a response.
-func (s *Store) IdempotencyRelease(ctx context.Context, p *engine.IdempotencyReleaseParams) error {
-	ctx = engine.WithoutIdempotency(ctx)
+func (s *Store) IdempotencyRelease(ctx context.Context, p *sluicetype.IdempotencyReleaseParams) error {
+	ctx = backend.WithoutIdempotencyWrite(ctx)
 	_, err := s.run(ctx, "idempotency release", luaIdemRelease, p.Key, p.Token)
 	return lost("release", err)
 }
 
 // IdempotencyDeleteExpired deletes up to p.Limit expired records.
-func (s *Store) IdempotencyDeleteExpired(ctx context.Context, p *engine.IdempotencyDeleteExpiredParams) (int, error) {
-	ctx = engine.WithoutIdempotency(ctx)
+func (s *Store) IdempotencyDeleteExpired(ctx context.Context, p *backend.IdempotencyDeleteExpiredParams) (int, error) {
+	ctx = backend.WithoutIdempotencyWrite(ctx)
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 1000

@@ -12,7 +12,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // The worker's side: inserts, claims, completions, finishes, leases and
@@ -32,14 +33,14 @@ const (
 
 // JobInsertMany writes new jobs in one script; each is accepted or refused
 // on its own.
-func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams) ([]engine.JobInsertResult, error) {
-	res := make([]engine.JobInsertResult, len(p.Jobs))
+func (s *Store) JobInsertMany(ctx context.Context, p *backend.JobInsertManyParams) ([]backend.JobInsertResult, error) {
+	res := make([]backend.JobInsertResult, len(p.Jobs))
 	if len(p.Jobs) == 0 {
 		return res, nil
 	}
 	// Under an idempotency key the whole insert is one recorded step, so
 	// it stays one script.
-	if _, idem := engine.IdempotencyWriteFrom(ctx); len(p.Jobs) > insertChunk && !idem {
+	if _, idem := backend.IdempotencyWriteFrom(ctx); len(p.Jobs) > insertChunk && !idem {
 		for i := 0; i < len(p.Jobs); i += insertChunk {
 			q := *p
 			q.Jobs = p.Jobs[i:min(i+insertChunk, len(p.Jobs))]
@@ -56,7 +57,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams
 	var idx []int
 	for i, jp := range p.Jobs {
 		if jp == nil || jp.ID == "" {
-			res[i].Err = fmt.Errorf("redis: insert job: %w: no id", engine.ErrInvalid)
+			res[i].Err = fmt.Errorf("redis: insert job: %w: no id", sluicetype.ErrInvalid)
 			continue
 		}
 		idx = append(idx, i)
@@ -95,9 +96,9 @@ func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams
 		code, _ := r[0].(string)
 		switch code {
 		case "Q":
-			res[i].Err = &engine.QuarantinedError{Verb: "insert", ID: jp.ID, Fingerprint: jp.Fingerprint}
+			res[i].Err = &sluicetype.QuarantinedError{Verb: "insert", ID: jp.ID, Fingerprint: jp.Fingerprint}
 		case "C":
-			res[i].Err = fmt.Errorf("insert job %s: %w: the id exists with other content", jp.ID, engine.ErrConflict)
+			res[i].Err = fmt.Errorf("insert job %s: %w: the id exists with other content", jp.ID, sluicetype.ErrConflict)
 		case "E":
 			j, err := jobReply(at(r, 1), false)
 			if err != nil {
@@ -116,7 +117,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams
 	}
 	var woke []string
 	for _, r := range res {
-		if r.Job != nil && !r.Existing && r.Job.State == engine.StateAvailable {
+		if r.Job != nil && !r.Existing && r.Job.State == sluicetype.StateAvailable {
 			woke = append(woke, r.Job.Queue)
 		}
 	}
@@ -138,12 +139,12 @@ func insertedFields(a []any, state, sched, now string) map[string]string {
 
 // insertRecord turns an insert's idempotency record into the results the
 // engine recorded them as.
-func insertRecord(s string) ([]engine.JobInsertResult, error) {
+func insertRecord(s string) ([]backend.JobInsertResult, error) {
 	items, err := dec(s)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]engine.JobInsertResult, len(items))
+	out := make([]backend.JobInsertResult, len(items))
 	for i, it := range items {
 		f, err := dec(it)
 		if err != nil || len(f) == 0 {
@@ -154,12 +155,12 @@ func insertRecord(s string) ([]engine.JobInsertResult, error) {
 			if len(f) < 3 {
 				return nil, fmt.Errorf("redis: bad insert record")
 			}
-			out[i].Err = &engine.QuarantinedError{Verb: "insert", ID: f[1], Fingerprint: f[2]}
+			out[i].Err = &sluicetype.QuarantinedError{Verb: "insert", ID: f[1], Fingerprint: f[2]}
 		case "C":
 			if len(f) < 2 {
 				return nil, fmt.Errorf("redis: bad insert record")
 			}
-			out[i].Err = fmt.Errorf("insert job %s: %w: the id exists with other content", f[1], engine.ErrConflict)
+			out[i].Err = fmt.Errorf("insert job %s: %w: the id exists with other content", f[1], sluicetype.ErrConflict)
 		default:
 			if len(f) < 2 || len(f[1]) == 0 {
 				return nil, fmt.Errorf("redis: bad insert record")
@@ -175,20 +176,20 @@ func insertRecord(s string) ([]engine.JobInsertResult, error) {
 }
 
 // JobGetByID returns one job or ErrNotFound.
-func (s *Store) JobGetByID(ctx context.Context, p *engine.JobGetByIDParams) (*engine.Job, error) {
+func (s *Store) JobGetByID(ctx context.Context, p *backend.JobGetByIDParams) (*sluicetype.Job, error) {
 	js, err := s.getJobs(ctx, []string{p.ID}, p.IncludePayload, false)
 	if err != nil {
 		return nil, err
 	}
 	if js[0] == nil {
-		return nil, fmt.Errorf("job %s: %w", p.ID, engine.ErrNotFound)
+		return nil, fmt.Errorf("job %s: %w", p.ID, sluicetype.ErrNotFound)
 	}
 	return js[0], nil
 }
 
 // getJobs reads jobs by id in one round trip (nil for a missing one);
 // lastError keeps only the latest error entry.
-func (s *Store) getJobs(ctx context.Context, ids []string, payload, lastError bool) ([]*engine.Job, error) {
+func (s *Store) getJobs(ctx context.Context, ids []string, payload, lastError bool) ([]*sluicetype.Job, error) {
 	jobs, _, err := s.readJobs(ctx, ids, payload, lastError)
 	return jobs, err
 }
@@ -196,8 +197,8 @@ func (s *Store) getJobs(ctx context.Context, ids []string, payload, lastError bo
 // readJobs reads jobs by id in one round trip: each job (nil for a
 // missing one) and the hash it was decoded from, for callers that need
 // fields beyond the job (the filter rows of list.go).
-func (s *Store) readJobs(ctx context.Context, ids []string, payload, lastError bool) ([]*engine.Job, []map[string]string, error) {
-	jobs := make([]*engine.Job, len(ids))
+func (s *Store) readJobs(ctx context.Context, ids []string, payload, lastError bool) ([]*sluicetype.Job, []map[string]string, error) {
+	jobs := make([]*sluicetype.Job, len(ids))
 	hashes := make([]map[string]string, len(ids))
 	if len(ids) == 0 {
 		return jobs, hashes, nil
@@ -234,12 +235,12 @@ func (s *Store) readJobs(ctx context.Context, ids []string, payload, lastError b
 }
 
 // JobEventList returns a job's stored timeline events, oldest first.
-func (s *Store) JobEventList(ctx context.Context, p *engine.JobEventListParams) ([]engine.Event, error) {
+func (s *Store) JobEventList(ctx context.Context, p *backend.JobEventListParams) ([]sluicetype.Event, error) {
 	vs, err := s.c.LRange(ctx, s.Key("ev", p.JobID), 0, -1).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redis: events of job %s: %w", p.JobID, err)
 	}
-	out := make([]engine.Event, 0, len(vs))
+	out := make([]sluicetype.Event, 0, len(vs))
 	for _, v := range vs {
 		out = append(out, eventFrom(p.JobID, v))
 	}
@@ -249,7 +250,7 @@ func (s *Store) JobEventList(ctx context.Context, p *engine.JobEventListParams) 
 // JobClaim archives the queue's available jobs past their deadline, then
 // moves up to Limit available jobs to running under a new lease, in one
 // script.
-func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine.JobClaimResult, error) {
+func (s *Store) JobClaim(ctx context.Context, p *backend.JobClaimParams) (*backend.JobClaimResult, error) {
 	if p.Limit > claimChunk {
 		return s.claimChunked(ctx, p)
 	}
@@ -279,10 +280,10 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 		return nil, fmt.Errorf("redis: claim %s: bad reply", p.Queue)
 	}
 	now, _ := r[0].(string)
-	res := &engine.JobClaimResult{Now: ttime(now)}
+	res := &backend.JobClaimResult{Now: ttime(now)}
 	// Claimed jobs come packed; a claim that returns early (a paused
 	// queue) sends a plain empty array.
-	var jobs []*engine.Job
+	var jobs []*sluicetype.Job
 	if packed, ok := r[1].(string); ok {
 		if jobs, err = unpackJobs(packed, true); err != nil {
 			return nil, fmt.Errorf("redis: claim %s: %w", p.Queue, err)
@@ -293,10 +294,10 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 	// same for every job (see luaClaim).
 	exp := ttime(tadd(now, lease))
 	for _, j := range jobs {
-		j.State = engine.StateRunning
+		j.State = sluicetype.StateRunning
 		j.Fence++
 		j.Version++
-		j.Lease = &engine.Lease{ID: p.LeaseID, WorkerID: p.WorkerID, Fence: j.Fence, ExpiresAt: exp}
+		j.Lease = &sluicetype.Lease{ID: p.LeaseID, WorkerID: p.WorkerID, Fence: j.Fence, ExpiresAt: exp}
 		at := res.Now
 		j.AttemptedAt = &at
 		j.AttemptedBy = p.WorkerID
@@ -325,8 +326,8 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 // The lone job is asked for only by the first chunk (a later one follows
 // a full chunk). Now is the first chunk's, so a lease is never later than
 // Now plus the lease duration says.
-func (s *Store) claimChunked(ctx context.Context, p *engine.JobClaimParams) (*engine.JobClaimResult, error) {
-	var res *engine.JobClaimResult
+func (s *Store) claimChunked(ctx context.Context, p *backend.JobClaimParams) (*backend.JobClaimResult, error) {
+	var res *backend.JobClaimResult
 	left, suspects, lone := p.Limit, p.Suspects, p.Lone
 	for left > 0 {
 		q := *p
@@ -363,7 +364,7 @@ func (s *Store) claimChunked(ctx context.Context, p *engine.JobClaimParams) (*en
 
 // JobCompleteMany completes (or deletes) successful jobs in one script
 // (of at most completeChunk items each); each item is fenced on its own.
-func (s *Store) JobCompleteMany(ctx context.Context, p *engine.JobCompleteManyParams) ([]error, error) {
+func (s *Store) JobCompleteMany(ctx context.Context, p *backend.JobCompleteManyParams) ([]error, error) {
 	out := make([]error, len(p.Items))
 	if len(p.Items) == 0 {
 		return out, nil
@@ -392,7 +393,7 @@ func (s *Store) JobCompleteMany(ctx context.Context, p *engine.JobCompleteManyPa
 	r, _ := v.([]any)
 	for i := range p.Items {
 		if ok, _ := at(r, i).(int64); ok != 1 {
-			out[i] = fmt.Errorf("complete job %s: %w", p.Items[i].ID, engine.ErrLeaseLost)
+			out[i] = fmt.Errorf("complete job %s: %w", p.Items[i].ID, sluicetype.ErrLeaseLost)
 		}
 	}
 	return out, nil
@@ -400,9 +401,9 @@ func (s *Store) JobCompleteMany(ctx context.Context, p *engine.JobCompleteManyPa
 
 // JobFinish applies one fenced transition out of running, as the engine
 // resolved it, in one script.
-func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engine.Job, error) {
-	if p.To == engine.StateRunning || (p.To != engine.StateDeleted && !p.To.Valid()) {
-		return nil, fmt.Errorf("finish job %s: %w: cannot go to %q", p.ID, engine.ErrInvalidTransition, p.To)
+func (s *Store) JobFinish(ctx context.Context, p *backend.JobFinishParams) (*sluicetype.Job, error) {
+	if p.To == sluicetype.StateRunning || (p.To != sluicetype.StateDeleted && !p.To.Valid()) {
+		return nil, fmt.Errorf("finish job %s: %w: cannot go to %q", p.ID, sluicetype.ErrInvalidTransition, p.To)
 	}
 	ifBefore := ""
 	if !p.IfBefore.IsZero() {
@@ -410,16 +411,16 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 	}
 	charge := ""
 	switch p.Charge {
-	case engine.ChargeAttempt:
+	case backend.ChargeAttempt:
 		charge = "attempt"
-	case engine.ChargeCrash:
+	case backend.ChargeCrash:
 		charge = "crash"
 	}
 	sched := "keep"
 	switch p.Schedule {
-	case engine.ScheduleNow:
+	case backend.ScheduleNow:
 		sched = "now"
-	case engine.ScheduleAfter:
+	case backend.ScheduleAfter:
 		sched = "after"
 	}
 	a := []any{"id", p.ID, "lease", p.LeaseID, "fence", strconv.FormatInt(p.Fence, 10),
@@ -452,13 +453,13 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 		if r, ok := asRefusal(err); ok && r.code == "LEASE" {
 			switch {
 			case r.arg == "bound":
-				return nil, fmt.Errorf("finish job %s: the write came after its bound %s: %w", p.ID, p.IfBefore.Format(time.RFC3339Nano), engine.ErrLeaseLost)
+				return nil, fmt.Errorf("finish job %s: the write came after its bound %s: %w", p.ID, p.IfBefore.Format(time.RFC3339Nano), sluicetype.ErrLeaseLost)
 			case r.arg == "renewed":
-				return nil, fmt.Errorf("finish job %s: lease renewed: %w", p.ID, engine.ErrLeaseLost)
+				return nil, fmt.Errorf("finish job %s: lease renewed: %w", p.ID, sluicetype.ErrLeaseLost)
 			case strings.HasPrefix(r.arg, "alive "):
-				return nil, fmt.Errorf("finish job %s: worker %s beats again: %w", p.ID, strings.TrimPrefix(r.arg, "alive "), engine.ErrLeaseLost)
+				return nil, fmt.Errorf("finish job %s: worker %s beats again: %w", p.ID, strings.TrimPrefix(r.arg, "alive "), sluicetype.ErrLeaseLost)
 			}
-			return nil, fmt.Errorf("finish job %s: %w", p.ID, engine.ErrLeaseLost)
+			return nil, fmt.Errorf("finish job %s: %w", p.ID, sluicetype.ErrLeaseLost)
 		}
 		return nil, err
 	}
@@ -477,7 +478,7 @@ func at(arr []any, i int) any {
 }
 
 // countsArg encodes a plan's counter deltas for a script.
-func countsArg(ds []engine.CountDelta) string {
+func countsArg(ds []backend.CountDelta) string {
 	var b strings.Builder
 	for i, d := range ds {
 		if i > 0 {
@@ -490,7 +491,7 @@ func countsArg(ds []engine.CountDelta) string {
 }
 
 // JobLeaseRenew extends leases; each item is fenced on its own.
-func (s *Store) JobLeaseRenew(ctx context.Context, p *engine.JobLeaseRenewParams) ([]error, error) {
+func (s *Store) JobLeaseRenew(ctx context.Context, p *backend.JobLeaseRenewParams) ([]error, error) {
 	out := make([]error, len(p.Items))
 	if len(p.Items) == 0 {
 		return out, nil
@@ -511,7 +512,7 @@ func (s *Store) JobLeaseRenew(ctx context.Context, p *engine.JobLeaseRenewParams
 	r, _ := v.([]any)
 	for i, it := range p.Items {
 		if ok, _ := at(r, i).(int64); ok != 1 {
-			out[i] = fmt.Errorf("renew lease of job %s: %w", it.ID, engine.ErrLeaseLost)
+			out[i] = fmt.Errorf("renew lease of job %s: %w", it.ID, sluicetype.ErrLeaseLost)
 		}
 	}
 	return out, nil
@@ -519,7 +520,7 @@ func (s *Store) JobLeaseRenew(ctx context.Context, p *engine.JobLeaseRenewParams
 
 // JobListExpiredLeases lists running jobs whose lease has expired, oldest
 // expiry first, with whether their worker still heartbeats.
-func (s *Store) JobListExpiredLeases(ctx context.Context, p *engine.JobListExpiredLeasesParams) ([]engine.ExpiredLease, error) {
+func (s *Store) JobListExpiredLeases(ctx context.Context, p *backend.JobListExpiredLeasesParams) ([]backend.ExpiredLease, error) {
 	now, err := s.Now(ctx)
 	if err != nil {
 		return nil, err
@@ -538,14 +539,14 @@ func (s *Store) JobListExpiredLeases(ctx context.Context, p *engine.JobListExpir
 	if err != nil {
 		return nil, err
 	}
-	var out []engine.ExpiredLease
+	var out []backend.ExpiredLease
 	pipe := s.c.Pipeline()
 	var alive []*goredis.StringCmd
 	for _, j := range js {
-		if j == nil || j.State != engine.StateRunning || j.Lease == nil {
+		if j == nil || j.State != sluicetype.StateRunning || j.Lease == nil {
 			continue
 		}
-		out = append(out, engine.ExpiredLease{Job: j})
+		out = append(out, backend.ExpiredLease{Job: j})
 		alive = append(alive, pipe.HGet(ctx, s.Key("w", j.Lease.WorkerID), "x"))
 	}
 	if len(out) == 0 {
@@ -573,9 +574,9 @@ func memberIDs(ms []string) []string {
 }
 
 // JobScheduleDue moves due scheduled and retryable jobs to available.
-func (s *Store) JobScheduleDue(ctx context.Context, p *engine.JobScheduleDueParams) ([]string, error) {
+func (s *Store) JobScheduleDue(ctx context.Context, p *backend.JobScheduleDueParams) ([]string, error) {
 	if p.To == "" {
-		return nil, fmt.Errorf("schedule due: %w: no target state", engine.ErrInvalid)
+		return nil, fmt.Errorf("schedule due: %w: no target state", sluicetype.ErrInvalid)
 	}
 	limit := p.Limit
 	if limit <= 0 {
@@ -602,12 +603,12 @@ func (s *Store) JobScheduleDue(ctx context.Context, p *engine.JobScheduleDuePara
 
 // JobDeleteExpired deletes terminal jobs past their retention, at most
 // Limit, in one script.
-func (s *Store) JobDeleteExpired(ctx context.Context, p *engine.JobDeleteExpiredParams) (int, error) {
+func (s *Store) JobDeleteExpired(ctx context.Context, p *backend.JobDeleteExpiredParams) (int, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 1 << 30
 	}
-	overriding := map[engine.State][]string{}
+	overriding := map[sluicetype.State][]string{}
 	queues := make([]string, 0, len(p.QueueRetention))
 	for q, m := range p.QueueRetention {
 		queues = append(queues, q)
@@ -617,20 +618,20 @@ func (s *Store) JobDeleteExpired(ctx context.Context, p *engine.JobDeleteExpired
 	}
 	sort.Strings(queues)
 	args := []any{strconv.Itoa(limit)}
-	add := func(st engine.State, d time.Duration, q string, excl []string) {
+	add := func(st sluicetype.State, d time.Duration, q string, excl []string) {
 		if !st.Terminal() || d < 0 {
 			return
 		}
 		args = append(args, string(st), dstr(d), q, strings.Join(excl, us))
 	}
-	for _, st := range engine.AllStates {
+	for _, st := range sluicetype.AllStates {
 		if d, ok := p.Retention[st]; ok {
 			add(st, d, "", overriding[st])
 		}
 	}
 	for _, q := range queues {
 		m := p.QueueRetention[q]
-		for _, st := range engine.AllStates {
+		for _, st := range sluicetype.AllStates {
 			if d, ok := m[st]; ok {
 				add(st, d, q, nil)
 			}

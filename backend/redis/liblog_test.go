@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
-	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/testlog"
 )
 
@@ -36,7 +36,7 @@ func TestClientLogsGoToTheStoreLogger(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	if _, _, err := s.JobCount(ctx, &engine.JobCountParams{}); err == nil {
+	if _, _, err := s.JobCountMatching(ctx, &backend.JobCountMatchingParams{}); err == nil {
 		t.Fatal("a count on a stopped server succeeded")
 	}
 	if got := buf.String(); !strings.Contains(got, "redis client: connection pool: failed to dial") {

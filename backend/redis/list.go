@@ -13,7 +13,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Listing, counting and grouping. A filter is served by walking the best
@@ -25,28 +26,28 @@ import (
 // ScanReport the reading stops at the store's scan budget and says so.
 
 // row is a job as the filters read it: the job, and the fields of its
-// hash the engine.Job does not carry.
+// hash the sluicetype.Job does not carry.
 type row struct {
-	j      *engine.Job
+	j      *sluicetype.Job
 	le, ep string
 }
 
-var pathKeyRE = regexp.MustCompile(engine.PathKeyPattern)
+var pathKeyRE = regexp.MustCompile(sluicetype.PathKeyPattern)
 
 // checkFilter refuses what no store may serve: a path whose keys break
-// engine.PathKeyPattern.
-func checkFilter(f *engine.Filter) error {
+// sluicetype.PathKeyPattern.
+func checkFilter(f *sluicetype.Filter) error {
 	for _, set := range []struct {
 		what string
-		ms   []engine.PathMatch
+		ms   []sluicetype.PathMatch
 	}{{"payload", f.Payload}, {"meta", f.Meta}} {
 		for _, m := range set.ms {
 			if m.Path == "" {
-				return fmt.Errorf("%w: filter: %s path is empty", engine.ErrInvalid, set.what)
+				return fmt.Errorf("%w: filter: %s path is empty", sluicetype.ErrInvalid, set.what)
 			}
 			for key := range strings.SplitSeq(m.Path, ".") {
 				if !pathKeyRE.MatchString(key) {
-					return fmt.Errorf("%w: filter: %s path %q: bad key %q", engine.ErrInvalid, set.what, m.Path, key)
+					return fmt.Errorf("%w: filter: %s path %q: bad key %q", sluicetype.ErrInvalid, set.what, m.Path, key)
 				}
 			}
 		}
@@ -55,7 +56,7 @@ func checkFilter(f *engine.Filter) error {
 }
 
 // match reports whether r meets every condition of f.
-func match(r *row, f *engine.Filter, excludeSuperseded bool, asOf *time.Time) bool {
+func match(r *row, f *sluicetype.Filter, excludeSuperseded bool, asOf *time.Time) bool {
 	j := r.j
 	if len(f.States) > 0 && !slices.Contains(f.States, j.State) {
 		return false
@@ -82,12 +83,12 @@ func match(r *row, f *engine.Filter, excludeSuperseded bool, asOf *time.Time) bo
 		return false
 	}
 	for _, m := range f.Payload {
-		if !engine.PathValueMatches(j.Payload, m) {
+		if !sluicetype.PathValueMatches(j.Payload, m) {
 			return false
 		}
 	}
 	for _, m := range f.Meta {
-		if !engine.PathValueMatches(j.Metadata, m) {
+		if !sluicetype.PathValueMatches(j.Metadata, m) {
 			return false
 		}
 	}
@@ -113,7 +114,7 @@ func match(r *row, f *engine.Filter, excludeSuperseded bool, asOf *time.Time) bo
 }
 
 // needsPayload reports whether f reads the payload.
-func needsPayload(f *engine.Filter) bool { return len(f.Payload) > 0 }
+func needsPayload(f *sluicetype.Filter) bool { return len(f.Payload) > 0 }
 
 // rows reads jobs by id as filter rows (missing ones left out, order
 // kept); lastError keeps only the latest error entry.
@@ -256,24 +257,24 @@ type plan struct {
 
 // hotState reports whether the state indexes leave s out (every claim and
 // every completion would otherwise rewrite three entries there).
-func hotState(s engine.State) bool { return s == engine.StateRunning }
+func hotState(s sluicetype.State) bool { return s == sluicetype.StateRunning }
 
 // unindexedStates have no st, sq or sk index (schema versions 3 and 4;
 // NOST in the scripts): every job enters and leaves them, so a job in one
 // is in one set of its queue and kind (sqk:STATE:QUEUE US KIND), and
 // listings merge the sets of the pairs that qk names and the filter's
 // queues and kinds take.
-var unindexedStates = []engine.State{engine.StateAvailable, engine.StateCompleted}
+var unindexedStates = []sluicetype.State{sluicetype.StateAvailable, sluicetype.StateCompleted}
 
 // noStateIndex reports whether s is one of unindexedStates.
-func noStateIndex(s engine.State) bool { return slices.Contains(unindexedStates, s) }
+func noStateIndex(s sluicetype.State) bool { return slices.Contains(unindexedStates, s) }
 
-func (s *Store) planFor(ctx context.Context, f *engine.Filter) (*plan, error) {
+func (s *Store) planFor(ctx context.Context, f *sluicetype.Filter) (*plan, error) {
 	// A value named twice (state:archived,archived) names one set: each
 	// key and id is walked once, or its jobs would count and list twice.
 	states := uniq(f.States)
 	if len(states) == 0 {
-		states = engine.AllStates
+		states = sluicetype.AllStates
 	}
 	switch {
 	case len(f.IDs) > 0:
@@ -298,7 +299,7 @@ func (s *Store) planFor(ctx context.Context, f *engine.Filter) (*plan, error) {
 		return p, nil
 	}
 	p := &plan{}
-	var hot []engine.State
+	var hot []sluicetype.State
 	var pairs []queueKind // read once, for the states without st
 	for _, st := range states {
 		if hotState(st) {
@@ -379,7 +380,7 @@ func (s *Store) queueKinds(ctx context.Context) ([]queueKind, error) {
 
 // hotMembers gathers the members of the running jobs that match f's
 // queues and kinds, from the lease set.
-func (s *Store) hotMembers(ctx context.Context, states []engine.State, f *engine.Filter) ([]string, error) {
+func (s *Store) hotMembers(ctx context.Context, states []sluicetype.State, f *sluicetype.Filter) ([]string, error) {
 	ms, err := s.c.ZRange(ctx, s.Key("run"), 0, -1).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redis: running jobs: %w", err)
@@ -405,7 +406,7 @@ func (s *Store) hotMembers(ctx context.Context, states []engine.State, f *engine
 			st, _ := v[1].(string)
 			q, _ := v[2].(string)
 			kind, _ := v[3].(string)
-			if sca == "" || !slices.Contains(states, engine.State(st)) ||
+			if sca == "" || !slices.Contains(states, sluicetype.State(st)) ||
 				(len(f.Queues) > 0 && !slices.Contains(f.Queues, q)) || (len(f.Kinds) > 0 && !slices.Contains(f.Kinds, kind)) {
 				continue
 			}
@@ -434,14 +435,14 @@ func (s *Store) walkerFor(pl *plan, after string, asc bool, chunk int) *walker {
 	return w
 }
 
-// JobList pages job summaries newest first by (state_changed_at, id).
-func (s *Store) JobList(ctx context.Context, p *engine.JobListParams) ([]*engine.Job, error) {
+// JobListPage pages job summaries newest first by (state_changed_at, id).
+func (s *Store) JobListPage(ctx context.Context, p *backend.JobListPageParams) ([]*sluicetype.Job, error) {
 	if err := checkFilter(&p.Filter); err != nil {
 		return nil, err
 	}
 	limit := p.Limit
 	if limit <= 0 {
-		limit = engine.DefaultListLimit
+		limit = sluicetype.DefaultListLimit
 	}
 	f := &p.Filter
 	pl, err := s.planFor(ctx, f)
@@ -452,7 +453,7 @@ func (s *Store) JobList(ctx context.Context, p *engine.JobListParams) ([]*engine
 	if p.After != nil {
 		after = member(p.After.At, p.After.ID)
 	}
-	var out []*engine.Job
+	var out []*sluicetype.Job
 	keep := func(rs []*row) bool {
 		for _, r := range rs {
 			if !match(r, f, p.ExcludeSuperseded, nil) {
@@ -462,7 +463,7 @@ func (s *Store) JobList(ctx context.Context, p *engine.JobListParams) ([]*engine
 			// A row carries what the SQL stores' rows do: the wait's
 			// summary, decoded from the checkpoint the hash read
 			// brought (only a scheduled job's), and no checkpoint.
-			r.j.Wait = engine.WaitSummaryOf(r.j)
+			r.j.Wait = sluicetype.WaitSummaryOf(r.j)
 			r.j.Checkpoint = nil
 			out = append(out, r.j)
 			if len(out) == limit {
@@ -525,7 +526,7 @@ func (s *Store) JobList(ctx context.Context, p *engine.JobListParams) ([]*engine
 
 // reportScan fills r for a scan of pl's indexes stopped at the budget,
 // after scanned jobs, the last being member last.
-func (s *Store) reportScan(ctx context.Context, r *engine.ScanReport, pl *plan, scanned int64, last string) error {
+func (s *Store) reportScan(ctx context.Context, r *sluicetype.ScanReport, pl *plan, scanned int64, last string) error {
 	total := int64(len(pl.hot))
 	if len(pl.keys) > 0 {
 		pipe := s.c.Pipeline()
@@ -544,26 +545,26 @@ func (s *Store) reportScan(ctx context.Context, r *engine.ScanReport, pl *plan, 
 	if err != nil {
 		return err
 	}
-	*r = engine.ScanReport{Bounded: true, Scanned: scanned, Total: total, Stop: &stop}
+	*r = sluicetype.ScanReport{Bounded: true, Scanned: scanned, Total: total, Stop: &stop}
 	return nil
 }
 
 // memberCursor is the keyset position of an index member "TIME:ID".
-func memberCursor(m string) (engine.Cursor, error) {
+func memberCursor(m string) (sluicetype.Cursor, error) {
 	if len(m) < 21 || m[19] != ':' {
-		return engine.Cursor{}, fmt.Errorf("redis: index member %q is not TIME:ID", m)
+		return sluicetype.Cursor{}, fmt.Errorf("redis: index member %q is not TIME:ID", m)
 	}
 	ns, err := strconv.ParseInt(m[:19], 10, 64)
 	if err != nil {
-		return engine.Cursor{}, fmt.Errorf("redis: index member %q: %w", m, err)
+		return sluicetype.Cursor{}, fmt.Errorf("redis: index member %q: %w", m, err)
 	}
-	return engine.Cursor{At: time.Unix(0, ns).UTC(), ID: m[20:]}, nil
+	return sluicetype.Cursor{At: time.Unix(0, ns).UTC(), ID: m[20:]}, nil
 }
 
 // indexedFilter reports whether f holds only states and queues or kinds
 // (not both): the sizes of the per-queue or per-kind state indexes count
 // it, up to any time.
-func indexedFilter(f *engine.Filter) bool {
+func indexedFilter(f *sluicetype.Filter) bool {
 	g := *f
 	g.States, g.Queues, g.Kinds = nil, nil, nil
 	return isZero(&g) && (len(f.Queues) == 0 || len(f.Kinds) == 0)
@@ -571,23 +572,23 @@ func indexedFilter(f *engine.Filter) bool {
 
 // simpleFilter reports whether f holds only states and queues, which the
 // maintained counters count.
-func simpleFilter(f *engine.Filter) bool {
+func simpleFilter(f *sluicetype.Filter) bool {
 	g := *f
 	g.States, g.Queues = nil, nil
 	return isZero(&g)
 }
 
-func isZero(f *engine.Filter) bool {
+func isZero(f *sluicetype.Filter) bool {
 	return len(f.States) == 0 && len(f.Queues) == 0 && len(f.Kinds) == 0 && len(f.IDs) == 0 &&
 		f.Fingerprint == "" && len(f.Tags) == 0 && f.Error == "" && f.ErrorPattern == "" &&
 		len(f.Payload) == 0 && len(f.Meta) == 0 && f.CreatedAfter == nil && f.CreatedBefore == nil &&
 		f.FinalizedAfter == nil && f.FinalizedBefore == nil
 }
 
-// JobCount counts jobs matching the filter, stopping at Max: from the
+// JobCountMatching counts jobs matching the filter, stopping at Max: from the
 // counters for states and queues, from the index sizes for kinds and an
 // as-of bound, and otherwise by walking an index.
-func (s *Store) JobCount(ctx context.Context, p *engine.JobCountParams) (int64, bool, error) {
+func (s *Store) JobCountMatching(ctx context.Context, p *backend.JobCountMatchingParams) (int64, bool, error) {
 	if err := checkFilter(&p.Filter); err != nil {
 		return 0, false, err
 	}
@@ -602,7 +603,7 @@ func (s *Store) JobCount(ctx context.Context, p *engine.JobCountParams) (int64, 
 	var n int64
 	switch {
 	case simpleFilter(f) && p.AsOf == nil:
-		counts, err := s.JobCountByQueue(ctx, &engine.JobCountByQueueParams{})
+		counts, err := s.JobCountByQueue(ctx, &backend.JobCountByQueueParams{})
 		if err != nil {
 			return 0, false, err
 		}
@@ -667,7 +668,7 @@ func (s *Store) JobCount(ctx context.Context, p *engine.JobCountParams) (int64, 
 }
 
 // countByWalk counts by reading the jobs of the best index.
-func (s *Store) countByWalk(ctx context.Context, p *engine.JobCountParams) (int64, bool, error) {
+func (s *Store) countByWalk(ctx context.Context, p *backend.JobCountMatchingParams) (int64, bool, error) {
 	f := &p.Filter
 	pl, err := s.planFor(ctx, f)
 	if err != nil {
@@ -731,11 +732,11 @@ func (s *Store) countByWalk(ctx context.Context, p *engine.JobCountParams) (int6
 // group is one key of the error groups hash: state, queue, kind, pattern.
 type group struct {
 	raw                  string
-	state                engine.State
+	state                sluicetype.State
 	queue, kind, pattern string
 }
 
-func (g *group) fits(f *engine.Filter, states []engine.State) bool {
+func (g *group) fits(f *sluicetype.Filter, states []sluicetype.State) bool {
 	return slices.Contains(states, g.state) &&
 		(len(f.Queues) == 0 || slices.Contains(f.Queues, g.queue)) &&
 		(len(f.Kinds) == 0 || slices.Contains(f.Kinds, g.kind))
@@ -761,7 +762,7 @@ func parseGroup(raw string) (group, bool) {
 	if len(f) != 4 {
 		return group{}, false
 	}
-	return group{raw: raw, state: engine.State(f[0]), queue: f[1], kind: f[2], pattern: f[3]}, true
+	return group{raw: raw, state: sluicetype.State(f[0]), queue: f[1], kind: f[2], pattern: f[3]}, true
 }
 
 // luaErrorGroups reads the error groups that fit a filter, all in one
@@ -809,7 +810,7 @@ return out
 // which no script may hold the server for, and counts those that entered
 // their group before the store's time when the walk began: the groups as
 // of then, less the jobs that left since.
-func (s *Store) JobErrorGroups(ctx context.Context, p *engine.JobErrorGroupsParams) ([]engine.ErrorGroup, error) {
+func (s *Store) JobErrorGroups(ctx context.Context, p *backend.JobErrorGroupsParams) ([]sluicetype.ErrorGroup, error) {
 	if err := checkFilter(&p.Filter); err != nil {
 		return nil, err
 	}
@@ -820,10 +821,10 @@ func (s *Store) JobErrorGroups(ctx context.Context, p *engine.JobErrorGroupsPara
 	f := &p.Filter
 	states := f.States
 	if len(states) == 0 {
-		states = engine.AllStates
+		states = sluicetype.AllStates
 	}
 	type agg struct {
-		g           engine.ErrorGroup
+		g           sluicetype.ErrorGroup
 		first, last string
 		// sampled: the script read the sample with the counts.
 		sampled bool
@@ -833,7 +834,7 @@ func (s *Store) JobErrorGroups(ctx context.Context, p *engine.JobErrorGroupsPara
 		k := g.queue + us + g.kind + us + g.pattern
 		a := byKey[k]
 		if a == nil {
-			a = &agg{g: engine.ErrorGroup{Queue: g.queue, Kind: g.kind, Pattern: g.pattern}}
+			a = &agg{g: sluicetype.ErrorGroup{Queue: g.queue, Kind: g.kind, Pattern: g.pattern}}
 			byKey[k] = a
 		}
 		return a
@@ -920,7 +921,7 @@ func (s *Store) JobErrorGroups(ctx context.Context, p *engine.JobErrorGroupsPara
 			}
 		}
 	}
-	out := make([]engine.ErrorGroup, 0, len(byKey))
+	out := make([]sluicetype.ErrorGroup, 0, len(byKey))
 	// Samples the script did not read: the newest job's last error.
 	var unsampled []int
 	var samples []string

@@ -937,7 +937,7 @@ return out(J, true)
 `)
 
 // luaRetryWithInput inserts the corrected copy of a finished job and marks
-// the original superseded (JobRetryWithInput).
+// the original superseded (JobRetryCopy).
 //
 // ARGV[4...] name/value pairs: id, newid, payload, fp, allowed (the states
 // the original may be in, joined by US), to (the copy's state), and the

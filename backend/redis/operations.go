@@ -12,7 +12,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Bulk operations: persisted, leased, applied batch by batch, each batch
@@ -49,15 +50,15 @@ const (
 
 // opRow is an operation hash: the operation and its runner's state.
 type opRow struct {
-	op     *engine.Operation
+	op     *sluicetype.Operation
 	cursor string
 	holder string
 	fence  int64
 }
 
 func opFrom(m map[string]string) (*opRow, error) {
-	op := &engine.Operation{
-		ID: m["id"], Action: engine.Action(m["act"]), Status: engine.OperationStatus(m["st"]), CreatedBy: m["by"],
+	op := &sluicetype.Operation{
+		ID: m["id"], Action: sluicetype.Action(m["act"]), Status: sluicetype.OperationStatus(m["st"]), CreatedBy: m["by"],
 		CreatedAt: ttime(m["cr"]), StartedAt: ttimePtr(m["sa"]), FinishedAt: ttimePtr(m["fa"]),
 		Matched: atoi64(m["mt"]), Processed: atoi64(m["pc"]), Succeeded: atoi64(m["sc"]), Failed: atoi64(m["fl"]),
 		Error: m["er"], Rate: atoi(m["rt"]),
@@ -71,7 +72,7 @@ func opFrom(m map[string]string) (*opRow, error) {
 }
 
 // OperationInsert persists a new pending operation created now.
-func (s *Store) OperationInsert(ctx context.Context, p *engine.OperationInsertParams) (*engine.Operation, error) {
+func (s *Store) OperationInsert(ctx context.Context, p *backend.OperationInsertParams) (*sluicetype.Operation, error) {
 	sel, err := json.Marshal(p.Selector)
 	if err != nil {
 		return nil, fmt.Errorf("redis: operation %s: selector: %w", p.ID, err)
@@ -80,7 +81,7 @@ func (s *Store) OperationInsert(ctx context.Context, p *engine.OperationInsertPa
 		"by", p.CreatedBy, "mt", strconv.FormatInt(p.Matched, 10), "rt", strconv.Itoa(p.Rate))
 	if err != nil {
 		if r, ok := asRefusal(err); ok && r.code == "CONFLICT" {
-			return nil, fmt.Errorf("insert operation %s: %w: the id exists", p.ID, engine.ErrConflict)
+			return nil, fmt.Errorf("insert operation %s: %w: the id exists", p.ID, sluicetype.ErrConflict)
 		}
 		return nil, err
 	}
@@ -92,13 +93,13 @@ func (s *Store) OperationInsert(ctx context.Context, p *engine.OperationInsertPa
 }
 
 // OperationGet returns one operation or ErrNotFound.
-func (s *Store) OperationGet(ctx context.Context, p *engine.OperationGetParams) (*engine.Operation, error) {
+func (s *Store) OperationGet(ctx context.Context, p *backend.OperationGetParams) (*sluicetype.Operation, error) {
 	m, err := s.c.HGetAll(ctx, s.Key("op", p.ID)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redis: operation %s: %w", p.ID, err)
 	}
 	if len(m) == 0 {
-		return nil, fmt.Errorf("operation %s: %w", p.ID, engine.ErrNotFound)
+		return nil, fmt.Errorf("operation %s: %w", p.ID, sluicetype.ErrNotFound)
 	}
 	r, err := opFrom(m)
 	if err != nil {
@@ -108,10 +109,10 @@ func (s *Store) OperationGet(ctx context.Context, p *engine.OperationGetParams) 
 }
 
 // OperationList pages operations newest first by (created_at, id).
-func (s *Store) OperationList(ctx context.Context, p *engine.OperationListParams) ([]*engine.Operation, error) {
+func (s *Store) OperationList(ctx context.Context, p *backend.OperationListParams) ([]*sluicetype.Operation, error) {
 	limit := p.Limit
 	if limit <= 0 {
-		limit = engine.DefaultListLimit
+		limit = sluicetype.DefaultListLimit
 	}
 	max := "+"
 	if p.After != nil {
@@ -131,7 +132,7 @@ func (s *Store) OperationList(ctx context.Context, p *engine.OperationListParams
 			return nil, fmt.Errorf("redis: list operations: %w", err)
 		}
 	}
-	var out []*engine.Operation
+	var out []*sluicetype.Operation
 	for _, c := range cs {
 		if len(c.Val()) == 0 {
 			continue
@@ -146,15 +147,15 @@ func (s *Store) OperationList(ctx context.Context, p *engine.OperationListParams
 }
 
 // OperationCancel marks a pending or running operation cancelled.
-func (s *Store) OperationCancel(ctx context.Context, p *engine.OperationCancelParams) (*engine.Operation, error) {
+func (s *Store) OperationCancel(ctx context.Context, p *backend.OperationCancelParams) (*sluicetype.Operation, error) {
 	v, err := s.run(ctx, "cancel operation "+p.ID, luaOpCancel, p.ID, p.Message)
 	if err != nil {
 		if r, ok := asRefusal(err); ok {
 			switch r.code {
 			case "NOTFOUND":
-				return nil, fmt.Errorf("cancel operation %s: %w", p.ID, engine.ErrNotFound)
+				return nil, fmt.Errorf("cancel operation %s: %w", p.ID, sluicetype.ErrNotFound)
 			case "STATE":
-				return nil, fmt.Errorf("cancel operation %s: %w: it is %s", p.ID, engine.ErrWrongState, r.arg)
+				return nil, fmt.Errorf("cancel operation %s: %w: it is %s", p.ID, sluicetype.ErrWrongState, r.arg)
 			}
 		}
 		return nil, err
@@ -168,7 +169,7 @@ func (s *Store) OperationCancel(ctx context.Context, p *engine.OperationCancelPa
 
 // OperationClaim leases the oldest pending or running operation whose
 // lease is free or expired.
-func (s *Store) OperationClaim(ctx context.Context, p *engine.OperationClaimParams) (*engine.OperationLease, error) {
+func (s *Store) OperationClaim(ctx context.Context, p *backend.OperationClaimParams) (*backend.OperationLease, error) {
 	ttl := p.TTL
 	if ttl <= 0 {
 		ttl = defaultOperationLease
@@ -185,18 +186,18 @@ func (s *Store) OperationClaim(ctx context.Context, p *engine.OperationClaimPara
 	if err != nil {
 		return nil, err
 	}
-	return &engine.OperationLease{Operation: r.op, Holder: r.holder, Fence: r.fence, Cursor: r.cursor}, nil
+	return &backend.OperationLease{Operation: r.op, Holder: r.holder, Fence: r.fence, Cursor: r.cursor}, nil
 }
 
 // OperationFinish sets a running operation's status and error, fenced on
 // its lease.
-func (s *Store) OperationFinish(ctx context.Context, p *engine.OperationFinishParams) (*engine.Operation, error) {
-	final := p.Status != engine.OperationRunning && p.Status != engine.OperationPending
+func (s *Store) OperationFinish(ctx context.Context, p *backend.OperationFinishParams) (*sluicetype.Operation, error) {
+	final := p.Status != sluicetype.OperationRunning && p.Status != sluicetype.OperationPending
 	v, err := s.run(ctx, "finish operation "+p.ID, luaOpFinish, "id", p.ID, "st", string(p.Status), "final", flag(final),
 		"er", p.Error, "holder", p.Holder, "fence", strconv.FormatInt(p.Fence, 10))
 	if err != nil {
 		if r, ok := asRefusal(err); ok && r.code == "LEASE" {
-			return nil, fmt.Errorf("operation %s: %w", p.ID, engine.ErrLeaseLost)
+			return nil, fmt.Errorf("operation %s: %w", p.ID, sluicetype.ErrLeaseLost)
 		}
 		return nil, err
 	}
@@ -209,7 +210,7 @@ func (s *Store) OperationFinish(ctx context.Context, p *engine.OperationFinishPa
 
 // goFiltered reports whether a selector has conditions only Go evaluates
 // (the batch script tests the others itself).
-func goFiltered(f *engine.Filter) bool {
+func goFiltered(f *sluicetype.Filter) bool {
 	return len(f.Tags) > 0 || f.Error != "" || len(f.Payload) > 0 || len(f.Meta) > 0
 }
 
@@ -220,10 +221,10 @@ func goFiltered(f *engine.Filter) bool {
 // are judged here first, job by job with its version, and the script
 // takes those verdicts only for jobs whose version is unchanged (else it
 // writes nothing and the batch is judged again).
-func (s *Store) OperationProcessBatch(ctx context.Context, p *engine.OperationProcessBatchParams) (*engine.OperationBatchResult, error) {
+func (s *Store) OperationProcessBatch(ctx context.Context, p *backend.OperationProcessBatchParams) (*backend.OperationBatchResult, error) {
 	limit := p.Limit
 	if limit <= 0 {
-		limit = engine.OperationBatch
+		limit = sluicetype.OperationBatch
 	}
 	window := max(p.Window, limit)
 	// A script blocks the server while it runs: a batch takes at most
@@ -235,7 +236,7 @@ func (s *Store) OperationProcessBatch(ctx context.Context, p *engine.OperationPr
 		ttl = defaultOperationLease
 	}
 	if p.Spec.To == "" || len(p.Spec.From) == 0 || len(p.Selector.States) == 0 {
-		return nil, fmt.Errorf("operation %s: %w: a batch needs a spec and a selector narrowed to its states", p.ID, engine.ErrInvalid)
+		return nil, fmt.Errorf("operation %s: %w: a batch needs a spec and a selector narrowed to its states", p.ID, sluicetype.ErrInvalid)
 	}
 	sel := &p.Selector
 	if err := checkFilter(sel); err != nil {
@@ -278,11 +279,11 @@ func (s *Store) OperationProcessBatch(ctx context.Context, p *engine.OperationPr
 		if r, ok := asRefusal(err); ok {
 			switch r.code {
 			case "NOTFOUND":
-				return nil, fmt.Errorf("operation %s: %w", p.ID, engine.ErrNotFound)
+				return nil, fmt.Errorf("operation %s: %w", p.ID, sluicetype.ErrNotFound)
 			case "LEASE":
-				return nil, fmt.Errorf("operation %s: %w", p.ID, engine.ErrLeaseLost)
+				return nil, fmt.Errorf("operation %s: %w", p.ID, sluicetype.ErrLeaseLost)
 			case "RETRY":
-				return nil, fmt.Errorf("operation %s: %w: its jobs kept changing under the batch", p.ID, engine.ErrConflict)
+				return nil, fmt.Errorf("operation %s: %w: its jobs kept changing under the batch", p.ID, sluicetype.ErrConflict)
 			}
 		}
 		return nil, err
@@ -299,9 +300,9 @@ func (s *Store) OperationProcessBatch(ctx context.Context, p *engine.OperationPr
 		if judged {
 			s.walked(p.ID, nil, "", true)
 		}
-		return &engine.OperationBatchResult{Operation: r.op, Cursor: r.cursor}, nil
+		return &backend.OperationBatchResult{Operation: r.op, Cursor: r.cursor}, nil
 	}
-	out := &engine.OperationBatchResult{Operation: r.op}
+	out := &backend.OperationBatchResult{Operation: r.op}
 	out.Cursor, _ = rep[2].(string)
 	done, _ := rep[3].(int64)
 	out.Exhausted = done == 1
@@ -310,9 +311,9 @@ func (s *Store) OperationProcessBatch(ctx context.Context, p *engine.OperationPr
 	}
 	ref := strs(rep[4])
 	for i := 0; i+1 < len(ref); i += 2 {
-		out.Refused = append(out.Refused, &engine.QuarantinedError{Verb: string(p.Spec.Action), ID: ref[i], Fingerprint: ref[i+1]})
+		out.Refused = append(out.Refused, &sluicetype.QuarantinedError{Verb: string(p.Spec.Action), ID: ref[i], Fingerprint: ref[i+1]})
 	}
-	if p.Spec.To == engine.StateAvailable {
+	if p.Spec.To == sluicetype.StateAvailable {
 		s.publishWake(ctx) // the batch's queues are not told apart: every queue
 	}
 	return out, nil
@@ -358,7 +359,7 @@ type walkHint struct {
 // verdicts judges the jobs of a batch's window on the whole selector:
 // records "id US version US 0|1" joined by RS, and the ids judged, in
 // order.
-func (s *Store) verdicts(ctx context.Context, after string, window int, sel *engine.Filter) (string, []string, error) {
+func (s *Store) verdicts(ctx context.Context, after string, window int, sel *sluicetype.Filter) (string, []string, error) {
 	lo := "-"
 	if after != "" {
 		lo = "(" + after

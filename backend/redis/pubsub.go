@@ -9,7 +9,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/internal/outage"
 )
 
 // Cross-process wake-ups: pub/sub on the namespace's channel {ns}:wake.
@@ -22,10 +23,10 @@ import (
 // costs nothing but latency, since the engine's poll is the fallback, so
 // it never fails the write. The listener holds one pub/sub connection;
 // when it drops it resubscribes with backoff, logs once per outage
-// (engine.Outage), and on coming back wakes every queue, since messages
+// (outage.Outage), and on coming back wakes every queue, since messages
 // published meanwhile are lost.
 
-var _ engine.Notifier = (*Store)(nil)
+var _ backend.Notifier = (*Store)(nil)
 
 // wakeChannel is the namespace's channel. Hash-tagged like every key, so
 // a sharded pub/sub could keep it in the namespace's slot.
@@ -58,7 +59,7 @@ func dedupe(qs []string) []string {
 // wakeHub runs the subscription; fan fans its messages out.
 type wakeHub struct {
 	s   *Store
-	fan *engine.WakeFanout
+	fan *backend.WakeFanout
 
 	mu sync.Mutex
 	// ps is the live subscription, closed by close to end a blocked read;
@@ -69,13 +70,13 @@ type wakeHub struct {
 
 func newWakeHub(s *Store) *wakeHub {
 	h := &wakeHub{s: s}
-	h.fan = engine.NewWakeFanout(h.run)
+	h.fan = backend.NewWakeFanout(h.run)
 	return h
 }
 
 // Wakeups returns a channel that receives the name of each queue that got
 // work in any process ("" for every queue), until ctx ends (see
-// engine.Notifier and engine.WakeFanout). The first call starts the
+// backend.Notifier and backend.WakeFanout). The first call starts the
 // subscription.
 func (s *Store) Wakeups(ctx context.Context) <-chan string {
 	if s.wake == nil {
@@ -100,13 +101,13 @@ func (h *wakeHub) close() {
 
 // run subscribes until ctx ends, resubscribing with backoff.
 func (h *wakeHub) run(ctx context.Context) {
-	out := engine.NewOutage(h.s.log, "redis wake-up listener", engine.OutageOptions{MinBackoff: 100 * time.Millisecond})
+	out := outage.New(h.s.log, "redis wake-up listener", outage.Options{MinBackoff: 100 * time.Millisecond})
 	for ctx.Err() == nil {
 		err := h.listen(ctx, out)
 		if ctx.Err() != nil {
 			return
 		}
-		if !engine.StoreUnavailable(err) {
+		if !outage.StoreUnavailable(err) {
 			// A refusal is no outage to Outage, but still no listener.
 			err = errors.Join(errListenerDown, err)
 		}
@@ -120,7 +121,7 @@ func (h *wakeHub) run(ctx context.Context) {
 var errListenerDown = errors.New("redis: wake-up listener down")
 
 // listen subscribes and delivers messages until an error.
-func (h *wakeHub) listen(ctx context.Context, out *engine.Outage) error {
+func (h *wakeHub) listen(ctx context.Context, out *outage.Outage) error {
 	ps := h.s.c.Subscribe(ctx, h.s.wakeChannel())
 	defer ps.Close()
 	h.mu.Lock()

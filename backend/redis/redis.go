@@ -1,4 +1,4 @@
-// Package redis is engine.Store on Redis through go-redis/v9: every
+// Package redis is backend.Store on Redis through go-redis/v9: every
 // transition is one Lua script, so a transition, its event, its error
 // entry, its counters, its index entries and its idempotency step commit
 // together.
@@ -75,7 +75,7 @@
 // (tags, error text, payload. and meta. paths, times) in Go, reading jobs
 // in chunks. The engine's lists and counts read at most a scan budget of
 // jobs per request (scan_budget=N, DefaultScanBudget): past it the answer
-// says it was bounded, how far it got and of how many (engine.ScanReport),
+// says it was bounded, how far it got and of how many (sluicetype.ScanReport),
 // and its cursor scans on. Bulk operations walk the whole set in bounded
 // batches. Counts of states and queues read the maintained counters.
 package redis
@@ -96,8 +96,9 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // SchemaVersion is the namespace layout this build reads and writes.
@@ -152,7 +153,7 @@ type Options struct {
 	// ScanBudget bounds how many jobs one list or count reads to test
 	// conditions no index serves (error text, tags, payload. and meta.
 	// paths, times): past it the answer says it is partial
-	// (engine.ScanReport). 0 means DefaultScanBudget, or the URL's
+	// (sluicetype.ScanReport). 0 means DefaultScanBudget, or the URL's
 	// scan_budget=N.
 	ScanBudget int
 }
@@ -160,7 +161,7 @@ type Options struct {
 // DefaultScanBudget is the jobs one list or count examines at most.
 const DefaultScanBudget = 10000
 
-// Store is engine.Store on one Redis namespace.
+// Store is backend.Store on one Redis namespace.
 type Store struct {
 	c      goredis.UniversalClient
 	ns     string
@@ -181,7 +182,7 @@ type Store struct {
 	opWalk map[string]walkHint
 }
 
-var _ engine.Store = (*Store)(nil)
+var _ backend.Store = (*Store)(nil)
 
 // Target is a parsed Redis store URL.
 type Target struct {
@@ -205,26 +206,26 @@ func URLParams() []string { return []string{"ns", "scan_budget", "batch_budget"}
 func ParseURL(raw string) (*Target, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("redis: %w: url: %s", engine.ErrInvalid, redact.ParseError(err))
+		return nil, fmt.Errorf("redis: %w: url: %s", sluicetype.ErrInvalid, redact.ParseError(err))
 	}
 	// u.Query drops a malformed pair without a word; a parameter the
 	// user wrote must not vanish, so the query is parsed strictly.
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return nil, fmt.Errorf("redis: %w: url query: %s", engine.ErrInvalid, redact.ParseError(err))
+		return nil, fmt.Errorf("redis: %w: url query: %s", sluicetype.ErrInvalid, redact.ParseError(err))
 	}
 	ns := q.Get("ns")
 	if ns == "" {
 		ns = DefaultNamespace
 	}
 	if strings.ContainsAny(ns, "{}") {
-		return nil, fmt.Errorf("redis: %w: namespace %q may not hold braces", engine.ErrInvalid, ns)
+		return nil, fmt.Errorf("redis: %w: namespace %q may not hold braces", sluicetype.ErrInvalid, ns)
 	}
 	t := &Target{Namespace: ns}
 	if v := q.Get("scan_budget"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			return nil, fmt.Errorf("redis: %w: scan_budget=%q: want a positive number of jobs", engine.ErrInvalid, v)
+			return nil, fmt.Errorf("redis: %w: scan_budget=%q: want a positive number of jobs", sluicetype.ErrInvalid, v)
 		}
 		t.ScanBudget = n
 	}
@@ -232,7 +233,7 @@ func ParseURL(raw string) (*Target, error) {
 	if v := q.Get("batch_budget"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 100*time.Microsecond || d > time.Second {
-			return nil, fmt.Errorf("redis: %w: batch_budget=%q: want a duration from 100µs to 1s", engine.ErrInvalid, v)
+			return nil, fmt.Errorf("redis: %w: batch_budget=%q: want a duration from 100µs to 1s", sluicetype.ErrInvalid, v)
 		}
 		t.BatchBudget = d
 	}
@@ -243,7 +244,7 @@ func ParseURL(raw string) (*Target, error) {
 		u.RawQuery = q.Encode()
 		o, err := goredis.ParseURL(u.String())
 		if err != nil {
-			return nil, fmt.Errorf("redis: %w: url: %s", engine.ErrInvalid, redact.ParseError(err))
+			return nil, fmt.Errorf("redis: %w: url: %s", sluicetype.ErrInvalid, redact.ParseError(err))
 		}
 		if o.ClientName == "" {
 			// Named, so an operator (or a fault test) can find the
@@ -265,11 +266,11 @@ func ParseURL(raw string) (*Target, error) {
 			}
 		}
 		if len(t.Addrs) == 0 {
-			return nil, fmt.Errorf("redis: %w: cluster url names no server", engine.ErrInvalid)
+			return nil, fmt.Errorf("redis: %w: cluster url names no server", sluicetype.ErrInvalid)
 		}
 		t.Cluster = true
 	default:
-		return nil, fmt.Errorf("redis: %w: %q is not a redis url", engine.ErrInvalid, u.Scheme)
+		return nil, fmt.Errorf("redis: %w: %q is not a redis url", sluicetype.ErrInvalid, u.Scheme)
 	}
 	return t, nil
 }
@@ -508,12 +509,12 @@ func (s *Store) Backend() string { return "redis" }
 // in Go, see the package doc), error groups, bulk operations, maintained
 // counts, queue pausing, idempotency keys recorded in the mutation's
 // script, and pub/sub wake-ups (pubsub.go).
-func (s *Store) Capabilities() []engine.Capability {
-	return []engine.Capability{
-		engine.CapabilityFilterPayload, engine.CapabilityFilterMeta, engine.CapabilityFilterTags,
-		engine.CapabilityFilterError, engine.CapabilityErrorGroups, engine.CapabilityOperations,
-		engine.CapabilityCounts, engine.CapabilityQueuePause, engine.CapabilityIdempotency,
-		engine.CapabilityWakeups,
+func (s *Store) Capabilities() []backend.Capability {
+	return []backend.Capability{
+		backend.CapabilityFilterPayload, backend.CapabilityFilterMeta, backend.CapabilityFilterTags,
+		backend.CapabilityFilterError, backend.CapabilityErrorGroups, backend.CapabilityOperations,
+		backend.CapabilityCounts, backend.CapabilityQueuePause, backend.CapabilityIdempotency,
+		backend.CapabilityWakeups,
 	}
 }
 
@@ -548,7 +549,7 @@ func script(body string) *luaScript {
 // carries (if any), by EVALSHA, loading it on NOSCRIPT. A refusal comes
 // back as a *refusal; any other failure is wrapped with what.
 func (s *Store) run(ctx context.Context, what string, sc *luaScript, args ...any) (any, error) {
-	iw, _ := engine.IdempotencyWriteFrom(ctx)
+	iw, _ := backend.IdempotencyWriteFrom(ctx)
 	argv := make([]any, 0, len(args)+3)
 	argv = append(argv, iw.Key, iw.Token, iw.Step)
 	argv = append(argv, args...)
@@ -565,10 +566,10 @@ func (s *Store) run(ctx context.Context, what string, sc *luaScript, args ...any
 		if errors.As(err, &re) {
 			if r := parseRefusal(re.Error()); r != nil {
 				if r.code == "IDEMHELD" {
-					return nil, fmt.Errorf("idempotency key: %w: another request holds the key now; nothing was changed", engine.ErrIdempotencyInFlight)
+					return nil, fmt.Errorf("idempotency key: %w: another request holds the key now; nothing was changed", sluicetype.ErrIdempotencyInFlight)
 				}
 				if r.code == "IDEMSTEP" {
-					return nil, fmt.Errorf("idempotency key: step %s: %w: it was committed before", iw.Step, engine.ErrConflict)
+					return nil, fmt.Errorf("idempotency key: step %s: %w: it was committed before", iw.Step, sluicetype.ErrConflict)
 				}
 				return nil, r
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // TestBoundedScan: a namespace holds more jobs than the scan budget.
@@ -33,7 +34,7 @@ func TestBoundedScan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ps []engine.EnqueueParams
+	var ps []sluicetype.EnqueueParams
 	var want []string
 	for i := range n {
 		tag := "plain"
@@ -41,13 +42,13 @@ func TestBoundedScan(t *testing.T) {
 			tag = "x"
 			want = append(want, fmt.Sprintf("j%03d", i))
 		}
-		ps = append(ps, engine.EnqueueParams{ID: fmt.Sprintf("j%03d", i), Queue: "q", Kind: "k",
+		ps = append(ps, sluicetype.EnqueueParams{ID: fmt.Sprintf("j%03d", i), Queue: "q", Kind: "k",
 			Payload: []byte(`{"tag":"` + tag + `"}`), Delay: time.Hour})
 	}
 	if _, err := e.EnqueueMany(ctx, ps); err != nil {
 		t.Fatal(err)
 	}
-	f := engine.Filter{States: []engine.State{engine.StateScheduled}, Payload: []engine.PathMatch{{Path: "tag", Value: "x"}}}
+	f := sluicetype.Filter{States: []sluicetype.State{sluicetype.StateScheduled}, Payload: []sluicetype.PathMatch{{Path: "tag", Value: "x"}}}
 
 	srv := httptest.NewServer(api.NewServer(e, api.ServerOptions{Heartbeat: time.Second}))
 	t.Cleanup(srv.Close)
@@ -86,18 +87,18 @@ func TestBoundedScan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc := c.Scans[engine.StateScheduled]
-	if sc == nil || !sc.Bounded || sc.Scanned != budget || sc.Total != n || !c.IsCapped(engine.StateScheduled) || c.States[engine.StateScheduled] > int64(len(want)) {
+	sc := c.Scans[sluicetype.StateScheduled]
+	if sc == nil || !sc.Bounded || sc.Scanned != budget || sc.Total != n || !c.IsCapped(sluicetype.StateScheduled) || c.States[sluicetype.StateScheduled] > int64(len(want)) {
 		t.Fatalf("count %+v, scan %+v", c, sc)
 	}
 	// Counted whole (the console's idle recount), here and over the API,
 	// the count reads past the budget to every match.
 	for name, ctl := range map[string]engine.Control{"engine": e, "api": api.NewClient(srv.URL, "", api.ClientOptions{})} {
-		w, err := ctl.CountJobs(ctx, engine.CountJobsParams{Filter: f, Max: engine.MaxCountJobsMax, Whole: true})
+		w, err := ctl.CountJobs(ctx, engine.CountJobsParams{Filter: f, Max: sluicetype.MaxCountJobsMax, Whole: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if w.States[engine.StateScheduled] != int64(len(want)) || w.IsCapped(engine.StateScheduled) || len(w.Scans) != 0 {
+		if w.States[sluicetype.StateScheduled] != int64(len(want)) || w.IsCapped(sluicetype.StateScheduled) || len(w.Scans) != 0 {
 			t.Fatalf("%s: whole count %+v, want %d uncapped", name, w, len(want))
 		}
 	}
@@ -106,11 +107,11 @@ func TestBoundedScan(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.Stop(ctx) })
-	dry, err := e.Bulk(ctx, engine.BulkParams{Action: engine.ActionCancel, Selector: f, DryRun: true})
+	dry, err := e.Bulk(ctx, sluicetype.BulkParams{Action: sluicetype.ActionCancel, Selector: f, DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.Bulk(ctx, engine.BulkParams{Action: engine.ActionCancel, Plan: dry.Plan})
+	res, err := e.Bulk(ctx, sluicetype.BulkParams{Action: sluicetype.ActionCancel, Plan: dry.Plan})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,18 +121,18 @@ func TestBoundedScan(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if op.Status == engine.OperationCompleted {
+		if op.Status == sluicetype.OperationCompleted {
 			if op.Succeeded != int64(len(want)) {
 				t.Fatalf("bulk cancel succeeded on %d, want %d", op.Succeeded, len(want))
 			}
 			break
 		}
-		if op.Status == engine.OperationFailed || time.Now().After(deadline) {
+		if op.Status == sluicetype.OperationFailed || time.Now().After(deadline) {
 			t.Fatalf("operation %+v", op)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	page, err := e.ListJobs(ctx, engine.ListJobsParams{Filter: engine.Filter{States: []engine.State{engine.StateCancelled}}, Limit: 50})
+	page, err := e.ListJobs(ctx, engine.ListJobsParams{Filter: sluicetype.Filter{States: []sluicetype.State{sluicetype.StateCancelled}}, Limit: 50})
 	if err != nil {
 		t.Fatal(err)
 	}

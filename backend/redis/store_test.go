@@ -13,9 +13,10 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // TestOpenSchemaRule holds Open to DESIGN's creation rule: MustExist never
@@ -93,7 +94,7 @@ func TestTimesExactToTheNanosecond(t *testing.T) {
 	base := time.Date(2020, 1, 2, 3, 4, 5, 123456789, time.UTC)
 	dl := time.Date(2199, 1, 2, 3, 4, 5, 987654321, time.UTC)
 	// "b" is due a nanosecond before "a": the ids sort the other way.
-	res, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: []*engine.JobInsertParams{
+	res, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{
 		{ID: "a", Queue: "q", Kind: "k", Payload: []byte(`{}`), SchemaVersion: 1, MaxAttempts: 3, ScheduledAt: ptr(base.Add(time.Nanosecond)), Deadline: &dl},
 		{ID: "b", Queue: "q", Kind: "k", Payload: []byte(`{}`), SchemaVersion: 1, MaxAttempts: 3, ScheduledAt: &base},
 	}})
@@ -105,7 +106,7 @@ func TestTimesExactToTheNanosecond(t *testing.T) {
 			t.Fatal(r.Err)
 		}
 	}
-	a, err := s.JobGetByID(ctx, &engine.JobGetByIDParams{ID: "a"})
+	a, err := s.JobGetByID(ctx, &backend.JobGetByIDParams{ID: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func TestTimesExactToTheNanosecond(t *testing.T) {
 	}
 	var order []string
 	for range 2 {
-		c, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: "q", WorkerID: "w", LeaseID: "l", Limit: 1,
+		c, err := s.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", WorkerID: "w", LeaseID: "l", Limit: 1,
 			Kinds: map[string]int{"k": 1}, LeaseDuration: time.Minute})
 		if err != nil {
 			t.Fatal(err)
@@ -137,37 +138,37 @@ func TestNoOrphanedKeys(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := redistest.New(t)
-	var jobs []*engine.JobInsertParams
+	var jobs []*backend.JobInsertParams
 	for i := range 30 {
-		jobs = append(jobs, &engine.JobInsertParams{ID: fmt.Sprintf("j%02d", i), Queue: fmt.Sprintf("q%d", i%3), Kind: "k",
+		jobs = append(jobs, &backend.JobInsertParams{ID: fmt.Sprintf("j%02d", i), Queue: fmt.Sprintf("q%d", i%3), Kind: "k",
 			Payload: []byte(`{"n":1}`), SchemaVersion: 1, MaxAttempts: 1, Fingerprint: fmt.Sprintf("fp%d", i%4), Tags: []string{"t"}})
 	}
-	if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: jobs}); err != nil {
+	if _, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: jobs}); err != nil {
 		t.Fatal(err)
 	}
 	// Every job runs; even ones succeed, odd ones die with an error and
 	// an event, so every kind of key a job has is written.
 	for q := range 3 {
-		c, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: fmt.Sprintf("q%d", q), WorkerID: "w", LeaseID: "l", Limit: 100,
+		c, err := s.JobClaim(ctx, &backend.JobClaimParams{Queue: fmt.Sprintf("q%d", q), WorkerID: "w", LeaseID: "l", Limit: 100,
 			Kinds: map[string]int{"k": 1}, LeaseDuration: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var done []engine.JobCompleteItem
+		var done []backend.JobCompleteItem
 		for i, j := range c.Jobs {
 			if i%2 == 0 {
-				done = append(done, engine.JobCompleteItem{JobRef: engine.JobRef{ID: j.ID, LeaseID: "l", Fence: j.Fence}})
+				done = append(done, backend.JobCompleteItem{JobRef: backend.JobRef{ID: j.ID, LeaseID: "l", Fence: j.Fence}})
 				continue
 			}
-			if _, err := s.JobFinish(ctx, &engine.JobFinishParams{JobRef: engine.JobRef{ID: j.ID, LeaseID: "l", Fence: j.Fence},
-				To: engine.StateArchived, Reason: engine.ReasonAttemptsExhausted, Charge: engine.ChargeAttempt, Finalize: true,
-				Error:  &engine.ErrorWrite{Entry: engine.AttemptError{Attempt: 0, Message: "boom 1"}, Keep: 20, LastError: "boom 1", Pattern: "boom <n>"},
-				Event:  &engine.EventWrite{Kind: engine.EventArchived, From: engine.StateRunning, To: engine.StateArchived, Message: "boom 1"},
-				Counts: []engine.CountDelta{{Queue: j.Queue, From: engine.StateRunning, To: engine.StateArchived, N: 1}}}); err != nil {
+			if _, err := s.JobFinish(ctx, &backend.JobFinishParams{JobRef: backend.JobRef{ID: j.ID, LeaseID: "l", Fence: j.Fence},
+				To: sluicetype.StateArchived, Reason: sluicetype.ReasonAttemptsExhausted, Charge: backend.ChargeAttempt, Finalize: true,
+				Error:  &backend.ErrorWrite{Entry: sluicetype.AttemptError{Attempt: 0, Message: "boom 1"}, Keep: 20, LastError: "boom 1", Pattern: "boom <n>"},
+				Event:  &backend.EventWrite{Kind: sluicetype.EventArchived, From: sluicetype.StateRunning, To: sluicetype.StateArchived, Message: "boom 1"},
+				Counts: []backend.CountDelta{{Queue: j.Queue, From: sluicetype.StateRunning, To: sluicetype.StateArchived, N: 1}}}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if _, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: done}); err != nil {
+		if _, err := s.JobCompleteMany(ctx, &backend.JobCompleteManyParams{Items: done}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -175,11 +176,11 @@ func TestNoOrphanedKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	retention := map[engine.State]time.Duration{}
-	for _, st := range engine.TerminalStates() {
+	retention := map[sluicetype.State]time.Duration{}
+	for _, st := range sluicetype.TerminalStates() {
 		retention[st] = 0
 	}
-	n, err := s.JobDeleteExpired(ctx, &engine.JobDeleteExpiredParams{Retention: retention, Limit: 1000})
+	n, err := s.JobDeleteExpired(ctx, &backend.JobDeleteExpiredParams{Retention: retention, Limit: 1000})
 	if err != nil || n != 30 {
 		t.Fatalf("deleted %d, %v; want 30", n, err)
 	}
@@ -229,7 +230,7 @@ func TestVersion1Layout(t *testing.T) {
 	ctx := context.Background()
 	s, u := migratedStore(t)
 	c := s.Client()
-	if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: []*engine.JobInsertParams{
+	if _, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{
 		{ID: "old", Queue: "q", Kind: "k", Payload: []byte(`{"n":1}`), SchemaVersion: 1, MaxAttempts: 3},
 	}}); err != nil {
 		t.Fatal(err)
@@ -238,7 +239,7 @@ func TestVersion1Layout(t *testing.T) {
 	if n, _ := c.HExists(ctx, key, "a").Result(); n {
 		t.Fatal("version 2 stored the attempt at its default")
 	}
-	want, err := s.JobGetByID(ctx, &engine.JobGetByIDParams{ID: "old", IncludePayload: true})
+	want, err := s.JobGetByID(ctx, &backend.JobGetByIDParams{ID: "old", IncludePayload: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,24 +248,24 @@ func TestVersion1Layout(t *testing.T) {
 		t.Fatal(err)
 	}
 	s2 := migrateFrom(t, s, u, 1)
-	got, err := s2.JobGetByID(ctx, &engine.JobGetByIDParams{ID: "old", IncludePayload: true})
+	got, err := s2.JobGetByID(ctx, &backend.JobGetByIDParams{ID: "old", IncludePayload: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("version 1 hash reads\n%+v\nwant\n%+v", got, want)
 	}
-	r, err := s2.JobClaim(ctx, &engine.JobClaimParams{Queue: "q", WorkerID: "w", LeaseID: "l", Limit: 5, LeaseDuration: time.Minute})
+	r, err := s2.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", WorkerID: "w", LeaseID: "l", Limit: 5, LeaseDuration: time.Minute})
 	if err != nil || len(r.Jobs) != 1 || r.Jobs[0].ID != "old" || r.Jobs[0].Fence != 1 || r.Jobs[0].Attempt != 0 {
 		t.Fatalf("claim of the version 1 job: %+v %v", r, err)
 	}
-	errs, err := s2.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{
-		{JobRef: engine.JobRef{ID: "old", LeaseID: "l", Fence: 1}}}})
+	errs, err := s2.JobCompleteMany(ctx, &backend.JobCompleteManyParams{Items: []backend.JobCompleteItem{
+		{JobRef: backend.JobRef{ID: "old", LeaseID: "l", Fence: 1}}}})
 	if err != nil || errs[0] != nil {
 		t.Fatalf("complete: %v %v", err, errs)
 	}
-	got, err = s2.JobGetByID(ctx, &engine.JobGetByIDParams{ID: "old"})
-	if err != nil || got.State != engine.StateCompleted || got.Version != want.Version+2 || got.Fence != 1 {
+	got, err = s2.JobGetByID(ctx, &backend.JobGetByIDParams{ID: "old"})
+	if err != nil || got.State != sluicetype.StateCompleted || got.Version != want.Version+2 || got.Fence != 1 {
 		t.Fatalf("after complete: %+v %v", got, err)
 	}
 }
@@ -279,36 +280,36 @@ func TestVersion3DropsStateSets(t *testing.T) {
 	ctx := context.Background()
 	s, u := migratedStore(t)
 	c := s.Client()
-	var jobs []*engine.JobInsertParams
+	var jobs []*backend.JobInsertParams
 	for i, q := range []string{"a", "b", "c", "a"} {
-		jobs = append(jobs, &engine.JobInsertParams{ID: fmt.Sprintf("j%d", i), Queue: q, Kind: "k", Payload: []byte(`{}`),
+		jobs = append(jobs, &backend.JobInsertParams{ID: fmt.Sprintf("j%d", i), Queue: q, Kind: "k", Payload: []byte(`{}`),
 			SchemaVersion: 1, MaxAttempts: 3})
 	}
-	if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: jobs}); err != nil {
+	if _, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: jobs}); err != nil {
 		t.Fatal(err)
 	}
 	// j0 (a) and j2 (c) complete; j1 (b) and j3 (a) stay available.
 	for _, q := range []string{"a", "c"} {
-		r, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: q, WorkerID: "w", LeaseID: "l" + q, Limit: 1, LeaseDuration: time.Minute})
+		r, err := s.JobClaim(ctx, &backend.JobClaimParams{Queue: q, WorkerID: "w", LeaseID: "l" + q, Limit: 1, LeaseDuration: time.Minute})
 		if err != nil || len(r.Jobs) != 1 {
 			t.Fatalf("claim %s: %+v %v", q, r, err)
 		}
-		errs, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{
-			{JobRef: engine.JobRef{ID: r.Jobs[0].ID, LeaseID: "l" + q, Fence: r.Jobs[0].Fence}}}})
+		errs, err := s.JobCompleteMany(ctx, &backend.JobCompleteManyParams{Items: []backend.JobCompleteItem{
+			{JobRef: backend.JobRef{ID: r.Jobs[0].ID, LeaseID: "l" + q, Fence: r.Jobs[0].Fence}}}})
 		if err != nil || errs[0] != nil {
 			t.Fatalf("complete: %v %v", err, errs)
 		}
 	}
-	for _, st := range []engine.State{engine.StateAvailable, engine.StateCompleted} {
+	for _, st := range []sluicetype.State{sluicetype.StateAvailable, sluicetype.StateCompleted} {
 		if n, _ := c.Exists(ctx, s.Key("st", string(st))).Result(); n != 0 {
 			t.Errorf("this build wrote st:%s", st)
 		}
 	}
-	list := func(st engine.State) []string {
+	list := func(st sluicetype.State) []string {
 		t.Helper()
 		var ids []string
 		for _, rev := range []bool{false, true} {
-			js, err := s.JobList(ctx, &engine.JobListParams{Filter: engine.Filter{States: []engine.State{st}}, Limit: 10, Reverse: rev})
+			js, err := s.JobListPage(ctx, &backend.JobListPageParams{Filter: sluicetype.Filter{States: []sluicetype.State{st}}, Limit: 10, Reverse: rev})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -320,10 +321,10 @@ func TestVersion3DropsStateSets(t *testing.T) {
 		return ids
 	}
 	wantAvail, wantDone := []string{"j1", "j1", "j3", "j3"}, []string{"j0", "j0", "j2", "j2"}
-	if got := list(engine.StateAvailable); !reflect.DeepEqual(got, wantAvail) {
+	if got := list(sluicetype.StateAvailable); !reflect.DeepEqual(got, wantAvail) {
 		t.Errorf("available, both ways: %v, want %v", got, wantAvail)
 	}
-	if got := list(engine.StateCompleted); !reflect.DeepEqual(got, wantDone) {
+	if got := list(sluicetype.StateCompleted); !reflect.DeepEqual(got, wantDone) {
 		t.Errorf("completed, both ways: %v, want %v", got, wantDone)
 	}
 	// The namespace as version 2 left it: st sets for every state.
@@ -338,7 +339,7 @@ func TestVersion3DropsStateSets(t *testing.T) {
 			t.Errorf("after migrating: st:%s exists %d, want %d", k, n, want)
 		}
 	}
-	if got := list(engine.StateCompleted); !reflect.DeepEqual(got, wantDone) {
+	if got := list(sluicetype.StateCompleted); !reflect.DeepEqual(got, wantDone) {
 		t.Errorf("completed after migrating: %v, want %v", got, wantDone)
 	}
 }
@@ -357,35 +358,35 @@ func TestVersion4PairSets(t *testing.T) {
 	// Eight jobs over two queues and two kinds (the kind "x:y" holds the
 	// separator of key parts); the even ones complete.
 	type qk struct{ q, k string }
-	var jobs []*engine.JobInsertParams
+	var jobs []*backend.JobInsertParams
 	of := map[string]qk{}
 	for i := 0; i < 8; i++ {
 		p := qk{[]string{"a", "b"}[i%2], []string{"k", "x:y"}[i/2%2]}
 		id := fmt.Sprintf("j%d", i)
 		of[id] = p
-		jobs = append(jobs, &engine.JobInsertParams{ID: id, Queue: p.q, Kind: p.k, Payload: []byte(`{}`), SchemaVersion: 1, MaxAttempts: 3})
+		jobs = append(jobs, &backend.JobInsertParams{ID: id, Queue: p.q, Kind: p.k, Payload: []byte(`{}`), SchemaVersion: 1, MaxAttempts: 3})
 	}
-	if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: jobs}); err != nil {
+	if _, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: jobs}); err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range []string{"a", "a"} {
-		r, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: q, WorkerID: "w", LeaseID: "l", Limit: 1, LeaseDuration: time.Minute})
+		r, err := s.JobClaim(ctx, &backend.JobClaimParams{Queue: q, WorkerID: "w", LeaseID: "l", Limit: 1, LeaseDuration: time.Minute})
 		if err != nil || len(r.Jobs) != 1 {
 			t.Fatalf("claim %s: %+v %v", q, r, err)
 		}
-		errs, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: []engine.JobCompleteItem{
-			{JobRef: engine.JobRef{ID: r.Jobs[0].ID, LeaseID: "l", Fence: r.Jobs[0].Fence}}}})
+		errs, err := s.JobCompleteMany(ctx, &backend.JobCompleteManyParams{Items: []backend.JobCompleteItem{
+			{JobRef: backend.JobRef{ID: r.Jobs[0].ID, LeaseID: "l", Fence: r.Jobs[0].Fence}}}})
 		if err != nil || errs[0] != nil {
 			t.Fatalf("complete: %v %v", err, errs)
 		}
 	}
 	// Queue a's two oldest (j0, j2) completed; the rest are available.
-	want := func(st engine.State, q, k string) []string {
+	want := func(st sluicetype.State, q, k string) []string {
 		var ids []string
 		for i := 0; i < 8; i++ {
 			id := fmt.Sprintf("j%d", i)
 			done := id == "j0" || id == "j2"
-			if done != (st == engine.StateCompleted) || (q != "" && of[id].q != q) || (k != "" && of[id].k != k) {
+			if done != (st == sluicetype.StateCompleted) || (q != "" && of[id].q != q) || (k != "" && of[id].k != k) {
 				continue
 			}
 			ids = append(ids, id)
@@ -394,9 +395,9 @@ func TestVersion4PairSets(t *testing.T) {
 	}
 	check := func(when string, s *redis.Store) {
 		t.Helper()
-		for _, st := range []engine.State{engine.StateAvailable, engine.StateCompleted} {
+		for _, st := range []sluicetype.State{sluicetype.StateAvailable, sluicetype.StateCompleted} {
 			for _, f := range []qk{{"", ""}, {"a", ""}, {"b", ""}, {"", "k"}, {"", "x:y"}, {"a", "x:y"}, {"b", "k"}} {
-				fl := engine.Filter{States: []engine.State{st}}
+				fl := sluicetype.Filter{States: []sluicetype.State{st}}
 				if f.q != "" {
 					fl.Queues = []string{f.q}
 				}
@@ -404,7 +405,7 @@ func TestVersion4PairSets(t *testing.T) {
 					fl.Kinds = []string{f.k}
 				}
 				for _, rev := range []bool{false, true} {
-					js, err := s.JobList(ctx, &engine.JobListParams{Filter: fl, Limit: 10, Reverse: rev})
+					js, err := s.JobListPage(ctx, &backend.JobListPageParams{Filter: fl, Limit: 10, Reverse: rev})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -417,7 +418,7 @@ func TestVersion4PairSets(t *testing.T) {
 						t.Errorf("%s: %s queue %q kind %q (reverse %v): %v, want %v", when, st, f.q, f.k, rev, ids, w)
 					}
 				}
-				n, _, err := s.JobCount(ctx, &engine.JobCountParams{Filter: fl})
+				n, _, err := s.JobCountMatching(ctx, &backend.JobCountMatchingParams{Filter: fl})
 				if err != nil || n != int64(len(want(st, f.q, f.k))) {
 					t.Errorf("%s: count of %s queue %q kind %q: %d %v, want %d", when, st, f.q, f.k, n, err, len(want(st, f.q, f.k)))
 				}
@@ -426,8 +427,8 @@ func TestVersion4PairSets(t *testing.T) {
 		if err := s.JobCountReconcile(ctx); err != nil {
 			t.Fatal(err)
 		}
-		counts, err := s.JobCountByQueue(ctx, &engine.JobCountByQueueParams{})
-		if err != nil || counts["a"][engine.StateCompleted] != 2 || counts["a"][engine.StateAvailable] != 2 || counts["b"][engine.StateAvailable] != 4 {
+		counts, err := s.JobCountByQueue(ctx, &backend.JobCountByQueueParams{})
+		if err != nil || counts["a"][sluicetype.StateCompleted] != 2 || counts["a"][sluicetype.StateAvailable] != 2 || counts["b"][sluicetype.StateAvailable] != 4 {
 			t.Errorf("%s: reconciled counters %v %v", when, counts, err)
 		}
 		for _, st := range []string{"available", "completed"} {
@@ -528,18 +529,18 @@ func TestStatusAndMigrate(t *testing.T) {
 
 // kill inserts jobs of queue q and archives each with the error pattern
 // pattern(i) (as the engine's finish would).
-func kill(t *testing.T, s engine.Store, q string, n int, pattern func(i int) string) {
+func kill(t *testing.T, s backend.Store, q string, n int, pattern func(i int) string) {
 	t.Helper()
 	ctx := context.Background()
-	var js []*engine.JobInsertParams
+	var js []*backend.JobInsertParams
 	for i := range n {
-		js = append(js, &engine.JobInsertParams{ID: fmt.Sprintf("%s-%04d", q, i), Queue: q, Kind: "k", Payload: []byte(`{}`),
+		js = append(js, &backend.JobInsertParams{ID: fmt.Sprintf("%s-%04d", q, i), Queue: q, Kind: "k", Payload: []byte(`{}`),
 			SchemaVersion: 1, MaxAttempts: 1})
 	}
-	if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: js}); err != nil {
+	if _, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: js}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: q, WorkerID: "w", LeaseID: "l", Limit: n,
+	c, err := s.JobClaim(ctx, &backend.JobClaimParams{Queue: q, WorkerID: "w", LeaseID: "l", Limit: n,
 		Kinds: map[string]int{"k": 1}, LeaseDuration: time.Minute})
 	if err != nil || len(c.Jobs) != n {
 		t.Fatalf("claimed %d, %v", len(c.Jobs), err)
@@ -548,10 +549,10 @@ func kill(t *testing.T, s engine.Store, q string, n int, pattern func(i int) str
 		i := 0
 		fmt.Sscanf(j.ID[len(q)+1:], "%d", &i)
 		p := pattern(i)
-		if _, err := s.JobFinish(ctx, &engine.JobFinishParams{JobRef: engine.JobRef{ID: j.ID, LeaseID: "l", Fence: j.Fence},
-			To: engine.StateArchived, Reason: engine.ReasonAttemptsExhausted, Charge: engine.ChargeAttempt, Finalize: true,
-			Error:  &engine.ErrorWrite{Entry: engine.AttemptError{Message: p}, Keep: 20, LastError: p, Pattern: p},
-			Counts: []engine.CountDelta{{Queue: q, From: engine.StateRunning, To: engine.StateArchived, N: 1}}}); err != nil {
+		if _, err := s.JobFinish(ctx, &backend.JobFinishParams{JobRef: backend.JobRef{ID: j.ID, LeaseID: "l", Fence: j.Fence},
+			To: sluicetype.StateArchived, Reason: sluicetype.ReasonAttemptsExhausted, Charge: backend.ChargeAttempt, Finalize: true,
+			Error:  &backend.ErrorWrite{Entry: sluicetype.AttemptError{Message: p}, Keep: 20, LastError: p, Pattern: p},
+			Counts: []backend.CountDelta{{Queue: q, From: sluicetype.StateRunning, To: sluicetype.StateArchived, N: 1}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -571,29 +572,29 @@ func TestGroupBulkWalksTheGroup(t *testing.T) {
 		}
 		return "common <n>"
 	})
-	spec, err := engine.SpecFor(engine.ActionRetry)
+	spec, err := backend.SpecFor(sluicetype.ActionRetry)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sel, _ := spec.Narrow(engine.Filter{Queues: []string{"q"}, ErrorPattern: "rare <n>"})
-	op, err := s.OperationInsert(ctx, &engine.OperationInsertParams{ID: "op", Action: engine.ActionRetry, Selector: sel, Matched: 3})
+	sel, _ := spec.Narrow(sluicetype.Filter{Queues: []string{"q"}, ErrorPattern: "rare <n>"})
+	op, err := s.OperationInsert(ctx, &backend.OperationInsertParams{ID: "op", Action: sluicetype.ActionRetry, Selector: sel, Matched: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lease, err := s.OperationClaim(ctx, &engine.OperationClaimParams{Holder: "h", TTL: time.Minute})
+	lease, err := s.OperationClaim(ctx, &backend.OperationClaimParams{Holder: "h", TTL: time.Minute})
 	if err != nil || lease == nil {
 		t.Fatalf("claim: %v %v", lease, err)
 	}
-	res, err := s.OperationProcessBatch(ctx, &engine.OperationProcessBatchParams{ID: op.ID, Holder: "h", Fence: lease.Fence,
+	res, err := s.OperationProcessBatch(ctx, &backend.OperationProcessBatchParams{ID: op.ID, Holder: "h", Fence: lease.Fence,
 		Spec: spec, Selector: sel, Cutoff: op.CreatedAt, Limit: 10, Window: 10, TTL: time.Minute,
-		Event: engine.EventWrite{Kind: engine.EventRetried, Actor: "maya", To: engine.StateAvailable}})
+		Event: backend.EventWrite{Kind: sluicetype.EventRetried, Actor: "maya", To: sluicetype.StateAvailable}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !res.Exhausted || res.Operation.Succeeded != 3 {
 		t.Fatalf("one batch of window 10: exhausted %v, succeeded %d; want the 3 jobs of the group and the end", res.Exhausted, res.Operation.Succeeded)
 	}
-	n, _, err := s.JobCount(ctx, &engine.JobCountParams{Filter: engine.Filter{States: []engine.State{engine.StateAvailable}}})
+	n, _, err := s.JobCountMatching(ctx, &backend.JobCountMatchingParams{Filter: sluicetype.Filter{States: []sluicetype.State{sluicetype.StateAvailable}}})
 	if err != nil || n != 3 {
 		t.Fatalf("available after the retry: %d %v", n, err)
 	}
@@ -608,9 +609,9 @@ func TestClaimReplyIsTheStoredJob(t *testing.T) {
 	ctx := context.Background()
 	s := redistest.New(t)
 	dl := time.Now().Add(time.Hour)
-	insert := func(js ...*engine.JobInsertParams) {
+	insert := func(js ...*backend.JobInsertParams) {
 		t.Helper()
-		res, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: js})
+		res, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: js})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -620,9 +621,9 @@ func TestClaimReplyIsTheStoredJob(t *testing.T) {
 			}
 		}
 	}
-	claim := func(q string) []*engine.Job {
+	claim := func(q string) []*sluicetype.Job {
 		t.Helper()
-		c, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: q, WorkerID: "w", LeaseID: "l-" + q, Limit: 10,
+		c, err := s.JobClaim(ctx, &backend.JobClaimParams{Queue: q, WorkerID: "w", LeaseID: "l-" + q, Limit: 10,
 			Kinds: map[string]int{"k": 1}, LeaseDuration: time.Minute})
 		if err != nil {
 			t.Fatal(err)
@@ -630,17 +631,17 @@ func TestClaimReplyIsTheStoredJob(t *testing.T) {
 		return c.Jobs
 	}
 	// "failed" fails once (an error entry, its pattern) and comes back.
-	insert(&engine.JobInsertParams{ID: "failed", Queue: "f", Kind: "k", Payload: []byte(`{"n":3}`), SchemaVersion: 1, MaxAttempts: 3})
+	insert(&backend.JobInsertParams{ID: "failed", Queue: "f", Kind: "k", Payload: []byte(`{"n":3}`), SchemaVersion: 1, MaxAttempts: 3})
 	j := claim("f")[0]
-	if _, err := s.JobFinish(ctx, &engine.JobFinishParams{JobRef: engine.JobRef{ID: j.ID, LeaseID: "l-f", Fence: j.Fence},
-		To: engine.StateAvailable, Charge: engine.ChargeAttempt, Schedule: engine.ScheduleNow,
-		Error:  &engine.ErrorWrite{Entry: engine.AttemptError{Attempt: 1, Message: "boom 1"}, Keep: 20, LastError: "boom 1", Pattern: "boom <n>"},
-		Counts: []engine.CountDelta{{Queue: "f", From: engine.StateRunning, To: engine.StateAvailable, N: 1}}}); err != nil {
+	if _, err := s.JobFinish(ctx, &backend.JobFinishParams{JobRef: backend.JobRef{ID: j.ID, LeaseID: "l-f", Fence: j.Fence},
+		To: sluicetype.StateAvailable, Charge: backend.ChargeAttempt, Schedule: backend.ScheduleNow,
+		Error:  &backend.ErrorWrite{Entry: sluicetype.AttemptError{Attempt: 1, Message: "boom 1"}, Keep: 20, LastError: "boom 1", Pattern: "boom <n>"},
+		Counts: []backend.CountDelta{{Queue: "f", From: sluicetype.StateRunning, To: sluicetype.StateAvailable, N: 1}}}); err != nil {
 		t.Fatal(err)
 	}
-	insert(&engine.JobInsertParams{ID: "plain", Queue: "q", Kind: "k", Payload: []byte(`{"n":1}`), SchemaVersion: 1, MaxAttempts: 3,
+	insert(&backend.JobInsertParams{ID: "plain", Queue: "q", Kind: "k", Payload: []byte(`{"n":1}`), SchemaVersion: 1, MaxAttempts: 3,
 		Metadata: []byte(`{"m":1}`), Tags: []string{"t"}, Priority: 2, Fingerprint: "fp1"},
-		&engine.JobInsertParams{ID: "deadline", Queue: "q", Kind: "k", Payload: []byte(`{"n":2}`), SchemaVersion: 1, MaxAttempts: 3, Deadline: &dl})
+		&backend.JobInsertParams{ID: "deadline", Queue: "q", Kind: "k", Payload: []byte(`{"n":2}`), SchemaVersion: 1, MaxAttempts: 3, Deadline: &dl})
 	for _, tc := range []struct {
 		name, q string
 		ids     []string
@@ -661,7 +662,7 @@ func TestClaimReplyIsTheStoredJob(t *testing.T) {
 				if len(j.Errors) != tc.errs {
 					t.Errorf("job %s: %d error entries, want %d", j.ID, len(j.Errors), tc.errs)
 				}
-				stored, err := s.JobGetByID(ctx, &engine.JobGetByIDParams{ID: j.ID, IncludePayload: true})
+				stored, err := s.JobGetByID(ctx, &backend.JobGetByIDParams{ID: j.ID, IncludePayload: true})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -684,29 +685,29 @@ func TestLongBatchesGoAsChunks(t *testing.T) {
 	s := redistest.New(t)
 	// Five jobs crash once (their first run is charged a crash) and come
 	// back; 700 never ran.
-	var crashed []*engine.JobInsertParams
+	var crashed []*backend.JobInsertParams
 	for i := range 5 {
-		crashed = append(crashed, &engine.JobInsertParams{ID: fmt.Sprintf("c%d", i), Queue: "q", Kind: "k", Payload: []byte(`{}`), SchemaVersion: 1, MaxAttempts: 3})
+		crashed = append(crashed, &backend.JobInsertParams{ID: fmt.Sprintf("c%d", i), Queue: "q", Kind: "k", Payload: []byte(`{}`), SchemaVersion: 1, MaxAttempts: 3})
 	}
-	if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: crashed}); err != nil {
+	if _, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: crashed}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := s.JobClaim(ctx, &engine.JobClaimParams{Queue: "q", WorkerID: "w", LeaseID: "l0", Limit: 5, LeaseDuration: time.Minute})
+	c, err := s.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", WorkerID: "w", LeaseID: "l0", Limit: 5, LeaseDuration: time.Minute})
 	if err != nil || len(c.Jobs) != 5 {
 		t.Fatalf("claimed %d, %v", len(c.Jobs), err)
 	}
 	for _, j := range c.Jobs {
-		if _, err := s.JobFinish(ctx, &engine.JobFinishParams{JobRef: engine.JobRef{ID: j.ID, LeaseID: "l0", Fence: j.Fence},
-			To: engine.StateAvailable, Charge: engine.ChargeCrash, Schedule: engine.ScheduleNow,
-			Counts: []engine.CountDelta{{Queue: "q", From: engine.StateRunning, To: engine.StateAvailable, N: 1}}}); err != nil {
+		if _, err := s.JobFinish(ctx, &backend.JobFinishParams{JobRef: backend.JobRef{ID: j.ID, LeaseID: "l0", Fence: j.Fence},
+			To: sluicetype.StateAvailable, Charge: backend.ChargeCrash, Schedule: backend.ScheduleNow,
+			Counts: []backend.CountDelta{{Queue: "q", From: sluicetype.StateRunning, To: sluicetype.StateAvailable, N: 1}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	var fresh []*engine.JobInsertParams
+	var fresh []*backend.JobInsertParams
 	for i := range 700 {
-		fresh = append(fresh, &engine.JobInsertParams{ID: fmt.Sprintf("j%03d", i), Queue: "q", Kind: "k", Payload: []byte(`{}`), SchemaVersion: 1, MaxAttempts: 3})
+		fresh = append(fresh, &backend.JobInsertParams{ID: fmt.Sprintf("j%03d", i), Queue: "q", Kind: "k", Payload: []byte(`{}`), SchemaVersion: 1, MaxAttempts: 3})
 	}
-	ins, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: fresh})
+	ins, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: fresh})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -717,7 +718,7 @@ func TestLongBatchesGoAsChunks(t *testing.T) {
 	}
 	// 650 never-crashed jobs fill the first chunks; 50 and two suspects
 	// the last.
-	c, err = s.JobClaim(ctx, &engine.JobClaimParams{Queue: "q", WorkerID: "w", LeaseID: "l1", Limit: 760, Suspects: 2, LeaseDuration: time.Minute})
+	c, err = s.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", WorkerID: "w", LeaseID: "l1", Limit: 760, Suspects: 2, LeaseDuration: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -734,12 +735,12 @@ func TestLongBatchesGoAsChunks(t *testing.T) {
 	if len(c.Jobs) != 702 || suspects != 2 {
 		t.Fatalf("claimed %d jobs, %d of them suspects; want 702 and 2", len(c.Jobs), suspects)
 	}
-	items := make([]engine.JobCompleteItem, len(c.Jobs))
+	items := make([]backend.JobCompleteItem, len(c.Jobs))
 	for i, j := range c.Jobs {
-		items[i] = engine.JobCompleteItem{JobRef: engine.JobRef{ID: j.ID, LeaseID: "l1", Fence: j.Fence}}
+		items[i] = backend.JobCompleteItem{JobRef: backend.JobRef{ID: j.ID, LeaseID: "l1", Fence: j.Fence}}
 	}
-	items = append(items, engine.JobCompleteItem{JobRef: engine.JobRef{ID: "c0", LeaseID: "other", Fence: 9}})
-	res, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: items, EndProbation: true})
+	items = append(items, backend.JobCompleteItem{JobRef: backend.JobRef{ID: "c0", LeaseID: "other", Fence: 9}})
+	res, err := s.JobCompleteMany(ctx, &backend.JobCompleteManyParams{Items: items, EndProbation: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -748,10 +749,10 @@ func TestLongBatchesGoAsChunks(t *testing.T) {
 			t.Fatalf("item %d: %v", i, e)
 		}
 	}
-	if !errors.Is(res[len(res)-1], engine.ErrLeaseLost) {
+	if !errors.Is(res[len(res)-1], sluicetype.ErrLeaseLost) {
 		t.Fatalf("the last item, on no lease: %v", res[len(res)-1])
 	}
-	n, _, err := s.JobCount(ctx, &engine.JobCountParams{Filter: engine.Filter{States: []engine.State{engine.StateCompleted}}})
+	n, _, err := s.JobCountMatching(ctx, &backend.JobCountMatchingParams{Filter: sluicetype.Filter{States: []sluicetype.State{sluicetype.StateCompleted}}})
 	if err != nil || n != 702 {
 		t.Fatalf("completed: %d %v; want 702", n, err)
 	}
@@ -760,27 +761,27 @@ func TestLongBatchesGoAsChunks(t *testing.T) {
 // archivedRetry creates and claims a bulk retry of queue q's archived
 // jobs (matched of them) and returns what runs its batches: each from
 // after, of up to limit jobs, failing the test on an error.
-func archivedRetry(t *testing.T, s *redis.Store, q string, matched int64) func(after string, limit int) *engine.OperationBatchResult {
+func archivedRetry(t *testing.T, s *redis.Store, q string, matched int64) func(after string, limit int) *backend.OperationBatchResult {
 	t.Helper()
 	ctx := context.Background()
-	spec, err := engine.SpecFor(engine.ActionRetry)
+	spec, err := backend.SpecFor(sluicetype.ActionRetry)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sel, _ := spec.Narrow(engine.Filter{Queues: []string{q}, States: []engine.State{engine.StateArchived}})
-	op, err := s.OperationInsert(ctx, &engine.OperationInsertParams{ID: "op", Action: engine.ActionRetry, Selector: sel, Matched: matched})
+	sel, _ := spec.Narrow(sluicetype.Filter{Queues: []string{q}, States: []sluicetype.State{sluicetype.StateArchived}})
+	op, err := s.OperationInsert(ctx, &backend.OperationInsertParams{ID: "op", Action: sluicetype.ActionRetry, Selector: sel, Matched: matched})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lease, err := s.OperationClaim(ctx, &engine.OperationClaimParams{Holder: "h", TTL: time.Minute})
+	lease, err := s.OperationClaim(ctx, &backend.OperationClaimParams{Holder: "h", TTL: time.Minute})
 	if err != nil || lease == nil {
 		t.Fatalf("claim: %v %v", lease, err)
 	}
-	return func(after string, limit int) *engine.OperationBatchResult {
+	return func(after string, limit int) *backend.OperationBatchResult {
 		t.Helper()
-		res, err := s.OperationProcessBatch(ctx, &engine.OperationProcessBatchParams{ID: op.ID, Holder: "h", Fence: lease.Fence,
+		res, err := s.OperationProcessBatch(ctx, &backend.OperationProcessBatchParams{ID: op.ID, Holder: "h", Fence: lease.Fence,
 			After: after, Spec: spec, Selector: sel, Cutoff: op.CreatedAt, Limit: limit, Window: 10000, TTL: time.Minute,
-			Event: engine.EventWrite{Kind: engine.EventRetried, Actor: "maya", To: engine.StateAvailable}})
+			Event: backend.EventWrite{Kind: sluicetype.EventRetried, Actor: "maya", To: sluicetype.StateAvailable}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -820,15 +821,15 @@ func TestBulkBatchWritesIndexesOnce(t *testing.T) {
 	}
 	// Written once, the moves are still every job's: the indexes and the
 	// counters hold the 128 retried jobs as available, the rest archived.
-	byQueue, err := s.JobCountByQueue(ctx, &engine.JobCountByQueueParams{Queue: "q"})
+	byQueue, err := s.JobCountByQueue(ctx, &backend.JobCountByQueueParams{Queue: "q"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for st, want := range map[engine.State]int64{engine.StateAvailable: 128, engine.StateArchived: 72} {
+	for st, want := range map[sluicetype.State]int64{sluicetype.StateAvailable: 128, sluicetype.StateArchived: 72} {
 		if got := byQueue["q"][st]; got != want {
 			t.Errorf("counter of %s: %d; want %d", st, got, want)
 		}
-		js, err := s.JobList(ctx, &engine.JobListParams{Filter: engine.Filter{Queues: []string{"q"}, States: []engine.State{st}}, Limit: 500})
+		js, err := s.JobListPage(ctx, &backend.JobListPageParams{Filter: sluicetype.Filter{Queues: []string{"q"}, States: []sluicetype.State{st}}, Limit: 500})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -868,21 +869,21 @@ func TestBulkBatchStoppedEarlyReadsNoJobTwice(t *testing.T) {
 	}
 	for i := range 100 {
 		id := fmt.Sprintf("q-%04d", i)
-		j, err := s.JobGetByID(ctx, &engine.JobGetByIDParams{ID: id})
+		j, err := s.JobGetByID(ctx, &backend.JobGetByIDParams{ID: id})
 		if err != nil {
 			t.Fatal(err)
 		}
-		evs, err := s.JobEventList(ctx, &engine.JobEventListParams{JobID: id})
+		evs, err := s.JobEventList(ctx, &backend.JobEventListParams{JobID: id})
 		if err != nil {
 			t.Fatal(err)
 		}
 		retried := 0
 		for _, e := range evs {
-			if e.Kind == engine.EventRetried {
+			if e.Kind == sluicetype.EventRetried {
 				retried++
 			}
 		}
-		if j.State != engine.StateAvailable || retried != 1 {
+		if j.State != sluicetype.StateAvailable || retried != 1 {
 			t.Fatalf("%s: %s, %d retried events; want available, retried once", id, j.State, retried)
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/backend/redis"
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // TestParseURLBudgets reads scan_budget and batch_budget, refuses values
@@ -31,7 +31,7 @@ func TestParseURLBudgets(t *testing.T) {
 	} {
 		tg, err := redis.ParseURL(c.url)
 		if c.bad {
-			if !errors.Is(err, engine.ErrInvalid) {
+			if !errors.Is(err, sluicetype.ErrInvalid) {
 				t.Errorf("%s: err %v, want ErrInvalid", c.url, err)
 			}
 			continue

@@ -7,11 +7,12 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Waits: the signals buffered for waiting workflows and the fenced wake
-// of a waiting job (engine.WaitStore).
+// of a waiting job (backend.WaitStore).
 //
 // A job's signals are the hash {ns}:sig:ID, one field per signal: its
 // sequence number (19 digits, so fields sort as numbers) mapped to name,
@@ -41,7 +42,7 @@ end
 // KEYS[1] the schema key; the script touches {ns}:job:ID, {ns}:sig:ID and
 // {ns}:sigseq, and with a wake what luaWake touches.
 // ARGV[4] job id, ARGV[5] name, ARGV[6] payload, ARGV[7] the states that
-// take signals (engine.SignalStates, US-joined), ARGV[8...] the wake's
+// take signals (backend.SignalStates, US-joined), ARGV[8...] the wake's
 // name/value pairs as luaWake's (none: no wake).
 //
 // Returns {seq, sent-at, woke (0 or 1)}. Errors: "NOTFOUND", "STATE
@@ -95,7 +96,7 @@ return wake(args(4))
 `)
 
 // wakeArgs are a wake's name/value pairs for luaWake and luaSignalSend.
-func wakeArgs(p *engine.JobWakeParams) []any {
+func wakeArgs(p *backend.JobWakeParams) []any {
 	w := p.Event
 	return []any{"id", p.ID, "from", string(p.From),
 		"fence", strconv.FormatInt(p.Fence, 10), "to", string(p.To),
@@ -103,9 +104,9 @@ func wakeArgs(p *engine.JobWakeParams) []any {
 		"ev_attempt", strconv.Itoa(w.Attempt), "ev_msg", w.Message}
 }
 
-// signalStates is engine.SignalStates in luaSignalSend's form.
+// signalStates is backend.SignalStates in luaSignalSend's form.
 func signalStates() string {
-	ss := engine.SignalStates()
+	ss := backend.SignalStates()
 	names := make([]string, len(ss))
 	for i, st := range ss {
 		names[i] = string(st)
@@ -114,7 +115,7 @@ func signalStates() string {
 }
 
 // SignalSend buffers one signal for a job.
-func (s *Store) SignalSend(ctx context.Context, p *engine.SignalSendParams) (*engine.Signal, error) {
+func (s *Store) SignalSend(ctx context.Context, p *backend.SignalSendParams) (*sluicetype.Signal, error) {
 	args := []any{p.JobID, p.Name, string(p.Payload), signalStates()}
 	if p.Wake != nil {
 		args = append(args, wakeArgs(p.Wake)...)
@@ -124,9 +125,9 @@ func (s *Store) SignalSend(ctx context.Context, p *engine.SignalSendParams) (*en
 		if r, ok := asRefusal(err); ok {
 			switch r.code {
 			case "NOTFOUND":
-				return nil, fmt.Errorf("job %s: %w", p.JobID, engine.ErrNotFound)
+				return nil, fmt.Errorf("job %s: %w", p.JobID, sluicetype.ErrNotFound)
 			case "STATE":
-				return nil, &engine.StateError{Action: "signal", ID: p.JobID, State: engine.State(r.arg), Allowed: engine.SignalStates()}
+				return nil, &sluicetype.StateError{Action: "signal", ID: p.JobID, State: sluicetype.State(r.arg), Allowed: backend.SignalStates()}
 			}
 		}
 		return nil, err
@@ -135,16 +136,16 @@ func (s *Store) SignalSend(ctx context.Context, p *engine.SignalSendParams) (*en
 	if len(r) != 3 {
 		return nil, fmt.Errorf("redis: signal job %s: unexpected reply %v", p.JobID, v)
 	}
-	return &engine.Signal{JobID: p.JobID, Name: p.Name, Seq: atoi64(r[0]), Payload: p.Payload, SentAt: ttime(r[1]), Woke: r[2] == "1"}, nil
+	return &sluicetype.Signal{JobID: p.JobID, Name: p.Name, Seq: atoi64(r[0]), Payload: p.Payload, SentAt: ttime(r[1]), Woke: r[2] == "1"}, nil
 }
 
 // SignalList returns a job's buffered signals, oldest first.
-func (s *Store) SignalList(ctx context.Context, p *engine.SignalListParams) ([]*engine.Signal, error) {
+func (s *Store) SignalList(ctx context.Context, p *backend.SignalListParams) ([]*sluicetype.Signal, error) {
 	m, err := s.c.HGetAll(ctx, s.Key("sig", p.JobID)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redis: list signals of job %s: %w", p.JobID, err)
 	}
-	out := make([]*engine.Signal, 0, len(m))
+	out := make([]*sluicetype.Signal, 0, len(m))
 	for field, v := range m {
 		parts := strings.SplitN(v, "\x1f", 3)
 		if len(parts) != 3 {
@@ -157,7 +158,7 @@ func (s *Store) SignalList(ctx context.Context, p *engine.SignalListParams) ([]*
 		if err != nil {
 			return nil, fmt.Errorf("redis: list signals of job %s: signal %q: %w", p.JobID, field, err)
 		}
-		out = append(out, &engine.Signal{JobID: p.JobID, Name: parts[0], Seq: seq, SentAt: ttime(parts[1]), Payload: []byte(parts[2])})
+		out = append(out, &sluicetype.Signal{JobID: p.JobID, Name: parts[0], Seq: seq, SentAt: ttime(parts[1]), Payload: []byte(parts[2])})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
 	return out, nil
@@ -165,16 +166,16 @@ func (s *Store) SignalList(ctx context.Context, p *engine.SignalListParams) ([]*
 
 // SignalConsume takes one signal and writes the checkpoint under the
 // lease, in one script.
-func (s *Store) SignalConsume(ctx context.Context, p *engine.SignalConsumeParams) error {
+func (s *Store) SignalConsume(ctx context.Context, p *backend.SignalConsumeParams) error {
 	_, err := s.run(ctx, "take signal of job "+p.ID, luaSignalConsume, p.ID, p.LeaseID, strconv.FormatInt(p.Fence, 10),
 		fmt.Sprintf("%019d", p.Seq), p.Name, string(p.Checkpoint))
 	if err != nil {
 		if r, ok := asRefusal(err); ok {
 			switch r.code {
 			case "LEASE":
-				return fmt.Errorf("take signal of job %s: %w", p.ID, engine.ErrLeaseLost)
+				return fmt.Errorf("take signal of job %s: %w", p.ID, sluicetype.ErrLeaseLost)
 			case "NOTFOUND":
-				return fmt.Errorf("signal %q #%d of job %s: %w", p.Name, p.Seq, p.ID, engine.ErrNotFound)
+				return fmt.Errorf("signal %q #%d of job %s: %w", p.Name, p.Seq, p.ID, sluicetype.ErrNotFound)
 			}
 		}
 		return err
@@ -183,7 +184,7 @@ func (s *Store) SignalConsume(ctx context.Context, p *engine.SignalConsumeParams
 }
 
 // JobWake moves a job still in From at Fence to To, scheduled now.
-func (s *Store) JobWake(ctx context.Context, p *engine.JobWakeParams) (bool, error) {
+func (s *Store) JobWake(ctx context.Context, p *backend.JobWakeParams) (bool, error) {
 	v, err := s.run(ctx, "wake job "+p.ID, luaWake, wakeArgs(p)...)
 	if err != nil {
 		return false, err

@@ -7,7 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Workflows: step checkpoints under the lease, the dead-letter route
@@ -79,7 +80,7 @@ end
 
 // finishWorkflowArgs are luaFinish's arguments for a plan's checkpoint
 // and dead-letter route.
-func finishWorkflowArgs(p *engine.JobFinishParams) []any {
+func finishWorkflowArgs(p *backend.JobFinishParams) []any {
 	var a []any
 	if c := p.Checkpoint; c != nil {
 		a = append(a, "cp", "1", "cp_v", string(c.Checkpoint))
@@ -100,7 +101,7 @@ func finishWorkflowArgs(p *engine.JobFinishParams) []any {
 
 // JobCheckpoint replaces running jobs' checkpoints under their leases, in
 // one script; each item is fenced on its own.
-func (s *Store) JobCheckpoint(ctx context.Context, p *engine.JobCheckpointParams) ([]error, error) {
+func (s *Store) JobCheckpoint(ctx context.Context, p *backend.JobCheckpointParams) ([]error, error) {
 	out := make([]error, len(p.Items))
 	if len(p.Items) == 0 {
 		return out, nil
@@ -116,7 +117,7 @@ func (s *Store) JobCheckpoint(ctx context.Context, p *engine.JobCheckpointParams
 	r, _ := v.([]any)
 	for i, it := range p.Items {
 		if i >= len(r) || r[i].(int64) != 1 {
-			out[i] = fmt.Errorf("checkpoint job %s: %w", it.ID, engine.ErrLeaseLost)
+			out[i] = fmt.Errorf("checkpoint job %s: %w", it.ID, sluicetype.ErrLeaseLost)
 		}
 	}
 	return out, nil
@@ -156,10 +157,10 @@ return out(C, true)
 
 // JobFork inserts the replay of a terminal job from a step and records the
 // fork on the original, which the replay supersedes, in one script.
-func (s *Store) JobFork(ctx context.Context, p *engine.JobForkParams) (*engine.Job, error) {
+func (s *Store) JobFork(ctx context.Context, p *backend.JobForkParams) (*sluicetype.Job, error) {
 	v, err := s.run(ctx, "replay job "+p.ID, luaFork,
 		"id", p.ID, "newid", p.NewID, "version", strconv.FormatInt(p.Version, 10),
-		"allowed", joinStates(engine.TerminalStates()), "cp", string(p.Checkpoint), "ocp", string(p.OriginalCheckpoint),
+		"allowed", joinStates(sluicetype.TerminalStates()), "cp", string(p.Checkpoint), "ocp", string(p.OriginalCheckpoint),
 		"o_kind", string(p.OriginalEvent.Kind), "o_actor", p.OriginalEvent.Actor, "o_msg", p.OriginalEvent.Message,
 		"c_kind", string(p.CopyEvent.Kind), "c_actor", p.CopyEvent.Actor, "c_to", string(p.CopyEvent.To),
 		"c_msg", p.CopyEvent.Message)
@@ -167,15 +168,15 @@ func (s *Store) JobFork(ctx context.Context, p *engine.JobForkParams) (*engine.J
 		if r, ok := asRefusal(err); ok {
 			switch r.code {
 			case "NOTFOUND":
-				return nil, fmt.Errorf("job %s: %w", p.ID, engine.ErrNotFound)
+				return nil, fmt.Errorf("job %s: %w", p.ID, sluicetype.ErrNotFound)
 			case "STATE":
-				return nil, &engine.StateError{Action: "replay from step", ID: p.ID, State: engine.State(r.arg), Allowed: engine.TerminalStates()}
+				return nil, &sluicetype.StateError{Action: "replay from step", ID: p.ID, State: sluicetype.State(r.arg), Allowed: sluicetype.TerminalStates()}
 			case "VERSION":
-				return nil, fmt.Errorf("replay job %s: %w: it changed since it was read (version %d, now %s)", p.ID, engine.ErrConflict, p.Version, r.arg)
+				return nil, fmt.Errorf("replay job %s: %w: it changed since it was read (version %d, now %s)", p.ID, sluicetype.ErrConflict, p.Version, r.arg)
 			case "QUAR":
-				return nil, &engine.QuarantinedError{Verb: "replay", ID: p.ID, Fingerprint: r.arg}
+				return nil, &sluicetype.QuarantinedError{Verb: "replay", ID: p.ID, Fingerprint: r.arg}
 			case "CONFLICT":
-				return nil, fmt.Errorf("replay job %s: %w: job %s exists", p.ID, engine.ErrConflict, p.NewID)
+				return nil, fmt.Errorf("replay job %s: %w: job %s exists", p.ID, sluicetype.ErrConflict, p.NewID)
 			}
 		}
 		return nil, err
@@ -184,7 +185,7 @@ func (s *Store) JobFork(ctx context.Context, p *engine.JobForkParams) (*engine.J
 }
 
 // Deadline deaths at claim with a dead-letter route. The route is built
-// in Go (engine.DeadLetterFor: the payload and its fingerprint), so
+// in Go (backend.DeadLetterFor: the payload and its fingerprint), so
 // luaClaim leaves such a death for luaDeadlineDeath, which archives the
 // job and writes its route in one script; until it runs the job stays
 // available past its deadline, which no claim takes.
@@ -203,7 +204,7 @@ end
 `
 
 // claimRoutes are luaClaim's rt and rk arguments for the plan's routes.
-func claimRoutes(pd *engine.ClaimDeadlineWrite) (mode, kinds string) {
+func claimRoutes(pd *backend.ClaimDeadlineWrite) (mode, kinds string) {
 	r := pd.DeadLetter
 	if r == nil || pd.To == "" {
 		return "", ""
@@ -248,14 +249,14 @@ return {out(J, true)}
 // reply's fourth value), each with its route in one script, and adds them
 // to res.Dead. A death whose route cannot be built (DeadLetterFor refuses
 // it) is archived unrouted rather than left for every claim to meet.
-func (s *Store) claimDeadLetters(ctx context.Context, pd *engine.ClaimDeadlineWrite, due any, res *engine.JobClaimResult) error {
+func (s *Store) claimDeadLetters(ctx context.Context, pd *backend.ClaimDeadlineWrite, due any, res *backend.JobClaimResult) error {
 	list, _ := due.([]any)
 	for _, x := range list {
 		j, err := jobReply(x, true)
 		if err != nil {
 			return err
 		}
-		d, err := engine.DeadLetterFor(pd.DeadLetter.For(j.Kind), j, pd.LastError, pd.Reason)
+		d, err := backend.DeadLetterFor(pd.DeadLetter.For(j.Kind), j, pd.LastError, pd.Reason)
 		if err != nil {
 			d = nil
 		}
@@ -263,7 +264,7 @@ func (s *Store) claimDeadLetters(ctx context.Context, pd *engine.ClaimDeadlineWr
 			"pd_to", string(pd.To), "pd_reason", string(pd.Reason), "pd_le", pd.LastError, "pd_ep", pd.Pattern,
 			"ev_kind", string(pd.Event.Kind), "ev_actor", pd.Event.Actor, "ev_from", string(pd.Event.From),
 			"ev_to", string(pd.Event.To), "ev_msg", pd.Event.Message}
-		a = append(a, finishWorkflowArgs(&engine.JobFinishParams{DeadLetter: d})...)
+		a = append(a, finishWorkflowArgs(&backend.JobFinishParams{DeadLetter: d})...)
 		v, err := s.run(ctx, "deadline death "+j.ID, luaDeadlineDeath, a...)
 		if err != nil {
 			return err

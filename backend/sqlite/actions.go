@@ -8,7 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Operator actions on one job, applied from the engine's specs.
@@ -19,29 +20,29 @@ import (
 // once. max_attempts takes CASE, not max(): a function call in the SET of
 // a multi-row UPDATE gives the statement a statement journal (every page
 // it writes is first copied aside), about a sixth of a bulk retry's UPDATE.
-func specSet(spec engine.ActionSpec) string {
+func specSet(spec backend.ActionSpec) string {
 	var b strings.Builder
 	b.WriteString("state = " + literal(string(spec.To)))
-	if spec.Has(engine.EffectOneMoreAttempt) {
+	if spec.Has(backend.EffectOneMoreAttempt) {
 		b.WriteString(", max_attempts = CASE WHEN max_attempts > attempt THEN max_attempts ELSE attempt + 1 END")
 	}
-	if spec.Has(engine.EffectResetCrashes) {
+	if spec.Has(backend.EffectResetCrashes) {
 		b.WriteString(", crash_attempt = 0")
 	}
-	if spec.Has(engine.EffectScheduleNow) {
+	if spec.Has(backend.EffectScheduleNow) {
 		b.WriteString(", scheduled_at = ?1")
 	}
 	switch {
-	case spec.Has(engine.EffectFinalize):
+	case spec.Has(backend.EffectFinalize):
 		b.WriteString(", finalized_at = ?1, terminal_reason = " + literal(string(spec.Reason)))
-	case spec.Has(engine.EffectReopen):
+	case spec.Has(backend.EffectReopen):
 		b.WriteString(", finalized_at = NULL, terminal_reason = ''")
 	}
-	if spec.Has(engine.EffectClearLease) {
+	if spec.Has(backend.EffectClearLease) {
 		b.WriteString(", lease_id = NULL, lease_worker = NULL, lease_expires_at = NULL")
 	}
 	b.WriteString(", state_changed_at = ?1, version = version + 1")
-	if spec.Has(engine.EffectOneMoreAttempt) {
+	if spec.Has(backend.EffectOneMoreAttempt) {
 		b.WriteString(", deadline = CASE WHEN ?2 IS NOT NULL THEN ?2 WHEN deadline <= ?1 THEN NULL ELSE deadline END")
 	}
 	return b.String()
@@ -52,8 +53,8 @@ func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + 
 
 // sqlActionOne is the statement of a spec on one job: ?1 now, ?2 deadline
 // or NULL, ?3 id.
-func sqlActionOne(spec engine.ActionSpec) string {
-	if spec.Has(engine.EffectDelete) {
+func sqlActionOne(spec backend.ActionSpec) string {
+	if spec.Has(backend.EffectDelete) {
 		return `DELETE FROM jobs WHERE id = ?3`
 	}
 	return `UPDATE jobs SET ` + specSet(spec) + ` WHERE id = ?3 RETURNING ` + jobColumnsNoPayload
@@ -77,7 +78,7 @@ const (
 
 // actionRow is what an action reads of a job before changing it.
 type actionRow struct {
-	state        engine.State
+	state        sluicetype.State
 	queue        string
 	attempt      int
 	fingerprint  string
@@ -90,26 +91,26 @@ func readActionRow(ctx context.Context, st *sql.Stmt, id string) (*actionRow, er
 	var state string
 	err := st.QueryRowContext(ctx, id).Scan(&state, &r.queue, &r.attempt, &r.fingerprint, &r.supersededBy, &r.version)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("job %s: %w", id, engine.ErrNotFound)
+		return nil, fmt.Errorf("job %s: %w", id, sluicetype.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: read job %s: %w", id, err)
 	}
-	r.state = engine.State(state)
+	r.state = sluicetype.State(state)
 	return &r, nil
 }
 
 // JobAction applies an operator action's spec to one job.
-func (s *Store) JobAction(ctx context.Context, p *engine.JobActionParams) (*engine.Job, error) {
+func (s *Store) JobAction(ctx context.Context, p *backend.JobActionParams) (*sluicetype.Job, error) {
 	spec := &p.Spec
 	if spec.To == "" || len(spec.From) == 0 {
-		return nil, fmt.Errorf("%s job %s: %w: empty action spec", spec.Action, p.ID, engine.ErrInvalid)
+		return nil, fmt.Errorf("%s job %s: %w: empty action spec", spec.Action, p.ID, sluicetype.ErrInvalid)
 	}
 	st, err := s.stmts(ctx, sqlActionRead, sqlIsQuarantined, sqlActionOne(*spec), sqlInsertEvent)
 	if err != nil {
 		return nil, err
 	}
-	var out *engine.Job
+	var out *sluicetype.Job
 	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
 		out = nil
 		r, err := readActionRow(ctx, tx.StmtContext(ctx, st[0]), p.ID)
@@ -117,22 +118,22 @@ func (s *Store) JobAction(ctx context.Context, p *engine.JobActionParams) (*engi
 			return err
 		}
 		if !spec.Allows(r.state) {
-			return &engine.StateError{Action: spec.Action, ID: p.ID, State: r.state, Allowed: spec.From}
+			return &sluicetype.StateError{Action: spec.Action, ID: p.ID, State: r.state, Allowed: spec.From}
 		}
-		if spec.Refuses(engine.RefuseSuperseded) && r.supersededBy != "" && !p.Force {
-			return &engine.SupersededError{ID: p.ID, By: r.supersededBy}
+		if spec.Refuses(backend.RefuseSuperseded) && r.supersededBy != "" && !p.Force {
+			return &sluicetype.SupersededError{ID: p.ID, By: r.supersededBy}
 		}
-		if spec.Refuses(engine.RefuseQuarantined) && r.fingerprint != "" {
+		if spec.Refuses(backend.RefuseQuarantined) && r.fingerprint != "" {
 			var q bool
 			if err := tx.StmtContext(ctx, st[1]).QueryRowContext(ctx, r.fingerprint).Scan(&q); err != nil {
 				return fmt.Errorf("sqlite: %s job %s: %w", spec.Action, p.ID, err)
 			}
 			if q {
-				return &engine.QuarantinedError{Verb: string(spec.Action), ID: p.ID, Fingerprint: r.fingerprint}
+				return &sluicetype.QuarantinedError{Verb: string(spec.Action), ID: p.ID, Fingerprint: r.fingerprint}
 			}
 		}
 		nowNs := now.UnixNano()
-		if spec.Has(engine.EffectDelete) {
+		if spec.Has(backend.EffectDelete) {
 			if _, err := tx.StmtContext(ctx, st[2]).ExecContext(ctx, nowNs, nil, p.ID); err != nil {
 				return fmt.Errorf("sqlite: %s job %s: %w", spec.Action, p.ID, err)
 			}
@@ -164,22 +165,22 @@ func (s *Store) JobAction(ctx context.Context, p *engine.JobActionParams) (*engi
 
 // JobUpdatePayload replaces the payload and fingerprint of a job that is
 // not running, if its version is still p.Version.
-func (s *Store) JobUpdatePayload(ctx context.Context, p *engine.JobUpdatePayloadParams) (*engine.Job, error) {
+func (s *Store) JobUpdatePayload(ctx context.Context, p *backend.JobUpdatePayloadParams) (*sluicetype.Job, error) {
 	st, err := s.stmts(ctx, sqlActionRead, sqlUpdatePayload, sqlInsertEvent)
 	if err != nil {
 		return nil, err
 	}
-	var out *engine.Job
+	var out *sluicetype.Job
 	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
 		r, err := readActionRow(ctx, tx.StmtContext(ctx, st[0]), p.ID)
 		if err != nil {
 			return err
 		}
-		if r.state == engine.StateRunning {
-			return &engine.StateError{Action: "edit payload of", ID: p.ID, State: r.state, Allowed: editableStates()}
+		if r.state == sluicetype.StateRunning {
+			return &sluicetype.StateError{Action: "edit payload of", ID: p.ID, State: r.state, Allowed: editableStates()}
 		}
 		if r.version != p.Version {
-			return &engine.VersionError{ID: p.ID, Have: r.version, Want: p.Version}
+			return &sluicetype.VersionError{ID: p.ID, Have: r.version, Want: p.Version}
 		}
 		j, err := scanJob(tx.StmtContext(ctx, st[1]).QueryRowContext(ctx, p.ID, string(p.Payload), p.Fingerprint))
 		if err != nil {
@@ -200,34 +201,34 @@ func (s *Store) JobUpdatePayload(ctx context.Context, p *engine.JobUpdatePayload
 }
 
 // editableStates are the states whose payload can be edited: all but running.
-func editableStates() []engine.State {
-	var out []engine.State
-	for _, st := range engine.AllStates {
-		if st != engine.StateRunning {
+func editableStates() []sluicetype.State {
+	var out []sluicetype.State
+	for _, st := range sluicetype.AllStates {
+		if st != sluicetype.StateRunning {
 			out = append(out, st)
 		}
 	}
 	return out
 }
 
-// JobRetryWithInput inserts the corrected copy of a finished job (same
+// JobRetryCopy inserts the corrected copy of a finished job (same
 // queue, kind, metadata, tags, priority, attempt budget, schema version
 // and timeout; the new payload; retry_of the original) and marks the
 // original superseded by it, in one transaction. The original must be in a
 // terminal state: a copy of a job that may still run would run twice.
-func (s *Store) JobRetryWithInput(ctx context.Context, p *engine.JobRetryWithInputParams) (*engine.Job, error) {
+func (s *Store) JobRetryCopy(ctx context.Context, p *backend.JobRetryCopyParams) (*sluicetype.Job, error) {
 	st, err := s.stmts(ctx, sqlActionRead, sqlIsQuarantined, sqlInsertRetryCopy, sqlSupersede, sqlInsertEvent, sqlGetJob)
 	if err != nil {
 		return nil, err
 	}
-	var out *engine.Job
+	var out *sluicetype.Job
 	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
 		r, err := readActionRow(ctx, tx.StmtContext(ctx, st[0]), p.ID)
 		if err != nil {
 			return err
 		}
 		if !r.state.Terminal() {
-			return &engine.StateError{Action: "retry with input", ID: p.ID, State: r.state, Allowed: engine.TerminalStates()}
+			return &sluicetype.StateError{Action: "retry with input", ID: p.ID, State: r.state, Allowed: sluicetype.TerminalStates()}
 		}
 		if p.Fingerprint != "" {
 			var q bool
@@ -235,7 +236,7 @@ func (s *Store) JobRetryWithInput(ctx context.Context, p *engine.JobRetryWithInp
 				return fmt.Errorf("sqlite: retry job %s with input: %w", p.ID, err)
 			}
 			if q {
-				return &engine.QuarantinedError{Verb: "retry with input", ID: p.ID, Fingerprint: p.Fingerprint}
+				return &sluicetype.QuarantinedError{Verb: "retry with input", ID: p.ID, Fingerprint: p.Fingerprint}
 			}
 		}
 		nowNs := now.UnixNano()
@@ -246,7 +247,7 @@ func (s *Store) JobRetryWithInput(ctx context.Context, p *engine.JobRetryWithInp
 		if n, err := res.RowsAffected(); err != nil {
 			return fmt.Errorf("sqlite: retry job %s with input: %w", p.ID, err)
 		} else if n == 0 {
-			return fmt.Errorf("retry job %s with input: %w: job %s exists", p.ID, engine.ErrConflict, p.NewID)
+			return fmt.Errorf("retry job %s with input: %w: job %s exists", p.ID, sluicetype.ErrConflict, p.NewID)
 		}
 		if _, err := tx.StmtContext(ctx, st[3]).ExecContext(ctx, p.ID, p.NewID); err != nil {
 			return fmt.Errorf("sqlite: retry job %s with input: %w", p.ID, err)
@@ -264,7 +265,7 @@ func (s *Store) JobRetryWithInput(ctx context.Context, p *engine.JobRetryWithInp
 // with input, replay from a step): an event on the original and one on the
 // copy, the copy read back and counted available.
 func (s *Store) finishCopy(ctx context.Context, tx *wtx, event, get *sql.Stmt, what string, r *actionRow,
-	id, newID string, orig, cp engine.EventWrite, nowNs int64) (*engine.Job, error) {
+	id, newID string, orig, cp backend.EventWrite, nowNs int64) (*sluicetype.Job, error) {
 	ev := tx.StmtContext(ctx, event)
 	if _, err := ev.ExecContext(ctx, id, string(orig.Kind), nowNs, orig.Actor,
 		string(r.state), string(r.state), r.attempt, orig.Message); err != nil {
@@ -279,7 +280,7 @@ func (s *Store) finishCopy(ctx context.Context, tx *wtx, event, get *sql.Stmt, w
 		return nil, fmt.Errorf("sqlite: %s: %w", what, err)
 	}
 	counts := countDeltas{}
-	counts.move(j.Queue, "", engine.StateAvailable, 1)
+	counts.move(j.Queue, "", sluicetype.StateAvailable, 1)
 	tx.keep(j)
 	return j, s.applyCounts(ctx, tx, counts)
 }

@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/backendtest"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // TestAPIConformance runs the Control checks of the conformance suite
@@ -17,7 +19,7 @@ import (
 func TestAPIConformance(t *testing.T) {
 	backendtest.RunControl(t, backendtest.Harness{
 		Name:     "sqlite-via-api",
-		NewStore: func(t testing.TB) engine.Store { return sqlitetest.New(t) },
+		NewStore: func(t testing.TB) backend.Store { return sqlitetest.New(t) },
 		Control: func(t testing.TB, e *engine.Engine) engine.Control {
 			srv := httptest.NewServer(api.NewServer(e, api.ServerOptions{Heartbeat: time.Second}))
 			t.Cleanup(srv.Close)
@@ -32,13 +34,13 @@ func TestAPIConformance(t *testing.T) {
 func TestLocalAPIConformance(t *testing.T) {
 	backendtest.RunControl(t, backendtest.Harness{
 		Name:     "sqlite-via-local-api",
-		NewStore: func(t testing.TB) engine.Store { return sqlitetest.New(t) },
+		NewStore: func(t testing.TB) backend.Store { return sqlitetest.New(t) },
 		Control: func(t testing.TB, e *engine.Engine) engine.Control {
 			srv := api.NewServer(e, api.ServerOptions{
 				Heartbeat: time.Second,
-				Tokens:    map[string]api.Identity{"a-token-nobody-sends-0123456789": {Name: "other", Role: engine.RoleViewer}},
+				Tokens:    map[string]api.Identity{"a-token-nobody-sends-0123456789": {Name: "other", Role: sluicetype.RoleViewer}},
 			})
-			return srv.Local(api.Identity{Name: "maya", Role: engine.RoleAdmin}, api.ClientOptions{Timeout: 20 * time.Second})
+			return srv.Local(api.Identity{Name: "maya", Role: sluicetype.RoleAdmin}, api.ClientOptions{Timeout: 20 * time.Second})
 		},
 	})
 }

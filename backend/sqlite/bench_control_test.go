@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // The operator-surface benchmarks share one fixture: 100,000 jobs of
@@ -66,7 +68,7 @@ func buildFixture() {
 		return
 	}
 	for off := 0; off < fixtureJobs; off += 1000 {
-		res, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: benchJobs(1000, off), RefuseQuarantined: true})
+		res, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: benchJobs(1000, off), RefuseQuarantined: true})
 		if err != nil {
 			fixtureErr = err
 			s.Close()
@@ -141,9 +143,9 @@ func BenchmarkBulkRetry(b *testing.B) {
 		}
 		first = false
 		ops++
-		op, err := s.OperationInsert(ctx, &engine.OperationInsertParams{
-			ID: fmt.Sprintf("op-%d", ops), Action: engine.ActionRetry, CreatedBy: "bench",
-			Selector: engine.Filter{States: []engine.State{engine.StateArchived}, Queues: []string{"default"}},
+		op, err := s.OperationInsert(ctx, &backend.OperationInsertParams{
+			ID: fmt.Sprintf("op-%d", ops), Action: sluicetype.ActionRetry, CreatedBy: "bench",
+			Selector: sluicetype.Filter{States: []sluicetype.State{sluicetype.StateArchived}, Queues: []string{"default"}},
 		})
 		if err != nil {
 			b.Fatal(err)
@@ -153,10 +155,10 @@ func BenchmarkBulkRetry(b *testing.B) {
 			b.Fatalf("run operation: %v %v", did, err)
 		}
 		cpu += cpuTime() - c0
-		if op, err = s.OperationGet(ctx, &engine.OperationGetParams{ID: op.ID}); err != nil {
+		if op, err = s.OperationGet(ctx, &backend.OperationGetParams{ID: op.ID}); err != nil {
 			b.Fatal(err)
 		}
-		if op.Status != engine.OperationCompleted || op.Succeeded != fixtureJobs {
+		if op.Status != sluicetype.OperationCompleted || op.Succeeded != fixtureJobs {
 			b.Fatalf("operation: %+v", op)
 		}
 		total += int(op.Succeeded)
@@ -165,14 +167,14 @@ func BenchmarkBulkRetry(b *testing.B) {
 	b.ReportMetric(float64(cpu.Microseconds())/float64(total), "cpu-µs/job")
 }
 
-var archivedFilter = engine.Filter{States: []engine.State{engine.StateArchived}}
+var archivedFilter = sluicetype.Filter{States: []sluicetype.State{sluicetype.StateArchived}}
 
 // BenchmarkListFirstPage reads the newest page of archived jobs (the
 // engine asks for 51 rows for a page of 50).
 func BenchmarkListFirstPage(b *testing.B) {
 	s := fixture(b)
 	for b.Loop() {
-		js, err := s.JobList(ctx, &engine.JobListParams{Filter: archivedFilter, Limit: 51})
+		js, err := s.JobListPage(ctx, &backend.JobListPageParams{Filter: archivedFilter, Limit: 51})
 		if err != nil || len(js) != 51 {
 			b.Fatalf("%d rows, %v", len(js), err)
 		}
@@ -184,19 +186,19 @@ func BenchmarkListFirstPage(b *testing.B) {
 func BenchmarkListDeepPage(b *testing.B) {
 	s := fixture(b)
 	// The cursor of row 90,000: walk there once, untimed.
-	var after *engine.Cursor
+	var after *sluicetype.Cursor
 	for seen := 0; seen < 90_000; {
-		js, err := s.JobList(ctx, &engine.JobListParams{Filter: archivedFilter, After: after, Limit: 200})
+		js, err := s.JobListPage(ctx, &backend.JobListPageParams{Filter: archivedFilter, After: after, Limit: 200})
 		if err != nil || len(js) == 0 {
 			b.Fatalf("walk: %d rows, %v", len(js), err)
 		}
 		last := js[len(js)-1]
-		after = &engine.Cursor{At: last.StateChangedAt, ID: last.ID}
+		after = &sluicetype.Cursor{At: last.StateChangedAt, ID: last.ID}
 		seen += len(js)
 	}
 	b.ResetTimer()
 	for b.Loop() {
-		js, err := s.JobList(ctx, &engine.JobListParams{Filter: archivedFilter, After: after, Limit: 51})
+		js, err := s.JobListPage(ctx, &backend.JobListPageParams{Filter: archivedFilter, After: after, Limit: 51})
 		if err != nil || len(js) != 51 {
 			b.Fatalf("%d rows, %v", len(js), err)
 		}
@@ -204,8 +206,8 @@ func BenchmarkListDeepPage(b *testing.B) {
 }
 
 // sqlTwentyErrors gives the newest 1,000 jobs the error list of a job that
-// exhausted the default 25 attempts: engine.MaxKeptErrors errors, each as
-// json.Marshal writes an engine.AttemptError.
+// exhausted the default 25 attempts: sluicetype.MaxKeptErrors errors, each as
+// json.Marshal writes an sluicetype.AttemptError.
 const sqlTwentyErrors = `UPDATE jobs SET errors = (
 	WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20)
 	SELECT json_group_array(json_object('attempt', i, 'crash', json('false'), 'at', '2026-11-29T00:00:00.123456789Z',
@@ -226,7 +228,7 @@ func BenchmarkListFirstPageTwentyErrors(b *testing.B) {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		js, err := s.JobList(ctx, &engine.JobListParams{Filter: archivedFilter, Limit: 51})
+		js, err := s.JobListPage(ctx, &backend.JobListPageParams{Filter: archivedFilter, Limit: 51})
 		if err != nil || len(js) != 51 || len(js[0].Errors) != 1 || js[0].Errors[0].Attempt != 20 {
 			b.Fatalf("%d rows, %v", len(js), err)
 		}
@@ -240,15 +242,15 @@ func BenchmarkCounts(b *testing.B) {
 	s := fixture(b)
 	b.Run("maintained", func(b *testing.B) {
 		for b.Loop() {
-			c, err := s.JobCountByQueue(ctx, &engine.JobCountByQueueParams{})
-			if err != nil || c["default"][engine.StateArchived] != fixtureJobs {
+			c, err := s.JobCountByQueue(ctx, &backend.JobCountByQueueParams{})
+			if err != nil || c["default"][sluicetype.StateArchived] != fixtureJobs {
 				b.Fatalf("%v %v", c, err)
 			}
 		}
 	})
 	b.Run("exact", func(b *testing.B) {
 		for b.Loop() {
-			n, _, err := s.JobCount(ctx, &engine.JobCountParams{Filter: archivedFilter, Max: engine.DryRunExactLimit})
+			n, _, err := s.JobCountMatching(ctx, &backend.JobCountMatchingParams{Filter: archivedFilter, Max: sluicetype.DryRunExactLimit})
 			if err != nil || n != fixtureJobs {
 				b.Fatalf("%d %v", n, err)
 			}
@@ -256,7 +258,7 @@ func BenchmarkCounts(b *testing.B) {
 	})
 	b.Run("error_groups", func(b *testing.B) {
 		for b.Loop() {
-			gs, err := s.JobErrorGroups(ctx, &engine.JobErrorGroupsParams{Filter: archivedFilter, Limit: 200})
+			gs, err := s.JobErrorGroups(ctx, &backend.JobErrorGroupsParams{Filter: archivedFilter, Limit: 200})
 			if err != nil || len(gs) != 5 {
 				b.Fatalf("%d groups, %v", len(gs), err)
 			}

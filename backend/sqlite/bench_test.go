@@ -7,15 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
-	"github.com/sluicehq/sluice/engine"
 )
 
-func benchJobs(n, offset int) []*engine.JobInsertParams {
-	out := make([]*engine.JobInsertParams, n)
+func benchJobs(n, offset int) []*backend.JobInsertParams {
+	out := make([]*backend.JobInsertParams, n)
 	for i := range out {
 		id := fmt.Sprintf("%036d", offset+i)
-		out[i] = &engine.JobInsertParams{
+		out[i] = &backend.JobInsertParams{
 			ID: id, Queue: "default", Kind: "email", SchemaVersion: 1, MaxAttempts: 25,
 			Payload:     json.RawMessage(`{"to":"someone@example.com","n":` + fmt.Sprint(offset+i) + `}`),
 			Fingerprint: "fp" + id,
@@ -35,7 +35,7 @@ func BenchmarkInsert(b *testing.B) {
 		batch := benchJobs(1000, i*1000)
 		b.StartTimer()
 		c0 := cpuTime()
-		if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: batch, RefuseQuarantined: true}); err != nil {
+		if _, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: batch, RefuseQuarantined: true}); err != nil {
 			b.Fatal(err)
 		}
 		cpu += cpuTime() - c0
@@ -59,17 +59,17 @@ func benchClaimComplete(b *testing.B, batch int) {
 	s := sqlitetest.New(b)
 	n := max(b.N, 1) * batch
 	for off := 0; off < n; off += 1000 {
-		if _, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: benchJobs(min(1000, n-off), off), RefuseQuarantined: true}); err != nil {
+		if _, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: benchJobs(min(1000, n-off), off), RefuseQuarantined: true}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	items := make([]engine.JobCompleteItem, 0, batch)
+	items := make([]backend.JobCompleteItem, 0, batch)
 	done := 0
 	b.ResetTimer()
 	start := time.Now()
 	cpu0 := cpuTime()
 	for range b.N {
-		res, err := s.JobClaim(ctx, &engine.JobClaimParams{
+		res, err := s.JobClaim(ctx, &backend.JobClaimParams{
 			Queue: "default", WorkerID: "w", LeaseID: "l", Limit: batch,
 			Kinds: map[string]int{"email": 1}, LeaseDuration: time.Minute,
 		})
@@ -78,9 +78,9 @@ func benchClaimComplete(b *testing.B, batch int) {
 		}
 		items = items[:0]
 		for _, j := range res.Jobs {
-			items = append(items, engine.JobCompleteItem{JobRef: engine.JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Fence}})
+			items = append(items, backend.JobCompleteItem{JobRef: backend.JobRef{ID: j.ID, LeaseID: j.Lease.ID, Fence: j.Fence}})
 		}
-		out, err := s.JobCompleteMany(ctx, &engine.JobCompleteManyParams{Items: items, EndProbation: true})
+		out, err := s.JobCompleteMany(ctx, &backend.JobCompleteManyParams{Items: items, EndProbation: true})
 		if err != nil {
 			b.Fatal(err)
 		}

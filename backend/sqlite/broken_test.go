@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/backendtest"
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // The suite's checks catch a store that breaks the rule they guard. Each
@@ -27,7 +28,7 @@ type noCutoffStore struct{ *sqlite.Store }
 
 func (s noCutoffStore) Unwrap() *sqlite.Store { return s.Store }
 
-func (s noCutoffStore) OperationProcessBatch(ctx context.Context, p *engine.OperationProcessBatchParams) (*engine.OperationBatchResult, error) {
+func (s noCutoffStore) OperationProcessBatch(ctx context.Context, p *backend.OperationProcessBatchParams) (*backend.OperationBatchResult, error) {
 	q := *p
 	q.Cutoff = time.Now().Add(24 * time.Hour)
 	return s.Store.OperationProcessBatch(ctx, &q)
@@ -39,7 +40,7 @@ type ownWordsStore struct{ *sqlite.Store }
 
 func (s ownWordsStore) Unwrap() *sqlite.Store { return s.Store }
 
-func (s ownWordsStore) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engine.Job, error) {
+func (s ownWordsStore) JobFinish(ctx context.Context, p *backend.JobFinishParams) (*sluicetype.Job, error) {
 	q := *p
 	if q.Event != nil {
 		e := *q.Event
@@ -51,23 +52,23 @@ func (s ownWordsStore) JobFinish(ctx context.Context, p *engine.JobFinishParams)
 
 // brokenStores names each broken store and the checks that must fail on it.
 var brokenStores = map[string]struct {
-	wrap   func(*sqlite.Store) engine.Store
+	wrap   func(*sqlite.Store) backend.Store
 	checks []string
 }{
 	"no-cutoff": {
-		wrap:   func(s *sqlite.Store) engine.Store { return noCutoffStore{s} },
+		wrap:   func(s *sqlite.Store) backend.Store { return noCutoffStore{s} },
 		checks: []string{"Control/BulkLeavesLaterDeathsAlone", "ControlStore/BulkTakesOnlyEarlierDeaths"},
 	},
 	"own-words": {
-		wrap:   func(s *sqlite.Store) engine.Store { return ownWordsStore{s} },
+		wrap:   func(s *sqlite.Store) backend.Store { return ownWordsStore{s} },
 		checks: []string{"Plans/SentinelTextsInEveryPlan"},
 	},
 	"unfenced-checkpoint": {
-		wrap:   func(s *sqlite.Store) engine.Store { return unfencedCheckpointStore{s} },
+		wrap:   func(s *sqlite.Store) backend.Store { return unfencedCheckpointStore{s} },
 		checks: []string{"Workflow/ZombieStopsAtNextStepNotRecorded", "Workflow/CheckpointGroupEachItemFenced"},
 	},
 	"unrouted": {
-		wrap: func(s *sqlite.Store) engine.Store { return unroutedStore{s} },
+		wrap: func(s *sqlite.Store) backend.Store { return unroutedStore{s} },
 		checks: []string{"DeadLetter/WrittenWithTheDeathOrNotAtAll", "DeadLetter/PerKindRuleBeatsDefaultNoTagsOnDeadOnce",
 			"DeadLetter/RedrivenDeathRetriesExistingDeadLetter", "DeadLetter/QuarantineTripperRouted",
 			"DeadLetter/DeadlineDeathAtClaimRoutedPerKindInsertOrRetry", "DeadLetter/DeadlineDeathAtClaimEngineRuleBeatsDefault"},
@@ -77,7 +78,7 @@ var brokenStores = map[string]struct {
 func TestConformanceCatchesBrokenStores(t *testing.T) {
 	if name := os.Getenv("SLUICE_BROKEN_STORE"); name != "" {
 		b := brokenStores[name]
-		unwrap := func(s engine.Store) engine.Store {
+		unwrap := func(s backend.Store) backend.Store {
 			if w, ok := s.(interface{ Unwrap() *sqlite.Store }); ok {
 				return w.Unwrap()
 			}
@@ -85,9 +86,9 @@ func TestConformanceCatchesBrokenStores(t *testing.T) {
 		}
 		backendtest.Run(t, backendtest.Harness{
 			Name:     "sqlite-" + name,
-			NewStore: func(t testing.TB) engine.Store { return b.wrap(sqlitetest.New(t)) },
-			Truth:    func(t testing.TB, s engine.Store) backendtest.Truth { return sqlitetest.NewTruth(t, unwrap(s)) },
-			Reopen: func(t testing.TB, s engine.Store) engine.Store {
+			NewStore: func(t testing.TB) backend.Store { return b.wrap(sqlitetest.New(t)) },
+			Truth:    func(t testing.TB, s backend.Store) backendtest.Truth { return sqlitetest.NewTruth(t, unwrap(s)) },
+			Reopen: func(t testing.TB, s backend.Store) backend.Store {
 				return b.wrap(sqlitetest.Reopen(t, unwrap(s)).(*sqlite.Store))
 			},
 		})

@@ -3,8 +3,9 @@ package sqlite_test
 import (
 	"context"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/sqlite"
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // unfencedCheckpointStore defeats the fence of step writes: it rewrites
@@ -13,10 +14,10 @@ type unfencedCheckpointStore struct{ *sqlite.Store }
 
 func (s unfencedCheckpointStore) Unwrap() *sqlite.Store { return s.Store }
 
-func (s unfencedCheckpointStore) JobCheckpoint(ctx context.Context, p *engine.JobCheckpointParams) ([]error, error) {
-	q := engine.JobCheckpointParams{Items: append([]engine.JobCheckpointItem(nil), p.Items...)}
+func (s unfencedCheckpointStore) JobCheckpoint(ctx context.Context, p *backend.JobCheckpointParams) ([]error, error) {
+	q := backend.JobCheckpointParams{Items: append([]backend.JobCheckpointItem(nil), p.Items...)}
 	for i, it := range q.Items {
-		if j, err := s.Store.JobGetByID(ctx, &engine.JobGetByIDParams{ID: it.ID}); err == nil && j.Lease != nil {
+		if j, err := s.Store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: it.ID}); err == nil && j.Lease != nil {
 			q.Items[i].LeaseID, q.Items[i].Fence = j.Lease.ID, j.Lease.Fence
 		}
 	}
@@ -30,14 +31,14 @@ type unroutedStore struct{ *sqlite.Store }
 
 func (s unroutedStore) Unwrap() *sqlite.Store { return s.Store }
 
-func (s unroutedStore) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engine.Job, error) {
+func (s unroutedStore) JobFinish(ctx context.Context, p *backend.JobFinishParams) (*sluicetype.Job, error) {
 	q := *p
 	q.DeadLetter = nil
 	return s.Store.JobFinish(ctx, &q)
 }
 
 // JobClaim drops the routes of the claim's deadline deaths too.
-func (s unroutedStore) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine.JobClaimResult, error) {
+func (s unroutedStore) JobClaim(ctx context.Context, p *backend.JobClaimParams) (*backend.JobClaimResult, error) {
 	q := *p
 	q.PastDeadline.DeadLetter = nil
 	return s.Store.JobClaim(ctx, &q)

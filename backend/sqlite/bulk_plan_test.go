@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // TestBulkRangePlans pins the plans of a batch taken by id range: its
@@ -22,17 +23,17 @@ func TestBulkRangePlans(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	spec, err := engine.SpecFor(engine.ActionRetry)
+	spec, err := backend.SpecFor(sluicetype.ActionRetry)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []engine.Filter{
-		{States: []engine.State{engine.StateArchived}},
-		{States: []engine.State{engine.StateArchived}, Queues: []string{"q"}, Kinds: []string{"k"}, ErrorPattern: "p"},
+	for _, f := range []sluicetype.Filter{
+		{States: []sluicetype.State{sluicetype.StateArchived}},
+		{States: []sluicetype.State{sluicetype.StateArchived}, Queues: []string{"q"}, Kinds: []string{"k"}, ErrorPattern: "p"},
 		{Queues: []string{"q"}},
 	} {
 		sel, _ := spec.Narrow(f)
-		op := &engine.OperationProcessBatchParams{Spec: spec, Selector: sel, Cutoff: time.Now()}
+		op := &backend.OperationProcessBatchParams{Spec: spec, Selector: sel, Cutoff: time.Now()}
 		if !byRange(&sel) {
 			t.Fatalf("%s is not taken by range", f)
 		}
@@ -65,8 +66,8 @@ func TestBulkRangePlans(t *testing.T) {
 	}
 	// A bulk selector's count: the listing index alone, and the superseded
 	// jobs from their own index.
-	arch := engine.Filter{States: []engine.State{engine.StateArchived}}
-	p := &engine.JobCountParams{Filter: arch, Max: engine.DryRunExactLimit}
+	arch := sluicetype.Filter{States: []sluicetype.State{sluicetype.StateArchived}}
+	p := &backend.JobCountMatchingParams{Filter: arch, Max: sluicetype.DryRunExactLimit}
 	q, args, err := jobCountQuery(p)
 	if err != nil {
 		t.Fatal(err)
@@ -83,8 +84,8 @@ func TestBulkRangePlans(t *testing.T) {
 		t.Errorf("superseded count plan:\n%s", plan)
 	}
 
-	for _, f := range []engine.Filter{{Error: "x"}, {Tags: []string{"t"}}, {IDs: []string{"a", "b"}},
-		{Payload: []engine.PathMatch{{Path: "a", Value: "1"}}}, {Meta: []engine.PathMatch{{Path: "a", Value: "1"}}}} {
+	for _, f := range []sluicetype.Filter{{Error: "x"}, {Tags: []string{"t"}}, {IDs: []string{"a", "b"}},
+		{Payload: []sluicetype.PathMatch{{Path: "a", Value: "1"}}}, {Meta: []sluicetype.PathMatch{{Path: "a", Value: "1"}}}} {
 		if byRange(&f) {
 			t.Errorf("%s is taken by range; its test is not a plain column's", f)
 		}

@@ -1,16 +1,18 @@
 package sqlite
 
-import "github.com/sluicehq/sluice/engine"
+import (
+	"github.com/sluicehq/sluice/backend"
+)
 
-var _ engine.Store = (*Store)(nil)
+var _ backend.Store = (*Store)(nil)
 
 // Capabilities: SQLite serves every filter field, error groups, bulk
 // operations, maintained counts, queue pausing and idempotency keys
 // committed with the mutation.
-func (s *Store) Capabilities() []engine.Capability {
-	return []engine.Capability{
-		engine.CapabilityFilterPayload, engine.CapabilityFilterMeta, engine.CapabilityFilterTags,
-		engine.CapabilityFilterError, engine.CapabilityErrorGroups, engine.CapabilityOperations,
-		engine.CapabilityCounts, engine.CapabilityQueuePause, engine.CapabilityIdempotency,
+func (s *Store) Capabilities() []backend.Capability {
+	return []backend.Capability{
+		backend.CapabilityFilterPayload, backend.CapabilityFilterMeta, backend.CapabilityFilterTags,
+		backend.CapabilityFilterError, backend.CapabilityErrorGroups, backend.CapabilityOperations,
+		backend.CapabilityCounts, backend.CapabilityQueuePause, backend.CapabilityIdempotency,
 	}
 }

@@ -8,7 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Claims: available jobs to running under new leases.
@@ -104,7 +105,7 @@ func (s *Store) claimQueriesFor(kinds map[string]int) *claimQueries {
 // that never crashed first, then up to Suspects jobs on their first crash
 // if the batch is not full, and, when Lone is set and the claim found
 // nothing else, one job that crashed twice or more.
-func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine.JobClaimResult, error) {
+func (s *Store) JobClaim(ctx context.Context, p *backend.JobClaimParams) (*backend.JobClaimResult, error) {
 	q := s.claimQueriesFor(p.Kinds)
 	st, err := s.stmts(ctx, q.archive, q.claim, q.suspect, sqlInsertEvent, sqlClaimProbe, q.lone)
 	if err != nil {
@@ -120,7 +121,7 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 	if lease <= 0 {
 		lease = defaultLease
 	}
-	res := &engine.JobClaimResult{}
+	res := &backend.JobClaimResult{}
 	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
 		res.Jobs, res.Dead = nil, nil
 		res.Now = now
@@ -139,7 +140,7 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 		}
 
 		// Archive what can no longer run.
-		var dead []*engine.Job
+		var dead []*sluicetype.Job
 		pd := &p.PastDeadline
 		if overdue && pd.To != "" {
 			args := append([]any{string(pd.To), string(pd.Reason), jsonStrings([]string{pd.LastError, pd.Pattern}),
@@ -158,7 +159,7 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 				}
 			}
 			res.Dead = dead
-			counts.move(p.Queue, engine.StateAvailable, pd.To, int64(len(dead)))
+			counts.move(p.Queue, sluicetype.StateAvailable, pd.To, int64(len(dead)))
 			if err := claimDeadLetters(ctx, tx, wst, pd, dead, counts, nowNs); err != nil {
 				return fmt.Errorf("sqlite: claim %s: %w", p.Queue, err)
 			}
@@ -193,7 +194,7 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 			}
 		}
 		res.Jobs = jobs
-		counts.move(p.Queue, engine.StateAvailable, engine.StateRunning, int64(len(jobs)))
+		counts.move(p.Queue, sluicetype.StateAvailable, sluicetype.StateRunning, int64(len(jobs)))
 		return s.applyCounts(ctx, tx, counts)
 	})
 	if err != nil {
@@ -203,7 +204,7 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 }
 
 // sortJobs puts claimed jobs in claim order: priority, scheduled_at, id.
-func sortJobs(js []*engine.Job) {
+func sortJobs(js []*sluicetype.Job) {
 	sort.Slice(js, func(a, b int) bool {
 		x, y := js[a], js[b]
 		if x.Priority != y.Priority {
@@ -216,13 +217,13 @@ func sortJobs(js []*engine.Job) {
 	})
 }
 
-func queryJobs(ctx context.Context, st *sql.Stmt, args []any) ([]*engine.Job, error) {
+func queryJobs(ctx context.Context, st *sql.Stmt, args []any) ([]*sluicetype.Job, error) {
 	rows, err := st.QueryContext(ctx, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []*engine.Job
+	var out []*sluicetype.Job
 	js := newJobScanner()
 	for rows.Next() {
 		j, err := js.scan(rows)

@@ -3,9 +3,9 @@ package sqlite_test
 import (
 	"testing"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/backendtest"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
-	"github.com/sluicehq/sluice/engine"
 )
 
 // TestConformance runs the backend conformance suite on a fresh SQLite
@@ -13,8 +13,8 @@ import (
 func TestConformance(t *testing.T) {
 	backendtest.Run(t, backendtest.Harness{
 		Name:     "sqlite",
-		NewStore: func(t testing.TB) engine.Store { return sqlitetest.New(t) },
-		Truth:    func(t testing.TB, s engine.Store) backendtest.Truth { return sqlitetest.NewTruth(t, s) },
+		NewStore: func(t testing.TB) backend.Store { return sqlitetest.New(t) },
+		Truth:    func(t testing.TB, s backend.Store) backendtest.Truth { return sqlitetest.NewTruth(t, s) },
 		Reopen:   sqlitetest.Reopen,
 	})
 }

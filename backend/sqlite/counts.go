@@ -9,7 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // The maintained counters (job_counts): every write that inserts, deletes
@@ -20,13 +21,13 @@ import (
 
 type countKey struct {
 	queue string
-	state engine.State
+	state sluicetype.State
 }
 
 // countDeltas are the changes of one transaction to job_counts.
 type countDeltas map[countKey]int64
 
-func (d countDeltas) add(queue string, state engine.State, n int64) {
+func (d countDeltas) add(queue string, state sluicetype.State, n int64) {
 	if n != 0 {
 		d[countKey{queue, state}] += n
 	}
@@ -34,14 +35,14 @@ func (d countDeltas) add(queue string, state engine.State, n int64) {
 
 // move counts n jobs of queue leaving from and entering to. An empty or
 // StateDeleted side is no state (an insert or a delete).
-func (d countDeltas) move(queue string, from, to engine.State, n int64) {
+func (d countDeltas) move(queue string, from, to sluicetype.State, n int64) {
 	if from == to {
 		return
 	}
-	if from != "" && from != engine.StateDeleted {
+	if from != "" && from != sluicetype.StateDeleted {
 		d.add(queue, from, -n)
 	}
-	if to != "" && to != engine.StateDeleted {
+	if to != "" && to != sluicetype.StateDeleted {
 		d.add(queue, to, n)
 	}
 }
@@ -110,7 +111,7 @@ func (s *Store) applyCounts(ctx context.Context, tx *wtx, d countDeltas) error {
 
 // JobCountByQueue reads the maintained counters of one queue or all.
 // States with no jobs are left out.
-func (s *Store) JobCountByQueue(ctx context.Context, p *engine.JobCountByQueueParams) (map[string]map[engine.State]int64, error) {
+func (s *Store) JobCountByQueue(ctx context.Context, p *backend.JobCountByQueueParams) (map[string]map[sluicetype.State]int64, error) {
 	q := `SELECT queue, state, n FROM job_counts WHERE n != 0`
 	args := []any{}
 	if p.Queue != "" {
@@ -126,7 +127,7 @@ func (s *Store) JobCountByQueue(ctx context.Context, p *engine.JobCountByQueuePa
 		return nil, fmt.Errorf("sqlite: job counts: %w", err)
 	}
 	defer rows.Close()
-	out := map[string]map[engine.State]int64{}
+	out := map[string]map[sluicetype.State]int64{}
 	for rows.Next() {
 		var queue, state string
 		var n int64
@@ -135,10 +136,10 @@ func (s *Store) JobCountByQueue(ctx context.Context, p *engine.JobCountByQueuePa
 		}
 		m := out[queue]
 		if m == nil {
-			m = map[engine.State]int64{}
+			m = map[sluicetype.State]int64{}
 			out[queue] = m
 		}
-		m[engine.State(state)] = n
+		m[sluicetype.State(state)] = n
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: job counts: %w", err)
@@ -165,7 +166,7 @@ func (s *Store) JobCountReconcile(ctx context.Context) error {
 			if err := rows.Scan(&queue, &state); err != nil {
 				return fmt.Errorf("sqlite: reconcile job counts: %w", err)
 			}
-			counts[countKey{string(queue), engine.State(state)}]++
+			counts[countKey{string(queue), sluicetype.State(state)}]++
 		}
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("sqlite: reconcile job counts: %w", err)
@@ -190,7 +191,7 @@ func (s *Store) JobCountReconcile(ctx context.Context) error {
 // their state after it, which an index finds at the end of its
 // state_changed_at range for every state but available (jobs_claim has no
 // state_changed_at; a count of available jobs as of a time reads them).
-func countsServe(p *engine.JobCountParams) bool {
+func countsServe(p *backend.JobCountMatchingParams) bool {
 	f := &p.Filter
 	if len(f.States) == 0 || len(f.Kinds) > 0 || len(f.IDs) > 0 || f.Fingerprint != "" ||
 		len(f.Tags) > 0 || f.Error != "" || f.ErrorPattern != "" || len(f.Payload) > 0 || len(f.Meta) > 0 ||
@@ -199,7 +200,7 @@ func countsServe(p *engine.JobCountParams) bool {
 		return false
 	}
 	for _, st := range f.States {
-		if !st.Valid() || (p.AsOf != nil && st == engine.StateAvailable) {
+		if !st.Valid() || (p.AsOf != nil && st == sluicetype.StateAvailable) {
 			return false
 		}
 	}
@@ -212,7 +213,7 @@ func countsServe(p *engine.JobCountParams) bool {
 // superseded ones when excluded. Counting the jobs themselves reads an
 // index entry per job — and, under a queue condition, which no index with
 // state_changed_at holds first, the row of each.
-func (s *Store) jobCountByCounters(ctx context.Context, p *engine.JobCountParams) (int64, bool, error) {
+func (s *Store) jobCountByCounters(ctx context.Context, p *backend.JobCountMatchingParams) (int64, bool, error) {
 	q, args := countByCountersQuery(p)
 	var n int64
 	if err := s.queryCount(ctx, q, args, &n); err != nil {
@@ -229,7 +230,7 @@ func (s *Store) jobCountByCounters(ctx context.Context, p *engine.JobCountParams
 // range, and the queue condition, tested on their rows, must not lead the
 // planner to an index that holds the queue but reads every job of the
 // state.
-func countByCountersQuery(p *engine.JobCountParams) (string, []any) {
+func countByCountersQuery(p *backend.JobCountMatchingParams) (string, []any) {
 	states := slices.Compact(slices.Sorted(slices.Values(p.Filter.States)))
 	var q strings.Builder
 	var args []any
@@ -244,7 +245,7 @@ func countByCountersQuery(p *engine.JobCountParams) (string, []any) {
 			w := &where{}
 			from := "jobs INDEXED BY jobs_state_changed"
 			w.add("state = '" + string(st) + "'")
-			if st == engine.StateRunning {
+			if st == sluicetype.StateRunning {
 				from = "jobs INDEXED BY jobs_running"
 			} else {
 				w.add(sqlListable)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // renormalizeVersion is the migration after which every stored error
@@ -12,7 +12,7 @@ import (
 const renormalizeVersion = 8
 
 // renormalizeErrorPatterns sets each job's error_pattern to
-// engine.NormalizeError of its last error, where they differ, inside the
+// sluicetype.NormalizeError of its last error, where they differ, inside the
 // migration's transaction.
 func renormalizeErrorPatterns(ctx context.Context, tx *wtx) (int, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT id, last_error, error_pattern FROM jobs WHERE error_pattern != ''`)
@@ -27,7 +27,7 @@ func renormalizeErrorPatterns(ctx context.Context, tx *wtx) (int, error) {
 			rows.Close()
 			return 0, fmt.Errorf("sqlite: error patterns: %w", err)
 		}
-		if p := engine.NormalizeError(last); p != pattern && p != "" {
+		if p := sluicetype.NormalizeError(last); p != pattern && p != "" {
 			changes = append(changes, change{id, p})
 		}
 	}

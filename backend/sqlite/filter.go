@@ -7,10 +7,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
-// From an engine.Filter to a WHERE clause. Every value is bound as a
+// From an sluicetype.Filter to a WHERE clause. Every value is bound as a
 // parameter; the SQL text holds only column names, operators and the
 // fixed terms below, so a filter cannot inject anything.
 //
@@ -37,12 +37,12 @@ const sqlListable = `state NOT IN ('available', 'running')`
 const sqlDeadIndexed = `(state = 'archived' OR state = 'quarantined' OR state = 'undecodable')`
 
 // hotState reports whether jobs_state_changed leaves s out.
-func hotState(s engine.State) bool {
-	return s == engine.StateAvailable || s == engine.StateRunning
+func hotState(s sluicetype.State) bool {
+	return s == sluicetype.StateAvailable || s == sluicetype.StateRunning
 }
 
-func deadIndexed(s engine.State) bool {
-	return s == engine.StateArchived || s == engine.StateQuarantined || s == engine.StateUndecodable
+func deadIndexed(s sluicetype.State) bool {
+	return s == sluicetype.StateArchived || s == sluicetype.StateQuarantined || s == sluicetype.StateUndecodable
 }
 
 // where gathers the AND-ed terms of a WHERE clause and their arguments.
@@ -94,7 +94,7 @@ func (w *where) clone() *where {
 
 // addStates adds the state condition, with the partial indexes' own terms
 // when every state is one they cover, so the planner may use them.
-func (w *where) addStates(states []engine.State) {
+func (w *where) addStates(states []sluicetype.State) {
 	if len(states) == 0 {
 		return
 	}
@@ -116,7 +116,7 @@ func (w *where) addStates(states []engine.State) {
 
 // addFilter adds every field of f but its states (the caller places
 // those: a state may choose the index).
-func (w *where) addFilter(f *engine.Filter) error {
+func (w *where) addFilter(f *sluicetype.Filter) error {
 	w.in("queue", f.Queues)
 	w.in("kind", f.Kinds)
 	switch len(f.IDs) {
@@ -171,7 +171,7 @@ func (w *where) addTime(term string, t *time.Time) {
 	}
 }
 
-// addPath matches the value at m.Path in col as engine.PathValueMatches
+// addPath matches the value at m.Path in col as sluicetype.PathValueMatches
 // states, one CASE on the JSON type found there: a string by its contents,
 // a number as a number (42 matches 42, 42.0 and 4.2e1), true, false and
 // null as themselves, and an object or array by treeEqual. The JSON path
@@ -179,26 +179,26 @@ func (w *where) addTime(term string, t *time.Time) {
 // (nested past their 1000 levels: written before the engine's limit)
 // matches nothing rather than failing the whole statement; CASE evaluates
 // json_type only when json_valid passed.
-func (w *where) addPath(col, what string, m engine.PathMatch) error {
+func (w *where) addPath(col, what string, m sluicetype.PathMatch) error {
 	path, err := jsonPath(m.Path)
 	if err != nil {
-		return fmt.Errorf("%w: filter: %s path %q: %v", engine.ErrInvalid, what, m.Path, err)
+		return fmt.Errorf("%w: filter: %s path %q: %v", sluicetype.ErrInvalid, what, m.Path, err)
 	}
 	var b strings.Builder
 	args := []any{path, path, m.Value}
 	b.WriteString("(CASE WHEN json_valid(" + col + ") THEN CASE json_type(" + col + ", ?) WHEN 'text' THEN json_extract(" + col + ", ?) = ?")
-	switch kind, v := engine.PathValueOf(m.Value); kind {
-	case engine.PathValueNumber:
+	switch kind, v := sluicetype.PathValueOf(m.Value); kind {
+	case sluicetype.PathValueNumber:
 		if n, ok := sqlNumber(v); ok {
 			b.WriteString(" WHEN 'integer' THEN json_extract(" + col + ", ?) = ? WHEN 'real' THEN json_extract(" + col + ", ?) = ?")
 			args = append(args, path, n, path, n)
 		}
-	case engine.PathValueLiteral:
+	case sluicetype.PathValueLiteral:
 		b.WriteString(" WHEN ? THEN 1")
 		args = append(args, v)
-	case engine.PathValueObject, engine.PathValueArray:
+	case sluicetype.PathValueObject, sluicetype.PathValueArray:
 		typ := "object"
-		if kind == engine.PathValueArray {
+		if kind == sluicetype.PathValueArray {
 			typ = "array"
 		}
 		b.WriteString(" WHEN '" + typ + "' THEN " + treeEqual(col))
@@ -232,7 +232,7 @@ func treeEqual(col string) string {
 
 // jsonPath turns dot-separated keys into a SQLite JSON path with every key
 // quoted: a.b becomes $."a"."b". The engine has checked the keys against
-// engine.PathKeyPattern; quotes and backslashes, which a quoted key could
+// sluicetype.PathKeyPattern; quotes and backslashes, which a quoted key could
 // not hold, are refused here as well.
 func jsonPath(p string) (string, error) {
 	if p == "" {
@@ -255,7 +255,7 @@ func jsonPath(p string) (string, error) {
 // number with, when v is a JSON number: an integer when it is one, else
 // a float.
 func sqlNumber(v string) (any, bool) {
-	if _, ok := engine.JSONNumber(v); !ok {
+	if _, ok := sluicetype.JSONNumber(v); !ok {
 		return nil, false
 	}
 	v = strings.TrimSpace(v)

@@ -7,39 +7,40 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 const fingerprintColumns = `f.fingerprint, f.kind, f.status, f.since, f.crashes, f.last_error, f.last_job_id,
 	(SELECT count(*) FROM jobs INDEXED BY jobs_fingerprint
 		WHERE jobs.fingerprint = f.fingerprint AND jobs.state = 'quarantined')`
 
-func scanFingerprint(sc scanner) (*engine.Fingerprint, error) {
-	var f engine.Fingerprint
+func scanFingerprint(sc scanner) (*sluicetype.Fingerprint, error) {
+	var f sluicetype.Fingerprint
 	var status string
 	var since int64
 	if err := sc.Scan(&f.Fingerprint, &f.Kind, &status, &since, &f.Crashes, &f.LastError, &f.LastJobID, &f.Held); err != nil {
 		return nil, err
 	}
-	f.Status = engine.FingerprintStatus(status)
+	f.Status = sluicetype.FingerprintStatus(status)
 	f.Since = fromNanos(since)
 	return &f, nil
 }
 
 // FingerprintGet returns a quarantine record or ErrNotFound.
-func (s *Store) FingerprintGet(ctx context.Context, p *engine.FingerprintGetParams) (*engine.Fingerprint, error) {
+func (s *Store) FingerprintGet(ctx context.Context, p *backend.FingerprintGetParams) (*sluicetype.Fingerprint, error) {
 	st, err := s.readStmt(ctx, `SELECT `+fingerprintColumns+` FROM fingerprints f WHERE f.fingerprint = ?`)
 	if err != nil {
 		return nil, err
 	}
 	f, err := scanFingerprint(st.QueryRowContext(ctx, p.Fingerprint))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("fingerprint %s: %w", p.Fingerprint, engine.ErrNotFound)
+		return nil, fmt.Errorf("fingerprint %s: %w", p.Fingerprint, sluicetype.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: fingerprint %s: %w", p.Fingerprint, err)
 	}
-	if err := s.addStepCrashes(ctx, []*engine.Fingerprint{f}); err != nil {
+	if err := s.addStepCrashes(ctx, []*sluicetype.Fingerprint{f}); err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -47,7 +48,7 @@ func (s *Store) FingerprintGet(ctx context.Context, p *engine.FingerprintGetPara
 
 // FingerprintList lists quarantined and probationary fingerprints, the most
 // recently quarantined first.
-func (s *Store) FingerprintList(ctx context.Context, p *engine.FingerprintListParams) ([]*engine.Fingerprint, error) {
+func (s *Store) FingerprintList(ctx context.Context, p *backend.FingerprintListParams) ([]*sluicetype.Fingerprint, error) {
 	st, err := s.readStmt(ctx, `SELECT `+fingerprintColumns+` FROM fingerprints f
 		WHERE f.status IN ('quarantined', 'probation')
 		ORDER BY f.since DESC, f.fingerprint LIMIT ?`)
@@ -63,7 +64,7 @@ func (s *Store) FingerprintList(ctx context.Context, p *engine.FingerprintListPa
 		return nil, fmt.Errorf("sqlite: list fingerprints: %w", err)
 	}
 	defer rows.Close()
-	var out []*engine.Fingerprint
+	var out []*sluicetype.Fingerprint
 	for rows.Next() {
 		f, err := scanFingerprint(rows)
 		if err != nil {
@@ -88,7 +89,7 @@ const (
 // state: ?1 now, ?3 fingerprint, ?4 the state (?2, the set's deadline, is
 // bound NULL). RETURNING gives new values, so each from-state is its own
 // run of the statement.
-func sqlReleaseJobs(spec engine.ActionSpec) string {
+func sqlReleaseJobs(spec backend.ActionSpec) string {
 	return `UPDATE OR FAIL jobs SET ` + specSet(spec) + `
 	WHERE fingerprint = ?3 AND state = ?4
 	RETURNING id, attempt, queue`
@@ -96,9 +97,9 @@ func sqlReleaseJobs(spec engine.ActionSpec) string {
 
 // FingerprintRelease puts the record on probation and returns its held
 // jobs to available with their crash counters reset.
-func (s *Store) FingerprintRelease(ctx context.Context, p *engine.FingerprintReleaseParams) (int, error) {
-	if p.Spec.Has(engine.EffectDelete) || len(p.Spec.From) == 0 {
-		return 0, fmt.Errorf("release fingerprint %s: %w: the spec must move jobs", p.Fingerprint, engine.ErrInvalid)
+func (s *Store) FingerprintRelease(ctx context.Context, p *backend.FingerprintReleaseParams) (int, error) {
+	if p.Spec.Has(backend.EffectDelete) || len(p.Spec.From) == 0 {
+		return 0, fmt.Errorf("release fingerprint %s: %w: the spec must move jobs", p.Fingerprint, sluicetype.ErrInvalid)
 	}
 	st, err := s.stmts(ctx, sqlReleaseFingerprint, sqlReleaseJobs(p.Spec), sqlInsertEvent)
 	if err != nil {
@@ -114,7 +115,7 @@ func (s *Store) FingerprintRelease(ctx context.Context, p *engine.FingerprintRel
 		if c, err := r.RowsAffected(); err != nil {
 			return fmt.Errorf("sqlite: release fingerprint %s: %w", p.Fingerprint, err)
 		} else if c == 0 {
-			return fmt.Errorf("fingerprint %s: %w", p.Fingerprint, engine.ErrNotFound)
+			return fmt.Errorf("fingerprint %s: %w", p.Fingerprint, sluicetype.ErrNotFound)
 		}
 		nowNs := now.UnixNano()
 		type released struct {

@@ -9,7 +9,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Worker outcomes: completions, finishes and lease renewals.
@@ -38,7 +39,7 @@ type refKey struct {
 
 // JobCompleteMany completes (or deletes) successful jobs in one
 // transaction; each item is fenced on its own.
-func (s *Store) JobCompleteMany(ctx context.Context, p *engine.JobCompleteManyParams) ([]error, error) {
+func (s *Store) JobCompleteMany(ctx context.Context, p *backend.JobCompleteManyParams) ([]error, error) {
 	out := make([]error, len(p.Items))
 	if len(p.Items) == 0 {
 		return out, nil
@@ -88,7 +89,7 @@ func (s *Store) JobCompleteMany(ctx context.Context, p *engine.JobCompleteManyPa
 		done := make(map[refKey]bool, len(p.Items))
 		fps := make(map[string]bool)
 		counts := countDeltas{}
-		run := func(st *sql.Stmt, to engine.State, args ...any) error {
+		run := func(st *sql.Stmt, to sluicetype.State, args ...any) error {
 			rows, err := tx.StmtContext(ctx, st).QueryContext(ctx, args...)
 			if err != nil {
 				return err
@@ -100,7 +101,7 @@ func (s *Store) JobCompleteMany(ctx context.Context, p *engine.JobCompleteManyPa
 				if err := rows.Scan(&k.id, &k.fence, &fp, &queue); err != nil {
 					return err
 				}
-				counts.move(queue, engine.StateRunning, to, 1)
+				counts.move(queue, sluicetype.StateRunning, to, 1)
 				done[k] = true
 				if fp != "" {
 					fps[fp] = true
@@ -111,12 +112,12 @@ func (s *Store) JobCompleteMany(ctx context.Context, p *engine.JobCompleteManyPa
 		nowNs := now.UnixNano()
 		for _, r := range rounds {
 			if len(r.complete) > 0 {
-				if err := run(st[0], engine.StateCompleted, nowNs, encode(r.complete)); err != nil {
+				if err := run(st[0], sluicetype.StateCompleted, nowNs, encode(r.complete)); err != nil {
 					return fmt.Errorf("sqlite: complete jobs: %w", err)
 				}
 			}
 			if len(r.del) > 0 {
-				if err := run(st[1], engine.StateDeleted, encode(r.del)); err != nil {
+				if err := run(st[1], sluicetype.StateDeleted, encode(r.del)); err != nil {
 					return fmt.Errorf("sqlite: complete jobs: %w", err)
 				}
 			}
@@ -127,7 +128,7 @@ func (s *Store) JobCompleteMany(ctx context.Context, p *engine.JobCompleteManyPa
 				delete(done, k) // a duplicate item is applied once
 				out[i] = nil
 			} else {
-				out[i] = fmt.Errorf("complete job %s: %w", it.ID, engine.ErrLeaseLost)
+				out[i] = fmt.Errorf("complete job %s: %w", it.ID, sluicetype.ErrLeaseLost)
 			}
 		}
 		if err := s.applyCounts(ctx, tx, counts); err != nil {
@@ -203,9 +204,9 @@ const (
 
 // JobFinish applies one fenced transition out of running, as the engine
 // resolved it.
-func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engine.Job, error) {
-	if p.To == engine.StateRunning || (p.To != engine.StateDeleted && !p.To.Valid()) {
-		return nil, fmt.Errorf("finish job %s: %w: cannot go to %q", p.ID, engine.ErrInvalidTransition, p.To)
+func (s *Store) JobFinish(ctx context.Context, p *backend.JobFinishParams) (*sluicetype.Job, error) {
+	if p.To == sluicetype.StateRunning || (p.To != sluicetype.StateDeleted && !p.To.Valid()) {
+		return nil, fmt.Errorf("finish job %s: %w: cannot go to %q", p.ID, sluicetype.ErrInvalidTransition, p.To)
 	}
 	st, err := s.stmts(ctx, sqlFinishRead, sqlFinishDelete, sqlFinishUpdate, sqlInsertEvent,
 		sqlQuarantine, sqlHoldStates, sqlHold, sqlCountCrash, sqlWorkerAlive)
@@ -216,7 +217,7 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 	if err != nil {
 		return nil, err
 	}
-	var out *engine.Job
+	var out *sluicetype.Job
 	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
 		out = nil
 		var (
@@ -226,21 +227,21 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 		)
 		err := tx.StmtContext(ctx, st[0]).QueryRowContext(ctx, p.ID).Scan(&state, &leaseID, &fence, &errs, &fingerprint, &expires, &worker)
 		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("finish job %s: %w", p.ID, engine.ErrLeaseLost)
+			return fmt.Errorf("finish job %s: %w", p.ID, sluicetype.ErrLeaseLost)
 		}
 		if err != nil {
 			return fmt.Errorf("sqlite: finish job %s: %w", p.ID, err)
 		}
-		if state != string(engine.StateRunning) || !leaseID.Valid || leaseID.String != p.LeaseID || fence != p.Fence {
-			return fmt.Errorf("finish job %s: %w", p.ID, engine.ErrLeaseLost)
+		if state != string(sluicetype.StateRunning) || !leaseID.Valid || leaseID.String != p.LeaseID || fence != p.Fence {
+			return fmt.Errorf("finish job %s: %w", p.ID, sluicetype.ErrLeaseLost)
 		}
 		nowNs := now.UnixNano()
 		// The reaper's guards: a renewal or a heartbeat since its listing wins.
 		if !p.IfBefore.IsZero() && now.After(p.IfBefore) {
-			return fmt.Errorf("finish job %s: the write came after its bound %s: %w", p.ID, p.IfBefore.Format(time.RFC3339Nano), engine.ErrLeaseLost)
+			return fmt.Errorf("finish job %s: the write came after its bound %s: %w", p.ID, p.IfBefore.Format(time.RFC3339Nano), sluicetype.ErrLeaseLost)
 		}
 		if p.IfLeaseExpired && expires >= nowNs {
-			return fmt.Errorf("finish job %s: lease renewed: %w", p.ID, engine.ErrLeaseLost)
+			return fmt.Errorf("finish job %s: lease renewed: %w", p.ID, sluicetype.ErrLeaseLost)
 		}
 		if p.IfWorkerGone {
 			var alive bool
@@ -248,11 +249,11 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 				return fmt.Errorf("sqlite: finish job %s: read worker: %w", p.ID, err)
 			}
 			if alive {
-				return fmt.Errorf("finish job %s: worker %s beats again: %w", p.ID, worker, engine.ErrLeaseLost)
+				return fmt.Errorf("finish job %s: worker %s beats again: %w", p.ID, worker, sluicetype.ErrLeaseLost)
 			}
 		}
 		counts := countsOf(p.Counts)
-		if p.To == engine.StateDeleted {
+		if p.To == sluicetype.StateDeleted {
 			if _, err := tx.StmtContext(ctx, st[1]).ExecContext(ctx, p.ID); err != nil {
 				return fmt.Errorf("sqlite: finish job %s: delete: %w", p.ID, err)
 			}
@@ -260,23 +261,23 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 		}
 		var attemptCharge, crashCharge int
 		switch p.Charge {
-		case engine.ChargeAttempt:
+		case backend.ChargeAttempt:
 			attemptCharge = 1
-		case engine.ChargeCrash:
+		case backend.ChargeCrash:
 			crashCharge = 1
 		}
 		var scheduled, finalized, newErrs, lastErr, pattern any
 		switch p.Schedule {
-		case engine.ScheduleNow:
+		case backend.ScheduleNow:
 			scheduled = nowNs
-		case engine.ScheduleAfter:
+		case backend.ScheduleAfter:
 			scheduled = now.Add(p.Delay).UnixNano()
 		}
 		if p.Finalize {
 			finalized = nowNs
 		}
 		if p.Error != nil {
-			var list []engine.AttemptError
+			var list []sluicetype.AttemptError
 			if errs != "" && errs != "[]" {
 				var err error
 				if list, err = decodeAttemptErrors(errs); err != nil {
@@ -285,7 +286,7 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 			}
 			e := p.Error.Entry
 			e.At = now
-			list = engine.ErrorCap(append(list, e), p.Error.Keep)
+			list = backend.TrimErrors(append(list, e), p.Error.Keep)
 			b, err := json.Marshal(list)
 			if err != nil {
 				return fmt.Errorf("sqlite: finish job %s: errors: %w", p.ID, err)
@@ -340,7 +341,7 @@ func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engi
 }
 
 // countsOf turns a plan's counter deltas into this store's.
-func countsOf(ds []engine.CountDelta) countDeltas {
+func countsOf(ds []backend.CountDelta) countDeltas {
 	c := countDeltas{}
 	for _, d := range ds {
 		c.move(d.Queue, d.From, d.To, d.N)
@@ -349,7 +350,7 @@ func countsOf(ds []engine.CountDelta) countDeltas {
 }
 
 // stateList is a JSON array of states, for json_each.
-func stateList(states []engine.State) string {
+func stateList(states []sluicetype.State) string {
 	names := make([]string, len(states))
 	for i, st := range states {
 		names[i] = string(st)
@@ -359,7 +360,7 @@ func stateList(states []engine.State) string {
 
 // moveFingerprintJobs moves a fingerprint's jobs in h.From to h.To, each
 // with h's event, and the counters with them.
-func moveFingerprintJobs(ctx context.Context, tx *wtx, states, hold, ev *sql.Stmt, counts countDeltas, fp string, h *engine.HoldWrite, nowNs int64) error {
+func moveFingerprintJobs(ctx context.Context, tx *wtx, states, hold, ev *sql.Stmt, counts countDeltas, fp string, h *backend.HoldWrite, nowNs int64) error {
 	from := stateList(h.From)
 	type was struct{ state, queue string }
 	prior := map[string]was{}
@@ -406,7 +407,7 @@ func moveFingerprintJobs(ctx context.Context, tx *wtx, states, hold, ev *sql.Stm
 	}
 	for _, x := range hs {
 		w := prior[x.id]
-		counts.move(w.queue, engine.State(w.state), h.To, 1)
+		counts.move(w.queue, sluicetype.State(w.state), h.To, 1)
 		if _, err := ev.ExecContext(ctx, x.id, string(h.Event.Kind), nowNs, h.Event.Actor,
 			w.state, string(h.To), x.attempt, h.Event.Message); err != nil {
 			return err
@@ -419,7 +420,7 @@ const sqlRenew = `UPDATE jobs SET lease_expires_at = ?4, version = version + 1
 	WHERE id = ?1 AND lease_id = ?2 AND fence = ?3 AND state = 'running'`
 
 // JobLeaseRenew extends leases; each item is fenced on its own.
-func (s *Store) JobLeaseRenew(ctx context.Context, p *engine.JobLeaseRenewParams) ([]error, error) {
+func (s *Store) JobLeaseRenew(ctx context.Context, p *backend.JobLeaseRenewParams) ([]error, error) {
 	out := make([]error, len(p.Items))
 	if len(p.Items) == 0 {
 		return out, nil
@@ -446,7 +447,7 @@ func (s *Store) JobLeaseRenew(ctx context.Context, p *engine.JobLeaseRenewParams
 			}
 			out[i] = nil
 			if n == 0 {
-				out[i] = fmt.Errorf("renew lease of job %s: %w", it.ID, engine.ErrLeaseLost)
+				out[i] = fmt.Errorf("renew lease of job %s: %w", it.ID, sluicetype.ErrLeaseLost)
 			}
 		}
 		return nil

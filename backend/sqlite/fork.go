@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 const (
@@ -22,22 +23,22 @@ const (
 
 // JobFork inserts the replay of a terminal job from a step and records the
 // fork on the original, which the replay supersedes, in one transaction.
-func (s *Store) JobFork(ctx context.Context, p *engine.JobForkParams) (*engine.Job, error) {
+func (s *Store) JobFork(ctx context.Context, p *backend.JobForkParams) (*sluicetype.Job, error) {
 	st, err := s.stmts(ctx, sqlActionRead, sqlIsQuarantined, sqlInsertForkCopy, sqlForkOriginal, sqlInsertEvent, sqlGetJob)
 	if err != nil {
 		return nil, err
 	}
-	var out *engine.Job
+	var out *sluicetype.Job
 	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
 		r, err := readActionRow(ctx, tx.StmtContext(ctx, st[0]), p.ID)
 		if err != nil {
 			return err
 		}
 		if !r.state.Terminal() {
-			return &engine.StateError{Action: "replay from step", ID: p.ID, State: r.state, Allowed: engine.TerminalStates()}
+			return &sluicetype.StateError{Action: "replay from step", ID: p.ID, State: r.state, Allowed: sluicetype.TerminalStates()}
 		}
 		if r.version != p.Version {
-			return fmt.Errorf("replay job %s: %w: it changed since it was read (version %d, now %d)", p.ID, engine.ErrConflict, p.Version, r.version)
+			return fmt.Errorf("replay job %s: %w: it changed since it was read (version %d, now %d)", p.ID, sluicetype.ErrConflict, p.Version, r.version)
 		}
 		if r.fingerprint != "" {
 			var q bool
@@ -45,7 +46,7 @@ func (s *Store) JobFork(ctx context.Context, p *engine.JobForkParams) (*engine.J
 				return fmt.Errorf("sqlite: replay job %s: %w", p.ID, err)
 			}
 			if q {
-				return &engine.QuarantinedError{Verb: "replay", ID: p.ID, Fingerprint: r.fingerprint}
+				return &sluicetype.QuarantinedError{Verb: "replay", ID: p.ID, Fingerprint: r.fingerprint}
 			}
 		}
 		nowNs := now.UnixNano()
@@ -56,7 +57,7 @@ func (s *Store) JobFork(ctx context.Context, p *engine.JobForkParams) (*engine.J
 		if n, err := res.RowsAffected(); err != nil {
 			return fmt.Errorf("sqlite: replay job %s: %w", p.ID, err)
 		} else if n == 0 {
-			return fmt.Errorf("replay job %s: %w: job %s exists", p.ID, engine.ErrConflict, p.NewID)
+			return fmt.Errorf("replay job %s: %w: job %s exists", p.ID, sluicetype.ErrConflict, p.NewID)
 		}
 		if _, err := tx.StmtContext(ctx, st[3]).ExecContext(ctx, p.ID, textOrNull(p.OriginalCheckpoint), p.NewID); err != nil {
 			return fmt.Errorf("sqlite: replay job %s: %w", p.ID, err)

@@ -6,13 +6,14 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Reading one job and its timeline.
 
 // JobGetByID returns one job, with its payload only when asked.
-func (s *Store) JobGetByID(ctx context.Context, p *engine.JobGetByIDParams) (*engine.Job, error) {
+func (s *Store) JobGetByID(ctx context.Context, p *backend.JobGetByIDParams) (*sluicetype.Job, error) {
 	q := sqlGetJobNoPayload
 	if p.IncludePayload {
 		q = sqlGetJob
@@ -23,7 +24,7 @@ func (s *Store) JobGetByID(ctx context.Context, p *engine.JobGetByIDParams) (*en
 	}
 	j, err := scanJob(st.QueryRowContext(ctx, p.ID))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("job %s: %w", p.ID, engine.ErrNotFound)
+		return nil, fmt.Errorf("job %s: %w", p.ID, sluicetype.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: get job %s: %w", p.ID, err)
@@ -32,7 +33,7 @@ func (s *Store) JobGetByID(ctx context.Context, p *engine.JobGetByIDParams) (*en
 }
 
 // JobEventList returns a job's stored events, oldest first.
-func (s *Store) JobEventList(ctx context.Context, p *engine.JobEventListParams) ([]engine.Event, error) {
+func (s *Store) JobEventList(ctx context.Context, p *backend.JobEventListParams) ([]sluicetype.Event, error) {
 	st, err := s.readStmt(ctx, `SELECT job_id, kind, at, actor, from_state, to_state, attempt, message
 		FROM job_events WHERE job_id = ? ORDER BY id`)
 	if err != nil {
@@ -43,15 +44,15 @@ func (s *Store) JobEventList(ctx context.Context, p *engine.JobEventListParams) 
 		return nil, fmt.Errorf("sqlite: events of job %s: %w", p.JobID, err)
 	}
 	defer rows.Close()
-	var out []engine.Event
+	var out []sluicetype.Event
 	for rows.Next() {
-		var e engine.Event
+		var e sluicetype.Event
 		var at int64
 		var kind, from, to string
 		if err := rows.Scan(&e.JobID, &kind, &at, &e.Actor, &from, &to, &e.Attempt, &e.Message); err != nil {
 			return nil, fmt.Errorf("sqlite: events of job %s: %w", p.JobID, err)
 		}
-		e.Kind, e.From, e.To, e.At = engine.EventKind(kind), engine.State(from), engine.State(to), fromNanos(at)
+		e.Kind, e.From, e.To, e.At = sluicetype.EventKind(kind), sluicetype.State(from), sluicetype.State(to), fromNanos(at)
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {

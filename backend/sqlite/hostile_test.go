@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // TestDeepCheckpointBreaksNoListing: a waiting workflow whose checkpoint
@@ -21,7 +23,7 @@ func TestDeepCheckpointBreaksNoListing(t *testing.T) {
 	s := sqlitetest.New(t)
 	ctx := context.Background()
 	for _, id := range []string{"deep", "shallow"} {
-		res, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: []*engine.JobInsertParams{{
+		res, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{{
 			ID: id, Queue: "q", Kind: "k", Payload: json.RawMessage(`{}`), SchemaVersion: 1, MaxAttempts: 1,
 			Fingerprint: "fp-" + id, Delay: time.Hour,
 		}}})
@@ -48,11 +50,11 @@ func TestDeepCheckpointBreaksNoListing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	page, err := e.ListJobs(ctx, engine.ListJobsParams{Filter: engine.Filter{States: []engine.State{engine.StateScheduled}}})
+	page, err := e.ListJobs(ctx, engine.ListJobsParams{Filter: sluicetype.Filter{States: []sluicetype.State{sluicetype.StateScheduled}}})
 	if err != nil {
 		t.Fatalf("plain list with a deep checkpoint: %v", err)
 	}
-	got := map[string]*engine.WaitSummary{}
+	got := map[string]*sluicetype.WaitSummary{}
 	for _, j := range page.Jobs {
 		got[j.ID] = j.Wait
 	}

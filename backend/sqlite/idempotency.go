@@ -10,15 +10,16 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
-// Idempotency keys: engine.IdempotencyStore on SQLite (tables of migration
+// Idempotency keys: backend.IdempotencyStore on SQLite (tables of migration
 // 0003). A write transaction whose context carries a key checks the claim
 // and records its step in the same transaction (see idempotent, which
 // writeTx calls).
 
-var _ engine.IdempotencyStore = (*Store)(nil)
+var _ backend.IdempotencyStore = (*Store)(nil)
 
 const (
 	// ?1 key, ?2 token.
@@ -85,7 +86,7 @@ func (t *wtx) keep(v any) { t.result, t.kept = v, true }
 // the result fn kept. writeTx calls it holding the writer's turn, before
 // it begins the transaction (statements cannot be prepared inside one).
 func (s *Store) idempotent(ctx context.Context, fn func(*wtx, time.Time) error) (func(*wtx, time.Time) error, error) {
-	w, ok := engine.IdempotencyWriteFrom(ctx)
+	w, ok := backend.IdempotencyWriteFrom(ctx)
 	if !ok {
 		return fn, nil
 	}
@@ -99,7 +100,7 @@ func (s *Store) idempotent(ctx context.Context, fn func(*wtx, time.Time) error) 
 			return fmt.Errorf("sqlite: idempotency key: %w", err)
 		}
 		if !held {
-			return fmt.Errorf("idempotency key: %w: another request holds the key now; nothing was changed", engine.ErrIdempotencyInFlight)
+			return fmt.Errorf("idempotency key: %w: another request holds the key now; nothing was changed", sluicetype.ErrIdempotencyInFlight)
 		}
 		if err := fn(tx, now); err != nil {
 			return err
@@ -119,7 +120,7 @@ func (s *Store) idempotent(ctx context.Context, fn func(*wtx, time.Time) error) 
 		if n, err := r.RowsAffected(); err != nil {
 			return fmt.Errorf("sqlite: idempotency key: step %s: %w", w.Step, err)
 		} else if n == 0 {
-			return fmt.Errorf("idempotency key: step %s: %w: it was committed before", w.Step, engine.ErrConflict)
+			return fmt.Errorf("idempotency key: step %s: %w: it was committed before", w.Step, sluicetype.ErrConflict)
 		}
 		return nil
 	}, nil
@@ -133,14 +134,14 @@ func newClaimToken() (string, error) {
 	return hex.EncodeToString(b[:]), nil
 }
 
-// IdempotencyClaim claims p.Key (see engine.IdempotencyStore).
-func (s *Store) IdempotencyClaim(ctx context.Context, p *engine.IdempotencyClaimParams) (*engine.IdempotencyClaim, error) {
-	ctx = engine.WithoutIdempotency(ctx)
+// IdempotencyClaim claims p.Key (see backend.IdempotencyStore).
+func (s *Store) IdempotencyClaim(ctx context.Context, p *sluicetype.IdempotencyClaimParams) (*sluicetype.IdempotencyClaim, error) {
+	ctx = backend.WithoutIdempotencyWrite(ctx)
 	if p.Key == "" {
-		return nil, fmt.Errorf("sqlite: idempotency claim: %w: empty key", engine.ErrInvalid)
+		return nil, fmt.Errorf("sqlite: idempotency claim: %w: empty key", sluicetype.ErrInvalid)
 	}
 	if p.TTL <= 0 || p.ClaimTTL <= 0 {
-		return nil, fmt.Errorf("sqlite: idempotency claim: %w: TTL and claim TTL must be positive", engine.ErrInvalid)
+		return nil, fmt.Errorf("sqlite: idempotency claim: %w: TTL and claim TTL must be positive", sluicetype.ErrInvalid)
 	}
 	token, err := newClaimToken()
 	if err != nil {
@@ -150,7 +151,7 @@ func (s *Store) IdempotencyClaim(ctx context.Context, p *engine.IdempotencyClaim
 	if err != nil {
 		return nil, err
 	}
-	var out *engine.IdempotencyClaim
+	var out *sluicetype.IdempotencyClaim
 	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
 		out = nil
 		nowNs := now.UnixNano()
@@ -173,20 +174,20 @@ func (s *Store) IdempotencyClaim(ctx context.Context, p *engine.IdempotencyClaim
 				now.Add(p.ClaimTTL).UnixNano(), nowNs, expires.UnixNano()); err != nil {
 				return fmt.Errorf("sqlite: idempotency claim: %w", err)
 			}
-			out = &engine.IdempotencyClaim{Key: p.Key, Token: token, ExpiresAt: expires}
+			out = &sluicetype.IdempotencyClaim{Key: p.Key, Token: token, ExpiresAt: expires}
 			return nil
 		}
 		switch {
 		case hash != p.RequestHash:
-			return fmt.Errorf("idempotency claim: %w", engine.ErrIdempotencyMismatch)
+			return fmt.Errorf("idempotency claim: %w", sluicetype.ErrIdempotencyMismatch)
 		case state == "done":
 			if resp == nil {
 				resp = []byte{}
 			}
-			out = &engine.IdempotencyClaim{Key: p.Key, Response: resp, ExpiresAt: fromNanos(exp)}
+			out = &sluicetype.IdempotencyClaim{Key: p.Key, Response: resp, ExpiresAt: fromNanos(exp)}
 			return nil
 		case claimExp > nowNs:
-			return fmt.Errorf("idempotency claim: %w: its claim holds until %s", engine.ErrIdempotencyInFlight,
+			return fmt.Errorf("idempotency claim: %w: its claim holds until %s", sluicetype.ErrIdempotencyInFlight,
 				fromNanos(claimExp).Format(time.RFC3339Nano))
 		}
 		// The holder went away: take its claim over, with what it did.
@@ -216,7 +217,7 @@ func (s *Store) IdempotencyClaim(ctx context.Context, p *engine.IdempotencyClaim
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("sqlite: idempotency claim: steps: %w", err)
 		}
-		out = &engine.IdempotencyClaim{Key: p.Key, Token: token, Steps: steps, ExpiresAt: fromNanos(exp)}
+		out = &sluicetype.IdempotencyClaim{Key: p.Key, Token: token, Steps: steps, ExpiresAt: fromNanos(exp)}
 		return nil
 	})
 	if err != nil {
@@ -228,14 +229,14 @@ func (s *Store) IdempotencyClaim(ctx context.Context, p *engine.IdempotencyClaim
 // claimLost is the error of a write naming a token that no longer holds
 // its key.
 func claimLost(what string) error {
-	return fmt.Errorf("idempotency %s: %w: the claim no longer holds the key", what, engine.ErrIdempotencyInFlight)
+	return fmt.Errorf("idempotency %s: %w: the claim no longer holds the key", what, sluicetype.ErrIdempotencyInFlight)
 }
 
 // IdempotencyRenew extends a claim.
-func (s *Store) IdempotencyRenew(ctx context.Context, p *engine.IdempotencyRenewParams) error {
-	ctx = engine.WithoutIdempotency(ctx)
+func (s *Store) IdempotencyRenew(ctx context.Context, p *sluicetype.IdempotencyRenewParams) error {
+	ctx = backend.WithoutIdempotencyWrite(ctx)
 	if p.ClaimTTL <= 0 {
-		return fmt.Errorf("sqlite: idempotency renew: %w: claim TTL must be positive", engine.ErrInvalid)
+		return fmt.Errorf("sqlite: idempotency renew: %w: claim TTL must be positive", sluicetype.ErrInvalid)
 	}
 	st, err := s.stmts(ctx, sqlIdemRenew)
 	if err != nil {
@@ -257,8 +258,8 @@ func (s *Store) IdempotencyRenew(ctx context.Context, p *engine.IdempotencyRenew
 
 // IdempotencyComplete stores the response and ends the claim; the steps'
 // records are not needed any more.
-func (s *Store) IdempotencyComplete(ctx context.Context, p *engine.IdempotencyCompleteParams) error {
-	ctx = engine.WithoutIdempotency(ctx)
+func (s *Store) IdempotencyComplete(ctx context.Context, p *sluicetype.IdempotencyCompleteParams) error {
+	ctx = backend.WithoutIdempotencyWrite(ctx)
 	st, err := s.stmts(ctx, sqlIdemComplete, sqlIdemStepsDelete)
 	if err != nil {
 		return err
@@ -287,8 +288,8 @@ func (s *Store) IdempotencyComplete(ctx context.Context, p *engine.IdempotencyCo
 // IdempotencyRelease deletes a claim under which nothing was committed,
 // or expires one under which something was, for the next request to take
 // over.
-func (s *Store) IdempotencyRelease(ctx context.Context, p *engine.IdempotencyReleaseParams) error {
-	ctx = engine.WithoutIdempotency(ctx)
+func (s *Store) IdempotencyRelease(ctx context.Context, p *sluicetype.IdempotencyReleaseParams) error {
+	ctx = backend.WithoutIdempotencyWrite(ctx)
 	st, err := s.stmts(ctx, sqlIdemDeleteUnapplied, sqlIdemExpireClaim)
 	if err != nil {
 		return err
@@ -311,8 +312,8 @@ func (s *Store) IdempotencyRelease(ctx context.Context, p *engine.IdempotencyRel
 
 // IdempotencyDeleteExpired deletes up to p.Limit expired records. It
 // looks on a reader first, so an idle sweep takes no write lock.
-func (s *Store) IdempotencyDeleteExpired(ctx context.Context, p *engine.IdempotencyDeleteExpiredParams) (int, error) {
-	ctx = engine.WithoutIdempotency(ctx)
+func (s *Store) IdempotencyDeleteExpired(ctx context.Context, p *backend.IdempotencyDeleteExpiredParams) (int, error) {
+	ctx = backend.WithoutIdempotencyWrite(ctx)
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 1000

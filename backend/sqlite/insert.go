@@ -7,7 +7,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Inserting jobs, and the statements every area shares.
@@ -30,8 +31,8 @@ const (
 
 // JobInsertMany writes new jobs in one transaction; each is accepted or
 // refused on its own.
-func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams) ([]engine.JobInsertResult, error) {
-	res := make([]engine.JobInsertResult, len(p.Jobs))
+func (s *Store) JobInsertMany(ctx context.Context, p *backend.JobInsertManyParams) ([]backend.JobInsertResult, error) {
+	res := make([]backend.JobInsertResult, len(p.Jobs))
 	if len(p.Jobs) == 0 {
 		return res, nil
 	}
@@ -41,7 +42,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams
 	}
 	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
 		for i := range res {
-			res[i] = engine.JobInsertResult{}
+			res[i] = backend.JobInsertResult{}
 		}
 		var anyQuarantined bool
 		if err := tx.StmtContext(ctx, st[0]).QueryRowContext(ctx).Scan(&anyQuarantined); err != nil {
@@ -57,7 +58,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams
 		counts := countDeltas{}
 		for i, jp := range p.Jobs {
 			if jp == nil || jp.ID == "" {
-				res[i].Err = fmt.Errorf("sqlite: insert job: %w: no id", engine.ErrInvalid)
+				res[i].Err = fmt.Errorf("sqlite: insert job: %w: no id", sluicetype.ErrInvalid)
 				continue
 			}
 			if isQ != nil && jp.Fingerprint != "" {
@@ -66,7 +67,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams
 					return fmt.Errorf("sqlite: insert job %s: %w", jp.ID, err)
 				}
 				if q {
-					res[i].Err = &engine.QuarantinedError{Verb: "insert", ID: jp.ID, Fingerprint: jp.Fingerprint}
+					res[i].Err = &sluicetype.QuarantinedError{Verb: "insert", ID: jp.ID, Fingerprint: jp.Fingerprint}
 					continue
 				}
 			}
@@ -74,9 +75,9 @@ func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams
 			if jp.ScheduledAt != nil {
 				due = jp.ScheduledAt.UTC()
 			}
-			state := engine.StateAvailable
+			state := sluicetype.StateAvailable
 			if due.After(now) {
-				state = engine.StateScheduled
+				state = sluicetype.StateScheduled
 			}
 			tags := "[]"
 			if len(jp.Tags) > 0 {
@@ -94,7 +95,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams
 				return fmt.Errorf("sqlite: insert job %s: %w", jp.ID, err)
 			} else if n == 1 {
 				counts.move(jp.Queue, "", state, 1)
-				j := &engine.Job{
+				j := &sluicetype.Job{
 					ID:             jp.ID,
 					Queue:          jp.Queue,
 					Kind:           jp.Kind,
@@ -129,7 +130,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams
 				return fmt.Errorf("sqlite: insert job %s: %w", jp.ID, err)
 			}
 			if old.Queue != jp.Queue || old.Kind != jp.Kind || old.Fingerprint != jp.Fingerprint {
-				res[i].Err = fmt.Errorf("insert job %s: %w: the id exists with other content", jp.ID, engine.ErrConflict)
+				res[i].Err = fmt.Errorf("insert job %s: %w: the id exists with other content", jp.ID, sluicetype.ErrConflict)
 				continue
 			}
 			res[i].Job = old

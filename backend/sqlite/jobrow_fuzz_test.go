@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/sqlite"
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // FuzzStoredJobDecode writes arbitrary text into a stored job's JSON
@@ -30,7 +31,7 @@ func FuzzStoredJobDecode(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { store.Close() })
-	res, err := store.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: []*engine.JobInsertParams{{
+	res, err := store.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{{
 		ID: "fuzz-job", Queue: "q", Kind: "k", Payload: json.RawMessage(`{}`), MaxAttempts: 3,
 	}}})
 	if err != nil || res[0].Err != nil {
@@ -45,7 +46,7 @@ func FuzzStoredJobDecode(f *testing.F) {
 	f.Cleanup(func() { raw.Close() })
 
 	at := time.Date(2026, 11, 30, 1, 22, 21, 905364298, time.UTC)
-	good, _ := json.Marshal([]engine.AttemptError{
+	good, _ := json.Marshal([]sluicetype.AttemptError{
 		{Attempt: 1, At: at, Worker: "w/1", Message: "boom \x1b[2J \u2028 \xff"},
 		{Attempt: 2, Crash: true, At: at.Add(time.Second), Message: "panic: x", Trace: "goroutine 1"},
 	})
@@ -62,18 +63,18 @@ func FuzzStoredJobDecode(f *testing.F) {
 			t.Skipf("the column refuses the value: %v", err) // NOT NULL, and nothing else
 		}
 		var wantTags []string
-		var wantErrs []engine.AttemptError
+		var wantErrs []sluicetype.AttemptError
 		tagsOK := tags == "" || json.Unmarshal([]byte(tags), &wantTags) == nil
 		errsOK := errs == "" || json.Unmarshal([]byte(errs), &wantErrs) == nil
 
-		j, err := store.JobGetByID(ctx, &engine.JobGetByIDParams{ID: "fuzz-job"})
+		j, err := store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: "fuzz-job"})
 		switch {
 		case tagsOK && errsOK && err != nil:
 			t.Fatalf("tags %q errors %q: encoding/json reads both, the store says %v", tags, errs, err)
 		case !(tagsOK && errsOK) && err == nil:
 			t.Fatalf("tags %q errors %q: encoding/json refuses one, the store decoded %#v %#v", tags, errs, j.Tags, j.Errors)
 		case err != nil:
-			if errors.Is(err, engine.ErrNotFound) {
+			if errors.Is(err, sluicetype.ErrNotFound) {
 				t.Fatalf("tags %q errors %q: the job is not found: %v", tags, errs, err)
 			}
 			return
@@ -91,7 +92,7 @@ func FuzzStoredJobDecode(f *testing.F) {
 			t.Fatalf("errors %q:\nstore        %#v\nencoding/json %#v", errs, j.Errors, wantErrs)
 		}
 
-		page, err := store.JobList(ctx, &engine.JobListParams{Limit: 10})
+		page, err := store.JobListPage(ctx, &backend.JobListPageParams{Limit: 10})
 		if err != nil {
 			t.Fatalf("list with tags %q errors %q: %v", tags, errs, err)
 		}
@@ -108,7 +109,7 @@ func FuzzStoredJobDecode(f *testing.F) {
 }
 
 // sameErrors compares error lists with times as instants and offsets.
-func sameErrors(a, b []engine.AttemptError) bool {
+func sameErrors(a, b []sluicetype.AttemptError) bool {
 	if len(a) != len(b) {
 		return false
 	}

@@ -7,7 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Listing, counting and grouping jobs: the operator surface's reads.
@@ -57,19 +58,19 @@ type branch struct {
 }
 
 // stateBranches splits base by state. states empty means all.
-func stateBranches(base *where, states []engine.State) []branch {
+func stateBranches(base *where, states []sluicetype.State) []branch {
 	if len(states) == 0 {
-		states = engine.AllStates
+		states = sluicetype.AllStates
 	}
 	var out []branch
-	seen := map[engine.State]bool{}
+	seen := map[sluicetype.State]bool{}
 	for _, st := range states {
 		if seen[st] {
 			continue
 		}
 		seen[st] = true
 		switch st {
-		case engine.StateAvailable:
+		case sluicetype.StateAvailable:
 			w := base.clone()
 			w.add("state = 'available'")
 			w.add("crash_attempt = 0")
@@ -78,7 +79,7 @@ func stateBranches(base *where, states []engine.State) []branch {
 			w.add("state = 'available'")
 			w.add("crash_attempt > 0")
 			out = append(out, branch{"jobs INDEXED BY jobs_claim_suspect", w})
-		case engine.StateRunning:
+		case sluicetype.StateRunning:
 			w := base.clone()
 			w.add("state = 'running'")
 			out = append(out, branch{"jobs INDEXED BY jobs_running", w})
@@ -104,15 +105,15 @@ func stateBranches(base *where, states []engine.State) []branch {
 }
 
 // direct reports whether f is best served by one query without hints.
-func direct(f *engine.Filter) bool {
+func direct(f *sluicetype.Filter) bool {
 	return len(f.IDs) > 0 || f.Fingerprint != ""
 }
 
-// JobList pages job summaries newest first by (state_changed_at, id), or
+// JobListPage pages job summaries newest first by (state_changed_at, id), or
 // oldest first past After when Reverse.
-func (s *Store) JobList(ctx context.Context, p *engine.JobListParams) ([]*engine.Job, error) {
+func (s *Store) JobListPage(ctx context.Context, p *backend.JobListPageParams) ([]*sluicetype.Job, error) {
 	if s.closed.Load() {
-		return nil, engine.ErrClosed
+		return nil, sluicetype.ErrClosed
 	}
 	q, args, err := jobListQuery(p)
 	if err != nil {
@@ -123,7 +124,7 @@ func (s *Store) JobList(ctx context.Context, p *engine.JobListParams) ([]*engine
 		return nil, refused(fmt.Errorf("sqlite: list jobs: %w", err))
 	}
 	defer rows.Close()
-	out := make([]*engine.Job, 0, max(0, min(p.Limit, 256)))
+	out := make([]*sluicetype.Job, 0, max(0, min(p.Limit, 256)))
 	js := newJobScanner()
 	js.lastErrorOnly = true
 	for rows.Next() {
@@ -132,7 +133,7 @@ func (s *Store) JobList(ctx context.Context, p *engine.JobListParams) ([]*engine
 			return nil, refused(fmt.Errorf("sqlite: list jobs: %w", err))
 		}
 		// The checkpoint's place holds the wait summary (jobColumnsList).
-		if j.Wait, err = engine.ParseWaitSummary(j.Checkpoint); err != nil {
+		if j.Wait, err = sluicetype.ParseWaitSummary(j.Checkpoint); err != nil {
 			return nil, fmt.Errorf("sqlite: list jobs: job %s: %w", j.ID, err)
 		}
 		j.Checkpoint = nil
@@ -144,11 +145,11 @@ func (s *Store) JobList(ctx context.Context, p *engine.JobListParams) ([]*engine
 	return out, nil
 }
 
-// jobListQuery builds JobList's query.
-func jobListQuery(p *engine.JobListParams) (string, []any, error) {
+// jobListQuery builds JobListPage's query.
+func jobListQuery(p *backend.JobListPageParams) (string, []any, error) {
 	limit := p.Limit
 	if limit <= 0 {
-		limit = engine.DefaultListLimit
+		limit = sluicetype.DefaultListLimit
 	}
 	base := &where{}
 	if err := base.addFilter(&p.Filter); err != nil {
@@ -195,16 +196,16 @@ func jobListQuery(p *engine.JobListParams) (string, []any, error) {
 	return q.String(), args, nil
 }
 
-// JobCount counts the jobs matching the filter, stopping past Max.
+// JobCountMatching counts the jobs matching the filter, stopping past Max.
 //
 // Without the superseded jobs (a bulk selector's count), it counts the
 // filter's jobs, superseded or not, on the listing indexes alone, and
 // takes away the superseded ones it matches, which jobs_superseded finds
 // (they are few): testing superseded_by in the count itself would read
 // the row of every job counted.
-func (s *Store) JobCount(ctx context.Context, p *engine.JobCountParams) (int64, bool, error) {
+func (s *Store) JobCountMatching(ctx context.Context, p *backend.JobCountMatchingParams) (int64, bool, error) {
 	if s.closed.Load() {
-		return 0, false, engine.ErrClosed
+		return 0, false, sluicetype.ErrClosed
 	}
 	if countsServe(p) {
 		return s.jobCountByCounters(ctx, p)
@@ -237,7 +238,7 @@ func (s *Store) JobCount(ctx context.Context, p *engine.JobCountParams) (int64, 
 }
 
 // supersededCountQuery counts the superseded jobs a filter matches.
-func supersededCountQuery(p *engine.JobCountParams) (string, []any, error) {
+func supersededCountQuery(p *backend.JobCountMatchingParams) (string, []any, error) {
 	w := &where{}
 	if err := w.addFilter(&p.Filter); err != nil {
 		return "", nil, err
@@ -251,7 +252,7 @@ func supersededCountQuery(p *engine.JobCountParams) (string, []any, error) {
 }
 
 // jobCount runs jobCountQuery.
-func (s *Store) jobCount(ctx context.Context, p *engine.JobCountParams) (int64, bool, error) {
+func (s *Store) jobCount(ctx context.Context, p *backend.JobCountMatchingParams) (int64, bool, error) {
 	q, args, err := jobCountQuery(p)
 	if err != nil {
 		return 0, false, err
@@ -285,9 +286,9 @@ func (s *Store) queryCount(ctx context.Context, q string, args []any, n *int64) 
 	return nil
 }
 
-// jobCountQuery builds JobCount's query: the sum of one capped count per
+// jobCountQuery builds JobCountMatching's query: the sum of one capped count per
 // branch.
-func jobCountQuery(p *engine.JobCountParams) (string, []any, error) {
+func jobCountQuery(p *backend.JobCountMatchingParams) (string, []any, error) {
 	base := &where{}
 	if err := base.addFilter(&p.Filter); err != nil {
 		return "", nil, err
@@ -330,9 +331,9 @@ func jobCountQuery(p *engine.JobCountParams) (string, []any, error) {
 // (dead without a handler error, or from before migration 0002) form no
 // group: a group's selector names its pattern, and an empty pattern in a
 // Filter would match every error.
-func (s *Store) JobErrorGroups(ctx context.Context, p *engine.JobErrorGroupsParams) ([]engine.ErrorGroup, error) {
+func (s *Store) JobErrorGroups(ctx context.Context, p *backend.JobErrorGroupsParams) ([]sluicetype.ErrorGroup, error) {
 	if s.closed.Load() {
-		return nil, engine.ErrClosed
+		return nil, sluicetype.ErrClosed
 	}
 	q, args, err := errorGroupsQuery(p)
 	if err != nil {
@@ -343,9 +344,9 @@ func (s *Store) JobErrorGroups(ctx context.Context, p *engine.JobErrorGroupsPara
 		return nil, fmt.Errorf("sqlite: error groups: %w", err)
 	}
 	defer rows.Close()
-	var out []engine.ErrorGroup
+	var out []sluicetype.ErrorGroup
 	for rows.Next() {
-		var g engine.ErrorGroup
+		var g sluicetype.ErrorGroup
 		var first, last int64
 		var sample sql.NullString
 		if err := rows.Scan(&g.Queue, &g.Kind, &g.Pattern, &g.Count, &first, &last, &sample); err != nil {
@@ -361,7 +362,7 @@ func (s *Store) JobErrorGroups(ctx context.Context, p *engine.JobErrorGroupsPara
 }
 
 // errorGroupsQuery builds JobErrorGroups' query.
-func errorGroupsQuery(p *engine.JobErrorGroupsParams) (string, []any, error) {
+func errorGroupsQuery(p *backend.JobErrorGroupsParams) (string, []any, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 200

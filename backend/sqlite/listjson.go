@@ -7,8 +7,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/jsonw"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // The errors and tags columns hold JSON this package wrote with
@@ -23,7 +23,7 @@ import (
 var errNotFast = errors.New("sqlite: not in the fast JSON shape")
 
 // decodeAttemptErrors decodes an errors column.
-func decodeAttemptErrors(s string) ([]engine.AttemptError, error) {
+func decodeAttemptErrors(s string) ([]sluicetype.AttemptError, error) {
 	return decodeList(s, fastAttemptErrors)
 }
 
@@ -48,7 +48,7 @@ const lastErrorMark = `},{"attempt":`
 
 // decodeLastAttemptError decodes the latest error of an errors column (a
 // list of at most one) without decoding the others.
-func decodeLastAttemptError(s string) ([]engine.AttemptError, error) {
+func decodeLastAttemptError(s string) ([]sluicetype.AttemptError, error) {
 	if i := strings.LastIndex(s, lastErrorMark); i >= 0 {
 		if out, err := fastAttemptErrors("[" + s[i+2:]); err == nil && len(out) == 1 {
 			return out, nil
@@ -59,7 +59,7 @@ func decodeLastAttemptError(s string) ([]engine.AttemptError, error) {
 		return nil, err
 	}
 	if len(out) > 1 {
-		out = []engine.AttemptError{out[len(out)-1]}
+		out = []sluicetype.AttemptError{out[len(out)-1]}
 	}
 	return out, nil
 }
@@ -170,8 +170,8 @@ func fastStrings(s string) ([]string, error) {
 	return fastArray(s, (*jsonLexer).str)
 }
 
-// fastAttemptErrors decodes an array of engine.AttemptError objects.
-func fastAttemptErrors(s string) ([]engine.AttemptError, error) {
+// fastAttemptErrors decodes an array of sluicetype.AttemptError objects.
+func fastAttemptErrors(s string) ([]sluicetype.AttemptError, error) {
 	return fastArray(s, (*jsonLexer).attemptError)
 }
 
@@ -208,8 +208,8 @@ func (l *jsonLexer) end() error {
 	return nil
 }
 
-func (l *jsonLexer) attemptError() (engine.AttemptError, error) {
-	var e engine.AttemptError
+func (l *jsonLexer) attemptError() (sluicetype.AttemptError, error) {
+	var e sluicetype.AttemptError
 	if !l.byte('{') {
 		return e, errNotFast
 	}

@@ -7,13 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // marshalled is what the store writes: json.Marshal of real error lists.
 func marshalled(t testing.TB) []string {
 	at := time.Date(2026, 11, 30, 1, 22, 21, 905364298, time.UTC)
-	lists := [][]engine.AttemptError{
+	lists := [][]sluicetype.AttemptError{
 		{{Attempt: 1, At: at, Worker: "vm/6896/94d415e1", Message: "POST https://api.example.com/v1/charges: context deadline exceeded"}},
 		{{Attempt: 1, At: at, Message: "quote \" backslash \\ slash / tab \t newline \n"},
 			{Attempt: 2, Crash: true, At: at.Add(time.Second), Worker: "w", Message: "panic: boom", Trace: "goroutine 1 [running]:\n\tmain.go:12 +0x1d"}},
@@ -37,7 +37,7 @@ func marshalled(t testing.TB) []string {
 // answer for s (or both refuse it).
 func sameAsEncodingJSON(t *testing.T, s string) {
 	t.Helper()
-	var want []engine.AttemptError
+	var want []sluicetype.AttemptError
 	wantErr := json.Unmarshal([]byte(s), &want)
 	got, err := decodeAttemptErrors(s)
 	if (err != nil) != (wantErr != nil) {
@@ -76,7 +76,7 @@ func sameAsEncodingJSON(t *testing.T, s string) {
 
 // equalErrors compares with time.Equal and the zone's offset: parsed
 // times carry freshly made locations.
-func equalErrors(a, b []engine.AttemptError) bool {
+func equalErrors(a, b []sluicetype.AttemptError) bool {
 	if len(a) != len(b) || (a == nil) != (b == nil) {
 		return false
 	}
@@ -166,7 +166,7 @@ func BenchmarkDecodeAttemptErrors(b *testing.B) {
 	})
 	b.Run("encoding-json", func(b *testing.B) {
 		for b.Loop() {
-			var out []engine.AttemptError
+			var out []sluicetype.AttemptError
 			if err := json.Unmarshal([]byte(s), &out); err != nil {
 				b.Fatal(err)
 			}

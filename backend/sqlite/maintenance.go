@@ -7,14 +7,15 @@ import (
 	"sort"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Maintenance: expired leases, due jobs, retention.
 
 // JobListExpiredLeases lists running jobs whose lease has expired, oldest
 // expiry first.
-func (s *Store) JobListExpiredLeases(ctx context.Context, p *engine.JobListExpiredLeasesParams) ([]engine.ExpiredLease, error) {
+func (s *Store) JobListExpiredLeases(ctx context.Context, p *backend.JobListExpiredLeasesParams) ([]backend.ExpiredLease, error) {
 	st, err := s.readStmt(ctx, `SELECT `+jobColumnsNoPayload+`,
 		EXISTS(SELECT 1 FROM workers w WHERE w.id = jobs.lease_worker AND w.expires_at >= ?1)
 	FROM jobs INDEXED BY jobs_running
@@ -32,14 +33,14 @@ func (s *Store) JobListExpiredLeases(ctx context.Context, p *engine.JobListExpir
 		return nil, fmt.Errorf("sqlite: expired leases: %w", err)
 	}
 	defer rows.Close()
-	var out []engine.ExpiredLease
+	var out []backend.ExpiredLease
 	for rows.Next() {
 		var alive bool
 		j, err := scanJob(rows, &alive)
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: expired leases: %w", err)
 		}
-		out = append(out, engine.ExpiredLease{Job: j, WorkerAlive: alive})
+		out = append(out, backend.ExpiredLease{Job: j, WorkerAlive: alive})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: expired leases: %w", err)
@@ -60,13 +61,13 @@ const sqlScheduleDue = `UPDATE OR FAIL jobs SET state = ?4, state_changed_at = ?
 
 // JobScheduleDue makes due scheduled and retryable jobs available and
 // returns the queues that got work, sorted.
-func (s *Store) JobScheduleDue(ctx context.Context, p *engine.JobScheduleDueParams) ([]string, error) {
+func (s *Store) JobScheduleDue(ctx context.Context, p *backend.JobScheduleDueParams) ([]string, error) {
 	st, err := s.stmts(ctx, sqlScheduleDue)
 	if err != nil {
 		return nil, err
 	}
 	if p.To == "" {
-		return nil, fmt.Errorf("schedule due: %w: no target state", engine.ErrInvalid)
+		return nil, fmt.Errorf("schedule due: %w: no target state", sluicetype.ErrInvalid)
 	}
 	limit := p.Limit
 	if limit <= 0 {
@@ -133,7 +134,7 @@ const (
 // JobDeleteExpired deletes terminal jobs past their retention (with their
 // events), at most Limit in all. A retention of 0 deletes at once; a
 // negative one, like a missing state, keeps the jobs.
-func (s *Store) JobDeleteExpired(ctx context.Context, p *engine.JobDeleteExpiredParams) (int, error) {
+func (s *Store) JobDeleteExpired(ctx context.Context, p *backend.JobDeleteExpiredParams) (int, error) {
 	st, err := s.stmts(ctx, sqlDeleteExpired, sqlDeleteExpiredQueue)
 	if err != nil {
 		return 0, err
@@ -143,7 +144,7 @@ func (s *Store) JobDeleteExpired(ctx context.Context, p *engine.JobDeleteExpired
 		limit = 1 << 30
 	}
 	// Queues overriding each state's default.
-	overriding := map[engine.State][]string{}
+	overriding := map[sluicetype.State][]string{}
 	queues := make([]string, 0, len(p.QueueRetention))
 	for q, m := range p.QueueRetention {
 		queues = append(queues, q)
@@ -152,9 +153,9 @@ func (s *Store) JobDeleteExpired(ctx context.Context, p *engine.JobDeleteExpired
 		}
 	}
 	sort.Strings(queues)
-	states := func(m map[engine.State]time.Duration) []engine.State {
-		out := make([]engine.State, 0, len(m))
-		for _, st := range engine.AllStates {
+	states := func(m map[sluicetype.State]time.Duration) []sluicetype.State {
+		out := make([]sluicetype.State, 0, len(m))
+		for _, st := range sluicetype.AllStates {
 			if d, ok := m[st]; ok && st.Terminal() && d >= 0 {
 				out = append(out, st)
 			}
@@ -171,13 +172,13 @@ func (s *Store) JobDeleteExpired(ctx context.Context, p *engine.JobDeleteExpired
 				return fmt.Errorf("sqlite: delete expired %s jobs: %w", args[0], err)
 			}
 			defer rows.Close()
-			state := engine.State(args[0].(string))
+			state := sluicetype.State(args[0].(string))
 			for rows.Next() {
 				var q string
 				if err := rows.Scan(&q); err != nil {
 					return fmt.Errorf("sqlite: delete expired %s jobs: %w", args[0], err)
 				}
-				counts.move(q, state, engine.StateDeleted, 1)
+				counts.move(q, state, sluicetype.StateDeleted, 1)
 				total++
 			}
 			if err := rows.Err(); err != nil {

@@ -10,20 +10,21 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/backendtest"
 	"github.com/sluicehq/sluice/backend/sqlite"
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
-func countsEqual(a, b map[string]map[engine.State]int64) bool {
-	return maps.EqualFunc(a, b, func(x, y map[engine.State]int64) bool { return maps.Equal(x, y) })
+func countsEqual(a, b map[string]map[sluicetype.State]int64) bool {
+	return maps.EqualFunc(a, b, func(x, y map[sluicetype.State]int64) bool { return maps.Equal(x, y) })
 }
 
-func listIDs(t testing.TB, s *sqlite.Store, f engine.Filter) []string {
+func listIDs(t testing.TB, s *sqlite.Store, f sluicetype.Filter) []string {
 	t.Helper()
-	js, err := s.JobList(ctx, &engine.JobListParams{Filter: f, Limit: 1000})
+	js, err := s.JobListPage(ctx, &backend.JobListPageParams{Filter: f, Limit: 1000})
 	if err != nil {
-		t.Fatalf("JobList(%s): %v", f, err)
+		t.Fatalf("JobListPage(%s): %v", f, err)
 	}
 	out := ids(js)
 	slices.Sort(out)
@@ -62,15 +63,15 @@ func TestMigration0002OnExistingJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	got, err := s.JobCountByQueue(ctx, &engine.JobCountByQueueParams{})
+	got, err := s.JobCountByQueue(ctx, &backend.JobCountByQueueParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]map[engine.State]int64{"q1": {engine.StateArchived: 2}, "q2": {engine.StateAvailable: 1}}
+	want := map[string]map[sluicetype.State]int64{"q1": {sluicetype.StateArchived: 2}, "q2": {sluicetype.StateAvailable: 1}}
 	if !countsEqual(got, want) {
 		t.Fatalf("counters after the upgrade: %v, want %v", got, want)
 	}
-	if ids := listIDs(t, s, engine.Filter{Error: "second"}); !slices.Equal(ids, []string{"a"}) {
+	if ids := listIDs(t, s, sluicetype.Filter{Error: "second"}); !slices.Equal(ids, []string{"a"}) {
 		t.Fatalf("last error after the upgrade: %v", ids)
 	}
 	if sqlite.SchemaVersion() < 2 { // later migrations add to it
@@ -150,7 +151,7 @@ func TestMigration0008RegroupsOldPatterns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	groups, err := s.JobErrorGroups(ctx, &engine.JobErrorGroupsParams{Filter: engine.Filter{States: []engine.State{engine.StateArchived}}, Limit: 10})
+	groups, err := s.JobErrorGroups(ctx, &backend.JobErrorGroupsParams{Filter: sluicetype.Filter{States: []sluicetype.State{sluicetype.StateArchived}}, Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Bulk operations: persisted, leased, applied batch by batch.
@@ -20,7 +21,7 @@ const operationColumns = `id, action, selector, status, created_by, created_at, 
 
 // opRow is an operations row: the operation and its runner's state.
 type opRow struct {
-	op      *engine.Operation
+	op      *sluicetype.Operation
 	cursor  string
 	holder  string
 	fence   int64
@@ -29,7 +30,7 @@ type opRow struct {
 
 func scanOperation(sc scanner) (*opRow, error) {
 	var r opRow
-	var op engine.Operation
+	var op sluicetype.Operation
 	var action, selector, status string
 	var created int64
 	var started, finished sql.NullInt64
@@ -38,7 +39,7 @@ func scanOperation(sc scanner) (*opRow, error) {
 		&r.cursor, &r.holder, &r.fence, &r.expires); err != nil {
 		return nil, err
 	}
-	op.Action, op.Status, op.CreatedAt = engine.Action(action), engine.OperationStatus(status), fromNanos(created)
+	op.Action, op.Status, op.CreatedAt = sluicetype.Action(action), sluicetype.OperationStatus(status), fromNanos(created)
 	if started.Valid {
 		t := fromNanos(started.Int64)
 		op.StartedAt = &t
@@ -63,7 +64,7 @@ const (
 )
 
 // OperationInsert persists a new pending operation created now.
-func (s *Store) OperationInsert(ctx context.Context, p *engine.OperationInsertParams) (*engine.Operation, error) {
+func (s *Store) OperationInsert(ctx context.Context, p *backend.OperationInsertParams) (*sluicetype.Operation, error) {
 	sel, err := json.Marshal(p.Selector)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: operation %s: selector: %w", p.ID, err)
@@ -72,12 +73,12 @@ func (s *Store) OperationInsert(ctx context.Context, p *engine.OperationInsertPa
 	if err != nil {
 		return nil, err
 	}
-	var out *engine.Operation
+	var out *sluicetype.Operation
 	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
 		r, err := scanOperation(tx.StmtContext(ctx, st[0]).QueryRowContext(ctx, p.ID, string(p.Action), string(sel),
 			p.CreatedBy, now.UnixNano(), p.Matched, p.Rate))
 		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("insert operation %s: %w: the id exists", p.ID, engine.ErrConflict)
+			return fmt.Errorf("insert operation %s: %w: the id exists", p.ID, sluicetype.ErrConflict)
 		}
 		if err != nil {
 			return fmt.Errorf("sqlite: insert operation %s: %w", p.ID, err)
@@ -93,14 +94,14 @@ func (s *Store) OperationInsert(ctx context.Context, p *engine.OperationInsertPa
 }
 
 // OperationGet returns one operation or ErrNotFound.
-func (s *Store) OperationGet(ctx context.Context, p *engine.OperationGetParams) (*engine.Operation, error) {
+func (s *Store) OperationGet(ctx context.Context, p *backend.OperationGetParams) (*sluicetype.Operation, error) {
 	st, err := s.readStmt(ctx, sqlOperationGet)
 	if err != nil {
 		return nil, err
 	}
 	r, err := scanOperation(st.QueryRowContext(ctx, p.ID))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("operation %s: %w", p.ID, engine.ErrNotFound)
+		return nil, fmt.Errorf("operation %s: %w", p.ID, sluicetype.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: operation %s: %w", p.ID, err)
@@ -109,10 +110,10 @@ func (s *Store) OperationGet(ctx context.Context, p *engine.OperationGetParams) 
 }
 
 // OperationList pages operations newest first by (created_at, id).
-func (s *Store) OperationList(ctx context.Context, p *engine.OperationListParams) ([]*engine.Operation, error) {
+func (s *Store) OperationList(ctx context.Context, p *backend.OperationListParams) ([]*sluicetype.Operation, error) {
 	limit := p.Limit
 	if limit <= 0 {
-		limit = engine.DefaultListLimit
+		limit = sluicetype.DefaultListLimit
 	}
 	q := `SELECT ` + operationColumns + ` FROM operations ORDER BY created_at DESC, id DESC LIMIT ?`
 	args := []any{limit}
@@ -130,7 +131,7 @@ func (s *Store) OperationList(ctx context.Context, p *engine.OperationListParams
 		return nil, fmt.Errorf("sqlite: list operations: %w", err)
 	}
 	defer rows.Close()
-	var out []*engine.Operation
+	var out []*sluicetype.Operation
 	for rows.Next() {
 		r, err := scanOperation(rows)
 		if err != nil {
@@ -152,23 +153,23 @@ const sqlOperationCancel = `UPDATE operations SET status = 'cancelled', finished
 
 // OperationCancel marks a pending or running operation cancelled; its
 // runner stops at its next batch, whose write is refused.
-func (s *Store) OperationCancel(ctx context.Context, p *engine.OperationCancelParams) (*engine.Operation, error) {
+func (s *Store) OperationCancel(ctx context.Context, p *backend.OperationCancelParams) (*sluicetype.Operation, error) {
 	st, err := s.stmts(ctx, sqlOperationCancel, sqlOperationGet)
 	if err != nil {
 		return nil, err
 	}
-	var out *engine.Operation
+	var out *sluicetype.Operation
 	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
 		r, err := scanOperation(tx.StmtContext(ctx, st[0]).QueryRowContext(ctx, p.ID, now.UnixNano(), p.Message))
 		if errors.Is(err, sql.ErrNoRows) {
 			cur, err := scanOperation(tx.StmtContext(ctx, st[1]).QueryRowContext(ctx, p.ID))
 			if errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("cancel operation %s: %w", p.ID, engine.ErrNotFound)
+				return fmt.Errorf("cancel operation %s: %w", p.ID, sluicetype.ErrNotFound)
 			}
 			if err != nil {
 				return fmt.Errorf("sqlite: cancel operation %s: %w", p.ID, err)
 			}
-			return fmt.Errorf("cancel operation %s: %w: it is %s", p.ID, engine.ErrWrongState, cur.op.Status)
+			return fmt.Errorf("cancel operation %s: %w: it is %s", p.ID, sluicetype.ErrWrongState, cur.op.Status)
 		}
 		if err != nil {
 			return fmt.Errorf("sqlite: cancel operation %s: %w", p.ID, err)
@@ -201,7 +202,7 @@ const defaultOperationLease = 30 * time.Second
 
 // OperationClaim leases the oldest pending or running operation whose
 // lease is free or expired to p.Holder (fence +1); nil when there is none.
-func (s *Store) OperationClaim(ctx context.Context, p *engine.OperationClaimParams) (*engine.OperationLease, error) {
+func (s *Store) OperationClaim(ctx context.Context, p *backend.OperationClaimParams) (*backend.OperationLease, error) {
 	st, err := s.stmts(ctx, sqlOperationNext, sqlOperationLease)
 	if err != nil {
 		return nil, err
@@ -210,7 +211,7 @@ func (s *Store) OperationClaim(ctx context.Context, p *engine.OperationClaimPara
 	if ttl <= 0 {
 		ttl = defaultOperationLease
 	}
-	var out *engine.OperationLease
+	var out *backend.OperationLease
 	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
 		out = nil
 		var id string
@@ -225,7 +226,7 @@ func (s *Store) OperationClaim(ctx context.Context, p *engine.OperationClaimPara
 		if err != nil {
 			return fmt.Errorf("sqlite: claim operation %s: %w", id, err)
 		}
-		out = &engine.OperationLease{Operation: r.op, Holder: r.holder, Fence: r.fence, Cursor: r.cursor}
+		out = &backend.OperationLease{Operation: r.op, Holder: r.holder, Fence: r.fence, Cursor: r.cursor}
 		return nil
 	})
 	if err != nil {
@@ -260,8 +261,8 @@ const (
 
 // sqlBulkByRowid is a spec's write on a list of jobs: ?1 now, ?2 NULL (no
 // new deadline), ?3 JSON array of rowids.
-func sqlBulkByRowid(spec engine.ActionSpec) string {
-	if spec.Has(engine.EffectDelete) {
+func sqlBulkByRowid(spec backend.ActionSpec) string {
+	if spec.Has(backend.EffectDelete) {
 		return `DELETE FROM jobs WHERE rowid IN (SELECT value FROM json_each(?3))`
 	}
 	return `UPDATE OR FAIL jobs SET ` + specSet(spec) + ` WHERE rowid IN (SELECT value FROM json_each(?3))`
@@ -269,8 +270,8 @@ func sqlBulkByRowid(spec engine.ActionSpec) string {
 
 // setArgs are the leading arguments of a statement that starts with
 // specSet: now, and the deadline when the set names one.
-func setArgs(spec engine.ActionSpec, nowNs int64, deadline any) []any {
-	if spec.Has(engine.EffectOneMoreAttempt) {
+func setArgs(spec backend.ActionSpec, nowNs int64, deadline any) []any {
+	if spec.Has(backend.EffectOneMoreAttempt) {
 		return []any{nowNs, deadline}
 	}
 	return []any{nowNs}
@@ -288,10 +289,10 @@ func setArgs(spec engine.ActionSpec, nowNs int64, deadline any) []any {
 // run out is still accepted while nobody else took the operation. An
 // operation that was cancelled (or ended) is returned as it is, without an
 // error, so its runner stops on the status.
-func (s *Store) OperationProcessBatch(ctx context.Context, p *engine.OperationProcessBatchParams) (*engine.OperationBatchResult, error) {
+func (s *Store) OperationProcessBatch(ctx context.Context, p *backend.OperationProcessBatchParams) (*backend.OperationBatchResult, error) {
 	limit := p.Limit
 	if limit <= 0 {
-		limit = engine.OperationBatch
+		limit = sluicetype.OperationBatch
 	}
 	window := max(p.Window, limit)
 	ttl := p.TTL
@@ -299,31 +300,31 @@ func (s *Store) OperationProcessBatch(ctx context.Context, p *engine.OperationPr
 		ttl = defaultOperationLease
 	}
 	if p.Spec.To == "" || len(p.Spec.From) == 0 || len(p.Selector.States) == 0 {
-		return nil, fmt.Errorf("operation %s: %w: a batch needs a spec and a selector narrowed to its states", p.ID, engine.ErrInvalid)
+		return nil, fmt.Errorf("operation %s: %w: a batch needs a spec and a selector narrowed to its states", p.ID, sluicetype.ErrInvalid)
 	}
 	st, err := s.stmts(ctx, sqlOperationGet, sqlOperationProgress, sqlOperationWindowEnd, sqlOperationEvents,
 		sqlBulkByRowid(p.Spec), sqlAnyQuarantined)
 	if err != nil {
 		return nil, err
 	}
-	var out *engine.OperationBatchResult
+	var out *backend.OperationBatchResult
 	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
 		out = nil
 		r, err := scanOperation(tx.StmtContext(ctx, st[0]).QueryRowContext(ctx, p.ID))
 		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("operation %s: %w", p.ID, engine.ErrNotFound)
+			return fmt.Errorf("operation %s: %w", p.ID, sluicetype.ErrNotFound)
 		}
 		if err != nil {
 			return fmt.Errorf("sqlite: operation %s: %w", p.ID, err)
 		}
 		op := r.op
 		switch {
-		case op.Status == engine.OperationCancelled || op.Status == engine.OperationCompleted || op.Status == engine.OperationFailed:
+		case op.Status == sluicetype.OperationCancelled || op.Status == sluicetype.OperationCompleted || op.Status == sluicetype.OperationFailed:
 			// Over: the runner stops on the status.
-			out = &engine.OperationBatchResult{Operation: op, Cursor: r.cursor}
+			out = &backend.OperationBatchResult{Operation: op, Cursor: r.cursor}
 			return nil
-		case op.Status != engine.OperationRunning || r.holder != p.Holder || r.fence != p.Fence || r.cursor != p.After:
-			return fmt.Errorf("operation %s: %w", p.ID, engine.ErrLeaseLost)
+		case op.Status != sluicetype.OperationRunning || r.holder != p.Holder || r.fence != p.Fence || r.cursor != p.After:
+			return fmt.Errorf("operation %s: %w", p.ID, sluicetype.ErrLeaseLost)
 		}
 		b := batch{s: s, ctx: ctx, tx: tx, p: p, now: now, limit: limit, window: window,
 			events: st[3], set: st[4], anyQuarantined: st[5]}
@@ -335,7 +336,7 @@ func (s *Store) OperationProcessBatch(ctx context.Context, p *engine.OperationPr
 		if err != nil {
 			return fmt.Errorf("sqlite: operation %s: progress: %w", p.ID, err)
 		}
-		out = &engine.OperationBatchResult{Operation: r.op, Cursor: b.cursor, Exhausted: b.done, Refused: b.refused}
+		out = &backend.OperationBatchResult{Operation: r.op, Cursor: b.cursor, Exhausted: b.done, Refused: b.refused}
 		return nil
 	})
 	if err != nil {
@@ -346,20 +347,20 @@ func (s *Store) OperationProcessBatch(ctx context.Context, p *engine.OperationPr
 
 // OperationFinish sets a running operation's status and error, fenced on
 // its lease.
-func (s *Store) OperationFinish(ctx context.Context, p *engine.OperationFinishParams) (*engine.Operation, error) {
+func (s *Store) OperationFinish(ctx context.Context, p *backend.OperationFinishParams) (*sluicetype.Operation, error) {
 	st, err := s.stmts(ctx, sqlOperationFinish)
 	if err != nil {
 		return nil, err
 	}
-	var out *engine.Operation
+	var out *sluicetype.Operation
 	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
 		var finished any
-		if p.Status != engine.OperationRunning && p.Status != engine.OperationPending {
+		if p.Status != sluicetype.OperationRunning && p.Status != sluicetype.OperationPending {
 			finished = now.UnixNano()
 		}
 		r, err := scanOperation(tx.StmtContext(ctx, st[0]).QueryRowContext(ctx, p.ID, string(p.Status), finished, p.Error, p.Holder, p.Fence))
 		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("operation %s: %w", p.ID, engine.ErrLeaseLost)
+			return fmt.Errorf("operation %s: %w", p.ID, sluicetype.ErrLeaseLost)
 		}
 		if err != nil {
 			return fmt.Errorf("sqlite: operation %s: %w", p.ID, err)
@@ -378,7 +379,7 @@ type batch struct {
 	s      *Store
 	ctx    context.Context
 	tx     *wtx
-	p      *engine.OperationProcessBatchParams
+	p      *backend.OperationProcessBatchParams
 	now    time.Time
 	limit  int
 	window int
@@ -400,7 +401,7 @@ type candidate struct {
 	rowid       int64
 	id, queue   string
 	fingerprint string
-	state       engine.State
+	state       sluicetype.State
 	quarantined bool
 }
 
@@ -411,7 +412,7 @@ type candidate struct {
 // written +state (no index may serve it) and without a partial index's
 // term, so the planner keeps to the id order rather than reading and
 // sorting every job of a state.
-func batchWhere(p *engine.OperationProcessBatchParams, cursor string, end sql.NullString) (*where, error) {
+func batchWhere(p *backend.OperationProcessBatchParams, cursor string, end sql.NullString) (*where, error) {
 	sel := &p.Selector
 	w := &where{}
 	w.add("id > ?", cursor)
@@ -435,13 +436,13 @@ func batchWhere(p *engine.OperationProcessBatchParams, cursor string, end sql.Nu
 
 // batchQuery builds a batch's query for its candidates, walked by the
 // primary key in id order from cursor to end (when valid).
-func batchQuery(p *engine.OperationProcessBatchParams, cursor string, end sql.NullString, limit int) (string, []any, error) {
+func batchQuery(p *backend.OperationProcessBatchParams, cursor string, end sql.NullString, limit int) (string, []any, error) {
 	w, err := batchWhere(p, cursor, end)
 	if err != nil {
 		return "", nil, err
 	}
 	quarantined := "0"
-	if p.Spec.Refuses(engine.RefuseQuarantined) {
+	if p.Spec.Refuses(backend.RefuseQuarantined) {
 		quarantined = "fingerprint IN (SELECT fingerprint FROM fingerprints WHERE status = 'quarantined')"
 	}
 	q := "SELECT rowid, id, queue, state, fingerprint, " + quarantined + " FROM jobs WHERE " + w.sql() + " ORDER BY id LIMIT ?"
@@ -451,7 +452,7 @@ func batchQuery(p *engine.OperationProcessBatchParams, cursor string, end sql.Nu
 // batchGroupsQuery builds the query of a batch taken by its id range: its
 // candidates (batchQuery's, without the quarantine test) counted by queue
 // and state, with the last id of each group.
-func batchGroupsQuery(p *engine.OperationProcessBatchParams, cursor string, end sql.NullString, limit int) (string, []any, error) {
+func batchGroupsQuery(p *backend.OperationProcessBatchParams, cursor string, end sql.NullString, limit int) (string, []any, error) {
 	w, err := batchWhere(p, cursor, end)
 	if err != nil {
 		return "", nil, err
@@ -467,7 +468,7 @@ func batchGroupsQuery(p *engine.OperationProcessBatchParams, cursor string, end 
 // That spares a list built in Go and taken apart twice in SQL (about a
 // tenth of a batch), at the price of testing the condition three times,
 // so only selectors whose tests are plain column comparisons qualify.
-func byRange(sel *engine.Filter) bool {
+func byRange(sel *sluicetype.Filter) bool {
 	return len(sel.IDs) == 0 && len(sel.Tags) == 0 && sel.Error == "" && len(sel.Payload) == 0 && len(sel.Meta) == 0
 }
 
@@ -482,7 +483,7 @@ func (b *batch) run(windowEnd *sql.Stmt) error {
 	}
 	if byRange(&p.Selector) {
 		quarantine := false
-		if p.Spec.Refuses(engine.RefuseQuarantined) {
+		if p.Spec.Refuses(backend.RefuseQuarantined) {
 			// The refusal is job by job: that takes the list.
 			if err := b.tx.StmtContext(b.ctx, b.anyQuarantined).QueryRowContext(b.ctx).Scan(&quarantine); err != nil {
 				return fmt.Errorf("sqlite: quarantine: %w", err)
@@ -509,7 +510,7 @@ func (b *batch) run(windowEnd *sql.Stmt) error {
 			rows.Close()
 			return fmt.Errorf("sqlite: select jobs: %w", err)
 		}
-		c.state = engine.State(state)
+		c.state = sluicetype.State(state)
 		found = append(found, c)
 	}
 	rows.Close()
@@ -538,7 +539,7 @@ func (b *batch) run(windowEnd *sql.Stmt) error {
 	n := 0
 	for _, c := range found {
 		if c.quarantined {
-			b.refused = append(b.refused, &engine.QuarantinedError{Verb: string(p.Spec.Action), ID: c.id, Fingerprint: c.fingerprint})
+			b.refused = append(b.refused, &sluicetype.QuarantinedError{Verb: string(p.Spec.Action), ID: c.id, Fingerprint: c.fingerprint})
 			continue
 		}
 		if n > 0 {
@@ -597,7 +598,7 @@ func (b *batch) runRange(end sql.NullString) error {
 			rows.Close()
 			return fmt.Errorf("sqlite: select jobs: %w", err)
 		}
-		counts.move(queue, engine.State(state), p.Spec.To, c)
+		counts.move(queue, sluicetype.State(state), p.Spec.To, c)
 		n += c
 		last = max(last, top)
 	}
@@ -648,7 +649,7 @@ func (b *batch) runRange(end sql.NullString) error {
 			return err
 		}
 	}
-	if p.Spec.Has(engine.EffectDelete) {
+	if p.Spec.Has(backend.EffectDelete) {
 		err = exec("", `DELETE FROM jobs WHERE `+w.sql(), w.args...)
 	} else {
 		err = exec("", `UPDATE OR FAIL jobs SET `+specSet(p.Spec)+` WHERE `+w.sql(), slices.Concat(setArgs(p.Spec, nowNs, nil), w.args)...)

@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // TestQueryPlans pins the indexes the operator queries and the hot-path
@@ -45,16 +46,16 @@ func TestQueryPlans(t *testing.T) {
 		}
 	}
 	at := time.Now()
-	arch := []engine.State{engine.StateArchived}
-	group := engine.Filter{States: arch, Queues: []string{"q"}, Kinds: []string{"k"}, ErrorPattern: "p"}
-	list := func(p *engine.JobListParams) string {
+	arch := []sluicetype.State{sluicetype.StateArchived}
+	group := sluicetype.Filter{States: arch, Queues: []string{"q"}, Kinds: []string{"k"}, ErrorPattern: "p"}
+	list := func(p *backend.JobListPageParams) string {
 		q, args, err := jobListQuery(p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return plan(t, q, args...)
 	}
-	count := func(p *engine.JobCountParams) string {
+	count := func(p *backend.JobCountMatchingParams) string {
 		q, args, err := jobCountQuery(p)
 		if err != nil {
 			t.Fatal(err)
@@ -63,40 +64,40 @@ func TestQueryPlans(t *testing.T) {
 	}
 	sorted := []string{"TEMP B-TREE"}
 	t.Run("list a state", func(t *testing.T) {
-		expect(t, list(&engine.JobListParams{Filter: engine.Filter{States: arch}, Limit: 51}), []string{"jobs_state_changed (state=?)"}, sorted)
-		expect(t, list(&engine.JobListParams{Filter: engine.Filter{States: arch}, Limit: 51, After: &engine.Cursor{At: at, ID: "x"}}),
+		expect(t, list(&backend.JobListPageParams{Filter: sluicetype.Filter{States: arch}, Limit: 51}), []string{"jobs_state_changed (state=?)"}, sorted)
+		expect(t, list(&backend.JobListPageParams{Filter: sluicetype.Filter{States: arch}, Limit: 51, After: &sluicetype.Cursor{At: at, ID: "x"}}),
 			[]string{"(state_changed_at,id)<(?,?)"}, sorted)
-		expect(t, list(&engine.JobListParams{Filter: engine.Filter{States: arch}, Limit: 51, After: &engine.Cursor{At: at, ID: "x"}, Reverse: true}),
+		expect(t, list(&backend.JobListPageParams{Filter: sluicetype.Filter{States: arch}, Limit: 51, After: &sluicetype.Cursor{At: at, ID: "x"}, Reverse: true}),
 			[]string{"(state_changed_at,id)>(?,?)"}, sorted)
 	})
 	t.Run("list an error group", func(t *testing.T) {
-		expect(t, list(&engine.JobListParams{Filter: group, Limit: 51}), []string{"jobs_error_groups"}, sorted)
+		expect(t, list(&backend.JobListPageParams{Filter: group, Limit: 51}), []string{"jobs_error_groups"}, sorted)
 	})
 	t.Run("list every state", func(t *testing.T) {
-		expect(t, list(&engine.JobListParams{Limit: 51}), []string{"MERGE (UNION ALL)", "jobs_claim", "jobs_claim_suspect", "jobs_running"}, nil)
+		expect(t, list(&backend.JobListPageParams{Limit: 51}), []string{"MERGE (UNION ALL)", "jobs_claim", "jobs_claim_suspect", "jobs_running"}, nil)
 	})
 	t.Run("list ids", func(t *testing.T) {
-		expect(t, list(&engine.JobListParams{Filter: engine.Filter{IDs: []string{"a", "b"}}, Limit: 51}), []string{"sqlite_autoindex_jobs_1 (id=?)"}, nil)
+		expect(t, list(&backend.JobListPageParams{Filter: sluicetype.Filter{IDs: []string{"a", "b"}}, Limit: 51}), []string{"sqlite_autoindex_jobs_1 (id=?)"}, nil)
 	})
 	t.Run("count", func(t *testing.T) {
-		expect(t, count(&engine.JobCountParams{Filter: engine.Filter{States: arch}, Max: 10}), []string{"COVERING INDEX jobs_state_changed"}, nil)
-		expect(t, count(&engine.JobCountParams{Filter: group}), []string{"COVERING INDEX jobs_error_groups"}, nil)
-		expect(t, count(&engine.JobCountParams{Filter: engine.Filter{States: []engine.State{engine.StateAvailable}}}), []string{"jobs_claim"}, nil)
+		expect(t, count(&backend.JobCountMatchingParams{Filter: sluicetype.Filter{States: arch}, Max: 10}), []string{"COVERING INDEX jobs_state_changed"}, nil)
+		expect(t, count(&backend.JobCountMatchingParams{Filter: group}), []string{"COVERING INDEX jobs_error_groups"}, nil)
+		expect(t, count(&backend.JobCountMatchingParams{Filter: sluicetype.Filter{States: []sluicetype.State{sluicetype.StateAvailable}}}), []string{"jobs_claim"}, nil)
 	})
 	t.Run("error groups", func(t *testing.T) {
-		q, args, err := errorGroupsQuery(&engine.JobErrorGroupsParams{Filter: engine.Filter{States: arch}})
+		q, args, err := errorGroupsQuery(&backend.JobErrorGroupsParams{Filter: sluicetype.Filter{States: arch}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		expect(t, plan(t, q, args...), []string{"COVERING INDEX jobs_error_groups (state=?)"}, nil)
 	})
 	t.Run("operation batch", func(t *testing.T) {
-		spec, err := engine.SpecFor(engine.ActionRetry)
+		spec, err := backend.SpecFor(sluicetype.ActionRetry)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sel, _ := spec.Narrow(engine.Filter{States: arch, Queues: []string{"q"}})
-		op := &engine.OperationProcessBatchParams{Spec: spec, Selector: sel, Cutoff: at}
+		sel, _ := spec.Narrow(sluicetype.Filter{States: arch, Queues: []string{"q"}})
+		op := &backend.OperationProcessBatchParams{Spec: spec, Selector: sel, Cutoff: at}
 		q, args, err := batchQuery(op, "", sql.NullString{String: "z", Valid: true}, 1000)
 		if err != nil {
 			t.Fatal(err)

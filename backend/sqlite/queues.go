@@ -6,15 +6,16 @@ import (
 	"sort"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Queues: listing, pausing, resuming.
 
 // QueueList names every queue with jobs (per the counters) or a pause
 // record, sorted, with its counts.
-func (s *Store) QueueList(ctx context.Context) ([]engine.QueueInfo, error) {
-	counts, err := s.JobCountByQueue(ctx, &engine.JobCountByQueueParams{})
+func (s *Store) QueueList(ctx context.Context) ([]sluicetype.QueueInfo, error) {
+	counts, err := s.JobCountByQueue(ctx, &backend.JobCountByQueueParams{})
 	if err != nil {
 		return nil, err
 	}
@@ -49,13 +50,13 @@ func (s *Store) QueueList(ctx context.Context) ([]engine.QueueInfo, error) {
 		}
 	}
 	sort.Strings(names)
-	out := make([]engine.QueueInfo, len(names))
+	out := make([]sluicetype.QueueInfo, len(names))
 	for i, q := range names {
 		c := counts[q]
 		if c == nil {
-			c = map[engine.State]int64{}
+			c = map[sluicetype.State]int64{}
 		}
-		out[i] = engine.QueueInfo{Name: q, Paused: paused[q], Counts: c}
+		out[i] = sluicetype.QueueInfo{Name: q, Paused: paused[q], Counts: c}
 	}
 	return out, nil
 }
@@ -64,7 +65,7 @@ const sqlQueueSetPaused = `INSERT INTO queues (name, paused, paused_at, paused_b
 	ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, paused_at = excluded.paused_at,
 		paused_by = excluded.paused_by`
 
-func (s *Store) queueSetPaused(ctx context.Context, p *engine.QueuePauseParams, paused bool) error {
+func (s *Store) queueSetPaused(ctx context.Context, p *backend.QueuePauseParams, paused bool) error {
 	st, err := s.stmts(ctx, sqlQueueSetPaused)
 	if err != nil {
 		return err
@@ -82,11 +83,11 @@ func (s *Store) queueSetPaused(ctx context.Context, p *engine.QueuePauseParams, 
 }
 
 // QueuePause stops claims from the queue (running jobs finish).
-func (s *Store) QueuePause(ctx context.Context, p *engine.QueuePauseParams) error {
+func (s *Store) QueuePause(ctx context.Context, p *backend.QueuePauseParams) error {
 	return s.queueSetPaused(ctx, p, true)
 }
 
 // QueueResume lets workers claim from the queue again.
-func (s *Store) QueueResume(ctx context.Context, p *engine.QueuePauseParams) error {
+func (s *Store) QueueResume(ctx context.Context, p *backend.QueuePauseParams) error {
 	return s.queueSetPaused(ctx, p, false)
 }

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/jsonw"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // jobColumns are the columns of a job row, in the order scanJob reads them.
@@ -26,7 +26,7 @@ const (
 )
 
 // jobColumnsList are a listed row's columns: no payload (NULL) and, in
-// the checkpoint's place, a scheduled job's wait summary (JobList moves it
+// the checkpoint's place, a scheduled job's wait summary (JobListPage moves it
 // to Job.Wait): the wait object without its children's ids, their count
 // as total. SQLite parses the checkpoint text of the page's scheduled
 // rows only, once for both calls (its JSON cache), and a page of parents
@@ -34,7 +34,7 @@ const (
 // scanner.
 var jobColumnsList = strings.Replace(jobColumnsNoPayload, "checkpoint,", sqlWaitSummary+",", 1)
 
-// sqlWaitSummary is the wait summary of a listed row (engine.WaitSummary),
+// sqlWaitSummary is the wait summary of a listed row (sluicetype.WaitSummary),
 // NULL for a job that is not scheduled or waits for nothing, and for a
 // checkpoint SQLite's JSON functions cannot read (nested past their 1000
 // levels), which would otherwise fail the whole page.
@@ -59,7 +59,7 @@ type claimedJob struct {
 	now, expires         time.Time
 }
 
-func (c *claimedJob) query(ctx context.Context, st *sql.Stmt, args []any) ([]*engine.Job, error) {
+func (c *claimedJob) query(ctx context.Context, st *sql.Stmt, args []any) ([]*sluicetype.Job, error) {
 	rows, err := st.QueryContext(ctx, args...)
 	if err != nil {
 		return nil, err
@@ -70,13 +70,13 @@ func (c *claimedJob) query(ctx context.Context, st *sql.Stmt, args []any) ([]*en
 	for i := range v {
 		dest[i] = &v[i]
 	}
-	var out []*engine.Job
+	var out []*sluicetype.Job
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
 		at := c.now
-		j := &engine.Job{
+		j := &sluicetype.Job{
 			ID:             asString(v[0]),
 			Queue:          c.queue,
 			Kind:           asString(v[1]),
@@ -84,7 +84,7 @@ func (c *claimedJob) query(ctx context.Context, st *sql.Stmt, args []any) ([]*en
 			SchemaVersion:  int(asInt(v[3])),
 			Metadata:       asRaw(v[4]),
 			Priority:       int(asInt(v[6])),
-			State:          engine.StateRunning,
+			State:          sluicetype.StateRunning,
 			Attempt:        int(asInt(v[7])),
 			MaxAttempts:    int(asInt(v[8])),
 			CrashAttempt:   int(asInt(v[9])),
@@ -103,7 +103,7 @@ func (c *claimedJob) query(ctx context.Context, st *sql.Stmt, args []any) ([]*en
 			RetryOf:        asString(v[20]),
 			SupersededBy:   asString(v[21]),
 		}
-		j.Lease = &engine.Lease{ID: c.lease, WorkerID: c.worker, Fence: j.Fence, ExpiresAt: c.expires}
+		j.Lease = &sluicetype.Lease{ID: c.lease, WorkerID: c.worker, Fence: j.Fence, ExpiresAt: c.expires}
 		if err := decodeLists(j, asString(v[5]), asString(v[16]), false); err != nil {
 			return nil, err
 		}
@@ -114,7 +114,7 @@ func (c *claimedJob) query(ctx context.Context, st *sql.Stmt, args []any) ([]*en
 
 // decodeLists decodes the tags and errors columns; the latest error only
 // when lastErrorOnly.
-func decodeLists(j *engine.Job, tags, errs string, lastErrorOnly bool) error {
+func decodeLists(j *sluicetype.Job, tags, errs string, lastErrorOnly bool) error {
 	var err error
 	if tags != "" && tags != "[]" {
 		if j.Tags, err = decodeTags(tags); err != nil {
@@ -139,7 +139,7 @@ type scanner interface {
 
 // scanJob reads one row of jobColumns (plus extra trailing columns into
 // extra).
-func scanJob(sc scanner, extra ...any) (*engine.Job, error) {
+func scanJob(sc scanner, extra ...any) (*sluicetype.Job, error) {
 	return newJobScanner(extra...).scan(sc)
 }
 
@@ -161,12 +161,12 @@ func newJobScanner(extra ...any) *jobScanner {
 	return js
 }
 
-func (js *jobScanner) scan(sc scanner) (*engine.Job, error) {
+func (js *jobScanner) scan(sc scanner) (*sluicetype.Job, error) {
 	v := &js.v
 	if err := sc.Scan(js.dest...); err != nil {
 		return nil, err
 	}
-	j := &engine.Job{
+	j := &sluicetype.Job{
 		ID:             asString(v[0]),
 		Queue:          asString(v[1]),
 		Kind:           asString(v[2]),
@@ -174,7 +174,7 @@ func (js *jobScanner) scan(sc scanner) (*engine.Job, error) {
 		SchemaVersion:  int(asInt(v[4])),
 		Metadata:       asRaw(v[5]),
 		Priority:       int(asInt(v[7])),
-		State:          engine.State(asString(v[8])),
+		State:          sluicetype.State(asString(v[8])),
 		Attempt:        int(asInt(v[9])),
 		MaxAttempts:    int(asInt(v[10])),
 		CrashAttempt:   int(asInt(v[11])),
@@ -188,7 +188,7 @@ func (js *jobScanner) scan(sc scanner) (*engine.Job, error) {
 		AttemptedBy:    asString(v[19]),
 		StateChangedAt: fromNanos(asInt(v[20])),
 		FinalizedAt:    asTimePtr(v[21]),
-		TerminalReason: engine.TerminalReason(asString(v[22])),
+		TerminalReason: sluicetype.TerminalReason(asString(v[22])),
 		Version:        asInt(v[27]),
 		Checkpoint:     asRaw(v[28]),
 		DeadLetterOf:   asString(v[29]),
@@ -199,7 +199,7 @@ func (js *jobScanner) scan(sc scanner) (*engine.Job, error) {
 		return nil, err
 	}
 	if v[23] != nil {
-		j.Lease = &engine.Lease{
+		j.Lease = &sluicetype.Lease{
 			ID:        asString(v[23]),
 			WorkerID:  asString(v[24]),
 			Fence:     j.Fence,

@@ -1,4 +1,4 @@
-// Package sqlite is the embedded default store: engine.Store on a SQLite
+// Package sqlite is the embedded default store: backend.Store on a SQLite
 // file through modernc.org/sqlite (no cgo).
 //
 // The file is opened in WAL mode with two connection pools: one writer (a
@@ -22,10 +22,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/internal/redact"
-
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Options tune a Store. The zero value is fine.
@@ -49,7 +50,7 @@ type Options struct {
 // or not migrated.
 var ErrNoStore = errors.New("no such store")
 
-// Store is engine.Store on one SQLite file.
+// Store is backend.Store on one SQLite file.
 type Store struct {
 	path string
 	log  *slog.Logger
@@ -75,7 +76,7 @@ type Store struct {
 	countAdd, countsApply *sql.Stmt
 }
 
-var _ engine.Store = (*Store)(nil)
+var _ backend.Store = (*Store)(nil)
 
 // Open opens (creating when missing) the SQLite file at dsn and brings its
 // schema up to date. dsn is a file path; a sqlite:// URL is accepted too
@@ -90,10 +91,10 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		path = p
 	}
 	if path == "" {
-		return nil, fmt.Errorf("sqlite: %w: empty path", engine.ErrInvalid)
+		return nil, fmt.Errorf("sqlite: %w: empty path", sluicetype.ErrInvalid)
 	}
 	if path == ":memory:" || strings.HasPrefix(path, "file:") || strings.ContainsRune(path, '?') {
-		return nil, fmt.Errorf("sqlite: %w: %q is not a plain file path", engine.ErrInvalid, path)
+		return nil, fmt.Errorf("sqlite: %w: %q is not a plain file path", sluicetype.ErrInvalid, path)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -237,7 +238,7 @@ func (s *Store) Path() string { return s.path }
 func (s *Store) Backend() string { return "sqlite" }
 
 // Close releases the store's connections. Calls after Close fail with
-// engine.ErrClosed.
+// sluicetype.ErrClosed.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
@@ -252,7 +253,7 @@ func (s *Store) Close() error {
 // Now is the store's clock: this process's, in UTC.
 func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	if s.closed.Load() {
-		return time.Time{}, engine.ErrClosed
+		return time.Time{}, sluicetype.ErrClosed
 	}
 	return now(), nil
 }
@@ -263,7 +264,7 @@ func now() time.Time { return time.Now().UTC() }
 // truncates the log, so the file alone holds every committed change.
 func (s *Store) Checkpoint(ctx context.Context) error {
 	if s.closed.Load() {
-		return engine.ErrClosed
+		return sluicetype.ErrClosed
 	}
 	if _, err := s.w.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
 		return fmt.Errorf("sqlite: checkpoint: %w", err)
@@ -281,22 +282,22 @@ func ParseURL(u string) (string, error) {
 	case strings.HasPrefix(u, "sqlite:"):
 		p = strings.TrimPrefix(u, "sqlite:")
 	case strings.Contains(u, "://"):
-		return "", fmt.Errorf("sqlite: %w: %q is not a sqlite url", engine.ErrInvalid, redact.URL(u))
+		return "", fmt.Errorf("sqlite: %w: %q is not a sqlite url", sluicetype.ErrInvalid, redact.URL(u))
 	default:
 		p = u
 	}
 	if strings.ContainsAny(p, "?#") && p != u {
-		return "", fmt.Errorf("sqlite: %w: url %q: query and fragment are not supported", engine.ErrInvalid, redact.URL(u))
+		return "", fmt.Errorf("sqlite: %w: url %q: query and fragment are not supported", sluicetype.ErrInvalid, redact.URL(u))
 	}
 	if p != u {
 		dp, err := url.PathUnescape(p)
 		if err != nil {
-			return "", fmt.Errorf("sqlite: %w: url %q: %v", engine.ErrInvalid, redact.URL(u), err)
+			return "", fmt.Errorf("sqlite: %w: url %q: %v", sluicetype.ErrInvalid, redact.URL(u), err)
 		}
 		p = dp
 	}
 	if p == "" {
-		return "", fmt.Errorf("sqlite: %w: url %q names no file", engine.ErrInvalid, redact.URL(u))
+		return "", fmt.Errorf("sqlite: %w: url %q names no file", sluicetype.ErrInvalid, redact.URL(u))
 	}
 	return p, nil
 }
@@ -364,7 +365,7 @@ func (s *Store) stmts(ctx context.Context, queries ...string) ([]*sql.Stmt, erro
 // statement journal of their own.
 func (s *Store) writeTx(ctx context.Context, fn func(tx *wtx, now time.Time) error) error {
 	if s.closed.Load() {
-		return engine.ErrClosed
+		return sluicetype.ErrClosed
 	}
 	select {
 	case s.writeTurn <- struct{}{}:
@@ -384,7 +385,7 @@ func (s *Store) writeTx(ctx context.Context, fn func(tx *wtx, now time.Time) err
 		tx.Rollback()
 		return err
 	}
-	engine.BeforeCommit(ctx)
+	backend.BeforeCommit(ctx)
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlite: commit: %w", err)
 	}
@@ -392,14 +393,14 @@ func (s *Store) writeTx(ctx context.Context, fn func(tx *wtx, now time.Time) err
 	return nil
 }
 
-// CallsBeforeCommit: every write calls engine.BeforeCommit before its
-// commit (engine.CommitHooker).
+// CallsBeforeCommit: every write calls backend.BeforeCommit before its
+// commit (backend.CommitHooker).
 func (s *Store) CallsBeforeCommit() {}
 
 // readStmt prepares (or finds) a statement of the read pool.
 func (s *Store) readStmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	if s.closed.Load() {
-		return nil, engine.ErrClosed
+		return nil, sluicetype.ErrClosed
 	}
 	return s.rstmts.get(ctx, query)
 }

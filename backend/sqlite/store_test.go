@@ -7,14 +7,15 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/sqlite"
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 var ctx = context.Background()
 
-func job(id, queue, kind string) *engine.JobInsertParams {
-	return &engine.JobInsertParams{
+func job(id, queue, kind string) *backend.JobInsertParams {
+	return &backend.JobInsertParams{
 		ID:            id,
 		Queue:         queue,
 		Kind:          kind,
@@ -25,9 +26,9 @@ func job(id, queue, kind string) *engine.JobInsertParams {
 	}
 }
 
-func insert(t testing.TB, s *sqlite.Store, jobs ...*engine.JobInsertParams) []engine.JobInsertResult {
+func insert(t testing.TB, s *sqlite.Store, jobs ...*backend.JobInsertParams) []backend.JobInsertResult {
 	t.Helper()
-	res, err := s.JobInsertMany(ctx, &engine.JobInsertManyParams{Jobs: jobs})
+	res, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: jobs})
 	if err != nil {
 		t.Fatalf("insert: %v", err)
 	}
@@ -39,16 +40,16 @@ func insert(t testing.TB, s *sqlite.Store, jobs ...*engine.JobInsertParams) []en
 	return res
 }
 
-func get(t testing.TB, s *sqlite.Store, id string) *engine.Job {
+func get(t testing.TB, s *sqlite.Store, id string) *sluicetype.Job {
 	t.Helper()
-	j, err := s.JobGetByID(ctx, &engine.JobGetByIDParams{ID: id, IncludePayload: true})
+	j, err := s.JobGetByID(ctx, &backend.JobGetByIDParams{ID: id, IncludePayload: true})
 	if err != nil {
 		t.Fatalf("get %s: %v", id, err)
 	}
 	return j
 }
 
-func ids(js []*engine.Job) []string {
+func ids(js []*sluicetype.Job) []string {
 	out := []string{}
 	for _, j := range js {
 		out = append(out, j.ID)
@@ -72,7 +73,7 @@ func TestParseURL(t *testing.T) {
 		}
 	}
 	for _, in := range []string{"sqlite://", "sqlite:", "", "postgres://localhost/x", "sqlite://x.db?mode=ro"} {
-		if got, err := sqlite.ParseURL(in); !errors.Is(err, engine.ErrInvalid) {
+		if got, err := sqlite.ParseURL(in); !errors.Is(err, sluicetype.ErrInvalid) {
 			t.Errorf("ParseURL(%q) = %q, %v; want an error", in, got, err)
 		}
 	}
@@ -101,7 +102,7 @@ func TestOpenMigratesOnce(t *testing.T) {
 	}
 	s1.Close()
 	s2.Close()
-	if _, err := s1.JobGetByID(ctx, &engine.JobGetByIDParams{ID: "a"}); !errors.Is(err, engine.ErrClosed) {
+	if _, err := s1.JobGetByID(ctx, &backend.JobGetByIDParams{ID: "a"}); !errors.Is(err, sluicetype.ErrClosed) {
 		t.Fatalf("after close: %v", err)
 	}
 	if _, err := sqlite.Open(ctx, ":memory:", sqlite.Options{}); err == nil {

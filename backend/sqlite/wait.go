@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Waits: the signals buffered for waiting workflows and the fenced wake
-// of a waiting job (engine.WaitStore).
+// of a waiting job (backend.WaitStore).
 
 const (
 	sqlSignalJobState = `SELECT state FROM jobs WHERE id = ?`
@@ -29,29 +30,29 @@ const (
 )
 
 // SignalSend buffers one signal for a job.
-func (s *Store) SignalSend(ctx context.Context, p *engine.SignalSendParams) (*engine.Signal, error) {
+func (s *Store) SignalSend(ctx context.Context, p *backend.SignalSendParams) (*sluicetype.Signal, error) {
 	st, err := s.stmts(ctx, sqlSignalJobState, sqlSignalInsert, sqlWake, sqlInsertEvent)
 	if err != nil {
 		return nil, err
 	}
-	var out *engine.Signal
+	var out *sluicetype.Signal
 	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
 		var state string
 		err := tx.StmtContext(ctx, st[0]).QueryRowContext(ctx, p.JobID).Scan(&state)
 		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("job %s: %w", p.JobID, engine.ErrNotFound)
+			return fmt.Errorf("job %s: %w", p.JobID, sluicetype.ErrNotFound)
 		}
 		if err != nil {
 			return fmt.Errorf("sqlite: signal job %s: %w", p.JobID, err)
 		}
-		if engine.State(state).Terminal() {
-			return &engine.StateError{Action: "signal", ID: p.JobID, State: engine.State(state), Allowed: engine.SignalStates()}
+		if sluicetype.State(state).Terminal() {
+			return &sluicetype.StateError{Action: "signal", ID: p.JobID, State: sluicetype.State(state), Allowed: backend.SignalStates()}
 		}
 		var seq int64
 		if err := tx.StmtContext(ctx, st[1]).QueryRowContext(ctx, p.JobID, p.Name, string(p.Payload), now.UnixNano()).Scan(&seq); err != nil {
 			return fmt.Errorf("sqlite: signal job %s: %w", p.JobID, err)
 		}
-		out = &engine.Signal{JobID: p.JobID, Name: p.Name, Seq: seq, Payload: p.Payload, SentAt: now}
+		out = &sluicetype.Signal{JobID: p.JobID, Name: p.Name, Seq: seq, Payload: p.Payload, SentAt: now}
 		if p.Wake == nil {
 			return nil
 		}
@@ -66,7 +67,7 @@ func (s *Store) SignalSend(ctx context.Context, p *engine.SignalSendParams) (*en
 }
 
 // SignalList returns a job's buffered signals, oldest first.
-func (s *Store) SignalList(ctx context.Context, p *engine.SignalListParams) ([]*engine.Signal, error) {
+func (s *Store) SignalList(ctx context.Context, p *backend.SignalListParams) ([]*sluicetype.Signal, error) {
 	st, err := s.readStmt(ctx, sqlSignalList)
 	if err != nil {
 		return nil, err
@@ -76,9 +77,9 @@ func (s *Store) SignalList(ctx context.Context, p *engine.SignalListParams) ([]*
 		return nil, fmt.Errorf("sqlite: list signals of job %s: %w", p.JobID, err)
 	}
 	defer rows.Close()
-	var out []*engine.Signal
+	var out []*sluicetype.Signal
 	for rows.Next() {
-		var sg engine.Signal
+		var sg sluicetype.Signal
 		var payload string
 		var at int64
 		if err := rows.Scan(&sg.Seq, &sg.JobID, &sg.Name, &payload, &at); err != nil {
@@ -96,7 +97,7 @@ func (s *Store) SignalList(ctx context.Context, p *engine.SignalListParams) ([]*
 
 // SignalConsume takes one signal and writes the checkpoint under the
 // lease, in one transaction.
-func (s *Store) SignalConsume(ctx context.Context, p *engine.SignalConsumeParams) error {
+func (s *Store) SignalConsume(ctx context.Context, p *backend.SignalConsumeParams) error {
 	st, err := s.stmts(ctx, sqlSignalCheckpoint, sqlSignalDelete)
 	if err != nil {
 		return err
@@ -107,21 +108,21 @@ func (s *Store) SignalConsume(ctx context.Context, p *engine.SignalConsumeParams
 			return fmt.Errorf("sqlite: take signal of job %s: %w", p.ID, err)
 		}
 		if n, err := r.RowsAffected(); err != nil || n == 0 {
-			return fmt.Errorf("take signal of job %s: %w", p.ID, engine.ErrLeaseLost)
+			return fmt.Errorf("take signal of job %s: %w", p.ID, sluicetype.ErrLeaseLost)
 		}
 		r, err = tx.StmtContext(ctx, st[1]).ExecContext(ctx, p.Seq, p.ID, p.Name)
 		if err != nil {
 			return fmt.Errorf("sqlite: take signal of job %s: %w", p.ID, err)
 		}
 		if n, err := r.RowsAffected(); err != nil || n == 0 {
-			return fmt.Errorf("signal %q #%d of job %s: %w", p.Name, p.Seq, p.ID, engine.ErrNotFound)
+			return fmt.Errorf("signal %q #%d of job %s: %w", p.Name, p.Seq, p.ID, sluicetype.ErrNotFound)
 		}
 		return nil
 	})
 }
 
 // JobWake moves a job still in From at Fence to To, scheduled now.
-func (s *Store) JobWake(ctx context.Context, p *engine.JobWakeParams) (bool, error) {
+func (s *Store) JobWake(ctx context.Context, p *backend.JobWakeParams) (bool, error) {
 	st, err := s.stmts(ctx, sqlWake, sqlInsertEvent)
 	if err != nil {
 		return false, err
@@ -140,7 +141,7 @@ func (s *Store) JobWake(ctx context.Context, p *engine.JobWakeParams) (bool, err
 
 // wake is JobWake's write inside tx (wakeSt is sqlWake, eventSt
 // sqlInsertEvent); it reports whether the job moved.
-func (s *Store) wake(ctx context.Context, tx *wtx, wakeSt, eventSt *sql.Stmt, p *engine.JobWakeParams, nowNs int64) (bool, error) {
+func (s *Store) wake(ctx context.Context, tx *wtx, wakeSt, eventSt *sql.Stmt, p *backend.JobWakeParams, nowNs int64) (bool, error) {
 	r, err := tx.StmtContext(ctx, wakeSt).ExecContext(ctx, p.ID, string(p.From), p.Fence, string(p.To), nowNs)
 	if err != nil {
 		return false, fmt.Errorf("sqlite: wake job %s: %w", p.ID, err)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
 )
 
 const defaultTTL = 15 * time.Second
@@ -16,7 +16,7 @@ const sqlWorkerHeartbeat = `INSERT INTO workers (id, host, pid, queues, started_
 		heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at`
 
 // WorkerHeartbeat records that a worker process lives until TTL from now.
-func (s *Store) WorkerHeartbeat(ctx context.Context, p *engine.WorkerHeartbeatParams) error {
+func (s *Store) WorkerHeartbeat(ctx context.Context, p *backend.WorkerHeartbeatParams) error {
 	st, err := s.stmts(ctx, sqlWorkerHeartbeat)
 	if err != nil {
 		return err
@@ -35,7 +35,7 @@ func (s *Store) WorkerHeartbeat(ctx context.Context, p *engine.WorkerHeartbeatPa
 }
 
 // WorkerDelete removes a worker's record.
-func (s *Store) WorkerDelete(ctx context.Context, p *engine.WorkerDeleteParams) error {
+func (s *Store) WorkerDelete(ctx context.Context, p *backend.WorkerDeleteParams) error {
 	st, err := s.stmts(ctx, `DELETE FROM workers WHERE id = ?`)
 	if err != nil {
 		return err
@@ -55,7 +55,7 @@ const sqlLeaderAttempt = `INSERT INTO leaders (name, holder, expires_at) VALUES 
 
 // LeaderAttempt takes or renews the named lease for holder and reports
 // whether holder leads until TTL from now.
-func (s *Store) LeaderAttempt(ctx context.Context, p *engine.LeaderAttemptParams) (bool, error) {
+func (s *Store) LeaderAttempt(ctx context.Context, p *backend.LeaderAttemptParams) (bool, error) {
 	st, err := s.stmts(ctx, sqlLeaderAttempt)
 	if err != nil {
 		return false, err
@@ -84,7 +84,7 @@ func (s *Store) LeaderAttempt(ctx context.Context, p *engine.LeaderAttemptParams
 }
 
 // LeaderResign gives the lease up if holder has it.
-func (s *Store) LeaderResign(ctx context.Context, p *engine.LeaderResignParams) error {
+func (s *Store) LeaderResign(ctx context.Context, p *backend.LeaderResignParams) error {
 	st, err := s.stmts(ctx, `DELETE FROM leaders WHERE name = ? AND holder = ?`)
 	if err != nil {
 		return err

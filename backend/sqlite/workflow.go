@@ -7,7 +7,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // Workflows: step checkpoints under the lease, and the dead-letter route
@@ -35,7 +36,7 @@ const (
 
 // JobCheckpoint replaces running jobs' checkpoints under their leases, in
 // one transaction; each item is fenced on its own.
-func (s *Store) JobCheckpoint(ctx context.Context, p *engine.JobCheckpointParams) ([]error, error) {
+func (s *Store) JobCheckpoint(ctx context.Context, p *backend.JobCheckpointParams) ([]error, error) {
 	out := make([]error, len(p.Items))
 	if len(p.Items) == 0 {
 		return out, nil
@@ -57,7 +58,7 @@ func (s *Store) JobCheckpoint(ctx context.Context, p *engine.JobCheckpointParams
 			}
 			out[i] = nil
 			if n == 0 {
-				out[i] = fmt.Errorf("checkpoint job %s: %w", it.ID, engine.ErrLeaseLost)
+				out[i] = fmt.Errorf("checkpoint job %s: %w", it.ID, sluicetype.ErrLeaseLost)
 			}
 		}
 		return nil
@@ -78,7 +79,7 @@ const sqlStepCrash = `INSERT INTO fingerprint_step_crashes (fingerprint, step, c
 
 // finishStepCrash counts a crash inside a workflow step against its
 // (fingerprint, step), in the crash's transaction.
-func finishStepCrash(ctx context.Context, tx *wtx, st []*sql.Stmt, p *engine.JobFinishParams) error {
+func finishStepCrash(ctx context.Context, tx *wtx, st []*sql.Stmt, p *backend.JobFinishParams) error {
 	f := p.Fingerprint
 	if f == nil || f.Fingerprint == "" || f.StepCrash == "" {
 		return nil
@@ -95,12 +96,12 @@ const sqlStepCrashesOf = `SELECT fingerprint, step, crashes FROM fingerprint_ste
 	WHERE fingerprint IN (SELECT value FROM json_each(?1))`
 
 // addStepCrashes fills each record's StepCrashes from the stored counts.
-func (s *Store) addStepCrashes(ctx context.Context, fps []*engine.Fingerprint) error {
+func (s *Store) addStepCrashes(ctx context.Context, fps []*sluicetype.Fingerprint) error {
 	if len(fps) == 0 {
 		return nil
 	}
 	names := make([]string, len(fps))
-	by := make(map[string]*engine.Fingerprint, len(fps))
+	by := make(map[string]*sluicetype.Fingerprint, len(fps))
 	for i, f := range fps {
 		names[i] = f.Fingerprint
 		by[f.Fingerprint] = f
@@ -135,7 +136,7 @@ func (s *Store) addStepCrashes(ctx context.Context, fps []*engine.Fingerprint) e
 
 // finishCheckpoint writes a finish plan's checkpoint, before the row's
 // update so that the job it returns carries it.
-func finishCheckpoint(ctx context.Context, tx *wtx, st []*sql.Stmt, p *engine.JobFinishParams) error {
+func finishCheckpoint(ctx context.Context, tx *wtx, st []*sql.Stmt, p *backend.JobFinishParams) error {
 	if p.Checkpoint == nil {
 		return nil
 	}
@@ -148,7 +149,7 @@ func finishCheckpoint(ctx context.Context, tx *wtx, st []*sql.Stmt, p *engine.Jo
 // finishDeadLetter applies a finish plan's dead-letter route in the
 // death's transaction: insert the dead-letter job, or retry it when it
 // exists and is terminal.
-func finishDeadLetter(ctx context.Context, tx *wtx, st []*sql.Stmt, p *engine.JobFinishParams, counts countDeltas, nowNs int64) error {
+func finishDeadLetter(ctx context.Context, tx *wtx, st []*sql.Stmt, p *backend.JobFinishParams, counts countDeltas, nowNs int64) error {
 	return writeDeadLetter(ctx, tx, st, p.ID, p.DeadLetter, counts, nowNs)
 }
 
@@ -156,12 +157,12 @@ func finishDeadLetter(ctx context.Context, tx *wtx, st []*sql.Stmt, p *engine.Jo
 // say, in the claim's transaction. A death whose route cannot be built
 // (DeadLetterFor refuses it) stays archived unrouted rather than failing
 // every claim of the queue.
-func claimDeadLetters(ctx context.Context, tx *wtx, st []*sql.Stmt, pd *engine.ClaimDeadlineWrite, dead []*engine.Job, counts countDeltas, nowNs int64) error {
+func claimDeadLetters(ctx context.Context, tx *wtx, st []*sql.Stmt, pd *backend.ClaimDeadlineWrite, dead []*sluicetype.Job, counts countDeltas, nowNs int64) error {
 	if pd.DeadLetter == nil {
 		return nil
 	}
 	for _, j := range dead {
-		d, err := engine.DeadLetterFor(pd.DeadLetter.For(j.Kind), j, pd.LastError, pd.Reason)
+		d, err := backend.DeadLetterFor(pd.DeadLetter.For(j.Kind), j, pd.LastError, pd.Reason)
 		if err != nil {
 			continue
 		}
@@ -173,7 +174,7 @@ func claimDeadLetters(ctx context.Context, tx *wtx, st []*sql.Stmt, pd *engine.C
 }
 
 // writeDeadLetter writes the route d of the death of job id.
-func writeDeadLetter(ctx context.Context, tx *wtx, st []*sql.Stmt, id string, d *engine.DeadLetterWrite, counts countDeltas, nowNs int64) error {
+func writeDeadLetter(ctx context.Context, tx *wtx, st []*sql.Stmt, id string, d *backend.DeadLetterWrite, counts countDeltas, nowNs int64) error {
 	if d == nil || d.Job == nil {
 		return nil
 	}
@@ -188,9 +189,9 @@ func writeDeadLetter(ctx context.Context, tx *wtx, st []*sql.Stmt, id string, d 
 			tags = jsonStrings(jp.Tags)
 		}
 		due := nowNs + int64(jp.Delay)
-		st8 := engine.StateAvailable
+		st8 := sluicetype.StateAvailable
 		if jp.Delay > 0 {
-			st8 = engine.StateScheduled
+			st8 = sluicetype.StateScheduled
 		}
 		if _, err := tx.StmtContext(ctx, st[2]).ExecContext(ctx,
 			jp.ID, jp.Queue, jp.Kind, string(jp.Payload), jp.SchemaVersion,
@@ -204,17 +205,17 @@ func writeDeadLetter(ctx context.Context, tx *wtx, st []*sql.Stmt, id string, d 
 	case err != nil:
 		return fmt.Errorf("sqlite: dead job %s: read dead letter %s: %w", id, jp.ID, err)
 	}
-	if !engine.State(state).Terminal() {
+	if !sluicetype.State(state).Terminal() {
 		return nil
 	}
 	var queue string
 	if err := tx.StmtContext(ctx, st[3]).QueryRowContext(ctx, jp.ID, string(jp.Payload), jp.Fingerprint, nowNs, id).Scan(&queue); err != nil {
 		return fmt.Errorf("sqlite: dead job %s: retry dead letter %s: %w", id, jp.ID, err)
 	}
-	counts.move(queue, engine.State(state), engine.StateAvailable, 1)
+	counts.move(queue, sluicetype.State(state), sluicetype.StateAvailable, 1)
 	ev := d.RetryEvent
 	if _, err := tx.StmtContext(ctx, st[4]).ExecContext(ctx, jp.ID, string(ev.Kind), nowNs, ev.Actor,
-		state, string(engine.StateAvailable), attempt, ev.Message); err != nil {
+		state, string(sluicetype.StateAvailable), attempt, ev.Message); err != nil {
 		return fmt.Errorf("sqlite: dead job %s: retry dead letter %s: event: %w", id, jp.ID, err)
 	}
 	return nil

@@ -69,7 +69,7 @@ func renderThumbnail(ctx context.Context, _ *engine.Job, t Thumbnail) error {
 
 // newEngine builds the engine over store with this program's queues and
 // kinds; Start runs its workers and maintenance.
-func newEngine(store engine.Store, log *slog.Logger) (*engine.Engine, error) {
+func newEngine(store *sqlite.Store, log *slog.Logger) (*engine.Engine, error) {
 	e, err := engine.New(store, engine.Config{
 		Queues: map[string]engine.QueueConfig{
 			QueueEmail: {Concurrency: 4},

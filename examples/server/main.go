@@ -110,7 +110,7 @@ func withRequestID(log *slog.Logger, next http.Handler) http.Handler {
 
 // newEngine is the service's engine: workers for its kind, and
 // maintenance.
-func newEngine(store engine.Store, log *slog.Logger) (*engine.Engine, error) {
+func newEngine(store *sqlite.Store, log *slog.Logger) (*engine.Engine, error) {
 	e, err := engine.New(store, engine.Config{
 		Queues: map[string]engine.QueueConfig{QueueOrders: {Concurrency: 4}},
 		Logger: log,

@@ -21,6 +21,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/redact"
@@ -335,7 +336,7 @@ feed:
 }
 
 // benchVerify reads every job back and counts them by state.
-func benchVerify(ctx context.Context, s engine.Store, ids []string) (map[engine.State]int, error) {
+func benchVerify(ctx context.Context, s backend.Store, ids []string) (map[engine.State]int, error) {
 	const readers = 8
 	var (
 		mu     sync.Mutex
@@ -349,7 +350,7 @@ func benchVerify(ctx context.Context, s engine.Store, ids []string) (map[engine.
 			defer wg.Done()
 			local := map[engine.State]int{}
 			for i := r; i < len(ids); i += readers {
-				j, err := s.JobGetByID(ctx, &engine.JobGetByIDParams{ID: ids[i]})
+				j, err := s.JobGetByID(ctx, &backend.JobGetByIDParams{ID: ids[i]})
 				if errors.Is(err, engine.ErrNotFound) {
 					local[engine.StateDeleted]++
 					continue
@@ -607,7 +608,7 @@ func processCPU() time.Duration {
 
 // writeTransactions is how many write transactions the store has
 // committed, or -1 when it does not count them.
-func writeTransactions(s engine.Store) int64 {
+func writeTransactions(s backend.Store) int64 {
 	if c, ok := s.(interface{ WriteTransactions() uint64 }); ok {
 		return int64(c.WriteTransactions())
 	}

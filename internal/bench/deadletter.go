@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/redact"
@@ -500,7 +501,7 @@ func benchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *cliutil.LogOp
 // benchDeadSeed inserts o.jobs failing jobs and runs them to their death
 // in an engine with workers, timed as the peer harness times it, and
 // returns the ids of deadSamples of them.
-func benchDeadSeed(ctx context.Context, store engine.Store, o *benchDeadOptions, log *slog.Logger,
+func benchDeadSeed(ctx context.Context, store backend.Store, o *benchDeadOptions, log *slog.Logger,
 	progress func(string, ...any), res *benchResult) ([]string, error) {
 	n := int64(o.jobs)
 	var handled atomic.Int64
@@ -561,7 +562,7 @@ func benchDeadSeed(ctx context.Context, store engine.Store, o *benchDeadOptions,
 // deadHave reports whether the store already holds exactly n jobs, all of
 // them dead in queue (what a run with --no-retry leaves); an empty store
 // is to be seeded, anything else is refused.
-func deadHave(ctx context.Context, store engine.Store, queue string, n int64) (bool, error) {
+func deadHave(ctx context.Context, store backend.Store, queue string, n int64) (bool, error) {
 	e, err := engine.New(store, engine.Config{NoMaintenance: true})
 	if err != nil {
 		return false, err

@@ -13,9 +13,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/postgres"
 	"github.com/sluicehq/sluice/backend/redis"
-	"github.com/sluicehq/sluice/engine"
 )
 
 // batchTimer is the store the bulk retry runs on, timing each of its
@@ -23,12 +23,12 @@ import (
 // plus the round trip): the slowest is what the workers' writes may wait
 // behind.
 type batchTimer struct {
-	engine.Store
+	backend.Store
 	mu  sync.Mutex
 	lat []time.Duration
 }
 
-func (b *batchTimer) OperationProcessBatch(ctx context.Context, p *engine.OperationProcessBatchParams) (*engine.OperationBatchResult, error) {
+func (b *batchTimer) OperationProcessBatch(ctx context.Context, p *backend.OperationProcessBatchParams) (*backend.OperationBatchResult, error) {
 	t := time.Now()
 	r, err := b.Store.OperationProcessBatch(ctx, p)
 	d := time.Since(t)
@@ -59,7 +59,7 @@ type redisProbe struct {
 	ns string
 }
 
-func newRedisProbe(s engine.Store) *redisProbe {
+func newRedisProbe(s backend.Store) *redisProbe {
 	rs, ok := s.(*redis.Store)
 	if !ok {
 		return nil
@@ -152,7 +152,7 @@ func (p *redisProbe) slowSince(ctx context.Context, id int64) (all, ours int, lo
 // seen (the pool keeps its connections for much longer than a run).
 type pgProbe struct{ pool *pgxpool.Pool }
 
-func newPGProbe(s engine.Store) *pgProbe {
+func newPGProbe(s backend.Store) *pgProbe {
 	ps, ok := s.(*postgres.Store)
 	if !ok {
 		return nil

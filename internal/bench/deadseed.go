@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -45,7 +46,7 @@ func deadGroupOf(i int) deadGroup {
 // benchDeadSeedDeadline seeds n dead jobs on queue by deadline and returns
 // the ids of deadSamples of them. Groups are seeded one after the other,
 // because a claim writes one error message for all the jobs it archives.
-func benchDeadSeedDeadline(ctx context.Context, store engine.Store, o *benchDeadOptions,
+func benchDeadSeedDeadline(ctx context.Context, store backend.Store, o *benchDeadOptions,
 	progress func(string, ...any), res *benchResult) ([]string, error) {
 	e, err := engine.New(store, engine.Config{NoMaintenance: true})
 	if err != nil {
@@ -114,10 +115,10 @@ func benchDeadSeedDeadline(ctx context.Context, store engine.Store, o *benchDead
 // deadClaimAll archives every available job of queue past its deadline,
 // writing msg as their error, from conc claimers at once, and returns how
 // many it archived.
-func deadClaimAll(ctx context.Context, store engine.Store, queue, msg string, conc int) (int64, error) {
-	w := engine.ClaimDeadlineWrite{To: engine.StateArchived, Reason: engine.ReasonDeadlineExceeded,
+func deadClaimAll(ctx context.Context, store backend.Store, queue, msg string, conc int) (int64, error) {
+	w := backend.ClaimDeadlineWrite{To: engine.StateArchived, Reason: engine.ReasonDeadlineExceeded,
 		LastError: msg, Pattern: engine.NormalizeError(msg),
-		Event: engine.EventWrite{Kind: engine.EventArchived, Actor: "bench-seed", From: engine.StateAvailable,
+		Event: backend.EventWrite{Kind: engine.EventArchived, Actor: "bench-seed", From: engine.StateAvailable,
 			To: engine.StateArchived, Message: msg}}
 	var total atomic.Int64
 	var wg sync.WaitGroup
@@ -127,7 +128,7 @@ func deadClaimAll(ctx context.Context, store engine.Store, queue, msg string, co
 		go func() {
 			defer wg.Done()
 			for {
-				r, err := store.JobClaim(ctx, &engine.JobClaimParams{Queue: queue, WorkerID: "bench-seed",
+				r, err := store.JobClaim(ctx, &backend.JobClaimParams{Queue: queue, WorkerID: "bench-seed",
 					LeaseID: fmt.Sprintf("bench-seed-%d", c), PastDeadline: w})
 				if err != nil {
 					errc <- fmt.Errorf("claim: %w", err)

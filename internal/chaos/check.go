@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -101,7 +102,7 @@ func (r *run) check(ctx context.Context) error {
 		var j *engine.Job
 		err := r.retry(ctx, "get job", func() error {
 			var err error
-			j, err = r.store.JobGetByID(ctx, &engine.JobGetByIDParams{ID: id})
+			j, err = r.store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: id})
 			return err
 		})
 		if err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
 	"github.com/sluicehq/sluice/engine"
@@ -257,7 +258,7 @@ type run struct {
 	side      string
 	queue     string
 	e         *engine.Engine
-	store     engine.Store
+	store     backend.Store
 	mu        sync.Mutex
 	procs     []*proc
 	spawned   int

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 	// The modernc.org/sqlite driver, registered as "sqlite" by the store.
 	_ "github.com/sluicehq/sluice/backend/sqlite"
@@ -116,7 +117,7 @@ func (r *Recorder) Execution(j *engine.Job, process string) {
 // accepted it.
 type WriteRow struct {
 	Op      string
-	Ref     engine.JobRef
+	Ref     backend.JobRef
 	Process string
 	Err     error
 }

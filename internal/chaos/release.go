@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -61,7 +62,7 @@ func (r *run) release(ctx context.Context, pick uint64, whole bool) {
 	id := cands[pick%uint64(len(cands))].ID
 	// The fence from the job itself, read now: while it is quarantined
 	// nothing claims it, so this is the fence it was quarantined under.
-	j, err := r.store.JobGetByID(ctx, &engine.JobGetByIDParams{ID: id})
+	j, err := r.store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: id})
 	if err != nil || j.State != engine.StateQuarantined {
 		r.log("release: job %s: %v (state %v)", id, err, stateOf(j))
 		return
@@ -90,7 +91,7 @@ func (r *run) release(ctx context.Context, pick uint64, whole bool) {
 		var after *engine.Job
 		if rerr := r.retry(ctx, "get job", func() error {
 			var err error
-			after, err = r.store.JobGetByID(ctx, &engine.JobGetByIDParams{ID: id})
+			after, err = r.store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: id})
 			return err
 		}); rerr != nil {
 			rel.uncertain = true

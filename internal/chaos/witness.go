@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -20,25 +21,25 @@ import (
 // fence that got through. This exists to prove the checker can fail
 // (TestFaultChaosDefeatedFencing); it lives in the test worker only
 // (testworker worker --defeat-fencing), never in the product.
-func Witness(s engine.Store, rec *Recorder, process string, defeat bool) engine.Store {
+func Witness(s backend.Store, rec *Recorder, process string, defeat bool) backend.Store {
 	return &witness{Store: s, rec: rec, process: process, defeat: defeat}
 }
 
 type witness struct {
-	engine.Store
+	backend.Store
 	rec     *Recorder
 	process string
 	defeat  bool
 }
 
-func (w *witness) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine.JobClaimResult, error) {
+func (w *witness) JobClaim(ctx context.Context, p *backend.JobClaimParams) (*backend.JobClaimResult, error) {
 	res, err := w.Store.JobClaim(ctx, p)
 	if err != nil || res == nil {
 		return res, err
 	}
 	rows := make([]WriteRow, 0, len(res.Jobs))
 	for _, j := range res.Jobs {
-		ref := engine.JobRef{ID: j.ID, Fence: j.Fence}
+		ref := backend.JobRef{ID: j.ID, Fence: j.Fence}
 		if j.Lease != nil {
 			ref.LeaseID, ref.Fence = j.Lease.ID, j.Lease.Fence
 		}
@@ -50,22 +51,22 @@ func (w *witness) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engi
 
 // current is the reference of the job's lease now, or ref itself when the
 // job holds none.
-func (w *witness) current(ctx context.Context, ref engine.JobRef) engine.JobRef {
-	j, err := w.Store.JobGetByID(ctx, &engine.JobGetByIDParams{ID: ref.ID})
+func (w *witness) current(ctx context.Context, ref backend.JobRef) backend.JobRef {
+	j, err := w.Store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: ref.ID})
 	if err != nil || j.Lease == nil {
 		return ref
 	}
-	return engine.JobRef{ID: ref.ID, LeaseID: j.Lease.ID, Fence: j.Lease.Fence}
+	return backend.JobRef{ID: ref.ID, LeaseID: j.Lease.ID, Fence: j.Lease.Fence}
 }
 
-func (w *witness) JobCompleteMany(ctx context.Context, p *engine.JobCompleteManyParams) ([]error, error) {
-	orig := make([]engine.JobRef, len(p.Items))
+func (w *witness) JobCompleteMany(ctx context.Context, p *backend.JobCompleteManyParams) ([]error, error) {
+	orig := make([]backend.JobRef, len(p.Items))
 	for i, it := range p.Items {
 		orig[i] = it.JobRef
 	}
 	if w.defeat {
 		q := *p
-		q.Items = make([]engine.JobCompleteItem, len(p.Items))
+		q.Items = make([]backend.JobCompleteItem, len(p.Items))
 		for i, it := range p.Items {
 			it.JobRef = w.current(ctx, it.JobRef)
 			q.Items[i] = it
@@ -88,7 +89,7 @@ func (w *witness) JobCompleteMany(ctx context.Context, p *engine.JobCompleteMany
 	return errs, nil
 }
 
-func (w *witness) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engine.Job, error) {
+func (w *witness) JobFinish(ctx context.Context, p *backend.JobFinishParams) (*engine.Job, error) {
 	orig := p.JobRef
 	if w.defeat {
 		q := *p
@@ -102,10 +103,10 @@ func (w *witness) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*en
 	return j, err
 }
 
-func (w *witness) JobLeaseRenew(ctx context.Context, p *engine.JobLeaseRenewParams) ([]error, error) {
+func (w *witness) JobLeaseRenew(ctx context.Context, p *backend.JobLeaseRenewParams) ([]error, error) {
 	if w.defeat {
 		q := *p
-		q.Items = make([]engine.JobRef, len(p.Items))
+		q.Items = make([]backend.JobRef, len(p.Items))
 		for i, ref := range p.Items {
 			q.Items[i] = w.current(ctx, ref)
 		}

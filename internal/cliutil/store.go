@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/postgres"
 	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/backend/sqlite"
@@ -61,7 +62,7 @@ func ParseStoreURL(raw string) (StoreTarget, error) {
 // as it opens; a PostgreSQL schema only with migrate=true in the URL
 // (otherwise a schema behind or ahead is refused, naming `sluice
 // migrate`); a Redis namespace is created when empty.
-func OpenStore(ctx context.Context, rawURL string, log *slog.Logger) (engine.Store, error) {
+func OpenStore(ctx context.Context, rawURL string, log *slog.Logger) (backend.Store, error) {
 	return openStore(ctx, rawURL, log, false, false)
 }
 
@@ -69,18 +70,18 @@ func OpenStore(ctx context.Context, rawURL string, log *slog.Logger) (engine.Sto
 // also brings a PostgreSQL schema or a Redis namespace that is behind this
 // build up to date (a process's --migrate; a PostgreSQL URL's migrate=true
 // does the same). A SQLite file migrates as it opens either way.
-func OpenStoreMigrating(ctx context.Context, rawURL string, log *slog.Logger) (engine.Store, error) {
+func OpenStoreMigrating(ctx context.Context, rawURL string, log *slog.Logger) (backend.Store, error) {
 	return openStore(ctx, rawURL, log, false, true)
 }
 
 // OpenExistingStore opens the store a URL names only if it exists and is
 // migrated: it never creates or migrates one. Commands that only read,
 // and commands acting on a store they do not own, open stores so.
-func OpenExistingStore(ctx context.Context, rawURL string, log *slog.Logger) (engine.Store, error) {
+func OpenExistingStore(ctx context.Context, rawURL string, log *slog.Logger) (backend.Store, error) {
 	return openStore(ctx, rawURL, log, true, false)
 }
 
-func openStore(ctx context.Context, rawURL string, log *slog.Logger, mustExist, migrate bool) (engine.Store, error) {
+func openStore(ctx context.Context, rawURL string, log *slog.Logger, mustExist, migrate bool) (backend.Store, error) {
 	t, err := ParseStoreURL(rawURL)
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -204,14 +205,14 @@ func SeedJobs(now time.Time, st Story) []engine.EnqueueParams {
 
 // Seeded reports whether the demo's seed is in the store (its first job
 // exists).
-func Seeded(ctx context.Context, s engine.Store) (bool, error) {
+func Seeded(ctx context.Context, s backend.Store) (bool, error) {
 	_, ok, err := seededAt(ctx, s)
 	return ok, err
 }
 
 // seededAt is when the seed's first job was written, if it was.
-func seededAt(ctx context.Context, s engine.Store) (time.Time, bool, error) {
-	j, err := s.JobGetByID(ctx, &engine.JobGetByIDParams{ID: SeedMarker})
+func seededAt(ctx context.Context, s backend.Store) (time.Time, bool, error) {
+	j, err := s.JobGetByID(ctx, &backend.JobGetByIDParams{ID: SeedMarker})
 	switch {
 	case err == nil:
 		return j.CreatedAt, true, nil
@@ -225,7 +226,7 @@ func seededAt(ctx context.Context, s engine.Store) (time.Time, bool, error) {
 // when the seed was written, or from now for a store not seeded yet (then
 // seeded is false). A demo reopened on its file keeps its night: the
 // outage it left behind is not started again.
-func StoryOf(ctx context.Context, s engine.Store, outage time.Duration, backlog int) (st Story, seeded bool, err error) {
+func StoryOf(ctx context.Context, s backend.Store, outage time.Duration, backlog int) (st Story, seeded bool, err error) {
 	at, seeded, err := seededAt(ctx, s)
 	if err != nil {
 		return Story{}, false, err

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/demo"
@@ -345,7 +346,7 @@ func TestTrickle(t *testing.T) {
 }
 
 // newEngine builds an engine working every demo queue with fast timings.
-func newEngine(t *testing.T, store engine.Store, tally *demo.Tally) *engine.Engine {
+func newEngine(t *testing.T, store backend.Store, tally *demo.Tally) *engine.Engine {
 	t.Helper()
 	if tally != nil {
 		store = tally.Wrap(store)
@@ -388,14 +389,14 @@ func run(t *testing.T, e *engine.Engine) {
 }
 
 // waitTerminal polls until every job is in a terminal state.
-func waitTerminal(t *testing.T, s engine.Store, ids []string) map[string]*engine.Job {
+func waitTerminal(t *testing.T, s backend.Store, ids []string) map[string]*engine.Job {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		out := map[string]*engine.Job{}
 		pending := 0
 		for _, id := range ids {
-			j, err := s.JobGetByID(context.Background(), &engine.JobGetByIDParams{ID: id})
+			j, err := s.JobGetByID(context.Background(), &backend.JobGetByIDParams{ID: id})
 			if err != nil {
 				t.Fatalf("get %s: %v", id, err)
 			}

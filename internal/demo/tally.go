@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -69,7 +70,7 @@ func NewTally() *Tally {
 
 // Wrap returns s with every write the engine makes counted. Hand the result
 // to engine.New.
-func (t *Tally) Wrap(s engine.Store) engine.Store { return &tallyStore{Store: s, t: t} }
+func (t *Tally) Wrap(s backend.Store) backend.Store { return &tallyStore{Store: s, t: t} }
 
 // OnDead is a death handler: register it with Engine.OnDead to see the
 // latest deaths in Snapshot.
@@ -145,7 +146,7 @@ func (t *Tally) release(id string) (string, bool) {
 // tallyStore is the engine's store with the tally listening. Embedding
 // passes every method on; the four that change counts are overridden.
 type tallyStore struct {
-	engine.Store
+	backend.Store
 	t *Tally
 }
 
@@ -157,7 +158,7 @@ func (s *tallyStore) failed(err error) {
 	}
 }
 
-func (s *tallyStore) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams) ([]engine.JobInsertResult, error) {
+func (s *tallyStore) JobInsertMany(ctx context.Context, p *backend.JobInsertManyParams) ([]backend.JobInsertResult, error) {
 	res, err := s.Store.JobInsertMany(ctx, p)
 	s.failed(err)
 	if err != nil {
@@ -180,7 +181,7 @@ func (s *tallyStore) JobInsertMany(ctx context.Context, p *engine.JobInsertManyP
 	return res, nil
 }
 
-func (s *tallyStore) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine.JobClaimResult, error) {
+func (s *tallyStore) JobClaim(ctx context.Context, p *backend.JobClaimParams) (*backend.JobClaimResult, error) {
 	res, err := s.Store.JobClaim(ctx, p)
 	if ctx.Err() == nil {
 		s.failed(err)
@@ -202,7 +203,7 @@ func (s *tallyStore) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*e
 	return res, nil
 }
 
-func (s *tallyStore) JobCompleteMany(ctx context.Context, p *engine.JobCompleteManyParams) ([]error, error) {
+func (s *tallyStore) JobCompleteMany(ctx context.Context, p *backend.JobCompleteManyParams) ([]error, error) {
 	res, err := s.Store.JobCompleteMany(ctx, p)
 	s.failed(err)
 	if err != nil {
@@ -219,7 +220,7 @@ func (s *tallyStore) JobCompleteMany(ctx context.Context, p *engine.JobCompleteM
 	return res, nil
 }
 
-func (s *tallyStore) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engine.Job, error) {
+func (s *tallyStore) JobFinish(ctx context.Context, p *backend.JobFinishParams) (*engine.Job, error) {
 	j, err := s.Store.JobFinish(ctx, p)
 	s.failed(err)
 	if err != nil {
@@ -236,7 +237,7 @@ func (s *tallyStore) JobFinish(ctx context.Context, p *engine.JobFinishParams) (
 	q := s.t.q(queue)
 	switch p.To {
 	case engine.StateRetryable:
-		if p.Charge == engine.ChargeCrash {
+		if p.Charge == backend.ChargeCrash {
 			q.Crashed++
 		} else {
 			q.Failed++

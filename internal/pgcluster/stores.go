@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/redact"
@@ -155,7 +156,7 @@ func stripStoreParams(raw string) string {
 // OpenStore opens (creating and migrating: see Migrating) the store a URL
 // names for a test, closed when the test ends. A backend not built yet
 // (the error wraps engine.ErrUnsupported) skips the test with that reason.
-func OpenStore(t testing.TB, raw string) engine.Store {
+func OpenStore(t testing.TB, raw string) backend.Store {
 	t.Helper()
 	s, err := cliutil.OpenStore(context.Background(), Migrating(raw), nil)
 	if errors.Is(err, engine.ErrUnsupported) {

@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -26,13 +27,13 @@ const (
 
 // faultStore kills the process around routed deaths, as fault says.
 type faultStore struct {
-	engine.Store
+	backend.Store
 	fault string
 	// hooks: the store underneath calls engine.BeforeCommit.
 	hooks bool
 }
 
-func withFault(s engine.Store, fault string, hooks bool) (engine.Store, error) {
+func withFault(s backend.Store, fault string, hooks bool) (backend.Store, error) {
 	switch fault {
 	case "":
 		return s, nil
@@ -42,14 +43,14 @@ func withFault(s engine.Store, fault string, hooks bool) (engine.Store, error) {
 	return nil, fmt.Errorf("unknown --fault %q (want %s or %s)", fault, faultBeforeDeadLetter, faultAfterDeadLetter)
 }
 
-func (f *faultStore) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engine.Job, error) {
+func (f *faultStore) JobFinish(ctx context.Context, p *backend.JobFinishParams) (*engine.Job, error) {
 	if p.DeadLetter == nil {
 		return f.Store.JobFinish(ctx, p)
 	}
 	if f.fault == faultBeforeDeadLetter {
 		if f.hooks {
 			// Inside the write: its statements ran, its commit has not.
-			ctx = engine.WithBeforeCommit(ctx, func() {
+			ctx = backend.WithBeforeCommit(ctx, func() {
 				fmt.Fprintln(os.Stderr, "testworker: killed inside the death's transaction, before its commit")
 				killSelf()
 			})

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/spf13/pflag"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/chaos"
@@ -113,7 +113,7 @@ func work(storeURL, queues, workerID, record, fault, countRedis, hold string, co
 		return err
 	}
 	defer store.Close()
-	_, hooks := store.(engine.CommitHooker) // the witness wraps it: ask the store itself
+	_, hooks := store.(backend.CommitHooker) // the witness wraps it: ask the store itself
 	faulty, err := withFault(chaos.Witness(store, rec, workerID, defeat), fault, hooks)
 	if err != nil {
 		return err

@@ -19,9 +19,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/postgres"
-	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // DefaultURL is the server tests use without SLUICE_TEST_POSTGRES.
@@ -118,7 +119,7 @@ func Open(tb testing.TB, rawURL string, opts postgres.Options) *postgres.Store {
 
 // URL is the URL of s (a *postgres.Store from New) for another process
 // or store to open.
-func URL(tb testing.TB, s engine.Store) string {
+func URL(tb testing.TB, s backend.Store) string {
 	tb.Helper()
 	ps := store(tb, s)
 	p, err := url.Parse(ServerURL(tb))
@@ -136,12 +137,12 @@ func URL(tb testing.TB, s engine.Store) string {
 
 // Reopen opens a second store on the schema of s, as another process
 // would, and closes it when tb ends.
-func Reopen(tb testing.TB, s engine.Store) engine.Store {
+func Reopen(tb testing.TB, s backend.Store) backend.Store {
 	tb.Helper()
 	return Open(tb, URL(tb, s), postgres.Options{MaxConns: 4})
 }
 
-func store(tb testing.TB, s engine.Store) *postgres.Store {
+func store(tb testing.TB, s backend.Store) *postgres.Store {
 	tb.Helper()
 	ps, ok := s.(*postgres.Store)
 	if !ok {
@@ -157,7 +158,7 @@ type Truth struct {
 }
 
 // NewTruth returns the Truth of s, a *postgres.Store.
-func NewTruth(tb testing.TB, s engine.Store) *Truth {
+func NewTruth(tb testing.TB, s backend.Store) *Truth {
 	tb.Helper()
 	return &Truth{s: store(tb, s)}
 }
@@ -167,14 +168,14 @@ func (tr *Truth) table(name string) string {
 }
 
 // JobCounts counts the jobs per queue and state with GROUP BY.
-func (tr *Truth) JobCounts(tb testing.TB) map[string]map[engine.State]int64 {
+func (tr *Truth) JobCounts(tb testing.TB) map[string]map[sluicetype.State]int64 {
 	tb.Helper()
 	rows, err := tr.s.Pool().Query(context.Background(), `SELECT queue, state, count(*) FROM `+tr.table("jobs")+` GROUP BY queue, state`)
 	if err != nil {
 		tb.Fatalf("pgtest: truth: %v", err)
 	}
 	defer rows.Close()
-	out := map[string]map[engine.State]int64{}
+	out := map[string]map[sluicetype.State]int64{}
 	for rows.Next() {
 		var q, st string
 		var n int64
@@ -182,9 +183,9 @@ func (tr *Truth) JobCounts(tb testing.TB) map[string]map[engine.State]int64 {
 			tb.Fatalf("pgtest: truth: %v", err)
 		}
 		if out[q] == nil {
-			out[q] = map[engine.State]int64{}
+			out[q] = map[sluicetype.State]int64{}
 		}
-		out[q][engine.State(st)] = n
+		out[q][sluicetype.State(st)] = n
 	}
 	if err := rows.Err(); err != nil {
 		tb.Fatalf("pgtest: truth: %v", err)
@@ -193,7 +194,7 @@ func (tr *Truth) JobCounts(tb testing.TB) map[string]map[engine.State]int64 {
 }
 
 // CounterAdd adds n to shard 0 of the job_counts row of (queue, state).
-func (tr *Truth) CounterAdd(tb testing.TB, queue string, state engine.State, n int64) {
+func (tr *Truth) CounterAdd(tb testing.TB, queue string, state sluicetype.State, n int64) {
 	tb.Helper()
 	if _, err := tr.s.Pool().Exec(context.Background(), `INSERT INTO `+tr.table("job_counts")+` AS c (queue, state, shard, n)
 		VALUES ($1, $2, 0, $3) ON CONFLICT (queue, state, shard) DO UPDATE SET n = c.n + excluded.n`, queue, string(state), n); err != nil {

@@ -16,8 +16,9 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/redis"
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // DefaultURL is the server tests use when SLUICE_TEST_REDIS is unset.
@@ -166,7 +167,7 @@ func NewOn(tb testing.TB, base string) *redis.Store {
 
 // Reopen opens a second store on the namespace of s (a *redis.Store), as
 // another process would, and closes it when tb ends.
-func Reopen(tb testing.TB, s engine.Store) engine.Store {
+func Reopen(tb testing.TB, s backend.Store) backend.Store {
 	tb.Helper()
 	rs := store(tb, s)
 	s2, err := redis.Open(context.Background(), rs.URL(), redis.Options{})
@@ -177,7 +178,7 @@ func Reopen(tb testing.TB, s engine.Store) engine.Store {
 	return s2
 }
 
-func store(tb testing.TB, s engine.Store) *redis.Store {
+func store(tb testing.TB, s backend.Store) *redis.Store {
 	tb.Helper()
 	rs, ok := s.(*redis.Store)
 	if !ok {
@@ -193,18 +194,18 @@ type Truth struct {
 }
 
 // NewTruth returns a Truth over s, which must be a *redis.Store.
-func NewTruth(tb testing.TB, s engine.Store) *Truth {
+func NewTruth(tb testing.TB, s backend.Store) *Truth {
 	tb.Helper()
 	return &Truth{s: store(tb, s)}
 }
 
 // JobCounts counts the jobs per queue and state from the job hashes
 // themselves (a SCAN of the namespace), never from the counters.
-func (tr *Truth) JobCounts(tb testing.TB) map[string]map[engine.State]int64 {
+func (tr *Truth) JobCounts(tb testing.TB) map[string]map[sluicetype.State]int64 {
 	tb.Helper()
 	ctx := context.Background()
 	c := tr.s.Client()
-	out := map[string]map[engine.State]int64{}
+	out := map[string]map[sluicetype.State]int64{}
 	keys, err := scan(ctx, c, tr.s.Key("job", "*"))
 	if err != nil {
 		tb.Fatalf("redistest: truth: %v", err)
@@ -224,15 +225,15 @@ func (tr *Truth) JobCounts(tb testing.TB) map[string]map[engine.State]int64 {
 		q, _ := v[0].(string)
 		st, _ := v[1].(string)
 		if out[q] == nil {
-			out[q] = map[engine.State]int64{}
+			out[q] = map[sluicetype.State]int64{}
 		}
-		out[q][engine.State(st)]++
+		out[q][sluicetype.State(st)]++
 	}
 	return out
 }
 
 // CounterAdd adds n to the maintained counter of (queue, state).
-func (tr *Truth) CounterAdd(tb testing.TB, queue string, state engine.State, n int64) {
+func (tr *Truth) CounterAdd(tb testing.TB, queue string, state sluicetype.State, n int64) {
 	tb.Helper()
 	if err := tr.s.Client().HIncrBy(context.Background(), tr.s.Key("counts"), queue+"\x1f"+string(state), n).Err(); err != nil {
 		tb.Fatalf("redistest: counter add: %v", err)

@@ -1,0 +1,263 @@
+package backend
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/sluicehq/sluice/sluicetype"
+)
+
+// ControlStore is what the operator surface needs from storage, on top of
+// Store. Same rules: Noun+Verb with params structs, the store's clock,
+// one transaction per call (per batch for operations), an event row for
+// every operator action, and ErrUnsupported (wrapped, naming the filter)
+// for a filter the backend cannot serve — never a silently ignored one.
+type ControlStore interface {
+	// JobListPage pages summaries of the jobs matching the filter — no
+	// payload, no checkpoint, and in Errors the latest error alone —
+	// ordered by (state_changed_at, id) descending. After, when set, continues
+	// strictly past that key: towards older rows, or towards newer ones
+	// when Reverse (rows then come oldest first; the caller flips them).
+	JobListPage(ctx context.Context, p *JobListPageParams) ([]*sluicetype.Job, error)
+	// JobCountMatching counts jobs matching the filter, stopping at Max (0: no
+	// cap) and reporting whether it stopped.
+	JobCountMatching(ctx context.Context, p *JobCountMatchingParams) (n int64, capped bool, err error)
+	// JobCountByQueue reads the maintained per-queue, per-state counters.
+	JobCountByQueue(ctx context.Context, p *JobCountByQueueParams) (map[string]map[sluicetype.State]int64, error)
+	// JobCountReconcile recounts the counters from the jobs themselves.
+	JobCountReconcile(ctx context.Context) error
+	// JobErrorGroups groups dead jobs matching the filter by queue, kind
+	// and error pattern (written at death by the engine).
+	JobErrorGroups(ctx context.Context, p *JobErrorGroupsParams) ([]sluicetype.ErrorGroup, error)
+
+	// JobAction applies one operator action's spec to one job in one
+	// transaction: the job must be in one of Spec.From (else a
+	// *StateError) and pass the spec's refusals (*QuarantinedError,
+	// *SupersededError unless Force); then the spec's state and effects are
+	// written with Event and the counter delta. It returns the job as
+	// written (nil when deleted); ErrNotFound for no such job.
+	JobAction(ctx context.Context, p *JobActionParams) (*sluicetype.Job, error)
+	// JobUpdatePayload replaces the payload (and fingerprint) when the
+	// row's version is still Version (else a *VersionError) and the job
+	// is not running (else a *StateError), with Event.
+	JobUpdatePayload(ctx context.Context, p *JobUpdatePayloadParams) (*sluicetype.Job, error)
+	// JobRetryCopy inserts the corrected copy of a terminal job (else
+	// a *StateError; a quarantined new fingerprint is a
+	// *QuarantinedError; an existing NewID is ErrConflict) and marks the
+	// original superseded, with both events, in one transaction.
+	JobRetryCopy(ctx context.Context, p *JobRetryCopyParams) (*sluicetype.Job, error)
+	// JobFork inserts a copy of a terminal job (else a *StateError; a
+	// quarantined fingerprint is a *QuarantinedError; an existing NewID,
+	// or an original whose version is no longer Version, is ErrConflict):
+	// same queue, kind, payload, fingerprint, metadata, tags, priority,
+	// attempt budget, schema version and timeout, available now, with
+	// Checkpoint; and writes OriginalCheckpoint on the original and marks
+	// it superseded by NewID, leaving its state as it is. Both events,
+	// one transaction.
+	JobFork(ctx context.Context, p *JobForkParams) (*sluicetype.Job, error)
+
+	// OperationInsert persists a new bulk operation (status pending,
+	// created_at the store's now) and returns it.
+	OperationInsert(ctx context.Context, p *OperationInsertParams) (*sluicetype.Operation, error)
+	OperationGet(ctx context.Context, p *OperationGetParams) (*sluicetype.Operation, error)
+	// OperationList pages operations newest first.
+	OperationList(ctx context.Context, p *OperationListParams) ([]*sluicetype.Operation, error)
+	// OperationCancel marks a pending or running operation cancelled.
+	OperationCancel(ctx context.Context, p *OperationCancelParams) (*sluicetype.Operation, error)
+	// OperationClaim leases the oldest pending or running operation whose
+	// lease is free or expired (fence +1) to Holder; nil when none.
+	OperationClaim(ctx context.Context, p *OperationClaimParams) (*OperationLease, error)
+	// OperationProcessBatch applies one batch the engine chose, fenced on
+	// the operation lease (Holder, Fence) and on its cursor (After must be
+	// the operation's cursor), else ErrLeaseLost. Under lock it takes, in
+	// id order past After and among at most Window jobs, up to Limit jobs
+	// that match Selector and entered their state at or before Cutoff
+	// (superseded ones only when the selector includes them); writes the
+	// spec on each (one refused by the spec's refusals is counted failed
+	// and named in Refused); and commits the jobs' changes and the
+	// operation's progress (processed, succeeded, failed, cursor, lease
+	// expiry) together. Exhausted reports that no job is left past the
+	// batch. An operation that is no longer running is returned as it is,
+	// unchanged, so its runner stops on the status.
+	OperationProcessBatch(ctx context.Context, p *OperationProcessBatchParams) (*OperationBatchResult, error)
+	// OperationFinish sets a running operation's status and error, fenced
+	// on its lease (ErrLeaseLost otherwise); a final status sets
+	// finished_at and frees the lease.
+	OperationFinish(ctx context.Context, p *OperationFinishParams) (*sluicetype.Operation, error)
+
+	// QueueList names every queue that has jobs or a paused record.
+	QueueList(ctx context.Context) ([]sluicetype.QueueInfo, error)
+	// QueuePause and QueueResume: workers do not claim from a paused queue.
+	QueuePause(ctx context.Context, p *QueuePauseParams) error
+	QueueResume(ctx context.Context, p *QueuePauseParams) error
+}
+
+type JobListPageParams struct {
+	Filter sluicetype.Filter
+	// ExcludeSuperseded leaves out superseded jobs (bulk
+	// selectors do, unless the filter includes them).
+	ExcludeSuperseded bool
+	After             *sluicetype.Cursor
+	Reverse           bool
+	Limit             int
+	// Scan, when set, is filled by a store whose scan of unindexed
+	// conditions is bounded (ScanReport); a store that reads all it
+	// needs leaves it alone.
+	Scan *sluicetype.ScanReport
+}
+
+type JobCountMatchingParams struct {
+	Filter            sluicetype.Filter
+	ExcludeSuperseded bool
+	Max               int64
+	// AsOf counts only jobs that entered their state at or before it.
+	AsOf *time.Time
+	// Scan, as in JobListPageParams: a store whose scan is bounded fills it
+	// and answers the count of the jobs it examined (a lower bound).
+	Scan *sluicetype.ScanReport
+}
+
+type JobCountByQueueParams struct {
+	Queue string // "" for all
+}
+
+type JobErrorGroupsParams struct {
+	Filter sluicetype.Filter
+	Limit  int
+}
+
+// JobActionParams is one operator action on one job.
+type JobActionParams struct {
+	ID   string
+	Spec ActionSpec
+	// Force passes RefuseSuperseded.
+	Force bool
+	// Deadline replaces the job's deadline (EffectOneMoreAttempt).
+	Deadline *time.Time
+	// Event is written when Spec.Event is set; From and Attempt are the
+	// job's own.
+	Event EventWrite
+}
+
+type JobUpdatePayloadParams struct {
+	ID          string
+	Payload     json.RawMessage
+	Fingerprint string
+	Version     int64
+	// Event is written on the job; From, To and Attempt are its own.
+	Event EventWrite
+}
+
+type JobRetryCopyParams struct {
+	ID          string
+	NewID       string
+	Payload     json.RawMessage
+	Fingerprint string
+	// OriginalEvent is written on the original (From and To its state,
+	// Attempt its own); CopyEvent on the copy.
+	OriginalEvent EventWrite
+	CopyEvent     EventWrite
+}
+
+// JobForkParams is a replay from a step (engine.ReplayFromStep).
+type JobForkParams struct {
+	ID string
+	// Version is the original's version the engine planned from.
+	Version int64
+	NewID   string
+	// Checkpoint is the copy's; OriginalCheckpoint replaces the
+	// original's (the fork recorded).
+	Checkpoint         json.RawMessage
+	OriginalCheckpoint json.RawMessage
+	// OriginalEvent is written on the original (From and To its state,
+	// Attempt its own); CopyEvent on the copy.
+	OriginalEvent EventWrite
+	CopyEvent     EventWrite
+}
+
+type OperationInsertParams struct {
+	ID        string
+	Action    sluicetype.Action
+	Selector  sluicetype.Filter
+	CreatedBy string
+	Matched   int64
+	Rate      int
+}
+
+type OperationGetParams struct{ ID string }
+
+type OperationListParams struct {
+	After *sluicetype.Cursor // CreatedAt/ID of the last row seen
+	Limit int
+}
+
+type OperationCancelParams struct {
+	ID string
+	// Message is recorded as the operation's error.
+	Message string
+}
+
+type OperationClaimParams struct {
+	Holder string
+	TTL    time.Duration
+}
+
+// OperationLease is a maintenance instance's hold on an operation.
+type OperationLease struct {
+	Operation *sluicetype.Operation
+	Holder    string
+	Fence     int64
+	// Cursor is the last job id the operation's batches covered.
+	Cursor string
+}
+
+type OperationProcessBatchParams struct {
+	ID     string
+	Holder string
+	Fence  int64
+	// After is the operation's cursor: the batch covers ids past it.
+	After string
+	// Spec is the action; Selector is the operation's selector narrowed
+	// to the spec's states.
+	Spec     ActionSpec
+	Selector sluicetype.Filter
+	// Cutoff: only jobs that entered their state at or before it.
+	Cutoff time.Time
+	// Limit is the most jobs the batch changes, Window the most it looks
+	// at in id order.
+	Limit  int
+	Window int
+	// Event is each changed job's timeline entry (when Spec.Event is
+	// set); From and Attempt are the job's own.
+	Event EventWrite
+	TTL   time.Duration // extends the operation lease
+}
+
+// OperationBatchResult is what one batch did.
+type OperationBatchResult struct {
+	// Operation is the operation after the batch.
+	Operation *sluicetype.Operation
+	// Cursor is the operation's cursor after the batch: the next batch's
+	// After.
+	Cursor string
+	// Exhausted: no job is left past the batch.
+	Exhausted bool
+	// Refused has one error per job the spec's refusals turned away (a
+	// *QuarantinedError), in id order.
+	Refused []error
+}
+
+type OperationFinishParams struct {
+	ID     string
+	Holder string
+	Fence  int64
+	Status sluicetype.OperationStatus
+	// Error is recorded as the operation's error ("" keeps it).
+	Error string
+}
+
+type QueuePauseParams struct {
+	Queue string
+	Actor string
+}

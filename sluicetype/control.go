@@ -1,0 +1,312 @@
+package sluicetype
+
+import (
+	"slices"
+	"time"
+)
+
+// MaxApplyIDs is the most ids one Apply call takes.
+const MaxApplyIDs = 1000
+
+// Action is what Apply and Bulk do to each job.
+type Action string
+
+// Destructive reports whether a ends or removes the jobs it takes, with
+// no way back (cancel, delete): in bulk it runs only from a dry run's
+// plan (see Engine.Bulk).
+func (a Action) Destructive() bool { return a == ActionCancel || a == ActionDelete }
+
+// Role is what a caller may do, from least to most.
+type Role string
+
+// Meta describes the engine behind a Control.
+type Meta struct {
+	Backend      string   `json:"backend"`
+	Capabilities []string `json:"capabilities"`
+	Role         Role     `json:"role"`
+	ReadOnly     bool     `json:"read_only"`
+	Actor        string   `json:"actor,omitempty"`
+	// Idempotency says where an HTTP server keeps Idempotency-Key
+	// records: "store" (committed with each mutation in the engine's
+	// store: they survive restarts and are shared by every server on it)
+	// or "memory" (this server process only). Empty from the engine.
+	Idempotency string `json:"idempotency,omitempty"`
+	// Retention is what the engine's maintenance deletes and when.
+	Retention *RetentionPolicy `json:"retention,omitempty"`
+	// Warnings say what about the store's server loses jobs silently (a
+	// Redis that keeps nothing on disk, or evicts keys), from
+	// DurabilityWarner; empty when nothing is known to be wrong.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// RetentionPolicy is how long terminal jobs are kept: per state by
+// default, and per queue and state where a queue overrides the default
+// (durations in nanoseconds on the wire). A negative duration, like a
+// state left out, keeps the jobs forever.
+type RetentionPolicy struct {
+	Default map[State]time.Duration            `json:"default"`
+	Queues  map[string]map[State]time.Duration `json:"queues,omitempty"`
+}
+
+// Of is the retention of a queue's terminal jobs, per state: how long
+// after a job entered the state it is deleted. A state absent from the
+// map is kept forever.
+func (p *RetentionPolicy) Of(queue string) map[State]time.Duration {
+	out := map[State]time.Duration{}
+	if p == nil {
+		return out
+	}
+	for st, d := range p.Default {
+		out[st] = d
+	}
+	for st, d := range p.Queues[queue] {
+		out[st] = d
+	}
+	for st, d := range out {
+		if d < 0 || !st.Terminal() {
+			delete(out, st)
+		}
+	}
+	return out
+}
+
+// Filter selects jobs. Every field narrows; empty fields match all.
+type Filter struct {
+	States      []State  `json:"states,omitempty"`
+	Queues      []string `json:"queues,omitempty"`
+	Kinds       []string `json:"kinds,omitempty"`
+	IDs         []string `json:"ids,omitempty"`
+	Fingerprint string   `json:"fingerprint,omitempty"`
+	Tags        []string `json:"tags,omitempty"`
+	Error       string   `json:"error,omitempty"`
+	// ErrorPattern is an error group's normalised message (NormalizeError).
+	ErrorPattern    string      `json:"error_pattern,omitempty"`
+	Payload         []PathMatch `json:"payload,omitempty"`
+	Meta            []PathMatch `json:"meta,omitempty"`
+	CreatedAfter    *time.Time  `json:"created_after,omitempty"`
+	CreatedBefore   *time.Time  `json:"created_before,omitempty"`
+	FinalizedAfter  *time.Time  `json:"finalized_after,omitempty"`
+	FinalizedBefore *time.Time  `json:"finalized_before,omitempty"`
+	// IncludeSuperseded takes in jobs that were retried with new input
+	// or replayed from a step; bulk selectors leave them out otherwise.
+	IncludeSuperseded bool `json:"include_superseded,omitempty"`
+	// PlanCutoff is set by the engine alone, on the selector it persists
+	// for an operation started from a BulkPlan: the plan's cutoff rides
+	// with the selector so that whichever instance runs the operation,
+	// after any restart, keeps to it. Stores keep it with the selector
+	// and never filter on it; Validate refuses it in a caller's filter,
+	// and the engine lifts it into Operation.Cutoff on the way out.
+	PlanCutoff *time.Time `json:"plan_cutoff,omitempty"`
+}
+
+// PathMatch is `payload.<path>:value` or `meta.<key>:value`.
+type PathMatch struct {
+	Path  string `json:"path"`
+	Value string `json:"value"`
+}
+
+// JobPage is one page of job summaries (see Control.ListJobs).
+type JobPage struct {
+	Jobs []*Job `json:"jobs"`
+	// Next pages on towards older rows, Prev back towards newer ones; ""
+	// at either end.
+	Next string `json:"next_cursor,omitempty"`
+	Prev string `json:"prev_cursor,omitempty"`
+	// Scan says the store stopped reading at its scan budget: the page
+	// may hold fewer jobs than match, and its cursor scans on. Nil when
+	// the answer is complete.
+	Scan *ScanReport `json:"scan,omitempty"`
+}
+
+// JobDetail is one job with everything an operator needs to judge it.
+type JobDetail struct {
+	Job      *Job    `json:"job"`
+	Timeline []Event `json:"timeline"`
+	// DeleteAt, for a terminal job, is when retention deletes it (the
+	// first maintenance sweep after it); nil when its state is kept
+	// forever, or the job is not terminal.
+	DeleteAt *time.Time `json:"delete_at,omitempty"`
+	// DeadLetter is the id of the job that triages this one's death
+	// (dlq:<id>), when there is one.
+	DeadLetter string `json:"dead_letter,omitempty"`
+}
+
+// Counts is jobs per state, per queue.
+type Counts struct {
+	Queues map[string]map[State]int64 `json:"queues"`
+	Total  map[State]int64            `json:"total"`
+}
+
+// Bounds of CountJobs: counting a filter reads the jobs it matches, so a
+// screen refreshing live counts asks for a bound it can afford.
+const (
+	DefaultCountJobsMax int64 = 10_000
+	MaxCountJobsMax     int64 = 1_000_000
+)
+
+// JobCounts answers CountJobs.
+type JobCounts struct {
+	// States holds the count of each state asked for (0 included).
+	States map[State]int64 `json:"states"`
+	// Capped names the states whose count reached Max: at least that
+	// many match, maybe more.
+	Capped []State `json:"capped,omitempty"`
+	// Max is the bound each state was counted to.
+	Max int64 `json:"max"`
+	// Scans holds, for the states whose count the store stopped at its
+	// scan budget, how far it got; those states are in Capped too (at
+	// least that many).
+	Scans map[State]*ScanReport `json:"scans,omitempty"`
+}
+
+// IsCapped reports whether s's count stopped at the bound.
+func (c *JobCounts) IsCapped(s State) bool { return slices.Contains(c.Capped, s) }
+
+// HiddenValue is what a server sends, in place of a value, to a role that
+// may not read it: a payload or meta condition's value in an operation's
+// selector, and error text when the server hides it from viewers. A
+// console that meets it knows the text is withheld, not empty.
+const HiddenValue = "<hidden>"
+
+// ErrorGroup is the dead jobs of one kind sharing a normalised error.
+type ErrorGroup struct {
+	Queue     string    `json:"queue"`
+	Kind      string    `json:"kind"`
+	Pattern   string    `json:"pattern"`
+	Count     int64     `json:"count"`
+	FirstSeen time.Time `json:"first_seen"`
+	LastSeen  time.Time `json:"last_seen"`
+	Sample    string    `json:"sample"`
+	// Selector matches this group's jobs, for a bulk action.
+	Selector Filter `json:"selector"`
+	// NearSingletons counts the other listed groups of the same queue and
+	// kind that hold one job each and whose pattern differs from this
+	// one's in a single word: most likely the same failure with an id the
+	// normaliser did not recognise, which a bulk action on this group's
+	// Selector leaves behind.
+	NearSingletons int `json:"near_singletons,omitempty"`
+}
+
+// QueueInfo is one queue with its counts.
+type QueueInfo struct {
+	Name   string          `json:"name"`
+	Paused bool            `json:"paused"`
+	Counts map[State]int64 `json:"counts"`
+}
+
+// ActionResult is one id's outcome in Apply.
+type ActionResult struct {
+	ID    string `json:"id"`
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+	// Reason is a short code: not_found, wrong_state, quarantined, ...
+	Reason string `json:"reason,omitempty"`
+}
+
+type BulkParams struct {
+	Action   Action
+	Selector Filter
+	DryRun   bool
+	// RatePerSecond limits a real run; 0 is unlimited.
+	RatePerSecond int
+	// Plan, from a dry run's answer, pins a real run to what the preview
+	// counted: only jobs that match the plan's selector and had entered
+	// their state by its cutoff. Action and Selector may then be left
+	// empty; when given they must be the plan's (ErrInvalid otherwise).
+	// Without a plan the cutoff is the operation's creation; cancel and
+	// delete run only with one (Action.Destructive).
+	Plan *BulkPlan
+}
+
+// BulkPlan is what a dry run previewed, for the run to do exactly that:
+// the action, the selector narrowed to the states the action changes, and
+// the store's time at the preview as the cutoff. The preview counted the
+// jobs that entered their state by the cutoff; a run given the plan takes
+// only those still in it, never a job that entered it later, so it never
+// touches more jobs than the preview counted.
+type BulkPlan struct {
+	Action   Action    `json:"action"`
+	Selector Filter    `json:"selector"`
+	Cutoff   time.Time `json:"cutoff"`
+}
+
+// BulkResult answers Bulk: a preview for a dry run, else the operation.
+type BulkResult struct {
+	Matched   int64  `json:"matched"`
+	Estimated bool   `json:"estimated,omitempty"`
+	Sample    []*Job `json:"sample,omitempty"`
+	// Plan, on a dry run's answer, is what to hand the run so that it does
+	// what the preview showed; absent when the selector names no state the
+	// action changes (nothing to do).
+	Plan      *BulkPlan  `json:"plan,omitempty"`
+	Operation *Operation `json:"operation,omitempty"`
+}
+
+// OperationStatus is where a bulk operation is.
+type OperationStatus string
+
+// Operation is a persisted bulk action.
+type Operation struct {
+	ID         string          `json:"id"`
+	Action     Action          `json:"action"`
+	Selector   Filter          `json:"selector"`
+	Status     OperationStatus `json:"status"`
+	CreatedBy  string          `json:"created_by,omitempty"`
+	CreatedAt  time.Time       `json:"created_at"`
+	StartedAt  *time.Time      `json:"started_at,omitempty"`
+	FinishedAt *time.Time      `json:"finished_at,omitempty"`
+	Matched    int64           `json:"matched"`
+	Processed  int64           `json:"processed"`
+	Succeeded  int64           `json:"succeeded"`
+	Failed     int64           `json:"failed"`
+	Error      string          `json:"error,omitempty"`
+	Rate       int             `json:"rate_per_second,omitempty"`
+	// Cutoff is the latest time a job may have entered its state to be
+	// taken: the plan's cutoff for a run started from a dry run's plan,
+	// else the operation's creation.
+	Cutoff *time.Time `json:"cutoff,omitempty"`
+}
+
+type OperationPage struct {
+	Operations []*Operation `json:"operations"`
+	Next       string       `json:"next_cursor,omitempty"`
+}
+
+const (
+	ActionRetry   Action = "retry"
+	ActionCancel  Action = "cancel"
+	ActionDelete  Action = "delete"
+	ActionRelease Action = "release"
+)
+
+const (
+	RoleViewer    Role = "viewer"
+	RoleInspector Role = "inspector"
+	RoleOperator  Role = "operator"
+	RoleAdmin     Role = "admin"
+)
+
+const (
+	OperationPending   OperationStatus = "pending"
+	OperationRunning   OperationStatus = "running"
+	OperationCompleted OperationStatus = "completed"
+	OperationFailed    OperationStatus = "failed"
+	OperationCancelled OperationStatus = "cancelled"
+)
+
+// Paging limits of ListJobs.
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 200
+	// DryRunExactLimit is how far a dry run counts exactly; past it the
+	// count is an estimate, flagged as such.
+	DryRunExactLimit = 10_000_000
+	// BulkSampleSize is how many matching jobs a dry run shows.
+	BulkSampleSize = 20
+	// OperationBatch is the most jobs one operation transaction changes.
+	OperationBatch = 1000
+)
+
+// Actions lists the operator actions in a stable order.
+var Actions = []Action{ActionRetry, ActionCancel, ActionDelete, ActionRelease}
+
