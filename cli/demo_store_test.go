@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/demo"
 	"github.com/sluicehq/sluice/internal/pgcluster"
 	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/internal/storeurl"
 )
 
 // TestDemoStoreFlag: `sluice demo --store URL` runs the demo on the store
@@ -99,7 +99,7 @@ func TestDemoDbRefusesOtherBackends(t *testing.T) {
 // backend, closed when t ends.
 func openStore(t testing.TB, storeURL string) engine.Store {
 	t.Helper()
-	s, err := cliutil.OpenStoreMigrating(context.Background(), storeURL, nil)
+	s, err := storeurl.OpenMigrating(context.Background(), storeURL, nil)
 	if err != nil {
 		t.Fatalf("open store %s: %v", redact.URL(storeURL), err)
 	}

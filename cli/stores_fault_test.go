@@ -13,9 +13,9 @@ import (
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/chaos"
-	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/pgcluster"
 	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/internal/storeurl"
 )
 
 // storeCase is one store a test runs on; url makes a fresh one for t.
@@ -81,7 +81,7 @@ func urlSetup(t *testing.T, storeURL string) (store engine.Store, e *engine.Engi
 // backend, closed when t ends.
 func openStore(t testing.TB, storeURL string) engine.Store {
 	t.Helper()
-	s, err := cliutil.OpenStoreMigrating(context.Background(), storeURL, nil)
+	s, err := storeurl.OpenMigrating(context.Background(), storeURL, nil)
 	if err != nil {
 		t.Fatalf("open store %s: %v", redact.URL(storeURL), err)
 	}

@@ -23,9 +23,9 @@ import (
 	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/pgcluster"
 	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/internal/storeurl"
 )
 
 // Faults the driver can pick.
@@ -366,7 +366,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 func (r *run) setup(ctx context.Context, dir string) error {
 	r.url = r.o.Store
 	if r.o.Private || r.url == "" {
-		t, err := cliutil.ParseStoreURL(r.url)
+		t, err := storeurl.Parse(r.url)
 		switch {
 		case r.url != "" && err != nil:
 			return err
@@ -396,7 +396,7 @@ func (r *run) setup(ctx context.Context, dir string) error {
 			return fmt.Errorf("chaos: --private on a %s store: not built yet: %w", t.Backend, engine.ErrUnsupported)
 		}
 	}
-	t, err := cliutil.ParseStoreURL(r.url)
+	t, err := storeurl.Parse(r.url)
 	if err != nil {
 		return err
 	}
@@ -419,7 +419,7 @@ func (r *run) setup(ctx context.Context, dir string) error {
 	}
 	// The harness sets its store up itself: it always migrates (the
 	// workers, told nothing, find it migrated).
-	r.store, err = cliutil.OpenStore(ctx, pgcluster.Migrating(r.url), nil)
+	r.store, err = storeurl.Open(ctx, pgcluster.Migrating(r.url), nil)
 	if err != nil {
 		return err
 	}
