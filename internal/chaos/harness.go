@@ -21,10 +21,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sluicehq/sluice/backend/redis"
-	"github.com/sluicehq/sluice/backend/redis/redistest"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/pgcluster"
 	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/internal/redisserver"
 	"github.com/sluicehq/sluice/internal/storeurl"
 )
 
@@ -101,7 +101,7 @@ type Options struct {
 	// makes a private store of its own: a temp SQLite file, or, when
 	// Store is a postgres:// URL, a PostgreSQL cluster of its own
 	// (internal/pgcluster), or, when it is a redis:// URL, a
-	// redis-server of its own (redistest.StartServer, with AOF), whose
+	// redis-server of its own (redisserver.Start, with AOF), whose
 	// outage is a server restart.
 	Store   string
 	Private bool
@@ -243,8 +243,8 @@ type run struct {
 	// cluster is the harness's own PostgreSQL server (--private on a
 	// postgres:// URL); clusterMu keeps its restarts one at a time.
 	cluster  *pgcluster.Cluster
-	redisSrv *redistest.Server // the harness's own Redis (--private on a redis:// URL)
-	redis    bool              // the store is Redis
+	redisSrv *redisserver.Server // the harness's own Redis (--private on a redis:// URL)
+	redis    bool                // the store is Redis
 	// redisOne: one Redis server, not a cluster, whose workers' connections
 	// a cut can tell apart by name (a cluster client is always named
 	// after the namespace, the harness's own connections too).
@@ -384,7 +384,7 @@ func (r *run) setup(ctx context.Context, dir string) error {
 			if fsync == "" {
 				fsync = "always"
 			}
-			s, err := redistest.StartServer(ctx, redistest.ServerOptions{AppendFsync: fsync, Dir: filepath.Join(dir, "redis")})
+			s, err := redisserver.Start(ctx, redisserver.Options{AppendFsync: fsync, Dir: filepath.Join(dir, "redis")})
 			if err != nil {
 				return err
 			}
@@ -951,7 +951,7 @@ func (r *run) offers(f string) bool {
 // PostgreSQL, CLIENT KILL on Redis, of the connections named r.app.
 func (r *run) cut(ctx context.Context) (int, error) {
 	if r.redis {
-		return redistest.KillClients(ctx, r.url, r.app)
+		return redisserver.KillClients(ctx, r.url, r.app)
 	}
 	return pgcluster.Terminate(ctx, r.url, r.app)
 }
