@@ -3,6 +3,10 @@
 // entry, its counters, its index entries and its idempotency step commit
 // together.
 //
+// Open opens a store from a URL and owns the client it makes; OpenClient
+// opens one on a go-redis client the program has already, which stays the
+// program's (Close leaves it open). Both take the same Options.
+//
 // # Namespaces and keys
 //
 // A store lives in a namespace (the URL's ns parameter or
@@ -630,7 +634,8 @@ func (s *Store) Capabilities() []engine.Capability {
 }
 
 // Close releases the store's connections: the client when Open made it,
-// never a caller's client (OpenClient).
+// never a caller's client (OpenClient), on which a store's call after
+// Close still reaches the server: stop using the store first.
 func (s *Store) Close() error {
 	s.wake.close()
 	if !s.ownClient {
