@@ -78,7 +78,6 @@ var actionTriggers = map[sluicetype.Action]Trigger{
 	sluicetype.ActionRelease: TriggerOperatorRelease,
 }
 
-
 // SpecFor returns the spec of action a, derived from Transitions.
 func SpecFor(a sluicetype.Action) (ActionSpec, error) { return specFrom(Transitions, a) }
 

@@ -639,7 +639,7 @@ func TestTransitionsProperty(t *testing.T) {
 // follows.
 func TestActionSpecsFollowTheTable(t *testing.T) {
 	t.Parallel()
-	for _, a := range Actions {
+	for _, a := range sluicetype.Actions {
 		spec, err := SpecFor(a)
 		if err != nil {
 			t.Fatal(err)

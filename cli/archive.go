@@ -14,8 +14,8 @@ import (
 
 	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/internal/storeurl"
 	"github.com/sluicehq/sluice/internal/termtext"
 )
 
@@ -48,7 +48,7 @@ func (a *archiveQueuesFlag) storeURL(raw string) (string, error) {
 	if len(qs) == 0 {
 		return raw, nil
 	}
-	t, err := cliutil.ParseStoreURL(raw)
+	t, err := storeurl.Parse(raw)
 	if err != nil {
 		return "", err
 	}
@@ -180,7 +180,7 @@ func (o *archiveOptions) with(fn func(cmd *cobra.Command, a backend.ArchiveStore
 		if o.store == "" {
 			return fmt.Errorf("name the store with --store URL (or SLUICE_STORE, or store: in the config file)")
 		}
-		s, err := cliutil.OpenExistingStore(cmd.Context(), o.store, slog.New(slog.DiscardHandler))
+		s, err := storeurl.OpenExisting(cmd.Context(), o.store, slog.New(slog.DiscardHandler))
 		if err != nil {
 			return err
 		}
@@ -221,7 +221,7 @@ func printArchived(w io.Writer, j engine.ArchivedJob) error {
 	return tw.Flush()
 }
 
-// cliText is cliutil.TermText on one line: a cell of a table or a field
+// cliText is termtext.Text on one line: a cell of a table or a field
 // of a sheet, so tabs and line breaks become spaces.
 func cliText(s string) string {
 	return termtext.Text(strings.NewReplacer("\t", " ", "\n", " ", "\r", " ").Replace(s))

@@ -13,7 +13,7 @@ import (
 	"github.com/sluicehq/sluice/backend/postgres/pgtest"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/internal/cliutil"
+	"github.com/sluicehq/sluice/internal/storeurl"
 )
 
 // archiveQueuesOf resolves a command's settings as the root does and
@@ -111,7 +111,7 @@ func TestArchiveCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := cliutil.OpenStore(ctx, openURL, nil)
+	s, err := storeurl.Open(ctx, openURL, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestArchiveCommands(t *testing.T) {
 	}
 
 	lite := "sqlite://" + sqlitetest.Path(t)
-	ls, err := cliutil.OpenStore(ctx, lite, nil) // created, so only the archive is missing
+	ls, err := storeurl.Open(ctx, lite, nil) // created, so only the archive is missing
 	if err != nil {
 		t.Fatal(err)
 	}

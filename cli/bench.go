@@ -14,8 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/internal/storeurl"
 )
 
 // The bench queue and kind: a queue of their own, so the run touches no
@@ -74,7 +74,7 @@ func runBench(ctx context.Context, o *benchOptions, lo *logOptions, stdout io.Wr
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 
-	store, err := cliutil.OpenStore(ctx, o.store, log)
+	store, err := storeurl.Open(ctx, o.store, log)
 	if err != nil {
 		return err
 	}

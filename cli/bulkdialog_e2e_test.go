@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/pgcluster"
+	"github.com/sluicehq/sluice/internal/storeurl"
 )
 
 // serveStore runs the real `sluice serve` over storeURL on a free
@@ -59,7 +59,7 @@ func serveStore(t *testing.T, bin, storeURL string) (string, *os.Process) {
 func deadGroup(t *testing.T, storeURL string, n int) time.Time {
 	t.Helper()
 	ctx := context.Background()
-	s, err := cliutil.OpenStoreMigrating(ctx, storeURL, nil)
+	s, err := storeurl.OpenMigrating(ctx, storeURL, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

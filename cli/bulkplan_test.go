@@ -14,7 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/internal/cliutil"
+	"github.com/sluicehq/sluice/internal/cmdline"
 )
 
 // killBilling opens the SQLite file beside whatever else has it open and
@@ -120,7 +120,7 @@ func TestBulkRunIsItsPreview(t *testing.T) {
 	var outb, errb bytes.Buffer
 	root := newRoot()
 	root.SetIn(&afterRead{before: func() { killBilling(t, path, "LATE-2") }, r: strings.NewReader("y\n")})
-	code = cliutil.Run(context.Background(), root, "sluice", []string{"bulk", "retry", "--store", store, "--state", "archived", "--queue", "billing"}, &outb, &errb)
+	code = cmdline.Run(context.Background(), root, "sluice", []string{"bulk", "retry", "--store", store, "--state", "archived", "--queue", "billing"}, &outb, &errb)
 	question := "retry 1 job(s) matching state:archived queue:billing (only those in that state by the preview, "
 	if code != 0 || !strings.Contains(errb.String(), question) || !strings.Contains(errb.String(), "none that enter it later)? [y/N]") ||
 		!strings.Contains(outb.String(), "1 of 1 processed, 1 succeeded") {

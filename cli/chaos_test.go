@@ -49,7 +49,7 @@ func TestFaultChaos(t *testing.T) {
 func TestFaultChaosPostgres(t *testing.T) {
 	o := chaosOptions(t)
 	shared, _ := pgcluster.SharedStoreURL(t)
-	// Skips while the backend is not built.
+	// The shared case's schema, created and migrated before the run.
 	pgcluster.OpenStore(t, shared)
 	cases := []struct {
 		name    string

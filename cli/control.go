@@ -16,8 +16,8 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/internal/storeurl"
 	"github.com/sluicehq/sluice/internal/termtext"
 )
 
@@ -74,7 +74,7 @@ func (o *ctlOptions) open(cmd *cobra.Command) (*session, error) {
 		return &session{ctl: c, close: func() {}, ctx: ctx}, nil
 	case storeURL != "":
 		// A command never creates or migrates the store it acts on.
-		store, err := cliutil.OpenExistingStore(ctx, storeURL, slog.New(slog.DiscardHandler))
+		store, err := storeurl.OpenExisting(ctx, storeURL, slog.New(slog.DiscardHandler))
 		if err != nil {
 			return nil, err
 		}

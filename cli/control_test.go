@@ -17,7 +17,7 @@ import (
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/internal/cliutil"
+	"github.com/sluicehq/sluice/internal/cmdline"
 )
 
 // runCLI runs the sluice command in process with stdin as its input.
@@ -26,7 +26,7 @@ func runCLI(t *testing.T, stdin string, args ...string) (code int, stdout, stder
 	var out, errb bytes.Buffer
 	root := newRoot()
 	root.SetIn(strings.NewReader(stdin))
-	code = cliutil.Run(context.Background(), root, "sluice", args, &out, &errb)
+	code = cmdline.Run(context.Background(), root, "sluice", args, &out, &errb)
 	return code, out.String(), errb.String()
 }
 

@@ -14,9 +14,9 @@ import (
 
 	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/demo"
 	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/internal/storeurl"
 )
 
 type demoOptions struct {
@@ -87,7 +87,7 @@ func runDemo(ctx context.Context, o *demoOptions, lo *logOptions, out io.Writer)
 	if o.store != "" {
 		storeURL = o.store
 	}
-	t, err := cliutil.ParseStoreURL(storeURL)
+	t, err := storeurl.Parse(storeURL)
 	if err != nil {
 		return err
 	}
@@ -115,7 +115,7 @@ func runDemo(ctx context.Context, o *demoOptions, lo *logOptions, out io.Writer)
 	if openURL, err = o.retention.archive.storeURL(openURL); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	store, err := cliutil.OpenStore(ctx, openURL, log)
+	store, err := storeurl.Open(ctx, openURL, log)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}

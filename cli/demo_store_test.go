@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/internal/demo"
 	"github.com/sluicehq/sluice/internal/pgcluster"
+	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/internal/storeurl"
 )
 
 // TestDemoStoreFlag: `sluice demo --store URL` runs the demo on the store
@@ -31,8 +34,8 @@ func TestDemoStoreFlag(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			u := tc.store(t)
-			// Skips when the backend is not built yet.
-			pgcluster.OpenStore(t, u)
+			// A store that cannot be opened fails the test before the demo runs.
+			openStore(t, u)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			var out syncBuffer
@@ -61,7 +64,7 @@ func TestDemoStoreFlag(t *testing.T) {
 			case <-time.After(30 * time.Second):
 				t.Fatal("demo did not stop")
 			}
-			s := pgcluster.OpenStore(t, u)
+			s := openStore(t, u)
 			if ok, err := demo.Seeded(context.Background(), s); err != nil || !ok {
 				t.Errorf("Seeded after the demo on %s = %v, %v", tc.name, ok, err)
 			}
@@ -90,4 +93,16 @@ func TestDemoDbRefusesOtherBackends(t *testing.T) {
 	if code == 0 || !strings.Contains(out.String(), "use --store") {
 		t.Errorf("demo --db postgres://: exit %d, want a refusal naming --store:\n%s", code, out.String())
 	}
+}
+
+// openStore opens (creating and migrating) the store a URL names, of any
+// backend, closed when t ends.
+func openStore(t testing.TB, storeURL string) backend.Store {
+	t.Helper()
+	s, err := storeurl.OpenMigrating(context.Background(), storeURL, nil)
+	if err != nil {
+		t.Fatalf("open store %s: %v", redact.URL(storeURL), err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }

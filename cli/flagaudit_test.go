@@ -49,7 +49,7 @@ func sourceStrings(t *testing.T) []userText {
 	t.Helper()
 	var out []userText
 	fset := token.NewFileSet()
-	for _, dir := range []string{"../cli", "../internal/cliutil", "../internal/demo", "../backend", "../engine", "../api", "../tui"} {
+	for _, dir := range []string{"../cli", "../internal/storeurl", "../internal/cmdline", "../internal/demo", "../backend", "../engine", "../api", "../tui"} {
 		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
 				return err

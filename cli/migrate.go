@@ -13,8 +13,8 @@ import (
 	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/internal/storeurl"
 )
 
 // migrateFlagUsage is the help of --migrate on the processes that open a
@@ -82,7 +82,7 @@ namespace's layout only grows, so it has no down steps.`,
 }
 
 func runMigrate(ctx context.Context, o *migrateOptions, lo *logOptions, out io.Writer) error {
-	t, err := cliutil.ParseStoreURL(o.store)
+	t, err := storeurl.Parse(o.store)
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/sluicehq/sluice/backend/redis/redistest"
 	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
-	"github.com/sluicehq/sluice/internal/cliutil"
+	"github.com/sluicehq/sluice/internal/cmdline"
 )
 
 // migrationFiles are the embedded migrations' file names, oldest first,
@@ -241,7 +241,7 @@ func TestServeAndWorkerMigrate(t *testing.T) {
 			var out, errb syncBuffer
 			done := make(chan int, 1)
 			go func() {
-				done <- cliutil.Run(ctx, newRoot(), "sluice", append(args, "--store", u, "--migrate"), &out, &errb)
+				done <- cmdline.Run(ctx, newRoot(), "sluice", append(args, "--store", u, "--migrate"), &out, &errb)
 			}()
 			deadline := time.Now().Add(30 * time.Second)
 			for {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/backend/redis/redistest"
 	"github.com/sluicehq/sluice/internal/pgcluster"
+	"github.com/sluicehq/sluice/internal/redisserver"
 )
 
 // TestConsoleRedisGoesAwayAndComesBack: the real binary's console on a
@@ -24,7 +25,7 @@ import (
 // pressed, and shows the jobs.
 func TestConsoleRedisGoesAwayAndComesBack(t *testing.T) {
 	bin := e2eBinary(t)
-	srv := redistest.PrivateServer(t, redistest.ServerOptions{AppendFsync: "everysec"})
+	srv := redisserver.Private(t, redisserver.Options{AppendFsync: "everysec"})
 	consoleThroughOutage(t, bin, "redis-away", redistest.URLOn(t, srv.URL()), srv.Stop, srv.Resume,
 		[]string{"pool.go", "failed to dial after"})
 }

@@ -15,10 +15,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/demo"
 	"github.com/sluicehq/sluice/internal/pgcluster"
 	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/internal/storeurl"
 )
 
 // TestConsolePostgresMarkTwoAndBulkRetry: the console end to end on a
@@ -161,7 +161,7 @@ var bulkRetryMessage = regexp.MustCompile(`^bulk retry \(operation (\S+)\)$`)
 func pgRetries(t *testing.T, storeURL string) (single []string, bulk map[string]string, ops []string) {
 	t.Helper()
 	ctx := context.Background()
-	store, err := cliutil.OpenStore(ctx, storeURL, nil)
+	store, err := storeurl.Open(ctx, storeURL, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

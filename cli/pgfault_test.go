@@ -5,7 +5,7 @@ package cli_test
 // as the postgres user when root), never the shared server: the server
 // restarted under running workers, and every connection slot taken by
 // another client. They skip while the PostgreSQL backend is not built
-// (cliutil.OpenStore wraps engine.ErrUnsupported), and when PostgreSQL is
+// (storeurl.Open wraps engine.ErrUnsupported), and when PostgreSQL is
 // not installed, unless CI is set.
 
 import (

@@ -13,8 +13,8 @@ import (
 
 	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
-	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/demo"
+	"github.com/sluicehq/sluice/internal/storeurl"
 )
 
 // TestConsoleRedisMarkTwoAndGroupBulkRetry: the console end to end on a
@@ -116,7 +116,7 @@ func (c *tmuxConsole) markTwoRetried() []string {
 func firstErrors(t *testing.T, storeURL string, ids map[string]string) map[string]string {
 	t.Helper()
 	ctx := context.Background()
-	store, err := cliutil.OpenStore(ctx, storeURL, nil)
+	store, err := storeurl.Open(ctx, storeURL, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@ package cli_test
 // Redis fault tests at the worker-process level: the workers' connections
 // cut with CLIENT KILL (on the shared server, only connections named after
 // the test's own namespace) and a private redis-server of the test's own
-// (backend/redis/redistest.PrivateServer, AOF on) restarted under running
+// (backend/redis/redisserver.Private, AOF on) restarted under running
 // workers, never the shared server.
 
 import (
@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/backend/redis/redistest"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/chaos"
+	"github.com/sluicehq/sluice/internal/redisserver"
 )
 
 // redisStoreCase is Redis for the store-URL fault tests: a namespace of
@@ -56,7 +57,7 @@ func TestFaultRedisRestart(t *testing.T) {
 
 func redisRestart(t *testing.T, kill bool) {
 	ctx := context.Background()
-	srv := redistest.PrivateServer(t, redistest.ServerOptions{AppendFsync: "always"})
+	srv := redisserver.Private(t, redisserver.Options{AppendFsync: "always"})
 	storeURL := srv.URL() + "?ns=restart"
 	store, e := urlSetup(t, storeURL)
 	bin := testWorkerBinary(t)
@@ -201,7 +202,7 @@ func TestFaultRedisClientKill(t *testing.T) {
 		// seldom enough that work goes on between rounds.
 		if c != nil && c[engine.StateCompleted] > 0 && time.Since(last) > 300*time.Millisecond {
 			last = time.Now()
-			k, err := redistest.KillClients(ctx, base, name)
+			k, err := redisserver.KillClients(ctx, base, name)
 			if err != nil {
 				t.Fatal(err)
 			}

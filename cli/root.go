@@ -2,7 +2,7 @@
 // operations, quarantine, queues, archive, migrate, config, completion,
 // bench and version.
 //
-// Commands open a store from a URL (internal/cliutil.OpenStore), build an
+// Commands open a store from a URL (internal/storeurl.Open), build an
 // engine over it and run until a signal. The binary holds no job kinds but
 // the demo's, and those only for demo features (demo, worker --demo,
 // tui --worker, serve --demo-workers); a program's own kinds run in the
@@ -25,7 +25,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/internal/cliutil"
+	"github.com/sluicehq/sluice/internal/cmdline"
 )
 
 // Execute runs the sluice command with the process's arguments and returns
@@ -50,11 +50,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, kinds Kinds) int {
-	return cliutil.Run(ctx, newRootEnv(os.LookupEnv, kinds), "sluice", args, stdout, stderr)
+	return cmdline.Run(ctx, newRootEnv(os.LookupEnv, kinds), "sluice", args, stdout, stderr)
 }
 
 // logOptions are the flags every command shares.
-type logOptions = cliutil.LogOptions
+type logOptions = cmdline.LogOptions
 
 func newRoot() *cobra.Command { return newRootEnv(os.LookupEnv, nil) }
 
@@ -98,7 +98,7 @@ Shell completion: sluice completion bash|zsh|fish|powershell --help.`,
 	root.Version = currentVersion().String()
 	root.SetVersionTemplate("{{.Version}}\n")
 	registerCompletions(root)
-	cliutil.RefuseUnknownCommands(root)
+	cmdline.RefuseUnknownCommands(root)
 	return root
 }
 

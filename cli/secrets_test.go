@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/cliutil"
+	"github.com/sluicehq/sluice/internal/cmdline"
 	"github.com/sluicehq/sluice/internal/pgcluster"
 )
 
@@ -25,7 +25,7 @@ func serveUntil(t *testing.T, want string, during func(stdout string), args ...s
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errb syncBuffer
 	done := make(chan int, 1)
-	go func() { done <- cliutil.Run(ctx, newRoot(), "sluice", append([]string{"serve"}, args...), &out, &errb) }()
+	go func() { done <- cmdline.Run(ctx, newRoot(), "sluice", append([]string{"serve"}, args...), &out, &errb) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(out.String(), want) && time.Now().Before(deadline) {
 		select {

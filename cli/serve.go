@@ -17,9 +17,9 @@ import (
 	"github.com/sluicehq/sluice/api/apimetrics"
 	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/demo"
 	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/internal/storeurl"
 )
 
 type serveOptions struct {
@@ -170,9 +170,9 @@ func runServe(ctx context.Context, o *serveOptions, lo *logOptions, out io.Write
 	if err != nil {
 		return err
 	}
-	open := cliutil.OpenStore
+	open := storeurl.Open
 	if o.migrate {
-		open = cliutil.OpenStoreMigrating
+		open = storeurl.OpenMigrating
 	}
 	store, err := open(ctx, storeURL, log)
 	if err != nil {

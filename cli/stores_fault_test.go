@@ -3,9 +3,7 @@ package cli_test
 // The store-URL fault tests run on each store a URL can name: a SQLite
 // file, the shared PostgreSQL (a schema of the test's own), and the same
 // through a PgBouncer of the test's own in transaction pooling mode. A
-// backend not built yet skips its case with that reason (cliutil.OpenStore
-// wraps engine.ErrUnsupported); a server that does not answer skips too,
-// and fails with CI set.
+// server that does not answer skips its case, and fails it with CI set.
 
 import (
 	"context"
@@ -17,6 +15,8 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/chaos"
 	"github.com/sluicehq/sluice/internal/pgcluster"
+	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/internal/storeurl"
 )
 
 // storeCase is one store a test runs on; url makes a fresh one for t.
@@ -67,7 +67,7 @@ func bouncerURL(t *testing.T, server, schema string) string {
 // maintenance, so every claim, crash and reap is the children's.
 func urlSetup(t *testing.T, storeURL string) (store backend.Store, e *engine.Engine) {
 	t.Helper()
-	store = pgcluster.OpenStore(t, storeURL)
+	store = openStore(t, storeURL)
 	e, err := engine.New(store, engine.Config{NoMaintenance: true})
 	if err != nil {
 		t.Fatal(err)
@@ -76,4 +76,16 @@ func urlSetup(t *testing.T, storeURL string) (store backend.Store, e *engine.Eng
 		t.Fatal(err)
 	}
 	return store, e
+}
+
+// openStore opens (creating and migrating) the store a URL names, of any
+// backend, closed when t ends.
+func openStore(t testing.TB, storeURL string) backend.Store {
+	t.Helper()
+	s, err := storeurl.OpenMigrating(context.Background(), storeURL, nil)
+	if err != nil {
+		t.Fatalf("open store %s: %v", redact.URL(storeURL), err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }

@@ -13,8 +13,8 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/internal/storeurl"
 	"github.com/sluicehq/sluice/keymap"
 	"github.com/sluicehq/sluice/tui"
 )
@@ -135,9 +135,9 @@ func runTUI(ctx context.Context, o *tuiOptions, lo *logOptions) error {
 
 	// Only a console that runs workers owns the store: without --worker
 	// it never creates or migrates one.
-	open := cliutil.OpenExistingStore
+	open := storeurl.OpenExisting
 	if o.worker {
-		open = cliutil.OpenStore
+		open = storeurl.Open
 	}
 	storeURL, err := o.retention.archive.storeURL(o.store)
 	if err != nil {

@@ -11,9 +11,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/demo"
 	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/internal/storeurl"
 )
 
 type workerOptions struct {
@@ -140,9 +140,9 @@ func runWorker(ctx context.Context, o *workerOptions, lo *logOptions, kinds Kind
 	if err != nil {
 		return err
 	}
-	open := cliutil.OpenStore
+	open := storeurl.Open
 	if o.migrate {
-		open = cliutil.OpenStoreMigrating
+		open = storeurl.OpenMigrating
 	}
 	store, err := open(ctx, storeURL, log)
 	if err != nil {

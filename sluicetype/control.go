@@ -309,4 +309,3 @@ const (
 
 // Actions lists the operator actions in a stable order.
 var Actions = []Action{ActionRetry, ActionCancel, ActionDelete, ActionRelease}
-

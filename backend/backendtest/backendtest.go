@@ -28,6 +28,7 @@
 package backendtest
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -130,10 +131,30 @@ func checks() []check {
 
 // Run runs every check against h, each as a subtest with its own store.
 func Run(t *testing.T, h Harness) {
+	run(t, h, checks())
+}
+
+// RunAreas runs the checks of the areas named ("Store", "Waits") only,
+// for a harness that differs from a backend's full one in how it opens
+// its stores, not in what they do (a store on the caller's own pool).
+func RunAreas(t *testing.T, h Harness, areas ...string) {
+	var cs []check
+	for _, c := range checks() {
+		area, _, _ := strings.Cut(c.name, "/")
+		if slices.Contains(areas, area) {
+			cs = append(cs, c)
+		}
+	}
+	if len(cs) == 0 {
+		t.Fatalf("backendtest: no check in the areas %q", areas)
+	}
+	run(t, h, cs)
+}
+
+func run(t *testing.T, h Harness, cs []check) {
 	if h.NewStore == nil {
 		t.Fatal("backendtest: Harness.NewStore is nil")
 	}
-	cs := checks()
 	// Parallel checks pause at t.Parallel until this function returns, so
 	// the checks that must run alone run first, by themselves.
 	for _, c := range cs {

@@ -37,13 +37,15 @@ func (s *Store) channel() string {
 
 // notifier runs the LISTEN connection; fan fans its notifications out.
 type notifier struct {
-	s   *Store
-	url string
-	fan *backend.WakeFanout
+	s *Store
+	// config is the LISTEN connection's configuration, made for each
+	// connection: the pool's (a copy) or the listen URL's.
+	config func() (*pgx.ConnConfig, error)
+	fan    *backend.WakeFanout
 }
 
-func newNotifier(s *Store, url string) *notifier {
-	n := &notifier{s: s, url: url}
+func newNotifier(s *Store, config func() (*pgx.ConnConfig, error)) *notifier {
+	n := &notifier{s: s, config: config}
 	n.fan = backend.NewWakeFanout(n.run)
 	return n
 }
@@ -96,7 +98,7 @@ func (n *notifier) run(ctx context.Context) {
 
 // listen connects, LISTENs and delivers notifications until an error.
 func (n *notifier) listen(ctx context.Context, up func()) error {
-	cfg, err := pgx.ParseConfig(n.url)
+	cfg, err := n.config()
 	if err != nil {
 		return err
 	}

@@ -37,8 +37,15 @@
 // what the engine's plan allows. Inserts and due jobs NOTIFY the
 // channel of the schema once per statement; see Store.Wakeups.
 //
+// Open opens a store from a URL and owns the pool it makes; OpenPool
+// opens one on a *pgxpool.Pool the program has already, which stays the
+// program's (Close leaves it open). Both take the same Options.
+//
 // The store URL is a pgx URL (postgres:// or postgresql://) with the
-// store's own parameters, which are taken off before pgx sees it:
+// store's own parameters, which are taken off before pgx sees it. Each
+// sets its Options field (Schema, Migrate, ListenURL, ArchiveQueues,
+// ArchiveRetention, NoNotify, ClaimCursorAfter): a value in the URL wins
+// over the field's, archive_queues adds to it.
 //
 //	schema=NAME              the schema (default sluice)
 //	migrate=true             create and migrate the schema at open
@@ -56,13 +63,16 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,10 +88,14 @@ import (
 )
 
 // Options tune a Store. The zero value opens an existing, up-to-date
-// schema and refuses anything else.
+// schema and refuses anything else. A URL parameter that sets a field
+// (see the package doc) wins over it.
 type Options struct {
 	// Logger receives migration and diagnostic messages; silent when nil.
 	Logger *slog.Logger
+	// Schema is the schema the store lives in (DefaultSchema when empty;
+	// the URL's schema= sets it).
+	Schema string
 	// MustExist opens only a schema that exists and is migrated to this
 	// build's version; it never creates or migrates one (commands that
 	// only read).
@@ -93,11 +107,23 @@ type Options struct {
 	// sets it too.
 	Migrate bool
 	// MaxConns is the pool size (pgxpool's default when 0; the URL's
-	// pool_max_conns wins).
+	// pool_max_conns wins). OpenPool ignores it: the pool is the caller's.
 	MaxConns int32
 	// NoListen opens no LISTEN connection: Wakeups then never fires and
 	// workers poll.
 	NoListen bool
+	// ListenURL is a direct connection for LISTEN, when the pool's go
+	// through PgBouncer in transaction mode (the URL's listen_url sets
+	// it). Empty: a connection configured as the pool's.
+	ListenURL string
+	// NoNotify sends no NOTIFY: workers of other processes poll (the
+	// URL's notify=false sets it; see the Store's noNotify).
+	NoNotify bool
+	// ClaimCursorAfter: a claim from the start of a queue's index that
+	// takes this long moves the queue's claims to a cursor (see
+	// claimCursor). 0 means 25ms; below 0, never. The URL's claim_cursor
+	// sets it (off: never).
+	ClaimCursorAfter time.Duration
 	// ArchiveQueues opt queues into the cold archive: the retention sweep
 	// copies their terminal jobs into job_archive before deleting them.
 	// The URL parameter archive_queues=a,b adds to it.
@@ -139,6 +165,7 @@ type Store struct {
 	schema   string
 	log      *slog.Logger
 	pool     *pgxpool.Pool
+	ownPool  bool // Open made the pool, and Close closes it
 	closed   atomic.Bool
 	sqlCache sync.Map // query template -> query text with the schema
 	// cursors: where each queue's claims start their scan (claimCursor).
@@ -175,7 +202,8 @@ type Store struct {
 
 var _ backend.Store = (*Store)(nil)
 
-// config is a parsed store URL.
+// config is a parsed store URL: the pool's configuration and the store's
+// own parameters, zero when the URL leaves them out.
 type config struct {
 	pool      *pgxpool.Config
 	schema    string
@@ -186,7 +214,19 @@ type config struct {
 	archiveQueues    []string
 	archiveRetention time.Duration
 	noNotify         bool
-	claimCursorAfter time.Duration // <0: never
+	claimCursorAfter time.Duration // <0: never; 0: not given
+}
+
+// options are opts with the URL's parameters applied over them.
+func (c *config) options(opts Options) Options {
+	opts.Schema = cmp.Or(c.schema, opts.Schema)
+	opts.ListenURL = cmp.Or(c.listenURL, opts.ListenURL)
+	opts.Migrate = opts.Migrate || c.migrate
+	opts.NoNotify = opts.NoNotify || c.noNotify
+	opts.ClaimCursorAfter = cmp.Or(c.claimCursorAfter, opts.ClaimCursorAfter)
+	opts.ArchiveRetention = cmp.Or(c.archiveRetention, opts.ArchiveRetention)
+	opts.ArchiveQueues = append(slices.Clone(opts.ArchiveQueues), c.archiveQueues...)
+	return opts
 }
 
 // parseURL splits the store's own parameters (schema, listen_url,
@@ -199,17 +239,15 @@ func parseURL(raw string) (*config, error) {
 	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
 		return nil, fmt.Errorf("postgres: %w: %q is not a postgres:// url", sluicetype.ErrInvalid, redact.URL(raw))
 	}
-	c := &config{schema: DefaultSchema, redacted: redact.URL(raw)}
+	c := &config{redacted: redact.URL(raw)}
 	// u.Query drops a malformed pair without a word; a parameter the
 	// user wrote must not vanish, so the query is parsed strictly.
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w: store url query: %s", sluicetype.ErrInvalid, redact.ParseError(err))
 	}
-	if v := q.Get("schema"); v != "" {
-		c.schema = v
-	}
-	if !schemaName.MatchString(c.schema) {
+	c.schema = q.Get("schema")
+	if c.schema != "" && !schemaName.MatchString(c.schema) {
 		return nil, fmt.Errorf("postgres: %w: schema %q: want lower-case letters, digits and _", sluicetype.ErrInvalid, c.schema)
 	}
 	c.listenURL = q.Get("listen_url")
@@ -237,7 +275,6 @@ func parseURL(raw string) (*config, error) {
 	default:
 		return nil, fmt.Errorf("postgres: %w: notify=%q: want true or false", sluicetype.ErrInvalid, v)
 	}
-	c.claimCursorAfter = claimSlowFull
 	switch v := q.Get("claim_cursor"); v {
 	case "":
 	case "off", "0", "false":
@@ -279,74 +316,120 @@ func parseURL(raw string) (*config, error) {
 	return c, nil
 }
 
-// Open opens the store in the schema the URL names. See Options for when
-// it creates or migrates the schema.
+// Open opens the store in the schema the URL names, on a pool of its
+// own that Close closes. See Options for when it creates or migrates the
+// schema.
 func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	c, err := parseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
 	if opts.MaxConns > 0 && !strings.Contains(rawURL, "pool_max_conns") {
 		c.pool.MaxConns = opts.MaxConns
-	}
-	migrate := (opts.Migrate || c.migrate) && !opts.MustExist
-	s, err := openPool(ctx, c, opts)
-	if err != nil {
-		return nil, err
-	}
-	fail := func(err error) (*Store, error) {
-		s.pool.Close()
-		return nil, err
-	}
-	if migrate {
-		if err := s.Migrate(ctx); err != nil {
-			return fail(err)
-		}
-	} else {
-		st, err := s.Status(ctx)
-		if err != nil {
-			return fail(err)
-		}
-		cmd := "sluice migrate --store " + c.redacted
-		switch {
-		case st.Version == 0 && opts.MustExist:
-			return fail(fmt.Errorf("postgres: %s: %w: schema %q holds no sluice store (create it with: %s)", c.redacted, ErrNoStore, c.schema, cmd))
-		case st.Version < st.Latest && opts.MustExist:
-			return fail(fmt.Errorf("postgres: %s: %w: schema %q is at version %d, this build needs %d (migrate it with: %s)", c.redacted, ErrNoStore, c.schema, st.Version, st.Latest, cmd))
-		case st.Version < st.Latest:
-			return fail(fmt.Errorf("postgres: %s: %w: schema %q is at version %d, this build needs %d (migrate it with: %s; or let the process migrate it as it opens: migrate=true in the URL, or sluice serve and worker with --migrate)", c.redacted, ErrSchemaVersion, c.schema, st.Version, st.Latest, cmd))
-		case st.Version > st.Latest:
-			return fail(fmt.Errorf("postgres: %s: %w: schema %q is at version %d, newer than this build's %d (use a newer sluice, or roll the schema back with: sluice migrate --store %s down N)", c.redacted, ErrSchemaVersion, c.schema, st.Version, st.Latest, c.redacted))
-		}
-	}
-	if !opts.NoListen {
-		lu := c.listenURL
-		if lu == "" {
-			lu = c.pool.ConnConfig.ConnString()
-		}
-		s.notify = newNotifier(s, lu)
-	}
-	return s, nil
-}
-
-func openPool(ctx context.Context, c *config, opts Options) (*Store, error) {
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, c.pool)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open %s: %w", c.redacted, err)
 	}
-	retention := opts.ArchiveRetention
-	if c.archiveRetention > 0 {
-		retention = c.archiveRetention
+	s, err := open(ctx, pool, c.redacted, c.options(opts))
+	if err != nil {
+		pool.Close()
+		return nil, err
 	}
-	return &Store{url: c.redacted, schema: c.schema, log: opts.Logger, pool: pool, listenURL: c.listenURL,
-		archiveQueues:    archiveQueueList(append(slices.Clone(opts.ArchiveQueues), c.archiveQueues...)),
-		archiveRetention: retention, noNotify: c.noNotify, claimCursorAfter: c.claimCursorAfter}, nil
+	s.ownPool = true
+	return s, nil
+}
+
+// OpenPool opens the store on a pool the caller owns, as Open does on
+// the pool it makes from a URL: opts.Schema names the schema, and
+// opts.Migrate creates or migrates it. The pool stays the caller's:
+// Close closes the store and its LISTEN connection (a connection
+// configured as the pool's, or opts.ListenURL), never the pool, which
+// the caller closes after the store.
+//
+// The pool's settings are the caller's too. Open's pools plan the
+// store's statements generically (plan_cache_mode=force_generic_plan, as
+// the claim's planning costs more than its execution) and name their
+// connections "sluice" (application_name); set both in the pool's
+// ConnConfig.RuntimeParams for the same. Through PgBouncer in transaction
+// mode the pool needs the simple protocol
+// (ConnConfig.DefaultQueryExecMode) and opts.ListenURL a direct
+// connection.
+func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("postgres: %w: OpenPool without a pool", sluicetype.ErrInvalid)
+	}
+	return open(ctx, pool, poolName(pool, opts.Schema), opts)
+}
+
+// poolName names a caller's pool in messages as a URL without its
+// password: the server, the user, the database and the schema.
+func poolName(pool *pgxpool.Pool, schema string) string {
+	cc := pool.Config().ConnConfig
+	u := url.URL{Scheme: "postgres", Host: cc.Host, Path: "/" + cc.Database}
+	if cc.Port != 0 {
+		u.Host = net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port)))
+	}
+	if cc.User != "" {
+		u.User = url.User(cc.User)
+	}
+	if schema != "" {
+		u.RawQuery = "schema=" + url.QueryEscape(schema)
+	}
+	return u.String()
+}
+
+// open opens the store on pool, Open's or the caller's, and leaves the
+// pool open whatever it returns: closing it is the owner's.
+func open(ctx context.Context, pool *pgxpool.Pool, redacted string, opts Options) (*Store, error) {
+	s, err := newStore(pool, redacted, opts)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Migrate && !opts.MustExist {
+		if err := s.Migrate(ctx); err != nil {
+			return nil, err
+		}
+	} else {
+		st, err := s.Status(ctx)
+		if err != nil {
+			return nil, err
+		}
+		cmd := "sluice migrate --store " + redacted
+		switch {
+		case st.Version == 0 && opts.MustExist:
+			return nil, fmt.Errorf("postgres: %s: %w: schema %q holds no sluice store (create it with: %s)", redacted, ErrNoStore, s.schema, cmd)
+		case st.Version < st.Latest && opts.MustExist:
+			return nil, fmt.Errorf("postgres: %s: %w: schema %q is at version %d, this build needs %d (migrate it with: %s)", redacted, ErrNoStore, s.schema, st.Version, st.Latest, cmd)
+		case st.Version < st.Latest:
+			return nil, fmt.Errorf("postgres: %s: %w: schema %q is at version %d, this build needs %d (migrate it with: %s; or let the process migrate it as it opens: migrate=true in the URL, Options.Migrate in a program, or sluice serve and worker with --migrate)", redacted, ErrSchemaVersion, s.schema, st.Version, st.Latest, cmd)
+		case st.Version > st.Latest:
+			return nil, fmt.Errorf("postgres: %s: %w: schema %q is at version %d, newer than this build's %d (use a newer sluice, or roll the schema back with: sluice migrate --store %s down N)", redacted, ErrSchemaVersion, s.schema, st.Version, st.Latest, redacted)
+		}
+	}
+	if !opts.NoListen {
+		listen := func() (*pgx.ConnConfig, error) { return pool.Config().ConnConfig, nil }
+		if lu := opts.ListenURL; lu != "" {
+			listen = func() (*pgx.ConnConfig, error) { return pgx.ParseConfig(lu) }
+		}
+		s.notify = newNotifier(s, listen)
+	}
+	return s, nil
+}
+
+// newStore is the store on pool with opts, neither checked nor migrated.
+func newStore(pool *pgxpool.Pool, redacted string, opts Options) (*Store, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	schema := cmp.Or(opts.Schema, DefaultSchema)
+	if !schemaName.MatchString(schema) {
+		return nil, fmt.Errorf("postgres: %w: schema %q: want lower-case letters, digits and _", sluicetype.ErrInvalid, schema)
+	}
+	return &Store{url: redacted, schema: schema, log: opts.Logger, pool: pool, listenURL: opts.ListenURL,
+		archiveQueues:    archiveQueueList(opts.ArchiveQueues),
+		archiveRetention: opts.ArchiveRetention, noNotify: opts.NoNotify,
+		claimCursorAfter: cmp.Or(opts.ClaimCursorAfter, claimSlowFull)}, nil
 }
 
 // OpenForMigration opens the store's schema for `sluice migrate`: it
@@ -357,7 +440,17 @@ func OpenForMigration(ctx context.Context, rawURL string, log *slog.Logger) (*St
 	if err != nil {
 		return nil, err
 	}
-	return openPool(ctx, c, Options{Logger: log})
+	pool, err := pgxpool.NewWithConfig(ctx, c.pool)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open %s: %w", c.redacted, err)
+	}
+	s, err := newStore(pool, c.redacted, c.options(Options{Logger: log}))
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.ownPool = true
+	return s, nil
 }
 
 // Schema is the schema the store lives in.
@@ -370,7 +463,8 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 // Backend names the implementation.
 func (s *Store) Backend() string { return "postgres" }
 
-// Close releases the store's connections. Calls after Close fail with
+// Close releases the store's connections: the pool when Open made it,
+// never a caller's pool (OpenPool). Calls after Close fail with
 // sluicetype.ErrClosed.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
@@ -385,7 +479,9 @@ func (s *Store) Close() error {
 	//lint:ignore SA2001 the lock is the barrier: it waits for a probe that holds it.
 	s.cursorMu.Unlock()
 	s.probes.Wait()
-	s.pool.Close()
+	if s.ownPool {
+		s.pool.Close()
+	}
 	return nil
 }
 

@@ -17,7 +17,7 @@ func TestParseURLClaimCursor(t *testing.T) {
 		want  time.Duration
 		bad   bool
 	}{
-		{"", claimSlowFull, false},
+		{"", 0, false},
 		{"&claim_cursor=10ms", 10 * time.Millisecond, false},
 		{"&claim_cursor=off", -1, false},
 		{"&claim_cursor=0", -1, false},

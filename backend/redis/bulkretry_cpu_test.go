@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
+	"github.com/sluicehq/sluice/internal/redisserver"
 	"github.com/sluicehq/sluice/sluicetype"
 )
 
@@ -28,7 +29,7 @@ func TestBulkRetryCPU(t *testing.T) {
 		t.Skip("SLUICE_BULKRETRY_CPU=N unset")
 	}
 	ctx := context.Background()
-	addr := redistest.PrivateServer(t, redistest.ServerOptions{}).Addr()
+	addr := redisserver.Private(t, redisserver.Options{}).Addr()
 	s := redistest.NewOn(t, "redis://"+addr+"/0?read_timeout=2m")
 	c := goredis.NewClient(&goredis.Options{Addr: addr})
 	defer c.Close()

@@ -6,6 +6,7 @@ import (
 	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/backendtest"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
+	"github.com/sluicehq/sluice/internal/redisserver"
 )
 
 // TestClusterConformance runs the conformance suite on a Redis Cluster of
@@ -14,7 +15,7 @@ import (
 // namespace's hash tag, so every script runs on the one node that serves
 // the namespace's slot, and a key outside it would fail the script.
 func TestClusterConformance(t *testing.T) {
-	base := redistest.Cluster(t)
+	base := redisserver.Cluster(t)
 	backendtest.Run(t, backendtest.Harness{
 		Name:     "redis-cluster",
 		NewStore: func(t testing.TB) backend.Store { return redistest.NewOn(t, base) },

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/redisserver"
 	"github.com/sluicehq/sluice/sluicetype"
 )
 
@@ -37,7 +38,7 @@ func TestDurabilityWarningsPrivate(t *testing.T) {
 			ctx := context.Background()
 			var logs bytes.Buffer
 			log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			s, err := redis.Open(ctx, redistest.URLOn(t, redistest.PrivateServer(t, redistest.ServerOptions{Args: tc.args}).URL()), redis.Options{Migrate: true, Logger: log})
+			s, err := redis.Open(ctx, redistest.URLOn(t, redisserver.Private(t, redisserver.Options{Args: tc.args}).URL()), redis.Options{Migrate: true, Logger: log})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
+	"github.com/sluicehq/sluice/internal/redisserver"
 )
 
 // TestHotPathCPU reports the Redis CPU a job costs on the hot path
@@ -37,7 +38,7 @@ func TestHotPathCPU(t *testing.T) {
 	// it, say); it must be private: its statistics are reset.
 	addr := os.Getenv("SLUICE_HOTPATH_REDIS")
 	if addr == "" {
-		addr = redistest.PrivateServer(t, redistest.ServerOptions{}).Addr()
+		addr = redisserver.Private(t, redisserver.Options{}).Addr()
 	}
 	s := redistest.NewOn(t, "redis://"+addr+"/0?read_timeout=2m")
 	c := goredis.NewClient(&goredis.Options{Addr: addr})

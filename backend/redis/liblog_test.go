@@ -9,6 +9,7 @@ import (
 	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
+	"github.com/sluicehq/sluice/internal/redisserver"
 	"github.com/sluicehq/sluice/internal/testlog"
 )
 
@@ -19,7 +20,7 @@ import (
 // a logger has it.
 func TestClientLogsGoToTheStoreLogger(t *testing.T) {
 	ctx := context.Background()
-	srv := redistest.PrivateServer(t, redistest.ServerOptions{})
+	srv := redisserver.Private(t, redisserver.Options{})
 	var buf testlog.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s, err := redis.Open(ctx, redistest.URLOn(t, srv.URL()), redis.Options{Migrate: true, Logger: log})

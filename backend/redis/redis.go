@@ -3,10 +3,14 @@
 // entry, its counters, its index entries and its idempotency step commit
 // together.
 //
+// Open opens a store from a URL and owns the client it makes; OpenClient
+// opens one on a go-redis client the program has already, which stays the
+// program's (Close leaves it open). Both take the same Options.
+//
 // # Namespaces and keys
 //
-// A store lives in a namespace (the URL's ns parameter, "sluice" by
-// default). Every key of a namespace starts with the hash tag {ns}, so the
+// A store lives in a namespace (the URL's ns parameter or
+// Options.Namespace, "sluice" by default). Every key of a namespace starts with the hash tag {ns}, so the
 // whole namespace lives in one cluster slot and every script's keys share
 // it. The layout, under the prefix {ns}:
 //
@@ -130,7 +134,8 @@ import (
 //	   jobs that died before the upgrade group with the ones after it.
 const SchemaVersion = 5
 
-// DefaultNamespace is the namespace of a URL without ns.
+// DefaultNamespace is the namespace of a URL without ns, and of
+// OpenClient without Options.Namespace.
 const DefaultNamespace = "sluice"
 
 // ErrNoStore is the error of a MustExist open of a namespace that is
@@ -156,6 +161,13 @@ type Options struct {
 	// (sluicetype.ScanReport). 0 means DefaultScanBudget, or the URL's
 	// scan_budget=N.
 	ScanBudget int
+	// Namespace is the namespace the store lives in (DefaultNamespace
+	// when empty). The URL's ns wins over it.
+	Namespace string
+	// BatchBudget is the server's time one bulk batch script may take,
+	// from 100µs to 1s (0: batchScriptBudget). The URL's batch_budget
+	// wins over it.
+	BatchBudget time.Duration
 }
 
 // DefaultScanBudget is the jobs one list or count examines at most.
@@ -169,8 +181,10 @@ type Store struct {
 	anchor string // the schema key, KEYS[1] of every script
 	url    string // redacted, for messages
 	raw    string
-	log    *slog.Logger
-	wake   *wakeHub // pubsub.go
+	// ownClient: Open made the client, and Close closes it.
+	ownClient bool
+	log       *slog.Logger
+	wake      *wakeHub // pubsub.go
 	// scanBudget bounds the jobs one list or count reads (list.go).
 	scanBudget int
 	// batchBudget, when not zero, replaces batchScriptBudget (the URL's
@@ -190,6 +204,9 @@ type Target struct {
 	Addrs     []string
 	Options   *goredis.Options // single server
 	Namespace string
+	// nsGiven: the URL names its namespace (ns=), which then wins over
+	// Options.Namespace.
+	nsGiven bool
 	// ScanBudget is scan_budget=N (0 when absent).
 	ScanBudget int
 	// BatchBudget is batch_budget=DURATION (0 when absent): the server's
@@ -215,13 +232,14 @@ func ParseURL(raw string) (*Target, error) {
 		return nil, fmt.Errorf("redis: %w: url query: %s", sluicetype.ErrInvalid, redact.ParseError(err))
 	}
 	ns := q.Get("ns")
+	nsGiven := ns != ""
 	if ns == "" {
 		ns = DefaultNamespace
 	}
-	if strings.ContainsAny(ns, "{}") {
-		return nil, fmt.Errorf("redis: %w: namespace %q may not hold braces", sluicetype.ErrInvalid, ns)
+	if err := checkNamespace(ns); err != nil {
+		return nil, err
 	}
-	t := &Target{Namespace: ns}
+	t := &Target{Namespace: ns, nsGiven: nsGiven}
 	if v := q.Get("scan_budget"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -275,33 +293,129 @@ func ParseURL(raw string) (*Target, error) {
 	return t, nil
 }
 
+// checkNamespace refuses a namespace that would break its hash tag.
+func checkNamespace(ns string) error {
+	if strings.ContainsAny(ns, "{}") {
+		return fmt.Errorf("redis: %w: namespace %q may not hold braces", sluicetype.ErrInvalid, ns)
+	}
+	return nil
+}
+
 // Open connects to the Redis a URL names and opens its namespace,
-// creating or migrating it as the options allow (see Options).
+// creating or migrating it as the options allow (see Options). The store
+// owns the client it makes, and Close closes it.
 func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	t, err := ParseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
+	if t.nsGiven || opts.Namespace == "" {
+		opts.Namespace = t.Namespace
+	}
+	opts.BatchBudget = cmp.Or(t.BatchBudget, opts.BatchBudget)
+	opts.ScanBudget = cmp.Or(opts.ScanBudget, t.ScanBudget)
 	var c goredis.UniversalClient
 	if t.Cluster {
 		// Redirections (MOVED, ASK) are followed; retries of a script that
 		// may have run are not (see ParseURL).
 		c = goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: t.Addrs, MaxRetries: -1,
-			ClientName: "sluice:" + t.Namespace})
+			ClientName: "sluice:" + opts.Namespace})
 	} else {
-		c = goredis.NewClient(t.Options)
+		o := *t.Options
+		if !t.nsGiven && o.ClientName == "sluice:"+t.Namespace {
+			o.ClientName = "sluice:" + opts.Namespace // ParseURL's name, for Options.Namespace
+		}
+		c = goredis.NewClient(&o)
+	}
+	s, err := open(ctx, c, rawURL, opts)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	s.ownClient = true
+	return s, nil
+}
+
+// OpenClient opens the namespace opts.Namespace on a client the caller
+// owns (a *redis.Client, a *redis.ClusterClient, ...), as Open does on the
+// client it makes from a URL. The client stays the caller's: Close ends
+// the store and its pub/sub subscription, never the client, which the
+// caller closes after the store.
+//
+// The client's settings are the caller's too. Open's clients send no
+// command twice (MaxRetries -1): a script whose answer was lost would run
+// again, claiming other jobs or refusing a finish as a lost lease, so a
+// client that retries (go-redis's default for a single server is 3) is
+// logged as a warning at open; set MaxRetries: -1 in its options. Open's
+// clients also name their connections "sluice:NAMESPACE" (ClientName).
+func OpenClient(ctx context.Context, c goredis.UniversalClient, opts Options) (*Store, error) {
+	if c == nil {
+		return nil, fmt.Errorf("redis: %w: OpenClient without a client", sluicetype.ErrInvalid)
+	}
+	opts.Namespace = cmp.Or(opts.Namespace, DefaultNamespace)
+	s, err := open(ctx, c, clientURL(c, opts.Namespace), opts)
+	if err != nil {
+		return nil, err
+	}
+	if n := clientRetries(c); n > 0 {
+		s.log.Warn("redis: the client sends a command again after a lost answer; a script may run twice (set MaxRetries: -1)", "store", s.url, "max_retries", n)
+	}
+	return s, nil
+}
+
+// clientURL names a caller's client as a store URL without credentials:
+// its server (or cluster) and the namespace.
+func clientURL(c goredis.UniversalClient, ns string) string {
+	u := url.URL{Scheme: "redis", RawQuery: "ns=" + url.QueryEscape(ns)}
+	switch c := c.(type) {
+	case *goredis.Client:
+		o := c.Options()
+		if o.TLSConfig != nil {
+			u.Scheme = "rediss"
+		}
+		u.Host, u.Path = o.Addr, "/"+strconv.Itoa(o.DB)
+	case *goredis.ClusterClient:
+		o := c.Options()
+		u.Scheme = "redis+cluster"
+		if o.TLSConfig != nil {
+			u.Scheme = "rediss+cluster"
+		}
+		u.Host = strings.Join(o.Addrs, ",")
+	}
+	return u.String()
+}
+
+// clientRetries is how often a caller's client sends a command again
+// (0 when it does not, or cannot tell).
+func clientRetries(c goredis.UniversalClient) int {
+	switch c := c.(type) {
+	case *goredis.Client:
+		return c.Options().MaxRetries
+	case *goredis.ClusterClient:
+		return c.Options().MaxRetries
+	}
+	return 0
+}
+
+// open opens the namespace opts.Namespace on c, Open's or the caller's,
+// and leaves c open whatever it returns: closing it is the owner's.
+func open(ctx context.Context, c goredis.UniversalClient, rawURL string, opts Options) (*Store, error) {
+	if err := checkNamespace(opts.Namespace); err != nil {
+		return nil, err
+	}
+	if b := opts.BatchBudget; b != 0 && (b < 100*time.Microsecond || b > time.Second) {
+		return nil, fmt.Errorf("redis: %w: batch budget %v: want a duration from 100µs to 1s", sluicetype.ErrInvalid, b)
 	}
 	libLogTo(opts.Logger)
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{c: c, ns: t.Namespace, prefix: "{" + t.Namespace + "}:", url: redact.URL(rawURL), raw: rawURL, log: opts.Logger}
+	s := &Store{c: c, ns: opts.Namespace, prefix: "{" + opts.Namespace + "}:", url: redact.URL(rawURL), raw: rawURL, log: opts.Logger}
 	s.anchor = s.prefix + "schema"
 	s.wake = newWakeHub(s)
-	s.scanBudget = cmp.Or(opts.ScanBudget, t.ScanBudget, DefaultScanBudget)
-	s.batchBudget = t.BatchBudget
+	s.scanBudget = cmp.Or(opts.ScanBudget, DefaultScanBudget)
+	s.batchBudget = opts.BatchBudget
 	if err := s.openSchema(ctx, opts); err != nil {
-		c.Close()
 		return nil, err
 	}
 	s.warnDurability(ctx)
@@ -489,7 +603,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return s.openSchema(ctx, Options{Migrate: true})
 }
 
-// URL is the URL the store was opened with.
+// URL is the URL the store was opened with; for a store on a caller's
+// client (OpenClient), a URL of its server (or cluster) and namespace,
+// without credentials.
 func (s *Store) URL() string { return s.raw }
 
 // Namespace is the store's namespace.
@@ -518,9 +634,14 @@ func (s *Store) Capabilities() []backend.Capability {
 	}
 }
 
-// Close releases the store's connections.
+// Close releases the store's connections: the client when Open made it,
+// never a caller's client (OpenClient), on which a store's call after
+// Close still reaches the server: stop using the store first.
 func (s *Store) Close() error {
 	s.wake.close()
+	if !s.ownClient {
+		return nil
+	}
 	return s.c.Close()
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
+	"github.com/sluicehq/sluice/internal/redisserver"
 	"github.com/sluicehq/sluice/sluicetype"
 )
 
@@ -800,7 +801,7 @@ func archivedRetry(t *testing.T, s *redis.Store, q string, matched int64) func(a
 func TestBulkBatchWritesIndexesOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	addr := redistest.PrivateServer(t, redistest.ServerOptions{}).Addr()
+	addr := redisserver.Private(t, redisserver.Options{}).Addr()
 	s := redistest.NewOn(t, "redis://"+addr+"/0")
 	c := goredis.NewClient(&goredis.Options{Addr: addr})
 	defer c.Close()

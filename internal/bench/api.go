@@ -29,9 +29,10 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/internal/cliutil"
+	"github.com/sluicehq/sluice/internal/cmdline"
 	"github.com/sluicehq/sluice/internal/demo"
 	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/internal/storeurl"
 )
 
 // The api scenario (scripts/bench api): the HTTP control API under a fixed
@@ -56,7 +57,7 @@ type benchAPIOptions struct {
 	serverBin   string
 }
 
-func newBenchAPICmd(lo *cliutil.LogOptions) *cobra.Command {
+func newBenchAPICmd(lo *cmdline.LogOptions) *cobra.Command {
 	o := &benchAPIOptions{}
 	cmd := &cobra.Command{
 		Use:   "api",
@@ -120,7 +121,7 @@ Prints one key=value result line on stdout (load1_before/load1_after are
 	return cmd
 }
 
-func runBenchAPI(ctx context.Context, o *benchAPIOptions, lo *cliutil.LogOptions, stdout, stderr io.Writer) error {
+func runBenchAPI(ctx context.Context, o *benchAPIOptions, lo *cmdline.LogOptions, stdout, stderr io.Writer) error {
 	var res benchResult
 	res.add("system", "sluice")
 	res.add("scenario", "api")
@@ -131,7 +132,7 @@ func runBenchAPI(ctx context.Context, o *benchAPIOptions, lo *cliutil.LogOptions
 // apiBenchPath is what the load generator asks for.
 const apiBenchPath = api.Prefix + "/jobs?state=archived&limit=50"
 
-func benchAPI(ctx context.Context, o *benchAPIOptions, lo *cliutil.LogOptions, stderr io.Writer, res *benchResult) error {
+func benchAPI(ctx context.Context, o *benchAPIOptions, lo *cmdline.LogOptions, stderr io.Writer, res *benchResult) error {
 	// The server's stderr is copied here too, from a goroutine of os/exec.
 	stderr = &apiLockedWriter{w: stderr}
 	progress := benchProgress(stderr, "api")
@@ -328,7 +329,7 @@ func apiLoadAvg() string {
 // on queue "bench", run to their death by an engine's workers), and
 // returns how many it added.
 func apiBenchSeed(ctx context.Context, o *benchAPIOptions, log *slog.Logger, progress func(string, ...any)) (int, time.Duration, error) {
-	store, err := cliutil.OpenStore(ctx, o.store, log)
+	store, err := storeurl.Open(ctx, o.store, log)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -352,7 +353,7 @@ func apiBenchSeed(ctx context.Context, o *benchAPIOptions, log *slog.Logger, pro
 	var discard benchResult // the dead letter scenario's own figures
 	do := &benchDeadOptions{benchOptions: benchOptions{store: o.store, jobs: need, concurrency: o.seedConc,
 		batch: o.seedBatch, insertConc: 4, queue: "bench", label: o.label}}
-	target, err := cliutil.ParseStoreURL(o.store)
+	target, err := storeurl.Parse(o.store)
 	if err != nil {
 		return 0, 0, err
 	}

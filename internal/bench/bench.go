@@ -23,8 +23,9 @@ import (
 
 	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/internal/cliutil"
+	"github.com/sluicehq/sluice/internal/cmdline"
 	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/internal/storeurl"
 )
 
 type benchOptions struct {
@@ -66,7 +67,7 @@ func (o *benchOptions) addFlags(cmd *cobra.Command, timeout time.Duration) {
 	_ = cmd.MarkFlagRequired("store")
 }
 
-func newBenchThroughputCmd(lo *cliutil.LogOptions) *cobra.Command {
+func newBenchThroughputCmd(lo *cmdline.LogOptions) *cobra.Command {
 	o := &benchOptions{}
 	cmd := &cobra.Command{
 		Use:   "throughput",
@@ -95,7 +96,7 @@ Prints one key=value result line on stdout, the shape of the peer harness
 // benchKind is the no-op kind of the throughput benchmark.
 const benchKind = "bench.noop"
 
-func runBenchThroughput(ctx context.Context, o *benchOptions, lo *cliutil.LogOptions, stdout, stderr io.Writer) error {
+func runBenchThroughput(ctx context.Context, o *benchOptions, lo *cmdline.LogOptions, stdout, stderr io.Writer) error {
 	if o.payload != "empty" && o.payload != "order" {
 		return fmt.Errorf("--payload %q: want empty or order", o.payload)
 	}
@@ -111,14 +112,14 @@ func printBenchResult(stdout io.Writer, res *benchResult, err error) error {
 		res.add("status", "error")
 		res.add("error", strings.Join(strings.Fields(err.Error()), "_"))
 		fmt.Fprintln(stdout, res.String())
-		return cliutil.ExitError{Code: 1}
+		return cmdline.ExitError{Code: 1}
 	}
 	res.add("status", "ok")
 	fmt.Fprintln(stdout, res.String())
 	return nil
 }
 
-func benchThroughput(ctx context.Context, o *benchOptions, lo *cliutil.LogOptions, stderr io.Writer, res *benchResult) error {
+func benchThroughput(ctx context.Context, o *benchOptions, lo *cmdline.LogOptions, stderr io.Writer, res *benchResult) error {
 	progress := benchProgress(stderr, "throughput")
 	if o.jobs <= 0 || o.concurrency <= 0 || o.batch <= 0 || o.insertConc <= 0 {
 		return fmt.Errorf("--jobs, --concurrency, --batch and --insert-conc must be positive")
@@ -142,7 +143,7 @@ func benchThroughput(ctx context.Context, o *benchOptions, lo *cliutil.LogOption
 			return fmt.Errorf("reset: %w", err)
 		}
 	}
-	store, err := cliutil.OpenStore(ctx, o.store, log)
+	store, err := storeurl.Open(ctx, o.store, log)
 	if err != nil {
 		return err
 	}
@@ -565,10 +566,10 @@ func benchProgress(w io.Writer, scenario string) func(format string, args ...any
 }
 
 // benchStore parses a scenario's store URL and records its backend.
-func benchStore(url string, res *benchResult) (cliutil.StoreTarget, error) {
-	target, err := cliutil.ParseStoreURL(url)
+func benchStore(url string, res *benchResult) (storeurl.Target, error) {
+	target, err := storeurl.Parse(url)
 	if err != nil {
-		return cliutil.StoreTarget{}, err
+		return storeurl.Target{}, err
 	}
 	res.add("store", target.Backend)
 	return target, nil

@@ -22,8 +22,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/internal/cliutil"
+	"github.com/sluicehq/sluice/internal/cmdline"
 	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/internal/storeurl"
 	"github.com/sluicehq/sluice/keymap"
 	"github.com/sluicehq/sluice/tui"
 )
@@ -45,7 +46,7 @@ type benchConsoleOptions struct {
 	seedSeconds float64
 }
 
-func newBenchConsoleCmd(lo *cliutil.LogOptions) *cobra.Command {
+func newBenchConsoleCmd(lo *cmdline.LogOptions) *cobra.Command {
 	o := &benchConsoleOptions{}
 	cmd := &cobra.Command{
 		Use:   "console",
@@ -96,7 +97,7 @@ Prints one key=value result line on stdout; progress goes to stderr.`,
 	return cmd
 }
 
-func runBenchConsole(ctx context.Context, o *benchConsoleOptions, lo *cliutil.LogOptions, stdout, stderr io.Writer) error {
+func runBenchConsole(ctx context.Context, o *benchConsoleOptions, lo *cmdline.LogOptions, stdout, stderr io.Writer) error {
 	var res benchResult
 	res.add("system", "sluice")
 	res.add("scenario", "console")
@@ -139,7 +140,7 @@ func runBenchConsole(ctx context.Context, o *benchConsoleOptions, lo *cliutil.Lo
 const asMainEnv = "SLUICE_BENCH_AS_MAIN"
 
 // benchConsoleReexec runs the measurement in a new process of this binary.
-func benchConsoleReexec(ctx context.Context, o *benchConsoleOptions, lo *cliutil.LogOptions, seeded int, took time.Duration, stdout, stderr io.Writer) error {
+func benchConsoleReexec(ctx context.Context, o *benchConsoleOptions, lo *cmdline.LogOptions, seeded int, took time.Duration, stdout, stderr io.Writer) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
@@ -162,7 +163,7 @@ func benchConsoleReexec(ctx context.Context, o *benchConsoleOptions, lo *cliutil
 	if err := c.Run(); err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
-			return cliutil.ExitError{Code: ee.ExitCode()}
+			return cmdline.ExitError{Code: ee.ExitCode()}
 		}
 		return err
 	}
@@ -205,7 +206,7 @@ func archivedCount(ctx context.Context, ctl engine.Control) (int64, error) {
 // benchConsoleSeed tops the store up to o.jobs archived jobs and returns
 // how many it added.
 func benchConsoleSeed(ctx context.Context, o *benchConsoleOptions, log *slog.Logger, progress func(string, ...any)) (int, time.Duration, error) {
-	store, err := cliutil.OpenStore(ctx, o.store, log)
+	store, err := storeurl.Open(ctx, o.store, log)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -425,7 +426,7 @@ func benchConsoleMeasure(ctx context.Context, o *benchConsoleOptions, log *slog.
 	rss := startRSSSampler(os.Getpid(), 50*time.Millisecond)
 	defer rss.close()
 	t0 := time.Now()
-	store, err := cliutil.OpenStore(ctx, o.store, log)
+	store, err := storeurl.Open(ctx, o.store, log)
 	if err != nil {
 		return err
 	}

@@ -17,8 +17,9 @@ import (
 
 	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/internal/cliutil"
+	"github.com/sluicehq/sluice/internal/cmdline"
 	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/internal/storeurl"
 )
 
 // The deadletter scenario of the peer harness for River and asynq
@@ -39,7 +40,7 @@ type benchDeadOptions struct {
 	seed      string
 }
 
-func newBenchDeadLetterCmd(lo *cliutil.LogOptions) *cobra.Command {
+func newBenchDeadLetterCmd(lo *cmdline.LogOptions) *cobra.Command {
 	o := &benchDeadOptions{}
 	cmd := &cobra.Command{
 		Use:   "deadletter",
@@ -77,7 +78,7 @@ Prints one key=value result line on stdout with the peer harness's keys
 	return cmd
 }
 
-func runBenchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *cliutil.LogOptions, stdout, stderr io.Writer) error {
+func runBenchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *cmdline.LogOptions, stdout, stderr io.Writer) error {
 	res := benchHeader("deadletter", &o.benchOptions)
 	return printBenchResult(stdout, &res, benchDeadLetter(ctx, o, lo, stderr, &res))
 }
@@ -150,7 +151,7 @@ func deadIndex(p []byte) int {
 // retry to check their timelines.
 const deadSamples = 200
 
-func benchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *cliutil.LogOptions, stderr io.Writer, res *benchResult) error {
+func benchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *cmdline.LogOptions, stderr io.Writer, res *benchResult) error {
 	progress := benchProgress(stderr, "deadletter")
 	if o.jobs <= 0 || o.concurrency <= 0 || o.batch <= 0 || o.insertConc <= 0 || o.listCalls <= 0 {
 		return fmt.Errorf("--jobs, --concurrency, --batch, --insert-conc and --list-calls must be positive")
@@ -179,7 +180,7 @@ func benchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *cliutil.LogOp
 			return fmt.Errorf("reset: %w", err)
 		}
 	}
-	store, err := cliutil.OpenStore(ctx, o.store, log)
+	store, err := storeurl.Open(ctx, o.store, log)
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/internal/cliutil"
+	"github.com/sluicehq/sluice/internal/cmdline"
 )
 
 func main() {
@@ -30,7 +30,7 @@ func main() {
 
 // run runs the scenario args name and returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	lo := &cliutil.LogOptions{}
+	lo := &cmdline.LogOptions{}
 	root := &cobra.Command{
 		Use:           "sluice-bench",
 		Short:         "Sluice's benchmark scenarios (scripts/bench runs these)",
@@ -43,7 +43,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	lo.AddFlags(root.PersistentFlags(), "write logs to this file (default: stderr)")
 	root.AddCommand(newBenchThroughputCmd(lo), newBenchDeadLetterCmd(lo), newBenchConsoleCmd(lo), newBenchAPICmd(lo), newBenchPressureCmd(lo))
-	return cliutil.Run(ctx, root, "sluice-bench", args, stdout, stderr)
+	return cmdline.Run(ctx, root, "sluice-bench", args, stdout, stderr)
 }
 
 // driveOperation runs pending operations in this process until operation

@@ -35,8 +35,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/internal/cliutil"
+	"github.com/sluicehq/sluice/internal/cmdline"
 	"github.com/sluicehq/sluice/internal/pgcluster"
+	"github.com/sluicehq/sluice/internal/storeurl"
 )
 
 type pressureOptions struct {
@@ -69,7 +70,7 @@ type pressureOptions struct {
 	timeout      time.Duration
 }
 
-func newBenchPressureCmd(lo *cliutil.LogOptions) *cobra.Command {
+func newBenchPressureCmd(lo *cmdline.LogOptions) *cobra.Command {
 	o := &pressureOptions{}
 	cmd := &cobra.Command{
 		Use:   "pressure",
@@ -179,7 +180,7 @@ type pressureRun struct {
 	explain  io.Writer
 }
 
-func runBenchPressure(ctx context.Context, o *pressureOptions, lo *cliutil.LogOptions, stdout, stderr io.Writer) error {
+func runBenchPressure(ctx context.Context, o *pressureOptions, lo *cmdline.LogOptions, stdout, stderr io.Writer) error {
 	// An interrupt ends the run through its defers, so the private
 	// cluster is stopped and removed rather than left running.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -211,7 +212,7 @@ func runBenchPressure(ctx context.Context, o *pressureOptions, lo *cliutil.LogOp
 		if len(r.phases) == 0 {
 			fmt.Fprintf(stdout, "system=sluice scenario=pressure status=error error=%s\n", strings.Join(strings.Fields(err.Error()), "_"))
 		}
-		return cliutil.ExitError{Code: 1}
+		return cmdline.ExitError{Code: 1}
 	}
 	return nil
 }
@@ -294,7 +295,7 @@ func quantile32(xs []float32, q float64) float64 {
 	return float64(xs[min(max(i, 0), len(xs)-1)])
 }
 
-func (r *pressureRun) run(ctx context.Context, lo *cliutil.LogOptions, stderr io.Writer) error {
+func (r *pressureRun) run(ctx context.Context, lo *cmdline.LogOptions, stderr io.Writer) error {
 	o := r.o
 	if o.rate <= 0 || o.workers <= 0 || o.scale <= 0 || o.inserters <= 0 || o.readerCount < 0 {
 		return errors.New("--rate, --workers, --scale and --inserters must be positive")
@@ -350,7 +351,7 @@ func (r *pressureRun) run(ctx context.Context, lo *cliutil.LogOptions, stderr io
 		defer c.Close()
 		base = c.URL()
 		r.progress("private cluster on port %d (%s)", c.Port(), c.Dir())
-	} else if t, err := cliutil.ParseStoreURL(base); err != nil {
+	} else if t, err := storeurl.Parse(base); err != nil {
 		return err
 	} else if t.Backend != "postgres" {
 		return fmt.Errorf("pressure runs on PostgreSQL only, not %s", t.Backend)
@@ -391,7 +392,7 @@ func (r *pressureRun) run(ctx context.Context, lo *cliutil.LogOptions, stderr io
 	if o.storeParams != "" {
 		storeURL += "&" + o.storeParams
 	}
-	store, err := cliutil.OpenStore(ctx, storeURL, log)
+	store, err := storeurl.Open(ctx, storeURL, log)
 	if err != nil {
 		return err
 	}
@@ -420,7 +421,7 @@ func (r *pressureRun) run(ctx context.Context, lo *cliutil.LogOptions, stderr io
 	// connections the claims and acknowledgements wait for. Its engine
 	// is never started; it only enqueues, and the workers hear of its
 	// jobs the way another process's are heard of.
-	pstore, err := cliutil.OpenStore(ctx, storeURL, log)
+	pstore, err := storeurl.Open(ctx, storeURL, log)
 	if err != nil {
 		return err
 	}

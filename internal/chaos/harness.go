@@ -22,11 +22,11 @@ import (
 
 	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/redis"
-	"github.com/sluicehq/sluice/backend/redis/redistest"
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/internal/cliutil"
 	"github.com/sluicehq/sluice/internal/pgcluster"
 	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/internal/redisserver"
+	"github.com/sluicehq/sluice/internal/storeurl"
 )
 
 // Faults the driver can pick.
@@ -102,7 +102,7 @@ type Options struct {
 	// makes a private store of its own: a temp SQLite file, or, when
 	// Store is a postgres:// URL, a PostgreSQL cluster of its own
 	// (internal/pgcluster), or, when it is a redis:// URL, a
-	// redis-server of its own (redistest.StartServer, with AOF), whose
+	// redis-server of its own (redisserver.Start, with AOF), whose
 	// outage is a server restart.
 	Store   string
 	Private bool
@@ -244,8 +244,8 @@ type run struct {
 	// cluster is the harness's own PostgreSQL server (--private on a
 	// postgres:// URL); clusterMu keeps its restarts one at a time.
 	cluster  *pgcluster.Cluster
-	redisSrv *redistest.Server // the harness's own Redis (--private on a redis:// URL)
-	redis    bool              // the store is Redis
+	redisSrv *redisserver.Server // the harness's own Redis (--private on a redis:// URL)
+	redis    bool                // the store is Redis
 	// redisOne: one Redis server, not a cluster, whose workers' connections
 	// a cut can tell apart by name (a cluster client is always named
 	// after the namespace, the harness's own connections too).
@@ -367,7 +367,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 func (r *run) setup(ctx context.Context, dir string) error {
 	r.url = r.o.Store
 	if r.o.Private || r.url == "" {
-		t, err := cliutil.ParseStoreURL(r.url)
+		t, err := storeurl.Parse(r.url)
 		switch {
 		case r.url != "" && err != nil:
 			return err
@@ -385,7 +385,7 @@ func (r *run) setup(ctx context.Context, dir string) error {
 			if fsync == "" {
 				fsync = "always"
 			}
-			s, err := redistest.StartServer(ctx, redistest.ServerOptions{AppendFsync: fsync, Dir: filepath.Join(dir, "redis")})
+			s, err := redisserver.Start(ctx, redisserver.Options{AppendFsync: fsync, Dir: filepath.Join(dir, "redis")})
 			if err != nil {
 				return err
 			}
@@ -397,7 +397,7 @@ func (r *run) setup(ctx context.Context, dir string) error {
 			return fmt.Errorf("chaos: --private on a %s store: not built yet: %w", t.Backend, engine.ErrUnsupported)
 		}
 	}
-	t, err := cliutil.ParseStoreURL(r.url)
+	t, err := storeurl.Parse(r.url)
 	if err != nil {
 		return err
 	}
@@ -420,7 +420,7 @@ func (r *run) setup(ctx context.Context, dir string) error {
 	}
 	// The harness sets its store up itself: it always migrates (the
 	// workers, told nothing, find it migrated).
-	r.store, err = cliutil.OpenStore(ctx, pgcluster.Migrating(r.url), nil)
+	r.store, err = storeurl.Open(ctx, pgcluster.Migrating(r.url), nil)
 	if err != nil {
 		return err
 	}
@@ -952,7 +952,7 @@ func (r *run) offers(f string) bool {
 // PostgreSQL, CLIENT KILL on Redis, of the connections named r.app.
 func (r *run) cut(ctx context.Context) (int, error) {
 	if r.redis {
-		return redistest.KillClients(ctx, r.url, r.app)
+		return redisserver.KillClients(ctx, r.url, r.app)
 	}
 	return pgcluster.Terminate(ctx, r.url, r.app)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -14,9 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sluicehq/sluice/backend"
-	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/internal/cliutil"
+	"github.com/sluicehq/sluice/backend/postgres"
 	"github.com/sluicehq/sluice/internal/redact"
 )
 
@@ -72,11 +69,17 @@ func WithAppName(raw, app string) string {
 // DESIGN.md, "Creating and migrating a store"). Other URLs are returned
 // as they are: SQLite's processes migrate by themselves.
 func Migrating(raw string) string {
-	t, err := cliutil.ParseStoreURL(raw)
-	if err != nil || t.Backend != "postgres" || strings.Contains(raw, "migrate=") {
+	if !isPostgres(raw) || strings.Contains(raw, "migrate=") {
 		return raw
 	}
 	return withParam(raw, "migrate", "true")
+}
+
+// isPostgres reports whether raw is a postgres:// (or postgresql://) URL.
+func isPostgres(raw string) bool {
+	scheme, _, ok := strings.Cut(raw, "://")
+	scheme = strings.ToLower(scheme)
+	return ok && (scheme == "postgres" || scheme == "postgresql")
 }
 
 func withParam(raw, key, value string) string {
@@ -153,15 +156,16 @@ func stripStoreParams(raw string) string {
 	return u.String()
 }
 
-// OpenStore opens (creating and migrating: see Migrating) the store a URL
-// names for a test, closed when the test ends. A backend not built yet
-// (the error wraps engine.ErrUnsupported) skips the test with that reason.
-func OpenStore(t testing.TB, raw string) backend.Store {
+// OpenStore opens (creating and migrating) the PostgreSQL store a URL
+// names for a test, closed when the test ends. It opens it with
+// backend/postgres itself, so a test binary that opens PostgreSQL stores
+// compiles no other backend.
+func OpenStore(t testing.TB, raw string) *postgres.Store {
 	t.Helper()
-	s, err := cliutil.OpenStore(context.Background(), Migrating(raw), nil)
-	if errors.Is(err, engine.ErrUnsupported) {
-		t.Skip(err)
+	if !isPostgres(raw) {
+		t.Fatalf("pgcluster: open store %s: not a postgres:// url", redact.URL(raw))
 	}
+	s, err := postgres.Open(context.Background(), raw, postgres.Options{Migrate: true})
 	if err != nil {
 		t.Fatalf("open store %s: %v", redact.URL(raw), err)
 	}

@@ -17,8 +17,9 @@ import (
 	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/chaos"
-	"github.com/sluicehq/sluice/internal/cliutil"
+	"github.com/sluicehq/sluice/internal/cmdline"
 	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/internal/storeurl"
 )
 
 // runWorker is `testworker worker --record FILE [--defeat-fencing]`: the
@@ -34,7 +35,7 @@ func runWorker(args []string) int {
 		lease, heartbeat, poll, maint      time.Duration
 		crashBackoff, shutdownTimeout      time.Duration
 		noMaintenance, defeat              bool
-		lo                                 cliutil.LogOptions
+		lo                                 cmdline.LogOptions
 	)
 	fs.StringVar(&storeURL, "store", "sqlite://sluice.db", "store URL")
 	fs.StringVar(&queues, "queues", chaos.Queue, "comma-separated queues to work")
@@ -68,7 +69,7 @@ func runWorker(args []string) int {
 
 func work(storeURL, queues, workerID, record, fault, countRedis, hold string, concurrency, crashLimit int,
 	lease, heartbeat, poll, maint, crashBackoff, shutdownTimeout time.Duration,
-	noMaintenance, defeat bool, lo *cliutil.LogOptions) error {
+	noMaintenance, defeat bool, lo *cmdline.LogOptions) error {
 	if record == "" {
 		return fmt.Errorf("--defeat-fencing and --fault need --record FILE")
 	}
@@ -108,7 +109,7 @@ func work(storeURL, queues, workerID, record, fault, countRedis, hold string, co
 	if crashBackoff > 0 {
 		cfg.CrashBackoff = func(int) time.Duration { return crashBackoff }
 	}
-	store, err := cliutil.OpenStore(ctx, storeURL, log)
+	store, err := storeurl.Open(ctx, storeURL, log)
 	if err != nil {
 		return err
 	}

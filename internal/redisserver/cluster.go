@@ -1,4 +1,4 @@
-package redistest
+package redisserver
 
 import (
 	"context"
@@ -29,7 +29,7 @@ func Cluster(tb testing.TB) string {
 	for _, bin := range []string{"redis-server", "redis-cli"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			if os.Getenv("CI") != "" {
-				tb.Fatalf("redistest: %s not found (CI is set, so this fails)", bin)
+				tb.Fatalf("redisserver: %s not found (CI is set, so this fails)", bin)
 			}
 			tb.Skipf("SKIP: %s not found and SLUICE_TEST_REDIS_CLUSTER unset: no cluster to test on", bin)
 		}
@@ -46,7 +46,7 @@ func Cluster(tb testing.TB) string {
 			"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(nd, "nodes.conf"),
 			"--dir", nd, "--save", "", "--appendonly", "no", "--logfile", filepath.Join(nd, "redis.log"))
 		if err := cmd.Start(); err != nil {
-			tb.Fatalf("redistest: start redis-server: %v", err)
+			tb.Fatalf("redisserver: start redis-server: %v", err)
 		}
 		tb.Cleanup(func() {
 			cmd.Process.Kill()
@@ -59,7 +59,7 @@ func Cluster(tb testing.TB) string {
 	args := append([]string{"--cluster", "create"}, addrs...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
 	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
-		tb.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
+		tb.Fatalf("redisserver: redis-cli --cluster create: %v\n%s", err, out)
 	}
 	// Every node must know every slot before the tests route to it.
 	deadline := time.Now().Add(time.Minute)
@@ -72,7 +72,7 @@ func Cluster(tb testing.TB) string {
 			}
 			if time.Now().After(deadline) {
 				c.Close()
-				tb.Fatalf("redistest: cluster node %s not ready: %v %s", a, err, info)
+				tb.Fatalf("redisserver: cluster node %s not ready: %v %s", a, err, info)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -100,7 +100,7 @@ func freePort(tb testing.TB) int {
 			return port
 		}
 	}
-	tb.Fatal("redistest: no free port pair for a cluster node")
+	tb.Fatal("redisserver: no free port pair for a cluster node")
 	return 0
 }
 
@@ -111,7 +111,7 @@ func waitPing(tb testing.TB, addr string) {
 	deadline := time.Now().Add(30 * time.Second)
 	for c.Ping(context.Background()).Err() != nil {
 		if time.Now().After(deadline) {
-			tb.Fatalf("redistest: redis-server on %s did not answer", addr)
+			tb.Fatalf("redisserver: redis-server on %s did not answer", addr)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

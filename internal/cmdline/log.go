@@ -1,4 +1,7 @@
-package cliutil
+// Package cmdline holds what the command lines of sluice and of the
+// benchmark binary (internal/bench) share: the log flags and running a
+// cobra root to an exit status.
+package cmdline
 
 import (
 	"fmt"

@@ -1,7 +1,9 @@
-// Package cliutil holds what the sluice command and the benchmark binary
-// (internal/bench) share: opening a store from its URL, the log flags and
-// running a cobra root to an exit status.
-package cliutil
+// Package storeurl opens the store a URL names, of any backend: sqlite://,
+// postgres:// and redis://. It is the registry of store URLs the sluice
+// command and the benchmark binary (internal/bench) share; it compiles
+// every backend, so a program or test that opens one store opens it with
+// its backend package instead.
+package storeurl
 
 import (
 	"context"
@@ -17,19 +19,19 @@ import (
 	"github.com/sluicehq/sluice/internal/redact"
 )
 
-// StoreTarget is a parsed store URL.
-type StoreTarget struct {
+// Target is a parsed store URL.
+type Target struct {
 	Backend string // "sqlite", "postgres", "redis"
 	Path    string // sqlite: the file
 }
 
-// ParseStoreURL names the backend of a store URL: sqlite://FILE (relative
+// Parse names the backend of a store URL: sqlite://FILE (relative
 // to the working directory), sqlite:///abs/path, a bare file path (SQLite),
 // postgres:// or postgresql://, redis:// or rediss://, and a Redis Cluster
 // as redis+cluster://host1:port,host2:port (rediss+cluster:// with TLS).
-func ParseStoreURL(raw string) (StoreTarget, error) {
+func Parse(raw string) (Target, error) {
 	if strings.TrimSpace(raw) == "" {
-		return StoreTarget{}, fmt.Errorf("%w: empty store url (try sqlite://sluice.db)", engine.ErrInvalid)
+		return Target{}, fmt.Errorf("%w: empty store url (try sqlite://sluice.db)", engine.ErrInvalid)
 	}
 	scheme, _, hasScheme := strings.Cut(raw, "://")
 	if !hasScheme && strings.HasPrefix(raw, "sqlite:") {
@@ -42,47 +44,47 @@ func ParseStoreURL(raw string) (StoreTarget, error) {
 	case "sqlite":
 		p, err := sqlite.ParseURL(raw)
 		if err != nil {
-			return StoreTarget{}, err
+			return Target{}, err
 		}
-		return StoreTarget{Backend: "sqlite", Path: p}, nil
+		return Target{Backend: "sqlite", Path: p}, nil
 	case "postgres", "postgresql":
-		return StoreTarget{Backend: "postgres"}, nil
+		return Target{Backend: "postgres"}, nil
 	case "redis", "rediss", "redis+cluster", "rediss+cluster":
 		if _, err := redis.ParseURL(raw); err != nil {
-			return StoreTarget{}, err
+			return Target{}, err
 		}
-		return StoreTarget{Backend: "redis"}, nil
+		return Target{Backend: "redis"}, nil
 	}
-	return StoreTarget{}, fmt.Errorf("%w: store url %s: unknown scheme %q (want sqlite://, postgres:// or redis://)",
+	return Target{}, fmt.Errorf("%w: store url %s: unknown scheme %q (want sqlite://, postgres:// or redis://)",
 		engine.ErrInvalid, redact.URL(raw), scheme)
 }
 
-// OpenStore opens the store a URL names, with the store's diagnostics
+// Open opens the store a URL names, with the store's diagnostics
 // sent to log (discarded when nil). A SQLite file is created and migrated
 // as it opens; a PostgreSQL schema only with migrate=true in the URL
 // (otherwise a schema behind or ahead is refused, naming `sluice
 // migrate`); a Redis namespace is created when empty.
-func OpenStore(ctx context.Context, rawURL string, log *slog.Logger) (backend.Store, error) {
-	return openStore(ctx, rawURL, log, false, false)
+func Open(ctx context.Context, rawURL string, log *slog.Logger) (backend.Store, error) {
+	return open(ctx, rawURL, log, false, false)
 }
 
-// OpenStoreMigrating opens the store a URL names as OpenStore does, and
+// OpenMigrating opens the store a URL names as Open does, and
 // also brings a PostgreSQL schema or a Redis namespace that is behind this
 // build up to date (a process's --migrate; a PostgreSQL URL's migrate=true
 // does the same). A SQLite file migrates as it opens either way.
-func OpenStoreMigrating(ctx context.Context, rawURL string, log *slog.Logger) (backend.Store, error) {
-	return openStore(ctx, rawURL, log, false, true)
+func OpenMigrating(ctx context.Context, rawURL string, log *slog.Logger) (backend.Store, error) {
+	return open(ctx, rawURL, log, false, true)
 }
 
-// OpenExistingStore opens the store a URL names only if it exists and is
+// OpenExisting opens the store a URL names only if it exists and is
 // migrated: it never creates or migrates one. Commands that only read,
 // and commands acting on a store they do not own, open stores so.
-func OpenExistingStore(ctx context.Context, rawURL string, log *slog.Logger) (backend.Store, error) {
-	return openStore(ctx, rawURL, log, true, false)
+func OpenExisting(ctx context.Context, rawURL string, log *slog.Logger) (backend.Store, error) {
+	return open(ctx, rawURL, log, true, false)
 }
 
-func openStore(ctx context.Context, rawURL string, log *slog.Logger, mustExist, migrate bool) (backend.Store, error) {
-	t, err := ParseStoreURL(rawURL)
+func open(ctx context.Context, rawURL string, log *slog.Logger, mustExist, migrate bool) (backend.Store, error) {
+	t, err := Parse(rawURL)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,9 @@
-package redistest
+// Package redisserver runs redis-server processes of a test's own (or the
+// chaos harness's): a private server a fault may stop, kill and resume,
+// and a private cluster; the Redis sibling of internal/pgcluster. The
+// shared test server and a fresh namespace on it are
+// backend/redis/redistest's.
+package redisserver
 
 import (
 	"context"
@@ -21,10 +26,10 @@ import (
 )
 
 // ErrNotInstalled: redis-server is not on PATH.
-var ErrNotInstalled = errors.New("redistest: redis-server not found")
+var ErrNotInstalled = errors.New("redisserver: redis-server not found")
 
-// ServerOptions configure a private server.
-type ServerOptions struct {
+// Options configure a private server.
+type Options struct {
 	// AppendFsync turns the append-only file on with this fsync policy:
 	// "always" (every write on disk before its answer: a SIGKILL loses
 	// nothing acknowledged) or "everysec" (up to a second of acknowledged
@@ -43,7 +48,7 @@ type ServerOptions struct {
 // free loopback port, the only kind a fault may restart: the shared
 // server is never stopped.
 type Server struct {
-	o    ServerOptions
+	o    Options
 	dir  string
 	own  bool // dir is ours to remove
 	port int
@@ -53,31 +58,31 @@ type Server struct {
 	done chan struct{}
 }
 
-// StartServer starts a private redis-server and waits until it answers.
-func StartServer(ctx context.Context, o ServerOptions) (*Server, error) {
+// Start starts a private redis-server and waits until it answers.
+func Start(ctx context.Context, o Options) (*Server, error) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		return nil, ErrNotInstalled
 	}
 	switch o.AppendFsync {
 	case "", "always", "everysec":
 	default:
-		return nil, fmt.Errorf("redistest: appendfsync %q: want always or everysec", o.AppendFsync)
+		return nil, fmt.Errorf("redisserver: appendfsync %q: want always or everysec", o.AppendFsync)
 	}
 	s := &Server{o: o, dir: o.Dir}
 	if s.dir != "" {
 		if err := os.MkdirAll(s.dir, 0o700); err != nil {
-			return nil, fmt.Errorf("redistest: %w", err)
+			return nil, fmt.Errorf("redisserver: %w", err)
 		}
 	} else {
 		d, err := os.MkdirTemp("", "sluice-redis-")
 		if err != nil {
-			return nil, fmt.Errorf("redistest: %w", err)
+			return nil, fmt.Errorf("redisserver: %w", err)
 		}
 		s.dir, s.own = d, true
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, fmt.Errorf("redistest: free port: %w", err)
+		return nil, fmt.Errorf("redisserver: free port: %w", err)
 	}
 	s.port = l.Addr().(*net.TCPAddr).Port
 	l.Close()
@@ -88,12 +93,12 @@ func StartServer(ctx context.Context, o ServerOptions) (*Server, error) {
 	return s, nil
 }
 
-// PrivateServer starts a private server for tb, closed when tb ends.
+// Private starts a private server for tb, closed when tb ends.
 // Without redis-server the test fails when CI is set and is skipped
 // (saying so) otherwise.
-func PrivateServer(tb testing.TB, o ServerOptions) *Server {
+func Private(tb testing.TB, o Options) *Server {
 	tb.Helper()
-	s, err := StartServer(context.Background(), o)
+	s, err := Start(context.Background(), o)
 	if errors.Is(err, ErrNotInstalled) && os.Getenv("CI") == "" {
 		tb.Skipf("SKIP: %v: no private Redis to restart", err)
 	}
@@ -128,7 +133,7 @@ func (s *Server) Resume(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd != nil {
-		return fmt.Errorf("redistest: server on %s is running", s.Addr())
+		return fmt.Errorf("redisserver: server on %s is running", s.Addr())
 	}
 	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--dir", s.dir,
 		"--logfile", s.LogPath(), "--save", "", "--daemonize", "no", "--protected-mode", "no"}
@@ -140,7 +145,7 @@ func (s *Server) Resume(ctx context.Context) error {
 	args = append(args, s.o.Args...)
 	cmd := exec.Command("redis-server", args...)
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("redistest: start redis-server: %w", err)
+		return fmt.Errorf("redisserver: start redis-server: %w", err)
 	}
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
@@ -161,11 +166,11 @@ func (s *Server) Resume(ctx context.Context) error {
 		select {
 		case <-done:
 			s.cmd = nil
-			return fmt.Errorf("redistest: redis-server on %s exited at start (see %s)", s.Addr(), s.LogPath())
+			return fmt.Errorf("redisserver: redis-server on %s exited at start (see %s)", s.Addr(), s.LogPath())
 		default:
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("redistest: redis-server on %s did not answer within a minute", s.Addr())
+			return fmt.Errorf("redisserver: redis-server on %s did not answer within a minute", s.Addr())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -186,14 +191,14 @@ func (s *Server) halt(ctx context.Context, sig syscall.Signal) error {
 		return nil
 	}
 	if err := s.cmd.Process.Signal(sig); err != nil {
-		return fmt.Errorf("redistest: signal redis-server: %w", err)
+		return fmt.Errorf("redisserver: signal redis-server: %w", err)
 	}
 	select {
 	case <-s.done:
 	case <-ctx.Done():
-		return fmt.Errorf("redistest: redis-server on %s did not exit: %w", s.Addr(), ctx.Err())
+		return fmt.Errorf("redisserver: redis-server on %s did not exit: %w", s.Addr(), ctx.Err())
 	case <-time.After(time.Minute):
-		return fmt.Errorf("redistest: redis-server on %s did not exit within a minute of %v", s.Addr(), sig)
+		return fmt.Errorf("redisserver: redis-server on %s did not exit within a minute of %v", s.Addr(), sig)
 	}
 	s.cmd = nil
 	return nil
@@ -204,7 +209,7 @@ func (s *Server) Close() error {
 	err := s.Kill(context.Background())
 	if s.own {
 		if rerr := os.RemoveAll(s.dir); err == nil && rerr != nil {
-			err = fmt.Errorf("redistest: %w", rerr)
+			err = fmt.Errorf("redisserver: %w", rerr)
 		}
 	}
 	return err
@@ -216,10 +221,10 @@ func (s *Server) Close() error {
 func KillClients(ctx context.Context, base, name string) (int, error) {
 	t, err := redis.ParseURL(base)
 	if err != nil {
-		return 0, fmt.Errorf("redistest: kill clients: %w", err)
+		return 0, fmt.Errorf("redisserver: kill clients: %w", err)
 	}
 	if t.Cluster {
-		return 0, fmt.Errorf("redistest: kill clients on a cluster: not done (one server's URL only)")
+		return 0, fmt.Errorf("redisserver: kill clients on a cluster: not done (one server's URL only)")
 	}
 	o := *t.Options
 	o.ClientName = "sluice-admin"
@@ -228,7 +233,7 @@ func KillClients(ctx context.Context, base, name string) (int, error) {
 	defer c.Close()
 	list, err := c.ClientList(ctx).Result()
 	if err != nil {
-		return 0, fmt.Errorf("redistest: client list: %w", err)
+		return 0, fmt.Errorf("redisserver: client list: %w", err)
 	}
 	n := 0
 	for _, id := range clientIDs(list, name) {

@@ -1,4 +1,4 @@
-package redistest
+package redisserver
 
 import (
 	"context"
@@ -30,7 +30,7 @@ func TestPrivateServerRestart(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			s := PrivateServer(t, ServerOptions{AppendFsync: tc.fsync})
+			s := Private(t, Options{AppendFsync: tc.fsync})
 			c := goredis.NewClient(&goredis.Options{Addr: s.Addr()})
 			if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
 				t.Fatal(err)

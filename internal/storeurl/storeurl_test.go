@@ -1,4 +1,4 @@
-package cliutil
+package storeurl
 
 import (
 	"context"
@@ -33,15 +33,15 @@ func TestParseStoreURL(t *testing.T) {
 		{"sqlite://", "", "", engine.ErrInvalid},
 	}
 	for _, c := range cases {
-		got, err := ParseStoreURL(c.url)
+		got, err := Parse(c.url)
 		if c.err != nil {
 			if !errors.Is(err, c.err) {
-				t.Errorf("ParseStoreURL(%q) err = %v, want %v", c.url, err, c.err)
+				t.Errorf("Parse(%q) err = %v, want %v", c.url, err, c.err)
 			}
 			continue
 		}
 		if err != nil || got.Backend != c.backend || got.Path != c.path {
-			t.Errorf("ParseStoreURL(%q) = %+v, %v; want %s %q", c.url, got, err, c.backend, c.path)
+			t.Errorf("Parse(%q) = %+v, %v; want %s %q", c.url, got, err, c.backend, c.path)
 		}
 	}
 }
@@ -54,9 +54,9 @@ func TestOpenStoreErrorHidesPassword(t *testing.T) {
 		"postgres://nosuchrole:hunter2@127.0.0.1:5432/test?sslmode=disable&connect_timeout=2",
 		"redis://:hunter2@127.0.0.1:1/0",
 	} {
-		s, err := OpenStore(context.Background(), u, nil)
+		s, err := Open(context.Background(), u, nil)
 		if s != nil || err == nil {
-			t.Errorf("OpenStore(%q) = %v, %v; want an error", u, s, err)
+			t.Errorf("Open(%q) = %v, %v; want an error", u, s, err)
 			continue
 		}
 		if strings.Contains(err.Error(), "hunter2") {
@@ -69,9 +69,9 @@ func TestOpenStoreSQLite(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	for _, u := range []string{"sqlite://" + filepath.Join(dir, "a.db"), filepath.Join(dir, "b.db")} {
-		s, err := OpenStore(context.Background(), u, nil)
+		s, err := Open(context.Background(), u, nil)
 		if err != nil {
-			t.Fatalf("OpenStore(%q): %v", u, err)
+			t.Fatalf("Open(%q): %v", u, err)
 		}
 		if s.Backend() != "sqlite" {
 			t.Errorf("backend = %q", s.Backend())
