@@ -29,6 +29,37 @@ func specArgs(spec engine.ActionSpec) []any {
 	}
 }
 
+// luaAction applies one operator action's spec to one job (JobAction).
+//
+// ARGV[4...] name/value pairs: id; the spec as s_from (states joined by
+// US), s_to, s_reason and the flags s_clear, s_schednow, s_fin, s_reopen,
+// s_onemore, s_reset, s_del, s_rquar, s_rsuper ("1" each); force ("1");
+// deadline (a time or ""); the event ev ("1") with ev_kind, ev_actor,
+// ev_to, ev_msg (its from-state and attempt are the job's).
+//
+// Returns the job as written ({fields, errors}), or {} when deleted.
+// Errors: "NOTFOUND", "STATE <state>", "SUPER <by>", "QUAR <fingerprint>".
+var luaAction = script(`
+local A = args(4)
+local S = spec(A, 's_')
+local J = load(A.id)
+if not J then return redis.error_reply('NOTFOUND') end
+if not S.from[J[F.state]] then return redis.error_reply('STATE ' .. J[F.state]) end
+if S.rsuper and J[F.superseded_by] ~= '' and A.force ~= '1' then return redis.error_reply('SUPER ' .. J[F.superseded_by]) end
+if S.rquar and quarantined(J[F.fingerprint]) then return redis.error_reply('QUAR ' .. J[F.fingerprint]) end
+local O = copy(J)
+if S.del then
+  remove(J, true)
+  idem_record('')
+  return {}
+end
+apply(J, S, A.deadline)
+commit(O, J, true)
+if A.ev == '1' then event(J[F.id], A.ev_kind, A.ev_actor, O[F.state], A.ev_to, O[F.attempt], A.ev_msg) end
+idem_record(rec(J, false))
+return out(J, false)
+`)
+
 // JobAction applies one operator action's spec to one job in one script.
 func (s *Store) JobAction(ctx context.Context, p *engine.JobActionParams) (*engine.Job, error) {
 	spec := &p.Spec
@@ -63,6 +94,30 @@ func (s *Store) JobAction(ctx context.Context, p *engine.JobActionParams) (*engi
 	}
 	return j, err
 }
+
+// luaUpdatePayload replaces a job's payload and fingerprint
+// (JobUpdatePayload).
+//
+// ARGV[4...] name/value pairs: id, payload, fp, version, running (the
+// state that refuses the edit), ev_kind, ev_actor, ev_msg.
+//
+// Returns the job as written. Errors: "NOTFOUND", "STATE <state>",
+// "VERSION <version>".
+var luaUpdatePayload = script(`
+local A = args(4)
+local J = load(A.id)
+if not J then return redis.error_reply('NOTFOUND') end
+if J[F.state] == A.running then return redis.error_reply('STATE ' .. J[F.state]) end
+if J[F.version] ~= A.version then return redis.error_reply('VERSION ' .. J[F.version]) end
+if J[F.fingerprint] ~= '' then redis.call('SREM', K('fpj', J[F.fingerprint]), J[F.id]) end
+J[F.payload] = A.payload; J[F.fingerprint] = A.fp
+if J[F.fingerprint] ~= '' then redis.call('SADD', K('fpj', J[F.fingerprint]), J[F.id]) end
+bump(J)
+redis.call('HSET', K('job', J[F.id]), F.payload, J[F.payload], F.fingerprint, J[F.fingerprint], F.version, J[F.version])
+event(J[F.id], A.ev_kind, A.ev_actor, J[F.state], J[F.state], J[F.attempt], A.ev_msg)
+idem_record(rec(J, true))
+return out(J, true)
+`)
 
 // JobUpdatePayload replaces the payload and fingerprint of a job that is
 // not running, if its version is still p.Version.
@@ -102,6 +157,38 @@ func editableStates() []engine.State {
 	}
 	return out
 }
+
+// luaRetryWithInput inserts the corrected copy of a finished job and marks
+// the original superseded (JobRetryWithInput).
+//
+// ARGV[4...] name/value pairs: id, newid, payload, fp, allowed (the states
+// the original may be in, joined by US), to (the copy's state), and the
+// events o_kind, o_actor, o_msg (on the original) and c_kind, c_actor,
+// c_to, c_msg (on the copy).
+//
+// Returns the copy ({fields, errors}). Errors: "NOTFOUND", "STATE
+// <state>", "QUAR <fingerprint>", "CONFLICT".
+var luaRetryWithInput = script(`
+local A = args(4)
+local J = load(A.id)
+if not J then return redis.error_reply('NOTFOUND') end
+if not set(split(A.allowed))[J[F.state]] then return redis.error_reply('STATE ' .. J[F.state]) end
+if quarantined(A.fp) then return redis.error_reply('QUAR ' .. A.fp) end
+if redis.call('EXISTS', K('job', A.newid)) == 1 then return redis.error_reply('CONFLICT') end
+local C = {[F.id] = A.newid, [F.queue] = J[F.queue], [F.kind] = J[F.kind], [F.payload] = A.payload, [F.schema_version] = J[F.schema_version], [F.metadata] = J[F.metadata], [F.tags] = J[F.tags], [F.priority] = J[F.priority], [F.state] = A.to,
+  [F.attempt] = '0', [F.max_attempts] = J[F.max_attempts], [F.crash_attempt] = '0', [F.fingerprint] = A.fp, [F.fence] = '0', [F.scheduled_at] = NOW, [F.deadline] = '', [F.timeout] = J[F.timeout], [F.created_at] = NOW, [F.attempted_at] = '', [F.attempted_by] = '',
+  [F.state_changed_at] = NOW, [F.finalized_at] = '', [F.reason] = '', [F.lease_id] = '', [F.lease_worker] = '', [F.lease_expires] = '', [F.version] = '1', [F.checkpoint] = '', [F.dead_letter_of] = '', [F.retry_of] = J[F.id], [F.superseded_by] = '',
+  [F.last_error] = '', [F.pattern] = ''}
+create(C)
+J[F.superseded_by] = A.newid
+bump(J)
+redis.call('HSET', K('job', J[F.id]), F.superseded_by, J[F.superseded_by], F.version, J[F.version])
+redis.call('SADD', K('sup'), J[F.id])
+event(J[F.id], A.o_kind, A.o_actor, J[F.state], J[F.state], J[F.attempt], A.o_msg)
+event(C[F.id], A.c_kind, A.c_actor, '', A.c_to, '0', A.c_msg)
+idem_record(rec(C, true))
+return out(C, true)
+`)
 
 // JobRetryWithInput inserts the corrected copy of a finished job and marks
 // the original superseded by it, in one script.
@@ -216,6 +303,37 @@ func (s *Store) FingerprintList(ctx context.Context, p *engine.FingerprintListPa
 	return out, nil
 }
 
+// luaRelease lifts a fingerprint's quarantine: the record goes on
+// probation and its jobs in the spec's from-states get the spec's write
+// (FingerprintRelease).
+//
+// ARGV[4...] name/value pairs: fp; the spec (s_ prefix, as luaAction);
+// ev_kind, ev_actor, ev_to, ev_msg.
+//
+// Returns how many jobs were released. Errors: "NOTFOUND".
+var luaRelease = script(`
+local A = args(4)
+local S = spec(A, 's_')
+local key = K('fpr', A.fp)
+if redis.call('EXISTS', key) == 0 then return redis.error_reply('NOTFOUND') end
+redis.call('HSET', key, QF.status, 'probation')
+local n = 0
+for _, from in ipairs(split(A.s_from)) do
+  for _, id in ipairs(redis.call('SMEMBERS', K('fpj', A.fp))) do
+    local J = load(id)
+    if J and J[F.state] == from then
+      local O = copy(J)
+      apply(J, S, '')
+      commit(O, J, true)
+      event(id, A.ev_kind, A.ev_actor, from, A.ev_to, O[F.attempt], A.ev_msg)
+      n = n + 1
+    end
+  end
+end
+idem_record('N' .. n)
+return n
+`)
+
 // FingerprintRelease lifts a quarantine in one script.
 func (s *Store) FingerprintRelease(ctx context.Context, p *engine.FingerprintReleaseParams) (int, error) {
 	if p.Spec.Has(engine.EffectDelete) || len(p.Spec.From) == 0 {
@@ -237,6 +355,20 @@ func (s *Store) FingerprintRelease(ctx context.Context, p *engine.FingerprintRel
 	return int(n), nil
 }
 
+// luaHeartbeat records that a worker process lives (WorkerHeartbeat).
+//
+// ARGV[4] id, ARGV[5] host, ARGV[6] pid, ARGV[7] queues (JSON), ARGV[8]
+// TTL ("s:ns").
+//
+// Returns 1.
+var luaHeartbeat = script(`
+local key = K('w', ARGV[4])
+if redis.call('HEXISTS', key, WF.started) == 0 then redis.call('HSET', key, WF.started, NOW) end
+redis.call('HSET', key, WF.host, ARGV[5], WF.pid, ARGV[6], WF.queues, ARGV[7], WF.heartbeat, NOW, WF.expires, tadd(ARGV[8]))
+redis.call('SADD', K('workers'), ARGV[4])
+return 1
+`)
+
 // WorkerHeartbeat records that a worker process lives, until TTL.
 func (s *Store) WorkerHeartbeat(ctx context.Context, p *engine.WorkerHeartbeatParams) error {
 	_, err := s.run(ctx, "heartbeat of worker "+p.ID, luaHeartbeat, p.ID, p.Host, strconv.Itoa(p.PID),
@@ -244,11 +376,33 @@ func (s *Store) WorkerHeartbeat(ctx context.Context, p *engine.WorkerHeartbeatPa
 	return err
 }
 
+// luaWorkerDelete removes a worker's record (WorkerDelete).
+//
+// ARGV[4] id. Returns 1.
+var luaWorkerDelete = script(`
+redis.call('DEL', K('w', ARGV[4]))
+redis.call('SREM', K('workers'), ARGV[4])
+return 1
+`)
+
 // WorkerDelete removes a worker's record.
 func (s *Store) WorkerDelete(ctx context.Context, p *engine.WorkerDeleteParams) error {
 	_, err := s.run(ctx, "delete worker "+p.ID, luaWorkerDelete, p.ID)
 	return err
 }
+
+// luaLeader takes or renews a maintenance lease (LeaderAttempt).
+//
+// ARGV[4] name, ARGV[5] holder, ARGV[6] TTL ("s:ns").
+//
+// Returns 1 when holder leads, 0 otherwise.
+var luaLeader = script(`
+local key = K('lead', ARGV[4])
+local h = redis.call('HMGET', key, LF.holder, LF.expires)
+if h[1] and h[1] ~= ARGV[5] and h[2] >= NOW then return 0 end
+redis.call('HSET', key, LF.holder, ARGV[5], LF.expires, tadd(ARGV[6]))
+return 1
+`)
 
 // LeaderAttempt takes or renews the named maintenance lease for holder.
 func (s *Store) LeaderAttempt(ctx context.Context, p *engine.LeaderAttemptParams) (bool, error) {
@@ -259,6 +413,15 @@ func (s *Store) LeaderAttempt(ctx context.Context, p *engine.LeaderAttemptParams
 	n, _ := v.(int64)
 	return n == 1, nil
 }
+
+// luaResign gives a maintenance lease up (LeaderResign).
+//
+// ARGV[4] name, ARGV[5] holder. Returns 1.
+var luaResign = script(`
+local key = K('lead', ARGV[4])
+if redis.call('HGET', key, LF.holder) == ARGV[5] then redis.call('DEL', key) end
+return 1
+`)
 
 // LeaderResign gives the lease up if holder has it.
 func (s *Store) LeaderResign(ctx context.Context, p *engine.LeaderResignParams) error {
@@ -286,6 +449,32 @@ func (s *Store) JobCountByQueue(ctx context.Context, p *engine.JobCountByQueuePa
 	}
 	return out, nil
 }
+
+// luaReconcile recounts the counters from the indexes of the jobs: the
+// per-queue state sets, the queue-and-kind sets of the states without
+// them (NOST), and the lease set (running) (JobCountReconcile).
+//
+// ARGV[4] the states, joined by US. Returns 1.
+var luaReconcile = script(`
+local qs = {}
+for _, q in ipairs(redis.call('SMEMBERS', K('queues'))) do qs[q] = true end
+for _, f in ipairs(redis.call('HKEYS', K('counts'))) do qs[split(f)[1]] = true end
+redis.call('DEL', K('counts'))
+local function add(q, s, n) if n > 0 then redis.call('HINCRBY', K('counts'), q .. US .. s, n) end end
+local qks = redis.call('SMEMBERS', K('qk'))
+for _, s in ipairs(split(ARGV[4])) do
+  if NOST[s] then
+    for _, pk in ipairs(qks) do add(split(pk)[1], s, redis.call('ZCARD', K('sqk', s, pk))) end
+  elseif s ~= 'running' then
+    for q in pairs(qs) do add(q, s, redis.call('ZCARD', K('sq', s, q))) end
+  end
+end
+for _, m in ipairs(redis.call('ZRANGE', K('run'), 0, -1)) do
+  local q = redis.call('HGET', K('job', string.sub(m, 21)), F.queue)
+  if q then add(q, 'running', 1) end
+end
+return 1
+`)
 
 // JobCountReconcile recounts the counters from the per-queue state
 // indexes.
@@ -324,6 +513,18 @@ func (s *Store) QueueList(ctx context.Context) ([]engine.QueueInfo, error) {
 	}
 	return out, nil
 }
+
+// luaPause records a queue as paused or resumed (QueuePause, QueueResume).
+//
+// ARGV[4] the queue, ARGV[5] "1" paused or "0" resumed, ARGV[6] the actor.
+//
+// Returns 1.
+var luaPause = script(`
+redis.call('HSET', K('paused'), ARGV[4], ARGV[5])
+redis.call('HSET', K('pausedby'), ARGV[4], NOW .. US .. ARGV[6])
+idem_record('')
+return 1
+`)
 
 // QueuePause stops workers claiming from a queue.
 func (s *Store) QueuePause(ctx context.Context, p *engine.QueuePauseParams) error {

@@ -10,6 +10,28 @@ import (
 	"github.com/sluicehq/sluice/engine"
 )
 
+// luaRegroupError moves one job from error pattern ARGV[5] to ARGV[6]
+// (schema version 5): its eg and egi entries, both groups' counts and its
+// ep field, read and written in one script so that no transition of the
+// job falls between. A job whose pattern is no longer ARGV[5] is left.
+var luaRegroupError = script(`
+local id, from, to = ARGV[4], ARGV[5], ARGV[6]
+local key = K('job', id)
+local h = redis.call('HMGET', key, F.state, F.queue, F.kind, F.pattern, F.state_changed_at)
+if not h[1] or h[4] ~= from then return 0 end
+local pre = h[1] .. US .. h[2] .. US .. h[3] .. US
+local m = h[5] .. ':' .. id
+local gf, gt = pre .. from, pre .. to
+redis.call('ZREM', K('eg', gf), m)
+redis.call('ZREM', K('egi', gf), id)
+egcount(gf, -1)
+redis.call('ZADD', K('eg', gt), 0, m)
+redis.call('ZADD', K('egi', gt), 0, id)
+egcount(gt, 1)
+redis.call('HSET', key, F.pattern, to)
+return 1
+`)
+
 // regroupErrors moves every job whose stored error pattern differs from
 // engine.NormalizeError of its last error to the group of the new
 // pattern (schema version 5), a job a script, and returns how many moved.

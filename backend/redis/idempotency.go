@@ -17,6 +17,11 @@ import (
 // and records its step after, in the same script (luaLib's idem_check and
 // idem_record); a step's result is recorded in the scripts' own encoding
 // and turned into the engine's JSON when a later claim reads it.
+//
+// Idempotency records are hashes at {ns}:idem:KEY (fields: IF in
+// fields.go; status "in_flight" or "done"), their steps a hash at
+// {ns}:idems:KEY (step -> result), and {ns}:idemx lists records by expiry
+// ("expiry:key" members).
 
 var _ engine.IdempotencyStore = (*Store)(nil)
 
@@ -27,6 +32,32 @@ func newClaimToken() (string, error) {
 	}
 	return hex.EncodeToString(b[:]), nil
 }
+
+// luaIdemClaim claims a key (IdempotencyClaim).
+//
+// ARGV[4] key, ARGV[5] request hash, ARGV[6] token, ARGV[7] TTL, ARGV[8]
+// claim TTL (both "s:ns").
+//
+// Returns {"new", expiry}, {"done", expiry, response} or {"take", expiry,
+// steps (step, result, ...)}. Errors: "MISMATCH", "INFLIGHT <claim
+// expiry>".
+var luaIdemClaim = script(`
+local key, skey = K('idem', ARGV[4]), K('idems', ARGV[4])
+local h = redis.call('HMGET', key, IF.hash, IF.status, IF.claim_expires, IF.expires, IF.response)
+if not h[4] or h[4] <= NOW then
+  if h[4] then redis.call('ZREM', K('idemx'), h[4] .. ':' .. ARGV[4]) end
+  redis.call('DEL', key, skey)
+  local x = tadd(ARGV[7])
+  redis.call('HSET', key, IF.hash, ARGV[5], IF.status, 'in_flight', IF.token, ARGV[6], IF.claim_expires, tadd(ARGV[8]), IF.created_at, NOW, IF.expires, x, IF.response, '')
+  redis.call('ZADD', K('idemx'), 0, x .. ':' .. ARGV[4])
+  return {'new', x}
+end
+if h[1] ~= ARGV[5] then return redis.error_reply('MISMATCH') end
+if h[2] == 'done' then return {'done', h[4], h[5]} end
+if h[3] > NOW then return redis.error_reply('INFLIGHT ' .. h[3]) end
+redis.call('HSET', key, IF.token, ARGV[6], IF.claim_expires, tadd(ARGV[8]))
+return {'take', h[4], redis.call('HGETALL', skey)}
+`)
 
 // IdempotencyClaim claims p.Key (see engine.IdempotencyStore).
 func (s *Store) IdempotencyClaim(ctx context.Context, p *engine.IdempotencyClaimParams) (*engine.IdempotencyClaim, error) {
@@ -141,6 +172,19 @@ func lost(what string, err error) error {
 	return err
 }
 
+// luaIdemRenew extends a claim (IdempotencyRenew).
+//
+// ARGV[4] key, ARGV[5] token, ARGV[6] claim TTL ("s:ns").
+//
+// Returns 1. Errors: "LOST".
+var luaIdemRenew = script(`
+local key = K('idem', ARGV[4])
+local h = redis.call('HMGET', key, IF.status, IF.token)
+if h[1] ~= 'in_flight' or h[2] ~= ARGV[5] then return redis.error_reply('LOST') end
+redis.call('HSET', key, IF.claim_expires, tadd(ARGV[6]))
+return 1
+`)
+
 // IdempotencyRenew extends a claim.
 func (s *Store) IdempotencyRenew(ctx context.Context, p *engine.IdempotencyRenewParams) error {
 	ctx = engine.WithoutIdempotency(ctx)
@@ -151,6 +195,21 @@ func (s *Store) IdempotencyRenew(ctx context.Context, p *engine.IdempotencyRenew
 	return lost("renew", err)
 }
 
+// luaIdemComplete stores a claimed request's response and ends the claim
+// (IdempotencyComplete).
+//
+// ARGV[4] key, ARGV[5] token, ARGV[6] response.
+//
+// Returns 1. Errors: "LOST".
+var luaIdemComplete = script(`
+local key = K('idem', ARGV[4])
+local h = redis.call('HMGET', key, IF.status, IF.token)
+if h[1] ~= 'in_flight' or h[2] ~= ARGV[5] then return redis.error_reply('LOST') end
+redis.call('HSET', key, IF.status, 'done', IF.token, '', IF.claim_expires, '0000000000000000000', IF.response, ARGV[6])
+redis.call('DEL', K('idems', ARGV[4]))
+return 1
+`)
+
 // IdempotencyComplete stores the response and ends the claim.
 func (s *Store) IdempotencyComplete(ctx context.Context, p *engine.IdempotencyCompleteParams) error {
 	ctx = engine.WithoutIdempotency(ctx)
@@ -158,12 +217,56 @@ func (s *Store) IdempotencyComplete(ctx context.Context, p *engine.IdempotencyCo
 	return lost("complete", err)
 }
 
+// luaIdemRelease gives a claim up: the record goes when no step was
+// committed under it, else its claim expires now (IdempotencyRelease).
+//
+// ARGV[4] key, ARGV[5] token.
+//
+// Returns 1. Errors: "LOST".
+var luaIdemRelease = script(`
+local key = K('idem', ARGV[4])
+local h = redis.call('HMGET', key, IF.status, IF.token, IF.expires)
+if h[1] ~= 'in_flight' or h[2] ~= ARGV[5] then return redis.error_reply('LOST') end
+if redis.call('EXISTS', K('idems', ARGV[4])) == 0 then
+  redis.call('DEL', key)
+  redis.call('ZREM', K('idemx'), h[3] .. ':' .. ARGV[4])
+else
+  redis.call('HSET', key, IF.claim_expires, '0000000000000000000')
+end
+return 1
+`)
+
 // IdempotencyRelease gives a claim up without a response.
 func (s *Store) IdempotencyRelease(ctx context.Context, p *engine.IdempotencyReleaseParams) error {
 	ctx = engine.WithoutIdempotency(ctx)
 	_, err := s.run(ctx, "idempotency release", luaIdemRelease, p.Key, p.Token)
 	return lost("release", err)
 }
+
+// luaIdemSweep deletes expired records; one whose live claim outlasts its
+// expiry is left until the claim ends (IdempotencyDeleteExpired).
+//
+// ARGV[4] the limit. Returns how many records were deleted.
+var luaIdemSweep = script(`
+local limit = tonumber(ARGV[4])
+local n, skipped = 0, 0
+while n < limit do
+  local ms = redis.call('ZRANGEBYLEX', K('idemx'), '-', '(' .. NOW1, 'LIMIT', skipped, limit - n)
+  if #ms == 0 then break end
+  for _, m in ipairs(ms) do
+    local k = string.sub(m, 21)
+    local h = redis.call('HMGET', K('idem', k), IF.status, IF.claim_expires)
+    if h[1] == false or h[1] == 'done' or h[2] <= NOW then
+      redis.call('DEL', K('idem', k), K('idems', k))
+      redis.call('ZREM', K('idemx'), m)
+      n = n + 1
+    else
+      skipped = skipped + 1
+    end
+  end
+end
+return n
+`)
 
 // IdempotencyDeleteExpired deletes up to p.Limit expired records.
 func (s *Store) IdempotencyDeleteExpired(ctx context.Context, p *engine.IdempotencyDeleteExpiredParams) (int, error) {

@@ -30,6 +30,139 @@ const (
 	insertChunk   = 200
 )
 
+// The arguments of luaInsert: a head, then one record per job
+// (batchLayout).
+const (
+	insRefuse = iota // "1" to refuse quarantined fingerprints
+	insHeadLen
+)
+
+const (
+	insID            = iota
+	insQueue         //
+	insKind          //
+	insPayload       //
+	insSchemaVersion //
+	insMetadata      //
+	insTags          // JSON
+	insPriority      //
+	insMaxAttempts   //
+	insFingerprint   //
+	insScheduledAt   // a time, or "" for now plus the delay
+	insDelay         // "s:ns"
+	insDeadline      // a time or ""
+	insTimeout       // nanoseconds
+	insRecLen
+)
+
+// insertLayout names luaInsert's arguments for the script.
+func insertLayout() batchLayout {
+	var h [insHeadLen]string
+	h[insRefuse] = "refuse"
+	var r [insRecLen]string
+	r[insID], r[insQueue], r[insKind], r[insPayload] = "id", "queue", "kind", "payload"
+	r[insSchemaVersion], r[insMetadata], r[insTags], r[insPriority] = "schema_version", "metadata", "tags", "priority"
+	r[insMaxAttempts], r[insFingerprint], r[insScheduledAt] = "max_attempts", "fingerprint", "scheduled_at"
+	r[insDelay], r[insDeadline], r[insTimeout] = "delay", "deadline", "timeout"
+	return batchLayout{head: h[:], rec: r[:]}
+}
+
+// luaInsert writes new jobs (JobInsertMany).
+//
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, claim token and step (luaLib)
+// ARGV[4] -> A.refuse: "1" to refuse quarantined fingerprints
+// ARGV[R1...] -> one record of RN values per job, at the offsets R names
+// (insertLayout: id, queue, kind, payload, schema_version, metadata,
+// tags, priority, max_attempts, fingerprint, scheduled_at, delay,
+// deadline, timeout)
+//
+// Returns {now, results}, one result per job: {"N", state, scheduled_at}
+// written (every other field is the job as sent, as of now: JobInsertMany
+// builds the job from its record rather than have the script send back
+// what it was sent), {"E", job} existing with the same content, {"C"}
+// existing with other content, {"Q"} refused as quarantined.
+//
+// The index entries of the new jobs are gathered (ZB) and written once
+// per key for the batch; fingerprints are looked up only when quarantine
+// records exist.
+var luaInsert = script(batchPrelude(insertLayout()) + `
+local refuse = A.refuse == '1' and redis.call('SCARD', K('fprs')) > 0
+ZB = {}
+local res, recs, due, idsk = {}, {}, {}, K('ids')
+for i = R1, #ARGV, RN do
+  local id, q, k, fp = ARGV[i + R.id], ARGV[i + R.queue], ARGV[i + R.kind], ARGV[i + R.fingerprint]
+  local r
+  if refuse and quarantined(fp) then
+    r = {'Q'}
+    recs[#recs + 1] = enc({'Q', id, fp})
+  else
+    local O = load(id)
+    if O then
+      if O[F.queue] ~= q or O[F.kind] ~= k or O[F.fingerprint] ~= fp then
+        r = {'C'}
+        recs[#recs + 1] = enc({'C', id})
+      else
+        r = {'E', out(O, false)}
+        if IK ~= '' then recs[#recs + 1] = enc({'E', rec(O, false)}) end
+      end
+    else
+      local sch = ARGV[i + R.scheduled_at]
+      if sch == '' then
+        local d = ARGV[i + R.delay]
+        sch = due[d]
+        if not sch then sch = tadd(d); due[d] = sch end
+      end
+      local st = 'available'
+      if sch > NOW then st = 'scheduled' end
+      local p, sv, m, tg = ARGV[i + R.payload], ARGV[i + R.schema_version], ARGV[i + R.metadata], ARGV[i + R.tags]
+      local pr, ma, dl, to = ARGV[i + R.priority], ARGV[i + R.max_attempts], ARGV[i + R.deadline], ARGV[i + R.timeout]
+      -- create's writes, spelled out for a new job: its stored fields
+      -- (flat's), the ones the claim and the completion look up first;
+      -- its index entries (index) and counter.
+      local h = {F.state, st, F.version, '1', F.state_changed_at, NOW, F.queue, q, F.kind, k, F.schema_version, sv,
+        F.scheduled_at, sch, F.max_attempts, ma, F.created_at, NOW, F.id, id}
+      if pr ~= '0' then h[#h + 1] = F.priority; h[#h + 1] = pr end
+      if to ~= '0' then h[#h + 1] = F.timeout; h[#h + 1] = to end
+      if tg ~= '' and tg ~= '[]' then h[#h + 1] = F.tags; h[#h + 1] = tg end
+      if fp ~= '' then h[#h + 1] = F.fingerprint; h[#h + 1] = fp end
+      if dl ~= '' then h[#h + 1] = F.deadline; h[#h + 1] = dl end
+      if m ~= '' then h[#h + 1] = F.metadata; h[#h + 1] = m end
+      if p ~= '' then h[#h + 1] = F.payload; h[#h + 1] = p end
+      redis.call('HSET', P .. 'job:' .. id, unpack(h))
+      zlex(true, idsk, id)
+      if not QSEEN[q] then redis.call('SADD', K('queues'), q); QSEEN[q] = true end
+      if fp ~= '' then redis.call('SADD', K('fpj', fp), id) end
+      local sm = NOW .. ':' .. id
+      if st == 'available' then
+        zlex(true, pairkey(st, q, k), sm)
+        zset(true, K('av', q, '0'), pr, sch .. ':' .. id)
+        if dl ~= '' then zlex(true, K('dl', q), dl .. ':' .. id) end
+      else
+        zlex(true, K('st', st), sm)
+        zlex(true, K('sq', st, q), sm)
+        zlex(true, K('sk', st, k), sm)
+        zlex(true, K('due', st), sch .. ':' .. id)
+      end
+      count(q, st, 1)
+      r = {'N', st, sch}
+      if IK ~= '' then
+        local J = {[F.id] = id, [F.queue] = q, [F.kind] = k, [F.payload] = p, [F.schema_version] = sv,
+          [F.metadata] = m, [F.tags] = tg, [F.priority] = pr, [F.state] = st, [F.attempt] = '0',
+          [F.max_attempts] = ma, [F.crash_attempt] = '0', [F.fingerprint] = fp, [F.fence] = '0',
+          [F.scheduled_at] = sch, [F.deadline] = dl, [F.timeout] = to, [F.created_at] = NOW,
+          [F.state_changed_at] = NOW, [F.version] = '1'}
+        recs[#recs + 1] = enc({'N', rec(J, false)})
+      end
+    end
+  end
+  res[#res + 1] = r
+end
+idem_record('I' .. enc(recs))
+return {NOW, res}
+`)
+
 // JobInsertMany writes new jobs in one script; each is accepted or refused
 // on its own.
 func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams) ([]engine.JobInsertResult, error) {
@@ -51,26 +184,19 @@ func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams
 		}
 		return res, nil
 	}
-	args := make([]any, 0, 1+14*len(p.Jobs))
-	args = append(args, flag(p.RefuseQuarantined))
+	var head [insHeadLen]string
+	head[insRefuse] = flag(p.RefuseQuarantined)
+	args := appendArgs(make([]any, 0, insHeadLen+insRecLen*len(p.Jobs)), head[:]...)
 	var idx []int
+	recs := make([][insRecLen]string, 0, len(p.Jobs))
 	for i, jp := range p.Jobs {
 		if jp == nil || jp.ID == "" {
 			res[i].Err = fmt.Errorf("redis: insert job: %w: no id", engine.ErrInvalid)
 			continue
 		}
 		idx = append(idx, i)
-		tags := "[]"
-		if len(jp.Tags) > 0 {
-			tags = jsonStrings(jp.Tags)
-		}
-		sched := ""
-		if jp.ScheduledAt != nil {
-			sched = tstr(*jp.ScheduledAt)
-		}
-		args = append(args, jp.ID, jp.Queue, jp.Kind, string(jp.Payload), strconv.Itoa(jp.SchemaVersion),
-			string(jp.Metadata), tags, strconv.Itoa(jp.Priority), strconv.Itoa(jp.MaxAttempts), jp.Fingerprint,
-			sched, dstr(jp.Delay), tptr(jp.Deadline), strconv.FormatInt(int64(jp.Timeout), 10))
+		recs = append(recs, insertRec(jp))
+		args = appendArgs(args, recs[len(recs)-1][:]...)
 	}
 	if len(idx) == 0 {
 		return res, nil
@@ -107,7 +233,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams
 		case "N":
 			st, _ := at(r, 1).(string)
 			sch, _ := at(r, 2).(string)
-			j, err := jobFrom(insertedFields(args[1+14*n:1+14*(n+1)], st, sch, now), nil)
+			j, err := jobFrom(insertedFields(&recs[n], st, sch, now), nil)
 			if err != nil {
 				return nil, fmt.Errorf("redis: %w", err)
 			}
@@ -126,14 +252,32 @@ func (s *Store) JobInsertMany(ctx context.Context, p *engine.JobInsertManyParams
 	return res, nil
 }
 
+// insertRec is a job's record of luaInsert's arguments.
+func insertRec(jp *engine.JobInsertParams) [insRecLen]string {
+	var r [insRecLen]string
+	r[insID], r[insQueue], r[insKind], r[insPayload] = jp.ID, jp.Queue, jp.Kind, string(jp.Payload)
+	r[insSchemaVersion], r[insMetadata] = strconv.Itoa(jp.SchemaVersion), string(jp.Metadata)
+	r[insTags] = "[]"
+	if len(jp.Tags) > 0 {
+		r[insTags] = jsonStrings(jp.Tags)
+	}
+	r[insPriority], r[insMaxAttempts], r[insFingerprint] = strconv.Itoa(jp.Priority), strconv.Itoa(jp.MaxAttempts), jp.Fingerprint
+	if jp.ScheduledAt != nil {
+		r[insScheduledAt] = tstr(*jp.ScheduledAt)
+	}
+	r[insDelay], r[insDeadline], r[insTimeout] = dstr(jp.Delay), tptr(jp.Deadline), strconv.FormatInt(int64(jp.Timeout), 10)
+	return r
+}
+
 // insertedFields is the hash luaInsert wrote for a new job (without its
-// payload, as its reply had it), from the 14 values JobInsertMany sent
-// for it and the state, scheduled_at and now the script answered.
-func insertedFields(a []any, state, sched, now string) map[string]string {
-	str := func(i int) string { v, _ := a[i].(string); return v }
-	return map[string]string{"id": str(0), "q": str(1), "k": str(2), "sv": str(4), "m": str(5), "tg": str(6),
-		"pr": str(7), "s": state, "a": "0", "ma": str(8), "c": "0", "fp": str(9), "f": "0", "sch": sched,
-		"dl": str(12), "to": str(13), "cr": now, "sca": now, "v": "1"}
+// payload, as its reply had it), from the record JobInsertMany sent for
+// it and the state, scheduled_at and now the script answered.
+func insertedFields(r *[insRecLen]string, state, sched, now string) map[string]string {
+	return map[string]string{fID: r[insID], fQueue: r[insQueue], fKind: r[insKind],
+		fSchemaVersion: r[insSchemaVersion], fMetadata: r[insMetadata], fTags: r[insTags], fPriority: r[insPriority],
+		fState: state, fAttempt: "0", fMaxAttempts: r[insMaxAttempts], fCrashAttempt: "0",
+		fFingerprint: r[insFingerprint], fFence: "0", fScheduledAt: sched, fDeadline: r[insDeadline],
+		fTimeout: r[insTimeout], fCreatedAt: now, fStateChangedAt: now, fVersion: "1"}
 }
 
 // insertRecord turns an insert's idempotency record into the results the
@@ -246,120 +390,66 @@ func (s *Store) JobEventList(ctx context.Context, p *engine.JobEventListParams) 
 	return out, nil
 }
 
-// JobClaim archives the queue's available jobs past their deadline, then
-// moves up to Limit available jobs to running under a new lease, in one
-// script.
-func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine.JobClaimResult, error) {
-	if p.Limit > claimChunk {
-		return s.claimChunked(ctx, p)
-	}
-	lease := p.LeaseDuration
-	if lease <= 0 {
-		lease = defaultLease
-	}
-	kinds := make([]string, 0, len(p.Kinds))
-	for k, v := range p.Kinds {
-		kinds = append(kinds, k+"="+strconv.Itoa(v))
-	}
-	sort.Strings(kinds)
-	pd := &p.PastDeadline
-	rt, rk := claimRoutes(pd)
-	v, err := s.run(ctx, "claim "+p.Queue, luaClaim,
-		"queue", p.Queue, "worker", p.WorkerID, "lease", p.LeaseID, "limit", strconv.Itoa(p.Limit),
-		"suspects", strconv.Itoa(p.Suspects), "lone", flag(p.Lone), "dur", dstr(lease),
-		"kinds", strings.Join(kinds, us),
-		"pd_to", string(pd.To), "pd_reason", string(pd.Reason), "pd_le", pd.LastError, "pd_ep", pd.Pattern,
-		"ev_kind", string(pd.Event.Kind), "ev_actor", pd.Event.Actor, "ev_from", string(pd.Event.From),
-		"ev_to", string(pd.Event.To), "ev_msg", pd.Event.Message, "rt", rt, "rk", rk)
-	if err != nil {
-		return nil, err
-	}
-	r, _ := v.([]any)
-	if len(r) != 4 {
-		return nil, fmt.Errorf("redis: claim %s: bad reply", p.Queue)
-	}
-	now, _ := r[0].(string)
-	res := &engine.JobClaimResult{Now: ttime(now)}
-	// Claimed jobs come packed; a claim that returns early (a paused
-	// queue) sends a plain empty array.
-	var jobs []*engine.Job
-	if packed, ok := r[1].(string); ok {
-		if jobs, err = unpackJobs(packed, true); err != nil {
-			return nil, fmt.Errorf("redis: claim %s: %w", p.Queue, err)
-		}
-	}
-	dead, _ := r[2].([]any)
-	// The script sends each job as it read it; its writes are these, the
-	// same for every job (see luaClaim).
-	exp := ttime(tadd(now, lease))
-	for _, j := range jobs {
-		j.State = engine.StateRunning
-		j.Fence++
-		j.Version++
-		j.Lease = &engine.Lease{ID: p.LeaseID, WorkerID: p.WorkerID, Fence: j.Fence, ExpiresAt: exp}
-		at := res.Now
-		j.AttemptedAt = &at
-		j.AttemptedBy = p.WorkerID
-		j.StateChangedAt = res.Now
-		res.Jobs = append(res.Jobs, j)
-	}
-	for _, x := range dead {
-		j, err := jobReply(x, true)
-		if err != nil {
-			return nil, err
-		}
-		res.Dead = append(res.Dead, j)
-	}
-	if err := s.claimDeadLetters(ctx, pd, r[3], res); err != nil {
-		// The claimed jobs are leased now: hand them out. The deaths not
-		// written stay available past their deadline for the next claim.
-		s.log.Warn("claim: deadline deaths not written", "queue", p.Queue, "err", err)
-	}
-	return res, nil
-}
-
-// claimChunked claims up to p.Limit jobs as claims of at most claimChunk
-// each, as one claim would take them: each chunk takes never-crashed jobs
-// first, then suspects up to what the earlier chunks left of p.Suspects; a
-// chunk short of its limit means the queue has no more for this claim.
-// The lone job is asked for only by the first chunk (a later one follows
-// a full chunk). Now is the first chunk's, so a lease is never later than
-// Now plus the lease duration says.
-func (s *Store) claimChunked(ctx context.Context, p *engine.JobClaimParams) (*engine.JobClaimResult, error) {
-	var res *engine.JobClaimResult
-	left, suspects, lone := p.Limit, p.Suspects, p.Lone
-	for left > 0 {
-		q := *p
-		q.Limit, q.Suspects, q.Lone = min(left, claimChunk), min(suspects, min(left, claimChunk)), lone
-		r, err := s.JobClaim(ctx, &q)
-		if err != nil {
-			if res != nil && len(res.Jobs) > 0 {
-				// The jobs already claimed are the caller's: they are
-				// handed over, not left running unseen until their lease
-				// expires.
-				return res, nil
-			}
-			return nil, err
-		}
-		if res == nil {
-			res = r
-		} else {
-			res.Jobs = append(res.Jobs, r.Jobs...)
-			res.Dead = append(res.Dead, r.Dead...)
-		}
-		for _, j := range r.Jobs {
-			if j.CrashAttempt == 1 {
-				suspects--
-			}
-		}
-		if len(r.Jobs) < q.Limit {
-			break
-		}
-		left -= len(r.Jobs)
-		lone = false
-	}
-	return res, nil
-}
+// luaComplete finishes successful jobs (JobCompleteMany).
+//
+// ARGV[4] "1" to end the probation of each completed job's fingerprint;
+// then 4 values per item: id, lease id, fence, "1" to delete the job
+// instead.
+//
+// Returns one integer per item: 1 applied, 0 lease lost.
+var luaComplete = script(`
+-- Probation records are looked for only when quarantine records exist.
+local probe = ARGV[4] == '1' and redis.call('SCARD', K('fprs')) > 0
+local res, fps = {}, {}
+-- Index writes other than the fast path's own (error groups, deleted
+-- jobs) are gathered (ZB) and written once per key, as the claim's.
+ZB = {}
+-- The fast path: a job leaves one index entry (run) and gets one (its
+-- queue and kind's sqk of completed); they are written per batch, one
+-- call per index. A job with an error pattern also moves its error
+-- group's entries from running to completed (gathered, ZB). A job deleted
+-- on completion takes the general path.
+local runm, sqk, nq = {}, {}, {}
+for i = 5, #ARGV, 4 do
+  local id = ARGV[i]
+  local key = K('job', id)
+  local h
+  if probe then h = redis.call('HMGET', key, F.state, F.lease_id, F.fence, F.lease_expires, F.queue, F.kind, F.version, F.pattern, F.state_changed_at, F.fingerprint)
+  else h = redis.call('HMGET', key, F.state, F.lease_id, F.fence, F.lease_expires, F.queue, F.kind, F.version, F.pattern, F.state_changed_at) end
+  if h[1] == 'running' and h[2] == ARGV[i + 1] and h[3] == ARGV[i + 2] then
+    if ARGV[i + 3] == '1' then
+      remove(load(id), true)
+    else
+      local q = h[5]
+      redis.call('HSET', key, F.state, 'completed', F.finalized_at, NOW, F.state_changed_at, NOW, F.version, inc(h[7]))
+      redis.call('HDEL', key, F.lease_id, F.lease_worker, F.lease_expires)
+      runm[#runm + 1] = h[4] .. ':' .. id
+      local m = NOW .. ':' .. id
+      group(sqk, q .. US .. h[6], m)
+      if h[8] then egmove('running', 'completed', q, h[6], h[8], id, (h[9] or '') .. ':' .. id, m) end
+      nq[q] = (nq[q] or 0) + 1
+    end
+    if probe and h[10] then fps[h[10]] = true end
+    res[#res + 1] = 1
+  else
+    res[#res + 1] = 0
+  end
+end
+if #runm > 0 then
+  zmany(false, K('run'), runm)
+  for pk, ms in pairs(sqk) do zmany(true, K('sqk', 'completed', pk), ms) end
+  for q, n in pairs(nq) do count(q, 'running', -n); count(q, 'completed', n) end
+end
+if probe then
+  for fp in pairs(fps) do
+    if redis.call('HGET', K('fpr', fp), QF.status) == 'probation' then
+      redis.call('DEL', K('fpr', fp))
+      redis.call('SREM', K('fprs'), fp)
+    end
+  end
+end
+return res
+`)
 
 // JobCompleteMany completes (or deletes) successful jobs in one script
 // (of at most completeChunk items each); each item is fenced on its own.
@@ -398,76 +488,6 @@ func (s *Store) JobCompleteMany(ctx context.Context, p *engine.JobCompleteManyPa
 	return out, nil
 }
 
-// JobFinish applies one fenced transition out of running, as the engine
-// resolved it, in one script.
-func (s *Store) JobFinish(ctx context.Context, p *engine.JobFinishParams) (*engine.Job, error) {
-	if p.To == engine.StateRunning || (p.To != engine.StateDeleted && !p.To.Valid()) {
-		return nil, fmt.Errorf("finish job %s: %w: cannot go to %q", p.ID, engine.ErrInvalidTransition, p.To)
-	}
-	ifBefore := ""
-	if !p.IfBefore.IsZero() {
-		ifBefore = tstr(p.IfBefore)
-	}
-	charge := ""
-	switch p.Charge {
-	case engine.ChargeAttempt:
-		charge = "attempt"
-	case engine.ChargeCrash:
-		charge = "crash"
-	}
-	sched := "keep"
-	switch p.Schedule {
-	case engine.ScheduleNow:
-		sched = "now"
-	case engine.ScheduleAfter:
-		sched = "after"
-	}
-	a := []any{"id", p.ID, "lease", p.LeaseID, "fence", strconv.FormatInt(p.Fence, 10),
-		"ifexp", flag(p.IfLeaseExpired), "ifgone", flag(p.IfWorkerGone), "ifbefore", ifBefore,
-		"to", string(p.To), "reason", string(p.Reason), "charge", charge, "sched", sched, "delay", dstr(p.Delay),
-		"fin", flag(p.Finalize)}
-	if e := p.Error; e != nil {
-		entry, err := errorEntry(e.Entry)
-		if err != nil {
-			return nil, fmt.Errorf("redis: finish job %s: error entry: %w", p.ID, err)
-		}
-		a = append(a, "err", "1", "err_entry", entry, "err_keep", strconv.Itoa(e.Keep), "err_le", e.LastError, "err_ep", e.Pattern)
-	}
-	if w := p.Event; w != nil {
-		a = append(a, "ev", "1", "ev_kind", string(w.Kind), "ev_actor", w.Actor, "ev_from", string(w.From),
-			"ev_to", string(w.To), "ev_att", strconv.Itoa(w.Attempt), "ev_msg", w.Message)
-	}
-	a = append(a, "counts", countsArg(p.Counts))
-	if f := p.Fingerprint; f != nil && f.Fingerprint != "" {
-		a = append(a, "fp", "1", "fp_fp", f.Fingerprint, "fp_kind", f.Kind, "fp_add", strconv.Itoa(f.AddCrashes),
-			"fp_quar", flag(f.Quarantine), "fp_le", f.LastError, "fp_lj", f.LastJobID)
-		if h := f.Hold; h != nil {
-			a = append(a, "h", "1", "h_from", joinStates(h.From), "h_to", string(h.To), "h_reason", string(h.Reason),
-				"h_kind", string(h.Event.Kind), "h_actor", h.Event.Actor, "h_msg", h.Event.Message)
-		}
-	}
-	a = append(a, finishWorkflowArgs(p)...)
-	v, err := s.run(ctx, "finish job "+p.ID, luaFinish, a...)
-	if err != nil {
-		if r, ok := asRefusal(err); ok && r.code == "LEASE" {
-			switch {
-			case r.arg == "bound":
-				return nil, fmt.Errorf("finish job %s: the write came after its bound %s: %w", p.ID, p.IfBefore.Format(time.RFC3339Nano), engine.ErrLeaseLost)
-			case r.arg == "renewed":
-				return nil, fmt.Errorf("finish job %s: lease renewed: %w", p.ID, engine.ErrLeaseLost)
-			case strings.HasPrefix(r.arg, "alive "):
-				return nil, fmt.Errorf("finish job %s: worker %s beats again: %w", p.ID, strings.TrimPrefix(r.arg, "alive "), engine.ErrLeaseLost)
-			}
-			return nil, fmt.Errorf("finish job %s: %w", p.ID, engine.ErrLeaseLost)
-		}
-		return nil, err
-	}
-	if arr, _ := v.([]any); len(arr) == 0 {
-		return nil, nil
-	}
-	return jobReply(v, true)
-}
-
 // at is arr[i], or nil past its end.
 func at(arr []any, i int) any {
 	if i < len(arr) {
@@ -476,18 +496,37 @@ func at(arr []any, i int) any {
 	return nil
 }
 
-// countsArg encodes a plan's counter deltas for a script.
-func countsArg(ds []engine.CountDelta) string {
-	var b strings.Builder
-	for i, d := range ds {
-		if i > 0 {
-			b.WriteString("\x1e")
-		}
-		from := string(d.From)
-		b.WriteString(d.Queue + us + from + us + string(d.To) + us + strconv.FormatInt(d.N, 10))
-	}
-	return b.String()
-}
+// luaRenew extends leases (JobLeaseRenew).
+//
+// ARGV[4] the lease duration ("s:ns"); then 3 values per item: id, lease
+// id, fence.
+//
+// Returns one integer per item: 1 renewed, 0 lease lost.
+//
+// A running job is only in the lease set (run) and, with an error
+// pattern, its error group's sets, whose members a renewal leaves as they
+// are: it reads the five fields it checks and writes two, and the lease
+// set's entries move once per batch.
+var luaRenew = script(`
+local exp = tadd(ARGV[4])
+local res, old, new = {}, {}, {}
+for i = 5, #ARGV, 3 do
+  local id = ARGV[i]
+  local key = P .. 'job:' .. id
+  local h = redis.call('HMGET', key, F.state, F.lease_id, F.fence, F.lease_expires, F.version)
+  if h[1] == 'running' and h[2] == ARGV[i + 1] and h[3] == ARGV[i + 2] then
+    redis.call('HSET', key, F.lease_expires, exp, F.version, inc(h[5]))
+    old[#old + 1] = (h[4] or '') .. ':' .. id
+    new[#new + 1] = exp .. ':' .. id
+    res[#res + 1] = 1
+  else
+    res[#res + 1] = 0
+  end
+end
+zmany(false, K('run'), old)
+zmany(true, K('run'), new)
+return res
+`)
 
 // JobLeaseRenew extends leases; each item is fenced on its own.
 func (s *Store) JobLeaseRenew(ctx context.Context, p *engine.JobLeaseRenewParams) ([]error, error) {
@@ -572,6 +611,38 @@ func memberIDs(ms []string) []string {
 	return out
 }
 
+// luaScheduleDue moves scheduled and retryable jobs whose time has come to
+// available (JobScheduleDue).
+//
+// ARGV[4] the target state, ARGV[5] the limit, ARGV[6] the from-states in
+// order, joined by US.
+//
+// Returns the queues that got work (with repeats).
+//
+// The index writes are gathered (ZB): each index key is written once for
+// the batch. Each due set is read once, before any of them is written.
+var luaScheduleDue = script(`
+ZB = {}
+local to, limit = ARGV[4], tonumber(ARGV[5])
+local moved, queues = 0, {}
+for _, from in ipairs(split(ARGV[6])) do
+  if moved >= limit then break end
+  local ms = redis.call('ZRANGEBYLEX', K('due', from), '-', '(' .. NOW1, 'LIMIT', 0, limit - moved)
+  for _, m in ipairs(ms) do
+    local J = load(string.sub(m, 21))
+    if J and J[F.state] == from then
+      local O = copy(J)
+      J[F.state] = to; J[F.state_changed_at] = NOW
+      bump(J)
+      commit(O, J, true)
+      moved = moved + 1
+      queues[#queues + 1] = J[F.queue]
+    end
+  end
+end
+return queues
+`)
+
 // JobScheduleDue moves due scheduled and retryable jobs to available.
 func (s *Store) JobScheduleDue(ctx context.Context, p *engine.JobScheduleDueParams) ([]string, error) {
 	if p.To == "" {
@@ -599,6 +670,58 @@ func (s *Store) JobScheduleDue(ctx context.Context, p *engine.JobScheduleDuePara
 	}
 	return out, nil
 }
+
+// luaDeleteExpired deletes terminal jobs past their retention
+// (JobDeleteExpired).
+//
+// ARGV[4] the limit; then 4 values per sweep: state, retention ("s:ns";
+// "0:0" deletes everything), queue ("" for every queue but the ones
+// listed next), queues excluded (joined by US).
+//
+// Returns how many jobs were deleted.
+var luaDeleteExpired = script(`
+local limit = tonumber(ARGV[4])
+local total = 0
+for i = 5, #ARGV, 4 do
+  if total >= limit then break end
+  local st, ret, q, excl = ARGV[i], ARGV[i + 1], ARGV[i + 2], set(split(ARGV[i + 3]))
+  local cut = NOW1
+  if ret ~= '0:0' then
+    local c = string.find(ret, ':', 1, true)
+    local s, ns = -tonumber(string.sub(ret, 1, c - 1)), -tonumber(string.sub(ret, c + 1))
+    if ns < 0 then ns = ns + 1000000000; s = s - 1 end
+    cut = tadd(istr(s) .. ':' .. istr(ns))
+  end
+  -- A state without st (NOST) is walked by its queue and kind sets, the
+  -- excluded queues (which have retentions of their own) left out.
+  local keys = {K('st', st)}
+  if NOST[st] then
+    keys = {}
+    for _, pk in ipairs(redis.call('SMEMBERS', K('qk'))) do
+      local qq = split(pk)[1]
+      if (q == '' or qq == q) and not excl[qq] then keys[#keys + 1] = K('sqk', st, pk) end
+    end
+  elseif q ~= '' then keys = {K('sq', st, q)} end
+  for _, key in ipairs(keys) do
+    local skipped = 0
+    while total < limit do
+      local ms = redis.call('ZRANGEBYLEX', key, '-', '(' .. cut, 'LIMIT', skipped, math.min(500, limit - total + 50))
+      if #ms == 0 then break end
+      for _, m in ipairs(ms) do
+        if total >= limit then break end
+        local J = load(string.sub(m, 21))
+        if J and J[F.state] == st and not excl[J[F.queue]] and J[F.finalized_at] ~= '' and J[F.finalized_at] < cut then
+          remove(J, true)
+          total = total + 1
+        else
+          skipped = skipped + 1
+        end
+      end
+    end
+  end
+end
+return total
+`)
 
 // JobDeleteExpired deletes terminal jobs past their retention, at most
 // Limit, in one script.

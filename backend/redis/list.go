@@ -789,7 +789,7 @@ for i = 1, #h, 2 do
       if n > 0 then
         local lo = redis.call('ZRANGEBYLEX', key, '-', '+', 'LIMIT', 0, 1)
         local hi = redis.call('ZREVRANGEBYLEX', key, '+', '-', 'LIMIT', 0, 1)
-        local le = redis.call('HGET', K('job', string.sub(hi[1], 21)), 'le')
+        local le = redis.call('HGET', K('job', string.sub(hi[1], 21)), F.last_error)
         out[#out + 1] = raw; out[#out + 1] = n; out[#out + 1] = lo[1]; out[#out + 1] = hi[1]; out[#out + 1] = le or ''
 
       end

@@ -374,6 +374,29 @@ func (s *Store) openSchema(ctx context.Context, opts Options) error {
 	return nil
 }
 
+// luaMigratePairs moves a chunk of a queue's sq set of a state without st
+// (NOST), with the jobs' entries in that state's sk sets, into the
+// queue-and-kind sets of schema version 4 (openSchema, from version 3 or
+// older). A chunk keeps the script short on a large namespace.
+//
+// ARGV[4] the state, ARGV[5] the queue, ARGV[6] the chunk's size.
+//
+// Returns how many members the queue's sq set still holds.
+var luaMigratePairs = script(`
+local st, q, limit = ARGV[4], ARGV[5], tonumber(ARGV[6])
+local key = K('sq', st, q)
+local ms = redis.call('ZRANGE', key, 0, limit - 1)
+for _, m in ipairs(ms) do
+  local k = redis.call('HGET', K('job', string.sub(m, 21)), F.kind)
+  if k then
+    redis.call('ZADD', pairkey(st, q, k), 0, m)
+    redis.call('ZREM', K('sk', st, k), m)
+  end
+end
+if #ms > 0 then redis.call('ZREM', key, unpack(ms)) end
+return redis.call('ZCARD', key)
+`)
+
 // migratePairs moves the available and completed jobs' entries of every
 // queue's sq set and every kind's sk set into sqk (schema version 4), a
 // chunk a script; a migration stopped half way goes on where it stopped.
@@ -539,7 +562,7 @@ type luaScript struct {
 }
 
 func script(body string) *luaScript {
-	src := luaLib + "local function body()\n" + body + "\nend\nlocal r = body()\nflush()\nreturn r\n"
+	src := luaPrelude() + luaLib + "local function body()\n" + body + "\nend\nlocal r = body()\nflush()\nreturn r\n"
 	h := sha1.Sum([]byte(src))
 	return &luaScript{src: src, sha: hex.EncodeToString(h[:])}
 }

@@ -25,12 +25,12 @@ import (
 const luaWakeFn = `
 local function wake(A)
   local J = load(A.id)
-  if not J or J.s ~= A.from or J.f ~= A.fence then return 0 end
+  if not J or J[F.state] ~= A.from or J[F.fence] ~= A.fence then return 0 end
   local O = copy(J)
-  J.s = A.to; J.sch = NOW; J.sca = NOW
+  J[F.state] = A.to; J[F.scheduled_at] = NOW; J[F.state_changed_at] = NOW
   bump(J)
   commit(O, J, true)
-  if A.ev_kind ~= '' then event(J.id, A.ev_kind, A.ev_actor, A.ev_from, A.ev_to, A.ev_attempt, A.ev_msg) end
+  if A.ev_kind ~= '' then event(J[F.id], A.ev_kind, A.ev_actor, A.ev_from, A.ev_to, A.ev_attempt, A.ev_msg) end
   return 1
 end
 `
@@ -48,7 +48,7 @@ end
 // <state>" (a state that takes none).
 var luaSignalSend = script(luaWakeFn + `
 local id, name, payload = ARGV[4], ARGV[5], ARGV[6]
-local s = redis.call('HGET', K('job', id), 's')
+local s = redis.call('HGET', K('job', id), F.state)
 if not s then return redis.error_reply('NOTFOUND') end
 if not set(split(ARGV[7]))[s] then return redis.error_reply('STATE ' .. s) end
 local seq = redis.call('INCR', K('sigseq'))
@@ -70,14 +70,14 @@ return {istr(seq), NOW, istr(woke)}
 var luaSignalConsume = script(`
 local id = ARGV[4]
 local key = K('job', id)
-local h = redis.call('HMGET', key, 's', 'lid', 'f', 'lx', 'v')
+local h = redis.call('HMGET', key, F.state, F.lease_id, F.fence, F.lease_expires, F.version)
 if h[1] ~= 'running' or h[2] ~= ARGV[5] or h[3] ~= ARGV[6] or not h[4] or h[4] < NOW then
   return redis.error_reply('LEASE')
 end
 local v = redis.call('HGET', K('sig', id), ARGV[7])
 if not v or string.sub(v, 1, #ARGV[8] + 1) ~= ARGV[8] .. US then return redis.error_reply('NOTFOUND') end
 redis.call('HDEL', K('sig', id), ARGV[7])
-redis.call('HSET', key, 'cp', ARGV[9], 'v', istr(tonumber(h[5]) + 1))
+redis.call('HSET', key, F.checkpoint, ARGV[9], F.version, istr(tonumber(h[5]) + 1))
 return 1
 `)
 
