@@ -13,7 +13,10 @@ import (
 // luaClaim archives a queue's available jobs past their deadline and moves
 // up to a limit of available jobs to running under a new lease (JobClaim).
 //
-// ARGV[4...] name/value pairs: queue, worker, lease (lease id), limit,
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A: queue, worker, lease (lease id), limit,
 // suspects, lone ("1"), dur (lease duration "s:ns"), kinds (kind=version
 // pairs joined by US; "" for any kind), and the past-deadline write
 // pd_to, pd_reason, pd_le, pd_ep, ev_kind, ev_actor, ev_from, ev_to, ev_msg
@@ -193,7 +196,11 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 		return nil, fmt.Errorf("redis: claim %s: bad reply", p.Queue)
 	}
 	now, _ := r[0].(string)
-	res := &engine.JobClaimResult{Now: ttime(now)}
+	nowT, err := ttime(now)
+	if err != nil {
+		return nil, fmt.Errorf("redis: claim %s: now: %w", p.Queue, err)
+	}
+	res := &engine.JobClaimResult{Now: nowT}
 	// Claimed jobs come packed; a claim that returns early (a paused
 	// queue) sends a plain empty array.
 	var jobs []*engine.Job
@@ -205,7 +212,14 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 	dead, _ := r[2].([]any)
 	// The script sends each job as it read it; its writes are these, the
 	// same for every job (see luaClaim).
-	exp := ttime(tadd(now, lease))
+	xs, err := tadd(now, lease)
+	if err != nil {
+		return nil, fmt.Errorf("redis: claim %s: now: %w", p.Queue, err)
+	}
+	exp, err := ttime(xs)
+	if err != nil {
+		return nil, fmt.Errorf("redis: claim %s: lease expiry: %w", p.Queue, err)
+	}
 	for _, j := range jobs {
 		j.State = engine.StateRunning
 		j.Fence++

@@ -31,7 +31,10 @@ func specArgs(spec engine.ActionSpec) []any {
 
 // luaAction applies one operator action's spec to one job (JobAction).
 //
-// ARGV[4...] name/value pairs: id; the spec as s_from (states joined by
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A: id; the spec as s_from (states joined by
 // US), s_to, s_reason and the flags s_clear, s_schednow, s_fin, s_reopen,
 // s_onemore, s_reset, s_del, s_rquar, s_rsuper ("1" each); force ("1");
 // deadline (a time or ""); the event ev ("1") with ev_kind, ev_actor,
@@ -98,7 +101,10 @@ func (s *Store) JobAction(ctx context.Context, p *engine.JobActionParams) (*engi
 // luaUpdatePayload replaces a job's payload and fingerprint
 // (JobUpdatePayload).
 //
-// ARGV[4...] name/value pairs: id, payload, fp, version, running (the
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A: id, payload, fp, version, running (the
 // state that refuses the edit), ev_kind, ev_actor, ev_msg.
 //
 // Returns the job as written. Errors: "NOTFOUND", "STATE <state>",
@@ -161,7 +167,10 @@ func editableStates() []engine.State {
 // luaRetryWithInput inserts the corrected copy of a finished job and marks
 // the original superseded (JobRetryWithInput).
 //
-// ARGV[4...] name/value pairs: id, newid, payload, fp, allowed (the states
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A: id, newid, payload, fp, allowed (the states
 // the original may be in, joined by US), to (the copy's state), and the
 // events o_kind, o_actor, o_msg (on the original) and c_kind, c_actor,
 // c_to, c_msg (on the copy).
@@ -250,15 +259,23 @@ func (s *Store) fingerprints(ctx context.Context, fps []string) ([]*engine.Finge
 		if len(m) == 0 {
 			continue
 		}
-		f := &engine.Fingerprint{Fingerprint: fp, Kind: m["kind"], Status: engine.FingerprintStatus(m["st"]),
-			Since: ttime(m["since"]), Crashes: atoi(m["cr"]), LastError: m["le"], LastJobID: m["lj"]}
-		f.StepCrashes = stepCrashes(cs[i].Val())
+		h := hashReader{m: m}
+		f := &engine.Fingerprint{Fingerprint: fp, Kind: m[qKind], Status: engine.FingerprintStatus(m[qStatus]),
+			Since: h.time(qSince), Crashes: h.int(qCrashes), LastError: m[qLastError], LastJobID: m[qLastJob]}
+		if h.err != nil {
+			return nil, fmt.Errorf("redis: fingerprint %s: %w", fp, h.err)
+		}
+		sc, err := stepCrashes(cs[i].Val())
+		if err != nil {
+			return nil, fmt.Errorf("redis: fingerprint %s: %w", fp, err)
+		}
+		f.StepCrashes = sc
 		ids := ms[i].Val()
 		if len(ids) > 0 {
 			p2 := s.c.Pipeline()
 			sts := make([]*goredis.StringCmd, len(ids))
 			for k, id := range ids {
-				sts[k] = p2.HGet(ctx, s.Key("job", id), "s")
+				sts[k] = p2.HGet(ctx, s.Key("job", id), fState)
 			}
 			if _, err := p2.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
 				return nil, fmt.Errorf("redis: fingerprint %s: %w", fp, err)
@@ -307,7 +324,10 @@ func (s *Store) FingerprintList(ctx context.Context, p *engine.FingerprintListPa
 // probation and its jobs in the spec's from-states get the spec's write
 // (FingerprintRelease).
 //
-// ARGV[4...] name/value pairs: fp; the spec (s_ prefix, as luaAction);
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A: fp; the spec (s_ prefix, as luaAction);
 // ev_kind, ev_actor, ev_to, ev_msg.
 //
 // Returns how many jobs were released. Errors: "NOTFOUND".
@@ -357,56 +377,78 @@ func (s *Store) FingerprintRelease(ctx context.Context, p *engine.FingerprintRel
 
 // luaHeartbeat records that a worker process lives (WorkerHeartbeat).
 //
-// ARGV[4] id, ARGV[5] host, ARGV[6] pid, ARGV[7] queues (JSON), ARGV[8]
-// TTL ("s:ns").
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A:
+// A.id -> the worker
+// A.host -> its host
+// A.pid -> its process id
+// A.queues -> its queues (JSON)
+// A.ttl -> how long the record lives ("s:ns")
 //
 // Returns 1.
 var luaHeartbeat = script(`
-local key = K('w', ARGV[4])
+local A = args(4)
+local key = K('w', A.id)
 if redis.call('HEXISTS', key, WF.started) == 0 then redis.call('HSET', key, WF.started, NOW) end
-redis.call('HSET', key, WF.host, ARGV[5], WF.pid, ARGV[6], WF.queues, ARGV[7], WF.heartbeat, NOW, WF.expires, tadd(ARGV[8]))
-redis.call('SADD', K('workers'), ARGV[4])
+redis.call('HSET', key, WF.host, A.host, WF.pid, A.pid, WF.queues, A.queues, WF.heartbeat, NOW, WF.expires, tadd(A.ttl))
+redis.call('SADD', K('workers'), A.id)
 return 1
 `)
 
 // WorkerHeartbeat records that a worker process lives, until TTL.
 func (s *Store) WorkerHeartbeat(ctx context.Context, p *engine.WorkerHeartbeatParams) error {
-	_, err := s.run(ctx, "heartbeat of worker "+p.ID, luaHeartbeat, p.ID, p.Host, strconv.Itoa(p.PID),
-		jsonStrings(p.Queues), dstr(p.TTL))
+	_, err := s.run(ctx, "heartbeat of worker "+p.ID, luaHeartbeat, "id", p.ID, "host", p.Host,
+		"pid", strconv.Itoa(p.PID), "queues", jsonStrings(p.Queues), "ttl", dstr(p.TTL))
 	return err
 }
 
 // luaWorkerDelete removes a worker's record (WorkerDelete).
 //
-// ARGV[4] id. Returns 1.
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A:
+// A.id -> the worker
+//
+// Returns 1.
 var luaWorkerDelete = script(`
-redis.call('DEL', K('w', ARGV[4]))
-redis.call('SREM', K('workers'), ARGV[4])
+local A = args(4)
+redis.call('DEL', K('w', A.id))
+redis.call('SREM', K('workers'), A.id)
 return 1
 `)
 
 // WorkerDelete removes a worker's record.
 func (s *Store) WorkerDelete(ctx context.Context, p *engine.WorkerDeleteParams) error {
-	_, err := s.run(ctx, "delete worker "+p.ID, luaWorkerDelete, p.ID)
+	_, err := s.run(ctx, "delete worker "+p.ID, luaWorkerDelete, "id", p.ID)
 	return err
 }
 
 // luaLeader takes or renews a maintenance lease (LeaderAttempt).
 //
-// ARGV[4] name, ARGV[5] holder, ARGV[6] TTL ("s:ns").
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A:
+// A.name -> the lease
+// A.holder -> who asks for it
+// A.ttl -> how long it lasts ("s:ns")
 //
 // Returns 1 when holder leads, 0 otherwise.
 var luaLeader = script(`
-local key = K('lead', ARGV[4])
+local A = args(4)
+local key = K('lead', A.name)
 local h = redis.call('HMGET', key, LF.holder, LF.expires)
-if h[1] and h[1] ~= ARGV[5] and h[2] >= NOW then return 0 end
-redis.call('HSET', key, LF.holder, ARGV[5], LF.expires, tadd(ARGV[6]))
+if h[1] and h[1] ~= A.holder and h[2] >= NOW then return 0 end
+redis.call('HSET', key, LF.holder, A.holder, LF.expires, tadd(A.ttl))
 return 1
 `)
 
 // LeaderAttempt takes or renews the named maintenance lease for holder.
 func (s *Store) LeaderAttempt(ctx context.Context, p *engine.LeaderAttemptParams) (bool, error) {
-	v, err := s.run(ctx, "leader "+p.Name, luaLeader, p.Name, p.Holder, dstr(p.TTL))
+	v, err := s.run(ctx, "leader "+p.Name, luaLeader, "name", p.Name, "holder", p.Holder, "ttl", dstr(p.TTL))
 	if err != nil {
 		return false, err
 	}
@@ -416,16 +458,24 @@ func (s *Store) LeaderAttempt(ctx context.Context, p *engine.LeaderAttemptParams
 
 // luaResign gives a maintenance lease up (LeaderResign).
 //
-// ARGV[4] name, ARGV[5] holder. Returns 1.
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A:
+// A.name -> the lease
+// A.holder -> who gives it up
+//
+// Returns 1.
 var luaResign = script(`
-local key = K('lead', ARGV[4])
-if redis.call('HGET', key, LF.holder) == ARGV[5] then redis.call('DEL', key) end
+local A = args(4)
+local key = K('lead', A.name)
+if redis.call('HGET', key, LF.holder) == A.holder then redis.call('DEL', key) end
 return 1
 `)
 
 // LeaderResign gives the lease up if holder has it.
 func (s *Store) LeaderResign(ctx context.Context, p *engine.LeaderResignParams) error {
-	_, err := s.run(ctx, "resign "+p.Name, luaResign, p.Name, p.Holder)
+	_, err := s.run(ctx, "resign "+p.Name, luaResign, "name", p.Name, "holder", p.Holder)
 	return err
 }
 
@@ -438,7 +488,10 @@ func (s *Store) JobCountByQueue(ctx context.Context, p *engine.JobCountByQueuePa
 	out := map[string]map[engine.State]int64{}
 	for f, v := range m {
 		q, st, ok := strings.Cut(f, us)
-		n := atoi64(v)
+		n, err := atoi64(v)
+		if err != nil {
+			return nil, fmt.Errorf("redis: job counts: %s: %w", f, err)
+		}
 		if !ok || n == 0 || (p.Queue != "" && q != p.Queue) {
 			continue
 		}
@@ -454,15 +507,22 @@ func (s *Store) JobCountByQueue(ctx context.Context, p *engine.JobCountByQueuePa
 // per-queue state sets, the queue-and-kind sets of the states without
 // them (NOST), and the lease set (running) (JobCountReconcile).
 //
-// ARGV[4] the states, joined by US. Returns 1.
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A:
+// A.states -> every state, joined by US
+//
+// Returns 1.
 var luaReconcile = script(`
+local A = args(4)
 local qs = {}
 for _, q in ipairs(redis.call('SMEMBERS', K('queues'))) do qs[q] = true end
 for _, f in ipairs(redis.call('HKEYS', K('counts'))) do qs[split(f)[1]] = true end
 redis.call('DEL', K('counts'))
 local function add(q, s, n) if n > 0 then redis.call('HINCRBY', K('counts'), q .. US .. s, n) end end
 local qks = redis.call('SMEMBERS', K('qk'))
-for _, s in ipairs(split(ARGV[4])) do
+for _, s in ipairs(split(A.states)) do
   if NOST[s] then
     for _, pk in ipairs(qks) do add(split(pk)[1], s, redis.call('ZCARD', K('sqk', s, pk))) end
   elseif s ~= 'running' then
@@ -479,7 +539,7 @@ return 1
 // JobCountReconcile recounts the counters from the per-queue state
 // indexes.
 func (s *Store) JobCountReconcile(ctx context.Context) error {
-	_, err := s.run(engine.WithoutIdempotency(ctx), "reconcile counts", luaReconcile, joinStates(engine.AllStates))
+	_, err := s.run(engine.WithoutIdempotency(ctx), "reconcile counts", luaReconcile, "states", joinStates(engine.AllStates))
 	return err
 }
 
@@ -516,25 +576,32 @@ func (s *Store) QueueList(ctx context.Context) ([]engine.QueueInfo, error) {
 
 // luaPause records a queue as paused or resumed (QueuePause, QueueResume).
 //
-// ARGV[4] the queue, ARGV[5] "1" paused or "0" resumed, ARGV[6] the actor.
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A:
+// A.queue -> the queue
+// A.paused -> "1" paused or "0" resumed
+// A.actor -> who did it
 //
 // Returns 1.
 var luaPause = script(`
-redis.call('HSET', K('paused'), ARGV[4], ARGV[5])
-redis.call('HSET', K('pausedby'), ARGV[4], NOW .. US .. ARGV[6])
+local A = args(4)
+redis.call('HSET', K('paused'), A.queue, A.paused)
+redis.call('HSET', K('pausedby'), A.queue, NOW .. US .. A.actor)
 idem_record('')
 return 1
 `)
 
 // QueuePause stops workers claiming from a queue.
 func (s *Store) QueuePause(ctx context.Context, p *engine.QueuePauseParams) error {
-	_, err := s.run(ctx, "pause queue "+p.Queue, luaPause, p.Queue, "1", p.Actor)
+	_, err := s.run(ctx, "pause queue "+p.Queue, luaPause, "queue", p.Queue, "paused", "1", "actor", p.Actor)
 	return err
 }
 
 // QueueResume lets workers claim from a queue again.
 func (s *Store) QueueResume(ctx context.Context, p *engine.QueuePauseParams) error {
-	_, err := s.run(ctx, "resume queue "+p.Queue, luaPause, p.Queue, "0", p.Actor)
+	_, err := s.run(ctx, "resume queue "+p.Queue, luaPause, "queue", p.Queue, "paused", "0", "actor", p.Actor)
 	if err == nil {
 		s.publishWake(ctx, p.Queue)
 	}

@@ -10,12 +10,23 @@ import (
 	"github.com/sluicehq/sluice/engine"
 )
 
-// luaRegroupError moves one job from error pattern ARGV[5] to ARGV[6]
+// luaRegroupError moves one job from error pattern A.from to A.to
 // (schema version 5): its eg and egi entries, both groups' counts and its
 // ep field, read and written in one script so that no transition of the
-// job falls between. A job whose pattern is no longer ARGV[5] is left.
+// job falls between. A job whose pattern is no longer A.from is left.
+//
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A:
+// A.id -> the job
+// A.from -> its pattern as read
+// A.to -> its pattern as this build writes it
+//
+// Returns 1 when it moved the job, 0 when not.
 var luaRegroupError = script(`
-local id, from, to = ARGV[4], ARGV[5], ARGV[6]
+local A = args(4)
+local id, from, to = A.id, A.from, A.to
 local key = K('job', id)
 local h = redis.call('HMGET', key, F.state, F.queue, F.kind, F.pattern, F.state_changed_at)
 if not h[1] or h[4] ~= from then return 0 end
@@ -63,7 +74,7 @@ func (s *Store) regroupErrors(ctx context.Context) (int, error) {
 				if p == "" || p == g.pattern {
 					continue
 				}
-				v, err := s.run(ctx, "regroup error of job "+id, luaRegroupError, id, g.pattern, p)
+				v, err := s.run(ctx, "regroup error of job "+id, luaRegroupError, "id", id, "from", g.pattern, "to", p)
 				if err != nil {
 					return moved, err
 				}

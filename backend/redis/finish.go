@@ -13,7 +13,10 @@ import (
 // luaFinish applies one fenced transition out of running as the engine
 // resolved it (JobFinish).
 //
-// ARGV[4...] name/value pairs: id, lease, fence; the guards ifexp and
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A: id, lease, fence; the guards ifexp and
 // ifgone ("1") and ifbefore (a time or ""); the write to (a state or
 // "deleted"), reason, charge ("attempt", "crash" or ""), sched ("keep",
 // "now", "after") with delay ("s:ns"), fin ("1"); the error entry

@@ -385,21 +385,53 @@ func (s *Store) JobEventList(ctx context.Context, p *engine.JobEventListParams) 
 	}
 	out := make([]engine.Event, 0, len(vs))
 	for _, v := range vs {
-		out = append(out, eventFrom(p.JobID, v))
+		e, err := eventFrom(p.JobID, v)
+		if err != nil {
+			return nil, fmt.Errorf("redis: %w", err)
+		}
+		out = append(out, e)
 	}
 	return out, nil
 }
 
+// The arguments of luaComplete: a head, then one record per item
+// (batchLayout).
+const (
+	cmpProbation = iota // "1" to end the probation of each completed job's fingerprint
+	cmpHeadLen
+)
+
+const (
+	cmpID     = iota
+	cmpLease  // lease id
+	cmpFence  //
+	cmpDelete // "1" to delete the job instead
+	cmpRecLen
+)
+
+// completeLayout names luaComplete's arguments for the script.
+func completeLayout() batchLayout {
+	var h [cmpHeadLen]string
+	h[cmpProbation] = "probation"
+	var r [cmpRecLen]string
+	r[cmpID], r[cmpLease], r[cmpFence], r[cmpDelete] = "id", "lease", "fence", "delete"
+	return batchLayout{head: h[:], rec: r[:]}
+}
+
 // luaComplete finishes successful jobs (JobCompleteMany).
 //
-// ARGV[4] "1" to end the probation of each completed job's fingerprint;
-// then 4 values per item: id, lease id, fence, "1" to delete the job
-// instead.
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4] -> A.probation: "1" to end the probation of each completed
+// job's fingerprint
+// ARGV[R1...] -> one record of RN values per item, at the offsets R names
+// (completeLayout: id, lease, fence, delete)
 //
 // Returns one integer per item: 1 applied, 0 lease lost.
-var luaComplete = script(`
+var luaComplete = script(batchPrelude(completeLayout()) + `
 -- Probation records are looked for only when quarantine records exist.
-local probe = ARGV[4] == '1' and redis.call('SCARD', K('fprs')) > 0
+local probe = A.probation == '1' and redis.call('SCARD', K('fprs')) > 0
 local res, fps = {}, {}
 -- Index writes other than the fast path's own (error groups, deleted
 -- jobs) are gathered (ZB) and written once per key, as the claim's.
@@ -410,14 +442,14 @@ ZB = {}
 -- group's entries from running to completed (gathered, ZB). A job deleted
 -- on completion takes the general path.
 local runm, sqk, nq = {}, {}, {}
-for i = 5, #ARGV, 4 do
-  local id = ARGV[i]
+for i = R1, #ARGV, RN do
+  local id = ARGV[i + R.id]
   local key = K('job', id)
   local h
   if probe then h = redis.call('HMGET', key, F.state, F.lease_id, F.fence, F.lease_expires, F.queue, F.kind, F.version, F.pattern, F.state_changed_at, F.fingerprint)
   else h = redis.call('HMGET', key, F.state, F.lease_id, F.fence, F.lease_expires, F.queue, F.kind, F.version, F.pattern, F.state_changed_at) end
-  if h[1] == 'running' and h[2] == ARGV[i + 1] and h[3] == ARGV[i + 2] then
-    if ARGV[i + 3] == '1' then
+  if h[1] == 'running' and h[2] == ARGV[i + R.lease] and h[3] == ARGV[i + R.fence] then
+    if ARGV[i + R.delete] == '1' then
       remove(load(id), true)
     else
       local q = h[5]
@@ -470,10 +502,13 @@ func (s *Store) JobCompleteMany(ctx context.Context, p *engine.JobCompleteManyPa
 		}
 		return out, nil
 	}
-	args := make([]any, 0, 1+4*len(p.Items))
-	args = append(args, flag(p.EndProbation))
+	var head [cmpHeadLen]string
+	head[cmpProbation] = flag(p.EndProbation)
+	args := appendArgs(make([]any, 0, cmpHeadLen+cmpRecLen*len(p.Items)), head[:]...)
 	for _, it := range p.Items {
-		args = append(args, it.ID, it.LeaseID, strconv.FormatInt(it.Fence, 10), flag(it.Delete))
+		var r [cmpRecLen]string
+		r[cmpID], r[cmpLease], r[cmpFence], r[cmpDelete] = it.ID, it.LeaseID, strconv.FormatInt(it.Fence, 10), flag(it.Delete)
+		args = appendArgs(args, r[:]...)
 	}
 	v, err := s.run(ctx, "complete jobs", luaComplete, args...)
 	if err != nil {
@@ -496,10 +531,37 @@ func at(arr []any, i int) any {
 	return nil
 }
 
+// The arguments of luaRenew: a head, then one record per item
+// (batchLayout).
+const (
+	rnwDuration = iota // the lease duration ("s:ns")
+	rnwHeadLen
+)
+
+const (
+	rnwID    = iota
+	rnwLease // lease id
+	rnwFence //
+	rnwRecLen
+)
+
+// renewLayout names luaRenew's arguments for the script.
+func renewLayout() batchLayout {
+	var h [rnwHeadLen]string
+	h[rnwDuration] = "duration"
+	var r [rnwRecLen]string
+	r[rnwID], r[rnwLease], r[rnwFence] = "id", "lease", "fence"
+	return batchLayout{head: h[:], rec: r[:]}
+}
+
 // luaRenew extends leases (JobLeaseRenew).
 //
-// ARGV[4] the lease duration ("s:ns"); then 3 values per item: id, lease
-// id, fence.
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4] -> A.duration: the lease duration ("s:ns")
+// ARGV[R1...] -> one record of RN values per item, at the offsets R names
+// (renewLayout: id, lease, fence)
 //
 // Returns one integer per item: 1 renewed, 0 lease lost.
 //
@@ -507,14 +569,14 @@ func at(arr []any, i int) any {
 // pattern, its error group's sets, whose members a renewal leaves as they
 // are: it reads the five fields it checks and writes two, and the lease
 // set's entries move once per batch.
-var luaRenew = script(`
-local exp = tadd(ARGV[4])
+var luaRenew = script(batchPrelude(renewLayout()) + `
+local exp = tadd(A.duration)
 local res, old, new = {}, {}, {}
-for i = 5, #ARGV, 3 do
-  local id = ARGV[i]
+for i = R1, #ARGV, RN do
+  local id = ARGV[i + R.id]
   local key = P .. 'job:' .. id
   local h = redis.call('HMGET', key, F.state, F.lease_id, F.fence, F.lease_expires, F.version)
-  if h[1] == 'running' and h[2] == ARGV[i + 1] and h[3] == ARGV[i + 2] then
+  if h[1] == 'running' and h[2] == ARGV[i + R.lease] and h[3] == ARGV[i + R.fence] then
     redis.call('HSET', key, F.lease_expires, exp, F.version, inc(h[5]))
     old[#old + 1] = (h[4] or '') .. ':' .. id
     new[#new + 1] = exp .. ':' .. id
@@ -538,10 +600,13 @@ func (s *Store) JobLeaseRenew(ctx context.Context, p *engine.JobLeaseRenewParams
 	if lease <= 0 {
 		lease = defaultLease
 	}
-	args := make([]any, 0, 1+3*len(p.Items))
-	args = append(args, dstr(lease))
+	var head [rnwHeadLen]string
+	head[rnwDuration] = dstr(lease)
+	args := appendArgs(make([]any, 0, rnwHeadLen+rnwRecLen*len(p.Items)), head[:]...)
 	for _, it := range p.Items {
-		args = append(args, it.ID, it.LeaseID, strconv.FormatInt(it.Fence, 10))
+		var r [rnwRecLen]string
+		r[rnwID], r[rnwLease], r[rnwFence] = it.ID, it.LeaseID, strconv.FormatInt(it.Fence, 10)
+		args = appendArgs(args, r[:]...)
 	}
 	v, err := s.run(ctx, "renew leases", luaRenew, args...)
 	if err != nil {
@@ -614,18 +679,24 @@ func memberIDs(ms []string) []string {
 // luaScheduleDue moves scheduled and retryable jobs whose time has come to
 // available (JobScheduleDue).
 //
-// ARGV[4] the target state, ARGV[5] the limit, ARGV[6] the from-states in
-// order, joined by US.
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A:
+// A.to -> the target state
+// A.limit -> the most jobs to move
+// A.from -> the from-states in order, joined by US
 //
 // Returns the queues that got work (with repeats).
 //
 // The index writes are gathered (ZB): each index key is written once for
 // the batch. Each due set is read once, before any of them is written.
 var luaScheduleDue = script(`
+local A = args(4)
 ZB = {}
-local to, limit = ARGV[4], tonumber(ARGV[5])
+local to, limit = A.to, tonumber(A.limit)
 local moved, queues = 0, {}
-for _, from in ipairs(split(ARGV[6])) do
+for _, from in ipairs(split(A.from)) do
   if moved >= limit then break end
   local ms = redis.call('ZRANGEBYLEX', K('due', from), '-', '(' .. NOW1, 'LIMIT', 0, limit - moved)
   for _, m in ipairs(ms) do
@@ -652,7 +723,8 @@ func (s *Store) JobScheduleDue(ctx context.Context, p *engine.JobScheduleDuePara
 	if limit <= 0 {
 		limit = 1 << 30
 	}
-	v, err := s.run(ctx, "schedule due", luaScheduleDue, string(p.To), strconv.Itoa(limit), joinStates(p.From))
+	v, err := s.run(ctx, "schedule due", luaScheduleDue, "to", string(p.To), "limit", strconv.Itoa(limit),
+		"from", joinStates(p.From))
 	if err != nil {
 		return nil, err
 	}
@@ -671,20 +743,48 @@ func (s *Store) JobScheduleDue(ctx context.Context, p *engine.JobScheduleDuePara
 	return out, nil
 }
 
+// The arguments of luaDeleteExpired: a head, then one record per sweep
+// (batchLayout).
+const (
+	dexLimit = iota // the most jobs to delete
+	dexHeadLen
+)
+
+const (
+	dexState     = iota // a terminal state
+	dexRetention        // "s:ns"; "0:0" deletes everything
+	dexQueue            // "" for every queue but the ones excluded
+	dexExcluded         // queues excluded, joined by US
+	dexRecLen
+)
+
+// deleteExpiredLayout names luaDeleteExpired's arguments for the script.
+func deleteExpiredLayout() batchLayout {
+	var h [dexHeadLen]string
+	h[dexLimit] = "limit"
+	var r [dexRecLen]string
+	r[dexState], r[dexRetention], r[dexQueue], r[dexExcluded] = "state", "retention", "queue", "excluded"
+	return batchLayout{head: h[:], rec: r[:]}
+}
+
 // luaDeleteExpired deletes terminal jobs past their retention
 // (JobDeleteExpired).
 //
-// ARGV[4] the limit; then 4 values per sweep: state, retention ("s:ns";
-// "0:0" deletes everything), queue ("" for every queue but the ones
-// listed next), queues excluded (joined by US).
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4] -> A.limit: the most jobs to delete
+// ARGV[R1...] -> one record of RN values per sweep, at the offsets R
+// names (deleteExpiredLayout: state, retention, queue, excluded)
 //
 // Returns how many jobs were deleted.
-var luaDeleteExpired = script(`
-local limit = tonumber(ARGV[4])
+var luaDeleteExpired = script(batchPrelude(deleteExpiredLayout()) + `
+local limit = tonumber(A.limit)
 local total = 0
-for i = 5, #ARGV, 4 do
+for i = R1, #ARGV, RN do
   if total >= limit then break end
-  local st, ret, q, excl = ARGV[i], ARGV[i + 1], ARGV[i + 2], set(split(ARGV[i + 3]))
+  local st, ret, q = ARGV[i + R.state], ARGV[i + R.retention], ARGV[i + R.queue]
+  local excl = set(split(ARGV[i + R.excluded]))
   local cut = NOW1
   if ret ~= '0:0' then
     local c = string.find(ret, ':', 1, true)
@@ -739,12 +839,16 @@ func (s *Store) JobDeleteExpired(ctx context.Context, p *engine.JobDeleteExpired
 		}
 	}
 	sort.Strings(queues)
-	args := []any{strconv.Itoa(limit)}
+	var head [dexHeadLen]string
+	head[dexLimit] = strconv.Itoa(limit)
+	args := appendArgs(nil, head[:]...)
 	add := func(st engine.State, d time.Duration, q string, excl []string) {
 		if !st.Terminal() || d < 0 {
 			return
 		}
-		args = append(args, string(st), dstr(d), q, strings.Join(excl, us))
+		var r [dexRecLen]string
+		r[dexState], r[dexRetention], r[dexQueue], r[dexExcluded] = string(st), dstr(d), q, strings.Join(excl, us)
+		args = appendArgs(args, r[:]...)
 	}
 	for _, st := range engine.AllStates {
 		if d, ok := p.Retention[st]; ok {
@@ -759,7 +863,7 @@ func (s *Store) JobDeleteExpired(ctx context.Context, p *engine.JobDeleteExpired
 			}
 		}
 	}
-	if len(args) == 1 {
+	if len(args) == dexHeadLen {
 		return 0, nil
 	}
 	v, err := s.run(ctx, "delete expired jobs", luaDeleteExpired, args...)

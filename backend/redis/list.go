@@ -748,7 +748,11 @@ func (s *Store) groupKeys(ctx context.Context) ([]group, error) {
 	}
 	out := make([]group, 0, len(m))
 	for raw, n := range m {
-		if g, ok := parseGroup(raw); ok && atoi64(n) > 0 {
+		c, err := atoi64(n)
+		if err != nil {
+			return nil, fmt.Errorf("redis: error group %q: count: %w", raw, err)
+		}
+		if g, ok := parseGroup(raw); ok && c > 0 {
 			out = append(out, g)
 		}
 	}
@@ -767,15 +771,22 @@ func parseGroup(raw string) (group, bool) {
 // luaErrorGroups reads the error groups that fit a filter, all in one
 // script, so that the answer is the groups at one moment.
 //
-// ARGV[4] the states, ARGV[5] the queues ("" any), ARGV[6] the kinds (""
-// any), each joined by US; ARGV[7] the pattern ("" any).
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A:
+// A.states -> the states, joined by US
+// A.queues -> the queues, joined by US ("" any)
+// A.kinds -> the kinds, joined by US ("" any)
+// A.pattern -> the error pattern ("" any)
 //
 // Returns, for each group fitting them that holds jobs, its key in the
 // error groups hash, its size, its oldest and newest members, and the
 // newest job's last error (the sample).
 var luaErrorGroups = script(`
-local states, queues, kinds, pat = set(split(ARGV[4])), set(split(ARGV[5])), set(split(ARGV[6])), ARGV[7]
-local anyq, anyk = ARGV[5] == '', ARGV[6] == ''
+local A = args(4)
+local states, queues, kinds, pat = set(split(A.states)), set(split(A.queues)), set(split(A.kinds)), A.pattern
+local anyq, anyk = A.queues == '', A.kinds == ''
 local h = redis.call('HGETALL', K('egc'))
 local out = {}
 for i = 1, #h, 2 do
@@ -845,8 +856,8 @@ func (s *Store) JobErrorGroups(ctx context.Context, p *engine.JobErrorGroupsPara
 		for i, st := range states {
 			strs[i] = string(st)
 		}
-		v, err := s.run(ctx, "error groups", luaErrorGroups, strings.Join(strs, us), strings.Join(f.Queues, us),
-			strings.Join(f.Kinds, us), f.ErrorPattern)
+		v, err := s.run(ctx, "error groups", luaErrorGroups, "states", strings.Join(strs, us),
+			"queues", strings.Join(f.Queues, us), "kinds", strings.Join(f.Kinds, us), "pattern", f.ErrorPattern)
 		if err != nil {
 			return nil, err
 		}
@@ -928,8 +939,13 @@ func (s *Store) JobErrorGroups(ctx context.Context, p *engine.JobErrorGroupsPara
 		if a.g.Count == 0 {
 			continue
 		}
-		a.g.FirstSeen = ttime(a.first[:19])
-		a.g.LastSeen = ttime(a.last[:19])
+		var err error
+		if a.g.FirstSeen, err = ttime(a.first[:19]); err != nil {
+			return nil, fmt.Errorf("redis: error group %s: first seen: %w", a.g.Pattern, err)
+		}
+		if a.g.LastSeen, err = ttime(a.last[:19]); err != nil {
+			return nil, fmt.Errorf("redis: error group %s: last seen: %w", a.g.Pattern, err)
+		}
 		if !a.sampled {
 			unsampled = append(unsampled, len(out))
 			samples = append(samples, a.last[20:])

@@ -1,7 +1,9 @@
 package redis
 
-// The Lua side of the store. Every transition is one script: the shared
-// library (luaLib) followed by the script's body. Each script takes
+// The Lua side of the store. Every transition is one script: the field
+// tables (luaPrelude, fields.go), the shared library (luaLib) and the
+// script's body, which sits beside the Go function that runs it. Each
+// script takes
 //
 //	KEYS[1] the namespace's schema key, {ns}:schema. Every other key the
 //	        script touches is derived from it by prefix ({ns}:...), so it
@@ -10,7 +12,13 @@ package redis
 //	        write runs under ("" when none): the claim is checked before
 //	        anything is written, and the step is recorded after the write,
 //	        in the same script.
-//	ARGV[4...] the script's own arguments, listed on each.
+//	ARGV[4...] the script's own arguments, listed on each: name/value
+//	        pairs read into A (args), or a batch's head and records at
+//	        offsets Go constants name (batchLayout).
+//
+// A script reads and writes a hash's fields by the names its table gives
+// (J[F.state], HMGET key F.state ...), never by a literal name: the
+// tables are generated from the Go constants the Go side reads them by.
 //
 // Refusals are error replies whose text is a code and its facts
 // ("LEASE", "NOTFOUND", "STATE archived", ...), never a sentence: the

@@ -59,23 +59,31 @@ type opRow struct {
 }
 
 func opFrom(m map[string]string) (*opRow, error) {
+	h := hashReader{m: m}
 	op := &engine.Operation{
-		ID: m["id"], Action: engine.Action(m["act"]), Status: engine.OperationStatus(m["st"]), CreatedBy: m["by"],
-		CreatedAt: ttime(m["cr"]), StartedAt: ttimePtr(m["sa"]), FinishedAt: ttimePtr(m["fa"]),
-		Matched: atoi64(m["mt"]), Processed: atoi64(m["pc"]), Succeeded: atoi64(m["sc"]), Failed: atoi64(m["fl"]),
-		Error: m["er"], Rate: atoi(m["rt"]),
+		ID: m[oID], Action: engine.Action(m[oAction]), Status: engine.OperationStatus(m[oStatus]), CreatedBy: m[oCreatedBy],
+		CreatedAt: h.time(oCreatedAt), StartedAt: h.timePtr(oStartedAt), FinishedAt: h.timePtr(oFinished),
+		Matched: h.int64(oMatched), Processed: h.int64(oProcessed), Succeeded: h.int64(oSucceeded), Failed: h.int64(oFailed),
+		Error: m[oError], Rate: h.int(oRate),
 	}
-	if sel := m["sel"]; sel != "" {
+	if sel := m[oSelector]; sel != "" {
 		if err := json.Unmarshal([]byte(sel), &op.Selector); err != nil {
-			return nil, fmt.Errorf("operation %s: selector: %w", op.ID, err)
+			return nil, fmt.Errorf("operation %s: %w", op.ID, fieldErr(oSelector, err))
 		}
 	}
-	return &opRow{op: op, cursor: m["cur"], holder: m["lh"], fence: atoi64(m["lf"])}, nil
+	row := &opRow{op: op, cursor: m[oCursor], holder: m[oHolder], fence: h.int64(oFence)}
+	if h.err != nil {
+		return nil, fmt.Errorf("operation %s: %w", op.ID, h.err)
+	}
+	return row, nil
 }
 
 // luaOpInsert persists a new pending operation (OperationInsert).
 //
-// ARGV[4...] name/value pairs: id, act, sel (the selector as JSON), by,
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A: id, act, sel (the selector as JSON), by,
 // mt (matched), rt (rate).
 //
 // Returns the operation's fields. Errors: "CONFLICT".
@@ -169,14 +177,20 @@ func (s *Store) OperationList(ctx context.Context, p *engine.OperationListParams
 // luaOpCancel marks a pending or running operation cancelled
 // (OperationCancel).
 //
-// ARGV[4] id, ARGV[5] the message recorded as its error.
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A:
+// A.id -> the operation
+// A.message -> the message recorded as its error
 //
 // Returns the operation's fields. Errors: "NOTFOUND", "STATE <status>".
 var luaOpCancel = script(`
-local O = loadop(ARGV[4])
+local A = args(4)
+local O = loadop(A.id)
 if not O then return redis.error_reply('NOTFOUND') end
 if O[OF.status] ~= 'pending' and O[OF.status] ~= 'running' then return redis.error_reply('STATE ' .. O[OF.status]) end
-O[OF.status] = 'cancelled'; O[OF.finished_at] = NOW; O[OF.error] = ARGV[5]; O[OF.lease_holder] = ''; O[OF.lease_expires] = ''
+O[OF.status] = 'cancelled'; O[OF.finished_at] = NOW; O[OF.error] = A.message; O[OF.lease_holder] = ''; O[OF.lease_expires] = ''
 saveop(O)
 redis.call('ZREM', K('opa'), O[OF.created_at] .. ':' .. O[OF.id])
 idem_record('O' .. enc(opflat(O)))
@@ -185,7 +199,7 @@ return opflat(O)
 
 // OperationCancel marks a pending or running operation cancelled.
 func (s *Store) OperationCancel(ctx context.Context, p *engine.OperationCancelParams) (*engine.Operation, error) {
-	v, err := s.run(ctx, "cancel operation "+p.ID, luaOpCancel, p.ID, p.Message)
+	v, err := s.run(ctx, "cancel operation "+p.ID, luaOpCancel, "id", p.ID, "message", p.Message)
 	if err != nil {
 		if r, ok := asRefusal(err); ok {
 			switch r.code {
@@ -207,14 +221,20 @@ func (s *Store) OperationCancel(ctx context.Context, p *engine.OperationCancelPa
 // luaOpClaim leases the oldest pending or running operation whose lease is
 // free or expired (OperationClaim).
 //
-// ARGV[4] holder, ARGV[5] TTL ("s:ns").
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A:
+// A.holder -> who takes the lease
+// A.ttl -> how long it lasts ("s:ns")
 //
 // Returns the operation's fields, or {} when there is none.
 var luaOpClaim = script(`
+local A = args(4)
 for _, m in ipairs(redis.call('ZRANGEBYLEX', K('opa'), '-', '+')) do
   local O = loadop(string.sub(m, 21))
   if O and (O[OF.status] == 'pending' or O[OF.status] == 'running') and (O[OF.lease_holder] == '' or O[OF.lease_expires] <= NOW) then
-    O[OF.lease_holder] = ARGV[4]; O[OF.lease_fence] = istr(tonumber(O[OF.lease_fence]) + 1); O[OF.lease_expires] = tadd(ARGV[5]); O[OF.status] = 'running'
+    O[OF.lease_holder] = A.holder; O[OF.lease_fence] = istr(tonumber(O[OF.lease_fence]) + 1); O[OF.lease_expires] = tadd(A.ttl); O[OF.status] = 'running'
     if O[OF.started_at] == '' then O[OF.started_at] = NOW end
     saveop(O)
     return opflat(O)
@@ -230,7 +250,7 @@ func (s *Store) OperationClaim(ctx context.Context, p *engine.OperationClaimPara
 	if ttl <= 0 {
 		ttl = defaultOperationLease
 	}
-	v, err := s.run(ctx, "claim operation", luaOpClaim, p.Holder, dstr(ttl))
+	v, err := s.run(ctx, "claim operation", luaOpClaim, "holder", p.Holder, "ttl", dstr(ttl))
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +268,10 @@ func (s *Store) OperationClaim(ctx context.Context, p *engine.OperationClaimPara
 // luaOpFinish sets a running operation's status and error, fenced on its
 // lease (OperationFinish).
 //
-// ARGV[4...] name/value pairs: id, st (the status), final ("1" sets
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A: id, st (the status), final ("1" sets
 // finished_at), er ("" keeps the error), holder, fence.
 //
 // Returns the operation's fields. Errors: "LEASE".
@@ -294,7 +317,10 @@ func goFiltered(f *engine.Filter) bool {
 // luaOpBatch applies one batch of a bulk operation, fenced on its lease
 // and cursor (OperationProcessBatch).
 //
-// ARGV[4...] name/value pairs: id, holder, fence, after (the cursor),
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A: id, holder, fence, after (the cursor),
 // limit, window, budget (microseconds of the server's time the whole
 // script may take: its walk, index writes included, stops at seven
 // eighths of it), ttl ("s:ns"), cutoff (a time); the spec (s_ prefix,

@@ -11,7 +11,7 @@
 // it. The layout, under the prefix {ns}:
 //
 //	schema             the namespace's schema version (a string)
-//	job:ID             a job: hash (empty fields not stored, nor a c f pr to at 0 and tg at [],
+//	job:ID             a job: hash (fields defined once in fields.go; empty fields not stored, nor a c f pr to at 0 and tg at [],
 //	                   which read as those defaults) with fields id q(ueue) k(ind) p(ayload)
 //	                   sv (schema version) m(etadata) tg (tags, JSON) pr(iority)
 //	                   s(tate) a(ttempt) ma (max attempts) c (crash attempt)
@@ -379,11 +379,18 @@ func (s *Store) openSchema(ctx context.Context, opts Options) error {
 // queue-and-kind sets of schema version 4 (openSchema, from version 3 or
 // older). A chunk keeps the script short on a large namespace.
 //
-// ARGV[4] the state, ARGV[5] the queue, ARGV[6] the chunk's size.
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A:
+// A.state -> the state
+// A.queue -> the queue
+// A.limit -> the chunk's size
 //
 // Returns how many members the queue's sq set still holds.
 var luaMigratePairs = script(`
-local st, q, limit = ARGV[4], ARGV[5], tonumber(ARGV[6])
+local A = args(4)
+local st, q, limit = A.state, A.queue, tonumber(A.limit)
 local key = K('sq', st, q)
 local ms = redis.call('ZRANGE', key, 0, limit - 1)
 for _, m in ipairs(ms) do
@@ -410,7 +417,8 @@ func (s *Store) migratePairs(ctx context.Context) error {
 	for _, st := range unindexedStates {
 		for _, q := range queues {
 			for {
-				v, err := s.run(ctx, "migrate "+string(st)+" jobs of queue "+q, luaMigratePairs, string(st), q, migrateChunk)
+				v, err := s.run(ctx, "migrate "+string(st)+" jobs of queue "+q, luaMigratePairs, "state", string(st), "queue", q,
+					"limit", migrateChunk)
 				if err != nil {
 					return err
 				}

@@ -13,21 +13,41 @@ import (
 // Workflows: step checkpoints under the lease, the dead-letter route
 // written by the death's own script, and the replay of a job from a step.
 
+// The records of luaCheckpoint's arguments, one per item (batchLayout).
+const (
+	ckpID         = iota
+	ckpLease      // lease id
+	ckpFence      //
+	ckpCheckpoint //
+	ckpRecLen
+)
+
+// checkpointLayout names luaCheckpoint's arguments for the script.
+func checkpointLayout() batchLayout {
+	var r [ckpRecLen]string
+	r[ckpID], r[ckpLease], r[ckpFence], r[ckpCheckpoint] = "id", "lease", "fence", "checkpoint"
+	return batchLayout{rec: r[:]}
+}
+
 // luaCheckpoint replaces running jobs' checkpoints under their leases
 // (JobCheckpoint): refused once a lease has expired by the server's
 // clock, so that no step is recorded after the reaper may have taken the
 // job.
 //
-// ARGV[4...] 4 values per item: id, lease id, fence, checkpoint.
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[R1...] -> one record of RN values per item, at the offsets R names
+// (checkpointLayout: id, lease, fence, checkpoint)
 //
 // Returns one integer per item: 1 written, 0 lease lost.
-var luaCheckpoint = script(`
+var luaCheckpoint = script(batchPrelude(checkpointLayout()) + `
 local res = {}
-for i = 4, #ARGV, 4 do
-  local key = K('job', ARGV[i])
+for i = R1, #ARGV, RN do
+  local key = K('job', ARGV[i + R.id])
   local h = redis.call('HMGET', key, F.state, F.lease_id, F.fence, F.lease_expires, F.version)
-  if h[1] == 'running' and h[2] == ARGV[i + 1] and h[3] == ARGV[i + 2] and h[4] >= NOW then
-    redis.call('HSET', key, F.checkpoint, ARGV[i + 3], F.version, istr(tonumber(h[5]) + 1))
+  if h[1] == 'running' and h[2] == ARGV[i + R.lease] and h[3] == ARGV[i + R.fence] and h[4] >= NOW then
+    redis.call('HSET', key, F.checkpoint, ARGV[i + R.checkpoint], F.version, istr(tonumber(h[5]) + 1))
     res[#res + 1] = 1
   else
     res[#res + 1] = 0
@@ -105,9 +125,11 @@ func (s *Store) JobCheckpoint(ctx context.Context, p *engine.JobCheckpointParams
 	if len(p.Items) == 0 {
 		return out, nil
 	}
-	args := make([]any, 0, 4*len(p.Items))
+	args := make([]any, 0, ckpRecLen*len(p.Items))
 	for _, it := range p.Items {
-		args = append(args, it.ID, it.LeaseID, strconv.FormatInt(it.Fence, 10), string(it.Checkpoint))
+		var r [ckpRecLen]string
+		r[ckpID], r[ckpLease], r[ckpFence], r[ckpCheckpoint] = it.ID, it.LeaseID, strconv.FormatInt(it.Fence, 10), string(it.Checkpoint)
+		args = appendArgs(args, r[:]...)
 	}
 	v, err := s.run(ctx, "checkpoint jobs", luaCheckpoint, args...)
 	if err != nil {
@@ -125,7 +147,10 @@ func (s *Store) JobCheckpoint(ctx context.Context, p *engine.JobCheckpointParams
 // luaFork inserts the replay of a terminal job from a step and records the
 // fork on the original, which the replay supersedes (JobFork).
 //
-// ARGV[4...] name/value pairs: id, newid, version, allowed (states joined
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A: id, newid, version, allowed (states joined
 // by US), cp (the copy's checkpoint), ocp (the original's); the events
 // o_kind, o_actor, o_msg and c_kind, c_actor, c_to, c_msg.
 //
@@ -226,7 +251,10 @@ func claimRoutes(pd *engine.ClaimDeadlineWrite) (mode, kinds string) {
 // says, with its dead-letter route (luaFinishWorkflow's arguments), when
 // it is still available past its deadline at the version the claim read.
 //
-// ARGV[4...] name/value pairs: id, v (version); the plan's pd_to,
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A: id, v (version); the plan's pd_to,
 // pd_reason, pd_le, pd_ep, ev_kind, ev_actor, ev_from, ev_to, ev_msg; the
 // dq_* route.
 //
@@ -281,13 +309,17 @@ func (s *Store) claimDeadLetters(ctx context.Context, pd *engine.ClaimDeadlineWr
 
 // stepCrashes turns the hash fsc:FP into a record's StepCrashes (nil when
 // empty).
-func stepCrashes(m map[string]string) map[string]int {
+func stepCrashes(m map[string]string) (map[string]int, error) {
 	if len(m) == 0 {
-		return nil
+		return nil, nil
 	}
 	out := make(map[string]int, len(m))
 	for step, n := range m {
-		out[step] = atoi(n)
+		c, err := atoi(n)
+		if err != nil {
+			return nil, fmt.Errorf("crashes of step %s: %w", step, err)
+		}
+		out[step] = c
 	}
-	return out
+	return out, nil
 }
