@@ -57,7 +57,8 @@ if A.pd_to ~= '' then
       due[#due + 1] = out(J, true)
     elseif J and (kinds == nil or kinds[J[F.kind]] ~= nil) then
       local O = copy(J)
-      J[F.state] = A.pd_to; J[F.reason] = A.pd_reason; J[F.finalized_at] = NOW; J[F.state_changed_at] = NOW; J[F.last_error] = A.pd_le; J[F.pattern] = A.pd_ep
+      J[F.state] = A.pd_to; J[F.reason] = A.pd_reason; J[F.finalized_at] = NOW; J[F.state_changed_at] = NOW;
+        J[F.last_error] = A.pd_le; J[F.pattern] = A.pd_ep
       bump(J)
       commit(O, J, true)
       event(J[F.id], A.ev_kind, A.ev_actor, A.ev_from, A.ev_to, J[F.attempt], A.ev_msg)
@@ -78,8 +79,9 @@ local exp = tadd(A.dur)
 local sk, runm, NOERRS = {}, {}, {}
 -- PICK: the fields the fast path reads from a job's hash, one table
 -- lookup a field rather than a chain of comparisons.
-local PICK = {[F.fence] = true, [F.version] = true, [F.state_changed_at] = true, [F.kind] = true, [F.schema_version] = true, [F.attempt] = true, [F.crash_attempt] = true, [F.errors_kept] = true, [F.last_error] = true, [F.deadline] = true,
-  [F.pattern] = true}
+local PICK = {[F.fence] = true, [F.version] = true, [F.state_changed_at] = true, [F.kind] = true,
+  [F.schema_version] = true, [F.attempt] = true, [F.crash_attempt] = true,
+  [F.errors_kept] = true, [F.last_error] = true, [F.deadline] = true, [F.pattern] = true}
 local function take(class, n)
   local key = K('av', q, class)
   local skipped, scanned = 0, 0
@@ -96,7 +98,8 @@ local function take(class, n)
       local r = redis.call('HGETALL', jk)
       -- The fields the fast path reads, picked from the reply rather than
       -- copied into a table of every field.
-      local H = {[F.kind] = '', [F.schema_version] = '0', [F.fence] = '0', [F.version] = '0', [F.state_changed_at] = '', [F.attempt] = '0', [F.crash_attempt] = '0'}
+      local H = {[F.kind] = '', [F.schema_version] = '0', [F.fence] = '0', [F.version] = '0',
+        [F.state_changed_at] = '', [F.attempt] = '0', [F.crash_attempt] = '0'}
       for i = 1, #r, 2 do
         local f = r[i]
         if PICK[f] then H[f] = r[i + 1] end
@@ -111,8 +114,9 @@ local function take(class, n)
         skipped = skipped + 1
       elseif dl == '' then
         local f, v = inc(H[F.fence]), inc(H[F.version])
-        redis.call('HSET', jk, F.state, 'running', F.fence, f, F.lease_id, A.lease, F.lease_worker, A.worker, F.lease_expires, exp,
-          F.attempted_at, NOW, F.attempted_by, A.worker, F.state_changed_at, NOW, F.version, v)
+        redis.call('HSET', jk, F.state, 'running', F.fence, f, F.lease_id, A.lease, F.lease_worker, A.worker,
+          F.lease_expires, exp, F.attempted_at, NOW, F.attempted_by, A.worker,
+          F.state_changed_at, NOW, F.version, v)
         avm[#avm + 1] = m
         fast = fast + 1
         local sm = H[F.state_changed_at] .. ':' .. id
@@ -130,7 +134,8 @@ local function take(class, n)
       else
         local J = load(id)
         local O = copy(J)
-        J[F.state] = 'running'; J[F.fence] = istr(tonumber(J[F.fence]) + 1); J[F.lease_id] = A.lease; J[F.lease_worker] = A.worker; J[F.lease_expires] = exp
+        J[F.state] = 'running'; J[F.fence] = istr(tonumber(J[F.fence]) + 1); J[F.lease_id] = A.lease
+        J[F.lease_worker] = A.worker; J[F.lease_expires] = exp
         J[F.attempted_at] = NOW; J[F.attempted_by] = A.worker; J[F.state_changed_at] = NOW
         bump(J)
         commit(O, J, true)

@@ -119,7 +119,8 @@ if J[F.fingerprint] ~= '' then redis.call('SREM', K('fpj', J[F.fingerprint]), J[
 J[F.payload] = A.payload; J[F.fingerprint] = A.fp
 if J[F.fingerprint] ~= '' then redis.call('SADD', K('fpj', J[F.fingerprint]), J[F.id]) end
 bump(J)
-redis.call('HSET', K('job', J[F.id]), F.payload, J[F.payload], F.fingerprint, J[F.fingerprint], F.version, J[F.version])
+redis.call('HSET', K('job', J[F.id]), F.payload, J[F.payload], F.fingerprint, J[F.fingerprint], F.version,
+  J[F.version])
 event(J[F.id], A.ev_kind, A.ev_actor, J[F.state], J[F.state], J[F.attempt], A.ev_msg)
 idem_record(rec(J, true))
 return out(J, true)
@@ -184,9 +185,15 @@ if not J then return redis.error_reply('NOTFOUND') end
 if not set(split(A.allowed))[J[F.state]] then return redis.error_reply('STATE ' .. J[F.state]) end
 if quarantined(A.fp) then return redis.error_reply('QUAR ' .. A.fp) end
 if redis.call('EXISTS', K('job', A.newid)) == 1 then return redis.error_reply('CONFLICT') end
-local C = {[F.id] = A.newid, [F.queue] = J[F.queue], [F.kind] = J[F.kind], [F.payload] = A.payload, [F.schema_version] = J[F.schema_version], [F.metadata] = J[F.metadata], [F.tags] = J[F.tags], [F.priority] = J[F.priority], [F.state] = A.to,
-  [F.attempt] = '0', [F.max_attempts] = J[F.max_attempts], [F.crash_attempt] = '0', [F.fingerprint] = A.fp, [F.fence] = '0', [F.scheduled_at] = NOW, [F.deadline] = '', [F.timeout] = J[F.timeout], [F.created_at] = NOW, [F.attempted_at] = '', [F.attempted_by] = '',
-  [F.state_changed_at] = NOW, [F.finalized_at] = '', [F.reason] = '', [F.lease_id] = '', [F.lease_worker] = '', [F.lease_expires] = '', [F.version] = '1', [F.checkpoint] = '', [F.dead_letter_of] = '', [F.retry_of] = J[F.id], [F.superseded_by] = '',
+local C = {[F.id] = A.newid, [F.queue] = J[F.queue], [F.kind] = J[F.kind], [F.payload] = A.payload,
+  [F.schema_version] = J[F.schema_version], [F.metadata] = J[F.metadata], [F.tags] = J[F.tags],
+  [F.priority] = J[F.priority], [F.state] = A.to,
+  [F.attempt] = '0', [F.max_attempts] = J[F.max_attempts], [F.crash_attempt] = '0', [F.fingerprint] = A.fp,
+    [F.fence] = '0', [F.scheduled_at] = NOW, [F.deadline] = '', [F.timeout] = J[F.timeout], [F.created_at] = NOW,
+    [F.attempted_at] = '', [F.attempted_by] = '',
+  [F.state_changed_at] = NOW, [F.finalized_at] = '', [F.reason] = '', [F.lease_id] = '', [F.lease_worker] = '',
+    [F.lease_expires] = '', [F.version] = '1', [F.checkpoint] = '', [F.dead_letter_of] = '', [F.retry_of] = J[F.id],
+    [F.superseded_by] = '',
   [F.last_error] = '', [F.pattern] = ''}
 create(C)
 J[F.superseded_by] = A.newid
@@ -392,7 +399,8 @@ var luaHeartbeat = script(`
 local A = args(4)
 local key = K('w', A.id)
 if redis.call('HEXISTS', key, WF.started) == 0 then redis.call('HSET', key, WF.started, NOW) end
-redis.call('HSET', key, WF.host, A.host, WF.pid, A.pid, WF.queues, A.queues, WF.heartbeat, NOW, WF.expires, tadd(A.ttl))
+redis.call('HSET', key, WF.host, A.host, WF.pid, A.pid, WF.queues, A.queues, WF.heartbeat, NOW, WF.expires,
+  tadd(A.ttl))
 redis.call('SADD', K('workers'), A.id)
 return 1
 `)

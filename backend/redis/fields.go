@@ -2,14 +2,15 @@ package redis
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
 // The field names of the hashes the scripts write, defined once: the Go
 // side reads and writes them by these constants, and luaPrelude hands the
 // same names to every script as Lua tables (F.state is the job hash's
-// state field, 's'), so the two sides cannot drift apart by a typo or a
-// field added on one side only.
+// state field, 's'; expandRefs), so the two sides cannot drift apart by
+// a typo or a field added on one side only.
 //
 // The names in the hashes stay short: a job hash holds some thirty of
 // them, and a namespace millions of jobs.
@@ -194,28 +195,10 @@ func leadFields() []hashField {
 	return []hashField{{"holder", lHolder, ""}, {"expires", lExpires, ""}}
 }
 
-// luaPrelude is the Lua every script starts with: each hash's table of
-// field names (F for the job hash, OF operations, QF quarantine records,
-// IF idempotency records, WF workers, LF maintenance leases), and the
-// job hash's FIELDS (every field, in table order) and DEF (the defaults).
+// luaPrelude is the Lua every script starts with: the job hash's FIELDS
+// (every field, in table order) and DEF (the defaults).
 func luaPrelude() string {
 	var b strings.Builder
-	table := func(name string, fs []hashField) {
-		b.WriteString("local " + name + " = {")
-		for i, f := range fs {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString(f.lua + " = '" + f.name + "'")
-		}
-		b.WriteString("}\n")
-	}
-	table("F", jobFields())
-	table("OF", opFields())
-	table("QF", fprFields())
-	table("IF", idemFields())
-	table("WF", workerFields())
-	table("LF", leadFields())
 	b.WriteString("local FIELDS = {")
 	for i, f := range jobFields() {
 		if i > 0 {
@@ -239,10 +222,75 @@ func luaPrelude() string {
 	return b.String()
 }
 
+// expandRefs replaces each reference T.key in a script's source, T one of
+// the names of refs, with refs[T](key): a field's name in its hash as a
+// Lua string, a record offset as a number. It runs when the script is
+// built (script, at package init), so the compiled script reads
+// constants, as cheap as literals, and is never slowed by a table lookup
+// per field; a key the table lacks panics there, which every test of the
+// package meets.
+func expandRefs(src string, refs map[string]func(key string) (string, bool)) string {
+	var b strings.Builder
+	for i := 0; i < len(src); {
+		c := src[i]
+		// A reference starts a name: not after a letter, digit, _ or dot.
+		if i > 0 && (isIdent(src[i-1]) || src[i-1] == '.') || !isIdent(c) {
+			b.WriteByte(c)
+			i++
+			continue
+		}
+		j := i
+		for j < len(src) && isIdent(src[j]) {
+			j++
+		}
+		name := src[i:j]
+		ref, ok := refs[name]
+		if !ok || j >= len(src) || src[j] != '.' {
+			b.WriteString(name)
+			i = j
+			continue
+		}
+		k := j + 1
+		for k < len(src) && isIdent(src[k]) {
+			k++
+		}
+		v, ok := ref(src[j+1 : k])
+		if !ok {
+			panic(fmt.Sprintf("redis: script refers to %s, which its table lacks", src[i:k]))
+		}
+		b.WriteString(v)
+		i = k
+	}
+	return b.String()
+}
+
+func isIdent(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// fieldRefs are the scripts' tables of hash field names: F the job hash,
+// OF operations, QF quarantine records, IF idempotency records, WF
+// workers, LF maintenance leases. F.state reads as 's'.
+func fieldRefs() map[string]func(string) (string, bool) {
+	refs := map[string]func(string) (string, bool){}
+	for name, fs := range map[string][]hashField{"F": jobFields(), "OF": opFields(), "QF": fprFields(),
+		"IF": idemFields(), "WF": workerFields(), "LF": leadFields()} {
+		refs[name] = func(key string) (string, bool) {
+			for _, f := range fs {
+				if f.lua == key {
+					return "'" + f.name + "'", true
+				}
+			}
+			return "", false
+		}
+	}
+	return refs
+}
+
 // The batch scripts (insert, complete, renew, checkpoint, delete
 // expired) take a head of named values and then one record of values per
 // item, each value at an offset that a Go constant names: the Go side
-// fills a record by those constants, and batchPrelude hands the same
+// fills a record by those constants, and batchScript hands the same
 // offsets to the script by name (ARGV[i + R.queue]), so neither side
 // counts positions by hand. A record stays a run of plain arguments
 // rather than one encoded string: splitting one per job in Lua would cost
@@ -251,10 +299,10 @@ type batchLayout struct {
 	head, rec []string
 }
 
-// batchPrelude is a batch script's view of its layout: A holds the head's
-// values by name, R the record's offsets by name, R1 the first record's
-// index in ARGV and RN a record's length.
-func batchPrelude(l batchLayout) string {
+// batchScript is a batch script: body reads the head's values by name
+// from A, a record's offsets as R.name (numbers once built: expandRefs),
+// R1 the first record's index in ARGV and RN a record's length.
+func batchScript(l batchLayout, body string) *luaScript {
 	var b strings.Builder
 	b.WriteString("local A = {")
 	for i, n := range l.head {
@@ -263,15 +311,16 @@ func batchPrelude(l batchLayout) string {
 		}
 		fmt.Fprintf(&b, "%s = ARGV[%d]", n, 4+i)
 	}
-	b.WriteString("}\nlocal R = {")
-	for i, n := range l.rec {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%s = %d", n, i)
-	}
 	fmt.Fprintf(&b, "}\nlocal R1, RN = %d, %d\n", 4+len(l.head), len(l.rec))
-	return b.String()
+	rec := func(key string) (string, bool) {
+		for i, n := range l.rec {
+			if n == key {
+				return strconv.Itoa(i), true
+			}
+		}
+		return "", false
+	}
+	return script(expandRefs(b.String()+body, map[string]func(string) (string, bool){"R": rec}))
 }
 
 // appendArgs appends a head's or a record's values to a script's

@@ -84,14 +84,16 @@ if A.fp == '1' then
     if st then
       local since = redis.call('HGET', key, QF.since)
       if st ~= 'quarantined' then since = NOW end
-      redis.call('HSET', key, QF.kind, A.fp_kind, QF.status, 'quarantined', QF.since, since, QF.last_error, A.fp_le, QF.last_job, A.fp_lj)
+      redis.call('HSET', key, QF.kind, A.fp_kind, QF.status, 'quarantined', QF.since, since, QF.last_error, A.fp_le,
+        QF.last_job, A.fp_lj)
       redis.call('HINCRBY', key, QF.crashes, tonumber(A.fp_add))
     else
       local sum = 0
       for _, id in ipairs(redis.call('SMEMBERS', K('fpj', fp))) do
         sum = sum + tonumber(redis.call('HGET', K('job', id), F.crash_attempt) or '0')
       end
-      redis.call('HSET', key, QF.fingerprint, fp, QF.kind, A.fp_kind, QF.status, 'quarantined', QF.since, NOW, QF.crashes, istr(sum),
+      redis.call('HSET', key, QF.fingerprint, fp, QF.kind, A.fp_kind, QF.status, 'quarantined', QF.since, NOW,
+        QF.crashes, istr(sum),
         QF.last_error, A.fp_le, QF.last_job, A.fp_lj)
       redis.call('SADD', K('fprs'), fp)
     end

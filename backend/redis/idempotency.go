@@ -56,7 +56,8 @@ if not h[4] or h[4] <= NOW then
   if h[4] then redis.call('ZREM', K('idemx'), h[4] .. ':' .. A.key) end
   redis.call('DEL', key, skey)
   local x = tadd(A.ttl)
-  redis.call('HSET', key, IF.hash, A.hash, IF.status, 'in_flight', IF.token, A.token, IF.claim_expires, tadd(A.claim_ttl), IF.created_at, NOW, IF.expires, x, IF.response, '')
+  redis.call('HSET', key, IF.hash, A.hash, IF.status, 'in_flight', IF.token, A.token, IF.claim_expires,
+    tadd(A.claim_ttl), IF.created_at, NOW, IF.expires, x, IF.response, '')
   redis.call('ZADD', K('idemx'), 0, x .. ':' .. A.key)
   return {'new', x}
 end
@@ -236,7 +237,8 @@ local A = args(4)
 local key = K('idem', A.key)
 local h = redis.call('HMGET', key, IF.status, IF.token)
 if h[1] ~= 'in_flight' or h[2] ~= A.token then return redis.error_reply('LOST') end
-redis.call('HSET', key, IF.status, 'done', IF.token, '', IF.claim_expires, '0000000000000000000', IF.response, A.response)
+redis.call('HSET', key, IF.status, 'done', IF.token, '', IF.claim_expires, '0000000000000000000', IF.response,
+  A.response)
 redis.call('DEL', K('idems', A.key))
 return 1
 `)

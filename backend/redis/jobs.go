@@ -87,7 +87,7 @@ func insertLayout() batchLayout {
 // The index entries of the new jobs are gathered (ZB) and written once
 // per key for the batch; fingerprints are looked up only when quarantine
 // records exist.
-var luaInsert = script(batchPrelude(insertLayout()) + `
+var luaInsert = batchScript(insertLayout(), `
 local refuse = A.refuse == '1' and redis.call('SCARD', K('fprs')) > 0
 ZB = {}
 local res, recs, due, idsk = {}, {}, {}, K('ids')
@@ -429,7 +429,7 @@ func completeLayout() batchLayout {
 // (completeLayout: id, lease, fence, delete)
 //
 // Returns one integer per item: 1 applied, 0 lease lost.
-var luaComplete = script(batchPrelude(completeLayout()) + `
+var luaComplete = batchScript(completeLayout(), `
 -- Probation records are looked for only when quarantine records exist.
 local probe = A.probation == '1' and redis.call('SCARD', K('fprs')) > 0
 local res, fps = {}, {}
@@ -446,14 +446,17 @@ for i = R1, #ARGV, RN do
   local id = ARGV[i + R.id]
   local key = K('job', id)
   local h
-  if probe then h = redis.call('HMGET', key, F.state, F.lease_id, F.fence, F.lease_expires, F.queue, F.kind, F.version, F.pattern, F.state_changed_at, F.fingerprint)
-  else h = redis.call('HMGET', key, F.state, F.lease_id, F.fence, F.lease_expires, F.queue, F.kind, F.version, F.pattern, F.state_changed_at) end
+  if probe then h = redis.call('HMGET', key, F.state, F.lease_id, F.fence, F.lease_expires, F.queue, F.kind,
+    F.version, F.pattern, F.state_changed_at, F.fingerprint)
+  else h = redis.call('HMGET', key, F.state, F.lease_id, F.fence, F.lease_expires, F.queue, F.kind, F.version,
+    F.pattern, F.state_changed_at) end
   if h[1] == 'running' and h[2] == ARGV[i + R.lease] and h[3] == ARGV[i + R.fence] then
     if ARGV[i + R.delete] == '1' then
       remove(load(id), true)
     else
       local q = h[5]
-      redis.call('HSET', key, F.state, 'completed', F.finalized_at, NOW, F.state_changed_at, NOW, F.version, inc(h[7]))
+      redis.call('HSET', key, F.state, 'completed', F.finalized_at, NOW, F.state_changed_at, NOW, F.version,
+        inc(h[7]))
       redis.call('HDEL', key, F.lease_id, F.lease_worker, F.lease_expires)
       runm[#runm + 1] = h[4] .. ':' .. id
       local m = NOW .. ':' .. id
@@ -569,7 +572,7 @@ func renewLayout() batchLayout {
 // pattern, its error group's sets, whose members a renewal leaves as they
 // are: it reads the five fields it checks and writes two, and the lease
 // set's entries move once per batch.
-var luaRenew = script(batchPrelude(renewLayout()) + `
+var luaRenew = batchScript(renewLayout(), `
 local exp = tadd(A.duration)
 local res, old, new = {}, {}, {}
 for i = R1, #ARGV, RN do
@@ -778,7 +781,7 @@ func deleteExpiredLayout() batchLayout {
 // names (deleteExpiredLayout: state, retention, queue, excluded)
 //
 // Returns how many jobs were deleted.
-var luaDeleteExpired = script(batchPrelude(deleteExpiredLayout()) + `
+var luaDeleteExpired = batchScript(deleteExpiredLayout(), `
 local limit = tonumber(A.limit)
 local total = 0
 for i = R1, #ARGV, RN do

@@ -1,9 +1,9 @@
 package redis
 
-// The Lua side of the store. Every transition is one script: the field
-// tables (luaPrelude, fields.go), the shared library (luaLib) and the
-// script's body, which sits beside the Go function that runs it. Each
-// script takes
+// The Lua side of the store. Every transition is one script: the job
+// hash's field list (luaPrelude, fields.go), the shared library (luaLib)
+// and the script's body, which sits beside the Go function that runs it.
+// Each script takes
 //
 //	KEYS[1] the namespace's schema key, {ns}:schema. Every other key the
 //	        script touches is derived from it by prefix ({ns}:...), so it
@@ -17,8 +17,11 @@ package redis
 //	        offsets Go constants name (batchLayout).
 //
 // A script reads and writes a hash's fields by the names its table gives
-// (J[F.state], HMGET key F.state ...), never by a literal name: the
-// tables are generated from the Go constants the Go side reads them by.
+// (J[F.state], HMGET key F.state ...), never by a literal name
+// (TestScriptsNameFieldsByTable): the tables are the Go constants the Go
+// side reads the hashes by, and script puts each name in place of its
+// reference when the script is built (expandRefs), so the compiled
+// script holds the same constants a literal would.
 //
 // Refusals are error replies whose text is a code and its facts
 // ("LEASE", "NOTFOUND", "STATE archived", ...), never a sentence: the
@@ -277,7 +280,8 @@ local function commit(O, J, autocount)
   if #a > 0 then redis.call('HSET', K('job', J[F.id]), unpack(a)) end
   if #d > 0 then redis.call('HDEL', K('job', J[F.id]), unpack(d)) end
   index(J, true)
-  if autocount and (O[F.state] ~= J[F.state] or O[F.queue] ~= J[F.queue]) then count(O[F.queue], O[F.state], -1); count(J[F.queue], J[F.state], 1) end
+  if autocount and (O[F.state] ~= J[F.state] or O[F.queue] ~= J[F.queue]) then count(O[F.queue], O[F.state], -1);
+    count(J[F.queue], J[F.state], 1) end
 end
 -- create writes a new job and its indexes, and counts it. Under ZB (a
 -- batch) its index entries, the ids entry among them, are gathered, and

@@ -90,8 +90,10 @@ func opFrom(m map[string]string) (*opRow, error) {
 var luaOpInsert = script(`
 local A = args(4)
 if redis.call('EXISTS', K('op', A.id)) == 1 then return redis.error_reply('CONFLICT') end
-local O = {[OF.id] = A.id, [OF.action] = A.act, [OF.selector] = A.sel, [OF.status] = 'pending', [OF.created_by] = A.by, [OF.created_at] = NOW, [OF.started_at] = '', [OF.finished_at] = '',
-  [OF.matched] = A.mt, [OF.processed] = '0', [OF.succeeded] = '0', [OF.failed] = '0', [OF.error] = '', [OF.rate] = A.rt, [OF.cursor] = '', [OF.lease_holder] = '', [OF.lease_fence] = '0', [OF.lease_expires] = ''}
+local O = {[OF.id] = A.id, [OF.action] = A.act, [OF.selector] = A.sel, [OF.status] = 'pending',
+  [OF.created_by] = A.by, [OF.created_at] = NOW, [OF.started_at] = '', [OF.finished_at] = '',
+  [OF.matched] = A.mt, [OF.processed] = '0', [OF.succeeded] = '0', [OF.failed] = '0', [OF.error] = '',
+    [OF.rate] = A.rt, [OF.cursor] = '', [OF.lease_holder] = '', [OF.lease_fence] = '0', [OF.lease_expires] = ''}
 saveop(O)
 redis.call('ZADD', K('ops'), 0, NOW .. ':' .. A.id)
 redis.call('ZADD', K('opa'), 0, NOW .. ':' .. A.id)
@@ -190,7 +192,8 @@ local A = args(4)
 local O = loadop(A.id)
 if not O then return redis.error_reply('NOTFOUND') end
 if O[OF.status] ~= 'pending' and O[OF.status] ~= 'running' then return redis.error_reply('STATE ' .. O[OF.status]) end
-O[OF.status] = 'cancelled'; O[OF.finished_at] = NOW; O[OF.error] = A.message; O[OF.lease_holder] = ''; O[OF.lease_expires] = ''
+O[OF.status] = 'cancelled'; O[OF.finished_at] = NOW; O[OF.error] = A.message; O[OF.lease_holder] = '';
+  O[OF.lease_expires] = ''
 saveop(O)
 redis.call('ZREM', K('opa'), O[OF.created_at] .. ':' .. O[OF.id])
 idem_record('O' .. enc(opflat(O)))
@@ -234,7 +237,8 @@ local A = args(4)
 for _, m in ipairs(redis.call('ZRANGEBYLEX', K('opa'), '-', '+')) do
   local O = loadop(string.sub(m, 21))
   if O and (O[OF.status] == 'pending' or O[OF.status] == 'running') and (O[OF.lease_holder] == '' or O[OF.lease_expires] <= NOW) then
-    O[OF.lease_holder] = A.holder; O[OF.lease_fence] = istr(tonumber(O[OF.lease_fence]) + 1); O[OF.lease_expires] = tadd(A.ttl); O[OF.status] = 'running'
+    O[OF.lease_holder] = A.holder; O[OF.lease_fence] = istr(tonumber(O[OF.lease_fence]) + 1);
+      O[OF.lease_expires] = tadd(A.ttl); O[OF.status] = 'running'
     if O[OF.started_at] == '' then O[OF.started_at] = NOW end
     saveop(O)
     return opflat(O)
@@ -357,7 +361,8 @@ var luaOpBatch = script(`
 local A = args(4)
 local O = loadop(A.id)
 if not O then return redis.error_reply('NOTFOUND') end
-if O[OF.status] == 'cancelled' or O[OF.status] == 'completed' or O[OF.status] == 'failed' then return {'over', opflat(O)} end
+if O[OF.status] == 'cancelled' or O[OF.status] == 'completed' or O[OF.status] == 'failed' then return {'over',
+  opflat(O)} end
 if O[OF.status] ~= 'running' or O[OF.lease_holder] ~= A.holder or O[OF.lease_fence] ~= A.fence or O[OF.cursor] ~= A.after then
   return redis.error_reply('LEASE')
 end
@@ -462,7 +467,8 @@ end
 -- Fields a spec only sets or clears (lid, lw, rs; fin and cr unless the
 -- selector tests them) are not read: commit then writes them whatever
 -- the job held, which is the same change.
-local BF = {F.id, F.queue, F.kind, F.priority, F.state, F.attempt, F.max_attempts, F.crash_attempt, F.fingerprint, F.scheduled_at, F.deadline, F.state_changed_at, F.lease_expires, F.version, F.superseded_by, F.pattern}
+local BF = {F.id, F.queue, F.kind, F.priority, F.state, F.attempt, F.max_attempts, F.crash_attempt, F.fingerprint,
+  F.scheduled_at, F.deadline, F.state_changed_at, F.lease_expires, F.version, F.superseded_by, F.pattern}
 if A.f_ca ~= '' or A.f_cb ~= '' then BF[#BF + 1] = F.created_at end
 if A.f_fa ~= '' or A.f_fb ~= '' then BF[#BF + 1] = F.finalized_at end
 local function loadb(id)
@@ -555,7 +561,8 @@ if ZBN > 0 then
   O[OF.flush_cost] = string.format('%.3f', per)
 end
 local nr = #refused / 2
-O[OF.processed] = istr(tonumber(O[OF.processed]) + n + nr); O[OF.succeeded] = istr(tonumber(O[OF.succeeded]) + n); O[OF.failed] = istr(tonumber(O[OF.failed]) + nr)
+O[OF.processed] = istr(tonumber(O[OF.processed]) + n + nr); O[OF.succeeded] = istr(tonumber(O[OF.succeeded]) + n);
+  O[OF.failed] = istr(tonumber(O[OF.failed]) + nr)
 O[OF.cursor] = cursor; O[OF.lease_expires] = tadd(A.ttl)
 saveop(O)
 return {'ok', opflat(O), cursor, done, refused}

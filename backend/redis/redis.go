@@ -570,7 +570,7 @@ type luaScript struct {
 }
 
 func script(body string) *luaScript {
-	src := luaPrelude() + luaLib + "local function body()\n" + body + "\nend\nlocal r = body()\nflush()\nreturn r\n"
+	src := luaPrelude() + expandRefs(luaLib+"local function body()\n"+body+"\nend\nlocal r = body()\nflush()\nreturn r\n", fieldRefs())
 	h := sha1.Sum([]byte(src))
 	return &luaScript{src: src, sha: hex.EncodeToString(h[:])}
 }

@@ -41,7 +41,7 @@ func checkpointLayout() batchLayout {
 // (checkpointLayout: id, lease, fence, checkpoint)
 //
 // Returns one integer per item: 1 written, 0 lease lost.
-var luaCheckpoint = script(batchPrelude(checkpointLayout()) + `
+var luaCheckpoint = batchScript(checkpointLayout(), `
 local res = {}
 for i = R1, #ARGV, RN do
   local key = K('job', ARGV[i + R.id])
@@ -76,9 +76,14 @@ if A.dq == '1' then
     local sch = tadd(A.dq_delay)
     local st = 'available'
     if sch > NOW then st = 'scheduled' end
-    D = {[F.id] = A.dq_id, [F.queue] = A.dq_q, [F.kind] = A.dq_k, [F.payload] = A.dq_p, [F.schema_version] = A.dq_sv, [F.metadata] = A.dq_m, [F.tags] = '[]', [F.priority] = A.dq_pr,
-      [F.state] = st, [F.attempt] = '0', [F.max_attempts] = A.dq_ma, [F.crash_attempt] = '0', [F.fingerprint] = A.dq_fp, [F.fence] = '0', [F.scheduled_at] = sch, [F.deadline] = A.dq_dl, [F.timeout] = A.dq_to,
-      [F.created_at] = NOW, [F.attempted_at] = '', [F.attempted_by] = '', [F.state_changed_at] = NOW, [F.finalized_at] = '', [F.reason] = '', [F.lease_id] = '', [F.lease_worker] = '', [F.lease_expires] = '', [F.version] = '1', [F.checkpoint] = '',
+    D = {[F.id] = A.dq_id, [F.queue] = A.dq_q, [F.kind] = A.dq_k, [F.payload] = A.dq_p, [F.schema_version] = A.dq_sv,
+      [F.metadata] = A.dq_m, [F.tags] = '[]', [F.priority] = A.dq_pr,
+      [F.state] = st, [F.attempt] = '0', [F.max_attempts] = A.dq_ma, [F.crash_attempt] = '0',
+        [F.fingerprint] = A.dq_fp, [F.fence] = '0', [F.scheduled_at] = sch, [F.deadline] = A.dq_dl,
+        [F.timeout] = A.dq_to,
+      [F.created_at] = NOW, [F.attempted_at] = '', [F.attempted_by] = '', [F.state_changed_at] = NOW,
+        [F.finalized_at] = '', [F.reason] = '', [F.lease_id] = '', [F.lease_worker] = '', [F.lease_expires] = '',
+        [F.version] = '1', [F.checkpoint] = '',
       [F.dead_letter_of] = J[F.id], [F.retry_of] = '', [F.superseded_by] = '', [F.last_error] = '', [F.pattern] = ''}
     create(D)
   elseif set({'completed', 'archived', 'quarantined', 'undecodable', 'cancelled'})[D[F.state]] then
@@ -87,7 +92,8 @@ if A.dq == '1' then
       if DO[F.fingerprint] ~= '' then redis.call('SREM', K('fpj', DO[F.fingerprint]), D[F.id]) end
       if A.dq_fp ~= '' then redis.call('SADD', K('fpj', A.dq_fp), D[F.id]) end
     end
-    D[F.state] = 'available'; D[F.payload] = A.dq_p; D[F.fingerprint] = A.dq_fp; D[F.scheduled_at] = NOW; D[F.state_changed_at] = NOW; D[F.finalized_at] = ''; D[F.reason] = ''
+    D[F.state] = 'available'; D[F.payload] = A.dq_p; D[F.fingerprint] = A.dq_fp; D[F.scheduled_at] = NOW;
+      D[F.state_changed_at] = NOW; D[F.finalized_at] = ''; D[F.reason] = ''
     if tonumber(D[F.max_attempts]) <= tonumber(D[F.attempt]) then D[F.max_attempts] = istr(tonumber(D[F.attempt]) + 1) end
     D[F.dead_letter_of] = J[F.id]
     bump(D)
@@ -164,14 +170,21 @@ if not set(split(A.allowed))[J[F.state]] then return redis.error_reply('STATE ' 
 if J[F.version] ~= A.version then return redis.error_reply('VERSION ' .. J[F.version]) end
 if quarantined(J[F.fingerprint]) then return redis.error_reply('QUAR ' .. J[F.fingerprint]) end
 if redis.call('EXISTS', K('job', A.newid)) == 1 then return redis.error_reply('CONFLICT') end
-local C = {[F.id] = A.newid, [F.queue] = J[F.queue], [F.kind] = J[F.kind], [F.payload] = J[F.payload], [F.schema_version] = J[F.schema_version], [F.metadata] = J[F.metadata], [F.tags] = J[F.tags], [F.priority] = J[F.priority], [F.state] = 'available',
-  [F.attempt] = '0', [F.max_attempts] = J[F.max_attempts], [F.crash_attempt] = '0', [F.fingerprint] = J[F.fingerprint], [F.fence] = '0', [F.scheduled_at] = NOW, [F.deadline] = '', [F.timeout] = J[F.timeout], [F.created_at] = NOW, [F.attempted_at] = '', [F.attempted_by] = '',
-  [F.state_changed_at] = NOW, [F.finalized_at] = '', [F.reason] = '', [F.lease_id] = '', [F.lease_worker] = '', [F.lease_expires] = '', [F.version] = '1', [F.checkpoint] = A.cp, [F.dead_letter_of] = '', [F.retry_of] = '', [F.superseded_by] = '',
+local C = {[F.id] = A.newid, [F.queue] = J[F.queue], [F.kind] = J[F.kind], [F.payload] = J[F.payload],
+  [F.schema_version] = J[F.schema_version], [F.metadata] = J[F.metadata], [F.tags] = J[F.tags],
+  [F.priority] = J[F.priority], [F.state] = 'available',
+  [F.attempt] = '0', [F.max_attempts] = J[F.max_attempts], [F.crash_attempt] = '0',
+    [F.fingerprint] = J[F.fingerprint], [F.fence] = '0', [F.scheduled_at] = NOW, [F.deadline] = '',
+    [F.timeout] = J[F.timeout], [F.created_at] = NOW, [F.attempted_at] = '', [F.attempted_by] = '',
+  [F.state_changed_at] = NOW, [F.finalized_at] = '', [F.reason] = '', [F.lease_id] = '', [F.lease_worker] = '',
+    [F.lease_expires] = '', [F.version] = '1', [F.checkpoint] = A.cp, [F.dead_letter_of] = '', [F.retry_of] = '',
+    [F.superseded_by] = '',
   [F.last_error] = '', [F.pattern] = ''}
 create(C)
 J[F.superseded_by] = A.newid
 bump(J)
-redis.call('HSET', K('job', J[F.id]), F.checkpoint, A.ocp, F.superseded_by, J[F.superseded_by], F.version, J[F.version])
+redis.call('HSET', K('job', J[F.id]), F.checkpoint, A.ocp, F.superseded_by, J[F.superseded_by], F.version,
+  J[F.version])
 redis.call('SADD', K('sup'), J[F.id])
 event(J[F.id], A.o_kind, A.o_actor, J[F.state], J[F.state], J[F.attempt], A.o_msg)
 event(C[F.id], A.c_kind, A.c_actor, '', A.c_to, '0', A.c_msg)
@@ -264,7 +277,8 @@ local A = args(4)
 local J = load(A.id)
 if not J or J[F.state] ~= 'available' or J[F.version] ~= A.v or J[F.deadline] == '' or J[F.deadline] >= NOW then return {} end
 local O = copy(J)
-J[F.state] = A.pd_to; J[F.reason] = A.pd_reason; J[F.finalized_at] = NOW; J[F.state_changed_at] = NOW; J[F.last_error] = A.pd_le; J[F.pattern] = A.pd_ep
+J[F.state] = A.pd_to; J[F.reason] = A.pd_reason; J[F.finalized_at] = NOW; J[F.state_changed_at] = NOW;
+  J[F.last_error] = A.pd_le; J[F.pattern] = A.pd_ep
 bump(J)
 commit(O, J, true)
 event(J[F.id], A.ev_kind, A.ev_actor, A.ev_from, A.ev_to, J[F.attempt], A.ev_msg)
