@@ -64,7 +64,7 @@ func (s *Store) regroupErrors(ctx context.Context) (int, error) {
 			pipe := s.c.Pipeline()
 			les := make([]interface{ Val() string }, len(chunk))
 			for k, id := range chunk {
-				les[k] = pipe.HGet(ctx, s.Key("job", id), "le")
+				les[k] = pipe.HGet(ctx, s.Key("job", id), fLastError)
 			}
 			if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
 				return moved, fmt.Errorf("regroup errors: %w", err)

@@ -366,7 +366,7 @@ func (s *Store) readJobs(ctx context.Context, ids []string, payload, lastError b
 			continue
 		}
 		if !payload {
-			delete(m, "p")
+			delete(m, fPayload)
 		}
 		j, err := jobFrom(m, es[i].Val())
 		if err != nil {
@@ -653,7 +653,7 @@ func (s *Store) JobListExpiredLeases(ctx context.Context, p *engine.JobListExpir
 			continue
 		}
 		out = append(out, engine.ExpiredLease{Job: j})
-		alive = append(alive, pipe.HGet(ctx, s.Key("w", j.Lease.WorkerID), "x"))
+		alive = append(alive, pipe.HGet(ctx, s.Key("w", j.Lease.WorkerID), wExpires))
 	}
 	if len(out) == 0 {
 		return nil, nil

@@ -125,7 +125,7 @@ func (s *Store) rows(ctx context.Context, ids []string, payload, lastError bool)
 	out := make([]*row, 0, len(ids))
 	for i, j := range jobs {
 		if j != nil {
-			out = append(out, &row{j: j, le: hashes[i]["le"], ep: hashes[i]["ep"]})
+			out = append(out, &row{j: j, le: hashes[i][fLastError], ep: hashes[i][fPattern]})
 		}
 	}
 	return out, nil
@@ -394,7 +394,7 @@ func (s *Store) hotMembers(ctx context.Context, states []engine.State, f *engine
 		pipe := s.c.Pipeline()
 		cs := make([]*goredis.SliceCmd, len(chunk))
 		for k, id := range chunk {
-			cs[k] = pipe.HMGet(ctx, s.Key("job", id), "sca", "s", "q", "k")
+			cs[k] = pipe.HMGet(ctx, s.Key("job", id), fStateChangedAt, fState, fQueue, fKind)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return nil, fmt.Errorf("redis: hot jobs: %w", err)
@@ -956,7 +956,7 @@ func (s *Store) JobErrorGroups(ctx context.Context, p *engine.JobErrorGroupsPara
 		pipe := s.c.Pipeline()
 		cs := make([]*goredis.StringCmd, len(samples))
 		for i, id := range samples {
-			cs[i] = pipe.HGet(ctx, s.Key("job", id), "le")
+			cs[i] = pipe.HGet(ctx, s.Key("job", id), fLastError)
 		}
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
 			return nil, fmt.Errorf("redis: error groups: %w", err)
