@@ -16,7 +16,8 @@ import (
 // KEYS[1] -> {ns}:schema
 // --
 // ARGV[1..3] -> the idempotency key, token and step (luaLib)
-// ARGV[4...] -> name/value pairs, read into A: queue, worker, lease (lease id), limit,
+// ARGV[4...] -> name/value pairs, read into A:
+// queue, worker, lease (lease id), limit,
 // suspects, lone ("1"), dur (lease duration "s:ns"), kinds (kind=version
 // pairs joined by US; "" for any kind), and the past-deadline write
 // pd_to, pd_reason, pd_le, pd_ep, ev_kind, ev_actor, ev_from, ev_to, ev_msg
@@ -186,13 +187,10 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 	sort.Strings(kinds)
 	pd := &p.PastDeadline
 	rt, rk := claimRoutes(pd)
-	v, err := s.run(ctx, "claim "+p.Queue, luaClaim,
-		"queue", p.Queue, "worker", p.WorkerID, "lease", p.LeaseID, "limit", strconv.Itoa(p.Limit),
+	a := append([]any{"queue", p.Queue, "worker", p.WorkerID, "lease", p.LeaseID, "limit", strconv.Itoa(p.Limit),
 		"suspects", strconv.Itoa(p.Suspects), "lone", flag(p.Lone), "dur", dstr(lease),
-		"kinds", strings.Join(kinds, us),
-		"pd_to", string(pd.To), "pd_reason", string(pd.Reason), "pd_le", pd.LastError, "pd_ep", pd.Pattern,
-		"ev_kind", string(pd.Event.Kind), "ev_actor", pd.Event.Actor, "ev_from", string(pd.Event.From),
-		"ev_to", string(pd.Event.To), "ev_msg", pd.Event.Message, "rt", rt, "rk", rk)
+		"kinds", strings.Join(kinds, us), "rt", rt, "rk", rk}, pastDeadlineArgs(pd)...)
+	v, err := s.run(ctx, "claim "+p.Queue, luaClaim, a...)
 	if err != nil {
 		return nil, err
 	}
@@ -249,6 +247,15 @@ func (s *Store) JobClaim(ctx context.Context, p *engine.JobClaimParams) (*engine
 		s.log.Warn("claim: deadline deaths not written", "queue", p.Queue, "err", err)
 	}
 	return res, nil
+}
+
+// pastDeadlineArgs are the plan's write of a job past its deadline, as
+// luaClaim and luaDeadlineDeath take it: pd_to, pd_reason, pd_le, pd_ep
+// and the event ev_kind, ev_actor, ev_from, ev_to, ev_msg.
+func pastDeadlineArgs(pd *engine.ClaimDeadlineWrite) []any {
+	return []any{"pd_to", string(pd.To), "pd_reason", string(pd.Reason), "pd_le", pd.LastError, "pd_ep", pd.Pattern,
+		"ev_kind", string(pd.Event.Kind), "ev_actor", pd.Event.Actor, "ev_from", string(pd.Event.From),
+		"ev_to", string(pd.Event.To), "ev_msg", pd.Event.Message}
 }
 
 // claimChunked claims up to p.Limit jobs as claims of at most claimChunk

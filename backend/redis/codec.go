@@ -409,8 +409,11 @@ func dec(s string) ([]string, error) {
 			return nil, fmt.Errorf("redis: bad record")
 		}
 		n, err := strconv.Atoi(s[:c])
-		if err != nil || c+1+n > len(s) {
-			return nil, fmt.Errorf("redis: bad record")
+		if err != nil {
+			return nil, fmt.Errorf("redis: bad record: length: %w", err)
+		}
+		if n < 0 || c+1+n > len(s) {
+			return nil, fmt.Errorf("redis: bad record: %d bytes where %d are left", n, len(s)-c-1)
 		}
 		out = append(out, s[c+1:c+1+n])
 		s = s[c+1+n:]

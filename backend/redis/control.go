@@ -34,7 +34,8 @@ func specArgs(spec engine.ActionSpec) []any {
 // KEYS[1] -> {ns}:schema
 // --
 // ARGV[1..3] -> the idempotency key, token and step (luaLib)
-// ARGV[4...] -> name/value pairs, read into A: id; the spec as s_from (states joined by
+// ARGV[4...] -> name/value pairs, read into A:
+// id; the spec as s_from (states joined by
 // US), s_to, s_reason and the flags s_clear, s_schednow, s_fin, s_reopen,
 // s_onemore, s_reset, s_del, s_rquar, s_rsuper ("1" each); force ("1");
 // deadline (a time or ""); the event ev ("1") with ev_kind, ev_actor,
@@ -104,7 +105,8 @@ func (s *Store) JobAction(ctx context.Context, p *engine.JobActionParams) (*engi
 // KEYS[1] -> {ns}:schema
 // --
 // ARGV[1..3] -> the idempotency key, token and step (luaLib)
-// ARGV[4...] -> name/value pairs, read into A: id, payload, fp, version, running (the
+// ARGV[4...] -> name/value pairs, read into A:
+// id, payload, fp, version, running (the
 // state that refuses the edit), ev_kind, ev_actor, ev_msg.
 //
 // Returns the job as written. Errors: "NOTFOUND", "STATE <state>",
@@ -141,7 +143,10 @@ func (s *Store) JobUpdatePayload(ctx context.Context, p *engine.JobUpdatePayload
 			case "STATE":
 				return nil, &engine.StateError{Action: "edit payload of", ID: p.ID, State: engine.State(r.arg), Allowed: editableStates()}
 			case "VERSION":
-				have, _ := strconv.ParseInt(r.arg, 10, 64)
+				have, perr := strconv.ParseInt(r.arg, 10, 64)
+				if perr != nil {
+					return nil, fmt.Errorf("redis: edit payload of job %s: %w", p.ID, fieldErr(fVersion, perr))
+				}
 				return nil, &engine.VersionError{ID: p.ID, Have: have, Want: p.Version}
 			}
 		}
@@ -171,7 +176,8 @@ func editableStates() []engine.State {
 // KEYS[1] -> {ns}:schema
 // --
 // ARGV[1..3] -> the idempotency key, token and step (luaLib)
-// ARGV[4...] -> name/value pairs, read into A: id, newid, payload, fp, allowed (the states
+// ARGV[4...] -> name/value pairs, read into A:
+// id, newid, payload, fp, allowed (the states
 // the original may be in, joined by US), to (the copy's state), and the
 // events o_kind, o_actor, o_msg (on the original) and c_kind, c_actor,
 // c_to, c_msg (on the copy).
@@ -334,7 +340,8 @@ func (s *Store) FingerprintList(ctx context.Context, p *engine.FingerprintListPa
 // KEYS[1] -> {ns}:schema
 // --
 // ARGV[1..3] -> the idempotency key, token and step (luaLib)
-// ARGV[4...] -> name/value pairs, read into A: fp; the spec (s_ prefix, as luaAction);
+// ARGV[4...] -> name/value pairs, read into A:
+// fp; the spec (s_ prefix, as luaAction);
 // ev_kind, ev_actor, ev_to, ev_msg.
 //
 // Returns how many jobs were released. Errors: "NOTFOUND".

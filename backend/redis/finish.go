@@ -16,7 +16,8 @@ import (
 // KEYS[1] -> {ns}:schema
 // --
 // ARGV[1..3] -> the idempotency key, token and step (luaLib)
-// ARGV[4...] -> name/value pairs, read into A: id, lease, fence; the guards ifexp and
+// ARGV[4...] -> name/value pairs, read into A:
+// id, lease, fence; the guards ifexp and
 // ifgone ("1") and ifbefore (a time or ""); the write to (a state or
 // "deleted"), reason, charge ("attempt", "crash" or ""), sched ("keep",
 // "now", "after") with delay ("s:ns"), fin ("1"); the error entry

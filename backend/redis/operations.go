@@ -83,7 +83,8 @@ func opFrom(m map[string]string) (*opRow, error) {
 // KEYS[1] -> {ns}:schema
 // --
 // ARGV[1..3] -> the idempotency key, token and step (luaLib)
-// ARGV[4...] -> name/value pairs, read into A: id, act, sel (the selector as JSON), by,
+// ARGV[4...] -> name/value pairs, read into A:
+// id, act, sel (the selector as JSON), by,
 // mt (matched), rt (rate).
 //
 // Returns the operation's fields. Errors: "CONFLICT".
@@ -275,7 +276,8 @@ func (s *Store) OperationClaim(ctx context.Context, p *engine.OperationClaimPara
 // KEYS[1] -> {ns}:schema
 // --
 // ARGV[1..3] -> the idempotency key, token and step (luaLib)
-// ARGV[4...] -> name/value pairs, read into A: id, st (the status), final ("1" sets
+// ARGV[4...] -> name/value pairs, read into A:
+// id, st (the status), final ("1" sets
 // finished_at), er ("" keeps the error), holder, fence.
 //
 // Returns the operation's fields. Errors: "LEASE".
@@ -324,7 +326,8 @@ func goFiltered(f *engine.Filter) bool {
 // KEYS[1] -> {ns}:schema
 // --
 // ARGV[1..3] -> the idempotency key, token and step (luaLib)
-// ARGV[4...] -> name/value pairs, read into A: id, holder, fence, after (the cursor),
+// ARGV[4...] -> name/value pairs, read into A:
+// id, holder, fence, after (the cursor),
 // limit, window, budget (microseconds of the server's time the whole
 // script may take: its walk, index writes included, stops at seven
 // eighths of it), ttl ("s:ns"), cutoff (a time); the spec (s_ prefix,

@@ -156,7 +156,8 @@ func (s *Store) JobCheckpoint(ctx context.Context, p *engine.JobCheckpointParams
 // KEYS[1] -> {ns}:schema
 // --
 // ARGV[1..3] -> the idempotency key, token and step (luaLib)
-// ARGV[4...] -> name/value pairs, read into A: id, newid, version, allowed (states joined
+// ARGV[4...] -> name/value pairs, read into A:
+// id, newid, version, allowed (states joined
 // by US), cp (the copy's checkpoint), ocp (the original's); the events
 // o_kind, o_actor, o_msg and c_kind, c_actor, c_to, c_msg.
 //
@@ -267,7 +268,8 @@ func claimRoutes(pd *engine.ClaimDeadlineWrite) (mode, kinds string) {
 // KEYS[1] -> {ns}:schema
 // --
 // ARGV[1..3] -> the idempotency key, token and step (luaLib)
-// ARGV[4...] -> name/value pairs, read into A: id, v (version); the plan's pd_to,
+// ARGV[4...] -> name/value pairs, read into A:
+// id, v (version); the plan's pd_to,
 // pd_reason, pd_le, pd_ep, ev_kind, ev_actor, ev_from, ev_to, ev_msg; the
 // dq_* route.
 //
@@ -301,10 +303,7 @@ func (s *Store) claimDeadLetters(ctx context.Context, pd *engine.ClaimDeadlineWr
 		if err != nil {
 			d = nil
 		}
-		a := []any{"id", j.ID, "v", strconv.FormatInt(j.Version, 10),
-			"pd_to", string(pd.To), "pd_reason", string(pd.Reason), "pd_le", pd.LastError, "pd_ep", pd.Pattern,
-			"ev_kind", string(pd.Event.Kind), "ev_actor", pd.Event.Actor, "ev_from", string(pd.Event.From),
-			"ev_to", string(pd.Event.To), "ev_msg", pd.Event.Message}
+		a := append([]any{"id", j.ID, "v", strconv.FormatInt(j.Version, 10)}, pastDeadlineArgs(pd)...)
 		a = append(a, finishWorkflowArgs(&engine.JobFinishParams{DeadLetter: d})...)
 		v, err := s.run(ctx, "deadline death "+j.ID, luaDeadlineDeath, a...)
 		if err != nil {
