@@ -7,10 +7,11 @@ import (
 )
 
 // The field names of the hashes the scripts write, defined once: the Go
-// side reads and writes them by these constants, and luaPrelude hands the
-// same names to every script as Lua tables (F.state is the job hash's
-// state field, 's'; expandRefs), so the two sides cannot drift apart by
-// a typo or a field added on one side only.
+// side reads and writes them by these constants, and the scripts by
+// their tables (F.state is the job hash's state field, 's'), which
+// expandRefs fills in from the same constants when a script is built, so
+// the two sides cannot drift apart by a typo or a field added on one
+// side only.
 //
 // The names in the hashes stay short: a job hash holds some thirty of
 // them, and a namespace millions of jobs.
