@@ -37,18 +37,26 @@ func tptr(t *time.Time) string {
 	return tstr(*t)
 }
 
-// ttime reads a time the scripts kept.
-func ttime(s string) time.Time {
-	n, _ := strconv.ParseInt(s, 10, 64)
-	return time.Unix(0, n).UTC()
+// ttime reads a time the scripts kept; "" (a missing field) is the Unix
+// epoch.
+func ttime(s string) (time.Time, error) {
+	n, err := atoi64(s)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.Unix(0, n).UTC(), nil
 }
 
-func ttimePtr(s string) *time.Time {
+// ttimePtr is ttime, or nil for "".
+func ttimePtr(s string) (*time.Time, error) {
 	if s == "" {
-		return nil
+		return nil, nil
 	}
-	t := ttime(s)
-	return &t
+	t, err := ttime(s)
+	if err != nil {
+		return nil, err
+	}
+	return &t, nil
 }
 
 // dstr is a duration as the scripts add it: "seconds:nanoseconds" with the
@@ -64,8 +72,11 @@ func dstr(d time.Duration) string {
 
 // tadd is the scripts' tadd on a time they sent: t plus d, clamped as
 // they clamp (so a lease expiry computed here is the one they stored).
-func tadd(t string, d time.Duration) string {
-	n := atoi64(t)
+func tadd(t string, d time.Duration) (string, error) {
+	n, err := atoi64(t)
+	if err != nil {
+		return "", err
+	}
 	s, ns := n/1e9, n%1e9
 	ds, dns := int64(d/time.Second), int64(d%time.Second)
 	if dns < 0 {
@@ -78,12 +89,12 @@ func tadd(t string, d time.Duration) string {
 		s++
 	}
 	if s < 0 {
-		return "0000000000000000000"
+		return "0000000000000000000", nil
 	}
 	if s > 9999999999 {
 		s = 9999999999
 	}
-	return fmt.Sprintf("%010d%09d", s, ns)
+	return fmt.Sprintf("%010d%09d", s, ns), nil
 }
 
 func flag(b bool) string {
@@ -118,20 +129,60 @@ func fieldMap(v any) map[string]string {
 // atoi and atoi64 read the scripts' integers; a missing field is 0. The
 // empty string is answered before strconv, whose error for it allocates
 // (a claimed job has several empty fields).
-func atoi(s string) int {
+func atoi(s string) (int, error) {
 	if s == "" {
-		return 0
+		return 0, nil
 	}
-	n, _ := strconv.Atoi(s)
+	return strconv.Atoi(s)
+}
+
+func atoi64(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	return strconv.ParseInt(s, 10, 64)
+}
+
+// fieldErr is a field that would not parse, named by its hash field.
+func fieldErr(field string, err error) error {
+	return fmt.Errorf("field %s: %w", field, err)
+}
+
+// hashReader reads the fields of a hash the scripts wrote, keeping the
+// first one that would not parse (err) rather than reading it as zero.
+type hashReader struct {
+	m   map[string]string
+	err error
+}
+
+func (r *hashReader) fail(f string, err error) {
+	if err != nil && r.err == nil {
+		r.err = fieldErr(f, err)
+	}
+}
+
+func (r *hashReader) int(f string) int {
+	n, err := atoi(r.m[f])
+	r.fail(f, err)
 	return n
 }
 
-func atoi64(s string) int64 {
-	if s == "" {
-		return 0
-	}
-	n, _ := strconv.ParseInt(s, 10, 64)
+func (r *hashReader) int64(f string) int64 {
+	n, err := atoi64(r.m[f])
+	r.fail(f, err)
 	return n
+}
+
+func (r *hashReader) time(f string) time.Time {
+	t, err := ttime(r.m[f])
+	r.fail(f, err)
+	return t
+}
+
+func (r *hashReader) timePtr(f string) *time.Time {
+	t, err := ttimePtr(r.m[f])
+	r.fail(f, err)
+	return t
 }
 
 // jobDecoder builds an sluicetype.Job from its hash's fields, one pair at a
@@ -143,6 +194,8 @@ type jobDecoder struct {
 	payload                    bool
 	tags, leaseID, leaseWorker string
 	leaseExpires               string
+	// err is the first field that would not parse.
+	err error
 }
 
 // newJobDecoder starts a job; payload false leaves the payload out. The
@@ -153,95 +206,109 @@ func newJobDecoder(payload bool) jobDecoder {
 	return jobDecoder{payload: payload, j: sluicetype.Job{ScheduledAt: epoch, CreatedAt: epoch, StateChangedAt: epoch}}
 }
 
-// set takes one field of the job hash (the key layout in the package doc).
+// set takes one field of the job hash (jobFields); a value that would not
+// parse is kept as the decoding's error (d.err), which job returns.
 func (d *jobDecoder) set(k, v string) {
 	j := &d.j
+	var err error
 	switch k {
-	case "id":
+	case fID:
 		j.ID = v
-	case "q":
+	case fQueue:
 		j.Queue = v
-	case "k":
+	case fKind:
 		j.Kind = v
-	case "sv":
-		j.SchemaVersion = atoi(v)
-	case "pr":
-		j.Priority = atoi(v)
-	case "s":
+	case fSchemaVersion:
+		j.SchemaVersion, err = atoi(v)
+	case fPriority:
+		j.Priority, err = atoi(v)
+	case fState:
 		j.State = sluicetype.State(v)
-	case "a":
-		j.Attempt = atoi(v)
-	case "ma":
-		j.MaxAttempts = atoi(v)
-	case "c":
-		j.CrashAttempt = atoi(v)
-	case "fp":
+	case fAttempt:
+		j.Attempt, err = atoi(v)
+	case fMaxAttempts:
+		j.MaxAttempts, err = atoi(v)
+	case fCrashAttempt:
+		j.CrashAttempt, err = atoi(v)
+	case fFingerprint:
 		j.Fingerprint = v
-	case "f":
-		j.Fence = atoi64(v)
-	case "sch":
-		j.ScheduledAt = ttime(v)
-	case "dl":
-		j.Deadline = ttimePtr(v)
-	case "to":
-		j.Timeout = time.Duration(atoi64(v))
-	case "cr":
-		j.CreatedAt = ttime(v)
-	case "ata":
-		j.AttemptedAt = ttimePtr(v)
-	case "atb":
+	case fFence:
+		j.Fence, err = atoi64(v)
+	case fScheduledAt:
+		j.ScheduledAt, err = ttime(v)
+	case fDeadline:
+		j.Deadline, err = ttimePtr(v)
+	case fTimeout:
+		var n int64
+		n, err = atoi64(v)
+		j.Timeout = time.Duration(n)
+	case fCreatedAt:
+		j.CreatedAt, err = ttime(v)
+	case fAttemptedAt:
+		j.AttemptedAt, err = ttimePtr(v)
+	case fAttemptedBy:
 		j.AttemptedBy = v
-	case "sca":
-		j.StateChangedAt = ttime(v)
-	case "fin":
-		j.FinalizedAt = ttimePtr(v)
-	case "rs":
+	case fStateChangedAt:
+		j.StateChangedAt, err = ttime(v)
+	case fFinalizedAt:
+		j.FinalizedAt, err = ttimePtr(v)
+	case fReason:
 		j.TerminalReason = sluicetype.TerminalReason(v)
-	case "v":
-		j.Version = atoi64(v)
-	case "dlo":
+	case fVersion:
+		j.Version, err = atoi64(v)
+	case fDeadLetterOf:
 		j.DeadLetterOf = v
-	case "ro":
+	case fRetryOf:
 		j.RetryOf = v
-	case "sb":
+	case fSupersededBy:
 		j.SupersededBy = v
-	case "p":
+	case fPayload:
 		if d.payload && v != "" {
 			j.Payload = json.RawMessage(v)
 		} else {
 			j.Payload = nil
 		}
-	case "m":
+	case fMetadata:
 		j.Metadata = nil
 		if v != "" {
 			j.Metadata = json.RawMessage(v)
 		}
-	case "cp":
+	case fCheckpoint:
 		j.Checkpoint = nil
 		if v != "" {
 			j.Checkpoint = json.RawMessage(v)
 		}
-	case "tg":
+	case fTags:
 		d.tags = v
-	case "lid":
+	case fLeaseID:
 		d.leaseID = v
-	case "lw":
+	case fLeaseWorker:
 		d.leaseWorker = v
-	case "lx":
+	case fLeaseExpires:
 		d.leaseExpires = v
+	}
+	if err != nil && d.err == nil {
+		d.err = fieldErr(k, err)
 	}
 }
 
 // job ends the decoding; errs are the job's error entries.
 func (d *jobDecoder) job(errs []string) (*sluicetype.Job, error) {
 	j := d.j
+	if d.err != nil {
+		return nil, fmt.Errorf("job %s: %w", j.ID, d.err)
+	}
 	if tg := d.tags; tg != "" && tg != "[]" && tg != "null" {
 		if err := json.Unmarshal([]byte(tg), &j.Tags); err != nil {
-			return nil, fmt.Errorf("job %s: tags: %w", j.ID, err)
+			return nil, fmt.Errorf("job %s: %w", j.ID, fieldErr(fTags, err))
 		}
 	}
 	if d.leaseID != "" {
-		j.Lease = &sluicetype.Lease{ID: d.leaseID, WorkerID: d.leaseWorker, Fence: j.Fence, ExpiresAt: ttime(d.leaseExpires)}
+		x, err := ttime(d.leaseExpires)
+		if err != nil {
+			return nil, fmt.Errorf("job %s: %w", j.ID, fieldErr(fLeaseExpires, err))
+		}
+		j.Lease = &sluicetype.Lease{ID: d.leaseID, WorkerID: d.leaseWorker, Fence: j.Fence, ExpiresAt: x}
 	}
 	for _, e := range errs {
 		ae, err := errorFrom(e)
@@ -281,7 +348,11 @@ func errorFrom(s string) (sluicetype.AttemptError, error) {
 	if err := json.Unmarshal([]byte(s[19:]), &e); err != nil {
 		return e, fmt.Errorf("error entry: %w", err)
 	}
-	e.At = ttime(s[:19])
+	at, err := ttime(s[:19])
+	if err != nil {
+		return e, fmt.Errorf("error entry: time: %w", err)
+	}
+	e.At = at
 	return e, nil
 }
 
@@ -312,13 +383,21 @@ func strs(v any) []string {
 }
 
 // eventFrom reads one stored timeline event.
-func eventFrom(jobID, s string) sluicetype.Event {
+func eventFrom(jobID, s string) (sluicetype.Event, error) {
 	f := strings.SplitN(s, us, 7)
 	for len(f) < 7 {
 		f = append(f, "")
 	}
-	return sluicetype.Event{JobID: jobID, At: ttime(f[0]), Kind: sluicetype.EventKind(f[1]), Actor: f[2],
-		From: sluicetype.State(f[3]), To: sluicetype.State(f[4]), Attempt: atoi(f[5]), Message: f[6]}
+	at, err := ttime(f[0])
+	if err != nil {
+		return sluicetype.Event{}, fmt.Errorf("event of job %s: time: %w", jobID, err)
+	}
+	n, err := atoi(f[5])
+	if err != nil {
+		return sluicetype.Event{}, fmt.Errorf("event of job %s: attempt: %w", jobID, err)
+	}
+	return sluicetype.Event{JobID: jobID, At: at, Kind: sluicetype.EventKind(f[1]), Actor: f[2],
+		From: sluicetype.State(f[3]), To: sluicetype.State(f[4]), Attempt: n, Message: f[6]}, nil
 }
 
 // dec reads the scripts' length-prefixed encoding (enc in luaLib).
@@ -330,8 +409,11 @@ func dec(s string) ([]string, error) {
 			return nil, fmt.Errorf("redis: bad record")
 		}
 		n, err := strconv.Atoi(s[:c])
-		if err != nil || c+1+n > len(s) {
-			return nil, fmt.Errorf("redis: bad record")
+		if err != nil {
+			return nil, fmt.Errorf("redis: bad record: length: %w", err)
+		}
+		if n < 0 || c+1+n > len(s) {
+			return nil, fmt.Errorf("redis: bad record: %d bytes where %d are left", n, len(s)-c-1)
 		}
 		out = append(out, s[c+1:c+1+n])
 		s = s[c+1+n:]
@@ -342,8 +424,11 @@ func dec(s string) ([]string, error) {
 // recordJob reads a job a script recorded for an idempotency step.
 func recordJob(s string) (*sluicetype.Job, error) {
 	parts, err := dec(s)
-	if err != nil || len(parts) != 2 {
-		return nil, fmt.Errorf("redis: bad job record")
+	if err != nil {
+		return nil, fmt.Errorf("redis: job record: %w", err)
+	}
+	if len(parts) != 2 {
+		return nil, fmt.Errorf("redis: bad job record of %d parts", len(parts))
 	}
 	fl, err := dec(parts[0])
 	if err != nil {

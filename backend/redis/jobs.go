@@ -31,6 +31,139 @@ const (
 	insertChunk   = 200
 )
 
+// The arguments of luaInsert: a head, then one record per job
+// (batchLayout).
+const (
+	insRefuse = iota // "1" to refuse quarantined fingerprints
+	insHeadLen
+)
+
+const (
+	insID            = iota
+	insQueue         //
+	insKind          //
+	insPayload       //
+	insSchemaVersion //
+	insMetadata      //
+	insTags          // JSON
+	insPriority      //
+	insMaxAttempts   //
+	insFingerprint   //
+	insScheduledAt   // a time, or "" for now plus the delay
+	insDelay         // "s:ns"
+	insDeadline      // a time or ""
+	insTimeout       // nanoseconds
+	insRecLen
+)
+
+// insertLayout names luaInsert's arguments for the script.
+func insertLayout() batchLayout {
+	var h [insHeadLen]string
+	h[insRefuse] = "refuse"
+	var r [insRecLen]string
+	r[insID], r[insQueue], r[insKind], r[insPayload] = "id", "queue", "kind", "payload"
+	r[insSchemaVersion], r[insMetadata], r[insTags], r[insPriority] = "schema_version", "metadata", "tags", "priority"
+	r[insMaxAttempts], r[insFingerprint], r[insScheduledAt] = "max_attempts", "fingerprint", "scheduled_at"
+	r[insDelay], r[insDeadline], r[insTimeout] = "delay", "deadline", "timeout"
+	return batchLayout{head: h[:], rec: r[:]}
+}
+
+// luaInsert writes new jobs (JobInsertMany).
+//
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, claim token and step (luaLib)
+// ARGV[4] -> A.refuse: "1" to refuse quarantined fingerprints
+// ARGV[R1...] -> one record of RN values per job, at the offsets R names
+// (insertLayout: id, queue, kind, payload, schema_version, metadata,
+// tags, priority, max_attempts, fingerprint, scheduled_at, delay,
+// deadline, timeout)
+//
+// Returns {now, results}, one result per job: {"N", state, scheduled_at}
+// written (every other field is the job as sent, as of now: JobInsertMany
+// builds the job from its record rather than have the script send back
+// what it was sent), {"E", job} existing with the same content, {"C"}
+// existing with other content, {"Q"} refused as quarantined.
+//
+// The index entries of the new jobs are gathered (ZB) and written once
+// per key for the batch; fingerprints are looked up only when quarantine
+// records exist.
+var luaInsert = batchScript(insertLayout(), `
+local refuse = A.refuse == '1' and redis.call('SCARD', K('fprs')) > 0
+ZB = {}
+local res, recs, due, idsk = {}, {}, {}, K('ids')
+for i = R1, #ARGV, RN do
+  local id, q, k, fp = ARGV[i + R.id], ARGV[i + R.queue], ARGV[i + R.kind], ARGV[i + R.fingerprint]
+  local r
+  if refuse and quarantined(fp) then
+    r = {'Q'}
+    recs[#recs + 1] = enc({'Q', id, fp})
+  else
+    local O = load(id)
+    if O then
+      if O[F.queue] ~= q or O[F.kind] ~= k or O[F.fingerprint] ~= fp then
+        r = {'C'}
+        recs[#recs + 1] = enc({'C', id})
+      else
+        r = {'E', out(O, false)}
+        if IK ~= '' then recs[#recs + 1] = enc({'E', rec(O, false)}) end
+      end
+    else
+      local sch = ARGV[i + R.scheduled_at]
+      if sch == '' then
+        local d = ARGV[i + R.delay]
+        sch = due[d]
+        if not sch then sch = tadd(d); due[d] = sch end
+      end
+      local st = 'available'
+      if sch > NOW then st = 'scheduled' end
+      local p, sv, m, tg = ARGV[i + R.payload], ARGV[i + R.schema_version], ARGV[i + R.metadata], ARGV[i + R.tags]
+      local pr, ma, dl, to = ARGV[i + R.priority], ARGV[i + R.max_attempts], ARGV[i + R.deadline], ARGV[i + R.timeout]
+      -- create's writes, spelled out for a new job: its stored fields
+      -- (flat's), the ones the claim and the completion look up first;
+      -- its index entries (index) and counter.
+      local h = {F.state, st, F.version, '1', F.state_changed_at, NOW, F.queue, q, F.kind, k, F.schema_version, sv,
+        F.scheduled_at, sch, F.max_attempts, ma, F.created_at, NOW, F.id, id}
+      if pr ~= '0' then h[#h + 1] = F.priority; h[#h + 1] = pr end
+      if to ~= '0' then h[#h + 1] = F.timeout; h[#h + 1] = to end
+      if tg ~= '' and tg ~= '[]' then h[#h + 1] = F.tags; h[#h + 1] = tg end
+      if fp ~= '' then h[#h + 1] = F.fingerprint; h[#h + 1] = fp end
+      if dl ~= '' then h[#h + 1] = F.deadline; h[#h + 1] = dl end
+      if m ~= '' then h[#h + 1] = F.metadata; h[#h + 1] = m end
+      if p ~= '' then h[#h + 1] = F.payload; h[#h + 1] = p end
+      redis.call('HSET', P .. 'job:' .. id, unpack(h))
+      zlex(true, idsk, id)
+      if not QSEEN[q] then redis.call('SADD', K('queues'), q); QSEEN[q] = true end
+      if fp ~= '' then redis.call('SADD', K('fpj', fp), id) end
+      local sm = NOW .. ':' .. id
+      if st == 'available' then
+        zlex(true, pairkey(st, q, k), sm)
+        zset(true, K('av', q, '0'), pr, sch .. ':' .. id)
+        if dl ~= '' then zlex(true, K('dl', q), dl .. ':' .. id) end
+      else
+        zlex(true, K('st', st), sm)
+        zlex(true, K('sq', st, q), sm)
+        zlex(true, K('sk', st, k), sm)
+        zlex(true, K('due', st), sch .. ':' .. id)
+      end
+      count(q, st, 1)
+      r = {'N', st, sch}
+      if IK ~= '' then
+        local J = {[F.id] = id, [F.queue] = q, [F.kind] = k, [F.payload] = p, [F.schema_version] = sv,
+          [F.metadata] = m, [F.tags] = tg, [F.priority] = pr, [F.state] = st, [F.attempt] = '0',
+          [F.max_attempts] = ma, [F.crash_attempt] = '0', [F.fingerprint] = fp, [F.fence] = '0',
+          [F.scheduled_at] = sch, [F.deadline] = dl, [F.timeout] = to, [F.created_at] = NOW,
+          [F.state_changed_at] = NOW, [F.version] = '1'}
+        recs[#recs + 1] = enc({'N', rec(J, false)})
+      end
+    end
+  end
+  res[#res + 1] = r
+end
+idem_record('I' .. enc(recs))
+return {NOW, res}
+`)
+
 // JobInsertMany writes new jobs in one script; each is accepted or refused
 // on its own.
 func (s *Store) JobInsertMany(ctx context.Context, p *backend.JobInsertManyParams) ([]backend.JobInsertResult, error) {
@@ -52,26 +185,19 @@ func (s *Store) JobInsertMany(ctx context.Context, p *backend.JobInsertManyParam
 		}
 		return res, nil
 	}
-	args := make([]any, 0, 1+14*len(p.Jobs))
-	args = append(args, flag(p.RefuseQuarantined))
+	var head [insHeadLen]string
+	head[insRefuse] = flag(p.RefuseQuarantined)
+	args := appendArgs(make([]any, 0, insHeadLen+insRecLen*len(p.Jobs)), head[:]...)
 	var idx []int
+	recs := make([][insRecLen]string, 0, len(p.Jobs))
 	for i, jp := range p.Jobs {
 		if jp == nil || jp.ID == "" {
 			res[i].Err = fmt.Errorf("redis: insert job: %w: no id", sluicetype.ErrInvalid)
 			continue
 		}
 		idx = append(idx, i)
-		tags := "[]"
-		if len(jp.Tags) > 0 {
-			tags = jsonStrings(jp.Tags)
-		}
-		sched := ""
-		if jp.ScheduledAt != nil {
-			sched = tstr(*jp.ScheduledAt)
-		}
-		args = append(args, jp.ID, jp.Queue, jp.Kind, string(jp.Payload), strconv.Itoa(jp.SchemaVersion),
-			string(jp.Metadata), tags, strconv.Itoa(jp.Priority), strconv.Itoa(jp.MaxAttempts), jp.Fingerprint,
-			sched, dstr(jp.Delay), tptr(jp.Deadline), strconv.FormatInt(int64(jp.Timeout), 10))
+		recs = append(recs, insertRec(jp))
+		args = appendArgs(args, recs[len(recs)-1][:]...)
 	}
 	if len(idx) == 0 {
 		return res, nil
@@ -108,7 +234,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *backend.JobInsertManyParam
 		case "N":
 			st, _ := at(r, 1).(string)
 			sch, _ := at(r, 2).(string)
-			j, err := jobFrom(insertedFields(args[1+14*n:1+14*(n+1)], st, sch, now), nil)
+			j, err := jobFrom(insertedFields(&recs[n], st, sch, now), nil)
 			if err != nil {
 				return nil, fmt.Errorf("redis: %w", err)
 			}
@@ -127,14 +253,32 @@ func (s *Store) JobInsertMany(ctx context.Context, p *backend.JobInsertManyParam
 	return res, nil
 }
 
+// insertRec is a job's record of luaInsert's arguments.
+func insertRec(jp *backend.JobInsertParams) [insRecLen]string {
+	var r [insRecLen]string
+	r[insID], r[insQueue], r[insKind], r[insPayload] = jp.ID, jp.Queue, jp.Kind, string(jp.Payload)
+	r[insSchemaVersion], r[insMetadata] = strconv.Itoa(jp.SchemaVersion), string(jp.Metadata)
+	r[insTags] = "[]"
+	if len(jp.Tags) > 0 {
+		r[insTags] = jsonStrings(jp.Tags)
+	}
+	r[insPriority], r[insMaxAttempts], r[insFingerprint] = strconv.Itoa(jp.Priority), strconv.Itoa(jp.MaxAttempts), jp.Fingerprint
+	if jp.ScheduledAt != nil {
+		r[insScheduledAt] = tstr(*jp.ScheduledAt)
+	}
+	r[insDelay], r[insDeadline], r[insTimeout] = dstr(jp.Delay), tptr(jp.Deadline), strconv.FormatInt(int64(jp.Timeout), 10)
+	return r
+}
+
 // insertedFields is the hash luaInsert wrote for a new job (without its
-// payload, as its reply had it), from the 14 values JobInsertMany sent
-// for it and the state, scheduled_at and now the script answered.
-func insertedFields(a []any, state, sched, now string) map[string]string {
-	str := func(i int) string { v, _ := a[i].(string); return v }
-	return map[string]string{"id": str(0), "q": str(1), "k": str(2), "sv": str(4), "m": str(5), "tg": str(6),
-		"pr": str(7), "s": state, "a": "0", "ma": str(8), "c": "0", "fp": str(9), "f": "0", "sch": sched,
-		"dl": str(12), "to": str(13), "cr": now, "sca": now, "v": "1"}
+// payload, as its reply had it), from the record JobInsertMany sent for
+// it and the state, scheduled_at and now the script answered.
+func insertedFields(r *[insRecLen]string, state, sched, now string) map[string]string {
+	return map[string]string{fID: r[insID], fQueue: r[insQueue], fKind: r[insKind],
+		fSchemaVersion: r[insSchemaVersion], fMetadata: r[insMetadata], fTags: r[insTags], fPriority: r[insPriority],
+		fState: state, fAttempt: "0", fMaxAttempts: r[insMaxAttempts], fCrashAttempt: "0",
+		fFingerprint: r[insFingerprint], fFence: "0", fScheduledAt: sched, fDeadline: r[insDeadline],
+		fTimeout: r[insTimeout], fCreatedAt: now, fStateChangedAt: now, fVersion: "1"}
 }
 
 // insertRecord turns an insert's idempotency record into the results the
@@ -223,7 +367,7 @@ func (s *Store) readJobs(ctx context.Context, ids []string, payload, lastError b
 			continue
 		}
 		if !payload {
-			delete(m, "p")
+			delete(m, fPayload)
 		}
 		j, err := jobFrom(m, es[i].Val())
 		if err != nil {
@@ -242,125 +386,106 @@ func (s *Store) JobEventList(ctx context.Context, p *backend.JobEventListParams)
 	}
 	out := make([]sluicetype.Event, 0, len(vs))
 	for _, v := range vs {
-		out = append(out, eventFrom(p.JobID, v))
+		e, err := eventFrom(p.JobID, v)
+		if err != nil {
+			return nil, fmt.Errorf("redis: %w", err)
+		}
+		out = append(out, e)
 	}
 	return out, nil
 }
 
-// JobClaim archives the queue's available jobs past their deadline, then
-// moves up to Limit available jobs to running under a new lease, in one
-// script.
-func (s *Store) JobClaim(ctx context.Context, p *backend.JobClaimParams) (*backend.JobClaimResult, error) {
-	if p.Limit > claimChunk {
-		return s.claimChunked(ctx, p)
-	}
-	lease := p.LeaseDuration
-	if lease <= 0 {
-		lease = defaultLease
-	}
-	kinds := make([]string, 0, len(p.Kinds))
-	for k, v := range p.Kinds {
-		kinds = append(kinds, k+"="+strconv.Itoa(v))
-	}
-	sort.Strings(kinds)
-	pd := &p.PastDeadline
-	rt, rk := claimRoutes(pd)
-	v, err := s.run(ctx, "claim "+p.Queue, luaClaim,
-		"queue", p.Queue, "worker", p.WorkerID, "lease", p.LeaseID, "limit", strconv.Itoa(p.Limit),
-		"suspects", strconv.Itoa(p.Suspects), "lone", flag(p.Lone), "dur", dstr(lease),
-		"kinds", strings.Join(kinds, us),
-		"pd_to", string(pd.To), "pd_reason", string(pd.Reason), "pd_le", pd.LastError, "pd_ep", pd.Pattern,
-		"ev_kind", string(pd.Event.Kind), "ev_actor", pd.Event.Actor, "ev_from", string(pd.Event.From),
-		"ev_to", string(pd.Event.To), "ev_msg", pd.Event.Message, "rt", rt, "rk", rk)
-	if err != nil {
-		return nil, err
-	}
-	r, _ := v.([]any)
-	if len(r) != 4 {
-		return nil, fmt.Errorf("redis: claim %s: bad reply", p.Queue)
-	}
-	now, _ := r[0].(string)
-	res := &backend.JobClaimResult{Now: ttime(now)}
-	// Claimed jobs come packed; a claim that returns early (a paused
-	// queue) sends a plain empty array.
-	var jobs []*sluicetype.Job
-	if packed, ok := r[1].(string); ok {
-		if jobs, err = unpackJobs(packed, true); err != nil {
-			return nil, fmt.Errorf("redis: claim %s: %w", p.Queue, err)
-		}
-	}
-	dead, _ := r[2].([]any)
-	// The script sends each job as it read it; its writes are these, the
-	// same for every job (see luaClaim).
-	exp := ttime(tadd(now, lease))
-	for _, j := range jobs {
-		j.State = sluicetype.StateRunning
-		j.Fence++
-		j.Version++
-		j.Lease = &sluicetype.Lease{ID: p.LeaseID, WorkerID: p.WorkerID, Fence: j.Fence, ExpiresAt: exp}
-		at := res.Now
-		j.AttemptedAt = &at
-		j.AttemptedBy = p.WorkerID
-		j.StateChangedAt = res.Now
-		res.Jobs = append(res.Jobs, j)
-	}
-	for _, x := range dead {
-		j, err := jobReply(x, true)
-		if err != nil {
-			return nil, err
-		}
-		res.Dead = append(res.Dead, j)
-	}
-	if err := s.claimDeadLetters(ctx, pd, r[3], res); err != nil {
-		// The claimed jobs are leased now: hand them out. The deaths not
-		// written stay available past their deadline for the next claim.
-		s.log.Warn("claim: deadline deaths not written", "queue", p.Queue, "err", err)
-	}
-	return res, nil
+// The arguments of luaComplete: a head, then one record per item
+// (batchLayout).
+const (
+	cmpProbation = iota // "1" to end the probation of each completed job's fingerprint
+	cmpHeadLen
+)
+
+const (
+	cmpID     = iota
+	cmpLease  // lease id
+	cmpFence  //
+	cmpDelete // "1" to delete the job instead
+	cmpRecLen
+)
+
+// completeLayout names luaComplete's arguments for the script.
+func completeLayout() batchLayout {
+	var h [cmpHeadLen]string
+	h[cmpProbation] = "probation"
+	var r [cmpRecLen]string
+	r[cmpID], r[cmpLease], r[cmpFence], r[cmpDelete] = "id", "lease", "fence", "delete"
+	return batchLayout{head: h[:], rec: r[:]}
 }
 
-// claimChunked claims up to p.Limit jobs as claims of at most claimChunk
-// each, as one claim would take them: each chunk takes never-crashed jobs
-// first, then suspects up to what the earlier chunks left of p.Suspects; a
-// chunk short of its limit means the queue has no more for this claim.
-// The lone job is asked for only by the first chunk (a later one follows
-// a full chunk). Now is the first chunk's, so a lease is never later than
-// Now plus the lease duration says.
-func (s *Store) claimChunked(ctx context.Context, p *backend.JobClaimParams) (*backend.JobClaimResult, error) {
-	var res *backend.JobClaimResult
-	left, suspects, lone := p.Limit, p.Suspects, p.Lone
-	for left > 0 {
-		q := *p
-		q.Limit, q.Suspects, q.Lone = min(left, claimChunk), min(suspects, min(left, claimChunk)), lone
-		r, err := s.JobClaim(ctx, &q)
-		if err != nil {
-			if res != nil && len(res.Jobs) > 0 {
-				// The jobs already claimed are the caller's: they are
-				// handed over, not left running unseen until their lease
-				// expires.
-				return res, nil
-			}
-			return nil, err
-		}
-		if res == nil {
-			res = r
-		} else {
-			res.Jobs = append(res.Jobs, r.Jobs...)
-			res.Dead = append(res.Dead, r.Dead...)
-		}
-		for _, j := range r.Jobs {
-			if j.CrashAttempt == 1 {
-				suspects--
-			}
-		}
-		if len(r.Jobs) < q.Limit {
-			break
-		}
-		left -= len(r.Jobs)
-		lone = false
-	}
-	return res, nil
-}
+// luaComplete finishes successful jobs (JobCompleteMany).
+//
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4] -> A.probation: "1" to end the probation of each completed
+// job's fingerprint
+// ARGV[R1...] -> one record of RN values per item, at the offsets R names
+// (completeLayout: id, lease, fence, delete)
+//
+// Returns one integer per item: 1 applied, 0 lease lost.
+var luaComplete = batchScript(completeLayout(), `
+-- Probation records are looked for only when quarantine records exist.
+local probe = A.probation == '1' and redis.call('SCARD', K('fprs')) > 0
+local res, fps = {}, {}
+-- Index writes other than the fast path's own (error groups, deleted
+-- jobs) are gathered (ZB) and written once per key, as the claim's.
+ZB = {}
+-- The fast path: a job leaves one index entry (run) and gets one (its
+-- queue and kind's sqk of completed); they are written per batch, one
+-- call per index. A job with an error pattern also moves its error
+-- group's entries from running to completed (gathered, ZB). A job deleted
+-- on completion takes the general path.
+local runm, sqk, nq = {}, {}, {}
+for i = R1, #ARGV, RN do
+  local id = ARGV[i + R.id]
+  local key = K('job', id)
+  local h
+  if probe then h = redis.call('HMGET', key, F.state, F.lease_id, F.fence, F.lease_expires, F.queue, F.kind,
+    F.version, F.pattern, F.state_changed_at, F.fingerprint)
+  else h = redis.call('HMGET', key, F.state, F.lease_id, F.fence, F.lease_expires, F.queue, F.kind, F.version,
+    F.pattern, F.state_changed_at) end
+  if h[1] == 'running' and h[2] == ARGV[i + R.lease] and h[3] == ARGV[i + R.fence] then
+    if ARGV[i + R.delete] == '1' then
+      remove(load(id), true)
+    else
+      local q = h[5]
+      redis.call('HSET', key, F.state, 'completed', F.finalized_at, NOW, F.state_changed_at, NOW, F.version,
+        inc(h[7]))
+      redis.call('HDEL', key, F.lease_id, F.lease_worker, F.lease_expires)
+      runm[#runm + 1] = h[4] .. ':' .. id
+      local m = NOW .. ':' .. id
+      group(sqk, q .. US .. h[6], m)
+      if h[8] then egmove('running', 'completed', q, h[6], h[8], id, (h[9] or '') .. ':' .. id, m) end
+      nq[q] = (nq[q] or 0) + 1
+    end
+    if probe and h[10] then fps[h[10]] = true end
+    res[#res + 1] = 1
+  else
+    res[#res + 1] = 0
+  end
+end
+if #runm > 0 then
+  zmany(false, K('run'), runm)
+  for pk, ms in pairs(sqk) do zmany(true, K('sqk', 'completed', pk), ms) end
+  for q, n in pairs(nq) do count(q, 'running', -n); count(q, 'completed', n) end
+end
+if probe then
+  for fp in pairs(fps) do
+    if redis.call('HGET', K('fpr', fp), QF.status) == 'probation' then
+      redis.call('DEL', K('fpr', fp))
+      redis.call('SREM', K('fprs'), fp)
+    end
+  end
+end
+return res
+`)
 
 // JobCompleteMany completes (or deletes) successful jobs in one script
 // (of at most completeChunk items each); each item is fenced on its own.
@@ -381,10 +506,13 @@ func (s *Store) JobCompleteMany(ctx context.Context, p *backend.JobCompleteManyP
 		}
 		return out, nil
 	}
-	args := make([]any, 0, 1+4*len(p.Items))
-	args = append(args, flag(p.EndProbation))
+	var head [cmpHeadLen]string
+	head[cmpProbation] = flag(p.EndProbation)
+	args := appendArgs(make([]any, 0, cmpHeadLen+cmpRecLen*len(p.Items)), head[:]...)
 	for _, it := range p.Items {
-		args = append(args, it.ID, it.LeaseID, strconv.FormatInt(it.Fence, 10), flag(it.Delete))
+		var r [cmpRecLen]string
+		r[cmpID], r[cmpLease], r[cmpFence], r[cmpDelete] = it.ID, it.LeaseID, strconv.FormatInt(it.Fence, 10), flag(it.Delete)
+		args = appendArgs(args, r[:]...)
 	}
 	v, err := s.run(ctx, "complete jobs", luaComplete, args...)
 	if err != nil {
@@ -399,76 +527,6 @@ func (s *Store) JobCompleteMany(ctx context.Context, p *backend.JobCompleteManyP
 	return out, nil
 }
 
-// JobFinish applies one fenced transition out of running, as the engine
-// resolved it, in one script.
-func (s *Store) JobFinish(ctx context.Context, p *backend.JobFinishParams) (*sluicetype.Job, error) {
-	if p.To == sluicetype.StateRunning || (p.To != sluicetype.StateDeleted && !p.To.Valid()) {
-		return nil, fmt.Errorf("finish job %s: %w: cannot go to %q", p.ID, sluicetype.ErrInvalidTransition, p.To)
-	}
-	ifBefore := ""
-	if !p.IfBefore.IsZero() {
-		ifBefore = tstr(p.IfBefore)
-	}
-	charge := ""
-	switch p.Charge {
-	case backend.ChargeAttempt:
-		charge = "attempt"
-	case backend.ChargeCrash:
-		charge = "crash"
-	}
-	sched := "keep"
-	switch p.Schedule {
-	case backend.ScheduleNow:
-		sched = "now"
-	case backend.ScheduleAfter:
-		sched = "after"
-	}
-	a := []any{"id", p.ID, "lease", p.LeaseID, "fence", strconv.FormatInt(p.Fence, 10),
-		"ifexp", flag(p.IfLeaseExpired), "ifgone", flag(p.IfWorkerGone), "ifbefore", ifBefore,
-		"to", string(p.To), "reason", string(p.Reason), "charge", charge, "sched", sched, "delay", dstr(p.Delay),
-		"fin", flag(p.Finalize)}
-	if e := p.Error; e != nil {
-		entry, err := errorEntry(e.Entry)
-		if err != nil {
-			return nil, fmt.Errorf("redis: finish job %s: error entry: %w", p.ID, err)
-		}
-		a = append(a, "err", "1", "err_entry", entry, "err_keep", strconv.Itoa(e.Keep), "err_le", e.LastError, "err_ep", e.Pattern)
-	}
-	if w := p.Event; w != nil {
-		a = append(a, "ev", "1", "ev_kind", string(w.Kind), "ev_actor", w.Actor, "ev_from", string(w.From),
-			"ev_to", string(w.To), "ev_att", strconv.Itoa(w.Attempt), "ev_msg", w.Message)
-	}
-	a = append(a, "counts", countsArg(p.Counts))
-	if f := p.Fingerprint; f != nil && f.Fingerprint != "" {
-		a = append(a, "fp", "1", "fp_fp", f.Fingerprint, "fp_kind", f.Kind, "fp_add", strconv.Itoa(f.AddCrashes),
-			"fp_quar", flag(f.Quarantine), "fp_le", f.LastError, "fp_lj", f.LastJobID)
-		if h := f.Hold; h != nil {
-			a = append(a, "h", "1", "h_from", joinStates(h.From), "h_to", string(h.To), "h_reason", string(h.Reason),
-				"h_kind", string(h.Event.Kind), "h_actor", h.Event.Actor, "h_msg", h.Event.Message)
-		}
-	}
-	a = append(a, finishWorkflowArgs(p)...)
-	v, err := s.run(ctx, "finish job "+p.ID, luaFinish, a...)
-	if err != nil {
-		if r, ok := asRefusal(err); ok && r.code == "LEASE" {
-			switch {
-			case r.arg == "bound":
-				return nil, fmt.Errorf("finish job %s: the write came after its bound %s: %w", p.ID, p.IfBefore.Format(time.RFC3339Nano), sluicetype.ErrLeaseLost)
-			case r.arg == "renewed":
-				return nil, fmt.Errorf("finish job %s: lease renewed: %w", p.ID, sluicetype.ErrLeaseLost)
-			case strings.HasPrefix(r.arg, "alive "):
-				return nil, fmt.Errorf("finish job %s: worker %s beats again: %w", p.ID, strings.TrimPrefix(r.arg, "alive "), sluicetype.ErrLeaseLost)
-			}
-			return nil, fmt.Errorf("finish job %s: %w", p.ID, sluicetype.ErrLeaseLost)
-		}
-		return nil, err
-	}
-	if arr, _ := v.([]any); len(arr) == 0 {
-		return nil, nil
-	}
-	return jobReply(v, true)
-}
-
 // at is arr[i], or nil past its end.
 func at(arr []any, i int) any {
 	if i < len(arr) {
@@ -477,18 +535,64 @@ func at(arr []any, i int) any {
 	return nil
 }
 
-// countsArg encodes a plan's counter deltas for a script.
-func countsArg(ds []backend.CountDelta) string {
-	var b strings.Builder
-	for i, d := range ds {
-		if i > 0 {
-			b.WriteString("\x1e")
-		}
-		from := string(d.From)
-		b.WriteString(d.Queue + us + from + us + string(d.To) + us + strconv.FormatInt(d.N, 10))
-	}
-	return b.String()
+// The arguments of luaRenew: a head, then one record per item
+// (batchLayout).
+const (
+	rnwDuration = iota // the lease duration ("s:ns")
+	rnwHeadLen
+)
+
+const (
+	rnwID    = iota
+	rnwLease // lease id
+	rnwFence //
+	rnwRecLen
+)
+
+// renewLayout names luaRenew's arguments for the script.
+func renewLayout() batchLayout {
+	var h [rnwHeadLen]string
+	h[rnwDuration] = "duration"
+	var r [rnwRecLen]string
+	r[rnwID], r[rnwLease], r[rnwFence] = "id", "lease", "fence"
+	return batchLayout{head: h[:], rec: r[:]}
 }
+
+// luaRenew extends leases (JobLeaseRenew).
+//
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4] -> A.duration: the lease duration ("s:ns")
+// ARGV[R1...] -> one record of RN values per item, at the offsets R names
+// (renewLayout: id, lease, fence)
+//
+// Returns one integer per item: 1 renewed, 0 lease lost.
+//
+// A running job is only in the lease set (run) and, with an error
+// pattern, its error group's sets, whose members a renewal leaves as they
+// are: it reads the five fields it checks and writes two, and the lease
+// set's entries move once per batch.
+var luaRenew = batchScript(renewLayout(), `
+local exp = tadd(A.duration)
+local res, old, new = {}, {}, {}
+for i = R1, #ARGV, RN do
+  local id = ARGV[i + R.id]
+  local key = P .. 'job:' .. id
+  local h = redis.call('HMGET', key, F.state, F.lease_id, F.fence, F.lease_expires, F.version)
+  if h[1] == 'running' and h[2] == ARGV[i + R.lease] and h[3] == ARGV[i + R.fence] then
+    redis.call('HSET', key, F.lease_expires, exp, F.version, inc(h[5]))
+    old[#old + 1] = (h[4] or '') .. ':' .. id
+    new[#new + 1] = exp .. ':' .. id
+    res[#res + 1] = 1
+  else
+    res[#res + 1] = 0
+  end
+end
+zmany(false, K('run'), old)
+zmany(true, K('run'), new)
+return res
+`)
 
 // JobLeaseRenew extends leases; each item is fenced on its own.
 func (s *Store) JobLeaseRenew(ctx context.Context, p *backend.JobLeaseRenewParams) ([]error, error) {
@@ -500,10 +604,13 @@ func (s *Store) JobLeaseRenew(ctx context.Context, p *backend.JobLeaseRenewParam
 	if lease <= 0 {
 		lease = defaultLease
 	}
-	args := make([]any, 0, 1+3*len(p.Items))
-	args = append(args, dstr(lease))
+	var head [rnwHeadLen]string
+	head[rnwDuration] = dstr(lease)
+	args := appendArgs(make([]any, 0, rnwHeadLen+rnwRecLen*len(p.Items)), head[:]...)
 	for _, it := range p.Items {
-		args = append(args, it.ID, it.LeaseID, strconv.FormatInt(it.Fence, 10))
+		var r [rnwRecLen]string
+		r[rnwID], r[rnwLease], r[rnwFence] = it.ID, it.LeaseID, strconv.FormatInt(it.Fence, 10)
+		args = appendArgs(args, r[:]...)
 	}
 	v, err := s.run(ctx, "renew leases", luaRenew, args...)
 	if err != nil {
@@ -547,7 +654,7 @@ func (s *Store) JobListExpiredLeases(ctx context.Context, p *backend.JobListExpi
 			continue
 		}
 		out = append(out, backend.ExpiredLease{Job: j})
-		alive = append(alive, pipe.HGet(ctx, s.Key("w", j.Lease.WorkerID), "x"))
+		alive = append(alive, pipe.HGet(ctx, s.Key("w", j.Lease.WorkerID), wExpires))
 	}
 	if len(out) == 0 {
 		return nil, nil
@@ -573,6 +680,44 @@ func memberIDs(ms []string) []string {
 	return out
 }
 
+// luaScheduleDue moves scheduled and retryable jobs whose time has come to
+// available (JobScheduleDue).
+//
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A:
+// A.to -> the target state
+// A.limit -> the most jobs to move
+// A.from -> the from-states in order, joined by US
+//
+// Returns the queues that got work (with repeats).
+//
+// The index writes are gathered (ZB): each index key is written once for
+// the batch. Each due set is read once, before any of them is written.
+var luaScheduleDue = script(`
+local A = args(4)
+ZB = {}
+local to, limit = A.to, tonumber(A.limit)
+local moved, queues = 0, {}
+for _, from in ipairs(split(A.from)) do
+  if moved >= limit then break end
+  local ms = redis.call('ZRANGEBYLEX', K('due', from), '-', '(' .. NOW1, 'LIMIT', 0, limit - moved)
+  for _, m in ipairs(ms) do
+    local J = load(string.sub(m, 21))
+    if J and J[F.state] == from then
+      local O = copy(J)
+      J[F.state] = to; J[F.state_changed_at] = NOW
+      bump(J)
+      commit(O, J, true)
+      moved = moved + 1
+      queues[#queues + 1] = J[F.queue]
+    end
+  end
+end
+return queues
+`)
+
 // JobScheduleDue moves due scheduled and retryable jobs to available.
 func (s *Store) JobScheduleDue(ctx context.Context, p *backend.JobScheduleDueParams) ([]string, error) {
 	if p.To == "" {
@@ -582,7 +727,8 @@ func (s *Store) JobScheduleDue(ctx context.Context, p *backend.JobScheduleDuePar
 	if limit <= 0 {
 		limit = 1 << 30
 	}
-	v, err := s.run(ctx, "schedule due", luaScheduleDue, string(p.To), strconv.Itoa(limit), joinStates(p.From))
+	v, err := s.run(ctx, "schedule due", luaScheduleDue, "to", string(p.To), "limit", strconv.Itoa(limit),
+		"from", joinStates(p.From))
 	if err != nil {
 		return nil, err
 	}
@@ -601,6 +747,86 @@ func (s *Store) JobScheduleDue(ctx context.Context, p *backend.JobScheduleDuePar
 	return out, nil
 }
 
+// The arguments of luaDeleteExpired: a head, then one record per sweep
+// (batchLayout).
+const (
+	dexLimit = iota // the most jobs to delete
+	dexHeadLen
+)
+
+const (
+	dexState     = iota // a terminal state
+	dexRetention        // "s:ns"; "0:0" deletes everything
+	dexQueue            // "" for every queue but the ones excluded
+	dexExcluded         // queues excluded, joined by US
+	dexRecLen
+)
+
+// deleteExpiredLayout names luaDeleteExpired's arguments for the script.
+func deleteExpiredLayout() batchLayout {
+	var h [dexHeadLen]string
+	h[dexLimit] = "limit"
+	var r [dexRecLen]string
+	r[dexState], r[dexRetention], r[dexQueue], r[dexExcluded] = "state", "retention", "queue", "excluded"
+	return batchLayout{head: h[:], rec: r[:]}
+}
+
+// luaDeleteExpired deletes terminal jobs past their retention
+// (JobDeleteExpired).
+//
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4] -> A.limit: the most jobs to delete
+// ARGV[R1...] -> one record of RN values per sweep, at the offsets R
+// names (deleteExpiredLayout: state, retention, queue, excluded)
+//
+// Returns how many jobs were deleted.
+var luaDeleteExpired = batchScript(deleteExpiredLayout(), `
+local limit = tonumber(A.limit)
+local total = 0
+for i = R1, #ARGV, RN do
+  if total >= limit then break end
+  local st, ret, q = ARGV[i + R.state], ARGV[i + R.retention], ARGV[i + R.queue]
+  local excl = set(split(ARGV[i + R.excluded]))
+  local cut = NOW1
+  if ret ~= '0:0' then
+    local c = string.find(ret, ':', 1, true)
+    local s, ns = -tonumber(string.sub(ret, 1, c - 1)), -tonumber(string.sub(ret, c + 1))
+    if ns < 0 then ns = ns + 1000000000; s = s - 1 end
+    cut = tadd(istr(s) .. ':' .. istr(ns))
+  end
+  -- A state without st (NOST) is walked by its queue and kind sets, the
+  -- excluded queues (which have retentions of their own) left out.
+  local keys = {K('st', st)}
+  if NOST[st] then
+    keys = {}
+    for _, pk in ipairs(redis.call('SMEMBERS', K('qk'))) do
+      local qq = split(pk)[1]
+      if (q == '' or qq == q) and not excl[qq] then keys[#keys + 1] = K('sqk', st, pk) end
+    end
+  elseif q ~= '' then keys = {K('sq', st, q)} end
+  for _, key in ipairs(keys) do
+    local skipped = 0
+    while total < limit do
+      local ms = redis.call('ZRANGEBYLEX', key, '-', '(' .. cut, 'LIMIT', skipped, math.min(500, limit - total + 50))
+      if #ms == 0 then break end
+      for _, m in ipairs(ms) do
+        if total >= limit then break end
+        local J = load(string.sub(m, 21))
+        if J and J[F.state] == st and not excl[J[F.queue]] and J[F.finalized_at] ~= '' and J[F.finalized_at] < cut then
+          remove(J, true)
+          total = total + 1
+        else
+          skipped = skipped + 1
+        end
+      end
+    end
+  end
+end
+return total
+`)
+
 // JobDeleteExpired deletes terminal jobs past their retention, at most
 // Limit, in one script.
 func (s *Store) JobDeleteExpired(ctx context.Context, p *backend.JobDeleteExpiredParams) (int, error) {
@@ -617,12 +843,16 @@ func (s *Store) JobDeleteExpired(ctx context.Context, p *backend.JobDeleteExpire
 		}
 	}
 	sort.Strings(queues)
-	args := []any{strconv.Itoa(limit)}
+	var head [dexHeadLen]string
+	head[dexLimit] = strconv.Itoa(limit)
+	args := appendArgs(nil, head[:]...)
 	add := func(st sluicetype.State, d time.Duration, q string, excl []string) {
 		if !st.Terminal() || d < 0 {
 			return
 		}
-		args = append(args, string(st), dstr(d), q, strings.Join(excl, us))
+		var r [dexRecLen]string
+		r[dexState], r[dexRetention], r[dexQueue], r[dexExcluded] = string(st), dstr(d), q, strings.Join(excl, us)
+		args = appendArgs(args, r[:]...)
 	}
 	for _, st := range sluicetype.AllStates {
 		if d, ok := p.Retention[st]; ok {
@@ -637,7 +867,7 @@ func (s *Store) JobDeleteExpired(ctx context.Context, p *backend.JobDeleteExpire
 			}
 		}
 	}
-	if len(args) == 1 {
+	if len(args) == dexHeadLen {
 		return 0, nil
 	}
 	v, err := s.run(ctx, "delete expired jobs", luaDeleteExpired, args...)

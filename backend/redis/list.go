@@ -126,7 +126,7 @@ func (s *Store) rows(ctx context.Context, ids []string, payload, lastError bool)
 	out := make([]*row, 0, len(ids))
 	for i, j := range jobs {
 		if j != nil {
-			out = append(out, &row{j: j, le: hashes[i]["le"], ep: hashes[i]["ep"]})
+			out = append(out, &row{j: j, le: hashes[i][fLastError], ep: hashes[i][fPattern]})
 		}
 	}
 	return out, nil
@@ -395,7 +395,7 @@ func (s *Store) hotMembers(ctx context.Context, states []sluicetype.State, f *sl
 		pipe := s.c.Pipeline()
 		cs := make([]*goredis.SliceCmd, len(chunk))
 		for k, id := range chunk {
-			cs[k] = pipe.HMGet(ctx, s.Key("job", id), "sca", "s", "q", "k")
+			cs[k] = pipe.HMGet(ctx, s.Key("job", id), fStateChangedAt, fState, fQueue, fKind)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return nil, fmt.Errorf("redis: hot jobs: %w", err)
@@ -749,7 +749,11 @@ func (s *Store) groupKeys(ctx context.Context) ([]group, error) {
 	}
 	out := make([]group, 0, len(m))
 	for raw, n := range m {
-		if g, ok := parseGroup(raw); ok && atoi64(n) > 0 {
+		c, err := atoi64(n)
+		if err != nil {
+			return nil, fmt.Errorf("redis: error group %q: count: %w", raw, err)
+		}
+		if g, ok := parseGroup(raw); ok && c > 0 {
 			out = append(out, g)
 		}
 	}
@@ -768,15 +772,22 @@ func parseGroup(raw string) (group, bool) {
 // luaErrorGroups reads the error groups that fit a filter, all in one
 // script, so that the answer is the groups at one moment.
 //
-// ARGV[4] the states, ARGV[5] the queues ("" any), ARGV[6] the kinds (""
-// any), each joined by US; ARGV[7] the pattern ("" any).
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A:
+// A.states -> the states, joined by US
+// A.queues -> the queues, joined by US ("" any)
+// A.kinds -> the kinds, joined by US ("" any)
+// A.pattern -> the error pattern ("" any)
 //
 // Returns, for each group fitting them that holds jobs, its key in the
 // error groups hash, its size, its oldest and newest members, and the
 // newest job's last error (the sample).
 var luaErrorGroups = script(`
-local states, queues, kinds, pat = set(split(ARGV[4])), set(split(ARGV[5])), set(split(ARGV[6])), ARGV[7]
-local anyq, anyk = ARGV[5] == '', ARGV[6] == ''
+local A = args(4)
+local states, queues, kinds, pat = set(split(A.states)), set(split(A.queues)), set(split(A.kinds)), A.pattern
+local anyq, anyk = A.queues == '', A.kinds == ''
 local h = redis.call('HGETALL', K('egc'))
 local out = {}
 for i = 1, #h, 2 do
@@ -790,7 +801,7 @@ for i = 1, #h, 2 do
       if n > 0 then
         local lo = redis.call('ZRANGEBYLEX', key, '-', '+', 'LIMIT', 0, 1)
         local hi = redis.call('ZREVRANGEBYLEX', key, '+', '-', 'LIMIT', 0, 1)
-        local le = redis.call('HGET', K('job', string.sub(hi[1], 21)), 'le')
+        local le = redis.call('HGET', K('job', string.sub(hi[1], 21)), F.last_error)
         out[#out + 1] = raw; out[#out + 1] = n; out[#out + 1] = lo[1]; out[#out + 1] = hi[1]; out[#out + 1] = le or ''
 
       end
@@ -846,8 +857,8 @@ func (s *Store) JobErrorGroups(ctx context.Context, p *backend.JobErrorGroupsPar
 		for i, st := range states {
 			strs[i] = string(st)
 		}
-		v, err := s.run(ctx, "error groups", luaErrorGroups, strings.Join(strs, us), strings.Join(f.Queues, us),
-			strings.Join(f.Kinds, us), f.ErrorPattern)
+		v, err := s.run(ctx, "error groups", luaErrorGroups, "states", strings.Join(strs, us),
+			"queues", strings.Join(f.Queues, us), "kinds", strings.Join(f.Kinds, us), "pattern", f.ErrorPattern)
 		if err != nil {
 			return nil, err
 		}
@@ -929,8 +940,13 @@ func (s *Store) JobErrorGroups(ctx context.Context, p *backend.JobErrorGroupsPar
 		if a.g.Count == 0 {
 			continue
 		}
-		a.g.FirstSeen = ttime(a.first[:19])
-		a.g.LastSeen = ttime(a.last[:19])
+		var err error
+		if a.g.FirstSeen, err = ttime(a.first[:19]); err != nil {
+			return nil, fmt.Errorf("redis: error group %s: first seen: %w", a.g.Pattern, err)
+		}
+		if a.g.LastSeen, err = ttime(a.last[:19]); err != nil {
+			return nil, fmt.Errorf("redis: error group %s: last seen: %w", a.g.Pattern, err)
+		}
 		if !a.sampled {
 			unsampled = append(unsampled, len(out))
 			samples = append(samples, a.last[20:])
@@ -941,7 +957,7 @@ func (s *Store) JobErrorGroups(ctx context.Context, p *backend.JobErrorGroupsPar
 		pipe := s.c.Pipeline()
 		cs := make([]*goredis.StringCmd, len(samples))
 		for i, id := range samples {
-			cs[i] = pipe.HGet(ctx, s.Key("job", id), "le")
+			cs[i] = pipe.HGet(ctx, s.Key("job", id), fLastError)
 		}
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
 			return nil, fmt.Errorf("redis: error groups: %w", err)

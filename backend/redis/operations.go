@@ -17,7 +17,10 @@ import (
 )
 
 // Bulk operations: persisted, leased, applied batch by batch, each batch
-// one script.
+// one script. Operations are hashes at {ns}:op:ID (fields: OF in
+// fields.go; zp is what the last batch's index writes cost, see
+// luaOpBatch), listed by {ns}:ops and, while pending or running,
+// {ns}:opa (both "created:id" members).
 
 const defaultOperationLease = 30 * time.Second
 
@@ -57,19 +60,48 @@ type opRow struct {
 }
 
 func opFrom(m map[string]string) (*opRow, error) {
+	h := hashReader{m: m}
 	op := &sluicetype.Operation{
-		ID: m["id"], Action: sluicetype.Action(m["act"]), Status: sluicetype.OperationStatus(m["st"]), CreatedBy: m["by"],
-		CreatedAt: ttime(m["cr"]), StartedAt: ttimePtr(m["sa"]), FinishedAt: ttimePtr(m["fa"]),
-		Matched: atoi64(m["mt"]), Processed: atoi64(m["pc"]), Succeeded: atoi64(m["sc"]), Failed: atoi64(m["fl"]),
-		Error: m["er"], Rate: atoi(m["rt"]),
+		ID: m[oID], Action: sluicetype.Action(m[oAction]), Status: sluicetype.OperationStatus(m[oStatus]), CreatedBy: m[oCreatedBy],
+		CreatedAt: h.time(oCreatedAt), StartedAt: h.timePtr(oStartedAt), FinishedAt: h.timePtr(oFinished),
+		Matched: h.int64(oMatched), Processed: h.int64(oProcessed), Succeeded: h.int64(oSucceeded), Failed: h.int64(oFailed),
+		Error: m[oError], Rate: h.int(oRate),
 	}
-	if sel := m["sel"]; sel != "" {
+	if sel := m[oSelector]; sel != "" {
 		if err := json.Unmarshal([]byte(sel), &op.Selector); err != nil {
-			return nil, fmt.Errorf("operation %s: selector: %w", op.ID, err)
+			return nil, fmt.Errorf("operation %s: %w", op.ID, fieldErr(oSelector, err))
 		}
 	}
-	return &opRow{op: op, cursor: m["cur"], holder: m["lh"], fence: atoi64(m["lf"])}, nil
+	row := &opRow{op: op, cursor: m[oCursor], holder: m[oHolder], fence: h.int64(oFence)}
+	if h.err != nil {
+		return nil, fmt.Errorf("operation %s: %w", op.ID, h.err)
+	}
+	return row, nil
 }
+
+// luaOpInsert persists a new pending operation (OperationInsert).
+//
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A:
+// id, act, sel (the selector as JSON), by,
+// mt (matched), rt (rate).
+//
+// Returns the operation's fields. Errors: "CONFLICT".
+var luaOpInsert = script(`
+local A = args(4)
+if redis.call('EXISTS', K('op', A.id)) == 1 then return redis.error_reply('CONFLICT') end
+local O = {[OF.id] = A.id, [OF.action] = A.act, [OF.selector] = A.sel, [OF.status] = 'pending',
+  [OF.created_by] = A.by, [OF.created_at] = NOW, [OF.started_at] = '', [OF.finished_at] = '',
+  [OF.matched] = A.mt, [OF.processed] = '0', [OF.succeeded] = '0', [OF.failed] = '0', [OF.error] = '',
+    [OF.rate] = A.rt, [OF.cursor] = '', [OF.lease_holder] = '', [OF.lease_fence] = '0', [OF.lease_expires] = ''}
+saveop(O)
+redis.call('ZADD', K('ops'), 0, NOW .. ':' .. A.id)
+redis.call('ZADD', K('opa'), 0, NOW .. ':' .. A.id)
+idem_record('O' .. enc(opflat(O)))
+return opflat(O)
+`)
 
 // OperationInsert persists a new pending operation created now.
 func (s *Store) OperationInsert(ctx context.Context, p *backend.OperationInsertParams) (*sluicetype.Operation, error) {
@@ -146,9 +178,33 @@ func (s *Store) OperationList(ctx context.Context, p *backend.OperationListParam
 	return out, nil
 }
 
+// luaOpCancel marks a pending or running operation cancelled
+// (OperationCancel).
+//
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A:
+// A.id -> the operation
+// A.message -> the message recorded as its error
+//
+// Returns the operation's fields. Errors: "NOTFOUND", "STATE <status>".
+var luaOpCancel = script(`
+local A = args(4)
+local O = loadop(A.id)
+if not O then return redis.error_reply('NOTFOUND') end
+if O[OF.status] ~= 'pending' and O[OF.status] ~= 'running' then return redis.error_reply('STATE ' .. O[OF.status]) end
+O[OF.status] = 'cancelled'; O[OF.finished_at] = NOW; O[OF.error] = A.message; O[OF.lease_holder] = '';
+  O[OF.lease_expires] = ''
+saveop(O)
+redis.call('ZREM', K('opa'), O[OF.created_at] .. ':' .. O[OF.id])
+idem_record('O' .. enc(opflat(O)))
+return opflat(O)
+`)
+
 // OperationCancel marks a pending or running operation cancelled.
 func (s *Store) OperationCancel(ctx context.Context, p *backend.OperationCancelParams) (*sluicetype.Operation, error) {
-	v, err := s.run(ctx, "cancel operation "+p.ID, luaOpCancel, p.ID, p.Message)
+	v, err := s.run(ctx, "cancel operation "+p.ID, luaOpCancel, "id", p.ID, "message", p.Message)
 	if err != nil {
 		if r, ok := asRefusal(err); ok {
 			switch r.code {
@@ -167,6 +223,32 @@ func (s *Store) OperationCancel(ctx context.Context, p *backend.OperationCancelP
 	return r.op, nil
 }
 
+// luaOpClaim leases the oldest pending or running operation whose lease is
+// free or expired (OperationClaim).
+//
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A:
+// A.holder -> who takes the lease
+// A.ttl -> how long it lasts ("s:ns")
+//
+// Returns the operation's fields, or {} when there is none.
+var luaOpClaim = script(`
+local A = args(4)
+for _, m in ipairs(redis.call('ZRANGEBYLEX', K('opa'), '-', '+')) do
+  local O = loadop(string.sub(m, 21))
+  if O and (O[OF.status] == 'pending' or O[OF.status] == 'running') and (O[OF.lease_holder] == '' or O[OF.lease_expires] <= NOW) then
+    O[OF.lease_holder] = A.holder; O[OF.lease_fence] = istr(tonumber(O[OF.lease_fence]) + 1);
+      O[OF.lease_expires] = tadd(A.ttl); O[OF.status] = 'running'
+    if O[OF.started_at] == '' then O[OF.started_at] = NOW end
+    saveop(O)
+    return opflat(O)
+  end
+end
+return {}
+`)
+
 // OperationClaim leases the oldest pending or running operation whose
 // lease is free or expired.
 func (s *Store) OperationClaim(ctx context.Context, p *backend.OperationClaimParams) (*backend.OperationLease, error) {
@@ -174,7 +256,7 @@ func (s *Store) OperationClaim(ctx context.Context, p *backend.OperationClaimPar
 	if ttl <= 0 {
 		ttl = defaultOperationLease
 	}
-	v, err := s.run(ctx, "claim operation", luaOpClaim, p.Holder, dstr(ttl))
+	v, err := s.run(ctx, "claim operation", luaOpClaim, "holder", p.Holder, "ttl", dstr(ttl))
 	if err != nil {
 		return nil, err
 	}
@@ -188,6 +270,31 @@ func (s *Store) OperationClaim(ctx context.Context, p *backend.OperationClaimPar
 	}
 	return &backend.OperationLease{Operation: r.op, Holder: r.holder, Fence: r.fence, Cursor: r.cursor}, nil
 }
+
+// luaOpFinish sets a running operation's status and error, fenced on its
+// lease (OperationFinish).
+//
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A:
+// id, st (the status), final ("1" sets
+// finished_at), er ("" keeps the error), holder, fence.
+//
+// Returns the operation's fields. Errors: "LEASE".
+var luaOpFinish = script(`
+local A = args(4)
+local O = loadop(A.id)
+if not O or O[OF.status] ~= 'running' or O[OF.lease_holder] ~= A.holder or O[OF.lease_fence] ~= A.fence then return redis.error_reply('LEASE') end
+O[OF.status] = A.st
+if A.final == '1' then
+  O[OF.finished_at] = NOW
+  redis.call('ZREM', K('opa'), O[OF.created_at] .. ':' .. O[OF.id])
+end
+if A.er ~= '' then O[OF.error] = A.er end
+saveop(O)
+return opflat(O)
+`)
 
 // OperationFinish sets a running operation's status and error, fenced on
 // its lease.
@@ -213,6 +320,257 @@ func (s *Store) OperationFinish(ctx context.Context, p *backend.OperationFinishP
 func goFiltered(f *sluicetype.Filter) bool {
 	return len(f.Tags) > 0 || f.Error != "" || len(f.Payload) > 0 || len(f.Meta) > 0
 }
+
+// luaOpBatch applies one batch of a bulk operation, fenced on its lease
+// and cursor (OperationProcessBatch).
+//
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A:
+// id, holder, fence, after (the cursor),
+// limit, window, budget (microseconds of the server's time the whole
+// script may take: its walk, index writes included, stops at seven
+// eighths of it), ttl ("s:ns"), cutoff (a time); the spec (s_ prefix,
+// as luaAction); the selector's indexed conditions f_states, f_queues,
+// f_kinds, f_ids (joined by US), f_fp, f_ep, f_ca, f_cb, f_fa, f_fb
+// (times or ""), f_sup ("1" takes superseded jobs in); f_more ("1": the
+// selector has conditions only the Go side evaluates, whose verdicts
+// f_verdicts lists as id US version US 0|1 records joined by RS); and the
+// event ev ("1") with ev_kind, ev_actor, ev_to, ev_msg.
+//
+// The window is the next ids past the cursor among all jobs, or, for a
+// selector with an error pattern, among the jobs of the error groups it
+// names (their id sets, {ns}:egi:GROUP). Each job of the window is read
+// once (HMGET of the fields the selector, the spec, the event and the
+// indexes need: never its payload, metadata, tags, checkpoint or error
+// text), judged and, when it matches, written at once; its index writes
+// are gathered and written once per key (ZB) when the walk ends, timed.
+// The walk stops early, its cursor at the last job it looked at, once
+// the time it has run plus what its gathered index writes will take (at
+// the rate the operation's previous batch measured, zp; an operation's
+// first batch writes and times its first eight jobs' entries) passes its
+// share of the budget (checked with TIME every 8 jobs), so that it never
+// blocks the server for long whatever the load, and no job it read is
+// read again by the next batch.
+// A job of a Go-judged selector whose version moved since its verdict
+// ends the batch before it (the next batch judges it again), or, when the
+// batch has written nothing yet, is refused as "RETRY".
+//
+// Returns {"over", op} for an operation that is no longer running, or
+// {"ok", op, cursor, exhausted (0|1), refused (id US fingerprint ...)}.
+// Errors: "NOTFOUND", "LEASE", "RETRY" (a job changed since the Go side
+// judged it: nothing was written, run the batch again).
+var luaOpBatch = script(`
+local A = args(4)
+local O = loadop(A.id)
+if not O then return redis.error_reply('NOTFOUND') end
+if O[OF.status] == 'cancelled' or O[OF.status] == 'completed' or O[OF.status] == 'failed' then return {'over',
+  opflat(O)} end
+if O[OF.status] ~= 'running' or O[OF.lease_holder] ~= A.holder or O[OF.lease_fence] ~= A.fence or O[OF.cursor] ~= A.after then
+  return redis.error_reply('LEASE')
+end
+local S = spec(A, 's_')
+local limit, window = tonumber(A.limit), tonumber(A.window)
+local min = '-'
+if A.after ~= '' then min = '(' .. A.after end
+local states = set(split(A.f_states))
+local queues, kinds, ids = split(A.f_queues), split(A.f_kinds), split(A.f_ids)
+local qs, ks, is = set(queues), set(kinds), set(ids)
+-- groups: for an error group selector, the id sets (egi) of the groups
+-- it names, so a group's bulk retry reads its own jobs. Each is read a
+-- chunk at a time like the ids below, and nextid merges their heads (a
+-- job is in one group only). Reading the window whole (ten batches of
+-- ids) and sorting it cost about 9 ms a script, which left the budget
+-- room for eight jobs: 700 jobs/s and every script in the slow log.
+local groups
+if A.f_ep ~= '' then
+  groups = {}
+  for _, g in ipairs(redis.call('HKEYS', K('egc'))) do
+    local f = split(g)
+    if f[4] == A.f_ep and states[f[1]] and (#queues == 0 or qs[f[2]]) and (#kinds == 0 or ks[f[3]]) then
+      groups[#groups + 1] = {key = K('egi', g), from = min, buf = {}, i = 1, size = 16, done = false}
+    end
+  end
+end
+local function groupnext()
+  local best, bg = nil, nil
+  for _, G in ipairs(groups) do
+    if G.i > #G.buf and not G.done then
+      G.buf = redis.call('ZRANGEBYLEX', G.key, G.from, '+', 'LIMIT', 0, G.size)
+      G.done = #G.buf < G.size
+      G.size = math.min(G.size * 2, 256)
+      G.i = 1
+      if #G.buf > 0 then G.from = '(' .. G.buf[#G.buf] end
+    end
+    local id = G.buf[G.i]
+    if id and (best == nil or id < best) then best, bg = id, G end
+  end
+  if bg then bg.i = bg.i + 1 end
+  return best
+end
+-- nextid is the window's next id (nil past its end). All jobs' ids are
+-- read a chunk at a time: a batch that stops early has not paid for the
+-- whole window.
+local chunk, ci, from, scanned, csize = {}, 0, min, 0, 16
+local function nextid()
+  if scanned >= window then return nil end
+  if groups then return groupnext() end
+  ci = ci + 1
+  if ci > #chunk then
+    -- Chunks of 16, 32, ... 256 ids: a batch that stops early has read
+    -- few ids past its end.
+    chunk = redis.call('ZRANGEBYLEX', K('ids'), from, '+', 'LIMIT', 0, math.min(csize, window - scanned))
+    csize = math.min(csize * 2, 256)
+    ci = 1
+    if #chunk == 0 then return nil end
+    from = '(' .. chunk[#chunk]
+  end
+  return chunk[ci]
+end
+local verdicts = {}
+if A.f_more == '1' then
+  for _, r in ipairs(split(A.f_verdicts, RS)) do
+    local f = split(r)
+    verdicts[f[1]] = {f[2], f[3] == '1'}
+  end
+end
+-- The budget is the whole script's. The index writes are most of a
+-- retry's time (a member out of a set of a million, and into another):
+-- unseen by the clock until written, they took from one to seven times
+-- the walk's own time. Written every eight jobs so that the clock saw
+-- them, they cost a call per key each time, most of the calls a job
+-- made. So they are written once, when the walk ends, and timed: per,
+-- microseconds a gathered write, the calls' own cost included, kept in
+-- the operation's row (zp) for its next batch. The walk stops when its
+-- time so far and its gathered writes' predicted time pass seven eighths
+-- of the budget, leaving the rest for the operation's row and the
+-- misprediction. An operation's first batch times its first eight jobs'
+-- writes instead.
+local budget = tonumber(A.budget) * 7 / 8
+local function elapsed()
+  local t = redis.call('TIME')
+  return (tonumber(t[1]) - NOW_S) * 1000000 + tonumber(t[2]) - NOW_NS / 1000
+end
+local per = tonumber(O[OF.flush_cost] or '')
+local function timedflush()
+  local n, t0 = ZBN, elapsed()
+  flushz()
+  local t1 = elapsed()
+  per = (t1 - t0) / math.max(n, 1)
+  return t1
+end
+local function late()
+  if per == nil then return timedflush() > budget end
+  return elapsed() + ZBN * per > budget
+end
+-- Each job is read once, with only the fields the selector, the spec,
+-- the event and the indexes need (not its payload, metadata, tags,
+-- checkpoint or error text), judged, and written at once: its index
+-- writes are gathered and written once per key when the script ends (ZB).
+-- Fields a spec only sets or clears (lid, lw, rs; fin and cr unless the
+-- selector tests them) are not read: commit then writes them whatever
+-- the job held, which is the same change.
+local BF = {F.id, F.queue, F.kind, F.priority, F.state, F.attempt, F.max_attempts, F.crash_attempt, F.fingerprint,
+  F.scheduled_at, F.deadline, F.state_changed_at, F.lease_expires, F.version, F.superseded_by, F.pattern}
+if A.f_ca ~= '' or A.f_cb ~= '' then BF[#BF + 1] = F.created_at end
+if A.f_fa ~= '' or A.f_fb ~= '' then BF[#BF + 1] = F.finalized_at end
+local function loadb(id)
+  local r = redis.call('HMGET', K('job', id), unpack(BF))
+  if not r[1] then return nil end
+  local J = {}
+  for i, f in ipairs(BF) do J[f] = r[i] or DEF[f] or '' end
+  return J
+end
+-- Quarantined fingerprints: the few quarantine records are read once
+-- (not one lookup per job); many are looked up per fingerprint, once.
+local quar, qall = {}, false
+if S.rquar and redis.call('SCARD', K('fprs')) <= 256 then
+  qall = true
+  for _, fp in ipairs(redis.call('SMEMBERS', K('fprs'))) do quar[fp] = quarantined(fp) end
+end
+local refused, n, stopped, last, lastfound = {}, 0, false, nil, nil
+local OVER = {}
+ZB = {}
+while true do
+  if n + #refused / 2 >= limit then stopped = true; break end
+  if scanned > 0 and scanned % 8 == 0 and late() then stopped = true; break end
+  local id = nextid()
+  if id == nil then break end
+  local J = loadb(id)
+  local ok = J ~= nil and states[J[F.state]] and J[F.state_changed_at] <= A.cutoff
+  if ok and #queues > 0 then ok = qs[J[F.queue]] end
+  if ok and #kinds > 0 then ok = ks[J[F.kind]] end
+  if ok and #ids > 0 then ok = is[J[F.id]] end
+  if ok and A.f_fp ~= '' then ok = J[F.fingerprint] == A.f_fp end
+  if ok and A.f_ep ~= '' then ok = J[F.pattern] == A.f_ep end
+  if ok and A.f_ca ~= '' then ok = J[F.created_at] > A.f_ca end
+  if ok and A.f_cb ~= '' then ok = J[F.created_at] < A.f_cb end
+  if ok and A.f_fa ~= '' then ok = J[F.finalized_at] ~= '' and J[F.finalized_at] > A.f_fa end
+  if ok and A.f_fb ~= '' then ok = J[F.finalized_at] ~= '' and J[F.finalized_at] < A.f_fb end
+  if ok and A.f_sup ~= '1' then ok = J[F.superseded_by] == '' end
+  if ok and A.f_more == '1' then
+    local v = verdicts[id]
+    if v == nil or v[1] ~= J[F.version] then
+      -- Changed since the Go side judged it: the batch ends before it
+      -- (the next one judges it again), or, having written nothing,
+      -- is run again.
+      if n == 0 and #refused == 0 then return redis.error_reply('RETRY') end
+      stopped = true
+      break
+    end
+    ok = v[2]
+  end
+  scanned, last = scanned + 1, id
+  if ok then
+    lastfound = id
+    local fp = J[F.fingerprint]
+    local q = false
+    if S.rquar and fp ~= '' then
+      q = quar[fp]
+      if q == nil then
+        q = false
+        if not qall then q = quarantined(fp) end
+        quar[fp] = q
+      end
+    end
+    if q then
+      refused[#refused + 1] = J[F.id]
+      refused[#refused + 1] = fp
+    else
+      if A.ev == '1' then event(J[F.id], A.ev_kind, A.ev_actor, J[F.state], A.ev_to, J[F.attempt], A.ev_msg) end
+      if S.del then
+        remove(J, true)
+      else
+        -- The job after the change is the writes over J as read (OVER):
+        -- commit then compares only the fields apply wrote, and no job
+        -- is copied field by field.
+        OVER.__index = J
+        local N = setmetatable({}, OVER)
+        apply(N, S, '')
+        commit(J, N, true)
+      end
+      n = n + 1
+    end
+  end
+end
+local cursor, done = A.after, 0
+if stopped or scanned == window then cursor = last or A.after
+else
+  if lastfound then cursor = lastfound end
+  done = 1
+end
+if ZBN > 0 then
+  timedflush()
+  O[OF.flush_cost] = string.format('%.3f', per)
+end
+local nr = #refused / 2
+O[OF.processed] = istr(tonumber(O[OF.processed]) + n + nr); O[OF.succeeded] = istr(tonumber(O[OF.succeeded]) + n);
+  O[OF.failed] = istr(tonumber(O[OF.failed]) + nr)
+O[OF.cursor] = cursor; O[OF.lease_expires] = tadd(A.ttl)
+saveop(O)
+return {'ok', opflat(O), cursor, done, refused}
+`)
 
 // OperationProcessBatch runs one batch the engine chose in one script,
 // fenced on the operation lease and cursor. The script walks the window of

@@ -15,7 +15,7 @@
 // it. The layout, under the prefix {ns}:
 //
 //	schema             the namespace's schema version (a string)
-//	job:ID             a job: hash (empty fields not stored, nor a c f pr to at 0 and tg at [],
+//	job:ID             a job: hash (fields defined once in fields.go; empty fields not stored, nor a c f pr to at 0 and tg at [],
 //	                   which read as those defaults) with fields id q(ueue) k(ind) p(ayload)
 //	                   sv (schema version) m(etadata) tg (tags, JSON) pr(iority)
 //	                   s(tate) a(ttempt) ma (max attempts) c (crash attempt)
@@ -489,6 +489,36 @@ func (s *Store) openSchema(ctx context.Context, opts Options) error {
 	return nil
 }
 
+// luaMigratePairs moves a chunk of a queue's sq set of a state without st
+// (NOST), with the jobs' entries in that state's sk sets, into the
+// queue-and-kind sets of schema version 4 (openSchema, from version 3 or
+// older). A chunk keeps the script short on a large namespace.
+//
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A:
+// A.state -> the state
+// A.queue -> the queue
+// A.limit -> the chunk's size
+//
+// Returns how many members the queue's sq set still holds.
+var luaMigratePairs = script(`
+local A = args(4)
+local st, q, limit = A.state, A.queue, tonumber(A.limit)
+local key = K('sq', st, q)
+local ms = redis.call('ZRANGE', key, 0, limit - 1)
+for _, m in ipairs(ms) do
+  local k = redis.call('HGET', K('job', string.sub(m, 21)), F.kind)
+  if k then
+    redis.call('ZADD', pairkey(st, q, k), 0, m)
+    redis.call('ZREM', K('sk', st, k), m)
+  end
+end
+if #ms > 0 then redis.call('ZREM', key, unpack(ms)) end
+return redis.call('ZCARD', key)
+`)
+
 // migratePairs moves the available and completed jobs' entries of every
 // queue's sq set and every kind's sk set into sqk (schema version 4), a
 // chunk a script; a migration stopped half way goes on where it stopped.
@@ -502,7 +532,8 @@ func (s *Store) migratePairs(ctx context.Context) error {
 	for _, st := range unindexedStates {
 		for _, q := range queues {
 			for {
-				v, err := s.run(ctx, "migrate "+string(st)+" jobs of queue "+q, luaMigratePairs, string(st), q, migrateChunk)
+				v, err := s.run(ctx, "migrate "+string(st)+" jobs of queue "+q, luaMigratePairs, "state", string(st), "queue", q,
+					"limit", migrateChunk)
 				if err != nil {
 					return err
 				}
@@ -661,7 +692,7 @@ type luaScript struct {
 }
 
 func script(body string) *luaScript {
-	src := luaLib + "local function body()\n" + body + "\nend\nlocal r = body()\nflush()\nreturn r\n"
+	src := luaPrelude() + expandRefs(luaLib+"local function body()\n"+body+"\nend\nlocal r = body()\nflush()\nreturn r\n", fieldRefs())
 	h := sha1.Sum([]byte(src))
 	return &luaScript{src: src, sha: hex.EncodeToString(h[:])}
 }

@@ -26,12 +26,12 @@ import (
 const luaWakeFn = `
 local function wake(A)
   local J = load(A.id)
-  if not J or J.s ~= A.from or J.f ~= A.fence then return 0 end
+  if not J or J[F.state] ~= A.from or J[F.fence] ~= A.fence then return 0 end
   local O = copy(J)
-  J.s = A.to; J.sch = NOW; J.sca = NOW
+  J[F.state] = A.to; J[F.scheduled_at] = NOW; J[F.state_changed_at] = NOW
   bump(J)
   commit(O, J, true)
-  if A.ev_kind ~= '' then event(J.id, A.ev_kind, A.ev_actor, A.ev_from, A.ev_to, A.ev_attempt, A.ev_msg) end
+  if A.ev_kind ~= '' then event(J[F.id], A.ev_kind, A.ev_actor, A.ev_from, A.ev_to, A.ev_attempt, A.ev_msg) end
   return 1
 end
 `
@@ -39,56 +39,85 @@ end
 // luaSignalSend buffers one signal (SignalSend), and with a wake applies
 // it in the same script.
 //
-// KEYS[1] the schema key; the script touches {ns}:job:ID, {ns}:sig:ID and
-// {ns}:sigseq, and with a wake what luaWake touches.
-// ARGV[4] job id, ARGV[5] name, ARGV[6] payload, ARGV[7] the states that
-// take signals (backend.SignalStates, US-joined), ARGV[8...] the wake's
-// name/value pairs as luaWake's (none: no wake).
+// The script touches {ns}:job:ID, {ns}:sig:ID and {ns}:sigseq, and with
+// a wake what luaWake touches.
+//
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A:
+// A.id -> the job
+// A.name -> the signal's name
+// A.payload -> its payload
+// A.states -> the states that take signals (backend.SignalStates, US-joined)
+// A.w_* -> the wake's pairs as luaWake's, each name prefixed w_ (none: no
+// wake)
 //
 // Returns {seq, sent-at, woke (0 or 1)}. Errors: "NOTFOUND", "STATE
 // <state>" (a state that takes none).
 var luaSignalSend = script(luaWakeFn + `
-local id, name, payload = ARGV[4], ARGV[5], ARGV[6]
-local s = redis.call('HGET', K('job', id), 's')
+local A = args(4)
+local id, name, payload = A.id, A.name, A.payload
+local s = redis.call('HGET', K('job', id), F.state)
 if not s then return redis.error_reply('NOTFOUND') end
-if not set(split(ARGV[7]))[s] then return redis.error_reply('STATE ' .. s) end
+if not set(split(A.states))[s] then return redis.error_reply('STATE ' .. s) end
 local seq = redis.call('INCR', K('sigseq'))
 redis.call('HSET', K('sig', id), string.format('%019d', seq), table.concat({name, NOW, payload}, US))
 local woke = 0
-if #ARGV >= 8 then woke = wake(args(8)) end
+if A.w_id then
+  local W = {}
+  for k, v in pairs(A) do
+    if string.sub(k, 1, 2) == 'w_' then W[string.sub(k, 3)] = v end
+  end
+  woke = wake(W)
+end
 return {istr(seq), NOW, istr(woke)}
 `)
 
 // luaSignalConsume takes one signal and writes the job's checkpoint under
 // its lease (SignalConsume).
 //
-// KEYS[1] the schema key; the script touches {ns}:job:ID and {ns}:sig:ID.
-// ARGV[4] job id, ARGV[5] lease id, ARGV[6] fence, ARGV[7] seq (19
-// digits), ARGV[8] name, ARGV[9] checkpoint.
+// The script touches {ns}:job:ID and {ns}:sig:ID.
+//
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A:
+// A.id -> the job
+// A.lease -> its lease id
+// A.fence -> its fence
+// A.seq -> the signal (19 digits)
+// A.name -> the signal's name
+// A.checkpoint -> the job's new checkpoint
 //
 // Returns 1. Errors: "LEASE" (not running under that lease, or expired),
 // "NOTFOUND" (no such signal).
 var luaSignalConsume = script(`
-local id = ARGV[4]
+local A = args(4)
+local id = A.id
 local key = K('job', id)
-local h = redis.call('HMGET', key, 's', 'lid', 'f', 'lx', 'v')
-if h[1] ~= 'running' or h[2] ~= ARGV[5] or h[3] ~= ARGV[6] or not h[4] or h[4] < NOW then
+local h = redis.call('HMGET', key, F.state, F.lease_id, F.fence, F.lease_expires, F.version)
+if h[1] ~= 'running' or h[2] ~= A.lease or h[3] ~= A.fence or not h[4] or h[4] < NOW then
   return redis.error_reply('LEASE')
 end
-local v = redis.call('HGET', K('sig', id), ARGV[7])
-if not v or string.sub(v, 1, #ARGV[8] + 1) ~= ARGV[8] .. US then return redis.error_reply('NOTFOUND') end
-redis.call('HDEL', K('sig', id), ARGV[7])
-redis.call('HSET', key, 'cp', ARGV[9], 'v', istr(tonumber(h[5]) + 1))
+local v = redis.call('HGET', K('sig', id), A.seq)
+if not v or string.sub(v, 1, #A.name + 1) ~= A.name .. US then return redis.error_reply('NOTFOUND') end
+redis.call('HDEL', K('sig', id), A.seq)
+redis.call('HSET', key, F.checkpoint, A.checkpoint, F.version, istr(tonumber(h[5]) + 1))
 return 1
 `)
 
 // luaWake moves a job still in a state at a fence to another, scheduled
 // now (JobWake).
 //
-// KEYS[1] the schema key; the script touches the job, its indexes, its
-// timeline and the counters.
-// ARGV[4...] name/value pairs: id, from, fence, to; the event ev_kind
-// ("" for none), ev_actor, ev_from, ev_to, ev_attempt, ev_msg.
+// The script touches the job, its indexes, its timeline and the counters.
+//
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A (wakeArgs): id, from, fence,
+// to; the event ev_kind ("" for none), ev_actor, ev_from, ev_to,
+// ev_attempt, ev_msg.
 //
 // Returns 1 when it moved the job, 0 when not.
 var luaWake = script(luaWakeFn + `
@@ -116,9 +145,12 @@ func signalStates() string {
 
 // SignalSend buffers one signal for a job.
 func (s *Store) SignalSend(ctx context.Context, p *backend.SignalSendParams) (*sluicetype.Signal, error) {
-	args := []any{p.JobID, p.Name, string(p.Payload), signalStates()}
+	args := []any{"id", p.JobID, "name", p.Name, "payload", string(p.Payload), "states", signalStates()}
 	if p.Wake != nil {
-		args = append(args, wakeArgs(p.Wake)...)
+		w := wakeArgs(p.Wake)
+		for i := 0; i+1 < len(w); i += 2 {
+			args = append(args, "w_"+w[i].(string), w[i+1])
+		}
 	}
 	v, err := s.run(ctx, "signal job "+p.JobID, luaSignalSend, args...)
 	if err != nil {
@@ -136,7 +168,15 @@ func (s *Store) SignalSend(ctx context.Context, p *backend.SignalSendParams) (*s
 	if len(r) != 3 {
 		return nil, fmt.Errorf("redis: signal job %s: unexpected reply %v", p.JobID, v)
 	}
-	return &sluicetype.Signal{JobID: p.JobID, Name: p.Name, Seq: atoi64(r[0]), Payload: p.Payload, SentAt: ttime(r[1]), Woke: r[2] == "1"}, nil
+	seq, err := atoi64(r[0])
+	if err != nil {
+		return nil, fmt.Errorf("redis: signal job %s: seq: %w", p.JobID, err)
+	}
+	at, err := ttime(r[1])
+	if err != nil {
+		return nil, fmt.Errorf("redis: signal job %s: sent at: %w", p.JobID, err)
+	}
+	return &sluicetype.Signal{JobID: p.JobID, Name: p.Name, Seq: seq, Payload: p.Payload, SentAt: at, Woke: r[2] == "1"}, nil
 }
 
 // SignalList returns a job's buffered signals, oldest first.
@@ -158,7 +198,11 @@ func (s *Store) SignalList(ctx context.Context, p *backend.SignalListParams) ([]
 		if err != nil {
 			return nil, fmt.Errorf("redis: list signals of job %s: signal %q: %w", p.JobID, field, err)
 		}
-		out = append(out, &sluicetype.Signal{JobID: p.JobID, Name: parts[0], Seq: seq, SentAt: ttime(parts[1]), Payload: []byte(parts[2])})
+		at, err := ttime(parts[1])
+		if err != nil {
+			return nil, fmt.Errorf("redis: list signals of job %s: signal %q: sent at: %w", p.JobID, field, err)
+		}
+		out = append(out, &sluicetype.Signal{JobID: p.JobID, Name: parts[0], Seq: seq, SentAt: at, Payload: []byte(parts[2])})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
 	return out, nil
@@ -167,8 +211,9 @@ func (s *Store) SignalList(ctx context.Context, p *backend.SignalListParams) ([]
 // SignalConsume takes one signal and writes the checkpoint under the
 // lease, in one script.
 func (s *Store) SignalConsume(ctx context.Context, p *backend.SignalConsumeParams) error {
-	_, err := s.run(ctx, "take signal of job "+p.ID, luaSignalConsume, p.ID, p.LeaseID, strconv.FormatInt(p.Fence, 10),
-		fmt.Sprintf("%019d", p.Seq), p.Name, string(p.Checkpoint))
+	_, err := s.run(ctx, "take signal of job "+p.ID, luaSignalConsume, "id", p.ID, "lease", p.LeaseID,
+		"fence", strconv.FormatInt(p.Fence, 10), "seq", fmt.Sprintf("%019d", p.Seq), "name", p.Name,
+		"checkpoint", string(p.Checkpoint))
 	if err != nil {
 		if r, ok := asRefusal(err); ok {
 			switch r.code {

@@ -14,21 +14,41 @@ import (
 // Workflows: step checkpoints under the lease, the dead-letter route
 // written by the death's own script, and the replay of a job from a step.
 
+// The records of luaCheckpoint's arguments, one per item (batchLayout).
+const (
+	ckpID         = iota
+	ckpLease      // lease id
+	ckpFence      //
+	ckpCheckpoint //
+	ckpRecLen
+)
+
+// checkpointLayout names luaCheckpoint's arguments for the script.
+func checkpointLayout() batchLayout {
+	var r [ckpRecLen]string
+	r[ckpID], r[ckpLease], r[ckpFence], r[ckpCheckpoint] = "id", "lease", "fence", "checkpoint"
+	return batchLayout{rec: r[:]}
+}
+
 // luaCheckpoint replaces running jobs' checkpoints under their leases
 // (JobCheckpoint): refused once a lease has expired by the server's
 // clock, so that no step is recorded after the reaper may have taken the
 // job.
 //
-// ARGV[4...] 4 values per item: id, lease id, fence, checkpoint.
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[R1...] -> one record of RN values per item, at the offsets R names
+// (checkpointLayout: id, lease, fence, checkpoint)
 //
 // Returns one integer per item: 1 written, 0 lease lost.
-var luaCheckpoint = script(`
+var luaCheckpoint = batchScript(checkpointLayout(), `
 local res = {}
-for i = 4, #ARGV, 4 do
-  local key = K('job', ARGV[i])
-  local h = redis.call('HMGET', key, 's', 'lid', 'f', 'lx', 'v')
-  if h[1] == 'running' and h[2] == ARGV[i + 1] and h[3] == ARGV[i + 2] and h[4] >= NOW then
-    redis.call('HSET', key, 'cp', ARGV[i + 3], 'v', istr(tonumber(h[5]) + 1))
+for i = R1, #ARGV, RN do
+  local key = K('job', ARGV[i + R.id])
+  local h = redis.call('HMGET', key, F.state, F.lease_id, F.fence, F.lease_expires, F.version)
+  if h[1] == 'running' and h[2] == ARGV[i + R.lease] and h[3] == ARGV[i + R.fence] and h[4] >= NOW then
+    redis.call('HSET', key, F.checkpoint, ARGV[i + R.checkpoint], F.version, istr(tonumber(h[5]) + 1))
     res[#res + 1] = 1
   else
     res[#res + 1] = 0
@@ -57,23 +77,29 @@ if A.dq == '1' then
     local sch = tadd(A.dq_delay)
     local st = 'available'
     if sch > NOW then st = 'scheduled' end
-    D = {id = A.dq_id, q = A.dq_q, k = A.dq_k, p = A.dq_p, sv = A.dq_sv, m = A.dq_m, tg = '[]', pr = A.dq_pr,
-      s = st, a = '0', ma = A.dq_ma, c = '0', fp = A.dq_fp, f = '0', sch = sch, dl = A.dq_dl, to = A.dq_to,
-      cr = NOW, ata = '', atb = '', sca = NOW, fin = '', rs = '', lid = '', lw = '', lx = '', v = '1', cp = '',
-      dlo = J.id, ro = '', sb = '', le = '', ep = ''}
+    D = {[F.id] = A.dq_id, [F.queue] = A.dq_q, [F.kind] = A.dq_k, [F.payload] = A.dq_p, [F.schema_version] = A.dq_sv,
+      [F.metadata] = A.dq_m, [F.tags] = '[]', [F.priority] = A.dq_pr,
+      [F.state] = st, [F.attempt] = '0', [F.max_attempts] = A.dq_ma, [F.crash_attempt] = '0',
+        [F.fingerprint] = A.dq_fp, [F.fence] = '0', [F.scheduled_at] = sch, [F.deadline] = A.dq_dl,
+        [F.timeout] = A.dq_to,
+      [F.created_at] = NOW, [F.attempted_at] = '', [F.attempted_by] = '', [F.state_changed_at] = NOW,
+        [F.finalized_at] = '', [F.reason] = '', [F.lease_id] = '', [F.lease_worker] = '', [F.lease_expires] = '',
+        [F.version] = '1', [F.checkpoint] = '',
+      [F.dead_letter_of] = J[F.id], [F.retry_of] = '', [F.superseded_by] = '', [F.last_error] = '', [F.pattern] = ''}
     create(D)
-  elseif set({'completed', 'archived', 'quarantined', 'undecodable', 'cancelled'})[D.s] then
+  elseif set({'completed', 'archived', 'quarantined', 'undecodable', 'cancelled'})[D[F.state]] then
     local DO = copy(D)
-    if DO.fp ~= A.dq_fp then
-      if DO.fp ~= '' then redis.call('SREM', K('fpj', DO.fp), D.id) end
-      if A.dq_fp ~= '' then redis.call('SADD', K('fpj', A.dq_fp), D.id) end
+    if DO[F.fingerprint] ~= A.dq_fp then
+      if DO[F.fingerprint] ~= '' then redis.call('SREM', K('fpj', DO[F.fingerprint]), D[F.id]) end
+      if A.dq_fp ~= '' then redis.call('SADD', K('fpj', A.dq_fp), D[F.id]) end
     end
-    D.s = 'available'; D.p = A.dq_p; D.fp = A.dq_fp; D.sch = NOW; D.sca = NOW; D.fin = ''; D.rs = ''
-    if tonumber(D.ma) <= tonumber(D.a) then D.ma = istr(tonumber(D.a) + 1) end
-    D.dlo = J.id
+    D[F.state] = 'available'; D[F.payload] = A.dq_p; D[F.fingerprint] = A.dq_fp; D[F.scheduled_at] = NOW;
+      D[F.state_changed_at] = NOW; D[F.finalized_at] = ''; D[F.reason] = ''
+    if tonumber(D[F.max_attempts]) <= tonumber(D[F.attempt]) then D[F.max_attempts] = istr(tonumber(D[F.attempt]) + 1) end
+    D[F.dead_letter_of] = J[F.id]
     bump(D)
     commit(DO, D, true)
-    event(D.id, A.dq_ev_kind, A.dq_ev_actor, DO.s, 'available', D.a, A.dq_ev_msg)
+    event(D[F.id], A.dq_ev_kind, A.dq_ev_actor, DO[F.state], 'available', D[F.attempt], A.dq_ev_msg)
   end
 end
 `
@@ -106,9 +132,11 @@ func (s *Store) JobCheckpoint(ctx context.Context, p *backend.JobCheckpointParam
 	if len(p.Items) == 0 {
 		return out, nil
 	}
-	args := make([]any, 0, 4*len(p.Items))
+	args := make([]any, 0, ckpRecLen*len(p.Items))
 	for _, it := range p.Items {
-		args = append(args, it.ID, it.LeaseID, strconv.FormatInt(it.Fence, 10), string(it.Checkpoint))
+		var r [ckpRecLen]string
+		r[ckpID], r[ckpLease], r[ckpFence], r[ckpCheckpoint] = it.ID, it.LeaseID, strconv.FormatInt(it.Fence, 10), string(it.Checkpoint)
+		args = appendArgs(args, r[:]...)
 	}
 	v, err := s.run(ctx, "checkpoint jobs", luaCheckpoint, args...)
 	if err != nil {
@@ -126,7 +154,11 @@ func (s *Store) JobCheckpoint(ctx context.Context, p *backend.JobCheckpointParam
 // luaFork inserts the replay of a terminal job from a step and records the
 // fork on the original, which the replay supersedes (JobFork).
 //
-// ARGV[4...] name/value pairs: id, newid, version, allowed (states joined
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A:
+// id, newid, version, allowed (states joined
 // by US), cp (the copy's checkpoint), ocp (the original's); the events
 // o_kind, o_actor, o_msg and c_kind, c_actor, c_to, c_msg.
 //
@@ -136,21 +168,28 @@ var luaFork = script(`
 local A = args(4)
 local J = load(A.id)
 if not J then return redis.error_reply('NOTFOUND') end
-if not set(split(A.allowed))[J.s] then return redis.error_reply('STATE ' .. J.s) end
-if J.v ~= A.version then return redis.error_reply('VERSION ' .. J.v) end
-if quarantined(J.fp) then return redis.error_reply('QUAR ' .. J.fp) end
+if not set(split(A.allowed))[J[F.state]] then return redis.error_reply('STATE ' .. J[F.state]) end
+if J[F.version] ~= A.version then return redis.error_reply('VERSION ' .. J[F.version]) end
+if quarantined(J[F.fingerprint]) then return redis.error_reply('QUAR ' .. J[F.fingerprint]) end
 if redis.call('EXISTS', K('job', A.newid)) == 1 then return redis.error_reply('CONFLICT') end
-local C = {id = A.newid, q = J.q, k = J.k, p = J.p, sv = J.sv, m = J.m, tg = J.tg, pr = J.pr, s = 'available',
-  a = '0', ma = J.ma, c = '0', fp = J.fp, f = '0', sch = NOW, dl = '', to = J.to, cr = NOW, ata = '', atb = '',
-  sca = NOW, fin = '', rs = '', lid = '', lw = '', lx = '', v = '1', cp = A.cp, dlo = '', ro = '', sb = '',
-  le = '', ep = ''}
+local C = {[F.id] = A.newid, [F.queue] = J[F.queue], [F.kind] = J[F.kind], [F.payload] = J[F.payload],
+  [F.schema_version] = J[F.schema_version], [F.metadata] = J[F.metadata], [F.tags] = J[F.tags],
+  [F.priority] = J[F.priority], [F.state] = 'available',
+  [F.attempt] = '0', [F.max_attempts] = J[F.max_attempts], [F.crash_attempt] = '0',
+    [F.fingerprint] = J[F.fingerprint], [F.fence] = '0', [F.scheduled_at] = NOW, [F.deadline] = '',
+    [F.timeout] = J[F.timeout], [F.created_at] = NOW, [F.attempted_at] = '', [F.attempted_by] = '',
+  [F.state_changed_at] = NOW, [F.finalized_at] = '', [F.reason] = '', [F.lease_id] = '', [F.lease_worker] = '',
+    [F.lease_expires] = '', [F.version] = '1', [F.checkpoint] = A.cp, [F.dead_letter_of] = '', [F.retry_of] = '',
+    [F.superseded_by] = '',
+  [F.last_error] = '', [F.pattern] = ''}
 create(C)
-J.sb = A.newid
+J[F.superseded_by] = A.newid
 bump(J)
-redis.call('HSET', K('job', J.id), 'cp', A.ocp, 'sb', J.sb, 'v', J.v)
-redis.call('SADD', K('sup'), J.id)
-event(J.id, A.o_kind, A.o_actor, J.s, J.s, J.a, A.o_msg)
-event(C.id, A.c_kind, A.c_actor, '', A.c_to, '0', A.c_msg)
+redis.call('HSET', K('job', J[F.id]), F.checkpoint, A.ocp, F.superseded_by, J[F.superseded_by], F.version,
+  J[F.version])
+redis.call('SADD', K('sup'), J[F.id])
+event(J[F.id], A.o_kind, A.o_actor, J[F.state], J[F.state], J[F.attempt], A.o_msg)
+event(C[F.id], A.c_kind, A.c_actor, '', A.c_to, '0', A.c_msg)
 idem_record(rec(C, true))
 return out(C, true)
 `)
@@ -197,9 +236,9 @@ const luaClaimRoutes = `
 local due = {}
 local rkinds = set(split(A.rk or ''))
 local function routed(J)
-  if A.rt == nil or A.rt == '' or string.sub(J.id, 1, 4) == 'dlq:' then return false end
-  if A.rt == 'all' then return not rkinds[J.k] end
-  return rkinds[J.k] == true
+  if A.rt == nil or A.rt == '' or string.sub(J[F.id], 1, 4) == 'dlq:' then return false end
+  if A.rt == 'all' then return not rkinds[J[F.kind]] end
+  return rkinds[J[F.kind]] == true
 end
 `
 
@@ -227,7 +266,11 @@ func claimRoutes(pd *backend.ClaimDeadlineWrite) (mode, kinds string) {
 // says, with its dead-letter route (luaFinishWorkflow's arguments), when
 // it is still available past its deadline at the version the claim read.
 //
-// ARGV[4...] name/value pairs: id, v (version); the plan's pd_to,
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A:
+// id, v (version); the plan's pd_to,
 // pd_reason, pd_le, pd_ep, ev_kind, ev_actor, ev_from, ev_to, ev_msg; the
 // dq_* route.
 //
@@ -235,12 +278,13 @@ func claimRoutes(pd *backend.ClaimDeadlineWrite) (mode, kinds string) {
 var luaDeadlineDeath = script(`
 local A = args(4)
 local J = load(A.id)
-if not J or J.s ~= 'available' or J.v ~= A.v or J.dl == '' or J.dl >= NOW then return {} end
+if not J or J[F.state] ~= 'available' or J[F.version] ~= A.v or J[F.deadline] == '' or J[F.deadline] >= NOW then return {} end
 local O = copy(J)
-J.s = A.pd_to; J.rs = A.pd_reason; J.fin = NOW; J.sca = NOW; J.le = A.pd_le; J.ep = A.pd_ep
+J[F.state] = A.pd_to; J[F.reason] = A.pd_reason; J[F.finalized_at] = NOW; J[F.state_changed_at] = NOW;
+  J[F.last_error] = A.pd_le; J[F.pattern] = A.pd_ep
 bump(J)
 commit(O, J, true)
-event(J.id, A.ev_kind, A.ev_actor, A.ev_from, A.ev_to, J.a, A.ev_msg)
+event(J[F.id], A.ev_kind, A.ev_actor, A.ev_from, A.ev_to, J[F.attempt], A.ev_msg)
 ` + luaFinishWorkflow + `
 return {out(J, true)}
 `)
@@ -260,10 +304,7 @@ func (s *Store) claimDeadLetters(ctx context.Context, pd *backend.ClaimDeadlineW
 		if err != nil {
 			d = nil
 		}
-		a := []any{"id", j.ID, "v", strconv.FormatInt(j.Version, 10),
-			"pd_to", string(pd.To), "pd_reason", string(pd.Reason), "pd_le", pd.LastError, "pd_ep", pd.Pattern,
-			"ev_kind", string(pd.Event.Kind), "ev_actor", pd.Event.Actor, "ev_from", string(pd.Event.From),
-			"ev_to", string(pd.Event.To), "ev_msg", pd.Event.Message}
+		a := append([]any{"id", j.ID, "v", strconv.FormatInt(j.Version, 10)}, pastDeadlineArgs(pd)...)
 		a = append(a, finishWorkflowArgs(&backend.JobFinishParams{DeadLetter: d})...)
 		v, err := s.run(ctx, "deadline death "+j.ID, luaDeadlineDeath, a...)
 		if err != nil {
@@ -282,13 +323,17 @@ func (s *Store) claimDeadLetters(ctx context.Context, pd *backend.ClaimDeadlineW
 
 // stepCrashes turns the hash fsc:FP into a record's StepCrashes (nil when
 // empty).
-func stepCrashes(m map[string]string) map[string]int {
+func stepCrashes(m map[string]string) (map[string]int, error) {
 	if len(m) == 0 {
-		return nil
+		return nil, nil
 	}
 	out := make(map[string]int, len(m))
 	for step, n := range m {
-		out[step] = atoi(n)
+		c, err := atoi(n)
+		if err != nil {
+			return nil, fmt.Errorf("crashes of step %s: %w", step, err)
+		}
+		out[step] = c
 	}
-	return out
+	return out, nil
 }
