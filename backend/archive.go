@@ -33,7 +33,7 @@ type ArchiveStore interface {
 // when s has none.
 func ArchiveOf(s Store) (ArchiveStore, error) {
 	a, ok := s.(ArchiveStore)
-	if !Declares(s, CapabilityArchive) || !ok {
+	if !ok || !Declares(s, CapabilityArchive) {
 		return nil, fmt.Errorf("%w: this store (%s) has no cold archive", sluicetype.ErrUnsupported, s.Backend())
 	}
 	return a, nil

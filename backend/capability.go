@@ -1,6 +1,9 @@
 package backend
 
-import "slices"
+import (
+	"context"
+	"slices"
+)
 
 // Capability names something a store can do beyond the rules every store
 // keeps. A store declares its capabilities through Store.Capabilities;
@@ -36,9 +39,38 @@ const (
 	// work (Notifier), so idle runners wake at once and Subscribe hears
 	// other processes.
 	CapabilityWakeups Capability = "wakeups"
+	// CapabilityDurabilityWarnings: the store reads its server's
+	// configuration and says what about it loses jobs silently
+	// (DurabilityWarner).
+	CapabilityDurabilityWarnings Capability = "durability.warnings"
 )
 
 // Declares reports whether s declares c.
 func Declares(s Store, c Capability) bool {
 	return slices.Contains(s.Capabilities(), c)
+}
+
+// The optional interfaces, each behind its capability. Code reaches one
+// through its accessor, never by asserting the store's type: a store
+// that implements an interface without declaring its capability (a
+// wrapper, a store whose server lacks the feature) is not asked.
+
+// NotifierOf returns s's wakeup stream when s declares CapabilityWakeups.
+func NotifierOf(s Store) (Notifier, bool) {
+	n, ok := s.(Notifier)
+	return n, ok && Declares(s, CapabilityWakeups)
+}
+
+// DurabilityWarnerOf returns s's durability check when s declares
+// CapabilityDurabilityWarnings.
+func DurabilityWarnerOf(s Store) (DurabilityWarner, bool) {
+	w, ok := s.(DurabilityWarner)
+	return w, ok && Declares(s, CapabilityDurabilityWarnings)
+}
+
+// DurabilityWarner is what a store declaring CapabilityDurabilityWarnings
+// offers. Each warning is one sentence for an operator. A store that
+// cannot read its configuration returns none.
+type DurabilityWarner interface {
+	DurabilityWarnings(ctx context.Context) []string
 }

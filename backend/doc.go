@@ -22,7 +22,7 @@
 // in every store starts with the same file in each (layout_test.go holds
 // it, and lists the few files only some stores have):
 //
-//	store.go         Open, Close, Backend, Capabilities, Now, CallsBeforeCommit
+//	store.go         Open, Close, Backend, Capabilities, Now, DurabilityWarnings
 //	insert.go        JobInsertMany
 //	get.go           JobGetByID, JobEventList
 //	claim.go         JobClaim

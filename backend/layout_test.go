@@ -25,12 +25,13 @@ var stores = []string{"sqlite", "postgres", "redis"}
 
 // sections says which file of every store holds each method of the
 // contract, in the interfaces' order (Store, ControlStore, WaitStore,
-// IdempotencyStore, ArchiveStore). doc.go has the same table.
+// IdempotencyStore, ArchiveStore, DurabilityWarner). doc.go has the same
+// table.
 var sections = []struct {
 	file    string
 	methods []string
 }{
-	{"store.go", []string{"Backend", "Capabilities", "Close", "Now", "CallsBeforeCommit"}},
+	{"store.go", []string{"Backend", "Capabilities", "Close", "Now", "DurabilityWarnings"}},
 	{"insert.go", []string{"JobInsertMany"}},
 	{"get.go", []string{"JobGetByID", "JobEventList"}},
 	{"claim.go", []string{"JobClaim"}},
@@ -65,7 +66,7 @@ var contract = []reflect.Type{
 	reflect.TypeFor[backend.WaitStore](),
 	reflect.TypeFor[backend.IdempotencyStore](),
 	reflect.TypeFor[backend.ArchiveStore](),
-	reflect.TypeFor[backend.CommitHooker](),
+	reflect.TypeFor[backend.DurabilityWarner](),
 }
 
 // storeOnly are the files one or two stores have and the others do not,

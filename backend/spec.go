@@ -141,3 +141,20 @@ func (s ActionSpec) Narrow(f sluicetype.Filter) (sluicetype.Filter, bool) {
 
 // Refusals a store reports. Each carries the facts; the text is written
 // here.
+
+// EditableStates are the states whose payload JobUpdatePayload edits:
+// every state but running (a running job's handler has read it).
+func EditableStates() []sluicetype.State {
+	var out []sluicetype.State
+	for _, st := range sluicetype.AllStates {
+		if st != sluicetype.StateRunning {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// PayloadNotEditable is JobUpdatePayload's refusal of job id in state st.
+func PayloadNotEditable(id string, st sluicetype.State) error {
+	return &sluicetype.StateError{Action: "edit payload of", ID: id, State: st, Allowed: EditableStates()}
+}

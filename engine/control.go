@@ -73,13 +73,6 @@ type Control interface {
 	Subscribe(ctx context.Context) (<-chan Change, error)
 }
 
-// DurabilityWarner is offered by a store that can tell when its server's
-// configuration loses jobs silently. Each warning is one sentence for an
-// operator. A store that cannot read its configuration returns none.
-type DurabilityWarner interface {
-	DurabilityWarnings(ctx context.Context) []string
-}
-
 type ListJobsParams struct {
 	Filter Filter
 	// Cursor continues a previous page, either way; "" starts at the

@@ -25,7 +25,7 @@ var _ Control = (*Engine)(nil)
 func (e *Engine) Meta(ctx context.Context) (*Meta, error) {
 	m := &Meta{Backend: e.store.Backend(), Role: RoleAdmin, Actor: ActorFrom(ctx), Retention: e.Retention()}
 	m.Capabilities = capabilityNames(e.store.Capabilities())
-	if w, ok := e.store.(DurabilityWarner); ok {
+	if w, ok := backend.DurabilityWarnerOf(e.store); ok {
 		m.Warnings = w.DurabilityWarnings(ctx)
 	}
 	return m, nil

@@ -44,6 +44,11 @@ type BulkResult = sluicetype.BulkResult
 // sluicetype.Checkpoint).
 type Checkpoint = sluicetype.Checkpoint
 
+// ClaimLostError refuses an idempotency write (renew, complete, release)
+// whose claim no longer holds its key: it expired and another request took
+// the key over (an alias of sluicetype.ClaimLostError).
+type ClaimLostError = sluicetype.ClaimLostError
+
 // Counts is jobs per state, per queue (an alias of sluicetype.Counts).
 type Counts = sluicetype.Counts
 
@@ -92,6 +97,11 @@ type FingerprintStatus = sluicetype.FingerprintStatus
 // Fork links a job replayed from a step to the job it was forked from, or a
 // job to the forks made from it (an alias of sluicetype.Fork).
 type Fork = sluicetype.Fork
+
+// IDTakenError refuses an insert whose id names a job with other content
+// (an insert of the same content returns the existing job instead) (an
+// alias of sluicetype.IDTakenError).
+type IDTakenError = sluicetype.IDTakenError
 
 // IdempotencyClaim is what IdempotencyClaim found (an alias of
 // sluicetype.IdempotencyClaim).

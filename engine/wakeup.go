@@ -6,11 +6,7 @@ import (
 
 // notifier is the store's Notifier when it declares CapabilityWakeups.
 func (e *Engine) notifier() (backend.Notifier, bool) {
-	if !backend.Declares(e.store, backend.CapabilityWakeups) {
-		return nil, false
-	}
-	n, ok := e.store.(backend.Notifier)
-	return n, ok
+	return backend.NotifierOf(e.store)
 }
 
 // startWakeups wakes this process's idle runners when any process gives

@@ -35,7 +35,8 @@ type Meta struct {
 	Retention *RetentionPolicy `json:"retention,omitempty"`
 	// Warnings say what about the store's server loses jobs silently (a
 	// Redis that keeps nothing on disk, or evicts keys), from
-	// DurabilityWarner; empty when nothing is known to be wrong.
+	// the store (backend.DurabilityWarner); empty when nothing is known
+	// to be wrong.
 	Warnings []string `json:"warnings,omitempty"`
 }
 

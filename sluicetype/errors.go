@@ -134,3 +134,31 @@ func ReasonCode(err error) string {
 	}
 	return "error"
 }
+
+// IDTakenError refuses an insert whose id names a job with other content
+// (an insert of the same content returns the existing job instead).
+type IDTakenError struct {
+	ID string
+}
+
+func (e *IDTakenError) Error() string {
+	return fmt.Sprintf("insert job %s: %v: the id exists with other content", e.ID, ErrConflict)
+}
+
+// Unwrap makes the error match ErrConflict.
+func (e *IDTakenError) Unwrap() error { return ErrConflict }
+
+// ClaimLostError refuses an idempotency write (renew, complete, release)
+// whose claim no longer holds its key: it expired and another request
+// took the key over.
+type ClaimLostError struct {
+	// Op is the write refused: "renew", "complete" or "release".
+	Op string
+}
+
+func (e *ClaimLostError) Error() string {
+	return fmt.Sprintf("idempotency %s: %v: the claim no longer holds the key", e.Op, ErrIdempotencyInFlight)
+}
+
+// Unwrap makes the error match ErrIdempotencyInFlight.
+func (e *ClaimLostError) Unwrap() error { return ErrIdempotencyInFlight }

@@ -83,7 +83,6 @@ func controlKinds() []engine.Kind {
 func newCtl(t *testing.T, h Harness, tune func(*engine.Config)) *ctlFixture {
 	t.Helper()
 	s := h.NewStore(t)
-	controlStore(t, s) // skips a store without the operator surface
 	cfg := fast("ctl-worker", "billing", "email", "later", "misc")
 	cfg.OperationBatch = 10
 	cfg.CrashLimit = 2

@@ -16,7 +16,6 @@ import (
 // a replacement result for step 2 feeds step 3.
 func testControlReplay(t *testing.T, h Harness) {
 	s := h.NewStore(t)
-	controlStore(t, s)
 	var c stepCounter
 	handler := func(ctx context.Context, j *engine.Job) error {
 		v := 0
@@ -115,7 +114,6 @@ func testControlReplay(t *testing.T, h Harness) {
 // on that step.
 func testControlQuarantineStepCrashes(t *testing.T, h Harness) {
 	s := h.NewStore(t)
-	controlStore(t, s)
 	cfg := fast("ctl-worker", "wf")
 	cfg.CrashLimit = 2
 	e := startEngine(t, s, cfg, engine.Kind{Name: "pill", Handler: func(ctx context.Context, j *engine.Job) error {

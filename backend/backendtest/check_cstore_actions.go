@@ -16,7 +16,7 @@ import (
 
 func testCStoreOperatorActions(t *testing.T, h Harness) {
 	s := h.NewStore(t)
-	cs := controlStore(t, s)
+	cs := s
 	ctx := context.Background()
 	past := storeNow(t, s).Add(-time.Hour)
 	dl := djob("dl", "q", "k")
@@ -141,7 +141,7 @@ func testCStoreOperatorActions(t *testing.T, h Harness) {
 
 func testCStorePausedQueueNotClaimed(t *testing.T, h Harness) {
 	s := h.NewStore(t)
-	cs := controlStore(t, s)
+	cs := s
 	ctx := context.Background()
 	insertRes(t, s, djob("a", "q", "k"), djob("b", "other", "k"))
 	if err := cs.QueuePause(ctx, &backend.QueuePauseParams{Queue: "q", Actor: "maya"}); err != nil {

@@ -22,7 +22,7 @@ func startOperation(t *testing.T, s backend.Store, id string, a engine.Action, s
 	t.Helper()
 	ctx := context.Background()
 	time.Sleep(time.Millisecond) // the jobs entered their state before the operation
-	op, err := controlStore(t, s).OperationInsert(ctx, &backend.OperationInsertParams{ID: id, Action: a, Selector: sel, CreatedBy: "ops"})
+	op, err := s.OperationInsert(ctx, &backend.OperationInsertParams{ID: id, Action: a, Selector: sel, CreatedBy: "ops"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func testCStoreCountWithoutSuperseded(t *testing.T, h Harness) {
 		{engine.Filter{Queues: []string{"q"}}, true, 0, 8, false}, // 5 archived and 3 available copies
 		{engine.Filter{IDs: []string{dead[0].ID, dead[5].ID}}, true, 0, 1, false},
 	} {
-		n, est, err := controlStore(t, s).JobCountMatching(ctx, &backend.JobCountMatchingParams{Filter: tc.f, ExcludeSuperseded: tc.exclude, Max: tc.max})
+		n, est, err := s.JobCountMatching(ctx, &backend.JobCountMatchingParams{Filter: tc.f, ExcludeSuperseded: tc.exclude, Max: tc.max})
 		if err != nil || n != tc.want || est != tc.wantEstimate {
 			t.Errorf("count %s (exclude superseded %v, max %d): %d %v %v, want %d %v", tc.f, tc.exclude, tc.max, n, est, err,
 				tc.want, tc.wantEstimate)
@@ -249,7 +249,7 @@ func testCStoreCountWithoutSuperseded(t *testing.T, h Harness) {
 // jobs of other queues beside them.
 func testCStoreCountStatesAndQueuesAsOf(t *testing.T, h Harness) {
 	s := h.NewStore(t)
-	cs := controlStore(t, s)
+	cs := s
 	ctx := context.Background()
 	for _, q := range []string{"q1", "q2", "q3"} {
 		var js []*backend.JobInsertParams

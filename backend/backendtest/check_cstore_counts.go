@@ -16,7 +16,7 @@ import (
 // maintained counters with the jobs themselves (Truth) after each.
 func testCStoreCountersExact(t *testing.T, h Harness) {
 	s := h.NewStore(t)
-	cs := controlStore(t, s)
+	cs := s
 	tr := h.truth(t, s)
 	ctx := context.Background()
 	check := func(step string) { t.Helper(); checkCounts(t, s, tr, step) }
@@ -151,7 +151,7 @@ func testCStoreCountersExact(t *testing.T, h Harness) {
 // to the truth, and a queue with no jobs left loses its row.
 func testCStoreReconcileRepairsDrift(t *testing.T, h Harness) {
 	s := h.NewStore(t)
-	cs := controlStore(t, s)
+	cs := s
 	tr := h.truth(t, s)
 	ctx := context.Background()
 	jobs := make([]*backend.JobInsertParams, 0, 30)

@@ -43,7 +43,7 @@ func controlStoreChecks() []check {
 // listIDs lists the ids of the jobs matching f, sorted.
 func listIDs(t testing.TB, s backend.Store, f engine.Filter) []string {
 	t.Helper()
-	js, err := controlStore(t, s).JobListPage(context.Background(), &backend.JobListPageParams{Filter: f, Limit: 1000})
+	js, err := s.JobListPage(context.Background(), &backend.JobListPageParams{Filter: f, Limit: 1000})
 	if err != nil {
 		t.Fatalf("JobListPage(%s): %v", f, err)
 	}
@@ -52,7 +52,7 @@ func listIDs(t testing.TB, s backend.Store, f engine.Filter) []string {
 
 func testCStoreFilterFields(t *testing.T, h Harness) {
 	s := h.NewStore(t)
-	cs := controlStore(t, s)
+	cs := s
 	ctx := context.Background()
 	mk := func(id, queue, kind, payload, meta string, tags ...string) *backend.JobInsertParams {
 		j := djob(id, queue, kind)
@@ -154,7 +154,7 @@ func testCStoreFilterFields(t *testing.T, h Harness) {
 // forwards and back.
 func testCStoreListKeysetBothWays(t *testing.T, h Harness) {
 	s := h.NewStore(t)
-	cs := controlStore(t, s)
+	cs := s
 	ctx := context.Background()
 	var all []*backend.JobInsertParams
 	for i := range 12 {
@@ -221,7 +221,7 @@ func testCStoreListKeysetBothWays(t *testing.T, h Harness) {
 
 func testCStoreCountCapAndAsOf(t *testing.T, h Harness) {
 	s := h.NewStore(t)
-	cs := controlStore(t, s)
+	cs := s
 	ctx := context.Background()
 	for i := range 10 {
 		insertRes(t, s, djob(fmt.Sprintf("j%d", i), "q", "k"))

@@ -15,7 +15,7 @@ import (
 
 func testCStoreOperationFencing(t *testing.T, h Harness) {
 	s := h.NewStore(t)
-	cs := controlStore(t, s)
+	cs := s
 	tr := h.truth(t, s)
 	ctx := context.Background()
 	for i := range 6 {
@@ -113,7 +113,7 @@ func testCStoreOperationFencing(t *testing.T, h Harness) {
 // entered their state at or before its creation, whatever their ids.
 func testCStoreBulkTakesOnlyEarlierDeaths(t *testing.T, h Harness) {
 	s := h.NewStore(t)
-	cs := controlStore(t, s)
+	cs := s
 	// "m" jobs die before the operation, "a" and "z" jobs (ids on both
 	// sides) after it.
 	for _, id := range []string{"m1", "m2", "m3"} {
@@ -148,7 +148,7 @@ func testCStoreBulkTakesOnlyEarlierDeaths(t *testing.T, h Harness) {
 // out unless included.
 func testCStoreBulkWindowsAndRefusals(t *testing.T, h Harness) {
 	s := h.NewStore(t)
-	cs := controlStore(t, s)
+	cs := s
 	tr := h.truth(t, s)
 	ctx := context.Background()
 	var js []*backend.JobInsertParams
@@ -230,7 +230,7 @@ func testCStoreBulkWindowsAndRefusals(t *testing.T, h Harness) {
 // with the reason instead of being retried forever.
 func testCStoreOperationUnrunnableFails(t *testing.T, h Harness) {
 	s := h.NewStore(t)
-	cs := controlStore(t, s)
+	cs := s
 	insertRes(t, s, djob("a", "q", "k"))
 	for _, p := range []*backend.OperationInsertParams{
 		{ID: "op-action", Action: "explode", Selector: engine.Filter{Queues: []string{"q"}}},

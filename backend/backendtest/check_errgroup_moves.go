@@ -26,7 +26,7 @@ func testErrorGroupFollowsTheJob(t *testing.T, h Harness) {
 	check := func(step string, want map[engine.State][]string) {
 		t.Helper()
 		for _, st := range states {
-			gs, err := controlStore(t, s).JobErrorGroups(ctx, &backend.JobErrorGroupsParams{Filter: engine.Filter{States: []engine.State{st}}})
+			gs, err := s.JobErrorGroups(ctx, &backend.JobErrorGroupsParams{Filter: engine.Filter{States: []engine.State{st}}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -22,7 +22,6 @@ import (
 // error text besides).
 func testErrorGroupsOneSnapshot(t *testing.T, h Harness) {
 	s := h.NewStore(t)
-	controlStore(t, s) // skips a store without the operator surface
 	e := newEngine(t, s, engine.Config{WorkerID: "egs", NoMaintenance: true})
 	ctl := h.control(t, e)
 	ctx := context.Background()

@@ -208,7 +208,7 @@ func testControlFilterBounds(t *testing.T, h Harness) {
 func testCStoreOversizedFilterNoOutage(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	insertRes(t, s, djob("a", "q", "k"))
-	cs := controlStore(t, s)
+	cs := s
 	f := engine.Filter{States: engine.AllStates}
 	for i := range 1500 {
 		f.Payload = append(f.Payload, engine.PathMatch{Path: fmt.Sprintf("k%d", i), Value: "v"})

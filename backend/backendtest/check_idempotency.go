@@ -46,7 +46,7 @@ func newIdem(t *testing.T, h Harness, tune func(*engine.Config)) *idemFixture {
 		}
 		t.Skipf("SKIP: the %s store does not declare %s", f.s.Backend(), backend.CapabilityIdempotency)
 	}
-	if _, ok := idempotencyStore(f.s); !ok {
+	if !backend.Declares(f.s, backend.CapabilityIdempotency) {
 		t.Fatalf("the %s store declares %s but does not implement engine.IdempotencyStore", f.s.Backend(), backend.CapabilityIdempotency)
 	}
 	if !f.e.IdempotencyDurable() {
@@ -173,11 +173,12 @@ func testIdemClaim(t *testing.T, h Harness) {
 		t.Fatalf("claim of a completed key for another request: %v", err)
 	}
 	// The completed claim's token holds nothing any more.
-	if err := f.e.IdempotencyComplete(f.ctx, &engine.IdempotencyCompleteParams{Key: "k1", Token: c.Token, Response: []byte("x")}); !errors.Is(err, engine.ErrIdempotencyInFlight) {
-		t.Fatalf("second completion: %v", err)
+	lost := (*engine.ClaimLostError)(nil)
+	if err := f.e.IdempotencyComplete(f.ctx, &engine.IdempotencyCompleteParams{Key: "k1", Token: c.Token, Response: []byte("x")}); !errors.Is(err, engine.ErrIdempotencyInFlight) || !errors.As(err, &lost) || lost.Op != "complete" {
+		t.Fatalf("second completion: %v, want the engine's ClaimLostError (complete)", err)
 	}
-	if err := f.e.IdempotencyRenew(f.ctx, &engine.IdempotencyRenewParams{Key: "k1", Token: c.Token}); !errors.Is(err, engine.ErrIdempotencyInFlight) {
-		t.Fatalf("renewal of a completed claim: %v", err)
+	if err := f.e.IdempotencyRenew(f.ctx, &engine.IdempotencyRenewParams{Key: "k1", Token: c.Token}); !errors.Is(err, engine.ErrIdempotencyInFlight) || !errors.As(err, &lost) || lost.Op != "renew" {
+		t.Fatalf("renewal of a completed claim: %v, want the engine's ClaimLostError (renew)", err)
 	}
 	if _, err := f.e.Retry(ctx, "j1", engine.RetryOptions{}); !errors.Is(err, engine.ErrIdempotencyInFlight) {
 		t.Fatalf("a write under a completed claim: %v", err)
@@ -498,7 +499,7 @@ func testIdemExpiry(t *testing.T, h Harness) {
 		c, err := claim("e1", "other")
 		return err == nil && c.Token != ""
 	}, "e1 expires")
-	is, _ := idempotencyStore(f.s)
+	is := f.s
 	swept := 0
 	eventually(t, waitLong, func() bool {
 		n, err := is.IdempotencyDeleteExpired(f.ctx, &backend.IdempotencyDeleteExpiredParams{Limit: 1})

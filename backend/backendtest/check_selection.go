@@ -175,7 +175,6 @@ func testSelectionDestructiveNeedsPlan(t *testing.T, h Harness) {
 // makes them, beside the store.
 func testSelectionReplaySupersedes(t *testing.T, h Harness) {
 	s := h.NewStore(t)
-	controlStore(t, s)
 	var gatewayUp atomic.Bool
 	var charges stepCounter // order → charges made
 	handler := func(ctx context.Context, j *engine.Job) error {

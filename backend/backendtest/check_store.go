@@ -115,8 +115,8 @@ func testInsertOneAndMany(t *testing.T, h Harness) {
 		}
 		getJob(t, s, batch[i].ID)
 	}
-	if !errors.Is(res[1].Err, engine.ErrConflict) {
-		t.Fatalf("same id, other content: %v, want ErrConflict", res[1].Err)
+	if taken := (*engine.IDTakenError)(nil); !errors.As(res[1].Err, &taken) || !errors.Is(res[1].Err, engine.ErrConflict) || taken.ID != batch[1].ID {
+		t.Fatalf("same id, other content: %v, want the engine's IDTakenError (ErrConflict)", res[1].Err)
 	}
 	if !errors.Is(res[2].Err, engine.ErrQuarantined) {
 		t.Fatalf("quarantined fingerprint: %v, want ErrQuarantined", res[2].Err)
@@ -164,8 +164,8 @@ func testInsertIdempotent(t *testing.T, h Harness) {
 		if err != nil || len(res) != 1 {
 			t.Fatalf("other %s: %v %v", name, res, err)
 		}
-		if !errors.Is(res[0].Err, engine.ErrConflict) {
-			t.Fatalf("same id, other %s: err %v existing %v, want ErrConflict", name, res[0].Err, res[0].Existing)
+		if taken := (*engine.IDTakenError)(nil); !errors.As(res[0].Err, &taken) || !errors.Is(res[0].Err, engine.ErrConflict) {
+			t.Fatalf("same id, other %s: err %v existing %v, want the engine's IDTakenError (ErrConflict)", name, res[0].Err, res[0].Existing)
 		}
 	}
 	if after := getJob(t, s, "idem"); !reflect.DeepEqual(after, v) {

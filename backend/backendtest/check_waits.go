@@ -653,7 +653,7 @@ func testListedWait(t *testing.T, h Harness) {
 		{Queues: []string{"lw"}, States: []engine.State{engine.StateScheduled, engine.StateAvailable}},
 		{IDs: ids},
 	} {
-		js, err := controlStore(t, s).JobListPage(ctx, &backend.JobListPageParams{Filter: f, Limit: 100})
+		js, err := s.JobListPage(ctx, &backend.JobListPageParams{Filter: f, Limit: 100})
 		if err != nil {
 			t.Fatalf("JobListPage(%s): %v", f, err)
 		}

@@ -18,17 +18,6 @@ import (
 // a store applies. When the plans change, only this file and plans.go
 // change, not the checks.
 
-// controlStore is s: the operator surface is part of every engine.Store.
-func controlStore(t testing.TB, s backend.Store) backend.ControlStore {
-	t.Helper()
-	return s
-}
-
-// idempotencyStore returns s when it declares idempotency keys.
-func idempotencyStore(s backend.Store) (backend.IdempotencyStore, bool) {
-	return s, backend.Declares(s, backend.CapabilityIdempotency)
-}
-
 // capabilities lists what s declares, by name.
 func capabilities(s backend.Store) []string {
 	var out []string

@@ -61,8 +61,8 @@ func wakeupClient(t *testing.T, s backend.Store) *engine.Engine {
 // then a wake-up could be lost for want of a listener, not of a hook.
 func awaitListener(t *testing.T, client *engine.Engine, b backend.Store) {
 	t.Helper()
-	n, ok := b.(backend.Notifier)
-	if !ok || !backend.Declares(b, backend.CapabilityWakeups) {
+	n, ok := backend.NotifierOf(b)
+	if !ok {
 		t.Fatalf("%s declares no wake-ups", b.Backend())
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -184,7 +184,7 @@ func (s *Store) JobUpdatePayload(ctx context.Context, p *backend.JobUpdatePayloa
 			return err
 		}
 		if r.state == sluicetype.StateRunning {
-			return &sluicetype.StateError{Action: "edit payload of", ID: p.ID, State: r.state, Allowed: editableStates()}
+			return backend.PayloadNotEditable(p.ID, r.state)
 		}
 		if r.version != p.Version {
 			return &sluicetype.VersionError{ID: p.ID, Have: r.version, Want: p.Version}
@@ -205,17 +205,6 @@ func (s *Store) JobUpdatePayload(ctx context.Context, p *backend.JobUpdatePayloa
 		return nil, err
 	}
 	return out, nil
-}
-
-// editableStates are the states whose payload can be edited: all but running.
-func editableStates() []sluicetype.State {
-	var out []sluicetype.State
-	for _, st := range sluicetype.AllStates {
-		if st != sluicetype.StateRunning {
-			out = append(out, st)
-		}
-	}
-	return out
 }
 
 // JobRetryCopy inserts the corrected copy of a finished job and

@@ -222,12 +222,6 @@ func (s *Store) IdempotencyClaim(ctx context.Context, p *sluicetype.IdempotencyC
 	return out, nil
 }
 
-// claimLost is the error of a write naming a token that no longer holds
-// its key.
-func claimLost(what string) error {
-	return fmt.Errorf("idempotency %s: %w: the claim no longer holds the key", what, sluicetype.ErrIdempotencyInFlight)
-}
-
 // IdempotencyRenew extends a claim.
 func (s *Store) IdempotencyRenew(ctx context.Context, p *sluicetype.IdempotencyRenewParams) error {
 	ctx = backend.WithoutIdempotencyWrite(ctx)
@@ -241,7 +235,7 @@ func (s *Store) IdempotencyRenew(ctx context.Context, p *sluicetype.IdempotencyR
 			return fmt.Errorf("postgres: idempotency renew: %w", err)
 		}
 		if tag.RowsAffected() == 0 {
-			return claimLost("renew")
+			return &sluicetype.ClaimLostError{Op: "renew"}
 		}
 		return nil
 	})
@@ -262,7 +256,7 @@ func (s *Store) IdempotencyComplete(ctx context.Context, p *sluicetype.Idempoten
 			return fmt.Errorf("postgres: idempotency complete: %w", err)
 		}
 		if tag.RowsAffected() == 0 {
-			return claimLost("complete")
+			return &sluicetype.ClaimLostError{Op: "complete"}
 		}
 		if _, err := tx.Exec(ctx, tx.q(sqlIdemStepsDelete), p.Key); err != nil {
 			return fmt.Errorf("postgres: idempotency complete: %w", err)
@@ -287,7 +281,7 @@ func (s *Store) IdempotencyRelease(ctx context.Context, p *sluicetype.Idempotenc
 				return nil
 			}
 		}
-		return claimLost("release")
+		return &sluicetype.ClaimLostError{Op: "release"}
 	})
 }
 

@@ -153,7 +153,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *backend.JobInsertManyParam
 				return fmt.Errorf("postgres: insert job %s: %w", jp.ID, err)
 			}
 			if old.Queue != jp.Queue || old.Kind != jp.Kind || old.Fingerprint != jp.Fingerprint {
-				res[i].Err = fmt.Errorf("insert job %s: %w: the id exists with other content", jp.ID, sluicetype.ErrConflict)
+				res[i].Err = &sluicetype.IDTakenError{ID: jp.ID}
 				continue
 			}
 			res[i].Job = old

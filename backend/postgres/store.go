@@ -78,6 +78,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/commithook"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -575,7 +577,7 @@ func (s *Store) writeTxOnce(ctx context.Context, fn func(tx *wtx) error) error {
 			sp.Rollback(ctx)
 			return err
 		}
-		backend.BeforeCommit(ctx)
+		commithook.Call(ctx)
 		if err := sp.Commit(ctx); err != nil {
 			return fmt.Errorf("postgres: release savepoint: %w", err)
 		}
@@ -589,7 +591,7 @@ func (s *Store) writeTxOnce(ctx context.Context, fn func(tx *wtx) error) error {
 		}
 		w, err := s.runTx(ctx, tx, fn)
 		if err == nil {
-			backend.BeforeCommit(ctx)
+			commithook.Call(ctx)
 			if err = tx.Commit(ctx); err == nil {
 				s.wrote(w)
 				return nil
@@ -604,11 +606,6 @@ func (s *Store) writeTxOnce(ctx context.Context, fn func(tx *wtx) error) error {
 		return err
 	}
 }
-
-// CallsBeforeCommit: every transaction calls backend.BeforeCommit before
-// its commit (backend.CommitHooker). A single-statement write (s.single)
-// has no such point: it commits as the statement ends.
-func (s *Store) CallsBeforeCommit() {}
 
 // wrote follows a committed write: unless it kept them, the claim cursors
 // start over.

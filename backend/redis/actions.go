@@ -137,7 +137,7 @@ func (s *Store) JobUpdatePayload(ctx context.Context, p *backend.JobUpdatePayloa
 			case "NOTFOUND":
 				return nil, fmt.Errorf("job %s: %w", p.ID, sluicetype.ErrNotFound)
 			case "STATE":
-				return nil, &sluicetype.StateError{Action: "edit payload of", ID: p.ID, State: sluicetype.State(r.arg), Allowed: editableStates()}
+				return nil, backend.PayloadNotEditable(p.ID, sluicetype.State(r.arg))
 			case "VERSION":
 				have, perr := strconv.ParseInt(r.arg, 10, 64)
 				if perr != nil {
@@ -153,17 +153,6 @@ func (s *Store) JobUpdatePayload(ctx context.Context, p *backend.JobUpdatePayloa
 		s.publishWake(ctx, j.Queue)
 	}
 	return j, err
-}
-
-// editableStates are the states whose payload can be edited: all but running.
-func editableStates() []sluicetype.State {
-	var out []sluicetype.State
-	for _, st := range sluicetype.AllStates {
-		if st != sluicetype.StateRunning {
-			out = append(out, st)
-		}
-	}
-	return out
 }
 
 // luaRetryWithInput inserts the corrected copy of a finished job and marks

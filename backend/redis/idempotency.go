@@ -178,15 +178,9 @@ func stepJSON(rec string) (json.RawMessage, error) {
 	return b, nil
 }
 
-// claimLost is the error of a write naming a token that no longer holds
-// its key.
-func claimLost(what string) error {
-	return fmt.Errorf("idempotency %s: %w: the claim no longer holds the key", what, sluicetype.ErrIdempotencyInFlight)
-}
-
 func lost(what string, err error) error {
 	if r, ok := asRefusal(err); ok && r.code == "LOST" {
-		return claimLost(what)
+		return &sluicetype.ClaimLostError{Op: what}
 	}
 	return err
 }

@@ -218,7 +218,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *backend.JobInsertManyParam
 		case "Q":
 			res[i].Err = &sluicetype.QuarantinedError{Verb: "insert", ID: jp.ID, Fingerprint: jp.Fingerprint}
 		case "C":
-			res[i].Err = fmt.Errorf("insert job %s: %w: the id exists with other content", jp.ID, sluicetype.ErrConflict)
+			res[i].Err = &sluicetype.IDTakenError{ID: jp.ID}
 		case "E":
 			j, err := jobReply(at(r, 1), false)
 			if err != nil {
@@ -298,7 +298,7 @@ func insertRecord(s string) ([]backend.JobInsertResult, error) {
 			if len(f) < 2 {
 				return nil, fmt.Errorf("redis: bad insert record")
 			}
-			out[i].Err = fmt.Errorf("insert job %s: %w: the id exists with other content", f[1], sluicetype.ErrConflict)
+			out[i].Err = &sluicetype.IDTakenError{ID: f[1]}
 		default:
 			if len(f) < 2 || len(f[1]) == 0 {
 				return nil, fmt.Errorf("redis: bad insert record")

@@ -479,7 +479,7 @@ func (s *Store) Capabilities() []backend.Capability {
 		backend.CapabilityFilterPayload, backend.CapabilityFilterMeta, backend.CapabilityFilterTags,
 		backend.CapabilityFilterError, backend.CapabilityErrorGroups, backend.CapabilityOperations,
 		backend.CapabilityCounts, backend.CapabilityQueuePause, backend.CapabilityIdempotency,
-		backend.CapabilityWakeups,
+		backend.CapabilityWakeups, backend.CapabilityDurabilityWarnings,
 	}
 }
 

@@ -226,12 +226,6 @@ func (s *Store) IdempotencyClaim(ctx context.Context, p *sluicetype.IdempotencyC
 	return out, nil
 }
 
-// claimLost is the error of a write naming a token that no longer holds
-// its key.
-func claimLost(what string) error {
-	return fmt.Errorf("idempotency %s: %w: the claim no longer holds the key", what, sluicetype.ErrIdempotencyInFlight)
-}
-
 // IdempotencyRenew extends a claim.
 func (s *Store) IdempotencyRenew(ctx context.Context, p *sluicetype.IdempotencyRenewParams) error {
 	ctx = backend.WithoutIdempotencyWrite(ctx)
@@ -250,7 +244,7 @@ func (s *Store) IdempotencyRenew(ctx context.Context, p *sluicetype.IdempotencyR
 		if n, err := r.RowsAffected(); err != nil {
 			return fmt.Errorf("sqlite: idempotency renew: %w", err)
 		} else if n == 0 {
-			return claimLost("renew")
+			return &sluicetype.ClaimLostError{Op: "renew"}
 		}
 		return nil
 	})
@@ -276,7 +270,7 @@ func (s *Store) IdempotencyComplete(ctx context.Context, p *sluicetype.Idempoten
 		if n, err := r.RowsAffected(); err != nil {
 			return fmt.Errorf("sqlite: idempotency complete: %w", err)
 		} else if n == 0 {
-			return claimLost("complete")
+			return &sluicetype.ClaimLostError{Op: "complete"}
 		}
 		if _, err := tx.StmtContext(ctx, st[1]).ExecContext(ctx, p.Key); err != nil {
 			return fmt.Errorf("sqlite: idempotency complete: %w", err)
@@ -306,7 +300,7 @@ func (s *Store) IdempotencyRelease(ctx context.Context, p *sluicetype.Idempotenc
 				return nil
 			}
 		}
-		return claimLost("release")
+		return &sluicetype.ClaimLostError{Op: "release"}
 	})
 }
 

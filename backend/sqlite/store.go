@@ -22,6 +22,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/commithook"
+
 	"modernc.org/sqlite"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 	sqlite3 "modernc.org/sqlite/lib"
@@ -387,17 +389,13 @@ func (s *Store) writeTx(ctx context.Context, fn func(tx *wtx, now time.Time) err
 		tx.Rollback()
 		return err
 	}
-	backend.BeforeCommit(ctx)
+	commithook.Call(ctx)
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlite: commit: %w", err)
 	}
 	s.writes.Add(1)
 	return nil
 }
-
-// CallsBeforeCommit: every write calls backend.BeforeCommit before its
-// commit (backend.CommitHooker).
-func (s *Store) CallsBeforeCommit() {}
 
 // readStmt prepares (or finds) a statement of the read pool.
 func (s *Store) readStmt(ctx context.Context, query string) (*sql.Stmt, error) {

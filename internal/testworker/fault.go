@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/commithook"
+
 	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
@@ -50,7 +52,7 @@ func (f *faultStore) JobFinish(ctx context.Context, p *backend.JobFinishParams) 
 	if f.fault == faultBeforeDeadLetter {
 		if f.hooks {
 			// Inside the write: its statements ran, its commit has not.
-			ctx = backend.WithBeforeCommit(ctx, func() {
+			ctx = commithook.With(ctx, func() {
 				fmt.Fprintln(os.Stderr, "testworker: killed inside the death's transaction, before its commit")
 				killSelf()
 			})

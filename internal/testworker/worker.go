@@ -10,10 +10,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/commithook"
+
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/spf13/pflag"
 
-	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/chaos"
@@ -114,7 +115,7 @@ func work(storeURL, queues, workerID, record, fault, countRedis, hold string, co
 		return err
 	}
 	defer store.Close()
-	_, hooks := store.(backend.CommitHooker) // the witness wraps it: ask the store itself
+	hooks := commithook.Has(store.Backend()) // the witness wraps it: ask the store itself
 	faulty, err := withFault(chaos.Witness(store, rec, workerID, defeat), fault, hooks)
 	if err != nil {
 		return err
