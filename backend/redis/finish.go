@@ -203,3 +203,143 @@ func countsArg(ds []backend.CountDelta) string {
 	}
 	return b.String()
 }
+
+// The arguments of luaComplete: a head, then one record per item
+// (batchLayout).
+const (
+	cmpProbation = iota // "1" to end the probation of each completed job's fingerprint
+	cmpHeadLen
+)
+
+const (
+	cmpID     = iota
+	cmpLease  // lease id
+	cmpFence  //
+	cmpDelete // "1" to delete the job instead
+	cmpRecLen
+)
+
+// completeLayout names luaComplete's arguments for the script.
+func completeLayout() batchLayout {
+	var h [cmpHeadLen]string
+	h[cmpProbation] = "probation"
+	var r [cmpRecLen]string
+	r[cmpID], r[cmpLease], r[cmpFence], r[cmpDelete] = "id", "lease", "fence", "delete"
+	return batchLayout{head: h[:], rec: r[:]}
+}
+
+// luaComplete finishes successful jobs (JobCompleteMany).
+//
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4] -> A.probation: "1" to end the probation of each completed
+// job's fingerprint
+// ARGV[R1...] -> one record of RN values per item, at the offsets R names
+// (completeLayout: id, lease, fence, delete)
+//
+// Returns one integer per item: 1 applied, 0 lease lost.
+var luaComplete = batchScript(completeLayout(), `
+-- Probation records are looked for only when quarantine records exist.
+local probe = A.probation == '1' and redis.call('SCARD', K('fprs')) > 0
+local res, fps = {}, {}
+-- Index writes other than the fast path's own (error groups, deleted
+-- jobs) are gathered (ZB) and written once per key, as the claim's.
+ZB = {}
+-- The fast path: a job leaves one index entry (run) and gets one (its
+-- queue and kind's sqk of completed); they are written per batch, one
+-- call per index. A job with an error pattern also moves its error
+-- group's entries from running to completed (gathered, ZB). A job deleted
+-- on completion takes the general path.
+local runm, sqk, nq = {}, {}, {}
+for i = R1, #ARGV, RN do
+  local id = ARGV[i + R.id]
+  local key = K('job', id)
+  local h
+  if probe then h = redis.call('HMGET', key, F.state, F.lease_id, F.fence, F.lease_expires, F.queue, F.kind,
+    F.version, F.pattern, F.state_changed_at, F.fingerprint)
+  else h = redis.call('HMGET', key, F.state, F.lease_id, F.fence, F.lease_expires, F.queue, F.kind, F.version,
+    F.pattern, F.state_changed_at) end
+  if h[1] == 'running' and h[2] == ARGV[i + R.lease] and h[3] == ARGV[i + R.fence] then
+    if ARGV[i + R.delete] == '1' then
+      remove(load(id), true)
+    else
+      local q = h[5]
+      redis.call('HSET', key, F.state, 'completed', F.finalized_at, NOW, F.state_changed_at, NOW, F.version,
+        inc(h[7]))
+      redis.call('HDEL', key, F.lease_id, F.lease_worker, F.lease_expires)
+      runm[#runm + 1] = h[4] .. ':' .. id
+      local m = NOW .. ':' .. id
+      group(sqk, q .. US .. h[6], m)
+      if h[8] then egmove('running', 'completed', q, h[6], h[8], id, (h[9] or '') .. ':' .. id, m) end
+      nq[q] = (nq[q] or 0) + 1
+    end
+    if probe and h[10] then fps[h[10]] = true end
+    res[#res + 1] = 1
+  else
+    res[#res + 1] = 0
+  end
+end
+if #runm > 0 then
+  zmany(false, K('run'), runm)
+  for pk, ms in pairs(sqk) do zmany(true, K('sqk', 'completed', pk), ms) end
+  for q, n in pairs(nq) do count(q, 'running', -n); count(q, 'completed', n) end
+end
+if probe then
+  for fp in pairs(fps) do
+    if redis.call('HGET', K('fpr', fp), QF.status) == 'probation' then
+      redis.call('DEL', K('fpr', fp))
+      redis.call('SREM', K('fprs'), fp)
+    end
+  end
+end
+return res
+`)
+
+// JobCompleteMany completes (or deletes) successful jobs in one script
+// (of at most completeChunk items each); each item is fenced on its own.
+func (s *Store) JobCompleteMany(ctx context.Context, p *backend.JobCompleteManyParams) ([]error, error) {
+	out := make([]error, len(p.Items))
+	if len(p.Items) == 0 {
+		return out, nil
+	}
+	if len(p.Items) > completeChunk {
+		for i := 0; i < len(p.Items); i += completeChunk {
+			q := *p
+			q.Items = p.Items[i:min(i+completeChunk, len(p.Items))]
+			r, err := s.JobCompleteMany(ctx, &q)
+			if err != nil {
+				return nil, err
+			}
+			copy(out[i:], r)
+		}
+		return out, nil
+	}
+	var head [cmpHeadLen]string
+	head[cmpProbation] = flag(p.EndProbation)
+	args := appendArgs(make([]any, 0, cmpHeadLen+cmpRecLen*len(p.Items)), head[:]...)
+	for _, it := range p.Items {
+		var r [cmpRecLen]string
+		r[cmpID], r[cmpLease], r[cmpFence], r[cmpDelete] = it.ID, it.LeaseID, strconv.FormatInt(it.Fence, 10), flag(it.Delete)
+		args = appendArgs(args, r[:]...)
+	}
+	v, err := s.run(ctx, "complete jobs", luaComplete, args...)
+	if err != nil {
+		return nil, err
+	}
+	r, _ := v.([]any)
+	for i := range p.Items {
+		if ok, _ := at(r, i).(int64); ok != 1 {
+			out[i] = fmt.Errorf("complete job %s: %w", p.Items[i].ID, sluicetype.ErrLeaseLost)
+		}
+	}
+	return out, nil
+}
+
+// at is arr[i], or nil past its end.
+func at(arr []any, i int) any {
+	if i < len(arr) {
+		return arr[i]
+	}
+	return nil
+}

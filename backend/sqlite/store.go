@@ -24,7 +24,9 @@ import (
 
 	"github.com/sluicehq/sluice/internal/commithook"
 
+	"modernc.org/sqlite"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/internal/redact"
@@ -401,4 +403,33 @@ func (s *Store) readStmt(ctx context.Context, query string) (*sql.Stmt, error) {
 		return nil, sluicetype.ErrClosed
 	}
 	return s.rstmts.get(ctx, query)
+}
+
+// Capabilities: SQLite serves every filter field, error groups, bulk
+// operations, maintained counts, queue pausing and idempotency keys
+// committed with the mutation.
+func (s *Store) Capabilities() []backend.Capability {
+	return []backend.Capability{
+		backend.CapabilityFilterPayload, backend.CapabilityFilterMeta, backend.CapabilityFilterTags,
+		backend.CapabilityFilterError, backend.CapabilityErrorGroups, backend.CapabilityOperations,
+		backend.CapabilityCounts, backend.CapabilityQueuePause, backend.CapabilityIdempotency,
+	}
+}
+
+// refused marks SQLite's refusal of a statement a caller's filter built
+// (an expression tree past 1000 levels, too many parameters, a string or
+// blob too big) as sluicetype.ErrInvalid: the request is at fault, not the
+// store, so no outage opens and the API answers 400 rather than 503. The
+// engine's filter bounds (engine/filterbounds.go) keep such filters from
+// getting here; this covers what they did not foresee.
+func refused(err error) error {
+	var se *sqlite.Error
+	if !errors.As(err, &se) || errors.Is(err, sluicetype.ErrInvalid) {
+		return err
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_ERROR, sqlite3.SQLITE_TOOBIG, sqlite3.SQLITE_RANGE:
+		return fmt.Errorf("%w: the store refused the query: %w", sluicetype.ErrInvalid, err)
+	}
+	return err
 }

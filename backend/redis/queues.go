@@ -1,0 +1,75 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
+)
+
+// QueueList names every queue that has jobs or a paused record.
+func (s *Store) QueueList(ctx context.Context) ([]sluicetype.QueueInfo, error) {
+	counts, err := s.JobCountByQueue(ctx, &backend.JobCountByQueueParams{})
+	if err != nil {
+		return nil, err
+	}
+	paused, err := s.c.HGetAll(ctx, s.Key("paused")).Result()
+	if err != nil {
+		return nil, fmt.Errorf("redis: list queues: %w", err)
+	}
+	names := make([]string, 0, len(counts)+len(paused))
+	for q := range counts {
+		names = append(names, q)
+	}
+	for q := range paused {
+		if _, ok := counts[q]; !ok {
+			names = append(names, q)
+		}
+	}
+	sort.Strings(names)
+	out := make([]sluicetype.QueueInfo, len(names))
+	for i, q := range names {
+		c := counts[q]
+		if c == nil {
+			c = map[sluicetype.State]int64{}
+		}
+		out[i] = sluicetype.QueueInfo{Name: q, Paused: paused[q] == "1", Counts: c}
+	}
+	return out, nil
+}
+
+// luaPause records a queue as paused or resumed (QueuePause, QueueResume).
+//
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A:
+// A.queue -> the queue
+// A.paused -> "1" paused or "0" resumed
+// A.actor -> who did it
+//
+// Returns 1.
+var luaPause = script(`
+local A = args(4)
+redis.call('HSET', K('paused'), A.queue, A.paused)
+redis.call('HSET', K('pausedby'), A.queue, NOW .. US .. A.actor)
+idem_record('')
+return 1
+`)
+
+// QueuePause stops workers claiming from a queue.
+func (s *Store) QueuePause(ctx context.Context, p *backend.QueuePauseParams) error {
+	_, err := s.run(ctx, "pause queue "+p.Queue, luaPause, "queue", p.Queue, "paused", "1", "actor", p.Actor)
+	return err
+}
+
+// QueueResume lets workers claim from a queue again.
+func (s *Store) QueueResume(ctx context.Context, p *backend.QueuePauseParams) error {
+	_, err := s.run(ctx, "resume queue "+p.Queue, luaPause, "queue", p.Queue, "paused", "0", "actor", p.Actor)
+	if err == nil {
+		s.publishWake(ctx, p.Queue)
+	}
+	return err
+}
