@@ -1,0 +1,243 @@
+package cli
+
+// sluice bulk: a selector's dry run, then the run, driven or followed
+// with progress.
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/termtext"
+)
+
+func newBulkCmd() *cobra.Command {
+	o := &ctlOptions{}
+	var ff filterFlags
+	var dryRun, wait bool
+	var rate int
+	var cutoff string
+	cmd := &cobra.Command{
+		Use:   "bulk ACTION",
+		Short: "Retry, cancel, delete or release every job a selector matches",
+		Long: `Run ACTION (retry, cancel, delete, release) on every job the selector
+matches, as a persisted operation processed in batches. The command dry-
+runs first: the matched count is shown and confirmed (with --yes, printed
+and run); --dry-run only shows it, a sample and the plan. Cancel and
+delete run only from a dry run's plan, which the command passes itself. The run does what its preview showed: it takes only
+jobs that had entered their state by the preview (the plan's cutoff), so
+it never touches more jobs than were counted; a job that dies after the
+preview is left alone. --cutoff TIME runs the plan a dry run printed
+(same action and selector): it counts and takes only the jobs that
+entered their state by TIME.
+
+Against a server (--api) the server's maintenance runs the operation; with
+--wait the command follows it to the end. The operation is kept in the
+store: it carries on if the command stops or the server goes away, and
+whichever process runs maintenance next finishes it. Directly on a store (--store)
+the command drives the operation to the end itself, so it works when
+nothing else runs maintenance.`,
+		Example: `  sluice bulk retry --api http://127.0.0.1:8080 --state archived --queue billing --dry-run
+  sluice bulk retry --store sqlite://sluice.db -q 'state:archived error:"timeout"' --yes
+  sluice bulk retry --api http://127.0.0.1:8080 --state archived --queue billing --cutoff 2026-12-01T16:07:45.637416591Z`,
+		Args:      cobra.ExactArgs(1),
+		ValidArgs: []string{"retry", "cancel", "delete", "release"},
+		RunE: o.withSession(func(cmd *cobra.Command, s *session, args []string) error {
+			action := engine.Action(args[0])
+			sel, err := ff.filter()
+			if err != nil {
+				return err
+			}
+			if sel.IsEmpty() {
+				return fmt.Errorf("empty selector: name at least one of --state, --queue, --kind, -q")
+			}
+			ask := engine.BulkParams{Action: action, Selector: sel, DryRun: true}
+			if cutoff != "" {
+				// A plan printed by an earlier dry run: count and run as
+				// of its cutoff.
+				at, err := time.Parse(time.RFC3339Nano, cutoff)
+				if err != nil {
+					return fmt.Errorf("--cutoff %q: want an RFC 3339 time, as a dry run prints it", cutoff)
+				}
+				narrowed, ok := engine.BulkSelector(action, sel)
+				if !ok {
+					return fmt.Errorf("%s takes none of the selected states", action)
+				}
+				ask.Plan = &engine.BulkPlan{Action: action, Selector: narrowed, Cutoff: at}
+			}
+			preview, err := s.ctl.Bulk(s.ctx, ask)
+			if err != nil {
+				return err
+			}
+			count := fmt.Sprint(preview.Matched)
+			if preview.Estimated {
+				count = "about " + count
+			}
+			if dryRun {
+				if o.json() {
+					return printJSON(cmd.OutOrStdout(), preview)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s would %s %s job(s) matching %s\n", "dry run:", action, count, sel)
+				if pl := preview.Plan; pl != nil {
+					at := pl.Cutoff.UTC().Format(time.RFC3339Nano)
+					fmt.Fprintf(cmd.OutOrStdout(), "plan: %s %s, jobs in that state by %s\n", pl.Action, pl.Selector, at)
+					fmt.Fprintf(cmd.OutOrStdout(), "run exactly this: %s\n", runExactly(pl, o.targetFlag(), bulkRunShape{rate: rate, wait: wait}))
+				}
+				rows := make([][]string, len(preview.Sample))
+				for i, j := range preview.Sample {
+					rows[i] = []string{j.ID, string(j.State), j.Queue, j.Kind, short(lastError(j), 60)}
+				}
+				if len(rows) > 0 {
+					return table(cmd.OutOrStdout(), "SAMPLE ID\tSTATE\tQUEUE\tKIND\tLAST ERROR", rows)
+				}
+				return nil
+			}
+			if preview.Matched == 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "no job matches %s: nothing to do\n", sel)
+				return nil
+			}
+			question := fmt.Sprintf("%s %s job(s) matching %s?", action, count, sel)
+			if pl := preview.Plan; pl != nil {
+				question = fmt.Sprintf("%s %s job(s) matching %s (only those in that state by the preview, %s; none that enter it later)?",
+					action, count, sel, pl.Cutoff.UTC().Format(time.RFC3339))
+			}
+			if o.yes {
+				// Unasked, the count is still said: what the run takes.
+				fmt.Fprintln(cmd.ErrOrStderr(), strings.TrimSuffix(question, "?"))
+			} else if !confirm(cmd, question) {
+				return errAborted
+			}
+			// The preview's plan: the run takes no job the preview did
+			// not count.
+			res, err := s.ctl.Bulk(s.ctx, engine.BulkParams{Action: action, Selector: sel, RatePerSecond: rate, Plan: preview.Plan})
+			if err != nil {
+				return err
+			}
+			op := res.Operation
+			if s.engine != nil {
+				op, err = driveOperation(s, op.ID, cmd.ErrOrStderr())
+			} else if wait {
+				fmt.Fprintf(cmd.ErrOrStderr(), "operation %s runs on the server: it carries on if this command stops or the server goes away (whichever process runs maintenance next, a worker or the restarted server, finishes it); see it again with: sluice operations show %s%s\n",
+					op.ID, op.ID, o.targetFlag())
+				op, err = followOperation(s, op.ID, cmd.ErrOrStderr())
+			}
+			if err != nil {
+				return err
+			}
+			if o.json() {
+				return printJSON(cmd.OutOrStdout(), op)
+			}
+			printOperation(cmd.OutOrStdout(), op)
+			if op.Status == engine.OperationFailed {
+				return fmt.Errorf("operation %s failed: %s", op.ID, op.Error)
+			}
+			return nil
+		}),
+	}
+	o.addFlags(cmd)
+	ff.add(cmd)
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "only count the matching jobs and show a sample")
+	cmd.Flags().BoolVarP(&o.yes, "yes", "y", false, "do not ask for confirmation")
+	cmd.Flags().BoolVar(&wait, "wait", false, "with --api: follow the operation until it ends (it carries on without this command)")
+	cmd.Flags().IntVar(&rate, "rate", 0, "jobs per second at most (0: unlimited)")
+	cmd.Flags().StringVar(&cutoff, "cutoff", "", "run a dry run's plan: only jobs that entered their state by this time (RFC 3339, as the dry run prints it)")
+	return cmd
+}
+
+// shellQuote writes flag and value for a shell command line, the value in
+// single quotes.
+func shellQuote(flag, v string) string {
+	return flag + " '" + strings.ReplaceAll(v, "'", `'\''`) + "'"
+}
+
+// driveOperation runs pending operations in this process until op ends,
+// showing its progress.
+func driveOperation(s *session, id string, progress io.Writer) (*engine.Operation, error) {
+	done := make(chan error, 1)
+	go func() {
+		for {
+			did, err := s.engine.RunOperation(s.ctx)
+			if err != nil || !did || s.ctx.Err() != nil {
+				done <- err
+				return
+			}
+			op, err := s.ctl.Operation(s.ctx, id)
+			if err == nil && finished(op) {
+				done <- nil
+				return
+			}
+		}
+	}()
+	return watchOperation(s, id, progress, done)
+}
+
+// followOperation polls an operation that someone else runs until it ends.
+func followOperation(s *session, id string, progress io.Writer) (*engine.Operation, error) {
+	return watchOperation(s, id, progress, nil)
+}
+
+func finished(op *engine.Operation) bool {
+	return op.Status != engine.OperationPending && op.Status != engine.OperationRunning
+}
+
+// watchOperation shows an operation's progress until it ends (or the
+// driver stops).
+func watchOperation(s *session, id string, progress io.Writer, driver <-chan error) (*engine.Operation, error) {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		op, err := s.ctl.Operation(s.ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		// The line redraws itself with \r, the command's own: it goes
+		// out raw (it holds no job data).
+		fmt.Fprintf(termtext.Raw(progress), "\r%s %d/%d (%d failed) %s ", bar(op.Processed, op.Matched, 30), op.Processed, op.Matched, op.Failed, op.Status)
+		if finished(op) {
+			fmt.Fprintln(progress)
+			return op, nil
+		}
+		select {
+		case <-s.ctx.Done():
+			fmt.Fprintln(progress)
+			return op, s.ctx.Err()
+		case err := <-driver:
+			if err != nil {
+				fmt.Fprintln(progress)
+				return nil, err
+			}
+			driver = nil
+		case <-tick.C:
+		}
+	}
+}
+
+func bar(done, total int64, width int) string {
+	if total <= 0 {
+		total = 1
+	}
+	n := int(min(done, total) * int64(width) / total)
+	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
+}
+
+func printOperation(w io.Writer, op *engine.Operation) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "operation\t%s\n", op.ID)
+	fmt.Fprintf(tw, "action\t%s\n", op.Action)
+	fmt.Fprintf(tw, "selector\t%s\n", op.Selector)
+	fmt.Fprintf(tw, "status\t%s\n", op.Status)
+	fmt.Fprintf(tw, "progress\t%d of %d processed, %d succeeded, %d failed\n", op.Processed, op.Matched, op.Succeeded, op.Failed)
+	fmt.Fprintf(tw, "created\t%s by %s\n", op.CreatedAt.Format(time.RFC3339), op.CreatedBy)
+	if op.Cutoff != nil {
+		fmt.Fprintf(tw, "cutoff\tjobs in their state by %s\n", op.Cutoff.UTC().Format(time.RFC3339Nano))
+	}
+	if op.Error != "" {
+		fmt.Fprintf(tw, "error\t%s\n", op.Error)
+	}
+	_ = tw.Flush()
+}
