@@ -365,7 +365,7 @@ func (w *walkJobs) walkConsole(t *testing.T, srv *api.Server, role engine.Role) 
 		command(string(job.state))
 		mark := len(term.text())
 		command("filter id:" + job.id)
-		for deadline := time.Now().Add(20 * time.Second); !strings.Contains(term.text()[mark:], "1 of 1"); {
+		for deadline := time.Now().Add(time.Minute); !strings.Contains(term.text()[mark:], "1 of 1"); {
 			if time.Now().After(deadline) {
 				t.Fatalf("the filter id:%s never showed its job:\n%s", job.id, tailText(term.text(), 3000))
 			}

@@ -131,7 +131,11 @@ func TestWorkflowSheetStepsAndLinks(t *testing.T) {
 	s.keys("<shift+tab>", "<shift+tab>", "<shift+tab>", "<shift+tab>")
 	screen = s.waitFor("[dlq] order.triage")
 	s.goldenAs("chip", screen)
-	s.keys("<tab>", "<enter>") // running: wf-0002
+	// The running tab's list loads after tab: enter waits for its row, or
+	// on a loaded machine it opens nothing.
+	s.keys("<tab>")
+	s.waitFor("▸running 1", "› wf-0002")
+	s.keys("<enter>")
 	screen = s.waitFor("job wf-0002", "steps (1)", "next step, running")
 	if !strings.Contains(screen, "▶  2") {
 		t.Fatalf("the running step is not marked:\n%s", screen)
