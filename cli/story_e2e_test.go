@@ -108,7 +108,7 @@ func TestConsoleStory(t *testing.T) {
 
 	// 2. Why did they die? The error groups: the outage and the bad data.
 	c.command("errors")
-	c.waitFor(`(?m)^. billing\s+invoice\.generate\s+4,180 .*dial tcp <addr>: connection refused`, 30*time.Second)
+	c.waitFor(`(?m)^. billing\s+invoice\.generate\s+4,180 .*dial tcp <addr>: connection refused`, 90*time.Second)
 	c.waitFor(`(?m)^. billing\s+invoice\.generate\s+31 .*invalid currency "<str>"`, 60*time.Second)
 	c.waitFor(`(?m)^. email\s+receipt\.send\s+2 .*template not found`, 30*time.Second)
 

@@ -13,6 +13,7 @@ import (
 	"go/token"
 	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 )
@@ -50,25 +51,34 @@ func main() {
 	}
 	q := path.Base(imp)
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, dir, func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, parser.ParseComments)
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		panic(err)
 	}
+	var files []*ast.File
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, e.Name()), nil, parser.ParseComments)
+		if err != nil {
+			panic(err)
+		}
+		files = append(files, f)
+	}
 	var items []item
 	imports := map[string]string{} // name -> path, from the source files
-	for _, p := range pkgs {
-		for _, f := range p.Files {
-			for _, is := range f.Imports {
-				ip := strings.Trim(is.Path.Value, `"`)
-				name := path.Base(ip)
-				if strings.HasPrefix(name, "v") && strings.Count(ip, "/") > 0 && len(name) <= 3 {
-					name = path.Base(path.Dir(ip))
-				}
-				if is.Name != nil {
-					name = is.Name.Name
-				}
-				imports[name] = ip
+	for _, f := range files {
+		for _, is := range f.Imports {
+			ip := strings.Trim(is.Path.Value, `"`)
+			name := path.Base(ip)
+			if strings.HasPrefix(name, "v") && strings.Count(ip, "/") > 0 && len(name) <= 3 {
+				name = path.Base(path.Dir(ip))
 			}
+			if is.Name != nil {
+				name = is.Name.Name
+			}
+			imports[name] = ip
 		}
 	}
 	src := func(n ast.Node) string {
@@ -95,81 +105,79 @@ func main() {
 		}
 		return fmt.Sprintf("%s %s %s.%s.", name, verb, q, name)
 	}
-	for _, p := range pkgs {
-		for _, f := range p.Files {
-			for _, d := range f.Decls {
-				switch d := d.(type) {
-				case *ast.FuncDecl:
-					if d.Recv != nil || !d.Name.IsExported() || skip[d.Name.Name] {
-						continue
+	for _, f := range files {
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				if d.Recv != nil || !d.Name.IsExported() || skip[d.Name.Name] {
+					continue
+				}
+				var args []string
+				variadic := false
+				for _, fld := range d.Type.Params.List {
+					if _, ok := fld.Type.(*ast.Ellipsis); ok {
+						variadic = true
 					}
-					var args []string
-					variadic := false
-					for _, fld := range d.Type.Params.List {
-						if _, ok := fld.Type.(*ast.Ellipsis); ok {
-							variadic = true
-						}
+					for _, n := range fld.Names {
+						args = append(args, n.Name)
+					}
+				}
+				call := strings.Join(args, ", ")
+				if variadic {
+					call += "..."
+				}
+				tp := ""
+				if d.Type.TypeParams != nil {
+					var names []string
+					for _, fld := range d.Type.TypeParams.List {
 						for _, n := range fld.Names {
-							args = append(args, n.Name)
+							names = append(names, n.Name)
 						}
 					}
-					call := strings.Join(args, ", ")
-					if variadic {
-						call += "..."
-					}
-					tp := ""
-					if d.Type.TypeParams != nil {
-						var names []string
-						for _, fld := range d.Type.TypeParams.List {
-							for _, n := range fld.Names {
-								names = append(names, n.Name)
+					tp = "[" + strings.Join(names, ", ") + "]"
+				}
+				sig := strings.TrimPrefix(src(d.Type), "func")
+				ret := "return "
+				if d.Type.Results == nil {
+					ret = ""
+				}
+				doc := wrap(say(d.Name.Name, "calls", d.Doc))
+				items = append(items, item{d.Name.Name, "func", fmt.Sprintf("%s\nfunc %s%s {\n\t%s%s.%s%s(%s)\n}\n", doc, d.Name.Name, sig, ret, q, d.Name.Name, tp, call)})
+			case *ast.GenDecl:
+				for _, s := range d.Specs {
+					switch s := s.(type) {
+					case *ast.TypeSpec:
+						if !s.Name.IsExported() || skip[s.Name.Name] {
+							continue
+						}
+						doc := s.Doc
+						if doc == nil {
+							doc = d.Doc
+						}
+						tparams := ""
+						targs := ""
+						if s.TypeParams != nil {
+							tparams = src(s.TypeParams)
+							var names []string
+							for _, fld := range s.TypeParams.List {
+								for _, n := range fld.Names {
+									names = append(names, n.Name)
+								}
 							}
+							targs = "[" + strings.Join(names, ", ") + "]"
+							tparams = "[" + strings.TrimSuffix(strings.TrimPrefix(tparams, "("), ")") + "]"
 						}
-						tp = "[" + strings.Join(names, ", ") + "]"
-					}
-					sig := strings.TrimPrefix(src(d.Type), "func")
-					ret := "return "
-					if d.Type.Results == nil {
-						ret = ""
-					}
-					doc := wrap(say(d.Name.Name, "calls", d.Doc))
-					items = append(items, item{d.Name.Name, "func", fmt.Sprintf("%s\nfunc %s%s {\n\t%s%s.%s%s(%s)\n}\n", doc, d.Name.Name, sig, ret, q, d.Name.Name, tp, call)})
-				case *ast.GenDecl:
-					for _, s := range d.Specs {
-						switch s := s.(type) {
-						case *ast.TypeSpec:
-							if !s.Name.IsExported() || skip[s.Name.Name] {
+						items = append(items, item{s.Name.Name, "type", fmt.Sprintf("%s\ntype %s%s = %s.%s%s\n", wrap(say(s.Name.Name, "an alias of", doc)), s.Name.Name, tparams, q, s.Name.Name, targs)})
+					case *ast.ValueSpec:
+						for _, n := range s.Names {
+							if !n.IsExported() || skip[n.Name] {
 								continue
 							}
-							doc := s.Doc
-							if doc == nil {
-								doc = d.Doc
+							kind := "const"
+							if d.Tok == token.VAR {
+								kind = "var"
 							}
-							tparams := ""
-							targs := ""
-							if s.TypeParams != nil {
-								tparams = src(s.TypeParams)
-								var names []string
-								for _, fld := range s.TypeParams.List {
-									for _, n := range fld.Names {
-										names = append(names, n.Name)
-									}
-								}
-								targs = "[" + strings.Join(names, ", ") + "]"
-								tparams = "[" + strings.TrimSuffix(strings.TrimPrefix(tparams, "("), ")") + "]"
-							}
-							items = append(items, item{s.Name.Name, "type", fmt.Sprintf("%s\ntype %s%s = %s.%s%s\n", wrap(say(s.Name.Name, "an alias of", doc)), s.Name.Name, tparams, q, s.Name.Name, targs)})
-						case *ast.ValueSpec:
-							for _, n := range s.Names {
-								if !n.IsExported() || skip[n.Name] {
-									continue
-								}
-								kind := "const"
-								if d.Tok == token.VAR {
-									kind = "var"
-								}
-								items = append(items, item{n.Name, kind, fmt.Sprintf("\t%s = %s.%s\n", n.Name, q, n.Name)})
-							}
+							items = append(items, item{n.Name, kind, fmt.Sprintf("\t%s = %s.%s\n", n.Name, q, n.Name)})
 						}
 					}
 				}
