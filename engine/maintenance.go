@@ -196,8 +196,10 @@ func (e *Engine) leaderTTL() time.Duration {
 	return max(5*e.cfg.MaintenanceInterval, time.Second)
 }
 
+// resignAll's context keeps the values of Start's (hardCtx) without its
+// end, as every other write of the engine does.
 func (e *Engine) resignAll() {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(e.hardCtx), 2*time.Second)
 	defer cancel()
 	for _, name := range []string{taskSchedule, taskReap, taskRetention, taskReconcile} {
 		_ = e.store.LeaderResign(ctx, &backend.LeaderResignParams{Name: name, Holder: e.cfg.WorkerID})

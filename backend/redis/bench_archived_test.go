@@ -63,7 +63,7 @@ func archivedCount() int {
 }
 
 func usedMemory(b *testing.B, s *redis.Store) int64 {
-	info, err := s.Client().Info(context.Background(), "memory").Result()
+	info, err := redis.Client(s).Info(context.Background(), "memory").Result()
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 
 // JobCountByQueue reads the maintained counters.
 func (s *Store) JobCountByQueue(ctx context.Context, p *backend.JobCountByQueueParams) (map[string]map[sluicetype.State]int64, error) {
-	m, err := s.c.HGetAll(ctx, s.Key("counts")).Result()
+	m, err := s.c.HGetAll(ctx, s.key("counts")).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redis: job counts: %w", err)
 	}

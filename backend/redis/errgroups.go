@@ -28,7 +28,7 @@ func (g *group) fits(f *sluicetype.Filter, states []sluicetype.State) bool {
 }
 
 func (s *Store) groupKeys(ctx context.Context) ([]group, error) {
-	m, err := s.c.HGetAll(ctx, s.Key("egc")).Result()
+	m, err := s.c.HGetAll(ctx, s.key("egc")).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redis: error groups: %w", err)
 	}
@@ -184,7 +184,7 @@ func (s *Store) JobErrorGroups(ctx context.Context, p *backend.JobErrorGroupsPar
 				continue
 			}
 			a := aggOf(g)
-			w := s.newWalker([]string{s.Key("eg", g.raw)}, cutoff, false, 500)
+			w := s.newWalker([]string{s.key("eg", g.raw)}, cutoff, false, 500)
 			// A job seen twice (it left the group and came back while the
 			// walk went on) is counted once.
 			seen := map[string]bool{}
@@ -242,7 +242,7 @@ func (s *Store) JobErrorGroups(ctx context.Context, p *backend.JobErrorGroupsPar
 		pipe := s.c.Pipeline()
 		cs := make([]*goredis.StringCmd, len(samples))
 		for i, id := range samples {
-			cs[i] = pipe.HGet(ctx, s.Key("job", id), fLastError)
+			cs[i] = pipe.HGet(ctx, s.key("job", id), fLastError)
 		}
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
 			return nil, fmt.Errorf("redis: error groups: %w", err)

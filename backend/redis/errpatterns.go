@@ -55,7 +55,7 @@ func (s *Store) regroupErrors(ctx context.Context) (int, error) {
 	}
 	moved := 0
 	for _, g := range groups {
-		ids, err := s.c.ZRange(ctx, s.Key("egi", g.raw), 0, -1).Result()
+		ids, err := s.c.ZRange(ctx, s.key("egi", g.raw), 0, -1).Result()
 		if err != nil {
 			return moved, fmt.Errorf("regroup errors: %w", err)
 		}
@@ -64,7 +64,7 @@ func (s *Store) regroupErrors(ctx context.Context) (int, error) {
 			pipe := s.c.Pipeline()
 			les := make([]interface{ Val() string }, len(chunk))
 			for k, id := range chunk {
-				les[k] = pipe.HGet(ctx, s.Key("job", id), fLastError)
+				les[k] = pipe.HGet(ctx, s.key("job", id), fLastError)
 			}
 			if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
 				return moved, fmt.Errorf("regroup errors: %w", err)

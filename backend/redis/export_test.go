@@ -3,6 +3,8 @@ package redis
 import (
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/sluicetype"
 )
@@ -11,6 +13,13 @@ import (
 // stops early (batchScriptBudget); a negative budget stops it at its
 // first look at the clock.
 func SetBatchBudget(s *Store, d time.Duration) { s.batchBudget = d }
+
+// Client is the store's Redis client, for tests that read or break its
+// keys directly; the store keeps it out of its public API.
+func Client(s *Store) goredis.UniversalClient { return s.c }
+
+// Key is the full name of a key of the store's namespace (Store.key).
+func Key(s *Store, parts ...string) string { return s.key(parts...) }
 
 // JobFieldDefaults is the job hash's field table (jobFields): every
 // field's name in the hash, mapped to the value it reads as when missing

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/sluicetype"
@@ -60,7 +61,7 @@ func TestFaultClientKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Stop(ctx)
-	admin := redistest.New(t).Client() // a connection of another namespace
+	admin := redis.Client(redistest.New(t)) // a connection of another namespace
 	name := "sluice:" + s.Namespace()
 	kills := 0
 	deadline := time.Now().Add(3 * time.Minute)

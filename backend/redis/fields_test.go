@@ -44,7 +44,7 @@ func TestInsertWritesTheFieldTable(t *testing.T) {
 	if err != nil || res[0].Err != nil {
 		t.Fatal(err, res[0].Err)
 	}
-	got, err := s.Client().HGetAll(ctx, s.Key("job", jp.ID)).Result()
+	got, err := redis.Client(s).HGetAll(ctx, redis.Key(s, "job", jp.ID)).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestCorruptFieldIsAnError(t *testing.T) {
 			if _, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{jp}}); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Client().HSet(ctx, s.Key("job", jp.ID), field, "not-a-number").Err(); err != nil {
+			if err := redis.Client(s).HSet(ctx, redis.Key(s, "job", jp.ID), field, "not-a-number").Err(); err != nil {
 				t.Fatal(err)
 			}
 			j, err := s.JobGetByID(ctx, &backend.JobGetByIDParams{ID: jp.ID})
@@ -155,7 +155,7 @@ func TestCorruptOperationFieldIsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Client().HSet(ctx, s.Key("op", op.ID), redis.OpFieldMatched, "many").Err(); err != nil {
+	if err := redis.Client(s).HSet(ctx, redis.Key(s, "op", op.ID), redis.OpFieldMatched, "many").Err(); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.OperationGet(ctx, &backend.OperationGetParams{ID: op.ID})

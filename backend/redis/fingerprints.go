@@ -33,9 +33,9 @@ func (s *Store) fingerprints(ctx context.Context, fps []string) ([]*sluicetype.F
 	ms := make([]*goredis.StringSliceCmd, len(fps))
 	cs := make([]*goredis.MapStringStringCmd, len(fps))
 	for i, fp := range fps {
-		hs[i] = pipe.HGetAll(ctx, s.Key("fpr", fp))
-		ms[i] = pipe.SMembers(ctx, s.Key("fpj", fp))
-		cs[i] = pipe.HGetAll(ctx, s.Key("fsc", fp))
+		hs[i] = pipe.HGetAll(ctx, s.key("fpr", fp))
+		ms[i] = pipe.SMembers(ctx, s.key("fpj", fp))
+		cs[i] = pipe.HGetAll(ctx, s.key("fsc", fp))
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
 		return nil, fmt.Errorf("redis: fingerprints: %w", err)
@@ -61,7 +61,7 @@ func (s *Store) fingerprints(ctx context.Context, fps []string) ([]*sluicetype.F
 			p2 := s.c.Pipeline()
 			sts := make([]*goredis.StringCmd, len(ids))
 			for k, id := range ids {
-				sts[k] = p2.HGet(ctx, s.Key("job", id), fState)
+				sts[k] = p2.HGet(ctx, s.key("job", id), fState)
 			}
 			if _, err := p2.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
 				return nil, fmt.Errorf("redis: fingerprint %s: %w", fp, err)
@@ -80,7 +80,7 @@ func (s *Store) fingerprints(ctx context.Context, fps []string) ([]*sluicetype.F
 // FingerprintList lists quarantined and probationary fingerprints, newest
 // first.
 func (s *Store) FingerprintList(ctx context.Context, p *backend.FingerprintListParams) ([]*sluicetype.Fingerprint, error) {
-	fps, err := s.c.SMembers(ctx, s.Key("fprs")).Result()
+	fps, err := s.c.SMembers(ctx, s.key("fprs")).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redis: list fingerprints: %w", err)
 	}

@@ -42,11 +42,11 @@ func (s *Store) readJobs(ctx context.Context, ids []string, payload, lastError b
 	hs := make([]*goredis.MapStringStringCmd, len(ids))
 	es := make([]*goredis.StringSliceCmd, len(ids))
 	for i, id := range ids {
-		hs[i] = pipe.HGetAll(ctx, s.Key("job", id))
+		hs[i] = pipe.HGetAll(ctx, s.key("job", id))
 		if lastError {
-			es[i] = pipe.LRange(ctx, s.Key("err", id), -1, -1)
+			es[i] = pipe.LRange(ctx, s.key("err", id), -1, -1)
 		} else {
-			es[i] = pipe.LRange(ctx, s.Key("err", id), 0, -1)
+			es[i] = pipe.LRange(ctx, s.key("err", id), 0, -1)
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
@@ -71,7 +71,7 @@ func (s *Store) readJobs(ctx context.Context, ids []string, payload, lastError b
 
 // JobEventList returns a job's stored timeline events, oldest first.
 func (s *Store) JobEventList(ctx context.Context, p *backend.JobEventListParams) ([]sluicetype.Event, error) {
-	vs, err := s.c.LRange(ctx, s.Key("ev", p.JobID), 0, -1).Result()
+	vs, err := s.c.LRange(ctx, s.key("ev", p.JobID), 0, -1).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redis: events of job %s: %w", p.JobID, err)
 	}

@@ -114,7 +114,7 @@ func (s *Store) JobListExpiredLeases(ctx context.Context, p *backend.JobListExpi
 	if p.Limit > 0 {
 		by.Count = int64(p.Limit)
 	}
-	ms, err := s.c.ZRangeByLex(ctx, s.Key("run"), by).Result()
+	ms, err := s.c.ZRangeByLex(ctx, s.key("run"), by).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redis: expired leases: %w", err)
 	}
@@ -131,7 +131,7 @@ func (s *Store) JobListExpiredLeases(ctx context.Context, p *backend.JobListExpi
 			continue
 		}
 		out = append(out, backend.ExpiredLease{Job: j})
-		alive = append(alive, pipe.HGet(ctx, s.Key("w", j.Lease.WorkerID), wExpires))
+		alive = append(alive, pipe.HGet(ctx, s.key("w", j.Lease.WorkerID), wExpires))
 	}
 	if len(out) == 0 {
 		return nil, nil

@@ -194,7 +194,7 @@ func (s *Store) planFor(ctx context.Context, f *sluicetype.Filter) (*plan, error
 	case len(f.IDs) > 0:
 		return &plan{ids: uniq(f.IDs)}, nil
 	case f.Fingerprint != "":
-		ids, err := s.c.SMembers(ctx, s.Key("fpj", f.Fingerprint)).Result()
+		ids, err := s.c.SMembers(ctx, s.key("fpj", f.Fingerprint)).Result()
 		if err != nil {
 			return nil, fmt.Errorf("redis: fingerprint %s: %w", f.Fingerprint, err)
 		}
@@ -207,7 +207,7 @@ func (s *Store) planFor(ctx context.Context, f *sluicetype.Filter) (*plan, error
 		p := &plan{}
 		for _, g := range gs {
 			if g.pattern == f.ErrorPattern && g.fits(f, states) {
-				p.keys = append(p.keys, s.Key("eg", g.raw))
+				p.keys = append(p.keys, s.key("eg", g.raw))
 			}
 		}
 		return p, nil
@@ -231,19 +231,19 @@ func (s *Store) planFor(ctx context.Context, f *sluicetype.Filter) (*plan, error
 			for _, qk := range pairs {
 				if (len(f.Queues) == 0 || slices.Contains(f.Queues, qk.queue)) &&
 					(len(f.Kinds) == 0 || slices.Contains(f.Kinds, qk.kind)) {
-					p.keys = append(p.keys, s.Key("sqk", string(st), qk.raw))
+					p.keys = append(p.keys, s.key("sqk", string(st), qk.raw))
 				}
 			}
 		case len(f.Queues) > 0:
 			for _, q := range f.Queues {
-				p.keys = append(p.keys, s.Key("sq", string(st), q))
+				p.keys = append(p.keys, s.key("sq", string(st), q))
 			}
 		case len(f.Kinds) > 0:
 			for _, k := range f.Kinds {
-				p.keys = append(p.keys, s.Key("sk", string(st), k))
+				p.keys = append(p.keys, s.key("sk", string(st), k))
 			}
 		default:
-			p.keys = append(p.keys, s.Key("st", string(st)))
+			p.keys = append(p.keys, s.key("st", string(st)))
 		}
 	}
 	if len(hot) > 0 {
@@ -276,7 +276,7 @@ type queueKind struct{ raw, queue, kind string }
 // queueKinds reads qk, sorted, with an empty slice (not nil) when it is
 // empty.
 func (s *Store) queueKinds(ctx context.Context) ([]queueKind, error) {
-	ms, err := s.c.SMembers(ctx, s.Key("qk")).Result()
+	ms, err := s.c.SMembers(ctx, s.key("qk")).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redis: queues and kinds: %w", err)
 	}
@@ -295,7 +295,7 @@ func (s *Store) queueKinds(ctx context.Context) ([]queueKind, error) {
 // hotMembers gathers the members of the running jobs that match f's
 // queues and kinds, from the lease set.
 func (s *Store) hotMembers(ctx context.Context, states []sluicetype.State, f *sluicetype.Filter) ([]string, error) {
-	ms, err := s.c.ZRange(ctx, s.Key("run"), 0, -1).Result()
+	ms, err := s.c.ZRange(ctx, s.key("run"), 0, -1).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redis: running jobs: %w", err)
 	}
@@ -309,7 +309,7 @@ func (s *Store) hotMembers(ctx context.Context, states []sluicetype.State, f *sl
 		pipe := s.c.Pipeline()
 		cs := make([]*goredis.SliceCmd, len(chunk))
 		for k, id := range chunk {
-			cs[k] = pipe.HMGet(ctx, s.Key("job", id), fStateChangedAt, fState, fQueue, fKind)
+			cs[k] = pipe.HMGet(ctx, s.key("job", id), fStateChangedAt, fState, fQueue, fKind)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return nil, fmt.Errorf("redis: hot jobs: %w", err)
@@ -564,7 +564,7 @@ func (s *Store) JobCountMatching(ctx context.Context, p *backend.JobCountMatchin
 		return s.countByWalk(ctx, p)
 	}
 	if exclude {
-		ids, err := s.c.SMembers(ctx, s.Key("sup")).Result()
+		ids, err := s.c.SMembers(ctx, s.key("sup")).Result()
 		if err != nil {
 			return 0, false, fmt.Errorf("redis: count jobs: %w", err)
 		}

@@ -78,7 +78,7 @@ func (s *Store) openSchema(ctx context.Context, opts Options) error {
 	if have > 0 && have < 3 {
 		keys := make([]string, len(unindexedStates))
 		for i, st := range unindexedStates {
-			keys[i] = s.Key("st", string(st))
+			keys[i] = s.key("st", string(st))
 		}
 		if err := s.c.Unlink(ctx, keys...).Err(); err != nil {
 			return fmt.Errorf("redis: %s: migrate namespace %s: %w", s.url, s.ns, err)
@@ -141,7 +141,7 @@ return redis.call('ZCARD', key)
 // Last it drops what is left of those states' sk sets (members whose job
 // was gone, which no chunk could place).
 func (s *Store) migratePairs(ctx context.Context) error {
-	queues, err := s.c.SMembers(ctx, s.Key("queues")).Result()
+	queues, err := s.c.SMembers(ctx, s.key("queues")).Result()
 	if err != nil {
 		return fmt.Errorf("queues: %w", err)
 	}
@@ -172,7 +172,7 @@ func (s *Store) migratePairs(ctx context.Context) error {
 		}
 		seen[qk.kind] = true
 		for _, st := range unindexedStates {
-			keys = append(keys, s.Key("sk", string(st), qk.kind))
+			keys = append(keys, s.key("sk", string(st), qk.kind))
 		}
 	}
 	for i := 0; i < len(keys); i += 100 {

@@ -59,8 +59,8 @@ func TestOpenClientLeavesClientOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Namespace() != ns || s.Client() != goredis.UniversalClient(c) {
-		t.Errorf("store on namespace %q, client %p; want %q, %p", s.Namespace(), s.Client(), ns, c)
+	if s.Namespace() != ns || redis.Client(s) != goredis.UniversalClient(c) {
+		t.Errorf("store on namespace %q, client %p; want %q, %p", s.Namespace(), redis.Client(s), ns, c)
 	}
 	e, err := engine.New(s, engine.Config{NoMaintenance: true})
 	if err != nil {
@@ -96,7 +96,7 @@ func TestOpenClosesItsOwnClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := s.Client()
+	c := redis.Client(s)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -126,7 +126,7 @@ func (s *Store) OperationInsert(ctx context.Context, p *backend.OperationInsertP
 
 // OperationGet returns one operation or ErrNotFound.
 func (s *Store) OperationGet(ctx context.Context, p *backend.OperationGetParams) (*sluicetype.Operation, error) {
-	m, err := s.c.HGetAll(ctx, s.Key("op", p.ID)).Result()
+	m, err := s.c.HGetAll(ctx, s.key("op", p.ID)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redis: operation %s: %w", p.ID, err)
 	}
@@ -150,14 +150,14 @@ func (s *Store) OperationList(ctx context.Context, p *backend.OperationListParam
 	if p.After != nil {
 		max = "(" + member(p.After.At, p.After.ID)
 	}
-	ms, err := s.c.ZRevRangeByLex(ctx, s.Key("ops"), &goredis.ZRangeBy{Min: "-", Max: max, Count: int64(limit)}).Result()
+	ms, err := s.c.ZRevRangeByLex(ctx, s.key("ops"), &goredis.ZRangeBy{Min: "-", Max: max, Count: int64(limit)}).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redis: list operations: %w", err)
 	}
 	pipe := s.c.Pipeline()
 	cs := make([]*goredis.MapStringStringCmd, len(ms))
 	for i, id := range memberIDs(ms) {
-		cs[i] = pipe.HGetAll(ctx, s.Key("op", id))
+		cs[i] = pipe.HGetAll(ctx, s.key("op", id))
 	}
 	if len(ms) > 0 {
 		if _, err := pipe.Exec(ctx); err != nil {
@@ -733,7 +733,7 @@ func (s *Store) verdicts(ctx context.Context, after string, window int, sel *slu
 			if g.pattern != sel.ErrorPattern || !g.fits(sel, sel.States) {
 				continue
 			}
-			more, err := s.c.ZRangeByLex(ctx, s.Key("egi", g.raw), &goredis.ZRangeBy{Min: lo, Max: "+", Count: int64(window)}).Result()
+			more, err := s.c.ZRangeByLex(ctx, s.key("egi", g.raw), &goredis.ZRangeBy{Min: lo, Max: "+", Count: int64(window)}).Result()
 			if err != nil {
 				return "", nil, fmt.Errorf("redis: batch window: %w", err)
 			}
@@ -743,7 +743,7 @@ func (s *Store) verdicts(ctx context.Context, after string, window int, sel *slu
 		ids = ids[:min(len(ids), window)]
 	} else {
 		var err error
-		ids, err = s.c.ZRangeByLex(ctx, s.Key("ids"), &goredis.ZRangeBy{Min: lo, Max: "+", Count: int64(window)}).Result()
+		ids, err = s.c.ZRangeByLex(ctx, s.key("ids"), &goredis.ZRangeBy{Min: lo, Max: "+", Count: int64(window)}).Result()
 		if err != nil {
 			return "", nil, fmt.Errorf("redis: batch window: %w", err)
 		}

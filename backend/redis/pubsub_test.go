@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/backend/backendtest"
+	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/backend/redis/redistest"
 )
 
@@ -29,7 +30,7 @@ func TestFaultEngineSubscriberKilled(t *testing.T) {
 	b := redistest.Reopen(t, a)
 	backendtest.WakeupPollFallback(t, a, b, func(t *testing.T) {
 		ctx := context.Background()
-		list, err := a.Client().ClientList(ctx).Result()
+		list, err := redis.Client(a).ClientList(ctx).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +40,7 @@ func TestFaultEngineSubscriberKilled(t *testing.T) {
 			// subscription mode.
 			if strings.Contains(line, " name=sluice:"+a.Namespace()+" ") && strings.Contains(line, " sub=1 ") {
 				id := strings.TrimPrefix(strings.Fields(line)[0], "id=")
-				if err := a.Client().Do(ctx, "CLIENT", "KILL", "ID", id).Err(); err != nil {
+				if err := redis.Client(a).Do(ctx, "CLIENT", "KILL", "ID", id).Err(); err != nil {
 					t.Fatal(err)
 				}
 				killed++

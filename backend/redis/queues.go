@@ -15,7 +15,7 @@ func (s *Store) QueueList(ctx context.Context) ([]sluicetype.QueueInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	paused, err := s.c.HGetAll(ctx, s.Key("paused")).Result()
+	paused, err := s.c.HGetAll(ctx, s.key("paused")).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redis: list queues: %w", err)
 	}

@@ -460,12 +460,9 @@ func (s *Store) URL() string { return s.raw }
 // Namespace is the store's namespace.
 func (s *Store) Namespace() string { return s.ns }
 
-// Client is the store's Redis client (tests and tools read keys with it).
-func (s *Store) Client() goredis.UniversalClient { return s.c }
-
-// Key is the full name of a key of the namespace: Key("job", id) is
+// key is the full name of a key of the namespace: key("job", id) is
 // "{ns}:job:ID".
-func (s *Store) Key(parts ...string) string { return s.prefix + strings.Join(parts, ":") }
+func (s *Store) key(parts ...string) string { return s.prefix + strings.Join(parts, ":") }
 
 // Backend names the implementation.
 func (s *Store) Backend() string { return "redis" }

@@ -54,7 +54,7 @@ func TestOpenSchemaRule(t *testing.T) {
 			u := redistest.URL(t)
 			ns := u[strings.LastIndex(u, "ns=")+3:]
 			probe := redistest.New(t) // a client on the server, in a namespace of its own
-			c := probe.Client()
+			c := redis.Client(probe)
 			key := "{" + ns + "}:schema"
 			if tc.have != "" {
 				if err := c.Set(ctx, key, tc.have, 0).Err(); err != nil {
@@ -173,7 +173,7 @@ func TestNoOrphanedKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before, err := redistest.Keys(ctx, s.Client(), s.Namespace())
+	before, err := redistest.Keys(ctx, redis.Client(s), s.Namespace())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,12 +185,12 @@ func TestNoOrphanedKeys(t *testing.T) {
 	if err != nil || n != 30 {
 		t.Fatalf("deleted %d, %v; want 30", n, err)
 	}
-	after, err := redistest.Keys(ctx, s.Client(), s.Namespace())
+	after, err := redistest.Keys(ctx, redis.Client(s), s.Namespace())
 	if err != nil {
 		t.Fatal(err)
 	}
 	slices.Sort(after)
-	want := []string{s.Key("qk"), s.Key("queues"), s.Key("schema")}
+	want := []string{redis.Key(s, "qk"), redis.Key(s, "queues"), redis.Key(s, "schema")}
 	if !slices.Equal(after, want) {
 		t.Fatalf("after retention removed every job the namespace holds %d keys %v (before: %d); want only %v", len(after), after, len(before), want)
 	}
@@ -207,7 +207,7 @@ func TestDurabilityWarnings(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := redistest.New(t)
-	cfg, err := s.Client().ConfigGet(ctx, "*").Result()
+	cfg, err := redis.Client(s).ConfigGet(ctx, "*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,13 +230,13 @@ func TestVersion1Layout(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, u := migratedStore(t)
-	c := s.Client()
+	c := redis.Client(s)
 	if _, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{
 		{ID: "old", Queue: "q", Kind: "k", Payload: []byte(`{"n":1}`), SchemaVersion: 1, MaxAttempts: 3},
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	key := s.Key("job", "old")
+	key := redis.Key(s, "job", "old")
 	if n, _ := c.HExists(ctx, key, "a").Result(); n {
 		t.Fatal("version 2 stored the attempt at its default")
 	}
@@ -280,7 +280,7 @@ func TestVersion3DropsStateSets(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, u := migratedStore(t)
-	c := s.Client()
+	c := redis.Client(s)
 	var jobs []*backend.JobInsertParams
 	for i, q := range []string{"a", "b", "c", "a"} {
 		jobs = append(jobs, &backend.JobInsertParams{ID: fmt.Sprintf("j%d", i), Queue: q, Kind: "k", Payload: []byte(`{}`),
@@ -302,7 +302,7 @@ func TestVersion3DropsStateSets(t *testing.T) {
 		}
 	}
 	for _, st := range []sluicetype.State{sluicetype.StateAvailable, sluicetype.StateCompleted} {
-		if n, _ := c.Exists(ctx, s.Key("st", string(st))).Result(); n != 0 {
+		if n, _ := c.Exists(ctx, redis.Key(s, "st", string(st))).Result(); n != 0 {
 			t.Errorf("this build wrote st:%s", st)
 		}
 	}
@@ -330,13 +330,13 @@ func TestVersion3DropsStateSets(t *testing.T) {
 	}
 	// The namespace as version 2 left it: st sets for every state.
 	for _, k := range []string{"available", "completed", "archived"} {
-		if err := c.ZAdd(ctx, s.Key("st", k), goredis.Z{Member: "0000000000000000001:old"}).Err(); err != nil {
+		if err := c.ZAdd(ctx, redis.Key(s, "st", k), goredis.Z{Member: "0000000000000000001:old"}).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	migrateFrom(t, s, u, 2)
 	for k, want := range map[string]int64{"available": 0, "completed": 0, "archived": 1} {
-		if n, _ := c.Exists(ctx, s.Key("st", k)).Result(); n != want {
+		if n, _ := c.Exists(ctx, redis.Key(s, "st", k)).Result(); n != want {
 			t.Errorf("after migrating: st:%s exists %d, want %d", k, n, want)
 		}
 	}
@@ -355,7 +355,7 @@ func TestVersion4PairSets(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, u := migratedStore(t)
-	c := s.Client()
+	c := redis.Client(s)
 	// Eight jobs over two queues and two kinds (the kind "x:y" holds the
 	// separator of key parts); the even ones complete.
 	type qk struct{ q, k string }
@@ -433,7 +433,7 @@ func TestVersion4PairSets(t *testing.T) {
 			t.Errorf("%s: reconciled counters %v %v", when, counts, err)
 		}
 		for _, st := range []string{"available", "completed"} {
-			for _, k := range []string{s.Key("sq", st, "a"), s.Key("sq", st, "b"), s.Key("sk", st, "k"), s.Key("sk", st, "x:y")} {
+			for _, k := range []string{redis.Key(s, "sq", st, "a"), redis.Key(s, "sq", st, "b"), redis.Key(s, "sk", st, "k"), redis.Key(s, "sk", st, "x:y")} {
 				if n, _ := c.Exists(ctx, k).Result(); n != 0 {
 					t.Errorf("%s: %s exists", when, k)
 				}
@@ -443,30 +443,30 @@ func TestVersion4PairSets(t *testing.T) {
 	check("version 4", s)
 
 	// The namespace as version 3 left it: each sqk entry in sq and sk.
-	pairs, err := c.SMembers(ctx, s.Key("qk")).Result()
+	pairs, err := c.SMembers(ctx, redis.Key(s, "qk")).Result()
 	if err != nil || len(pairs) != 4 {
 		t.Fatalf("qk: %v %v, want 4 pairs", pairs, err)
 	}
 	for _, st := range []string{"available", "completed"} {
 		for _, pk := range pairs {
 			q, k, _ := strings.Cut(pk, "\x1f")
-			ms, err := c.ZRange(ctx, s.Key("sqk", st, pk), 0, -1).Result()
+			ms, err := c.ZRange(ctx, redis.Key(s, "sqk", st, pk), 0, -1).Result()
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, m := range ms {
-				for _, key := range []string{s.Key("sq", st, q), s.Key("sk", st, k)} {
+				for _, key := range []string{redis.Key(s, "sq", st, q), redis.Key(s, "sk", st, k)} {
 					if err := c.ZAdd(ctx, key, goredis.Z{Member: m}).Err(); err != nil {
 						t.Fatal(err)
 					}
 				}
 			}
-			if err := c.Del(ctx, s.Key("sqk", st, pk)).Err(); err != nil {
+			if err := c.Del(ctx, redis.Key(s, "sqk", st, pk)).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	if err := c.Del(ctx, s.Key("qk")).Err(); err != nil {
+	if err := c.Del(ctx, redis.Key(s, "qk")).Err(); err != nil {
 		t.Fatal(err)
 	}
 	check("version 4, migrated from 3", migrateFrom(t, s, u, 3))
@@ -490,7 +490,7 @@ func migratedStore(t *testing.T) (*redis.Store, string) {
 func migrateFrom(t *testing.T, s *redis.Store, u string, v int) *redis.Store {
 	t.Helper()
 	ctx := context.Background()
-	if err := s.Client().Set(ctx, s.Key("schema"), v, 0).Err(); err != nil {
+	if err := redis.Client(s).Set(ctx, redis.Key(s, "schema"), v, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	want := fmt.Sprintf("version %d", v)

@@ -181,7 +181,7 @@ func (s *Store) SignalSend(ctx context.Context, p *backend.SignalSendParams) (*s
 
 // SignalList returns a job's buffered signals, oldest first.
 func (s *Store) SignalList(ctx context.Context, p *backend.SignalListParams) ([]*sluicetype.Signal, error) {
-	m, err := s.c.HGetAll(ctx, s.Key("sig", p.JobID)).Result()
+	m, err := s.c.HGetAll(ctx, s.key("sig", p.JobID)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redis: list signals of job %s: %w", p.JobID, err)
 	}

@@ -231,10 +231,6 @@ func (s *Store) checkpointer() {
 	}
 }
 
-// WriteTransactions is how many write transactions the store has
-// committed since it was opened (benchmarks report it per job).
-func (s *Store) WriteTransactions() uint64 { return s.writes.Load() }
-
 // Path is the file the store was opened on.
 func (s *Store) Path() string { return s.path }
 

@@ -71,7 +71,7 @@ func TestBenchThroughput(t *testing.T) {
 			t.Errorf("result line lacks %q: %s", want, line)
 		}
 	}
-	for _, key := range []string{"insert_seconds", "insert_per_sec", "seconds", "work_seconds", "jobs_per_sec"} {
+	for _, key := range []string{"insert_seconds", "insert_per_sec", "seconds", "work_seconds", "jobs_per_sec", "write_tx_per_job"} {
 		if !regexp.MustCompile(`(^| )` + key + `=[0-9]+\.[0-9]{4}( |$)`).MatchString(line) {
 			t.Errorf("result line lacks a number for %s: %s", key, line)
 		}

@@ -192,7 +192,11 @@ func benchDeadLetter(ctx context.Context, o *benchDeadOptions, lo *cmdline.LogOp
 	if err != nil {
 		return err
 	}
-	probe := newRedisProbe(store)
+	probe, err := newRedisProbe(store)
+	if err != nil {
+		return err
+	}
+	defer probe.close()
 	var samples []string
 	memPerJob := "na"
 	if have {

@@ -59,12 +59,31 @@ type redisProbe struct {
 	ns string
 }
 
-func newRedisProbe(s backend.Store) *redisProbe {
+// newRedisProbe opens the probe's own client from the store's URL (the
+// store keeps its client out of its public API); nil for another store.
+func newRedisProbe(s backend.Store) (*redisProbe, error) {
 	rs, ok := s.(*redis.Store)
 	if !ok {
-		return nil
+		return nil, nil
 	}
-	return &redisProbe{c: rs.Client(), ns: "{" + rs.Namespace() + "}"}
+	t, err := redis.ParseURL(rs.URL())
+	if err != nil {
+		return nil, fmt.Errorf("redis probe: %w", err)
+	}
+	var c goredis.UniversalClient
+	if t.Cluster {
+		c = goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: t.Addrs})
+	} else {
+		c = goredis.NewClient(t.Options)
+	}
+	return &redisProbe{c: c, ns: "{" + rs.Namespace() + "}"}, nil
+}
+
+// close closes the probe's client; a nil probe has none.
+func (p *redisProbe) close() {
+	if p != nil {
+		p.c.Close()
+	}
 }
 
 func (p *redisProbe) usedMemory(ctx context.Context) (int64, error) {

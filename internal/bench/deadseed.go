@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/backend/redis"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -91,7 +92,7 @@ func benchDeadSeedDeadline(ctx context.Context, store backend.Store, o *benchDea
 		msg := kind.errs[g.err](idx[0])
 		// Redis runs one script at a time: more claimers only queue.
 		conc := o.insertConc
-		if newRedisProbe(store) != nil {
+		if _, ok := store.(*redis.Store); ok {
 			conc = 1
 		}
 		n, err := deadClaimAll(ctx, store, o.queue, msg, conc)

@@ -188,15 +188,25 @@ func store(tb testing.TB, s backend.Store) *redis.Store {
 }
 
 // Truth reads a store's keys directly, for the conformance suite's ground
-// truth (backendtest.Truth).
+// truth (backendtest.Truth), on a client of its own: the store keeps its
+// client out of its public API.
 type Truth struct {
-	s *redis.Store
+	c      goredis.UniversalClient
+	prefix string // "{ns}:"
 }
 
-// NewTruth returns a Truth over s, which must be a *redis.Store.
+// NewTruth returns a Truth over s, which must be a *redis.Store. It
+// connects to the server s.URL() names (without credentials for a store
+// on a caller's client, as on a test server) and closes when tb ends.
 func NewTruth(tb testing.TB, s backend.Store) *Truth {
 	tb.Helper()
-	return &Truth{s: store(tb, s)}
+	rs := store(tb, s)
+	c, err := client(rs.URL())
+	if err != nil {
+		tb.Fatalf("redistest: truth: %v", err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return &Truth{c: c, prefix: "{" + rs.Namespace() + "}:"}
 }
 
 // JobCounts counts the jobs per queue and state from the job hashes
@@ -204,9 +214,9 @@ func NewTruth(tb testing.TB, s backend.Store) *Truth {
 func (tr *Truth) JobCounts(tb testing.TB) map[string]map[sluicetype.State]int64 {
 	tb.Helper()
 	ctx := context.Background()
-	c := tr.s.Client()
+	c := tr.c
 	out := map[string]map[sluicetype.State]int64{}
-	keys, err := scan(ctx, c, tr.s.Key("job", "*"))
+	keys, err := scan(ctx, c, tr.prefix+"job:*")
 	if err != nil {
 		tb.Fatalf("redistest: truth: %v", err)
 	}
@@ -235,7 +245,7 @@ func (tr *Truth) JobCounts(tb testing.TB) map[string]map[sluicetype.State]int64 
 // CounterAdd adds n to the maintained counter of (queue, state).
 func (tr *Truth) CounterAdd(tb testing.TB, queue string, state sluicetype.State, n int64) {
 	tb.Helper()
-	if err := tr.s.Client().HIncrBy(context.Background(), tr.s.Key("counts"), queue+"\x1f"+string(state), n).Err(); err != nil {
+	if err := tr.c.HIncrBy(context.Background(), tr.prefix+"counts", queue+"\x1f"+string(state), n).Err(); err != nil {
 		tb.Fatalf("redistest: counter add: %v", err)
 	}
 }
