@@ -21,7 +21,7 @@ import (
 // engine's store, in the same transaction as the mutation (it survives
 // restarts and is shared by every server on the store); the server uses
 // it when its engine offers it (an *engine.Engine whose store declares
-// engine.CapabilityIdempotency). MemoryIdempotencyStore keeps keys in this
+// backend.CapabilityIdempotency). MemoryIdempotencyStore keeps keys in this
 // process only, lost on restart: the fallback.
 type IdempotencyStore interface {
 	// Begin claims key for a request. It reports IdempotencyStarted with

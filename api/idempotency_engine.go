@@ -13,7 +13,7 @@ import (
 
 // IdempotencyEngine is what EngineIdempotencyStore needs of the engine: an
 // *engine.Engine has it, and offers it when IdempotencyDurable says so
-// (its store declares engine.CapabilityIdempotency).
+// (its store declares backend.CapabilityIdempotency).
 type IdempotencyEngine interface {
 	IdempotencyDurable() bool
 	IdempotencyClaim(ctx context.Context, p *engine.IdempotencyClaimParams) (*engine.IdempotencyClaim, error)

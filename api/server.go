@@ -52,7 +52,7 @@ type ServerOptions struct {
 	MaxBody int64
 	// IdempotencyStore keeps mutations' responses under their keys. When
 	// nil: an EngineIdempotencyStore when the Control offers one (an
-	// *engine.Engine whose store declares engine.CapabilityIdempotency),
+	// *engine.Engine whose store declares backend.CapabilityIdempotency),
 	// else a MemoryIdempotencyStore.
 	IdempotencyStore IdempotencyStore
 	// IdempotencyTTL is how long a key is remembered

@@ -122,7 +122,7 @@ func runDemo(ctx context.Context, o *demoOptions, lo *logOptions, out io.Writer)
 	defer store.Close()
 
 	// The tally counts what this process does for the --plain summary; it
-	// wraps the store as a plain engine.Store, which hides the operator
+	// wraps the store as a plain backend.Store, which hides the operator
 	// surface the console needs, so the console runs on the store itself.
 	tally := demo.NewTally()
 	// Not a terminal (a pipe, a file, a test): the console cannot be

@@ -1,4 +1,4 @@
-// Package backendtest is the conformance suite every engine.Store
+// Package backendtest is the conformance suite every backend.Store
 // implementation runs: the transition table, fencing, concurrent claims,
 // crash accounting, quarantine, upcasting, retention. A behaviour change in
 // any backend extends this suite first.
@@ -9,9 +9,9 @@
 //	func TestConformance(t *testing.T) {
 //		backendtest.Run(t, backendtest.Harness{
 //			Name:     "sqlite",
-//			NewStore: func(t testing.TB) engine.Store { return sqlitetest.New(t) },
-//			Truth:    func(t testing.TB, s engine.Store) backendtest.Truth { return sqlitetest.NewTruth(t, s) },
-//			Reopen:   func(t testing.TB, s engine.Store) engine.Store { return sqlitetest.Reopen(t, s) },
+//			NewStore: func(t testing.TB) backend.Store { return sqlitetest.New(t) },
+//			Truth:    func(t testing.TB, s backend.Store) backendtest.Truth { return sqlitetest.NewTruth(t, s) },
+//			Reopen:   func(t testing.TB, s backend.Store) backend.Store { return sqlitetest.Reopen(t, s) },
 //		})
 //	}
 //

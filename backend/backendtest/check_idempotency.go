@@ -12,7 +12,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 )
 
-// Idempotency keys committed with the mutation (engine.IdempotencyStore):
+// Idempotency keys committed with the mutation (backend.IdempotencyStore):
 // claims, the step record every keyed write commits with, take-over of a
 // dead holder's claim with what it committed, late writes refused, expiry.
 
@@ -47,7 +47,7 @@ func newIdem(t *testing.T, h Harness, tune func(*engine.Config)) *idemFixture {
 		t.Skipf("SKIP: the %s store does not declare %s", f.s.Backend(), backend.CapabilityIdempotency)
 	}
 	if !backend.Declares(f.s, backend.CapabilityIdempotency) {
-		t.Fatalf("the %s store declares %s but does not implement engine.IdempotencyStore", f.s.Backend(), backend.CapabilityIdempotency)
+		t.Fatalf("the %s store declares %s but does not implement backend.IdempotencyStore", f.s.Backend(), backend.CapabilityIdempotency)
 	}
 	if !f.e.IdempotencyDurable() {
 		t.Fatal("IdempotencyDurable is false on a store with the capability")

@@ -16,7 +16,7 @@ import (
 )
 
 // Workflows that wait (engine/wait.go): the signal buffer and the fenced
-// wake of the store (engine.WaitStore), and sleeps, signals and children
+// wake of the store (backend.WaitStore), and sleeps, signals and children
 // run by an engine, holding no worker while they wait.
 
 func waitChecks() []check {

@@ -10,7 +10,7 @@ import (
 )
 
 // Outcome is a worker outcome as a check writes it: the row of the table
-// and the texts. plan resolves it into the engine.JobFinishParams a store
+// and the texts. plan resolves it into the backend.JobFinishParams a store
 // applies, the way the engine resolves a handler's outcome, so the checks
 // drive JobFinish with complete plans and the store decides nothing.
 type Outcome struct {

@@ -10,9 +10,9 @@ import (
 	"github.com/sluicehq/sluice/engine"
 )
 
-// Cross-process wake-ups (engine.Notifier), driven through two engines on
+// Cross-process wake-ups (backend.Notifier), driven through two engines on
 // two stores of the same data, as two processes would run them. A store
-// that declares engine.CapabilityWakeups runs these from its own tests.
+// that declares backend.CapabilityWakeups runs these from its own tests.
 
 // wakeupDeadline bounds every wait: generous, and far below the hour-long
 // poll interval the wake-up checks give their workers.

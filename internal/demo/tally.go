@@ -13,7 +13,7 @@ import (
 // Tally counts what this process's engine tells its store, per queue:
 // enqueues, claims, completions and every other outcome. It wraps the store
 // the engine is given (Wrap) and hears the death handlers (OnDead), so it
-// needs nothing from the store beyond engine.Store and adds nothing to it.
+// needs nothing from the store beyond backend.Store and adds nothing to it.
 // It sees only this process: jobs other processes enqueue or finish are not
 // in it. Until the console reads the store's counters, it is the demo's
 // summary.
