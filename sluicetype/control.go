@@ -11,6 +11,16 @@ const MaxApplyIDs = 1000
 // Action is what Apply and Bulk do to each job.
 type Action string
 
+const (
+	ActionRetry   Action = "retry"
+	ActionCancel  Action = "cancel"
+	ActionDelete  Action = "delete"
+	ActionRelease Action = "release"
+)
+
+// Actions lists the operator actions in a stable order.
+var Actions = []Action{ActionRetry, ActionCancel, ActionDelete, ActionRelease}
+
 // Destructive reports whether a ends or removes the jobs it takes, with
 // no way back (cancel, delete): in bulk it runs only from a dry run's
 // plan (see Engine.Bulk).
@@ -18,6 +28,13 @@ func (a Action) Destructive() bool { return a == ActionCancel || a == ActionDele
 
 // Role is what a caller may do, from least to most.
 type Role string
+
+const (
+	RoleViewer    Role = "viewer"
+	RoleInspector Role = "inspector"
+	RoleOperator  Role = "operator"
+	RoleAdmin     Role = "admin"
+)
 
 // Meta describes the engine behind a Control.
 type Meta struct {
@@ -246,6 +263,14 @@ type BulkResult struct {
 // OperationStatus is where a bulk operation is.
 type OperationStatus string
 
+const (
+	OperationPending   OperationStatus = "pending"
+	OperationRunning   OperationStatus = "running"
+	OperationCompleted OperationStatus = "completed"
+	OperationFailed    OperationStatus = "failed"
+	OperationCancelled OperationStatus = "cancelled"
+)
+
 // Operation is a persisted bulk action.
 type Operation struct {
 	ID         string          `json:"id"`
@@ -273,28 +298,6 @@ type OperationPage struct {
 	Next       string       `json:"next_cursor,omitempty"`
 }
 
-const (
-	ActionRetry   Action = "retry"
-	ActionCancel  Action = "cancel"
-	ActionDelete  Action = "delete"
-	ActionRelease Action = "release"
-)
-
-const (
-	RoleViewer    Role = "viewer"
-	RoleInspector Role = "inspector"
-	RoleOperator  Role = "operator"
-	RoleAdmin     Role = "admin"
-)
-
-const (
-	OperationPending   OperationStatus = "pending"
-	OperationRunning   OperationStatus = "running"
-	OperationCompleted OperationStatus = "completed"
-	OperationFailed    OperationStatus = "failed"
-	OperationCancelled OperationStatus = "cancelled"
-)
-
 // Paging limits of ListJobs.
 const (
 	DefaultListLimit = 50
@@ -307,6 +310,3 @@ const (
 	// OperationBatch is the most jobs one operation transaction changes.
 	OperationBatch = 1000
 )
-
-// Actions lists the operator actions in a stable order.
-var Actions = []Action{ActionRetry, ActionCancel, ActionDelete, ActionRelease}
