@@ -72,7 +72,7 @@ type Engine struct {
 	lastReconcile atomic.Int64
 	// out* report each loop's store outages: one WARN when one begins,
 	// one INFO when it ends, and the loop's backoff meanwhile
-	// (outage.go). Each claim loop has its own (queueRunner.out).
+	// (internal/outage). Each claim loop has its own (queueRunner.out).
 	outComplete  *outage.Outage
 	outOutcome   *outage.Outage
 	outHeartbeat *outage.Outage

@@ -52,7 +52,7 @@ type Checkpoint struct {
 	// Forks lists the jobs replayed from this one.
 	Forks []Fork `json:"forks,omitempty"`
 	// Wait is what the job waits for while it is scheduled by a wait
-	// (wait.go); Children are the ids of the jobs it spawned.
+	// (engine/wait.go); Children are the ids of the jobs it spawned.
 	Wait     *Wait    `json:"wait,omitempty"`
 	Children []string `json:"children,omitempty"`
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // State is where a job is in its life. See the transition table in
-// transitions.go.
+// backend/transitions.go.
 type State string
 
 const (
