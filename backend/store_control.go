@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice/sluicetype"
@@ -260,4 +261,29 @@ type OperationFinishParams struct {
 type QueuePauseParams struct {
 	Queue string
 	Actor string
+}
+
+// QueueInfos is QueueList's answer from a store's per-queue counts and
+// paused flags: every queue either names, sorted by name, a queue without
+// jobs with empty counts.
+func QueueInfos(counts map[string]map[sluicetype.State]int64, paused map[string]bool) []sluicetype.QueueInfo {
+	names := make([]string, 0, len(counts)+len(paused))
+	for q := range counts {
+		names = append(names, q)
+	}
+	for q := range paused {
+		if _, ok := counts[q]; !ok {
+			names = append(names, q)
+		}
+	}
+	slices.Sort(names)
+	out := make([]sluicetype.QueueInfo, len(names))
+	for i, q := range names {
+		c := counts[q]
+		if c == nil {
+			c = map[sluicetype.State]int64{}
+		}
+		out[i] = sluicetype.QueueInfo{Name: q, Paused: paused[q], Counts: c}
+	}
+	return out
 }

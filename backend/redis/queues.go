@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"fmt"
-	"sort"
 
 	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/sluicetype"
@@ -19,25 +18,11 @@ func (s *Store) QueueList(ctx context.Context) ([]sluicetype.QueueInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis: list queues: %w", err)
 	}
-	names := make([]string, 0, len(counts)+len(paused))
-	for q := range counts {
-		names = append(names, q)
+	flags := make(map[string]bool, len(paused))
+	for q, v := range paused {
+		flags[q] = v == "1"
 	}
-	for q := range paused {
-		if _, ok := counts[q]; !ok {
-			names = append(names, q)
-		}
-	}
-	sort.Strings(names)
-	out := make([]sluicetype.QueueInfo, len(names))
-	for i, q := range names {
-		c := counts[q]
-		if c == nil {
-			c = map[sluicetype.State]int64{}
-		}
-		out[i] = sluicetype.QueueInfo{Name: q, Paused: paused[q] == "1", Counts: c}
-	}
-	return out, nil
+	return backend.QueueInfos(counts, flags), nil
 }
 
 // luaPause records a queue as paused or resumed (QueuePause, QueueResume).

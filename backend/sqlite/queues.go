@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/sluicehq/sluice/backend"
@@ -40,25 +39,7 @@ func (s *Store) QueueList(ctx context.Context) ([]sluicetype.QueueInfo, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: list queues: %w", err)
 	}
-	names := make([]string, 0, len(counts)+len(paused))
-	for q := range counts {
-		names = append(names, q)
-	}
-	for q := range paused {
-		if _, ok := counts[q]; !ok {
-			names = append(names, q)
-		}
-	}
-	sort.Strings(names)
-	out := make([]sluicetype.QueueInfo, len(names))
-	for i, q := range names {
-		c := counts[q]
-		if c == nil {
-			c = map[sluicetype.State]int64{}
-		}
-		out[i] = sluicetype.QueueInfo{Name: q, Paused: paused[q], Counts: c}
-	}
-	return out, nil
+	return backend.QueueInfos(counts, paused), nil
 }
 
 const sqlQueueSetPaused = `INSERT INTO queues (name, paused, paused_at, paused_by) VALUES (?1, ?2, ?3, ?4)
