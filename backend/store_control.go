@@ -263,10 +263,10 @@ type QueuePauseParams struct {
 	Actor string
 }
 
-// QueueInfos is QueueList's answer from a store's per-queue counts and
+// QueueInfosFromCounts is QueueList's answer from a store's per-queue counts and
 // paused flags: every queue either names, sorted by name, a queue without
 // jobs with empty counts.
-func QueueInfos(counts map[string]map[sluicetype.State]int64, paused map[string]bool) []sluicetype.QueueInfo {
+func QueueInfosFromCounts(counts map[string]map[sluicetype.State]int64, paused map[string]bool) []sluicetype.QueueInfo {
 	names := make([]string, 0, len(counts)+len(paused))
 	for q := range counts {
 		names = append(names, q)

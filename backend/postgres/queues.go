@@ -32,7 +32,7 @@ func (s *Store) QueueList(ctx context.Context) ([]sluicetype.QueueInfo, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("postgres: list queues: %w", err)
 	}
-	return backend.QueueInfos(counts, paused), nil
+	return backend.QueueInfosFromCounts(counts, paused), nil
 }
 
 func (s *Store) queueSetPaused(ctx context.Context, p *backend.QueuePauseParams, paused bool) error {

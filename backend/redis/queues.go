@@ -22,7 +22,7 @@ func (s *Store) QueueList(ctx context.Context) ([]sluicetype.QueueInfo, error) {
 	for q, v := range paused {
 		flags[q] = v == "1"
 	}
-	return backend.QueueInfos(counts, flags), nil
+	return backend.QueueInfosFromCounts(counts, flags), nil
 }
 
 // luaPause records a queue as paused or resumed (QueuePause, QueueResume).

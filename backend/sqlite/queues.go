@@ -39,7 +39,7 @@ func (s *Store) QueueList(ctx context.Context) ([]sluicetype.QueueInfo, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: list queues: %w", err)
 	}
-	return backend.QueueInfos(counts, paused), nil
+	return backend.QueueInfosFromCounts(counts, paused), nil
 }
 
 const sqlQueueSetPaused = `INSERT INTO queues (name, paused, paused_at, paused_by) VALUES (?1, ?2, ?3, ?4)
