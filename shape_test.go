@@ -40,6 +40,7 @@ var importRules = map[string][]string{
 	"keymap":              {},
 	"themes":              {},
 	"internal/jsonw":      {},
+	"internal/suggest":    {},
 	"internal/termtext":   {},
 	"internal/redact":     {},
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 	yaml "go.yaml.in/yaml/v3"
 
+	"github.com/sluicehq/sluice/internal/suggest"
 	"github.com/sluicehq/sluice/keymap"
 )
 
@@ -337,48 +338,11 @@ func unknownKey(line int, key, name string, cmd *cobra.Command, flags map[string
 	if !cmd.HasParent() {
 		known = append(known, "keys")
 	}
-	if s := closest(name, known); s != "" {
+	if s := suggest.Closest(name, known); s != "" {
 		return fmt.Errorf("line %d: unknown key %q (did you mean %q?)", line, key, s)
 	}
 	sort.Strings(known)
 	return fmt.Errorf("line %d: unknown key %q; known here: %s", line, key, strings.Join(known, ", "))
-}
-
-// closest is the candidate within two edits of s, if one is.
-func closest(s string, candidates []string) string {
-	best, bestD := "", 3
-	for _, c := range candidates {
-		if d := editDistance(s, c); d < bestD {
-			best, bestD = c, d
-		}
-	}
-	return best
-}
-
-// editDistance counts the insertions, deletions, substitutions and swaps
-// of neighbours that turn a into b (optimal string alignment).
-func editDistance(a, b string) int {
-	d := make([][]int, len(a)+1)
-	for i := range d {
-		d[i] = make([]int, len(b)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(a)][len(b)]
 }
 
 // subcommand finds a child of cmd that takes settings, by name or alias.
@@ -427,7 +391,7 @@ func keysJSON(node *yaml.Node) ([]byte, error) {
 		if known[k.Value] {
 			continue
 		}
-		if s := closest(k.Value, names); s != "" {
+		if s := suggest.Closest(k.Value, names); s != "" {
 			return nil, fmt.Errorf("line %d: unknown key %q: not an action of the console (did you mean %q?)", k.Line, "keys."+k.Value, s)
 		}
 		return nil, fmt.Errorf("line %d: unknown key %q: not an action of the console; actions: %s", k.Line, "keys."+k.Value, strings.Join(names, ", "))
