@@ -37,9 +37,10 @@ var importRules = map[string][]string{
 	"api":                 {"engine", "sluicetype", "internal/jsonw", "internal/redact", "internal/outage"},
 	"api/apimetrics":      {"api", "engine", "internal/outage"},
 	"tui":                 {"engine", "keymap", "themes", "internal/termtext"},
-	"keymap":              {},
+	"keymap":              {"internal/suggest"},
 	"themes":              {},
 	"internal/jsonw":      {},
+	"internal/suggest":    {},
 	"internal/termtext":   {},
 	"internal/redact":     {},
 }

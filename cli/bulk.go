@@ -126,23 +126,21 @@ nothing else runs maintenance.`,
 					op.ID, op.ID, o.targetFlag())
 				op, err = followOperation(s, op.ID, cmd.ErrOrStderr())
 			}
-			if err != nil {
-				return err
-			}
-			if o.json() {
-				return printJSON(cmd.OutOrStdout(), op)
-			}
-			printOperation(cmd.OutOrStdout(), op)
-			if op.Status == engine.OperationFailed {
-				return fmt.Errorf("operation %s failed: %s", op.ID, op.Error)
-			}
-			return nil
+			return render(cmd, o, op, err, func(w io.Writer, op *engine.Operation) error {
+				if err := printOperation(w, op); err != nil {
+					return err
+				}
+				if op.Status == engine.OperationFailed {
+					return fmt.Errorf("operation %s failed: %s", op.ID, op.Error)
+				}
+				return nil
+			})
 		}),
 	}
 	o.addFlags(cmd)
 	ff.add(cmd)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "only count the matching jobs and show a sample")
-	cmd.Flags().BoolVarP(&o.yes, "yes", "y", false, "do not ask for confirmation")
+	o.addYesFlag(cmd)
 	cmd.Flags().BoolVar(&wait, "wait", false, "with --api: follow the operation until it ends (it carries on without this command)")
 	cmd.Flags().IntVar(&rate, "rate", 0, "jobs per second at most (0: unlimited)")
 	cmd.Flags().StringVar(&cutoff, "cutoff", "", "run a dry run's plan: only jobs that entered their state by this time (RFC 3339, as the dry run prints it)")
@@ -225,7 +223,8 @@ func bar(done, total int64, width int) string {
 	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
 }
 
-func printOperation(w io.Writer, op *engine.Operation) {
+// printOperation is one operation, a field a line.
+func printOperation(w io.Writer, op *engine.Operation) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "operation\t%s\n", op.ID)
 	fmt.Fprintf(tw, "action\t%s\n", op.Action)
@@ -239,5 +238,5 @@ func printOperation(w io.Writer, op *engine.Operation) {
 	if op.Error != "" {
 		fmt.Fprintf(tw, "error\t%s\n", op.Error)
 	}
-	_ = tw.Flush()
+	return tw.Flush()
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -15,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 	yaml "go.yaml.in/yaml/v3"
 
+	"github.com/sluicehq/sluice/internal/suggest"
 	"github.com/sluicehq/sluice/keymap"
 )
 
@@ -208,8 +208,9 @@ func configFrom(ctx context.Context) *configFile {
 type configFile struct {
 	path string
 	root *configSection
-	// keys are the key bindings in the keys.json format; nil when none.
-	keys []byte
+	// keys are the key bindings of the keys section; none when it is
+	// absent.
+	keys keymap.Overrides
 	// exists is false for a default location with no file.
 	exists bool
 }
@@ -240,10 +241,10 @@ func parseConfig(root *cobra.Command, path string, data []byte) (*configFile, er
 	if err := cfg.parseSection(root, cfg.root, top, nil); err != nil {
 		return nil, fmt.Errorf("config file %s: %w", path, err)
 	}
-	if cfg.keys != nil {
-		if _, err := keymap.Build(keymap.Overrides{Source: "(the keys section)", Data: cfg.keys}); err != nil {
-			return nil, fmt.Errorf("config file %s: %w", path, err)
-		}
+	// A key bound to two actions is refused here too, not only when the
+	// console starts; the error names this file and the line.
+	if _, err := keymap.Build(cfg.keys); err != nil {
+		return nil, err
 	}
 	return cfg, nil
 }
@@ -264,11 +265,14 @@ func (cfg *configFile) parseSection(cmd *cobra.Command, sec *configSection, node
 		seen[name] = true
 		if v.Kind == yaml.MappingNode {
 			if len(path) == 0 && name == "keys" {
-				b, err := keysJSON(v)
+				// The key bindings, in the keys file's format, read by
+				// its parser: its errors name the line, parseConfig the
+				// file. (keys: with a value is tui's --keys, the file.)
+				keys, err := keymap.ParseNode("config file "+cfg.path, v)
 				if err != nil {
 					return err
 				}
-				cfg.keys = b
+				cfg.keys = keys
 				continue
 			}
 			sub := subcommand(cmd, name)
@@ -337,48 +341,11 @@ func unknownKey(line int, key, name string, cmd *cobra.Command, flags map[string
 	if !cmd.HasParent() {
 		known = append(known, "keys")
 	}
-	if s := closest(name, known); s != "" {
+	if s := suggest.Closest(name, known); s != "" {
 		return fmt.Errorf("line %d: unknown key %q (did you mean %q?)", line, key, s)
 	}
 	sort.Strings(known)
 	return fmt.Errorf("line %d: unknown key %q; known here: %s", line, key, strings.Join(known, ", "))
-}
-
-// closest is the candidate within two edits of s, if one is.
-func closest(s string, candidates []string) string {
-	best, bestD := "", 3
-	for _, c := range candidates {
-		if d := editDistance(s, c); d < bestD {
-			best, bestD = c, d
-		}
-	}
-	return best
-}
-
-// editDistance counts the insertions, deletions, substitutions and swaps
-// of neighbours that turn a into b (optimal string alignment).
-func editDistance(a, b string) int {
-	d := make([][]int, len(a)+1)
-	for i := range d {
-		d[i] = make([]int, len(b)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(a)][len(b)]
 }
 
 // subcommand finds a child of cmd that takes settings, by name or alias.
@@ -411,32 +378,6 @@ func subtreeFlags(cmd *cobra.Command) map[string]bool {
 	}
 	walk(cmd)
 	return out
-}
-
-// keysJSON turns the keys section into the keys.json format, checking
-// its action names.
-func keysJSON(node *yaml.Node) ([]byte, error) {
-	known := map[string]bool{}
-	var names []string
-	for _, a := range keymap.Actions() {
-		known[string(a)] = true
-		names = append(names, string(a))
-	}
-	for i := 0; i+1 < len(node.Content); i += 2 {
-		k := node.Content[i]
-		if known[k.Value] {
-			continue
-		}
-		if s := closest(k.Value, names); s != "" {
-			return nil, fmt.Errorf("line %d: unknown key %q: not an action of the console (did you mean %q?)", k.Line, "keys."+k.Value, s)
-		}
-		return nil, fmt.Errorf("line %d: unknown key %q: not an action of the console; actions: %s", k.Line, "keys."+k.Value, strings.Join(names, ", "))
-	}
-	var m map[string]any
-	if err := node.Decode(&m); err != nil {
-		return nil, fmt.Errorf("line %d: keys: %w", node.Line, err)
-	}
-	return json.Marshal(m)
 }
 
 // source ranks where a setting came from: higher wins.
@@ -580,22 +521,20 @@ func inGroup(group []string, name string) bool {
 }
 
 // loadKeyMap builds the console's key bindings: the defaults, then the
-// config file's keys section, then the keys file (keys.json format;
-// missing is fine), the later winning for each action it names.
+// config file's keys section, then the keys file (missing is fine), the
+// later winning for each action it names. Both are in the one format
+// keymap.Parse reads.
 func loadKeyMap(ctx context.Context, keysPath string) (*keymap.KeyMap, error) {
 	var layers []keymap.Overrides
-	if cfg := configFrom(ctx); cfg != nil && cfg.keys != nil {
-		layers = append(layers, keymap.Overrides{Source: cfg.path + " (keys)", Data: cfg.keys})
+	if cfg := configFrom(ctx); cfg != nil {
+		layers = append(layers, cfg.keys)
 	}
 	if keysPath != "" {
-		b, err := os.ReadFile(keysPath)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-		case err != nil:
-			return nil, fmt.Errorf("key bindings %s: %w", keysPath, err)
-		default:
-			layers = append(layers, keymap.Overrides{Source: keysPath, Data: b})
+		file, err := keymap.ReadFile(keysPath)
+		if err != nil {
+			return nil, err
 		}
+		layers = append(layers, file)
 	}
 	return keymap.Build(layers...)
 }

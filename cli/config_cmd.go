@@ -33,9 +33,11 @@ config.yaml when XDG_CONFIG_HOME is unset), or the file --config or
 SLUICE_CONFIG names. It is YAML: settings at the top level apply to every
 command that has that flag; a section named after a command applies to
 it and the commands under it, and wins over the top level; keys rebinds
-the console's keys (action: key or [keys]; [] unbinds), under the bindings
-of keys.json (see sluice tui --help), which win. An unknown key is an
-error that names it. Keep the file private if it holds a token.
+the console's keys (action: key or [keys]; [] unbinds; quote the keys
+YAML reads as its own, as "?" and ":"), in the format of the keys file
+(keys.yaml, see sluice tui --help), whose bindings win. An unknown key,
+action or key name is an error that names it and its line. Keep the
+file private if it holds a token.
 
   # ~/.config/sluice/config.yaml
   store: sqlite:///var/lib/sluice/jobs.db

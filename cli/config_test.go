@@ -3,8 +3,10 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -227,7 +229,7 @@ func TestConfigFileErrors(t *testing.T) {
 		{"not a mapping", "- store\n", "want a mapping of settings"},
 		{"not YAML", "store: [\n", "config file"},
 		{"bad value", "worker:\n  concurrency: many\n", `(worker.concurrency): --concurrency "many"`},
-		{"unknown action", "keys:\n  retri: R\n", `line 2: unknown key "keys.retri": not an action of the console (did you mean "retry"?)`},
+		{"unknown action", "keys:\n  retri: R\n", `line 2: unknown action "retri" (did you mean "retry"?)`},
 		{"key conflict", "keys:\n  retry: d\n", `key "d" is bound to both "retry" and "delete"`},
 		{"keys below the top", "tui:\n  keys:\n    retry: R\n", "key bindings go in the keys section at the top level"},
 	}
@@ -262,8 +264,9 @@ func TestConfigFileErrors(t *testing.T) {
 	}
 }
 
-// TestConfigFileKeyBindings: the keys section and keys.json make one
-// keymap, keys.json winning for the actions it names.
+// TestConfigFileKeyBindings: the keys section and the keys file (here a
+// keys.json, read as YAML) make one keymap, the file winning for the
+// actions it names.
 func TestConfigFileKeyBindings(t *testing.T) {
 	t.Parallel()
 	root := newRootEnv(func(string) (string, bool) { return "", false }, nil)
@@ -304,6 +307,106 @@ func TestConfigFileKeyBindings(t *testing.T) {
 	if err != nil || !km.Matches(press("X"), keymap.Cancel) {
 		t.Fatalf("no keys file: %v", err)
 	}
+}
+
+// TestKeyOverridesOneFormat: the same overrides in config.yaml's keys
+// section and in a keys file (YAML, or JSON when given) make the same
+// bindings, and the same mistake is the same error, at the same line,
+// after the name of the file. The keys file's first line is a comment so
+// that its lines are those of the section.
+func TestKeyOverridesOneFormat(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		entries []string // the section's lines, unindented
+		json    string   // the same as a keys.json, when it can be
+		wantErr string
+	}{
+		{name: "rebound", entries: []string{"retry: R", "cancel: X"}, json: `{"retry": "R", "cancel": "X"}`},
+		{name: "lists and unbinding", entries: []string{"down: [j, down, ctrl+n]", "delete: []"}, json: `{"down": ["j", "down", "ctrl+n"], "delete": []}`},
+		{name: "a block list", entries: []string{"down:", "  - j", "  - ctrl+n"}, json: `{"down": ["j", "ctrl+n"]}`},
+		{name: "quoted punctuation and a digit", entries: []string{`help: "?"`, `command: ";"`, "copy: 1"}, json: `{"help": "?", "command": ";", "copy": "1"}`},
+		{name: "nothing", entries: []string{"{}"}, json: `{}`},
+
+		{name: "unknown action", entries: []string{"retri: R"}, wantErr: `line 2: unknown action "retri" (did you mean "retry"?)`},
+		{name: "bad modifier", entries: []string{"down: [j, ctlr+n]"}, wantErr: `line 2: down: key "ctlr+n": unknown modifier "ctlr" (did you mean "ctrl"?)`},
+		{name: "bad key name", entries: []string{"down:", "  - j", "  - Down"}, wantErr: `line 4: down: key "Down": unknown key name "Down" (did you mean "down"?)`},
+		{name: "empty key", entries: []string{"retry: ''"}, wantErr: `line 2: retry: empty key`},
+		{name: "not keys", entries: []string{"retry: {key: R}"}, wantErr: `line 2: retry: want a key or a list of keys`},
+		{name: "given twice", entries: []string{"retry: R", "retry: x"}, wantErr: `line 3: action "retry" given twice (first on line 2)`},
+		{name: "bound twice", entries: []string{"cancel: C", "retry: d"}, wantErr: `line 3: key "d" is bound to both "retry" and "delete"`},
+	}
+	root := newRootEnv(func(string) (string, bool) { return "", false }, nil)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			section := "keys:\n"
+			if tc.entries[0] == "{}" {
+				section = "keys: {}\n"
+			} else {
+				for _, e := range tc.entries {
+					section += "  " + e + "\n"
+				}
+			}
+			configPath := filepath.Join(dir, "config.yaml")
+			cfg, cfgErr := parseConfig(root, configPath, []byte(section))
+			var fromConfig *keymap.KeyMap
+			if cfgErr == nil {
+				fromConfig, cfgErr = loadKeyMap(context.WithValue(context.Background(), configKey{}, cfg), "")
+			}
+			keysPath := filepath.Join(dir, "keys.yaml")
+			if err := os.WriteFile(keysPath, []byte("# the console's keys\n"+strings.Join(tc.entries, "\n")+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			fromFile, fileErr := loadKeyMap(context.Background(), keysPath)
+
+			if tc.wantErr != "" {
+				if cfgErr == nil || fileErr == nil {
+					t.Fatalf("config: %v; keys file: %v; want both to fail", cfgErr, fileErr)
+				}
+				inConfig, ok1 := strings.CutPrefix(cfgErr.Error(), "config file "+configPath+": ")
+				inFile, ok2 := strings.CutPrefix(fileErr.Error(), "key bindings "+keysPath+": ")
+				if !ok1 || !ok2 {
+					t.Fatalf("the errors do not begin with their file:\n%v\n%v", cfgErr, fileErr)
+				}
+				if inConfig != inFile || !strings.HasPrefix(inConfig, tc.wantErr) {
+					t.Fatalf("config: %s\nkeys file: %s\nwant both %s", inConfig, inFile, tc.wantErr)
+				}
+				return
+			}
+			if cfgErr != nil || fileErr != nil {
+				t.Fatalf("config: %v; keys file: %v", cfgErr, fileErr)
+			}
+			want := bindings(fromConfig)
+			if slices.Equal(want, bindings(keymap.Default())) && tc.name != "nothing" {
+				t.Fatal("the overrides changed nothing")
+			}
+			if got := bindings(fromFile); !slices.Equal(got, want) {
+				t.Errorf("keys file:\n%v\nconfig:\n%v", got, want)
+			}
+			jsonPath := filepath.Join(dir, "keys.json")
+			if err := os.WriteFile(jsonPath, []byte(tc.json), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			fromJSON, err := loadKeyMap(context.Background(), jsonPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := bindings(fromJSON); !slices.Equal(got, want) {
+				t.Errorf("keys.json:\n%v\nconfig:\n%v", got, want)
+			}
+		})
+	}
+}
+
+// bindings is every binding of km as text: action, keys, help key and
+// whether it is enabled.
+func bindings(km *keymap.KeyMap) []string {
+	var out []string
+	for _, e := range km.Entries() {
+		out = append(out, fmt.Sprintf("%s %q %q %v", e.Action, e.Binding.Keys(), e.Binding.Help().Key, km.Enabled(e.Action)))
+	}
+	return out
 }
 
 // TestConfigEndToEnd runs real commands on a SQLite file named by the

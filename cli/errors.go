@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -44,28 +45,25 @@ normaliser did not recognise, which the group's query leaves out.`,
 				return err
 			}
 			groups, err := s.ctl.ErrorGroups(s.ctx, f)
-			if err != nil {
-				return err
+			if groups == nil {
+				groups = []engine.ErrorGroup{}
 			}
-			if o.json() {
-				if groups == nil {
-					groups = []engine.ErrorGroup{}
+			return render(cmd, o, groups, err, func(w io.Writer, groups []engine.ErrorGroup) error {
+				if len(groups) == 0 {
+					fmt.Fprintln(cmd.ErrOrStderr(), "no dead jobs match: no error groups")
+					return nil
 				}
-				return printJSON(cmd.OutOrStdout(), groups)
-			}
-			if len(groups) == 0 {
-				fmt.Fprintln(cmd.ErrOrStderr(), "no dead jobs match: no error groups")
-				return nil
-			}
-			rows := make([][]string, len(groups))
-			for i, g := range groups {
-				rows[i] = []string{g.Queue, g.Kind, fmt.Sprint(g.Count), ago(g.LastSeen), ago(g.FirstSeen),
-					fmt.Sprint(g.NearSingletons), short(g.Pattern, 80), shellQuote("-q", g.Selector.String())[3:]}
-			}
-			return table(cmd.OutOrStdout(), "QUEUE\tKIND\tJOBS\tLAST\tFIRST\tNEAR\tERROR\tQUERY", rows)
+				return tableOf("QUEUE\tKIND\tJOBS\tLAST\tFIRST\tNEAR\tERROR\tQUERY", errorGroupRow)(w, groups)
+			})
 		}),
 	}
 	ff.add(list)
 	cmd.AddCommand(list)
 	return cmd
+}
+
+// errorGroupRow is an error group's row in errors list.
+func errorGroupRow(g engine.ErrorGroup) []string {
+	return []string{g.Queue, g.Kind, fmt.Sprint(g.Count), ago(g.LastSeen), ago(g.FirstSeen),
+		fmt.Sprint(g.NearSingletons), short(g.Pattern, 80), shellQuote("-q", g.Selector.String())[3:]}
 }

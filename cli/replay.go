@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -32,24 +33,19 @@ func (o *ctlOptions) replayCmd() *cobra.Command {
 			}
 			if dryRun {
 				plan, err := s.ctl.ReplayPreview(s.ctx, args[0], p)
-				if err != nil {
-					return err
-				}
-				if o.json() {
-					return printJSON(cmd.OutOrStdout(), plan)
-				}
-				w := cmd.OutOrStdout()
-				for i, r := range plan.Kept {
-					fmt.Fprintf(w, "keep   %d %s (%s)\n", i+1, r.Name, r.State)
-				}
-				for i, r := range plan.Rerun {
-					fmt.Fprintf(w, "rerun  %d %s (was %s)\n", len(plan.Kept)+i+1, r.Name, r.State)
-				}
-				fmt.Fprintf(w, "then   the steps the handler asks for after those\n")
-				return nil
+				return render(cmd, o, plan, err, func(w io.Writer, plan *engine.ReplayPlan) error {
+					for i, r := range plan.Kept {
+						fmt.Fprintf(w, "keep   %d %s (%s)\n", i+1, r.Name, r.State)
+					}
+					for i, r := range plan.Rerun {
+						fmt.Fprintf(w, "rerun  %d %s (was %s)\n", len(plan.Kept)+i+1, r.Name, r.State)
+					}
+					fmt.Fprintf(w, "then   the steps the handler asks for after those\n")
+					return nil
+				})
 			}
 			j, err := s.ctl.ReplayFromStep(s.ctx, args[0], p)
-			return o.printJob(cmd, j, err, fmt.Sprintf("replaying %s from step %d as", args[0], step))
+			return render(cmd, o, j, err, jobNow(fmt.Sprintf("replaying %s from step %d as", args[0], step)))
 		}),
 	}
 	c.Flags().IntVar(&step, "step", 0, "1-based position of the first step that runs again")

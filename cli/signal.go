@@ -2,8 +2,11 @@ package cli
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/engine"
 )
 
 // signalCmd is `sluice jobs signal ID NAME [--payload JSON|@FILE|-]`:
@@ -14,23 +17,18 @@ func (o *ctlOptions) signalCmd() *cobra.Command {
 		Use:   "signal ID NAME [--payload JSON|@FILE|-]",
 		Short: "Send a signal to a job: buffered until its wait of that name takes it, once; wakes it if it waits",
 		Args:  cobra.ExactArgs(2),
-		RunE: o.withSession(func(cmd *cobra.Command, s *session, args []string) error {
+		RunE: runCall(o, func(cmd *cobra.Command, s *session, args []string) (*engine.Signal, error) {
 			var raw []byte
 			if payload != "" {
 				b, err := readPayload(cmd, payload)
 				if err != nil {
-					return err
+					return nil, err
 				}
 				raw = b
 			}
-			sig, err := s.ctl.Signal(s.ctx, args[0], args[1], raw)
-			if err != nil {
-				return err
-			}
-			if o.json() {
-				return printJSON(cmd.OutOrStdout(), sig)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "signal %s sent to %s (#%d)\n", sig.Name, sig.JobID, sig.Seq)
+			return s.ctl.Signal(s.ctx, args[0], args[1], raw)
+		}, func(w io.Writer, sig *engine.Signal) error {
+			fmt.Fprintf(w, "signal %s sent to %s (#%d)\n", sig.Name, sig.JobID, sig.Seq)
 			return nil
 		}),
 	}

@@ -52,8 +52,12 @@ maintenance, so bulk operations progress); with --worker it also runs the
 demo's workers on their queues. Attached: --api URL [--token T] talks to a
 sluice server over HTTP.
 
-Keys are rebindable in the keys section of the config file (sluice config
---help) or in $XDG_CONFIG_HOME/sluice/keys.json (see --keys), which wins.
+Keys are rebindable, in one format (action: key or [keys]; [] unbinds),
+in the keys section of the config file (sluice config --help) or in the
+keys file, $XDG_CONFIG_HOME/sluice/keys.yaml or the file --keys names,
+which wins for the actions it names. JSON is YAML, so a keys.json file
+reads as it is: keys.json, the file's earlier name, is read when there
+is no keys.yaml.
 Logs go to --log-file, never to the terminal (discarded when not given).
 NO_COLOR set to anything turns colour off.`,
 		Args: cobra.NoArgs,
@@ -71,7 +75,7 @@ NO_COLOR set to anything turns colour off.`,
 	f.StringVar(&o.state, "state", "archived", "state tab to open on")
 	f.StringVar(&o.query, "query", "", "filter to open with, in the query grammar (queue:billing kind:x ...)")
 	f.StringVar(&o.actor, "actor", "", "your name on the jobs' timelines and operations (default $USER)")
-	f.StringVar(&o.keys, "keys", "", "key bindings file (default $XDG_CONFIG_HOME/sluice/keys.json)")
+	f.StringVar(&o.keys, "keys", "", "key bindings file, YAML or JSON (default $XDG_CONFIG_HOME/sluice/keys.yaml)")
 	f.BoolVar(&o.mouse, "mouse", false, "use the mouse: wheel, row and tab clicks (shift-drag still selects text in most terminals)")
 	o.retention.add(f)
 	return cmd

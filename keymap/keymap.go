@@ -3,24 +3,18 @@
 // rebound key shows up rebound everywhere.
 //
 // Each binding has a stable action name ("retry", "mark", ...) used by the
-// user's overrides (the keys section of $XDG_CONFIG_HOME/sluice/config.yaml,
-// or $XDG_CONFIG_HOME/sluice/keys.json) and a Dangerous
-// flag: actions that change jobs or queues, which read-only mode removes
-// from the screen and the help.
+// user's overrides (overrides.go: the keys section of
+// $XDG_CONFIG_HOME/sluice/config.yaml, or the keys file,
+// $XDG_CONFIG_HOME/sluice/keys.yaml, in one format) and a Dangerous flag:
+// actions that change jobs or queues, which read-only mode removes from
+// the screen and the help.
 //
 // The package knows nothing of jobs or screens.
 package keymap
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
-	"sort"
-	"strings"
 
 	"charm.land/bubbles/v2/key"
 )
@@ -308,149 +302,4 @@ func (km *KeyMap) HelpGroups() []GroupHelp {
 type GroupHelp struct {
 	Group    Group
 	Bindings []key.Binding
-}
-
-// DefaultPath is where user overrides live:
-// $XDG_CONFIG_HOME/sluice/keys.json, else ~/.config/sluice/keys.json.
-func DefaultPath(getenv func(string) string) string {
-	if getenv == nil {
-		getenv = os.Getenv
-	}
-	dir := getenv("XDG_CONFIG_HOME")
-	if dir == "" {
-		home := getenv("HOME")
-		if home == "" {
-			return ""
-		}
-		dir = filepath.Join(home, ".config")
-	}
-	return filepath.Join(dir, "sluice", "keys.json")
-}
-
-// Load returns the default bindings with the overrides in the file at
-// path applied. A missing file is no error. The file is a JSON object from
-// action name to a key or a list of keys:
-//
-//	{"retry": "R", "down": ["j", "down", "ctrl+n"], "delete": []}
-//
-// An empty list unbinds the action.
-func Load(path string) (*KeyMap, error) {
-	if path == "" {
-		return Default(), nil
-	}
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return Default(), nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("key bindings %s: %w", path, err)
-	}
-	return Build(Overrides{Source: path, Data: b})
-}
-
-// Overrides is one layer of user overrides in the keys.json format, named
-// by where it came from for messages.
-type Overrides struct {
-	Source string
-	Data   []byte
-}
-
-// Build returns the default bindings with each layer applied in order, a
-// later layer winning for the actions it names. Conflicts are checked once,
-// on the result, so a layer may move a key another layer freed.
-func Build(layers ...Overrides) (*KeyMap, error) {
-	km := Default()
-	var sources []string
-	for _, l := range layers {
-		if err := km.apply(l.Data); err != nil {
-			return nil, fmt.Errorf("key bindings %s: %w", l.Source, err)
-		}
-		sources = append(sources, l.Source)
-	}
-	if err := km.conflicts(); err != nil {
-		return nil, fmt.Errorf("key bindings %s: %w", strings.Join(sources, " + "), err)
-	}
-	return km, nil
-}
-
-// Apply applies overrides (the keys.json format) to km in place.
-func (km *KeyMap) Apply(data []byte) error {
-	if err := km.apply(data); err != nil {
-		return err
-	}
-	return km.conflicts()
-}
-
-func (km *KeyMap) apply(data []byte) error {
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(data, &raw); err != nil {
-		return fmt.Errorf("not a JSON object of action to keys: %w", err)
-	}
-	names := make([]string, 0, len(raw))
-	for n := range raw {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		i, ok := km.index[Action(name)]
-		if !ok {
-			known := make([]string, 0, len(km.entries))
-			for _, e := range km.entries {
-				known = append(known, string(e.Action))
-			}
-			return fmt.Errorf("unknown action %q; known actions: %s", name, strings.Join(known, ", "))
-		}
-		keys, err := parseKeys(raw[name])
-		if err != nil {
-			return fmt.Errorf("action %q: %w", name, err)
-		}
-		b := &km.entries[i].Binding
-		if len(keys) == 0 {
-			b.Unbind()
-			continue
-		}
-		b.SetKeys(keys...)
-		b.SetHelp(strings.Join(keys, "/"), b.Help().Desc)
-	}
-	return nil
-}
-
-func parseKeys(raw json.RawMessage) ([]string, error) {
-	var one string
-	if err := json.Unmarshal(raw, &one); err == nil {
-		if strings.TrimSpace(one) == "" {
-			return nil, errors.New("empty key")
-		}
-		return []string{one}, nil
-	}
-	var many []string
-	if err := json.Unmarshal(raw, &many); err != nil {
-		return nil, errors.New("want a key name or a list of key names")
-	}
-	for _, k := range many {
-		if strings.TrimSpace(k) == "" {
-			return nil, errors.New("empty key")
-		}
-	}
-	return many, nil
-}
-
-// conflicts refuses one key bound to two actions that are live at the same
-// time. Confirm shares "y" with copy, and ReplayResult "e" with edit, on
-// purpose: they are only read inside a confirmation, where nothing else
-// is.
-func (km *KeyMap) conflicts() error {
-	seen := map[string]Action{}
-	for _, e := range km.entries {
-		if dialogOnly(e.Action) {
-			continue
-		}
-		for _, k := range e.Binding.Keys() {
-			if other, ok := seen[k]; ok {
-				return fmt.Errorf("key %q is bound to both %q and %q", k, other, e.Action)
-			}
-			seen[k] = e.Action
-		}
-	}
-	return nil
 }

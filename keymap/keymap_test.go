@@ -1,6 +1,7 @@
 package keymap
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -113,8 +114,8 @@ func TestHelpFromKeymap(t *testing.T) {
 func TestLoadOverrides(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	path := filepath.Join(dir, "keys.json")
-	if err := os.WriteFile(path, []byte(`{"retry": "R", "down": ["j", "down", "ctrl+n"], "delete": []}`), 0o600); err != nil {
+	path := filepath.Join(dir, "keys.yaml")
+	if err := os.WriteFile(path, []byte("retry: R\ndown: [j, down, ctrl+n]\ndelete: []\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	km, err := Load(path)
@@ -138,16 +139,27 @@ func TestLoadOverrides(t *testing.T) {
 func TestLoadErrors(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ name, body, want string }{
-		{"unknown action", `{"retri": "x"}`, "unknown action"},
-		{"not json", `retry = R`, "not a JSON object"},
-		{"conflict", `{"retry": "d"}`, "bound to both"},
-		{"empty key", `{"retry": ""}`, "empty key"},
-		{"bad type", `{"retry": 3}`, "want a key name"},
+		{"unknown action", `{"retri": "x"}`, `line 1: unknown action "retri" (did you mean "retry"?)`},
+		{"unknown action far from any", "# mine\nfrobnicate: x\n", `line 2: unknown action "frobnicate"; actions: up, down,`},
+		{"not a mapping", `retry = R`, "line 1: want a mapping of action to keys"},
+		{"not YAML", `{"retry": "R"`, "yaml: line 1"},
+		{"conflict", "cancel: C\nretry: d\n", `line 2: key "d" is bound to both "retry" and "delete"`},
+		{"empty key", `{"retry": ""}`, `line 1: retry: empty key`},
+		{"empty key in a list", "down:\n  - j\n  - ' '\n", `line 3: down: empty key`},
+		{"bad type", `{"retry": true}`, "line 1: retry: want a key or a list of keys"},
+		{"no key", "retry:\n", "line 1: retry: want a key or a list of keys"},
+		{"a mapping for keys", "retry: {key: R}\n", "line 1: retry: want a key"},
+		{"given twice", `{"retry": "R", "retry": "x"}`, `line 1: action "retry" given twice (first on line 1)`},
+		{"unknown modifier", "down: [j, ctlr+n]\n", `line 1: down: key "ctlr+n": unknown modifier "ctlr" (did you mean "ctrl"?)`},
+		{"modifiers out of order", "down: shift+ctrl+n\n", `key "shift+ctrl+n": give each modifier once, in the order ctrl+alt+shift+meta+hyper+super`},
+		{"unknown key name", "page_down: ctrl+pgdn\n", `key "ctrl+pgdn": unknown key name "pgdn" (did you mean "pgdown"?)`},
+		{"not a key", "retry: return-key\n", `key "return-key": want one character or a key name`},
+		{"nothing after the modifier", "retry: ctrl+\n", `key "ctrl+": no key after the modifiers`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			path := filepath.Join(t.TempDir(), "keys.json")
+			path := filepath.Join(t.TempDir(), "keys.yaml")
 			if err := os.WriteFile(path, []byte(tc.body), 0o600); err != nil {
 				t.Fatal(err)
 			}
@@ -155,13 +167,86 @@ func TestLoadErrors(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want it to say %q", err, tc.want)
 			}
+			if !strings.HasPrefix(err.Error(), "key bindings "+path+": ") {
+				t.Errorf("err = %v, want it to begin with the file", err)
+			}
 		})
 	}
 }
 
+// TestKeysAccepted: the keys a press can match pass the checks.
+func TestKeysAccepted(t *testing.T) {
+	t.Parallel()
+	for _, k := range []string{
+		"R", "?", "+", "ctrl++", "é", "1", "space", "pgdown", "f1", "f63", "shift+tab",
+		"ctrl+alt+shift+meta+hyper+super+x", "ctrl+[", "alt+enter", "isolevel3shift",
+	} {
+		if err := checkKey(k); err != nil {
+			t.Errorf("checkKey(%q) = %v", k, err)
+		}
+	}
+	for _, k := range []string{"f0", "f64", "f01", "fx", " ", "ctrl+ ", "ctrl+ctrl+a", "Enter"} {
+		if err := checkKey(k); err == nil {
+			t.Errorf("checkKey(%q) accepts it", k)
+		}
+	}
+}
+
+// TestOneFormat: the same overrides written as YAML, as JSON (a keys.json
+// of old, tab-indented or not) and with a number for a key make the same
+// bindings.
+func TestOneFormat(t *testing.T) {
+	t.Parallel()
+	forms := map[string]string{
+		"yaml":        "retry: R\ndown: [j, down, ctrl+n]\ndelete: []\ncopy: 1\n",
+		"yaml blocks": "# mine\nretry: 'R'\ndown:\n  - j\n  - down\n  - ctrl+n\ndelete: []\ncopy: \"1\"\n",
+		"json":        `{"retry": "R", "down": ["j", "down", "ctrl+n"], "delete": [], "copy": 1}`,
+		"json, tabs":  "{\n\t\"retry\": \"R\",\n\t\"down\": [\"j\", \"down\", \"ctrl+n\"],\n\t\"delete\": [],\n\t\"copy\": \"1\"\n}\n",
+	}
+	var want []string
+	for name, body := range forms {
+		o, err := Parse("test", []byte(body))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		km, err := Build(o)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got := describe(km)
+		if want == nil {
+			want = got
+			if !slices.Contains(got, "retry R (R)") || !slices.Contains(got, "delete - () disabled") || !slices.Contains(got, "copy 1 (1)") {
+				t.Fatalf("%s: %v", name, got)
+			}
+			continue
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s makes other bindings:\n%v\nwant\n%v", name, got, want)
+		}
+	}
+}
+
+// describe is every binding of km as text, to compare two maps.
+func describe(km *KeyMap) []string {
+	var out []string
+	for _, e := range km.Entries() {
+		keys := strings.Join(e.Binding.Keys(), ",")
+		if keys == "" {
+			keys = "-"
+		}
+		line := fmt.Sprintf("%s %s (%s)", e.Action, keys, e.Binding.Help().Key)
+		if !km.Enabled(e.Action) {
+			line += " disabled"
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
 func TestLoadMissingFileIsDefault(t *testing.T) {
 	t.Parallel()
-	km, err := Load(filepath.Join(t.TempDir(), "none.json"))
+	km, err := Load(filepath.Join(t.TempDir(), "none.yaml"))
 	if err != nil || !km.Enabled(Retry) {
 		t.Fatalf("Load(missing) = %v, %v", km, err)
 	}
@@ -169,23 +254,48 @@ func TestLoadMissingFileIsDefault(t *testing.T) {
 
 func TestDefaultPath(t *testing.T) {
 	t.Parallel()
-	env := map[string]string{"XDG_CONFIG_HOME": "/x", "HOME": "/home/m"}
-	if got := DefaultPath(func(k string) string { return env[k] }); got != "/x/sluice/keys.json" {
+	env := map[string]string{"XDG_CONFIG_HOME": "/nonexistent/x", "HOME": "/nonexistent/home/m"}
+	if got := DefaultPath(func(k string) string { return env[k] }); got != "/nonexistent/x/sluice/keys.yaml" {
 		t.Errorf("got %q", got)
 	}
 	delete(env, "XDG_CONFIG_HOME")
-	if got := DefaultPath(func(k string) string { return env[k] }); got != "/home/m/.config/sluice/keys.json" {
+	if got := DefaultPath(func(k string) string { return env[k] }); got != "/nonexistent/home/m/.config/sluice/keys.yaml" {
 		t.Errorf("got %q", got)
+	}
+	// keys.json, the earlier name, is read while there is no keys.yaml.
+	dir := t.TempDir()
+	getenv := func(k string) string { return map[string]string{"XDG_CONFIG_HOME": dir}[k] }
+	if err := os.MkdirAll(filepath.Join(dir, "sluice"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ file, want string }{
+		{"keys.json", "keys.json"},
+		{"keys.yaml", "keys.yaml"}, // both: keys.yaml
+	} {
+		if err := os.WriteFile(filepath.Join(dir, "sluice", tc.file), []byte("{}"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got := DefaultPath(getenv); got != filepath.Join(dir, "sluice", tc.want) {
+			t.Errorf("with %s: got %q, want %s", tc.file, got, tc.want)
+		}
 	}
 }
 
 func TestBuildLayers(t *testing.T) {
 	t.Parallel()
+	parse := func(source, body string) Overrides {
+		t.Helper()
+		o, err := Parse(source, []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
 	// The second layer wins for retry; the first frees "d", which the
 	// second may then take: conflicts are judged on the result.
 	km, err := Build(
-		Overrides{Source: "config.yaml", Data: []byte(`{"retry": "R", "delete": "D"}`)},
-		Overrides{Source: "keys.json", Data: []byte(`{"retry": "x", "cancel": "d"}`)},
+		parse("config.yaml", `{"retry": "R", "delete": "D"}`),
+		parse("keys.yaml", `{"retry": "x", "cancel": "d"}`),
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -196,16 +306,24 @@ func TestBuildLayers(t *testing.T) {
 	if !km.Matches(press("D"), Delete) || !km.Matches(press("d"), Cancel) {
 		t.Error("delete or cancel not rebound")
 	}
-	_, err = Build(
-		Overrides{Source: "config.yaml", Data: []byte(`{"retry": "d"}`)},
-		Overrides{Source: "keys.json", Data: []byte(`{}`)},
-	)
-	if err == nil || !strings.Contains(err.Error(), "config.yaml + keys.json") || !strings.Contains(err.Error(), "bound to both") {
-		t.Fatalf("conflict err = %v", err)
+	// A conflict is named where it was made: the later of the two
+	// overrides, in its layer.
+	tests := []struct {
+		name   string
+		layers []Overrides
+		want   string
+	}{
+		{"with a default", []Overrides{parse("config.yaml", "retry: d\n"), parse("keys.yaml", "{}")},
+			`config.yaml: line 1: key "d" is bound to both "retry" and "delete"`},
+		{"across layers", []Overrides{parse("config.yaml", "# x\nretry: x\n"), parse("keys.yaml", "# y\n# z\ncancel: x\n")},
+			`keys.yaml: line 3: key "x" is bound to both "retry" and "cancel"`},
+		{"in one layer", []Overrides{parse("keys.yaml", "cancel: x\nretry: x\n")},
+			`keys.yaml: line 2: key "x" is bound to both "retry" and "cancel"`},
 	}
-	_, err = Build(Overrides{Source: "config.yaml", Data: []byte(`{"retri": "x"}`)})
-	if err == nil || !strings.Contains(err.Error(), "config.yaml") || !strings.Contains(err.Error(), `"retri"`) {
-		t.Fatalf("unknown action err = %v", err)
+	for _, tc := range tests {
+		if _, err := Build(tc.layers...); err == nil || err.Error() != tc.want {
+			t.Errorf("%s: err = %v, want %s", tc.name, err, tc.want)
+		}
 	}
 }
 
@@ -221,7 +339,11 @@ func TestReplayStepKeys(t *testing.T) {
 	if !km.Dangerous(ReplayStep) || km.ReadOnly().Enabled(ReplayStep) {
 		t.Fatal("replay_step survives read-only mode")
 	}
-	if _, err := Build(Overrides{Source: "test", Data: []byte(`{"retry": "R", "cancel": "X"}`)}); err != nil {
+	documented, err := Parse("test", []byte("retry: R\ncancel: X\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Build(documented); err != nil {
 		t.Fatalf("the documented overrides conflict: %v", err)
 	}
 	// The replay preview's replacement result: e, shared with edit (it is
