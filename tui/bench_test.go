@@ -36,10 +36,10 @@ func loadedModel(tb testing.TB, n, w, h int) *Model {
 	now := time.Date(2026, 11, 29, 2, 14, 0, 0, time.UTC)
 	m := New(nil, Options{NoSubscribe: true, Now: func() time.Time { return now }, Theme: "dark", Window: 20_000})
 	m.Update(tea.WindowSizeMsg{Width: w, Height: h})
-	m.seq++
-	m.jobs.listSeq = m.seq
-	m.Update(listMsg{seq: m.seq, mode: listReplace, jobs: syntheticJobs(n, now)})
-	m.counts = &engine.Counts{Total: map[engine.State]int64{engine.StateArchived: int64(n)}}
+	m.loads.seq++
+	m.jobs.listSeq = m.loads.seq
+	m.Update(listMsg{seq: m.loads.seq, mode: listReplace, jobs: syntheticJobs(n, now)})
+	m.tally.counts = &engine.Counts{Total: map[engine.State]int64{engine.StateArchived: int64(n)}}
 	if len(m.jobs.rows) != n {
 		tb.Fatalf("rows = %d, want %d", len(m.jobs.rows), n)
 	}

@@ -106,7 +106,7 @@ func TestBulkPreviewRerunDropsStale(t *testing.T) {
 	ctl.set(9, 9, now.Add(-12*time.Second))
 	m := New(ctl, Options{NoSubscribe: true, Now: func() time.Time { return clock }, Theme: "dark"})
 	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
-	m.counts = &engine.Counts{Total: map[engine.State]int64{engine.StateArchived: 9}}
+	m.tally.counts = &engine.Counts{Total: map[engine.State]int64{engine.StateArchived: 9}}
 	screen := func() string { return plainScreen(m) }
 	must := func(what string, wants ...string) {
 		t.Helper()
@@ -135,29 +135,29 @@ func TestBulkPreviewRerunDropsStale(t *testing.T) {
 	mustNot("the first preview", "more")
 
 	clock = now.Add(time.Second)
-	tick := m.handleMsg(bulkAgeTickMsg{seq: m.bulk.seq})
+	tick := m.handleMsg(bulkAgeTickMsg{seq: m.dlg.bulk.seq})
 	if tick == nil {
 		t.Fatal("the age tick stopped while the preview is open")
 	}
 	must("a second later", "as of 02:13:48 (13s ago)")
-	if m.handleMsg(bulkAgeTickMsg{seq: m.bulk.seq - 1}) != nil {
+	if m.handleMsg(bulkAgeTickMsg{seq: m.dlg.bulk.seq - 1}) != nil {
 		t.Fatal("a tick of another dry run kept ticking")
 	}
 
 	// The tabs rise by 4,179 while the preview is open.
-	m.counts = &engine.Counts{Total: map[engine.State]int64{engine.StateArchived: 4188}}
+	m.tally.counts = &engine.Counts{Total: map[engine.State]int64{engine.StateArchived: 4188}}
 	must("the tabs rose", "retry 9 jobs", "as of 02:13:48 (13s ago)", "4,179 more archived since — not included; ctrl+r", "counts again")
 	// They fall back (someone else retried them): nothing more to say.
-	m.counts = &engine.Counts{Total: map[engine.State]int64{engine.StateArchived: 9}}
+	m.tally.counts = &engine.Counts{Total: map[engine.State]int64{engine.StateArchived: 9}}
 	mustNot("the tabs match again", "more archived")
-	m.counts = &engine.Counts{Total: map[engine.State]int64{engine.StateArchived: 4188}}
+	m.tally.counts = &engine.Counts{Total: map[engine.State]int64{engine.StateArchived: 4188}}
 
 	// ctrl+r: a new dry run, under a new tag.
 	ctl.set(4188, 4188, now.Add(time.Second))
-	oldSeq := m.bulk.seq
+	oldSeq := m.dlg.bulk.seq
 	_, rerun := m.Update(tea.KeyPressMsg{Code: 'r', Mod: tea.ModCtrl})
-	if rerun == nil || m.bulk == nil || m.bulk.seq == oldSeq {
-		t.Fatalf("ctrl+r sent no new dry run (cmd %v, dialog %+v)", rerun != nil, m.bulk)
+	if rerun == nil || m.dlg.bulk == nil || m.dlg.bulk.seq == oldSeq {
+		t.Fatalf("ctrl+r sent no new dry run (cmd %v, dialog %+v)", rerun != nil, m.dlg.bulk)
 	}
 	must("re-running", "counting matching jobs…")
 	second := rerun()
@@ -177,11 +177,11 @@ func TestBulkPreviewRerunDropsStale(t *testing.T) {
 	ctl.mu.Unlock()
 
 	// An error group: the counters cannot count it, so no figure.
-	m.bulk = nil
+	m.dlg.bulk = nil
 	group := engine.Filter{States: []engine.State{engine.StateArchived}, Queues: []string{"billing"},
 		Kinds: []string{"invoice.generate"}, ErrorPattern: "dial tcp <addr>: connect: connection refused"}
 	m.Update(m.startBulk(engine.ActionRetry, group, "error group billing / invoice.generate — dial tcp <addr>: connect: connection refused")())
-	m.counts = &engine.Counts{Total: map[engine.State]int64{engine.StateArchived: 9000}}
+	m.tally.counts = &engine.Counts{Total: map[engine.State]int64{engine.StateArchived: 9000}}
 	must("an error group", "as of 02:14:01 (0s ago); jobs that arrived since", "are not included")
 	mustNot("an error group", "more")
 }

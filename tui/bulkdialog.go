@@ -5,7 +5,6 @@ package tui
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -19,7 +18,23 @@ import (
 
 type bulkPhase int
 
+const (
+	bulkLoading bulkPhase = iota
+	bulkPreview
+	bulkStarting
+	bulkRunning
+	// bulkDone shows how the operation ended until the operator closes
+	// it: a dialog that closed itself at the end would hide the result
+	// of a short run before anyone saw it.
+	bulkDone
+	bulkFailed
+)
+
+// bulkDialog is a bulk action, from its dry run to its result: dry run
+// → preview → confirm → progress → result.
 type bulkDialog struct {
+	// w and h are the box's width and the height it may take.
+	w, h int
 	// stale: the last poll of the operation's progress failed; what the
 	// dialog shows is as of the poll before.
 	stale    bool
@@ -109,7 +124,7 @@ func (m *Model) moreSince(b *bulkDialog) (int64, bool) {
 	if !b.baseOK {
 		return 0, false
 	}
-	now, ok := b.live.of(m.counts)
+	now, ok := b.live.of(m.tally.counts)
 	if !ok {
 		return 0, false
 	}
@@ -134,32 +149,32 @@ func (b *bulkDialog) ratePerSecond() int {
 
 // startBulk previews action over every job sel matches.
 func (m *Model) startBulk(a engine.Action, sel engine.Filter, from string) tea.Cmd {
-	if m.readOnly {
+	if m.sess.readOnly {
 		return nil
 	}
-	if a == engine.ActionDelete && m.notAdmin {
-		return m.toastErr(fmt.Sprintf("a bulk delete needs the admin role; this session's is %s", m.meta.Role))
+	if a == engine.ActionDelete && m.sess.notAdmin {
+		return m.toastErr(fmt.Sprintf("a bulk delete needs the admin role; this session's is %s", m.sess.meta.Role))
 	}
-	if m.bulk != nil && (m.bulk.phase == bulkRunning || m.bulk.phase == bulkStarting) {
-		m.bulk.visible = true
+	if m.dlg.bulk != nil && (m.dlg.bulk.phase == bulkRunning || m.dlg.bulk.phase == bulkStarting) {
+		m.dlg.bulk.visible = true
 		return nil
 	}
 	if sel.IsEmpty() {
 		return m.toastErr("a bulk action needs a filter")
 	}
-	m.seq++
-	m.bulk = &bulkDialog{phase: bulkLoading, action: a, selector: sel, origin: sel, from: from, seq: m.seq, visible: true,
+	m.loads.seq++
+	m.dlg.bulk = &bulkDialog{phase: bulkLoading, action: a, selector: sel, origin: sel, from: from, seq: m.loads.seq, visible: true,
 		hidden: m.jobs.hiddenMarks(), live: liveKeyOf(sel)}
-	return m.dryRunCmd(m.bulk)
+	return m.dryRunCmd(m.dlg.bulk)
 }
 
 // rerunDryRun counts again: a new dry run under a new tag, so the answer
 // of the one before, if still on its way, is dropped. The typed rate
 // stays.
 func (m *Model) rerunDryRun() tea.Cmd {
-	b := m.bulk
-	m.seq++
-	b.seq = m.seq
+	b := m.dlg.bulk
+	m.loads.seq++
+	b.seq = m.loads.seq
 	b.phase, b.preview, b.err = bulkLoading, nil, nil
 	b.asOf, b.base, b.baseOK = time.Time{}, 0, false
 	return m.dryRunCmd(b)
@@ -167,13 +182,23 @@ func (m *Model) rerunDryRun() tea.Cmd {
 
 // watchOperation shows the progress of an operation already running.
 func (m *Model) watchOperation(op *engine.Operation) tea.Cmd {
-	m.seq++
-	m.bulk = &bulkDialog{phase: bulkRunning, action: op.Action, selector: op.Selector, seq: m.seq, visible: true, op: op}
-	return m.pollOperation(op.ID, m.seq)
+	m.loads.seq++
+	m.dlg.bulk = &bulkDialog{phase: bulkRunning, action: op.Action, selector: op.Selector, seq: m.loads.seq, visible: true, op: op}
+	return m.pollOperation(op.ID, m.loads.seq)
 }
 
-func (m *Model) bulkKey(msg tea.KeyPressMsg) tea.Cmd {
-	b := m.bulk
+// Update takes the keys while the dialog is shown; any other message
+// (the answers of its dry run, its start and its polls) goes where the
+// root sends them, bulkMsg, which checks their tags.
+func (b *bulkDialog) Update(m *Model, msg tea.Msg) tea.Cmd {
+	if key, ok := msg.(tea.KeyPressMsg); ok {
+		return b.key(m, key)
+	}
+	return m.bulkMsg(msg)
+}
+
+// key takes a key while the dialog is shown.
+func (b *bulkDialog) key(m *Model, msg tea.KeyPressMsg) tea.Cmd {
 	km := m.km
 	switch b.phase {
 	case bulkPreview:
@@ -186,7 +211,7 @@ func (m *Model) bulkKey(msg tea.KeyPressMsg) tea.Cmd {
 			return nil
 		case km.Matches(msg, keymap.Confirm):
 			if b.preview == nil || b.preview.Matched == 0 {
-				m.bulk = nil
+				m.dlg.bulk = nil
 				return nil
 			}
 			b.phase = bulkStarting
@@ -194,7 +219,7 @@ func (m *Model) bulkKey(msg tea.KeyPressMsg) tea.Cmd {
 			// their state when the preview counted, never more.
 			return m.bulkCmd(engine.BulkParams{Action: b.action, Selector: b.selector, Plan: b.preview.Plan, RatePerSecond: b.ratePerSecond()}, b.seq)
 		case km.Matches(msg, keymap.Back), km.Matches(msg, keymap.Quit), msg.String() == "n":
-			m.bulk = nil
+			m.dlg.bulk = nil
 			return m.toast("bulk cancelled — nothing changed")
 		case km.Matches(msg, keymap.Refresh):
 			return m.rerunDryRun()
@@ -225,7 +250,7 @@ func (m *Model) bulkKey(msg tea.KeyPressMsg) tea.Cmd {
 		}
 	case bulkDone:
 		if km.Matches(msg, keymap.Back) || km.Matches(msg, keymap.Quit) || km.Matches(msg, keymap.Confirm) || msg.String() == "enter" {
-			m.bulk = nil
+			m.dlg.bulk = nil
 			return m.refresh()
 		}
 	case bulkStarting:
@@ -240,7 +265,7 @@ func (m *Model) bulkKey(msg tea.KeyPressMsg) tea.Cmd {
 		}
 	default:
 		if km.Matches(msg, keymap.Back) || km.Matches(msg, keymap.Quit) {
-			m.bulk = nil
+			m.dlg.bulk = nil
 		}
 	}
 	return nil
@@ -254,13 +279,13 @@ func (b *bulkDialog) hasCutoff() bool { return b.action == engine.ActionRetry }
 // what was typed (a new dry run when it changed the selector); esc
 // cancels the dialog as anywhere in it.
 func (m *Model) cutoffKey(msg tea.KeyPressMsg) tea.Cmd {
-	b := m.bulk
+	b := m.dlg.bulk
 	switch k := msg.String(); {
 	case k == "tab" || k == "enter":
 		b.cutoffOn = false
 		return m.applyCutoff()
 	case m.km.Matches(msg, keymap.Back):
-		m.bulk = nil
+		m.dlg.bulk = nil
 		return m.toast("bulk cancelled — nothing changed")
 	case k == "backspace":
 		if b.cutoffIn != "" {
@@ -276,7 +301,7 @@ func (m *Model) cutoffKey(msg tea.KeyPressMsg) tea.Cmd {
 // the typed time (any form the filter grammar takes after finalized<),
 // and counts again; an empty field puts back the selector's own.
 func (m *Model) applyCutoff() tea.Cmd {
-	b := m.bulk
+	b := m.dlg.bulk
 	v := strings.TrimSpace(b.cutoffIn)
 	if v == b.cutoffSet && b.cutoffErr == "" {
 		return nil
@@ -297,7 +322,7 @@ func (m *Model) applyCutoff() tea.Cmd {
 }
 
 func (m *Model) bulkMsg(msg tea.Msg) tea.Cmd {
-	b := m.bulk
+	b := m.dlg.bulk
 	switch msg := msg.(type) {
 	case bulkPreviewMsg:
 		if b == nil || msg.seq != b.seq {
@@ -365,7 +390,7 @@ func (m *Model) bulkMsg(msg tea.Msg) tea.Cmd {
 				// the toast says it too.
 				b.phase = bulkDone
 			} else {
-				m.bulk = nil
+				m.dlg.bulk = nil
 			}
 			op := msg.op
 			text := fmt.Sprintf("bulk %s %s: %s matched, %s %s, %s failed", op.Action, op.Status,
@@ -445,313 +470,4 @@ func describeFilter(f engine.Filter) string {
 		parts = append(parts, termtext.Line(rest.String()))
 	}
 	return strings.Join(parts, ", ")
-}
-
-func (m *Model) bulkBox(w, h int) []string {
-	b := m.bulk
-	t := m.theme
-	inner := w - 4
-	var lines []string
-	addWrapped := func(s string, st func(...string) string) {
-		for _, l := range wrap(s, inner) {
-			lines = append(lines, st(l))
-		}
-	}
-	title := "Bulk " + string(b.action)
-	switch b.phase {
-	case bulkLoading:
-		lines = append(lines, t.DialogHead.Render(title+" — dry run"), t.Muted.Render("counting matching jobs…"))
-	case bulkFailed:
-		lines = append(lines, t.DialogHead.Render(title+" — failed"))
-		addWrapped(termtext.Line(b.err.Error()), t.ErrorText.Render)
-		lines = append(lines, "", t.HelpKey.Render("esc")+t.HelpDesc.Render(" close"))
-	case bulkPreview, bulkStarting:
-		return m.box(m.bulkPreviewLines(inner, h-2), w)
-	case bulkRunning, bulkDone:
-		op := b.op
-		status := string(op.Status)
-		if b.stale {
-			status += " when last heard"
-		}
-		lines = append(lines, t.DialogHead.Render(title+" — "+status)+t.Muted.Render(" · op "+termtext.Line(op.ID)))
-		frac := 0.0
-		if op.Matched > 0 {
-			frac = float64(op.Processed) / float64(op.Matched)
-		}
-		lines = append(lines, m.bar(frac, max(inner-7, 10))+" "+fmt.Sprintf("%3.0f%%", math.Min(frac, 1)*100))
-		lines = append(lines, fmt.Sprintf("%s / %s processed · %s ok · %s failed",
-			commas(op.Processed), commas(op.Matched), commas(op.Succeeded), commas(op.Failed)))
-		rate := "measuring rate…"
-		if b.stale {
-			rate = "progress unknown: updates are failing — retrying"
-		} else if b.rate > 0 {
-			left := float64(op.Matched-op.Processed) / b.rate
-			rate = fmt.Sprintf("%s · ETA %s", perSecond(b.rate), shortDurUp(time.Duration(math.Max(left, 0)*float64(time.Second))))
-		}
-		if op.Rate > 0 {
-			rate += " · limit " + commas(int64(op.Rate)) + "/s"
-		}
-		if b.phase == bulkDone {
-			rate = "ended"
-			if op.StartedAt != nil && op.FinishedAt != nil {
-				took := op.FinishedAt.Sub(*op.StartedAt)
-				rate = "took " + shortDur(took)
-				if took < time.Second {
-					rate = fmt.Sprintf("took %.1fs", took.Seconds())
-				}
-				if s := took.Seconds(); s > 0 {
-					rate += " · " + perSecond(float64(op.Processed)/s)
-				}
-			}
-			lines = append(lines, t.Muted.Render(rate))
-			if op.Status == engine.OperationFailed && op.Error != "" {
-				addWrapped(termtext.Line(op.Error), t.ErrorText.Render)
-			}
-			lines = append(lines, "", t.HelpKey.Render("esc")+t.HelpDesc.Render(" close"))
-			break
-		}
-		lines = append(lines, t.Muted.Render(rate))
-		lines = append(lines, "")
-		hint := t.HelpKey.Render("esc") + t.HelpDesc.Render(" hide (keeps running)")
-		if b.cancelling {
-			hint = t.Muted.Render("cancelling… ") + hint
-		} else if m.km.Enabled(keymap.Cancel) {
-			hint = t.HelpKey.Render(m.km.B(keymap.Cancel).Help().Key) + t.HelpDesc.Render(" cancel operation · ") + hint
-		}
-		lines = append(lines, hint)
-	}
-	return m.box(keepEnds(lines, h-2, 1, 2), w)
-}
-
-// cutoffForms is the cutoff field's note: the forms it takes, each an
-// example read off the console's clock now, in its zone (a clock time is
-// read in it): "tab: before 07:29 (UTC), 15m or 2026-12-05T07:29:06Z";
-// while the field has the keys, how to apply what is typed first.
-func cutoffForms(now time.Time, typing bool) string {
-	zone := " (" + now.Format("MST") + ")"
-	stamp := now.Format(time.RFC3339)
-	if typing {
-		return "enter applies · " + now.Format("15:04") + "[" + now.Format(":05") + "]" + zone + ", 15m or " + stamp
-	}
-	return "tab: before " + now.Format("15:04") + zone + ", 15m or " + stamp
-}
-
-func (m *Model) bulkPreviewLines(inner, h int) []string {
-	b := m.bulk
-	t := m.theme
-	p := b.preview
-	var lines []pline
-	add := func(prio int, s string) { lines = append(lines, pline{prio: prio, s: s}) }
-	groups := 0
-	addWrapped := func(prio int, s string, st func(...string) string) {
-		groups++
-		for _, l := range wrap(s, inner) {
-			lines = append(lines, pline{prio: prio, s: st(l), group: groups})
-		}
-	}
-	add(keepAlways, t.DialogHead.Render("Bulk "+string(b.action)+" — dry run"))
-	count := commas(p.Matched)
-	if p.Estimated {
-		count = "about " + count
-	}
-	noun := "jobs"
-	if p.Matched == 1 {
-		noun = "job"
-	}
-	if strings.HasPrefix(b.from, "error group ") {
-		// Name the group the way its row does: the action is on it,
-		// whatever the list does meanwhile.
-		addWrapped(keepContext, b.from, t.Bold.Render)
-	}
-	action := fmt.Sprintf("%s %s %s (%s)", b.action, count, noun, describeFilter(b.selector))
-	actionAt := len(lines)
-	addWrapped(keepAlways, action, t.Bold.Render)
-	actionEnd := len(lines)
-	if p.Estimated {
-		add(keepNotes, t.Muted.Render("the count is an estimate past "+commas(engine.DryRunExactLimit)))
-	}
-	snapAt := len(lines)
-	lines = append(lines, m.snapshotLines(inner, false)...)
-	snapEnd := len(lines)
-	if b.hidden > 0 {
-		addWrapped(keepAlways, fmt.Sprintf("%s hidden by the filter — not included", plural(int64(b.hidden), "marked job", "marked jobs")), t.WarnText.Render)
-	}
-	if len(p.Sample) > 0 {
-		add(keepSample, t.Muted.Render("sample:"))
-		idw := 8
-		for _, j := range p.Sample {
-			idw = max(idw, wOf(termtext.Line(j.ID)))
-		}
-		idw = min(idw, maxIDCol, max(inner-6, 8))
-		for i, j := range p.Sample {
-			if i == 10 {
-				break
-			}
-			r := newRow(j)
-			rest := max(inner-idw-3, 0)
-			add(keepSample, "  "+t.Cell.Render(fitEnd(r.id, idw))+" "+
-				clip(r.queue+" "+r.kind+" "+t.ErrorText.Render(r.errMsg), rest))
-		}
-	}
-	addWrapped(keepNotes, "the run takes at most these "+count+": jobs that enter the state after this preview are left alone", t.Muted.Render)
-	if p.Matched > 0 {
-		rate := "jobs/s: no limit · type digits to set one"
-		if n := b.ratePerSecond(); n > 0 {
-			rate = "jobs/s"
-			if p.Matched > int64(n) {
-				rate += " · takes about " + shortDurUp(time.Duration(float64(p.Matched)/float64(n)*float64(time.Second)))
-			}
-		}
-		field := b.rateIn
-		if b.phase == bulkPreview && !b.cutoffOn {
-			field += "▏"
-		}
-		add(keepAlways, t.Bold.Render("rate ")+t.Cell.Render("["+fitRight(field, maxRateDigits+1)+"]")+" "+
-			t.Muted.Render(rate))
-	}
-	if b.hasCutoff() {
-		// The cutoff: a field of its own, its forms said, the clock's
-		// zone named (a clock time is read in it).
-		field := b.cutoffIn
-		if b.cutoffOn {
-			field += "▏"
-		}
-		note := cutoffForms(m.now(), b.cutoffOn)
-		// Kept on a short terminal while it has the keys or a cutoff (the
-		// action line says it too); else it goes with the notes.
-		prio := keepNotes
-		if b.cutoffOn || b.cutoffSet != "" || b.cutoffErr != "" {
-			prio = keepAlways
-		}
-		head := t.Bold.Render("cutoff ") + t.Cell.Render("["+fit(field, 9)+"]") + " "
-		headW := wOf(head)
-		if !b.cutoffOn || headW+wOf(note) <= inner {
-			// Out of the field the note is a reminder, cut where the
-			// line ends.
-			add(prio, head+t.Muted.Render(note))
-		} else {
-			// In it, the forms are what the typist reads: all of them,
-			// on as many lines as they take, under the field.
-			groups++
-			for i, l := range wrapWords(note, max(inner-headW, 12)) {
-				pre := strings.Repeat(" ", headW)
-				if i == 0 {
-					pre = head
-				}
-				lines = append(lines, pline{prio: prio, s: pre + t.Muted.Render(l), group: groups})
-			}
-		}
-		if b.cutoffErr != "" {
-			addWrapped(keepAlways, b.cutoffErr, t.ErrorText.Render)
-		}
-	}
-	add(keepContext, "")
-	switch {
-	case b.phase == bulkStarting:
-		add(keepAlways, t.Muted.Render("starting…"))
-	case p.Matched == 0 && b.hasCutoff() && b.cutoffSet != "" && !b.cutoffOn:
-		// A cutoff that leaves nothing is most often a time typed too
-		// early: the way to another one is said, not only the way out.
-		add(keepAlways, t.Muted.Render("nothing to do")+"  "+t.HelpKey.Render("tab")+t.HelpDesc.Render(" change the cutoff · ")+
-			t.HelpKey.Render("esc")+t.HelpDesc.Render(" close"))
-	case p.Matched == 0:
-		add(keepAlways, t.Muted.Render("nothing to do")+"  "+t.HelpKey.Render("esc")+t.HelpDesc.Render(" close"))
-	default:
-		add(keepAlways, t.HelpKey.Render(m.km.B(keymap.Confirm).Help().Key)+t.HelpDesc.Render(" start · ")+
-			m.rerunHint()+t.HelpKey.Render("esc")+t.HelpDesc.Render(" cancel"))
-	}
-	must, snap := 0, 0
-	for _, l := range lines {
-		switch l.prio {
-		case keepAlways:
-			must++
-		case keepSnap:
-			snap++
-		}
-	}
-	if len(lines) > h && must+snap+1 > h && snapEnd-snapAt > 1 {
-		// The snapshot's lines do not all fit: one short line says it.
-		short := m.snapshotLines(inner, true)
-		// (They come after the action's lines, which stay where they are.)
-		lines = append(append(append([]pline{}, lines[:snapAt]...), short...), lines[snapEnd:]...)
-	}
-	if must+1 > h && actionEnd-actionAt > 1 {
-		// Still too tall: the action says its count on one line, the
-		// selector left out (the sample and notes are gone already).
-		short := pline{prio: keepAlways, s: t.Bold.Render(clip(fmt.Sprintf("%s %s %s (selector hidden)", b.action, count, noun), inner))}
-		lines = append(append(append([]pline{}, lines[:actionAt]...), short), lines[actionEnd:]...)
-	}
-	return fitPrio(lines, h)
-}
-
-// rerunHint names the key that re-runs the dry run, for the preview's
-// last line.
-func (m *Model) rerunHint() string {
-	if !m.km.Enabled(keymap.Refresh) {
-		return ""
-	}
-	t := m.theme
-	return t.HelpKey.Render(m.km.B(keymap.Refresh).Help().Key) + t.HelpDesc.Render(" re-run dry run · ")
-}
-
-// snapshotLines say that the preview's count is as of its dry run: when
-// it counted, and, when the live counts (the state tabs) count the
-// selector, how many more match now, which the run leaves out. Where
-// they cannot (a selector with more than a state and a queue: kinds, an
-// error group, payload filters) the lines claim no figure. short: one
-// line, the first of the shorter texts that fits, for a short terminal.
-func (m *Model) snapshotLines(inner int, short bool) []pline {
-	b := m.bulk
-	if b.asOf.IsZero() {
-		return nil
-	}
-	t := m.theme
-	clock := b.asOf.UTC().Format("15:04:05")
-	age := shortDur(max(m.now().Sub(b.asOf), 0)) + " ago"
-	more, known := m.moreSince(b)
-	// text is a wrapped text, one group, or with short one line.
-	group := 0
-	text := func(st func(...string) string, texts ...string) []pline {
-		group--
-		if short {
-			s := texts[len(texts)-1]
-			for _, c := range texts {
-				if wOf(c) <= inner {
-					s = c
-					break
-				}
-			}
-			return []pline{{prio: keepSnap, s: st(s)}}
-		}
-		var out []pline
-		for _, l := range wrap(texts[0], inner) {
-			out = append(out, pline{prio: keepSnap, s: st(l), group: group})
-		}
-		return out
-	}
-	switch {
-	case !known:
-		return text(t.Muted.Render,
-			"as of "+clock+" ("+age+"); jobs that arrived since are not included",
-			"as of "+clock+"; jobs that arrived since are not included",
-			"as of "+clock+"; jobs that arrived since not included",
-			"as of "+clock+"; later arrivals not included")
-	case more <= 0:
-		return text(t.Muted.Render, "as of "+clock+" ("+age+")", "as of "+clock)
-	}
-	n, state := commas(more), string(b.live.state)
-	if short {
-		return text(t.WarnText.Render,
-			"as of "+clock+" ("+age+") · "+n+" more "+state+" since — not included",
-			"as of "+clock+" · "+n+" more "+state+" since — not included",
-			"as of "+clock+" · "+n+" more since, not included",
-			"as of "+clock+" · "+n+" more, not included",
-			"as of "+clock+" · +"+n+" not included")
-	}
-	rerun := ""
-	if m.km.Enabled(keymap.Refresh) {
-		rerun = "; " + m.km.B(keymap.Refresh).Help().Key + " counts again"
-	}
-	return append(text(t.Muted.Render, "as of "+clock+" ("+age+")"),
-		text(t.WarnText.Render, n+" more "+state+" since — not included"+rerun)...)
 }

@@ -37,7 +37,7 @@ func TestCappedCountSaysWhy(t *testing.T) {
 				t.Fatal(err)
 			}
 			m.jobs.setFilter("error:partner", f)
-			m.fcounts, m.fcountsFor = tc.fc, f.String()
+			m.tally.fcounts, m.tally.fcountsFor = tc.fc, f.String()
 			screen := ansi.Strip(m.Render())
 			lines := strings.Split(screen, "\n")
 			if !strings.Contains(lines[1], "archived "+commas(tc.fc.States[engine.StateArchived])+"+") {
@@ -48,10 +48,10 @@ func TestCappedCountSaysWhy(t *testing.T) {
 			}
 			before := lines[1] + "\n" + lines[len(lines)-1]
 			// A dry run of the tab's jobs counts them all.
-			m.bulk = &bulkDialog{phase: bulkLoading, action: engine.ActionRetry, selector: m.jobs.effectiveFilter(), seq: 99, visible: true}
+			m.dlg.bulk = &bulkDialog{phase: bulkLoading, action: engine.ActionRetry, selector: m.jobs.effectiveFilter(), seq: 99, visible: true}
 			at := time.Date(2026, 12, 5, 7, 31, 2, 0, time.UTC)
 			m.Update(bulkPreviewMsg{seq: 99, res: &engine.BulkResult{Matched: 9_997}, at: at})
-			m.bulk = nil
+			m.dlg.bulk = nil
 			screen = ansi.Strip(m.Render())
 			lines = strings.Split(screen, "\n")
 			if !strings.Contains(lines[1], "archived 9,997 ") && !strings.HasSuffix(strings.TrimSpace(lines[1]), "archived 9,997") {
@@ -115,13 +115,13 @@ func TestPositionTakesTheCappedCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.jobs.setFilter("error:partner", f)
-	m.fcounts, m.fcountsFor = &engine.JobCounts{States: map[engine.State]int64{engine.StateArchived: 500}, Capped: []engine.State{engine.StateArchived},
+	m.tally.fcounts, m.tally.fcountsFor = &engine.JobCounts{States: map[engine.State]int64{engine.StateArchived: 500}, Capped: []engine.State{engine.StateArchived},
 		Max: 10_000, Scans: map[engine.State]*engine.ScanReport{engine.StateArchived: {Bounded: true, Scanned: 500, Total: 2_700}}}, f.String()
 	if got := m.position(); got != "1 of 500+" {
 		t.Fatalf("position %q beside the tab's 500+, want 1 of 500+", got)
 	}
 	// Past the bound, the rows loaded are the better floor.
-	m.fcounts.States[engine.StateArchived] = 100
+	m.tally.fcounts.States[engine.StateArchived] = 100
 	if got := m.position(); got != "1 of 200+" {
 		t.Fatalf("position %q with 200 rows loaded and a count of 100+, want 1 of 200+", got)
 	}

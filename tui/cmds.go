@@ -2,11 +2,7 @@ package tui
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"os"
-	"strings"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
@@ -68,10 +64,10 @@ type countsMsg struct {
 // loadCounts reads the counters and, under a filter they cannot answer,
 // the filter's counts per state, bounded (engine.DefaultCountJobsMax).
 func (m *Model) loadCounts() tea.Cmd {
-	m.seq++
-	m.countsSeq = m.seq
-	m.countsBusy = true
-	seq, ctl, ctx := m.seq, m.ctl, m.ctx
+	m.loads.seq++
+	m.loads.countsSeq = m.loads.seq
+	m.loads.countsBusy = true
+	seq, ctl, ctx := m.loads.seq, m.ctl, m.ctx
 	queue := ""
 	if qs := m.jobs.filter.Queues; len(qs) == 1 {
 		queue = qs[0]
@@ -138,11 +134,11 @@ func (m *Model) loadSegment(cursor string, want int, anchor string) tea.Cmd {
 }
 
 func (m *Model) listCmd(mode listMode, cursor string, want int, anchor string) tea.Cmd {
-	m.seq++
-	m.jobs.listSeq = m.seq
+	m.loads.seq++
+	m.jobs.listSeq = m.loads.seq
 	m.jobs.loading = true
 	m.jobs.loadMode = mode
-	seq, ctl, ctx := m.seq, m.ctl, m.ctx
+	seq, ctl, ctx := m.loads.seq, m.ctl, m.ctx
 	f := m.jobs.effectiveFilter()
 	pageSize := m.opts.PageSize
 	return func() tea.Msg {
@@ -192,14 +188,14 @@ type detailMsg struct {
 // loadDetail fetches one job for the sheet; with payload it also pretty
 // prints the payload off the UI goroutine (it may be many megabytes).
 func (m *Model) loadDetail(id string, payload bool) tea.Cmd {
-	m.seq++
+	m.loads.seq++
 	if payload {
-		m.sheet.payloadSeq = m.seq
+		m.sheet.payloadSeq = m.loads.seq
 	} else {
-		m.sheet.detailSeq = m.seq
+		m.sheet.detailSeq = m.loads.seq
 		m.sheet.detailBusy = true
 	}
-	seq, ctl, ctx := m.seq, m.ctl, m.ctx
+	seq, ctl, ctx := m.loads.seq, m.ctl, m.ctx
 	return func() tea.Msg {
 		c, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
@@ -277,7 +273,7 @@ type bulkPreviewMsg struct {
 // a job that died in between is at worst left out of "more since", never
 // said to be left out of the run when the count took it.
 func (m *Model) dryRunCmd(b *bulkDialog) tea.Cmd {
-	ctl, ctx, now := m.ctl, m.ctx, m.now
+	ctl, ctx, now := m.ctl, m.ctx, m.opts.Now
 	p := engine.BulkParams{Action: b.action, Selector: b.selector, DryRun: true}
 	seq, live := b.seq, b.live
 	return func() tea.Msg {
@@ -322,7 +318,7 @@ type opPollMsg struct {
 type opTickMsg struct{ seq uint64 }
 
 func (m *Model) pollOperation(id string, seq uint64) tea.Cmd {
-	ctl, ctx, now := m.ctl, m.ctx, m.now
+	ctl, ctx, now := m.ctl, m.ctx, m.opts.Now
 	return func() tea.Msg {
 		c, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
@@ -372,13 +368,13 @@ type groupsMsg struct {
 }
 
 func (m *Model) loadScreen(s screen) tea.Cmd {
-	m.seq++
-	m.screenSeq = m.seq
-	m.screenBusy = false // any answer on its way is stale now
-	m.screenNotBefore = time.Time{}
-	seq, ctl, ctx := m.seq, m.ctl, m.ctx
+	m.loads.seq++
+	m.loads.screenSeq = m.loads.seq
+	m.loads.screenBusy = false // any answer on its way is stale now
+	m.loads.screenNotBefore = time.Time{}
+	seq, ctl, ctx := m.loads.seq, m.ctl, m.ctx
 	call := func(fn func(context.Context) tea.Msg) tea.Cmd {
-		m.screenBusy, m.screenSent = true, m.now()
+		m.loads.screenBusy, m.loads.screenSent = true, m.now()
 		return func() tea.Msg {
 			c, cancel := context.WithTimeout(ctx, callTimeout)
 			defer cancel()
@@ -409,12 +405,7 @@ func (m *Model) loadScreen(s screen) tea.Cmd {
 		// shows, its state tab and its whole filter (the title says
 		// so; groupScope).
 		gf := m.jobs.effectiveFilter()
-		if scope := gf.String(); scope != m.groupsScope {
-			// Groups of another scope are not shown under this one's
-			// title, not even while its answer is on the way.
-			m.setGroups(nil)
-			m.groups, m.groupsScope = listScreen{}, scope
-		}
+		m.groups.rescope(gf.String())
 		return call(func(c context.Context) tea.Msg {
 			gs, err := ctl.ErrorGroups(c, gf)
 			return groupsMsg{seq: seq, groups: gs, err: err}
@@ -476,7 +467,7 @@ type changesMsg struct {
 }
 
 func (m *Model) subscribe() tea.Cmd {
-	m.subscribing = true
+	m.live.subscribing = true
 	ctl, ctx := m.ctl, m.ctx
 	return func() tea.Msg {
 		ch, err := ctl.Subscribe(ctx)
@@ -511,157 +502,6 @@ func waitChanges(ctx context.Context, ch <-chan engine.Change) tea.Cmd {
 		}
 		return changesMsg{ch: ch, changes: out}
 	}
-}
-
-// Editing a payload in $EDITOR.
-
-type editMode int
-
-const (
-	editPayload      editMode = iota // UpdatePayload with the version seen
-	editRetry                        // RetryWithInput
-	editReplayResult                 // the replacement result of a replay's step N−1 (replay.go)
-	editSignal                       // the payload of a signal to send (waits.go)
-)
-
-type editReadyMsg struct {
-	seq     uint64 // the editor asked for (Model.editSeq)
-	mode    editMode
-	id      string
-	version int64
-	// step is the replay's step N (editReplayResult): the text is the
-	// result of step N−1, named stepName.
-	step     int
-	stepName string
-	// signal is the name of the signal whose payload is edited
-	// (editSignal).
-	signal string
-	path   string
-	orig   []byte
-	err    error
-}
-
-// removeFile removes the external editor's file, if there is one.
-func (r editReadyMsg) removeFile() {
-	if r.path != "" {
-		_ = os.Remove(r.path)
-	}
-}
-
-type editorDoneMsg struct {
-	ready editReadyMsg
-	err   error
-}
-
-type editSavedMsg struct {
-	mode editMode
-	id   string
-	job  *engine.Job
-	// invalid is set when the edited text is not a JSON object; the file
-	// is kept so the next edit starts from it.
-	invalid error
-	same    bool
-	ready   editReadyMsg
-	err     error
-	// preview is the replay preview with the edited result
-	// (editReplayResult), to confirm before anything runs.
-	preview *replayPreviewMsg
-	// signalPayload is the edited signal payload, compact (editSignal),
-	// to confirm before it is sent.
-	signalPayload json.RawMessage
-}
-
-// prepareEdit fetches the payload with its version and writes it to a
-// temporary file for the editor.
-func (m *Model) prepareEdit(mode editMode, id string) tea.Cmd {
-	ctl, ctx := m.ctl, m.ctx
-	dir, builtin := m.opts.TempDir, m.opts.BuiltinEditor
-	return func() tea.Msg {
-		c, cancel := context.WithTimeout(ctx, callTimeout)
-		defer cancel()
-		d, err := ctl.GetJob(c, id, true)
-		if err != nil {
-			return editReadyMsg{mode: mode, id: id, err: err}
-		}
-		pretty := prettyJSON(d.Job.Payload)
-		if builtin {
-			return editReadyMsg{mode: mode, id: id, version: d.Job.Version, orig: []byte(editableJSON(pretty))}
-		}
-		f, err := os.CreateTemp(dir, "sluice-payload-*.json")
-		if err != nil {
-			return editReadyMsg{mode: mode, id: id, err: err}
-		}
-		_, werr := f.Write(pretty)
-		cerr := f.Close()
-		if err := errors.Join(werr, cerr); err != nil {
-			_ = os.Remove(f.Name())
-			return editReadyMsg{mode: mode, id: id, err: err}
-		}
-		return editReadyMsg{mode: mode, id: id, version: d.Job.Version, path: f.Name(), orig: pretty}
-	}
-}
-
-// saveEdit checks the edited text is a JSON object and saves it: text,
-// from the built-in editor, or else the edited file's.
-func (m *Model) saveEdit(r editReadyMsg, text []byte) tea.Cmd {
-	ctl, ctx := m.ctl, m.ctx
-	return func() tea.Msg {
-		out := editSavedMsg{mode: r.mode, id: r.id, ready: r}
-		b, err := text, error(nil)
-		if b == nil {
-			if b, err = os.ReadFile(r.path); err != nil {
-				out.err = err
-				return out
-			}
-		}
-		if r.mode == editReplayResult {
-			return replayResultEdited(ctx, ctl, r, b, out)
-		}
-		if r.mode == editSignal {
-			return signalEdited(r, b, out)
-		}
-		if strings.TrimSpace(string(b)) == strings.TrimSpace(string(r.orig)) {
-			r.removeFile()
-			out.same = true
-			return out
-		}
-		if err := checkJSONObject(b); err != nil {
-			out.invalid = err
-			return out
-		}
-		c, cancel := context.WithTimeout(ctx, callTimeout)
-		defer cancel()
-		var j *engine.Job
-		if r.mode == editPayload {
-			j, err = ctl.UpdatePayload(c, r.id, json.RawMessage(b), r.version)
-		} else {
-			j, err = ctl.RetryWithInput(c, r.id, engine.RetryWithInputParams{Payload: json.RawMessage(b)})
-		}
-		if err != nil {
-			out.err = err
-			return out
-		}
-		r.removeFile()
-		out.job = j
-		return out
-	}
-}
-
-// checkJSONObject says where a payload is not a JSON object.
-func checkJSONObject(b []byte) error {
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			line := 1 + strings.Count(string(b[:min(int(se.Offset), len(b))]), "\n")
-			return fmt.Errorf("not valid JSON (line %d): %v", line, err)
-		}
-		return fmt.Errorf("not valid JSON: %v", err)
-	}
-	if _, ok := v.(map[string]any); !ok {
-		return errors.New("a payload is a JSON object ({...})")
-	}
-	return nil
 }
 
 // Timers.

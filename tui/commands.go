@@ -108,11 +108,11 @@ func (m *Model) runCommand(line string) (tea.Cmd, error) {
 		if !ok {
 			return nil, fmt.Errorf("unknown theme %q; themes: %s", arg, strings.Join(themes.Names(), ", "))
 		}
-		m.themeExplicit = true
+		m.sess.themeExplicit = true
 		m.setTheme(t)
 		return nil, nil
 	case "help":
-		m.help = true
+		m.dlg.help.open = true
 		return nil, nil
 	case "quit", "q", "exit":
 		return m.quit(), nil

@@ -448,14 +448,14 @@ func TestBuiltinEditorRefusesWhatItCannotHold(t *testing.T) {
 	m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
 	long := "[" + strings.Repeat("\n1,", 12_000) + "\n1\n]"
 	m.handleMsg(editReadyMsg{mode: editPayload, id: "big", version: 1, orig: []byte(long)})
-	if m.editor != nil {
+	if m.edit.editor != nil {
 		t.Fatal("the editor opened a payload longer than it can hold")
 	}
-	if len(m.toasts) == 0 || !strings.Contains(m.toasts[len(m.toasts)-1].text, "too many to edit") {
-		t.Fatalf("toasts %+v", m.toasts)
+	if len(m.toasts.list) == 0 || !strings.Contains(m.toasts.list[len(m.toasts.list)-1].text, "too many to edit") {
+		t.Fatalf("toasts %+v", m.toasts.list)
 	}
 	m.handleMsg(editReadyMsg{mode: editPayload, id: "small", version: 1, orig: []byte("{\n  \"a\": 1\n}")})
-	if m.editor == nil || m.editor.ta.Value() != "{\n  \"a\": 1\n}" {
+	if m.edit.editor == nil || m.edit.editor.ta.Value() != "{\n  \"a\": 1\n}" {
 		t.Fatal("the editor did not open a small payload whole")
 	}
 }

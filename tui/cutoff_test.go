@@ -112,8 +112,8 @@ func TestZeroCutoffTakesNoHiddenRate(t *testing.T) {
 	for _, k := range "0730" {
 		m.Update(keyMsg(string(k)))
 	}
-	if m.bulk.rateIn != "" {
-		t.Fatalf("digits typed with nothing to do set the hidden rate to %q", m.bulk.rateIn)
+	if m.dlg.bulk.rateIn != "" {
+		t.Fatalf("digits typed with nothing to do set the hidden rate to %q", m.dlg.bulk.rateIn)
 	}
 	m.Update(keyMsg("<tab>"))
 	for range 2 {

@@ -138,7 +138,7 @@ func (w *orderWorld) newOrderRun(t *testing.T) *orderRun {
 // observe notes the requests the last message made.
 func (r *orderRun) observe() {
 	m := r.m
-	if b := m.bulk; b != nil {
+	if b := m.dlg.bulk; b != nil {
 		if b.phase == bulkLoading && b.seq != r.dryLast {
 			r.drySeq, r.dryLast = b.seq, b.seq
 		}
@@ -146,18 +146,18 @@ func (r *orderRun) observe() {
 			r.startSeq, r.startLast = b.seq, b.seq
 		}
 	}
-	if m.screenBusy && m.screenSeq != r.screenLast {
-		r.screens = append(r.screens, m.screenSeq)
-		r.screenLast = m.screenSeq
+	if m.loads.screenBusy && m.loads.screenSeq != r.screenLast {
+		r.screens = append(r.screens, m.loads.screenSeq)
+		r.screenLast = m.loads.screenSeq
 	}
-	if m.countsSeq != r.countsLast {
-		r.countsSeq, r.countsLast = m.countsSeq, m.countsSeq
+	if m.loads.countsSeq != r.countsLast {
+		r.countsSeq, r.countsLast = m.loads.countsSeq, m.loads.countsSeq
 	}
 	if m.jobs.listSeq != r.listLast {
 		r.listSeq, r.listLast = m.jobs.listSeq, m.jobs.listSeq
 	}
-	if m.editOpening && m.editSeq != r.editLast {
-		r.editSeq, r.editLast = m.editSeq, m.editSeq
+	if m.edit.opening && m.edit.seq != r.editLast {
+		r.editSeq, r.editLast = m.edit.seq, m.edit.seq
 	}
 }
 
@@ -170,7 +170,7 @@ func (r *orderRun) answerScreen(i int) {
 	seq := r.screens[i]
 	r.screens = append(r.screens[:i:i], r.screens[i+1:]...)
 	groups := r.w.groups
-	if r.m.bulk != nil && r.m.bulk.op != nil && opDone(r.m.bulk.op.Status) {
+	if r.m.dlg.bulk != nil && r.m.dlg.bulk.op != nil && opDone(r.m.dlg.bulk.op.Status) {
 		groups = r.w.after
 	}
 	r.feed(groupsMsg{seq: seq, groups: groups})
@@ -208,7 +208,7 @@ var orderEvents = []orderEvent{
 		res.Operation = &op
 		r.feed(bulkStartedMsg{seq: seq, res: &res})
 		r.startSeq = 0
-		if b := r.m.bulk; b != nil && b.seq == seq && b.op != nil {
+		if b := r.m.dlg.bulk; b != nil && b.seq == seq && b.op != nil {
 			r.startedSeq, r.pollSeq = seq, seq
 		}
 	}},
@@ -223,7 +223,7 @@ var orderEvents = []orderEvent{
 		seq := r.tickSeq
 		r.feed(opTickMsg{seq: seq})
 		r.tickSeq = 0
-		if b := r.m.bulk; b != nil && b.seq == seq && b.op != nil {
+		if b := r.m.dlg.bulk; b != nil && b.seq == seq && b.op != nil {
 			r.pollSeq = seq
 		}
 	}},
@@ -249,7 +249,7 @@ var orderEvents = []orderEvent{
 	// The clock: a slow load paces the next live reload of the screen
 	// (reloadScreen), which then waits for a tick.
 	{"a second passes", always, func(r *orderRun) { r.clock = r.clock.Add(time.Second) }},
-	{"screen tick", func(r *orderRun) bool { return r.m.screenTick }, func(r *orderRun) { r.feed(screenTickMsg{}) }},
+	{"screen tick", func(r *orderRun) bool { return r.m.loads.screenTick }, func(r *orderRun) { r.feed(screenTickMsg{}) }},
 	{"terminal shrinks", func(r *orderRun) bool { return !r.m.tooSmall() }, func(r *orderRun) {
 		r.feed(tea.WindowSizeMsg{Width: 50, Height: 10})
 	}},
@@ -269,7 +269,7 @@ func (r *orderRun) poll(op *engine.Operation) {
 	}
 	r.feed(msg)
 	r.pollSeq = 0
-	if b := r.m.bulk; b != nil && b.seq == seq && b.op != nil && !opDone(b.op.Status) {
+	if b := r.m.dlg.bulk; b != nil && b.seq == seq && b.op != nil && !opDone(b.op.Status) {
 		r.tickSeq = seq
 	}
 }
@@ -279,10 +279,10 @@ func (r *orderRun) poll(op *engine.Operation) {
 func (r *orderRun) state() string {
 	m := r.m
 	s := fmt.Sprintf("top%d scr%d small%v in%v ed%v eo%v dlg%v help%v groups%d rows%d ok%v | dry%v start%v poll%v tick%v screens%d counts%v list%v edit%v",
-		m.top(), m.screen, m.tooSmall(), m.input != nil, m.editor != nil, m.editOpening, m.dialog != nil, m.help,
-		len(m.groupsData), len(m.jobs.rows), m.bulk != nil && m.bulk.seq == r.startedSeq,
+		m.top(), m.screen, m.tooSmall(), m.dlg.input != nil, m.edit.editor != nil, m.edit.opening, m.dlg.confirm != nil, m.dlg.help.open,
+		len(m.groups.data), len(m.jobs.rows), m.dlg.bulk != nil && m.dlg.bulk.seq == r.startedSeq,
 		r.drySeq != 0, r.startSeq != 0, r.pollSeq != 0, r.tickSeq != 0, len(r.screens), r.countsSeq != 0, r.listSeq != 0, r.editSeq != 0)
-	if b := m.bulk; b != nil {
+	if b := m.dlg.bulk; b != nil {
 		s += fmt.Sprintf(" | bulk phase%d visible%v cancelling%v stale%v", b.phase, b.visible, b.cancelling, b.stale)
 		if b.op != nil {
 			s += " op " + string(b.op.Status)
@@ -306,7 +306,7 @@ func (r *orderRun) check() error {
 	}
 	// A run the console holds, hidden, is said: in the status line, or
 	// by the too-small notice.
-	if b := m.bulk; b != nil && !b.visible && (b.phase == bulkStarting || (b.op != nil && !opDone(b.op.Status))) {
+	if b := m.dlg.bulk; b != nil && !b.visible && (b.phase == bulkStarting || (b.op != nil && !opDone(b.op.Status))) {
 		lines := strings.Split(frame, "\n")
 		where := lines[len(lines)-1]
 		if top == layerSmall {
@@ -316,7 +316,7 @@ func (r *orderRun) check() error {
 			return fmt.Errorf("a hidden run (phase %d) is not said on screen:\n%s", b.phase, frame)
 		}
 	}
-	if b := m.bulk; b != nil && b.seq == r.startedSeq && strings.Contains(frame, "starting…") {
+	if b := m.dlg.bulk; b != nil && b.seq == r.startedSeq && strings.Contains(frame, "starting…") {
 		return fmt.Errorf("the run started, and the dialog still says starting…")
 	}
 	return nil
@@ -417,13 +417,13 @@ func TestFailedStartWaitsForWhatHasTheKeys(t *testing.T) {
 		over  func(*Model) bool
 	}{
 		{"input line", []string{"b", "dry run answers", "y", "<esc>", "/", "run fails to start"},
-			func(m *Model) bool { return m.input != nil }},
+			func(m *Model) bool { return m.dlg.input != nil }},
 		{"editor", []string{"b", "dry run answers", "y", "<esc>", "<esc>", "list answers", "e", "editor ready", "run fails to start"},
-			func(m *Model) bool { return m.editor != nil }},
+			func(m *Model) bool { return m.edit.editor != nil }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := w.play(t, tc.order...)
-			if !tc.over(r.m) || r.m.bulk == nil || r.m.bulk.phase != bulkFailed || !r.m.bulk.visible {
+			if !tc.over(r.m) || r.m.dlg.bulk == nil || r.m.dlg.bulk.phase != bulkFailed || !r.m.dlg.bulk.visible {
 				t.Fatalf("the order did not end with a failed start behind the %s: %s", tc.name, r.state())
 			}
 			if err := r.check(); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/termtext"
 	"github.com/sluicehq/sluice/keymap"
+	"github.com/sluicehq/sluice/themes"
 )
 
 // The payload editor inside the console, for sessions that must not start
@@ -29,6 +30,8 @@ type payloadEditor struct {
 	ta     textarea.Model
 	note   string // why the last save was refused
 	saving bool
+	// w is the box's width.
+	w int
 }
 
 // openEditor opens the built-in editor on a fetched payload.
@@ -50,38 +53,42 @@ func (m *Model) openEditor(r editReadyMsg) tea.Cmd {
 		return m.toastErr(fmt.Sprintf("the payload has %d lines: too many to edit in the console", strings.Count(text, "\n")+1))
 	}
 	ta.MoveToBegin()
-	m.editor = &payloadEditor{ready: r, ta: ta}
+	m.edit.editor = &payloadEditor{ready: r, ta: ta}
 	m.sizeEditor()
-	return m.editor.ta.Focus()
+	return m.edit.editor.ta.Focus()
 }
 
-// sizeEditor fits the text area to the editor's box.
+// sizeEditor fits the open editor to the screen.
 func (m *Model) sizeEditor() {
-	if m.editor == nil {
-		return
+	if m.edit.editor != nil {
+		m.edit.editor.SetSize(m.width, m.bodyHeight())
 	}
-	w, h := m.editorSize()
-	m.editor.ta.SetWidth(max(w-4, 10))
-	m.editor.ta.SetHeight(max(h-6, 3))
 }
 
-// editorSize is the editor box's outer size.
-func (m *Model) editorSize() (w, h int) {
-	return min(max(m.width-4, 20), 120), max(m.bodyHeight(), 8)
+// SetSize fits the editor's box, and its text area, to a screen w wide
+// whose body is h high.
+func (ed *payloadEditor) SetSize(w, h int) {
+	ed.w = min(max(w-4, 20), 120)
+	h = max(h, 8)
+	ed.ta.SetWidth(max(ed.w-4, 10))
+	ed.ta.SetHeight(max(h-6, 3))
 }
 
-func (m *Model) editorKey(msg tea.KeyPressMsg) tea.Cmd {
-	ed := m.editor
-	switch {
-	case m.km.Matches(msg, keymap.Save):
-		if ed.saving {
-			return nil
+// Update takes the keys and pastes while the editor is open: save saves
+// (once at a time), back closes it, anything else edits.
+func (ed *payloadEditor) Update(m *Model, msg tea.Msg) tea.Cmd {
+	if key, ok := msg.(tea.KeyPressMsg); ok {
+		switch {
+		case m.km.Matches(key, keymap.Save):
+			if ed.saving {
+				return nil
+			}
+			ed.saving, ed.note = true, ""
+			return m.saveEdit(ed.ready, []byte(ed.ta.Value()))
+		case m.km.Matches(key, keymap.Back):
+			m.edit.editor = nil
+			return m.toast("edit cancelled — nothing saved")
 		}
-		ed.saving, ed.note = true, ""
-		return m.saveEdit(ed.ready, []byte(ed.ta.Value()))
-	case m.km.Matches(msg, keymap.Back):
-		m.editor = nil
-		return m.toast("edit cancelled — nothing saved")
 	}
 	var cmd tea.Cmd
 	ed.ta, cmd = ed.ta.Update(msg)
@@ -92,7 +99,7 @@ func (m *Model) editorKey(msg tea.KeyPressMsg) tea.Cmd {
 // keeps the text in the editor with the reason; anything else closes it.
 // It reports whether the outcome was the editor's.
 func (m *Model) editorSaved(msg editSavedMsg) bool {
-	ed := m.editor
+	ed := m.edit.editor
 	if ed == nil || ed.ready.id != msg.id || ed.ready.mode != msg.mode {
 		return false
 	}
@@ -109,14 +116,12 @@ func (m *Model) editorSaved(msg editSavedMsg) bool {
 		ed.note = "not saved: " + termtext.Line(msg.err.Error())
 		return true
 	}
-	m.editor = nil
+	m.edit.editor = nil
 	return false
 }
 
-func (m *Model) editorBox() []string {
-	ed := m.editor
-	t := m.theme
-	w, _ := m.editorSize()
+// View draws the editor in its box.
+func (ed *payloadEditor) View(km *keymap.KeyMap, t *themes.Theme) []string {
 	title := "Edit the payload of " + termtext.Line(ed.ready.id) + " (version " + strconv.FormatInt(ed.ready.version, 10) + ")"
 	switch ed.ready.mode {
 	case editRetry:
@@ -135,16 +140,15 @@ func (m *Model) editorBox() []string {
 	case ed.note != "":
 		lines = append(lines, t.ErrorText.Render(ed.note))
 	default:
-		lines = append(lines, m.editorHint())
+		lines = append(lines, editorHint(km, t))
 	}
-	return m.box(lines, w)
+	return dialogBox(t, lines, ed.w)
 }
 
 // editorHint names the editor's own keys; every other key edits.
-func (m *Model) editorHint() string {
-	t := m.theme
-	return t.HelpKey.Render(m.km.B(keymap.Save).Help().Key) + t.HelpDesc.Render(" save · ") +
-		t.HelpKey.Render(m.km.B(keymap.Back).Help().Key) + t.HelpDesc.Render(" cancel")
+func editorHint(km *keymap.KeyMap, t *themes.Theme) string {
+	return t.HelpKey.Render(km.B(keymap.Save).Help().Key) + t.HelpDesc.Render(" save · ") +
+		t.HelpKey.Render(km.B(keymap.Back).Help().Key) + t.HelpDesc.Render(" cancel")
 }
 
 // editableJSON is pretty JSON made safe to show and edit: every rune that

@@ -20,7 +20,7 @@ func TestNoKeyReachesAHiddenDialog(t *testing.T) {
 	f := setup(t, false)
 	m := f.stillConsole(t, goldenW, goldenH, nil)
 	runCmd(m, m.startBulk(engine.ActionRetry, engine.Filter{States: []engine.State{engine.StateArchived}, Queues: []string{"billing"}}, "the current filter"))
-	if m.bulk == nil || m.bulk.phase != bulkPreview || !strings.Contains(ansi.Strip(m.Render()), "Bulk retry") {
+	if m.dlg.bulk == nil || m.dlg.bulk.phase != bulkPreview || !strings.Contains(ansi.Strip(m.Render()), "Bulk retry") {
 		t.Fatalf("no preview on screen:\n%s", ansi.Strip(m.Render()))
 	}
 	m.Update(tea.WindowSizeMsg{Width: 50, Height: 10})
@@ -31,8 +31,8 @@ func TestNoKeyReachesAHiddenDialog(t *testing.T) {
 	for _, k := range []string{"y", "5", "<enter>"} {
 		m.Update(keyMsg(k))
 	}
-	if m.bulk == nil || m.bulk.phase != bulkPreview || m.bulk.rateIn != "" {
-		t.Fatalf("keys reached the hidden preview: %+v", m.bulk)
+	if m.dlg.bulk == nil || m.dlg.bulk.phase != bulkPreview || m.dlg.bulk.rateIn != "" {
+		t.Fatalf("keys reached the hidden preview: %+v", m.dlg.bulk)
 	}
 	if !strings.Contains(strings.Join(strings.Fields(screen), " "), "The bulk retry dialog is open; no key reaches it") {
 		t.Fatalf("the notice does not say what waits behind it:\n%s", screen)
@@ -54,8 +54,8 @@ func TestEscWhileStartingKeepsTheRun(t *testing.T) {
 	m := f.stillConsole(t, goldenW, goldenH, nil)
 	runCmd(m, m.startBulk(engine.ActionRetry, engine.Filter{States: []engine.State{engine.StateArchived}, Queues: []string{"billing"}}, "the current filter"))
 	_, start := m.Update(keyMsg("y")) // the Bulk call, not yet answered
-	if m.bulk == nil || m.bulk.phase != bulkStarting {
-		t.Fatalf("y did not ask for the run: %+v", m.bulk)
+	if m.dlg.bulk == nil || m.dlg.bulk.phase != bulkStarting {
+		t.Fatalf("y did not ask for the run: %+v", m.dlg.bulk)
 	}
 	m.Update(keyMsg("<esc>"))
 	// The answer comes after the esc; its poll is not run here.
@@ -67,14 +67,14 @@ func TestEscWhileStartingKeepsTheRun(t *testing.T) {
 		t.Fatal("y's command is not the bulk call")
 	}
 	m.Update(started)
-	if m.bulk == nil || m.bulk.op == nil {
-		t.Fatalf("the started run was dropped: %+v", m.bulk)
+	if m.dlg.bulk == nil || m.dlg.bulk.op == nil {
+		t.Fatalf("the started run was dropped: %+v", m.dlg.bulk)
 	}
 	if status := ansi.Strip(m.statusLine(goldenW)); !strings.Contains(status, "bulk retry 0%") {
 		t.Fatalf("the status line does not show the run:\n%s", status)
 	}
 	m.Update(keyMsg("b"))
-	if !strings.Contains(ansi.Strip(m.Render()), "Bulk retry — ") || !m.bulk.visible {
+	if !strings.Contains(ansi.Strip(m.Render()), "Bulk retry — ") || !m.dlg.bulk.visible {
 		t.Fatalf("b does not show the running dialog again:\n%s", ansi.Strip(m.Render()))
 	}
 }

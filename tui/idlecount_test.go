@@ -119,25 +119,25 @@ func TestIdleRecountCountsWhole(t *testing.T) {
 	// Typing a filter: no recount, however long the operator takes.
 	m.Update(keyMsg("/"))
 	clock = clock.Add(time.Minute)
-	if cmd := m.idleTick(); m.recountSeq != 0 || cmd == nil {
+	if cmd := m.idleTick(); m.idle.seq != 0 || cmd == nil {
 		t.Fatal("a recount started while the operator typed (or the idle wait was given up)")
 	}
 	m.Update(keyMsg("<esc>"))
 	clock = clock.Add(time.Second)
-	if m.idleTick(); m.recountSeq != 0 {
+	if m.idleTick(); m.idle.seq != 0 {
 		t.Fatal("a recount started a second after a key")
 	}
 	// A load on its way: no recount either.
 	clock = clock.Add(time.Minute)
 	load := m.loadCounts()
-	if m.idleTick(); m.recountSeq != 0 {
+	if m.idleTick(); m.idle.seq != 0 {
 		t.Fatal("a recount started while the counts were being read")
 	}
 	deliver(t, m, load)
 
 	// Idle: the recount starts; a key stops it and its answer is dropped.
 	recount := m.idleTick()
-	if m.recountSeq == 0 || recount == nil {
+	if m.idle.seq == 0 || recount == nil {
 		t.Fatal("no recount started on an idle console")
 	}
 	if tab, status := tabAndStatus(m); !strings.Contains(status, "counting them whole") {
@@ -161,7 +161,7 @@ func TestIdleRecountCountsWhole(t *testing.T) {
 		t.Fatalf("the idle recount's figure is not shown:\n%s\n%s", tab, status)
 	}
 	exact := tab + "\n" + status
-	if m.idleTick(); m.recountSeq != 0 {
+	if m.idleTick(); m.idle.seq != 0 {
 		t.Fatal("an unchanged count was counted whole again")
 	}
 

@@ -84,7 +84,13 @@ type jobsView struct {
 	// selectAll turns the filter into a bulk selector: actions go to
 	// every matching job through Bulk.
 	selectAll bool
+
+	// w and h are the size the table is drawn at, its header included.
+	w, h int
 }
+
+// SetSize sets the size the table is drawn at, its header included.
+func (v *jobsView) SetSize(w, h int) { v.w, v.h = w, h }
 
 // jobRow is one job and its cached rendering.
 type jobRow struct {

@@ -203,28 +203,28 @@ func (m *Model) rowLine(i int, c jobCols, cursor bool) string {
 	r.note = v.failNote[r.job.ID]         // a change of note bumps rowGen
 	r.waitText = waitCell(r.job, m.now()) // the age tick bumps rowGen too
 	if cursor {
-		if r.cgen != m.rowGen || r.clineMark != marked {
+		if r.cgen != m.cache.rowGen || r.clineMark != marked {
 			r.cline = m.wrapCursor(r.plain(c, marked, age(m.now(), r.job.StateChangedAt)))
-			r.cgen, r.clineMark = m.rowGen, marked
+			r.cgen, r.clineMark = m.cache.rowGen, marked
 		}
 		return r.cline
 	}
-	if r.gen != m.rowGen || r.lineMarked != marked {
+	if r.gen != m.cache.rowGen || r.lineMarked != marked {
 		r.line = r.styled(c, marked, age(m.now(), r.job.StateChangedAt), m.theme)
-		r.gen, r.lineMarked = m.rowGen, marked
+		r.gen, r.lineMarked = m.cache.rowGen, marked
 	}
 	return r.line
 }
 
-// jobsBody renders the table into h lines of width w.
-func (m *Model) jobsBody(w, h int) []string {
-	v := &m.jobs
+// View renders the table into the lines of its size (SetSize).
+func (v *jobsView) View(m *Model) []string {
+	w, h := v.w, v.h
 	c := m.cols(w)
 	lines := make([]string, 0, h)
-	if !m.headCache.ok || m.headCache.key != m.rowGen {
-		m.headCache.key, m.headCache.s, m.headCache.ok = m.rowGen, c.header(m.theme), true
+	if !m.cache.head.ok || m.cache.head.key != m.cache.rowGen {
+		m.cache.head.key, m.cache.head.s, m.cache.head.ok = m.cache.rowGen, c.header(m.theme), true
 	}
-	lines = append(lines, m.headCache.s)
+	lines = append(lines, m.cache.head.s)
 	rows := h - 1
 	switch {
 	case v.err != nil && len(v.rows) == 0:
@@ -256,15 +256,15 @@ func (m *Model) jobsBody(w, h int) []string {
 // sequences are taken once per theme, so a cursor move costs a string
 // concatenation, not a lipgloss render.
 func (m *Model) wrapCursor(plain string) string {
-	if m.cursorSGR.theme != m.theme {
+	if m.cache.cursorSGR.theme != m.theme {
 		out := m.theme.RowCursor.Render("\x00")
 		pre, post, ok := strings.Cut(out, "\x00")
 		if !ok {
 			pre, post = "", ""
 		}
-		m.cursorSGR.theme, m.cursorSGR.pre, m.cursorSGR.post = m.theme, pre, post
+		m.cache.cursorSGR.theme, m.cache.cursorSGR.pre, m.cache.cursorSGR.post = m.theme, pre, post
 	}
-	return m.cursorSGR.pre + plain + m.cursorSGR.post
+	return m.cache.cursorSGR.pre + plain + m.cache.cursorSGR.post
 }
 
 // contentWidths is the widest id, queue and kind among the loaded rows:
@@ -285,12 +285,12 @@ func (v *jobsView) measure() {
 // renders the rows again.
 func (m *Model) cols(w int) jobCols {
 	key := colsKey{w: w, cw: m.jobs.widths}
-	if m.colsKey != key {
-		m.colsKey = key
-		m.colsCache = layoutJobCols(w, key.cw)
-		m.rowGen++
+	if m.cache.colsKey != key {
+		m.cache.colsKey = key
+		m.cache.cols = layoutJobCols(w, key.cw)
+		m.cache.rowGen++
 	}
-	return m.colsCache
+	return m.cache.cols
 }
 
 type colsKey struct {
@@ -338,7 +338,7 @@ type countBasis struct {
 // countBasis is the basis of state s now.
 func (m *Model) countBasis(s engine.State) countBasis {
 	var b countBasis
-	if c := m.counts; c != nil {
+	if c := m.tally.counts; c != nil {
 		b.total = c.Total[s]
 		if qs := m.jobs.filter.Queues; len(qs) == 1 {
 			b.total = c.Queues[qs[0]][s]
@@ -356,7 +356,7 @@ func (m *Model) countBasis(s engine.State) countBasis {
 // exactFor returns the whole count of state s under the current filter,
 // when one was taken and nothing has changed since.
 func (m *Model) exactFor(s engine.State) (exactCount, bool) {
-	e := m.exact
+	e := m.tally.exact
 	if e.at.IsZero() || e.state != s || e.filter != m.jobs.filter.String() || e.basis != m.countBasis(s) {
 		return exactCount{}, false
 	}
@@ -375,7 +375,7 @@ func (m *Model) takeExact(sel engine.Filter, res *engine.BulkResult, at time.Tim
 		return
 	}
 	s := sel.States[0]
-	m.exact = exactCount{filter: f.String(), state: s, n: res.Matched, at: at, basis: m.countBasis(s)}
+	m.tally.exact = exactCount{filter: f.String(), state: s, n: res.Matched, at: at, basis: m.countBasis(s)}
 }
 
 // capNote says, for the tab's state, what capped its count and, once a
@@ -414,26 +414,26 @@ func (m *Model) capNote() string {
 // tabsLine renders the state tabs with live counts (cached).
 func (m *Model) tabsLine(w int) string {
 	fc, totals := m.filterCounts()
-	k := tabsKey{w: w, tab: m.jobs.tab, scr: m.screen, counts: m.counts, fcounts: fc, theme: m.theme, totals: totals, exact: m.exact}
+	k := tabsKey{w: w, tab: m.jobs.tab, scr: m.screen, counts: m.tally.counts, fcounts: fc, theme: m.theme, totals: totals, exact: m.tally.exact}
 	if qs := m.jobs.filter.Queues; len(qs) == 1 {
 		k.queue = qs[0]
 	}
-	if m.tabsCache.ok && m.tabsCache.key == k {
-		return m.tabsCache.s
+	if m.cache.tabs.ok && m.cache.tabs.key == k {
+		return m.cache.tabs.s
 	}
 	s := m.renderTabs(w)
-	m.tabsCache.key, m.tabsCache.s, m.tabsCache.ok = k, s, true
+	m.cache.tabs.key, m.cache.tabs.s, m.cache.tabs.ok = k, s, true
 	return s
 }
 
 func (m *Model) renderTabs(w int) string {
 	t := m.theme
 	var total map[engine.State]int64
-	known := m.counts != nil
+	known := m.tally.counts != nil
 	if known {
-		total = m.counts.Total
+		total = m.tally.counts.Total
 		if qs := m.jobs.filter.Queues; len(qs) == 1 {
-			total = m.counts.Queues[qs[0]]
+			total = m.tally.counts.Queues[qs[0]]
 		}
 	}
 	fc, totals := m.filterCounts()
@@ -552,10 +552,10 @@ func (m *Model) filterCounts() (*engine.JobCounts, bool) {
 	if countsServe(f) {
 		return nil, false
 	}
-	if m.fcountsFor != f.String() {
+	if m.tally.fcountsFor != f.String() {
 		return nil, false
 	}
-	return m.fcounts, m.fcountsOff
+	return m.tally.fcounts, m.tally.fcountsOff
 }
 
 var shortState = map[engine.State]string{

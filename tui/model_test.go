@@ -146,9 +146,9 @@ func TestLiveRefreshKeepsCursor(t *testing.T) {
 	}
 	// Two new rows on top, rows 3 and 4 gone.
 	next := append(append(fresh, jobs[:3]...), jobs[5:]...)
-	m.seq++
-	m.jobs.listSeq = m.seq
-	m.Update(listMsg{seq: m.seq, mode: listRefresh, jobs: next})
+	m.loads.seq++
+	m.jobs.listSeq = m.loads.seq
+	m.Update(listMsg{seq: m.loads.seq, mode: listRefresh, jobs: next})
 	if got := m.jobs.current().job.ID; got != cur {
 		t.Fatalf("cursor on %s, want %s", got, cur)
 	}
@@ -163,9 +163,9 @@ func TestLiveRefreshKeepsCursor(t *testing.T) {
 			without = append(without, r.job)
 		}
 	}
-	m.seq++
-	m.jobs.listSeq = m.seq
-	m.Update(listMsg{seq: m.seq, mode: listRefresh, jobs: without})
+	m.loads.seq++
+	m.jobs.listSeq = m.loads.seq
+	m.Update(listMsg{seq: m.loads.seq, mode: listRefresh, jobs: without})
 	if got := m.jobs.current().job.ID; got != after {
 		t.Fatalf("cursor on %s after its job left, want %s", got, after)
 	}
@@ -199,9 +199,9 @@ func TestWindowDropsAndReloads(t *testing.T) {
 	m := New(nil, Options{NoSubscribe: true, Now: func() time.Time { return now }, Window: 600, PageSize: 200})
 	m.Update(tea.WindowSizeMsg{Width: 120, Height: 36})
 	all := syntheticJobs(1000, now)
-	m.seq++
-	m.jobs.listSeq = m.seq
-	m.Update(listMsg{seq: m.seq, mode: listReplace, jobs: all[:200], next: "n1"})
+	m.loads.seq++
+	m.jobs.listSeq = m.loads.seq
+	m.Update(listMsg{seq: m.loads.seq, mode: listReplace, jobs: all[:200], next: "n1"})
 	for page := 1; page < 5; page++ {
 		m.jobs.cursor = len(m.jobs.rows) - 1
 		m.Update(listMsg{seq: m.jobs.listSeq, mode: listAppend, jobs: all[page*200 : (page+1)*200], next: "n"})
@@ -226,10 +226,10 @@ func TestSelectAllTurnsActionIntoBulk(t *testing.T) {
 		t.Fatal("A did not select all matching")
 	}
 	_, cmd := m.Update(keyMsg("r"))
-	if m.bulk == nil || m.bulk.phase != bulkLoading || cmd == nil {
-		t.Fatalf("r after A did not start a bulk dry run: %+v", m.bulk)
+	if m.dlg.bulk == nil || m.dlg.bulk.phase != bulkLoading || cmd == nil {
+		t.Fatalf("r after A did not start a bulk dry run: %+v", m.dlg.bulk)
 	}
-	if got := m.bulk.selector.States; len(got) != 1 || got[0] != engine.StateArchived {
+	if got := m.dlg.bulk.selector.States; len(got) != 1 || got[0] != engine.StateArchived {
 		t.Fatalf("bulk selector states = %v", got)
 	}
 }
@@ -238,15 +238,15 @@ func TestConfirmOnlyWithY(t *testing.T) {
 	t.Parallel()
 	m := loadedModel(t, 5, 120, 36)
 	m.Update(keyMsg("d"))
-	if m.dialog == nil {
+	if m.dlg.confirm == nil {
 		t.Fatal("d did not ask")
 	}
 	for _, k := range []string{"j", "<enter>", "Y", "<space>", "r"} {
-		if _, cmd := m.Update(keyMsg(k)); m.dialog == nil || cmd != nil {
+		if _, cmd := m.Update(keyMsg(k)); m.dlg.confirm == nil || cmd != nil {
 			t.Fatalf("%q answered the confirmation", k)
 		}
 	}
-	if _, cmd := m.Update(keyMsg("y")); m.dialog != nil || cmd == nil {
+	if _, cmd := m.Update(keyMsg("y")); m.dlg.confirm != nil || cmd == nil {
 		t.Fatal("y did not confirm")
 	}
 }
@@ -408,9 +408,9 @@ func TestNoColor(t *testing.T) {
 	}
 	m := New(nil, Options{NoSubscribe: true, Now: func() time.Time { return now }, Theme: "dark", Getenv: env})
 	m.Update(tea.WindowSizeMsg{Width: 120, Height: 36})
-	m.seq++
-	m.jobs.listSeq = m.seq
-	m.Update(listMsg{seq: m.seq, mode: listReplace, jobs: syntheticJobs(20, now)})
+	m.loads.seq++
+	m.jobs.listSeq = m.loads.seq
+	m.Update(listMsg{seq: m.loads.seq, mode: listReplace, jobs: syntheticJobs(20, now)})
 	m.Update(tea.BackgroundColorMsg{}) // a light or dark answer must not bring colour back
 	m.Update(keyMsg("<enter>"))
 	out := m.View().Content
@@ -433,8 +433,8 @@ func TestHeaderKeepsReadOnlyBadge(t *testing.T) {
 	t.Parallel()
 	m := loadedModel(t, 5, 100, 30)
 	m.opts.Source = "sqlite:///var/lib/a/very/long/path/to/the/store/of/this/server/sluice.db"
-	m.meta = &engine.Meta{Backend: "sqlite", Role: engine.RoleViewer, Actor: "sam@desk"}
-	m.readOnly = true
+	m.sess.meta = &engine.Meta{Backend: "sqlite", Role: engine.RoleViewer, Actor: "sam@desk"}
+	m.sess.readOnly = true
 	title := strings.TrimSpace(ansi.Strip(m.renderTitle(100)))
 	if w := ansi.StringWidth(title); w > 100 {
 		t.Fatalf("title %d wide: %q", w, title)
@@ -513,60 +513,60 @@ func TestSlowLoadsShownUnderLiveChanges(t *testing.T) {
 	t.Parallel()
 	m := loadedModel(t, 10, 120, 36)
 	clock := time.Date(2026, 11, 29, 2, 14, 0, 0, time.UTC)
-	m.now = func() time.Time { return clock }
+	m.opts.Now = func() time.Time { return clock }
 	m.switchScreen(scrErrors)
-	first := m.screenSeq
+	first := m.loads.screenSeq
 	m.loadCounts()
-	firstCounts := m.countsSeq
+	firstCounts := m.loads.countsSeq
 	// Three live refreshes while both loads are on their way.
 	for range 3 {
 		m.Update(refreshTickMsg{})
 	}
-	if m.screenSeq != first || m.countsSeq != firstCounts {
+	if m.loads.screenSeq != first || m.loads.countsSeq != firstCounts {
 		t.Fatalf("live refreshes sent new loads over the ones on their way (screen seq %d → %d, counts %d → %d)",
-			first, m.screenSeq, firstCounts, m.countsSeq)
+			first, m.loads.screenSeq, firstCounts, m.loads.countsSeq)
 	}
 	clock = clock.Add(time.Second) // the groups took a second
 	gs := []engine.ErrorGroup{{Queue: "billing", Kind: "invoice.generate", Pattern: "dial tcp <addr>: connect: connection refused", Count: 1_000_000}}
 	_, cmd := m.Update(groupsMsg{seq: first, groups: gs})
-	if len(m.groupsData) != 1 || m.groupsData[0].Count != 1_000_000 {
-		t.Fatalf("the slow answer was not shown: %+v", m.groupsData)
+	if len(m.groups.data) != 1 || m.groups.data[0].Count != 1_000_000 {
+		t.Fatalf("the slow answer was not shown: %+v", m.groups.data)
 	}
-	if cmd == nil || !m.screenAgain || !m.screenTick {
+	if cmd == nil || !m.loads.screenAgain || !m.loads.screenTick {
 		t.Fatal("no reload was set up, though changes came in while the load ran")
 	}
-	if m.screenSeq != first {
+	if m.loads.screenSeq != first {
 		t.Fatal("the reload after a one-second load was sent at once")
 	}
 	// More changes during the pause send nothing either.
 	clock = clock.Add(500 * time.Millisecond)
 	m.Update(refreshTickMsg{})
-	if m.screenSeq != first {
+	if m.loads.screenSeq != first {
 		t.Fatal("a live refresh during the pause sent a load")
 	}
 	clock = clock.Add(500 * time.Millisecond)
 	m.Update(screenTickMsg{})
-	if m.screenSeq == first || !m.screenBusy || m.screenAgain {
+	if m.loads.screenSeq == first || !m.loads.screenBusy || m.loads.screenAgain {
 		t.Fatal("the end of the pause sent no load")
 	}
 	c := &engine.Counts{Total: map[engine.State]int64{engine.StateArchived: 1_000_000}}
 	m.Update(countsMsg{seq: firstCounts, counts: c})
-	if m.counts != c {
+	if m.tally.counts != c {
 		t.Fatal("the slow counts answer was not taken")
 	}
-	if m.countsSeq == firstCounts || !m.countsBusy {
+	if m.loads.countsSeq == firstCounts || !m.loads.countsBusy {
 		t.Fatal("no counts load followed the answer")
 	}
 	// The follow-up answers, with no changes meanwhile, end the chain.
-	m.Update(groupsMsg{seq: m.screenSeq, groups: gs})
-	m.Update(countsMsg{seq: m.countsSeq, counts: c})
-	if m.screenBusy || m.countsBusy || m.screenAgain {
+	m.Update(groupsMsg{seq: m.loads.screenSeq, groups: gs})
+	m.Update(countsMsg{seq: m.loads.countsSeq, counts: c})
+	if m.loads.screenBusy || m.loads.countsBusy || m.loads.screenAgain {
 		t.Fatal("a load is still marked on its way after every answer came")
 	}
 	// A fast answer (no time passed) leaves no pause.
-	seq := m.screenSeq
+	seq := m.loads.screenSeq
 	m.Update(refreshTickMsg{})
-	if m.screenSeq == seq {
+	if m.loads.screenSeq == seq {
 		t.Fatal("a live refresh with nothing on its way and no pause sent no load")
 	}
 }
@@ -603,9 +603,9 @@ func liveList(t *testing.T) (*Model, *[]*engine.Job, func(...*engine.Job), func(
 	jobs := syntheticJobs(100, now)
 	refresh := func(fresh ...*engine.Job) {
 		t.Helper()
-		m.seq++
-		m.jobs.listSeq = m.seq
-		m.Update(listMsg{seq: m.seq, mode: listRefresh, jobs: append(fresh, jobs...)})
+		m.loads.seq++
+		m.jobs.listSeq = m.loads.seq
+		m.Update(listMsg{seq: m.loads.seq, mode: listRefresh, jobs: append(fresh, jobs...)})
 	}
 	newJob := func(i int) *engine.Job {
 		return &engine.Job{ID: fmt.Sprintf("new-%d", i), Queue: "billing", Kind: "k", State: engine.StateArchived,

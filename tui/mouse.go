@@ -74,7 +74,7 @@ func (m *Model) bodyTop() int { return m.chromeHeight() - 1 }
 // store's warning when there is one.
 func (m *Model) tabsRow() int {
 	if m.storeWarned() {
-		return 1 + len(m.meta.Warnings)
+		return 1 + len(m.sess.meta.Warnings)
 	}
 	return 1
 }

@@ -13,7 +13,7 @@ import (
 
 type navFrame struct {
 	screen screen
-	key    string // the item under the cursor: a job id or itemKey
+	key    string // the item under the cursor: a job id or listComponent.key
 	tab    int
 	query  string
 	filter engine.Filter
@@ -32,8 +32,8 @@ func (m *Model) pushNav() {
 		if r := v.current(); r != nil {
 			f.key = r.job.ID
 		}
-	} else if ls, _ := m.current(); ls != nil {
-		f.key = m.itemKey(m.screen, ls.cursor)
+	} else if c := m.listOf(m.screen); c != nil {
+		f.key = c.key(c.list().cursor)
 	}
 	m.nav = append(m.nav, f)
 	if len(m.nav) > maxNav {
@@ -53,18 +53,10 @@ func (m *Model) popNav() tea.Cmd {
 		v.seek = f.key
 		return tea.Batch(m.switchScreen(scrJobs), m.loadCounts())
 	}
-	if ls, _ := m.screenList(f.screen); ls != nil {
-		m.follow(f.screen, ls, f.key)
+	if c := m.listOf(f.screen); c != nil {
+		follow(c, f.key)
 	}
 	return m.switchScreen(f.screen)
-}
-
-// screenList is the list state of a list screen.
-func (m *Model) screenList(s screen) (*listScreen, int) {
-	saved := m.screen
-	m.screen = s
-	defer func() { m.screen = saved }()
-	return m.current()
 }
 
 // groupScope describes what narrows the error groups: the job filter's

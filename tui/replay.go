@@ -3,9 +3,7 @@ package tui
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
@@ -38,7 +36,7 @@ type replayDoneMsg struct {
 
 // replayCommand is `:replay N`.
 func (m *Model) replayCommand(arg string) (tea.Cmd, error) {
-	if m.readOnly {
+	if m.sess.readOnly {
 		return nil, fmt.Errorf("read-only: replay is not allowed")
 	}
 	n, err := strconv.Atoi(arg)
@@ -65,7 +63,7 @@ func (m *Model) replayPreview(id string, n int, result json.RawMessage) tea.Cmd 
 }
 
 // previewReplay is the preview call, for replayPreview and for the save
-// of an edited result (cmds.go).
+// of an edited result (edit.go).
 func previewReplay(ctx context.Context, ctl engine.Control, id string, n int, result json.RawMessage) replayPreviewMsg {
 	plan, err := ctl.ReplayPreview(ctx, id, engine.ReplayParams{Step: n, Result: result})
 	return replayPreviewMsg{id: id, step: n, result: result, plan: plan, err: err}
@@ -112,7 +110,7 @@ func (m *Model) replayPreviewed(msg replayPreviewMsg) tea.Cmd {
 		d.edit = func() tea.Cmd { return m.openingEditor(m.prepareReplayEdit(id, step, prev.Name, cur)) }
 		d.editHint = fmt.Sprintf("replace step %d's result", step-1)
 	}
-	m.dialog = d
+	m.dlg.confirm = d
 	return nil
 }
 
@@ -151,31 +149,14 @@ func (m *Model) replayCmd(id string, step int, result json.RawMessage) tea.Cmd {
 // BuiltinEditor), else $EDITOR on a temporary file, written here in the
 // command, not in Update.
 func (m *Model) prepareReplayEdit(id string, step int, name string, cur json.RawMessage) tea.Cmd {
-	dir, builtin := m.opts.TempDir, m.opts.BuiltinEditor
+	setup := m.editorSetup()
 	return func() tea.Msg {
 		pretty := prettyJSON(cur)
 		if len(cur) == 0 {
 			pretty = []byte("null")
 		}
 		r := editReadyMsg{mode: editReplayResult, id: id, step: step, stepName: name}
-		if builtin {
-			r.orig = []byte(editableJSON(pretty))
-			return r
-		}
-		f, err := os.CreateTemp(dir, "sluice-result-*.json")
-		if err != nil {
-			r.err = err
-			return r
-		}
-		_, werr := f.Write(pretty)
-		cerr := f.Close()
-		if err := errors.Join(werr, cerr); err != nil {
-			_ = os.Remove(f.Name())
-			r.err = err
-			return r
-		}
-		r.path, r.orig = f.Name(), pretty
-		return r
+		return setup.ready(r, pretty, "sluice-result-*.json")
 	}
 }
 
@@ -215,12 +196,9 @@ func replayResultEdited(ctx context.Context, ctl engine.Control, r editReadyMsg,
 func (m *Model) replayResultSaved(msg editSavedMsg) tea.Cmd {
 	switch {
 	case msg.invalid != nil:
-		r := msg.ready
-		r.removeFile()
-		return m.toastErr(fmt.Sprintf("%s — the replay was not started", msg.invalid))
+		return tea.Batch(msg.ready.removeCmd(), m.toastErr(fmt.Sprintf("%s — the replay was not started", msg.invalid)))
 	case msg.err != nil:
-		msg.ready.removeFile()
-		return m.toastErr("replay " + termtext.Line(msg.id) + ": " + termtext.Line(msg.err.Error()))
+		return tea.Batch(msg.ready.removeCmd(), m.toastErr("replay "+termtext.Line(msg.id)+": "+termtext.Line(msg.err.Error())))
 	}
 	return m.replayPreviewed(*msg.preview)
 }

@@ -182,7 +182,7 @@ func (m *Model) moveStep(d int) tea.Cmd {
 // replayStep previews a replay of the sheet's job from the picked step.
 func (m *Model) replayStep() tea.Cmd {
 	s := &m.sheet
-	if m.readOnly || !s.open || s.id == "" {
+	if m.sess.readOnly || !s.open || s.id == "" {
 		return nil
 	}
 	if j, why, info := m.oneJob(); j == nil {

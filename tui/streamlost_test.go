@@ -120,7 +120,7 @@ func TestStreamLostSaysUnreachable(t *testing.T) {
 func TestStaleStreamDropped(t *testing.T) {
 	m := stillModel(t, goldenW, goldenH)
 	old, cur := make(chan engine.Change), make(chan engine.Change)
-	m.sub = cur
+	m.live.sub = cur
 	m.handleMsg(changesMsg{ch: old, changes: []engine.Change{{Kind: engine.ChangeLost, Err: errDown}}})
 	if m.unreachable() {
 		t.Fatal("a lost word from a stream given up turned the header")

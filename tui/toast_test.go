@@ -121,8 +121,8 @@ func TestToastsWaitForDialogs(t *testing.T) {
 func TestWaitingToastsKeepTheirTime(t *testing.T) {
 	m := stillModel(t, 60, 12)
 	clock := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	m.now = func() time.Time { return clock }
-	confirm := func() { m.dialog = &confirmDialog{title: "Retry job x?", yes: func() tea.Cmd { return nil }} }
+	m.opts.Now = func() time.Time { return clock }
+	confirm := func() { m.dlg.confirm = &confirmDialog{title: "Retry job x?", yes: func() tea.Cmd { return nil }} }
 
 	confirm()
 	if cmd := m.toast("1 retried"); cmd != nil {
@@ -138,29 +138,29 @@ func TestWaitingToastsKeepTheirTime(t *testing.T) {
 	if screen := plainScreen(m); !strings.Contains(screen, "1 retried") || !strings.Contains(screen, "cancelled — nothing changed") {
 		t.Fatalf("after the dialog closed the toasts are not shown:\n%s", screen)
 	}
-	if got := m.toasts[0].left; got != 4*time.Second {
+	if got := m.toasts.list[0].left; got != 4*time.Second {
 		t.Fatalf("the waiting toast has %s left, want all of its 4s", got)
 	}
 
 	// Shown for 3s, then covered by a dialog for a minute.
-	first := toastExpireMsg{id: m.toasts[0].id, gen: m.toasts[0].gen}
+	first := toastExpireMsg{id: m.toasts.list[0].id, gen: m.toasts.list[0].gen}
 	clock = clock.Add(3 * time.Second)
 	confirm()
 	m.Update(tea.WindowSizeMsg{Width: 60, Height: 12}) // any message
 	clock = clock.Add(time.Minute)
 	m.Update(first) // its first showing's time is up, under the dialog
-	if len(m.toasts) != 2 {
-		t.Fatalf("a covered toast went while the dialog hid it: %+v", m.toasts)
+	if len(m.toasts.list) != 2 {
+		t.Fatalf("a covered toast went while the dialog hid it: %+v", m.toasts.list)
 	}
 	m.Update(keyMsg("<esc>"))
-	if got := m.toasts[0].left; got != time.Second {
+	if got := m.toasts.list[0].left; got != time.Second {
 		t.Fatalf("the covered toast has %s left, want the 1s it had", got)
 	}
 	m.Update(first)
 	if screen := plainScreen(m); !strings.Contains(screen, "1 retried") {
 		t.Fatalf("the tick of an earlier showing took the toast away:\n%s", screen)
 	}
-	m.Update(toastExpireMsg{id: m.toasts[0].id, gen: m.toasts[0].gen})
+	m.Update(toastExpireMsg{id: m.toasts.list[0].id, gen: m.toasts.list[0].gen})
 	if screen := plainScreen(m); strings.Contains(screen, "1 retried") {
 		t.Fatalf("the toast outlived its time:\n%s", screen)
 	}

@@ -42,7 +42,7 @@ func group(queue, kind, pattern string, n int64) engine.ErrorGroup {
 // loadGroups feeds the errors screen an answer, as its load would.
 func loadGroups(m *Model, gs ...engine.ErrorGroup) {
 	m.loadScreen(scrErrors)
-	m.handleMsg(groupsMsg{seq: m.screenSeq, groups: gs})
+	m.handleMsg(groupsMsg{seq: m.loads.screenSeq, groups: gs})
 }
 
 var (
@@ -59,19 +59,19 @@ func TestListCursorFollowsItem(t *testing.T) {
 	m.screen = scrErrors
 	loadGroups(m, gRefused, gCurrency, gTemplate)
 	press(m, "j")
-	if g := m.groupsData[m.groups.cursor]; g.Pattern != gCurrency.Pattern {
+	if g := m.groups.data[m.groups.cursor]; g.Pattern != gCurrency.Pattern {
 		t.Fatalf("cursor on %q", g.Pattern)
 	}
 	m.handleKey(keyMsg("b"))
-	if m.bulk == nil {
+	if m.dlg.bulk == nil {
 		t.Fatal("b opened no preview")
 	}
-	m.handleMsg(bulkPreviewMsg{seq: m.bulk.seq, res: &engine.BulkResult{Matched: 31}})
+	m.handleMsg(bulkPreviewMsg{seq: m.dlg.bulk.seq, res: &engine.BulkResult{Matched: 31}})
 	// The currency group grows past the outage's: it is row 1 now.
 	big := gCurrency
 	big.Count = 5000
 	loadGroups(m, big, gRefused, gTemplate)
-	if g := m.groupsData[m.groups.cursor]; g.Pattern != gCurrency.Pattern {
+	if g := m.groups.data[m.groups.cursor]; g.Pattern != gCurrency.Pattern {
 		t.Fatalf("after the re-sort the cursor is on %q, want the currency group", g.Pattern)
 	}
 	screen := plainScreen(m)
@@ -79,24 +79,24 @@ func TestListCursorFollowsItem(t *testing.T) {
 		t.Fatalf("the preview does not name its group:\n%s", screen)
 	}
 	golden.RequireEqual(t, normalize(screen))
-	if got := m.bulk.selector.ErrorPattern; got != gCurrency.Pattern {
+	if got := m.dlg.bulk.selector.ErrorPattern; got != gCurrency.Pattern {
 		t.Fatalf("y would act on %q", got)
 	}
 	m.handleKey(keyMsg("<esc>"))
 	// Other lists keep their item too: queues, quarantine, operations.
 	m.screen = scrQueues
 	m.loadScreen(scrQueues)
-	m.handleMsg(queuesMsg{seq: m.screenSeq, queues: []engine.QueueInfo{{Name: "billing"}, {Name: "email"}, {Name: "reports"}}})
+	m.handleMsg(queuesMsg{seq: m.loads.screenSeq, queues: []engine.QueueInfo{{Name: "billing"}, {Name: "email"}, {Name: "reports"}}})
 	press(m, "j")
 	press(m, "j")
 	m.loadScreen(scrQueues)
-	m.handleMsg(queuesMsg{seq: m.screenSeq, queues: []engine.QueueInfo{{Name: "audit"}, {Name: "reports"}, {Name: "billing"}, {Name: "email"}}})
-	if q := m.queuesData[m.queues.cursor].Name; q != "reports" {
+	m.handleMsg(queuesMsg{seq: m.loads.screenSeq, queues: []engine.QueueInfo{{Name: "audit"}, {Name: "reports"}, {Name: "billing"}, {Name: "email"}}})
+	if q := m.queues.data[m.queues.cursor].Name; q != "reports" {
 		t.Fatalf("queues cursor on %q, want reports", q)
 	}
 	m.handleKey(keyMsg("P"))
-	if m.dialog == nil || !strings.Contains(m.dialog.title, "reports") {
-		t.Fatalf("the pause dialog does not name reports: %+v", m.dialog)
+	if m.dlg.confirm == nil || !strings.Contains(m.dlg.confirm.title, "reports") {
+		t.Fatalf("the pause dialog does not name reports: %+v", m.dlg.confirm)
 	}
 }
 
@@ -271,10 +271,10 @@ func TestSmallTerminalsKeepWhatMatters(t *testing.T) {
 			golden.RequireEqual(namedTB{t, t.Name() + "_list"}, normalize(screen))
 
 			m.handleKey(keyMsg("b"))
-			if m.bulk == nil {
+			if m.dlg.bulk == nil {
 				t.Fatal("no bulk dialog")
 			}
-			m.handleMsg(bulkPreviewMsg{seq: m.bulk.seq, res: &engine.BulkResult{Matched: 50, Sample: syntheticJobs(10, m.now())}})
+			m.handleMsg(bulkPreviewMsg{seq: m.dlg.bulk.seq, res: &engine.BulkResult{Matched: 50, Sample: syntheticJobs(10, m.now())}})
 			screen = plainScreen(m)
 			if !strings.Contains(screen, "y start") {
 				t.Fatalf("the bulk dialog's action line is off screen:\n%s", screen)
@@ -386,12 +386,12 @@ func TestResumeDialogSaysResume(t *testing.T) {
 	m := stillModel(t, goldenW, goldenH)
 	m.screen = scrQueues
 	m.loadScreen(scrQueues)
-	m.handleMsg(queuesMsg{seq: m.screenSeq, queues: []engine.QueueInfo{{Name: "billing", Paused: true}}})
+	m.handleMsg(queuesMsg{seq: m.loads.screenSeq, queues: []engine.QueueInfo{{Name: "billing", Paused: true}}})
 	m.handleKey(keyMsg("P"))
-	if m.dialog == nil || !strings.HasPrefix(m.dialog.title, "Resume queue billing") {
-		t.Fatalf("dialog %+v", m.dialog)
+	if m.dlg.confirm == nil || !strings.HasPrefix(m.dlg.confirm.title, "Resume queue billing") {
+		t.Fatalf("dialog %+v", m.dlg.confirm)
 	}
-	body := ansi.Strip(strings.Join(m.dialog.lines, "\n"))
+	body := ansi.Strip(strings.Join(m.dlg.confirm.lines, "\n"))
 	if strings.Contains(body, "stop claiming") || !strings.Contains(body, "claim from the queue again") {
 		t.Fatalf("the resume dialog says %q", body)
 	}
@@ -415,7 +415,7 @@ func TestReadmeKeyList(t *testing.T) {
 // says whether the data is live.
 func TestNarrowHeaderKeepsConnectionBadge(t *testing.T) {
 	m := stillModel(t, 60, 15)
-	m.failures[retryMeta] = 1
+	m.live.failures[retryMeta] = 1
 	head := strings.SplitN(plainScreen(m), "\n", 2)[0]
 	if !strings.Contains(head, "○ unreachable") {
 		t.Fatalf("the header at 60 columns: %q", head)
@@ -620,10 +620,10 @@ func TestTabsMarkCappedCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.jobs.setFilter(`error:"refused"`, f)
-	m.counts = &engine.Counts{Total: map[engine.State]int64{engine.StateArchived: 50_000}}
-	m.fcounts = &engine.JobCounts{States: map[engine.State]int64{engine.StateArchived: 10_000, engine.StateCancelled: 3},
+	m.tally.counts = &engine.Counts{Total: map[engine.State]int64{engine.StateArchived: 50_000}}
+	m.tally.fcounts = &engine.JobCounts{States: map[engine.State]int64{engine.StateArchived: 10_000, engine.StateCancelled: 3},
 		Capped: []engine.State{engine.StateArchived}, Max: 10_000}
-	m.fcountsFor = f.String()
+	m.tally.fcountsFor = f.String()
 	tabs := strings.Split(plainScreen(m), "\n")[1]
 	if !strings.Contains(tabs, "▸arch 10,000+") || !strings.Contains(tabs, "canc 3") || strings.Contains(tabs, "totals") {
 		t.Fatalf("tabs %q, want arch 10,000+ and canc 3", tabs)
@@ -703,10 +703,10 @@ func TestBulkPreviewNeverHidesItsCount(t *testing.T) {
 			sel := engine.Filter{States: []engine.State{engine.StateArchived}, Queues: []string{"billing"},
 				Kinds: []string{"invoice.generate"}, ErrorPattern: pattern}
 			m.startBulk(engine.ActionRetry, sel, "error group billing / invoice.generate — "+pattern)
-			if m.bulk == nil {
+			if m.dlg.bulk == nil {
 				t.Fatal("no bulk dialog")
 			}
-			m.handleMsg(bulkPreviewMsg{seq: m.bulk.seq, res: &engine.BulkResult{Matched: 4186, Sample: syntheticJobs(10, m.now())}})
+			m.handleMsg(bulkPreviewMsg{seq: m.dlg.bulk.seq, res: &engine.BulkResult{Matched: 4186, Sample: syntheticJobs(10, m.now())}})
 			screen := plainScreen(m)
 			for _, want := range []string{"Bulk retry — dry run", "retry 4,186 jobs", "rate [", "y start"} {
 				if !strings.Contains(screen, want) {
@@ -723,7 +723,7 @@ func TestBulkPreviewNeverHidesItsCount(t *testing.T) {
 // At 60 columns "quar 1" used to run past it (found walking the console).
 func TestTabsKeepNonEmptyStatesInSight(t *testing.T) {
 	m := loadedModel(t, 50, 60, 12)
-	m.counts = &engine.Counts{Total: map[engine.State]int64{
+	m.tally.counts = &engine.Counts{Total: map[engine.State]int64{
 		engine.StateCompleted: 446, engine.StateArchived: 4228, engine.StateQuarantined: 1,
 	}}
 	for _, w := range []int{60, 70, 80} {
@@ -738,7 +738,7 @@ func TestTabsKeepNonEmptyStatesInSight(t *testing.T) {
 		}
 	}
 	// Six states with jobs at 60 columns: all of them, and the note goes.
-	m.counts = &engine.Counts{Total: map[engine.State]int64{engine.StateRunning: 1, engine.StateRetryable: 1,
+	m.tally.counts = &engine.Counts{Total: map[engine.State]int64{engine.StateRunning: 1, engine.StateRetryable: 1,
 		engine.StateCompleted: 381, engine.StateArchived: 4224, engine.StateQuarantined: 1, engine.StateUndecodable: 2}}
 	if line := ansi.Strip(m.renderTabs(60)); wOf(line) > 60 || !strings.Contains(line, "undec 2") || strings.Contains(line, "…") {
 		t.Fatalf("six states with jobs at 60 columns: %q", line)
@@ -773,15 +773,15 @@ func TestErrorGroupsNarrowKeepTheError(t *testing.T) {
 func TestActionRefusedForTheJobsState(t *testing.T) {
 	m := loadedModel(t, 5, 120, 30)
 	m.handleKey(keyMsg("u"))
-	if m.dialog != nil {
-		t.Fatalf("u on an archived job asked %q", m.dialog.title)
+	if m.dlg.confirm != nil {
+		t.Fatalf("u on an archived job asked %q", m.dlg.confirm.title)
 	}
 	if screen := plainScreen(m); !strings.Contains(screen, "release applies to quarantined jobs") || !strings.Contains(screen, "is archived") {
 		t.Fatalf("no reason shown:\n%s", screen)
 	}
 	m.handleKey(keyMsg("r"))
-	if m.dialog == nil || !strings.Contains(m.dialog.title, "Retry job") {
-		t.Fatalf("r on an archived job: dialog %+v", m.dialog)
+	if m.dlg.confirm == nil || !strings.Contains(m.dlg.confirm.title, "Retry job") {
+		t.Fatalf("r on an archived job: dialog %+v", m.dlg.confirm)
 	}
 }
 
@@ -799,33 +799,33 @@ func TestKeysWaitForTheEditor(t *testing.T) {
 	opts.NoSubscribe, opts.BuiltinEditor = true, true
 	m := New(f.eng, opts)
 	m.Update(tea.WindowSizeMsg{Width: 120, Height: 30})
-	m.seq++
-	m.jobs.listSeq = m.seq
-	m.Update(listMsg{seq: m.seq, mode: listReplace, jobs: page.Jobs})
+	m.loads.seq++
+	m.jobs.listSeq = m.loads.seq
+	m.Update(listMsg{seq: m.loads.seq, mode: listReplace, jobs: page.Jobs})
 	cmd := m.handleKey(keyMsg("e"))
-	if cmd == nil || !m.editOpening {
+	if cmd == nil || !m.edit.opening {
 		t.Fatal("e did not start opening the editor")
 	}
 	m.handleKey(keyMsg("r"))
-	if m.dialog != nil {
-		t.Fatalf("r behind the opening editor asked %q", m.dialog.title)
+	if m.dlg.confirm != nil {
+		t.Fatalf("r behind the opening editor asked %q", m.dlg.confirm.title)
 	}
 	if !strings.Contains(plainScreen(m), "opening the editor") {
 		t.Fatalf("the wait is not shown:\n%s", plainScreen(m))
 	}
 	m.handleMsg(cmd())
-	if m.editor == nil || m.editOpening {
-		t.Fatalf("the editor did not open (opening %v)", m.editOpening)
+	if m.edit.editor == nil || m.edit.opening {
+		t.Fatalf("the editor did not open (opening %v)", m.edit.opening)
 	}
-	m.editor = nil
+	m.edit.editor = nil
 	// Given up with esc: the editor that comes later is dropped.
 	cmd = m.handleKey(keyMsg("e"))
 	m.handleKey(keyMsg("<esc>"))
-	if m.editOpening {
+	if m.edit.opening {
 		t.Fatal("esc did not give the editor up")
 	}
 	m.handleMsg(cmd())
-	if m.editor != nil {
+	if m.edit.editor != nil {
 		t.Fatal("an editor given up opened anyway")
 	}
 }
@@ -847,8 +847,8 @@ func TestKeysFollowTheRole(t *testing.T) {
 	} {
 		m := loadedModel(t, 5, 120, 30)
 		m.handleMsg(metaMsg{meta: &engine.Meta{Role: c.role}})
-		if m.readOnly != c.readOnly || m.hidePayload != c.hides {
-			t.Errorf("%s: read-only %v, payloads hidden %v", c.role, m.readOnly, m.hidePayload)
+		if m.sess.readOnly != c.readOnly || m.sess.hidePayload != c.hides {
+			t.Errorf("%s: read-only %v, payloads hidden %v", c.role, m.sess.readOnly, m.sess.hidePayload)
 		}
 		for _, a := range c.on {
 			if !m.km.Enabled(a) {
@@ -865,7 +865,7 @@ func TestKeysFollowTheRole(t *testing.T) {
 	// operator with the reason, no dry run sent.
 	m := loadedModel(t, 5, 120, 30)
 	m.handleMsg(metaMsg{meta: &engine.Meta{Role: engine.RoleOperator}})
-	if cmd := m.startBulk(engine.ActionDelete, engine.Filter{States: []engine.State{engine.StateCompleted}}, "the current filter"); m.bulk != nil || cmd == nil {
+	if cmd := m.startBulk(engine.ActionDelete, engine.Filter{States: []engine.State{engine.StateCompleted}}, "the current filter"); m.dlg.bulk != nil || cmd == nil {
 		t.Fatalf("an operator's bulk delete opened a dialog")
 	}
 	if !strings.Contains(plainScreen(m), "needs the admin role") {
@@ -898,7 +898,7 @@ func TestBulkProgressStaleWhileUnreachable(t *testing.T) {
 	started := m.now().Add(-10 * time.Second)
 	op := &engine.Operation{ID: "op-1", Action: engine.ActionRetry, Status: engine.OperationRunning, Matched: 30, Processed: 5, StartedAt: &started}
 	m.watchOperation(op)
-	seq := m.bulk.seq
+	seq := m.dlg.bulk.seq
 	m.handleMsg(opPollMsg{seq: seq, op: op, at: m.now().Add(-3 * time.Second)})
 	more := *op
 	more.Processed = 10

@@ -13,12 +13,9 @@ package tui
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"slices"
-	"strings"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
@@ -99,22 +96,47 @@ const (
 
 var screenNames = []string{"jobs", "quarantine", "operations", "queues", "errors"}
 
-// Model is the console's one root model.
+// Model is the console's one root model. It routes messages and keys to
+// the screens and dialogs (each its own component, with its own Update,
+// View and SetSize), lays them out, and tags every load so that stale
+// answers are dropped (loads).
 type Model struct {
-	ctl    engine.Control
-	opts   Options
-	ctx    context.Context
-	cancel context.CancelFunc
-	log    *slog.Logger
-	now    func() time.Time
-	getenv func(string) string
+	ctl  engine.Control
+	opts Options
+	ctx  context.Context
 
-	baseKM        *keymap.KeyMap
-	km            *keymap.KeyMap
-	theme         *themes.Theme
-	themeExplicit bool
+	km    *keymap.KeyMap
+	theme *themes.Theme
 
 	width, height int
+	sess          sessionState
+	tally         tally
+	loads         loadTags
+	idle          idleRecount
+	live          liveState
+	cache         caches
+
+	screen screen
+	// nav is where esc goes back to (nav.go).
+	nav    []navFrame
+	jobs   jobsView
+	sheet  sheetView
+	quar   quarScreen
+	ops    opsScreen
+	queues queuesScreen
+	groups groupsScreen
+
+	dlg    dialogs
+	edit   editing
+	toasts toasts
+}
+
+// sessionState is what the console knows of its session: the rights and the
+// look it was given, and the server's word on both.
+type sessionState struct {
+	cancel        context.CancelFunc
+	baseKM        *keymap.KeyMap
+	themeExplicit bool
 	profile       colorprofile.Profile
 	meta          *engine.Meta
 	readOnly      bool
@@ -125,7 +147,12 @@ type Model struct {
 	notAdmin bool
 	// denied: the server refused this session's token or role on a load
 	// (engine.ErrDenied); the header says so and no load is retried.
-	denied bool
+	denied   bool
+	quitting bool
+}
+
+// tally is the jobs counted, as the tabs show them.
+type tally struct {
 	counts *engine.Counts
 	// fcounts counts, per state, what the filter fcountsFor matches, for
 	// a filter the counters cannot answer (see countsServe); fcountsOff
@@ -138,61 +165,12 @@ type Model struct {
 	// stopped at their bound or at the store's scan budget (the tab read
 	// 9,484+ while the dry run said 9,997).
 	exact exactCount
-	// The idle recount (recount.go): lastInput is when the operator last
-	// pressed a key, clicked or pasted; idleArmed, an idleTickMsg is on
-	// its way; recountSeq tags the recount on its way (0: none), for
-	// recountFor, sent at recountSent, cancelled by recountCancel;
-	// recountDone is the count last taken whole (not taken again until
-	// it changes); recountNotBefore paces recounts after a slow one.
-	lastInput        time.Time
-	idleArmed        bool
-	recountSeq       uint64
-	recountFor       recountKey
-	recountSent      time.Time
-	recountCancel    context.CancelFunc
-	recountDone      recountKey
-	recountNotBefore time.Time
+}
 
-	screen screen
-	jobs   jobsView
-	sheet  sheetView
-	quar   listScreen
-	ops    listScreen
-	queues listScreen
-	groups listScreen
-
-	quarData   []*engine.Fingerprint
-	opsData    []*engine.Operation
-	queuesData []engine.QueueInfo
-	groupsData []engine.ErrorGroup
-	// groupsNear is, per group, the groups of one job beside it
-	// (engine.NearSingletons), computed once as the groups are read;
-	// nil when groupsHidden.
-	groupsNear [][]int
-	// groupsHidden: the server sent the groups without their error text
-	// (a viewer's, with errors hidden): nothing is said of near groups,
-	// which is read from that text.
-	groupsHidden bool
-	// groupsScope is the filter groupsData was asked for.
-	groupsScope string
-
-	// nav is where esc goes back to (nav.go).
-	nav []navFrame
-
-	input  *inputLine
-	dialog *confirmDialog
-	bulk   *bulkDialog
-	help   bool
-	// helpScroll is the first help line shown (clamped when drawn).
-	helpScroll int
-	toasts     []toast
-	toastID    int
-	toastGen   uint64
-
-	banner   string
-	failures map[retryWhat]int
-	retrying map[retryWhat]bool
-
+// loadTags is the stale-answer machinery of the counts and the list
+// screens: seq numbers every request, and an answer whose tag is not
+// the newest of its kind is dropped.
+type loadTags struct {
 	seq       uint64
 	countsSeq uint64
 	screenSeq uint64
@@ -212,33 +190,33 @@ type Model struct {
 	// way.
 	screenSent, screenNotBefore time.Time
 	screenTick                  bool
+}
 
-	sub          <-chan engine.Change
-	subscribing  bool
-	probing      bool // a probeStore is on its way
-	refreshArmed bool
-	rowGen       uint64
-	colsCache    jobCols
-	tabsCache    cached[tabsKey]
-	titleCache   cached[titleKey]
-	helpCache    cached[helpKey]
-	headCache    cached[uint64]
-	filterCache  cached[filterKey]
-	cursorSGR    struct {
+// caches hold what is drawn once and kept until what it shows changes.
+type caches struct {
+	// rowGen is bumped when every job row must be drawn again (width,
+	// theme, the age tick).
+	rowGen    uint64
+	cols      jobCols
+	colsKey   colsKey
+	tabs      cached[tabsKey]
+	title     cached[titleKey]
+	help      cached[helpKey]
+	head      cached[uint64]
+	filter    cached[filterKey]
+	cursorSGR struct {
 		theme     *themes.Theme
 		pre, post string
 	}
-	colsKey     colsKey
-	pendingEdit *editReadyMsg
-	// editOpening: an editor is on its way (its text is being read); keys
-	// wait for it, esc gives it up. editSeq tags the editor asked for,
-	// so one given up is dropped when it comes. Without the wait, "e r"
-	// typed quickly would open a retry confirmation under the editor,
-	// armed for the next y.
-	editOpening bool
-	editSeq     uint64
-	editor      *payloadEditor // the built-in editor, while open
-	quitting    bool
+}
+
+// dialogs are the layers drawn over the screen that take the keys while
+// open: the input line, a confirmation, the bulk dialog and the help.
+type dialogs struct {
+	input   *inputLine
+	confirm *confirmDialog
+	bulk    *bulkDialog
+	help    helpScreen
 }
 
 // New builds the console over ctl.
@@ -280,35 +258,33 @@ func New(ctl engine.Control, opts Options) *Model {
 		km = keymap.Default()
 	}
 	m := &Model{
-		ctl: ctl, opts: opts, ctx: ctx, cancel: cancel,
-		log: opts.Logger, now: opts.Now, getenv: opts.Getenv,
-		baseKM:   km,
-		failures: map[retryWhat]int{},
-		retrying: map[retryWhat]bool{},
-		width:    80, height: 24,
+		ctl: ctl, opts: opts, ctx: ctx,
+		sess:  sessionState{cancel: cancel, baseKM: km},
+		live:  liveState{failures: map[retryWhat]int{}, retrying: map[retryWhat]bool{}},
+		width: 80, height: 24,
 	}
-	m.themeExplicit = opts.Theme != ""
+	m.sess.themeExplicit = opts.Theme != ""
 	m.theme = themes.Resolve(opts.Theme, true, m.getenv)
-	m.readOnly = opts.ReadOnly
+	m.sess.readOnly = opts.ReadOnly
 	m.applyKeys()
 	m.jobs.init(opts)
-	m.rowGen = 1
-	m.lastInput = m.now() // opening the console is the first input: idle counts from here
+	m.cache.rowGen = 1
+	m.idle.lastInput = m.now() // opening the console is the first input: idle counts from here
 	return m
 }
 
 // applyKeys derives the live keymap from the base one and the session's
 // rights.
 func (m *Model) applyKeys() {
-	km := m.baseKM
-	if m.readOnly {
+	km := m.sess.baseKM
+	if m.sess.readOnly {
 		// Marks serve only actions: a read-only session has none.
 		km = km.ReadOnly().Without(keymap.Mark, keymap.MarkAll, keymap.SelectAll)
 	}
-	if m.notAdmin {
+	if m.sess.notAdmin {
 		km = km.Without(keymap.Delete, keymap.Pause)
 	}
-	if m.hidePayload {
+	if m.sess.hidePayload {
 		// A step's result is job data as the payload is.
 		km = km.Without(keymap.Payload, keymap.Edit, keymap.RetryInput, keymap.ReplayResult)
 	}
@@ -322,17 +298,23 @@ func (m *Model) applyKeys() {
 	m.km = km
 }
 
+// now is the console's clock (Options.Now).
+func (m *Model) now() time.Time { return m.opts.Now() }
+
+// getenv reads the session's environment (Options.Getenv).
+func (m *Model) getenv(k string) string { return m.opts.Getenv(k) }
+
 // Run runs the console on the terminal until the user quits.
 func Run(ctl engine.Control, opts Options, progOpts ...tea.ProgramOption) error {
 	m := New(ctl, opts)
-	defer m.cancel()
+	defer m.sess.cancel()
 	p := tea.NewProgram(m, progOpts...)
 	_, err := p.Run()
 	return err
 }
 
 // Close ends the session's background calls (Run does it on return).
-func (m *Model) Close() { m.cancel() }
+func (m *Model) Close() { m.sess.cancel() }
 
 // Init starts the first loads and live updates.
 func (m *Model) Init() tea.Cmd {
@@ -370,7 +352,7 @@ func (m *Model) update(msg tea.Msg) tea.Cmd {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		if msg.Width != m.width {
-			m.rowGen++
+			m.cache.rowGen++
 			m.sheet.invalidate()
 		}
 		m.width, m.height = msg.Width, msg.Height
@@ -378,12 +360,12 @@ func (m *Model) update(msg tea.Msg) tea.Cmd {
 		m.jobs.keepCursorVisible(m.listHeight())
 		return m.maybeLoadMore()
 	case tea.BackgroundColorMsg:
-		if !m.themeExplicit && !themes.NoColor(m.getenv) {
+		if !m.sess.themeExplicit && !themes.NoColor(m.getenv) {
 			m.setTheme(themes.Resolve("", msg.IsDark(), m.getenv))
 		}
 		return nil
 	case tea.ColorProfileMsg:
-		m.profile = msg.Profile
+		m.sess.profile = msg.Profile
 		m.setTheme(m.theme)
 		return nil
 	case tea.KeyPressMsg:
@@ -391,13 +373,11 @@ func (m *Model) update(msg tea.Msg) tea.Cmd {
 	case tea.MouseMsg:
 		return m.handleMouse(msg)
 	case tea.PasteMsg:
-		if m.editor != nil {
-			var cmd tea.Cmd
-			m.editor.ta, cmd = m.editor.ta.Update(msg)
-			return cmd
+		if m.edit.editor != nil {
+			return m.edit.editor.Update(m, msg)
 		}
-		if m.input != nil {
-			return m.input.update(msg)
+		if m.dlg.input != nil {
+			return m.dlg.input.Update(m, msg)
 		}
 		return nil
 	}
@@ -406,18 +386,18 @@ func (m *Model) update(msg tea.Msg) tea.Cmd {
 
 // setTheme draws with t from now on, adapted to the terminal's colours.
 func (m *Model) setTheme(t *themes.Theme) {
-	t = t.ForProfile(m.profile)
+	t = t.ForProfile(m.sess.profile)
 	if t == m.theme {
 		return
 	}
 	m.theme = t
-	m.rowGen++
+	m.cache.rowGen++
 	m.sheet.invalidate()
-	if m.editor != nil {
-		m.editor.ta.SetStyles(t.Editor)
+	if m.edit.editor != nil {
+		m.edit.editor.ta.SetStyles(t.Editor)
 	}
-	if m.input != nil {
-		m.input.restyle(t)
+	if m.dlg.input != nil {
+		m.dlg.input.restyle(t)
 	}
 }
 
@@ -429,7 +409,7 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 			return m.failed(retryMeta, "meta", msg.err)
 		}
 		cmd := m.succeeded(retryMeta)
-		m.meta = msg.meta
+		m.sess.meta = msg.meta
 		// A viewer sees no payloads; an inspector sees them but, as a
 		// viewer, may change nothing (the server refuses every action of
 		// both: the keys go rather than fail with 403).
@@ -437,34 +417,34 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 		ro := m.opts.ReadOnly || msg.meta.ReadOnly || role == engine.RoleViewer || role == engine.RoleInspector
 		hide := role == engine.RoleViewer
 		notAdmin := role != "" && role != engine.RoleAdmin
-		if ro != m.readOnly || hide != m.hidePayload || notAdmin != m.notAdmin {
-			m.readOnly, m.hidePayload, m.notAdmin = ro, hide, notAdmin
+		if ro != m.sess.readOnly || hide != m.sess.hidePayload || notAdmin != m.sess.notAdmin {
+			m.sess.readOnly, m.sess.hidePayload, m.sess.notAdmin = ro, hide, notAdmin
 			m.applyKeys()
 			m.sheet.invalidate()
 		}
 		return cmd
 	case countsMsg:
-		if msg.seq != m.countsSeq {
+		if msg.seq != m.loads.countsSeq {
 			return nil
 		}
-		m.countsBusy = false
-		again := m.countsAgain
-		m.countsAgain = false
+		m.loads.countsBusy = false
+		again := m.loads.countsAgain
+		m.loads.countsAgain = false
 		if msg.err != nil {
 			return m.failed(retryCounts, "counts", msg.err)
 		}
 		cmd := m.succeeded(retryCounts)
-		m.counts = msg.counts
-		m.fcounts, m.fcountsFor, m.fcountsOff = msg.fcounts, msg.fkey, msg.fOff
+		m.tally.counts = msg.counts
+		m.tally.fcounts, m.tally.fcountsFor, m.tally.fcountsOff = msg.fcounts, msg.fkey, msg.fOff
 		m.jobs.placeFromEnd(m)
 		if again {
 			cmd = tea.Batch(cmd, m.loadCounts())
 		}
 		return cmd
 	case listMsg:
-		return m.jobs.take(m, msg)
+		return m.jobs.Update(m, msg)
 	case detailMsg:
-		return m.sheet.take(m, msg)
+		return m.sheet.Update(m, msg)
 	case actionMsg:
 		return m.actionDone(msg)
 	case signalMsg:
@@ -485,25 +465,25 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 		}
 		return tea.Batch(m.toast(fmt.Sprintf("queue %s %s", termtext.Line(msg.queue), verb)), m.loadScreen(scrQueues))
 	case subscribedMsg:
-		m.subscribing = false
+		m.live.subscribing = false
 		if msg.err != nil {
 			return m.failed(retrySubscribe, "live updates", msg.err)
 		}
-		m.sub = msg.ch
-		return tea.Batch(m.succeeded(retrySubscribe), waitChanges(m.ctx, m.sub))
+		m.live.sub = msg.ch
+		return tea.Batch(m.succeeded(retrySubscribe), waitChanges(m.ctx, m.live.sub))
 	case changesMsg:
 		return m.changes(msg)
 	case refreshTickMsg:
-		m.refreshArmed = false
+		m.live.refreshArmed = false
 		return m.refresh()
 	case screenTickMsg:
-		m.screenTick = false
-		if m.screenAgain && m.screen != scrJobs {
+		m.loads.screenTick = false
+		if m.loads.screenAgain && m.screen != scrJobs {
 			return m.reloadScreen()
 		}
 		return nil
 	case ageTickMsg:
-		m.rowGen++
+		m.cache.rowGen++
 		m.sheet.invalidate() // its stamps say "… ago" too
 		// The tick doubles as the connection probe: a live stream that
 		// reconnects by itself says nothing while the API or the store is
@@ -518,39 +498,36 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 		if s := &m.sheet; m.screen == scrJobs && s.open && s.id != "" && s.detail != nil && !s.detailBusy {
 			cmds = append(cmds, m.loadDetail(s.id, false))
 		}
-		if !m.probing {
-			m.probing = true
+		if !m.live.probing {
+			m.live.probing = true
 			cmds = append(cmds, m.probeStore())
 		}
 		return tea.Batch(cmds...)
 	case probeMsg:
-		m.probing = false
+		m.live.probing = false
 		if msg.err != nil {
 			return m.failed(retryCounts, "counts", msg.err)
 		}
-		if _, failing := m.failures[retryCounts]; failing {
+		if _, failing := m.live.failures[retryCounts]; failing {
 			// Back: what is on screen is as old as the outage.
 			return m.refresh()
 		}
 		return nil
 	case toastExpireMsg:
-		m.toastExpired(msg)
+		m.toasts.Update(msg)
 		return nil
 	case retryMsg:
 		return m.retry(msg.what)
 	case opsTickMsg:
-		if msg.seq == m.screenSeq && m.screen == scrOperations {
+		if msg.seq == m.loads.screenSeq && m.screen == scrOperations {
 			return m.loadScreen(scrOperations)
 		}
 		return nil
 	case editReadyMsg:
-		if msg.seq != m.editSeq {
-			if msg.path != "" {
-				_ = os.Remove(msg.path) // given up with esc
-			}
-			return nil
+		if msg.seq != m.edit.seq {
+			return msg.removeCmd() // given up with esc
 		}
-		m.editOpening = false
+		m.edit.opening = false
 		return m.editReady(msg)
 	case editorDoneMsg:
 		return m.editorDone(msg)
@@ -568,210 +545,10 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 	return nil
 }
 
-// failed shows a banner for a failing load and retries it with backoff:
-// 1s, 2s, 4s … up to 30s, one pending retry per kind of load. A backend
-// that cannot do what is asked (ErrUnsupported) is said once, not
-// retried.
-func (m *Model) failed(what retryWhat, name string, err error) tea.Cmd {
-	if m.ctx.Err() != nil {
-		return nil
-	}
-	if isErr(err, engine.ErrUnsupported) {
-		m.banner = fmt.Sprintf("%s: %s", name, termtext.Line(err.Error()))
-		return nil
-	}
-	if isErr(err, engine.ErrDenied) {
-		// A token the server does not take (or a role it refuses) is not
-		// an outage: asking again will not help, so nothing is retried
-		// and the header says refused, not unreachable.
-		m.denied = true
-		m.banner = fmt.Sprintf("%s refused: %s — start the console with a token the server accepts", name, termtext.Line(err.Error()))
-		return nil
-	}
-	n, failing := m.failures[what]
-	if failing && m.retrying[what] {
-		// A load redone early (succeeded, the probe) failed again while
-		// its retry is on its way: the backoff and its warning stand.
-		return nil
-	}
-	m.failures[what] = n + 1
-	wait := min(time.Second<<min(n, 5), 30*time.Second)
-	m.banner = fmt.Sprintf("%s failed: %s — retrying in %s", name, termtext.Line(err.Error()), wait)
-	if m.retrying[what] {
-		return nil
-	}
-	m.retrying[what] = true
-	m.log.Warn("console load failed", "what", name, "err", err, "retry_in", wait)
-	return tea.Tick(wait, func(time.Time) tea.Msg { return retryMsg{what: what} })
-}
-
-// succeeded notes a load that worked. An answer says the API may be
-// back, so the loads still waiting out their backoff are redone now
-// instead of up to 30s later. The warning goes when none is failing: an
-// answer of the API's meta says nothing of its store, which may still be
-// away (each redone load clears its own failure when it works).
-func (m *Model) succeeded(what retryWhat) tea.Cmd {
-	delete(m.failures, what)
-	if len(m.failures) == 0 {
-		m.banner = ""
-		return nil
-	}
-	var cmds []tea.Cmd
-	for w := range m.failures {
-		cmds = append(cmds, m.load(w))
-	}
-	return tea.Batch(cmds...)
-}
-
-// unreachable reports whether a load is failing (the API or the store is
-// away): the header says so instead of live.
-func (m *Model) unreachable() bool { return len(m.failures) > 0 }
-
-// load redoes one kind of load now.
-func (m *Model) load(what retryWhat) tea.Cmd {
-	switch what {
-	case retryMeta:
-		return m.loadMeta()
-	case retryCounts:
-		return m.loadCounts()
-	case retryList:
-		return m.jobs.retry(m)
-	case retryScreen:
-		if m.screen != scrJobs {
-			return m.loadScreen(m.screen)
-		}
-	case retrySubscribe:
-		if m.sub == nil && !m.subscribing && !m.opts.NoSubscribe {
-			return m.subscribe()
-		}
-	}
-	return nil
-}
-
-func (m *Model) retry(what retryWhat) tea.Cmd {
-	delete(m.retrying, what)
-	if _, failing := m.failures[what]; !failing {
-		return nil // it worked meanwhile
-	}
-	return m.load(what)
-}
-
-// changes coalesces live changes into one refresh after a short delay.
-// A stream that says it is lost (a client that reconnects by itself
-// could not at once: the server is away) is a failing load from then on,
-// as a stream that ends is: the header says unreachable at once, not at
-// the next probe, and the resync that says it is back clears it.
-func (m *Model) changes(msg changesMsg) tea.Cmd {
-	if msg.ch != m.sub {
-		return nil // from a subscription given up
-	}
-	var cmds []tea.Cmd
-	reload := false
-	for _, c := range msg.changes {
-		switch c.Kind {
-		case engine.ChangeLost:
-			err := c.Err
-			if err == nil {
-				err = errors.New("stream lost")
-			}
-			cmds = append(cmds, m.failed(retrySubscribe, "live updates", err))
-			continue // nothing to reload from a server that is away
-		case engine.ChangeResync:
-			if _, failing := m.failures[retrySubscribe]; failing {
-				cmds = append(cmds, m.succeeded(retrySubscribe))
-			}
-			// Changes were missed: the open sheet's job among them, maybe.
-			m.sheet.stale = m.sheet.open && m.sheet.id != ""
-		case engine.ChangeJob, engine.ChangeOperation:
-			// A change that names no job (another process's, heard
-			// through the counters or a wake-up: a reaper's, a worker's)
-			// or an operation's may be the sheet's job: it is read again.
-			if m.sheet.open && m.sheet.id != "" && (c.JobID == "" || c.JobID == m.sheet.id) {
-				m.sheet.stale = true
-			}
-		}
-		reload = true
-	}
-	if msg.closed {
-		m.sub = nil
-		if m.ctx.Err() == nil && !m.opts.NoSubscribe {
-			cmds = append(cmds, m.failed(retrySubscribe, "live updates", fmt.Errorf("stream ended")))
-		}
-	} else {
-		cmds = append(cmds, waitChanges(m.ctx, m.sub))
-	}
-	if reload && !m.refreshArmed {
-		m.refreshArmed = true
-		cmds = append(cmds, tea.Tick(m.opts.RefreshDelay, func(time.Time) tea.Msg { return refreshTickMsg{} }))
-	}
-	return tea.Batch(cmds...)
-}
-
-// refresh reloads what is on screen, keeping the cursor on its job, and
-// redoes at once every load that is waiting to be retried.
-func (m *Model) refresh() tea.Cmd {
-	var cmds []tea.Cmd
-	if m.countsBusy {
-		m.countsAgain = true
-	} else {
-		cmds = append(cmds, m.loadCounts())
-	}
-	for w := range m.failures {
-		if w != retryCounts && w != retryList && w != retryScreen {
-			cmds = append(cmds, m.load(w))
-		}
-	}
-	switch m.screen {
-	case scrJobs:
-		cmds = append(cmds, m.jobs.refresh(m))
-		if m.sheet.open && m.sheet.id != "" && m.sheet.stale {
-			m.sheet.stale = false
-			cmds = append(cmds, m.loadDetail(m.sheet.id, false))
-		}
-	default:
-		cmds = append(cmds, m.reloadScreen())
-	}
-	return tea.Batch(cmds...)
-}
-
-// reloadAll is ctrl+r: everything on screen is read again now — the
-// counts, the list or screen, and the open sheet, whether or not a change
-// was heard for it.
-func (m *Model) reloadAll() tea.Cmd {
-	if m.sheet.open && m.sheet.id != "" {
-		m.sheet.stale = true
-	}
-	if m.screen != scrJobs && !m.screenBusy {
-		// Not paced as a live reload is: the operator asked.
-		m.screenNotBefore = time.Time{}
-	}
-	return m.refresh()
-}
-
-// reloadScreen is a live reload of the screen shown (not the jobs list):
-// it waits for the load on its way, and paces itself after a slow one
-// (screenNotBefore).
-func (m *Model) reloadScreen() tea.Cmd {
-	if m.screenBusy {
-		m.screenAgain = true
-		return nil
-	}
-	if wait := m.screenNotBefore.Sub(m.now()); wait > 0 {
-		m.screenAgain = true
-		if m.screenTick {
-			return nil
-		}
-		m.screenTick = true
-		return tea.Tick(wait, func(time.Time) tea.Msg { return screenTickMsg{} })
-	}
-	m.screenAgain = false
-	return m.loadScreen(m.screen)
-}
-
 // switchScreen shows another screen and loads it.
 func (m *Model) switchScreen(s screen) tea.Cmd {
 	m.screen = s
-	m.help = false
+	m.dlg.help.open = false
 	if s == scrJobs {
 		return m.jobs.reload(m)
 	}
@@ -787,94 +564,9 @@ func (m *Model) switchScreen(s screen) tea.Cmd {
 	return cmd
 }
 
-func (m *Model) opsTick() tea.Cmd {
-	seq := m.screenSeq
-	return tea.Tick(time.Second, func(time.Time) tea.Msg { return opsTickMsg{seq: seq} })
-}
-
-// Toasts: short results with a time to live, in the bottom right corner.
-// They give way to a dialog (a confirmation, the bulk dialog, the
-// built-in editor): while one is open no toast is drawn, so none can
-// cover its count or its keys (at 60×12 one covered the confirm key).
-// Their time stops meanwhile: a toast that comes under a dialog waits
-// for it to close, and one it covered shows for the rest of its time
-// after, so each is read all the same.
-
-type toast struct {
-	id   int
-	text string
-	err  bool
-	// left is how long it is still to be shown; since, when its current
-	// showing began (zero while a dialog hides it); gen tags the tick
-	// that ends that showing, so the tick of an earlier one is dropped.
-	left  time.Duration
-	since time.Time
-	gen   uint64
-}
-
-func (m *Model) toast(text string) tea.Cmd { return m.addToast(text, false, 4*time.Second) }
-
-func (m *Model) toastErr(text string) tea.Cmd { return m.addToast(text, true, 8*time.Second) }
-
-func (m *Model) addToast(text string, isErr bool, ttl time.Duration) tea.Cmd {
-	m.toastID++
-	m.toasts = append(m.toasts, toast{id: m.toastID, text: text, err: isErr, left: ttl})
-	if len(m.toasts) > 3 {
-		m.toasts = m.toasts[len(m.toasts)-3:]
-	}
-	if isErr {
-		m.log.Info("console error shown", "text", text)
-	}
-	return m.syncToasts()
-}
-
-// dialogOpen reports whether a dialog is on screen: toasts give way to it.
-func (m *Model) dialogOpen() bool {
-	return m.dialog != nil || (m.bulk != nil && m.bulk.visible) || m.editor != nil
-}
-
-// syncToasts stops the time of the toasts while a dialog is open, and
-// starts it again once none is: what was left of it, at least a second.
-func (m *Model) syncToasts() tea.Cmd {
-	open := m.dialogOpen()
-	now := m.now()
-	var cmds []tea.Cmd
-	for i := range m.toasts {
-		t := &m.toasts[i]
-		switch {
-		case open && !t.since.IsZero():
-			t.left -= now.Sub(t.since)
-			t.since = time.Time{}
-		case !open && t.since.IsZero():
-			m.toastGen++
-			t.since, t.gen = now, m.toastGen
-			id, gen := t.id, t.gen
-			cmds = append(cmds, tea.Tick(max(t.left, time.Second), func(time.Time) tea.Msg { return toastExpireMsg{id: id, gen: gen} }))
-		}
-	}
-	return tea.Batch(cmds...)
-}
-
-// toastExpired takes a toast whose showing ended off the screen.
-func (m *Model) toastExpired(msg toastExpireMsg) {
-	m.toasts = slices.DeleteFunc(m.toasts, func(t toast) bool {
-		return t.id == msg.id && t.gen == msg.gen && !t.since.IsZero()
-	})
-}
-
 // quit ends the program and its background calls.
 func (m *Model) quit() tea.Cmd {
-	m.quitting = true
-	m.cancel()
+	m.sess.quitting = true
+	m.sess.cancel()
 	return tea.Quit
-}
-
-// editorCommand is the user's editor, split into words.
-func (m *Model) editorCommand() []string {
-	for _, e := range []string{m.opts.Editor, m.getenv("VISUAL"), m.getenv("EDITOR")} {
-		if f := strings.Fields(e); len(f) > 0 {
-			return f
-		}
-	}
-	return []string{"vi"}
 }

@@ -30,29 +30,31 @@ func (m *Model) tooSmall() bool { return m.width < minWidth || m.height < minHei
 // status line.
 func (m *Model) chromeHeight() int {
 	h := 3 // title, tabs, status
-	if m.screen == scrJobs || m.input != nil {
+	if m.screen == scrJobs || m.dlg.input != nil {
 		h++
 	}
-	h += len(m.inputErrLines(m.width))
-	if m.banner != "" {
+	if in := m.dlg.input; in != nil {
+		h += len(in.errLines(m.width, m.theme))
+	}
+	if m.live.banner != "" {
 		h++
 	}
 	if m.storeWarned() {
-		h += len(m.meta.Warnings)
+		h += len(m.sess.meta.Warnings)
 	}
 	return h
 }
 
 // storeWarned reports whether Meta says the store loses jobs silently.
-func (m *Model) storeWarned() bool { return m.meta != nil && len(m.meta.Warnings) > 0 }
+func (m *Model) storeWarned() bool { return m.sess.meta != nil && len(m.sess.meta.Warnings) > 0 }
 
 // storeWarningLines say why the store may lose jobs, one line each under
 // the header, for as long as the console runs: it is the server's
 // configuration, not a passing failure. Not "⚠", which marks a failing
 // load.
 func (m *Model) storeWarningLines(w int) []string {
-	out := make([]string, len(m.meta.Warnings))
-	for i, s := range m.meta.Warnings {
+	out := make([]string, len(m.sess.meta.Warnings))
+	for i, s := range m.sess.meta.Warnings {
 		out[i] = m.theme.WarnText.Render(fit(clip("! store: "+termtext.Line(s), w), w))
 	}
 	return out
@@ -79,7 +81,7 @@ func (m *Model) View() tea.View {
 func (m *Model) Render() string { return m.render() }
 
 func (m *Model) render() string {
-	if m.quitting {
+	if m.sess.quitting {
 		return ""
 	}
 	w, h := m.width, m.height
@@ -96,14 +98,14 @@ func (m *Model) render() string {
 	} else {
 		lines = append(lines, m.screenTitle(w))
 	}
-	if m.input != nil {
-		lines = append(lines, m.inputView(w))
-		lines = append(lines, m.inputErrLines(w)...)
+	if m.dlg.input != nil {
+		m.dlg.input.SetSize(w, 1)
+		lines = append(lines, m.dlg.input.View(m.theme)...)
 	} else if m.screen == scrJobs {
 		lines = append(lines, m.filterLine(w))
 	}
-	if m.banner != "" {
-		lines = append(lines, m.theme.Banner.Render(fit(clip("⚠ "+m.banner, w-2), w-2)))
+	if m.live.banner != "" {
+		lines = append(lines, m.theme.Banner.Render(fit(clip("⚠ "+m.live.banner, w-2), w-2)))
 	}
 	bh := m.bodyHeight()
 	body := m.body(w, bh)
@@ -120,12 +122,12 @@ func (m *Model) render() string {
 func (m *Model) openLayers() []string {
 	var out []string
 	switch {
-	case m.editor != nil:
+	case m.edit.editor != nil:
 		out = append(out, "An editor is open")
-	case m.dialog != nil:
+	case m.dlg.confirm != nil:
 		out = append(out, "A confirmation is open")
 	}
-	if b := m.bulk; b != nil {
+	if b := m.dlg.bulk; b != nil {
 		switch {
 		case b.phase == bulkRunning && b.op != nil:
 			out = append(out, fmt.Sprintf("A bulk %s is running", b.action))
@@ -156,26 +158,41 @@ func (m *Model) smallView(w, h int) string {
 	return strings.Join(padLines(wrap(msg, w), h), "\n")
 }
 
+// screenBody is the list screen shown, drawn w×h.
+func (m *Model) screenBody(w, h int) []string {
+	c := m.listOf(m.screen)
+	if c == nil {
+		return padLines(nil, h)
+	}
+	c.SetSize(w, h)
+	return c.View(m)
+}
+
 func (m *Model) body(w, h int) []string {
-	if m.help {
-		return m.helpLines(w, h)
+	if m.dlg.help.open {
+		m.dlg.help.SetSize(w, h)
+		return m.dlg.help.View(m.km, m.theme, m.sess.readOnly)
 	}
 	if m.screen != scrJobs {
 		return m.screenBody(w, h)
 	}
 	if !m.sheet.open {
-		return m.jobsBody(w, h)
+		m.jobs.SetSize(w, h)
+		return m.jobs.View(m)
 	}
 	sw := m.sheetWidth()
 	if sw >= w {
-		return m.sheetBody(w, h)
+		m.sheet.SetSize(w, h)
+		return m.sheet.View(m)
 	}
 	lw := w - sw
-	left := m.jobsBody(lw, h)
-	right := m.sheetBody(sw, h)
+	m.jobs.SetSize(lw, h)
+	left := m.jobs.View(m)
+	m.sheet.SetSize(sw, h)
+	right := m.sheet.View(m)
 	out := make([]string, h)
 	for i := range h {
-		// jobsBody lines are exactly lw wide.
+		// The table's lines are exactly lw wide.
 		out[i] = left[i] + right[i]
 	}
 	return out
@@ -189,40 +206,24 @@ func (m *Model) overlays(body []string, w, h int) []string {
 	// has the keys waits for them to close instead of covering them.
 	switch top := m.top(); top {
 	case layerEditor:
-		box := m.editorBox()
-		bw, _ := m.editorSize()
-		body = overlay(body, box, max((w-bw)/2, 0), max((h-len(box))/2, 0), w)
+		ed := m.edit.editor
+		box := ed.View(m.km, m.theme)
+		body = overlay(body, box, max((w-ed.w)/2, 0), max((h-len(box))/2, 0), w)
 	case layerConfirm, layerBulk:
 		bw := min(max(w*2/3, 50), w-2, 100)
 		var box []string
 		if top == layerConfirm {
-			box = m.confirmBox(bw, h)
+			m.dlg.confirm.SetSize(bw, h)
+			box = m.dlg.confirm.View(m.km, m.theme)
 		} else {
-			box = m.bulkBox(bw, h)
+			m.dlg.bulk.SetSize(bw, h)
+			box = m.dlg.bulk.View(m)
 		}
 		y := max((h-len(box))/2, 0)
 		body = overlay(body, box, (w-bw)/2, y, w)
 	}
-	if len(m.toasts) > 0 && !m.dialogOpen() {
-		tw := min(max(w/2, 40), w-2)
-		var lines []string
-		for _, t := range m.toasts {
-			st := m.theme.Toast
-			if t.err {
-				st = m.theme.ToastError
-			}
-			text := t.text
-			box := st.Width(min(wOf(text)+4, tw)).Render(text)
-			lines = append(lines, strings.Split(box, "\n")...)
-		}
-		if len(lines) > h {
-			lines = lines[len(lines)-h:]
-		}
-		bw := 0
-		for _, l := range lines {
-			bw = max(bw, wOf(l))
-		}
-		body = overlay(body, lines, max(w-bw-1, 0), h-len(lines), w)
+	if !m.dialogOpen() {
+		body = m.toasts.View(body, w, h, m.theme)
 	}
 	return body
 }
@@ -240,12 +241,12 @@ type titleKey struct {
 
 // titleLine is the top line (cached).
 func (m *Model) titleLine(w int) string {
-	k := titleKey{w: w, scr: m.screen, meta: m.meta, readOnly: m.readOnly, live: m.sub != nil, down: m.unreachable(), denied: m.denied, theme: m.theme}
-	if m.titleCache.ok && m.titleCache.key == k {
-		return m.titleCache.s
+	k := titleKey{w: w, scr: m.screen, meta: m.sess.meta, readOnly: m.sess.readOnly, live: m.live.sub != nil, down: m.unreachable(), denied: m.sess.denied, theme: m.theme}
+	if m.cache.title.ok && m.cache.title.key == k {
+		return m.cache.title.s
 	}
 	s := m.renderTitle(w)
-	m.titleCache.key, m.titleCache.s, m.titleCache.ok = k, s, true
+	m.cache.title.key, m.cache.title.s, m.cache.title.ok = k, s, true
 	return s
 }
 
@@ -266,34 +267,34 @@ func (m *Model) renderTitle(w int) string {
 	}
 	left := b.String()
 	var info []string
-	if m.meta != nil {
-		info = append(info, termtext.Line(m.meta.Backend))
+	if m.sess.meta != nil {
+		info = append(info, termtext.Line(m.sess.meta.Backend))
 	}
 	if m.opts.Source != "" {
 		info = append(info, termtext.Line(m.opts.Source))
 	}
-	if m.meta != nil {
-		who := string(m.meta.Role)
-		if m.meta.Actor != "" {
-			who = termtext.Line(m.meta.Actor) + " (" + who + ")"
+	if m.sess.meta != nil {
+		who := string(m.sess.meta.Role)
+		if m.sess.meta.Actor != "" {
+			who = termtext.Line(m.sess.meta.Actor) + " (" + who + ")"
 		}
 		info = append(info, who)
 	}
 	var badges string
-	if m.readOnly {
+	if m.sess.readOnly {
 		badges += " " + t.Badge.Render("READ-ONLY")
 	}
 	if m.storeWarned() {
 		badges += " " + t.WarnText.Render("! NOT DURABLE")
 	}
 	switch {
-	case m.denied:
+	case m.sess.denied:
 		badges += " " + t.ErrorText.Render("✕ refused")
 	case m.unreachable():
 		// A load is failing: whatever the stream says, the data on
 		// screen is not live.
 		badges += " " + t.ErrorText.Render("○ unreachable")
-	case m.sub != nil:
+	case m.live.sub != nil:
 		badges += " " + t.OKText.Render("● live")
 	}
 	// The badges outrank the backend, source and caller: on a narrow
@@ -358,11 +359,11 @@ type filterKey struct {
 // filterLine shows the filter in force (cached).
 func (m *Model) filterLine(w int) string {
 	k := filterKey{w: w, query: m.jobs.query, err: m.jobs.queryErr, theme: m.theme, km: m.km}
-	if m.filterCache.ok && m.filterCache.key == k {
-		return m.filterCache.s
+	if m.cache.filter.ok && m.cache.filter.key == k {
+		return m.cache.filter.s
 	}
 	s := m.renderFilterLine(w)
-	m.filterCache.key, m.filterCache.s, m.filterCache.ok = k, s, true
+	m.cache.filter.key, m.cache.filter.s, m.cache.filter.ok = k, s, true
 	return s
 }
 
@@ -414,13 +415,13 @@ func (m *Model) statusLine(w int) string {
 			parts = append(parts, fmt.Sprintf("%d of %d", ls.cursor+1, n))
 		}
 	}
-	if m.editOpening {
+	if m.edit.opening {
 		parts = append(parts, t.InfoText.Render("opening the editor… esc gives it up"))
 	}
-	if b := m.bulk; b != nil && !b.visible && b.phase == bulkStarting {
+	if b := m.dlg.bulk; b != nil && !b.visible && b.phase == bulkStarting {
 		parts = append(parts, t.InfoText.Render(fmt.Sprintf("bulk %s starting…", b.action)))
 	}
-	if b := m.bulk; b != nil && !b.visible && b.op != nil {
+	if b := m.dlg.bulk; b != nil && !b.visible && b.op != nil {
 		frac := 0.0
 		if b.op.Matched > 0 {
 			frac = float64(b.op.Processed) / float64(b.op.Matched)
@@ -429,8 +430,8 @@ func (m *Model) statusLine(w int) string {
 	}
 	left := t.Status.Render(strings.Join(parts, " · "))
 	right := m.shortHelp(w - wOf(left) - 2)
-	if m.editor != nil {
-		right = m.editorHint() // the list's keys go to the editor meanwhile
+	if m.edit.editor != nil {
+		right = editorHint(m.km, m.theme) // the list's keys go to the editor meanwhile
 	}
 	gap := w - wOf(left) - wOf(right)
 	if gap < 1 {
@@ -444,7 +445,7 @@ func (m *Model) statusLine(w int) string {
 // filter's own counts below their bound otherwise.
 func (m *Model) matchCount() (int64, bool) {
 	v := &m.jobs
-	if m.counts == nil || v.tab < 0 {
+	if m.tally.counts == nil || v.tab < 0 {
 		return 0, false
 	}
 	s := engine.AllStates[v.tab]
@@ -462,16 +463,16 @@ func (m *Model) matchCount() (int64, bool) {
 	}
 	q := f.Queues
 	if len(q) == 1 {
-		return m.counts.Queues[q[0]][s], true
+		return m.tally.counts.Queues[q[0]][s], true
 	}
-	return m.counts.Total[s], true
+	return m.tally.counts.Total[s], true
 }
 
 // matchLowerBound is the tab's count when it is only a lower bound (a
 // capped count under a filter the counters do not serve: "500+").
 func (m *Model) matchLowerBound() (int64, bool) {
 	v := &m.jobs
-	if m.counts == nil || v.tab < 0 || countsServe(v.filter) {
+	if m.tally.counts == nil || v.tab < 0 || countsServe(v.filter) {
 		return 0, false
 	}
 	s := engine.AllStates[v.tab]
@@ -527,8 +528,8 @@ func (m *Model) screenHelp() []key.Binding {
 // shortHelp is as much of the one-line help as fits in w (cached).
 func (m *Model) shortHelp(w int) string {
 	k := helpKey{w: w, scr: m.screen, sheet: m.sheet.open && m.screen == scrJobs, steps: m.sheet.nSteps > 0, links: m.sheet.followable() > 0, km: m.km, theme: m.theme}
-	if m.helpCache.ok && m.helpCache.key == k {
-		return m.helpCache.s
+	if m.cache.help.ok && m.cache.help.key == k {
+		return m.cache.help.s
 	}
 	t := m.theme
 	var help []string
@@ -543,7 +544,7 @@ func (m *Model) shortHelp(w int) string {
 		}
 		right = ""
 	}
-	m.helpCache.key, m.helpCache.s, m.helpCache.ok = k, right, true
+	m.cache.help.key, m.cache.help.s, m.cache.help.ok = k, right, true
 	return right
 }
 

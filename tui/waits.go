@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -130,7 +128,7 @@ func (m *Model) signalTarget() (id, name, why string, info bool) {
 
 // startSignal is the signal key.
 func (m *Model) startSignal() tea.Cmd {
-	if m.readOnly {
+	if m.sess.readOnly {
 		return nil // the key is unbound read-only; this is the backstop
 	}
 	id, name, why, info := m.signalTarget()
@@ -147,31 +145,14 @@ func (m *Model) startSignal() tea.Cmd {
 // prepareSignalEdit opens a signal's payload (cur, else {}) in the
 // editor; the temporary file is written here, in the command.
 func (m *Model) prepareSignalEdit(id, name string, cur json.RawMessage) tea.Cmd {
-	dir, builtin := m.opts.TempDir, m.opts.BuiltinEditor
+	setup := m.editorSetup()
 	return func() tea.Msg {
 		text := []byte("{}\n")
 		if len(cur) > 0 {
 			text = prettyJSON(cur)
 		}
 		r := editReadyMsg{mode: editSignal, id: id, signal: name}
-		if builtin {
-			r.orig = []byte(editableJSON(text))
-			return r
-		}
-		f, err := os.CreateTemp(dir, "sluice-signal-*.json")
-		if err != nil {
-			r.err = err
-			return r
-		}
-		_, werr := f.Write(text)
-		cerr := f.Close()
-		if err := errors.Join(werr, cerr); err != nil {
-			_ = os.Remove(f.Name())
-			r.err = err
-			return r
-		}
-		r.path, r.orig = f.Name(), text
-		return r
+		return setup.ready(r, text, "sluice-signal-*.json")
 	}
 }
 
@@ -199,15 +180,13 @@ func (m *Model) signalPayloadEdited(msg editSavedMsg) tea.Cmd {
 	r := msg.ready
 	switch {
 	case msg.invalid != nil:
-		r.removeFile()
-		return m.toastErr(fmt.Sprintf("%s — nothing sent", msg.invalid))
+		return tea.Batch(r.removeCmd(), m.toastErr(fmt.Sprintf("%s — nothing sent", msg.invalid)))
 	case msg.err != nil:
-		r.removeFile()
-		return m.toastErr("signal " + termtext.Line(r.signal) + ": " + termtext.Line(msg.err.Error()))
+		return tea.Batch(r.removeCmd(), m.toastErr("signal "+termtext.Line(r.signal)+": "+termtext.Line(msg.err.Error())))
 	}
 	id, name, payload := r.id, r.signal, msg.signalPayload
 	lines := append([]string{m.theme.Muted.Render("payload:")}, resultLines("  ", payload)...)
-	m.dialog = &confirmDialog{
+	m.dlg.confirm = &confirmDialog{
 		title:    fmt.Sprintf("Send the signal %s to %s?", termtext.Line(name), termtext.Line(id)),
 		count:    1,
 		lines:    lines,
@@ -239,7 +218,7 @@ type signalMsg struct {
 // shown (oneJob: the sheet's, else the one under the cursor), with the JSON as its payload (null
 // when none). Refused read-only, as every action is.
 func (m *Model) signalCommand(arg string) (tea.Cmd, error) {
-	if m.readOnly {
+	if m.sess.readOnly {
 		return nil, fmt.Errorf("read-only: signals are not allowed")
 	}
 	name, payload, _ := strings.Cut(arg, " ")

@@ -423,13 +423,13 @@ func TestWindowRetryKeepsPlace(t *testing.T) {
 		// Run the load; keep the retry timer it leads to.
 		retry = runUntilRetry(m, cmd)
 	}
-	if retry == nil || m.banner == "" {
-		t.Fatalf("a failed page gave no retry (banner %q)", m.banner)
+	if retry == nil || m.live.banner == "" {
+		t.Fatalf("a failed page gave no retry (banner %q)", m.live.banner)
 	}
 	ctl.failing.Store(false)
 	drive(m, retry) // waits the first backoff, a second
-	if m.jobs.base == 0 || m.banner != "" {
-		t.Fatalf("after the retry: base %d, banner %q", m.jobs.base, m.banner)
+	if m.jobs.base == 0 || m.live.banner != "" {
+		t.Fatalf("after the retry: base %d, banner %q", m.jobs.base, m.live.banner)
 	}
 	checkWindow(t, m, all, m.jobs.base+m.jobs.cursor, "after the retry")
 	for range 5 {
@@ -449,7 +449,7 @@ func runUntilRetry(m *Model, cmd tea.Cmd) tea.Cmd {
 		if c == nil {
 			continue
 		}
-		if m.banner != "" && retry == nil {
+		if m.live.banner != "" && retry == nil {
 			// The command after the failure is the retry timer.
 			retry = c
 			continue

@@ -1,0 +1,93 @@
+package tui
+
+import (
+	"fmt"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/termtext"
+	"github.com/sluicehq/sluice/keymap"
+)
+
+// opsScreen is the Operations screen: bulk operations and their
+// progress.
+type opsScreen struct {
+	listScreen
+	data []*engine.Operation
+}
+
+// SetSize sets the size the operations are drawn at, the header included.
+func (s *opsScreen) SetSize(w, h int) { s.listScreen.SetSize(w, h) }
+
+func (s *opsScreen) len() int { return len(s.data) }
+
+func (s *opsScreen) key(i int) string {
+	if i < 0 || i >= len(s.data) {
+		return ""
+	}
+	return s.data[i].ID
+}
+
+// Update takes the operations read and the keys on the cursor's row:
+// enter watches a running one (or says how a finished one ended), cancel
+// asks before cancelling it, copy copies its id.
+func (s *opsScreen) Update(m *Model, msg tea.Msg) tea.Cmd {
+	switch msg := msg.(type) {
+	case operationsMsg:
+		s.data = msg.ops
+	case tea.KeyPressMsg:
+		km := m.km
+		op := s.data[s.cursor]
+		switch {
+		case km.Matches(msg, keymap.Open):
+			if !opDone(op.Status) {
+				return m.watchOperation(op)
+			}
+			return m.toast(fmt.Sprintf("operation %s %s: %s matched, %s ok, %s failed", termtext.Line(op.ID), op.Status,
+				commas(op.Matched), commas(op.Succeeded), commas(op.Failed)))
+		case km.Matches(msg, keymap.Cancel):
+			if opDone(op.Status) {
+				return m.toastErr("operation already " + string(op.Status))
+			}
+			id := op.ID
+			m.dlg.confirm = &confirmDialog{
+				title: fmt.Sprintf("Cancel operation %s (%s of %s processed)?", termtext.Line(op.ID), commas(op.Processed), commas(op.Matched)),
+				yes:   func() tea.Cmd { return m.cancelOperation(id) },
+			}
+		case km.Matches(msg, keymap.Copy):
+			return tea.Batch(tea.SetClipboard(op.ID), m.toast("copied "+termtext.Line(op.ID)))
+		}
+	}
+	return nil
+}
+
+// View draws the operations with their progress.
+func (s *opsScreen) View(m *Model) []string {
+	t, now := m.theme, m.now()
+	cols := []colSpec{{"OPERATION", 15, false}, {"ACTION", 7, false}, {"STATUS", 9, false}, {"PROGRESS", 16, false},
+		{"MATCHED", 9, true}, {"DONE", 9, true}, {"OK", 9, true}, {"FAILED", 7, true}, {"BY", 10, false}, {"AGE", 5, true}, {"SELECTOR", 0, false}}
+	return s.render(t, cols, len(s.data), func(i int) []cell {
+		op := s.data[i]
+		frac := 0.0
+		if op.Matched > 0 {
+			frac = float64(op.Processed) / float64(op.Matched)
+		}
+		st := t.Muted
+		switch op.Status {
+		case engine.OperationRunning, engine.OperationPending:
+			st = t.InfoText
+		case engine.OperationCompleted:
+			st = t.OKText
+		case engine.OperationFailed:
+			st = t.ErrorText
+		}
+		return []cell{
+			{fitMiddle(termtext.Line(op.ID), 15), t.Cell}, {string(op.Action), t.Row}, {string(op.Status), st},
+			{barText(frac, 11) + fmt.Sprintf(" %3.0f%%", min(frac, 1)*100), t.Accent},
+			{commas(op.Matched), t.Row}, {commas(op.Processed), t.Row}, {commas(op.Succeeded), t.OKText},
+			{commas(op.Failed), t.ErrorText}, {termtext.Line(op.CreatedBy), t.Cell}, {age(now, op.CreatedAt), t.Cell},
+			{describeFilter(op.Selector), t.Muted},
+		}
+	}, s.w, s.h, "no bulk operations yet")
+}
