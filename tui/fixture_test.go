@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
 	"sync"
@@ -488,4 +489,63 @@ func (f *fixture) stillConsole(t *testing.T, w, h int, edit func(*Options)) *Mod
 	t.Cleanup(m.Close)
 	m.Update(tea.WindowSizeMsg{Width: w, Height: h})
 	return m
+}
+
+// stillModel is a console with no store behind it and no live updates:
+// a test drives it directly with the answers its commands would bring,
+// so a list can be re-sorted under the cursor at a chosen moment.
+func stillModel(t *testing.T, w, h int) *Model {
+	t.Helper()
+	opts := testOptions()
+	opts.NoSubscribe = true
+	m := New(nil, opts)
+	m.Update(tea.WindowSizeMsg{Width: w, Height: h})
+	return m
+}
+
+func plainScreen(m *Model) string { return ansi.Strip(m.Render()) }
+
+func group(queue, kind, pattern string, n int64) engine.ErrorGroup {
+	return engine.ErrorGroup{Queue: queue, Kind: kind, Pattern: pattern, Count: n,
+		Selector: engine.Filter{States: []engine.State{engine.StateArchived}, Queues: []string{queue}, Kinds: []string{kind}, ErrorPattern: pattern}}
+}
+
+// loadGroups feeds the errors screen an answer, as its load would.
+func loadGroups(m *Model, gs ...engine.ErrorGroup) {
+	m.loadScreen(scrErrors)
+	m.handleMsg(groupsMsg{seq: m.loads.screenSeq, groups: gs})
+}
+
+var (
+	gRefused  = group("billing", "invoice.generate", "dial tcp <addr>: connection refused", 4180)
+	gCurrency = group("billing", "invoice.generate", `invalid currency "<str>"`, 31)
+	gTemplate = group("email", "receipt.send", "template not found", 2)
+)
+
+func waitCond(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// sheetTop is the first line of the sheet (right of the rule) in a screen.
+func sheetTop(screen string) string {
+	for _, l := range strings.Split(screen, "\n")[3:] {
+		if _, after, ok := strings.Cut(l, "│ "); ok {
+			return strings.TrimSpace(after)
+		}
+	}
+	return ""
+}
+
+// noFilterCounts is a backend that cannot count a filter.
+type noFilterCounts struct{ engine.Control }
+
+func (noFilterCounts) CountJobs(context.Context, engine.CountJobsParams) (*engine.JobCounts, error) {
+	return nil, fmt.Errorf("count jobs: %w", engine.ErrUnsupported)
 }

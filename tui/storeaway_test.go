@@ -8,7 +8,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/charmbracelet/x/ansi"
 
@@ -116,4 +118,59 @@ func storeAway(t *testing.T, attached bool) {
 		return strings.Contains(h, "● live") && !strings.Contains(h, "unreachable")
 	})
 	s.waitFor("evil-0001", "archived 7")
+}
+
+// storeAwayControl is a Control whose API answers while its store is away:
+// Meta works, and every read of the store fails.
+type storeAwayControl struct {
+	engine.Control
+	down       atomic.Bool
+	countCalls atomic.Int64
+}
+
+func (c *storeAwayControl) Counts(ctx context.Context, q string) (*engine.Counts, error) {
+	c.countCalls.Add(1)
+	if c.down.Load() {
+		return nil, errDown
+	}
+	return c.Control.Counts(ctx, q)
+}
+
+func (c *storeAwayControl) ListJobs(ctx context.Context, p engine.ListJobsParams) (*engine.JobPage, error) {
+	if c.down.Load() {
+		return nil, errDown
+	}
+	return c.Control.ListJobs(ctx, p)
+}
+
+// TestStoreAwayWhileQuiet: the store goes away while nothing changes on
+// screen and the meta still answers (embedded, the meta never reaches the
+// store; over HTTP the server stays up). The header's probe finds it: the
+// header says unreachable, not live, and the status line says why; when
+// the store is back the next probe clears both by itself, without a key.
+func TestStoreAwayWhileQuiet(t *testing.T) {
+	f := setup(t, false)
+	ctl := &storeAwayControl{Control: f.eng}
+	s := start(t, ctl, testOptions())
+	s.waitFor("evil-0001", "archived 7", "● live")
+	ctl.down.Store(true)
+	header := func() string { return strings.SplitN(ansi.Strip(s.h.last()), "\n", 2)[0] }
+	n := ctl.countCalls.Load()
+	s.tm.Send(ageTickMsg{})
+	waitCond(t, "the probe read the counters", func() bool { return ctl.countCalls.Load() > n })
+	waitCond(t, "the header says unreachable", func() bool { return strings.Contains(header(), "unreachable") })
+	if h := header(); strings.Contains(h, "● live") {
+		t.Fatalf("the header says live with the store away: %s", h)
+	}
+	s.waitFor("counts failed", "connection refused — retrying in")
+	// A meta answer says nothing of the store: the warning stays.
+	s.tm.Send(ageTickMsg{})
+	time.Sleep(200 * time.Millisecond)
+	if h := header(); !strings.Contains(h, "unreachable") {
+		t.Fatalf("a tick with the store still away cleared the warning: %s", h)
+	}
+	ctl.down.Store(false)
+	s.tm.Send(ageTickMsg{})
+	s.waitGone("⚠")
+	s.waitFor("● live", "archived 7")
 }
