@@ -76,12 +76,6 @@ func (f *fakeCtl) mutate(ctx context.Context) error {
 	return nil
 }
 
-func (f *fakeCtl) mutationCount() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.mutations
-}
-
 func (f *fakeCtl) lastActor() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
