@@ -65,6 +65,60 @@ type pausePanics struct{ *engine.Engine }
 
 func (pausePanics) PauseQueue(context.Context, string) error { panic("boom") }
 
+// storeLost passes on the engine's event stream and, on cue, what the
+// engine's stream says when its poll of the store fails and then works
+// again (ChangeLost, ChangeResync), with an error text of the test's
+// choosing: a real outage cannot choose it, and the tests check that the
+// text crosses the wire intact.
+type storeLost struct {
+	*engine.Engine
+	cue chan engine.Change
+}
+
+func newStoreLost(e *engine.Engine) storeLost {
+	return storeLost{Engine: e, cue: make(chan engine.Change)}
+}
+
+func (s storeLost) Subscribe(ctx context.Context) (<-chan engine.Change, error) {
+	in, err := s.Engine.Subscribe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan engine.Change)
+	go func() {
+		defer close(out)
+		for {
+			var c engine.Change
+			select {
+			case c = <-s.cue:
+			case ch, open := <-in:
+				if !open {
+					return
+				}
+				c = ch
+			}
+			select {
+			case out <- c:
+			case <-ctx.Done():
+			}
+		}
+	}()
+	return out, nil
+}
+
+// tell hands cs, in order, to the open stream, and fails t when no
+// stream takes them within 5 s.
+func (s storeLost) tell(t *testing.T, cs ...engine.Change) {
+	t.Helper()
+	for _, c := range cs {
+		select {
+		case s.cue <- c:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no event stream took %+v", c)
+		}
+	}
+}
+
 // countedStreams counts the engine's event streams open through it: the
 // engine does not say how many subscriptions it holds, and a test of a
 // stream's end needs to know that the server let go of its own.
