@@ -11,7 +11,9 @@ import (
 )
 
 // mutatingRequests is one request per mutating route (and per action with
-// its own rule), each of which succeeds for a caller allowed to send it.
+// its own rule), each of which succeeds for a caller allowed to send it
+// on the fixture's engine. OP_ID in a path stands for an operation the
+// test starts first.
 var mutatingRequests = []struct {
 	pattern string
 	r       req
@@ -25,13 +27,13 @@ var mutatingRequests = []struct {
 	{"POST /api/v1/jobs/{id}/release", req{method: "POST", path: "/api/v1/jobs/HELD_1/release"}, engine.RoleOperator},
 	{"POST /api/v1/jobs/{id}/retry-with-input", req{method: "POST", path: "/api/v1/jobs/JOB_3/retry-with-input", body: `{"payload":{"a":1}}`}, engine.RoleOperator},
 	{"POST /api/v1/jobs/{id}/replay", req{method: "POST", path: "/api/v1/jobs/JOB_2/replay", body: `{"step":1}`}, engine.RoleOperator},
-	{"PUT /api/v1/jobs/{id}/payload", req{method: "PUT", path: "/api/v1/jobs/JOB_1/payload", body: `{"a":1}`, header: map[string]string{"If-Match": `"1"`}}, engine.RoleOperator},
+	{"PUT /api/v1/jobs/{id}/payload", req{method: "PUT", path: "/api/v1/jobs/JOB_1/payload", body: `{"a":1}`, header: ifMatch(deadVersion)}, engine.RoleOperator},
 	{"POST /api/v1/jobs/actions", req{method: "POST", path: "/api/v1/jobs/actions", body: `{"action":"retry","ids":["JOB_1"]}`}, engine.RoleOperator},
 	{"POST /api/v1/jobs/actions", req{method: "POST", path: "/api/v1/jobs/actions", body: `{"action":"delete","ids":["JOB_1"]}`}, engine.RoleAdmin},
 	{"POST /api/v1/jobs/bulk", req{method: "POST", path: "/api/v1/jobs/bulk", body: `{"action":"retry","selector":{"queue":"billing"}}`}, engine.RoleOperator},
 	{"POST /api/v1/jobs/bulk", req{method: "POST", path: "/api/v1/jobs/bulk", body: `{"action":"delete","selector":{"queue":"billing"},"dry_run":true}`}, engine.RoleAdmin},
-	{"POST /api/v1/operations/{id}/cancel", req{method: "POST", path: "/api/v1/operations/op-1/cancel"}, engine.RoleOperator},
-	{"DELETE /api/v1/quarantine/{fingerprint}", req{method: "DELETE", path: "/api/v1/quarantine/fp-pill"}, engine.RoleOperator},
+	{"POST /api/v1/operations/{id}/cancel", req{method: "POST", path: "/api/v1/operations/OP_ID/cancel"}, engine.RoleOperator},
+	{"DELETE /api/v1/quarantine/{fingerprint}", req{method: "DELETE", path: "/api/v1/quarantine/" + pillFingerprint}, engine.RoleOperator},
 	{"POST /api/v1/queues/{queue}/pause", req{method: "POST", path: "/api/v1/queues/billing/pause"}, engine.RoleAdmin},
 	{"POST /api/v1/queues/{queue}/resume", req{method: "POST", path: "/api/v1/queues/billing/resume"}, engine.RoleAdmin},
 }
@@ -59,6 +61,16 @@ func TestMutatingRequestsCoverEveryMutatingRoute(t *testing.T) {
 // nothing; an allowed one succeeds.
 func TestRolesAndReadOnly(t *testing.T) {
 	roles := []engine.Role{engine.RoleViewer, engine.RoleInspector, engine.RoleOperator, engine.RoleAdmin}
+	file := newFixtureFile(t)
+	// Each allowed request changes a fixture of its own; the refused ones
+	// change nothing, so they share one, whose every snapshot stays the
+	// same while they run.
+	shared := file.open(t)
+	refusing := map[bool]*Server{}
+	for _, readOnly := range []bool{false, true} {
+		refusing[readOnly] = NewServer(shared.eng, ServerOptions{Tokens: testTokens, ReadOnly: readOnly})
+	}
+	sharedOp := startOperation(t, shared)
 	for _, m := range mutatingRequests {
 		for _, role := range roles {
 			for _, readOnly := range []bool{false, true} {
@@ -66,30 +78,41 @@ func TestRolesAndReadOnly(t *testing.T) {
 				if readOnly {
 					name += " read-only"
 				}
+				allowed := !readOnly && RoleAtLeast(role, m.need)
 				t.Run(name, func(t *testing.T) {
 					t.Parallel()
-					f, srv := setup(t, ServerOptions{Tokens: testTokens, ReadOnly: readOnly})
-					if _, err := f.Bulk(context.Background(), engine.BulkParams{Action: engine.ActionRetry, Selector: engine.Filter{Queues: []string{"email"}}}); err != nil {
-						t.Fatal(err)
+					fx, srv, op := shared, refusing[readOnly], sharedOp
+					if allowed {
+						fx, srv = file.setup(t, ServerOptions{Tokens: testTokens})
+						if strings.Contains(m.r.path, "OP_ID") {
+							op = startOperation(t, fx)
+						}
 					}
-					before := f.mutationCount()
+					before := fx.snapshot(t)
 					r := m.r
+					r.path = strings.Replace(r.path, "OP_ID", op, 1)
 					r.token = tokenOf(role)
 					w := send(t, srv, r)
-					allowed := !readOnly && RoleAtLeast(role, m.need)
 					if !allowed {
 						wantStatus(t, w, http.StatusForbidden)
 						b := decode[errorBody](t, w)
 						if readOnly && b.Reason != reasonReadOnly || !readOnly && (b.Reason != reasonForbidden || RoleAtLeast(role, b.Needs) || !RoleAtLeast(m.need, b.Needs)) {
 							t.Fatalf("refusal %+v", b)
 						}
-						if f.mutationCount() != before {
-							t.Fatal("a refused request changed something")
+						if after := fx.snapshot(t); after != before {
+							t.Fatalf("a refused request changed something:\n%s\nafter:\n%s", before, after)
 						}
 						return
 					}
 					if w.Code >= 300 {
 						t.Fatalf("allowed request answered %d: %s", w.Code, w.Body.String())
+					}
+					// What it changed shows, so the refusals above would see
+					// it; a dry run and a resume of a queue not paused change
+					// nothing.
+					noop := strings.Contains(r.body, `"dry_run":true`) || strings.HasSuffix(r.path, "/resume")
+					if after := fx.snapshot(t); after == before && !noop {
+						t.Fatal("an allowed request changed nothing the snapshot sees")
 					}
 				})
 			}
@@ -97,9 +120,21 @@ func TestRolesAndReadOnly(t *testing.T) {
 	}
 }
 
+// startOperation starts a bulk retry of the email queue on fx's engine,
+// which nothing runs, and returns its id.
+func startOperation(t *testing.T, fx *fixture) string {
+	t.Helper()
+	res, err := fx.eng.Bulk(context.Background(), engine.BulkParams{Action: engine.ActionRetry, Selector: engine.Filter{Queues: []string{"email"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Operation.ID
+}
+
 func TestAuthentication(t *testing.T) {
 	t.Parallel()
-	f, srv := setup(t, ServerOptions{Tokens: testTokens})
+	fx, srv := setup(t, ServerOptions{Tokens: testTokens})
+	before := fx.snapshot(t)
 	for _, tc := range []struct {
 		name, auth string
 	}{
@@ -117,8 +152,8 @@ func TestAuthentication(t *testing.T) {
 			t.Fatal("the token is echoed")
 		}
 	}
-	if f.mutationCount() != 0 {
-		t.Fatal("an unauthenticated request changed something")
+	if after := fx.snapshot(t); after != before {
+		t.Fatalf("an unauthenticated request changed something:\n%s\nafter:\n%s", before, after)
 	}
 	for _, path := range []string{"/api/v1/jobs", "/api/v1/meta", "/api/v1/events", "/metrics"} {
 		if w := send(t, srv, req{method: "GET", path: path}); w.Code != 401 {
@@ -133,13 +168,13 @@ func TestAuthentication(t *testing.T) {
 	// recorded after it.
 	w := send(t, srv, req{method: "POST", path: "/api/v1/jobs/JOB_1/retry", token: tokenOf(engine.RoleOperator)})
 	wantStatus(t, w, 200)
-	if a := f.lastActor(); a != "otto" {
-		t.Fatalf("actor %q, want otto", a)
+	if a := fx.actors(t, "JOB_1", engine.EventRetried); !slices.Equal(a, []string{"otto"}) {
+		t.Fatalf("JOB_1 retried by %q, want otto", a)
 	}
 	w = send(t, srv, req{method: "POST", path: "/api/v1/jobs/JOB_2/retry", token: tokenOf(engine.RoleOperator), header: map[string]string{ActorHeader: "maya"}})
 	wantStatus(t, w, 200)
-	if a := f.lastActor(); a != "otto/maya" {
-		t.Fatalf("actor %q, want otto/maya", a)
+	if a := fx.actors(t, "JOB_2", engine.EventRetried); !slices.Equal(a, []string{"otto/maya"}) {
+		t.Fatalf("JOB_2 retried by %q, want otto/maya", a)
 	}
 	w = send(t, srv, req{method: "GET", path: "/api/v1/meta", token: tokenOf(engine.RoleInspector)})
 	wantStatus(t, w, 200)
@@ -148,7 +183,7 @@ func TestAuthentication(t *testing.T) {
 	}
 
 	// Without tokens everyone is the local admin, or the person named.
-	_, srv = setup(t, ServerOptions{ReadOnly: true})
+	srv = NewServer(fx.eng, ServerOptions{ReadOnly: true})
 	w = send(t, srv, req{method: "GET", path: "/api/v1/meta", header: map[string]string{ActorHeader: "maya"}})
 	if m := decode[engine.Meta](t, w); m.Role != engine.RoleAdmin || m.Actor != "maya" || !m.ReadOnly {
 		t.Fatalf("meta without tokens %+v", m)

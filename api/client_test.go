@@ -17,18 +17,26 @@ import (
 	"github.com/sluicehq/sluice/engine"
 )
 
-// clientSetup serves a fake engine over HTTP and returns a client of it.
-func clientSetup(t *testing.T, opts ServerOptions, token string) (*fakeCtl, *httptest.Server, *Client) {
+// clientSetup serves a new fixture's engine over HTTP and returns a
+// client of it.
+func clientSetup(t *testing.T, opts ServerOptions, token string) (*fixture, *httptest.Server, *Client) {
 	t.Helper()
-	f := newFake()
-	hs := httptest.NewServer(NewServer(f, opts))
+	fx := newFixture(t)
+	hs, c := serve(t, fx.eng, opts, token)
+	return fx, hs, c
+}
+
+// serve serves ctl over HTTP and returns a client of it.
+func serve(t *testing.T, ctl engine.Control, opts ServerOptions, token string) (*httptest.Server, *Client) {
+	t.Helper()
+	hs := httptest.NewServer(NewServer(ctl, opts))
 	t.Cleanup(hs.Close)
-	return f, hs, NewClient(hs.URL, token, ClientOptions{Timeout: 5 * time.Second, RetryBackoff: time.Millisecond})
+	return hs, NewClient(hs.URL, token, ClientOptions{Timeout: 5 * time.Second, RetryBackoff: time.Millisecond})
 }
 
 func TestClientMapsErrorsBack(t *testing.T) {
 	t.Parallel()
-	f, _, c := clientSetup(t, ServerOptions{}, "")
+	fx, _, c := clientSetup(t, ServerOptions{}, "")
 	ctx := engine.WithActor(context.Background(), "maya")
 
 	if _, err := c.GetJob(ctx, "nope", false); !errors.Is(err, engine.ErrNotFound) || !strings.Contains(err.Error(), "nope") {
@@ -43,7 +51,7 @@ func TestClientMapsErrorsBack(t *testing.T) {
 	if _, err := c.UpdatePayload(ctx, "JOB_1", json.RawMessage(`{"a":1}`), 0); !errors.Is(err, engine.ErrConflict) {
 		t.Fatalf("stale version: %v", err)
 	}
-	if _, err := c.UpdatePayload(ctx, "JOB_1", json.RawMessage(`{"a":"`+strings.Repeat("x", 1<<20)+`"}`), 1); !errors.Is(err, engine.ErrPayloadTooLarge) || !errors.Is(err, engine.ErrInvalid) {
+	if _, err := c.UpdatePayload(ctx, "JOB_1", json.RawMessage(`{"a":"`+strings.Repeat("x", 1<<20)+`"}`), deadVersion); !errors.Is(err, engine.ErrPayloadTooLarge) || !errors.Is(err, engine.ErrInvalid) {
 		t.Fatalf("too large: %v", err)
 	}
 	if _, err := c.ListJobs(ctx, engine.ListJobsParams{Filter: engine.Filter{States: []engine.State{"dead"}}}); !errors.Is(err, engine.ErrInvalid) {
@@ -59,18 +67,17 @@ func TestClientMapsErrorsBack(t *testing.T) {
 	if _, err := c.Operation(ctx, "nope"); !errors.As(err, &apiErr) || apiErr.Status != 404 || apiErr.Reason != "not_found" {
 		t.Fatalf("typed error: %#v", err)
 	}
-	f.down = engine.ErrUnsupported
-	if _, err := c.Queues(ctx); !errors.Is(err, engine.ErrUnsupported) {
+	_, unsupported := serve(t, queuesUnsupported{fx.eng}, ServerOptions{}, "")
+	if _, err := unsupported.Queues(ctx); !errors.Is(err, engine.ErrUnsupported) {
 		t.Fatalf("unsupported: %v", err)
 	}
-	f.down = nil
 
 	// Roles and read-only mode come back as ErrUnauthorized, ErrForbidden.
-	_, _, anon := clientSetup(t, ServerOptions{Tokens: testTokens}, "")
+	_, anon := serve(t, fx.eng, ServerOptions{Tokens: testTokens}, "")
 	if _, err := anon.Queues(ctx); !errors.Is(err, ErrUnauthorized) || !errors.Is(err, engine.ErrDenied) {
 		t.Fatalf("no token: %v", err)
 	}
-	_, _, viewer := clientSetup(t, ServerOptions{Tokens: testTokens}, tokenOf(engine.RoleViewer))
+	_, viewer := serve(t, fx.eng, ServerOptions{Tokens: testTokens}, tokenOf(engine.RoleViewer))
 	if _, err := viewer.Retry(ctx, "JOB_1", engine.RetryOptions{}); !errors.Is(err, ErrForbidden) || !errors.Is(err, engine.ErrDenied) {
 		t.Fatalf("viewer retry: %v", err)
 	}
@@ -85,7 +92,7 @@ func TestClientMapsErrorsBack(t *testing.T) {
 
 func TestClientRoundTrips(t *testing.T) {
 	t.Parallel()
-	f, _, c := clientSetup(t, ServerOptions{}, "")
+	fx, _, c := clientSetup(t, ServerOptions{}, "")
 	ctx := engine.WithActor(context.Background(), "maya")
 
 	page, err := c.ListJobs(ctx, engine.ListJobsParams{Filter: engine.Filter{States: []engine.State{engine.StateArchived}, Queues: []string{"email"}}})
@@ -97,8 +104,8 @@ func TestClientRoundTrips(t *testing.T) {
 		t.Fatalf("detail: %+v %v", d, err)
 	}
 	j, err := c.Retry(ctx, "JOB_1", engine.RetryOptions{})
-	if err != nil || j.State != engine.StateAvailable || f.lastActor() != "maya" {
-		t.Fatalf("retry: %+v %v actor %q", j, err, f.lastActor())
+	if a := fx.actors(t, "JOB_1", engine.EventRetried); err != nil || j.State != engine.StateAvailable || !slices.Equal(a, []string{"maya"}) {
+		t.Fatalf("retry: %+v %v by %q", j, err, a)
 	}
 	if _, err := c.Cancel(ctx, "WAIT_1"); err != nil {
 		t.Fatal(err)
@@ -106,10 +113,10 @@ func TestClientRoundTrips(t *testing.T) {
 	if _, err := c.ReleaseJob(ctx, "HELD_1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Delete(ctx, "JOB_5"); err != nil || f.state("JOB_5") != "" {
+	if err := c.Delete(ctx, "JOB_5"); err != nil || fx.state(t, "JOB_5") != "" {
 		t.Fatalf("delete: %v", err)
 	}
-	if j, err := c.UpdatePayload(ctx, "JOB_2", json.RawMessage(`{"b":2}`), 1); err != nil || j.Version != 2 {
+	if j, err := c.UpdatePayload(ctx, "JOB_2", json.RawMessage(`{"b":2}`), deadVersion); err != nil || j.Version != deadVersion+1 {
 		t.Fatalf("edit: %+v %v", j, err)
 	}
 	if j, err := c.RetryWithInput(ctx, "JOB_3", engine.RetryWithInputParams{ID: "JOB_3b", Payload: json.RawMessage(`{"c":3}`)}); err != nil || j.ID != "JOB_3b" {
@@ -133,16 +140,26 @@ func TestClientRoundTrips(t *testing.T) {
 	if op, err := c.CancelOperation(ctx, br.Operation.ID); err != nil || op.Status != engine.OperationCancelled {
 		t.Fatalf("cancel operation: %+v %v", op, err)
 	}
-	if fps, err := c.Quarantine(ctx); err != nil || len(fps) != 1 {
+	// The pill's fingerprint is quarantined: an enqueue of it is refused.
+	res2, err := c.EnqueueMany(ctx, []engine.EnqueueParams{
+		{ID: "n1", Kind: "send", Args: map[string]int{"a": 1}, Timeout: time.Minute},
+		{Kind: "charge", Payload: json.RawMessage(pillPayload)},
+	})
+	if err != nil || res2[0].Err != nil || res2[0].Job.Timeout != time.Minute || !errors.Is(res2[1].Err, engine.ErrQuarantined) {
+		t.Fatalf("enqueue: %+v %v", res2, err)
+	}
+	// HELD_1 was released on its own: the record stays, holding none.
+	if fps, err := c.Quarantine(ctx); err != nil || len(fps) != 1 || fps[0].Fingerprint != pillFingerprint {
 		t.Fatalf("quarantine: %+v %v", fps, err)
 	}
-	if n, err := c.ReleaseFingerprint(ctx, "fp-pill"); err != nil || n != 0 {
+	if n, err := c.ReleaseFingerprint(ctx, pillFingerprint); err != nil || n != 0 {
 		t.Fatalf("release fingerprint: %d %v", n, err)
 	}
 	if err := c.PauseQueue(ctx, "billing"); err != nil {
 		t.Fatal(err)
 	}
-	if qs, err := c.Queues(ctx); err != nil || !qs[0].Paused {
+	qs, err := c.Queues(ctx)
+	if i := slices.IndexFunc(qs, func(q engine.QueueInfo) bool { return q.Name == "billing" }); err != nil || i < 0 || !qs[i].Paused {
 		t.Fatalf("queues: %+v %v", qs, err)
 	}
 	if err := c.ResumeQueue(ctx, "billing"); err != nil {
@@ -151,15 +168,17 @@ func TestClientRoundTrips(t *testing.T) {
 	if cs, err := c.Counts(ctx, "email"); err != nil || len(cs.Queues) != 1 {
 		t.Fatalf("counts: %+v %v", cs, err)
 	}
-	if gs, err := c.ErrorGroups(ctx, engine.Filter{}); err != nil || len(gs) != 1 || gs[0].Selector.Queues[0] != "billing" {
+	// Dead still: JOB_2, JOB_3 and PILL_1 in billing, EMAIL_1 (its
+	// operation cancelled before it ran): a group per queue, each
+	// selecting its own.
+	gs, err := c.ErrorGroups(ctx, engine.Filter{})
+	if err != nil || len(gs) != 2 {
 		t.Fatalf("error groups: %+v %v", gs, err)
 	}
-	res2, err := c.EnqueueMany(ctx, []engine.EnqueueParams{
-		{ID: "n1", Kind: "send", Args: map[string]int{"a": 1}, Timeout: time.Minute},
-		{Kind: "pill"},
-	})
-	if err != nil || res2[0].Err != nil || res2[0].Job.Timeout != time.Minute || !errors.Is(res2[1].Err, engine.ErrQuarantined) {
-		t.Fatalf("enqueue: %+v %v", res2, err)
+	for _, g := range gs {
+		if g.Pattern != engine.NormalizeError("card declined") || !slices.Equal(g.Selector.Queues, []string{g.Queue}) {
+			t.Fatalf("error group %+v", g)
+		}
 	}
 }
 
@@ -190,8 +209,7 @@ func (f *flaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestClientRetries(t *testing.T) {
 	t.Parallel()
 	for _, drop := range []bool{false, true} {
-		f := newFake()
-		fl := &flaky{next: NewServer(f, ServerOptions{}), drop: drop}
+		fl := &flaky{next: NewServer(newFixture(t).eng, ServerOptions{}), drop: drop}
 		fl.n.Store(2)
 		hs := httptest.NewServer(fl)
 		defer hs.Close()
@@ -209,8 +227,7 @@ func TestClientRetries(t *testing.T) {
 		}
 	}
 	// Not retried: an answer that will not change.
-	f := newFake()
-	fl := &flaky{next: NewServer(f, ServerOptions{})}
+	fl := &flaky{next: NewServer(newFixture(t).eng, ServerOptions{})}
 	hs := httptest.NewServer(fl)
 	defer hs.Close()
 	c := NewClient(hs.URL, "", ClientOptions{RetryBackoff: time.Millisecond})
@@ -239,24 +256,33 @@ func TestClientTimeout(t *testing.T) {
 }
 
 // nextChange is the next change of a subscription, failing t when the
-// stream closes or nothing comes within wait.
+// stream closes or nothing comes within wait. It passes over what the
+// engine's poll of its counters sends when they moved (a job change that
+// names no job): which poll sees a test's own change is a matter of
+// timing, and the tests wait for the changes that name their jobs.
 func nextChange(t *testing.T, ch <-chan engine.Change, wait time.Duration) engine.Change {
 	t.Helper()
-	select {
-	case c, ok := <-ch:
-		if !ok {
-			t.Fatal("stream closed")
+	deadline := time.After(wait)
+	for {
+		select {
+		case c, ok := <-ch:
+			if !ok {
+				t.Fatal("stream closed")
+			}
+			if c.Kind == engine.ChangeJob && c.JobID == "" {
+				continue
+			}
+			return c
+		case <-deadline:
+			t.Fatal("no change")
 		}
-		return c
-	case <-time.After(wait):
-		t.Fatal("no change")
 	}
-	return engine.Change{}
 }
 
 func TestClientSubscribe(t *testing.T) {
 	t.Parallel()
-	f, hs, c := clientSetup(t, ServerOptions{Heartbeat: 20 * time.Millisecond}, "")
+	streams := newCountedStreams(newFixture(t).eng)
+	hs, c := serve(t, streams, ServerOptions{Heartbeat: 20 * time.Millisecond}, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ch, err := c.Subscribe(ctx)
@@ -275,7 +301,7 @@ func TestClientSubscribe(t *testing.T) {
 	if got := next(); got.Kind != engine.ChangeResync {
 		t.Fatalf("after a drop: %+v", got)
 	}
-	f.waitSubscriptions(t, 1)
+	streams.waitOpen(t, 1)
 	if _, err := c.Retry(ctx, "JOB_2", engine.RetryOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +313,7 @@ func TestClientSubscribe(t *testing.T) {
 	}
 
 	// A subscription the server refuses fails at once.
-	_, _, anon := clientSetup(t, ServerOptions{Tokens: testTokens}, "")
+	_, anon := serve(t, streams, ServerOptions{Tokens: testTokens}, "")
 	if _, err := anon.Subscribe(context.Background()); !errors.Is(err, ErrUnauthorized) {
 		t.Fatalf("refused subscription: %v", err)
 	}
@@ -301,7 +327,7 @@ func TestClientSubscribe(t *testing.T) {
 // and says to resync, and changes flow again.
 func TestClientSubscribeSaysWhenLost(t *testing.T) {
 	t.Parallel()
-	hs := httptest.NewServer(NewServer(newFake(), ServerOptions{Heartbeat: 20 * time.Millisecond}))
+	hs := httptest.NewServer(NewServer(newFixture(t).eng, ServerOptions{Heartbeat: 20 * time.Millisecond}))
 	addr := hs.Listener.Addr().String()
 	c := NewClient(hs.URL, "", ClientOptions{Timeout: 5 * time.Second, RetryBackoff: 10 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -323,8 +349,7 @@ func TestClientSubscribeSaysWhenLost(t *testing.T) {
 	if err != nil {
 		t.Skipf("the address cannot be taken again: %v", err)
 	}
-	f := newFake()
-	back := httptest.NewUnstartedServer(NewServer(f, ServerOptions{Heartbeat: 20 * time.Millisecond}))
+	back := httptest.NewUnstartedServer(NewServer(newFixture(t).eng, ServerOptions{Heartbeat: 20 * time.Millisecond}))
 	back.Listener.Close()
 	back.Listener = l
 	back.Start()
@@ -368,7 +393,8 @@ func TestSSEReader(t *testing.T) {
 // over HTTP said live until its next probe, up to 5 s later.
 func TestEventsSayStoreLost(t *testing.T) {
 	t.Parallel()
-	f, hs, _ := clientSetup(t, ServerOptions{Heartbeat: time.Hour}, "")
+	lost := newStoreLost(newFixture(t).eng)
+	hs, _ := serve(t, lost, ServerOptions{Heartbeat: time.Hour}, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, "GET", hs.URL+Prefix+"/events", nil)
@@ -380,7 +406,7 @@ func TestEventsSayStoreLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	f.publishToOne(t, engine.Change{Kind: engine.ChangeLost, Err: errors.New("sqlite: job counts: disk I/O error\n\x1b[31m")},
+	lost.tell(t, engine.Change{Kind: engine.ChangeLost, Err: errors.New("sqlite: job counts: disk I/O error\n\x1b[31m")},
 		engine.Change{Kind: engine.ChangeResync})
 	rd := newSSEReader(resp.Body)
 	var got []sseEvent
@@ -408,14 +434,15 @@ func TestEventsSayStoreLost(t *testing.T) {
 // after it, and changes after that, as ever.
 func TestClientSubscribeHearsStoreLost(t *testing.T) {
 	t.Parallel()
-	f, _, c := clientSetup(t, ServerOptions{Heartbeat: time.Hour}, "")
+	lost := newStoreLost(newFixture(t).eng)
+	_, c := serve(t, lost, ServerOptions{Heartbeat: time.Hour}, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ch, err := c.Subscribe(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.publishToOne(t, engine.Change{Kind: engine.ChangeLost, Err: errors.New("postgres: job counts: connection refused")},
+	lost.tell(t, engine.Change{Kind: engine.ChangeLost, Err: errors.New("postgres: job counts: connection refused")},
 		engine.Change{Kind: engine.ChangeResync})
 	next := func() engine.Change { t.Helper(); return nextChange(t, ch, 5*time.Second) }
 	got := next()
@@ -462,7 +489,7 @@ func (g *downGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // server away the next one came 3.2 s later; it is capped at 1 s now.
 func TestClientSubscribeBackSoon(t *testing.T) {
 	t.Parallel()
-	g := &downGate{next: NewServer(newFake(), ServerOptions{Heartbeat: 20 * time.Millisecond}), tries: make(chan struct{}, 64)}
+	g := &downGate{next: NewServer(newFixture(t).eng, ServerOptions{Heartbeat: 20 * time.Millisecond}), tries: make(chan struct{}, 64)}
 	hs := httptest.NewServer(g)
 	defer hs.Close()
 	// The default backoff (200 ms, doubled).

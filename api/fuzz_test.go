@@ -2,10 +2,8 @@ package api
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
-	"sort"
 	"strings"
 	"testing"
 
@@ -145,25 +143,6 @@ func FuzzDecodeEnqueue(f *testing.F) {
 	})
 }
 
-// snapshot is every job's state and version, to tell whether a request
-// changed anything.
-func (f *fakeCtl) snapshot() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var rows []string
-	for id, j := range f.jobs {
-		rows = append(rows, fmt.Sprintf("%s=%s/%d", id, j.State, j.Version))
-	}
-	for fp := range f.fps {
-		rows = append(rows, "fp="+fp)
-	}
-	for q, p := range f.paused {
-		rows = append(rows, fmt.Sprintf("paused %s=%v", q, p))
-	}
-	sort.Strings(rows)
-	return strings.Join(rows, " ")
-}
-
 // FuzzServer sends arbitrary requests to a server: none makes it fail
 // (500), and none that is refused changes a job.
 func FuzzServer(f *testing.F) {
@@ -179,7 +158,7 @@ func FuzzServer(f *testing.F) {
 		{1, "/api/v1/jobs/bulk", `{"action":"retry","selector":{"state":"archived","queue":"billing"},"dry_run":true}`},
 		{1, "/api/v1/jobs/bulk", `{"action":"delete","selector":{"q":"kind:charge"}}`},
 		{2, "/api/v1/jobs/JOB_1/payload", `{"a":1}`},
-		{3, "/api/v1/quarantine/fp-pill", ""},
+		{3, "/api/v1/quarantine/" + pillFingerprint, ""},
 		{1, "/api/v1/queues/billing/pause", `{}`},
 		{1, "/api/v1/jobs", `[{"kind":"x"}]`},
 		{4, "/api/v1/jobs/JOB_1", ""},
@@ -187,6 +166,7 @@ func FuzzServer(f *testing.F) {
 	} {
 		f.Add(s.m, s.path, s.body, s.m%2 == 0)
 	}
+	file := newFixtureFile(f)
 	f.Fuzz(func(t *testing.T, m uint8, path, body string, viewer bool) {
 		if !strings.HasPrefix(path, "/") || strings.ContainsAny(path, " \r\n\t#") || strings.Contains(path, "/events") {
 			return
@@ -194,9 +174,8 @@ func FuzzServer(f *testing.F) {
 		if _, err := url.ParseRequestURI(path); err != nil {
 			return
 		}
-		fake := newFake()
-		srv := NewServer(fake, ServerOptions{Tokens: testTokens, MaxBody: 1 << 16})
-		before := fake.snapshot()
+		fx, srv := file.setup(t, ServerOptions{Tokens: testTokens, MaxBody: 1 << 16})
+		before := fx.snapshot(t)
 		role := engine.RoleAdmin
 		if viewer {
 			role = engine.RoleViewer
@@ -206,7 +185,7 @@ func FuzzServer(f *testing.F) {
 			t.Fatalf("%s %s %q: %d %s", methods[int(m)%len(methods)], path, body, w.Code, w.Body.String())
 		}
 		if w.Code >= 400 || viewer {
-			if after := fake.snapshot(); after != before {
+			if after := fx.snapshot(t); after != before {
 				t.Fatalf("refused or viewer request %s %s %q (%d) changed jobs:\n%s\n%s", methods[int(m)%len(methods)], path, body, w.Code, before, after)
 			}
 		}

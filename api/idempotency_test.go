@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,7 +14,9 @@ import (
 
 func TestIdempotency(t *testing.T) {
 	t.Parallel()
-	f, srv := setup(t, ServerOptions{Tokens: testTokens})
+	fx := newFixture(t)
+	away := new(atomic.Bool)
+	srv := NewServer(retryStoreAway{Engine: fx.eng, away: away}, ServerOptions{Tokens: testTokens})
 	op := tokenOf(engine.RoleOperator)
 	retry := req{method: "POST", path: "/api/v1/jobs/actions", body: `{"action":"retry","ids":["JOB_1"]}`, key: "k1", token: op}
 
@@ -22,11 +25,14 @@ func TestIdempotency(t *testing.T) {
 	if first.Header().Get(ReplayedHeader) != "" {
 		t.Fatal("a first request marked replayed")
 	}
-	n := f.mutationCount()
+	before := fx.snapshot(t)
 	replay := send(t, srv, retry)
 	wantStatus(t, replay, 200)
-	if replay.Header().Get(ReplayedHeader) != "true" || replay.Body.String() != first.Body.String() || f.mutationCount() != n {
-		t.Fatalf("replay: header %q body %s mutations %d→%d", replay.Header().Get(ReplayedHeader), replay.Body.String(), n, f.mutationCount())
+	if replay.Header().Get(ReplayedHeader) != "true" || replay.Body.String() != first.Body.String() {
+		t.Fatalf("replay: header %q body %s", replay.Header().Get(ReplayedHeader), replay.Body.String())
+	}
+	if after, n := fx.snapshot(t), countEvents(t, fx.store, "JOB_1", engine.EventRetried); after != before || n != 1 {
+		t.Fatalf("the replay ran again: JOB_1 retried %d times; before:\n%s\nafter:\n%s", n, before, after)
 	}
 
 	// The same key with another body, or another query: 422.
@@ -34,7 +40,7 @@ func TestIdempotency(t *testing.T) {
 	other.body = `{"action":"retry","ids":["JOB_2"]}`
 	w := send(t, srv, other)
 	wantStatus(t, w, 422)
-	if decode[errorBody](t, w).Reason != reasonIdempotencyMismatch || f.state("JOB_2") != engine.StateArchived {
+	if decode[errorBody](t, w).Reason != reasonIdempotencyMismatch || fx.state(t, "JOB_2") != engine.StateArchived {
 		t.Fatalf("mismatch: %s", w.Body.String())
 	}
 
@@ -48,7 +54,7 @@ func TestIdempotency(t *testing.T) {
 	}
 	elsewhere := req{method: "POST", path: "/api/v1/jobs/JOB_3/retry", key: "k1", token: op}
 	wantStatus(t, send(t, srv, elsewhere), 200)
-	if f.state("JOB_3") != engine.StateAvailable {
+	if fx.state(t, "JOB_3") != engine.StateAvailable {
 		t.Fatal("the same key on another path did not run")
 	}
 
@@ -64,44 +70,45 @@ func TestIdempotency(t *testing.T) {
 	good.body = `{"action":"retry","ids":["JOB_4"]}`
 	wantStatus(t, send(t, srv, good), 200)
 
-	// A store outage is not kept: the retry runs.
-	f.down = engine.ErrClosed
+	// A store outage is not kept: the retry runs once the store is back.
+	away.Store(true)
 	down := req{method: "POST", path: "/api/v1/jobs/JOB_5/retry", key: "k4", token: op}
 	wantStatus(t, send(t, srv, down), 503)
-	f.down = nil
+	away.Store(false)
 	wantStatus(t, send(t, srv, down), 200)
+	if fx.state(t, "JOB_5") != engine.StateAvailable {
+		t.Fatal("the retry after the outage did not run")
+	}
 }
 
 func TestIdempotencyInFlight(t *testing.T) {
 	t.Parallel()
-	f, srv := setup(t, ServerOptions{})
-	f.gate = make(chan struct{})
+	fx := newFixture(t)
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	srv := NewServer(retryHangs{Engine: fx.eng, entered: entered, release: release}, ServerOptions{})
 	r := req{method: "POST", path: "/api/v1/jobs/JOB_1/retry", key: "slow"}
 	var wg sync.WaitGroup
 	var first *httptest.ResponseRecorder
 	wg.Go(func() { first = send(t, srv, r) })
-	// Wait until the first request holds the key.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		mem := srv.idem.(*MemoryIdempotencyStore)
-		if mem.Len() == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the first request never started")
-		}
-		time.Sleep(time.Millisecond)
+	// The first request holds the key once its retry has begun.
+	select {
+	case <-entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first request never started")
 	}
 	w := send(t, srv, r)
 	wantStatus(t, w, http.StatusConflict)
 	if decode[errorBody](t, w).Reason != reasonIdempotencyInFlight {
 		t.Fatalf("in flight: %s", w.Body.String())
 	}
-	close(f.gate)
+	close(release)
 	wg.Wait()
 	wantStatus(t, first, 200)
 	if w := send(t, srv, r); w.Header().Get(ReplayedHeader) != "true" {
 		t.Fatal("after the first finished, the repeat is not replayed")
+	}
+	if n := countEvents(t, fx.store, "JOB_1", engine.EventRetried); n != 1 {
+		t.Fatalf("JOB_1 retried %d times, want once", n)
 	}
 }
 

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,8 @@ import (
 // of that role would be, whatever tokens the server has.
 func TestLocalClientRoles(t *testing.T) {
 	t.Parallel()
-	f, srv := setup(t, ServerOptions{Tokens: testTokens})
+	fx, srv := setup(t, ServerOptions{Tokens: testTokens})
+	before := fx.snapshot(t)
 	ctx := context.Background()
 	local := func(role engine.Role) *Client {
 		return srv.Local(Identity{Name: "ssh-" + string(role), Role: role}, ClientOptions{Retries: -1})
@@ -40,8 +42,8 @@ func TestLocalClientRoles(t *testing.T) {
 	if _, err := viewer.Retry(ctx, "JOB_1", engine.RetryOptions{}); !errors.Is(err, ErrForbidden) {
 		t.Fatalf("viewer retry: %v, want ErrForbidden", err)
 	}
-	if f.mutationCount() != 0 {
-		t.Fatalf("%d mutations applied for a viewer", f.mutationCount())
+	if after := fx.snapshot(t); after != before {
+		t.Fatalf("a viewer changed something:\n%s\nafter:\n%s", before, after)
 	}
 
 	d, err := local(engine.RoleInspector).GetJob(ctx, "JOB_1", true)
@@ -53,8 +55,8 @@ func TestLocalClientRoles(t *testing.T) {
 	if _, err := operator.Retry(ctx, "JOB_1", engine.RetryOptions{}); err != nil {
 		t.Fatalf("operator retry: %v", err)
 	}
-	if got := f.lastActor(); got != "ssh-operator" {
-		t.Fatalf("actor %q, want the identity's name", got)
+	if got := fx.actors(t, "JOB_1", engine.EventRetried); !slices.Equal(got, []string{"ssh-operator"}) {
+		t.Fatalf("JOB_1 retried by %q, want the identity's name", got)
 	}
 	if err := operator.PauseQueue(ctx, "billing"); !errors.Is(err, ErrForbidden) {
 		t.Fatalf("operator pause: %v, want ErrForbidden", err)
@@ -66,7 +68,8 @@ func TestLocalClientRoles(t *testing.T) {
 
 func TestLocalClientReadOnly(t *testing.T) {
 	t.Parallel()
-	f, srv := setup(t, ServerOptions{ReadOnly: true})
+	fx, srv := setup(t, ServerOptions{ReadOnly: true})
+	before := fx.snapshot(t)
 	admin := srv.Local(Identity{Name: "root", Role: engine.RoleAdmin}, ClientOptions{Retries: -1})
 	m, err := admin.Meta(context.Background())
 	if err != nil || !m.ReadOnly {
@@ -75,8 +78,8 @@ func TestLocalClientReadOnly(t *testing.T) {
 	if _, err := admin.Retry(context.Background(), "JOB_1", engine.RetryOptions{}); !errors.Is(err, ErrForbidden) {
 		t.Fatalf("retry on a read-only server: %v, want ErrForbidden", err)
 	}
-	if f.mutationCount() != 0 {
-		t.Fatal("a read-only server applied a mutation")
+	if after := fx.snapshot(t); after != before {
+		t.Fatalf("a read-only server applied a mutation:\n%s\nafter:\n%s", before, after)
 	}
 }
 
@@ -84,29 +87,23 @@ func TestLocalClientReadOnly(t *testing.T) {
 // handler's subscription when the subscriber goes.
 func TestLocalClientStreams(t *testing.T) {
 	t.Parallel()
-	f, srv := setup(t, ServerOptions{Heartbeat: 50 * time.Millisecond})
+	fx := newFixture(t)
+	streams := newCountedStreams(fx.eng)
+	srv := NewServer(streams, ServerOptions{Heartbeat: 50 * time.Millisecond})
 	c := srv.Local(Identity{Name: "maya", Role: engine.RoleViewer}, ClientOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	ch, err := c.Subscribe(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The subscription is live once the stream answered; publish until
-	// the change arrives.
-	deadline := time.After(5 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	got := false
-	for !got {
-		select {
-		case <-tick.C:
-			f.publish(engine.Change{Kind: "job", JobID: "JOB_1", Queue: "billing", State: engine.StateAvailable})
-		case ch := <-ch:
-			got = ch.JobID == "JOB_1"
-		case <-deadline:
-			t.Fatal("no change through the local stream")
-		}
+	// The server subscribed before it answered: a change made now is
+	// heard.
+	if _, err := fx.eng.Retry(context.Background(), "JOB_1", engine.RetryOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := nextChange(t, ch, 5*time.Second); got.Kind != engine.ChangeJob || got.JobID != "JOB_1" || got.State != engine.StateAvailable {
+		t.Fatalf("change %+v", got)
 	}
 	cancel()
-	f.waitSubscriptions(t, 0)
+	streams.waitOpen(t, 0)
 }

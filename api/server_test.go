@@ -3,7 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -28,13 +28,6 @@ func tokenOf(role engine.Role) string {
 		}
 	}
 	return ""
-}
-
-// setup returns a fake engine and a server over it.
-func setup(t *testing.T, opts ServerOptions) (*fakeCtl, *Server) {
-	t.Helper()
-	f := newFake()
-	return f, NewServer(f, opts)
 }
 
 // req describes one request of a test.
@@ -112,7 +105,7 @@ func wantStatus(t *testing.T, w *httptest.ResponseRecorder, status int) {
 }
 
 func TestSeedRequestsAsWritten(t *testing.T) {
-	f, srv := setup(t, ServerOptions{})
+	fx, srv := setup(t, ServerOptions{})
 
 	// curl 'http://127.0.0.1:8080/api/v1/jobs?state=archived&limit=50'
 	w := send(t, srv, req{method: "GET", path: "/api/v1/jobs?state=archived&limit=50"})
@@ -131,8 +124,8 @@ func TestSeedRequestsAsWritten(t *testing.T) {
 	w = send(t, srv, req{method: "GET", path: "/api/v1/jobs/JOB_1?include_payload=true"})
 	wantStatus(t, w, 200)
 	d := decode[engine.JobDetail](t, w)
-	if !strings.Contains(string(d.Job.Payload), `"customer":42`) || w.Header().Get("ETag") != `"1"` {
-		t.Fatalf("detail payload %s etag %q", d.Job.Payload, w.Header().Get("ETag"))
+	if !strings.Contains(string(d.Job.Payload), `"customer":42`) || w.Header().Get("ETag") != fmt.Sprintf(`"%d"`, d.Job.Version) {
+		t.Fatalf("detail payload %s etag %q for version %d", d.Job.Payload, w.Header().Get("ETag"), d.Job.Version)
 	}
 
 	// curl --request POST --header 'Idempotency-Key: redrive-JOB_ID-1' .../jobs/JOB_ID/retry
@@ -140,8 +133,8 @@ func TestSeedRequestsAsWritten(t *testing.T) {
 	retry := req{method: "POST", path: "/api/v1/jobs/JOB_1/retry", key: "redrive-JOB_1-1"}
 	w = send(t, srv, retry)
 	wantStatus(t, w, 200)
-	if f.state("JOB_1") != engine.StateAvailable {
-		t.Fatalf("JOB_1 is %s after retry", f.state("JOB_1"))
+	if st := fx.state(t, "JOB_1"); st != engine.StateAvailable {
+		t.Fatalf("JOB_1 is %s after retry", st)
 	}
 	again := send(t, srv, retry)
 	wantStatus(t, again, 200)
@@ -172,7 +165,7 @@ func TestSeedRequestsAsWritten(t *testing.T) {
 	if preview.Matched != 4 || len(preview.Sample) != 4 || preview.Operation != nil {
 		t.Fatalf("dry run: %+v", preview)
 	}
-	if f.state("JOB_3") != engine.StateArchived {
+	if fx.state(t, "JOB_3") != engine.StateArchived {
 		t.Fatal("the dry run changed a job")
 	}
 	w = bulk("billing-redrive-1", false)
@@ -182,25 +175,33 @@ func TestSeedRequestsAsWritten(t *testing.T) {
 		t.Fatalf("real run: %+v location %q", started.Operation, w.Header().Get("Location"))
 	}
 
-	// GET /api/v1/operations/{id} until completed.
-	var op engine.Operation
-	for range 10 {
-		w = send(t, srv, req{method: "GET", path: "/api/v1/operations/" + started.Operation.ID})
-		wantStatus(t, w, 200)
-		op = decode[engine.Operation](t, w)
-		if op.Status == engine.OperationCompleted {
-			break
-		}
+	// GET /api/v1/operations/{id} until completed. No engine here runs
+	// operations: the test runs it, as a started engine's loop would.
+	path := "/api/v1/operations/" + started.Operation.ID
+	w = send(t, srv, req{method: "GET", path: path})
+	wantStatus(t, w, 200)
+	if op := decode[engine.Operation](t, w); op.Status != engine.OperationPending {
+		t.Fatalf("operation before it ran: %+v", op)
 	}
-	if op.Status != engine.OperationCompleted || op.Succeeded != 4 {
+	if ran, err := fx.eng.RunOperation(context.Background()); !ran || err != nil {
+		t.Fatalf("run the operation: %v %v", ran, err)
+	}
+	w = send(t, srv, req{method: "GET", path: path})
+	wantStatus(t, w, 200)
+	// Of the four it matched, PILL_1 is refused: its fingerprint is
+	// quarantined.
+	if op := decode[engine.Operation](t, w); op.Status != engine.OperationCompleted || op.Succeeded != 3 || op.Failed != 1 {
 		t.Fatalf("operation: %+v", op)
 	}
-	if f.state("JOB_5") != engine.StateAvailable {
-		t.Fatalf("JOB_5 is %s after the operation", f.state("JOB_5"))
+	for id, want := range map[string]engine.State{"JOB_3": engine.StateAvailable, "JOB_5": engine.StateAvailable, "PILL_1": engine.StateArchived} {
+		if st := fx.state(t, id); st != want {
+			t.Fatalf("%s is %s after the operation, want %s", id, st, want)
+		}
 	}
 }
 
 func TestRoutesHappyPath(t *testing.T) {
+	file := newFixtureFile(t)
 	for _, tc := range []struct {
 		name   string
 		r      req
@@ -215,7 +216,7 @@ func TestRoutesHappyPath(t *testing.T) {
 		{"detail", req{method: "GET", path: "/api/v1/jobs/JOB_2"}, 200, `"timeline"`},
 		{"error groups", req{method: "GET", path: "/api/v1/error-groups?q=state:archived"}, 200, `"pattern":"card declined"`},
 		{"enqueue one", req{method: "POST", path: "/api/v1/jobs", body: `{"id":"n1","queue":"email","kind":"send","payload":{"to":"a"},"timeout":"30s"}`}, 201, `"id":"n1"`},
-		{"enqueue existing", req{method: "POST", path: "/api/v1/jobs", body: `{"id":"JOB_1","kind":"charge"}`}, 200, `"existing":true`},
+		{"enqueue existing", req{method: "POST", path: "/api/v1/jobs", body: `{"id":"JOB_1","queue":"billing","kind":"charge","payload":` + okPayload + `}`}, 200, `"existing":true`},
 		{"enqueue batch", req{method: "POST", path: "/api/v1/jobs", body: `[{"kind":"send"},{"kind":""}]`}, 200, `"reason":"invalid"`},
 		{"retry with body", req{method: "POST", path: "/api/v1/jobs/JOB_2/retry", body: `{"force":true}`}, 200, `"state":"available"`},
 		{"cancel", req{method: "POST", path: "/api/v1/jobs/WAIT_1/cancel"}, 200, `"state":"cancelled"`},
@@ -223,10 +224,10 @@ func TestRoutesHappyPath(t *testing.T) {
 		{"release", req{method: "POST", path: "/api/v1/jobs/HELD_1/release"}, 200, `"state":"available"`},
 		{"retry with input", req{method: "POST", path: "/api/v1/jobs/JOB_3/retry-with-input", body: `{"id":"JOB_3b","payload":{"customer":43}}`}, 201, `"retry_of":"JOB_3"`},
 		{"delete", req{method: "DELETE", path: "/api/v1/jobs/JOB_4"}, 200, `"deleted":true`},
-		{"edit payload", req{method: "PUT", path: "/api/v1/jobs/JOB_1/payload", body: `{"customer":7}`, header: map[string]string{"If-Match": `"1"`}}, 200, `"version":2`},
+		{"edit payload", req{method: "PUT", path: "/api/v1/jobs/JOB_1/payload", body: `{"customer":7}`, header: ifMatch(deadVersion)}, 200, fmt.Sprintf(`"version":%d`, deadVersion+1)},
 		{"operations", req{method: "GET", path: "/api/v1/operations?limit=10"}, 200, `"operations":[]`},
-		{"quarantine", req{method: "GET", path: "/api/v1/quarantine"}, 200, `"fingerprint":"fp-pill"`},
-		{"release fingerprint", req{method: "DELETE", path: "/api/v1/quarantine/fp-pill"}, 200, `{"released":1}`},
+		{"quarantine", req{method: "GET", path: "/api/v1/quarantine"}, 200, `"fingerprint":"` + pillFingerprint + `"`},
+		{"release fingerprint", req{method: "DELETE", path: "/api/v1/quarantine/" + pillFingerprint}, 200, `{"released":1}`},
 		{"queues", req{method: "GET", path: "/api/v1/queues"}, 200, `"name":"billing"`},
 		{"pause", req{method: "POST", path: "/api/v1/queues/billing/pause"}, 200, `"paused":true`},
 		{"resume", req{method: "POST", path: "/api/v1/queues/billing/resume"}, 200, `"paused":false`},
@@ -237,7 +238,7 @@ func TestRoutesHappyPath(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, srv := setup(t, ServerOptions{})
+			_, srv := file.setup(t, ServerOptions{})
 			w := send(t, srv, tc.r)
 			wantStatus(t, w, tc.status)
 			if !strings.Contains(w.Body.String(), tc.want) {
@@ -248,6 +249,9 @@ func TestRoutesHappyPath(t *testing.T) {
 }
 
 func TestErrorAnswers(t *testing.T) {
+	// No error answer changes anything, so the rows share one fixture,
+	// whose every snapshot stays the same while they run.
+	fx, srv := setup(t, ServerOptions{})
 	big := `{"action":"retry","ids":["` + strings.Repeat("x", DefaultMaxBody) + `"]}`
 	for _, tc := range []struct {
 		name   string
@@ -266,7 +270,7 @@ func TestErrorAnswers(t *testing.T) {
 		{"missing body", req{method: "POST", path: "/api/v1/jobs/actions"}, 400, "invalid"},
 		{"body on a body-less route", req{method: "POST", path: "/api/v1/jobs/WAIT_1/cancel", body: `{"why":"x"}`}, 400, "invalid"},
 		{"body over 2 MiB", req{method: "POST", path: "/api/v1/jobs/actions", body: big}, 413, "body_too_large"},
-		{"payload over the engine's limit", req{method: "PUT", path: "/api/v1/jobs/JOB_1/payload", body: `{"a":"` + strings.Repeat("x", 1<<20) + `"}`, header: map[string]string{"If-Match": `"1"`}}, 413, "payload_too_large"},
+		{"payload over the engine's limit", req{method: "PUT", path: "/api/v1/jobs/JOB_1/payload", body: `{"a":"` + strings.Repeat("x", 1<<20) + `"}`, header: ifMatch(deadVersion)}, 413, "payload_too_large"},
 		{"not JSON", req{method: "POST", path: "/api/v1/jobs/actions", body: `action=retry`, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}}, 415, "unsupported_media_type"},
 		{"no content type", req{method: "POST", path: "/api/v1/jobs/actions", body: `{"action":"retry","ids":["a"]}`, header: map[string]string{"Content-Type": ""}}, 415, "unsupported_media_type"},
 		{"missing job", req{method: "GET", path: "/api/v1/jobs/nope"}, 404, "not_found"},
@@ -276,9 +280,9 @@ func TestErrorAnswers(t *testing.T) {
 		{"stale If-Match", req{method: "PUT", path: "/api/v1/jobs/JOB_1/payload", body: `{"a":1}`, header: map[string]string{"If-Match": `"0"`}}, 412, "conflict"},
 		{"no If-Match", req{method: "PUT", path: "/api/v1/jobs/JOB_1/payload", body: `{"a":1}`}, 428, "precondition_required"},
 		{"bad If-Match", req{method: "PUT", path: "/api/v1/jobs/JOB_1/payload", body: `{"a":1}`, header: map[string]string{"If-Match": `*`}}, 400, "invalid"},
-		{"payload not an object", req{method: "PUT", path: "/api/v1/jobs/JOB_1/payload", body: `[1]`, header: map[string]string{"If-Match": `"1"`}}, 400, "invalid"},
+		{"payload not an object", req{method: "PUT", path: "/api/v1/jobs/JOB_1/payload", body: `[1]`, header: ifMatch(deadVersion)}, 400, "invalid"},
 		{"quarantined", req{method: "POST", path: "/api/v1/jobs/PILL_1/retry"}, 423, "quarantined"},
-		{"quarantined enqueue", req{method: "POST", path: "/api/v1/jobs", body: `{"kind":"pill"}`}, 423, "quarantined"},
+		{"quarantined enqueue", req{method: "POST", path: "/api/v1/jobs", body: `{"kind":"charge","payload":` + pillPayload + `}`}, 423, "quarantined"},
 		{"no idempotency key", req{method: "POST", path: "/api/v1/jobs/JOB_1/retry", key: "-"}, 400, "idempotency_key_missing"},
 		{"unknown query parameter", req{method: "GET", path: "/api/v1/jobs?status=archived"}, 400, "invalid"},
 		{"bad limit", req{method: "GET", path: "/api/v1/jobs?limit=ten"}, 400, "invalid"},
@@ -293,8 +297,7 @@ func TestErrorAnswers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f, srv := setup(t, ServerOptions{})
-			before := f.mutationCount()
+			before := fx.snapshot(t)
 			w := send(t, srv, tc.r)
 			wantStatus(t, w, tc.status)
 			if ct := w.Header().Get("Content-Type"); ct != "application/json" {
@@ -304,10 +307,9 @@ func TestErrorAnswers(t *testing.T) {
 			if b.Error == "" || b.Reason != tc.reason {
 				t.Fatalf("body %+v, want reason %s", b, tc.reason)
 			}
-			if tc.status == 400 || tc.status == 413 || tc.status == 415 || tc.status == 428 {
-				if f.mutationCount() != before {
-					t.Fatal("a refused request changed something")
-				}
+			// Refused by the server, or by the engine before it wrote.
+			if after := fx.snapshot(t); after != before {
+				t.Fatalf("a refused request changed something:\n%s\nafter:\n%s", before, after)
 			}
 		})
 	}
@@ -315,13 +317,21 @@ func TestErrorAnswers(t *testing.T) {
 
 func TestUnsupportedAndStoreDown(t *testing.T) {
 	t.Parallel()
+	fx := newFixture(t)
 	// A Control without Enqueuer: POST /jobs is 501.
-	srv := NewServer(struct{ engine.Control }{newFake()}, ServerOptions{})
-	w := send(t, srv, req{method: "POST", path: "/api/v1/jobs", body: `{"kind":"x"}`})
+	w := send(t, NewServer(struct{ engine.Control }{fx.eng}, ServerOptions{}), req{method: "POST", path: "/api/v1/jobs", body: `{"kind":"x"}`})
 	wantStatus(t, w, 501)
 
-	f, srv := setup(t, ServerOptions{})
-	f.down = errors.New("database is locked")
+	// A store that does not serve a route: 501.
+	w = send(t, NewServer(queuesUnsupported{fx.eng}, ServerOptions{}), req{method: "GET", path: "/api/v1/queues"})
+	wantStatus(t, w, 501)
+
+	// The store is gone: 503, which a client may retry; the process is
+	// still alive.
+	srv := NewServer(fx.eng, ServerOptions{})
+	if err := fx.store.Close(); err != nil {
+		t.Fatal(err)
+	}
 	w = send(t, srv, req{method: "GET", path: "/api/v1/jobs"})
 	wantStatus(t, w, 503)
 	if w.Header().Get("Retry-After") == "" {
@@ -331,25 +341,32 @@ func TestUnsupportedAndStoreDown(t *testing.T) {
 	wantStatus(t, w, 503)
 	w = send(t, srv, req{method: "GET", path: "/api/v1/healthz"})
 	wantStatus(t, w, 200)
-
-	f.down = engine.ErrUnsupported
-	w = send(t, srv, req{method: "GET", path: "/api/v1/queues"})
-	wantStatus(t, w, 501)
 }
 
+// TestRecoversFromPanic: a panic in the engine answers 500, and a
+// mutation's key is freed: the same request runs again (and panics
+// again).
 func TestRecoversFromPanic(t *testing.T) {
 	t.Parallel()
-	srv := NewServer(panicky{newFake()}, ServerOptions{})
-	w := send(t, srv, req{method: "GET", path: "/api/v1/queues"})
-	wantStatus(t, w, 500)
-	w = send(t, srv, req{method: "POST", path: "/api/v1/queues/billing/pause", key: "p1"})
-	wantStatus(t, w, 500)
-	// The key was freed: the same request runs again (and panics again).
-	w = send(t, srv, req{method: "POST", path: "/api/v1/queues/billing/pause", key: "p1"})
-	wantStatus(t, w, 500)
+	for _, tc := range []struct {
+		name string
+		ctl  func(*engine.Engine) engine.Control
+		r    req
+	}{
+		{"read", func(e *engine.Engine) engine.Control { return queuesPanics{e} }, req{method: "GET", path: "/api/v1/queues"}},
+		{"mutation", func(e *engine.Engine) engine.Control { return pausePanics{e} }, req{method: "POST", path: "/api/v1/queues/billing/pause", key: "p1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			fx := newFixture(t)
+			srv := NewServer(tc.ctl(fx.eng), ServerOptions{})
+			wantStatus(t, send(t, srv, tc.r), 500)
+			wantStatus(t, send(t, srv, tc.r), 500)
+		})
+	}
 }
 
-type panicky struct{ *fakeCtl }
-
-func (panicky) Queues(context.Context) ([]engine.QueueInfo, error) { panic("boom") }
-func (panicky) PauseQueue(context.Context, string) error           { panic("boom") }
+// ifMatch is the If-Match header of an edit of a job at version.
+func ifMatch(version int64) map[string]string {
+	return map[string]string{"If-Match": fmt.Sprintf(`"%d"`, version)}
+}
