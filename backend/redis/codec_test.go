@@ -6,6 +6,7 @@ import (
 	"os"
 	"reflect"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -24,6 +25,9 @@ func TestUnpackJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The 70,000-job table is read whole as plain Redis replies: on a
+	// loaded machine that outlasts go-redis's 3 s read timeout.
+	o.ReadTimeout = time.Minute
 	c := goredis.NewClient(o)
 	t.Cleanup(func() { c.Close() })
 	ctx := context.Background()

@@ -429,7 +429,9 @@ func TestOrderWorkflow(t *testing.T) {
 	store := sqlitetest.New(t)
 	e := newEngine(t, store, nil)
 	ctx := context.Background()
-	until := time.Now().Add(4 * time.Second).UTC()
+	// 15 s: at load 38 the first charge came after a 4 s outage had
+	// ended, and the order that must die completed.
+	until := time.Now().Add(15 * time.Second).UTC()
 	ok, err := e.Enqueue(ctx, engine.EnqueueParams{Queue: demo.QueueBilling, Kind: demo.KindOrderFulfil,
 		Args: demo.Order{Order: "ORD-1", AmountCents: 100}})
 	if err != nil {
