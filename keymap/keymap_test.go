@@ -142,6 +142,7 @@ func TestLoadErrors(t *testing.T) {
 		{"unknown action", `{"retri": "x"}`, `line 1: unknown action "retri" (did you mean "retry"?)`},
 		{"unknown action far from any", "# mine\nfrobnicate: x\n", `line 2: unknown action "frobnicate"; actions: up, down,`},
 		{"not a mapping", `retry = R`, "line 1: want a mapping of action to keys"},
+		{"config.yaml's section whole", "keys:\n  retry: R\n", `line 1: unknown action "keys": a keys file holds the actions at its top level`},
 		{"not YAML", `{"retry": "R"`, "yaml: line 1"},
 		{"conflict", "cancel: C\nretry: d\n", `line 2: key "d" is bound to both "retry" and "delete"`},
 		{"empty key", `{"retry": ""}`, `line 1: retry: empty key`},

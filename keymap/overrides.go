@@ -142,6 +142,10 @@ func ParseNode(source string, node *yaml.Node) (Overrides, error) {
 		}
 		name := k.Value
 		if !slices.Contains(names, name) {
+			if name == "keys" && v.Kind == yaml.MappingNode {
+				// config.yaml's section copied whole into a keys file.
+				return Overrides{}, lineErrorf(k.Line, `unknown action "keys": a keys file holds the actions at its top level (retry: R), what config.yaml holds under keys:`)
+			}
 			if s := suggest.Closest(name, names); s != "" {
 				return Overrides{}, lineErrorf(k.Line, "unknown action %q (did you mean %q?)", name, s)
 			}
