@@ -292,7 +292,9 @@ func TestSSHConsoleSessions(t *testing.T) {
 	op.keys("\x1b[B", "\x1b[F", "\x7f", "42", "\x13") // down, end, backspace, "42", ctrl+s
 	op.waitFor("payload saved (version")
 	edited := ""
-	page, err := e.ListJobs(context.Background(), engine.ListJobsParams{Filter: engine.Filter{States: []engine.State{engine.StateArchived}}})
+	// Every state: the job edited may be the one just retried, running
+	// or dying again on a loaded machine, not yet back among the dead.
+	page, err := e.ListJobs(context.Background(), engine.ListJobsParams{Filter: engine.Filter{States: engine.AllStates}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -111,8 +111,9 @@ func TestWaitingSheetAndChildren(t *testing.T) {
 	s.typeText("filter id:par-1")
 	s.keys("<enter>")
 	// The filtered list loads before enter opens its row: an enter in
-	// the reload's gap finds no row, on a loaded machine.
-	s.waitGone("sig-1")
+	// the reload's gap finds no row, on a loaded machine ("1 of 1" is
+	// the loaded list's footer; the list before it said "1 of 2").
+	s.waitFor("1 of 1")
 	s.keys("<enter>")
 	screen := s.waitFor("job par-1", "waits for", "children 1/3 done (step 2 all)", "…  2 all", "par-1~s1.1 · archived")
 	for _, want := range []string{"par-1~s1.0 · completed", "par-1~s1.2 · available"} {
