@@ -44,6 +44,7 @@ func uniqueChecks() []check {
 		{name: "EightGoroutinesOneJob", fn: testUniqueConcurrent},
 		{name: "BadInputRefused", fn: testUniqueBadInput},
 		{name: "RetryRefusedNamesHolder", fn: testUniqueRetryRefused},
+		{name: "BulkRetryCountsHeld", fn: testUniqueBulkRetry},
 	}
 }
 
@@ -369,12 +370,27 @@ func testUniqueRetryRefused(t *testing.T, h Harness) {
 	}
 }
 
-// testUniqueBulkRefused retries in bulk every archived job: the held ones
-// are counted as failed, and the operation's error names a holder.
-func testUniqueBulkRefused(t *testing.T, f *ctlFixture, dead, holders []string) {
-	t.Helper()
+// testUniqueBulkRetry retries in bulk every archived job of billing: the
+// ones whose key a live job holds are counted failed, and the
+// operation's error says how many and names a holder; two dead jobs of
+// one free key are not both retried; the rest are retried.
+func testUniqueBulkRetry(t *testing.T, h Harness) {
+	f := newUnique(t, h)
 	if !backend.Declares(f.s, backend.CapabilityOperations) {
-		return
+		t.Skip("SKIP: no bulk operations")
+	}
+	dead, holders := f.uniqueDeadAndHolder(t, "bulk", 3)
+	// Two dead jobs of one key nobody holds: one is retried, the other
+	// refused with the first as holder. And a plain dead job.
+	u := &engine.UniqueOpts{ByPayload: true}
+	for _, id := range []string{"twin-a", "twin-b"} {
+		f.enqueueMany(t, engine.EnqueueParams{ID: id, Queue: "billing", Kind: "fail", MaxAttempts: 1, Unique: u, Payload: json.RawMessage(`{"msg":"twin"}`)})
+		waitState(t, f.s, id, engine.StateArchived)
+	}
+	f.enqueueMany(t, engine.EnqueueParams{ID: "plain", Queue: "billing", Kind: "fail", MaxAttempts: 1, Payload: json.RawMessage(`{"msg":"plain"}`)})
+	waitState(t, f.s, "plain", engine.StateArchived)
+	if err := f.c.PauseQueue(f.ctx, "billing"); err != nil {
+		t.Fatal(err)
 	}
 	r, err := f.c.Bulk(f.ctx, engine.BulkParams{Action: engine.ActionRetry, Selector: mustQuery(t, "state:archived queue:billing"), DryRun: true})
 	if err != nil {
@@ -385,15 +401,24 @@ func testUniqueBulkRefused(t *testing.T, f *ctlFixture, dead, holders []string) 
 		t.Fatal(err)
 	}
 	op := f.waitOperation(t, r.Operation.ID)
-	if op.Failed != int64(len(dead)) || op.Succeeded != 0 {
-		t.Fatalf("bulk retry: %+v, want %d failed (held)", op, len(dead))
+	if op.Failed != int64(len(dead)+1) || op.Succeeded != 2 {
+		t.Fatalf("bulk retry: %+v, want %d failed (held) and 2 retried", op, len(dead)+1)
 	}
-	if !strings.Contains(op.Error, "held") || !strings.Contains(op.Error, holders[0]) && !strings.Contains(op.Error, holders[len(holders)-1]) {
-		t.Fatalf("bulk retry error %q does not say the keys are held and by what", op.Error)
+	named := false
+	for _, h := range append(holders, "twin-a") {
+		named = named || strings.Contains(op.Error, "held by "+h)
 	}
-	for _, id := range dead {
+	if !strings.Contains(op.Error, fmt.Sprintf("%d refused by this run because a live job holds their unique key", len(dead)+1)) || !named {
+		t.Fatalf("bulk retry error %q does not say how many keys are held and by what", op.Error)
+	}
+	for _, id := range append(dead, "twin-b") {
 		if j := getJob(t, f.s, id); j.State != engine.StateArchived {
 			t.Fatalf("bulk retry changed held job %s: %s", id, describe(j))
+		}
+	}
+	for _, id := range []string{"twin-a", "plain"} {
+		if j := getJob(t, f.s, id); j.State != engine.StateAvailable {
+			t.Fatalf("bulk retry left %s: %s", id, describe(j))
 		}
 	}
 }

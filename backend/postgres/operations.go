@@ -353,6 +353,9 @@ func (b *batch) run(ctx context.Context) error {
 type candidate struct {
 	id, queue, state, fingerprint string
 	quarantined                   bool
+	// uniqueKey is the job's key when the move may take it
+	// (ActionSpec.MayTakeUniqueKey), holder the other job holding it.
+	uniqueKey, holder string
 }
 
 // pick locks the jobs the batch takes among the next window ids past its
@@ -376,7 +379,7 @@ func (b *batch) pick(ctx context.Context, window int) ([]candidate, *string, err
 	var found []candidate
 	for rows.Next() {
 		var c candidate
-		if err := rows.Scan(&c.id, &c.queue, &c.state, &c.fingerprint, &c.quarantined); err != nil {
+		if err := rows.Scan(&c.id, &c.queue, &c.state, &c.fingerprint, &c.quarantined, &c.uniqueKey, &c.holder); err != nil {
 			rows.Close()
 			return nil, nil, fmt.Errorf("postgres: select jobs: %w", err)
 		}
@@ -418,7 +421,17 @@ func (b *batch) pickQuery(end *string) (string, []any, error) {
 	if p.Spec.Refuses(backend.RefuseQuarantined) {
 		quarantined = tx.q("fingerprint IN (SELECT fingerprint FROM {s}.fingerprints WHERE status = 'quarantined')")
 	}
-	q := tx.q("SELECT id, queue, state, fingerprint, "+quarantined+" FROM {s}.jobs WHERE ") + rng.sql() +
+	// A job whose move would take its unique key comes with the job
+	// holding it, if any. One that takes it from under a concurrent
+	// insert fails the batch on jobs_unique_key; the next batch, in a
+	// new transaction, names the holder.
+	unique := "'', ''"
+	if bit := sluicetype.UniqueStateBit(p.Spec.To); p.Spec.MayTakeUniqueKey() && bit != 0 {
+		unique = tx.q(fmt.Sprintf(`CASE WHEN j.unique_key <> '' AND (j.unique_states & %d) <> 0 THEN j.unique_key ELSE '' END,
+			CASE WHEN j.unique_key <> '' AND (j.unique_states & %d) <> 0 THEN COALESCE((SELECT h.id FROM {s}.jobs h
+			WHERE h.unique_key = j.unique_key AND h.id <> j.id AND %s LIMIT 1), '') ELSE '' END`, bit, bit, uniqueHoldsSQL("h")))
+	}
+	q := tx.q("SELECT id, queue, state, fingerprint, "+quarantined+", "+unique+" FROM {s}.jobs j WHERE ") + rng.sql() +
 		" ORDER BY id LIMIT " + rng.a.add(b.limit)
 	if !b.unlocked {
 		q += " FOR UPDATE"
@@ -458,10 +471,24 @@ func (b *batch) apply(ctx context.Context, found []candidate, end *string) error
 	}
 	var ids []string
 	var taken []candidate
+	var keys map[string]string // unique key -> the job of this batch taking it
 	for _, c := range found {
 		if c.quarantined {
 			b.refused = append(b.refused, &sluicetype.QuarantinedError{Verb: string(p.Spec.Action), ID: c.id, Fingerprint: c.fingerprint})
 			continue
+		}
+		if c.uniqueKey != "" {
+			if c.holder == "" {
+				c.holder = keys[c.uniqueKey]
+			}
+			if c.holder != "" {
+				b.refused = append(b.refused, &sluicetype.UniqueHeldError{Verb: string(p.Spec.Action), ID: c.id, Key: c.uniqueKey, HolderID: c.holder})
+				continue
+			}
+			if keys == nil {
+				keys = map[string]string{}
+			}
+			keys[c.uniqueKey] = c.id
 		}
 		ids = append(ids, c.id)
 		taken = append(taken, c)

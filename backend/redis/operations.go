@@ -358,7 +358,9 @@ func goFiltered(f *sluicetype.Filter) bool {
 // batch has written nothing yet, is refused as "RETRY".
 //
 // Returns {"over", op} for an operation that is no longer running, or
-// {"ok", op, cursor, exhausted (0|1), refused (id US fingerprint ...)}.
+// {"ok", op, cursor, exhausted (0|1), refused (id US fingerprint ...)}; a
+// job refused because another job holds its unique key has "U holder
+// key" in its fingerprint's place (a fingerprint is hex: never "U ...").
 // Errors: "NOTFOUND", "LEASE", "RETRY" (a job changed since the Go side
 // judged it: nothing was written, run the batch again).
 var luaOpBatch = script(`
@@ -472,7 +474,8 @@ end
 -- selector tests them) are not read: commit then writes them whatever
 -- the job held, which is the same change.
 local BF = {F.id, F.queue, F.kind, F.priority, F.state, F.attempt, F.max_attempts, F.crash_attempt, F.fingerprint,
-  F.scheduled_at, F.deadline, F.state_changed_at, F.lease_expires, F.version, F.superseded_by, F.pattern}
+  F.scheduled_at, F.deadline, F.state_changed_at, F.lease_expires, F.version, F.superseded_by, F.pattern,
+  F.unique_key, F.unique_states}
 if A.f_ca ~= '' or A.f_cb ~= '' then BF[#BF + 1] = F.created_at end
 if A.f_fa ~= '' or A.f_fb ~= '' then BF[#BF + 1] = F.finalized_at end
 local function loadb(id)
@@ -534,9 +537,18 @@ while true do
         quar[fp] = q
       end
     end
+    local uh = nil
+    if not q and (J[F.unique_key] or '') ~= '' and not S.del and uholds(S.to, J[F.unique_states])
+      and not uholds(J[F.state], J[F.unique_states]) then
+      local hid = uholder(J[F.unique_key])
+      if hid and hid ~= J[F.id] then uh = 'U ' .. hid .. ' ' .. J[F.unique_key] end
+    end
     if q then
       refused[#refused + 1] = J[F.id]
       refused[#refused + 1] = fp
+    elseif uh then
+      refused[#refused + 1] = J[F.id]
+      refused[#refused + 1] = uh
     else
       if A.ev == '1' then event(J[F.id], A.ev_kind, A.ev_actor, J[F.state], A.ev_to, J[F.attempt], A.ev_msg) end
       if S.del then
@@ -669,6 +681,11 @@ func (s *Store) OperationProcessBatch(ctx context.Context, p *backend.OperationP
 	}
 	ref := strs(rep[4])
 	for i := 0; i+1 < len(ref); i += 2 {
+		if held, ok := strings.CutPrefix(ref[i+1], "U "); ok {
+			holder, key, _ := strings.Cut(held, " ")
+			out.Refused = append(out.Refused, &sluicetype.UniqueHeldError{Verb: string(p.Spec.Action), ID: ref[i], Key: key, HolderID: holder})
+			continue
+		}
 		out.Refused = append(out.Refused, &sluicetype.QuarantinedError{Verb: string(p.Spec.Action), ID: ref[i], Fingerprint: ref[i+1]})
 	}
 	if p.Spec.To == sluicetype.StateAvailable {
