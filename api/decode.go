@@ -72,6 +72,7 @@ type selectorWire struct {
 	Tags   []string       `json:"tags,omitempty"`
 
 	Fingerprint       string             `json:"fingerprint,omitempty"`
+	UniqueKey         string             `json:"unique_key,omitempty"`
 	Error             string             `json:"error,omitempty"`
 	ErrorPattern      string             `json:"error_pattern,omitempty"`
 	Payload           []engine.PathMatch `json:"payload,omitempty"`
@@ -123,6 +124,7 @@ func (s *selectorWire) filter() (engine.Filter, error) {
 		v    string
 	}{
 		{"fingerprint", &f.Fingerprint, s.Fingerprint},
+		{"unique_key", &f.UniqueKey, s.UniqueKey},
 		{"error", &f.Error, s.Error},
 		{"error_pattern", &f.ErrorPattern, s.ErrorPattern},
 	}

@@ -186,7 +186,8 @@ type UniqueHeldError struct {
 }
 
 func (e *UniqueHeldError) Error() string {
-	return fmt.Sprintf("%s job %s: %v: its unique key %s is held by live job %s", e.Verb, e.ID, ErrConflict, e.Key, e.HolderID)
+	// The holder first: a console's toast cut to its width still names it.
+	return fmt.Sprintf("%s job %s: %v: live job %s holds its unique key %s", e.Verb, e.ID, ErrConflict, e.HolderID, e.Key)
 }
 
 // Unwrap makes the error match ErrConflict.

@@ -63,16 +63,10 @@ func (f *ctlFixture) enqueueMany(t *testing.T, ps ...engine.EnqueueParams) []eng
 	return res
 }
 
-// countKey counts the jobs of queue later carrying key.
+// countKey counts the jobs carrying key, by listing unique:KEY.
 func (f *ctlFixture) countKey(t *testing.T, key string) int {
 	t.Helper()
-	n := 0
-	for _, j := range f.listAll(t, mustQuery(t, "queue:later"), 100) {
-		if j.UniqueKey == key {
-			n++
-		}
-	}
-	return n
+	return len(f.listAll(t, mustQuery(t, "unique:"+key), 50))
 }
 
 func testUniqueDuplicate(t *testing.T, h Harness) {

@@ -116,6 +116,9 @@ func (w *where) addFilter(f *sluicetype.Filter) error {
 	if f.Fingerprint != "" {
 		w.add(fingerprintIs(w.fps, "", w.a.add(f.Fingerprint)))
 	}
+	if f.UniqueKey != "" {
+		w.add("unique_key = " + w.a.add(f.UniqueKey) + "::text")
+	}
 	if len(f.Tags) > 0 {
 		w.add("tags && " + w.a.add(f.Tags) + "::text[]")
 	}

@@ -333,7 +333,7 @@ func goFiltered(f *sluicetype.Filter) bool {
 // script may take: its walk, index writes included, stops at seven
 // eighths of it), ttl ("s:ns"), cutoff (a time); the spec (s_ prefix,
 // as luaAction); the selector's indexed conditions f_states, f_queues,
-// f_kinds, f_ids (joined by US), f_fp, f_ep, f_ca, f_cb, f_fa, f_fb
+// f_kinds, f_ids (joined by US), f_fp, f_uk, f_ep, f_ca, f_cb, f_fa, f_fb
 // (times or ""), f_sup ("1" takes superseded jobs in); f_more ("1": the
 // selector has conditions only the Go side evaluates, whose verdicts
 // f_verdicts lists as id US version US 0|1 records joined by RS); and the
@@ -506,6 +506,7 @@ while true do
   if ok and #kinds > 0 then ok = ks[J[F.kind]] end
   if ok and #ids > 0 then ok = is[J[F.id]] end
   if ok and A.f_fp ~= '' then ok = J[F.fingerprint] == A.f_fp end
+  if ok and A.f_uk ~= '' then ok = J[F.unique_key] == A.f_uk end
   if ok and A.f_ep ~= '' then ok = J[F.pattern] == A.f_ep end
   if ok and A.f_ca ~= '' then ok = J[F.created_at] > A.f_ca end
   if ok and A.f_cb ~= '' then ok = J[F.created_at] < A.f_cb end
@@ -620,7 +621,7 @@ func (s *Store) OperationProcessBatch(ctx context.Context, p *backend.OperationP
 		"limit", strconv.Itoa(limit), "window", strconv.Itoa(window),
 		"budget", strconv.FormatInt(cmp.Or(s.batchBudget, batchScriptBudget).Microseconds(), 10), "ttl", dstr(ttl), "cutoff", tstr(p.Cutoff),
 		"f_states", joinStates(sel.States), "f_queues", strings.Join(sel.Queues, us), "f_kinds", strings.Join(sel.Kinds, us),
-		"f_ids", strings.Join(sel.IDs, us), "f_fp", sel.Fingerprint, "f_ep", sel.ErrorPattern,
+		"f_ids", strings.Join(sel.IDs, us), "f_fp", sel.Fingerprint, "f_uk", sel.UniqueKey, "f_ep", sel.ErrorPattern,
 		"f_ca", tptr(sel.CreatedAfter), "f_cb", tptr(sel.CreatedBefore), "f_fa", tptr(sel.FinalizedAfter),
 		"f_fb", tptr(sel.FinalizedBefore), "f_sup", flag(sel.IncludeSuperseded),
 		"ev", flag(p.Spec.Event != ""), "ev_kind", string(p.Event.Kind), "ev_actor", p.Event.Actor,

@@ -129,6 +129,9 @@ func (w *where) addFilter(f *sluicetype.Filter) error {
 	if f.Fingerprint != "" {
 		w.add("fingerprint = ?", f.Fingerprint)
 	}
+	if f.UniqueKey != "" {
+		w.add("unique_key = ?", f.UniqueKey)
+	}
 	if len(f.Tags) > 0 {
 		var b strings.Builder
 		b.WriteString("EXISTS (SELECT 1 FROM json_each(jobs.tags) WHERE value IN (")
