@@ -144,48 +144,60 @@ func (s *Store) JobInsertMany(ctx context.Context, p *backend.JobInsertManyParam
 		}
 		counts := countDeltas{}
 		wake := map[string]bool{}
+		added := func(jp *backend.JobInsertParams, j *sluicetype.Job) {
+			counts.move(jp.Queue, "", j.State, 1)
+			if j.State == sluicetype.StateAvailable {
+				wake[jp.Queue] = true
+				avail = append(avail, j)
+			}
+		}
+		var rest []int // the items not written: their id or unique key is taken
 		for _, i := range idx {
 			jp, j := p.Jobs[i], res[i].Job
 			if fresh[jp.ID] {
 				delete(fresh, jp.ID) // a second item of the same id is not new
-				counts.move(jp.Queue, "", j.State, 1)
-				if j.State == sluicetype.StateAvailable {
-					wake[jp.Queue] = true
-					avail = append(avail, j)
-				}
+				added(jp, j)
 				continue
 			}
-			// The id exists: the same job again, or a conflict. Or the
-			// unique key is held.
-			j.UniqueKey = jp.UniqueKey
+			rest = append(rest, i)
+		}
+		// The jobs they met, read in two statements for the batch: by id
+		// (the same job again, or a conflict), then by unique key for
+		// the ids that do not exist (the key's holder).
+		byID, byKey, err := s.insertMet(ctx, tx, p.Jobs, rest)
+		if err != nil {
+			return err
+		}
+		for _, i := range rest {
+			jp, j := p.Jobs[i], res[i].Job
 			res[i].Job = nil
-			old, err := scanJob(tx.QueryRow(ctx, tx.q(sqlGetJobNoPay), jp.ID))
-			if errors.Is(err, pgx.ErrNoRows) && jp.UniqueKey != "" {
-				holder, inserted, err := s.insertUnique(ctx, tx, jp, j, uks, uss)
-				if err != nil {
-					return err
-				}
-				if inserted {
-					res[i].Job = j
-					counts.move(jp.Queue, "", j.State, 1)
-					if j.State == sluicetype.StateAvailable {
-						wake[jp.Queue] = true
-						avail = append(avail, j)
-					}
+			if old, ok := byID[jp.ID]; ok {
+				if old.Queue != jp.Queue || old.Kind != jp.Kind || old.Fingerprint != jp.Fingerprint {
+					res[i].Err = &sluicetype.IDTakenError{ID: jp.ID}
 					continue
 				}
+				res[i].Job, res[i].Existing = old, true
+				continue
+			}
+			if holder, ok := byKey[jp.UniqueKey]; ok && jp.UniqueKey != "" {
 				res[i].Job, res[i].Existing = holder, true
 				continue
 			}
-			if err != nil {
-				return fmt.Errorf("postgres: insert job %s: %w", jp.ID, err)
+			if jp.UniqueKey == "" {
+				return fmt.Errorf("postgres: insert job %s: not written, and no job has its id", jp.ID)
 			}
-			if old.Queue != jp.Queue || old.Kind != jp.Kind || old.Fingerprint != jp.Fingerprint {
-				res[i].Err = &sluicetype.IDTakenError{ID: jp.ID}
+			// The holder left its holding states since the insert (another
+			// session's commit): settle this one alone.
+			holder, inserted, err := s.insertUnique(ctx, tx, jp, j)
+			if err != nil {
+				return err
+			}
+			if inserted {
+				res[i].Job = j
+				added(jp, j)
 				continue
 			}
-			res[i].Job = old
-			res[i].Existing = true
+			res[i].Job, res[i].Existing = holder, true
 		}
 		tx.keep(res)
 		if err := s.applyCounts(ctx, tx, counts); err != nil {
@@ -202,6 +214,52 @@ func (s *Store) JobInsertMany(ctx context.Context, p *backend.JobInsertManyParam
 	return res, nil
 }
 
+// sqlJobsByID and sqlUniqueHolders read the jobs an insert met: by id,
+// and the holders of unique keys.
+var (
+	sqlJobsByID      = `SELECT ` + jobColumnsNoPayload + ` FROM {s}.jobs WHERE id = ANY($1::text[])`
+	sqlUniqueHolders = `SELECT ` + jobColumnsNoPayload + ` FROM {s}.jobs WHERE unique_key = ANY($1::text[]) AND ` + uniqueHoldsSQL("")
+)
+
+// insertMet reads, for the items rest of jobs that the insert did not
+// write, the jobs of their ids and the holders of the unique keys of
+// those whose id no job has.
+func (s *Store) insertMet(ctx context.Context, tx *wtx, jobs []*backend.JobInsertParams, rest []int) (byID, byKey map[string]*sluicetype.Job, err error) {
+	if len(rest) == 0 {
+		return nil, nil, nil
+	}
+	ids := make([]string, len(rest))
+	for k, i := range rest {
+		ids[k] = jobs[i].ID
+	}
+	found, err := collectJobs(tx.Query(ctx, tx.q(sqlJobsByID), ids))
+	if err != nil {
+		return nil, nil, fmt.Errorf("postgres: insert jobs: %w", err)
+	}
+	byID = make(map[string]*sluicetype.Job, len(found))
+	for _, j := range found {
+		byID[j.ID] = j
+	}
+	var keys []string
+	for _, i := range rest {
+		if jp := jobs[i]; byID[jp.ID] == nil && jp.UniqueKey != "" {
+			keys = append(keys, jp.UniqueKey)
+		}
+	}
+	if len(keys) == 0 {
+		return byID, nil, nil
+	}
+	holders, err := collectJobs(tx.Query(ctx, tx.q(sqlUniqueHolders), keys))
+	if err != nil {
+		return nil, nil, fmt.Errorf("postgres: insert jobs: unique keys: %w", err)
+	}
+	byKey = make(map[string]*sluicetype.Job, len(holders))
+	for _, j := range holders {
+		byKey[j.UniqueKey] = j
+	}
+	return byID, byKey, nil
+}
+
 // sqlUniqueHolder reads the job holding a unique key.
 var sqlUniqueHolder = `SELECT ` + jobColumnsNoPayload + ` FROM {s}.jobs WHERE unique_key = $1 AND ` + uniqueHoldsSQL("")
 
@@ -211,7 +269,7 @@ var sqlUniqueHolder = `SELECT ` + jobColumnsNoPayload + ` FROM {s}.jobs WHERE un
 // (another session's commit), it inserts the job again and reports
 // whether that wrote it. The index decides every time; nothing is
 // checked and then inserted.
-func (s *Store) insertUnique(ctx context.Context, tx *wtx, jp *backend.JobInsertParams, j *sluicetype.Job, uks []string, uss []int32) (*sluicetype.Job, bool, error) {
+func (s *Store) insertUnique(ctx context.Context, tx *wtx, jp *backend.JobInsertParams, j *sluicetype.Job) (*sluicetype.Job, bool, error) {
 	tg, err := json.Marshal(jp.Tags)
 	if err != nil || len(jp.Tags) == 0 {
 		tg = []byte("[]")
