@@ -331,18 +331,19 @@ func isUniqueHeld(err error) bool {
 
 // uniqueHoldsSQL is true of a row (of alias, "" for none) that holds its
 // unique key: its state's bit (sluicetype.UniqueStateBit) is set in its
-// unique_states, the condition of the partial index jobs_unique_key
-// (migration 0011).
+// unique_states. It is written as the expression of jobs_unique_key
+// (migration 0011) equal to the empty string, the holders' value there, so that the
+// planner finds a key's holder in that index.
 func uniqueHoldsSQL(alias string) string {
 	if alias != "" {
 		alias += "."
 	}
 	var b strings.Builder
-	b.WriteString("(" + alias + "unique_key <> '' AND (" + alias + "unique_states & (CASE " + alias + "state")
+	b.WriteString("(" + alias + "unique_key <> '' AND (CASE WHEN (" + alias + "unique_states & (CASE " + alias + "state")
 	for _, st := range sluicetype.AllStates {
 		fmt.Fprintf(&b, " WHEN '%s' THEN %d", st, sluicetype.UniqueStateBit(st))
 	}
-	b.WriteString(" ELSE 0 END)) <> 0)")
+	b.WriteString(" ELSE 0 END)) <> 0 THEN '' ELSE " + alias + "id END) = '')")
 	return b.String()
 }
 

@@ -130,7 +130,10 @@ func (w *where) addFilter(f *sluicetype.Filter) error {
 		w.add("fingerprint = ?", f.Fingerprint)
 	}
 	if f.UniqueKey != "" {
+		// The second term lets SQLite take jobs_unique_key, a partial
+		// index over the jobs with a key.
 		w.add("unique_key = ?", f.UniqueKey)
+		w.add("unique_key <> ''")
 	}
 	if len(f.Tags) > 0 {
 		var b strings.Builder

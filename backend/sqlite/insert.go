@@ -159,13 +159,11 @@ func (s *Store) JobInsertMany(ctx context.Context, p *backend.JobInsertManyParam
 }
 
 // sqlUniqueHolds is true of a row that holds its unique key: its state's
-// bit (sluicetype.UniqueStateBit) is set in its unique_states. It is the
-// condition of the partial index jobs_unique_key (migration 0009).
+// bit (sluicetype.UniqueStateBit) is set in its unique_states. It is
+// written as the expression of jobs_unique_key (migration 0009) equal to
+// the empty string, the holders' value there, so that SQLite finds a key's holder in
+// that index.
 var sqlUniqueHolds = uniqueHoldsSQL("")
-
-// sqlUniqueHolder finds the job holding a unique key (jobs_unique_key
-// admits at most one).
-var sqlUniqueHolder = `SELECT ` + jobColumnsNoPayload + ` FROM jobs WHERE unique_key = ?1 AND ` + sqlUniqueHolds
 
 // uniqueHoldsSQL spells sqlUniqueHolds for a table alias ("" for none).
 func uniqueHoldsSQL(alias string) string {
@@ -173,25 +171,30 @@ func uniqueHoldsSQL(alias string) string {
 		alias += "."
 	}
 	var b strings.Builder
-	b.WriteString("(" + alias + "unique_key <> '' AND (" + alias + "unique_states & (CASE " + alias + "state")
+	b.WriteString("(" + alias + "unique_key <> '' AND (CASE WHEN (" + alias + "unique_states & (CASE " + alias + "state")
 	for _, st := range sluicetype.AllStates {
 		fmt.Fprintf(&b, " WHEN '%s' THEN %d", st, sluicetype.UniqueStateBit(st))
 	}
-	b.WriteString(" ELSE 0 END)) <> 0)")
+	b.WriteString(" ELSE 0 END)) <> 0 THEN '' ELSE " + alias + "id END) = '')")
 	return b.String()
 }
+
+// sqlUniqueHolder finds the job holding a unique key (jobs_unique_key
+// admits at most one).
+var sqlUniqueHolder = `SELECT ` + jobColumnsNoPayload + ` FROM jobs WHERE unique_key = ?1 AND ` + sqlUniqueHolds
 
 // sqlUniqueHolderOf finds, for job ?1, the other job holding its unique
 // key: its key and the holder's id.
 var sqlUniqueHolderOf = `SELECT j.unique_key, h.id FROM jobs j JOIN jobs h ON h.unique_key = j.unique_key AND h.id <> j.id
 	WHERE j.id = ?1 AND j.unique_key <> '' AND ` + uniqueHoldsSQL("h") + ` LIMIT 1`
 
-// isUniqueHeld reports an error of the index jobs_unique_key: a write
+// isUniqueHeld reports an error of the index jobs_unique_key (SQLite
+// names an index on an expression by its name): a write
 // would have made a second job hold a unique key.
 func isUniqueHeld(err error) bool {
 	var se interface{ Code() int }
 	return err != nil && errors.As(err, &se) && se.Code() == sqliteConstraintUnique &&
-		strings.Contains(err.Error(), "jobs.unique_key")
+		strings.Contains(err.Error(), "jobs_unique_key")
 }
 
 // sqliteConstraintUnique is SQLITE_CONSTRAINT_UNIQUE.
