@@ -9,8 +9,8 @@ import (
 )
 
 // TestUniqueKeyHeldRetry: a cancelled unique job whose key a live job
-// took since shows its key on its sheet, and its retry is refused with a
-// toast that names the live job.
+// took since shows its key on its sheet; its retry's confirmation names
+// the live job, and the retry is refused with a toast that names it.
 func TestUniqueKeyHeldRetry(t *testing.T) {
 	f := setup(t, false)
 	ctx := t.Context()
@@ -36,7 +36,8 @@ func TestUniqueKeyHeldRetry(t *testing.T) {
 	s.waitFor("unique key", dead.UniqueKey)
 	s.keys("<esc>")
 	s.keys("r")
-	s.waitFor("Retry")
+	// The confirmation says so before the operator confirms.
+	s.waitFor("Retry job uq-dead?", "live job uq-live holds this job's unique key")
 	s.keys("y")
 	// The toast wraps; the holder is on its second line.
 	s.waitFor("0 retried · 1 failed (unique_held 1)", "live job uq-live holds")
