@@ -379,7 +379,7 @@ func (b *batch) pick(ctx context.Context, window int) ([]candidate, *string, err
 	var found []candidate
 	for rows.Next() {
 		var c candidate
-		if err := rows.Scan(&c.id, &c.queue, &c.state, &c.fingerprint, &c.quarantined, &c.uniqueKey, &c.holder); err != nil {
+		if err := rows.Scan(&c.id, &c.queue, &c.state, &c.fingerprint, &c.quarantined, &c.uniqueKey); err != nil {
 			rows.Close()
 			return nil, nil, fmt.Errorf("postgres: select jobs: %w", err)
 		}
@@ -411,6 +411,14 @@ func (b *batch) pickQuery(end *string) (string, []any, error) {
 	rng.add("id > " + rng.a.add(p.After) + "::text")
 	if end != nil {
 		rng.add("id <= " + rng.a.add(*end) + "::text")
+	} else {
+		// The last window, bounded all the same by the last id (the
+		// same rows: the statement's snapshot has no later one): a
+		// range bounded on both sides gets the planner's small default
+		// selectivity, and keeps it on the primary key when no ANALYZE
+		// has seen the table. With one bound the index and a scan of
+		// every job cost within a row's width of each other.
+		rng.add(b.tx.q("id <= (SELECT max(id) FROM {s}.jobs)"))
 	}
 	chosen, err := b.selection(rng.a)
 	if err != nil {
@@ -421,17 +429,14 @@ func (b *batch) pickQuery(end *string) (string, []any, error) {
 	if p.Spec.Refuses(backend.RefuseQuarantined) {
 		quarantined = tx.q("fingerprint IN (SELECT fingerprint FROM {s}.fingerprints WHERE status = 'quarantined')")
 	}
-	// A job whose move would take its unique key comes with the job
-	// holding it, if any. One that takes it from under a concurrent
-	// insert fails the batch on jobs_unique_key; the next batch, in a
-	// new transaction, names the holder.
-	unique := "'', ''"
+	// A job whose move would take its unique key comes with the key
+	// (apply reads the keys' holders). A subquery here for the holder
+	// would turn the plan from the primary key's range to a scan.
+	unique := "''"
 	if bit := sluicetype.UniqueStateBit(p.Spec.To); p.Spec.MayTakeUniqueKey() && bit != 0 {
-		unique = tx.q(fmt.Sprintf(`CASE WHEN j.unique_key <> '' AND (j.unique_states & %d) <> 0 THEN j.unique_key ELSE '' END,
-			CASE WHEN j.unique_key <> '' AND (j.unique_states & %d) <> 0 THEN COALESCE((SELECT h.id FROM {s}.jobs h
-			WHERE h.unique_key = j.unique_key AND h.id <> j.id AND %s LIMIT 1), '') ELSE '' END`, bit, bit, uniqueHoldsSQL("h")))
+		unique = fmt.Sprintf(`CASE WHEN unique_key <> '' AND (unique_states & %d) <> 0 THEN unique_key ELSE '' END`, bit)
 	}
-	q := tx.q("SELECT id, queue, state, fingerprint, "+quarantined+", "+unique+" FROM {s}.jobs j WHERE ") + rng.sql() +
+	q := tx.q("SELECT id, queue, state, fingerprint, "+quarantined+", "+unique+" FROM {s}.jobs WHERE ") + rng.sql() +
 		" ORDER BY id LIMIT " + rng.a.add(b.limit)
 	if !b.unlocked {
 		q += " FOR UPDATE"
@@ -469,10 +474,17 @@ func (b *batch) apply(ctx context.Context, found []candidate, end *string) error
 		}
 		b.done = true
 	}
+	holders, err := b.uniqueHolders(ctx, found)
+	if err != nil {
+		return err
+	}
 	var ids []string
 	var taken []candidate
 	var keys map[string]string // unique key -> the job of this batch taking it
 	for _, c := range found {
+		if h := holders[c.uniqueKey]; c.uniqueKey != "" && h != c.id {
+			c.holder = h
+		}
 		if c.quarantined {
 			b.refused = append(b.refused, &sluicetype.QuarantinedError{Verb: string(p.Spec.Action), ID: c.id, Fingerprint: c.fingerprint})
 			continue
@@ -526,6 +538,38 @@ func (b *batch) apply(ctx context.Context, found []candidate, end *string) error
 		return err
 	}
 	return b.s.notifyQueues(ctx, tx, wake)
+}
+
+// sqlUniqueHoldersOf reads the holders of unique keys: key and id.
+var sqlUniqueHoldersOf = `SELECT unique_key, id FROM {s}.jobs WHERE unique_key = ANY($1::text[]) AND ` + uniqueHoldsSQL("")
+
+// uniqueHolders reads the holders of the keys the batch's jobs would take.
+// One that takes a key from under a concurrent insert fails the batch on
+// jobs_unique_key; the next batch, in a new transaction, names the holder.
+func (b *batch) uniqueHolders(ctx context.Context, found []candidate) (map[string]string, error) {
+	var keys []string
+	for _, c := range found {
+		if c.uniqueKey != "" && !c.quarantined {
+			keys = append(keys, c.uniqueKey)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	rows, err := b.tx.Query(ctx, b.tx.q(sqlUniqueHoldersOf), keys)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: unique keys: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var key, id string
+		if err := rows.Scan(&key, &id); err != nil {
+			return nil, fmt.Errorf("postgres: unique keys: %w", err)
+		}
+		out[key] = id
+	}
+	return out, rows.Err()
 }
 
 // changeUnlocked changes the jobs of an unlocked batch: the UPDATE tests
