@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"time"
+
+	"github.com/sluicehq/sluice/backend"
 )
 
 // Interceptor is let in around what the engine does at its seams, for
@@ -48,10 +50,11 @@ type AttemptInfo struct {
 	// waits each take one.
 	Run int64
 	// Previous is the Ref of the latest failed, crashed or dead attempt of
-	// this job (its last error entry) or, for a job replayed from a step
-	// (ReplayFromStep) that has not failed yet, of the original's; empty
-	// when there is none or it had no Ref. A job retried after its death
-	// is handed the Ref of the attempt that died.
+	// this job (its last error entry) or, for a job that has not failed
+	// yet and was made from another one's death — replayed from a step
+	// (ReplayFromStep) or routed to a dead-letter kind — of the
+	// original's; empty when there is none or it had no Ref. A job
+	// retried after its death is handed the Ref of the attempt that died.
 	Previous string
 }
 
@@ -131,7 +134,15 @@ func (e *Engine) attemptBegin(ctx context.Context, r *runState, j *Job) (context
 	if ic == nil {
 		return ctx, AttemptHook{}
 	}
-	return ic.InterceptAttempt(ctx, AttemptInfo{Job: j, Run: r.ref.Fence, Previous: previousRef(j)})
+	prev := previousRef(j)
+	if prev == "" && len(j.Errors) == 0 && j.DeadLetterOf != "" {
+		// A dead letter's first runs point at the attempt that killed
+		// its original: one read, for dead letters only.
+		if orig, err := e.store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: j.DeadLetterOf}); err == nil {
+			prev = previousRef(orig)
+		}
+	}
+	return ic.InterceptAttempt(ctx, AttemptInfo{Job: j, Run: r.ref.Fence, Previous: prev})
 }
 
 // previousRef is the Ref of the job's latest failed attempt, or of the

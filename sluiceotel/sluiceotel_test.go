@@ -410,3 +410,36 @@ func TestLogHandler(t *testing.T) {
 		})
 	}
 }
+
+// TestDeadLetterLinksToTheAttemptThatDied: a job routed to a dead-letter
+// kind at its death is a new job; its attempt links to the attempt that
+// killed the original.
+func TestDeadLetterLinksToTheAttemptThatDied(t *testing.T) {
+	t.Parallel()
+	r := newRig(t,
+		engine.Kind{Name: "charge", MaxAttempts: 1, DeadLetter: &engine.DeadLetterRule{Kind: "triage"},
+			Handler: func(context.Context, *engine.Job) error { return errors.New("card declined") }},
+		engine.Kind{Name: "triage", Handler: func(context.Context, *engine.Job) error { return nil }},
+	)
+	if _, err := r.e.Enqueue(context.Background(), engine.EnqueueParams{ID: "order-3", Queue: "q", Kind: "charge"}); err != nil {
+		t.Fatal(err)
+	}
+	var died, triage tracetest.SpanStub
+	for _, s := range r.waitSpans(t, "process q", 2) {
+		switch attr(s.Attributes, sluiceotel.AttrKind).AsString() {
+		case "charge":
+			died = s
+		case "triage":
+			triage = s
+		}
+	}
+	if !died.SpanContext.IsValid() || !triage.SpanContext.IsValid() {
+		t.Fatalf("attempts of charge %v and triage %v, want one of each", died.SpanContext, triage.SpanContext)
+	}
+	if !attr(died.Attributes, sluiceotel.AttrDead).AsBool() {
+		t.Errorf("the original's attempt %v is not marked dead", died.Attributes)
+	}
+	if prev := linkTo(triage, sluiceotel.LinkPreviousAttempt); prev.SpanID() != died.SpanContext.SpanID() {
+		t.Errorf("the dead letter's attempt links %v, want the attempt that died %v", triage.Links, died.SpanContext)
+	}
+}
