@@ -95,6 +95,30 @@ func (e *Engine) ReplayFromStep(ctx context.Context, id string, p ReplayParams) 
 	})
 }
 
+// PauseQueue stops workers claiming from queue.
+func (e *Engine) PauseQueue(ctx context.Context, queue string) error {
+	_, err := intercepted(ctx, e, ActionInfo{Name: "pause", Queue: queue}, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, e.pauseQueue(ctx, queue)
+	})
+	return err
+}
+
+// ResumeQueue lets workers claim from queue again.
+func (e *Engine) ResumeQueue(ctx context.Context, queue string) error {
+	_, err := intercepted(ctx, e, ActionInfo{Name: "resume", Queue: queue}, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, e.resumeQueue(ctx, queue)
+	})
+	return err
+}
+
+// CancelOperation stops a pending or running operation after its current
+// batch.
+func (e *Engine) CancelOperation(ctx context.Context, id string) (*Operation, error) {
+	return intercepted(ctx, e, ActionInfo{Name: "cancel_operation", Operation: id}, func(ctx context.Context) (*Operation, error) {
+		return e.cancelOperation(ctx, id)
+	})
+}
+
 // bulkInfo is what an Interceptor is told of a bulk action.
 func bulkInfo(p BulkParams) ActionInfo {
 	a := ActionInfo{Name: "bulk", Action: p.Action, Selector: p.Selector.String(), DryRun: p.DryRun}

@@ -111,17 +111,21 @@ type ActionInfo struct {
 	// Name is the action: "retry", "cancel", "delete", "release" (one
 	// quarantined job), "release_fingerprint", "patch" (UpdatePayload),
 	// "retry_with_input", "replay" (ReplayFromStep), "apply" (Apply:
-	// Action says which), "bulk" (Bulk: Action says which).
+	// Action says which), "bulk" (Bulk: Action says which), "pause" and
+	// "resume" (a queue), "cancel_operation".
 	Name string
 	// Action is the action Apply or Bulk applies.
 	Action Action
 	// Actor is who asked, as the events record it (ActorFrom).
 	Actor string
 	// JobID is the job acted on, when one; Fingerprint the fingerprint
-	// released; IDs how many jobs Apply was given.
+	// released; IDs how many jobs Apply was given; Queue the queue paused
+	// or resumed; Operation the operation cancelled.
 	JobID       string
 	Fingerprint string
 	IDs         int
+	Queue       string
+	Operation   string
 	// Selector is a bulk action's selector, as the query language writes
 	// it; DryRun says it only previewed.
 	Selector string

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -125,6 +126,17 @@ func TestInterceptorSeesEnqueueAttemptsStepsAndActions(t *testing.T) {
 	if second.Outcome != "success" || second.Dead || second.State != engine.StateCompleted || second.Err != nil {
 		t.Fatalf("second attempt ended %+v, want a success", second)
 	}
+	bob := engine.WithActor(ctx, "bob")
+	if err := e.PauseQueue(bob, "q"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Bulk(bob, engine.BulkParams{Action: engine.ActionRetry, DryRun: true,
+		Selector: engine.Filter{States: []engine.State{engine.StateArchived}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Retry(bob, "nope", engine.RetryOptions{}); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("retry of a job that is not there: %v, want ErrNotFound", err)
+	}
 
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
@@ -138,8 +150,19 @@ func TestInterceptorSeesEnqueueAttemptsStepsAndActions(t *testing.T) {
 	if got := fmt.Sprint(rec.steps); got != wantSteps {
 		t.Errorf("steps %s, want %s", got, wantSteps)
 	}
-	if len(rec.actions) != 1 || rec.actions[0].Name != "retry" || rec.actions[0].Actor != "alice" || rec.actions[0].JobID != "j1" || rec.actErrs[0] != nil {
-		t.Errorf("actions %+v (errors %v), want alice's retry of j1", rec.actions, rec.actErrs)
+	var acts []string
+	for i, a := range rec.actions {
+		acts = append(acts, fmt.Sprintf("%s %s by %s job=%s queue=%s selector=%q dry=%v err=%v",
+			a.Name, a.Action, a.Actor, a.JobID, a.Queue, a.Selector, a.DryRun, rec.actErrs[i] != nil))
+	}
+	wantActs := []string{
+		"retry  by alice job=j1 queue= selector=\"\" dry=false err=false",
+		"pause  by bob job= queue=q selector=\"\" dry=false err=false",
+		"bulk retry by bob job= queue= selector=\"state:archived\" dry=true err=false",
+		"retry  by bob job=nope queue= selector=\"\" dry=false err=true",
+	}
+	if fmt.Sprint(acts) != fmt.Sprint(wantActs) {
+		t.Errorf("actions\n%s\nwant\n%s", strings.Join(acts, "\n"), strings.Join(wantActs, "\n"))
 	}
 }
 

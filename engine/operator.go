@@ -278,8 +278,8 @@ func (e *Engine) Queues(ctx context.Context) ([]QueueInfo, error) {
 	return e.store.QueueList(ctx)
 }
 
-// PauseQueue stops workers claiming from queue.
-func (e *Engine) PauseQueue(ctx context.Context, queue string) error {
+// pauseQueue is PauseQueue without the Interceptor.
+func (e *Engine) pauseQueue(ctx context.Context, queue string) error {
 	if _, ok, err := replayed[struct{}](ctx); ok {
 		return err
 	}
@@ -289,8 +289,8 @@ func (e *Engine) PauseQueue(ctx context.Context, queue string) error {
 	return e.store.QueuePause(ctx, &backend.QueuePauseParams{Queue: queue, Actor: ActorFrom(ctx)})
 }
 
-// ResumeQueue lets workers claim from queue again.
-func (e *Engine) ResumeQueue(ctx context.Context, queue string) error {
+// resumeQueue is ResumeQueue without the Interceptor.
+func (e *Engine) resumeQueue(ctx context.Context, queue string) error {
 	if _, ok, err := replayed[struct{}](ctx); ok {
 		return err
 	}
@@ -723,9 +723,8 @@ func (e *Engine) Operations(ctx context.Context, limit int, cursor string) (*Ope
 	return page, nil
 }
 
-// CancelOperation stops a pending or running operation after its current
-// batch.
-func (e *Engine) CancelOperation(ctx context.Context, id string) (*Operation, error) {
+// cancelOperation is CancelOperation without the Interceptor.
+func (e *Engine) cancelOperation(ctx context.Context, id string) (*Operation, error) {
 	if err := sluicetype.NoSuchID("operation", id); err != nil {
 		return nil, err
 	}

@@ -78,6 +78,7 @@ const (
 	AttrSelector    = attribute.Key("sluice.selector")
 	AttrDryRun      = attribute.Key("sluice.dry_run")
 	AttrIDs         = attribute.Key("sluice.ids")
+	AttrOperation   = attribute.Key("sluice.operation")
 	// AttrLink says what a consumer span's link points at: LinkEnqueue
 	// (the producer span) or LinkPreviousAttempt (the attempt before,
 	// which failed or died).
@@ -251,6 +252,12 @@ func (i *Interceptor) InterceptAction(ctx context.Context, a engine.ActionInfo) 
 	}
 	if a.Fingerprint != "" {
 		attrs = append(attrs, AttrFingerprint.String(a.Fingerprint))
+	}
+	if a.Queue != "" {
+		attrs = append(attrs, attribute.String("messaging.destination.name", a.Queue))
+	}
+	if a.Operation != "" {
+		attrs = append(attrs, AttrOperation.String(a.Operation))
 	}
 	if a.IDs > 0 {
 		attrs = append(attrs, AttrIDs.Int(a.IDs))
