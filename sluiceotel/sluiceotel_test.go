@@ -443,3 +443,24 @@ func TestDeadLetterLinksToTheAttemptThatDied(t *testing.T) {
 		t.Errorf("the dead letter's attempt links %v, want the attempt that died %v", triage.Links, died.SpanContext)
 	}
 }
+
+// TestCrashInAStep: a panic inside a step ends the step's span with an
+// error, and the attempt's span records the crash.
+func TestCrashInAStep(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, engine.Kind{Name: "render", Handler: func(ctx context.Context, j *engine.Job) error {
+		_, err := engine.Step(ctx, "draw", func(context.Context) (int, error) { panic("nil canvas") })
+		return err
+	}})
+	if _, err := r.e.Enqueue(context.Background(), engine.EnqueueParams{ID: "pic-1", Queue: "q", Kind: "render"}); err != nil {
+		t.Fatal(err)
+	}
+	attempt := r.waitSpans(t, "process q", 1)[0]
+	if attr(attempt.Attributes, sluiceotel.AttrOutcome).AsString() != "crash" || attempt.Status.Code != codes.Error || !hasEvent(attempt, "exception") {
+		t.Errorf("attempt attributes %v status %+v, want a crash recorded", attempt.Attributes, attempt.Status)
+	}
+	step := r.waitSpans(t, "step draw", 1)[0]
+	if step.Parent.SpanID() != attempt.SpanContext.SpanID() || step.Status.Code != codes.Error || step.Status.Description != "panic: nil canvas" {
+		t.Errorf("step span parent %v status %+v, want the attempt's child ended by the panic", step.Parent, step.Status)
+	}
+}
