@@ -43,6 +43,7 @@ var importRules = map[string][]string{
 	"internal/suggest":    {},
 	"internal/termtext":   {},
 	"internal/redact":     {},
+	"sluiceotel":          {"engine"},
 }
 
 // notShipped are the tools the sluice binary must not link: benchmarks,
@@ -112,6 +113,24 @@ func TestShippedBinaryLinksNoTools(t *testing.T) {
 		if !slices.Contains(deps, module+"/"+want) {
 			t.Errorf("go list -deps . has no %s: the check reads the wrong list", want)
 		}
+	}
+}
+
+// TestNoOpenTelemetryInEngine: tracing is opt-in (package sluiceotel):
+// `go list -deps ./engine` lists no OpenTelemetry package, nor does the
+// sluice binary's, while sluiceotel's does, so the check reads the right
+// list.
+func TestNoOpenTelemetryInEngine(t *testing.T) {
+	const otel = "go.opentelemetry.io/"
+	for _, pkg := range []string{"./engine", "."} {
+		for _, dep := range strings.Fields(goList(t, "-deps", pkg)) {
+			if strings.HasPrefix(dep, otel) {
+				t.Errorf("go list -deps %s lists %s", pkg, dep)
+			}
+		}
+	}
+	if !slices.ContainsFunc(strings.Fields(goList(t, "-deps", "./sluiceotel")), func(d string) bool { return strings.HasPrefix(d, otel) }) {
+		t.Error("go list -deps ./sluiceotel lists no OpenTelemetry package: the check reads the wrong list")
 	}
 }
 

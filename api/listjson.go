@@ -41,7 +41,7 @@ const jobPageShape = "JobPage{Jobs:[]*sluicetype.Job:jobs Next:string:next_curso
 	"Errors:[]sluicetype.AttemptError:errors,omitempty Version:int64:version Checkpoint:json.RawMessage:checkpoint,omitempty " +
 	"Wait:*sluicetype.WaitSummary:wait,omitempty DeadLetterOf:string:dead_letter_of,omitempty RetryOf:string:retry_of,omitempty SupersededBy:string:superseded_by,omitempty UniqueKey:string:unique_key,omitempty} " +
 	"Lease{ID:string:id WorkerID:string:worker_id Fence:int64:fence ExpiresAt:time.Time:expires_at} " +
-	"AttemptError{Attempt:int:attempt Crash:bool:crash At:time.Time:at Worker:string:worker,omitempty Message:string:message Trace:string:trace,omitempty} " +
+	"AttemptError{Attempt:int:attempt Crash:bool:crash At:time.Time:at Worker:string:worker,omitempty Message:string:message Trace:string:trace,omitempty Ref:string:ref,omitempty} " +
 	"WaitSummary{Kind:sluicetype.WaitKind:kind Step:int:step Name:string:name Until:time.Time:until,omitzero " +
 	"Signal:string:signal,omitempty Done:int:done,omitempty Total:int:total,omitempty}"
 
@@ -236,6 +236,9 @@ func appendJob(b []byte, j *engine.Job) (_ []byte, ok bool) {
 			str(`,"message":`, e.Message)
 			if e.Trace != "" {
 				str(`,"trace":`, e.Trace)
+			}
+			if e.Ref != "" {
+				str(`,"ref":`, e.Ref)
 			}
 			b = append(b, '}')
 		}

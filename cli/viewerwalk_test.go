@@ -175,9 +175,13 @@ func (w *walkJobs) leaks(text string, hideErrors bool) []string {
 // error text hidden from viewers, the error text's marker is found
 // nowhere either. An inspector's walk finds them (the check can fail).
 func TestViewerWalkFindsNoMarker(t *testing.T) {
+	// The walks mostly wait for repaints (a minute each), and they only
+	// read: they run beside each other and the package's other tests.
+	t.Parallel()
 	w := viewerWalkStore(t)
 	for _, hide := range []bool{false, true} {
 		t.Run(fmt.Sprintf("hide errors %v", hide), func(t *testing.T) {
+			t.Parallel()
 			srv := api.NewServer(w.e, api.ServerOptions{Tokens: map[string]api.Identity{
 				"viewer-token-0123456789":    {Name: "vera", Role: engine.RoleViewer},
 				"inspector-token-0123456789": {Name: "ines", Role: engine.RoleInspector},

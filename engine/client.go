@@ -24,6 +24,13 @@ func (e *Engine) Enqueue(ctx context.Context, p EnqueueParams) (*Job, error) {
 // EnqueueMany writes many jobs in one store call; each is accepted or
 // refused on its own. The error is for the call as a whole (store down).
 func (e *Engine) EnqueueMany(ctx context.Context, ps []EnqueueParams) ([]EnqueueResult, error) {
+	if ic := e.cfg.Interceptor; ic != nil {
+		return ic.InterceptEnqueue(ctx, ps, e.enqueueMany)
+	}
+	return e.enqueueMany(ctx, ps)
+}
+
+func (e *Engine) enqueueMany(ctx context.Context, ps []EnqueueParams) ([]EnqueueResult, error) {
 	out := make([]EnqueueResult, len(ps))
 	ins := make([]*backend.JobInsertParams, 0, len(ps))
 	idx := make([]int, 0, len(ps))

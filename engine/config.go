@@ -77,6 +77,10 @@ type Config struct {
 	// Observer is told of the transitions this engine's workers write and
 	// of each handler run, for metrics; nil costs nothing.
 	Observer Observer
+	// Interceptor is let in around enqueues, handler runs, workflow steps
+	// and operator actions, for tracing (package sluiceotel); nil costs
+	// nothing.
+	Interceptor Interceptor
 }
 
 // QueueConfig is one queue's settings.

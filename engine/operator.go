@@ -278,8 +278,8 @@ func (e *Engine) Queues(ctx context.Context) ([]QueueInfo, error) {
 	return e.store.QueueList(ctx)
 }
 
-// PauseQueue stops workers claiming from queue.
-func (e *Engine) PauseQueue(ctx context.Context, queue string) error {
+// pauseQueue is PauseQueue without the Interceptor.
+func (e *Engine) pauseQueue(ctx context.Context, queue string) error {
 	if _, ok, err := replayed[struct{}](ctx); ok {
 		return err
 	}
@@ -289,8 +289,8 @@ func (e *Engine) PauseQueue(ctx context.Context, queue string) error {
 	return e.store.QueuePause(ctx, &backend.QueuePauseParams{Queue: queue, Actor: ActorFrom(ctx)})
 }
 
-// ResumeQueue lets workers claim from queue again.
-func (e *Engine) ResumeQueue(ctx context.Context, queue string) error {
+// resumeQueue is ResumeQueue without the Interceptor.
+func (e *Engine) resumeQueue(ctx context.Context, queue string) error {
 	if _, ok, err := replayed[struct{}](ctx); ok {
 		return err
 	}
@@ -319,8 +319,8 @@ func (e *Engine) act(ctx context.Context, a Action, id string, p backend.JobActi
 	return e.store.JobAction(ctx, &p)
 }
 
-// Retry makes a dead job available again with one more attempt.
-func (e *Engine) Retry(ctx context.Context, id string, opts RetryOptions) (*Job, error) {
+// retry is Retry without the Interceptor.
+func (e *Engine) retry(ctx context.Context, id string, opts RetryOptions) (*Job, error) {
 	if err := sluicetype.NoSuchID("job", id); err != nil {
 		return nil, err
 	}
@@ -348,9 +348,8 @@ func (e *Engine) Retry(ctx context.Context, id string, opts RetryOptions) (*Job,
 	return j, nil
 }
 
-// Cancel stops a job that has not finished; a running one's handler has
-// its context cancelled when its worker next renews the lease.
-func (e *Engine) Cancel(ctx context.Context, id string) (*Job, error) {
+// cancel is Cancel without the Interceptor.
+func (e *Engine) cancel(ctx context.Context, id string) (*Job, error) {
 	if j, ok, err := replayed[*Job](ctx); ok {
 		return j, err
 	}
@@ -365,8 +364,8 @@ func (e *Engine) Cancel(ctx context.Context, id string) (*Job, error) {
 	return j, nil
 }
 
-// Delete removes a job that is not running.
-func (e *Engine) Delete(ctx context.Context, id string) error {
+// deleteJob is Delete without the Interceptor.
+func (e *Engine) deleteJob(ctx context.Context, id string) error {
 	if _, ok, err := replayed[struct{}](ctx); ok {
 		return err
 	}
@@ -377,8 +376,8 @@ func (e *Engine) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-// ReleaseJob returns one quarantined job to available.
-func (e *Engine) ReleaseJob(ctx context.Context, id string) (*Job, error) {
+// releaseJob is ReleaseJob without the Interceptor.
+func (e *Engine) releaseJob(ctx context.Context, id string) (*Job, error) {
 	if j, ok, err := replayed[*Job](ctx); ok {
 		return j, err
 	}
@@ -391,9 +390,8 @@ func (e *Engine) ReleaseJob(ctx context.Context, id string) (*Job, error) {
 	return j, nil
 }
 
-// UpdatePayload replaces a job's payload if nobody changed it since the
-// editor read version.
-func (e *Engine) UpdatePayload(ctx context.Context, id string, payload json.RawMessage, version int64) (*Job, error) {
+// updatePayload is UpdatePayload without the Interceptor.
+func (e *Engine) updatePayload(ctx context.Context, id string, payload json.RawMessage, version int64) (*Job, error) {
 	if err := sluicetype.NoSuchID("job", id); err != nil {
 		return nil, err
 	}
@@ -436,8 +434,8 @@ func (e *Engine) UpdatePayload(ctx context.Context, id string, payload json.RawM
 	return j, nil
 }
 
-// RetryWithInput enqueues a corrected copy of a job, linked both ways.
-func (e *Engine) RetryWithInput(ctx context.Context, id string, p RetryWithInputParams) (*Job, error) {
+// retryWithInput is RetryWithInput without the Interceptor.
+func (e *Engine) retryWithInput(ctx context.Context, id string, p RetryWithInputParams) (*Job, error) {
 	if err := sluicetype.NoSuchID("job", id); err != nil {
 		return nil, err
 	}
@@ -479,8 +477,8 @@ func (e *Engine) RetryWithInput(ctx context.Context, id string, p RetryWithInput
 	return j, nil
 }
 
-// Apply runs action on each id on its own and reports each outcome.
-func (e *Engine) Apply(ctx context.Context, action Action, ids []string) ([]ActionResult, error) {
+// apply is Apply without the Interceptor.
+func (e *Engine) apply(ctx context.Context, action Action, ids []string) ([]ActionResult, error) {
 	if len(ids) == 0 {
 		return nil, fmt.Errorf("%w: no ids given", ErrInvalid)
 	}
@@ -521,14 +519,8 @@ func (e *Engine) actionFunc(a Action) (func(context.Context, string) error, erro
 	return nil, fmt.Errorf("%w: unknown action %q (retry, cancel, delete, release)", ErrInvalid, a)
 }
 
-// Bulk previews or starts an operation over every job the selector matches.
-// A dry run counts the jobs that entered their state by the store's now and
-// returns that as a plan; a run given the plan takes only those (see
-// BulkPlan), a run without one those that entered it by the operation's
-// creation. A destructive action (Action.Destructive) runs only from a
-// plan: whatever its selector, nothing is cancelled or deleted in bulk
-// that a preview did not count first.
-func (e *Engine) Bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
+// bulk is Bulk without the Interceptor.
+func (e *Engine) bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 	if p.Plan != nil {
 		if err := checkPlan(&p); err != nil {
 			return nil, err
@@ -731,9 +723,8 @@ func (e *Engine) Operations(ctx context.Context, limit int, cursor string) (*Ope
 	return page, nil
 }
 
-// CancelOperation stops a pending or running operation after its current
-// batch.
-func (e *Engine) CancelOperation(ctx context.Context, id string) (*Operation, error) {
+// cancelOperation is CancelOperation without the Interceptor.
+func (e *Engine) cancelOperation(ctx context.Context, id string) (*Operation, error) {
 	if err := sluicetype.NoSuchID("operation", id); err != nil {
 		return nil, err
 	}
@@ -761,9 +752,8 @@ func (e *Engine) Quarantine(ctx context.Context) ([]*Fingerprint, error) {
 	return fps, nil
 }
 
-// ReleaseFingerprint lifts a quarantine and returns how many held jobs
-// went back to available.
-func (e *Engine) ReleaseFingerprint(ctx context.Context, fingerprint string) (int, error) {
+// releaseFingerprint is ReleaseFingerprint without the Interceptor.
+func (e *Engine) releaseFingerprint(ctx context.Context, fingerprint string) (int, error) {
 	if err := sluicetype.NoSuchID("fingerprint", fingerprint); err != nil {
 		return 0, err
 	}

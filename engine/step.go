@@ -54,6 +54,7 @@ type workflow struct {
 	e     *Engine
 	r     *runState
 	jobID string
+	kind  string
 
 	mu sync.Mutex
 	cp Checkpoint
@@ -105,7 +106,7 @@ func (e *Engine) prepareWorkflow(ctx context.Context, r *runState, j *Job, k *Ki
 		cp.Steps = steps
 	}
 	cp.Version = want
-	wf := &workflow{e: e, r: r, jobID: j.ID, cp: cp, running: -1, kindVersion: want}
+	wf := &workflow{e: e, r: r, jobID: j.ID, kind: j.Kind, cp: cp, running: -1, kindVersion: want}
 	return context.WithValue(ctx, workflowKey{}, wf), wf, nil
 }
 
@@ -131,13 +132,34 @@ func Step[T any](ctx context.Context, name string, fn func(context.Context) (T, 
 	if err != nil {
 		return zero, err
 	}
+	ctx, done := wf.stepBegin(ctx, name, rec.pos, replay)
 	if replay {
 		var v T
 		if err := json.Unmarshal(rec.Result, &v); err != nil {
-			return zero, wf.mismatched(fmt.Sprintf("step %d %q: stored result does not decode: %v", rec.pos+1, name, err))
+			err = wf.mismatched(fmt.Sprintf("step %d %q: stored result does not decode: %v", rec.pos+1, name, err))
+			done(err)
+			return zero, err
 		}
+		done(nil)
 		return v, nil
 	}
+	defer func() {
+		// A panic in the step ends it too (the handler's run turns it
+		// into a crash).
+		if p := recover(); p != nil {
+			done(fmt.Errorf("panic: %v", p))
+			panic(p)
+		}
+	}()
+	v, err := runStep(ctx, wf, rec.pos, name, fn)
+	done(err)
+	return v, err
+}
+
+// runStep runs a step's function and records its result.
+func runStep[T any](ctx context.Context, wf *workflow, pos int, name string, fn func(context.Context) (T, error)) (T, error) {
+	var zero T
+	rec := stepAt{pos: pos}
 	began := time.Now()
 	v, ferr := fn(ctx)
 	took := time.Since(began)

@@ -541,6 +541,11 @@ type handlerResult struct {
 	// (step.go).
 	reason     TerminalReason
 	checkpoint json.RawMessage
+	// err is what the handler returned (a panic as an error), for an
+	// Interceptor; ref is the Interceptor's reference of the attempt,
+	// kept with its error entry.
+	err error
+	ref string
 	// wait is the wait a run ended in (TriggerWait, wait.go).
 	wait *Wait
 }
@@ -559,21 +564,29 @@ func (e *Engine) execute(q *queueRunner, r *runState, j *Job) {
 	defer func() { e.suspects.done(r.suspect, res.trigger == backend.TriggerCrash) }()
 
 	began := e.handlerStart()
-	res = e.runHandler(r.ctx, r, j)
+	ctx, hook := e.attemptBegin(r.ctx, r, j)
+	if hook.Done != nil && began.IsZero() {
+		began = time.Now()
+	}
+	res = e.runHandler(ctx, r, j)
+	res.ref = hook.Ref
 	r.returned.Store(true)
 	e.observeHandler(r, j, res.trigger, began)
 	if r.abandoned.Load() {
 		// Our lease is gone (or was handed back at shutdown): whatever
 		// we would write is fenced out, so write nothing.
 		e.running.remove(j.ID)
+		attemptDone(hook, &res, "", false, true, time.Since(began))
 		return
 	}
 	if res.trigger == backend.TriggerSuccess && r.acked.CompareAndSwap(false, true) {
 		e.completer.add(r, q.retention(StateCompleted) == 0)
+		attemptDone(hook, &res, StateCompleted, false, false, time.Since(began))
 		return
 	}
 	defer e.running.remove(j.ID)
-	e.finish(context.WithoutCancel(e.hardCtx), r.ref, j, res, e.cfg.WorkerID)
+	to := e.finish(context.WithoutCancel(e.hardCtx), r.ref, j, res, e.cfg.WorkerID)
+	attemptDone(hook, &res, to, to == StateArchived || to == StateQuarantined, false, time.Since(began))
 }
 
 // runHandler upcasts the payload, runs the handler under its timeout and
@@ -623,8 +636,9 @@ func (e *Engine) runHandler(ctx context.Context, r *runState, j *Job) (res handl
 	}
 	err, panicked, stack := callHandler(ctx, k.Handler, hj)
 	if panicked {
-		return handlerResult{trigger: backend.TriggerCrash, message: err.Error(), trace: stack}
+		return handlerResult{trigger: backend.TriggerCrash, message: err.Error(), trace: stack, err: err}
 	}
+	defer func() { res.err = err }()
 	trig, delay := outcome(err)
 	if trig == backend.TriggerError {
 		cause := context.Cause(ctx)
@@ -687,9 +701,10 @@ func (q *queueRunner) retention(s State) time.Duration {
 }
 
 // finish writes a non-success outcome through the transition table, then
-// calls the death handlers if the job died.
-func (e *Engine) finish(ctx context.Context, ref backend.JobRef, j *Job, res handlerResult, actor string) {
-	e.finishGuarded(ctx, ref, j, res, actor, false)
+// calls the death handlers if the job died. It returns the state written,
+// empty when nothing was.
+func (e *Engine) finish(ctx context.Context, ref backend.JobRef, j *Job, res handlerResult, actor string) State {
+	return e.finishGuarded(ctx, ref, j, res, actor, false)
 }
 
 // finishReaped is finish for the reaper: the write holds only while the
@@ -699,7 +714,7 @@ func (e *Engine) finishReaped(ctx context.Context, ref backend.JobRef, j *Job, r
 	e.finishGuarded(ctx, ref, j, res, "reaper:"+e.cfg.WorkerID, true)
 }
 
-func (e *Engine) finishGuarded(ctx context.Context, ref backend.JobRef, j *Job, res handlerResult, actor string, reaped bool) {
+func (e *Engine) finishGuarded(ctx context.Context, ref backend.JobRef, j *Job, res handlerResult, actor string, reaped bool) State {
 	// The message and trace go into the store, a dead letter's payload and
 	// the death handlers as every store can keep them (text.go).
 	res.message, res.trace = sluicetype.StorableText(res.message), sluicetype.StorableText(res.trace)
@@ -726,13 +741,13 @@ func (e *Engine) finishGuarded(ctx context.Context, ref backend.JobRef, j *Job, 
 			} else {
 				e.log.Error("outcome not written", "job", j.ID, "outcome", res.trigger, "err", err)
 			}
-			return
+			return ""
 		}
 	}
 	row, err := nextRow(j, res.trigger, e.cfg.CrashLimit, probation)
 	if err != nil {
 		e.log.Error("no transition", "job", j.ID, "err", err)
-		return
+		return ""
 	}
 	j = e.withPayloadForDeath(ctx, j, row)
 	p := e.finishPlan(ref, j, row, res, actor, reaped)
@@ -753,7 +768,7 @@ func (e *Engine) finishGuarded(ctx context.Context, ref backend.JobRef, j *Job, 
 		default:
 			e.log.Error("outcome not written", "job", j.ID, "outcome", res.trigger, "err", err)
 		}
-		return
+		return ""
 	}
 	e.outOutcome.Succeed()
 	e.publish(Change{Kind: ChangeJob, JobID: j.ID, Queue: j.Queue, State: row.To})
@@ -767,6 +782,7 @@ func (e *Engine) finishGuarded(ctx context.Context, ref backend.JobRef, j *Job, 
 	if written != nil && (row.To == StateArchived || row.To == StateQuarantined) {
 		e.fireDeath(written, res.message, row.Reason)
 	}
+	return row.To
 }
 
 // finishPlan resolves a worker outcome (row of the table, for job j as
@@ -844,6 +860,7 @@ func (e *Engine) finishPlan(ref backend.JobRef, j *Job, row backend.Transition, 
 	}
 	if entry != nil {
 		entry.Attempt = run
+		entry.Ref = res.ref
 		// The entry says who ran the attempt: its lease's worker, also
 		// when the reaper writes it (the reaper is the event's actor).
 		entry.Worker = actor

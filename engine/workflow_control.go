@@ -113,14 +113,8 @@ func (e *Engine) ReplayPreview(ctx context.Context, id string, p ReplayParams) (
 	return plan, err
 }
 
-// ReplayFromStep creates a new job that keeps the original's checkpoint
-// before p.Step and runs from it on, linked both ways (forked_from on the
-// new job, the fork on the original's checkpoint). The original must be
-// terminal; it keeps its state and is superseded by the new job, as by a
-// retry with new input: bulk selections leave it out unless they include
-// superseded jobs, and a retry of it alone needs Force, so the steps the
-// replay runs again do not run twice.
-func (e *Engine) ReplayFromStep(ctx context.Context, id string, p ReplayParams) (*Job, error) {
+// replayFromStep is ReplayFromStep without the Interceptor.
+func (e *Engine) replayFromStep(ctx context.Context, id string, p ReplayParams) (*Job, error) {
 	if err := sluicetype.NoSuchID("job", id); err != nil {
 		return nil, err
 	}
@@ -137,6 +131,11 @@ func (e *Engine) ReplayFromStep(ctx context.Context, id string, p ReplayParams) 
 	_, next, err := PlanReplay(orig, p)
 	if err != nil {
 		return nil, err
+	}
+	if next.ForkedFrom != nil {
+		// The replay's first run points back at the attempt that died
+		// (AttemptInfo.Previous).
+		next.ForkedFrom.Ref = previousRef(orig)
 	}
 	newID := p.ID
 	if newID == "" {

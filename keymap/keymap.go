@@ -56,6 +56,7 @@ const (
 	ReplayResult Action = "replay_result"
 	Signal       Action = "signal"
 	Copy         Action = "copy"
+	CopyTrace    Action = "copy_trace"
 	Payload      Action = "payload"
 	Filter       Action = "filter"
 	Command      Action = "command"
@@ -144,6 +145,7 @@ var defaults = []def{
 	{Open, GroupView, []string{"enter"}, "enter", "open", false},
 	{Payload, GroupView, []string{"p"}, "p", "payload", false},
 	{Copy, GroupView, []string{"y"}, "y", "copy id", false},
+	{CopyTrace, GroupView, []string{"Y"}, "Y", "copy trace id", false},
 	{Filter, GroupView, []string{"/"}, "/", "filter", false},
 	{Command, GroupView, []string{":"}, ":", "command", false},
 	{Refresh, GroupView, []string{"ctrl+r"}, "ctrl+r", "reload, recount", false},

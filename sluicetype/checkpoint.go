@@ -38,6 +38,10 @@ type Fork struct {
 	JobID string `json:"job_id"`
 	// Step is the 1-based position the new job runs from.
 	Step int `json:"step"`
+	// Ref, on a replay's forked_from, is the Ref of the original's last
+	// error entry (AttemptError.Ref): its first run points back at the
+	// attempt that died.
+	Ref string `json:"ref,omitempty"`
 }
 
 // Checkpoint is what a workflow job records: its steps in the order they

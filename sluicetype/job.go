@@ -150,6 +150,10 @@ type AttemptError struct {
 	Worker  string `json:"worker,omitempty"`
 	Message string `json:"message"`
 	Trace   string `json:"trace,omitempty"`
+	// Ref is the attempt's reference in an outside system, as an
+	// engine.Interceptor gave it (sluiceotel: the attempt span's W3C
+	// traceparent), so that the job's next run can point back at it.
+	Ref string `json:"ref,omitempty"`
 }
 
 // MaxKeptErrors caps a job's error list: the first error and the latest

@@ -263,6 +263,16 @@ func (v *jobsView) key(m *Model, msg tea.KeyPressMsg) tea.Cmd {
 			return m.noJob(why, info)
 		}
 		return tea.Batch(tea.SetClipboard(j.ID), m.toast("copied "+termtext.Line(j.ID)))
+	case km.Matches(msg, keymap.CopyTrace):
+		j, why, info := m.oneJob()
+		if j == nil {
+			return m.noJob(why, info)
+		}
+		id := traceID(j)
+		if id == "" {
+			return m.toast("no trace id on job " + termtext.Line(j.ID))
+		}
+		return tea.Batch(tea.SetClipboard(id), m.toast("copied trace id "+id))
 	case km.Matches(msg, keymap.Payload):
 		return m.sheet.Update(m, msg)
 	}

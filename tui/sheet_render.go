@@ -191,6 +191,55 @@ func (m *Model) sheetHeader(b *sheetLines, j *engine.Job) {
 		attempt += fmt.Sprintf(" · %s (timeline #), %s charged nothing", plural(j.Fence, "run", "runs"), commas(free))
 	}
 	b.field("attempt", attempt+fmt.Sprintf(" · priority %d", j.Priority))
+	// The trace the job was enqueued in, to open in the operator's
+	// tracing UI; each failed attempt's own is under its error.
+	if id := traceID(j); id != "" {
+		b.field("trace", id)
+		if m.km.Enabled(keymap.CopyTrace) {
+			b.add(strings.Repeat(" ", 13) + b.t.Muted.Render(m.km.B(keymap.CopyTrace).Help().Key+" copies it"))
+		}
+	}
+}
+
+// traceMetaKey is the key of a job's metadata that carries the W3C trace
+// context of its enqueue (sluiceotel.MetadataKey; the console does not
+// import OpenTelemetry).
+const traceMetaKey = "sluice.trace"
+
+// traceID is the id of the trace job j was enqueued in, from its
+// metadata's traceparent; empty when it carries none (or the role hides
+// metadata).
+func traceID(j *engine.Job) string {
+	if len(j.Metadata) == 0 {
+		return ""
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(j.Metadata, &m) != nil {
+		return ""
+	}
+	var tc struct {
+		Traceparent string `json:"traceparent"`
+	}
+	if json.Unmarshal(m[traceMetaKey], &tc) != nil {
+		return ""
+	}
+	return traceIDOf(tc.Traceparent)
+}
+
+// traceIDOf is the trace id of a W3C traceparent (version 00:
+// 00-<32 hex trace id>-<16 hex span id>-<2 hex flags>); empty when tp
+// is not one or its id is all zeros.
+func traceIDOf(tp string) string {
+	parts := strings.Split(tp, "-")
+	if len(parts) != 4 || len(parts[1]) != 32 || strings.Trim(parts[1], "0") == "" {
+		return ""
+	}
+	for _, c := range parts[1] {
+		if !strings.ContainsRune("0123456789abcdef", c) {
+			return ""
+		}
+	}
+	return parts[1]
 }
 
 // lifecycle is the job's times, lease, fingerprint, version and tags;
@@ -298,6 +347,9 @@ func (b *sheetLines) attemptErrors(errs []engine.AttemptError) {
 		b.add(t.Bold.Render(head))
 		for _, l := range wrap(termtext.Line(e.Message), max(b.w-2, 8)) {
 			b.add("  " + t.ErrorText.Render(l))
+		}
+		if id := traceIDOf(e.Ref); id != "" {
+			b.add("  " + t.Muted.Render("trace "+id))
 		}
 		if e.Trace != "" {
 			tl := termtext.Lines(strings.TrimRight(e.Trace, "\n"))

@@ -21,6 +21,39 @@ func planChecks() []check {
 	return []check{
 		{name: "SentinelTextsInEveryPlan", fn: testSentinelTexts},
 		{name: "FinishIfBeforeBound", fn: testFinishIfBefore},
+		{name: "ErrorRefReachesTheNextClaim", fn: testErrorRef},
+	}
+}
+
+// testErrorRef: the reference an engine.Interceptor left on a failed
+// attempt (AttemptError.Ref) is on the job the next claim hands out,
+// after the failure's entry and a later one without a reference, so the
+// engine can give the next run the latest failed attempt's reference
+// (AttemptInfo.Previous).
+func testErrorRef(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ctx := context.Background()
+	c := running(t, s, "ref-1")
+	for i, ref := range []string{sentinel("ref"), ""} {
+		p := Outcome{JobRef: refOf(c), To: engine.StateRetryable, Charge: backend.ChargeAttempt,
+			Error: &engine.AttemptError{Message: fmt.Sprintf("failure %d", i+1), Ref: ref}, ErrorPattern: "failure",
+			Event: engine.EventFailed, Actor: "w-test", Message: "failed"}.Plan(c)
+		if _, err := s.JobFinish(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.JobScheduleDue(ctx, &backend.JobScheduleDueParams{From: []engine.State{engine.StateRetryable}, To: engine.StateAvailable, Limit: 10}); err != nil {
+			t.Fatal(err)
+		}
+		c = claimOne(t, s, c.Queue, c.ID)
+		if len(c.Errors) == 0 {
+			t.Fatalf("claim %d: the claimed job carries no error entries", i+2)
+		}
+		if got := c.Errors[len(c.Errors)-1]; got.Ref != ref || got.Message != fmt.Sprintf("failure %d", i+1) {
+			t.Fatalf("claim %d: last error entry %+v, want ref %q", i+2, got, ref)
+		}
+	}
+	if j := getJob(t, s, c.ID); len(j.Errors) != 2 || j.Errors[0].Ref != sentinel("ref") || j.Errors[1].Ref != "" {
+		t.Fatalf("error entries %+v, want the first with its ref, the second without", j.Errors)
 	}
 }
 
@@ -53,7 +86,7 @@ func testSentinelTexts(t *testing.T, h Harness) {
 	// pattern are the plan's.
 	c := running(t, s, "sen-fail")
 	p := Outcome{JobRef: refOf(c), To: engine.StateRetryable, Charge: backend.ChargeAttempt, Delay: time.Hour,
-		Error: &engine.AttemptError{Message: sentinel("error"), Trace: sentinel("trace")}, ErrorPattern: sentinel("pattern"),
+		Error: &engine.AttemptError{Message: sentinel("error"), Trace: sentinel("trace"), Ref: sentinel("ref")}, ErrorPattern: sentinel("pattern"),
 		Event: engine.EventFailed, Actor: sentinel("worker"), Message: sentinel("event")}.Plan(c)
 	if _, err := s.JobFinish(ctx, p); err != nil {
 		t.Fatal(err)
@@ -61,7 +94,7 @@ func testSentinelTexts(t *testing.T, h Harness) {
 	wantEvent(t, s, c.ID, engine.EventFailed, sentinel("worker"), sentinel("event"))
 	j := getJob(t, s, c.ID)
 	if len(j.Errors) != 1 || j.Errors[0].Message != sentinel("error") || j.Errors[0].Trace != sentinel("trace") ||
-		j.Errors[0].Worker != sentinel("worker") || j.Errors[0].Attempt != 1 {
+		j.Errors[0].Ref != sentinel("ref") || j.Errors[0].Worker != sentinel("worker") || j.Errors[0].Attempt != 1 {
 		t.Fatalf("error entry %+v", j.Errors)
 	}
 	groups, err := s.JobErrorGroups(ctx, &backend.JobErrorGroupsParams{Filter: engine.Filter{States: []engine.State{engine.StateRetryable}}, Limit: 10})

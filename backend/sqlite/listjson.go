@@ -258,6 +258,10 @@ func (l *jsonLexer) attemptError() (sluicetype.AttemptError, error) {
 			if e.Trace, err = l.str(); err != nil {
 				return e, err
 			}
+		case "ref":
+			if e.Ref, err = l.str(); err != nil {
+				return e, err
+			}
 		default:
 			return e, errNotFast
 		}
