@@ -437,7 +437,7 @@ func (c *Client) Bulk(ctx context.Context, p engine.BulkParams) (*engine.BulkRes
 func selectorOf(f engine.Filter) selectorWire {
 	return selectorWire{
 		States: f.States, Queues: f.Queues, Kinds: f.Kinds, IDs: f.IDs, Tags: f.Tags,
-		Fingerprint: f.Fingerprint, Error: f.Error, ErrorPattern: f.ErrorPattern,
+		Fingerprint: f.Fingerprint, UniqueKey: f.UniqueKey, Error: f.Error, ErrorPattern: f.ErrorPattern,
 		Payload: f.Payload, Meta: f.Meta,
 		CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore,
 		FinalizedAfter: f.FinalizedAfter, FinalizedBefore: f.FinalizedBefore,

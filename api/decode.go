@@ -72,6 +72,7 @@ type selectorWire struct {
 	Tags   []string       `json:"tags,omitempty"`
 
 	Fingerprint       string             `json:"fingerprint,omitempty"`
+	UniqueKey         string             `json:"unique_key,omitempty"`
 	Error             string             `json:"error,omitempty"`
 	ErrorPattern      string             `json:"error_pattern,omitempty"`
 	Payload           []engine.PathMatch `json:"payload,omitempty"`
@@ -123,6 +124,7 @@ func (s *selectorWire) filter() (engine.Filter, error) {
 		v    string
 	}{
 		{"fingerprint", &f.Fingerprint, s.Fingerprint},
+		{"unique_key", &f.UniqueKey, s.UniqueKey},
 		{"error", &f.Error, s.Error},
 		{"error_pattern", &f.ErrorPattern, s.ErrorPattern},
 	}
@@ -310,6 +312,19 @@ type enqueueRequest struct {
 	ScheduledAt *time.Time `json:"scheduled_at,omitempty"`
 	Deadline    *time.Time `json:"deadline,omitempty"`
 	Timeout     string     `json:"timeout,omitempty"`
+	// Unique makes the enqueue unique (engine.UniqueOpts).
+	Unique *uniqueRequest `json:"unique,omitempty"`
+}
+
+// uniqueRequest is engine.UniqueOpts on the wire; period is a Go
+// duration ("1h").
+type uniqueRequest struct {
+	ExcludeKind bool           `json:"exclude_kind,omitempty"`
+	ByQueue     bool           `json:"by_queue,omitempty"`
+	ByPayload   bool           `json:"by_payload,omitempty"`
+	Fields      []string       `json:"fields,omitempty"`
+	Period      string         `json:"period,omitempty"`
+	States      []engine.State `json:"states,omitempty"`
 }
 
 func (r *enqueueRequest) params() (engine.EnqueueParams, error) {
@@ -325,6 +340,13 @@ func (r *enqueueRequest) params() (engine.EnqueueParams, error) {
 	}
 	if p.Timeout, err = parseDuration("timeout", r.Timeout); err != nil {
 		return engine.EnqueueParams{}, err
+	}
+	if u := r.Unique; u != nil {
+		p.Unique = &engine.UniqueOpts{ExcludeKind: u.ExcludeKind, ByQueue: u.ByQueue, ByPayload: u.ByPayload,
+			Fields: u.Fields, States: u.States}
+		if p.Unique.Period, err = parseDuration("unique.period", u.Period); err != nil {
+			return engine.EnqueueParams{}, err
+		}
 	}
 	return p, nil
 }
@@ -349,6 +371,13 @@ func enqueueRequestOf(p engine.EnqueueParams) (enqueueRequest, error) {
 	}
 	if p.Timeout != 0 {
 		r.Timeout = p.Timeout.String()
+	}
+	if u := p.Unique; u != nil {
+		r.Unique = &uniqueRequest{ExcludeKind: u.ExcludeKind, ByQueue: u.ByQueue, ByPayload: u.ByPayload,
+			Fields: u.Fields, States: u.States}
+		if u.Period != 0 {
+			r.Unique.Period = u.Period.String()
+		}
 	}
 	return r, nil
 }

@@ -39,7 +39,7 @@ const jobPageShape = "JobPage{Jobs:[]*sluicetype.Job:jobs Next:string:next_curso
 	"StateChangedAt:time.Time:state_changed_at FinalizedAt:*time.Time:finalized_at,omitempty " +
 	"TerminalReason:sluicetype.TerminalReason:terminal_reason,omitempty Lease:*sluicetype.Lease:lease,omitempty " +
 	"Errors:[]sluicetype.AttemptError:errors,omitempty Version:int64:version Checkpoint:json.RawMessage:checkpoint,omitempty " +
-	"Wait:*sluicetype.WaitSummary:wait,omitempty DeadLetterOf:string:dead_letter_of,omitempty RetryOf:string:retry_of,omitempty SupersededBy:string:superseded_by,omitempty} " +
+	"Wait:*sluicetype.WaitSummary:wait,omitempty DeadLetterOf:string:dead_letter_of,omitempty RetryOf:string:retry_of,omitempty SupersededBy:string:superseded_by,omitempty UniqueKey:string:unique_key,omitempty} " +
 	"Lease{ID:string:id WorkerID:string:worker_id Fence:int64:fence ExpiresAt:time.Time:expires_at} " +
 	"AttemptError{Attempt:int:attempt Crash:bool:crash At:time.Time:at Worker:string:worker,omitempty Message:string:message Trace:string:trace,omitempty Ref:string:ref,omitempty} " +
 	"WaitSummary{Kind:sluicetype.WaitKind:kind Step:int:step Name:string:name Until:time.Time:until,omitzero " +
@@ -274,6 +274,9 @@ func appendJob(b []byte, j *engine.Job) (_ []byte, ok bool) {
 	}
 	if j.SupersededBy != "" {
 		str(`,"superseded_by":`, j.SupersededBy)
+	}
+	if j.UniqueKey != "" {
+		str(`,"unique_key":`, j.UniqueKey)
 	}
 	return append(b, '}'), ok
 }

@@ -95,7 +95,8 @@ func (c *caller) errorText(s string) string {
 }
 
 // checkFilter refuses payload and meta filters to callers who may not see
-// payloads and metadata (a filter could probe them), and error-text
+// payloads and metadata (a filter could probe them), unique-key filters
+// for the same reason, and error-text
 // filters when error text is hidden from them; a viewer's fingerprint
 // condition is mapped from its id to the fingerprint, in place.
 func checkFilter(c *caller, f *engine.Filter) error {
@@ -104,6 +105,10 @@ func checkFilter(c *caller, f *engine.Filter) error {
 	}
 	if len(f.Payload) > 0 || len(f.Meta) > 0 {
 		return c.need(engine.RoleInspector, "filter on payload or metadata")
+	}
+	if f.UniqueKey != "" {
+		// A key hashes payload fields: a viewer could confirm a guess.
+		return c.need(engine.RoleInspector, "filter on unique key")
 	}
 	if c.hideErrors() && (f.Error != "" || f.ErrorPattern != "") {
 		return c.need(engine.RoleInspector, "filter on error text (this server hides it from viewers)")
@@ -121,6 +126,9 @@ func redactJob(c *caller, j *engine.Job) *engine.Job {
 	cp := *j
 	cp.Payload, cp.Metadata, cp.Checkpoint = nil, nil, nil
 	cp.Fingerprint = c.view.fingerprintOut(j.Fingerprint)
+	// A unique key hashes payload fields (UniqueOpts.Fields), which a
+	// viewer may not read: whoever reads it can confirm a guessed value.
+	cp.UniqueKey = ""
 	if c.hideErrors() && len(j.Errors) > 0 {
 		cp.Errors = make([]engine.AttemptError, len(j.Errors))
 		for i, e := range j.Errors {

@@ -43,6 +43,12 @@ const (
 	// configuration and says what about it loses jobs silently
 	// (DurabilityWarner).
 	CapabilityDurabilityWarnings Capability = "durability.warnings"
+	// CapabilityUnique: the store holds JobInsertParams.UniqueKey
+	// atomically while its job is in a state of its UniqueStates, and
+	// refuses a write that would make a second holder with a
+	// *sluicetype.UniqueHeldError. The engine refuses a unique enqueue on a
+	// store without it.
+	CapabilityUnique Capability = "unique"
 )
 
 // Declares reports whether s declares c.

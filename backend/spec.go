@@ -70,6 +70,24 @@ func (s ActionSpec) Refuses(r Refusal) bool { return s.Refuse&r != 0 }
 // Allows reports whether the spec takes a job from state st.
 func (s ActionSpec) Allows(st sluicetype.State) bool { return slices.Contains(s.From, st) }
 
+// MayTakeUniqueKey reports whether the action can move a job from a state
+// that may not hold its unique key into one that may: only such a move
+// can collide with another holder, and a store refuses it with a
+// *sluicetype.UniqueHeldError (an operator's retry of a dead job). Moves
+// among sluicetype.RequiredUniqueStates never collide: a job holds its
+// key in all of them.
+func (s ActionSpec) MayTakeUniqueKey() bool {
+	if sluicetype.UniqueStateBit(s.To) == 0 {
+		return false
+	}
+	for _, st := range s.From {
+		if !slices.Contains(sluicetype.RequiredUniqueStates, st) {
+			return true
+		}
+	}
+	return false
+}
+
 // actionTriggers names the table's trigger of each action.
 var actionTriggers = map[sluicetype.Action]Trigger{
 	sluicetype.ActionRetry:   TriggerOperatorRetry,

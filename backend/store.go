@@ -126,6 +126,14 @@ type JobInsertParams struct {
 	ScheduledAt *time.Time
 	Deadline    *time.Time
 	Timeout     time.Duration
+	// UniqueKey, when set, makes the insert unique: while another job
+	// with this key is in a state of its own UniqueStates mask
+	// (sluicetype.UniqueMaskHolds), the insert writes nothing and returns
+	// that job with Existing set. The store holds the key atomically
+	// (never a check then an insert). UniqueStates is the mask this job
+	// holds its key under.
+	UniqueKey    string
+	UniqueStates int64
 }
 
 type JobInsertManyParams struct {
@@ -138,7 +146,7 @@ type JobInsertManyParams struct {
 // JobInsertResult is the outcome for one job of JobInsertMany.
 type JobInsertResult struct {
 	Job      *sluicetype.Job // without payload
-	Existing bool            // the id existed with the same content
+	Existing bool            // the id existed with the same content, or the unique key was held
 	Err      error
 }
 

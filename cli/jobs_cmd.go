@@ -278,6 +278,7 @@ func printDetail(w io.Writer, d *engine.JobDetail) error {
 	field("since", ago(j.StateChangedAt))
 	field("terminal reason", string(j.TerminalReason))
 	field("fingerprint", j.Fingerprint)
+	field("unique key", j.UniqueKey)
 	field("version", fmt.Sprint(j.Version))
 	field("retry of", j.RetryOf)
 	field("superseded by", j.SupersededBy)

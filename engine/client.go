@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -33,8 +34,9 @@ func (e *Engine) enqueueMany(ctx context.Context, ps []EnqueueParams) ([]Enqueue
 	out := make([]EnqueueResult, len(ps))
 	ins := make([]*backend.JobInsertParams, 0, len(ps))
 	idx := make([]int, 0, len(ps))
+	clock := &batchClock{store: e.store}
 	for i := range ps {
-		jp, err := e.insertParams(&ps[i])
+		jp, err := e.insertParams(ctx, &ps[i], clock)
 		if err != nil {
 			out[i].Err = err
 			continue
@@ -71,7 +73,26 @@ func (e *Engine) enqueueMany(ctx context.Context, ps []EnqueueParams) ([]Enqueue
 	return out, nil
 }
 
-func (e *Engine) insertParams(p *EnqueueParams) (*backend.JobInsertParams, error) {
+// batchClock reads the store's clock once for a batch, and only when a
+// unique job's period needs it.
+type batchClock struct {
+	store backend.Store
+	now   time.Time
+	read  bool
+}
+
+func (c *batchClock) Now(ctx context.Context) (time.Time, error) {
+	if !c.read {
+		now, err := c.store.Now(ctx)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("enqueue: store clock: %w", err)
+		}
+		c.now, c.read = now, true
+	}
+	return c.now, nil
+}
+
+func (e *Engine) insertParams(ctx context.Context, p *EnqueueParams, clock *batchClock) (*backend.JobInsertParams, error) {
 	if p.Queue == "" {
 		p.Queue = "default"
 	}
@@ -141,13 +162,39 @@ func (e *Engine) insertParams(p *EnqueueParams) (*backend.JobInsertParams, error
 			return nil, err
 		}
 	}
-	return &backend.JobInsertParams{
+	jp := &backend.JobInsertParams{
 		ID: id, Queue: p.Queue, Kind: p.Kind, Payload: payload,
 		SchemaVersion: version, Metadata: meta, Tags: p.Tags,
 		Priority: p.Priority, MaxAttempts: maxAttempts, Fingerprint: fp,
 		Delay: p.Delay, ScheduledAt: p.ScheduledAt, Deadline: p.Deadline,
 		Timeout: timeout,
-	}, nil
+	}
+	if p.Unique != nil {
+		if !backend.Declares(e.store, backend.CapabilityUnique) {
+			return nil, fmt.Errorf("job %s: unique enqueue: %w: the %s store does not hold unique keys", id, ErrUnsupported, e.store.Backend())
+		}
+		// The period bucket is read from the job's due time by the
+		// store's clock, so that every process puts a job due at the
+		// same moment in the same bucket.
+		var due time.Time
+		if p.Unique.Period > 0 {
+			if p.ScheduledAt != nil {
+				due = *p.ScheduledAt
+			} else {
+				now, err := clock.Now(ctx)
+				if err != nil {
+					return nil, err
+				}
+				due = now.Add(p.Delay)
+			}
+		}
+		key, mask, err := sluicetype.UniqueKeyOf(p.Unique, id, p.Kind, p.Queue, payload, due)
+		if err != nil {
+			return nil, err
+		}
+		jp.UniqueKey, jp.UniqueStates = key, mask
+	}
+	return jp, nil
 }
 
 // wake tells this process's runner of queue q that work is waiting.

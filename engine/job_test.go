@@ -48,7 +48,7 @@ func fullJob() *Job {
 		Wait:         &WaitSummary{Kind: WaitKindChildren, Step: 2, Name: "all", Done: 3, Total: 5},
 		DeadLetterOf: "dead-1",
 		RetryOf:      "orig-1",
-		SupersededBy: "new-1",
+		SupersededBy: "new-1", UniqueKey: "0123456789abcdef0123456789abcdef",
 	}
 }
 

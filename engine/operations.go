@@ -119,6 +119,10 @@ func (e *Engine) RunOperation(ctx context.Context) (bool, error) {
 	// The rate counts from what this run processed: the operation's own
 	// progress, not an estimate.
 	from := op.Processed
+	// The refusals of this run whose unique key a live job holds, for the
+	// operation's error: how many, and the last one's holder.
+	uniqueHeld := 0
+	var lastHeld *UniqueHeldError
 	for {
 		if op.Rate > 0 {
 			// Keep under the rate: a batch starts once the jobs done so
@@ -155,8 +159,19 @@ func (e *Engine) RunOperation(ctx context.Context) (bool, error) {
 		}
 		cursor = res.Cursor
 		msg := ""
+		for _, r := range res.Refused {
+			var held *UniqueHeldError
+			if errors.As(r, &held) {
+				uniqueHeld++
+				lastHeld = held
+			}
+		}
 		if n := len(res.Refused); n > 0 {
 			msg = fmt.Sprintf("%d jobs refused so far; the last: %v", op.Failed, res.Refused[n-1])
+			if uniqueHeld > 0 {
+				msg += fmt.Sprintf(" (%d refused by this run because a live job holds their unique key; the last: %s held by %s)",
+					uniqueHeld, lastHeld.ID, lastHeld.HolderID)
+			}
 		}
 		if res.Exhausted {
 			return true, finish(OperationCompleted, msg)

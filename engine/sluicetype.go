@@ -213,6 +213,18 @@ type SupersededError = sluicetype.SupersededError
 // sluicetype.TerminalReason).
 type TerminalReason = sluicetype.TerminalReason
 
+// UniqueHeldError refuses a write that would put a job into a state that
+// holds its unique key while another job (HolderID) holds that key: an
+// operator's retry of a dead job whose duplicate was enqueued since (an
+// alias of sluicetype.UniqueHeldError).
+type UniqueHeldError = sluicetype.UniqueHeldError
+
+// UniqueOpts makes an enqueue unique: while a job with the same unique key
+// is in one of States, enqueueing another returns that job (Existing set)
+// instead of writing a new one, as an enqueue of an existing id does (an
+// alias of sluicetype.UniqueOpts).
+type UniqueOpts = sluicetype.UniqueOpts
+
 // VersionError: the job changed since the version an edit was made on (an
 // alias of sluicetype.VersionError).
 type VersionError = sluicetype.VersionError
@@ -366,6 +378,30 @@ func Timeline(j *Job, stored []Event) []Event {
 	return sluicetype.Timeline(j, stored)
 }
 
+// UniqueKeyOf validates o against the job and returns its unique key and
+// states mask (calls sluicetype.UniqueKeyOf).
+func UniqueKeyOf(o *UniqueOpts, id, kind, queue string, payload json.RawMessage, due time.Time) (string, int64, error) {
+	return sluicetype.UniqueKeyOf(o, id, kind, queue, payload, due)
+}
+
+// UniqueMaskHolds reports whether a job in state s holds its key under mask
+// (calls sluicetype.UniqueMaskHolds).
+func UniqueMaskHolds(mask int64, s State) bool {
+	return sluicetype.UniqueMaskHolds(mask, s)
+}
+
+// UniqueStateBit is the bit of state s in a unique-states mask: its place
+// in AllStates (calls sluicetype.UniqueStateBit).
+func UniqueStateBit(s State) int64 {
+	return sluicetype.UniqueStateBit(s)
+}
+
+// UniqueStatesMask is the mask of states (calls
+// sluicetype.UniqueStatesMask).
+func UniqueStatesMask(states []State) int64 {
+	return sluicetype.UniqueStatesMask(states)
+}
+
 // ValidateJSON checks that raw is one JSON value no deeper than
 // MaxJSONDepth and returns it compacted (calls sluicetype.ValidateJSON).
 func ValidateJSON(raw json.RawMessage) (json.RawMessage, error) {
@@ -481,6 +517,7 @@ const (
 var (
 	Actions                = sluicetype.Actions
 	AllStates              = sluicetype.AllStates
+	DefaultUniqueStates    = sluicetype.DefaultUniqueStates
 	ErrBusy                = sluicetype.ErrBusy
 	ErrClosed              = sluicetype.ErrClosed
 	ErrConflict            = sluicetype.ErrConflict
@@ -496,4 +533,5 @@ var (
 	ErrUnsupported         = sluicetype.ErrUnsupported
 	ErrWrongState          = sluicetype.ErrWrongState
 	QueryFields            = sluicetype.QueryFields
+	RequiredUniqueStates   = sluicetype.RequiredUniqueStates
 )

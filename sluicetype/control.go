@@ -95,8 +95,11 @@ type Filter struct {
 	Kinds       []string `json:"kinds,omitempty"`
 	IDs         []string `json:"ids,omitempty"`
 	Fingerprint string   `json:"fingerprint,omitempty"`
-	Tags        []string `json:"tags,omitempty"`
-	Error       string   `json:"error,omitempty"`
+	// UniqueKey is a unique job's key (Job.UniqueKey): the jobs that
+	// carry it, holding it or not.
+	UniqueKey string   `json:"unique_key,omitempty"`
+	Tags      []string `json:"tags,omitempty"`
+	Error     string   `json:"error,omitempty"`
 	// ErrorPattern is an error group's normalised message (NormalizeError).
 	ErrorPattern    string      `json:"error_pattern,omitempty"`
 	Payload         []PathMatch `json:"payload,omitempty"`

@@ -30,6 +30,10 @@ type EnqueueParams struct {
 	Deadline *time.Time
 	// Timeout bounds one attempt; the kind's timeout when 0.
 	Timeout time.Duration
+	// Unique, when set, makes the enqueue unique (see UniqueOpts): while
+	// a job with the same unique key holds it, this enqueue returns that
+	// job with Existing set.
+	Unique *UniqueOpts
 }
 
 // EnqueueResult is the outcome for one job of EnqueueMany.

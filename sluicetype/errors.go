@@ -125,6 +125,8 @@ func ReasonCode(err error) string {
 		return "wrong_state"
 	case errors.Is(err, ErrQuarantined):
 		return "quarantined"
+	case errors.As(err, new(*UniqueHeldError)):
+		return "unique_held"
 	case errors.Is(err, ErrConflict):
 		return "conflict"
 	case errors.Is(err, ErrInvalid):

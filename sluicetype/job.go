@@ -126,6 +126,10 @@ type Job struct {
 	DeadLetterOf string       `json:"dead_letter_of,omitempty"`
 	RetryOf      string       `json:"retry_of,omitempty"`
 	SupersededBy string       `json:"superseded_by,omitempty"`
+	// UniqueKey is the key of a unique job (UniqueOpts), held while the
+	// job is in one of the states it was enqueued with; empty for a job
+	// enqueued without uniqueness.
+	UniqueKey string `json:"unique_key,omitempty"`
 }
 
 // Lease is a worker's claim on a running job.

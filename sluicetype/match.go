@@ -18,8 +18,8 @@ import (
 // f.IncludeSuperseded (see JobCountMatchingParams.ExcludeSuperseded).
 //
 // The conditions: list fields (states, queues, kinds, ids) match any of
-// their values and tags any of the job's tags; fingerprint and error
-// pattern are equal; error is a case-sensitive substring of the last
+// their values and tags any of the job's tags; fingerprint, unique key
+// and error pattern are equal; error is a case-sensitive substring of the last
 // error; times are strict (created>T: created after T), and a finalized
 // bound holds only for a finalized job. A payload or meta path matches
 // the value found there, as PathValueMatches states.
@@ -28,7 +28,8 @@ func (f Filter) Matches(j *Job) bool {
 		len(f.Queues) > 0 && !slices.Contains(f.Queues, j.Queue) ||
 		len(f.Kinds) > 0 && !slices.Contains(f.Kinds, j.Kind) ||
 		len(f.IDs) > 0 && !slices.Contains(f.IDs, j.ID) ||
-		f.Fingerprint != "" && j.Fingerprint != f.Fingerprint {
+		f.Fingerprint != "" && j.Fingerprint != f.Fingerprint ||
+		f.UniqueKey != "" && j.UniqueKey != f.UniqueKey {
 		return false
 	}
 	if len(f.Tags) > 0 && !slices.ContainsFunc(f.Tags, func(t string) bool { return slices.Contains(j.Tags, t) }) {

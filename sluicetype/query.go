@@ -37,7 +37,7 @@ import (
 // QueryFields lists the fields the q grammar knows, for help texts and
 // error messages.
 var QueryFields = []string{
-	"state", "queue", "kind", "id", "fingerprint", "tag", "error", "errgroup",
+	"state", "queue", "kind", "id", "fingerprint", "unique", "tag", "error", "errgroup",
 	"payload.<path>", "meta.<key>",
 	"created>", "created<", "finalized>", "finalized<",
 	"superseded:include",
@@ -192,7 +192,7 @@ func (p *queryParser) term(f *Filter, seen map[string]bool) error {
 	switch {
 	case name == "state" || name == "queue" || name == "kind" || name == "id" || name == "tag":
 		kind = qfList
-	case name == "fingerprint" || name == "error" || name == "errgroup" || name == "superseded":
+	case name == "fingerprint" || name == "unique" || name == "error" || name == "errgroup" || name == "superseded":
 	case name == "created" || name == "finalized":
 		kind = qfTime
 	case strings.HasPrefix(name, "payload.") || strings.HasPrefix(name, "meta."):
@@ -260,6 +260,12 @@ func (p *queryParser) term(f *Filter, seen map[string]bool) error {
 			return p.fail(start, "%v", err)
 		}
 		f.Fingerprint = v
+	case "unique":
+		v = strings.ToLower(v)
+		if err := queryCheckUniqueKey(v); err != nil {
+			return p.fail(start, "%v", err)
+		}
+		f.UniqueKey = v
 	case "error":
 		f.Error = v
 	case "errgroup":
@@ -420,6 +426,15 @@ func queryCheckState(s State) error {
 	return nil
 }
 
+// queryCheckUniqueKey accepts a unique key as UniqueKeyOf writes it: 32
+// lower-case hex characters.
+func queryCheckUniqueKey(k string) error {
+	if len(k) != 32 || strings.Trim(k, "0123456789abcdef") != "" {
+		return fmt.Errorf("unique key %q is not 32 lower-case hex characters", k)
+	}
+	return nil
+}
+
 func queryCheckFingerprint(fp string) error {
 	if len(fp) != 64 {
 		return fmt.Errorf("fingerprint %q is not 64 lower-case hex characters (it has %d characters)", fp, utf8.RuneCountInString(fp))
@@ -562,6 +577,7 @@ func (f Filter) String() string {
 	list("kind", f.Kinds)
 	list("id", f.IDs)
 	single("fingerprint", f.Fingerprint)
+	single("unique", f.UniqueKey)
 	list("tag", f.Tags)
 	single("error", f.Error)
 	single("errgroup", f.ErrorPattern)
@@ -637,7 +653,7 @@ func queryEscaped(r rune) bool {
 // IncludeSuperseded widens rather than narrows, so alone it is empty.
 func (f Filter) IsEmpty() bool {
 	return len(f.States) == 0 && len(f.Queues) == 0 && len(f.Kinds) == 0 &&
-		len(f.IDs) == 0 && f.Fingerprint == "" && len(f.Tags) == 0 &&
+		len(f.IDs) == 0 && f.Fingerprint == "" && f.UniqueKey == "" && len(f.Tags) == 0 &&
 		f.Error == "" && f.ErrorPattern == "" && len(f.Payload) == 0 && len(f.Meta) == 0 &&
 		f.CreatedAfter == nil && f.CreatedBefore == nil &&
 		f.FinalizedAfter == nil && f.FinalizedBefore == nil
@@ -697,6 +713,11 @@ func (f Filter) Validate() error {
 	}
 	if f.Fingerprint != "" {
 		if err := queryCheckFingerprint(f.Fingerprint); err != nil {
+			return bad("%v", err)
+		}
+	}
+	if f.UniqueKey != "" {
+		if err := queryCheckUniqueKey(f.UniqueKey); err != nil {
 			return bad("%v", err)
 		}
 	}

@@ -133,7 +133,7 @@ func (m *Model) act(a engine.Action) tea.Cmd {
 		}
 	}
 	count := int64(len(ids))
-	m.dlg.confirm = &confirmDialog{
+	d := &confirmDialog{
 		title: title,
 		count: count,
 		lines: lines,
@@ -141,7 +141,26 @@ func (m *Model) act(a engine.Action) tea.Cmd {
 			return m.applyCmd(a, ids)
 		},
 	}
+	m.dlg.confirm = d
+	if a == engine.ActionRetry && len(ids) == 1 {
+		if j, _, _ := m.oneJob(); j != nil && j.ID == ids[0] && j.UniqueKey != "" {
+			// Whether a live job holds the key, said in the dialog
+			// while the operator reads it: the retry would be refused.
+			return m.uniqueHolderCmd(d, j.ID, j.UniqueKey)
+		}
+	}
 	return nil
+}
+
+// uniqueHolderSeen adds the holder to its confirmation, if still open.
+func (m *Model) uniqueHolderSeen(msg uniqueHolderMsg) {
+	if msg.holder == "" || m.dlg.confirm != msg.dlg {
+		return
+	}
+	msg.dlg.notes = append(msg.dlg.notes, dialogNote{
+		text:  "live job " + termtext.Line(msg.holder) + " holds this job's unique key: the retry will be refused",
+		style: m.theme.WarnText,
+	})
 }
 
 // confirmForcedRetry asks before retrying a superseded job (retried with

@@ -458,6 +458,9 @@ func describeFilter(f engine.Filter) string {
 	if f.Fingerprint != "" {
 		parts = append(parts, "fingerprint "+f.Fingerprint[:min(12, len(f.Fingerprint))])
 	}
+	if f.UniqueKey != "" {
+		parts = append(parts, "unique key "+f.UniqueKey[:min(12, len(f.UniqueKey))])
+	}
 	if len(f.IDs) > 0 {
 		parts = append(parts, plural(int64(len(f.IDs)), "id", "ids"))
 	}

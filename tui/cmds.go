@@ -531,3 +531,31 @@ type screenTickMsg struct{}
 type ageTickMsg struct{}
 
 type opsTickMsg struct{ seq uint64 }
+
+// uniqueHolderMsg answers uniqueHolderCmd: the live job holding the
+// unique key of the job a confirmation asks to retry ("" for none).
+type uniqueHolderMsg struct {
+	dlg    *confirmDialog
+	holder string
+}
+
+// uniqueHolderCmd looks for a job other than id that holds key in a state
+// every unique job holds its key in (engine.RequiredUniqueStates).
+func (m *Model) uniqueHolderCmd(d *confirmDialog, id, key string) tea.Cmd {
+	ctl, ctx := m.ctl, m.ctx
+	return func() tea.Msg {
+		c, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		page, err := ctl.ListJobs(c, engine.ListJobsParams{Filter: engine.Filter{UniqueKey: key,
+			States: engine.RequiredUniqueStates}, Limit: 2})
+		if err != nil {
+			return uniqueHolderMsg{dlg: d} // the retry's answer will say
+		}
+		for _, j := range page.Jobs {
+			if j.ID != id {
+				return uniqueHolderMsg{dlg: d, holder: j.ID}
+			}
+		}
+		return uniqueHolderMsg{dlg: d}
+	}
+}

@@ -151,6 +151,7 @@ func slimJob(j *engine.Job) *engine.Job {
 		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, CrashAttempt: j.CrashAttempt,
 		StateChangedAt: j.StateChangedAt, Version: j.Version, Wait: j.Wait,
 		SupersededBy: j.SupersededBy, // r on it asks to force the retry
+		UniqueKey:    j.UniqueKey,    // r on it looks for the key's holder
 	}
 }
 

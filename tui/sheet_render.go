@@ -273,6 +273,10 @@ func (b *sheetLines) lifecycle(now time.Time, j *engine.Job, deleteAt *time.Time
 		b.field("lease", fmt.Sprintf("%s until %s", termtext.Line(j.Lease.WorkerID), stamp(now, j.Lease.ExpiresAt)))
 	}
 	b.field("fingerprint", shortFP(termtext.Line(j.Fingerprint)))
+	if j.UniqueKey != "" {
+		// Whole, so that it can be pasted into a unique: filter.
+		b.field("unique key", termtext.Line(j.UniqueKey))
+	}
 	b.field("version", fmt.Sprintf("%d · fence %d", j.Version, j.Fence))
 	if len(j.Tags) > 0 {
 		tags := make([]string, len(j.Tags))

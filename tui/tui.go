@@ -404,6 +404,9 @@ func (m *Model) setTheme(t *themes.Theme) {
 // handleMsg routes the answers of commands and timers.
 func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 	switch msg := msg.(type) {
+	case uniqueHolderMsg:
+		m.uniqueHolderSeen(msg)
+		return nil
 	case metaMsg:
 		if msg.err != nil {
 			return m.failed(retryMeta, "meta", msg.err)

@@ -120,6 +120,10 @@ func selectionDifferential(t *testing.T, h Harness, seed uint64, rounds int) {
 			t.Fatal(err)
 		}
 		p.Payload, p.Args = json.RawMessage(string(b[:len(b)-1])+`,"f":`+raw+`,"c":`+shapes[r.IntN(len(shapes))]+"}"), nil
+		// A third are unique by their own number (no two collide).
+		if r.IntN(3) == 0 {
+			p.Unique = &engine.UniqueOpts{Fields: []string{"i"}}
+		}
 		ps = append(ps, p)
 	}
 	res, err := f.e.EnqueueMany(context.Background(), ps)
@@ -140,9 +144,12 @@ func selectionDifferential(t *testing.T, h Harness, seed uint64, rounds int) {
 		jobs[p.ID] = getJob(t, f.s, p.ID)
 	}
 	var created []time.Time
-	var patterns []string
+	var patterns, keys []string
 	for _, j := range jobs {
 		created = append(created, j.CreatedAt)
+		if j.UniqueKey != "" {
+			keys = append(keys, j.UniqueKey)
+		}
 		if len(j.Errors) > 0 {
 			patterns = append(patterns, engine.NormalizeError(j.Errors[len(j.Errors)-1].Message))
 		}
@@ -151,6 +158,7 @@ func selectionDifferential(t *testing.T, h Harness, seed uint64, rounds int) {
 	// In order, so that a seed draws the same selectors again (the jobs
 	// come from a map).
 	slices.Sort(patterns)
+	slices.Sort(keys)
 	edge := []string{"0001-01-01", "1000-01-01", "1677-09-21", "2262-04-12", "3000-01-01", "9999-12-31"}
 
 	term := func(c int) string {
@@ -203,6 +211,11 @@ func selectionDifferential(t *testing.T, h Harness, seed uint64, rounds int) {
 				return "payload.c." + []string{"p", "0", "p.q", "p.0"}[r.IntN(4)] + ":" + quoteQueryValue(shapeValues[r.IntN(len(shapeValues))])
 			}
 			return "payload.c:" + quoteQueryValue(v)
+		case 14:
+			if len(keys) == 0 || r.IntN(4) == 0 {
+				return "unique:" + strings.Repeat("0", 32) // carried by no job
+			}
+			return "unique:" + keys[r.IntN(len(keys))]
 		default:
 			at := edge[r.IntN(len(edge))]
 			if r.IntN(2) == 0 {
@@ -225,7 +238,7 @@ func selectionDifferential(t *testing.T, h Harness, seed uint64, rounds int) {
 	for round := range rounds {
 		// Distinct kinds of term: most fields take one value.
 		var terms []string
-		for _, c := range r.Perm(15)[:1+r.IntN(3)] {
+		for _, c := range r.Perm(16)[:1+r.IntN(3)] {
 			terms = append(terms, term(c))
 		}
 		q := strings.Join(terms, " ")

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -147,6 +148,13 @@ func (s *Store) JobAction(ctx context.Context, p *backend.JobActionParams) (*slu
 				return fmt.Errorf("postgres: %s job %s: %w", spec.Action, p.ID, err)
 			}
 		} else {
+			// A move into a state that holds the job's unique key is
+			// refused while another job holds it. The index decides
+			// (jobs_unique_key); reading the holder first only names it
+			// without aborting the transaction.
+			if held, err := uniqueHolderOf(ctx, tx, tx.q(sqlUniqueHolderOf), string(spec.Action), p.ID, spec.To); err != nil || held != nil {
+				return cmp.Or[error](err, held)
+			}
 			q := tx.q(`UPDATE {s}.jobs SET ` + specSet(*spec) + fmt.Sprintf(` WHERE id = $%d RETURNING `, argBase(*spec)) + jobColumnsNoPayload)
 			args := append(setArgs(*spec, tx.nowNs, nanosPtr(p.Deadline)), p.ID)
 			j, err := scanJob(tx.QueryRow(ctx, q, args...))
@@ -168,6 +176,13 @@ func (s *Store) JobAction(ctx context.Context, p *backend.JobActionParams) (*slu
 		}
 		return nil
 	})
+	if isUniqueHeld(err) {
+		// Another session's job took the key between the read and the
+		// update: the index refused the update; name the holder.
+		if held, herr := uniqueHolderOf(ctx, s.pool, s.sql(sqlUniqueHolderOf), string(spec.Action), p.ID, spec.To); herr == nil && held != nil {
+			return nil, held
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -38,7 +38,7 @@ const archiveColumns = `id, queue, kind, payload, schema_version, metadata, tags
 const archiveReadColumns = `id, queue, kind, payload, schema_version, metadata, tags, priority, state, attempt,
 	max_attempts, crash_attempt, fingerprint, fence, scheduled_at, deadline, timeout_ns, created_at, attempted_at,
 	attempted_by, state_changed_at, finalized_at, terminal_reason, NULL::text, NULL::text, NULL::bigint, errors,
-	version, NULL::jsonb, dead_letter_of, retry_of, superseded_by`
+	version, NULL::jsonb, dead_letter_of, retry_of, superseded_by, ''::text`
 
 // sqlDeleteExpiredArchiving is sqlDeleteExpired that also copies the
 // deleted jobs of the queues in $7 into job_archive, evicted at $6.

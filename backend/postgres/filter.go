@@ -116,6 +116,12 @@ func (w *where) addFilter(f *sluicetype.Filter) error {
 	if f.Fingerprint != "" {
 		w.add(fingerprintIs(w.fps, "", w.a.add(f.Fingerprint)))
 	}
+	if f.UniqueKey != "" {
+		// The second term lets a generic plan take jobs_unique_key, a
+		// partial index over the jobs with a key.
+		w.add("unique_key = " + w.a.add(f.UniqueKey) + "::text")
+		w.add("unique_key <> ''")
+	}
 	if len(f.Tags) > 0 {
 		w.add("tags && " + w.a.add(f.Tags) + "::text[]")
 	}

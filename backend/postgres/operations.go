@@ -353,6 +353,9 @@ func (b *batch) run(ctx context.Context) error {
 type candidate struct {
 	id, queue, state, fingerprint string
 	quarantined                   bool
+	// uniqueKey is the job's key when the move may take it
+	// (ActionSpec.MayTakeUniqueKey), holder the other job holding it.
+	uniqueKey, holder string
 }
 
 // pick locks the jobs the batch takes among the next window ids past its
@@ -376,7 +379,7 @@ func (b *batch) pick(ctx context.Context, window int) ([]candidate, *string, err
 	var found []candidate
 	for rows.Next() {
 		var c candidate
-		if err := rows.Scan(&c.id, &c.queue, &c.state, &c.fingerprint, &c.quarantined); err != nil {
+		if err := rows.Scan(&c.id, &c.queue, &c.state, &c.fingerprint, &c.quarantined, &c.uniqueKey); err != nil {
 			rows.Close()
 			return nil, nil, fmt.Errorf("postgres: select jobs: %w", err)
 		}
@@ -408,6 +411,14 @@ func (b *batch) pickQuery(end *string) (string, []any, error) {
 	rng.add("id > " + rng.a.add(p.After) + "::text")
 	if end != nil {
 		rng.add("id <= " + rng.a.add(*end) + "::text")
+	} else {
+		// The last window, bounded all the same by the last id (the
+		// same rows: the statement's snapshot has no later one): a
+		// range bounded on both sides gets the planner's small default
+		// selectivity, and keeps it on the primary key when no ANALYZE
+		// has seen the table. With one bound the index and a scan of
+		// every job cost within a row's width of each other.
+		rng.add(b.tx.q("id <= (SELECT max(id) FROM {s}.jobs)"))
 	}
 	chosen, err := b.selection(rng.a)
 	if err != nil {
@@ -418,7 +429,14 @@ func (b *batch) pickQuery(end *string) (string, []any, error) {
 	if p.Spec.Refuses(backend.RefuseQuarantined) {
 		quarantined = tx.q("fingerprint IN (SELECT fingerprint FROM {s}.fingerprints WHERE status = 'quarantined')")
 	}
-	q := tx.q("SELECT id, queue, state, fingerprint, "+quarantined+" FROM {s}.jobs WHERE ") + rng.sql() +
+	// A job whose move would take its unique key comes with the key
+	// (apply reads the keys' holders). A subquery here for the holder
+	// would turn the plan from the primary key's range to a scan.
+	unique := "''"
+	if bit := sluicetype.UniqueStateBit(p.Spec.To); p.Spec.MayTakeUniqueKey() && bit != 0 {
+		unique = fmt.Sprintf(`CASE WHEN unique_key <> '' AND (unique_states & %d) <> 0 THEN unique_key ELSE '' END`, bit)
+	}
+	q := tx.q("SELECT id, queue, state, fingerprint, "+quarantined+", "+unique+" FROM {s}.jobs WHERE ") + rng.sql() +
 		" ORDER BY id LIMIT " + rng.a.add(b.limit)
 	if !b.unlocked {
 		q += " FOR UPDATE"
@@ -456,12 +474,33 @@ func (b *batch) apply(ctx context.Context, found []candidate, end *string) error
 		}
 		b.done = true
 	}
+	holders, err := b.uniqueHolders(ctx, found)
+	if err != nil {
+		return err
+	}
 	var ids []string
 	var taken []candidate
+	var keys map[string]string // unique key -> the job of this batch taking it
 	for _, c := range found {
+		if h := holders[c.uniqueKey]; c.uniqueKey != "" && h != c.id {
+			c.holder = h
+		}
 		if c.quarantined {
 			b.refused = append(b.refused, &sluicetype.QuarantinedError{Verb: string(p.Spec.Action), ID: c.id, Fingerprint: c.fingerprint})
 			continue
+		}
+		if c.uniqueKey != "" {
+			if c.holder == "" {
+				c.holder = keys[c.uniqueKey]
+			}
+			if c.holder != "" {
+				b.refused = append(b.refused, &sluicetype.UniqueHeldError{Verb: string(p.Spec.Action), ID: c.id, Key: c.uniqueKey, HolderID: c.holder})
+				continue
+			}
+			if keys == nil {
+				keys = map[string]string{}
+			}
+			keys[c.uniqueKey] = c.id
 		}
 		ids = append(ids, c.id)
 		taken = append(taken, c)
@@ -499,6 +538,38 @@ func (b *batch) apply(ctx context.Context, found []candidate, end *string) error
 		return err
 	}
 	return b.s.notifyQueues(ctx, tx, wake)
+}
+
+// sqlUniqueHoldersOf reads the holders of unique keys: key and id.
+var sqlUniqueHoldersOf = `SELECT unique_key, id FROM {s}.jobs WHERE unique_key = ANY($1::text[]) AND ` + uniqueHoldsSQL("")
+
+// uniqueHolders reads the holders of the keys the batch's jobs would take.
+// One that takes a key from under a concurrent insert fails the batch on
+// jobs_unique_key; the next batch, in a new transaction, names the holder.
+func (b *batch) uniqueHolders(ctx context.Context, found []candidate) (map[string]string, error) {
+	var keys []string
+	for _, c := range found {
+		if c.uniqueKey != "" && !c.quarantined {
+			keys = append(keys, c.uniqueKey)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	rows, err := b.tx.Query(ctx, b.tx.q(sqlUniqueHoldersOf), keys)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: unique keys: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var key, id string
+		if err := rows.Scan(&key, &id); err != nil {
+			return nil, fmt.Errorf("postgres: unique keys: %w", err)
+		}
+		out[key] = id
+	}
+	return out, rows.Err()
 }
 
 // changeUnlocked changes the jobs of an unlocked batch: the UPDATE tests

@@ -20,14 +20,14 @@ const (
 	jobColumnsRest = `schema_version, metadata, tags, priority, state, attempt, max_attempts, crash_attempt,
 	fingerprint, fence, scheduled_at, deadline, timeout_ns, created_at, attempted_at, attempted_by,
 	state_changed_at, finalized_at, terminal_reason, lease_id, lease_worker, lease_expires_at, errors,
-	version, checkpoint, dead_letter_of, retry_of, superseded_by`
+	version, checkpoint, dead_letter_of, retry_of, superseded_by, unique_key`
 	jobColumns          = `id, queue, kind, payload, ` + jobColumnsRest
 	jobColumnsNoPayload = `id, queue, kind, NULL::jsonb, ` + jobColumnsRest
 	jobColumnsList      = `id, queue, kind, NULL::jsonb, schema_version, metadata, tags, priority, state, attempt, max_attempts, crash_attempt,
 	fingerprint, fence, scheduled_at, deadline, timeout_ns, created_at, attempted_at, attempted_by,
 	state_changed_at, finalized_at, terminal_reason, lease_id, lease_worker, lease_expires_at,
 	CASE WHEN jsonb_array_length(errors) > 1 THEN jsonb_build_array(errors -> -1) ELSE errors END,
-	version, ` + sqlWaitSummary + `, dead_letter_of, retry_of, superseded_by`
+	version, ` + sqlWaitSummary + `, dead_letter_of, retry_of, superseded_by, unique_key`
 
 	// sqlWaitSummary stands in a listed row for its checkpoint: a
 	// scheduled job's wait without its children's ids, their count as
@@ -82,6 +82,7 @@ type jobRow struct {
 	version                        int64
 	checkpoint                     []byte
 	deadLetterOf, retryOf, superBy string
+	uniqueKey                      string
 }
 
 func (r *jobRow) dest() []any {
@@ -89,7 +90,7 @@ func (r *jobRow) dest() []any {
 		&r.state, &r.attempt, &r.maxAttempts, &r.crash, &r.fingerprint, &r.fence, &r.scheduledAt, &r.deadline,
 		&r.timeout, &r.createdAt, &r.attemptedAt, &r.attemptedBy, &r.stateChangedAt, &r.finalizedAt, &r.reason,
 		&r.leaseID, &r.leaseWorker, &r.leaseExpires, &r.errors, &r.version, &r.checkpoint, &r.deadLetterOf,
-		&r.retryOf, &r.superBy}
+		&r.retryOf, &r.superBy, &r.uniqueKey}
 }
 
 // compact returns jsonb's text form without its spaces ({"a": 1} as
@@ -135,6 +136,7 @@ func (r *jobRow) job() (*sluicetype.Job, error) {
 		DeadLetterOf:   r.deadLetterOf,
 		RetryOf:        r.retryOf,
 		SupersededBy:   r.superBy,
+		UniqueKey:      r.uniqueKey,
 	}
 	if len(r.tags) > 0 {
 		j.Tags = append([]string(nil), r.tags...)

@@ -698,7 +698,7 @@ func (s *Store) Capabilities() []backend.Capability {
 		backend.CapabilityFilterPayload, backend.CapabilityFilterMeta, backend.CapabilityFilterTags,
 		backend.CapabilityFilterError, backend.CapabilityErrorGroups, backend.CapabilityOperations,
 		backend.CapabilityCounts, backend.CapabilityQueuePause, backend.CapabilityIdempotency,
-		backend.CapabilityArchive,
+		backend.CapabilityArchive, backend.CapabilityUnique,
 	}
 	if s.notify != nil {
 		cs = append(cs, backend.CapabilityWakeups)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/sluicetype"
@@ -47,6 +48,10 @@ if not J then return redis.error_reply('NOTFOUND') end
 if not S.from[J[F.state]] then return redis.error_reply('STATE ' .. J[F.state]) end
 if S.rsuper and J[F.superseded_by] ~= '' and A.force ~= '1' then return redis.error_reply('SUPER ' .. J[F.superseded_by]) end
 if S.rquar and quarantined(J[F.fingerprint]) then return redis.error_reply('QUAR ' .. J[F.fingerprint]) end
+if J[F.unique_key] ~= '' and not S.del and uholds(S.to, J[F.unique_states]) and not uholds(J[F.state], J[F.unique_states]) then
+  local hid = uholder(J[F.unique_key])
+  if hid and hid ~= J[F.id] then return redis.error_reply('UHELD ' .. hid .. ' ' .. J[F.unique_key]) end
+end
 local O = copy(J)
 if S.del then
   remove(J, true)
@@ -81,6 +86,9 @@ func (s *Store) JobAction(ctx context.Context, p *backend.JobActionParams) (*slu
 				return nil, &sluicetype.SupersededError{ID: p.ID, By: r.arg}
 			case "QUAR":
 				return nil, &sluicetype.QuarantinedError{Verb: string(spec.Action), ID: p.ID, Fingerprint: r.arg}
+			case "UHELD":
+				holder, key, _ := strings.Cut(r.arg, " ")
+				return nil, &sluicetype.UniqueHeldError{Verb: string(spec.Action), ID: p.ID, Key: key, HolderID: holder}
 			}
 		}
 		return nil, err

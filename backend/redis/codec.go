@@ -262,6 +262,8 @@ func (d *jobDecoder) set(k, v string) {
 		j.RetryOf = v
 	case fSupersededBy:
 		j.SupersededBy = v
+	case fUniqueKey:
+		j.UniqueKey = v
 	case fPayload:
 		if d.payload && v != "" {
 			j.Payload = json.RawMessage(v)

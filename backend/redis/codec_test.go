@@ -114,7 +114,7 @@ func TestJobDecodersAgree(t *testing.T) {
 		"cr", "0000000000000000044", "ata", "0000000000000000045", "atb", "w1", "sca", "0000000000000000046",
 		"fin", "0000000000000000047", "rs", "max_attempts", "v", "12", "dlo", "d0", "ro", "r0", "sb", "s0",
 		"p", `{"n":1}`, "m", `{"m":1}`, "cp", `{"version":1}`, "tg", `["t"]`,
-		"lid", "l1", "lw", "w2", "lx", "0000000000000000048"}
+		"lid", "l1", "lw", "w2", "lx", "0000000000000000048", "uk", "k1", "us", "15"}
 	flat := make([]any, len(fields))
 	m := map[string]string{}
 	for i, f := range fields {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/sluicehq/sluice/sluicetype"
 )
 
 // The field names of the hashes the scripts write, defined once: the Go
@@ -53,6 +55,10 @@ const (
 	fLastError      = "le"
 	fPattern        = "ep"
 	fErrorsKept     = "ne"
+	// A unique job's key and the mask of the states that hold it
+	// (sluicetype.UniqueStatesMask); the key's holder is {ns}:uq:KEY.
+	fUniqueKey    = "uk"
+	fUniqueStates = "us"
 )
 
 // hashField is one field of a hash the scripts write: lua is its key in
@@ -100,6 +106,8 @@ func jobFields() []hashField {
 		{"last_error", fLastError, ""},
 		{"pattern", fPattern, ""},
 		{"errors_kept", fErrorsKept, ""},
+		{"unique_key", fUniqueKey, ""},
+		{"unique_states", fUniqueStates, "0"},
 	}
 }
 
@@ -218,6 +226,14 @@ func luaPrelude() string {
 		}
 		n++
 		b.WriteString("['" + f.name + "'] = '" + f.def + "'")
+	}
+	// UBIT: each state's bit in a unique job's states mask.
+	b.WriteString("}\nlocal UBIT = {")
+	for i, st := range sluicetype.AllStates {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "['%s'] = %d", st, sluicetype.UniqueStateBit(st))
 	}
 	b.WriteString("}\n")
 	return b.String()

@@ -51,6 +51,9 @@ func match(r *row, f *sluicetype.Filter, excludeSuperseded bool, asOf *time.Time
 	if f.Fingerprint != "" && j.Fingerprint != f.Fingerprint {
 		return false
 	}
+	if f.UniqueKey != "" && j.UniqueKey != f.UniqueKey {
+		return false
+	}
 	if len(f.Tags) > 0 && !slices.ContainsFunc(f.Tags, func(t string) bool { return slices.Contains(j.Tags, t) }) {
 		return false
 	}

@@ -47,6 +47,8 @@ const (
 	insDelay         // "s:ns"
 	insDeadline      // a time or ""
 	insTimeout       // nanoseconds
+	insUniqueKey     // "" for none
+	insUniqueStates  // the mask, decimal
 	insRecLen
 )
 
@@ -59,6 +61,7 @@ func insertLayout() batchLayout {
 	r[insSchemaVersion], r[insMetadata], r[insTags], r[insPriority] = "schema_version", "metadata", "tags", "priority"
 	r[insMaxAttempts], r[insFingerprint], r[insScheduledAt] = "max_attempts", "fingerprint", "scheduled_at"
 	r[insDelay], r[insDeadline], r[insTimeout] = "delay", "deadline", "timeout"
+	r[insUniqueKey], r[insUniqueStates] = "unique_key", "unique_states"
 	return batchLayout{head: h[:], rec: r[:]}
 }
 
@@ -71,13 +74,16 @@ func insertLayout() batchLayout {
 // ARGV[R1...] -> one record of RN values per job, at the offsets R names
 // (insertLayout: id, queue, kind, payload, schema_version, metadata,
 // tags, priority, max_attempts, fingerprint, scheduled_at, delay,
-// deadline, timeout)
+// deadline, timeout, unique_key, unique_states)
 //
 // Returns {now, results}, one result per job: {"N", state, scheduled_at}
 // written (every other field is the job as sent, as of now: JobInsertMany
 // builds the job from its record rather than have the script send back
 // what it was sent), {"E", job} existing with the same content, {"C"}
-// existing with other content, {"Q"} refused as quarantined.
+// existing with other content, {"Q"} refused as quarantined. A job whose
+// id is new but whose unique key another job holds (uholder) answers
+// {"E", holder}; a new unique job takes its key ({ns}:uq:KEY), in the
+// same script, so no other insert can see it free.
 //
 // The index entries of the new jobs are gathered (ZB) and written once
 // per key for the batch; fingerprints are looked up only when quarantine
@@ -94,7 +100,14 @@ for i = R1, #ARGV, RN do
     recs[#recs + 1] = enc({'Q', id, fp})
   else
     local O = load(id)
-    if O then
+    local uk = ARGV[i + R.unique_key]
+    local hid = nil
+    if not O and uk ~= '' then hid = uholder(uk) end
+    if hid then
+      local H = load(hid)
+      r = {'E', out(H, false)}
+      if IK ~= '' then recs[#recs + 1] = enc({'E', rec(H, false)}) end
+    elseif O then
       if O[F.queue] ~= q or O[F.kind] ~= k or O[F.fingerprint] ~= fp then
         r = {'C'}
         recs[#recs + 1] = enc({'C', id})
@@ -125,6 +138,11 @@ for i = R1, #ARGV, RN do
       if dl ~= '' then h[#h + 1] = F.deadline; h[#h + 1] = dl end
       if m ~= '' then h[#h + 1] = F.metadata; h[#h + 1] = m end
       if p ~= '' then h[#h + 1] = F.payload; h[#h + 1] = p end
+      local us = ARGV[i + R.unique_states]
+      if uk ~= '' then
+        h[#h + 1] = F.unique_key; h[#h + 1] = uk; h[#h + 1] = F.unique_states; h[#h + 1] = us
+        redis.call('SET', K('uq', uk), id)
+      end
       redis.call('HSET', P .. 'job:' .. id, unpack(h))
       zlex(true, idsk, id)
       if not QSEEN[q] then redis.call('SADD', K('queues'), q); QSEEN[q] = true end
@@ -147,7 +165,8 @@ for i = R1, #ARGV, RN do
           [F.metadata] = m, [F.tags] = tg, [F.priority] = pr, [F.state] = st, [F.attempt] = '0',
           [F.max_attempts] = ma, [F.crash_attempt] = '0', [F.fingerprint] = fp, [F.fence] = '0',
           [F.scheduled_at] = sch, [F.deadline] = dl, [F.timeout] = to, [F.created_at] = NOW,
-          [F.state_changed_at] = NOW, [F.version] = '1'}
+          [F.state_changed_at] = NOW, [F.version] = '1', [F.unique_key] = uk}
+        if uk ~= '' then J[F.unique_states] = us end
         recs[#recs + 1] = enc({'N', rec(J, false)})
       end
     end
@@ -261,6 +280,7 @@ func insertRec(jp *backend.JobInsertParams) [insRecLen]string {
 		r[insScheduledAt] = tstr(*jp.ScheduledAt)
 	}
 	r[insDelay], r[insDeadline], r[insTimeout] = dstr(jp.Delay), tptr(jp.Deadline), strconv.FormatInt(int64(jp.Timeout), 10)
+	r[insUniqueKey], r[insUniqueStates] = jp.UniqueKey, strconv.FormatInt(jp.UniqueStates, 10)
 	return r
 }
 
@@ -272,7 +292,7 @@ func insertedFields(r *[insRecLen]string, state, sched, now string) map[string]s
 		fSchemaVersion: r[insSchemaVersion], fMetadata: r[insMetadata], fTags: r[insTags], fPriority: r[insPriority],
 		fState: state, fAttempt: "0", fMaxAttempts: r[insMaxAttempts], fCrashAttempt: "0",
 		fFingerprint: r[insFingerprint], fFence: "0", fScheduledAt: sched, fDeadline: r[insDeadline],
-		fTimeout: r[insTimeout], fCreatedAt: now, fStateChangedAt: now, fVersion: "1"}
+		fTimeout: r[insTimeout], fCreatedAt: now, fStateChangedAt: now, fVersion: "1", fUniqueKey: r[insUniqueKey]}
 }
 
 // insertRecord turns an insert's idempotency record into the results the

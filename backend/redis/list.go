@@ -494,7 +494,7 @@ func simpleFilter(f *sluicetype.Filter) bool {
 
 func isZero(f *sluicetype.Filter) bool {
 	return len(f.States) == 0 && len(f.Queues) == 0 && len(f.Kinds) == 0 && len(f.IDs) == 0 &&
-		f.Fingerprint == "" && len(f.Tags) == 0 && f.Error == "" && f.ErrorPattern == "" &&
+		f.Fingerprint == "" && f.UniqueKey == "" && len(f.Tags) == 0 && f.Error == "" && f.ErrorPattern == "" &&
 		len(f.Payload) == 0 && len(f.Meta) == 0 && f.CreatedAfter == nil && f.CreatedBefore == nil &&
 		f.FinalizedAfter == nil && f.FinalizedBefore == nil
 }

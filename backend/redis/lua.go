@@ -177,6 +177,31 @@ local function egmove(from, to, q, k, ep, id, m, nm)
   zlex(true, K('egi', gt), id)
   egcount(gt, 1)
 end
+-- Unique keys: {ns}:uq:KEY names the job holding KEY, and holds it only
+-- while that job's state has its bit in the job's unique_states mask. A
+-- move out of the holding states through commit or remove gives the
+-- name up at once; one that does not (the hot paths of the claim and the
+-- completion) leaves a name uholder reads as free, because it checks the
+-- named job's state every time, in the same script as the write it
+-- guards.
+local function uholds(st, mask) return bit.band(tonumber(mask) or 0, UBIT[st] or 0) ~= 0 end
+local function uholder(key)
+  local id = redis.call('GET', K('uq', key))
+  if not id then return nil end
+  local h = redis.call('HMGET', K('job', id), F.state, F.unique_states, F.unique_key)
+  if h[1] and h[3] == key and uholds(h[1], h[2]) then return id end
+  return nil
+end
+-- umove gives up or takes O's key as its move to J's state says (a move
+-- into the holding states was checked by its script first).
+local function umove(O, J)
+  local key = O[F.unique_key]
+  if uholds(J[F.state], J[F.unique_states]) then
+    if not uholds(O[F.state], O[F.unique_states]) then redis.call('SET', K('uq', key), J[F.id]) end
+  elseif redis.call('GET', K('uq', key)) == O[F.id] then
+    redis.call('DEL', K('uq', key))
+  end
+end
 local function cls(c)
   c = tonumber(c)
   if c == 0 then return '0' elseif c == 1 then return '1' end
@@ -270,6 +295,8 @@ end
 -- changed copy of O, or only the changes with O as its __index (pairs
 -- then walks only those).
 local function commit(O, J, autocount)
+  -- A partial read (a bulk batch's) may lack the key: nil, not ''.
+  if (O[F.unique_key] or '') ~= '' and O[F.state] ~= J[F.state] then umove(O, J) end
   index(O, false)
   local a, d = {}, {}
   for k, v in pairs(J) do
@@ -302,6 +329,9 @@ local function remove(O, autocount)
   redis.call('ZREM', K('ids'), O[F.id])
   if O[F.fingerprint] ~= '' then redis.call('SREM', K('fpj', O[F.fingerprint]), O[F.id]) end
   if O[F.superseded_by] ~= '' then redis.call('SREM', K('sup'), O[F.id]) end
+  if (O[F.unique_key] or '') ~= '' and redis.call('GET', K('uq', O[F.unique_key])) == O[F.id] then
+    redis.call('DEL', K('uq', O[F.unique_key]))
+  end
   if autocount then count(O[F.queue], O[F.state], -1) end
 end
 -- zmany adds (at score 0) or removes many members of one sorted set in

@@ -333,7 +333,7 @@ func goFiltered(f *sluicetype.Filter) bool {
 // script may take: its walk, index writes included, stops at seven
 // eighths of it), ttl ("s:ns"), cutoff (a time); the spec (s_ prefix,
 // as luaAction); the selector's indexed conditions f_states, f_queues,
-// f_kinds, f_ids (joined by US), f_fp, f_ep, f_ca, f_cb, f_fa, f_fb
+// f_kinds, f_ids (joined by US), f_fp, f_uk, f_ep, f_ca, f_cb, f_fa, f_fb
 // (times or ""), f_sup ("1" takes superseded jobs in); f_more ("1": the
 // selector has conditions only the Go side evaluates, whose verdicts
 // f_verdicts lists as id US version US 0|1 records joined by RS); and the
@@ -358,7 +358,9 @@ func goFiltered(f *sluicetype.Filter) bool {
 // batch has written nothing yet, is refused as "RETRY".
 //
 // Returns {"over", op} for an operation that is no longer running, or
-// {"ok", op, cursor, exhausted (0|1), refused (id US fingerprint ...)}.
+// {"ok", op, cursor, exhausted (0|1), refused (id US fingerprint ...)}; a
+// job refused because another job holds its unique key has "U holder
+// key" in its fingerprint's place (a fingerprint is hex: never "U ...").
 // Errors: "NOTFOUND", "LEASE", "RETRY" (a job changed since the Go side
 // judged it: nothing was written, run the batch again).
 var luaOpBatch = script(`
@@ -472,7 +474,8 @@ end
 -- selector tests them) are not read: commit then writes them whatever
 -- the job held, which is the same change.
 local BF = {F.id, F.queue, F.kind, F.priority, F.state, F.attempt, F.max_attempts, F.crash_attempt, F.fingerprint,
-  F.scheduled_at, F.deadline, F.state_changed_at, F.lease_expires, F.version, F.superseded_by, F.pattern}
+  F.scheduled_at, F.deadline, F.state_changed_at, F.lease_expires, F.version, F.superseded_by, F.pattern,
+  F.unique_key, F.unique_states}
 if A.f_ca ~= '' or A.f_cb ~= '' then BF[#BF + 1] = F.created_at end
 if A.f_fa ~= '' or A.f_fb ~= '' then BF[#BF + 1] = F.finalized_at end
 local function loadb(id)
@@ -503,6 +506,7 @@ while true do
   if ok and #kinds > 0 then ok = ks[J[F.kind]] end
   if ok and #ids > 0 then ok = is[J[F.id]] end
   if ok and A.f_fp ~= '' then ok = J[F.fingerprint] == A.f_fp end
+  if ok and A.f_uk ~= '' then ok = J[F.unique_key] == A.f_uk end
   if ok and A.f_ep ~= '' then ok = J[F.pattern] == A.f_ep end
   if ok and A.f_ca ~= '' then ok = J[F.created_at] > A.f_ca end
   if ok and A.f_cb ~= '' then ok = J[F.created_at] < A.f_cb end
@@ -534,9 +538,18 @@ while true do
         quar[fp] = q
       end
     end
+    local uh = nil
+    if not q and (J[F.unique_key] or '') ~= '' and not S.del and uholds(S.to, J[F.unique_states])
+      and not uholds(J[F.state], J[F.unique_states]) then
+      local hid = uholder(J[F.unique_key])
+      if hid and hid ~= J[F.id] then uh = 'U ' .. hid .. ' ' .. J[F.unique_key] end
+    end
     if q then
       refused[#refused + 1] = J[F.id]
       refused[#refused + 1] = fp
+    elseif uh then
+      refused[#refused + 1] = J[F.id]
+      refused[#refused + 1] = uh
     else
       if A.ev == '1' then event(J[F.id], A.ev_kind, A.ev_actor, J[F.state], A.ev_to, J[F.attempt], A.ev_msg) end
       if S.del then
@@ -608,7 +621,7 @@ func (s *Store) OperationProcessBatch(ctx context.Context, p *backend.OperationP
 		"limit", strconv.Itoa(limit), "window", strconv.Itoa(window),
 		"budget", strconv.FormatInt(cmp.Or(s.batchBudget, batchScriptBudget).Microseconds(), 10), "ttl", dstr(ttl), "cutoff", tstr(p.Cutoff),
 		"f_states", joinStates(sel.States), "f_queues", strings.Join(sel.Queues, us), "f_kinds", strings.Join(sel.Kinds, us),
-		"f_ids", strings.Join(sel.IDs, us), "f_fp", sel.Fingerprint, "f_ep", sel.ErrorPattern,
+		"f_ids", strings.Join(sel.IDs, us), "f_fp", sel.Fingerprint, "f_uk", sel.UniqueKey, "f_ep", sel.ErrorPattern,
 		"f_ca", tptr(sel.CreatedAfter), "f_cb", tptr(sel.CreatedBefore), "f_fa", tptr(sel.FinalizedAfter),
 		"f_fb", tptr(sel.FinalizedBefore), "f_sup", flag(sel.IncludeSuperseded),
 		"ev", flag(p.Spec.Event != ""), "ev_kind", string(p.Event.Kind), "ev_actor", p.Event.Actor,
@@ -669,6 +682,11 @@ func (s *Store) OperationProcessBatch(ctx context.Context, p *backend.OperationP
 	}
 	ref := strs(rep[4])
 	for i := 0; i+1 < len(ref); i += 2 {
+		if held, ok := strings.CutPrefix(ref[i+1], "U "); ok {
+			holder, key, _ := strings.Cut(held, " ")
+			out.Refused = append(out.Refused, &sluicetype.UniqueHeldError{Verb: string(p.Spec.Action), ID: ref[i], Key: key, HolderID: holder})
+			continue
+		}
 		out.Refused = append(out.Refused, &sluicetype.QuarantinedError{Verb: string(p.Spec.Action), ID: ref[i], Fingerprint: ref[i+1]})
 	}
 	if p.Spec.To == sluicetype.StateAvailable {

@@ -476,7 +476,7 @@ func (s *Store) Capabilities() []backend.Capability {
 		backend.CapabilityFilterPayload, backend.CapabilityFilterMeta, backend.CapabilityFilterTags,
 		backend.CapabilityFilterError, backend.CapabilityErrorGroups, backend.CapabilityOperations,
 		backend.CapabilityCounts, backend.CapabilityQueuePause, backend.CapabilityIdempotency,
-		backend.CapabilityWakeups, backend.CapabilityDurabilityWarnings,
+		backend.CapabilityWakeups, backend.CapabilityDurabilityWarnings, backend.CapabilityUnique,
 	}
 }
 
@@ -555,7 +555,7 @@ type refusal struct {
 func (r *refusal) Error() string { return "refused: " + r.code + " " + r.arg }
 
 var refusalCodes = []string{"LEASE", "NOTFOUND", "STATE", "SUPER", "QUAR", "VERSION", "CONFLICT", "RETRY",
-	"MISMATCH", "INFLIGHT", "LOST", "IDEMHELD", "IDEMSTEP"}
+	"MISMATCH", "INFLIGHT", "LOST", "IDEMHELD", "IDEMSTEP", "UHELD"}
 
 func parseRefusal(msg string) *refusal {
 	msg = strings.TrimPrefix(msg, "ERR ")

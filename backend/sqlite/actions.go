@@ -139,6 +139,9 @@ func (s *Store) JobAction(ctx context.Context, p *backend.JobActionParams) (*slu
 			}
 		} else {
 			j, err := scanJob(tx.StmtContext(ctx, st[2]).QueryRowContext(ctx, nowNs, nanosPtr(p.Deadline), p.ID))
+			if isUniqueHeld(err) {
+				return uniqueHeld(ctx, tx, string(spec.Action), p.ID)
+			}
 			if err != nil {
 				return fmt.Errorf("sqlite: %s job %s: %w", spec.Action, p.ID, err)
 			}

@@ -50,6 +50,24 @@ func (s ownWordsStore) JobFinish(ctx context.Context, p *backend.JobFinishParams
 	return s.Store.JobFinish(ctx, &q)
 }
 
+// noUniqueStore declares unique keys but writes every job as if it had
+// none, as a store that checked and then inserted in two steps would
+// let racing enqueues do.
+type noUniqueStore struct{ *sqlite.Store }
+
+func (s noUniqueStore) Unwrap() *sqlite.Store { return s.Store }
+
+func (s noUniqueStore) JobInsertMany(ctx context.Context, p *backend.JobInsertManyParams) ([]backend.JobInsertResult, error) {
+	q := *p
+	q.Jobs = make([]*backend.JobInsertParams, len(p.Jobs))
+	for i, jp := range p.Jobs {
+		c := *jp
+		c.UniqueKey, c.UniqueStates = "", 0
+		q.Jobs[i] = &c
+	}
+	return s.Store.JobInsertMany(ctx, &q)
+}
+
 // brokenStores names each broken store and the checks that must fail on it.
 var brokenStores = map[string]struct {
 	wrap   func(*sqlite.Store) backend.Store
@@ -58,6 +76,10 @@ var brokenStores = map[string]struct {
 	"no-cutoff": {
 		wrap:   func(s *sqlite.Store) backend.Store { return noCutoffStore{s} },
 		checks: []string{"Control/BulkLeavesLaterDeathsAlone", "ControlStore/BulkTakesOnlyEarlierDeaths"},
+	},
+	"no-unique": {
+		wrap:   func(s *sqlite.Store) backend.Store { return noUniqueStore{s} },
+		checks: []string{"Unique/DuplicateReturnsExisting", "Unique/EightGoroutinesOneJob", "Unique/PeriodBuckets"},
 	},
 	"own-words": {
 		wrap:   func(s *sqlite.Store) backend.Store { return ownWordsStore{s} },

@@ -193,7 +193,7 @@ func (s *Store) JobCountReconcile(ctx context.Context) error {
 // state_changed_at; a count of available jobs as of a time reads them).
 func countsServe(p *backend.JobCountMatchingParams) bool {
 	f := &p.Filter
-	if len(f.States) == 0 || len(f.Kinds) > 0 || len(f.IDs) > 0 || f.Fingerprint != "" ||
+	if len(f.States) == 0 || len(f.Kinds) > 0 || len(f.IDs) > 0 || f.Fingerprint != "" || f.UniqueKey != "" ||
 		len(f.Tags) > 0 || f.Error != "" || f.ErrorPattern != "" || len(f.Payload) > 0 || len(f.Meta) > 0 ||
 		f.CreatedAfter != nil || f.CreatedBefore != nil || f.FinalizedAfter != nil || f.FinalizedBefore != nil ||
 		f.PlanCutoff != nil {

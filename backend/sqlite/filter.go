@@ -129,6 +129,12 @@ func (w *where) addFilter(f *sluicetype.Filter) error {
 	if f.Fingerprint != "" {
 		w.add("fingerprint = ?", f.Fingerprint)
 	}
+	if f.UniqueKey != "" {
+		// The second term lets SQLite take jobs_unique_key, a partial
+		// index over the jobs with a key.
+		w.add("unique_key = ?", f.UniqueKey)
+		w.add("unique_key <> ''")
+	}
 	if len(f.Tags) > 0 {
 		var b strings.Builder
 		b.WriteString("EXISTS (SELECT 1 FROM json_each(jobs.tags) WHERE value IN (")

@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/backend"
@@ -20,9 +22,9 @@ const (
 	sqlIsQuarantined  = `SELECT EXISTS(SELECT 1 FROM fingerprints WHERE fingerprint = ? AND status = 'quarantined')`
 	sqlInsertJob      = `INSERT INTO jobs (id, queue, kind, payload, schema_version, metadata, tags, priority, state,
 		max_attempts, fingerprint, scheduled_at, deadline, timeout_ns, created_at, state_changed_at,
-		checkpoint, dead_letter_of, retry_of)
-	VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, NULL, '', '')
-	ON CONFLICT (id) DO NOTHING`
+		checkpoint, dead_letter_of, retry_of, unique_key, unique_states)
+	VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, NULL, '', '', ?16, ?17)
+	ON CONFLICT DO NOTHING`
 	sqlGetJob          = `SELECT ` + jobColumns + ` FROM jobs WHERE id = ?`
 	sqlGetJobNoPayload = `SELECT ` + jobColumnsNoPayload + ` FROM jobs WHERE id = ?`
 	sqlInsertEvent     = `INSERT INTO job_events (job_id, kind, at, actor, from_state, to_state, attempt, message)
@@ -36,7 +38,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *backend.JobInsertManyParam
 	if len(p.Jobs) == 0 {
 		return res, nil
 	}
-	st, err := s.stmts(ctx, sqlAnyQuarantined, sqlIsQuarantined, sqlInsertJob, sqlGetJobNoPayload)
+	st, err := s.stmts(ctx, sqlAnyQuarantined, sqlIsQuarantined, sqlInsertJob, sqlGetJobNoPayload, sqlUniqueHolder)
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +89,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *backend.JobInsertManyParam
 				jp.ID, jp.Queue, jp.Kind, string(jp.Payload), jp.SchemaVersion,
 				textOrNull(jp.Metadata), tags, jp.Priority, string(state),
 				jp.MaxAttempts, jp.Fingerprint, due.UnixNano(), nanosPtr(jp.Deadline),
-				int64(jp.Timeout), nowNs)
+				int64(jp.Timeout), nowNs, jp.UniqueKey, jp.UniqueStates)
 			if err != nil {
 				return fmt.Errorf("sqlite: insert job %s: %w", jp.ID, err)
 			}
@@ -110,6 +112,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *backend.JobInsertManyParam
 					CreatedAt:      now,
 					StateChangedAt: now,
 					Version:        1,
+					UniqueKey:      jp.UniqueKey,
 				}
 				if len(jp.Tags) > 0 {
 					j.Tags = append([]string(nil), jp.Tags...)
@@ -126,6 +129,16 @@ func (s *Store) JobInsertMany(ctx context.Context, p *backend.JobInsertManyParam
 				get = tx.StmtContext(ctx, st[3])
 			}
 			old, err := scanJob(get.QueryRowContext(ctx, jp.ID))
+			if errors.Is(err, sql.ErrNoRows) && jp.UniqueKey != "" {
+				// No such id: the unique key is held.
+				holder, err := scanJob(tx.StmtContext(ctx, st[4]).QueryRowContext(ctx, jp.UniqueKey))
+				if err != nil {
+					return fmt.Errorf("sqlite: insert job %s: unique key %s: %w", jp.ID, jp.UniqueKey, err)
+				}
+				res[i].Job = holder
+				res[i].Existing = true
+				continue
+			}
 			if err != nil {
 				return fmt.Errorf("sqlite: insert job %s: %w", jp.ID, err)
 			}
@@ -143,6 +156,59 @@ func (s *Store) JobInsertMany(ctx context.Context, p *backend.JobInsertManyParam
 		return nil, err
 	}
 	return res, nil
+}
+
+// sqlUniqueHolds is true of a row that holds its unique key: its state's
+// bit (sluicetype.UniqueStateBit) is set in its unique_states. It is
+// written as the expression of jobs_unique_key (migration 0009) equal to
+// the empty string, the holders' value there, so that SQLite finds a key's holder in
+// that index.
+var sqlUniqueHolds = uniqueHoldsSQL("")
+
+// uniqueHoldsSQL spells sqlUniqueHolds for a table alias ("" for none).
+func uniqueHoldsSQL(alias string) string {
+	if alias != "" {
+		alias += "."
+	}
+	var b strings.Builder
+	b.WriteString("(" + alias + "unique_key <> '' AND (CASE WHEN (" + alias + "unique_states & (CASE " + alias + "state")
+	for _, st := range sluicetype.AllStates {
+		fmt.Fprintf(&b, " WHEN '%s' THEN %d", st, sluicetype.UniqueStateBit(st))
+	}
+	b.WriteString(" ELSE 0 END)) <> 0 THEN '' ELSE " + alias + "id END) = '')")
+	return b.String()
+}
+
+// sqlUniqueHolder finds the job holding a unique key (jobs_unique_key
+// admits at most one).
+var sqlUniqueHolder = `SELECT ` + jobColumnsNoPayload + ` FROM jobs WHERE unique_key = ?1 AND ` + sqlUniqueHolds
+
+// sqlUniqueHolderOf finds, for job ?1, the other job holding its unique
+// key: its key and the holder's id.
+var sqlUniqueHolderOf = `SELECT j.unique_key, h.id FROM jobs j JOIN jobs h ON h.unique_key = j.unique_key AND h.id <> j.id
+	WHERE j.id = ?1 AND j.unique_key <> '' AND ` + uniqueHoldsSQL("h") + ` LIMIT 1`
+
+// isUniqueHeld reports an error of the index jobs_unique_key (SQLite
+// names an index on an expression by its name): a write
+// would have made a second job hold a unique key.
+func isUniqueHeld(err error) bool {
+	var se interface{ Code() int }
+	return err != nil && errors.As(err, &se) && se.Code() == sqliteConstraintUnique &&
+		strings.Contains(err.Error(), "jobs_unique_key")
+}
+
+// sqliteConstraintUnique is SQLITE_CONSTRAINT_UNIQUE.
+const sqliteConstraintUnique = 2067
+
+// uniqueHeld builds the refusal of a write to job id that the unique
+// index stopped, naming the job that holds the key (read in tx: SQLite
+// aborted the statement, not the transaction).
+func uniqueHeld(ctx context.Context, tx *wtx, verb, id string) error {
+	var key, holder string
+	if err := tx.QueryRowContext(ctx, sqlUniqueHolderOf, id).Scan(&key, &holder); err != nil {
+		return fmt.Errorf("sqlite: %s job %s: the unique key is held, and its holder: %w", verb, id, err)
+	}
+	return &sluicetype.UniqueHeldError{Verb: verb, ID: id, Key: key, HolderID: holder}
 }
 
 func cloneRaw(b json.RawMessage) json.RawMessage {

@@ -141,7 +141,7 @@ func TestMigration0008RegroupsOldPatterns(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := db.Exec(`DELETE FROM schema_migrations WHERE version >= 8`); err != nil {
+	if _, err := db.Exec(`DELETE FROM schema_migrations WHERE version = 8`); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()

@@ -396,6 +396,9 @@ type batch struct {
 	refused   []error
 }
 
+// sqlAnyUnique tells whether any job has a unique key (jobs_unique_key_all).
+const sqlAnyUnique = `SELECT EXISTS(SELECT 1 FROM jobs WHERE unique_key <> '')`
+
 // candidate is a job a batch found.
 type candidate struct {
 	rowid       int64
@@ -403,6 +406,9 @@ type candidate struct {
 	fingerprint string
 	state       sluicetype.State
 	quarantined bool
+	// uniqueKey is the job's key when the move may take it
+	// (ActionSpec.MayTakeUniqueKey), holder the other job holding it.
+	uniqueKey, holder string
 }
 
 // batchWhere is the condition of a batch's candidates: past cursor and up
@@ -445,7 +451,15 @@ func batchQuery(p *backend.OperationProcessBatchParams, cursor string, end sql.N
 	if p.Spec.Refuses(backend.RefuseQuarantined) {
 		quarantined = "fingerprint IN (SELECT fingerprint FROM fingerprints WHERE status = 'quarantined')"
 	}
-	q := "SELECT rowid, id, queue, state, fingerprint, " + quarantined + " FROM jobs WHERE " + w.sql() + " ORDER BY id LIMIT ?"
+	// A job whose move would take its unique key comes with the job
+	// holding it, if any.
+	unique := "'', ''"
+	if bit := sluicetype.UniqueStateBit(p.Spec.To); p.Spec.MayTakeUniqueKey() && bit != 0 {
+		unique = fmt.Sprintf(`CASE WHEN unique_key <> '' AND (unique_states & %d) <> 0 THEN unique_key ELSE '' END,
+			CASE WHEN unique_key <> '' AND (unique_states & %d) <> 0 THEN COALESCE((SELECT h.id FROM jobs h
+			WHERE h.unique_key = jobs.unique_key AND h.id <> jobs.id AND %s LIMIT 1), '') ELSE '' END`, bit, bit, uniqueHoldsSQL("h"))
+	}
+	q := "SELECT rowid, id, queue, state, fingerprint, " + quarantined + ", " + unique + " FROM jobs WHERE " + w.sql() + " ORDER BY id LIMIT ?"
 	return q, append(w.args, limit), nil
 }
 
@@ -489,7 +503,14 @@ func (b *batch) run(windowEnd *sql.Stmt) error {
 				return fmt.Errorf("sqlite: quarantine: %w", err)
 			}
 		}
-		if !quarantine {
+		unique := false
+		if p.Spec.MayTakeUniqueKey() {
+			// A move that may take unique keys is refused job by job too.
+			if err := b.tx.QueryRowContext(b.ctx, sqlAnyUnique).Scan(&unique); err != nil {
+				return fmt.Errorf("sqlite: unique keys: %w", err)
+			}
+		}
+		if !quarantine && !unique {
 			return b.runRange(end)
 		}
 	}
@@ -506,7 +527,7 @@ func (b *batch) run(windowEnd *sql.Stmt) error {
 	for rows.Next() {
 		var c candidate
 		var state string
-		if err := rows.Scan(&c.rowid, &c.id, &c.queue, &state, &c.fingerprint, &c.quarantined); err != nil {
+		if err := rows.Scan(&c.rowid, &c.id, &c.queue, &state, &c.fingerprint, &c.quarantined, &c.uniqueKey, &c.holder); err != nil {
 			rows.Close()
 			return fmt.Errorf("sqlite: select jobs: %w", err)
 		}
@@ -537,10 +558,24 @@ func (b *batch) run(windowEnd *sql.Stmt) error {
 	rowids := make([]byte, 0, 2+len(found)*12)
 	rowids = append(rowids, '[')
 	n := 0
+	var taken map[string]string // unique key -> the job of this batch taking it
 	for _, c := range found {
 		if c.quarantined {
 			b.refused = append(b.refused, &sluicetype.QuarantinedError{Verb: string(p.Spec.Action), ID: c.id, Fingerprint: c.fingerprint})
 			continue
+		}
+		if c.uniqueKey != "" {
+			if c.holder == "" {
+				c.holder = taken[c.uniqueKey]
+			}
+			if c.holder != "" {
+				b.refused = append(b.refused, &sluicetype.UniqueHeldError{Verb: string(p.Spec.Action), ID: c.id, Key: c.uniqueKey, HolderID: c.holder})
+				continue
+			}
+			if taken == nil {
+				taken = map[string]string{}
+			}
+			taken[c.uniqueKey] = c.id
 		}
 		if n > 0 {
 			rowids = append(rowids, ',')

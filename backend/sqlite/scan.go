@@ -19,10 +19,10 @@ const (
 	jobColumnsRest = `schema_version, metadata, tags, priority, state, attempt, max_attempts, crash_attempt,
 	fingerprint, fence, scheduled_at, deadline, timeout_ns, created_at, attempted_at, attempted_by,
 	state_changed_at, finalized_at, terminal_reason, lease_id, lease_worker, lease_expires_at, errors,
-	version, checkpoint, dead_letter_of, retry_of, superseded_by`
+	version, checkpoint, dead_letter_of, retry_of, superseded_by, unique_key`
 	jobColumns          = `id, queue, kind, payload, ` + jobColumnsRest
 	jobColumnsNoPayload = `id, queue, kind, NULL, ` + jobColumnsRest
-	numJobColumns       = 32
+	numJobColumns       = 33
 )
 
 // jobColumnsList are a listed row's columns: no payload (NULL) and, in
@@ -194,6 +194,7 @@ func (js *jobScanner) scan(sc scanner) (*sluicetype.Job, error) {
 		DeadLetterOf:   asString(v[29]),
 		RetryOf:        asString(v[30]),
 		SupersededBy:   asString(v[31]),
+		UniqueKey:      asString(v[32]),
 	}
 	if err := decodeLists(j, asString(v[6]), asString(v[26]), js.lastErrorOnly); err != nil {
 		return nil, err

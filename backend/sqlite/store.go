@@ -409,6 +409,7 @@ func (s *Store) Capabilities() []backend.Capability {
 		backend.CapabilityFilterPayload, backend.CapabilityFilterMeta, backend.CapabilityFilterTags,
 		backend.CapabilityFilterError, backend.CapabilityErrorGroups, backend.CapabilityOperations,
 		backend.CapabilityCounts, backend.CapabilityQueuePause, backend.CapabilityIdempotency,
+		backend.CapabilityUnique,
 	}
 }
 

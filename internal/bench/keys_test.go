@@ -75,3 +75,22 @@ func TestBenchConsoleKeys(t *testing.T) {
 	}
 	checkKeys(t, "console", line)
 }
+
+// The unique scenario on a small SQLite store: every duplicate answered
+// with the job holding its key (else the scenario fails), its keys as
+// listed.
+func TestBenchUniqueKeys(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "unique.db")
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"unique", "--store", "sqlite://" + db, "--jobs", "300", "--batch", "100",
+		"--rounds", "2", "--log-level", "warn"}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out.String(), errOut.String())
+	}
+	line := strings.TrimSpace(out.String())
+	if !strings.HasSuffix(line, " status=ok") {
+		t.Errorf("result line: %s", line)
+	}
+	checkKeys(t, "unique", line)
+}

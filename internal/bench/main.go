@@ -42,7 +42,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		},
 	}
 	lo.AddFlags(root.PersistentFlags(), "write logs to this file (default: stderr)")
-	root.AddCommand(newBenchThroughputCmd(lo), newBenchDeadLetterCmd(lo), newBenchConsoleCmd(lo), newBenchAPICmd(lo), newBenchPressureCmd(lo))
+	root.AddCommand(newBenchThroughputCmd(lo), newBenchDeadLetterCmd(lo), newBenchConsoleCmd(lo), newBenchAPICmd(lo), newBenchPressureCmd(lo), newBenchUniqueCmd(lo))
 	return cmdline.Run(ctx, root, "sluice-bench", args, stdout, stderr)
 }
 

@@ -1,0 +1,44 @@
+package tui
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// TestUniqueKeyHeldRetry: a cancelled unique job whose key a live job
+// took since shows its key on its sheet; its retry's confirmation names
+// the live job, and the retry is refused with a toast that names it.
+func TestUniqueKeyHeldRetry(t *testing.T) {
+	f := setup(t, false)
+	ctx := t.Context()
+	u := &engine.UniqueOpts{ByPayload: true}
+	payload := json.RawMessage(`{"to":"u@example.com"}`)
+	dead, err := f.eng.Enqueue(ctx, engine.EnqueueParams{ID: "uq-dead", Queue: "email", Kind: "receipt.send", Payload: payload, Unique: u})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.eng.Cancel(ctx, "uq-dead"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.eng.Enqueue(ctx, engine.EnqueueParams{ID: "uq-live", Queue: "email", Kind: "receipt.send", Payload: payload, Unique: u, Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, f.eng, testOptions())
+	s.waitFor("inv-0001")
+	s.keys("/")
+	s.typeText("state:cancelled id:uq-dead")
+	s.keys("<enter>")
+	s.waitFor("uq-dead")
+	s.keys("<enter>")
+	s.waitFor("unique key", dead.UniqueKey)
+	s.keys("<esc>")
+	s.keys("r")
+	// The confirmation says so before the operator confirms.
+	s.waitFor("Retry job uq-dead?", "live job uq-live holds this job's unique key")
+	s.keys("y")
+	// The toast wraps; the holder is on its second line.
+	s.waitFor("0 retried · 1 failed (unique_held 1)", "live job uq-live holds")
+}
