@@ -138,6 +138,15 @@ type JobPage = sluicetype.JobPage
 // sluicetype.Lease).
 type Lease = sluicetype.Lease
 
+// Limit is a concurrency limit that holds across every process sharing a
+// store: at most Concurrency jobs of the kind or queue Name run at once (an
+// alias of sluicetype.Limit).
+type Limit = sluicetype.Limit
+
+// LimitScope names what a concurrency limit counts (an alias of
+// sluicetype.LimitScope).
+type LimitScope = sluicetype.LimitScope
+
 // Meta describes the engine behind a Control (an alias of sluicetype.Meta).
 type Meta = sluicetype.Meta
 
@@ -425,6 +434,8 @@ const (
 	FingerprintQuarantined   = sluicetype.FingerprintQuarantined
 	HiddenValue              = sluicetype.HiddenValue
 	IDPattern                = sluicetype.IDPattern
+	LimitKind                = sluicetype.LimitKind
+	LimitQueue               = sluicetype.LimitQueue
 	MaxApplyIDs              = sluicetype.MaxApplyIDs
 	MaxCountJobsMax          = sluicetype.MaxCountJobsMax
 	MaxFilterPaths           = sluicetype.MaxFilterPaths

@@ -106,6 +106,38 @@ func (s *Store) claimQueriesFor(kinds map[string]int) *claimQueries {
 // if the batch is not full, and, when Lone is set and the claim found
 // nothing else, one job that crashed twice or more.
 func (s *Store) JobClaim(ctx context.Context, p *backend.JobClaimParams) (*backend.JobClaimResult, error) {
+	all, err := s.limits.Get(ctx, s.readLimits)
+	if err != nil {
+		return nil, err
+	}
+	if lim := backend.LimitsFor(p, all); len(lim) > 0 {
+		return s.claimLimited(ctx, p, lim)
+	}
+	c, err := s.claimStmts(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	var res *backend.JobClaimResult
+	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
+		var err error
+		res, err = s.claimIn(ctx, tx, now, p, c)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// claimPrepared are one kind set's claim statements, prepared before the
+// write transaction.
+type claimPrepared struct {
+	q   *claimQueries
+	st  []*sql.Stmt
+	wst []*sql.Stmt
+}
+
+func (s *Store) claimStmts(ctx context.Context, p *backend.JobClaimParams) (*claimPrepared, error) {
 	q := s.claimQueriesFor(p.Kinds)
 	st, err := s.stmts(ctx, q.archive, q.claim, q.suspect, sqlInsertEvent, sqlClaimProbe, q.lone)
 	if err != nil {
@@ -117,12 +149,18 @@ func (s *Store) JobClaim(ctx context.Context, p *backend.JobClaimParams) (*backe
 			return nil, err
 		}
 	}
+	return &claimPrepared{q: q, st: st, wst: wst}, nil
+}
+
+// claimIn is one claim inside the write transaction tx.
+func (s *Store) claimIn(ctx context.Context, tx *wtx, now time.Time, p *backend.JobClaimParams, c *claimPrepared) (*backend.JobClaimResult, error) {
+	q, st, wst := c.q, c.st, c.wst
 	lease := p.LeaseDuration
 	if lease <= 0 {
 		lease = defaultLease
 	}
 	res := &backend.JobClaimResult{}
-	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
+	err := func() error {
 		res.Jobs, res.Dead = nil, nil
 		res.Now = now
 		nowNs := now.UnixNano()
@@ -196,7 +234,7 @@ func (s *Store) JobClaim(ctx context.Context, p *backend.JobClaimParams) (*backe
 		res.Jobs = jobs
 		counts.move(p.Queue, sluicetype.StateAvailable, sluicetype.StateRunning, int64(len(jobs)))
 		return s.applyCounts(ctx, tx, counts)
-	})
+	}()
 	if err != nil {
 		return nil, err
 	}

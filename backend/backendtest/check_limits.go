@@ -1,0 +1,187 @@
+package backendtest
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
+)
+
+// Limits: concurrency limits across processes, enforced at claim.
+
+func limitChecks() []check {
+	return []check{
+		{name: "ClaimTakesOnlyRoom", fn: testLimitClaimRoom},
+		{name: "FourEnginesKindLimitThree", fn: testLimitEngines},
+		{name: "DeadProcessHoldsSlotUntilReaped", fn: testLimitDeadProcess},
+	}
+}
+
+func limitStore(t testing.TB, s backend.Store) backend.LimitStore {
+	t.Helper()
+	ls, ok := s.(backend.LimitStore)
+	if !ok {
+		t.Fatalf("%T does not implement backend.LimitStore", s)
+	}
+	return ls
+}
+
+func setLimit(t testing.TB, s backend.Store, scope sluicetype.LimitScope, name string, n int) {
+	t.Helper()
+	if err := limitStore(t, s).LimitSet(context.Background(), &backend.LimitSetParams{
+		Scope: scope, Name: name, Concurrency: n, Actor: "maya"}); err != nil {
+		t.Fatalf("LimitSet(%s %s %d): %v", scope, name, n, err)
+	}
+}
+
+// kindsOf counts claimed jobs by kind.
+func kindsOf(js []*engine.Job) map[string]int {
+	out := map[string]int{}
+	for _, j := range js {
+		out[j.Kind]++
+	}
+	return out
+}
+
+// testLimitClaimRoom: a claim takes of a limited kind only what its limit
+// leaves, of the other kinds as before, and within its queue's limit; a
+// limit raised, lowered or removed holds at the next claim; LimitList
+// counts what runs.
+func testLimitClaimRoom(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ctx := context.Background()
+	var ps []*backend.JobInsertParams
+	for i := range 6 {
+		p := jobParams(fmt.Sprintf("lim-%d", i), "q")
+		p.Kind = "charge"
+		ps = append(ps, p)
+	}
+	for i := range 3 {
+		ps = append(ps, jobParams(fmt.Sprintf("free-%d", i), "q"))
+	}
+	insert(t, s, ps...)
+	setLimit(t, s, sluicetype.LimitKind, "charge", 2)
+	kinds := map[string]int{"k": 1, "charge": 1}
+
+	steps := []struct {
+		name string
+		set  func()
+		want map[string]int
+	}{
+		{"limit 2 of charge", func() {}, map[string]int{"charge": 2, "k": 3}},
+		{"full", func() {}, map[string]int{}},
+		{"raised to 3", func() { setLimit(t, s, sluicetype.LimitKind, "charge", 3) }, map[string]int{"charge": 1}},
+		{"queue limit 4 below the 6 running", func() {
+			setLimit(t, s, sluicetype.LimitKind, "charge", 0)
+			setLimit(t, s, sluicetype.LimitQueue, "q", 4)
+		}, map[string]int{}},
+		{"queue limit removed", func() { setLimit(t, s, sluicetype.LimitQueue, "q", 0) }, map[string]int{"charge": 3}},
+	}
+	for _, st := range steps {
+		st.set()
+		got := kindsOf(claimP(t, s, backend.JobClaimParams{Queue: "q", WorkerID: "w1", Limit: 10, Kinds: kinds}).Jobs)
+		if fmt.Sprint(got) != fmt.Sprint(st.want) {
+			t.Fatalf("%s: claimed %v, want %v", st.name, got, st.want)
+		}
+	}
+
+	setLimit(t, s, sluicetype.LimitKind, "charge", 5)
+	ls, err := limitStore(t, s).LimitList(ctx)
+	if err != nil {
+		t.Fatalf("LimitList: %v", err)
+	}
+	if len(ls) != 1 || ls[0].Scope != sluicetype.LimitKind || ls[0].Name != "charge" || ls[0].Concurrency != 5 ||
+		ls[0].Running != 6 || ls[0].UpdatedBy != "maya" || ls[0].UpdatedAt.IsZero() {
+		t.Fatalf("LimitList = %+v, want kind charge 5 with 6 running, by maya", ls)
+	}
+	if err := limitStore(t, s).LimitSet(ctx, &backend.LimitSetParams{Scope: "tenant", Name: "x", Concurrency: 1}); err == nil {
+		t.Fatalf("LimitSet with an unknown scope: no error")
+	}
+}
+
+// testLimitEngines: four engines of four slots each over one store run a
+// kind limited to 3; the handlers record how many run at once: never more
+// than 3. A kind without a limit in the same queue runs beside it.
+func testLimitEngines(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	setLimit(t, s, sluicetype.LimitKind, "charge", 3)
+	var now, most, done atomic.Int64
+	charge := func(ctx context.Context, j *engine.Job) error {
+		n := now.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		// Long enough for the other engines' claims to overlap this run.
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+		}
+		now.Add(-1)
+		done.Add(1)
+		return nil
+	}
+	other := func(context.Context, *engine.Job) error { done.Add(1); return nil }
+	var es []*engine.Engine
+	for i := range 4 {
+		cfg := fast(fmt.Sprintf("w-%d", i), "billing")
+		cfg.LeaseDuration = 30 * time.Second
+		es = append(es, startEngine(t, s, cfg, engine.Kind{Name: "charge", Handler: charge},
+			engine.Kind{Name: "mail", Handler: other}))
+	}
+	const charges, mails = 40, 20
+	var ps []engine.EnqueueParams
+	for i := range charges {
+		ps = append(ps, engine.EnqueueParams{Queue: "billing", Kind: "charge", Args: map[string]int{"i": i}})
+	}
+	for i := range mails {
+		ps = append(ps, engine.EnqueueParams{Queue: "billing", Kind: "mail", Args: map[string]int{"i": i}})
+	}
+	if _, err := es[0].EnqueueMany(context.Background(), ps); err != nil {
+		t.Fatalf("EnqueueMany: %v", err)
+	}
+	eventually(t, waitLong, func() bool { return done.Load() == charges+mails }, "all %d jobs done", charges+mails)
+	if m := most.Load(); m > 3 {
+		t.Fatalf("%d charges ran at once under a limit of 3", m)
+	}
+	t.Logf("at most %d charges ran at once (limit 3)", most.Load())
+}
+
+// testLimitDeadProcess: a process that claimed under a limit and died
+// keeps its slot while its job is running — past its lease's expiry too —
+// until the reaper takes the job back; then the limit's slot runs it and
+// the job waiting behind it.
+func testLimitDeadProcess(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ctx := context.Background()
+	insert(t, s, jobParams("held", "q"), jobParams("waiting", "q"))
+	setLimit(t, s, sluicetype.LimitKind, "k", 1)
+	first := claimP(t, s, backend.JobClaimParams{Queue: "q", WorkerID: "dead", Limit: 10,
+		LeaseDuration: 300 * time.Millisecond}).Jobs
+	if len(first) != 1 {
+		t.Fatalf("first claim took %v, want one job", ids(first))
+	}
+	expires := first[0].Lease.ExpiresAt
+	if js := claimP(t, s, backend.JobClaimParams{Queue: "q", WorkerID: "w2", Limit: 10}).Jobs; len(js) != 0 {
+		t.Fatalf("second claim took %v while the first job runs under a limit of 1", ids(js))
+	}
+	eventually(t, waitLong, func() bool {
+		n, err := s.Now(ctx)
+		return err == nil && n.After(expires)
+	}, "the dead process's lease expires")
+	// Expired but not reaped: the job is still running and still counted.
+	if js := claimP(t, s, backend.JobClaimParams{Queue: "q", WorkerID: "w2", Limit: 10}).Jobs; len(js) != 0 {
+		t.Fatalf("claim took %v past the lease's expiry, before the reaper", ids(js))
+	}
+	var ran atomic.Int64
+	startEngine(t, s, fast("w-live", "q"), engine.Kind{Name: "k", Handler: func(context.Context, *engine.Job) error {
+		ran.Add(1)
+		return nil
+	}})
+	eventually(t, waitLong, func() bool {
+		return getJob(t, s, "held").State == engine.StateCompleted && getJob(t, s, "waiting").State == engine.StateCompleted
+	}, "both jobs completed after the reaper")
+}

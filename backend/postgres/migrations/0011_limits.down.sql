@@ -1,0 +1,2 @@
+-- 0011 down: claims of an older build ignore limits.
+DROP TABLE IF EXISTS {s}.limits;
