@@ -2,6 +2,7 @@ package backendtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -19,6 +20,7 @@ func limitChecks() []check {
 		{name: "ClaimTakesOnlyRoom", fn: testLimitClaimRoom},
 		{name: "FourEnginesKindLimitThree", fn: testLimitEngines},
 		{name: "DeadProcessHoldsSlotUntilReaped", fn: testLimitDeadProcess},
+		{name: "ConfigAndControlSetTheStoresLimits", fn: testLimitConfigControl},
 	}
 }
 
@@ -184,4 +186,67 @@ func testLimitDeadProcess(t *testing.T, h Harness) {
 	eventually(t, waitLong, func() bool {
 		return getJob(t, s, "held").State == engine.StateCompleted && getJob(t, s, "waiting").State == engine.StateCompleted
 	}, "both jobs completed after the reaper")
+}
+
+// testLimitConfigControl: Config.Limits are written to the store at Start,
+// over what it held; Control.SetLimit changes and removes a limit, and
+// another engine on the store lists what was set; a limit the store
+// cannot hold is refused.
+func testLimitConfigControl(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ctx := engine.WithActor(context.Background(), "maya")
+	setLimit(t, s, sluicetype.LimitKind, "charge", 9)
+	cfg := fast("w-config", "billing")
+	cfg.Limits = []engine.Limit{{Scope: engine.LimitKind, Name: "charge", Concurrency: 2},
+		{Scope: engine.LimitQueue, Name: "billing", Concurrency: 7}}
+	a := startEngine(t, s, cfg, engine.Kind{Name: "charge", Handler: func(context.Context, *engine.Job) error { return nil }})
+	b := newEngine(t, s, fast("w-other"))
+	list := func() string {
+		ls, err := b.ListLimits(ctx)
+		if err != nil {
+			t.Fatalf("ListLimits: %v", err)
+		}
+		var out []string
+		for _, l := range ls {
+			out = append(out, fmt.Sprintf("%s=%d", l, l.Concurrency))
+		}
+		return fmt.Sprint(out)
+	}
+	if got, want := list(), "[kind charge=2 queue billing=7]"; got != want {
+		t.Fatalf("after Start: %s, want %s", got, want)
+	}
+	steps := []struct {
+		scope engine.LimitScope
+		name  string
+		n     int
+		want  string
+	}{
+		{engine.LimitKind, "charge", 4, "[kind charge=4 queue billing=7]"},
+		{engine.LimitQueue, "billing", 0, "[kind charge=4]"},
+		{engine.LimitKind, "mail", 1, "[kind charge=4 kind mail=1]"},
+	}
+	for _, st := range steps {
+		if err := a.SetLimit(ctx, st.scope, st.name, st.n); err != nil {
+			t.Fatalf("SetLimit(%s %s %d): %v", st.scope, st.name, st.n, err)
+		}
+		if got := list(); got != st.want {
+			t.Fatalf("after SetLimit(%s %s %d): %s, want %s", st.scope, st.name, st.n, got, st.want)
+		}
+	}
+	ls, _ := b.ListLimits(ctx)
+	if ls[0].UpdatedBy != "maya" {
+		t.Fatalf("limit set by %q, want maya", ls[0].UpdatedBy)
+	}
+	for _, bad := range []struct {
+		scope engine.LimitScope
+		name  string
+		n     int
+	}{{"tenant", "x", 1}, {engine.LimitKind, "", 1}, {engine.LimitKind, "charge", -1}} {
+		if err := a.SetLimit(ctx, bad.scope, bad.name, bad.n); !errors.Is(err, engine.ErrInvalid) {
+			t.Fatalf("SetLimit(%q %q %d) = %v, want ErrInvalid", bad.scope, bad.name, bad.n, err)
+		}
+	}
+	if _, err := engine.New(s, engine.Config{Limits: []engine.Limit{{Scope: "tenant", Name: "x", Concurrency: 1}}}); !errors.Is(err, engine.ErrInvalid) {
+		t.Fatalf("New with a limit of an unknown scope = %v, want ErrInvalid", err)
+	}
 }

@@ -1,0 +1,53 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Limits: GET /limits lists the concurrency limits across processes, PUT
+// /limits sets one (concurrency 0 removes it).
+
+type (
+	limitsResponse struct {
+		Limits []engine.Limit `json:"limits"`
+	}
+	limitSetRequest struct {
+		Scope engine.LimitScope `json:"scope"`
+		Name  string            `json:"name"`
+		// Concurrency is a pointer so that a body without it is refused
+		// rather than read as 0, which removes the limit.
+		Concurrency *int `json:"concurrency"`
+	}
+)
+
+func (s *Server) limits(w http.ResponseWriter, r *http.Request, _ *caller) error {
+	ls, err := s.ctl.ListLimits(r.Context())
+	if err != nil {
+		return err
+	}
+	if ls == nil {
+		ls = []engine.Limit{}
+	}
+	writeJSON(w, http.StatusOK, limitsResponse{Limits: ls})
+	return nil
+}
+
+func (s *Server) limitSet(_ *http.Request, _ *caller, body []byte) (runFunc, error) {
+	var req limitSetRequest
+	if err := decodeStrict(body, &req); err != nil {
+		return nil, err
+	}
+	if req.Concurrency == nil {
+		return nil, fmt.Errorf("%w: concurrency is required (0 removes the limit)", engine.ErrInvalid)
+	}
+	return func(ctx context.Context) (*reply, error) {
+		if err := s.ctl.SetLimit(ctx, req.Scope, req.Name, *req.Concurrency); err != nil {
+			return nil, err
+		}
+		return ok(engine.Limit{Scope: req.Scope, Name: req.Name, Concurrency: *req.Concurrency}), nil
+	}, nil
+}

@@ -1,0 +1,99 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
+)
+
+// Limits: concurrency limits across processes. The store enforces them
+// where jobs are claimed (backend.LimitStore); the engine sets them from
+// Config.Limits at Start and from Control.SetLimit, and lists them.
+
+// validateLimit refuses a limit no store can hold.
+func validateLimit(scope LimitScope, name string, concurrency int) error {
+	if !scope.Valid() {
+		return fmt.Errorf("%w: limit scope %q: want kind or queue", ErrInvalid, scope)
+	}
+	if err := sluicetype.ValidateName(string(scope), name); err != nil {
+		return err
+	}
+	if concurrency < 0 {
+		return fmt.Errorf("%w: limit %s %s: concurrency %d is negative", ErrInvalid, scope, name, concurrency)
+	}
+	return nil
+}
+
+// limitStore is the store's LimitStore, or ErrUnsupported.
+func (e *Engine) limitStore() (backend.LimitStore, error) {
+	ls, ok := e.store.(backend.LimitStore)
+	if !ok {
+		return nil, fmt.Errorf("%w: this store keeps no limits", ErrUnsupported)
+	}
+	return ls, nil
+}
+
+// setConfigLimits writes Config.Limits to the store. A limit set in code
+// must hold before this process claims: an error stops Start.
+func (e *Engine) setConfigLimits(ctx context.Context) error {
+	if len(e.cfg.Limits) == 0 {
+		return nil
+	}
+	ls, err := e.limitStore()
+	if err != nil {
+		return err
+	}
+	for _, l := range e.cfg.Limits {
+		if err := ls.LimitSet(ctx, &backend.LimitSetParams{Scope: l.Scope, Name: l.Name,
+			Concurrency: l.Concurrency, Actor: "config:" + e.cfg.WorkerID}); err != nil {
+			return fmt.Errorf("engine: set limit %s from the config: %w", l, err)
+		}
+	}
+	return nil
+}
+
+// ListLimits returns every limit on the store, sorted by scope and name,
+// each with the jobs it counts running now.
+func (e *Engine) ListLimits(ctx context.Context) ([]Limit, error) {
+	ls, err := e.limitStore()
+	if err != nil {
+		return nil, err
+	}
+	return ls.LimitList(ctx)
+}
+
+// SetLimit sets the concurrency limit of a kind or a queue across every
+// process on the store; concurrency 0 removes it. It holds at the next
+// claim of every process, within a second. Jobs running past a lowered
+// limit finish; no new one starts until the count is below it.
+func (e *Engine) SetLimit(ctx context.Context, scope LimitScope, name string, concurrency int) error {
+	l := &Limit{Scope: scope, Name: name, Concurrency: concurrency}
+	_, err := intercepted(ctx, e, ActionInfo{Name: "set_limit", Limit: l}, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, e.setLimit(ctx, scope, name, concurrency)
+	})
+	return err
+}
+
+// setLimit is SetLimit without the Interceptor.
+func (e *Engine) setLimit(ctx context.Context, scope LimitScope, name string, concurrency int) error {
+	if _, ok, err := replayed[struct{}](ctx); ok {
+		return err
+	}
+	if err := validateLimit(scope, name, concurrency); err != nil {
+		return err
+	}
+	ls, err := e.limitStore()
+	if err != nil {
+		return err
+	}
+	if err := ls.LimitSet(ctx, &backend.LimitSetParams{Scope: scope, Name: name, Concurrency: concurrency,
+		Actor: ActorFrom(ctx)}); err != nil {
+		return err
+	}
+	if scope == LimitQueue {
+		e.wake(name)
+	}
+	return nil
+}
