@@ -97,3 +97,24 @@ func (e *Engine) setLimit(ctx context.Context, scope LimitScope, name string, co
 	}
 	return nil
 }
+
+// heldBy names the limit that holds an available job back, with its
+// usage ("limit kind billing.charge 5/5"): the first full one of its
+// queue's and its kind's; "" when none is full or the store keeps none.
+func (e *Engine) heldBy(ctx context.Context, j *Job) (string, error) {
+	ls, ok := e.store.(backend.LimitStore)
+	if !ok || j.State != StateAvailable {
+		return "", nil
+	}
+	limits, err := ls.LimitList(ctx)
+	if err != nil {
+		return "", fmt.Errorf("job %s limits: %w", j.ID, err)
+	}
+	for _, l := range limits {
+		covers := (l.Scope == LimitKind && l.Name == j.Kind) || (l.Scope == LimitQueue && l.Name == j.Queue)
+		if covers && l.Running >= int64(l.Concurrency) {
+			return fmt.Sprintf("limit %s %d/%d", l, l.Running, l.Concurrency), nil
+		}
+	}
+	return "", nil
+}

@@ -21,6 +21,7 @@ func limitChecks() []check {
 		{name: "FourEnginesKindLimitThree", fn: testLimitEngines},
 		{name: "DeadProcessHoldsSlotUntilReaped", fn: testLimitDeadProcess},
 		{name: "ConfigAndControlSetTheStoresLimits", fn: testLimitConfigControl},
+		{name: "HeldJobStaysAvailableAndSaysWhy", fn: testLimitHeldBy},
 	}
 }
 
@@ -248,5 +249,43 @@ func testLimitConfigControl(t *testing.T, h Harness) {
 	}
 	if _, err := engine.New(s, engine.Config{Limits: []engine.Limit{{Scope: "tenant", Name: "x", Concurrency: 1}}}); !errors.Is(err, engine.ErrInvalid) {
 		t.Fatalf("New with a limit of an unknown scope = %v, want ErrInvalid", err)
+	}
+}
+
+// testLimitHeldBy: a job a full limit holds back stays available,
+// uncharged, and its detail names the limit and its usage; with room
+// again it names none.
+func testLimitHeldBy(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ctx := context.Background()
+	insert(t, s, jobParams("a-runs", "q"), jobParams("b-held", "q"))
+	setLimit(t, s, sluicetype.LimitKind, "k", 1)
+	if js := claimP(t, s, backend.JobClaimParams{Queue: "q", WorkerID: "w1", Limit: 10}).Jobs; len(js) != 1 || js[0].ID != "a-runs" {
+		t.Fatalf("claim took %v, want [a-runs] (claim order: same time, by id)", ids(js))
+	}
+	e := newEngine(t, s, fast("w-view"))
+	steps := []struct {
+		name   string
+		set    func()
+		id     string
+		state  engine.State
+		wantBy string
+	}{
+		{"full", func() {}, "b-held", engine.StateAvailable, "limit kind k 1/1"},
+		{"the running job", func() {}, "a-runs", engine.StateRunning, ""},
+		{"queue full too: the first full limit", func() { setLimit(t, s, sluicetype.LimitQueue, "q", 1) }, "b-held", engine.StateAvailable, "limit kind k 1/1"},
+		{"kind raised", func() { setLimit(t, s, sluicetype.LimitKind, "k", 2) }, "b-held", engine.StateAvailable, "limit queue q 1/1"},
+		{"room", func() { setLimit(t, s, sluicetype.LimitQueue, "q", 0) }, "b-held", engine.StateAvailable, ""},
+	}
+	for _, st := range steps {
+		st.set()
+		d, err := e.GetJob(ctx, st.id, false)
+		if err != nil {
+			t.Fatalf("%s: GetJob(%s): %v", st.name, st.id, err)
+		}
+		if d.Job.State != st.state || d.HeldBy != st.wantBy || d.Job.Attempt != 0 || d.Job.CrashAttempt != 0 {
+			t.Fatalf("%s: %s is %s held by %q (attempt %d, crashes %d), want %s held by %q, uncharged",
+				st.name, st.id, d.Job.State, d.HeldBy, d.Job.Attempt, d.Job.CrashAttempt, st.state, st.wantBy)
+		}
 	}
 }

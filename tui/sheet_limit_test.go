@@ -1,0 +1,40 @@
+package tui
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
+	"github.com/sluicehq/sluice/engine"
+)
+
+// TestSheetHeldByLimit: an available job that a full limit across
+// processes holds back says so on its sheet, with the limit's usage.
+func TestSheetHeldByLimit(t *testing.T) {
+	ctx := context.Background()
+	store := sqlitetest.New(t)
+	eng, err := engine.New(store, engine.Config{MaintenanceInterval: 20 * time.Millisecond, WorkerID: "console-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{store: store, eng: eng}
+	for _, id := range []string{"lim-0001", "lim-0002"} {
+		if _, err := eng.Enqueue(ctx, engine.EnqueueParams{ID: id, Queue: "billing", Kind: "invoice.generate",
+			Payload: json.RawMessage(`{"invoice":9}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := eng.SetLimit(ctx, engine.LimitKind, "invoice.generate", 1); err != nil {
+		t.Fatal(err)
+	}
+	f.claim(t, ctx, "billing", "lim-0001")
+
+	o := testOptions()
+	o.State = engine.StateAvailable
+	s := start(t, eng, o)
+	s.waitFor("lim-0002")
+	s.keys("<enter>")
+	s.waitFor("job lim-0002", "held by      limit kind invoice.generate 1/1")
+}
