@@ -357,8 +357,8 @@ func (c *Client) ListLimits(ctx context.Context) ([]engine.Limit, error) {
 }
 
 // SetLimit sets one limit through PUT /limits.
-func (c *Client) SetLimit(ctx context.Context, scope engine.LimitScope, name string, concurrency int) error {
-	b, err := jsonBody(limitSetRequest{Scope: scope, Name: name, Concurrency: &concurrency})
+func (c *Client) SetLimit(ctx context.Context, l engine.Limit) error {
+	b, err := jsonBody(limitSetRequest{Scope: l.Scope, Name: l.Name, Concurrency: &l.Concurrency, Key: l.Key})
 	if err != nil {
 		return err
 	}

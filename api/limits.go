@@ -20,7 +20,8 @@ type (
 		Name  string            `json:"name"`
 		// Concurrency is a pointer so that a body without it is refused
 		// rather than read as 0, which removes the limit.
-		Concurrency *int `json:"concurrency"`
+		Concurrency *int   `json:"concurrency"`
+		Key         string `json:"key,omitempty"`
 	}
 )
 
@@ -45,9 +46,10 @@ func (s *Server) limitSet(_ *http.Request, _ *caller, body []byte) (runFunc, err
 		return nil, fmt.Errorf("%w: concurrency is required (0 removes the limit)", engine.ErrInvalid)
 	}
 	return func(ctx context.Context) (*reply, error) {
-		if err := s.ctl.SetLimit(ctx, req.Scope, req.Name, *req.Concurrency); err != nil {
+		l := engine.Limit{Scope: req.Scope, Name: req.Name, Concurrency: *req.Concurrency, Key: req.Key}
+		if err := s.ctl.SetLimit(ctx, l); err != nil {
 			return nil, err
 		}
-		return ok(engine.Limit{Scope: req.Scope, Name: req.Name, Concurrency: *req.Concurrency}), nil
+		return ok(l), nil
 	}, nil
 }

@@ -37,7 +37,24 @@ type LimitSetParams struct {
 	Scope       sluicetype.LimitScope
 	Name        string
 	Concurrency int
-	Actor       string
+	// Key partitions the limit by a top-level payload field (kind limits
+	// only; sluicetype.ValidLimitKey).
+	Key   string
+	Actor string
+}
+
+// Valid refuses a limit no store can hold.
+func (p *LimitSetParams) Valid() bool {
+	return p.Scope.Valid() && p.Name != "" && p.Concurrency >= 0 &&
+		(p.Key == "" || (p.Scope == sluicetype.LimitKind && sluicetype.ValidLimitKey(p.Key)))
+}
+
+// ClaimPartition narrows a claim to jobs whose payload's Key has fewer
+// than Max running jobs of the same kind (a partitioned limit). Set only
+// by ClaimUnderLimits, on a part of one kind that takes one job.
+type ClaimPartition struct {
+	Key string
+	Max int
 }
 
 // LimitRefresh is how long a store may claim under limits it read before:
@@ -127,10 +144,12 @@ func ClaimUnderLimits(p *JobClaimParams, limits []sluicetype.Limit, running []in
 	room := map[string]int{}
 	for i, l := range limits {
 		free := max(0, l.Concurrency-int(running[i]))
-		switch l.Scope {
-		case sluicetype.LimitQueue:
+		switch {
+		case l.Scope == sluicetype.LimitQueue:
 			left = min(left, free)
-		case sluicetype.LimitKind:
+		case l.Key != "":
+			// Partitioned: no room for the kind as a whole.
+		default:
 			room[l.Name] = free
 		}
 	}
@@ -148,21 +167,36 @@ func ClaimUnderLimits(p *JobClaimParams, limits []sluicetype.Limit, running []in
 		}
 		part := *p
 		part.Kinds, part.Limit = kinds, n
-		part.Suspects = min(suspects, n)
-		part.Lone = p.Lone && len(out.Jobs) == 0
-		res, err := claim(&part)
-		if err != nil {
-			return nil, err
-		}
-		out.Now = res.Now
-		out.Dead = append(out.Dead, res.Dead...)
-		for _, j := range res.Jobs {
-			if j.CrashAttempt == 1 {
-				suspects--
+		pt := PartitionOf(kinds, limits)
+		// A partitioned kind is claimed one job at a time, each claim
+		// counting its partition's running jobs with the ones before it
+		// in the same transaction: a batch could take two of one
+		// customer's jobs past its room.
+		for first := true; first || (pt != nil && n > 0); first = false {
+			if pt != nil {
+				part.Partition, part.Limit = pt, min(n, 1)
 			}
+			part.Suspects = min(suspects, part.Limit)
+			part.Lone = p.Lone && len(out.Jobs) == 0
+			res, err := claim(&part)
+			if err != nil {
+				return nil, err
+			}
+			out.Now = res.Now
+			out.Dead = append(out.Dead, res.Dead...)
+			for _, j := range res.Jobs {
+				if j.CrashAttempt == 1 {
+					suspects--
+				}
+			}
+			out.Jobs = append(out.Jobs, res.Jobs...)
+			left -= len(res.Jobs)
+			n -= len(res.Jobs)
+			if len(res.Jobs) == 0 {
+				break
+			}
+			part.PastDeadline = ClaimDeadlineWrite{} // archived by the first
 		}
-		out.Jobs = append(out.Jobs, res.Jobs...)
-		left -= len(res.Jobs)
 	}
 	return out, nil
 }
@@ -194,6 +228,20 @@ func ClaimParts(p *JobClaimParams, limits []sluicetype.Limit) []map[string]int {
 		parts = append(parts, nil)
 	}
 	return parts
+}
+
+// PartitionOf is the partition a claim part of kinds takes under limits:
+// that of its one kind's partitioned limit, or nil.
+func PartitionOf(kinds map[string]int, limits []sluicetype.Limit) *ClaimPartition {
+	if len(kinds) != 1 {
+		return nil
+	}
+	for _, l := range limits {
+		if _, ok := kinds[l.Name]; ok && l.Scope == sluicetype.LimitKind && l.Key != "" {
+			return &ClaimPartition{Key: l.Key, Max: l.Concurrency}
+		}
+	}
+	return nil
 }
 
 // compareOnlyKey orders one-kind maps by their kind.

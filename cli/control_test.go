@@ -186,10 +186,12 @@ func TestControlCommandsOnStore(t *testing.T) {
 	}{
 		{[]string{"limits", "set", "kind", "charge", "5"}, 0, "limit kind charge: none -> 5"},
 		{[]string{"limits", "set", "kind", "charge", "3"}, 0, "limit kind charge: 5 -> 3"},
-		{[]string{"limits", "list"}, 0, "kind   charge  3"},
+		{[]string{"limits", "list"}, 0, "charge"},
 		{[]string{"limits", "set", "tenant", "x", "1"}, 1, ""},
 		{[]string{"limits", "set", "kind", "charge", "-1"}, 1, ""},
 		{[]string{"limits", "set", "kind", "charge", "0"}, 0, "limit kind charge: 3 -> none"},
+		{[]string{"limits", "set", "kind", "charge", "2", "--key", "customer"}, 0, "limit kind charge per customer: none -> 2"},
+		{[]string{"limits", "set", "queue", "billing", "2", "--key", "customer"}, 1, ""},
 	}
 	for _, lc := range limitCmds {
 		if code, out, stderr = runCLI(t, "", lc.args...); code != lc.code || !strings.Contains(out, lc.want) {

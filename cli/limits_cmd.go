@@ -20,13 +20,14 @@ at most N running jobs of a kind, or of a queue. A job held back by a limit
 stays available. A limit set here holds in every process within a second,
 on a server (--api) or directly on a store (--store).`}
 	o.addFlags(cmd)
+	var key string
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List limits with the jobs each counts running",
 		Args:  cobra.NoArgs,
 		RunE: runCall(o, func(_ *cobra.Command, s *session, _ []string) ([]engine.Limit, error) {
 			return s.ctl.ListLimits(s.ctx)
-		}, tableOf("SCOPE\tNAME\tLIMIT\tRUNNING\tUPDATED BY", limitRow)),
+		}, tableOf("SCOPE\tNAME\tLIMIT\tPER\tRUNNING\tUPDATED BY", limitRow)),
 	}
 	set := &cobra.Command{
 		Use:   "set kind|queue NAME N",
@@ -37,7 +38,7 @@ on a server (--api) or directly on a store (--store).`}
 			if err != nil || n < 0 {
 				return limitChange{}, fmt.Errorf("%w: limit %q: want a whole number, 0 or more", engine.ErrInvalid, args[2])
 			}
-			ch := limitChange{Scope: engine.LimitScope(args[0]), Name: args[1], New: n}
+			ch := limitChange{Scope: engine.LimitScope(args[0]), Name: args[1], New: n, Key: key}
 			ls, err := s.ctl.ListLimits(s.ctx)
 			if err != nil {
 				return ch, err
@@ -47,12 +48,13 @@ on a server (--api) or directly on a store (--store).`}
 					ch.Old = l.Concurrency
 				}
 			}
-			return ch, s.ctl.SetLimit(s.ctx, ch.Scope, ch.Name, n)
+			return ch, s.ctl.SetLimit(s.ctx, engine.Limit{Scope: ch.Scope, Name: ch.Name, Concurrency: n, Key: key})
 		}, func(w io.Writer, ch limitChange) error {
-			fmt.Fprintf(w, "limit %s %s: %s -> %s\n", ch.Scope, ch.Name, limitText(ch.Old), limitText(ch.New))
+			fmt.Fprintf(w, "limit %s: %s -> %s\n", engine.Limit{Scope: ch.Scope, Name: ch.Name, Key: ch.Key}, limitText(ch.Old), limitText(ch.New))
 			return nil
 		}),
 	}
+	set.Flags().StringVar(&key, "key", "", "partition a kind's limit by this top-level payload field: N per value (per customer)")
 	cmd.AddCommand(list, set)
 	return cmd
 }
@@ -61,6 +63,7 @@ on a server (--api) or directly on a store (--store).`}
 type limitChange struct {
 	Scope engine.LimitScope `json:"scope"`
 	Name  string            `json:"name"`
+	Key   string            `json:"key,omitempty"`
 	Old   int               `json:"old"`
 	New   int               `json:"new"`
 }
@@ -73,5 +76,5 @@ func limitText(n int) string {
 }
 
 func limitRow(l engine.Limit) []string {
-	return []string{string(l.Scope), l.Name, strconv.Itoa(l.Concurrency), fmt.Sprint(l.Running), l.UpdatedBy}
+	return []string{string(l.Scope), l.Name, strconv.Itoa(l.Concurrency), l.Key, fmt.Sprint(l.Running), l.UpdatedBy}
 }

@@ -37,7 +37,7 @@ type Control interface {
 	// the jobs it counts running; SetLimit sets one (0 removes it),
 	// holding in every process within a second (limits.go).
 	ListLimits(ctx context.Context) ([]Limit, error)
-	SetLimit(ctx context.Context, scope LimitScope, name string, concurrency int) error
+	SetLimit(ctx context.Context, l Limit) error
 
 	Retry(ctx context.Context, id string, opts RetryOptions) (*Job, error)
 	Cancel(ctx context.Context, id string) (*Job, error)

@@ -94,7 +94,7 @@ func New(store backend.Store, cfg Config) (*Engine, error) {
 		}
 	}
 	for _, l := range cfg.Limits {
-		if err := validateLimit(l.Scope, l.Name, l.Concurrency); err != nil {
+		if err := validateLimit(l); err != nil {
 			return nil, err
 		}
 	}

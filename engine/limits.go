@@ -13,15 +13,21 @@ import (
 // Config.Limits at Start and from Control.SetLimit, and lists them.
 
 // validateLimit refuses a limit no store can hold.
-func validateLimit(scope LimitScope, name string, concurrency int) error {
-	if !scope.Valid() {
-		return fmt.Errorf("%w: limit scope %q: want kind or queue", ErrInvalid, scope)
+func validateLimit(l Limit) error {
+	if !l.Scope.Valid() {
+		return fmt.Errorf("%w: limit scope %q: want kind or queue", ErrInvalid, l.Scope)
 	}
-	if err := sluicetype.ValidateName(string(scope), name); err != nil {
+	if err := sluicetype.ValidateName(string(l.Scope), l.Name); err != nil {
 		return err
 	}
-	if concurrency < 0 {
-		return fmt.Errorf("%w: limit %s %s: concurrency %d is negative", ErrInvalid, scope, name, concurrency)
+	if l.Concurrency < 0 {
+		return fmt.Errorf("%w: limit %s: concurrency %d is negative", ErrInvalid, l, l.Concurrency)
+	}
+	if l.Key != "" && l.Scope != LimitKind {
+		return fmt.Errorf("%w: limit %s: only a kind's limit is partitioned by a payload field", ErrInvalid, l)
+	}
+	if l.Key != "" && !sluicetype.ValidLimitKey(l.Key) {
+		return fmt.Errorf("%w: limit %s: key %q: want a top-level payload field of letters, digits, _ and -", ErrInvalid, l, l.Key)
 	}
 	return nil
 }
@@ -47,7 +53,7 @@ func (e *Engine) setConfigLimits(ctx context.Context) error {
 	}
 	for _, l := range e.cfg.Limits {
 		if err := ls.LimitSet(ctx, &backend.LimitSetParams{Scope: l.Scope, Name: l.Name,
-			Concurrency: l.Concurrency, Actor: "config:" + e.cfg.WorkerID}); err != nil {
+			Concurrency: l.Concurrency, Key: l.Key, Actor: "config:" + e.cfg.WorkerID}); err != nil {
 			return fmt.Errorf("engine: set limit %s from the config: %w", l, err)
 		}
 	}
@@ -65,35 +71,36 @@ func (e *Engine) ListLimits(ctx context.Context) ([]Limit, error) {
 }
 
 // SetLimit sets the concurrency limit of a kind or a queue across every
-// process on the store; concurrency 0 removes it. It holds at the next
-// claim of every process, within a second. Jobs running past a lowered
-// limit finish; no new one starts until the count is below it.
-func (e *Engine) SetLimit(ctx context.Context, scope LimitScope, name string, concurrency int) error {
-	l := &Limit{Scope: scope, Name: name, Concurrency: concurrency}
-	_, err := intercepted(ctx, e, ActionInfo{Name: "set_limit", Limit: l}, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, e.setLimit(ctx, scope, name, concurrency)
+// process on the store (l's Scope, Name, Concurrency and Key);
+// Concurrency 0 removes it. It holds at the next claim of every process,
+// within a second. Jobs running past a lowered limit finish; no new one
+// starts until the count is below it.
+func (e *Engine) SetLimit(ctx context.Context, l Limit) error {
+	l = Limit{Scope: l.Scope, Name: l.Name, Concurrency: l.Concurrency, Key: l.Key}
+	_, err := intercepted(ctx, e, ActionInfo{Name: "set_limit", Limit: &l}, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, e.setLimit(ctx, l)
 	})
 	return err
 }
 
 // setLimit is SetLimit without the Interceptor.
-func (e *Engine) setLimit(ctx context.Context, scope LimitScope, name string, concurrency int) error {
+func (e *Engine) setLimit(ctx context.Context, l Limit) error {
 	if _, ok, err := replayed[struct{}](ctx); ok {
 		return err
 	}
-	if err := validateLimit(scope, name, concurrency); err != nil {
+	if err := validateLimit(l); err != nil {
 		return err
 	}
 	ls, err := e.limitStore()
 	if err != nil {
 		return err
 	}
-	if err := ls.LimitSet(ctx, &backend.LimitSetParams{Scope: scope, Name: name, Concurrency: concurrency,
-		Actor: ActorFrom(ctx)}); err != nil {
+	if err := ls.LimitSet(ctx, &backend.LimitSetParams{Scope: l.Scope, Name: l.Name, Concurrency: l.Concurrency,
+		Key: l.Key, Actor: ActorFrom(ctx)}); err != nil {
 		return err
 	}
-	if scope == LimitQueue {
-		e.wake(name)
+	if l.Scope == LimitQueue {
+		e.wake(l.Name)
 	}
 	return nil
 }
@@ -112,7 +119,9 @@ func (e *Engine) heldBy(ctx context.Context, j *Job) (string, error) {
 	}
 	for _, l := range limits {
 		covers := (l.Scope == LimitKind && l.Name == j.Kind) || (l.Scope == LimitQueue && l.Name == j.Queue)
-		if covers && l.Running >= int64(l.Concurrency) {
+		// A partitioned limit's usage is per partition; Running is all
+		// of them, so it names no hold.
+		if covers && l.Key == "" && l.Running >= int64(l.Concurrency) {
 			return fmt.Sprintf("limit %s %d/%d", l, l.Running, l.Concurrency), nil
 		}
 	}

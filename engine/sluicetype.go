@@ -375,6 +375,13 @@ func Timeline(j *Job, stored []Event) []Event {
 	return sluicetype.Timeline(j, stored)
 }
 
+// ValidLimitKey reports whether key can partition a limit: letters, digits,
+// '_' and '-', at most 64 — a top-level payload field the stores can name
+// in their queries as a literal (calls sluicetype.ValidLimitKey).
+func ValidLimitKey(key string) bool {
+	return sluicetype.ValidLimitKey(key)
+}
+
 // ValidateJSON checks that raw is one JSON value no deeper than
 // MaxJSONDepth and returns it compacted (calls sluicetype.ValidateJSON).
 func ValidateJSON(raw json.RawMessage) (json.RawMessage, error) {

@@ -26,7 +26,7 @@ func TestSheetHeldByLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := eng.SetLimit(ctx, engine.LimitKind, "invoice.generate", 1); err != nil {
+	if err := eng.SetLimit(ctx, engine.Limit{Scope: engine.LimitKind, Name: "invoice.generate", Concurrency: 1}); err != nil {
 		t.Fatal(err)
 	}
 	f.claim(t, ctx, "billing", "lim-0001")

@@ -2,6 +2,7 @@ package backendtest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -22,6 +23,8 @@ func limitChecks() []check {
 		{name: "DeadProcessHoldsSlotUntilReaped", fn: testLimitDeadProcess},
 		{name: "ConfigAndControlSetTheStoresLimits", fn: testLimitConfigControl},
 		{name: "HeldJobStaysAvailableAndSaysWhy", fn: testLimitHeldBy},
+		{name: "PartitionedClaimTakesRoomPerKey", fn: testLimitPartitionClaim},
+		{name: "FourEnginesTwoPerCustomer", fn: testLimitPartitionEngines},
 	}
 }
 
@@ -227,7 +230,7 @@ func testLimitConfigControl(t *testing.T, h Harness) {
 		{engine.LimitKind, "mail", 1, "[kind charge=4 kind mail=1]"},
 	}
 	for _, st := range steps {
-		if err := a.SetLimit(ctx, st.scope, st.name, st.n); err != nil {
+		if err := a.SetLimit(ctx, engine.Limit{Scope: st.scope, Name: st.name, Concurrency: st.n}); err != nil {
 			t.Fatalf("SetLimit(%s %s %d): %v", st.scope, st.name, st.n, err)
 		}
 		if got := list(); got != st.want {
@@ -242,9 +245,11 @@ func testLimitConfigControl(t *testing.T, h Harness) {
 		scope engine.LimitScope
 		name  string
 		n     int
-	}{{"tenant", "x", 1}, {engine.LimitKind, "", 1}, {engine.LimitKind, "charge", -1}} {
-		if err := a.SetLimit(ctx, bad.scope, bad.name, bad.n); !errors.Is(err, engine.ErrInvalid) {
-			t.Fatalf("SetLimit(%q %q %d) = %v, want ErrInvalid", bad.scope, bad.name, bad.n, err)
+		key   string
+	}{{"tenant", "x", 1, ""}, {engine.LimitKind, "", 1, ""}, {engine.LimitKind, "charge", -1, ""},
+		{engine.LimitQueue, "billing", 1, "customer"}, {engine.LimitKind, "charge", 1, "a.b"}} {
+		if err := a.SetLimit(ctx, engine.Limit{Scope: bad.scope, Name: bad.name, Concurrency: bad.n, Key: bad.key}); !errors.Is(err, engine.ErrInvalid) {
+			t.Fatalf("SetLimit(%q %q %d per %q) = %v, want ErrInvalid", bad.scope, bad.name, bad.n, bad.key, err)
 		}
 	}
 	if _, err := engine.New(s, engine.Config{Limits: []engine.Limit{{Scope: "tenant", Name: "x", Concurrency: 1}}}); !errors.Is(err, engine.ErrInvalid) {
@@ -287,5 +292,114 @@ func testLimitHeldBy(t *testing.T, h Harness) {
 			t.Fatalf("%s: %s is %s held by %q (attempt %d, crashes %d), want %s held by %q, uncharged",
 				st.name, st.id, d.Job.State, d.HeldBy, d.Job.Attempt, d.Job.CrashAttempt, st.state, st.wantBy)
 		}
+	}
+}
+
+// testLimitPartitionClaim: a kind's limit partitioned by a payload field
+// holds per value of it (per customer); jobs without the field share the
+// partition of "". One claim cannot take two jobs of a partition past its
+// room. LimitList says the key and counts every partition's jobs.
+func testLimitPartitionClaim(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ctx := context.Background()
+	var ps []*backend.JobInsertParams
+	for i, c := range []string{`"a"`, `"a"`, `"a"`, `"b"`, `"b"`, `"b"`, `7`, `7`, "", ""} {
+		p := jobParams(fmt.Sprintf("p-%02d", i), "q")
+		p.Payload = json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))
+		if c != "" {
+			p.Payload = json.RawMessage(fmt.Sprintf(`{"i":%d,"customer":%s}`, i, c))
+		}
+		ps = append(ps, p)
+	}
+	insert(t, s, ps...)
+	if err := limitStore(t, s).LimitSet(ctx, &backend.LimitSetParams{Scope: sluicetype.LimitKind, Name: "k",
+		Concurrency: 1, Key: "customer"}); err != nil {
+		t.Fatalf("LimitSet: %v", err)
+	}
+	customers := func(js []*engine.Job) string {
+		n := map[string]int{}
+		for _, j := range js {
+			var p struct{ Customer any }
+			full := getJob(t, s, j.ID)
+			if err := json.Unmarshal(full.Payload, &p); err != nil {
+				t.Fatal(err)
+			}
+			n[fmt.Sprint(p.Customer)]++
+		}
+		return fmt.Sprint(n)
+	}
+	steps := []struct {
+		name string
+		n    int
+		want string
+	}{
+		{"one per customer", 1, "map[7:1 <nil>:1 a:1 b:1]"},
+		{"full", 1, "map[]"},
+		{"raised to 2", 2, "map[7:1 <nil>:1 a:1 b:1]"},
+		{"raised to 3", 3, "map[a:1 b:1]"},
+	}
+	for _, st := range steps {
+		if err := limitStore(t, s).LimitSet(ctx, &backend.LimitSetParams{Scope: sluicetype.LimitKind, Name: "k",
+			Concurrency: st.n, Key: "customer"}); err != nil {
+			t.Fatalf("LimitSet: %v", err)
+		}
+		js := claimP(t, s, backend.JobClaimParams{Queue: "q", WorkerID: "w1", Limit: 20}).Jobs
+		if got := customers(js); got != st.want {
+			t.Fatalf("%s: claimed %s, want %s", st.name, got, st.want)
+		}
+	}
+	ls, err := limitStore(t, s).LimitList(ctx)
+	if err != nil || len(ls) != 1 || ls[0].Key != "customer" || ls[0].Concurrency != 3 || ls[0].Running != 10 {
+		t.Fatalf("LimitList = %+v, %v; want kind k 3 per customer, 10 running", ls, err)
+	}
+}
+
+// testLimitPartitionEngines: four engines run a kind limited to 2 per
+// customer; the handlers record how many of each customer's jobs run at
+// once: never more than 2.
+func testLimitPartitionEngines(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	if err := limitStore(t, s).LimitSet(context.Background(), &backend.LimitSetParams{Scope: sluicetype.LimitKind,
+		Name: "charge", Concurrency: 2, Key: "customer"}); err != nil {
+		t.Fatalf("LimitSet: %v", err)
+	}
+	const customers, each = 3, 12
+	var now, most [customers]atomic.Int64
+	var done atomic.Int64
+	charge := func(ctx context.Context, j *engine.Job) error {
+		var p struct{ Customer int }
+		if err := json.Unmarshal(j.Payload, &p); err != nil {
+			return err
+		}
+		n := now[p.Customer].Add(1)
+		for m := most[p.Customer].Load(); n > m && !most[p.Customer].CompareAndSwap(m, n); m = most[p.Customer].Load() {
+		}
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+		}
+		now[p.Customer].Add(-1)
+		done.Add(1)
+		return nil
+	}
+	var es []*engine.Engine
+	for i := range 4 {
+		cfg := fast(fmt.Sprintf("w-%d", i), "billing")
+		cfg.LeaseDuration = 30 * time.Second
+		es = append(es, startEngine(t, s, cfg, engine.Kind{Name: "charge", Handler: charge}))
+	}
+	var ps []engine.EnqueueParams
+	for i := range customers * each {
+		ps = append(ps, engine.EnqueueParams{Queue: "billing", Kind: "charge", Args: map[string]int{"customer": i % customers, "i": i}})
+	}
+	if _, err := es[0].EnqueueMany(context.Background(), ps); err != nil {
+		t.Fatalf("EnqueueMany: %v", err)
+	}
+	eventually(t, waitLong, func() bool { return done.Load() == customers*each }, "all jobs done")
+	for c := range customers {
+		if m := most[c].Load(); m > 2 {
+			t.Fatalf("customer %d: %d jobs ran at once under a limit of 2 per customer", c, m)
+		}
+		t.Logf("customer %d: at most %d at once (limit 2)", c, most[c].Load())
 	}
 }

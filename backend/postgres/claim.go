@@ -56,7 +56,7 @@ func pickSQL(cond, limit, bound string) string {
 // $10 the past-deadline state (empty: leave them alone), $11 its reason,
 // $12 last error, $13 error pattern, $14-$18 its event (kind, actor,
 // from, to, message).
-func claimSQL(bound string) string {
+func claimSQL(bound, part string) string {
 	return `WITH n AS MATERIALIZED (SELECT ` + sqlNow + ` AS t),
 	shard AS MATERIALIZED (SELECT floor(random() * ` + fmt.Sprint(countShards) + `)::int AS k),
 	paused AS MATERIALIZED (SELECT EXISTS (SELECT 1 FROM {s}.queues WHERE name = $4 AND paused) AS p),
@@ -74,10 +74,10 @@ func claimSQL(bound string) string {
 	dead_events AS (
 		INSERT INTO {s}.job_events (job_id, kind, at, actor, from_state, to_state, attempt, message)
 		SELECT d.id, $14, n.t, $15, $16, $17, d.attempt, $18 FROM dead d, n),
-	picked AS MATERIALIZED (` + pickSQL("c.crash_attempt = 0", "$5", bound) + `),
-	spicked AS MATERIALIZED (` + pickSQL("c.crash_attempt > 0 AND c.crash_attempt = 1",
+	picked AS MATERIALIZED (` + pickSQL("c.crash_attempt = 0"+part, "$5", bound) + `),
+	spicked AS MATERIALIZED (` + pickSQL("c.crash_attempt > 0 AND c.crash_attempt = 1"+part,
 		"greatest(0, least($6, $5 - (SELECT count(*) FROM picked)))", "") + `),
-	lpicked AS MATERIALIZED (` + pickSQL("c.crash_attempt > 0 AND c.crash_attempt >= 2",
+	lpicked AS MATERIALIZED (` + pickSQL("c.crash_attempt > 0 AND c.crash_attempt >= 2"+part,
 		"CASE WHEN $7 AND $5 > 0 AND NOT EXISTS (SELECT 1 FROM picked) AND NOT EXISTS (SELECT 1 FROM spicked) THEN 1 ELSE 0 END", "") + `),
 	taken AS (SELECT id, 0 AS grp FROM picked UNION ALL SELECT id, 1 FROM spicked UNION ALL SELECT id, 2 FROM lpicked),
 	claimed AS (
@@ -103,8 +103,8 @@ SELECT n.t, r.* FROM n, (
 // sqlClaimFrom starts its scan of jobs that never crashed at a cursor:
 // $19 priority, $20 scheduled_at (see claimCursor).
 var (
-	sqlClaim     = claimSQL("")
-	sqlClaimFrom = claimSQL(" AND (c.priority, c.scheduled_at) >= ($19::int, $20::bigint)")
+	sqlClaim     = claimSQL("", "")
+	sqlClaimFrom = claimSQL(" AND (c.priority, c.scheduled_at) >= ($19::int, $20::bigint)", "")
 )
 
 // claimCursor is where a queue's claims of jobs that never crashed start
@@ -398,7 +398,13 @@ func (s *Store) claimIn(ctx context.Context, q querier, p *backend.JobClaimParam
 		kinds, versions, string(pd.To), string(pd.Reason), pd.LastError, pd.Pattern,
 		string(pd.Event.Kind), pd.Event.Actor, string(pd.Event.From), string(pd.Event.To), pd.Event.Message}
 	query := sqlClaim
-	if from {
+	if pt := p.Partition; pt != nil {
+		// A partitioned limit: only a job whose partition has room. Key
+		// is a plain field name (sluicetype.ValidLimitKey), so a literal.
+		query = claimSQL("", fmt.Sprintf(` AND (SELECT count(*) FROM {s}.jobs r
+			WHERE r.state = 'running' AND r.kind = c.kind
+			AND coalesce(r.payload ->> '%[1]s', '') = coalesce(c.payload ->> '%[1]s', '')) < %[2]d`, pt.Key, pt.Max))
+	} else if from {
 		query = sqlClaimFrom
 		args = append(args, cur.priority, cur.scheduled)
 	}

@@ -10,7 +10,7 @@ import (
 
 // Limits: concurrency limits across processes (backend.LimitStore).
 
-const sqlLimitList = `SELECT scope, name, concurrency, updated_at, updated_by FROM {s}.limits ORDER BY scope, name`
+const sqlLimitList = `SELECT scope, name, concurrency, partition_key, updated_at, updated_by FROM {s}.limits ORDER BY scope, name`
 
 // limitRunningSQL counts the running jobs a limit covers ($1 its name):
 // a claim under a limit reads as many rows as run, under the partial
@@ -34,7 +34,7 @@ func (s *Store) readLimits(ctx context.Context) ([]sluicetype.Limit, error) {
 		var l sluicetype.Limit
 		var scope string
 		var at int64
-		if err := rows.Scan(&scope, &l.Name, &l.Concurrency, &at, &l.UpdatedBy); err != nil {
+		if err := rows.Scan(&scope, &l.Name, &l.Concurrency, &l.Key, &at, &l.UpdatedBy); err != nil {
 			return nil, fmt.Errorf("postgres: list limits: %w", err)
 		}
 		l.Scope, l.UpdatedAt = sluicetype.LimitScope(scope), fromNanos(at)
@@ -62,7 +62,7 @@ func (s *Store) LimitList(ctx context.Context) ([]sluicetype.Limit, error) {
 
 // LimitSet sets a limit, or removes it when Concurrency is 0.
 func (s *Store) LimitSet(ctx context.Context, p *backend.LimitSetParams) error {
-	if !p.Scope.Valid() || p.Name == "" || p.Concurrency < 0 {
+	if !p.Valid() {
 		return fmt.Errorf("postgres: set limit %s %q to %d: %w", p.Scope, p.Name, p.Concurrency, sluicetype.ErrInvalid)
 	}
 	defer s.limits.Forget()
@@ -71,11 +71,11 @@ func (s *Store) LimitSet(ctx context.Context, p *backend.LimitSetParams) error {
 		if p.Concurrency == 0 {
 			_, err = tx.Exec(ctx, s.sql(`DELETE FROM {s}.limits WHERE scope = $1 AND name = $2`), string(p.Scope), p.Name)
 		} else {
-			_, err = tx.Exec(ctx, s.sql(`INSERT INTO {s}.limits (scope, name, concurrency, updated_at, updated_by)
-				VALUES ($1, $2, $3, `+sqlNow+`, $4)
+			_, err = tx.Exec(ctx, s.sql(`INSERT INTO {s}.limits (scope, name, concurrency, updated_at, updated_by, partition_key)
+				VALUES ($1, $2, $3, `+sqlNow+`, $4, $5)
 				ON CONFLICT (scope, name) DO UPDATE SET concurrency = excluded.concurrency,
-					updated_at = excluded.updated_at, updated_by = excluded.updated_by`),
-				string(p.Scope), p.Name, p.Concurrency, p.Actor)
+					updated_at = excluded.updated_at, updated_by = excluded.updated_by, partition_key = excluded.partition_key`),
+				string(p.Scope), p.Name, p.Concurrency, p.Actor, p.Key)
 		}
 		if err != nil {
 			return fmt.Errorf("postgres: set limit %s %s: %w", p.Scope, p.Name, err)

@@ -113,7 +113,7 @@ local function take(class, n)
         local v = kinds[H[F.kind]]
         ok = v ~= nil and tonumber(H[F.schema_version]) <= v
       end
-      if ok and KROOM ~= nil then ok = room(H[F.kind]) end
+      if ok and KPRUN ~= nil then ok = room(H[F.kind], jk) end
       if not ok then
         skipped = skipped + 1
       elseif dl == '' then

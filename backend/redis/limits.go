@@ -12,7 +12,7 @@ import (
 
 // Limits: concurrency limits across processes (backend.LimitStore), kept
 // in one hash, limits: field scope US name, value concurrency US updated
-// at US updated by.
+// at US updated by US partition key.
 
 // luaClaimLimits is the part of luaClaim that keeps a claim within the
 // limits: it reads the limits hash, and when one covers the claim (its
@@ -23,7 +23,16 @@ import (
 // the claim; room(kind) then admits a job of a limited kind while its
 // limit leaves room, and the scan passes the others by.
 const luaClaimLimits = `
-local KROOM = nil
+local KROOM, KPART, KPRUN = nil, nil, nil
+-- partof is a job's partition under a partitioned limit on key: its
+-- payload's top-level field, "" when absent or unreadable.
+local function partof(jk, key)
+  local p = redis.call('HGET', jk, F.payload)
+  if not p then return '' end
+  local ok, v = pcall(cjson.decode, p)
+  if not ok or type(v) ~= 'table' or v[key] == nil or type(v[key]) == 'table' then return '' end
+  return tostring(v[key])
+end
 do
   local lraw = redis.call('HGETALL', K('limits'))
   local qmax, kmax, anyk = nil, {}, false
@@ -31,16 +40,27 @@ do
     local f, v = lraw[i], lraw[i + 1]
     local e = string.find(f, US, 1, true)
     local sc, nm = string.sub(f, 1, e - 1), string.sub(f, e + 1)
-    local n = tonumber(string.sub(v, 1, (string.find(v, US, 1, true) or (#v + 1)) - 1))
+    local parts = split(v)
+    local n, key = tonumber(parts[1]), parts[4] or ''
     if sc == 'queue' and nm == q then qmax = n
-    elseif sc == 'kind' and (kinds == nil or kinds[nm] ~= nil) then kmax[nm] = n; anyk = true end
+    elseif sc == 'kind' and (kinds == nil or kinds[nm] ~= nil) then
+      if key ~= '' then KPART = KPART or {}; KPART[nm] = {key = key, max = n}
+      else kmax[nm] = n end
+      anyk = true
+    end
   end
   if qmax ~= nil or anyk then
     local qrun, krun = 0, {}
+    KPRUN = {}
     for _, m in ipairs(redis.call('ZRANGE', K('run'), 0, -1)) do
-      local r = redis.call('HMGET', P .. 'job:' .. string.sub(m, 21), F.kind, F.queue)
+      local jk = P .. 'job:' .. string.sub(m, 21)
+      local r = redis.call('HMGET', jk, F.kind, F.queue)
       if r[2] == q then qrun = qrun + 1 end
       if r[1] and kmax[r[1]] ~= nil then krun[r[1]] = (krun[r[1]] or 0) + 1 end
+      if r[1] and KPART and KPART[r[1]] then
+        local pk = r[1] .. US .. partof(jk, KPART[r[1]].key)
+        KPRUN[pk] = (KPRUN[pk] or 0) + 1
+      end
     end
     if qmax ~= nil then limit = math.min(limit, math.max(0, qmax - qrun)) end
     if anyk then
@@ -49,8 +69,17 @@ do
     end
   end
 end
-local function room(k)
-  local r = KROOM[k]
+-- room admits a job (its kind k, its hash's key jk) while the limits on
+-- its kind leave room, and counts it.
+local function room(k, jk)
+  local pt = KPART and KPART[k]
+  if pt then
+    local pk = k .. US .. partof(jk, pt.key)
+    if (KPRUN[pk] or 0) >= pt.max then return false end
+    KPRUN[pk] = (KPRUN[pk] or 0) + 1
+    return true
+  end
+  local r = KROOM and KROOM[k]
   if r == nil then return true end
   if r <= 0 then return false end
   KROOM[k] = r - 1
@@ -89,12 +118,15 @@ func (s *Store) LimitList(ctx context.Context) ([]sluicetype.Limit, error) {
 		val, _ := r[i+1].(string)
 		n, _ := r[i+2].(int64)
 		scope, name, _ := strings.Cut(f, us)
-		parts := strings.SplitN(val, us, 3)
+		parts := strings.SplitN(val, us, 4)
 		l := sluicetype.Limit{Scope: sluicetype.LimitScope(scope), Name: name, Running: n}
 		l.Concurrency, _ = strconv.Atoi(parts[0])
-		if len(parts) == 3 {
+		if len(parts) >= 3 {
 			l.UpdatedAt, _ = ttime(parts[1])
 			l.UpdatedBy = parts[2]
+		}
+		if len(parts) == 4 {
+			l.Key = parts[3]
 		}
 		out = append(out, l)
 	}
@@ -107,17 +139,17 @@ var luaLimitSet = script(`
 local A = args(4)
 local f = A.scope .. US .. A.name
 if A.n == '0' then redis.call('HDEL', K('limits'), f)
-else redis.call('HSET', K('limits'), f, A.n .. US .. NOW .. US .. A.actor) end
+else redis.call('HSET', K('limits'), f, A.n .. US .. NOW .. US .. A.actor .. US .. A.key) end
 idem_record('')
 return 1
 `)
 
 // LimitSet sets a limit, or removes it when Concurrency is 0.
 func (s *Store) LimitSet(ctx context.Context, p *backend.LimitSetParams) error {
-	if !p.Scope.Valid() || p.Name == "" || p.Concurrency < 0 {
+	if !p.Valid() {
 		return fmt.Errorf("redis: set limit %s %q to %d: %w", p.Scope, p.Name, p.Concurrency, sluicetype.ErrInvalid)
 	}
 	_, err := s.run(ctx, "set limit "+p.Name, luaLimitSet, "scope", string(p.Scope), "name", p.Name,
-		"n", strconv.Itoa(p.Concurrency), "actor", p.Actor)
+		"n", strconv.Itoa(p.Concurrency), "actor", p.Actor, "key", p.Key)
 	return err
 }

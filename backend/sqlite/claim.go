@@ -37,7 +37,7 @@ const sqlClaimProbe = `SELECT EXISTS(SELECT 1 FROM queues WHERE name = ?1 AND pa
 
 // claimQueriesFor builds (once per kind set) the claim statements. Kinds
 // are bound as parameters ?7 onwards: kind, version, kind, version, ...
-func (s *Store) claimQueriesFor(kinds map[string]int) *claimQueries {
+func (s *Store) claimQueriesFor(kinds map[string]int, pt *backend.ClaimPartition) *claimQueries {
 	names := make([]string, 0, len(kinds))
 	for k := range kinds {
 		names = append(names, k)
@@ -46,6 +46,9 @@ func (s *Store) claimQueriesFor(kinds map[string]int) *claimQueries {
 	key := strings.Join(names, "\x00")
 	if len(names) == 0 {
 		key = "\x01any"
+	}
+	if pt != nil {
+		key += fmt.Sprintf("\x02%s\x02%d", pt.Key, pt.Max)
 	}
 	if v, ok := s.claimSQL.Load(key); ok {
 		return v.(*claimQueries)
@@ -67,6 +70,13 @@ func (s *Store) claimQueriesFor(kinds map[string]int) *claimQueries {
 		in.WriteString(")")
 		kv.WriteString(")")
 		kindIn, kindVersion = in.String(), kv.String()
+	}
+	if pt != nil {
+		// A partitioned limit: only a job whose partition has room. Key
+		// is a plain field name (sluicetype.ValidLimitKey), so a literal.
+		kindVersion += fmt.Sprintf(` AND (SELECT count(*) FROM jobs r INDEXED BY jobs_running
+			WHERE r.state = 'running' AND r.kind = jobs.kind
+			AND coalesce(r.payload ->> '%[1]s', '') = coalesce(jobs.payload ->> '%[1]s', '')) < %[2]d`, pt.Key, pt.Max)
 	}
 	// ?1 lease id, ?2 worker, ?3 lease expiry, ?4 now, ?5 queue, ?6 limit.
 	claim := func(index, suspects string) string {
@@ -138,7 +148,7 @@ type claimPrepared struct {
 }
 
 func (s *Store) claimStmts(ctx context.Context, p *backend.JobClaimParams) (*claimPrepared, error) {
-	q := s.claimQueriesFor(p.Kinds)
+	q := s.claimQueriesFor(p.Kinds, p.Partition)
 	st, err := s.stmts(ctx, q.archive, q.claim, q.suspect, sqlInsertEvent, sqlClaimProbe, q.lone)
 	if err != nil {
 		return nil, err

@@ -13,7 +13,7 @@ import (
 
 // Limits: concurrency limits across processes (backend.LimitStore).
 
-const sqlLimitList = `SELECT scope, name, concurrency, updated_at, updated_by FROM limits ORDER BY scope, name`
+const sqlLimitList = `SELECT scope, name, concurrency, partition_key, updated_at, updated_by FROM limits ORDER BY scope, name`
 
 // Running jobs a limit covers, counted through the partial index of
 // running jobs: a claim under a limit reads as many rows as run.
@@ -36,7 +36,7 @@ func (s *Store) readLimits(ctx context.Context) ([]sluicetype.Limit, error) {
 	for rows.Next() {
 		var l sluicetype.Limit
 		var at int64
-		if err := rows.Scan(&l.Scope, &l.Name, &l.Concurrency, &at, &l.UpdatedBy); err != nil {
+		if err := rows.Scan(&l.Scope, &l.Name, &l.Concurrency, &l.Key, &at, &l.UpdatedBy); err != nil {
 			return nil, fmt.Errorf("sqlite: list limits: %w", err)
 		}
 		l.UpdatedAt = fromNanos(at)
@@ -74,15 +74,16 @@ func limitRunningSQL(scope sluicetype.LimitScope) string {
 }
 
 const (
-	sqlLimitUpsert = `INSERT INTO limits (scope, name, concurrency, updated_at, updated_by) VALUES (?1, ?2, ?3, ?4, ?5)
+	sqlLimitUpsert = `INSERT INTO limits (scope, name, concurrency, updated_at, updated_by, partition_key)
+	VALUES (?1, ?2, ?3, ?4, ?5, ?6)
 	ON CONFLICT (scope, name) DO UPDATE SET concurrency = excluded.concurrency,
-		updated_at = excluded.updated_at, updated_by = excluded.updated_by`
+		updated_at = excluded.updated_at, updated_by = excluded.updated_by, partition_key = excluded.partition_key`
 	sqlLimitDelete = `DELETE FROM limits WHERE scope = ?1 AND name = ?2`
 )
 
 // LimitSet sets a limit, or removes it when Concurrency is 0.
 func (s *Store) LimitSet(ctx context.Context, p *backend.LimitSetParams) error {
-	if !p.Scope.Valid() || p.Name == "" || p.Concurrency < 0 {
+	if !p.Valid() {
 		return fmt.Errorf("sqlite: set limit %s %q to %d: %w", p.Scope, p.Name, p.Concurrency, sluicetype.ErrInvalid)
 	}
 	st, err := s.stmts(ctx, sqlLimitUpsert, sqlLimitDelete)
@@ -95,7 +96,7 @@ func (s *Store) LimitSet(ctx context.Context, p *backend.LimitSetParams) error {
 		if p.Concurrency == 0 {
 			_, err = tx.StmtContext(ctx, st[1]).ExecContext(ctx, string(p.Scope), p.Name)
 		} else {
-			_, err = tx.StmtContext(ctx, st[0]).ExecContext(ctx, string(p.Scope), p.Name, p.Concurrency, now.UnixNano(), p.Actor)
+			_, err = tx.StmtContext(ctx, st[0]).ExecContext(ctx, string(p.Scope), p.Name, p.Concurrency, now.UnixNano(), p.Actor, p.Key)
 		}
 		if err != nil {
 			return fmt.Errorf("sqlite: set limit %s %s: %w", p.Scope, p.Name, err)
@@ -113,7 +114,7 @@ func (s *Store) claimLimited(ctx context.Context, p *backend.JobClaimParams, lim
 	prepared := make(map[string]*claimPrepared, len(parts))
 	for _, kinds := range parts {
 		part := *p
-		part.Kinds = kinds
+		part.Kinds, part.Partition = kinds, backend.PartitionOf(kinds, lim)
 		c, err := s.claimStmts(ctx, &part)
 		if err != nil {
 			return nil, err

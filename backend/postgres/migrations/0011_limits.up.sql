@@ -6,6 +6,7 @@ CREATE TABLE IF NOT EXISTS {s}.limits (
     scope       text    COLLATE "C" NOT NULL,
     name        text    COLLATE "C" NOT NULL,
     concurrency integer NOT NULL CHECK (concurrency > 0),
+    partition_key text  NOT NULL DEFAULT '',
     updated_at  bigint  NOT NULL,
     updated_by  text    NOT NULL DEFAULT '',
     PRIMARY KEY (scope, name)

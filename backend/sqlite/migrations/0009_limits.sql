@@ -5,6 +5,7 @@ CREATE TABLE IF NOT EXISTS limits (
 	scope TEXT NOT NULL,
 	name TEXT NOT NULL,
 	concurrency INTEGER NOT NULL,
+	partition_key TEXT NOT NULL DEFAULT '',
 	updated_at INTEGER NOT NULL,
 	updated_by TEXT NOT NULL DEFAULT '',
 	PRIMARY KEY (scope, name)
