@@ -358,7 +358,8 @@ func (c *Client) ListLimits(ctx context.Context) ([]engine.Limit, error) {
 
 // SetLimit sets one limit through PUT /limits.
 func (c *Client) SetLimit(ctx context.Context, l engine.Limit) error {
-	b, err := jsonBody(limitSetRequest{Scope: l.Scope, Name: l.Name, Concurrency: &l.Concurrency, Key: l.Key})
+	b, err := jsonBody(limitSetRequest{Scope: l.Scope, Name: l.Name, Concurrency: &l.Concurrency, Key: l.Key,
+		Rate: l.Rate, RateWindow: int64(l.RateWindow)})
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/sluicehq/sluice/engine"
 )
@@ -22,6 +23,9 @@ type (
 		// rather than read as 0, which removes the limit.
 		Concurrency *int   `json:"concurrency"`
 		Key         string `json:"key,omitempty"`
+		Rate        int    `json:"rate,omitempty"`
+		// RateWindow is in nanoseconds, as every duration on the wire.
+		RateWindow int64 `json:"rate_window,omitempty"`
 	}
 )
 
@@ -43,10 +47,11 @@ func (s *Server) limitSet(_ *http.Request, _ *caller, body []byte) (runFunc, err
 		return nil, err
 	}
 	if req.Concurrency == nil {
-		return nil, fmt.Errorf("%w: concurrency is required (0 removes the limit)", engine.ErrInvalid)
+		return nil, fmt.Errorf("%w: concurrency is required (0: none; with no rate either, removes the limit)", engine.ErrInvalid)
 	}
 	return func(ctx context.Context) (*reply, error) {
-		l := engine.Limit{Scope: req.Scope, Name: req.Name, Concurrency: *req.Concurrency, Key: req.Key}
+		l := engine.Limit{Scope: req.Scope, Name: req.Name, Concurrency: *req.Concurrency, Key: req.Key,
+			Rate: req.Rate, RateWindow: time.Duration(req.RateWindow)}
 		if err := s.ctl.SetLimit(ctx, l); err != nil {
 			return nil, err
 		}

@@ -39,14 +39,21 @@ type LimitSetParams struct {
 	Concurrency int
 	// Key partitions the limit by a top-level payload field (kind limits
 	// only; sluicetype.ValidLimitKey).
-	Key   string
-	Actor string
+	Key string
+	// Rate starts in any RateWindow (a second when 0); 0 is none.
+	Rate       int
+	RateWindow time.Duration
+	Actor      string
 }
+
+// Removes reports whether the write removes the limit: neither a
+// concurrency nor a rate.
+func (p *LimitSetParams) Removes() bool { return p.Concurrency == 0 && p.Rate == 0 }
 
 // Valid refuses a limit no store can hold.
 func (p *LimitSetParams) Valid() bool {
-	return p.Scope.Valid() && p.Name != "" && p.Concurrency >= 0 &&
-		(p.Key == "" || (p.Scope == sluicetype.LimitKind && sluicetype.ValidLimitKey(p.Key)))
+	return p.Scope.Valid() && p.Name != "" && p.Concurrency >= 0 && p.Rate >= 0 && p.RateWindow >= 0 &&
+		(p.Key == "" || (p.Scope == sluicetype.LimitKind && sluicetype.ValidLimitKey(p.Key) && p.Rate == 0))
 }
 
 // ClaimPartition narrows a claim to jobs whose payload's Key has fewer
@@ -99,7 +106,7 @@ func (c *LimitCache) Forget() {
 func LimitsFor(p *JobClaimParams, all []sluicetype.Limit) []sluicetype.Limit {
 	var out []sluicetype.Limit
 	for _, l := range all {
-		if l.Concurrency <= 0 {
+		if l.Concurrency <= 0 && l.Rate <= 0 {
 			continue
 		}
 		switch l.Scope {
@@ -128,8 +135,10 @@ func SortLimits(ls []sluicetype.Limit) {
 }
 
 // ClaimUnderLimits runs a claim as parts that each keep within the
-// limits, given how many jobs each limit counted running (limits[i] has
-// running[i]), inside the caller's transaction: claim takes one part.
+// limits, given how many jobs each limit counted running and started in
+// its rate window (limits[i] has running[i] and starts[i]), inside the
+// caller's transaction: claim takes one part. The store records the
+// starts of the jobs it returns (RateLimited names the limits to).
 //
 // The queue's limit caps the whole claim. Each limited kind is claimed on
 // its own, up to what its limit leaves (a full kind's part takes nothing
@@ -138,12 +147,18 @@ func SortLimits(ls []sluicetype.Limit) {
 // not across parts. A claim of any kind (Kinds empty) takes no job while
 // any kind limit is set: it cannot tell a limited kind's jobs apart
 // (the engine always names its kinds).
-func ClaimUnderLimits(p *JobClaimParams, limits []sluicetype.Limit, running []int64,
+func ClaimUnderLimits(p *JobClaimParams, limits []sluicetype.Limit, running, starts []int64,
 	claim func(part *JobClaimParams) (*JobClaimResult, error)) (*JobClaimResult, error) {
 	left := p.Limit
 	room := map[string]int{}
 	for i, l := range limits {
-		free := max(0, l.Concurrency-int(running[i]))
+		free := p.Limit
+		if l.Concurrency > 0 {
+			free = max(0, l.Concurrency-int(running[i]))
+		}
+		if l.Rate > 0 {
+			free = min(free, max(0, l.Rate-int(starts[i])))
+		}
 		switch {
 		case l.Scope == sluicetype.LimitQueue:
 			left = min(left, free)
@@ -242,6 +257,20 @@ func PartitionOf(kinds map[string]int, limits []sluicetype.Limit) *ClaimPartitio
 		}
 	}
 	return nil
+}
+
+// RateStarts lists, for each started job, the rate limits whose window
+// it counts in: the store records one start per pair.
+func RateStarts(limits []sluicetype.Limit, jobs []*sluicetype.Job) (out []sluicetype.Limit) {
+	for _, j := range jobs {
+		for _, l := range limits {
+			if l.Rate > 0 && ((l.Scope == sluicetype.LimitKind && l.Name == j.Kind) ||
+				(l.Scope == sluicetype.LimitQueue && l.Name == j.Queue)) {
+				out = append(out, l)
+			}
+		}
+	}
+	return out
 }
 
 // compareOnlyKey orders one-kind maps by their kind.

@@ -192,6 +192,8 @@ func TestControlCommandsOnStore(t *testing.T) {
 		{[]string{"limits", "set", "kind", "charge", "0"}, 0, "limit kind charge: 3 -> none"},
 		{[]string{"limits", "set", "kind", "charge", "2", "--key", "customer"}, 0, "limit kind charge per customer: none -> 2"},
 		{[]string{"limits", "set", "queue", "billing", "2", "--key", "customer"}, 1, ""},
+		{[]string{"limits", "set", "queue", "billing", "0", "--rate", "50", "--per", "1m"}, 0, "limit queue billing: none -> none"},
+		{[]string{"limits", "list"}, 0, "50/1m0s"},
 	}
 	for _, lc := range limitCmds {
 		if code, out, stderr = runCLI(t, "", lc.args...); code != lc.code || !strings.Contains(out, lc.want) {

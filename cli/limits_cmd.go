@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -21,17 +22,19 @@ stays available. A limit set here holds in every process within a second,
 on a server (--api) or directly on a store (--store).`}
 	o.addFlags(cmd)
 	var key string
+	var rate int
+	var per time.Duration
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List limits with the jobs each counts running",
 		Args:  cobra.NoArgs,
 		RunE: runCall(o, func(_ *cobra.Command, s *session, _ []string) ([]engine.Limit, error) {
 			return s.ctl.ListLimits(s.ctx)
-		}, tableOf("SCOPE\tNAME\tLIMIT\tPER\tRUNNING\tUPDATED BY", limitRow)),
+		}, tableOf("SCOPE\tNAME\tLIMIT\tPER\tRUNNING\tRATE\tSTARTS\tUPDATED BY", limitRow)),
 	}
 	set := &cobra.Command{
 		Use:   "set kind|queue NAME N",
-		Short: "Set a kind's or a queue's limit (0 removes it)",
+		Short: "Set a kind's or a queue's limit: N running at once (0: none), --rate starts per --per",
 		Args:  cobra.ExactArgs(3),
 		RunE: runCall(o, func(_ *cobra.Command, s *session, args []string) (limitChange, error) {
 			n, err := strconv.Atoi(args[2])
@@ -48,12 +51,15 @@ on a server (--api) or directly on a store (--store).`}
 					ch.Old = l.Concurrency
 				}
 			}
-			return ch, s.ctl.SetLimit(s.ctx, engine.Limit{Scope: ch.Scope, Name: ch.Name, Concurrency: n, Key: key})
+			return ch, s.ctl.SetLimit(s.ctx, engine.Limit{Scope: ch.Scope, Name: ch.Name, Concurrency: n, Key: key,
+				Rate: rate, RateWindow: per})
 		}, func(w io.Writer, ch limitChange) error {
 			fmt.Fprintf(w, "limit %s: %s -> %s\n", engine.Limit{Scope: ch.Scope, Name: ch.Name, Key: ch.Key}, limitText(ch.Old), limitText(ch.New))
 			return nil
 		}),
 	}
+	set.Flags().IntVar(&rate, "rate", 0, "also at most this many starts per --per (0: no rate)")
+	set.Flags().DurationVar(&per, "per", time.Second, "the rate's window")
 	set.Flags().StringVar(&key, "key", "", "partition a kind's limit by this top-level payload field: N per value (per customer)")
 	cmd.AddCommand(list, set)
 	return cmd
@@ -76,5 +82,9 @@ func limitText(n int) string {
 }
 
 func limitRow(l engine.Limit) []string {
-	return []string{string(l.Scope), l.Name, strconv.Itoa(l.Concurrency), l.Key, fmt.Sprint(l.Running), l.UpdatedBy}
+	rate := ""
+	if l.Rate > 0 {
+		rate = fmt.Sprintf("%d/%s", l.Rate, l.Window())
+	}
+	return []string{string(l.Scope), l.Name, limitText(l.Concurrency), l.Key, fmt.Sprint(l.Running), rate, fmt.Sprint(l.Starts), l.UpdatedBy}
 }

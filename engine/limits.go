@@ -23,6 +23,12 @@ func validateLimit(l Limit) error {
 	if l.Concurrency < 0 {
 		return fmt.Errorf("%w: limit %s: concurrency %d is negative", ErrInvalid, l, l.Concurrency)
 	}
+	if l.Rate < 0 || l.RateWindow < 0 {
+		return fmt.Errorf("%w: limit %s: rate %d per %s is negative", ErrInvalid, l, l.Rate, l.RateWindow)
+	}
+	if l.Key != "" && l.Rate > 0 {
+		return fmt.Errorf("%w: limit %s: a partitioned limit has no rate", ErrInvalid, l)
+	}
 	if l.Key != "" && l.Scope != LimitKind {
 		return fmt.Errorf("%w: limit %s: only a kind's limit is partitioned by a payload field", ErrInvalid, l)
 	}
@@ -53,7 +59,8 @@ func (e *Engine) setConfigLimits(ctx context.Context) error {
 	}
 	for _, l := range e.cfg.Limits {
 		if err := ls.LimitSet(ctx, &backend.LimitSetParams{Scope: l.Scope, Name: l.Name,
-			Concurrency: l.Concurrency, Key: l.Key, Actor: "config:" + e.cfg.WorkerID}); err != nil {
+			Concurrency: l.Concurrency, Key: l.Key, Rate: l.Rate, RateWindow: l.RateWindow,
+			Actor: "config:" + e.cfg.WorkerID}); err != nil {
 			return fmt.Errorf("engine: set limit %s from the config: %w", l, err)
 		}
 	}
@@ -71,12 +78,12 @@ func (e *Engine) ListLimits(ctx context.Context) ([]Limit, error) {
 }
 
 // SetLimit sets the concurrency limit of a kind or a queue across every
-// process on the store (l's Scope, Name, Concurrency and Key);
-// Concurrency 0 removes it. It holds at the next claim of every process,
+// process on the store (l's Scope, Name, Concurrency, Key, Rate and
+// RateWindow); neither a concurrency nor a rate removes it. It holds at the next claim of every process,
 // within a second. Jobs running past a lowered limit finish; no new one
 // starts until the count is below it.
 func (e *Engine) SetLimit(ctx context.Context, l Limit) error {
-	l = Limit{Scope: l.Scope, Name: l.Name, Concurrency: l.Concurrency, Key: l.Key}
+	l = Limit{Scope: l.Scope, Name: l.Name, Concurrency: l.Concurrency, Key: l.Key, Rate: l.Rate, RateWindow: l.RateWindow}
 	_, err := intercepted(ctx, e, ActionInfo{Name: "set_limit", Limit: &l}, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, e.setLimit(ctx, l)
 	})
@@ -96,7 +103,7 @@ func (e *Engine) setLimit(ctx context.Context, l Limit) error {
 		return err
 	}
 	if err := ls.LimitSet(ctx, &backend.LimitSetParams{Scope: l.Scope, Name: l.Name, Concurrency: l.Concurrency,
-		Key: l.Key, Actor: ActorFrom(ctx)}); err != nil {
+		Key: l.Key, Rate: l.Rate, RateWindow: l.RateWindow, Actor: ActorFrom(ctx)}); err != nil {
 		return err
 	}
 	if l.Scope == LimitQueue {
@@ -121,8 +128,11 @@ func (e *Engine) heldBy(ctx context.Context, j *Job) (string, error) {
 		covers := (l.Scope == LimitKind && l.Name == j.Kind) || (l.Scope == LimitQueue && l.Name == j.Queue)
 		// A partitioned limit's usage is per partition; Running is all
 		// of them, so it names no hold.
-		if covers && l.Key == "" && l.Running >= int64(l.Concurrency) {
+		if covers && l.Key == "" && l.Concurrency > 0 && l.Running >= int64(l.Concurrency) {
 			return fmt.Sprintf("limit %s %d/%d", l, l.Running, l.Concurrency), nil
+		}
+		if covers && l.Rate > 0 && l.Starts >= int64(l.Rate) {
+			return fmt.Sprintf("limit %s %d/%d starts per %s", l, l.Starts, l.Rate, l.Window()), nil
 		}
 	}
 	return "", nil

@@ -27,9 +27,14 @@ type Limit struct {
 	Name        string     `json:"name"`
 	Concurrency int        `json:"concurrency"`
 	Key         string     `json:"key,omitempty"`
-	Running     int64      `json:"running"`
-	UpdatedAt   time.Time  `json:"updated_at"`
-	UpdatedBy   string     `json:"updated_by,omitempty"`
+	// Rate, when above 0, is at most Rate starts (claims) of the kind or
+	// queue in any RateWindow (a second when 0), across processes.
+	Rate       int           `json:"rate,omitempty"`
+	RateWindow time.Duration `json:"rate_window,omitempty"`
+	Running    int64         `json:"running"`
+	Starts     int64         `json:"starts,omitempty"`
+	UpdatedAt  time.Time     `json:"updated_at"`
+	UpdatedBy  string        `json:"updated_by,omitempty"`
 }
 
 // String is how the console and the CLI name a limit: "kind billing.charge",
@@ -54,4 +59,12 @@ func ValidLimitKey(key string) bool {
 		}
 	}
 	return true
+}
+
+// Window is the rate's window: RateWindow, a second when 0.
+func (l Limit) Window() time.Duration {
+	if l.RateWindow <= 0 {
+		return time.Second
+	}
+	return l.RateWindow
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,6 +27,8 @@ func limitChecks() []check {
 		{name: "HeldJobStaysAvailableAndSaysWhy", fn: testLimitHeldBy},
 		{name: "PartitionedClaimTakesRoomPerKey", fn: testLimitPartitionClaim},
 		{name: "FourEnginesTwoPerCustomer", fn: testLimitPartitionEngines},
+		{name: "RateClaimTakesStartsLeft", fn: testLimitRateClaim},
+		{name: "FourEnginesRateTenPerSecond", fn: testLimitRateEngines},
 	}
 }
 
@@ -402,4 +406,97 @@ func testLimitPartitionEngines(t *testing.T, h Harness) {
 		}
 		t.Logf("customer %d: at most %d at once (limit 2)", c, most[c].Load())
 	}
+}
+
+// testLimitRateClaim: a rate limit (here per minute, so that no check
+// waits on it) lets a claim start only what the window leaves; a raised
+// rate starts more; a queue's rate caps every kind of it; LimitList says
+// the starts in the window.
+func testLimitRateClaim(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ctx := context.Background()
+	var ps []*backend.JobInsertParams
+	for i := range 10 {
+		ps = append(ps, jobParams(fmt.Sprintf("r-%02d", i), "q"))
+	}
+	insert(t, s, ps...)
+	set := func(scope sluicetype.LimitScope, name string, rate int) {
+		t.Helper()
+		if err := limitStore(t, s).LimitSet(ctx, &backend.LimitSetParams{Scope: scope, Name: name,
+			Rate: rate, RateWindow: time.Minute}); err != nil {
+			t.Fatalf("LimitSet: %v", err)
+		}
+	}
+	steps := []struct {
+		name string
+		set  func()
+		want int
+	}{
+		{"3 a minute", func() { set(sluicetype.LimitKind, "k", 3) }, 3},
+		{"none left", func() {}, 0},
+		{"raised to 5", func() { set(sluicetype.LimitKind, "k", 5) }, 2},
+		{"queue rate 1 a minute", func() { set(sluicetype.LimitKind, "k", 0); set(sluicetype.LimitQueue, "q", 1) }, 1},
+		{"queue rate spent", func() {}, 0},
+	}
+	for _, st := range steps {
+		st.set()
+		if js := claimP(t, s, backend.JobClaimParams{Queue: "q", WorkerID: "w1", Limit: 20}).Jobs; len(js) != st.want {
+			t.Fatalf("%s: claimed %d, want %d", st.name, len(js), st.want)
+		}
+	}
+	ls, err := limitStore(t, s).LimitList(ctx)
+	if err != nil || len(ls) != 1 || ls[0].Scope != sluicetype.LimitQueue || ls[0].Rate != 1 || ls[0].RateWindow != time.Minute ||
+		ls[0].Starts != 1 || ls[0].Concurrency != 0 {
+		t.Fatalf("LimitList = %+v, %v; want queue q 1 a minute, 1 start", ls, err)
+	}
+}
+
+// testLimitRateEngines: four engines start a kind limited to 10 starts a
+// second; by the store's clock (each job's attempted_at, the clock the
+// limit counts by) no second-long window holds more than 10 starts —
+// tolerance none.
+func testLimitRateEngines(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	if err := limitStore(t, s).LimitSet(context.Background(), &backend.LimitSetParams{Scope: sluicetype.LimitKind,
+		Name: "charge", Rate: 10, RateWindow: time.Second}); err != nil {
+		t.Fatalf("LimitSet: %v", err)
+	}
+	const total = 35
+	var mu sync.Mutex
+	var starts []time.Time
+	charge := func(_ context.Context, j *engine.Job) error {
+		mu.Lock()
+		starts = append(starts, *j.AttemptedAt)
+		mu.Unlock()
+		return nil
+	}
+	var es []*engine.Engine
+	for i := range 4 {
+		cfg := fast(fmt.Sprintf("w-%d", i), "billing")
+		cfg.LeaseDuration = 30 * time.Second
+		es = append(es, startEngine(t, s, cfg, engine.Kind{Name: "charge", Handler: charge}))
+	}
+	var ps []engine.EnqueueParams
+	for i := range total {
+		ps = append(ps, engine.EnqueueParams{Queue: "billing", Kind: "charge", Args: map[string]int{"i": i}})
+	}
+	if _, err := es[0].EnqueueMany(context.Background(), ps); err != nil {
+		t.Fatalf("EnqueueMany: %v", err)
+	}
+	eventually(t, waitLong, func() bool { mu.Lock(); defer mu.Unlock(); return len(starts) == total }, "all jobs started")
+	mu.Lock()
+	defer mu.Unlock()
+	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+	most := 0
+	for i := range starts {
+		n := 0
+		for j := i; j < len(starts) && starts[j].Sub(starts[i]) < time.Second; j++ {
+			n++
+		}
+		most = max(most, n)
+	}
+	if most > 10 {
+		t.Fatalf("%d starts within one second under a rate of 10 a second", most)
+	}
+	t.Logf("at most %d starts in any second (rate 10/s); %d starts over %s", most, total, starts[len(starts)-1].Sub(starts[0]))
 }

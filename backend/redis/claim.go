@@ -163,6 +163,7 @@ if limit > 0 then
   if n > 0 then take('1', n) end
   if A.lone == '1' and #jobs == 0 then take('2', 1) end
 end
+` + luaClaimStarts + `
 if #runm > 0 then
   for k, ms in pairs(sk) do zmany(false, K('sqk', 'available', q .. US .. k), ms) end
   zmany(true, K('run'), runm)
