@@ -91,6 +91,16 @@ do
     for k, r in pairs(KRATE) do KROOM[k] = math.min(KROOM[k] or r.left, r.left) end
   end
   if #RATES > 0 and KPRUN == nil then KPRUN = {} end
+  -- A claim of kinds that are all full takes nothing and scans nothing: a
+  -- redrive of ten thousand jobs of a full kind must not cost each poll
+  -- of every worker a walk of the queue's first thousand entries.
+  if KROOM ~= nil and kinds ~= nil then
+    local open = false
+    for k in pairs(kinds) do
+      if (KPART and KPART[k]) or KROOM[k] == nil or KROOM[k] > 0 then open = true; break end
+    end
+    if not open then limit = 0 end
+  end
 end
 -- room admits a job (its kind k, its hash's key jk) while the limits on
 -- its kind leave room, and counts it.
