@@ -36,6 +36,7 @@ var mutatingRequests = []struct {
 	{"DELETE /api/v1/quarantine/{fingerprint}", req{method: "DELETE", path: "/api/v1/quarantine/" + pillFingerprint}, engine.RoleOperator},
 	{"POST /api/v1/queues/{queue}/pause", req{method: "POST", path: "/api/v1/queues/billing/pause"}, engine.RoleAdmin},
 	{"POST /api/v1/queues/{queue}/resume", req{method: "POST", path: "/api/v1/queues/billing/resume"}, engine.RoleAdmin},
+	{"PUT /api/v1/limits", req{method: "PUT", path: "/api/v1/limits", body: `{"scope":"kind","name":"charge","concurrency":5}`}, engine.RoleAdmin},
 }
 
 func TestMutatingRequestsCoverEveryMutatingRoute(t *testing.T) {

@@ -270,6 +270,13 @@ func (fx *fixture) snapshot(t testing.TB) string {
 	for _, q := range qs {
 		rows = append(rows, fmt.Sprintf("queue %s paused=%v", q.Name, q.Paused))
 	}
+	ls, err := fx.eng.ListLimits(ctx)
+	if err != nil {
+		t.Fatalf("snapshot: limits: %v", err)
+	}
+	for _, l := range ls {
+		rows = append(rows, fmt.Sprintf("limit %s=%d", l, l.Concurrency))
+	}
 	ops, err := fx.eng.Operations(ctx, 100, "")
 	if err != nil {
 		t.Fatalf("snapshot: operations: %v", err)

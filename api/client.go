@@ -347,6 +347,26 @@ func (c *Client) ResumeQueue(ctx context.Context, queue string) error {
 	return err
 }
 
+// ListLimits reads GET /limits.
+func (c *Client) ListLimits(ctx context.Context) ([]engine.Limit, error) {
+	var out limitsResponse
+	if _, err := c.do(ctx, &call{method: "GET", path: "/limits", out: &out}); err != nil {
+		return nil, err
+	}
+	return out.Limits, nil
+}
+
+// SetLimit sets one limit through PUT /limits.
+func (c *Client) SetLimit(ctx context.Context, l engine.Limit) error {
+	b, err := jsonBody(limitSetRequest{Scope: l.Scope, Name: l.Name, Concurrency: &l.Concurrency, Key: l.Key,
+		Rate: l.Rate, RateWindow: int64(l.RateWindow)})
+	if err != nil {
+		return err
+	}
+	_, err = c.do(ctx, &call{method: "PUT", path: "/limits", body: b})
+	return err
+}
+
 // jobCall posts to a job's action route and returns the job answered.
 func (c *Client) jobCall(ctx context.Context, method, path string, body any) (*engine.Job, error) {
 	cl := &call{method: method, path: path}

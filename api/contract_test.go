@@ -336,6 +336,14 @@ func TestAPIContract(t *testing.T) {
 		{name: "resume", method: "POST", path: "/api/v1/queues/billing/resume", token: tokAdmin, key: "q-4", want: 200},
 		{name: "resume read-only", method: "POST", path: "/api/v1/queues/billing/resume", token: tokAdmin, key: "q-5", want: 403, readOnly: true},
 		{name: "resume without token", method: "POST", path: "/api/v1/queues/billing/resume", key: "q-6", want: 401},
+		// GET /limits, PUT /limits
+		{name: "set limit", method: "PUT", path: "/api/v1/limits", token: tokAdmin, key: "l-1", body: `{"scope":"kind","name":"charge","concurrency":5}`, want: 200},
+		{name: "limits", method: "GET", path: "/api/v1/limits", token: tokViewer, want: 200},
+		{name: "limits with unknown token", method: "GET", path: "/api/v1/limits", token: tokUnknown, want: 401},
+		{name: "set limit as operator", method: "PUT", path: "/api/v1/limits", token: tokOperator, key: "l-2", body: `{"scope":"kind","name":"charge","concurrency":1}`, want: 403},
+		{name: "set limit of an unknown scope", method: "PUT", path: "/api/v1/limits", token: tokAdmin, key: "l-3", body: `{"scope":"tenant","name":"x","concurrency":1}`, want: 400},
+		{name: "set limit without concurrency", method: "PUT", path: "/api/v1/limits", token: tokAdmin, key: "l-4", body: `{"scope":"kind","name":"charge"}`, want: 400},
+		{name: "remove limit", method: "PUT", path: "/api/v1/limits", token: tokAdmin, key: "l-5", body: `{"scope":"kind","name":"charge","concurrency":0}`, want: 200},
 		// GET /events
 		{name: "events", method: "GET", path: "/api/v1/events", token: tokViewer, want: 200, stream: true},
 		{name: "events without token", method: "GET", path: "/api/v1/events", want: 401},

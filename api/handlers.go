@@ -49,6 +49,8 @@ func (s *Server) routeTable() []route {
 		{method: "GET", path: p + "/queues", role: viewer, read: s.queues},
 		{method: "POST", path: p + "/queues/{queue}/pause", role: admin, mutate: s.queuePause(true)},
 		{method: "POST", path: p + "/queues/{queue}/resume", role: admin, mutate: s.queuePause(false)},
+		{method: "GET", path: p + "/limits", role: viewer, read: s.limits},
+		{method: "PUT", path: p + "/limits", role: admin, mutate: s.limitSet},
 		{method: "GET", path: p + "/events", role: viewer, read: s.events},
 		{method: "GET", path: p + "/healthz", read: s.healthz},
 		{method: "GET", path: p + "/readyz", read: s.readyz},

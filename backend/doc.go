@@ -44,6 +44,7 @@
 //	wait.go          SignalSend, SignalList, SignalConsume, JobWake (WaitStore)
 //	idempotency.go   Idempotency* (IdempotencyStore)
 //	archive.go       ArchiveList, ArchiveGet (ArchiveStore; PostgreSQL only)
+//	limits.go        LimitList, LimitSet (LimitStore), and claims under limits
 //	filter.go        a Filter translated to the store's query (or, on Redis, matched)
 //	errpatterns.go   regrouping stored error patterns after a normalisation change
 //	migrate.go       schema migrations; status.go: the schema's state, read only

@@ -55,6 +55,7 @@ var sections = []struct {
 	{"idempotency.go", []string{"IdempotencyClaim", "IdempotencyRenew", "IdempotencyComplete",
 		"IdempotencyRelease", "IdempotencyDeleteExpired"}},
 	{"archive.go", []string{"ArchiveList", "ArchiveGet"}},
+	{"limits.go", []string{"LimitList", "LimitSet"}},
 }
 
 // contract are the interfaces whose every method has a section.
@@ -66,6 +67,7 @@ var contract = []reflect.Type{
 	reflect.TypeFor[backend.WaitStore](),
 	reflect.TypeFor[backend.IdempotencyStore](),
 	reflect.TypeFor[backend.ArchiveStore](),
+	reflect.TypeFor[backend.LimitStore](),
 	reflect.TypeFor[backend.DurabilityWarner](),
 }
 

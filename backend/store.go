@@ -180,6 +180,9 @@ type JobClaimParams struct {
 	// PastDeadline is the write for available jobs whose deadline has
 	// passed; a zero value (To "") leaves them alone.
 	PastDeadline ClaimDeadlineWrite
+	// Partition, when set, takes only jobs whose partition has room
+	// (a partitioned limit; ClaimUnderLimits sets it).
+	Partition *ClaimPartition
 }
 
 type JobClaimResult struct {

@@ -179,6 +179,27 @@ func TestControlCommandsOnStore(t *testing.T) {
 	if code, out, _ = runCLI(t, "", "queues", "list", "-o", "json"); code != 0 || json.Unmarshal([]byte(out), &qs) != nil || len(qs) == 0 || qs[0].Name != "billing" || !qs[0].Paused {
 		t.Fatalf("queues list: %s", out)
 	}
+	limitCmds := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"limits", "set", "kind", "charge", "5"}, 0, "limit kind charge: none -> 5"},
+		{[]string{"limits", "set", "kind", "charge", "3"}, 0, "limit kind charge: 5 -> 3"},
+		{[]string{"limits", "list"}, 0, "charge"},
+		{[]string{"limits", "set", "tenant", "x", "1"}, 1, ""},
+		{[]string{"limits", "set", "kind", "charge", "-1"}, 1, ""},
+		{[]string{"limits", "set", "kind", "charge", "0"}, 0, "limit kind charge: 3 -> none"},
+		{[]string{"limits", "set", "kind", "charge", "2", "--key", "customer"}, 0, "limit kind charge per customer: none -> 2"},
+		{[]string{"limits", "set", "queue", "billing", "2", "--key", "customer"}, 1, ""},
+		{[]string{"limits", "set", "queue", "billing", "0", "--rate", "50", "--per", "1m"}, 0, "limit queue billing: none -> none"},
+		{[]string{"limits", "list"}, 0, "50/1m0s"},
+	}
+	for _, lc := range limitCmds {
+		if code, out, stderr = runCLI(t, "", lc.args...); code != lc.code || !strings.Contains(out, lc.want) {
+			t.Fatalf("%s: exit %d %q %s", strings.Join(lc.args, " "), code, out, stderr)
+		}
+	}
 	if code, out, _ = runCLI(t, "", "quarantine", "list"); code != 0 || !strings.HasPrefix(out, "FINGERPRINT") {
 		t.Fatalf("quarantine list: %s", out)
 	}

@@ -14,6 +14,12 @@ type Config struct {
 	// Queues this engine works, with their concurrency. An engine with no
 	// queues only enqueues and runs maintenance.
 	Queues map[string]QueueConfig
+	// Limits are concurrency and rate limits across every process on the
+	// store (a kind's or a queue's running jobs, or starts), written to the store at Start:
+	// they replace what the store held for the same kind or queue, and
+	// hold in every process within a second. Control.SetLimit changes
+	// them at runtime; limits.go.
+	Limits []Limit
 	// WorkerID names this process for the people who read its leases,
 	// heartbeats, timeline entries and logs (a pod or host name, say);
 	// host/pid when empty. The engine adds /<8 random hex> (see

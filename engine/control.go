@@ -33,6 +33,11 @@ type Control interface {
 	Queues(ctx context.Context) ([]QueueInfo, error)
 	PauseQueue(ctx context.Context, queue string) error
 	ResumeQueue(ctx context.Context, queue string) error
+	// ListLimits lists the concurrency limits across processes, each with
+	// the jobs it counts running; SetLimit sets one (0 removes it),
+	// holding in every process within a second (limits.go).
+	ListLimits(ctx context.Context) ([]Limit, error)
+	SetLimit(ctx context.Context, l Limit) error
 
 	Retry(ctx context.Context, id string, opts RetryOptions) (*Job, error)
 	Cancel(ctx context.Context, id string) (*Job, error)

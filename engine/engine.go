@@ -93,6 +93,11 @@ func New(store backend.Store, cfg Config) (*Engine, error) {
 			return nil, err
 		}
 	}
+	for _, l := range cfg.Limits {
+		if err := validateLimit(l); err != nil {
+			return nil, err
+		}
+	}
 	// Leases and heartbeats belong to this incarnation, not to a name
 	// that a restarted process may reuse (see Config.WorkerID).
 	if cfg.WorkerID == "" {
@@ -217,6 +222,10 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.claimDeadlinePlan.DeadLetter = e.claimDeadLetterRoutes()
 	if len(e.cfg.Queues) > 0 && len(e.kindVersions()) == 0 {
 		return fmt.Errorf("%w: queues configured but no kind registered", ErrInvalid)
+	}
+	if err := e.setConfigLimits(ctx); err != nil {
+		e.started.Store(false)
+		return err
 	}
 	e.runCtx, e.runCancel = context.WithCancel(context.WithoutCancel(ctx))
 	e.hardCtx, e.hardCancel = context.WithCancel(context.WithoutCancel(ctx))

@@ -112,7 +112,8 @@ type ActionInfo struct {
 	// quarantined job), "release_fingerprint", "patch" (UpdatePayload),
 	// "retry_with_input", "replay" (ReplayFromStep), "apply" (Apply:
 	// Action says which), "bulk" (Bulk: Action says which), "pause" and
-	// "resume" (a queue), "cancel_operation".
+	// "resume" (a queue), "cancel_operation", "set_limit" (Limit says
+	// which and its new value).
 	Name string
 	// Action is the action Apply or Bulk applies.
 	Action Action
@@ -130,6 +131,8 @@ type ActionInfo struct {
 	// it; DryRun says it only previewed.
 	Selector string
 	DryRun   bool
+	// Limit is the limit SetLimit sets (Concurrency 0: removes).
+	Limit *Limit
 }
 
 // attemptBegin tells the interceptor a handler run begins.

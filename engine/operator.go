@@ -112,6 +112,9 @@ func (e *Engine) GetJob(ctx context.Context, id string, includePayload bool) (*J
 	if err != nil {
 		return nil, err
 	}
+	if d.HeldBy, err = e.heldBy(ctx, j); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 

@@ -138,6 +138,15 @@ type JobPage = sluicetype.JobPage
 // sluicetype.Lease).
 type Lease = sluicetype.Lease
 
+// Limit is a concurrency limit that holds across every process sharing a
+// store: at most Concurrency jobs of the kind or queue Name run at once (an
+// alias of sluicetype.Limit).
+type Limit = sluicetype.Limit
+
+// LimitScope names what a concurrency limit counts (an alias of
+// sluicetype.LimitScope).
+type LimitScope = sluicetype.LimitScope
+
 // Meta describes the engine behind a Control (an alias of sluicetype.Meta).
 type Meta = sluicetype.Meta
 
@@ -402,6 +411,13 @@ func UniqueStatesMask(states []State) int64 {
 	return sluicetype.UniqueStatesMask(states)
 }
 
+// ValidLimitKey reports whether key can partition a limit: letters, digits,
+// '_' and '-', at most 64 — a top-level payload field the stores can name
+// in their queries as a literal (calls sluicetype.ValidLimitKey).
+func ValidLimitKey(key string) bool {
+	return sluicetype.ValidLimitKey(key)
+}
+
 // ValidateJSON checks that raw is one JSON value no deeper than
 // MaxJSONDepth and returns it compacted (calls sluicetype.ValidateJSON).
 func ValidateJSON(raw json.RawMessage) (json.RawMessage, error) {
@@ -461,6 +477,8 @@ const (
 	FingerprintQuarantined   = sluicetype.FingerprintQuarantined
 	HiddenValue              = sluicetype.HiddenValue
 	IDPattern                = sluicetype.IDPattern
+	LimitKind                = sluicetype.LimitKind
+	LimitQueue               = sluicetype.LimitQueue
 	MaxApplyIDs              = sluicetype.MaxApplyIDs
 	MaxCountJobsMax          = sluicetype.MaxCountJobsMax
 	MaxFilterPaths           = sluicetype.MaxFilterPaths

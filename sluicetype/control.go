@@ -150,6 +150,10 @@ type JobDetail struct {
 	// DeadLetter is the id of the job that triages this one's death
 	// (dlq:<id>), when there is one.
 	DeadLetter string `json:"dead_letter,omitempty"`
+	// HeldBy, for an available job, is the concurrency limit across
+	// processes that holds it back, with its usage: "limit kind
+	// billing.charge 5/5". It waits, uncharged; it is not a failure.
+	HeldBy string `json:"held_by,omitempty"`
 }
 
 // Counts is jobs per state, per queue.

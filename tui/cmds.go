@@ -358,6 +358,7 @@ type operationsMsg struct {
 type queuesMsg struct {
 	seq    uint64
 	queues []engine.QueueInfo
+	limits []engine.Limit
 	err    error
 }
 
@@ -398,7 +399,13 @@ func (m *Model) loadScreen(s screen) tea.Cmd {
 	case scrQueues:
 		return call(func(c context.Context) tea.Msg {
 			qs, err := ctl.Queues(c)
-			return queuesMsg{seq: seq, queues: qs, err: err}
+			if err != nil {
+				return queuesMsg{seq: seq, err: err}
+			}
+			// The limits are a note on the screen: a store or a server
+			// that keeps none leaves the queues as they are.
+			ls, _ := ctl.ListLimits(c)
+			return queuesMsg{seq: seq, queues: qs, limits: ls}
 		})
 	case scrErrors:
 		// One rule: the groups are those of the jobs the jobs list

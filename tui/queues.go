@@ -16,7 +16,8 @@ import (
 // pausing one.
 type queuesScreen struct {
 	listScreen
-	data []engine.QueueInfo
+	data   []engine.QueueInfo
+	limits []engine.Limit
 }
 
 // SetSize sets the size the queues are drawn at, the header included.
@@ -36,7 +37,7 @@ func (s *queuesScreen) key(i int) string {
 func (s *queuesScreen) Update(m *Model, msg tea.Msg) tea.Cmd {
 	switch msg := msg.(type) {
 	case queuesMsg:
-		s.data = msg.queues
+		s.data, s.limits = msg.queues, msg.limits
 	case tea.KeyPressMsg:
 		q := s.data[s.cursor]
 		switch {
@@ -103,7 +104,8 @@ func (s *queuesScreen) View(m *Model) []string {
 	if meta := m.sess.meta; meta != nil && meta.Retention != nil {
 		r = meta.Retention.Of(q.Name)
 	}
-	info := clip("  "+t.Muted.Render("retention of "+termtext.Line(q.Name)+": "+retentionSummary(r)), w)
+	info := clip("  "+t.Muted.Render("retention of "+termtext.Line(q.Name)+": "+retentionSummary(r)+
+		queueLimitNote(s.limits, q.Name)), w)
 	if pos := 2 + min(n, h-1); pos < h {
 		lines[pos] = info
 		return lines

@@ -95,7 +95,7 @@ func (m *Model) sheetInfo(w int) []string {
 		b.loading(s.id)
 	default:
 		j, now := s.detail.Job, m.now()
-		m.sheetHeader(b, j)
+		m.sheetHeader(b, j, s.detail.HeldBy)
 		b.lifecycle(now, j, s.detail.DeleteAt)
 		b.timeline(s.detail.Timeline)
 		b.attemptErrors(j.Errors)
@@ -160,8 +160,9 @@ func (b *sheetLines) loading(id string) {
 }
 
 // sheetHeader is the job's id and the fields above the sections: its
-// state, what it waits for, queue, kind and attempts.
-func (m *Model) sheetHeader(b *sheetLines, j *engine.Job) {
+// state, what it waits for, the limit that holds it back, queue, kind and
+// attempts.
+func (m *Model) sheetHeader(b *sheetLines, j *engine.Job, heldBy string) {
 	t := b.t
 	for _, l := range wrap("job "+termtext.Line(j.ID), b.w) {
 		b.add(t.SheetHead.Render(l))
@@ -178,6 +179,11 @@ func (m *Model) sheetHeader(b *sheetLines, j *engine.Job) {
 		if k := m.km.B(keymap.Signal).Help().Key; wt.Kind == engine.WaitKindSignal && m.km.Enabled(keymap.Signal) {
 			b.add(strings.Repeat(" ", 13) + t.Muted.Render(k+" sends it (payload in the editor)"))
 		}
+	}
+	// An available job a limit across processes holds back waits,
+	// uncharged: the sheet says which limit, and how full it is.
+	if heldBy != "" {
+		b.field("held by", termtext.Line(heldBy))
 	}
 	b.field("queue", termtext.Line(j.Queue))
 	b.field("kind", fmt.Sprintf("%s (schema v%d)", termtext.Line(j.Kind), j.SchemaVersion))

@@ -458,6 +458,10 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 		return m.screenLoaded(msg)
 	case releaseMsg:
 		return m.released(msg)
+	case limitAskMsg:
+		return m.askLimit(msg)
+	case limitSetMsg:
+		return m.limitSet(msg)
 	case pauseMsg:
 		if msg.err != nil {
 			return m.toastErr(fmt.Sprintf("queue %s: %v", termtext.Line(msg.queue), msg.err))

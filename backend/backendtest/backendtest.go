@@ -95,6 +95,7 @@ func checks() []check {
 		{name: "StoreOutageFreshReaperChargesNoCrash", fn: testStoreOutageFreshReaper},
 		{name: "RenewedLeaseNotReaped", fn: testRenewedLeaseNotReaped},
 	})
+	add("Limits", limitChecks())
 	add("Concurrency", []check{
 		{name: "EightEnginesTenThousandJobs", fn: testConcurrency, alone: true},
 	})

@@ -56,7 +56,7 @@ func pickSQL(cond, limit, bound string) string {
 // $10 the past-deadline state (empty: leave them alone), $11 its reason,
 // $12 last error, $13 error pattern, $14-$18 its event (kind, actor,
 // from, to, message).
-func claimSQL(bound string) string {
+func claimSQL(bound, part string) string {
 	return `WITH n AS MATERIALIZED (SELECT ` + sqlNow + ` AS t),
 	shard AS MATERIALIZED (SELECT floor(random() * ` + fmt.Sprint(countShards) + `)::int AS k),
 	paused AS MATERIALIZED (SELECT EXISTS (SELECT 1 FROM {s}.queues WHERE name = $4 AND paused) AS p),
@@ -74,10 +74,10 @@ func claimSQL(bound string) string {
 	dead_events AS (
 		INSERT INTO {s}.job_events (job_id, kind, at, actor, from_state, to_state, attempt, message)
 		SELECT d.id, $14, n.t, $15, $16, $17, d.attempt, $18 FROM dead d, n),
-	picked AS MATERIALIZED (` + pickSQL("c.crash_attempt = 0", "$5", bound) + `),
-	spicked AS MATERIALIZED (` + pickSQL("c.crash_attempt > 0 AND c.crash_attempt = 1",
+	picked AS MATERIALIZED (` + pickSQL("c.crash_attempt = 0"+part, "$5", bound) + `),
+	spicked AS MATERIALIZED (` + pickSQL("c.crash_attempt > 0 AND c.crash_attempt = 1"+part,
 		"greatest(0, least($6, $5 - (SELECT count(*) FROM picked)))", "") + `),
-	lpicked AS MATERIALIZED (` + pickSQL("c.crash_attempt > 0 AND c.crash_attempt >= 2",
+	lpicked AS MATERIALIZED (` + pickSQL("c.crash_attempt > 0 AND c.crash_attempt >= 2"+part,
 		"CASE WHEN $7 AND $5 > 0 AND NOT EXISTS (SELECT 1 FROM picked) AND NOT EXISTS (SELECT 1 FROM spicked) THEN 1 ELSE 0 END", "") + `),
 	taken AS (SELECT id, 0 AS grp FROM picked UNION ALL SELECT id, 1 FROM spicked UNION ALL SELECT id, 2 FROM lpicked),
 	claimed AS (
@@ -103,8 +103,8 @@ SELECT n.t, r.* FROM n, (
 // sqlClaimFrom starts its scan of jobs that never crashed at a cursor:
 // $19 priority, $20 scheduled_at (see claimCursor).
 var (
-	sqlClaim     = claimSQL("")
-	sqlClaimFrom = claimSQL(" AND (c.priority, c.scheduled_at) >= ($19::int, $20::bigint)")
+	sqlClaim     = claimSQL("", "")
+	sqlClaimFrom = claimSQL(" AND (c.priority, c.scheduled_at) >= ($19::int, $20::bigint)", "")
 )
 
 // claimCursor is where a queue's claims of jobs that never crashed start
@@ -351,22 +351,14 @@ func inClaimOrder(cs []claimedJob) []*sluicetype.Job {
 
 // JobClaim applies one claim (see sqlClaim).
 func (s *Store) JobClaim(ctx context.Context, p *backend.JobClaimParams) (*backend.JobClaimResult, error) {
-	lease := p.LeaseDuration
-	if lease <= 0 {
-		lease = defaultLease
+	all, err := s.limits.Get(ctx, s.readLimits)
+	if err != nil {
+		return nil, err
 	}
-	var kinds []string
-	var versions []int32
-	if len(p.Kinds) > 0 {
-		kinds = make([]string, 0, len(p.Kinds))
-		for k := range p.Kinds {
-			kinds = append(kinds, k)
-		}
-		sort.Strings(kinds)
-		for _, k := range kinds {
-			versions = append(versions, int32(p.Kinds[k]))
-		}
+	if lim := backend.LimitsFor(p, all); len(lim) > 0 {
+		return s.claimLimited(ctx, p, lim)
 	}
+	kinds, versions := kindArrays(p.Kinds)
 	pd := &p.PastDeadline
 	limit := max(p.Limit, 0)
 	res := &backend.JobClaimResult{}
@@ -376,52 +368,8 @@ func (s *Store) JobClaim(ctx context.Context, p *backend.JobClaimParams) (*backe
 	if probe {
 		go s.claimProbe(key, kinds, versions)
 	}
-	err := s.claimTx(ctx, pd, res, func(q querier) error {
-		res.Jobs, res.Dead, res.Now = nil, nil, time.Time{}
-		args := []any{p.LeaseID, p.WorkerID, int64(lease), p.Queue, limit, max(p.Suspects, 0), p.Lone,
-			kinds, versions, string(pd.To), string(pd.Reason), pd.LastError, pd.Pattern,
-			string(pd.Event.Kind), pd.Event.Actor, string(pd.Event.From), string(pd.Event.To), pd.Event.Message}
-		query := sqlClaim
-		if from {
-			query = sqlClaimFrom
-			args = append(args, cur.priority, cur.scheduled)
-		}
-		rows, err := q.Query(ctx, s.sql(query), args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		var r jobRow
-		var now int64
-		var tag, grp int32
-		dest := append([]any{&now, &tag, &grp}, r.dest()...)
-		var claimed, dead []claimedJob
-		for rows.Next() {
-			r = jobRow{}
-			if err := rows.Scan(dest...); err != nil {
-				return err
-			}
-			j, err := r.job()
-			if err != nil {
-				return err
-			}
-			res.Now = fromNanos(now)
-			if tag == 0 {
-				claimed = append(claimed, claimedJob{j, grp})
-			} else {
-				dead = append(dead, claimedJob{job: j})
-			}
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if len(claimed) > 0 {
-			res.Jobs = inClaimOrder(claimed)
-		}
-		if len(dead) > 0 {
-			res.Dead = inClaimOrder(dead)
-		}
-		return nil
+	err = s.claimTx(ctx, pd, res, func(q querier) error {
+		return s.claimIn(ctx, q, p, res, kinds, versions, from, cur)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim %s: %w", p.Queue, err)
@@ -434,4 +382,84 @@ func (s *Store) JobClaim(ctx context.Context, p *backend.JobClaimParams) (*backe
 		}
 	}
 	return res, nil
+}
+
+// claimIn runs the claim statement for p on q, into res.
+func (s *Store) claimIn(ctx context.Context, q querier, p *backend.JobClaimParams, res *backend.JobClaimResult,
+	kinds []string, versions []int32, from bool, cur claimCursor) error {
+	lease := p.LeaseDuration
+	if lease <= 0 {
+		lease = defaultLease
+	}
+	pd := &p.PastDeadline
+	limit := max(p.Limit, 0)
+	res.Jobs, res.Dead, res.Now = nil, nil, time.Time{}
+	args := []any{p.LeaseID, p.WorkerID, int64(lease), p.Queue, limit, max(p.Suspects, 0), p.Lone,
+		kinds, versions, string(pd.To), string(pd.Reason), pd.LastError, pd.Pattern,
+		string(pd.Event.Kind), pd.Event.Actor, string(pd.Event.From), string(pd.Event.To), pd.Event.Message}
+	query := sqlClaim
+	if pt := p.Partition; pt != nil {
+		// A partitioned limit: only a job whose partition has room. Key
+		// is a plain field name (sluicetype.ValidLimitKey), so a literal.
+		query = claimSQL("", fmt.Sprintf(` AND (SELECT count(*) FROM {s}.jobs r
+			WHERE r.state = 'running' AND r.kind = c.kind
+			AND coalesce(r.payload ->> '%[1]s', '') = coalesce(c.payload ->> '%[1]s', '')) < %[2]d`, pt.Key, pt.Max))
+	} else if from {
+		query = sqlClaimFrom
+		args = append(args, cur.priority, cur.scheduled)
+	}
+	rows, err := q.Query(ctx, s.sql(query), args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var r jobRow
+	var now int64
+	var tag, grp int32
+	dest := append([]any{&now, &tag, &grp}, r.dest()...)
+	var claimed, dead []claimedJob
+	for rows.Next() {
+		r = jobRow{}
+		if err := rows.Scan(dest...); err != nil {
+			return err
+		}
+		j, err := r.job()
+		if err != nil {
+			return err
+		}
+		res.Now = fromNanos(now)
+		if tag == 0 {
+			claimed = append(claimed, claimedJob{j, grp})
+		} else {
+			dead = append(dead, claimedJob{job: j})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(claimed) > 0 {
+		res.Jobs = inClaimOrder(claimed)
+	}
+	if len(dead) > 0 {
+		res.Dead = inClaimOrder(dead)
+	}
+	return nil
+}
+
+// kindArrays are a claim's kinds, sorted, and their newest versions; nil
+// for any kind.
+func kindArrays(m map[string]int) ([]string, []int32) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	kinds := make([]string, 0, len(m))
+	for k := range m {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	versions := make([]int32, 0, len(kinds))
+	for _, k := range kinds {
+		versions = append(versions, int32(m[k]))
+	}
+	return kinds, versions
 }

@@ -175,6 +175,7 @@ type Store struct {
 	// behind a cursor moves it (cursorReset).
 	cursorMu  sync.Mutex
 	cursors   map[cursorKey]claimCursor
+	limits    backend.LimitCache
 	cursorGen uint64
 	// probes: the claim probes running (claimProbe), waited for by Close;
 	// fullClaims counts claims from the start of the index (tests).

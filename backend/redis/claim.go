@@ -70,6 +70,7 @@ if A.pd_to ~= '' then
 end
 local jobs = {}
 local limit = tonumber(A.limit)
+` + luaClaimLimits + `
 local exp = tadd(A.dur)
 -- The fast path: a job without a deadline leaves two index entries (its
 -- queue and kind's sqk of available, and av) and gets one (run); they are
@@ -112,6 +113,7 @@ local function take(class, n)
         local v = kinds[H[F.kind]]
         ok = v ~= nil and tonumber(H[F.schema_version]) <= v
       end
+      if ok and KPRUN ~= nil then ok = room(H[F.kind], jk) end
       if not ok then
         skipped = skipped + 1
       elseif dl == '' then
@@ -161,6 +163,7 @@ if limit > 0 then
   if n > 0 then take('1', n) end
   if A.lone == '1' and #jobs == 0 then take('2', 1) end
 end
+` + luaClaimStarts + `
 if #runm > 0 then
   for k, ms in pairs(sk) do zmany(false, K('sqk', 'available', q .. US .. k), ms) end
   zmany(true, K('run'), runm)

@@ -58,6 +58,8 @@
 //	counts             "queue US state" -> jobs (hash): the maintained counters
 //	queues             every queue that had a job (set)
 //	paused, pausedby   queue -> "1"/"0", and when and by whom (hashes)
+//	limits             "scope US name" -> "n US at US by US key US rate US window": limits (hash)
+//	lst:SCOPE US NAME  a rate limit's starts in its window (sorted set, score: seconds)
 //	fpr:FP, fprs       quarantine records (hash each) and their set
 //	fsc:FP             crashes per workflow step of a fingerprint (hash: step -> n)
 //	w:ID, workers      worker heartbeats (hash each) and their set

@@ -37,7 +37,7 @@ const sqlClaimProbe = `SELECT EXISTS(SELECT 1 FROM queues WHERE name = ?1 AND pa
 
 // claimQueriesFor builds (once per kind set) the claim statements. Kinds
 // are bound as parameters ?7 onwards: kind, version, kind, version, ...
-func (s *Store) claimQueriesFor(kinds map[string]int) *claimQueries {
+func (s *Store) claimQueriesFor(kinds map[string]int, pt *backend.ClaimPartition) *claimQueries {
 	names := make([]string, 0, len(kinds))
 	for k := range kinds {
 		names = append(names, k)
@@ -46,6 +46,9 @@ func (s *Store) claimQueriesFor(kinds map[string]int) *claimQueries {
 	key := strings.Join(names, "\x00")
 	if len(names) == 0 {
 		key = "\x01any"
+	}
+	if pt != nil {
+		key += fmt.Sprintf("\x02%s\x02%d", pt.Key, pt.Max)
 	}
 	if v, ok := s.claimSQL.Load(key); ok {
 		return v.(*claimQueries)
@@ -67,6 +70,13 @@ func (s *Store) claimQueriesFor(kinds map[string]int) *claimQueries {
 		in.WriteString(")")
 		kv.WriteString(")")
 		kindIn, kindVersion = in.String(), kv.String()
+	}
+	if pt != nil {
+		// A partitioned limit: only a job whose partition has room. Key
+		// is a plain field name (sluicetype.ValidLimitKey), so a literal.
+		kindVersion += fmt.Sprintf(` AND (SELECT count(*) FROM jobs r INDEXED BY jobs_running
+			WHERE r.state = 'running' AND r.kind = jobs.kind
+			AND coalesce(r.payload ->> '%[1]s', '') = coalesce(jobs.payload ->> '%[1]s', '')) < %[2]d`, pt.Key, pt.Max)
 	}
 	// ?1 lease id, ?2 worker, ?3 lease expiry, ?4 now, ?5 queue, ?6 limit.
 	claim := func(index, suspects string) string {
@@ -106,7 +116,39 @@ func (s *Store) claimQueriesFor(kinds map[string]int) *claimQueries {
 // if the batch is not full, and, when Lone is set and the claim found
 // nothing else, one job that crashed twice or more.
 func (s *Store) JobClaim(ctx context.Context, p *backend.JobClaimParams) (*backend.JobClaimResult, error) {
-	q := s.claimQueriesFor(p.Kinds)
+	all, err := s.limits.Get(ctx, s.readLimits)
+	if err != nil {
+		return nil, err
+	}
+	if lim := backend.LimitsFor(p, all); len(lim) > 0 {
+		return s.claimLimited(ctx, p, lim)
+	}
+	c, err := s.claimStmts(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	var res *backend.JobClaimResult
+	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
+		var err error
+		res, err = s.claimIn(ctx, tx, now, p, c)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// claimPrepared are one kind set's claim statements, prepared before the
+// write transaction.
+type claimPrepared struct {
+	q   *claimQueries
+	st  []*sql.Stmt
+	wst []*sql.Stmt
+}
+
+func (s *Store) claimStmts(ctx context.Context, p *backend.JobClaimParams) (*claimPrepared, error) {
+	q := s.claimQueriesFor(p.Kinds, p.Partition)
 	st, err := s.stmts(ctx, q.archive, q.claim, q.suspect, sqlInsertEvent, sqlClaimProbe, q.lone)
 	if err != nil {
 		return nil, err
@@ -117,12 +159,18 @@ func (s *Store) JobClaim(ctx context.Context, p *backend.JobClaimParams) (*backe
 			return nil, err
 		}
 	}
+	return &claimPrepared{q: q, st: st, wst: wst}, nil
+}
+
+// claimIn is one claim inside the write transaction tx.
+func (s *Store) claimIn(ctx context.Context, tx *wtx, now time.Time, p *backend.JobClaimParams, c *claimPrepared) (*backend.JobClaimResult, error) {
+	q, st, wst := c.q, c.st, c.wst
 	lease := p.LeaseDuration
 	if lease <= 0 {
 		lease = defaultLease
 	}
 	res := &backend.JobClaimResult{}
-	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
+	err := func() error {
 		res.Jobs, res.Dead = nil, nil
 		res.Now = now
 		nowNs := now.UnixNano()
@@ -196,7 +244,7 @@ func (s *Store) JobClaim(ctx context.Context, p *backend.JobClaimParams) (*backe
 		res.Jobs = jobs
 		counts.move(p.Queue, sluicetype.StateAvailable, sluicetype.StateRunning, int64(len(jobs)))
 		return s.applyCounts(ctx, tx, counts)
-	})
+	}()
 	if err != nil {
 		return nil, err
 	}

@@ -73,6 +73,7 @@ type Store struct {
 	stopped   chan struct{}
 
 	claimSQL sync.Map // kind signature -> *claimQueries
+	limits   backend.LimitCache
 
 	// The counter upserts, prepared once the schema is up to date: every
 	// write transaction may need them, and a statement cannot be prepared

@@ -1,0 +1,502 @@
+package backendtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/sluicetype"
+)
+
+// Limits: concurrency limits across processes, enforced at claim.
+
+func limitChecks() []check {
+	return []check{
+		{name: "ClaimTakesOnlyRoom", fn: testLimitClaimRoom},
+		{name: "FourEnginesKindLimitThree", fn: testLimitEngines},
+		{name: "DeadProcessHoldsSlotUntilReaped", fn: testLimitDeadProcess},
+		{name: "ConfigAndControlSetTheStoresLimits", fn: testLimitConfigControl},
+		{name: "HeldJobStaysAvailableAndSaysWhy", fn: testLimitHeldBy},
+		{name: "PartitionedClaimTakesRoomPerKey", fn: testLimitPartitionClaim},
+		{name: "FourEnginesTwoPerCustomer", fn: testLimitPartitionEngines},
+		{name: "RateClaimTakesStartsLeft", fn: testLimitRateClaim},
+		{name: "FourEnginesRateTenPerSecond", fn: testLimitRateEngines},
+	}
+}
+
+func limitStore(t testing.TB, s backend.Store) backend.LimitStore {
+	t.Helper()
+	ls, ok := s.(backend.LimitStore)
+	if !ok {
+		t.Fatalf("%T does not implement backend.LimitStore", s)
+	}
+	return ls
+}
+
+func setLimit(t testing.TB, s backend.Store, scope sluicetype.LimitScope, name string, n int) {
+	t.Helper()
+	if err := limitStore(t, s).LimitSet(context.Background(), &backend.LimitSetParams{
+		Scope: scope, Name: name, Concurrency: n, Actor: "maya"}); err != nil {
+		t.Fatalf("LimitSet(%s %s %d): %v", scope, name, n, err)
+	}
+}
+
+// kindsOf counts claimed jobs by kind.
+func kindsOf(js []*engine.Job) map[string]int {
+	out := map[string]int{}
+	for _, j := range js {
+		out[j.Kind]++
+	}
+	return out
+}
+
+// testLimitClaimRoom: a claim takes of a limited kind only what its limit
+// leaves, of the other kinds as before, and within its queue's limit; a
+// limit raised, lowered or removed holds at the next claim; LimitList
+// counts what runs.
+func testLimitClaimRoom(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ctx := context.Background()
+	var ps []*backend.JobInsertParams
+	for i := range 6 {
+		p := jobParams(fmt.Sprintf("lim-%d", i), "q")
+		p.Kind = "charge"
+		ps = append(ps, p)
+	}
+	for i := range 3 {
+		ps = append(ps, jobParams(fmt.Sprintf("free-%d", i), "q"))
+	}
+	insert(t, s, ps...)
+	setLimit(t, s, sluicetype.LimitKind, "charge", 2)
+	kinds := map[string]int{"k": 1, "charge": 1}
+
+	steps := []struct {
+		name string
+		set  func()
+		want map[string]int
+	}{
+		{"limit 2 of charge", func() {}, map[string]int{"charge": 2, "k": 3}},
+		{"full", func() {}, map[string]int{}},
+		{"raised to 3", func() { setLimit(t, s, sluicetype.LimitKind, "charge", 3) }, map[string]int{"charge": 1}},
+		{"queue limit 4 below the 6 running", func() {
+			setLimit(t, s, sluicetype.LimitKind, "charge", 0)
+			setLimit(t, s, sluicetype.LimitQueue, "q", 4)
+		}, map[string]int{}},
+		{"queue limit removed", func() { setLimit(t, s, sluicetype.LimitQueue, "q", 0) }, map[string]int{"charge": 3}},
+	}
+	for _, st := range steps {
+		st.set()
+		got := kindsOf(claimP(t, s, backend.JobClaimParams{Queue: "q", WorkerID: "w1", Limit: 10, Kinds: kinds}).Jobs)
+		if fmt.Sprint(got) != fmt.Sprint(st.want) {
+			t.Fatalf("%s: claimed %v, want %v", st.name, got, st.want)
+		}
+	}
+
+	setLimit(t, s, sluicetype.LimitKind, "charge", 5)
+	ls, err := limitStore(t, s).LimitList(ctx)
+	if err != nil {
+		t.Fatalf("LimitList: %v", err)
+	}
+	if len(ls) != 1 || ls[0].Scope != sluicetype.LimitKind || ls[0].Name != "charge" || ls[0].Concurrency != 5 ||
+		ls[0].Running != 6 || ls[0].UpdatedBy != "maya" || ls[0].UpdatedAt.IsZero() {
+		t.Fatalf("LimitList = %+v, want kind charge 5 with 6 running, by maya", ls)
+	}
+	if err := limitStore(t, s).LimitSet(ctx, &backend.LimitSetParams{Scope: "tenant", Name: "x", Concurrency: 1}); err == nil {
+		t.Fatalf("LimitSet with an unknown scope: no error")
+	}
+}
+
+// testLimitEngines: four engines of four slots each over one store run a
+// kind limited to 3; the handlers record how many run at once: never more
+// than 3. A kind without a limit in the same queue runs beside it.
+func testLimitEngines(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	setLimit(t, s, sluicetype.LimitKind, "charge", 3)
+	var now, most, done atomic.Int64
+	charge := func(ctx context.Context, j *engine.Job) error {
+		n := now.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		// Long enough for the other engines' claims to overlap this run.
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+		}
+		now.Add(-1)
+		done.Add(1)
+		return nil
+	}
+	other := func(context.Context, *engine.Job) error { done.Add(1); return nil }
+	var es []*engine.Engine
+	for i := range 4 {
+		cfg := fast(fmt.Sprintf("w-%d", i), "billing")
+		cfg.LeaseDuration = 30 * time.Second
+		es = append(es, startEngine(t, s, cfg, engine.Kind{Name: "charge", Handler: charge},
+			engine.Kind{Name: "mail", Handler: other}))
+	}
+	const charges, mails = 40, 20
+	var ps []engine.EnqueueParams
+	for i := range charges {
+		ps = append(ps, engine.EnqueueParams{Queue: "billing", Kind: "charge", Args: map[string]int{"i": i}})
+	}
+	for i := range mails {
+		ps = append(ps, engine.EnqueueParams{Queue: "billing", Kind: "mail", Args: map[string]int{"i": i}})
+	}
+	if _, err := es[0].EnqueueMany(context.Background(), ps); err != nil {
+		t.Fatalf("EnqueueMany: %v", err)
+	}
+	eventually(t, waitLong, func() bool { return done.Load() == charges+mails }, "all %d jobs done", charges+mails)
+	if m := most.Load(); m > 3 {
+		t.Fatalf("%d charges ran at once under a limit of 3", m)
+	}
+	t.Logf("at most %d charges ran at once (limit 3)", most.Load())
+}
+
+// testLimitDeadProcess: a process that claimed under a limit and died
+// keeps its slot while its job is running — past its lease's expiry too —
+// until the reaper takes the job back; then the limit's slot runs it and
+// the job waiting behind it.
+func testLimitDeadProcess(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ctx := context.Background()
+	insert(t, s, jobParams("held", "q"), jobParams("waiting", "q"))
+	setLimit(t, s, sluicetype.LimitKind, "k", 1)
+	first := claimP(t, s, backend.JobClaimParams{Queue: "q", WorkerID: "dead", Limit: 10,
+		LeaseDuration: 300 * time.Millisecond}).Jobs
+	if len(first) != 1 {
+		t.Fatalf("first claim took %v, want one job", ids(first))
+	}
+	expires := first[0].Lease.ExpiresAt
+	if js := claimP(t, s, backend.JobClaimParams{Queue: "q", WorkerID: "w2", Limit: 10}).Jobs; len(js) != 0 {
+		t.Fatalf("second claim took %v while the first job runs under a limit of 1", ids(js))
+	}
+	eventually(t, waitLong, func() bool {
+		n, err := s.Now(ctx)
+		return err == nil && n.After(expires)
+	}, "the dead process's lease expires")
+	// Expired but not reaped: the job is still running and still counted.
+	if js := claimP(t, s, backend.JobClaimParams{Queue: "q", WorkerID: "w2", Limit: 10}).Jobs; len(js) != 0 {
+		t.Fatalf("claim took %v past the lease's expiry, before the reaper", ids(js))
+	}
+	var ran atomic.Int64
+	startEngine(t, s, fast("w-live", "q"), engine.Kind{Name: "k", Handler: func(context.Context, *engine.Job) error {
+		ran.Add(1)
+		return nil
+	}})
+	eventually(t, waitLong, func() bool {
+		return getJob(t, s, "held").State == engine.StateCompleted && getJob(t, s, "waiting").State == engine.StateCompleted
+	}, "both jobs completed after the reaper")
+}
+
+// testLimitConfigControl: Config.Limits are written to the store at Start,
+// over what it held; Control.SetLimit changes and removes a limit, and
+// another engine on the store lists what was set; a limit the store
+// cannot hold is refused.
+func testLimitConfigControl(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ctx := engine.WithActor(context.Background(), "maya")
+	setLimit(t, s, sluicetype.LimitKind, "charge", 9)
+	cfg := fast("w-config", "billing")
+	cfg.Limits = []engine.Limit{{Scope: engine.LimitKind, Name: "charge", Concurrency: 2},
+		{Scope: engine.LimitQueue, Name: "billing", Concurrency: 7}}
+	a := startEngine(t, s, cfg, engine.Kind{Name: "charge", Handler: func(context.Context, *engine.Job) error { return nil }})
+	b := newEngine(t, s, fast("w-other"))
+	list := func() string {
+		ls, err := b.ListLimits(ctx)
+		if err != nil {
+			t.Fatalf("ListLimits: %v", err)
+		}
+		var out []string
+		for _, l := range ls {
+			out = append(out, fmt.Sprintf("%s=%d", l, l.Concurrency))
+		}
+		return fmt.Sprint(out)
+	}
+	if got, want := list(), "[kind charge=2 queue billing=7]"; got != want {
+		t.Fatalf("after Start: %s, want %s", got, want)
+	}
+	steps := []struct {
+		scope engine.LimitScope
+		name  string
+		n     int
+		want  string
+	}{
+		{engine.LimitKind, "charge", 4, "[kind charge=4 queue billing=7]"},
+		{engine.LimitQueue, "billing", 0, "[kind charge=4]"},
+		{engine.LimitKind, "mail", 1, "[kind charge=4 kind mail=1]"},
+	}
+	for _, st := range steps {
+		if err := a.SetLimit(ctx, engine.Limit{Scope: st.scope, Name: st.name, Concurrency: st.n}); err != nil {
+			t.Fatalf("SetLimit(%s %s %d): %v", st.scope, st.name, st.n, err)
+		}
+		if got := list(); got != st.want {
+			t.Fatalf("after SetLimit(%s %s %d): %s, want %s", st.scope, st.name, st.n, got, st.want)
+		}
+	}
+	ls, _ := b.ListLimits(ctx)
+	if ls[0].UpdatedBy != "maya" {
+		t.Fatalf("limit set by %q, want maya", ls[0].UpdatedBy)
+	}
+	for _, bad := range []struct {
+		scope engine.LimitScope
+		name  string
+		n     int
+		key   string
+	}{{"tenant", "x", 1, ""}, {engine.LimitKind, "", 1, ""}, {engine.LimitKind, "charge", -1, ""},
+		{engine.LimitQueue, "billing", 1, "customer"}, {engine.LimitKind, "charge", 1, "a.b"}} {
+		if err := a.SetLimit(ctx, engine.Limit{Scope: bad.scope, Name: bad.name, Concurrency: bad.n, Key: bad.key}); !errors.Is(err, engine.ErrInvalid) {
+			t.Fatalf("SetLimit(%q %q %d per %q) = %v, want ErrInvalid", bad.scope, bad.name, bad.n, bad.key, err)
+		}
+	}
+	if _, err := engine.New(s, engine.Config{Limits: []engine.Limit{{Scope: "tenant", Name: "x", Concurrency: 1}}}); !errors.Is(err, engine.ErrInvalid) {
+		t.Fatalf("New with a limit of an unknown scope = %v, want ErrInvalid", err)
+	}
+}
+
+// testLimitHeldBy: a job a full limit holds back stays available,
+// uncharged, and its detail names the limit and its usage; with room
+// again it names none.
+func testLimitHeldBy(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ctx := context.Background()
+	insert(t, s, jobParams("a-runs", "q"), jobParams("b-held", "q"))
+	setLimit(t, s, sluicetype.LimitKind, "k", 1)
+	if js := claimP(t, s, backend.JobClaimParams{Queue: "q", WorkerID: "w1", Limit: 10}).Jobs; len(js) != 1 || js[0].ID != "a-runs" {
+		t.Fatalf("claim took %v, want [a-runs] (claim order: same time, by id)", ids(js))
+	}
+	e := newEngine(t, s, fast("w-view"))
+	steps := []struct {
+		name   string
+		set    func()
+		id     string
+		state  engine.State
+		wantBy string
+	}{
+		{"full", func() {}, "b-held", engine.StateAvailable, "limit kind k 1/1"},
+		{"the running job", func() {}, "a-runs", engine.StateRunning, ""},
+		{"queue full too: the first full limit", func() { setLimit(t, s, sluicetype.LimitQueue, "q", 1) }, "b-held", engine.StateAvailable, "limit kind k 1/1"},
+		{"kind raised", func() { setLimit(t, s, sluicetype.LimitKind, "k", 2) }, "b-held", engine.StateAvailable, "limit queue q 1/1"},
+		{"room", func() { setLimit(t, s, sluicetype.LimitQueue, "q", 0) }, "b-held", engine.StateAvailable, ""},
+	}
+	for _, st := range steps {
+		st.set()
+		d, err := e.GetJob(ctx, st.id, false)
+		if err != nil {
+			t.Fatalf("%s: GetJob(%s): %v", st.name, st.id, err)
+		}
+		if d.Job.State != st.state || d.HeldBy != st.wantBy || d.Job.Attempt != 0 || d.Job.CrashAttempt != 0 {
+			t.Fatalf("%s: %s is %s held by %q (attempt %d, crashes %d), want %s held by %q, uncharged",
+				st.name, st.id, d.Job.State, d.HeldBy, d.Job.Attempt, d.Job.CrashAttempt, st.state, st.wantBy)
+		}
+	}
+}
+
+// testLimitPartitionClaim: a kind's limit partitioned by a payload field
+// holds per value of it (per customer); jobs without the field share the
+// partition of "". One claim cannot take two jobs of a partition past its
+// room. LimitList says the key and counts every partition's jobs.
+func testLimitPartitionClaim(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ctx := context.Background()
+	var ps []*backend.JobInsertParams
+	for i, c := range []string{`"a"`, `"a"`, `"a"`, `"b"`, `"b"`, `"b"`, `7`, `7`, "", ""} {
+		p := jobParams(fmt.Sprintf("p-%02d", i), "q")
+		p.Payload = json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))
+		if c != "" {
+			p.Payload = json.RawMessage(fmt.Sprintf(`{"i":%d,"customer":%s}`, i, c))
+		}
+		ps = append(ps, p)
+	}
+	insert(t, s, ps...)
+	if err := limitStore(t, s).LimitSet(ctx, &backend.LimitSetParams{Scope: sluicetype.LimitKind, Name: "k",
+		Concurrency: 1, Key: "customer"}); err != nil {
+		t.Fatalf("LimitSet: %v", err)
+	}
+	customers := func(js []*engine.Job) string {
+		n := map[string]int{}
+		for _, j := range js {
+			var p struct{ Customer any }
+			full := getJob(t, s, j.ID)
+			if err := json.Unmarshal(full.Payload, &p); err != nil {
+				t.Fatal(err)
+			}
+			n[fmt.Sprint(p.Customer)]++
+		}
+		return fmt.Sprint(n)
+	}
+	steps := []struct {
+		name string
+		n    int
+		want string
+	}{
+		{"one per customer", 1, "map[7:1 <nil>:1 a:1 b:1]"},
+		{"full", 1, "map[]"},
+		{"raised to 2", 2, "map[7:1 <nil>:1 a:1 b:1]"},
+		{"raised to 3", 3, "map[a:1 b:1]"},
+	}
+	for _, st := range steps {
+		if err := limitStore(t, s).LimitSet(ctx, &backend.LimitSetParams{Scope: sluicetype.LimitKind, Name: "k",
+			Concurrency: st.n, Key: "customer"}); err != nil {
+			t.Fatalf("LimitSet: %v", err)
+		}
+		js := claimP(t, s, backend.JobClaimParams{Queue: "q", WorkerID: "w1", Limit: 20}).Jobs
+		if got := customers(js); got != st.want {
+			t.Fatalf("%s: claimed %s, want %s", st.name, got, st.want)
+		}
+	}
+	ls, err := limitStore(t, s).LimitList(ctx)
+	if err != nil || len(ls) != 1 || ls[0].Key != "customer" || ls[0].Concurrency != 3 || ls[0].Running != 10 {
+		t.Fatalf("LimitList = %+v, %v; want kind k 3 per customer, 10 running", ls, err)
+	}
+}
+
+// testLimitPartitionEngines: four engines run a kind limited to 2 per
+// customer; the handlers record how many of each customer's jobs run at
+// once: never more than 2.
+func testLimitPartitionEngines(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	if err := limitStore(t, s).LimitSet(context.Background(), &backend.LimitSetParams{Scope: sluicetype.LimitKind,
+		Name: "charge", Concurrency: 2, Key: "customer"}); err != nil {
+		t.Fatalf("LimitSet: %v", err)
+	}
+	const customers, each = 3, 12
+	var now, most [customers]atomic.Int64
+	var done atomic.Int64
+	charge := func(ctx context.Context, j *engine.Job) error {
+		var p struct{ Customer int }
+		if err := json.Unmarshal(j.Payload, &p); err != nil {
+			return err
+		}
+		n := now[p.Customer].Add(1)
+		for m := most[p.Customer].Load(); n > m && !most[p.Customer].CompareAndSwap(m, n); m = most[p.Customer].Load() {
+		}
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+		}
+		now[p.Customer].Add(-1)
+		done.Add(1)
+		return nil
+	}
+	var es []*engine.Engine
+	for i := range 4 {
+		cfg := fast(fmt.Sprintf("w-%d", i), "billing")
+		cfg.LeaseDuration = 30 * time.Second
+		es = append(es, startEngine(t, s, cfg, engine.Kind{Name: "charge", Handler: charge}))
+	}
+	var ps []engine.EnqueueParams
+	for i := range customers * each {
+		ps = append(ps, engine.EnqueueParams{Queue: "billing", Kind: "charge", Args: map[string]int{"customer": i % customers, "i": i}})
+	}
+	if _, err := es[0].EnqueueMany(context.Background(), ps); err != nil {
+		t.Fatalf("EnqueueMany: %v", err)
+	}
+	eventually(t, waitLong, func() bool { return done.Load() == customers*each }, "all jobs done")
+	for c := range customers {
+		if m := most[c].Load(); m > 2 {
+			t.Fatalf("customer %d: %d jobs ran at once under a limit of 2 per customer", c, m)
+		}
+		t.Logf("customer %d: at most %d at once (limit 2)", c, most[c].Load())
+	}
+}
+
+// testLimitRateClaim: a rate limit (here per minute, so that no check
+// waits on it) lets a claim start only what the window leaves; a raised
+// rate starts more; a queue's rate caps every kind of it; LimitList says
+// the starts in the window.
+func testLimitRateClaim(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ctx := context.Background()
+	var ps []*backend.JobInsertParams
+	for i := range 10 {
+		ps = append(ps, jobParams(fmt.Sprintf("r-%02d", i), "q"))
+	}
+	insert(t, s, ps...)
+	set := func(scope sluicetype.LimitScope, name string, rate int) {
+		t.Helper()
+		if err := limitStore(t, s).LimitSet(ctx, &backend.LimitSetParams{Scope: scope, Name: name,
+			Rate: rate, RateWindow: time.Minute}); err != nil {
+			t.Fatalf("LimitSet: %v", err)
+		}
+	}
+	steps := []struct {
+		name string
+		set  func()
+		want int
+	}{
+		{"3 a minute", func() { set(sluicetype.LimitKind, "k", 3) }, 3},
+		{"none left", func() {}, 0},
+		{"raised to 5", func() { set(sluicetype.LimitKind, "k", 5) }, 2},
+		{"queue rate 1 a minute", func() { set(sluicetype.LimitKind, "k", 0); set(sluicetype.LimitQueue, "q", 1) }, 1},
+		{"queue rate spent", func() {}, 0},
+	}
+	for _, st := range steps {
+		st.set()
+		if js := claimP(t, s, backend.JobClaimParams{Queue: "q", WorkerID: "w1", Limit: 20}).Jobs; len(js) != st.want {
+			t.Fatalf("%s: claimed %d, want %d", st.name, len(js), st.want)
+		}
+	}
+	ls, err := limitStore(t, s).LimitList(ctx)
+	if err != nil || len(ls) != 1 || ls[0].Scope != sluicetype.LimitQueue || ls[0].Rate != 1 || ls[0].RateWindow != time.Minute ||
+		ls[0].Starts != 1 || ls[0].Concurrency != 0 {
+		t.Fatalf("LimitList = %+v, %v; want queue q 1 a minute, 1 start", ls, err)
+	}
+}
+
+// testLimitRateEngines: four engines start a kind limited to 10 starts a
+// second; by the store's clock (each job's attempted_at, the clock the
+// limit counts by) no second-long window holds more than 10 starts —
+// tolerance none.
+func testLimitRateEngines(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	if err := limitStore(t, s).LimitSet(context.Background(), &backend.LimitSetParams{Scope: sluicetype.LimitKind,
+		Name: "charge", Rate: 10, RateWindow: time.Second}); err != nil {
+		t.Fatalf("LimitSet: %v", err)
+	}
+	const total = 35
+	var mu sync.Mutex
+	var starts []time.Time
+	charge := func(_ context.Context, j *engine.Job) error {
+		mu.Lock()
+		starts = append(starts, *j.AttemptedAt)
+		mu.Unlock()
+		return nil
+	}
+	var es []*engine.Engine
+	for i := range 4 {
+		cfg := fast(fmt.Sprintf("w-%d", i), "billing")
+		cfg.LeaseDuration = 30 * time.Second
+		es = append(es, startEngine(t, s, cfg, engine.Kind{Name: "charge", Handler: charge}))
+	}
+	var ps []engine.EnqueueParams
+	for i := range total {
+		ps = append(ps, engine.EnqueueParams{Queue: "billing", Kind: "charge", Args: map[string]int{"i": i}})
+	}
+	if _, err := es[0].EnqueueMany(context.Background(), ps); err != nil {
+		t.Fatalf("EnqueueMany: %v", err)
+	}
+	eventually(t, waitLong, func() bool { mu.Lock(); defer mu.Unlock(); return len(starts) == total }, "all jobs started")
+	mu.Lock()
+	defer mu.Unlock()
+	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+	most := 0
+	for i := range starts {
+		n := 0
+		for j := i; j < len(starts) && starts[j].Sub(starts[i]) < time.Second; j++ {
+			n++
+		}
+		most = max(most, n)
+	}
+	if most > 10 {
+		t.Fatalf("%d starts within one second under a rate of 10 a second", most)
+	}
+	t.Logf("at most %d starts in any second (rate 10/s); %d starts over %s", most, total, starts[len(starts)-1].Sub(starts[0]))
+}
