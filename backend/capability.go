@@ -43,6 +43,9 @@ const (
 	// configuration and says what about it loses jobs silently
 	// (DurabilityWarner).
 	CapabilityDurabilityWarnings Capability = "durability.warnings"
+	// CapabilitySchedules: the store keeps periodic jobs' schedules
+	// (ScheduleStore).
+	CapabilitySchedules Capability = "schedules"
 )
 
 // Declares reports whether s declares c.

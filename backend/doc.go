@@ -44,6 +44,7 @@
 //	wait.go          SignalSend, SignalList, SignalConsume, JobWake (WaitStore)
 //	idempotency.go   Idempotency* (IdempotencyStore)
 //	archive.go       ArchiveList, ArchiveGet (ArchiveStore; PostgreSQL only)
+//	periodic.go      Schedule* (ScheduleStore: periodic jobs' schedules)
 //	filter.go        a Filter translated to the store's query (or, on Redis, matched)
 //	errpatterns.go   regrouping stored error patterns after a normalisation change
 //	migrate.go       schema migrations; status.go: the schema's state, read only

@@ -55,6 +55,8 @@ var sections = []struct {
 	{"idempotency.go", []string{"IdempotencyClaim", "IdempotencyRenew", "IdempotencyComplete",
 		"IdempotencyRelease", "IdempotencyDeleteExpired"}},
 	{"archive.go", []string{"ArchiveList", "ArchiveGet"}},
+	{"periodic.go", []string{"ScheduleUpsert", "ScheduleList", "ScheduleGet", "SchedulePause",
+		"ScheduleResume", "ScheduleTrigger", "ScheduleMarkFired"}},
 }
 
 // contract are the interfaces whose every method has a section.
@@ -67,6 +69,7 @@ var contract = []reflect.Type{
 	reflect.TypeFor[backend.IdempotencyStore](),
 	reflect.TypeFor[backend.ArchiveStore](),
 	reflect.TypeFor[backend.DurabilityWarner](),
+	reflect.TypeFor[backend.ScheduleStore](),
 }
 
 // storeOnly are the files one or two stores have and the others do not,
