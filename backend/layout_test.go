@@ -79,6 +79,7 @@ var storeOnly = map[string]map[string]string{
 		"listjson.go": "decodes the tags and errors JSON columns without encoding/json",
 		"perms.go":    "creates the database file readable by its owner only",
 		"scan.go":     "scans SQL rows into jobs (Redis decodes hashes in codec.go)",
+		"periodic.go": "schedules: PostgreSQL and Redis follow in the next commits",
 	},
 	"postgres": {
 		"archive.go": "ArchiveStore: only PostgreSQL keeps a cold archive of deleted jobs",

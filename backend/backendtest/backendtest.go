@@ -120,6 +120,7 @@ func checks() []check {
 	add("ControlStore", controlStoreChecks())
 	add("Selection", selectionChecks())
 	add("Idempotency", idempotencyChecks())
+	add("Schedules", scheduleChecks())
 	add("BadInput", []check{
 		{name: "RefusedAndNothingStored", fn: testBadInput},
 		{name: "IdempotentEnqueueCanonical", fn: testIdempotentEnqueue},
