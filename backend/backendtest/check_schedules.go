@@ -126,10 +126,16 @@ func testScheduleRows(t *testing.T, h Harness) {
 		t.Fatalf("resume: %+v, %v", r, err)
 	}
 	for name, call := range map[string]func() error{
-		"get":     func() error { _, err := ss.ScheduleGet(ctx, &backend.ScheduleGetParams{Name: "nope"}); return err },
-		"pause":   func() error { _, err := ss.SchedulePause(ctx, &backend.SchedulePauseParams{Name: "nope"}); return err },
-		"resume":  func() error { _, err := ss.ScheduleResume(ctx, &backend.ScheduleResumeParams{Name: "nope"}); return err },
-		"trigger": func() error { _, err := ss.ScheduleTrigger(ctx, &backend.ScheduleTriggerParams{Name: "nope"}); return err },
+		"get":   func() error { _, err := ss.ScheduleGet(ctx, &backend.ScheduleGetParams{Name: "nope"}); return err },
+		"pause": func() error { _, err := ss.SchedulePause(ctx, &backend.SchedulePauseParams{Name: "nope"}); return err },
+		"resume": func() error {
+			_, err := ss.ScheduleResume(ctx, &backend.ScheduleResumeParams{Name: "nope"})
+			return err
+		},
+		"trigger": func() error {
+			_, err := ss.ScheduleTrigger(ctx, &backend.ScheduleTriggerParams{Name: "nope"})
+			return err
+		},
 	} {
 		if err := call(); !errors.Is(err, engine.ErrNotFound) {
 			t.Errorf("%s of an unknown schedule: %v, want ErrNotFound", name, err)
@@ -296,9 +302,18 @@ func testScheduleRunNow(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	for _, call := range []func() error{
-		func() error { _, err := ss.SchedulePause(context.Background(), &backend.SchedulePauseParams{Name: "nightly"}); return err },
-		func() error { _, err := ss.ScheduleTrigger(context.Background(), &backend.ScheduleTriggerParams{Name: "nightly"}); return err },
-		func() error { _, err := ss.ScheduleTrigger(context.Background(), &backend.ScheduleTriggerParams{Name: "nightly"}); return err },
+		func() error {
+			_, err := ss.SchedulePause(context.Background(), &backend.SchedulePauseParams{Name: "nightly"})
+			return err
+		},
+		func() error {
+			_, err := ss.ScheduleTrigger(context.Background(), &backend.ScheduleTriggerParams{Name: "nightly"})
+			return err
+		},
+		func() error {
+			_, err := ss.ScheduleTrigger(context.Background(), &backend.ScheduleTriggerParams{Name: "nightly"})
+			return err
+		},
 	} {
 		if err := call(); err != nil {
 			t.Fatal(err)
