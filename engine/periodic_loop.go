@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/backend"
@@ -42,15 +43,7 @@ func (e *Engine) periodicDefs() []*periodicDef {
 	for _, d := range e.periodic {
 		out = append(out, d)
 	}
-	slices.SortFunc(out, func(a, b *periodicDef) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b *periodicDef) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
@@ -207,6 +200,9 @@ func (e *Engine) periodicPass(ctx context.Context, ss backend.ScheduleStore, def
 		for _, mk := range marks {
 			p.Marks = append(p.Marks, *mk)
 		}
+		// One order in every process: a store that locks rows as it
+		// marks them makes two passes wait for each other, not deadlock.
+		slices.SortFunc(p.Marks, func(a, b backend.ScheduleMark) int { return strings.Compare(a.Name, b.Name) })
 		if _, err := ss.ScheduleMarkFired(ctx, p); err != nil {
 			return 0, fmt.Errorf("mark schedules fired: %w", err)
 		}
