@@ -79,14 +79,12 @@ var storeOnly = map[string]map[string]string{
 		"listjson.go": "decodes the tags and errors JSON columns without encoding/json",
 		"perms.go":    "creates the database file readable by its owner only",
 		"scan.go":     "scans SQL rows into jobs (Redis decodes hashes in codec.go)",
-		"periodic.go": "schedules: Redis follows in the next commit",
 	},
 	"postgres": {
-		"periodic.go": "schedules: Redis follows in the next commit",
-		"archive.go":  "ArchiveStore: only PostgreSQL keeps a cold archive of deleted jobs",
-		"listen.go":   "LISTEN/NOTIFY wake-ups (backend.Notifier)",
-		"scan.go":     "scans SQL rows into jobs (Redis decodes hashes in codec.go)",
-		"tx.go":       "EnqueueTx: inserts inside the caller's pgx transaction",
+		"archive.go": "ArchiveStore: only PostgreSQL keeps a cold archive of deleted jobs",
+		"listen.go":  "LISTEN/NOTIFY wake-ups (backend.Notifier)",
+		"scan.go":    "scans SQL rows into jobs (Redis decodes hashes in codec.go)",
+		"tx.go":      "EnqueueTx: inserts inside the caller's pgx transaction",
 	},
 	"redis": {
 		"codec.go":  "encodes and decodes hash fields and packed script replies",
