@@ -36,6 +36,9 @@ var mutatingRequests = []struct {
 	{"DELETE /api/v1/quarantine/{fingerprint}", req{method: "DELETE", path: "/api/v1/quarantine/" + pillFingerprint}, engine.RoleOperator},
 	{"POST /api/v1/queues/{queue}/pause", req{method: "POST", path: "/api/v1/queues/billing/pause"}, engine.RoleAdmin},
 	{"POST /api/v1/queues/{queue}/resume", req{method: "POST", path: "/api/v1/queues/billing/resume"}, engine.RoleAdmin},
+	{"POST /api/v1/schedules/{name}/pause", req{method: "POST", path: "/api/v1/schedules/nightly/pause"}, engine.RoleAdmin},
+	{"POST /api/v1/schedules/{name}/resume", req{method: "POST", path: "/api/v1/schedules/nightly/resume"}, engine.RoleAdmin},
+	{"POST /api/v1/schedules/{name}/trigger", req{method: "POST", path: "/api/v1/schedules/nightly/trigger"}, engine.RoleOperator},
 }
 
 func TestMutatingRequestsCoverEveryMutatingRoute(t *testing.T) {

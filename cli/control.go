@@ -33,7 +33,7 @@ import (
 func controlCommands(lo *logOptions) []*cobra.Command {
 	return []*cobra.Command{
 		newServeCmd(lo),
-		newJobsCmd(), newErrorsCmd(), newBulkCmd(), newOperationsCmd(), newQuarantineCmd(), newQueuesCmd(),
+		newJobsCmd(), newErrorsCmd(), newBulkCmd(), newOperationsCmd(), newQuarantineCmd(), newQueuesCmd(), newSchedulesCmd(),
 	}
 }
 

@@ -287,6 +287,7 @@ func (w *walkJobs) walkAPI(t *testing.T, base string, routes []string, token str
 	get("GET "+p+"/operations/{id}", p+"/operations/"+url.PathEscape(w.operation), false)
 	q := get("GET "+p+"/quarantine", p+"/quarantine", false)
 	get("GET "+p+"/queues", p+"/queues", false)
+	get("GET "+p+"/schedules", p+"/schedules", false)
 	get("GET "+p+"/healthz", p+"/healthz", false)
 	get("GET "+p+"/readyz", p+"/readyz", false)
 	get("GET "+p+"/meta", p+"/meta", false)

@@ -79,6 +79,8 @@ func (e *Engine) periodicLoop() {
 		} else {
 			e.outPeriodic.Succeed()
 		}
+		// The next declaration is due in time, whatever the ticks.
+		wait = min(wait, max(time.Until(seen.Add(e.cfg.ScheduleSeenInterval)), time.Millisecond))
 		if !sleepCtx(ctx, wait) {
 			return
 		}

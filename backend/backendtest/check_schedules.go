@@ -23,6 +23,7 @@ func scheduleChecks() []check {
 		{name: "PauseHoldsInEveryEngine", fn: testSchedulePause},
 		{name: "RunNowOnceAcrossEngines", fn: testScheduleRunNow},
 		{name: "OverlapSkipWhileLastJobLive", fn: testScheduleOverlap},
+		{name: "ControlListsPausesTriggers", fn: testScheduleControl},
 	}
 }
 
@@ -361,5 +362,77 @@ func testScheduleOverlap(t *testing.T, h Harness) {
 	}
 	if jobs := scheduleJobs(t, e, "allow"); len(jobs) < 5 {
 		t.Fatalf("OverlapAllow enqueued %d jobs", len(jobs))
+	}
+}
+
+// testScheduleControl: the operator's Control lists schedules with their
+// next fires, pauses, triggers and resumes them, refuses an unknown or
+// malformed name, and shows a schedule no process declares as gone.
+func testScheduleControl(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ss := scheduleStore(t, s)
+	ctx := context.Background()
+	if err := ss.ScheduleUpsert(ctx, &backend.ScheduleUpsertParams{Schedules: []backend.ScheduleDef{{Name: "old", Spec: "@hourly", Zone: "UTC"}}}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fast("ctl-1")
+	cfg.ScheduleSeenInterval = 50 * time.Millisecond
+	e := newEngine(t, s, cfg)
+	if err := e.AddPeriodic(engine.Periodic{Name: "ctl", Cron: "0 3 * * *", Zone: "Europe/Berlin", Job: engine.EnqueueParams{Queue: "sched", Kind: "noop"}}); err != nil {
+		t.Fatal(err)
+	}
+	start(t, e)
+	c := h.control(t, e)
+	find := func(name string) *engine.ScheduleInfo {
+		t.Helper()
+		page, err := c.Schedules(ctx, "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range page.Schedules {
+			if page.Schedules[i].Name == name {
+				return &page.Schedules[i]
+			}
+		}
+		return nil
+	}
+	eventually(t, waitLong, func() bool { o := find("old"); return find("ctl") != nil && o != nil && o.Gone }, "ctl listed, old gone")
+	got := find("ctl")
+	if got.Gone || got.Paused || got.Spec != "0 3 * * *" || got.Zone != "Europe/Berlin" || len(got.Next) != 3 {
+		t.Fatalf("ctl listed as %+v", got)
+	}
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range got.Next {
+		if l := n.In(berlin); l.Hour() != 3 || l.Minute() != 0 {
+			t.Fatalf("next fire %v is not 03:00 in Berlin", l)
+		}
+	}
+	if page, err := c.Schedules(ctx, "ctl", 1); err != nil || len(page.Schedules) != 1 || page.Schedules[0].Name != "old" {
+		t.Fatalf("page after ctl: %+v, %v", page, err)
+	}
+	if err := c.PauseSchedule(ctx, "ctl"); err != nil {
+		t.Fatal(err)
+	}
+	if got := find("ctl"); !got.Paused || len(got.Next) != 0 {
+		t.Fatalf("paused ctl listed as %+v", got)
+	}
+	if err := c.TriggerSchedule(ctx, "ctl"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitLong, func() bool { return len(scheduleJobs(t, e, "ctl")) == 1 }, "the run now enqueued")
+	if err := c.ResumeSchedule(ctx, "ctl"); err != nil {
+		t.Fatal(err)
+	}
+	if got := find("ctl"); got.Paused || got.RunNowPending || !strings.HasPrefix(got.LastJob, "sched:ctl:now:") || got.LastState != engine.StateAvailable {
+		t.Fatalf("ctl after the run now %+v", got)
+	}
+	if err := c.PauseSchedule(ctx, "nope"); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("pause of an unknown schedule: %v", err)
+	}
+	if err := c.TriggerSchedule(ctx, "bad name"); !errors.Is(err, engine.ErrInvalid) {
+		t.Fatalf("trigger of a malformed name: %v", err)
 	}
 }
