@@ -408,7 +408,7 @@ func (w *walkJobs) walkConsole(t *testing.T, srv *api.Server, role engine.Role) 
 		}
 	}
 	esc()
-	for _, c := range []string{"operations", "queues", "errors", "help"} {
+	for _, c := range []string{"operations", "queues", "schedules", "errors", "help"} {
 		command(c)
 		term.keys("\r")
 		repaint()
