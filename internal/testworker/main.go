@@ -5,6 +5,7 @@
 //
 //	testworker worker --store sqlite://FILE --queues chaos ...
 //	testworker chaos --store URL --duration D --seed S ...   (the harness)
+//	testworker periodic --store URL --schedules N --side FILE ... (schedules)
 //
 // `worker` is sluice's own worker command, unless --record FILE,
 // --defeat-fencing, --fault or --count-redis is given: then it is this binary's worker (worker.go),
@@ -32,6 +33,8 @@ func main() {
 		switch args[0] {
 		case "chaos":
 			os.Exit(chaos.Main(args[1:], os.Stdout, os.Stderr))
+		case "periodic":
+			os.Exit(runPeriodic(args[1:]))
 		case "worker":
 			if witnessed(args[1:]) {
 				os.Exit(runWorker(args[1:]))
