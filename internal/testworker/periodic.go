@@ -28,6 +28,7 @@ func runPeriodic(args []string) int {
 		storeURL, queue, workerID, side string
 		n, concurrency                  int
 		every, seen                     time.Duration
+		work                            bool
 	)
 	fs.StringVar(&storeURL, "store", "sqlite://sluice.db", "store URL")
 	fs.StringVar(&queue, "queue", "periodic", "the schedules' queue, worked by this process")
@@ -37,9 +38,13 @@ func runPeriodic(args []string) int {
 	fs.IntVar(&concurrency, "concurrency", 32, "jobs run at once")
 	fs.DurationVar(&every, "every", time.Second, "each schedule's interval")
 	fs.DurationVar(&seen, "seen", time.Minute, "ScheduleSeenInterval")
+	fs.BoolVar(&work, "work", true, "work the queue (false: only schedule, for the scheduler's own CPU)")
 	if err := fs.Parse(args); err != nil {
 		fmt.Fprintln(os.Stderr, "testworker periodic:", err)
 		return 2
+	}
+	if !work {
+		concurrency = 0
 	}
 	if err := periodic(storeURL, queue, workerID, side, n, concurrency, every, seen); err != nil {
 		fmt.Fprintln(os.Stderr, "testworker periodic:", err)
@@ -71,9 +76,12 @@ func periodic(storeURL, queue, workerID, side string, n, concurrency int, every,
 		return err
 	}
 	defer store.Close()
+	queues := map[string]engine.QueueConfig{}
+	if concurrency > 0 {
+		queues[queue] = engine.QueueConfig{Concurrency: concurrency}
+	}
 	e, err := engine.New(store, engine.Config{
-		WorkerID: workerID, Logger: log, ScheduleSeenInterval: seen,
-		Queues:        map[string]engine.QueueConfig{queue: {Concurrency: concurrency}},
+		WorkerID: workerID, Logger: log, ScheduleSeenInterval: seen, Queues: queues,
 		LeaseDuration: 3 * time.Second, HeartbeatInterval: 300 * time.Millisecond,
 		PollInterval: 50 * time.Millisecond, MaintenanceInterval: 100 * time.Millisecond,
 		CrashBackoff: func(int) time.Duration { return 50 * time.Millisecond },
