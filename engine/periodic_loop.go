@@ -112,23 +112,6 @@ func (e *Engine) declareSchedules(ctx context.Context, ss backend.ScheduleStore,
 	return nil
 }
 
-// listSchedules reads every row, in pages.
-func listSchedules(ctx context.Context, ss backend.ScheduleStore) ([]*backend.ScheduleRow, error) {
-	var out []*backend.ScheduleRow
-	after := ""
-	for {
-		page, err := ss.ScheduleList(ctx, &backend.ScheduleListParams{After: after, Limit: backend.ScheduleListLimit})
-		if err != nil {
-			return nil, fmt.Errorf("list schedules: %w", err)
-		}
-		out = append(out, page...)
-		if len(page) < backend.ScheduleListLimit {
-			return out, nil
-		}
-		after = page[len(page)-1].Name
-	}
-}
-
 // firing is one job a pass enqueues, and the schedule it moves.
 type firing struct {
 	def  *periodicDef
@@ -137,22 +120,70 @@ type firing struct {
 	now  bool // a run now
 }
 
+// periodicChunk is how many schedules a pass reads, fires and marks at
+// a time.
+const periodicChunk = backend.ScheduleListLimit
+
 // periodicPass fires what is due and says how long to wait for the next
-// tick.
+// tick. It goes through the schedules a chunk at a time, starting at a
+// chunk of its own drawing: each chunk's rows are read just before its
+// enqueue, so processes that woke together mostly find the chunks the
+// others did already marked, and enqueue each tick once rather than once
+// per process.
 func (e *Engine) periodicPass(ctx context.Context, ss backend.ScheduleStore, defs []*periodicDef) (time.Duration, error) {
-	rows, err := listSchedules(ctx, ss)
-	if err != nil {
-		return 0, err
+	chunks := slices.Collect(slices.Chunk(defs, periodicChunk))
+	if len(chunks) == 0 {
+		return periodicPoll, nil
+	}
+	first := rand.IntN(len(chunks))
+	var soonest, now time.Time
+	for k := range chunks {
+		i := (first + k) % len(chunks)
+		after := ""
+		if i > 0 {
+			after = chunks[i-1][len(chunks[i-1])-1].Name
+		}
+		var err error
+		var next time.Time
+		if now, next, err = e.periodicChunk(ctx, ss, chunks[i], after); err != nil {
+			return 0, err
+		}
+		if soonest.IsZero() || next.Before(soonest) {
+			soonest = next
+		}
+	}
+	// Processes woken by the same tick would all enqueue it; a few
+	// milliseconds of spread let the first one's marks reach the others.
+	wait := soonest.Sub(now) + time.Duration(rand.Int64N(int64(20*time.Millisecond)))
+	return max(wait, time.Millisecond), nil
+}
+
+// periodicChunk fires what is due among defs (consecutive in name
+// order, the first after the name after) and returns the store's clock
+// and the soonest next tick.
+func (e *Engine) periodicChunk(ctx context.Context, ss backend.ScheduleStore, defs []*periodicDef, after string) (time.Time, time.Time, error) {
+	byName := make(map[string]*backend.ScheduleRow, len(defs))
+	last := defs[len(defs)-1].Name
+	for {
+		// Rows of schedules no longer declared (gone) may lie between
+		// these: read on until the chunk's last name.
+		page, err := ss.ScheduleList(ctx, &backend.ScheduleListParams{After: after, Limit: periodicChunk})
+		if err != nil {
+			return time.Time{}, time.Time{}, fmt.Errorf("list schedules: %w", err)
+		}
+		for _, r := range page {
+			byName[r.Name] = r
+		}
+		if len(page) < periodicChunk || page[len(page)-1].Name >= last {
+			break
+		}
+		after = page[len(page)-1].Name
 	}
 	now, err := e.store.Now(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("schedules: store clock: %w", err)
+		return time.Time{}, time.Time{}, fmt.Errorf("schedules: store clock: %w", err)
 	}
 	e.clock.observe(now)
-	byName := make(map[string]*backend.ScheduleRow, len(rows))
-	for _, r := range rows {
-		byName[r.Name] = r
-	}
 	var fires []firing
 	marks := map[string]*backend.ScheduleMark{}
 	soonest := now.Add(periodicPoll)
@@ -195,7 +226,7 @@ func (e *Engine) periodicPass(ctx context.Context, ss backend.ScheduleStore, def
 		}
 	}
 	if err := e.fireSchedules(ctx, fires, marks); err != nil {
-		return 0, err
+		return time.Time{}, time.Time{}, err
 	}
 	if len(marks) > 0 {
 		p := &backend.ScheduleMarkFiredParams{Marks: make([]backend.ScheduleMark, 0, len(marks))}
@@ -206,13 +237,10 @@ func (e *Engine) periodicPass(ctx context.Context, ss backend.ScheduleStore, def
 		// marks them makes two passes wait for each other, not deadlock.
 		slices.SortFunc(p.Marks, func(a, b backend.ScheduleMark) int { return strings.Compare(a.Name, b.Name) })
 		if _, err := ss.ScheduleMarkFired(ctx, p); err != nil {
-			return 0, fmt.Errorf("mark schedules fired: %w", err)
+			return time.Time{}, time.Time{}, fmt.Errorf("mark schedules fired: %w", err)
 		}
 	}
-	// Processes woken by the same tick would all enqueue it; a few
-	// milliseconds of spread let the first one's mark reach the others.
-	wait := soonest.Sub(now) + time.Duration(rand.Int64N(int64(20*time.Millisecond)))
-	return max(wait, time.Millisecond), nil
+	return now, soonest, nil
 }
 
 // dueTicks returns the newest tick after last and at or before now (zero

@@ -24,6 +24,7 @@ func scheduleChecks() []check {
 		{name: "RunNowOnceAcrossEngines", fn: testScheduleRunNow},
 		{name: "OverlapSkipWhileLastJobLive", fn: testScheduleOverlap},
 		{name: "ControlListsPausesTriggers", fn: testScheduleControl},
+		{name: "ThreeChunksTwoEngines", fn: testScheduleChunks},
 	}
 }
 
@@ -434,5 +435,69 @@ func testScheduleControl(t *testing.T, h Harness) {
 	}
 	if err := c.TriggerSchedule(ctx, "bad name"); !errors.Is(err, engine.ErrInvalid) {
 		t.Fatalf("trigger of a malformed name: %v", err)
+	}
+}
+
+// testScheduleChunks: 2,100 schedules (three chunks of a pass), with
+// rows of undeclared schedules between them, fired by two engines: every
+// tick of every schedule up to its last mark has its job.
+func testScheduleChunks(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	ss := scheduleStore(t, s)
+	ctx := context.Background()
+	var gone []backend.ScheduleDef
+	for i := 0; i < 2100; i += 150 {
+		gone = append(gone, backend.ScheduleDef{Name: fmt.Sprintf("c-%05d-gone", i), Spec: "@hourly", Zone: "UTC"})
+	}
+	if err := ss.ScheduleUpsert(ctx, &backend.ScheduleUpsertParams{Schedules: gone}); err != nil {
+		t.Fatal(err)
+	}
+	var ps []engine.Periodic
+	for i := range 2100 {
+		ps = append(ps, engine.Periodic{Name: fmt.Sprintf("c-%05d", i), Every: time.Second, Missed: engine.MissedRunEach, MissedMax: 100,
+			Job: engine.EnqueueParams{Queue: "chunks", Kind: "noop"}})
+	}
+	es := []*engine.Engine{schedEngine(t, s, "chunk-1", ps...), schedEngine(t, s, "chunk-2", ps...)}
+	eventually(t, 2*waitLong, func() bool {
+		for _, p := range []string{"c-00000", "c-01050", "c-02099"} {
+			r := trySchedule(ss, p)
+			if r == nil || r.LastTick.Sub(r.CreatedAt) < 3*time.Second {
+				return false
+			}
+		}
+		return true
+	}, "three ticks of the first, middle and last schedules")
+	for _, e := range es {
+		stopEngine(t, e)
+	}
+	have := map[string]bool{}
+	cursor := ""
+	for {
+		page, err := es[0].ListJobs(ctx, engine.ListJobsParams{Filter: engine.Filter{Queues: []string{"chunks"}}, Cursor: cursor, Limit: engine.MaxListLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range page.Jobs {
+			have[j.ID] = true
+		}
+		if page.Next == "" {
+			break
+		}
+		cursor = page.Next
+	}
+	lost := 0
+	for _, p := range ps {
+		r := getSchedule(t, ss, p.Name)
+		for tk := r.CreatedAt.Truncate(time.Second).Add(time.Second); !tk.After(r.LastTick); tk = tk.Add(time.Second) {
+			if !have[fmt.Sprintf("sched:%s:%d", p.Name, tk.UnixMilli())] {
+				lost++
+			}
+		}
+	}
+	if lost > 0 {
+		t.Fatalf("%d ticks lost of %d jobs", lost, len(have))
+	}
+	if g := getSchedule(t, ss, "c-00150-gone"); g.LastJob != "" {
+		t.Fatalf("an undeclared schedule fired: %+v", g)
 	}
 }
