@@ -228,6 +228,9 @@ func TestAPIContract(t *testing.T) {
 		{name: "list with limit 201", method: "GET", path: "/api/v1/jobs?limit=201", token: tokViewer, want: 400},
 		{name: "list with a bad cursor", method: "GET", path: "/api/v1/jobs?cursor=%21%21", token: tokViewer, want: 400},
 		{name: "list payload filter as viewer", method: "GET", path: "/api/v1/jobs?q=payload.to:x", token: tokViewer, want: 403},
+		{name: "list a schedule's jobs as viewer", method: "GET", path: "/api/v1/jobs?q=meta.sluice.schedule:nightly%20state:archived", token: tokViewer, want: 200},
+		{name: "list other metadata as viewer", method: "GET", path: "/api/v1/jobs?q=meta.sluice.schedule:nightly%20meta.tenant:acme", token: tokViewer, want: 403},
+		{name: "list a schedule's ticks as viewer", method: "GET", path: "/api/v1/jobs?q=meta.sluice.tick:x", token: tokViewer, want: 403},
 		{name: "list payload filter as inspector", method: "GET", path: "/api/v1/jobs?q=payload.to:x", token: tokInspector, want: 200},
 		// POST /jobs
 		{name: "enqueue", method: "POST", path: "/api/v1/jobs", token: tokOperator, key: "enq-1", body: `{"id":"new-1","queue":"email","kind":"send","payload":{"to":"b@example.com"}}`, want: 201},

@@ -56,10 +56,15 @@ type SchedulePage struct {
 // scheduleDeadMax bounds the count of a schedule's dead jobs.
 const scheduleDeadMax = 1000
 
+// ScheduleMetaPath is the metadata path of the schedule a periodic job
+// came from. The key "sluice" of a job's metadata is the engine's.
+const ScheduleMetaPath = "sluice.schedule"
+
 // ScheduleJobsQuery is the filter (docs/selectors.md) of a schedule's
-// jobs: they carry {"sluice": {"schedule": NAME}} in their metadata.
+// jobs: they carry {"sluice": {"schedule": NAME}} in their metadata. A
+// viewer, who may filter on no other metadata, may filter on this.
 func ScheduleJobsQuery(name string) string {
-	return "meta.sluice.schedule:" + strconv.Quote(name)
+	return "meta." + ScheduleMetaPath + ":" + strconv.Quote(name)
 }
 
 // Schedules pages the schedules the store keeps, after the name after
