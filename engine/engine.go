@@ -222,6 +222,11 @@ func (e *Engine) Start(ctx context.Context) error {
 	if len(e.cfg.Queues) > 0 && len(e.kindVersions()) == 0 {
 		return fmt.Errorf("%w: queues configured but no kind registered", ErrInvalid)
 	}
+	if e.hasPeriodic() {
+		if _, err := backend.ScheduleStoreOf(e.store); err != nil {
+			return fmt.Errorf("schedules declared: %w", err)
+		}
+	}
 	e.runCtx, e.runCancel = context.WithCancel(context.WithoutCancel(ctx))
 	e.hardCtx, e.hardCancel = context.WithCancel(context.WithoutCancel(ctx))
 	e.contact.reset()
@@ -247,11 +252,6 @@ func (e *Engine) Start(ctx context.Context) error {
 		e.startWakeups() // wakeup.go: other processes' work
 	}
 	if e.hasPeriodic() {
-		if _, err := backend.ScheduleStoreOf(e.store); err != nil {
-			e.runCancel()
-			e.hardCancel()
-			return fmt.Errorf("schedules declared: %w", err)
-		}
 		e.spawn(e.periodicLoop)
 	}
 	if !e.cfg.NoMaintenance {

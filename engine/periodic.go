@@ -142,7 +142,9 @@ func sameWall(a, b time.Time) bool {
 }
 
 // cronParser reads the five standard fields and the descriptors.
-var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+func cronParser() cron.Parser {
+	return cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+}
 
 // parseSpec reads a schedule's expression in zone: a cron expression,
 // a descriptor or "@every <duration>". The returned spec is the text the
@@ -183,7 +185,7 @@ func parseSpec(expr string, every time.Duration, zone string, allowSubSecond boo
 	if strings.HasPrefix(expr, "TZ=") || strings.HasPrefix(expr, "CRON_TZ=") {
 		return nil, "", nil, fmt.Errorf("cron %q: give the zone in Zone, not in the expression", expr)
 	}
-	s, err := cronParser.Parse(expr)
+	s, err := cronParser().Parse(expr)
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("cron %q: %v", expr, err)
 	}

@@ -32,10 +32,6 @@ const periodicPoll = time.Second
 // scheduleEnqueueBatch is the most jobs one pass enqueues per store call.
 const scheduleEnqueueBatch = 1000
 
-// activeStates are the states in which a schedule's previous job
-// overlaps the next tick (OverlapSkip).
-var activeStates = []State{StateAvailable, StateScheduled, StateRunning, StateRetryable}
-
 func (e *Engine) periodicDefs() []*periodicDef {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
@@ -297,7 +293,11 @@ func (e *Engine) scheduleBusy(ctx context.Context, id string) bool {
 	if err != nil || j == nil {
 		return false
 	}
-	return slices.Contains(activeStates, j.State)
+	switch j.State {
+	case StateAvailable, StateScheduled, StateRunning, StateRetryable:
+		return true
+	}
+	return false
 }
 
 // fireSchedules enqueues the pass's jobs and writes each schedule's
