@@ -16,7 +16,7 @@ import (
 // argument names, which share a spelling with fields.
 func TestScriptsNameFieldsByTable(t *testing.T) {
 	names := map[string]bool{}
-	for _, fs := range [][]hashField{jobFields(), opFields(), fprFields(), idemFields(), workerFields(), leadFields()} {
+	for _, fs := range [][]hashField{jobFields(), opFields(), fprFields(), idemFields(), workerFields(), leadFields(), scheduleFields()} {
 		for _, f := range fs {
 			names[f.name] = true
 		}

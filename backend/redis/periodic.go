@@ -13,9 +13,8 @@ import (
 )
 
 // Periodic jobs' schedules (backend.ScheduleStore): a hash sch:NAME per
-// schedule, with fields sp (spec) zn (zone) lt (last tick) lj (last job)
-// fa (fired at) pz ("1" paused) tr (pending run now, "" none) se (seen
-// at) cr (created at), and the names in schs (sorted set at score 0,
+// schedule, its fields in fields.go's table (SF in the scripts), and the
+// names in schs (sorted set at score 0,
 // paged by ZRANGEBYLEX). The keys are new and nothing else reads them, so
 // the namespace's schema version stays: an older build ignores them.
 
@@ -31,10 +30,10 @@ var luaScheduleUpsert = script(`
 for i = 4, #ARGV, 3 do
   local name, key = ARGV[i], K('sch', ARGV[i])
   if redis.call('EXISTS', key) == 0 then
-    redis.call('HSET', key, 'sp', ARGV[i + 1], 'zn', ARGV[i + 2], 'lt', NOW, 'se', NOW, 'cr', NOW)
+    redis.call('HSET', key, SF.spec, ARGV[i + 1], SF.zone, ARGV[i + 2], SF.last_tick, NOW, SF.seen_at, NOW, SF.created_at, NOW)
     redis.call('ZADD', K('schs'), 0, name)
   else
-    redis.call('HSET', key, 'sp', ARGV[i + 1], 'zn', ARGV[i + 2], 'se', NOW)
+    redis.call('HSET', key, SF.spec, ARGV[i + 1], SF.zone, ARGV[i + 2], SF.seen_at, NOW)
   end
 end
 idem_record('')
@@ -53,9 +52,9 @@ var luaScheduleSet = script(`
 local key = K('sch', ARGV[4])
 if redis.call('EXISTS', key) == 0 then return redis.error_reply('NOTFOUND') end
 local op = ARGV[5]
-if op == 'pause' then redis.call('HSET', key, 'pz', '1')
-elseif op == 'resume' then redis.call('HSET', key, 'pz', '0')
-elseif (redis.call('HGET', key, 'tr') or '') == '' then redis.call('HSET', key, 'tr', NOW) end
+if op == 'pause' then redis.call('HSET', key, SF.paused, '1')
+elseif op == 'resume' then redis.call('HSET', key, SF.paused, '0')
+elseif (redis.call('HGET', key, SF.trigger) or '') == '' then redis.call('HSET', key, SF.trigger, NOW) end
 idem_record('')
 return redis.call('HGETALL', key)
 `)
@@ -74,16 +73,16 @@ local out = {}
 for i = 4, #ARGV, 5 do
   local key, from, to, job, trig = K('sch', ARGV[i]), ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local moved = 0
-  local h = redis.call('HMGET', key, 'lt', 'tr')
+  local h = redis.call('HMGET', key, SF.last_tick, SF.trigger)
   if h[1] then
     if to ~= '' and h[1] == from and to > from then
-      redis.call('HSET', key, 'lt', to)
-      if job ~= '' then redis.call('HSET', key, 'lj', job, 'fa', NOW) end
+      redis.call('HSET', key, SF.last_tick, to)
+      if job ~= '' then redis.call('HSET', key, SF.last_job, job, SF.fired_at, NOW) end
       moved = 1
     end
     if trig ~= '' and h[2] == trig then
-      redis.call('HSET', key, 'tr', '')
-      if job ~= '' and moved == 0 then redis.call('HSET', key, 'lj', job, 'fa', NOW) end
+      redis.call('HSET', key, SF.trigger, '')
+      if job ~= '' and moved == 0 then redis.call('HSET', key, SF.last_job, job, SF.fired_at, NOW) end
     end
   end
   out[#out + 1] = moved
@@ -111,8 +110,8 @@ func (s *Store) ScheduleUpsert(ctx context.Context, p *backend.ScheduleUpsertPar
 }
 
 func scheduleFrom(name string, m map[string]string) (*backend.ScheduleRow, error) {
-	row := &backend.ScheduleRow{Name: name, Spec: m["sp"], Zone: m["zn"], LastJob: m["lj"], Paused: m["pz"] == "1"}
-	for f, dst := range map[string]*time.Time{"lt": &row.LastTick, "fa": &row.FiredAt, "tr": &row.TriggerAt, "se": &row.SeenAt, "cr": &row.CreatedAt} {
+	row := &backend.ScheduleRow{Name: name, Spec: m[sSpec], Zone: m[sZone], LastJob: m[sLastJob], Paused: m[sPaused] == "1"}
+	for f, dst := range map[string]*time.Time{sLastTick: &row.LastTick, sFiredAt: &row.FiredAt, sTrigger: &row.TriggerAt, sSeenAt: &row.SeenAt, sCreatedAt: &row.CreatedAt} {
 		if m[f] == "" {
 			continue
 		}
