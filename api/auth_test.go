@@ -37,6 +37,9 @@ var mutatingRequests = []struct {
 	{"POST /api/v1/queues/{queue}/pause", req{method: "POST", path: "/api/v1/queues/billing/pause"}, engine.RoleAdmin},
 	{"POST /api/v1/queues/{queue}/resume", req{method: "POST", path: "/api/v1/queues/billing/resume"}, engine.RoleAdmin},
 	{"PUT /api/v1/limits", req{method: "PUT", path: "/api/v1/limits", body: `{"scope":"kind","name":"charge","concurrency":5}`}, engine.RoleAdmin},
+	{"POST /api/v1/schedules/{name}/pause", req{method: "POST", path: "/api/v1/schedules/nightly/pause"}, engine.RoleAdmin},
+	{"POST /api/v1/schedules/{name}/resume", req{method: "POST", path: "/api/v1/schedules/nightly/resume"}, engine.RoleAdmin},
+	{"POST /api/v1/schedules/{name}/trigger", req{method: "POST", path: "/api/v1/schedules/nightly/trigger"}, engine.RoleOperator},
 }
 
 func TestMutatingRequestsCoverEveryMutatingRoute(t *testing.T) {

@@ -193,6 +193,14 @@ func (fx *fixture) seed(t testing.TB) {
 	if d, err = fx.eng.GetJob(ctx, "JOB_1", false); err != nil || d.Job.Version != deadVersion {
 		t.Fatalf("fixture: JOB_1 %+v %v, want version %d (deadVersion)", d, err, deadVersion)
 	}
+	// A schedule, as a process declaring it writes it.
+	ss, err := backend.ScheduleStoreOf(fx.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ss.ScheduleUpsert(ctx, &backend.ScheduleUpsertParams{Schedules: []backend.ScheduleDef{{Name: "nightly", Spec: "30 2 * * *", Zone: "Europe/Berlin"}}}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // setup returns a new fixture and a server over its engine.
@@ -283,6 +291,13 @@ func (fx *fixture) snapshot(t testing.TB) string {
 	}
 	for _, op := range ops.Operations {
 		rows = append(rows, fmt.Sprintf("operation %s=%s", op.ID, op.Status))
+	}
+	sch, err := fx.eng.Schedules(ctx, "", 200)
+	if err != nil {
+		t.Fatalf("snapshot: schedules: %v", err)
+	}
+	for _, s := range sch.Schedules {
+		rows = append(rows, fmt.Sprintf("schedule %s paused=%v run-now=%v", s.Name, s.Paused, s.RunNowPending))
 	}
 	slices.Sort(rows)
 	return strings.Join(rows, "\n")

@@ -125,7 +125,33 @@ func newContractFixture(t *testing.T) *contractFixture {
 		t.Fatal(err)
 	}
 	f.etag = fmt.Sprintf("%q", fmt.Sprint(d.Job.Version))
+	declareSchedules(t, store, "dead-1")
 	return f
+}
+
+// declareSchedules writes two schedules as a process declaring them
+// would, the first having fired job.
+func declareSchedules(t *testing.T, store backend.Store, job string) {
+	t.Helper()
+	ctx := context.Background()
+	ss, err := backend.ScheduleStoreOf(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ss.ScheduleUpsert(ctx, &backend.ScheduleUpsertParams{Schedules: []backend.ScheduleDef{
+		{Name: "nightly", Spec: "30 2 * * *", Zone: "Europe/Berlin"}, {Name: "reports", Spec: "@every 1m0s", Zone: "UTC"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	row, err := ss.ScheduleGet(ctx, &backend.ScheduleGetParams{Name: "nightly"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ss.ScheduleMarkFired(ctx, &backend.ScheduleMarkFiredParams{Marks: []backend.ScheduleMark{
+		{Name: "nightly", From: row.LastTick, To: row.LastTick.Add(time.Second), Job: job},
+	}}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // loadSpec reads api/openapi.yaml with an independent OpenAPI library and
@@ -202,6 +228,9 @@ func TestAPIContract(t *testing.T) {
 		{name: "list with limit 201", method: "GET", path: "/api/v1/jobs?limit=201", token: tokViewer, want: 400},
 		{name: "list with a bad cursor", method: "GET", path: "/api/v1/jobs?cursor=%21%21", token: tokViewer, want: 400},
 		{name: "list payload filter as viewer", method: "GET", path: "/api/v1/jobs?q=payload.to:x", token: tokViewer, want: 403},
+		{name: "list a schedule's jobs as viewer", method: "GET", path: "/api/v1/jobs?q=meta.sluice.schedule:nightly%20state:archived", token: tokViewer, want: 200},
+		{name: "list other metadata as viewer", method: "GET", path: "/api/v1/jobs?q=meta.sluice.schedule:nightly%20meta.tenant:acme", token: tokViewer, want: 403},
+		{name: "list a schedule's ticks as viewer", method: "GET", path: "/api/v1/jobs?q=meta.sluice.tick:x", token: tokViewer, want: 403},
 		{name: "list payload filter as inspector", method: "GET", path: "/api/v1/jobs?q=payload.to:x", token: tokInspector, want: 200},
 		// POST /jobs
 		{name: "enqueue", method: "POST", path: "/api/v1/jobs", token: tokOperator, key: "enq-1", body: `{"id":"new-1","queue":"email","kind":"send","payload":{"to":"b@example.com"}}`, want: 201},
@@ -344,6 +373,22 @@ func TestAPIContract(t *testing.T) {
 		{name: "set limit of an unknown scope", method: "PUT", path: "/api/v1/limits", token: tokAdmin, key: "l-3", body: `{"scope":"tenant","name":"x","concurrency":1}`, want: 400},
 		{name: "set limit without concurrency", method: "PUT", path: "/api/v1/limits", token: tokAdmin, key: "l-4", body: `{"scope":"kind","name":"charge"}`, want: 400},
 		{name: "remove limit", method: "PUT", path: "/api/v1/limits", token: tokAdmin, key: "l-5", body: `{"scope":"kind","name":"charge","concurrency":0}`, want: 200},
+		// GET /schedules, POST /schedules/{name}/pause|resume|trigger
+		{name: "schedules", method: "GET", path: "/api/v1/schedules", token: tokViewer, want: 200},
+		{name: "schedules paged", method: "GET", path: "/api/v1/schedules?limit=1&cursor=a", token: tokViewer, want: 200},
+		{name: "schedules with limit 500", method: "GET", path: "/api/v1/schedules?limit=500", token: tokViewer, want: 400},
+		{name: "schedules with an unknown parameter", method: "GET", path: "/api/v1/schedules?colour=red", token: tokViewer, want: 400},
+		{name: "schedules without token", method: "GET", path: "/api/v1/schedules", want: 401},
+		{name: "pause schedule", method: "POST", path: "/api/v1/schedules/nightly/pause", token: tokAdmin, key: "s-1", want: 200},
+		{name: "pause schedule as operator", method: "POST", path: "/api/v1/schedules/nightly/pause", token: tokOperator, key: "s-2", want: 403},
+		{name: "pause unknown schedule", method: "POST", path: "/api/v1/schedules/nope/pause", token: tokAdmin, key: "s-3", want: 404},
+		{name: "pause schedule with a bad name", method: "POST", path: "/api/v1/schedules/b%20d/pause", token: tokAdmin, key: "s-4", want: 400},
+		{name: "resume schedule", method: "POST", path: "/api/v1/schedules/nightly/resume", token: tokAdmin, key: "s-5", want: 200},
+		{name: "resume schedule read-only", method: "POST", path: "/api/v1/schedules/nightly/resume", token: tokAdmin, key: "s-6", want: 403, readOnly: true},
+		{name: "trigger schedule", method: "POST", path: "/api/v1/schedules/reports/trigger", token: tokOperator, key: "s-7", want: 200},
+		{name: "trigger schedule replayed", method: "POST", path: "/api/v1/schedules/reports/trigger", token: tokOperator, key: "s-7", want: 200},
+		{name: "trigger schedule as viewer", method: "POST", path: "/api/v1/schedules/reports/trigger", token: tokViewer, key: "s-8", want: 403},
+		{name: "trigger schedule with a body", method: "POST", path: "/api/v1/schedules/reports/trigger", token: tokOperator, key: "s-9", body: `{"now":true}`, want: 400},
 		// GET /events
 		{name: "events", method: "GET", path: "/api/v1/events", token: tokViewer, want: 200, stream: true},
 		{name: "events without token", method: "GET", path: "/api/v1/events", want: 401},

@@ -103,7 +103,7 @@ func checkFilter(c *caller, f *engine.Filter) error {
 	if !c.viewer() {
 		return nil
 	}
-	if len(f.Payload) > 0 || len(f.Meta) > 0 {
+	if len(f.Payload) > 0 || !scheduleMetaOnly(f.Meta) {
 		return c.need(engine.RoleInspector, "filter on payload or metadata")
 	}
 	if f.UniqueKey != "" {
@@ -115,6 +115,19 @@ func checkFilter(c *caller, f *engine.Filter) error {
 	}
 	f.Fingerprint = c.view.fingerprintIn(f.Fingerprint)
 	return nil
+}
+
+// scheduleMetaOnly reports whether every metadata condition is on the
+// schedule a periodic job came from (engine.ScheduleJobsQuery): the
+// engine writes that key, a viewer sees the schedules' names anyway, and
+// the console's Schedules screen lists a schedule's dead jobs by it.
+func scheduleMetaOnly(ms []engine.PathMatch) bool {
+	for _, m := range ms {
+		if m.Path != engine.ScheduleMetaPath {
+			return false
+		}
+	}
+	return true
 }
 
 // redactJob strips what c may not read from a job. It copies; j is not

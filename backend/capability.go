@@ -49,6 +49,9 @@ const (
 	// *sluicetype.UniqueHeldError. The engine refuses a unique enqueue on a
 	// store without it.
 	CapabilityUnique Capability = "unique"
+	// CapabilitySchedules: the store keeps periodic jobs' schedules
+	// (ScheduleStore).
+	CapabilitySchedules Capability = "schedules"
 )
 
 // Declares reports whether s declares c.

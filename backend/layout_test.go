@@ -56,6 +56,8 @@ var sections = []struct {
 		"IdempotencyRelease", "IdempotencyDeleteExpired"}},
 	{"archive.go", []string{"ArchiveList", "ArchiveGet"}},
 	{"limits.go", []string{"LimitList", "LimitSet"}},
+	{"periodic.go", []string{"ScheduleUpsert", "ScheduleList", "ScheduleGet", "SchedulePause",
+		"ScheduleResume", "ScheduleTrigger", "ScheduleMarkFired"}},
 }
 
 // contract are the interfaces whose every method has a section.
@@ -69,6 +71,7 @@ var contract = []reflect.Type{
 	reflect.TypeFor[backend.ArchiveStore](),
 	reflect.TypeFor[backend.LimitStore](),
 	reflect.TypeFor[backend.DurabilityWarner](),
+	reflect.TypeFor[backend.ScheduleStore](),
 }
 
 // storeOnly are the files one or two stores have and the others do not,

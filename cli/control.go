@@ -34,6 +34,7 @@ func controlCommands(lo *logOptions) []*cobra.Command {
 	return []*cobra.Command{
 		newServeCmd(lo),
 		newJobsCmd(), newErrorsCmd(), newBulkCmd(), newOperationsCmd(), newQuarantineCmd(), newQueuesCmd(), newLimitsCmd(),
+		newSchedulesCmd(),
 	}
 }
 

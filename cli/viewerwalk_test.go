@@ -292,6 +292,7 @@ func (w *walkJobs) walkAPI(t *testing.T, base string, routes []string, token str
 	q := get("GET "+p+"/quarantine", p+"/quarantine", false)
 	get("GET "+p+"/queues", p+"/queues", false)
 	get("GET "+p+"/limits", p+"/limits", false)
+	get("GET "+p+"/schedules", p+"/schedules", false)
 	get("GET "+p+"/healthz", p+"/healthz", false)
 	get("GET "+p+"/readyz", p+"/readyz", false)
 	get("GET "+p+"/meta", p+"/meta", false)
@@ -412,7 +413,7 @@ func (w *walkJobs) walkConsole(t *testing.T, srv *api.Server, role engine.Role) 
 		}
 	}
 	esc()
-	for _, c := range []string{"operations", "queues", "errors", "help"} {
+	for _, c := range []string{"operations", "queues", "schedules", "errors", "help"} {
 		command(c)
 		term.keys("\r")
 		repaint()

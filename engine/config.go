@@ -80,6 +80,10 @@ type Config struct {
 	// DeadLetter routes the deaths of every kind without a rule of its own
 	// (Kind.DeadLetter) to a dead-letter job; none when nil.
 	DeadLetter *DeadLetterRule
+	// ScheduleSeenInterval is how often this engine declares its
+	// schedules to the store again (one minute): a schedule no process
+	// declared for three intervals is shown as gone.
+	ScheduleSeenInterval time.Duration
 	// Observer is told of the transitions this engine's workers write and
 	// of each handler run, for metrics; nil costs nothing.
 	Observer Observer
@@ -153,6 +157,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaintenanceInterval <= 0 {
 		c.MaintenanceInterval = time.Second
+	}
+	if c.ScheduleSeenInterval <= 0 {
+		c.ScheduleSeenInterval = time.Minute
 	}
 	if c.CrashLimit <= 0 {
 		c.CrashLimit = DefaultCrashLimit

@@ -39,6 +39,17 @@ type Control interface {
 	ListLimits(ctx context.Context) ([]Limit, error)
 	SetLimit(ctx context.Context, l Limit) error
 
+	// Schedules pages the periodic jobs' schedules the store keeps, in
+	// name order after the name after (periodic_control.go).
+	// PauseSchedule, ResumeSchedule and TriggerSchedule (run now) are
+	// written to the store and held by every process; ErrNotFound for a
+	// schedule the store does not keep, ErrUnsupported on a store
+	// without schedules.
+	Schedules(ctx context.Context, after string, limit int) (*SchedulePage, error)
+	PauseSchedule(ctx context.Context, name string) error
+	ResumeSchedule(ctx context.Context, name string) error
+	TriggerSchedule(ctx context.Context, name string) error
+
 	Retry(ctx context.Context, id string, opts RetryOptions) (*Job, error)
 	Cancel(ctx context.Context, id string) (*Job, error)
 	Delete(ctx context.Context, id string) error

@@ -1,7 +1,8 @@
 // Package engine is the Sluice library: the client that enqueues, the
 // worker pool with fenced leases, crash accounting and quarantine,
 // upcasters, durable workflow steps (Step), death handlers and dead-letter
-// routing, the maintenance loops, and Control, the operator surface.
+// routing, periodic jobs (Periodic), the maintenance loops, and Control,
+// the operator surface.
 //
 // The engine knows no store, no screen and no transport. It is handed a
 // store (backend/sqlite, backend/postgres, backend/redis) that implements

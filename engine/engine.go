@@ -34,6 +34,8 @@ type Engine struct {
 	mu    sync.RWMutex
 	kinds map[string]*Kind
 	dead  []DeathHandler
+	// periodic are the schedules this engine fires (periodic.go).
+	periodic map[string]*periodicDef
 
 	started atomic.Bool
 	stopped atomic.Bool
@@ -79,6 +81,7 @@ type Engine struct {
 	outRenew     *outage.Outage
 	outMaint     *outage.Outage
 	outOps       *outage.Outage
+	outPeriodic  *outage.Outage
 }
 
 // New builds an engine over store. Register kinds and death handlers, then
@@ -124,6 +127,7 @@ func New(store backend.Store, cfg Config) (*Engine, error) {
 	maint := outage.Options{MinBackoff: cfg.MaintenanceInterval, MaxBackoff: max(cfg.MaintenanceInterval, outage.DefaultOutageMaxBackoff)}
 	e.outMaint = outage.New(e.log, "maintenance", maint)
 	e.outOps = outage.New(e.log, "operations", maint)
+	e.outPeriodic = outage.New(e.log, "schedules", outage.Options{MinBackoff: periodicPoll, MaxBackoff: outage.DefaultOutageMaxBackoff})
 	e.queues = make(map[string]*queueRunner, len(cfg.Queues))
 	for name, q := range cfg.Queues {
 		e.queues[name] = newQueueRunner(e, name, q)
@@ -223,6 +227,12 @@ func (e *Engine) Start(ctx context.Context) error {
 	if len(e.cfg.Queues) > 0 && len(e.kindVersions()) == 0 {
 		return fmt.Errorf("%w: queues configured but no kind registered", ErrInvalid)
 	}
+	if e.hasPeriodic() {
+		if _, err := backend.ScheduleStoreOf(e.store); err != nil {
+			e.started.Store(false)
+			return fmt.Errorf("schedules declared: %w", err)
+		}
+	}
 	if err := e.setConfigLimits(ctx); err != nil {
 		e.started.Store(false)
 		return err
@@ -251,6 +261,9 @@ func (e *Engine) Start(ctx context.Context) error {
 		}
 		e.startWakeups() // wakeup.go: other processes' work
 	}
+	if e.hasPeriodic() {
+		e.spawn(e.periodicLoop)
+	}
 	if !e.cfg.NoMaintenance {
 		e.spawn(e.maintenanceLoop)
 		if backend.Declares(e.store, backend.CapabilityOperations) {
@@ -258,6 +271,12 @@ func (e *Engine) Start(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+func (e *Engine) hasPeriodic() bool {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return len(e.periodic) > 0
 }
 
 func (e *Engine) spawn(fn func()) {

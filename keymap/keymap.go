@@ -50,6 +50,7 @@ const (
 	RetryInput  Action = "retry_with_input"
 	Bulk        Action = "bulk"
 	Pause       Action = "pause"
+	RunNow      Action = "run_now"
 	ReplayStep  Action = "replay_step"
 	// ReplayResult edits the replacement result of step N−1 in a replay's
 	// preview: read only inside that dialog, like Confirm.
@@ -137,7 +138,8 @@ var defaults = []def{
 	{Edit, GroupAct, []string{"e"}, "e", "edit payload", true},
 	{RetryInput, GroupAct, []string{"w"}, "w", "retry with new input", true},
 	{Bulk, GroupAct, []string{"b"}, "b", "bulk from filter", true},
-	{Pause, GroupAct, []string{"P"}, "P", "pause/resume queue", true},
+	{Pause, GroupAct, []string{"P"}, "P", "pause/resume queue or schedule", true},
+	{RunNow, GroupAct, []string{"T"}, "T", "run schedule now", true},
 	{ReplayStep, GroupAct, []string{"F"}, "F", "replay from step", true},
 	{ReplayResult, GroupAct, []string{"e"}, "e", "replace step N−1's result (replay preview)", true},
 	{Signal, GroupAct, []string{"s"}, "s", "send signal", true},

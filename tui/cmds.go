@@ -407,12 +407,14 @@ func (m *Model) loadScreen(s screen) tea.Cmd {
 			ls, _ := ctl.ListLimits(c)
 			return queuesMsg{seq: seq, queues: qs, limits: ls}
 		})
+	case scrSchedules:
+		return call(loadSchedules(ctl, seq))
 	case scrErrors:
 		// One rule: the groups are those of the jobs the jobs list
 		// shows, its state tab and its whole filter (the title says
 		// so; groupScope).
 		gf := m.jobs.effectiveFilter()
-		m.groups.rescope(gf.String())
+		m.lists.groups.rescope(gf.String())
 		return call(func(c context.Context) tea.Msg {
 			gs, err := ctl.ErrorGroups(c, gf)
 			return groupsMsg{seq: seq, groups: gs, err: err}

@@ -21,7 +21,7 @@ func commandHelp() string {
 
 // commandNames are the completions of the command line.
 func commandNames() []string {
-	names := []string{"jobs", "errors", "quarantine", "operations", "queues", "queue ", "kind ", "filter ", "replay ", "signal ", "limit ", "theme ", "clear", "help", "quit"}
+	names := []string{"jobs", "errors", "quarantine", "operations", "queues", "schedules", "queue ", "kind ", "filter ", "replay ", "signal ", "limit ", "theme ", "clear", "help", "quit"}
 	for _, s := range engine.AllStates {
 		names = append(names, string(s))
 	}
@@ -74,6 +74,8 @@ func (m *Model) runCommand(line string) (tea.Cmd, error) {
 		return m.goScreen(scrOperations), nil
 	case "queues":
 		return m.goScreen(scrQueues), nil
+	case "schedules", "sched":
+		return m.goScreen(scrSchedules), nil
 	case "errors", "err", "groups":
 		return m.goScreen(scrErrors), nil
 	case "queue", "kind":
@@ -119,5 +121,5 @@ func (m *Model) runCommand(line string) (tea.Cmd, error) {
 	case "quit", "q", "exit":
 		return m.quit(), nil
 	}
-	return nil, fmt.Errorf("unknown command %q; try :archived, :queue billing, :errors, :quarantine, :operations, :queues, :theme light", name)
+	return nil, fmt.Errorf("unknown command %q; try :archived, :queue billing, :errors, :quarantine, :operations, :queues, :schedules, :theme light", name)
 }

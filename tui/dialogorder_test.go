@@ -280,7 +280,7 @@ func (r *orderRun) state() string {
 	m := r.m
 	s := fmt.Sprintf("top%d scr%d small%v in%v ed%v eo%v dlg%v help%v groups%d rows%d ok%v | dry%v start%v poll%v tick%v screens%d counts%v list%v edit%v",
 		m.top(), m.screen, m.tooSmall(), m.dlg.input != nil, m.edit.editor != nil, m.edit.opening, m.dlg.confirm != nil, m.dlg.help.open,
-		len(m.groups.data), len(m.jobs.rows), m.dlg.bulk != nil && m.dlg.bulk.seq == r.startedSeq,
+		len(m.lists.groups.data), len(m.jobs.rows), m.dlg.bulk != nil && m.dlg.bulk.seq == r.startedSeq,
 		r.drySeq != 0, r.startSeq != 0, r.pollSeq != 0, r.tickSeq != 0, len(r.screens), r.countsSeq != 0, r.listSeq != 0, r.editSeq != 0)
 	if b := m.dlg.bulk; b != nil {
 		s += fmt.Sprintf(" | bulk phase%d visible%v cancelling%v stale%v", b.phase, b.visible, b.cancelling, b.stale)

@@ -47,7 +47,7 @@ func TestSmallTerminalsKeepWhatMatters(t *testing.T) {
 			if !strings.Contains(screen, "more below") {
 				t.Fatalf("the help drops rows without saying so:\n%s", screen)
 			}
-			for range 40 {
+			for range 60 {
 				m.handleKey(keyMsg("j"))
 			}
 			screen = plainScreen(m)

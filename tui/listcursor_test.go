@@ -18,7 +18,7 @@ func TestListCursorFollowsItem(t *testing.T) {
 	m.screen = scrErrors
 	loadGroups(m, gRefused, gCurrency, gTemplate)
 	press(m, "j")
-	if g := m.groups.data[m.groups.cursor]; g.Pattern != gCurrency.Pattern {
+	if g := m.lists.groups.data[m.lists.groups.cursor]; g.Pattern != gCurrency.Pattern {
 		t.Fatalf("cursor on %q", g.Pattern)
 	}
 	m.handleKey(keyMsg("b"))
@@ -30,7 +30,7 @@ func TestListCursorFollowsItem(t *testing.T) {
 	big := gCurrency
 	big.Count = 5000
 	loadGroups(m, big, gRefused, gTemplate)
-	if g := m.groups.data[m.groups.cursor]; g.Pattern != gCurrency.Pattern {
+	if g := m.lists.groups.data[m.lists.groups.cursor]; g.Pattern != gCurrency.Pattern {
 		t.Fatalf("after the re-sort the cursor is on %q, want the currency group", g.Pattern)
 	}
 	screen := plainScreen(m)
@@ -50,7 +50,7 @@ func TestListCursorFollowsItem(t *testing.T) {
 	press(m, "j")
 	m.loadScreen(scrQueues)
 	m.handleMsg(queuesMsg{seq: m.loads.screenSeq, queues: []engine.QueueInfo{{Name: "audit"}, {Name: "reports"}, {Name: "billing"}, {Name: "email"}}})
-	if q := m.queues.data[m.queues.cursor].Name; q != "reports" {
+	if q := m.lists.queues.data[m.lists.queues.cursor].Name; q != "reports" {
 		t.Fatalf("queues cursor on %q, want reports", q)
 	}
 	m.handleKey(keyMsg("P"))

@@ -12,8 +12,9 @@ import (
 	"github.com/sluicehq/sluice/themes"
 )
 
-// The list screens: Quarantine, Operations, Queues and Error groups,
-// each a component (quarantine.go, operations.go, queues.go, groups.go)
+// The list screens: Quarantine, Operations, Queues, Error groups and
+// Schedules, each a component (quarantine.go, operations.go, queues.go,
+// groups.go, schedules.go)
 // holding its rows. Their lists are short (at most a few hundred rows),
 // rendered per frame for the visible rows only.
 
@@ -30,6 +31,15 @@ type listScreen struct {
 func (ls *listScreen) SetSize(w, h int) { ls.w, ls.h = w, h }
 
 func (ls *listScreen) list() *listScreen { return ls }
+
+// listScreens are the list screens, one component each.
+type listScreens struct {
+	quar   quarScreen
+	ops    opsScreen
+	queues queuesScreen
+	groups groupsScreen
+	scheds schedulesScreen
+}
 
 // listComponent is one list screen.
 type listComponent interface {
@@ -51,13 +61,15 @@ type listComponent interface {
 func (m *Model) listOf(s screen) listComponent {
 	switch s {
 	case scrQuarantine:
-		return &m.quar
+		return &m.lists.quar
 	case scrOperations:
-		return &m.ops
+		return &m.lists.ops
 	case scrQueues:
-		return &m.queues
+		return &m.lists.queues
 	case scrErrors:
-		return &m.groups
+		return &m.lists.groups
+	case scrSchedules:
+		return &m.lists.scheds
 	}
 	return nil
 }
@@ -202,6 +214,8 @@ func (m *Model) screenLoaded(msg tea.Msg) tea.Cmd {
 		seq, err, s = msg.seq, msg.err, scrQueues
 	case groupsMsg:
 		seq, err, s = msg.seq, msg.err, scrErrors
+	case schedulesMsg:
+		seq, err, s = msg.seq, msg.err, scrSchedules
 	}
 	c := m.listOf(s)
 	ls := c.list()

@@ -529,8 +529,8 @@ func TestSlowLoadsShownUnderLiveChanges(t *testing.T) {
 	clock = clock.Add(time.Second) // the groups took a second
 	gs := []engine.ErrorGroup{{Queue: "billing", Kind: "invoice.generate", Pattern: "dial tcp <addr>: connect: connection refused", Count: 1_000_000}}
 	_, cmd := m.Update(groupsMsg{seq: first, groups: gs})
-	if len(m.groups.data) != 1 || m.groups.data[0].Count != 1_000_000 {
-		t.Fatalf("the slow answer was not shown: %+v", m.groups.data)
+	if len(m.lists.groups.data) != 1 || m.lists.groups.data[0].Count != 1_000_000 {
+		t.Fatalf("the slow answer was not shown: %+v", m.lists.groups.data)
 	}
 	if cmd == nil || !m.loads.screenAgain || !m.loads.screenTick {
 		t.Fatal("no reload was set up, though changes came in while the load ran")

@@ -92,9 +92,10 @@ const (
 	scrOperations
 	scrQueues
 	scrErrors
+	scrSchedules
 )
 
-var screenNames = []string{"jobs", "quarantine", "operations", "queues", "errors"}
+var screenNames = []string{"jobs", "quarantine", "operations", "queues", "errors", "schedules"}
 
 // Model is the console's one root model. It routes messages and keys to
 // the screens and dialogs (each its own component, with its own Update,
@@ -118,13 +119,11 @@ type Model struct {
 
 	screen screen
 	// nav is where esc goes back to (nav.go).
-	nav    []navFrame
-	jobs   jobsView
-	sheet  sheetView
-	quar   quarScreen
-	ops    opsScreen
-	queues queuesScreen
-	groups groupsScreen
+	nav   []navFrame
+	jobs  jobsView
+	sheet sheetView
+	// lists are the list screens (listscreen.go).
+	lists listScreens
 
 	dlg    dialogs
 	edit   editing
@@ -454,8 +453,10 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 		return m.signalDone(msg)
 	case bulkPreviewMsg, bulkAgeTickMsg, bulkStartedMsg, opPollMsg, opTickMsg, opCancelMsg:
 		return m.bulkMsg(msg)
-	case quarantineMsg, operationsMsg, queuesMsg, groupsMsg:
+	case quarantineMsg, operationsMsg, queuesMsg, groupsMsg, schedulesMsg:
 		return m.screenLoaded(msg)
+	case scheduleActionMsg:
+		return m.scheduleDone(msg)
 	case releaseMsg:
 		return m.released(msg)
 	case limitAskMsg:

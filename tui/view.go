@@ -256,6 +256,11 @@ func (m *Model) renderTitle(w int) string {
 	b.WriteString(t.Title.Render("sluice"))
 	b.WriteString("  ")
 	for i, name := range screenNames {
+		// The schedules screen (:schedules) is a tab only while shown:
+		// most programs declare no schedule.
+		if screen(i) == scrSchedules && m.screen != scrSchedules {
+			continue
+		}
 		if i > 0 {
 			b.WriteString(t.Subtle.Render(" · "))
 		}
@@ -326,6 +331,8 @@ func (m *Model) screenTitle(w int) string {
 		s = "Operations — bulk actions and their progress" + m.keyHint(keymap.Open, "watch") + m.keyHint(keymap.Cancel, "cancel")
 	case scrQueues:
 		s = "Queues — jobs per state" + m.keyHint(keymap.Pause, "pause/resume") + m.keyHint(keymap.Open, "jobs")
+	case scrSchedules:
+		s = "Schedules — periodic jobs" + m.keyHint(keymap.Pause, "pause/resume") + m.keyHint(keymap.RunNow, "run now") + m.keyHint(keymap.Open, "dead jobs")
 	case scrErrors:
 		// One rule, said first: the jobs list's tab and filter scope
 		// the groups, whatever the filter names.
@@ -504,6 +511,8 @@ func (m *Model) screenHelp() []key.Binding {
 		return km.Short(keymap.Open, keymap.Cancel, keymap.Copy, keymap.Back, keymap.Help, keymap.Quit)
 	case scrQueues:
 		return km.Short(keymap.Open, keymap.Pause, keymap.Back, keymap.Help, keymap.Quit)
+	case scrSchedules:
+		return km.Short(keymap.Open, keymap.Pause, keymap.RunNow, keymap.Back, keymap.Help, keymap.Quit)
 	case scrErrors:
 		return km.Short(keymap.Open, keymap.Bulk, keymap.Back, keymap.Help, keymap.Quit)
 	}

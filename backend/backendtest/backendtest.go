@@ -122,6 +122,7 @@ func checks() []check {
 	add("Selection", selectionChecks())
 	add("Idempotency", idempotencyChecks())
 	add("Unique", uniqueChecks())
+	add("Schedules", scheduleChecks())
 	add("BadInput", []check{
 		{name: "RefusedAndNothingStored", fn: testBadInput},
 		{name: "IdempotentEnqueueCanonical", fn: testIdempotentEnqueue},
@@ -176,7 +177,8 @@ func run(t *testing.T, h Harness, cs []check) {
 	}
 }
 
-// RunControl runs only the Control and Selection areas, for a harness whose Control wraps
+// RunControl runs only the Control and Selection areas and the Control
+// checks of Schedules, for a harness whose Control wraps
 // the engine in another implementation (the HTTP client against a server):
 // the other areas would only test the same store again.
 func RunControl(t *testing.T, h Harness) {
@@ -184,7 +186,7 @@ func RunControl(t *testing.T, h Harness) {
 		t.Fatal("backendtest: Harness.NewStore is nil")
 	}
 	for _, c := range checks() {
-		if !strings.HasPrefix(c.name, "Control/") && !strings.HasPrefix(c.name, "Selection/") {
+		if !strings.HasPrefix(c.name, "Control/") && !strings.HasPrefix(c.name, "Selection/") && !strings.HasPrefix(c.name, "Schedules/Control") {
 			continue
 		}
 		t.Run(c.name, func(t *testing.T) {

@@ -693,13 +693,13 @@ func timePtr(n *int64) *time.Time {
 
 // Capabilities: every filter field, error groups, bulk operations,
 // maintained counts, queue pausing and idempotency keys committed with
-// the mutation, the cold archive; LISTEN/NOTIFY wake-ups unless opened with NoListen.
+// the mutation, the cold archive, schedules; LISTEN/NOTIFY wake-ups unless opened with NoListen.
 func (s *Store) Capabilities() []backend.Capability {
 	cs := []backend.Capability{
 		backend.CapabilityFilterPayload, backend.CapabilityFilterMeta, backend.CapabilityFilterTags,
 		backend.CapabilityFilterError, backend.CapabilityErrorGroups, backend.CapabilityOperations,
 		backend.CapabilityCounts, backend.CapabilityQueuePause, backend.CapabilityIdempotency,
-		backend.CapabilityArchive, backend.CapabilityUnique,
+		backend.CapabilityArchive, backend.CapabilityUnique, backend.CapabilitySchedules,
 	}
 	if s.notify != nil {
 		cs = append(cs, backend.CapabilityWakeups)

@@ -181,6 +181,27 @@ func idemFields() []hashField {
 	}
 }
 
+// The schedule of periodic jobs, {ns}:sch:NAME (periodic.go).
+const (
+	sSpec      = "sp"
+	sZone      = "zn"
+	sLastTick  = "lt"
+	sLastJob   = "lj"
+	sFiredAt   = "fa"
+	sPaused    = "pz"
+	sTrigger   = "tr"
+	sSeenAt    = "se"
+	sCreatedAt = "cr"
+)
+
+func scheduleFields() []hashField {
+	return []hashField{
+		{"spec", sSpec, ""}, {"zone", sZone, ""}, {"last_tick", sLastTick, ""}, {"last_job", sLastJob, ""},
+		{"fired_at", sFiredAt, ""}, {"paused", sPaused, ""}, {"trigger", sTrigger, ""}, {"seen_at", sSeenAt, ""},
+		{"created_at", sCreatedAt, ""},
+	}
+}
+
 // The worker record, {ns}:w:ID, and the maintenance lease, {ns}:lead:NAME.
 const (
 	wStarted   = "st"
@@ -291,7 +312,7 @@ func isIdent(c byte) bool {
 func fieldRefs() map[string]func(string) (string, bool) {
 	refs := map[string]func(string) (string, bool){}
 	for name, fs := range map[string][]hashField{"F": jobFields(), "OF": opFields(), "QF": fprFields(),
-		"IF": idemFields(), "WF": workerFields(), "LF": leadFields()} {
+		"IF": idemFields(), "WF": workerFields(), "LF": leadFields(), "SF": scheduleFields()} {
 		refs[name] = func(key string) (string, bool) {
 			for _, f := range fs {
 				if f.lua == key {

@@ -68,6 +68,8 @@
 //	                   by (created_at, id)
 //	idem:KEY, idems:KEY, idemx   idempotency records, their steps, and the
 //	                   records by expiry
+//	sch:NAME, schs     periodic jobs' schedules (hash each, periodic.go)
+//	                   and their names (sorted set at score 0)
 //
 // Sorted sets ordered by a time hold members "TIME:ID" at score 0, TIME
 // being 19 decimal digits of unix nanoseconds: the lexical order is the
@@ -472,13 +474,14 @@ func (s *Store) Backend() string { return "redis" }
 // Capabilities: every filter field (those Redis cannot index by a scan
 // in Go, see the package doc), error groups, bulk operations, maintained
 // counts, queue pausing, idempotency keys recorded in the mutation's
-// script, and pub/sub wake-ups (pubsub.go).
+// script, pub/sub wake-ups (pubsub.go), and schedules (periodic.go).
 func (s *Store) Capabilities() []backend.Capability {
 	return []backend.Capability{
 		backend.CapabilityFilterPayload, backend.CapabilityFilterMeta, backend.CapabilityFilterTags,
 		backend.CapabilityFilterError, backend.CapabilityErrorGroups, backend.CapabilityOperations,
 		backend.CapabilityCounts, backend.CapabilityQueuePause, backend.CapabilityIdempotency,
 		backend.CapabilityWakeups, backend.CapabilityDurabilityWarnings, backend.CapabilityUnique,
+		backend.CapabilitySchedules,
 	}
 }
 

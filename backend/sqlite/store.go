@@ -404,13 +404,13 @@ func (s *Store) readStmt(ctx context.Context, query string) (*sql.Stmt, error) {
 
 // Capabilities: SQLite serves every filter field, error groups, bulk
 // operations, maintained counts, queue pausing and idempotency keys
-// committed with the mutation.
+// committed with the mutation, and periodic jobs' schedules.
 func (s *Store) Capabilities() []backend.Capability {
 	return []backend.Capability{
 		backend.CapabilityFilterPayload, backend.CapabilityFilterMeta, backend.CapabilityFilterTags,
 		backend.CapabilityFilterError, backend.CapabilityErrorGroups, backend.CapabilityOperations,
 		backend.CapabilityCounts, backend.CapabilityQueuePause, backend.CapabilityIdempotency,
-		backend.CapabilityUnique,
+		backend.CapabilityUnique, backend.CapabilitySchedules,
 	}
 }
 

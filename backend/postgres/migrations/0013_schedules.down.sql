@@ -1,0 +1,2 @@
+-- 0011 down: the schedules of periodic jobs.
+DROP TABLE IF EXISTS {s}.schedules;

@@ -1,0 +1,191 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/sluicetype"
+)
+
+// The operator's side of periodic jobs (Control): the schedules the store
+// keeps, as every process sees them, and their pause, resume and run now,
+// which every process reads from the store on its next pass.
+
+// ScheduleInfo is one schedule as an operator sees it.
+type ScheduleInfo struct {
+	Name string `json:"name"`
+	// Spec is the cron expression, descriptor or "@every <d>"; Zone its
+	// IANA time zone.
+	Spec string `json:"spec"`
+	Zone string `json:"zone"`
+	// Paused schedules pass over their ticks until resumed.
+	Paused bool `json:"paused"`
+	// Gone: no process has declared the schedule for three
+	// ScheduleSeenIntervals (removed from the code, or every process
+	// that declares it is down). It fires no more; its row stays.
+	Gone   bool      `json:"gone"`
+	SeenAt time.Time `json:"seen_at"`
+	// LastTick is the newest tick fired or passed over.
+	LastTick time.Time `json:"last_tick"`
+	// LastJob is the newest job the schedule enqueued, FiredAt when, and
+	// LastState its state now ("" when there is none or it was deleted).
+	LastJob   string     `json:"last_job,omitempty"`
+	FiredAt   *time.Time `json:"fired_at,omitempty"`
+	LastState State      `json:"last_state,omitempty"`
+	// RunNowPending: a run now was asked and no process has run it yet.
+	RunNowPending bool `json:"run_now_pending"`
+	// Next are the next fire times (up to three), none when paused or
+	// gone.
+	Next []time.Time `json:"next"`
+	// Dead counts the schedule's archived jobs, up to DeadMax; the jobs
+	// are listed by ScheduleJobsQuery(Name) + " state:archived".
+	Dead int64 `json:"dead"`
+}
+
+// SchedulePage is a page of schedules, in name order.
+type SchedulePage struct {
+	Schedules []ScheduleInfo `json:"schedules"`
+	// Next continues after the page's last schedule; "" at the end.
+	Next string `json:"next_cursor,omitempty"`
+}
+
+// scheduleDeadMax bounds the count of a schedule's dead jobs.
+const scheduleDeadMax = 1000
+
+// ScheduleMetaPath is the metadata path of the schedule a periodic job
+// came from. The key "sluice" of a job's metadata is the engine's.
+const ScheduleMetaPath = "sluice.schedule"
+
+// ScheduleJobsQuery is the filter (docs/selectors.md) of a schedule's
+// jobs: they carry {"sluice": {"schedule": NAME}} in their metadata. A
+// viewer, who may filter on no other metadata, may filter on this.
+func ScheduleJobsQuery(name string) string {
+	return "meta." + ScheduleMetaPath + ":" + strconv.Quote(name)
+}
+
+// Schedules pages the schedules the store keeps, after the name after
+// (1–200 a page, 50 when limit is 0).
+func (e *Engine) Schedules(ctx context.Context, after string, limit int) (*SchedulePage, error) {
+	switch {
+	case limit == 0:
+		limit = 50
+	case limit < 1 || limit > 200:
+		return nil, fmt.Errorf("%w: limit %d outside 1–200", ErrInvalid, limit)
+	}
+	ss, err := backend.ScheduleStoreOf(e.store)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := ss.ScheduleList(ctx, &backend.ScheduleListParams{After: after, Limit: limit + 1})
+	if err != nil {
+		return nil, fmt.Errorf("list schedules: %w", err)
+	}
+	now, err := e.store.Now(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list schedules: store clock: %w", err)
+	}
+	page := &SchedulePage{Schedules: make([]ScheduleInfo, 0, min(len(rows), limit))}
+	if len(rows) > limit {
+		rows = rows[:limit]
+		page.Next = rows[limit-1].Name
+	}
+	for _, r := range rows {
+		info, err := e.scheduleInfo(ctx, r, now)
+		if err != nil {
+			return nil, err
+		}
+		page.Schedules = append(page.Schedules, info)
+	}
+	return page, nil
+}
+
+func (e *Engine) scheduleInfo(ctx context.Context, r *backend.ScheduleRow, now time.Time) (ScheduleInfo, error) {
+	info := ScheduleInfo{
+		Name: r.Name, Spec: r.Spec, Zone: r.Zone, Paused: r.Paused, SeenAt: r.SeenAt,
+		Gone:     now.Sub(r.SeenAt) > 3*e.cfg.ScheduleSeenInterval,
+		LastTick: r.LastTick, LastJob: r.LastJob, RunNowPending: !r.TriggerAt.IsZero(),
+		Next: []time.Time{},
+	}
+	if !r.FiredAt.IsZero() {
+		at := r.FiredAt
+		info.FiredAt = &at
+	}
+	if !info.Paused && !info.Gone {
+		// A spec this build cannot read (written by another) shows no
+		// next fires rather than failing the list.
+		if next, err := NextTicks(r.Spec, r.Zone, later(r.LastTick, now), 3); err == nil {
+			info.Next = next
+		}
+	}
+	if r.LastJob != "" {
+		j, err := e.store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: r.LastJob})
+		switch {
+		case err == nil && j != nil:
+			info.LastState = j.State
+		case err != nil && !errors.Is(err, ErrNotFound):
+			return info, fmt.Errorf("schedule %s: last job %s: %w", r.Name, r.LastJob, err)
+		}
+	}
+	f, err := ParseQuery(ScheduleJobsQuery(r.Name) + " state:archived")
+	if err != nil {
+		return info, err
+	}
+	n, _, err := e.store.JobCountMatching(ctx, &backend.JobCountMatchingParams{Filter: storeFilter(f), Max: scheduleDeadMax})
+	if err != nil {
+		return info, fmt.Errorf("schedule %s: count dead jobs: %w", r.Name, err)
+	}
+	info.Dead = n
+	return info, nil
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// PauseSchedule makes every process pass over the schedule's ticks until
+// ResumeSchedule; ErrNotFound for a schedule the store does not keep.
+func (e *Engine) PauseSchedule(ctx context.Context, name string) error {
+	return e.scheduleAction(ctx, name, func(ss backend.ScheduleStore) error {
+		_, err := ss.SchedulePause(ctx, &backend.SchedulePauseParams{Name: name})
+		return err
+	})
+}
+
+// ResumeSchedule lets the schedule fire again from its next tick.
+func (e *Engine) ResumeSchedule(ctx context.Context, name string) error {
+	return e.scheduleAction(ctx, name, func(ss backend.ScheduleStore) error {
+		_, err := ss.ScheduleResume(ctx, &backend.ScheduleResumeParams{Name: name})
+		return err
+	})
+}
+
+// TriggerSchedule asks for one run now, paused or not: the next pass of
+// any process declaring the schedule enqueues it, once
+// ("sched:<name>:now:<ms>"). A second ask before it ran is the same run.
+func (e *Engine) TriggerSchedule(ctx context.Context, name string) error {
+	return e.scheduleAction(ctx, name, func(ss backend.ScheduleStore) error {
+		_, err := ss.ScheduleTrigger(ctx, &backend.ScheduleTriggerParams{Name: name})
+		return err
+	})
+}
+
+func (e *Engine) scheduleAction(ctx context.Context, name string, fn func(backend.ScheduleStore) error) error {
+	if _, ok, err := replayed[struct{}](ctx); ok {
+		return err
+	}
+	if err := sluicetype.ValidateName("schedule", name); err != nil {
+		return err
+	}
+	ss, err := backend.ScheduleStoreOf(e.store)
+	if err != nil {
+		return err
+	}
+	return fn(ss)
+}
