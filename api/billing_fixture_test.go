@@ -292,7 +292,7 @@ func (fx *fixture) snapshot(t testing.TB) string {
 	for _, op := range ops.Operations {
 		rows = append(rows, fmt.Sprintf("operation %s=%s", op.ID, op.Status))
 	}
-	sch, err := fx.eng.Schedules(ctx, "", 200)
+	sch, err := fx.eng.Schedules(ctx, 200, "")
 	if err != nil {
 		t.Fatalf("snapshot: schedules: %v", err)
 	}

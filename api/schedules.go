@@ -27,7 +27,7 @@ func (s *Server) schedules(w http.ResponseWriter, r *http.Request, _ *caller) er
 	if err != nil {
 		return err
 	}
-	page, err := s.ctl.Schedules(r.Context(), cursor, limit)
+	page, err := s.ctl.Schedules(r.Context(), limit, cursor)
 	if err != nil {
 		return err
 	}
@@ -65,7 +65,7 @@ func (s *Server) scheduleAction(action string) func(*http.Request, *caller, []by
 }
 
 // Schedules pages the server's schedules.
-func (c *Client) Schedules(ctx context.Context, after string, limit int) (*engine.SchedulePage, error) {
+func (c *Client) Schedules(ctx context.Context, limit int, after string) (*engine.SchedulePage, error) {
 	v := url.Values{}
 	if limit != 0 {
 		v.Set("limit", strconv.Itoa(limit))

@@ -29,7 +29,7 @@ declares any more is listed as gone.`}
 			var all []engine.ScheduleInfo
 			after := ""
 			for {
-				page, err := s.ctl.Schedules(s.ctx, after, 200)
+				page, err := s.ctl.Schedules(s.ctx, 200, after)
 				if err != nil {
 					return nil, err
 				}

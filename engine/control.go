@@ -45,7 +45,7 @@ type Control interface {
 	// written to the store and held by every process; ErrNotFound for a
 	// schedule the store does not keep, ErrUnsupported on a store
 	// without schedules.
-	Schedules(ctx context.Context, after string, limit int) (*SchedulePage, error)
+	Schedules(ctx context.Context, limit int, after string) (*SchedulePage, error)
 	PauseSchedule(ctx context.Context, name string) error
 	ResumeSchedule(ctx context.Context, name string) error
 	TriggerSchedule(ctx context.Context, name string) error

@@ -82,7 +82,7 @@ func ExampleEngine_AddPeriodic() {
 	fmt.Println(strings.HasPrefix(job.ID, "sched:heartbeat:"), meta.Sluice.Schedule, string(d.Job.Payload))
 
 	// What an operator sees (engine.Control, the console, the CLI).
-	page, err := e.Schedules(ctx, "", 0)
+	page, err := e.Schedules(ctx, 0, "")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -69,7 +69,7 @@ func ScheduleJobsQuery(name string) string {
 
 // Schedules pages the schedules the store keeps, after the name after
 // (1–200 a page, 50 when limit is 0).
-func (e *Engine) Schedules(ctx context.Context, after string, limit int) (*SchedulePage, error) {
+func (e *Engine) Schedules(ctx context.Context, limit int, after string) (*SchedulePage, error) {
 	switch {
 	case limit == 0:
 		limit = 50

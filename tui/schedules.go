@@ -144,7 +144,7 @@ func (s *schedulesScreen) View(m *Model) []string {
 // loadSchedules reads the first page of schedules.
 func loadSchedules(ctl engine.Control, seq uint64) func(context.Context) tea.Msg {
 	return func(c context.Context) tea.Msg {
-		page, err := ctl.Schedules(c, "", schedulesMax)
+		page, err := ctl.Schedules(c, schedulesMax, "")
 		return schedulesMsg{seq: seq, page: page, err: err}
 	}
 }

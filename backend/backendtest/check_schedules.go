@@ -386,7 +386,7 @@ func testScheduleControl(t *testing.T, h Harness) {
 	c := h.control(t, e)
 	find := func(name string) *engine.ScheduleInfo {
 		t.Helper()
-		page, err := c.Schedules(ctx, "", 0)
+		page, err := c.Schedules(ctx, 0, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -411,7 +411,7 @@ func testScheduleControl(t *testing.T, h Harness) {
 			t.Fatalf("next fire %v is not 03:00 in Berlin", l)
 		}
 	}
-	if page, err := c.Schedules(ctx, "ctl", 1); err != nil || len(page.Schedules) != 1 || page.Schedules[0].Name != "old" {
+	if page, err := c.Schedules(ctx, 1, "ctl"); err != nil || len(page.Schedules) != 1 || page.Schedules[0].Name != "old" {
 		t.Fatalf("page after ctl: %+v, %v", page, err)
 	}
 	if err := c.PauseSchedule(ctx, "ctl"); err != nil {
