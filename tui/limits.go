@@ -54,7 +54,10 @@ func (m *Model) limitCommand(arg string) (tea.Cmd, error) {
 		old := 0
 		for _, l := range ls {
 			if l.Scope == want.Scope && l.Name == want.Name {
+				// A set writes the whole limit: the partition and the
+				// rate it has stay as they are, only its count changes.
 				old = l.Concurrency
+				want.Key, want.Rate, want.RateWindow = l.Key, l.Rate, l.RateWindow
 			}
 		}
 		return limitAskMsg{want: want, old: old, err: err}
@@ -80,9 +83,13 @@ func (m *Model) askLimit(msg limitAskMsg) tea.Cmd {
 	if l.Concurrency == 0 {
 		what = "no limit: jobs run as each process's concurrency allows"
 	}
+	lines := []string{m.theme.Muted.Render(what)}
+	if l.Rate > 0 {
+		lines = append(lines, m.theme.Muted.Render(fmt.Sprintf("its rate stays: at most %d starts per %s", l.Rate, l.Window())))
+	}
 	m.dlg.confirm = &confirmDialog{
 		title: fmt.Sprintf("Limit %s: %s → %s?", termtext.Line(l.String()), limitValue(old), limitValue(l.Concurrency)),
-		lines: []string{m.theme.Muted.Render(what)},
+		lines: lines,
 		yes:   func() tea.Cmd { return m.setLimit(l, old) },
 	}
 	return nil

@@ -79,3 +79,52 @@ func TestLimitCommand(t *testing.T) {
 	s.keys("<enter>")
 	s.waitFor("scope \"tenant\": want kind or queue")
 }
+
+// TestLimitCommandKeepsRateAndPartition: :limit changes a limit's count
+// only. A set writes the whole limit, so the console carries over the
+// rate and the partition it has, and its confirmation says the rate stays;
+// before, a rate of 10 a second was dropped by a change the screen stated
+// as "5 → 2".
+func TestLimitCommandKeepsRateAndPartition(t *testing.T) {
+	ctx := context.Background()
+	store := sqlitetest.New(t)
+	eng, err := engine.New(store, engine.Config{WorkerID: "console-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []engine.Limit{
+		{Scope: engine.LimitKind, Name: "invoice.generate", Concurrency: 5, Rate: 10},
+		{Scope: engine.LimitKind, Name: "email.send", Concurrency: 3, Key: "customer"},
+	} {
+		if err := eng.SetLimit(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := start(t, eng, testOptions())
+	s.keys(":")
+	s.typeText("limit kind invoice.generate 2")
+	s.keys("<enter>")
+	s.waitFor("Limit kind invoice.generate: 5 → 2?", "its rate stays: at most 10 starts per 1s")
+	s.keys("y")
+	s.waitFor("limit kind invoice.generate: 5 → 2")
+	s.keys(":")
+	s.typeText("limit kind email.send 1")
+	s.keys("<enter>")
+	s.waitFor("Limit kind email.send per customer: 3 → 1?")
+	s.keys("y")
+	s.waitFor("limit kind email.send per customer: 3 → 1")
+	ls, err := eng.ListLimits(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]engine.Limit{}
+	for _, l := range ls {
+		got[l.Name] = l
+	}
+	if l := got["invoice.generate"]; l.Concurrency != 2 || l.Rate != 10 {
+		t.Errorf("invoice.generate after :limit: %+v, want concurrency 2 and its rate 10 kept", l)
+	}
+	if l := got["email.send"]; l.Concurrency != 1 || l.Key != "customer" {
+		t.Errorf("email.send after :limit: %+v, want concurrency 1 per customer", l)
+	}
+}
