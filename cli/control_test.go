@@ -194,6 +194,11 @@ func TestControlCommandsOnStore(t *testing.T) {
 		{[]string{"limits", "set", "queue", "billing", "2", "--key", "customer"}, 1, ""},
 		{[]string{"limits", "set", "queue", "billing", "0", "--rate", "50", "--per", "1m"}, 0, "limit queue billing: none -> none"},
 		{[]string{"limits", "list"}, 0, "50/1m0s"},
+		// A new count keeps what no flag names: the rate, the partition.
+		{[]string{"limits", "set", "queue", "billing", "4"}, 0, "limit queue billing: none -> 4"},
+		{[]string{"limits", "list", "-o", "json"}, 0, `"rate": 50`},
+		{[]string{"limits", "set", "kind", "charge", "1"}, 0, "limit kind charge per customer: 2 -> 1"},
+		{[]string{"limits", "set", "queue", "billing", "4", "--rate", "0"}, 0, "limit queue billing: 4 -> 4"},
 	}
 	for _, lc := range limitCmds {
 		if code, out, stderr = runCLI(t, "", lc.args...); code != lc.code || !strings.Contains(out, lc.want) {

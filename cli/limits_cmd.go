@@ -36,31 +36,42 @@ on a server (--api) or directly on a store (--store).`}
 		Use:   "set kind|queue NAME N",
 		Short: "Set a kind's or a queue's limit: N running at once (0: none), --rate starts per --per",
 		Args:  cobra.ExactArgs(3),
-		RunE: runCall(o, func(_ *cobra.Command, s *session, args []string) (limitChange, error) {
+		RunE: runCall(o, func(c *cobra.Command, s *session, args []string) (limitChange, error) {
 			n, err := strconv.Atoi(args[2])
 			if err != nil || n < 0 {
 				return limitChange{}, fmt.Errorf("%w: limit %q: want a whole number, 0 or more", engine.ErrInvalid, args[2])
 			}
-			ch := limitChange{Scope: engine.LimitScope(args[0]), Name: args[1], New: n, Key: key}
+			want := engine.Limit{Scope: engine.LimitScope(args[0]), Name: args[1], Concurrency: n, Key: key,
+				Rate: rate, RateWindow: per}
+			ch := limitChange{Scope: want.Scope, Name: want.Name, New: n}
 			ls, err := s.ctl.ListLimits(s.ctx)
 			if err != nil {
 				return ch, err
 			}
 			for _, l := range ls {
-				if l.Scope == ch.Scope && l.Name == ch.Name {
-					ch.Old = l.Concurrency
+				if l.Scope != want.Scope || l.Name != want.Name {
+					continue
+				}
+				// A set writes the whole limit: what no flag names
+				// stays as it is (a new count keeps the rate).
+				ch.Old = l.Concurrency
+				if !c.Flags().Changed("key") {
+					want.Key = l.Key
+				}
+				if !c.Flags().Changed("rate") && !c.Flags().Changed("per") {
+					want.Rate, want.RateWindow = l.Rate, l.RateWindow
 				}
 			}
-			return ch, s.ctl.SetLimit(s.ctx, engine.Limit{Scope: ch.Scope, Name: ch.Name, Concurrency: n, Key: key,
-				Rate: rate, RateWindow: per})
+			ch.Key = want.Key
+			return ch, s.ctl.SetLimit(s.ctx, want)
 		}, func(w io.Writer, ch limitChange) error {
 			fmt.Fprintf(w, "limit %s: %s -> %s\n", engine.Limit{Scope: ch.Scope, Name: ch.Name, Key: ch.Key}, limitText(ch.Old), limitText(ch.New))
 			return nil
 		}),
 	}
-	set.Flags().IntVar(&rate, "rate", 0, "also at most this many starts per --per (0: no rate)")
+	set.Flags().IntVar(&rate, "rate", 0, "also at most this many starts per --per (0: no rate; unset: the limit's rate stays)")
 	set.Flags().DurationVar(&per, "per", time.Second, "the rate's window")
-	set.Flags().StringVar(&key, "key", "", "partition a kind's limit by this top-level payload field: N per value (per customer)")
+	set.Flags().StringVar(&key, "key", "", "partition a kind's limit by this top-level payload field: N per value (per customer; unset: the limit's stays)")
 	cmd.AddCommand(list, set)
 	return cmd
 }
