@@ -52,6 +52,9 @@ const (
 	// CapabilitySchedules: the store keeps periodic jobs' schedules
 	// (ScheduleStore).
 	CapabilitySchedules Capability = "schedules"
+	// CapabilityLimits: the store keeps limits across processes and holds
+	// them where it claims (LimitStore).
+	CapabilityLimits Capability = "limits"
 )
 
 // Declares reports whether s declares c.

@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sort"
 	"sync"
@@ -31,6 +32,16 @@ type LimitStore interface {
 	// LimitSet sets a limit; Concurrency 0 removes it. It takes effect at
 	// the next claim of every process (within LimitRefresh).
 	LimitSet(ctx context.Context, p *LimitSetParams) error
+}
+
+// LimitStoreOf returns s's limits, or an error matching ErrUnsupported
+// when s keeps none.
+func LimitStoreOf(s Store) (LimitStore, error) {
+	l, ok := s.(LimitStore)
+	if !ok || !Declares(s, CapabilityLimits) {
+		return nil, fmt.Errorf("%w: this store (%s) keeps no limits", sluicetype.ErrUnsupported, s.Backend())
+	}
+	return l, nil
 }
 
 type LimitSetParams struct {

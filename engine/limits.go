@@ -40,11 +40,7 @@ func validateLimit(l Limit) error {
 
 // limitStore is the store's LimitStore, or ErrUnsupported.
 func (e *Engine) limitStore() (backend.LimitStore, error) {
-	ls, ok := e.store.(backend.LimitStore)
-	if !ok {
-		return nil, fmt.Errorf("%w: this store keeps no limits", ErrUnsupported)
-	}
-	return ls, nil
+	return backend.LimitStoreOf(e.store)
 }
 
 // setConfigLimits writes Config.Limits to the store. A limit set in code
@@ -116,8 +112,8 @@ func (e *Engine) setLimit(ctx context.Context, l Limit) error {
 // usage ("limit kind billing.charge 5/5"): the first full one of its
 // queue's and its kind's; "" when none is full or the store keeps none.
 func (e *Engine) heldBy(ctx context.Context, j *Job) (string, error) {
-	ls, ok := e.store.(backend.LimitStore)
-	if !ok || j.State != StateAvailable {
+	ls, err := backend.LimitStoreOf(e.store)
+	if err != nil || j.State != StateAvailable {
 		return "", nil
 	}
 	limits, err := ls.LimitList(ctx)

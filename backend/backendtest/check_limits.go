@@ -34,9 +34,9 @@ func limitChecks() []check {
 
 func limitStore(t testing.TB, s backend.Store) backend.LimitStore {
 	t.Helper()
-	ls, ok := s.(backend.LimitStore)
-	if !ok {
-		t.Fatalf("%T does not implement backend.LimitStore", s)
+	ls, err := backend.LimitStoreOf(s)
+	if err != nil {
+		t.Fatalf("every store keeps limits: %v", err)
 	}
 	return ls
 }

@@ -700,6 +700,7 @@ func (s *Store) Capabilities() []backend.Capability {
 		backend.CapabilityFilterError, backend.CapabilityErrorGroups, backend.CapabilityOperations,
 		backend.CapabilityCounts, backend.CapabilityQueuePause, backend.CapabilityIdempotency,
 		backend.CapabilityArchive, backend.CapabilityUnique, backend.CapabilitySchedules,
+		backend.CapabilityLimits,
 	}
 	if s.notify != nil {
 		cs = append(cs, backend.CapabilityWakeups)

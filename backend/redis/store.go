@@ -481,7 +481,7 @@ func (s *Store) Capabilities() []backend.Capability {
 		backend.CapabilityFilterError, backend.CapabilityErrorGroups, backend.CapabilityOperations,
 		backend.CapabilityCounts, backend.CapabilityQueuePause, backend.CapabilityIdempotency,
 		backend.CapabilityWakeups, backend.CapabilityDurabilityWarnings, backend.CapabilityUnique,
-		backend.CapabilitySchedules,
+		backend.CapabilitySchedules, backend.CapabilityLimits,
 	}
 }
 

@@ -410,7 +410,7 @@ func (s *Store) Capabilities() []backend.Capability {
 		backend.CapabilityFilterPayload, backend.CapabilityFilterMeta, backend.CapabilityFilterTags,
 		backend.CapabilityFilterError, backend.CapabilityErrorGroups, backend.CapabilityOperations,
 		backend.CapabilityCounts, backend.CapabilityQueuePause, backend.CapabilityIdempotency,
-		backend.CapabilityUnique, backend.CapabilitySchedules,
+		backend.CapabilityUnique, backend.CapabilitySchedules, backend.CapabilityLimits,
 	}
 }
 
