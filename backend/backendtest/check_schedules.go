@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ func scheduleChecks() []check {
 		{name: "RunNowOnceAcrossEngines", fn: testScheduleRunNow},
 		{name: "OverlapSkipWhileLastJobLive", fn: testScheduleOverlap},
 		{name: "ControlListsPausesTriggers", fn: testScheduleControl},
-		{name: "ThreeChunksTwoEngines", fn: testScheduleChunks},
+		{name: "ThreeChunksTwoEngines", fn: testScheduleChunks, alone: true},
 	}
 }
 
@@ -347,6 +348,9 @@ func testScheduleOverlap(t *testing.T, h Harness) {
 			Job: engine.EnqueueParams{Queue: "sched", Kind: "noop"}}
 	}
 	e := schedEngine(t, s, "o-1", mk("skip", engine.OverlapSkip), mk("allow", engine.OverlapAllow))
+	// How many ticks a loaded machine's passes fire varies (a late pass
+	// fires one for the ticks it missed): the wait is for both a second
+	// of skip's ticks after its first job and allow's third job.
 	var first time.Time
 	eventually(t, waitLong, func() bool {
 		r := trySchedule(ss, "skip")
@@ -356,13 +360,10 @@ func testScheduleOverlap(t *testing.T, h Harness) {
 		if r.LastJob != "" && first.IsZero() {
 			first = r.LastTick
 		}
-		return !first.IsZero() && r.LastTick.Sub(first) >= time.Second
-	}, "ten ticks after the first job")
+		return !first.IsZero() && r.LastTick.Sub(first) >= time.Second && len(scheduleJobs(t, e, "allow")) >= 3
+	}, "a second of ticks after skip's first job, and three jobs of allow")
 	if jobs := scheduleJobs(t, e, "skip"); len(jobs) != 1 {
 		t.Fatalf("OverlapSkip enqueued %d jobs while the first waited: %v", len(jobs), jobs)
-	}
-	if jobs := scheduleJobs(t, e, "allow"); len(jobs) < 5 {
-		t.Fatalf("OverlapAllow enqueued %d jobs", len(jobs))
 	}
 }
 
@@ -458,7 +459,9 @@ func testScheduleChunks(t *testing.T, h Harness) {
 			Job: engine.EnqueueParams{Queue: "chunks", Kind: "noop"}})
 	}
 	es := []*engine.Engine{schedEngine(t, s, "chunk-1", ps...), schedEngine(t, s, "chunk-2", ps...)}
-	eventually(t, 2*waitLong, func() bool {
+	// Two thousand jobs a second: on a loaded machine under -race a pass
+	// takes seconds, and the missed ticks are caught up a pass later.
+	eventually(t, 3*waitLong, func() bool {
 		for _, p := range []string{"c-00000", "c-01050", "c-02099"} {
 			r := trySchedule(ss, p)
 			if r == nil || r.LastTick.Sub(r.CreatedAt) < 3*time.Second {
@@ -470,32 +473,25 @@ func testScheduleChunks(t *testing.T, h Harness) {
 	for _, e := range es {
 		stopEngine(t, e)
 	}
-	have := map[string]bool{}
-	cursor := ""
-	for {
-		page, err := es[0].ListJobs(ctx, engine.ListJobsParams{Filter: engine.Filter{Queues: []string{"chunks"}}, Cursor: cursor, Limit: engine.MaxListLimit})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, j := range page.Jobs {
-			have[j.ID] = true
-		}
-		if page.Next == "" {
-			break
-		}
-		cursor = page.Next
-	}
-	lost := 0
+	// The jobs are looked up by id: paging through every job of the
+	// queue sorts the whole backlog once a page, minutes under -race.
+	var want []string
 	for _, p := range ps {
 		r := getSchedule(t, ss, p.Name)
 		for tk := r.CreatedAt.Truncate(time.Second).Add(time.Second); !tk.After(r.LastTick); tk = tk.Add(time.Second) {
-			if !have[fmt.Sprintf("sched:%s:%d", p.Name, tk.UnixMilli())] {
-				lost++
-			}
+			want = append(want, fmt.Sprintf("sched:%s:%d", p.Name, tk.UnixMilli()))
 		}
 	}
-	if lost > 0 {
-		t.Fatalf("%d ticks lost of %d jobs", lost, len(have))
+	found := 0
+	for ids := range slices.Chunk(want, engine.MaxListLimit) {
+		page, err := es[0].ListJobs(ctx, engine.ListJobsParams{Filter: engine.Filter{IDs: ids, Queues: []string{"chunks"}}, Limit: engine.MaxListLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		found += len(page.Jobs)
+	}
+	if found != len(want) {
+		t.Fatalf("%d ticks lost of %d", len(want)-found, len(want))
 	}
 	if g := getSchedule(t, ss, "c-00150-gone"); g.LastJob != "" {
 		t.Fatalf("an undeclared schedule fired: %+v", g)
