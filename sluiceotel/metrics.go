@@ -17,7 +17,14 @@ const (
 	MetricDead            = "sluice.jobs.dead"
 	MetricAttemptDuration = "sluice.attempt.duration"
 	MetricQueueDepth      = "sluice.queue.depth"
+	MetricLimitRunning    = "sluice.limit.running"
+	MetricLimitMax        = "sluice.limit.concurrency"
+	MetricLimitWaits      = "sluice.limit.waits"
 )
+
+// AttrLimit names a limit as the console does ("kind billing.charge",
+// "kind billing.charge per customer").
+const AttrLimit = attribute.Key("sluice.limit")
 
 // instruments are the metrics an Interceptor records as attempts end.
 type instruments struct {
@@ -88,4 +95,55 @@ func (i *Interceptor) RegisterQueueDepth(ctl engine.Control) (metric.Registratio
 		}
 		return nil
 	}, gauge)
+}
+
+// RegisterLimits reports each limit across processes (ctl's ListLimits,
+// one store read per collection) as three observable gauges, by limit
+// (sluice.limit): sluice.limit.running, the jobs it counts running;
+// sluice.limit.concurrency, its bound (a rate-only limit reports none);
+// and sluice.limit.waits, 1 while it holds jobs back — its running count
+// at its bound or its rate window's starts spent — so that an alert on
+// a recovering downstream's limit needs no arithmetic. A partitioned
+// limit bounds each partition, which the store does not count apart: it
+// reports its running jobs and its bound per partition, no waits.
+// Unregister it before ctl goes away.
+func (i *Interceptor) RegisterLimits(ctl engine.Control) (metric.Registration, error) {
+	running, err := i.meter.Int64ObservableGauge(MetricLimitRunning, metric.WithUnit("{job}"),
+		metric.WithDescription("Running jobs a limit across processes counts"))
+	if err != nil {
+		return nil, fmt.Errorf("sluiceotel: %s: %w", MetricLimitRunning, err)
+	}
+	bound, err := i.meter.Int64ObservableGauge(MetricLimitMax, metric.WithUnit("{job}"),
+		metric.WithDescription("A limit's concurrency across processes"))
+	if err != nil {
+		return nil, fmt.Errorf("sluiceotel: %s: %w", MetricLimitMax, err)
+	}
+	waits, err := i.meter.Int64ObservableGauge(MetricLimitWaits,
+		metric.WithDescription("1 while a limit holds jobs back: at its concurrency or its rate spent"))
+	if err != nil {
+		return nil, fmt.Errorf("sluiceotel: %s: %w", MetricLimitWaits, err)
+	}
+	return i.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		ls, err := ctl.ListLimits(ctx)
+		if err != nil {
+			return fmt.Errorf("sluiceotel: limits: %w", err)
+		}
+		for _, l := range ls {
+			by := metric.WithAttributes(AttrLimit.String(l.String()))
+			o.ObserveInt64(running, l.Running, by)
+			if l.Concurrency > 0 {
+				o.ObserveInt64(bound, int64(l.Concurrency), by)
+			}
+			if l.Key != "" {
+				continue
+			}
+			full := l.Concurrency > 0 && l.Running >= int64(l.Concurrency) || l.Rate > 0 && l.Starts >= int64(l.Rate)
+			var w int64
+			if full {
+				w = 1
+			}
+			o.ObserveInt64(waits, w, by)
+		}
+		return nil
+	}, running, bound, waits)
 }

@@ -26,7 +26,7 @@
 // for work that may run long after it was sent and more than once.
 //
 // Metrics go to the MeterProvider (RegisterQueueDepth adds the queues'
-// depth), beside the Prometheus endpoint of package api/apimetrics, and
+// depth, RegisterLimits the limits' running jobs and waits), beside the Prometheus endpoint of package api/apimetrics, and
 // LogHandler adds trace_id and span_id to the log records a handler
 // writes with its context.
 package sluiceotel

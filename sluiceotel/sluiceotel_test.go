@@ -464,3 +464,77 @@ func TestCrashInAStep(t *testing.T) {
 		t.Errorf("step span parent %v status %+v, want the attempt's child ended by the panic", step.Parent, step.Status)
 	}
 }
+
+// TestLimitGauges: a kind limited to 1 with one job running and two held
+// reports running 1 of 1 and a wait; an idle kind's limit reports no
+// wait; a partitioned limit reports its running jobs and bound, no wait.
+func TestLimitGauges(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var started atomic.Int32
+	r := newRig(t, engine.Kind{Name: "slow", Handler: func(ctx context.Context, j *engine.Job) error {
+		started.Add(1)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}})
+	defer close(release)
+	ctx := context.Background()
+	for _, l := range []engine.Limit{
+		{Scope: engine.LimitKind, Name: "slow", Concurrency: 1},
+		{Scope: engine.LimitKind, Name: "idle", Concurrency: 5},
+		{Scope: engine.LimitKind, Name: "tenanted", Concurrency: 2, Key: "tenant"},
+	} {
+		if err := r.e.SetLimit(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg, err := r.ic.RegisterLimits(r.e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = reg.Unregister() }()
+	for range 3 {
+		if _, err := r.e.Enqueue(ctx, engine.EnqueueParams{Queue: "q", Kind: "slow"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for started.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no job of slow started")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := r.reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if d, ok := m.Data.(metricdata.Gauge[int64]); ok {
+				for _, p := range d.DataPoints {
+					if l, ok := p.Attributes.Value(sluiceotel.AttrLimit); ok {
+						got[m.Name+" "+l.AsString()] = p.Value
+					}
+				}
+			}
+		}
+	}
+	want := map[string]int64{
+		sluiceotel.MetricLimitRunning + " kind slow": 1, sluiceotel.MetricLimitMax + " kind slow": 1, sluiceotel.MetricLimitWaits + " kind slow": 1,
+		sluiceotel.MetricLimitRunning + " kind idle": 0, sluiceotel.MetricLimitMax + " kind idle": 5, sluiceotel.MetricLimitWaits + " kind idle": 0,
+		sluiceotel.MetricLimitRunning + " kind tenanted per tenant": 0, sluiceotel.MetricLimitMax + " kind tenanted per tenant": 2,
+	}
+	if len(got) != len(want) {
+		t.Errorf("gauges %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if n, ok := got[k]; !ok || n != v {
+			t.Errorf("%s = %d (reported %v), want %d", k, n, ok, v)
+		}
+	}
+}
