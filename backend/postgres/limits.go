@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/sluicetype"
 )
@@ -113,26 +115,9 @@ func (s *Store) LimitSet(ctx context.Context, p *backend.LimitSetParams) error {
 func (s *Store) claimLimited(ctx context.Context, p *backend.JobClaimParams, lim []sluicetype.Limit) (*backend.JobClaimResult, error) {
 	res := &backend.JobClaimResult{}
 	err := s.writeTx(ctx, func(tx *wtx) error {
-		for _, l := range lim {
-			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`,
-				"sluice-limit:"+s.schema+":"+string(l.Scope)+":"+l.Name); err != nil {
-				return fmt.Errorf("lock limit %s: %w", l, err)
-			}
-		}
-		running, starts := make([]int64, len(lim)), make([]int64, len(lim))
-		for i, l := range lim {
-			if err := tx.QueryRow(ctx, s.sql(limitRunningSQL(l.Scope)), l.Name).Scan(&running[i]); err != nil {
-				return fmt.Errorf("count limit %s: %w", l, err)
-			}
-			if l.Rate == 0 {
-				continue
-			}
-			if _, err := tx.Exec(ctx, s.sql(sqlLimitPrune), string(l.Scope), l.Name, int64(l.Window())); err != nil {
-				return fmt.Errorf("prune starts of %s: %w", l, err)
-			}
-			if err := tx.QueryRow(ctx, s.sql(sqlLimitStarts), string(l.Scope), l.Name, int64(l.Window())).Scan(&starts[i]); err != nil {
-				return fmt.Errorf("count starts of %s: %w", l, err)
-			}
+		running, starts, err := s.lockAndCount(ctx, tx, lim)
+		if err != nil {
+			return err
 		}
 		r, err := backend.ClaimUnderLimits(p, lim, running, starts, func(part *backend.JobClaimParams) (*backend.JobClaimResult, error) {
 			pr := &backend.JobClaimResult{}
@@ -167,4 +152,49 @@ func (s *Store) claimLimited(ctx context.Context, p *backend.JobClaimParams, lim
 		}
 	}
 	return res, nil
+}
+
+// lockAndCount takes each limit's advisory lock and reads its running
+// jobs (and its rate window's starts) in one round trip: the statements go
+// as one pipeline, and the server runs them in order, each on a snapshot
+// taken when it starts, so every count still follows every lock.
+func (s *Store) lockAndCount(ctx context.Context, tx *wtx, lim []sluicetype.Limit) (running, starts []int64, err error) {
+	b := &pgx.Batch{}
+	for _, l := range lim {
+		b.Queue(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "sluice-limit:"+s.schema+":"+string(l.Scope)+":"+l.Name)
+	}
+	for _, l := range lim {
+		b.Queue(s.sql(limitRunningSQL(l.Scope)), l.Name)
+		if l.Rate > 0 {
+			b.Queue(s.sql(sqlLimitPrune), string(l.Scope), l.Name, int64(l.Window()))
+			b.Queue(s.sql(sqlLimitStarts), string(l.Scope), l.Name, int64(l.Window()))
+		}
+	}
+	br := tx.SendBatch(ctx, b)
+	defer func() {
+		if cerr := br.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("limits: %w", cerr)
+		}
+	}()
+	for _, l := range lim {
+		if _, err := br.Exec(); err != nil {
+			return nil, nil, fmt.Errorf("lock limit %s: %w", l, err)
+		}
+	}
+	running, starts = make([]int64, len(lim)), make([]int64, len(lim))
+	for i, l := range lim {
+		if err := br.QueryRow().Scan(&running[i]); err != nil {
+			return nil, nil, fmt.Errorf("count limit %s: %w", l, err)
+		}
+		if l.Rate == 0 {
+			continue
+		}
+		if _, err := br.Exec(); err != nil {
+			return nil, nil, fmt.Errorf("prune starts of %s: %w", l, err)
+		}
+		if err := br.QueryRow().Scan(&starts[i]); err != nil {
+			return nil, nil, fmt.Errorf("count starts of %s: %w", l, err)
+		}
+	}
+	return running, starts, nil
 }
