@@ -120,7 +120,7 @@ func (m *Model) nextFire(sc engine.ScheduleInfo) string {
 // View draws the schedules.
 func (s *schedulesScreen) View(m *Model) []string {
 	t, w, h := m.theme, s.w, s.h
-	cols := []colSpec{{"SCHEDULE", 18, false}, {"SPEC", 14, false}, {"ZONE", 15, false}, {"STATUS", 8, false},
+	cols := []colSpec{{"SCHEDULE", 18, false}, {"SPEC", 14, false}, {"ZONE", 16, false}, {"STATUS", 8, false},
 		{"NEXT", 12, false}, {"LAST", 6, true}, {"OUTCOME", 12, false}, {"DEAD", 6, true}, {"", 0, false}}
 	row := func(i int) []cell {
 		sc := s.data[i]

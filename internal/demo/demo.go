@@ -189,7 +189,36 @@ func Register(e *engine.Engine) error {
 			return fmt.Errorf("demo: %w", err)
 		}
 	}
+	for _, p := range Schedules() {
+		if err := e.AddPeriodic(p); err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+	}
 	return nil
+}
+
+// Schedules are the demo's periodic jobs, so that :schedules shows next
+// fires in two zones. They fire at night and on the first of a month:
+// a demo or a test opened for minutes seldom sees one fire.
+func Schedules() []engine.Periodic {
+	return []engine.Periodic{
+		{
+			Name: "reports.nightly", Cron: "30 2 * * *", Zone: "Europe/Berlin", Overlap: engine.OverlapSkip,
+			Job: engine.EnqueueParams{Queue: QueueReports, Kind: KindReportRender, Args: Report{Report: "daily-kpis", WorkMS: 800}},
+		},
+		{
+			// The month before the tick's, in the schedule's zone.
+			Name: "reports.monthly", Cron: "0 6 1 * *", Zone: "America/New_York", Missed: engine.MissedRunOnce,
+			JobFunc: func(tick time.Time) engine.EnqueueParams {
+				ny, err := time.LoadLocation("America/New_York")
+				if err != nil {
+					ny = time.UTC
+				}
+				month := tick.In(ny).AddDate(0, -1, 0).Format("2006-01")
+				return engine.EnqueueParams{Queue: QueueReports, Kind: KindReportRender, Args: Report{Report: "monthly-revenue", Month: month, WorkMS: 1500}}
+			},
+		},
+	}
 }
 
 // work pretends to do ms milliseconds of work, giving up when ctx ends.

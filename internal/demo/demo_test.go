@@ -480,3 +480,69 @@ func TestOrderWorkflow(t *testing.T) {
 		t.Fatalf("replayed order: %s, steps %s %+v", j.State, steps(j), cp.Steps)
 	}
 }
+
+// TestSchedules: the demo declares its schedules, which the console
+// lists with their next fires in their zones, and the monthly report
+// renders the month before its tick's.
+func TestSchedules(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, sqlitetest.New(t), nil)
+	run(t, e)
+	ctx := context.Background()
+	zones := map[string]string{"reports.nightly": "Europe/Berlin", "reports.monthly": "America/New_York"}
+	var page *engine.SchedulePage
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var err error
+		if page, err = e.Schedules(ctx, 0, ""); err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Schedules) == len(zones) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("schedules %+v, want %v", page.Schedules, zones)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, s := range page.Schedules {
+		zone, ok := zones[s.Name]
+		if !ok || s.Zone != zone || s.Paused || s.Gone || len(s.Next) != 3 {
+			t.Fatalf("schedule %+v, want one of %v, live, with three next fires", s, zones)
+		}
+		loc, err := time.LoadLocation(zone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range s.Next {
+			l := n.In(loc)
+			if s.Name == "reports.nightly" && (l.Hour() != 2 || l.Minute() != 30) ||
+				s.Name == "reports.monthly" && (l.Day() != 1 || l.Hour() != 6) {
+				t.Errorf("%s fires at %v", s.Name, l)
+			}
+		}
+	}
+	for _, p := range demo.Schedules() {
+		if p.JobFunc == nil {
+			continue
+		}
+		ny, err := time.LoadLocation("America/New_York")
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := p.JobFunc(time.Date(2027, 1, 1, 6, 0, 0, 0, ny))
+		var r demo.Report
+		if err := json.Unmarshal(mustJSON(t, j.Args), &r); err != nil || r.Month != "2026-12" {
+			t.Errorf("%s at 2027-01-01: %+v (%v), want the report of 2026-12", p.Name, r, err)
+		}
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

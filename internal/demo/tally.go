@@ -70,7 +70,21 @@ func NewTally() *Tally {
 
 // Wrap returns s with every write the engine makes counted. Hand the result
 // to engine.New.
-func (t *Tally) Wrap(s backend.Store) backend.Store { return &tallyStore{Store: s, t: t} }
+// The store's schedules are passed through, so the demo's schedules fire
+// on the tallied store too.
+func (t *Tally) Wrap(s backend.Store) backend.Store {
+	ts := &tallyStore{Store: s, t: t}
+	if ss, err := backend.ScheduleStoreOf(s); err == nil {
+		return &tallyScheduleStore{tallyStore: ts, ScheduleStore: ss}
+	}
+	return ts
+}
+
+// tallyScheduleStore is a tallied store that keeps schedules.
+type tallyScheduleStore struct {
+	*tallyStore
+	backend.ScheduleStore
+}
 
 // OnDead is a death handler: register it with Engine.OnDead to see the
 // latest deaths in Snapshot.
