@@ -297,6 +297,13 @@ func (m *Model) bulkPreviewLines(inner, h int) []string {
 				clip(r.queue+" "+r.kind+" "+t.ErrorText.Render(r.errMsg), rest))
 		}
 	}
+	if len(b.held) > 0 {
+		// Said before the operator confirms: these retries will be
+		// refused, as a single retry's dialog says.
+		h := b.held[0]
+		addWrapped(keepAlways, fmt.Sprintf("%d of the %d sampled jobs with a unique key: a live job holds it (%s held by %s) — the run refuses those and counts them",
+			len(b.held), b.keyed, termtext.Line(h.id), termtext.Line(h.holder)), t.WarnText.Render)
+	}
 	addWrapped(keepNotes, "the run takes at most these "+count+": jobs that enter the state after this preview are left alone", t.Muted.Render)
 	if p.Matched > 0 {
 		rate := "jobs/s: no limit · type digits to set one"

@@ -265,6 +265,10 @@ type bulkPreviewMsg struct {
 	at     time.Time
 	base   int64
 	baseOK bool
+	// keyed counts the sampled jobs with a unique key, held those a live
+	// job holds the key of (retries only).
+	keyed int
+	held  []heldKey
 }
 
 // dryRunCmd runs b's dry run under b's tag and, when the counters count
@@ -281,7 +285,13 @@ func (m *Model) dryRunCmd(b *bulkDialog) tea.Cmd {
 		defer cancel()
 		res, err := ctl.Bulk(c, p)
 		msg := bulkPreviewMsg{seq: seq, res: res, err: err, at: now()}
-		if err != nil || !live.ok {
+		if err != nil {
+			return msg
+		}
+		if p.Action == engine.ActionRetry {
+			msg.keyed, msg.held = sampleHeld(c, ctl, res.Sample)
+		}
+		if !live.ok {
 			return msg
 		}
 		if counts, err := ctl.Counts(c, live.queue); err == nil {
@@ -540,31 +550,3 @@ type screenTickMsg struct{}
 type ageTickMsg struct{}
 
 type opsTickMsg struct{ seq uint64 }
-
-// uniqueHolderMsg answers uniqueHolderCmd: the live job holding the
-// unique key of the job a confirmation asks to retry ("" for none).
-type uniqueHolderMsg struct {
-	dlg    *confirmDialog
-	holder string
-}
-
-// uniqueHolderCmd looks for a job other than id that holds key in a state
-// every unique job holds its key in (engine.RequiredUniqueStates).
-func (m *Model) uniqueHolderCmd(d *confirmDialog, id, key string) tea.Cmd {
-	ctl, ctx := m.ctl, m.ctx
-	return func() tea.Msg {
-		c, cancel := context.WithTimeout(ctx, callTimeout)
-		defer cancel()
-		page, err := ctl.ListJobs(c, engine.ListJobsParams{Filter: engine.Filter{UniqueKey: key,
-			States: engine.RequiredUniqueStates}, Limit: 2})
-		if err != nil {
-			return uniqueHolderMsg{dlg: d} // the retry's answer will say
-		}
-		for _, j := range page.Jobs {
-			if j.ID != id {
-				return uniqueHolderMsg{dlg: d, holder: j.ID}
-			}
-		}
-		return uniqueHolderMsg{dlg: d}
-	}
-}

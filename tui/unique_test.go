@@ -42,3 +42,42 @@ func TestUniqueKeyHeldRetry(t *testing.T) {
 	// The toast wraps; the holder is on its second line.
 	s.waitFor("0 retried · 1 failed (unique_held 1)", "live job uq-live holds")
 }
+
+// TestUniqueKeyHeldBulkRetry: a bulk retry's preview says which sampled
+// jobs a live job holds the unique key of, before the operator
+// confirms; the run refuses those and retries the rest.
+func TestUniqueKeyHeldBulkRetry(t *testing.T) {
+	f := setup(t, false)
+	ctx := t.Context()
+	u := &engine.UniqueOpts{ByPayload: true}
+	for i, to := range []string{"a", "b", "c"} {
+		payload := json.RawMessage(`{"to":"` + to + `@example.com"}`)
+		id := "uqb-dead-" + to
+		if _, err := f.eng.Enqueue(ctx, engine.EnqueueParams{ID: id, Queue: "email", Kind: "receipt.send", Payload: payload, Unique: u}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.eng.Cancel(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		if i == 2 {
+			continue // c's key is free
+		}
+		if _, err := f.eng.Enqueue(ctx, engine.EnqueueParams{ID: "uqb-live-" + to, Queue: "email", Kind: "receipt.send", Payload: payload, Unique: u, Delay: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := start(t, f.eng, testOptions())
+	s.waitFor("inv-0001")
+	s.keys("/")
+	s.typeText("state:cancelled")
+	s.keys("<enter>")
+	s.waitFor("uqb-dead-a")
+	s.keys("b")
+	s.waitFor("retry 3 jobs", "2 of the 3 sampled jobs with a unique key", "held by uqb-live-")
+	s.keys("y")
+	s.waitFor("Bulk retry — pending")
+	f.startEngine(t)
+	s.waitFor("Bulk retry — completed")
+	s.keys("<esc>")
+	s.waitFor("bulk retry completed: 3 matched, 1 retried, 2 failed")
+}
