@@ -123,3 +123,20 @@ func queueLimitNote(ls []engine.Limit, queue string) string {
 	}
 	return ""
 }
+
+// holdCell is the list row's note for an available job a limit holds
+// back: "⏸ kind limit 5/5", "⏸ queue limit 2/2". The row's KIND and QUEUE
+// columns name the limit, so the note leaves the name out and its usage
+// fits at 80 columns; the sheet says it whole. A hold naming another kind
+// or queue (none does today) is shown as the engine says it.
+func holdCell(j *engine.Job) string {
+	if j.State != engine.StateAvailable || j.HeldBy == "" {
+		return ""
+	}
+	for _, own := range []engine.Limit{{Scope: engine.LimitKind, Name: j.Kind}, {Scope: engine.LimitQueue, Name: j.Queue}} {
+		if rest, ok := strings.CutPrefix(j.HeldBy, "limit "+own.String()+" "); ok {
+			return "⏸ " + string(own.Scope) + " limit " + termtext.Line(rest)
+		}
+	}
+	return "⏸ " + termtext.Line(j.HeldBy)
+}
