@@ -95,8 +95,8 @@ func limitRate(l engine.Limit) string {
 // View draws the limits.
 func (s *limitsScreen) View(m *Model) []string {
 	t, w, h := m.theme, s.w, s.h
-	cols := []colSpec{{"SCOPE", 5, false}, {"NAME", 24, false}, {"LIMIT", 5, true}, {"RUNNING", 7, true},
-		{"RATE", 10, true}, {"PER", 12, false}, {"SET", 0, false}}
+	cols := []colSpec{{"SCOPE", 5, false}, {"NAME", 20, false}, {"LIMIT", 5, true}, {"RUNNING", 7, true},
+		{"RATE", 8, true}, {"PER", 9, false}, {"SET", 0, false}}
 	row := func(i int) []cell {
 		l := s.data[i]
 		limit, running := cell{limitValue(l.Concurrency), t.Row}, cell{commas(l.Running), t.Subtle}
