@@ -46,8 +46,9 @@ type contractCase struct {
 	header   map[string]string
 	body     string
 	want     int
-	readOnly bool // sent to the read-only server
-	stream   bool // an event stream: only the status and headers are read
+	readOnly bool   // sent to the read-only server
+	stream   bool   // an event stream: only the status and headers are read
+	contains string // text the answer's body must hold ("" for none)
 }
 
 // contractFixture is the engine behind the contract test's servers: dead
@@ -114,6 +115,18 @@ func newContractFixture(t *testing.T) *contractFixture {
 	wp.Checkpoint = &backend.CheckpointWrite{Checkpoint: cp}
 	if _, err := store.JobFinish(ctx, wp); err != nil {
 		t.Fatal(err)
+	}
+	// A sync job running, a second one waiting: once sync is limited to
+	// one at a time, the waiting one's list row names its hold.
+	for _, id := range []string{"sync-1", "sync-2"} {
+		if _, err := e.Enqueue(ctx, engine.EnqueueParams{ID: id, Queue: "ledger", Kind: "sync", Payload: json.RawMessage(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err = store.JobClaim(ctx, &backend.JobClaimParams{Queue: "ledger", WorkerID: "w", LeaseID: "l3", Limit: 1,
+		Kinds: map[string]int{"sync": 1}, LeaseDuration: time.Hour})
+	if err != nil || len(res.Jobs) != 1 {
+		t.Fatalf("claim a sync job: %v %v", res, err)
 	}
 	op, err := e.Bulk(ctx, engine.BulkParams{Action: engine.ActionRetry, Selector: engine.Filter{IDs: []string{"dead-6"}}})
 	if err != nil {
@@ -369,6 +382,8 @@ func TestAPIContract(t *testing.T) {
 		{name: "set limit", method: "PUT", path: "/api/v1/limits", token: tokAdmin, key: "l-1", body: `{"scope":"kind","name":"charge","concurrency":5}`, want: 200},
 		{name: "limits", method: "GET", path: "/api/v1/limits", token: tokViewer, want: 200},
 		{name: "limits with unknown token", method: "GET", path: "/api/v1/limits", token: tokUnknown, want: 401},
+		{name: "set limit of sync", method: "PUT", path: "/api/v1/limits", token: tokAdmin, key: "l-6", body: `{"scope":"kind","name":"sync","concurrency":1}`, want: 200},
+		{name: "list a held job", method: "GET", path: "/api/v1/jobs?q=state:available%20queue:ledger", token: tokViewer, want: 200, contains: `"held_by":"limit kind sync 1/1"`},
 		{name: "set limit as operator", method: "PUT", path: "/api/v1/limits", token: tokOperator, key: "l-2", body: `{"scope":"kind","name":"charge","concurrency":1}`, want: 403},
 		{name: "set limit of an unknown scope", method: "PUT", path: "/api/v1/limits", token: tokAdmin, key: "l-3", body: `{"scope":"tenant","name":"x","concurrency":1}`, want: 400},
 		{name: "set limit without concurrency", method: "PUT", path: "/api/v1/limits", token: tokAdmin, key: "l-4", body: `{"scope":"kind","name":"charge"}`, want: 400},
@@ -499,6 +514,9 @@ func sendContractCase(t *testing.T, router routers.Router, base string, c contra
 		Status:                 resp.StatusCode,
 		Header:                 resp.Header,
 		Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true, ExcludeResponseBody: c.stream},
+	}
+	if c.contains != "" && !strings.Contains(string(respBody), c.contains) {
+		return name, resp.StatusCode, fmt.Errorf("answer %d %s does not hold %s", resp.StatusCode, short(respBody), c.contains)
 	}
 	out.SetBodyBytes(respBody)
 	if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {

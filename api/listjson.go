@@ -39,7 +39,8 @@ const jobPageShape = "JobPage{Jobs:[]*sluicetype.Job:jobs Next:string:next_curso
 	"StateChangedAt:time.Time:state_changed_at FinalizedAt:*time.Time:finalized_at,omitempty " +
 	"TerminalReason:sluicetype.TerminalReason:terminal_reason,omitempty Lease:*sluicetype.Lease:lease,omitempty " +
 	"Errors:[]sluicetype.AttemptError:errors,omitempty Version:int64:version Checkpoint:json.RawMessage:checkpoint,omitempty " +
-	"Wait:*sluicetype.WaitSummary:wait,omitempty DeadLetterOf:string:dead_letter_of,omitempty RetryOf:string:retry_of,omitempty SupersededBy:string:superseded_by,omitempty UniqueKey:string:unique_key,omitempty} " +
+	"Wait:*sluicetype.WaitSummary:wait,omitempty DeadLetterOf:string:dead_letter_of,omitempty RetryOf:string:retry_of,omitempty SupersededBy:string:superseded_by,omitempty UniqueKey:string:unique_key,omitempty " +
+	"HeldBy:string:held_by,omitempty} " +
 	"Lease{ID:string:id WorkerID:string:worker_id Fence:int64:fence ExpiresAt:time.Time:expires_at} " +
 	"AttemptError{Attempt:int:attempt Crash:bool:crash At:time.Time:at Worker:string:worker,omitempty Message:string:message Trace:string:trace,omitempty Ref:string:ref,omitempty} " +
 	"WaitSummary{Kind:sluicetype.WaitKind:kind Step:int:step Name:string:name Until:time.Time:until,omitzero " +
@@ -277,6 +278,9 @@ func appendJob(b []byte, j *engine.Job) (_ []byte, ok bool) {
 	}
 	if j.UniqueKey != "" {
 		str(`,"unique_key":`, j.UniqueKey)
+	}
+	if j.HeldBy != "" {
+		str(`,"held_by":`, j.HeldBy)
 	}
 	return append(b, '}'), ok
 }

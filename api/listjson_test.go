@@ -55,6 +55,7 @@ func fullJob() *engine.Job {
 		Version: 12, Checkpoint: json.RawMessage(`{"step":3}`),
 		Wait:         &engine.WaitSummary{Kind: engine.WaitKindChildren, Step: 3, Name: `a"ll <b>`, Until: d, Signal: "pay\u2028ment", Done: 97, Total: 100},
 		DeadLetterOf: "dl-1", RetryOf: "r-1", SupersededBy: "s-1", UniqueKey: "0123456789abcdef0123456789abcdef",
+		HeldBy: "limit kind <b>&</b> 5/5",
 	}
 }
 

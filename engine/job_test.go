@@ -49,6 +49,7 @@ func fullJob() *Job {
 		DeadLetterOf: "dead-1",
 		RetryOf:      "orig-1",
 		SupersededBy: "new-1", UniqueKey: "0123456789abcdef0123456789abcdef",
+		HeldBy: "limit kind billing.charge 5/5",
 	}
 }
 

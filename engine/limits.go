@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/sluicetype"
@@ -120,16 +121,49 @@ func (e *Engine) heldBy(ctx context.Context, j *Job) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("job %s limits: %w", j.ID, err)
 	}
+	return holdOf(limits, j), nil
+}
+
+// markHeld sets HeldBy on a page's available rows, from one read of the
+// limits for the whole page: a list is read often, and a read of the
+// limits counts running jobs, so it is never made once per row. A page
+// with no available row, or a store that keeps no limits, reads nothing.
+func (e *Engine) markHeld(ctx context.Context, rows []*Job) error {
+	if !slices.ContainsFunc(rows, func(j *Job) bool { return j.State == StateAvailable }) {
+		return nil
+	}
+	ls, err := backend.LimitStoreOf(e.store)
+	if err != nil {
+		return nil
+	}
+	limits, err := ls.LimitList(ctx)
+	if err != nil {
+		return fmt.Errorf("list jobs: limits: %w", err)
+	}
+	if len(limits) == 0 {
+		return nil
+	}
+	for _, j := range rows {
+		if j.State == StateAvailable {
+			j.HeldBy = holdOf(limits, j)
+		}
+	}
+	return nil
+}
+
+// holdOf is the first of limits that is full and covers j (its kind's
+// or its queue's), with its usage; "" when none.
+func holdOf(limits []Limit, j *Job) string {
 	for _, l := range limits {
 		covers := (l.Scope == LimitKind && l.Name == j.Kind) || (l.Scope == LimitQueue && l.Name == j.Queue)
 		// A partitioned limit's usage is per partition; Running is all
 		// of them, so it names no hold.
 		if covers && l.Key == "" && l.Concurrency > 0 && l.Running >= int64(l.Concurrency) {
-			return fmt.Sprintf("limit %s %d/%d", l, l.Running, l.Concurrency), nil
+			return fmt.Sprintf("limit %s %d/%d", l, l.Running, l.Concurrency)
 		}
 		if covers && l.Rate > 0 && l.Starts >= int64(l.Rate) {
-			return fmt.Sprintf("limit %s %d/%d starts per %s", l, l.Starts, l.Rate, l.Window()), nil
+			return fmt.Sprintf("limit %s %d/%d starts per %s", l, l.Starts, l.Rate, l.Window())
 		}
 	}
-	return "", nil
+	return ""
 }

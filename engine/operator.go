@@ -65,6 +65,9 @@ func (e *Engine) ListJobs(ctx context.Context, p ListJobsParams) (*JobPage, erro
 	if reverse {
 		slices.Reverse(rows)
 	}
+	if err := e.markHeld(ctx, rows); err != nil {
+		return nil, err
+	}
 	page := &JobPage{Jobs: rows}
 	if scan.Bounded && !more && scan.Stop != nil {
 		// The budget ran out first: the cursor goes on from the last job

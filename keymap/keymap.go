@@ -51,6 +51,7 @@ const (
 	Bulk        Action = "bulk"
 	Pause       Action = "pause"
 	RunNow      Action = "run_now"
+	SetLimit    Action = "set_limit"
 	ReplayStep  Action = "replay_step"
 	// ReplayResult edits the replacement result of step N−1 in a replay's
 	// preview: read only inside that dialog, like Confirm.
@@ -140,6 +141,7 @@ var defaults = []def{
 	{Bulk, GroupAct, []string{"b"}, "b", "bulk from filter", true},
 	{Pause, GroupAct, []string{"P"}, "P", "pause/resume queue or schedule", true},
 	{RunNow, GroupAct, []string{"T"}, "T", "run schedule now", true},
+	{SetLimit, GroupAct, []string{"L"}, "L", "set limit (limits)", true},
 	{ReplayStep, GroupAct, []string{"F"}, "F", "replay from step", true},
 	{ReplayResult, GroupAct, []string{"e"}, "e", "replace step N−1's result (replay preview)", true},
 	{Signal, GroupAct, []string{"s"}, "s", "send signal", true},

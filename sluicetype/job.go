@@ -130,6 +130,11 @@ type Job struct {
 	// job is in one of the states it was enqueued with; empty for a job
 	// enqueued without uniqueness.
 	UniqueKey string `json:"unique_key,omitempty"`
+	// HeldBy, on listed available rows only, names the limit across
+	// processes that holds the job back, with its usage ("limit kind
+	// billing.charge 5/5"): ListJobs fills it from one read of the limits
+	// per page. Stores leave it empty; GetJob says it in JobDetail.HeldBy.
+	HeldBy string `json:"held_by,omitempty"`
 }
 
 // Lease is a worker's claim on a running job.

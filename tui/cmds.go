@@ -419,6 +419,11 @@ func (m *Model) loadScreen(s screen) tea.Cmd {
 		})
 	case scrSchedules:
 		return call(loadSchedules(ctl, seq))
+	case scrLimits:
+		return call(func(c context.Context) tea.Msg {
+			ls, err := ctl.ListLimits(c)
+			return limitsMsg{seq: seq, limits: ls, err: err}
+		})
 	case scrErrors:
 		// One rule: the groups are those of the jobs the jobs list
 		// shows, its state tab and its whole filter (the title says

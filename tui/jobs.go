@@ -103,7 +103,8 @@ type jobRow struct {
 	// note replaces the last error in the row: why an action failed on it.
 	note string
 	// waitText replaces it for a waiting job: what it waits for (set
-	// when drawn, as its times are shown against the clock).
+	// when drawn, as its times are shown against the clock), or for an
+	// available job a limit holds back, that limit (holdCell).
 	waitText string
 
 	gen        uint64
@@ -152,6 +153,7 @@ func slimJob(j *engine.Job) *engine.Job {
 		StateChangedAt: j.StateChangedAt, Version: j.Version, Wait: j.Wait,
 		SupersededBy: j.SupersededBy, // r on it asks to force the retry
 		UniqueKey:    j.UniqueKey,    // r on it looks for the key's holder
+		HeldBy:       j.HeldBy,       // the row says which limit holds it back
 	}
 }
 
@@ -643,8 +645,11 @@ func (v *jobsView) segmentRows(anchorID string, jobs []*engine.Job, next string,
 // sameRow reports whether a row's rendering can be kept for j.
 func sameRow(r *jobRow, j *engine.Job) bool {
 	a := r.job
+	// A hold comes and goes with other jobs' runs and the limits, not with
+	// a write to this job: its version stays, so it is compared itself.
 	return a.Version == j.Version && a.State == j.State && a.Attempt == j.Attempt &&
-		a.CrashAttempt == j.CrashAttempt && r.errs == len(j.Errors) && a.StateChangedAt.Equal(j.StateChangedAt)
+		a.CrashAttempt == j.CrashAttempt && r.errs == len(j.Errors) && a.StateChangedAt.Equal(j.StateChangedAt) &&
+		a.HeldBy == j.HeldBy
 }
 
 func (v *jobsView) keepCursorVisible(h int) {

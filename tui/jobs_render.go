@@ -202,6 +202,9 @@ func (m *Model) rowLine(i int, c jobCols, cursor bool) string {
 	_, marked := v.marked[r.job.ID]
 	r.note = v.failNote[r.job.ID]         // a change of note bumps rowGen
 	r.waitText = waitCell(r.job, m.now()) // the age tick bumps rowGen too
+	if r.waitText == "" {
+		r.waitText = holdCell(r.job)
+	}
 	if cursor {
 		if r.cgen != m.cache.rowGen || r.clineMark != marked {
 			r.cline = m.wrapCursor(r.plain(c, marked, age(m.now(), r.job.StateChangedAt)))

@@ -12,9 +12,9 @@ import (
 	"github.com/sluicehq/sluice/themes"
 )
 
-// The list screens: Quarantine, Operations, Queues, Error groups and
-// Schedules, each a component (quarantine.go, operations.go, queues.go,
-// groups.go, schedules.go)
+// The list screens: Quarantine, Operations, Queues, Error groups,
+// Schedules and Limits, each a component (quarantine.go, operations.go,
+// queues.go, groups.go, schedules.go, limits.go)
 // holding its rows. Their lists are short (at most a few hundred rows),
 // rendered per frame for the visible rows only.
 
@@ -39,6 +39,7 @@ type listScreens struct {
 	queues queuesScreen
 	groups groupsScreen
 	scheds schedulesScreen
+	limits limitsScreen
 }
 
 // listComponent is one list screen.
@@ -70,6 +71,8 @@ func (m *Model) listOf(s screen) listComponent {
 		return &m.lists.groups
 	case scrSchedules:
 		return &m.lists.scheds
+	case scrLimits:
+		return &m.lists.limits
 	}
 	return nil
 }
@@ -216,6 +219,8 @@ func (m *Model) screenLoaded(msg tea.Msg) tea.Cmd {
 		seq, err, s = msg.seq, msg.err, scrErrors
 	case schedulesMsg:
 		seq, err, s = msg.seq, msg.err, scrSchedules
+	case limitsMsg:
+		seq, err, s = msg.seq, msg.err, scrLimits
 	}
 	c := m.listOf(s)
 	ls := c.list()

@@ -93,9 +93,10 @@ const (
 	scrQueues
 	scrErrors
 	scrSchedules
+	scrLimits
 )
 
-var screenNames = []string{"jobs", "quarantine", "operations", "queues", "errors", "schedules"}
+var screenNames = []string{"jobs", "quarantine", "operations", "queues", "errors", "schedules", "limits"}
 
 // Model is the console's one root model. It routes messages and keys to
 // the screens and dialogs (each its own component, with its own Update,
@@ -281,7 +282,7 @@ func (m *Model) applyKeys() {
 		km = km.ReadOnly().Without(keymap.Mark, keymap.MarkAll, keymap.SelectAll)
 	}
 	if m.sess.notAdmin {
-		km = km.Without(keymap.Delete, keymap.Pause)
+		km = km.Without(keymap.Delete, keymap.Pause, keymap.SetLimit)
 	}
 	if m.sess.hidePayload {
 		// A step's result is job data as the payload is.
@@ -453,7 +454,7 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 		return m.signalDone(msg)
 	case bulkPreviewMsg, bulkAgeTickMsg, bulkStartedMsg, opPollMsg, opTickMsg, opCancelMsg:
 		return m.bulkMsg(msg)
-	case quarantineMsg, operationsMsg, queuesMsg, groupsMsg, schedulesMsg:
+	case quarantineMsg, operationsMsg, queuesMsg, groupsMsg, schedulesMsg, limitsMsg:
 		return m.screenLoaded(msg)
 	case scheduleActionMsg:
 		return m.scheduleDone(msg)

@@ -256,9 +256,10 @@ func (m *Model) renderTitle(w int) string {
 	b.WriteString(t.Title.Render("sluice"))
 	b.WriteString("  ")
 	for i, name := range screenNames {
-		// The schedules screen (:schedules) is a tab only while shown:
-		// most programs declare no schedule.
-		if screen(i) == scrSchedules && m.screen != scrSchedules {
+		// The schedules and limits screens (:schedules, :limits) are
+		// tabs only while shown: most programs declare no schedule and
+		// set no limit.
+		if (screen(i) == scrSchedules || screen(i) == scrLimits) && m.screen != screen(i) {
 			continue
 		}
 		if i > 0 {
@@ -333,6 +334,8 @@ func (m *Model) screenTitle(w int) string {
 		s = "Queues — jobs per state" + m.keyHint(keymap.Pause, "pause/resume") + m.keyHint(keymap.Open, "jobs")
 	case scrSchedules:
 		s = "Schedules — periodic jobs" + m.keyHint(keymap.Pause, "pause/resume") + m.keyHint(keymap.RunNow, "run now") + m.keyHint(keymap.Open, "dead jobs")
+	case scrLimits:
+		s = "Limits — running jobs across every process" + m.keyHint(keymap.SetLimit, "set") + m.keyHint(keymap.Open, "waiting jobs")
 	case scrErrors:
 		// One rule, said first: the jobs list's tab and filter scope
 		// the groups, whatever the filter names.
@@ -513,6 +516,8 @@ func (m *Model) screenHelp() []key.Binding {
 		return km.Short(keymap.Open, keymap.Pause, keymap.Back, keymap.Help, keymap.Quit)
 	case scrSchedules:
 		return km.Short(keymap.Open, keymap.Pause, keymap.RunNow, keymap.Back, keymap.Help, keymap.Quit)
+	case scrLimits:
+		return km.Short(keymap.Open, keymap.SetLimit, keymap.Back, keymap.Help, keymap.Quit)
 	case scrErrors:
 		return km.Short(keymap.Open, keymap.Bulk, keymap.Back, keymap.Help, keymap.Quit)
 	}
