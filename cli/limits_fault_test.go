@@ -18,6 +18,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,9 +34,16 @@ import (
 // kindLimited is the kind testworker limited runs (its KindLimited).
 const kindLimited = "limits.run"
 
-// limitedPoll is the workers' poll interval, which bounds their claims
-// while every job they could take is held back (TestFaultLimitsBulkRedrive).
+// limitedPoll is the workers' poll interval.
 const limitedPoll = 50 * time.Millisecond
+
+// redrivePoll is the workers' poll interval in TestFaultLimitsBulkRedrive,
+// which bounds their claims while every job they could take is held
+// back. A limited kind's jobs start at the pace of the workers' claims:
+// a process whose claim found the limit full asks again at its next poll,
+// not when a slot frees elsewhere, so 10,000 short jobs take
+// 10,000 / (5 × processes / poll) at best — 12 s at 20 ms, 30 s at 50.
+const redrivePoll = 20 * time.Millisecond
 
 // limitRun is one handler run in the side table; end 0: its process died
 // in it.
@@ -58,44 +66,51 @@ type limitClaim struct {
 // table.
 func readLimitSide(t *testing.T, path string) ([]limitRun, []limitClaim) {
 	t.Helper()
-	db, err := sql.Open("sqlite", path)
+	runs, claims, err := tryReadLimitSide(path)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return runs, claims
+}
+
+// tryReadLimitSide is readLimitSide, with an error while no worker has
+// made the tables yet.
+func tryReadLimitSide(path string) ([]limitRun, []limitClaim, error) {
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		return nil, nil, err
 	}
 	defer db.Close()
 	var runs []limitRun
 	rows, err := db.Query(`SELECT job_id, process, attempted_ns, start_ns, coalesce(end_ns, 0), cancelled FROM lruns`)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, fmt.Errorf("side table %s: %w", path, err)
 	}
+	defer rows.Close()
 	for rows.Next() {
 		var r limitRun
 		if err := rows.Scan(&r.job, &r.process, &r.attempted, &r.start, &r.end, &r.cancelled); err != nil {
-			t.Fatal(err)
+			return nil, nil, err
 		}
 		runs = append(runs, r)
 	}
 	if err := rows.Err(); err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
-	rows.Close()
 	var claims []limitClaim
-	rows, err = db.Query(`SELECT process, at_ns, took FROM lclaims ORDER BY at_ns`)
+	crows, err := db.Query(`SELECT process, at_ns, took FROM lclaims ORDER BY at_ns`)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, fmt.Errorf("side table %s: %w", path, err)
 	}
-	defer rows.Close()
-	for rows.Next() {
+	defer crows.Close()
+	for crows.Next() {
 		var c limitClaim
-		if err := rows.Scan(&c.process, &c.at, &c.took); err != nil {
-			t.Fatal(err)
+		if err := crows.Scan(&c.process, &c.at, &c.took); err != nil {
+			return nil, nil, err
 		}
 		claims = append(claims, c)
 	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return runs, claims
+	return runs, claims, crows.Err()
 }
 
 // mostAtOnce is the most runs in progress at one moment, and that
@@ -514,4 +529,257 @@ func mostInWindow(ts []int64, w time.Duration) (int, time.Time) {
 		}
 	}
 	return most, time.Unix(0, at)
+}
+
+// TestFaultLimitsBulkRedrive: 10,000 dead jobs of a kind limited to 5 are
+// retried in one bulk operation while four worker processes of 8 slots
+// work their queue. They run 5 at a time — the side table never shows
+// more at once, and does show 5 — and every one completes, with at most
+// one accepted completion each.
+//
+// No claim storm while they wait: with 9,995 jobs available and every
+// slot of the limit taken, a worker's claim finds nothing, and it must
+// not ask again at once. Each claim a process sends follows one of: its
+// start, a poll tick (every limitedPoll while the queue ran short), a
+// wake-up from the store (the bulk operation's batches notify), or a
+// slot of its own freed after a claim that filled every free place —
+// which follows a claim that took jobs. So each process's claims that
+// take nothing number at most
+//
+//	T/poll + 1 + wake-ups + claims that took jobs + 2
+//
+// (T the time from the retry to the last completion; 2 for the wake-ups
+// the operation's own end makes in a process that ran it): a bound set by
+// the poll interval and by the work done, not by the 10,000 waiting.
+// Across the four processes that is about 4/poll = 200 claims a second
+// (redrivePoll, 20 ms) that take nothing, the figure the test logs.
+//
+// "storm" runs 1,000 jobs on SQLite with workers that send a claim that
+// took nothing again at once (testworker limited --storm), and requires
+// the bound to fail: it catches a storm.
+//
+// Ten thousand on SQLite; two thousand on PostgreSQL and Redis, where
+// the jobs start at about 140 and 120 a second on 2 busy cores (their
+// claims, serialised by the limit's lock or script, take longer than the
+// poll), so that ten thousand would add two and a half minutes to the
+// fault stage. SLUICE_REDRIVE_JOBS=10000 runs ten thousand on each.
+//
+// Why a fault test and not a conformance check: it needs the workers'
+// poll loops in processes of their own, each counting its own claims, and
+// 10,000 jobs; the conformance suite runs on every store variant, under
+// -race too, where that is minutes.
+func TestFaultLimitsBulkRedrive(t *testing.T) {
+	skipUnlessFault(t)
+	full := os.Getenv("SLUICE_REDRIVE_JOBS") == "10000"
+	if s := os.Getenv("SLUICE_REDRIVE_JOBS"); s != "" && !full {
+		t.Fatalf("SLUICE_REDRIVE_JOBS=%q: want 10000 (every store at ten thousand) or unset", s)
+	}
+	for _, sc := range limitStoreCases() {
+		t.Run(sc.name, func(t *testing.T) {
+			n := 10000
+			if sc.name != "sqlite" && !full {
+				n = 2000
+			}
+			url, _ := sc.url(t)
+			bulkRedrive(t, url, n, false)
+		})
+	}
+	t.Run("storm", func(t *testing.T) {
+		url, _ := limitStoreCases()[0].url(t)
+		bulkRedrive(t, url, 1000, true)
+	})
+}
+
+func bulkRedrive(t *testing.T, storeURL string, n int, storm bool) {
+	ctx := context.Background()
+	const most, procs = 5, 4
+	store, e := urlSetup(t, storeURL)
+	bin := testWorkerBinary(t)
+	side := filepath.Join(t.TempDir(), "side.db")
+	if err := chaos.CreateSideTable(side); err != nil {
+		t.Fatal(err)
+	}
+	queue := fmt.Sprintf("redrive-%x", time.Now().UnixNano()&0xffffffff)
+
+	// The dead jobs, written as a claim archives jobs whose deadline has
+	// passed (internal/bench's --seed deadline): a thousand a statement,
+	// no handler run. A retry drops the passed deadline.
+	past := time.Now().Add(-time.Hour)
+	ps := limitedJobs(t, queue, n, 0, 2)
+	for i := range ps {
+		ps[i].MaxAttempts, ps[i].Deadline = 1, &past
+	}
+	enqueueAll(t, e, ps, 0)
+	const msg = "deadline passed before the job ran"
+	dead := backend.ClaimDeadlineWrite{To: engine.StateArchived, Reason: engine.ReasonDeadlineExceeded,
+		LastError: msg, Pattern: msg, Event: backend.EventWrite{Kind: engine.EventArchived, Actor: "seed",
+			From: engine.StateAvailable, To: engine.StateArchived, Message: msg}}
+	for archived := 0; archived < n; {
+		r, err := store.JobClaim(ctx, &backend.JobClaimParams{Queue: queue, WorkerID: "seed", LeaseID: "seed", PastDeadline: dead})
+		if err != nil {
+			t.Fatalf("seed: %v", err)
+		}
+		if len(r.Jobs) > 0 || len(r.Dead) == 0 {
+			t.Fatalf("seed: a claim took %d jobs and archived %d, with %d of %d archived", len(r.Jobs), len(r.Dead), archived, n)
+		}
+		archived += len(r.Dead)
+	}
+	if err := e.SetLimit(ctx, engine.Limit{Scope: engine.LimitKind, Name: kindLimited, Concurrency: most}); err != nil {
+		t.Fatal(err)
+	}
+
+	var ws []*child
+	for i := range procs {
+		extra := []string{"--concurrency", "8", "--poll", redrivePoll.String()}
+		if storm {
+			extra = append(extra, "--storm")
+		}
+		ws = append(ws, startLimited(t, bin, storeURL, fmt.Sprintf("redrive-%d", i+1), queue, side, extra...))
+	}
+	alive := func() {
+		for _, w := range ws {
+			if w.exited() {
+				t.Fatalf("%s exited: %v", w.name, w.err)
+			}
+		}
+	}
+	// Every worker polls from its start: once each has claimed, all are
+	// up.
+	waitFor(t, "every worker claiming", time.Minute, func() bool {
+		alive()
+		_, claims, err := tryReadLimitSide(side)
+		if err != nil {
+			return false // no worker has made the tables yet
+		}
+		seen := map[string]bool{}
+		for _, c := range claims {
+			seen[c.process] = true
+		}
+		return len(seen) == procs
+	})
+
+	t0 := time.Now()
+	started, err := e.Bulk(ctx, engine.BulkParams{Action: engine.ActionRetry,
+		Selector: engine.Filter{States: []engine.State{engine.StateArchived}, Queues: []string{queue}}})
+	if err != nil {
+		t.Fatalf("bulk retry: %v", err)
+	}
+	// Driven here as `sluice bulk retry` drives it; a worker's
+	// maintenance may take a batch too.
+	for {
+		did, err := e.RunOperation(ctx)
+		if err != nil {
+			t.Fatalf("bulk retry: %v", err)
+		}
+		op, err := e.Operation(ctx, started.Operation.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if op.Status != engine.OperationPending && op.Status != engine.OperationRunning {
+			if op.Succeeded != int64(n) {
+				t.Fatalf("bulk retry ended %s with %d of %d retried", op.Status, op.Succeeded, n)
+			}
+			break
+		}
+		if !did {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	retried := time.Since(t0)
+	waitFor(t, "every retried job completed", 5*time.Minute, func() bool {
+		alive()
+		c := countsNow(e, queue)
+		return c != nil && c[engine.StateCompleted] == int64(n)
+	})
+	took := time.Since(t0)
+	for _, w := range ws {
+		w.stop(t)
+	}
+
+	runs, claims := readLimitSide(t, side)
+	m, at := mostAtOnce(t, runs, 0, 0, nil)
+	switch {
+	case m > most:
+		t.Errorf("%d handlers ran at once (at %s) under a limit of %d", m, at.Format(time.RFC3339Nano), most)
+	case m < most && !storm:
+		t.Errorf("at most %d ran at once: the limit of %d was never reached, so the run shows nothing of it", m, most)
+	}
+	ended := map[string]int{}
+	for _, r := range runs {
+		if !r.cancelled {
+			ended[r.job]++
+		}
+	}
+	if len(ended) != n {
+		t.Errorf("%d jobs have a handler run that ended in the side table, want %d", len(ended), n)
+	}
+	_, completions, _ := readSide(t, side)
+	for id, k := range completions {
+		if k > 1 {
+			t.Errorf("job %s: %d completions accepted, want one", id, k)
+		}
+	}
+
+	// The claims from the retry to the last run's end, per process.
+	from, to := t0.UnixNano(), int64(0)
+	for _, r := range runs {
+		to = max(to, r.end)
+	}
+	span := time.Duration(to - from)
+	type tally struct{ empty, took, wakeups int }
+	per := map[string]*tally{}
+	var all []int64
+	for _, c := range claims {
+		if c.at < from || c.at > to {
+			continue
+		}
+		tl := per[c.process]
+		if tl == nil {
+			tl = &tally{}
+			per[c.process] = tl
+		}
+		switch {
+		case c.took < 0:
+			tl.wakeups++
+			continue
+		case c.took == 0:
+			tl.empty++
+		default:
+			tl.took++
+		}
+		all = append(all, c.at)
+	}
+	polls := int(span / redrivePoll)
+	stormed := false
+	names := make([]string, 0, len(per))
+	for name := range per {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var lines []string
+	for _, name := range names {
+		tl := per[name]
+		bound := polls + 1 + tl.wakeups + tl.took + 2
+		lines = append(lines, fmt.Sprintf("%s: %d claims took nothing (bound %d: %d polls, %d wake-ups, %d claims took jobs), %.0f/s",
+			name, tl.empty, bound, polls, tl.wakeups, tl.took, float64(tl.empty)/span.Seconds()))
+		if tl.empty > bound {
+			stormed = true
+			if !storm {
+				t.Errorf("%s sent %d claims that took nothing in %s, over the bound of %d (%d polls, %d wake-ups, %d claims that took jobs, 2): a claim storm",
+					name, tl.empty, span.Round(time.Millisecond), bound, polls, tl.wakeups, tl.took)
+			}
+		}
+	}
+	peak, _ := mostInWindow(all, time.Second)
+	t.Logf("claims per process from the retry to the last run (%s):\n\t%s", span.Round(time.Millisecond), strings.Join(lines, "\n\t"))
+	if storm {
+		if !stormed {
+			t.Fatalf("workers that claim again at once stayed within the bound: the check cannot tell a storm")
+		}
+		t.Logf("workers that claim again at once broke the bound: the check catches a storm (%d claims in the busiest second)", peak)
+		return
+	}
+	t.Logf("%d dead jobs retried in %s and run %d at most at once (limit %d) in %s (%.0f jobs/s); %d claims in all, %d in the busiest second (4 processes / %s poll = %.0f/s)",
+		n, retried.Round(time.Millisecond), m, most, took.Round(time.Millisecond), float64(n)/took.Seconds(), len(all), peak,
+		redrivePoll, float64(procs)/redrivePoll.Seconds())
 }

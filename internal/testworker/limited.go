@@ -69,6 +69,7 @@ func runLimited(args []string) int {
 		storeURL, queue, workerID, side, hold string
 		concurrency                           int
 		lease, heartbeat, poll, maint         time.Duration
+		storm                                 bool
 	)
 	fs.StringVar(&storeURL, "store", "sqlite://sluice.db", "store URL")
 	fs.StringVar(&queue, "queue", "limited", "the queue worked")
@@ -80,6 +81,7 @@ func runLimited(args []string) int {
 	fs.DurationVar(&heartbeat, "heartbeat", 300*time.Millisecond, "how often the process says it lives")
 	fs.DurationVar(&poll, "poll", 50*time.Millisecond, "how often an idle queue looks for work")
 	fs.DurationVar(&maint, "maintenance-interval", 100*time.Millisecond, "tick of scheduling, reaping and operations")
+	fs.BoolVar(&storm, "storm", false, "TEST ONLY: a claim that takes nothing is sent again at once, for up to a poll interval, as a worker without a back-off would: the claim storm the bulk redrive test must catch")
 	if err := fs.Parse(args); err != nil {
 		fmt.Fprintln(os.Stderr, "testworker limited:", err)
 		return 2
@@ -88,14 +90,14 @@ func runLimited(args []string) int {
 		fmt.Fprintln(os.Stderr, "testworker limited: --side and --worker-id are required")
 		return 2
 	}
-	if err := limited(storeURL, queue, workerID, side, hold, concurrency, lease, heartbeat, poll, maint); err != nil {
+	if err := limited(storeURL, queue, workerID, side, hold, concurrency, lease, heartbeat, poll, maint, storm); err != nil {
 		fmt.Fprintln(os.Stderr, "testworker limited:", err)
 		return 1
 	}
 	return 0
 }
 
-func limited(storeURL, queue, workerID, side, hold string, concurrency int, lease, heartbeat, poll, maint time.Duration) error {
+func limited(storeURL, queue, workerID, side, hold string, concurrency int, lease, heartbeat, poll, maint time.Duration, storm bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -124,6 +126,9 @@ func limited(storeURL, queue, workerID, side, hold string, concurrency int, leas
 		}
 	}
 	counted := &claimCounter{Store: chaos.Witness(store, rec, workerID, false), raw: store, db: db, process: workerID, note: note}
+	if storm {
+		counted.storm = poll
+	}
 	e, err := engine.New(counted, engine.Config{
 		WorkerID: workerID, Logger: log, Queues: map[string]engine.QueueConfig{queue: {Concurrency: concurrency}},
 		LeaseDuration: lease, HeartbeatInterval: heartbeat, PollInterval: poll, MaintenanceInterval: maint,
@@ -202,9 +207,22 @@ type claimCounter struct {
 	db      *sql.DB
 	process string
 	note    func(error)
+	// storm, when above 0, sends a claim that took nothing again at once,
+	// for up to this long (--storm).
+	storm time.Duration
 }
 
 func (c *claimCounter) JobClaim(ctx context.Context, p *backend.JobClaimParams) (*backend.JobClaimResult, error) {
+	until := time.Now().Add(c.storm)
+	for {
+		res, err := c.claim(ctx, p)
+		if err != nil || len(res.Jobs) > 0 || len(res.Dead) > 0 || time.Now().After(until) {
+			return res, err
+		}
+	}
+}
+
+func (c *claimCounter) claim(ctx context.Context, p *backend.JobClaimParams) (*backend.JobClaimResult, error) {
 	res, err := c.Store.JobClaim(ctx, p)
 	took := 0
 	if err == nil && res != nil {
