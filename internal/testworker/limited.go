@@ -81,7 +81,7 @@ func runLimited(args []string) int {
 	fs.DurationVar(&heartbeat, "heartbeat", 300*time.Millisecond, "how often the process says it lives")
 	fs.DurationVar(&poll, "poll", 50*time.Millisecond, "how often an idle queue looks for work")
 	fs.DurationVar(&maint, "maintenance-interval", 100*time.Millisecond, "tick of scheduling, reaping and operations")
-	fs.BoolVar(&storm, "storm", false, "TEST ONLY: a claim that takes nothing is sent again at once, for up to a poll interval, as a worker without a back-off would: the claim storm the bulk redrive test must catch")
+	fs.BoolVar(&storm, "storm", false, "TEST ONLY: a claim that takes nothing is sent again at once, for up to a second, as a worker without a back-off would: the claim storm the bulk redrive test must catch")
 	if err := fs.Parse(args); err != nil {
 		fmt.Fprintln(os.Stderr, "testworker limited:", err)
 		return 2
@@ -127,7 +127,7 @@ func limited(storeURL, queue, workerID, side, hold string, concurrency int, leas
 	}
 	counted := &claimCounter{Store: chaos.Witness(store, rec, workerID, false), raw: store, db: db, process: workerID, note: note}
 	if storm {
-		counted.storm = poll
+		counted.storm = time.Second
 	}
 	e, err := engine.New(counted, engine.Config{
 		WorkerID: workerID, Logger: log, Queues: map[string]engine.QueueConfig{queue: {Concurrency: concurrency}},
