@@ -61,8 +61,8 @@ CREATE TABLE IF NOT EXISTS lclaims (
 // The handler honours its context: when the engine cancels it (a lease
 // lost, a shutdown) it records its end and returns at once. A handler that
 // ignores its cancellation after losing its lease is the one case in which
-// a limit can be exceeded (ARCHITECTURE.md, "Global limits"), and not
-// what these tests are about.
+// a limit can be exceeded (RELIABILITY.md, "What is not promised"), and
+// not what these tests are about.
 func runLimited(args []string) int {
 	fs := pflag.NewFlagSet("testworker limited", pflag.ContinueOnError)
 	var (
