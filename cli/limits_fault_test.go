@@ -188,6 +188,29 @@ func startLimited(t *testing.T, bin, storeURL, name, queue, side string, extra .
 	return startChild(t, bin, name, args...)
 }
 
+// waitClaiming waits until each of ws has sent a claim: it is up, its
+// SIGTERM handler set (a process stopped before that dies of the
+// signal instead of stopping).
+func waitClaiming(t *testing.T, side string, ws []*child) {
+	t.Helper()
+	waitFor(t, "every worker claiming", time.Minute, func() bool {
+		for _, w := range ws {
+			if w.exited() {
+				t.Fatalf("%s exited: %v", w.name, w.err)
+			}
+		}
+		_, claims, err := tryReadLimitSide(side)
+		if err != nil {
+			return false // no worker has made the tables yet
+		}
+		seen := map[string]bool{}
+		for _, c := range claims {
+			seen[c.process] = true
+		}
+		return len(seen) == len(ws)
+	})
+}
+
 // limitStoreCase is a store for the limits fault tests, and how to
 // restart its server (nil: SQLite, no server).
 type limitStoreCase struct {
@@ -225,6 +248,14 @@ func limitStoreCases() []limitStoreCase {
 			}
 		}},
 	}
+}
+
+// sharedStoreCases: a SQLite file, a schema of the test's own on the
+// shared PostgreSQL and a namespace of its own on the shared Redis, for
+// the tests that restart no server (a private one costs seconds to
+// start).
+func sharedStoreCases() []storeCase {
+	return append(storeCases()[:2], redisStoreCase())
 }
 
 // TestFaultLimitsConcurrency: four worker processes of 8 slots each run
@@ -283,6 +314,7 @@ func limitsConcurrency(t *testing.T, storeURL string, restart func(context.Conte
 	t0 := time.Now()
 	ws := []*child{start("lim-1", "--hold-file", hold), start("lim-2"), start("lim-3"), start("lim-4")}
 	victim := ws[0]
+	waitClaiming(t, side, ws)
 	alive := func(ws []*child) {
 		for _, w := range ws {
 			if w.exited() {
@@ -435,10 +467,9 @@ func limitsConcurrency(t *testing.T, storeURL string, restart func(context.Conte
 // check to fail.
 func TestFaultLimitsRate(t *testing.T) {
 	skipUnlessFault(t)
-	for _, sc := range limitStoreCases() {
+	for _, sc := range sharedStoreCases() {
 		t.Run(sc.name, func(t *testing.T) {
-			url, _ := sc.url(t)
-			limitsRate(t, url, true)
+			limitsRate(t, sc.url(t), true)
 		})
 	}
 	t.Run("unlimited", func(t *testing.T) {
@@ -466,6 +497,7 @@ func limitsRate(t *testing.T, storeURL string, limit bool) {
 	for i := range 3 {
 		ws = append(ws, startLimited(t, bin, storeURL, fmt.Sprintf("rate-%d", i+1), queue, side, "--concurrency", "8"))
 	}
+	waitClaiming(t, side, ws)
 	t0 := time.Now()
 	enqueueAll(t, e, limitedJobs(t, queue, n, 0, 5), 0)
 	waitFor(t, "every job completed", 2*time.Minute, func() bool {
@@ -558,11 +590,12 @@ func mostInWindow(ts []int64, w time.Duration) (int, time.Time) {
 // claim that took nothing again at once (testworker limited --storm), and
 // requires the bound to fail: it catches a storm.
 //
-// Ten thousand on SQLite; two thousand on PostgreSQL and Redis, where
-// the jobs start at about 140 and 120 a second on 2 busy cores (their
-// claims, serialised by the limit's lock or script, take longer than the
-// poll), so that ten thousand would add two and a half minutes to the
-// fault stage. SLUICE_REDRIVE_JOBS=10000 runs ten thousand on each.
+// Ten thousand on SQLite (about 20 s, 400-520 jobs a second); two
+// thousand on the shared PostgreSQL and Redis, where ten thousand start
+// at about 170 and 120 a second on 2 cores (their claims, serialised
+// by the limit's lock or script, take longer than the poll): a minute
+// and more each in the fault stage. SLUICE_REDRIVE_JOBS=10000 runs ten
+// thousand on each.
 //
 // Why a fault test and not a conformance check: it needs the workers'
 // poll loops in processes of their own, each counting its own claims, and
@@ -574,14 +607,13 @@ func TestFaultLimitsBulkRedrive(t *testing.T) {
 	if s := os.Getenv("SLUICE_REDRIVE_JOBS"); s != "" && !full {
 		t.Fatalf("SLUICE_REDRIVE_JOBS=%q: want 10000 (every store at ten thousand) or unset", s)
 	}
-	for _, sc := range limitStoreCases() {
+	for _, sc := range sharedStoreCases() {
 		t.Run(sc.name, func(t *testing.T) {
 			n := 10000
 			if sc.name != "sqlite" && !full {
 				n = 2000
 			}
-			url, _ := sc.url(t)
-			bulkRedrive(t, url, n, false)
+			bulkRedrive(t, sc.url(t), n, false)
 		})
 	}
 	t.Run("storm", func(t *testing.T) {
@@ -650,20 +682,7 @@ func bulkRedrive(t *testing.T, storeURL string, n int, storm bool) {
 			}
 		}
 	}
-	// Every worker polls from its start: once each has claimed, all are
-	// up.
-	waitFor(t, "every worker claiming", time.Minute, func() bool {
-		alive()
-		_, claims, err := tryReadLimitSide(side)
-		if err != nil {
-			return false // no worker has made the tables yet
-		}
-		seen := map[string]bool{}
-		for _, c := range claims {
-			seen[c.process] = true
-		}
-		return len(seen) == procs
-	})
+	waitClaiming(t, side, ws)
 
 	t0 := time.Now()
 	started, err := e.Bulk(ctx, engine.BulkParams{Action: engine.ActionRetry,
