@@ -7,6 +7,7 @@
 //	testworker chaos --store URL --duration D --seed S ...   (the harness)
 //	testworker unique-enqueue --store URL --at T ...   (goroutines racing for unique keys)
 //	testworker periodic --store URL --schedules N --side FILE ... (schedules)
+//	testworker limited --store URL --queue Q --side FILE ...   (kinds under limits)
 //
 // `worker` is sluice's own worker command, unless --record FILE,
 // --defeat-fencing, --fault or --count-redis is given: then it is this binary's worker (worker.go),
@@ -38,6 +39,8 @@ func main() {
 			os.Exit(runUniqueEnqueue(args[1:], os.Stdout, os.Stderr))
 		case "periodic":
 			os.Exit(runPeriodic(args[1:]))
+		case "limited":
+			os.Exit(runLimited(args[1:]))
 		case "worker":
 			if witnessed(args[1:]) {
 				os.Exit(runWorker(args[1:]))
