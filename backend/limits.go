@@ -180,7 +180,7 @@ func ClaimUnderLimits(p *JobClaimParams, limits []sluicetype.Limit, running, sta
 		}
 	}
 	parts := ClaimParts(p, limits)
-	out := &JobClaimResult{}
+	out := &JobClaimResult{Limited: len(limits) > 0}
 	suspects := p.Suspects
 	for _, kinds := range parts {
 		n := left

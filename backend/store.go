@@ -192,6 +192,11 @@ type JobClaimResult struct {
 	// Now is the store's clock at the claim, so the worker can turn the
 	// store's deadlines into local timers.
 	Now time.Time
+	// Limited: a limit across processes covered the claim, so fewer jobs
+	// than asked may mean a full limit rather than an empty queue; the
+	// worker claims again when one of its own slots frees, not only at
+	// its next poll.
+	Limited bool
 }
 
 // JobRef names a job under one lease.

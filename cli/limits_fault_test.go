@@ -574,11 +574,11 @@ func mostInWindow(ts []int64, w time.Duration) (int, time.Time) {
 // not ask again at once. Each claim a process sends follows one of: its
 // start, a poll tick (every limitedPoll while the queue ran short), a
 // wake-up from the store (the bulk operation's batches notify), or a
-// slot of its own freed after a claim that filled every free place —
-// which follows a claim that took jobs. So each process's claims that
-// take nothing number at most
+// slot of its own freed after a claim that filled every free place or
+// that a limit covered — one per job the process took. So each
+// process's claims that take nothing number at most
 //
-//	T/poll + 1 + wake-ups + claims that took jobs + 2
+//	T/poll + 1 + wake-ups + jobs taken + 2
 //
 // (T the time from the retry to the last completion; 2 for the wake-ups
 // the operation's own end makes in a process that ran it): a bound set by
@@ -752,7 +752,7 @@ func bulkRedrive(t *testing.T, storeURL string, n int, storm bool) {
 		to = max(to, r.end)
 	}
 	span := time.Duration(to - from)
-	type tally struct{ empty, took, wakeups int }
+	type tally struct{ empty, took, jobs, wakeups int }
 	per := map[string]*tally{}
 	var all []int64
 	for _, c := range claims {
@@ -772,6 +772,7 @@ func bulkRedrive(t *testing.T, storeURL string, n int, storm bool) {
 			tl.empty++
 		default:
 			tl.took++
+			tl.jobs += c.took
 		}
 		all = append(all, c.at)
 	}
@@ -785,14 +786,14 @@ func bulkRedrive(t *testing.T, storeURL string, n int, storm bool) {
 	var lines []string
 	for _, name := range names {
 		tl := per[name]
-		bound := polls + 1 + tl.wakeups + tl.took + 2
-		lines = append(lines, fmt.Sprintf("%s: %d claims took nothing (bound %d: %d polls, %d wake-ups, %d claims took jobs), %.0f/s",
-			name, tl.empty, bound, polls, tl.wakeups, tl.took, float64(tl.empty)/span.Seconds()))
+		bound := polls + 1 + tl.wakeups + tl.jobs + 2
+		lines = append(lines, fmt.Sprintf("%s: %d claims took nothing (bound %d: %d polls, %d wake-ups, %d jobs taken by %d claims), %.0f/s",
+			name, tl.empty, bound, polls, tl.wakeups, tl.jobs, tl.took, float64(tl.empty)/span.Seconds()))
 		if tl.empty > bound {
 			stormed = true
 			if !storm {
-				t.Errorf("%s sent %d claims that took nothing in %s, over the bound of %d (%d polls, %d wake-ups, %d claims that took jobs, 2): a claim storm",
-					name, tl.empty, span.Round(time.Millisecond), bound, polls, tl.wakeups, tl.took)
+				t.Errorf("%s sent %d claims that took nothing in %s, over the bound of %d (%d polls, %d wake-ups, %d jobs taken, 2): a claim storm",
+					name, tl.empty, span.Round(time.Millisecond), bound, polls, tl.wakeups, tl.jobs)
 			}
 		}
 	}

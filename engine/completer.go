@@ -157,6 +157,16 @@ func (c *completer) flush(batch []completion) {
 			}
 			e.publish(Change{Kind: ChangeJob, State: StateCompleted})
 			e.observeCompleted(batch, res)
+			// The jobs left running in the store only now: a claim a
+			// limit cut short, retried as their slots freed, may have
+			// found them still counted; it may claim again.
+			freed := map[string]bool{}
+			for _, cm := range batch {
+				if q := e.queues[cm.r.queue]; q != nil && !freed[cm.r.queue] {
+					freed[cm.r.queue] = true
+					signal(q.freedCh)
+				}
+			}
 			for i, cm := range batch {
 				if res[i] == nil {
 					e.childEnded(cm.item.ID)

@@ -172,7 +172,7 @@ func (q *queueRunner) run() {
 				free = q.free(capacity)
 			}
 		}
-		n, err := q.claim(free)
+		n, limited, err := q.claim(free)
 		if err != nil {
 			if q.e.runCtx.Err() != nil {
 				return
@@ -194,6 +194,17 @@ func (q *queueRunner) run() {
 			// The queue had at least a full batch: claim again as soon as
 			// room frees, without waiting for the poll.
 			if !q.wait(q.freedCh, nil) {
+				return
+			}
+			continue
+		}
+		if limited {
+			// A limit across processes covered the claim: the queue may
+			// hold jobs a full limit kept back. One of this process's
+			// slots freeing frees a place under the limit too, so claim
+			// again then, or at the poll for places freed elsewhere —
+			// a claim per job that ends here, not per job that waits.
+			if !q.wait(q.freedCh, time.After(q.e.cfg.PollInterval)) {
 				return
 			}
 			continue
@@ -223,13 +234,14 @@ func (q *queueRunner) wait(ch chan struct{}, tick <-chan time.Time) bool {
 	return true
 }
 
-// claim takes up to free jobs and starts them; it returns how many it took.
-func (q *queueRunner) claim(free int) (int, error) {
+// claim takes up to free jobs and starts them; it returns how many it
+// took and whether a limit across processes covered the claim.
+func (q *queueRunner) claim(free int) (int, bool, error) {
 	e := q.e
 	suspects, lone, ok := e.suspects.admit(e.running.len() == 0)
 	if !ok {
 		// A job that crashed twice or more runs alone in this process.
-		return 0, nil
+		return 0, false, nil
 	}
 	// Shared with other claims, exclusive with a crash's write (crashgate.go):
 	// what this claim takes is in buf before a crash hands buf back.
@@ -243,7 +255,7 @@ func (q *queueRunner) claim(free int) (int, error) {
 	})
 	if err != nil {
 		e.suspects.claimed(suspects, lone, 0, false)
-		return 0, err
+		return 0, false, err
 	}
 	took, tookLone := 0, false
 	for _, j := range res.Jobs {
@@ -261,7 +273,7 @@ func (q *queueRunner) claim(free int) (int, error) {
 		go e.fireDeath(j, MessageDeadlineBeforeRun, ReasonDeadlineExceeded)
 	}
 	q.hold(res.Jobs)
-	return len(res.Jobs), nil
+	return len(res.Jobs), res.Limited, nil
 }
 
 // claimDeadlinePlan is the claim's write for available jobs past their

@@ -29,6 +29,7 @@ func limitChecks() []check {
 		{name: "FourEnginesTwoPerCustomer", fn: testLimitPartitionEngines},
 		{name: "RateClaimTakesStartsLeft", fn: testLimitRateClaim},
 		{name: "FourEnginesRateTenPerSecond", fn: testLimitRateEngines},
+		{name: "FreedSlotClaimsBeforeThePoll", fn: testLimitFreedSlot},
 	}
 }
 
@@ -499,4 +500,46 @@ func testLimitRateEngines(t *testing.T, h Harness) {
 		t.Fatalf("%d starts within one second under a rate of 10 a second", most)
 	}
 	t.Logf("at most %d starts in any second (rate 10/s); %d starts over %s", most, total, starts[len(starts)-1].Sub(starts[0]))
+}
+
+// testLimitFreedSlot: a kind limited to 2 in a queue of 8 slots whose
+// poll is an hour away: each job that ends frees a place under the limit
+// and its process claims again then, so all 30 run — 2 at a time — long
+// before the poll. A process that waited for its poll after a claim the
+// limit cut short would run 2 and stop.
+func testLimitFreedSlot(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	setLimit(t, s, sluicetype.LimitKind, "charge", 2)
+	var now, most, done atomic.Int64
+	charge := func(ctx context.Context, j *engine.Job) error {
+		n := now.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		select {
+		case <-time.After(5 * time.Millisecond):
+		case <-ctx.Done():
+		}
+		now.Add(-1)
+		done.Add(1)
+		return nil
+	}
+	cfg := fast("w-freed", "billing")
+	cfg.Queues["billing"] = engine.QueueConfig{Concurrency: 8}
+	cfg.PollInterval = time.Hour
+	e := newEngine(t, s, cfg, engine.Kind{Name: "charge", Handler: charge})
+	const total = 30
+	var ps []engine.EnqueueParams
+	for i := range total {
+		ps = append(ps, engine.EnqueueParams{Queue: "billing", Kind: "charge", Args: map[string]int{"i": i}})
+	}
+	// Enqueued before the start: no wake-up from the enqueue reaches the
+	// worker; only its first claim and its freed slots make it claim.
+	if _, err := e.EnqueueMany(context.Background(), ps); err != nil {
+		t.Fatalf("EnqueueMany: %v", err)
+	}
+	start(t, e)
+	eventually(t, waitLong, func() bool { return done.Load() == total }, "all %d jobs done before the poll", total)
+	if m := most.Load(); m > 2 {
+		t.Fatalf("%d charges ran at once under a limit of 2", m)
+	}
 }

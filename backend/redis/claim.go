@@ -170,7 +170,7 @@ if #runm > 0 then
 end
 -- One MessagePack string rather than a reply of some forty strings a job:
 -- the reply's encoding was a third of the claim's time on the server.
-return {NOW, cmsgpack.pack(jobs), dead, due}
+return {NOW, cmsgpack.pack(jobs), dead, due, LIMITED and '1' or '0'}
 `)
 
 // JobClaim archives the queue's available jobs past their deadline, then
@@ -199,7 +199,8 @@ func (s *Store) JobClaim(ctx context.Context, p *backend.JobClaimParams) (*backe
 		return nil, err
 	}
 	r, _ := v.([]any)
-	if len(r) != 4 {
+	// Four parts from a paused queue's early return, five otherwise.
+	if len(r) != 4 && len(r) != 5 {
 		return nil, fmt.Errorf("redis: claim %s: bad reply", p.Queue)
 	}
 	now, _ := r[0].(string)
@@ -208,6 +209,9 @@ func (s *Store) JobClaim(ctx context.Context, p *backend.JobClaimParams) (*backe
 		return nil, fmt.Errorf("redis: claim %s: now: %w", p.Queue, err)
 	}
 	res := &backend.JobClaimResult{Now: nowT}
+	if len(r) == 5 {
+		res.Limited = r[4] == "1"
+	}
 	// Claimed jobs come packed; a claim that returns early (a paused
 	// queue) sends a plain empty array.
 	var jobs []*sluicetype.Job
@@ -290,6 +294,7 @@ func (s *Store) claimChunked(ctx context.Context, p *backend.JobClaimParams) (*b
 		} else {
 			res.Jobs = append(res.Jobs, r.Jobs...)
 			res.Dead = append(res.Dead, r.Dead...)
+			res.Limited = res.Limited || r.Limited
 		}
 		for _, j := range r.Jobs {
 			if j.CrashAttempt == 1 {

@@ -37,6 +37,8 @@ end
 -- RATES: the rate limits the claim is under, each {key, n} for its
 -- starts set lst:SCOPE US NAME (score: seconds), pruned to its window.
 local RATES, KRATE, NOWF = {}, {}, tonumber(NOW_S) + tonumber(NOW_NS) / 1e9
+-- LIMITED: a limit covers this claim (the reply says so, see JobClaimResult).
+local LIMITED = false
 do
   local lraw = redis.call('HGETALL', K('limits'))
   local qmax, kmax, anyk = nil, {}, false
@@ -70,6 +72,7 @@ do
       anyk = true
     end
   end
+  LIMITED = qmax ~= nil or anyk or #RATES > 0
   if qmax ~= nil or anyk then
     local qrun, krun = 0, {}
     KPRUN = {}
