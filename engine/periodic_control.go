@@ -44,7 +44,23 @@ type ScheduleInfo struct {
 	// Dead counts the schedule's archived jobs, up to DeadMax; the jobs
 	// are listed by ScheduleJobsQuery(Name) + " state:archived".
 	Dead int64 `json:"dead"`
+	// Recent are the schedule's last ticks up to LastTick (at most
+	// ScheduleRecentRuns, oldest first), each with its job's state now:
+	// "" where a tick has no job (passed over while paused, overlapping
+	// or missed, or deleted since).
+	Recent []ScheduleRun `json:"recent"`
 }
+
+// ScheduleRun is one tick of a schedule and what became of its job.
+type ScheduleRun struct {
+	Tick  time.Time `json:"tick"`
+	Job   string    `json:"job"`
+	State State     `json:"state,omitempty"`
+}
+
+// ScheduleRecentRuns is how many of its last ticks a listed schedule
+// shows.
+const ScheduleRecentRuns = 5
 
 // SchedulePage is a page of schedules, in name order.
 type SchedulePage struct {
@@ -121,6 +137,7 @@ func (e *Engine) scheduleInfo(ctx context.Context, r *backend.ScheduleRow, now t
 			info.Next = next
 		}
 	}
+	var err error
 	if r.LastJob != "" {
 		j, err := e.store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: r.LastJob})
 		switch {
@@ -129,6 +146,9 @@ func (e *Engine) scheduleInfo(ctx context.Context, r *backend.ScheduleRow, now t
 		case err != nil && !errors.Is(err, ErrNotFound):
 			return info, fmt.Errorf("schedule %s: last job %s: %w", r.Name, r.LastJob, err)
 		}
+	}
+	if info.Recent, err = e.scheduleRecent(ctx, r); err != nil {
+		return info, err
 	}
 	f, err := ParseQuery(ScheduleJobsQuery(r.Name) + " state:archived")
 	if err != nil {
@@ -140,6 +160,81 @@ func (e *Engine) scheduleInfo(ctx context.Context, r *backend.ScheduleRow, now t
 	}
 	info.Dead = n
 	return info, nil
+}
+
+// scheduleRecent is r's last ticks since its creation, up to its
+// LastTick, with their jobs' states, read in one lookup by id (a tick's
+// job id is derived from it, scheduleJobID).
+func (e *Engine) scheduleRecent(ctx context.Context, r *backend.ScheduleRow) ([]ScheduleRun, error) {
+	ticks := recentTicks(r.Spec, r.Zone, r.CreatedAt, r.LastTick, ScheduleRecentRuns)
+	out := make([]ScheduleRun, len(ticks))
+	if len(ticks) == 0 {
+		return out, nil
+	}
+	ids := make([]string, len(ticks))
+	for i, tk := range ticks {
+		ids[i] = scheduleJobID(r.Name, tk)
+		out[i] = ScheduleRun{Tick: tk, Job: ids[i]}
+	}
+	jobs, err := e.store.JobListPage(ctx, &backend.JobListPageParams{Filter: sluicetype.Filter{IDs: ids}, Limit: len(ids)})
+	if err != nil {
+		return nil, fmt.Errorf("schedule %s: recent runs: %w", r.Name, err)
+	}
+	state := make(map[string]State, len(jobs))
+	for _, j := range jobs {
+		state[j.ID] = j.State
+	}
+	for i := range out {
+		out[i].State = state[out[i].Job]
+	}
+	return out, nil
+}
+
+// recentTicks is the last n ticks of spec in zone after created and up
+// to last, oldest first. The ticks are walked forward from a window
+// before last that widens until it holds n (a cron expression has no
+// step backwards); a spec this build cannot read has none.
+func recentTicks(spec, zone string, created, last time.Time, n int) []time.Time {
+	if !last.After(created) {
+		return nil
+	}
+	nx, err := NextTicks(spec, zone, last, 1)
+	if err != nil || len(nx) == 0 {
+		return nil
+	}
+	gap := nx[0].Sub(last)
+	var got []time.Time
+	for span := 2 * time.Duration(n+1) * gap; ; span *= 2 {
+		start := last.Add(-span)
+		if start.Before(created) {
+			start = created
+		}
+		from := start
+		got = got[:0]
+		for len(got) < 4*n+64 {
+			ts, err := NextTicks(spec, zone, from, 32)
+			if err != nil || len(ts) == 0 {
+				break
+			}
+			for _, tk := range ts {
+				if tk.After(last) {
+					break
+				}
+				got = append(got, tk)
+			}
+			if ts[len(ts)-1].After(last) || len(ts) < 32 {
+				break
+			}
+			from = ts[len(ts)-1]
+		}
+		if len(got) >= n || !start.After(created) || span > 64*time.Duration(n+1)*gap {
+			break
+		}
+	}
+	if len(got) > n {
+		got = got[len(got)-n:]
+	}
+	return got
 }
 
 func later(a, b time.Time) time.Time {

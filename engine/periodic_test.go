@@ -135,3 +135,75 @@ func TestPeriodicDueTicks(t *testing.T) {
 		})
 	}
 }
+
+// TestRecentTicks: a schedule's last ticks up to its last one, oldest
+// first, none before its creation, over a weekend gap and a
+// spring-forward night.
+func TestRecentTicks(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	utc := func(s string) time.Time {
+		t.Helper()
+		tm, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tm
+	}
+	for _, c := range []struct {
+		name, spec, zone string
+		created, last    time.Time
+		want             []string
+	}{
+		{"every second", "@every 1s", "UTC", utc("2026-12-07T10:00:00Z"), utc("2026-12-07T10:00:10Z"),
+			[]string{"10:00:06", "10:00:07", "10:00:08", "10:00:09", "10:00:10"}},
+		{"fewer since creation", "@every 1s", "UTC", utc("2026-12-07T10:00:07.5Z"), utc("2026-12-07T10:00:10Z"),
+			[]string{"10:00:08", "10:00:09", "10:00:10"}},
+		{"weekdays over a weekend", "0 9 * * 1-5", "UTC", utc("2026-11-01T00:00:00Z"), utc("2026-12-07T09:00:00Z"),
+			[]string{"Dec 01 09:00", "Dec 02 09:00", "Dec 03 09:00", "Dec 04 09:00", "Dec 07 09:00"}},
+		{"spring forward", "30 2 * * *", "Europe/Berlin", utc("2026-03-01T00:00:00Z"), time.Date(2026, 3, 31, 2, 30, 0, 0, berlin),
+			nil},
+		{"none fired yet", "@hourly", "UTC", utc("2026-12-07T10:00:00Z"), utc("2026-12-07T10:00:00Z"), nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := recentTicks(c.spec, c.zone, c.created, c.last, 5)
+			if c.name == "spring forward" {
+				// The days before the last; 2026-03-29 has no 02:30 and
+				// fires at its first instant after (see TestPeriodicDST).
+				want, err := NextTicks(c.spec, c.zone, c.last.Add(-5*24*time.Hour), 5)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(got) != 5 || !got[4].Equal(c.last) || !slicesEqualTimes(got, want) {
+					t.Fatalf("recent %v, want %v ending at %v", got, want, c.last)
+				}
+				return
+			}
+			var s []string
+			for _, tk := range got {
+				if c.spec == "@every 1s" {
+					s = append(s, tk.UTC().Format("15:04:05"))
+				} else {
+					s = append(s, tk.UTC().Format("Jan 02 15:04"))
+				}
+			}
+			if strings.Join(s, ",") != strings.Join(c.want, ",") {
+				t.Fatalf("recent %v, want %v", s, c.want)
+			}
+		})
+	}
+}
+
+func slicesEqualTimes(a, b []time.Time) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !a[i].Equal(b[i]) {
+			return false
+		}
+	}
+	return true
+}

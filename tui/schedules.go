@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
@@ -121,7 +122,7 @@ func (m *Model) nextFire(sc engine.ScheduleInfo) string {
 func (s *schedulesScreen) View(m *Model) []string {
 	t, w, h := m.theme, s.w, s.h
 	cols := []colSpec{{"SCHEDULE", 18, false}, {"SPEC", 14, false}, {"ZONE", 16, false}, {"STATUS", 8, false},
-		{"NEXT", 12, false}, {"LAST", 6, true}, {"OUTCOME", 12, false}, {"DEAD", 6, true}, {"", 0, false}}
+		{"NEXT", 12, false}, {"LAST", 6, true}, {"OUTCOME", 12, false}, {"DEAD", 6, true}, {"RECENT", 6, false}, {"", 0, false}}
 	row := func(i int) []cell {
 		sc := s.data[i]
 		last, outcome := "-", cell{"-", t.Subtle}
@@ -136,9 +137,32 @@ func (s *schedulesScreen) View(m *Model) []string {
 			dead = t.State(string(engine.StateArchived))
 		}
 		return []cell{{termtext.Line(sc.Name), t.Row}, {termtext.Line(sc.Spec), t.Row}, {termtext.Line(sc.Zone), t.Muted},
-			m.scheduleStatus(sc), {m.nextFire(sc), t.Row}, {last, t.Muted}, outcome, {commas(sc.Dead), dead}}
+			m.scheduleStatus(sc), {m.nextFire(sc), t.Row}, {last, t.Muted}, outcome, {commas(sc.Dead), dead}, {recentRuns(sc.Recent), t.Muted}}
 	}
 	return s.render(t, cols, len(s.data), row, w, h, "no schedules: a program declares them with engine.Periodic")
+}
+
+// recentRuns draws a schedule's last ticks, oldest first, a mark each:
+// ✓ completed, ✗ dead (archived, quarantined, undecodable), • under way
+// (waiting, running, retrying), - cancelled, · no job (passed over,
+// missed, or deleted).
+func recentRuns(rs []engine.ScheduleRun) string {
+	var b strings.Builder
+	for _, r := range rs {
+		switch r.State {
+		case engine.StateCompleted:
+			b.WriteString("✓")
+		case engine.StateArchived, engine.StateQuarantined, engine.StateUndecodable:
+			b.WriteString("✗")
+		case engine.StateCancelled:
+			b.WriteString("-")
+		case "":
+			b.WriteString("·")
+		default:
+			b.WriteString("•")
+		}
+	}
+	return b.String()
 }
 
 // loadSchedules reads the first page of schedules.

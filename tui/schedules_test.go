@@ -121,3 +121,24 @@ func TestSchedulesScreenReadOnly(t *testing.T) {
 		t.Fatalf("a read-only console changed nightly: %+v %v", r, err)
 	}
 }
+
+// TestRecentRuns: a schedule's last ticks draw as one mark each, oldest
+// first.
+func TestRecentRuns(t *testing.T) {
+	for _, c := range []struct {
+		states []engine.State
+		want   string
+	}{
+		{nil, ""},
+		{[]engine.State{engine.StateCompleted, engine.StateArchived, "", engine.StateRunning, engine.StateCancelled}, "✓✗·•-"},
+		{[]engine.State{engine.StateQuarantined, engine.StateUndecodable, engine.StateRetryable, engine.StateAvailable, engine.StateScheduled}, "✗✗•••"},
+	} {
+		var rs []engine.ScheduleRun
+		for _, st := range c.states {
+			rs = append(rs, engine.ScheduleRun{State: st})
+		}
+		if got := recentRuns(rs); got != c.want {
+			t.Errorf("recentRuns(%v) = %q, want %q", c.states, got, c.want)
+		}
+	}
+}

@@ -365,6 +365,27 @@ func testScheduleOverlap(t *testing.T, h Harness) {
 	if jobs := scheduleJobs(t, e, "skip"); len(jobs) != 1 {
 		t.Fatalf("OverlapSkip enqueued %d jobs while the first waited: %v", len(jobs), jobs)
 	}
+	// The listing's recent runs: skip's last five ticks, all a second
+	// past its one job, were passed over; allow's have jobs waiting.
+	page, err := e.Schedules(context.Background(), 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range page.Schedules {
+		waiting := 0
+		for _, r := range sc.Recent {
+			if r.Job != fmt.Sprintf("sched:%s:%d", sc.Name, r.Tick.UnixMilli()) || r.Tick.After(sc.LastTick) {
+				t.Fatalf("%s: recent run %+v is not a tick up to %v with its job's id", sc.Name, r, sc.LastTick)
+			}
+			if r.State == engine.StateAvailable {
+				waiting++
+			}
+		}
+		if len(sc.Recent) != engine.ScheduleRecentRuns || !sc.Recent[len(sc.Recent)-1].Tick.Equal(sc.LastTick) ||
+			sc.Name == "skip" && waiting != 0 || sc.Name == "allow" && waiting == 0 {
+			t.Fatalf("%s: recent runs %+v (last tick %v)", sc.Name, sc.Recent, sc.LastTick)
+		}
+	}
 }
 
 // testScheduleControl: the operator's Control lists schedules with their
