@@ -121,21 +121,10 @@ func testLimitClaimRoom(t *testing.T, h Harness) {
 func testLimitEngines(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	setLimit(t, s, sluicetype.LimitKind, "charge", 3)
-	var now, most, done atomic.Int64
-	charge := func(ctx context.Context, j *engine.Job) error {
-		n := now.Add(1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-		}
-		// Long enough for the other engines' claims to overlap this run.
-		select {
-		case <-time.After(20 * time.Millisecond):
-		case <-ctx.Done():
-		}
-		now.Add(-1)
-		done.Add(1)
-		return nil
-	}
-	other := func(context.Context, *engine.Job) error { done.Add(1); return nil }
+	c := &runCounter{}
+	// Long enough for the other engines' claims to overlap a run.
+	charge := c.handler(20 * time.Millisecond)
+	other := func(context.Context, *engine.Job) error { c.done.Add(1); return nil }
 	var es []*engine.Engine
 	for i := range 4 {
 		cfg := fast(fmt.Sprintf("w-%d", i), "billing")
@@ -154,11 +143,11 @@ func testLimitEngines(t *testing.T, h Harness) {
 	if _, err := es[0].EnqueueMany(context.Background(), ps); err != nil {
 		t.Fatalf("EnqueueMany: %v", err)
 	}
-	eventually(t, waitLong, func() bool { return done.Load() == charges+mails }, "all %d jobs done", charges+mails)
-	if m := most.Load(); m > 3 {
+	eventually(t, waitLong, func() bool { return c.done.Load() == charges+mails }, "all %d jobs done", charges+mails)
+	if m := c.most.Load(); m > 3 {
 		t.Fatalf("%d charges ran at once under a limit of 3", m)
 	}
-	t.Logf("at most %d charges ran at once (limit 3)", most.Load())
+	t.Logf("at most %d charges ran at once (limit 3)", c.most.Load())
 }
 
 // testLimitDeadProcess: a process that claimed under a limit and died
@@ -510,19 +499,8 @@ func testLimitRateEngines(t *testing.T, h Harness) {
 func testLimitFreedSlot(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	setLimit(t, s, sluicetype.LimitKind, "charge", 2)
-	var now, most, done atomic.Int64
-	charge := func(ctx context.Context, j *engine.Job) error {
-		n := now.Add(1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-		}
-		select {
-		case <-time.After(5 * time.Millisecond):
-		case <-ctx.Done():
-		}
-		now.Add(-1)
-		done.Add(1)
-		return nil
-	}
+	c := &runCounter{}
+	charge := c.handler(5 * time.Millisecond)
 	cfg := fast("w-freed", "billing")
 	cfg.Queues["billing"] = engine.QueueConfig{Concurrency: 8}
 	cfg.PollInterval = time.Hour
@@ -538,8 +516,28 @@ func testLimitFreedSlot(t *testing.T, h Harness) {
 		t.Fatalf("EnqueueMany: %v", err)
 	}
 	start(t, e)
-	eventually(t, waitLong, func() bool { return done.Load() == total }, "all %d jobs done before the poll", total)
-	if m := most.Load(); m > 2 {
+	eventually(t, waitLong, func() bool { return c.done.Load() == total }, "all %d jobs done before the poll", total)
+	if m := c.most.Load(); m > 2 {
 		t.Fatalf("%d charges ran at once under a limit of 2", m)
+	}
+}
+
+// runCounter counts a limited kind's runs: how many at once now, the
+// most at once, and how many ended — a side table the handlers keep.
+type runCounter struct{ now, most, done atomic.Int64 }
+
+// handler is a handler that runs for work (or until cancelled) and counts.
+func (c *runCounter) handler(work time.Duration) engine.Handler {
+	return func(ctx context.Context, _ *engine.Job) error {
+		n := c.now.Add(1)
+		for m := c.most.Load(); n > m && !c.most.CompareAndSwap(m, n); m = c.most.Load() {
+		}
+		select {
+		case <-time.After(work):
+		case <-ctx.Done():
+		}
+		c.now.Add(-1)
+		c.done.Add(1)
+		return nil
 	}
 }
