@@ -207,7 +207,12 @@ func waitClaiming(t *testing.T, side string, ws []*child) {
 		for _, c := range claims {
 			seen[c.process] = true
 		}
-		return len(seen) == len(ws)
+		for _, w := range ws {
+			if !seen[w.name] {
+				return false
+			}
+		}
+		return true
 	})
 }
 
@@ -260,7 +265,8 @@ func sharedStoreCases() []storeCase {
 
 // TestFaultLimitsConcurrency: four worker processes of 8 slots each run
 // a kind limited to 3. One process is held until it has the limit's three
-// slots, then killed with SIGKILL; on PostgreSQL and Redis the server is
+// slots (the other three stop meanwhile, and three fresh ones start
+// beside it), then killed with SIGKILL; on PostgreSQL and Redis the server is
 // then restarted (stopped, two seconds down, started again). The side
 // table never shows more than three handlers at once, the killed
 // process's runs counted as running until it was seen dead; the dead
@@ -350,14 +356,22 @@ func limitsConcurrency(t *testing.T, storeURL string, restart func(context.Conte
 	}
 
 	// The victim's handlers now block until it dies: it keeps every slot
-	// it claims, and once the others' jobs end it holds the limit's three.
+	// it claims. The others stop, so that it takes the places their jobs
+	// free and holds the limit's three: a process whose own slot frees
+	// claims again at once, and theirs would keep winning them.
 	if err := os.WriteFile(hold, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	for _, w := range ws[1:] {
+		w.stop(t)
+	}
 	waitFor(t, fmt.Sprintf("%s to hold the limit's %d slots", victim.name, most), time.Minute, func() bool {
-		alive(ws)
+		alive(ws[:1])
 		return len(runningUnder(t, e, store, queue, victim.name)) == most
 	})
+	// Three fresh processes work on beside it, and after its death.
+	ws = []*child{victim, start("lim-5"), start("lim-6"), start("lim-7")}
+	waitClaiming(t, side, ws[1:])
 	victim.kill(t)
 	killed := time.Now()
 	diedAt := map[string]int64{victim.name: killed.UnixNano()}
