@@ -56,12 +56,8 @@ func pgMarkTwoAndBulkRetry(t *testing.T, bin string, bouncer bool) {
 	c.waitFor(`archived ([2-9]|\d\d)`, 60*time.Second)
 	c.waitFor(`(?m)^› demo-`, 30*time.Second)
 
-	// Two marked and retried, from the top (see markTwoAndRetry).
-	c.send("g")
-	c.send("Space")
-	c.waitFor(`1 marked`, 10*time.Second)
-	c.send("Space")
-	c.waitFor(`2 marked`, 10*time.Second)
+	// Two marked and retried, from the top (see markFirstTwo).
+	c.markFirstTwo()
 	c.send("r")
 	c.waitFor(`Retry 2 marked jobs\?`, 10*time.Second)
 	var marked []string

@@ -90,12 +90,8 @@ func TestConsoleRedisMarkTwoAndGroupBulkRetry(t *testing.T) {
 // returns their ids, sorted.
 func (c *tmuxConsole) markTwoRetried() []string {
 	c.t.Helper()
-	// From the top (see markTwoAndRetry).
-	c.send("g")
-	c.send("Space")
-	c.waitFor(`1 marked`, 10*time.Second)
-	c.send("Space")
-	c.waitFor(`2 marked`, 10*time.Second)
+	// Two marked and retried, from the top (see markFirstTwo).
+	c.markFirstTwo()
 	c.send("r")
 	c.waitFor(`Retry 2 marked jobs\?`, 10*time.Second)
 	var marked []string

@@ -210,14 +210,7 @@ func TestConsoleMarkTwoAndRetry(t *testing.T) {
 // retry. ids finds the job ids the confirmation lists.
 func (c *tmuxConsole) markTwoAndRetry(ids *regexp.Regexp) {
 	c.t.Helper()
-	// Rows that die meanwhile arrive above the cursor, which stays on its
-	// job: go to the top first, so the two marks land on two rows (space
-	// marks and moves down; on the last row a second space would unmark).
-	c.send("g")
-	c.send("Space")
-	c.waitFor(`1 marked`, 10*time.Second)
-	c.send("Space")
-	c.waitFor(`2 marked`, 10*time.Second)
+	c.markFirstTwo()
 	c.send("r")
 	c.waitFor(`Retry 2 marked jobs\?`, 10*time.Second)
 	var marked []string
@@ -234,6 +227,21 @@ func (c *tmuxConsole) markTwoAndRetry(ids *regexp.Regexp) {
 	if got := retriedJobs(c.t, c.db); !slices.Equal(got, marked) {
 		c.t.Fatalf("jobs with an operator retry: %v, want exactly %v", got, marked)
 	}
+}
+
+// markFirstTwo marks the list's first two rows. Rows that die meanwhile
+// arrive above the cursor, which stays on its job: it goes to the top
+// first and waits to see the cursor there, so the two marks land on two
+// rows (space marks and moves down; on the last row a second space
+// would unmark — a loaded machine once showed that).
+func (c *tmuxConsole) markFirstTwo() {
+	c.t.Helper()
+	c.send("g")
+	c.waitFor(`LAST ERROR[^\n]*\n› `, 10*time.Second)
+	c.send("Space")
+	c.waitFor(`1 marked`, 10*time.Second)
+	c.send("Space")
+	c.waitFor(`2 marked`, 10*time.Second)
 }
 
 // TestConsoleBulkRetry: a dry run from a filter, confirmed, runs to the
