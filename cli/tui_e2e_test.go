@@ -229,15 +229,28 @@ func (c *tmuxConsole) markTwoAndRetry(ids *regexp.Regexp) {
 	}
 }
 
+// firstRow matches a list whose cursor is on its first row.
+var firstRow = regexp.MustCompile(`LAST ERROR[^\n]*\n› `)
+
 // markFirstTwo marks the list's first two rows. Rows that die meanwhile
 // arrive above the cursor, which stays on its job: it goes to the top
-// first and waits to see the cursor there, so the two marks land on two
-// rows (space marks and moves down; on the last row a second space
-// would unmark — a loaded machine once showed that).
+// until it sees the cursor there (the demo's first deaths come for some
+// seconds), so the two marks land on two rows (space marks and moves
+// down; on the last row a second space would unmark — a loaded machine
+// showed that).
 func (c *tmuxConsole) markFirstTwo() {
 	c.t.Helper()
-	c.send("g")
-	c.waitFor(`LAST ERROR[^\n]*\n› `, 10*time.Second)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c.send("g")
+		time.Sleep(300 * time.Millisecond)
+		if firstRow.MatchString(c.screen()) {
+			break
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("the cursor never stayed on the first row:\n%s", c.screen())
+		}
+	}
 	c.send("Space")
 	c.waitFor(`1 marked`, 10*time.Second)
 	c.send("Space")
