@@ -369,13 +369,18 @@ func (w *walkJobs) walkConsole(t *testing.T, srv *api.Server, role engine.Role) 
 		state engine.State
 	}{{w.flow, engine.StateArchived}, {w.replay, engine.StateArchived}, {w.boom, engine.StateQuarantined}} {
 		command(string(job.state))
-		mark := len(term.text())
 		command("filter id:" + job.id)
-		for deadline := time.Now().Add(time.Minute); !strings.Contains(term.text()[mark:], "1 of 1"); {
+		// A list that loads after the repaint changes a few cells ("1 of
+		// 2" to "1 of 1" is one): repaint until a whole screen shows it.
+		for deadline := time.Now().Add(time.Minute); ; {
+			at := len(term.text())
+			repaint()
+			if strings.Contains(term.text()[at:], "1 of 1") {
+				break
+			}
 			if time.Now().After(deadline) {
 				t.Fatalf("the filter id:%s never showed its job:\n%s", job.id, tailText(term.text(), 3000))
 			}
-			time.Sleep(20 * time.Millisecond)
 		}
 		term.keys("\r") // the sheet
 		repaint()
