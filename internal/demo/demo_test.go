@@ -135,7 +135,9 @@ func TestStoryRedrives(t *testing.T) {
 	store := sqlitetest.New(t)
 	e := newEngine(t, store, nil)
 	ctx := context.Background()
-	st := demo.NewStory(time.Now(), 3*time.Second, 0)
+	// Long enough that a loaded machine under -race starts the jobs
+	// inside it (3 s once was not).
+	st := demo.NewStory(time.Now(), 15*time.Second, 0)
 	var inv demo.Invoice
 	var ids []string
 	for i := range 3 {
