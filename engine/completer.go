@@ -160,10 +160,10 @@ func (c *completer) flush(batch []completion) {
 			// The jobs left running in the store only now: a claim a
 			// limit cut short, retried as their slots freed, may have
 			// found them still counted; it may claim again.
-			freed := map[string]bool{}
+			// A signal is a non-blocking send to a channel of one: a
+			// queue signalled twice wakes once.
 			for _, cm := range batch {
-				if q := e.queues[cm.r.queue]; q != nil && !freed[cm.r.queue] {
-					freed[cm.r.queue] = true
+				if q := e.queues[cm.r.queue]; q != nil {
 					signal(q.freedCh)
 				}
 			}
