@@ -51,6 +51,10 @@ type benchOptions struct {
 	// with metadata: every job a fingerprint of its own, and entries in
 	// the payload and metadata indexes where a store keeps them).
 	payload string
+	// limit, when positive, is a concurrency limit across processes on
+	// the throughput kind (throughput): the cost of a limit that holds no
+	// job back, against the same run without one.
+	limit int
 }
 
 // addFlags registers the flags every scenario built on benchOptions shares;
@@ -90,6 +94,7 @@ Prints one key=value result line on stdout, the shape of the peer harness
 	cmd.Flags().StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the work window alone (from Start to Stop) to this file")
 	cmd.Flags().IntVar(&o.writers, "complete-writers", 0, "acknowledgement batches written at once (0: the engine's default, engine.Config.CompleteWriters)")
 	cmd.Flags().IntVar(&o.prefetch, "prefetch", 0, "jobs claimed ahead of free slots (0: the engine's default, engine.DefaultPrefetch; negative: none)")
+	cmd.Flags().IntVar(&o.limit, "limit", 0, "a concurrency limit across processes on the benchmark's kind (0: none)")
 	cmd.Flags().StringVar(&o.payload, "payload", "empty", `what each job carries: empty ({}, as the peers' no-op jobs) or order (an order of its own, with metadata)`)
 	return cmd
 }
@@ -161,8 +166,14 @@ func benchThroughput(ctx context.Context, o *benchOptions, lo *cmdline.LogOption
 	var handled atomic.Int64
 	done := make(chan struct{})
 	var handlerAt time.Time
+	var limits []engine.Limit
+	if o.limit > 0 {
+		limits = []engine.Limit{{Scope: engine.LimitKind, Name: benchKind, Concurrency: o.limit}}
+	}
+	res.add("limit", o.limit)
 	e, err := engine.New(store, engine.Config{
 		Queues: map[string]engine.QueueConfig{o.queue: {Concurrency: o.concurrency, Prefetch: o.prefetch}},
+		Limits: limits,
 		// Keep every terminal job, so the store can be asked about each.
 		Retention:       map[engine.State]time.Duration{},
 		CompleteWriters: o.writers,
