@@ -55,6 +55,10 @@ type benchOptions struct {
 	// the throughput kind (throughput): the cost of a limit that holds no
 	// job back, against the same run without one.
 	limit int
+	// rate, when positive, is a rate limit across processes on the kind
+	// (starts per second; throughput): set far above the run's rate, it
+	// measures the check and the starts log, not a wait.
+	rate int
 }
 
 // addFlags registers the flags every scenario built on benchOptions shares;
@@ -95,6 +99,7 @@ Prints one key=value result line on stdout, the shape of the peer harness
 	cmd.Flags().IntVar(&o.writers, "complete-writers", 0, "acknowledgement batches written at once (0: the engine's default, engine.Config.CompleteWriters)")
 	cmd.Flags().IntVar(&o.prefetch, "prefetch", 0, "jobs claimed ahead of free slots (0: the engine's default, engine.DefaultPrefetch; negative: none)")
 	cmd.Flags().IntVar(&o.limit, "limit", 0, "a concurrency limit across processes on the benchmark's kind (0: none)")
+	cmd.Flags().IntVar(&o.rate, "rate", 0, "a rate limit across processes on the benchmark's kind, starts per second (0: none)")
 	cmd.Flags().StringVar(&o.payload, "payload", "empty", `what each job carries: empty ({}, as the peers' no-op jobs) or order (an order of its own, with metadata)`)
 	return cmd
 }
@@ -167,10 +172,11 @@ func benchThroughput(ctx context.Context, o *benchOptions, lo *cmdline.LogOption
 	done := make(chan struct{})
 	var handlerAt time.Time
 	var limits []engine.Limit
-	if o.limit > 0 {
-		limits = []engine.Limit{{Scope: engine.LimitKind, Name: benchKind, Concurrency: o.limit}}
+	if o.limit > 0 || o.rate > 0 {
+		limits = []engine.Limit{{Scope: engine.LimitKind, Name: benchKind, Concurrency: o.limit, Rate: o.rate}}
 	}
 	res.add("limit", o.limit)
+	res.add("rate", o.rate)
 	e, err := engine.New(store, engine.Config{
 		Queues: map[string]engine.QueueConfig{o.queue: {Concurrency: o.concurrency, Prefetch: o.prefetch}},
 		Limits: limits,
