@@ -270,15 +270,28 @@ func PartitionOf(kinds map[string]int, limits []sluicetype.Limit) *ClaimPartitio
 	return nil
 }
 
-// RateStarts lists, for each started job, the rate limits whose window
-// it counts in: the store records one start per pair.
-func RateStarts(limits []sluicetype.Limit, jobs []*sluicetype.Job) (out []sluicetype.Limit) {
-	for _, j := range jobs {
-		for _, l := range limits {
-			if l.Rate > 0 && ((l.Scope == sluicetype.LimitKind && l.Name == j.Kind) ||
-				(l.Scope == sluicetype.LimitQueue && l.Name == j.Queue)) {
-				out = append(out, l)
+// LimitStarts are a claim's starts under one rate limit.
+type LimitStarts struct {
+	Limit sluicetype.Limit
+	N     int
+}
+
+// RateStarts counts, for each rate limit, the started jobs its window
+// counts: a store records one row (or member) per limit and claim holding
+// N, so a window's reads grow with the claims in it, not the jobs.
+func RateStarts(limits []sluicetype.Limit, jobs []*sluicetype.Job) (out []LimitStarts) {
+	for _, l := range limits {
+		if l.Rate <= 0 {
+			continue
+		}
+		n := 0
+		for _, j := range jobs {
+			if (l.Scope == sluicetype.LimitKind && l.Name == j.Kind) || (l.Scope == sluicetype.LimitQueue && l.Name == j.Queue) {
+				n++
 			}
+		}
+		if n > 0 {
+			out = append(out, LimitStarts{Limit: l, N: n})
 		}
 	}
 	return out

@@ -26,11 +26,12 @@ func limitRunningSQL(scope sluicetype.LimitScope) string {
 	return `SELECT count(*) FROM {s}.jobs WHERE state = 'running' AND ` + col + ` = $1`
 }
 
-// A rate limit's starts: $1 scope, $2 name, $3 the window (ns).
+// A rate limit's starts: $1 scope, $2 name, $3 the window (ns); a row
+// holds a claim's n starts (backend.RateStarts).
 const (
-	sqlLimitStarts = `SELECT count(*) FROM {s}.limit_starts WHERE scope = $1 AND name = $2 AND at > ` + sqlNow + ` - $3`
+	sqlLimitStarts = `SELECT coalesce(sum(n), 0)::bigint FROM {s}.limit_starts WHERE scope = $1 AND name = $2 AND at > ` + sqlNow + ` - $3`
 	sqlLimitPrune  = `DELETE FROM {s}.limit_starts WHERE scope = $1 AND name = $2 AND at <= ` + sqlNow + ` - $3`
-	sqlLimitStart  = `INSERT INTO {s}.limit_starts (scope, name, at) VALUES ($1, $2, $3)`
+	sqlLimitStart  = `INSERT INTO {s}.limit_starts (scope, name, at, n) VALUES ($1, $2, $3, $4)`
 )
 
 func (s *Store) readLimits(ctx context.Context) ([]sluicetype.Limit, error) {
@@ -135,9 +136,10 @@ func (s *Store) claimLimited(ctx context.Context, p *backend.JobClaimParams, lim
 		if err != nil {
 			return err
 		}
-		for _, l := range backend.RateStarts(lim, r.Jobs) {
-			if _, err := tx.Exec(ctx, s.sql(sqlLimitStart), string(l.Scope), l.Name, r.Now.UnixNano()); err != nil {
-				return fmt.Errorf("record a start of %s: %w", l, err)
+		for _, ls := range backend.RateStarts(lim, r.Jobs) {
+			l := ls.Limit
+			if _, err := tx.Exec(ctx, s.sql(sqlLimitStart), string(l.Scope), l.Name, r.Now.UnixNano(), ls.N); err != nil {
+				return fmt.Errorf("record the starts of %s: %w", l, err)
 			}
 		}
 		*res = *r

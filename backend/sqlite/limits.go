@@ -21,9 +21,9 @@ const (
 	sqlLimitRunningKind  = `SELECT count(*) FROM jobs INDEXED BY jobs_running WHERE state = 'running' AND kind = ?1`
 	sqlLimitRunningQueue = `SELECT count(*) FROM jobs INDEXED BY jobs_running WHERE state = 'running' AND queue = ?1`
 	// A rate limit's starts: ?1 scope, ?2 name, ?3 the window's start.
-	sqlLimitStarts      = `SELECT count(*) FROM limit_starts WHERE scope = ?1 AND name = ?2 AND at > ?3`
+	sqlLimitStarts      = `SELECT coalesce(sum(n), 0) FROM limit_starts WHERE scope = ?1 AND name = ?2 AND at > ?3`
 	sqlLimitStartsPrune = `DELETE FROM limit_starts WHERE scope = ?1 AND name = ?2 AND at <= ?3`
-	sqlLimitStart       = `INSERT INTO limit_starts (scope, name, at) VALUES (?1, ?2, ?3)`
+	sqlLimitStart       = `INSERT INTO limit_starts (scope, name, at, n) VALUES (?1, ?2, ?3, ?4)`
 )
 
 func (s *Store) readLimits(ctx context.Context) ([]sluicetype.Limit, error) {
@@ -171,9 +171,10 @@ func (s *Store) claimLimited(ctx context.Context, p *backend.JobClaimParams, lim
 		if err != nil {
 			return err
 		}
-		for _, l := range backend.RateStarts(lim, res.Jobs) {
-			if _, err := tx.StmtContext(ctx, count[4]).ExecContext(ctx, string(l.Scope), l.Name, now.UnixNano()); err != nil {
-				return fmt.Errorf("sqlite: claim %s: record a start of %s: %w", p.Queue, l, err)
+		for _, ls := range backend.RateStarts(lim, res.Jobs) {
+			l := ls.Limit
+			if _, err := tx.StmtContext(ctx, count[4]).ExecContext(ctx, string(l.Scope), l.Name, now.UnixNano(), ls.N); err != nil {
+				return fmt.Errorf("sqlite: claim %s: record the starts of %s: %w", p.Queue, l, err)
 			}
 		}
 		return nil
