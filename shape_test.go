@@ -44,6 +44,7 @@ var importRules = map[string][]string{
 	"internal/termtext":   {},
 	"internal/redact":     {},
 	"sluiceotel":          {"engine"},
+	"internal/otelsetup":  {"engine", "sluiceotel", "internal/redact"},
 }
 
 // notShipped are the tools the sluice binary must not link: benchmarks,
@@ -51,7 +52,7 @@ var importRules = map[string][]string{
 var notShipped = []string{
 	"internal/bench", "internal/chaos", "internal/pgcluster", "internal/testworker",
 	"internal/aliasgen", "backend/backendtest", "backend/sqlite/sqlitetest",
-	"backend/postgres/pgtest", "backend/redis/redistest",
+	"backend/postgres/pgtest", "backend/redis/redistest", "internal/otlptest",
 }
 
 func goList(t *testing.T, args ...string) string {
