@@ -209,7 +209,7 @@ func Start(ctx context.Context, cfg Config) (*Telemetry, error) {
 // serviceName is the service.name res carries.
 func serviceName(res *resource.Resource) string {
 	v, _ := res.Set().Value("service.name")
-	return v.Emit()
+	return v.AsString()
 }
 
 func cond(ok bool, yes, no string) string {
