@@ -44,6 +44,7 @@ var importRules = map[string][]string{
 	"internal/termtext":   {},
 	"internal/redact":     {},
 	"sluiceotel":          {"engine"},
+	"internal/otelsetup":  {"engine", "sluiceotel", "internal/redact"},
 }
 
 // notShipped are the tools the sluice binary must not link: benchmarks,
@@ -51,7 +52,7 @@ var importRules = map[string][]string{
 var notShipped = []string{
 	"internal/bench", "internal/chaos", "internal/pgcluster", "internal/testworker",
 	"internal/aliasgen", "backend/backendtest", "backend/sqlite/sqlitetest",
-	"backend/postgres/pgtest", "backend/redis/redistest",
+	"backend/postgres/pgtest", "backend/redis/redistest", "internal/otlptest",
 }
 
 func goList(t *testing.T, args ...string) string {
@@ -117,12 +118,15 @@ func TestShippedBinaryLinksNoTools(t *testing.T) {
 }
 
 // TestNoOpenTelemetryInEngine: tracing is opt-in (package sluiceotel):
-// `go list -deps ./engine` lists no OpenTelemetry package, nor does the
-// sluice binary's, while sluiceotel's does, so the check reads the right
-// list.
+// `go list -deps` of the packages a program embeds (engine, api, tui,
+// the stores) lists no OpenTelemetry package, while sluiceotel's does,
+// so the check reads the right list. The sluice binary links it for
+// serve's and worker's export, and then only through sluiceotel and
+// internal/otelsetup: no other package of the module imports
+// OpenTelemetry, so the engine's Interceptor stays the only seam.
 func TestNoOpenTelemetryInEngine(t *testing.T) {
 	const otel = "go.opentelemetry.io/"
-	for _, pkg := range []string{"./engine", "."} {
+	for _, pkg := range []string{"./engine", "./api", "./tui", "./backend/sqlite", "./backend/postgres", "./backend/redis"} {
 		for _, dep := range strings.Fields(goList(t, "-deps", pkg)) {
 			if strings.HasPrefix(dep, otel) {
 				t.Errorf("go list -deps %s lists %s", pkg, dep)
@@ -131,6 +135,25 @@ func TestNoOpenTelemetryInEngine(t *testing.T) {
 	}
 	if !slices.ContainsFunc(strings.Fields(goList(t, "-deps", "./sluiceotel")), func(d string) bool { return strings.HasPrefix(d, otel) }) {
 		t.Error("go list -deps ./sluiceotel lists no OpenTelemetry package: the check reads the wrong list")
+	}
+	importers := map[string]bool{}
+	out := goList(t, "-deps", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, ".")
+	for line := range strings.SplitSeq(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		if f[0] != module && !strings.HasPrefix(f[0], module+"/") {
+			continue
+		}
+		if slices.ContainsFunc(f[1:], func(d string) bool { return strings.HasPrefix(d, otel) }) {
+			importers[strings.TrimPrefix(strings.TrimPrefix(f[0], module), "/")] = true
+		}
+	}
+	for pkg := range importers {
+		if pkg != "sluiceotel" && pkg != "internal/otelsetup" {
+			t.Errorf("%s imports OpenTelemetry; only sluiceotel and internal/otelsetup may", pkg)
+		}
+	}
+	if !importers["internal/otelsetup"] {
+		t.Error("the sluice binary does not link internal/otelsetup: the check reads the wrong list")
 	}
 }
 

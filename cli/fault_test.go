@@ -154,12 +154,20 @@ func startWorker(t *testing.T, bin, storeURL, workerID string, extra ...string) 
 // killed when the test ends, if it still runs.
 func startChild(t *testing.T, bin, name string, args ...string) *child {
 	t.Helper()
+	return startChildEnv(t, bin, name, nil, args...)
+}
+
+// startChildEnv is startChild with env as the child's environment (the
+// test's own when nil).
+func startChildEnv(t *testing.T, bin, name string, env []string, args ...string) *child {
+	t.Helper()
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, args...)
+	cmd.Env = env
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	if err := cmd.Start(); err != nil {

@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -54,7 +56,7 @@ func newJobsCmd() *cobra.Command {
 					fmt.Fprintln(cmd.ErrOrStderr(), what)
 					return nil
 				}
-				if err := tableOf("ID\tSTATE\tQUEUE\tKIND\tATTEMPT\tSINCE\tLAST ERROR", jobRow)(w, page.Jobs); err != nil {
+				if err := jobsTable(w, page.Jobs); err != nil {
 					return err
 				}
 				if page.Next != "" {
@@ -194,6 +196,22 @@ holds with it the fingerprint's jobs then waiting (others released alone).`,
 }
 
 // jobRow is a job's row in jobs list.
+// jobsTable writes listed jobs as a table. A page with an available job
+// that a full limit across processes holds back gets a HELD BY column
+// naming the limit and its usage (as the console's row and the JSON's
+// held_by do), before LAST ERROR; a page without one keeps the narrower
+// layout, since most pages hold none and a column of blanks would push
+// the errors off an 80-column terminal.
+func jobsTable(w io.Writer, jobs []*engine.Job) error {
+	if !slices.ContainsFunc(jobs, func(j *engine.Job) bool { return j.HeldBy != "" }) {
+		return tableOf("ID\tSTATE\tQUEUE\tKIND\tATTEMPT\tSINCE\tLAST ERROR", jobRow)(w, jobs)
+	}
+	return tableOf("ID\tSTATE\tQUEUE\tKIND\tATTEMPT\tSINCE\tHELD BY\tLAST ERROR", func(j *engine.Job) []string {
+		r := jobRow(j)
+		return append(r[:6:6], cmp.Or(j.HeldBy, "-"), r[6])
+	})(w, jobs)
+}
+
 func jobRow(j *engine.Job) []string {
 	return []string{j.ID, string(j.State), j.Queue, j.Kind, fmt.Sprintf("%d/%d", j.AttemptShown(), j.MaxAttempts), ago(j.StateChangedAt), short(lastError(j), 60)}
 }

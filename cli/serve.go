@@ -33,6 +33,7 @@ type serveOptions struct {
 	sshKeys     string // authorized keys file
 	sshHostKey  string
 	migrate     bool
+	otel        bool // --otel: export over OTLP without an endpoint variable
 	// sshLoginGrace and sshMaxPreAuth bound the SSH connections that have
 	// not opened a session (sshLoginGrace and sshMaxPreAuth when 0).
 	sshLoginGrace time.Duration
@@ -77,12 +78,16 @@ key is read from --ssh-host-key, and generated there when missing.
 
 /metrics also counts the transitions this process's workers and reaper
 write (sluice_job_transitions_total) and times handlers
-(sluice_handler_duration_seconds).`,
+(sluice_handler_duration_seconds). It stays as it is when OpenTelemetry
+exports too.
+
+` + otelHelp,
 		Example: `  sluice serve --store sqlite://sluice.db --listen 127.0.0.1:8080
   sluice serve --store sqlite://sluice.db --listen 0.0.0.0:8080 --tokens /etc/sluice/tokens
   curl 'http://127.0.0.1:8080/api/v1/jobs?state=archived&limit=50'
   sluice serve --store sqlite://sluice.db --ssh 0.0.0.0:2222 --ssh-authorized-keys ~/.ssh/authorized_keys
-  ssh -p 2222 sluice-host`,
+  ssh -p 2222 sluice-host
+  OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4318 sluice serve --store sqlite://sluice.db`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runServe(cmd.Context(), o, lo, cmd.OutOrStdout())
@@ -99,6 +104,7 @@ write (sluice_job_transitions_total) and times handlers
 	f.StringVar(&o.ssh, "ssh", "", "also serve the console over SSH on this address, as in 0.0.0.0:2222 (env SLUICE_SSH)")
 	f.StringVar(&o.sshKeys, "ssh-authorized-keys", "", "authorized_keys file of the keys that may open the console (needed with --ssh)")
 	f.StringVar(&o.sshHostKey, "ssh-host-key", "", "SSH host key file, generated when missing (default $XDG_DATA_HOME/sluice/ssh_host_ed25519_key)")
+	f.BoolVar(&o.otel, "otel", false, otelFlagUsage)
 	o.retention.add(f)
 	return cmd
 }
@@ -165,6 +171,13 @@ func runServe(ctx context.Context, o *serveOptions, lo *logOptions, out io.Write
 	}
 	ctx, stop := signalContext(ctx)
 	defer stop()
+	tel, log, err := startTelemetry(ctx, o.otel, log)
+	if err != nil {
+		return err
+	}
+	// Deferred before the store's close and the engine's stop, so it runs
+	// after them: the spans of the jobs the engine drains go too.
+	defer stopTelemetry(ctx, tel, log)
 
 	storeURL, err := o.retention.archive.storeURL(o.store)
 	if err != nil {
@@ -182,7 +195,7 @@ func runServe(ctx context.Context, o *serveOptions, lo *logOptions, out io.Write
 	// Transitions and handler times of this process's workers (with
 	// --demo-workers) and reaper, on /metrics.
 	obs := apimetrics.NewEngineMetrics()
-	cfg := engine.Config{Logger: log, ShutdownTimeout: 10 * time.Second, Observer: obs}
+	cfg := engine.Config{Logger: log, ShutdownTimeout: 10 * time.Second, Observer: obs, Interceptor: tel.Interceptor()}
 	if err := o.retention.apply(&cfg); err != nil {
 		return err
 	}
@@ -197,6 +210,11 @@ func runServe(ctx context.Context, o *serveOptions, lo *logOptions, out io.Write
 			log.Warn("engine stop", "err", err)
 		}
 	}()
+	if err := tel.Register(e); err != nil {
+		return err
+	}
+	// Before the engine stops: no collection reads it after.
+	defer tel.Unregister()
 
 	metrics := apimetrics.New(e, log)
 	metrics.Registry().MustRegister(obs)

@@ -32,6 +32,7 @@ type workerOptions struct {
 	crashBackoff        time.Duration
 	shutdownTimeout     time.Duration
 	demo                bool
+	otel                bool // --otel: export over OTLP without an endpoint variable
 
 	// retention is --retention (retention.go).
 	retention retentionFlag
@@ -59,7 +60,9 @@ reaping dead workers' jobs, retention), until SIGINT or SIGTERM; then it
 stops gracefully: no new claims, running jobs get --shutdown-timeout to
 finish, unfinished ones go back to available without charging an attempt.
 
-Logs go to stderr (slog text) unless --log-file is given.`,
+Logs go to stderr (slog text) unless --log-file is given.
+
+` + otelHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runWorker(cmd.Context(), o, lo, kinds)
@@ -81,6 +84,7 @@ Logs go to stderr (slog text) unless --log-file is given.`,
 	f.IntVar(&o.crashLimit, "crash-limit", engine.DefaultCrashLimit, "crashes of one job that quarantine its fingerprint")
 	f.DurationVar(&o.crashBackoff, "crash-backoff", 0, "fixed delay before a crashed job runs again (0: the engine's growing default)")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long running jobs get to finish at shutdown")
+	f.BoolVar(&o.otel, "otel", false, otelFlagUsage)
 	o.retention.add(f)
 	return cmd
 }
@@ -110,6 +114,13 @@ func runWorker(ctx context.Context, o *workerOptions, lo *logOptions, kinds Kind
 	defer closeLog()
 	ctx, stop := signalContext(ctx)
 	defer stop()
+	tel, log, err := startTelemetry(ctx, o.otel, log)
+	if err != nil {
+		return err
+	}
+	// Deferred before the store's close, so it runs after it and after the
+	// engine's stop: the spans of the jobs the engine drains go too.
+	defer stopTelemetry(ctx, tel, log)
 
 	if o.concurrency <= 0 {
 		return fmt.Errorf("worker: --concurrency must be positive, got %d", o.concurrency)
@@ -125,6 +136,7 @@ func runWorker(ctx context.Context, o *workerOptions, lo *logOptions, kinds Kind
 		CrashLimit:          o.crashLimit,
 		ShutdownTimeout:     o.shutdownTimeout,
 		Logger:              log,
+		Interceptor:         tel.Interceptor(),
 	}
 	if err := o.retention.apply(&cfg); err != nil {
 		return err
@@ -165,10 +177,17 @@ func runWorker(ctx context.Context, o *workerOptions, lo *logOptions, kinds Kind
 	if err := e.Start(ctx); err != nil {
 		return err
 	}
+	if err := tel.Register(e); err != nil {
+		return err
+	}
 	log.Info("worker started", "worker", e.WorkerID(), "store", redact.URL(o.store), "queues", queues,
 		"concurrency", o.concurrency, "pid", os.Getpid())
 	<-ctx.Done()
 	log.Info("stopping: draining running jobs", "bound", o.shutdownTimeout)
+	// Before the engine stops: no collection reads it after.
+	if err := tel.Unregister(); err != nil {
+		log.Warn("opentelemetry", "err", err)
+	}
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.shutdownTimeout+10*time.Second)
 	defer cancel()
 	if err := e.Stop(stopCtx); err != nil {
