@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -45,6 +46,7 @@ func uniqueChecks() []check {
 		{name: "BadInputRefused", fn: testUniqueBadInput},
 		{name: "RetryRefusedNamesHolder", fn: testUniqueRetryRefused},
 		{name: "BulkRetryCountsHeld", fn: testUniqueBulkRetry},
+		{name: "PreviewCountsHeldKeys", fn: testUniquePreviewHeld},
 	}
 }
 
@@ -414,5 +416,62 @@ func testUniqueBulkRetry(t *testing.T, h Harness) {
 		if j := getJob(t, f.s, id); j.State != engine.StateAvailable {
 			t.Fatalf("bulk retry left %s: %s", id, describe(j))
 		}
+	}
+}
+
+// testUniquePreviewHeld dry-runs a bulk retry whose held jobs are the
+// oldest of more than a sample's worth: the preview counts every matched
+// job whose key a live job holds, not the sample's, and names a holder;
+// a dead job whose key nobody holds and a plain one are not counted.
+func testUniquePreviewHeld(t *testing.T, h Harness) {
+	f := newUnique(t, h)
+	if !backend.Declares(f.s, backend.CapabilityOperations) {
+		t.Skip("SKIP: no bulk operations")
+	}
+	_, holders := f.uniqueDeadAndHolder(t, "prev", 3)
+	var ps []engine.EnqueueParams
+	for i := range engine.BulkSampleSize + 1 {
+		ps = append(ps, engine.EnqueueParams{ID: fmt.Sprintf("later-%02d", i), Queue: "billing", Kind: "fail", MaxAttempts: 1,
+			Unique: &engine.UniqueOpts{ByPayload: true}, Payload: json.RawMessage(fmt.Sprintf(`{"later":%d}`, i))})
+	}
+	ps = append(ps, engine.EnqueueParams{ID: "later-plain", Queue: "billing", Kind: "fail", MaxAttempts: 1, Payload: json.RawMessage(`{"msg":"plain"}`)})
+	f.enqueueMany(t, ps...)
+	for _, p := range ps {
+		waitState(t, f.s, p.ID, engine.StateArchived)
+	}
+	if err := f.c.PauseQueue(f.ctx, "billing"); err != nil {
+		t.Fatal(err)
+	}
+	sel := mustQuery(t, "state:archived queue:billing")
+	r, err := f.c.Bulk(f.ctx, engine.BulkParams{Action: engine.ActionRetry, Selector: sel, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(3 + len(ps)); r.Matched != want {
+		t.Fatalf("dry run matched %d, want %d", r.Matched, want)
+	}
+	for _, j := range r.Sample {
+		if strings.HasPrefix(j.ID, "prev-") {
+			t.Fatalf("the sample holds %s: the check needs the held jobs outside it", j.ID)
+		}
+	}
+	if r.UniqueHeld != 3 || !slices.Contains(holders, r.UniqueHolder) {
+		t.Fatalf("dry run: %d held, holder %q; want 3 held by one of %v", r.UniqueHeld, r.UniqueHolder, holders)
+	}
+	// A delete takes no key: nothing to count.
+	r, err = f.c.Bulk(f.ctx, engine.BulkParams{Action: engine.ActionDelete, Selector: sel, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.UniqueHeld != 0 || r.UniqueHolder != "" {
+		t.Fatalf("delete's dry run: %d held, holder %q; want none", r.UniqueHeld, r.UniqueHolder)
+	}
+	// A selection of free keys only: none held.
+	r, err = f.c.Bulk(f.ctx, engine.BulkParams{Action: engine.ActionRetry, Selector: mustQuery(t, "state:archived queue:billing id:later-00,later-plain"), DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Matched != 2 || r.UniqueHeld != 0 {
+		t.Fatalf("dry run of free keys: matched %d, %d held; want 2, none", r.Matched, r.UniqueHeld)
 	}
 }

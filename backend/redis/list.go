@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -28,6 +29,7 @@ import (
 type row struct {
 	j      *sluicetype.Job
 	le, ep string
+	us     string // the unique-states mask, "" for a job without a key
 }
 
 // rows reads jobs by id as filter rows (missing ones left out, order
@@ -40,7 +42,7 @@ func (s *Store) rows(ctx context.Context, ids []string, payload, lastError bool)
 	out := make([]*row, 0, len(ids))
 	for i, j := range jobs {
 		if j != nil {
-			out = append(out, &row{j: j, le: hashes[i][fLastError], ep: hashes[i][fPattern]})
+			out = append(out, &row{j: j, le: hashes[i][fLastError], ep: hashes[i][fPattern], us: hashes[i][fUniqueStates]})
 		}
 	}
 	return out, nil
@@ -641,4 +643,111 @@ func (s *Store) countByWalk(ctx context.Context, p *backend.JobCountMatchingPara
 		return p.Max, true, nil
 	}
 	return n, false, nil
+}
+
+// JobCountUniqueHeld counts the matched jobs whose move to p.To would take
+// a key another job holds. The selection is walked as countByWalk walks
+// it (the best index for the filter); for the keyed jobs whose mask
+// holds p.To, the holders named under {ns}:uq:KEY are read a chunk a
+// round trip, and a name is trusted only while its job's state holds the
+// key, as uholder trusts it in the scripts.
+func (s *Store) JobCountUniqueHeld(ctx context.Context, p *backend.JobCountUniqueHeldParams) (*backend.UniqueHeldCount, error) {
+	if err := checkFilter(&p.Filter); err != nil {
+		return nil, err
+	}
+	out := &backend.UniqueHeldCount{}
+	if sluicetype.UniqueStateBit(p.To) == 0 {
+		return out, nil
+	}
+	f := &p.Filter
+	pl, err := s.planFor(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	check := func(rs []*row) error {
+		var keyed []*row
+		for _, r := range rs {
+			if r.j.UniqueKey == "" || !match(r, f, p.ExcludeSuperseded, p.AsOf) {
+				continue
+			}
+			if mask, _ := strconv.ParseInt(r.us, 10, 64); sluicetype.UniqueMaskHolds(mask, p.To) {
+				keyed = append(keyed, r)
+			}
+		}
+		return s.countHeld(ctx, keyed, out)
+	}
+	if pl.ids != nil {
+		rs, err := s.rows(ctx, pl.ids, needsPayload(f), true)
+		if err != nil {
+			return nil, err
+		}
+		return out, check(rs)
+	}
+	w := s.walkerFor(pl, "", false, 500)
+	for {
+		ms, err := w.next(ctx, 500)
+		if err != nil {
+			return nil, err
+		}
+		if len(ms) == 0 {
+			return out, nil
+		}
+		rs, err := s.rows(ctx, memberIDs(ms), needsPayload(f), true)
+		if err != nil {
+			return nil, err
+		}
+		if err := check(rs); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// countHeld adds to out the jobs of rs whose key another job holds.
+func (s *Store) countHeld(ctx context.Context, rs []*row, out *backend.UniqueHeldCount) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	pipe := s.c.Pipeline()
+	names := make([]*goredis.StringCmd, len(rs))
+	for i, r := range rs {
+		names[i] = pipe.Get(ctx, s.key("uq", r.j.UniqueKey))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+		return fmt.Errorf("redis: unique holders: %w", err)
+	}
+	var named []*row
+	var ids []string
+	for i, r := range rs {
+		if id := names[i].Val(); id != "" && id != r.j.ID {
+			named, ids = append(named, r), append(ids, id)
+		}
+	}
+	if len(named) == 0 {
+		return nil
+	}
+	pipe = s.c.Pipeline()
+	hs := make([]*goredis.SliceCmd, len(ids))
+	for i, id := range ids {
+		hs[i] = pipe.HMGet(ctx, s.key("job", id), fState, fUniqueStates, fUniqueKey)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+		return fmt.Errorf("redis: unique holders: %w", err)
+	}
+	for i, r := range named {
+		v := hs[i].Val()
+		if len(v) < 3 {
+			continue
+		}
+		st, _ := v[0].(string)
+		us, _ := v[1].(string)
+		key, _ := v[2].(string)
+		mask, _ := strconv.ParseInt(us, 10, 64)
+		if key == r.j.UniqueKey && sluicetype.UniqueMaskHolds(mask, sluicetype.State(st)) {
+			out.Held++
+			if out.Holder == "" || ids[i] < out.Holder {
+				out.Holder = ids[i]
+			}
+		}
+	}
+	return nil
 }
