@@ -45,24 +45,3 @@ func uniqueHolder(ctx context.Context, ctl engine.Control, id, key string) (stri
 	}
 	return "", nil
 }
-
-// heldKey is a sampled job a bulk retry would be refused for: a live
-// job (holder) holds its unique key.
-type heldKey struct{ id, holder string }
-
-// sampleHeld looks up, for a retry's preview, which sampled jobs with a
-// unique key a live job holds, so that the dialog says so before the
-// operator confirms. The sample is what it can afford: the run counts
-// every refusal in its result.
-func sampleHeld(ctx context.Context, ctl engine.Control, sample []*engine.Job) (keyed int, held []heldKey) {
-	for _, j := range sample {
-		if j.UniqueKey == "" {
-			continue
-		}
-		keyed++
-		if h, err := uniqueHolder(ctx, ctl, j.ID, j.UniqueKey); err == nil && h != "" {
-			held = append(held, heldKey{id: j.ID, holder: h})
-		}
-	}
-	return keyed, held
-}

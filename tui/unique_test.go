@@ -43,9 +43,9 @@ func TestUniqueKeyHeldRetry(t *testing.T) {
 	s.waitFor("0 retried · 1 failed (unique_held 1)", "live job uq-live holds")
 }
 
-// TestUniqueKeyHeldBulkRetry: a bulk retry's preview says which sampled
-// jobs a live job holds the unique key of, before the operator
-// confirms; the run refuses those and retries the rest.
+// TestUniqueKeyHeldBulkRetry: a bulk retry's preview says how many of
+// the matched jobs a live job holds the unique key of, naming one, before
+// the operator confirms; the run refuses those and retries the rest.
 func TestUniqueKeyHeldBulkRetry(t *testing.T) {
 	f := setup(t, false)
 	ctx := t.Context()
@@ -73,7 +73,7 @@ func TestUniqueKeyHeldBulkRetry(t *testing.T) {
 	s.keys("<enter>")
 	s.waitFor("uqb-dead-a")
 	s.keys("b")
-	s.waitFor("retry 3 jobs", "2 of the 3 sampled jobs with a unique key", "held by uqb-live-")
+	s.waitFor("retry 3 jobs", "2 of 3 matched are held by a live job, e.g. uqb-live-a;", "they will be refused")
 	s.keys("y")
 	s.waitFor("Bulk retry — pending")
 	f.startEngine(t)
