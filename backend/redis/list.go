@@ -17,9 +17,9 @@ import (
 )
 
 // Listing, counting and grouping. A filter is served by walking the best
-// index for it (ids, fingerprint, error groups, per-queue or per-kind
-// state sets, state sets) in keyset order and testing every condition in
-// Go on the jobs read (match); conditions no index serves (tags, error
+// index for it (ids, unique key, fingerprint, error groups, per-queue or
+// per-kind state sets, state sets) in keyset order and testing every
+// condition in Go on the jobs read (match); conditions no index serves (tags, error
 // text, payload and meta paths, times) cost the reading of the jobs of
 // the index walked, never a silent omission: when the caller asks for a
 // ScanReport the reading stops at the store's scan budget and says so.
@@ -162,7 +162,7 @@ func (w *walker) next(ctx context.Context, n int) ([]string, error) {
 // plan is how a filter is served: either a set of ids read directly, or
 // time-ordered indexes walked.
 type plan struct {
-	ids  []string // read directly (ids, fingerprint)
+	ids  []string // read directly (ids, unique key, fingerprint)
 	keys []string // walked
 	// hot are the members ("TIME:ID") of the running jobs that match the
 	// filter's queues and kinds: the claim path keeps running jobs out of
@@ -195,6 +195,14 @@ func (s *Store) planFor(ctx context.Context, f *sluicetype.Filter) (*plan, error
 	switch {
 	case len(f.IDs) > 0:
 		return &plan{ids: uniq(f.IDs)}, nil
+	case f.UniqueKey != "":
+		// A key's jobs are few (one holder, the rest finished): read them
+		// from the key's set rather than walking a state's index.
+		ids, err := s.c.SMembers(ctx, s.key("ukj", f.UniqueKey)).Result()
+		if err != nil {
+			return nil, fmt.Errorf("redis: unique key %s: %w", f.UniqueKey, err)
+		}
+		return &plan{ids: ids}, nil
 	case f.Fingerprint != "":
 		ids, err := s.c.SMembers(ctx, s.key("fpj", f.Fingerprint)).Result()
 		if err != nil {
