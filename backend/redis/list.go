@@ -654,11 +654,13 @@ func (s *Store) countByWalk(ctx context.Context, p *backend.JobCountMatchingPara
 }
 
 // JobCountUniqueHeld counts the matched jobs whose move to p.To would take
-// a key another job holds. The selection is walked as countByWalk walks
-// it (the best index for the filter); for the keyed jobs whose mask
-// holds p.To, the holders named under {ns}:uq:KEY are read a chunk a
-// round trip, and a name is trusted only while its job's state holds the
-// key, as uholder trusts it in the scripts.
+// a key another job holds. A filter served by ids (ids, unique key,
+// fingerprint) reads its jobs; any other reads the jobs carrying a key
+// (ukjobs), a chunk a round trip, and tests the filter on them, so a bulk
+// retry's preview of a million dead jobs without keys reads nothing
+// more. For the keyed jobs whose mask holds p.To, the holders named under
+// {ns}:uq:KEY are read, and a name is trusted only while its job's state
+// holds the key, as uholder trusts it in the scripts.
 func (s *Store) JobCountUniqueHeld(ctx context.Context, p *backend.JobCountUniqueHeldParams) (*backend.UniqueHeldCount, error) {
 	if err := checkFilter(&p.Filter); err != nil {
 		return nil, err
@@ -668,11 +670,11 @@ func (s *Store) JobCountUniqueHeld(ctx context.Context, p *backend.JobCountUniqu
 		return out, nil
 	}
 	f := &p.Filter
-	pl, err := s.planFor(ctx, f)
-	if err != nil {
-		return nil, err
-	}
-	check := func(rs []*row) error {
+	check := func(ids []string) error {
+		rs, err := s.rows(ctx, ids, needsPayload(f), true)
+		if err != nil {
+			return err
+		}
 		var keyed []*row
 		for _, r := range rs {
 			if r.j.UniqueKey == "" || !match(r, f, p.ExcludeSuperseded, p.AsOf) {
@@ -684,28 +686,33 @@ func (s *Store) JobCountUniqueHeld(ctx context.Context, p *backend.JobCountUniqu
 		}
 		return s.countHeld(ctx, keyed, out)
 	}
-	if pl.ids != nil {
-		rs, err := s.rows(ctx, pl.ids, needsPayload(f), true)
+	if len(f.IDs) > 0 || f.UniqueKey != "" || f.Fingerprint != "" {
+		pl, err := s.planFor(ctx, f)
 		if err != nil {
 			return nil, err
 		}
-		return out, check(rs)
+		return out, check(pl.ids)
 	}
-	w := s.walkerFor(pl, "", false, 500)
+	// SSCAN may return a member twice; each job is counted once.
+	seen := map[string]bool{}
+	var cursor uint64
 	for {
-		ms, err := w.next(ctx, 500)
+		ids, next, err := s.c.SScan(ctx, s.key("ukjobs"), cursor, "", 500).Result()
 		if err != nil {
+			return nil, fmt.Errorf("redis: jobs with unique keys: %w", err)
+		}
+		fresh := ids[:0]
+		for _, id := range ids {
+			if !seen[id] {
+				seen[id] = true
+				fresh = append(fresh, id)
+			}
+		}
+		if err := check(fresh); err != nil {
 			return nil, err
 		}
-		if len(ms) == 0 {
+		if cursor = next; cursor == 0 {
 			return out, nil
-		}
-		rs, err := s.rows(ctx, memberIDs(ms), needsPayload(f), true)
-		if err != nil {
-			return nil, err
-		}
-		if err := check(rs); err != nil {
-			return nil, err
 		}
 	}
 }

@@ -58,6 +58,8 @@
 //	                   its state holds the key (lua.go, uholder)
 //	ukj:KEY            the ids of the jobs carrying unique key KEY (set):
 //	                   the unique: filter reads it
+//	ukjobs             the ids of every job carrying a unique key (set): a
+//	                   bulk retry's preview counts held keys among them
 //	sup                the ids of superseded jobs (set)
 //	counts             "queue US state" -> jobs (hash): the maintained counters
 //	queues             every queue that had a job (set)
