@@ -34,7 +34,7 @@
 //	fingerprints.go  FingerprintGet, FingerprintList, FingerprintRelease
 //	workers.go       WorkerHeartbeat, WorkerDelete
 //	leader.go        LeaderAttempt, LeaderResign
-//	list.go          JobListPage, JobCountMatching (ControlStore)
+//	list.go          JobListPage, JobCountMatching, JobCountUniqueHeld (ControlStore)
 //	counts.go        JobCountByQueue, JobCountReconcile, the maintained counters
 //	errgroups.go     JobErrorGroups
 //	actions.go       JobAction, JobUpdatePayload, JobRetryCopy

@@ -43,7 +43,7 @@ var sections = []struct {
 	{"fingerprints.go", []string{"FingerprintGet", "FingerprintList", "FingerprintRelease"}},
 	{"workers.go", []string{"WorkerHeartbeat", "WorkerDelete"}},
 	{"leader.go", []string{"LeaderAttempt", "LeaderResign"}},
-	{"list.go", []string{"JobListPage", "JobCountMatching"}},
+	{"list.go", []string{"JobListPage", "JobCountMatching", "JobCountUniqueHeld"}},
 	{"counts.go", []string{"JobCountByQueue", "JobCountReconcile"}},
 	{"errgroups.go", []string{"JobErrorGroups"}},
 	{"actions.go", []string{"JobAction", "JobUpdatePayload", "JobRetryCopy"}},

@@ -24,6 +24,11 @@ type ControlStore interface {
 	// JobCountMatching counts jobs matching the filter, stopping at Max (0: no
 	// cap) and reporting whether it stopped.
 	JobCountMatching(ctx context.Context, p *JobCountMatchingParams) (n int64, capped bool, err error)
+	// JobCountUniqueHeld counts, of every job JobCountMatching would count
+	// for the same filter, those whose move to To would take a unique key
+	// another job holds, and names one such holder: a bulk retry's dry run
+	// says how many the run will refuse before it starts.
+	JobCountUniqueHeld(ctx context.Context, p *JobCountUniqueHeldParams) (*UniqueHeldCount, error)
 	// JobCountByQueue reads the maintained per-queue, per-state counters.
 	JobCountByQueue(ctx context.Context, p *JobCountByQueueParams) (map[string]map[sluicetype.State]int64, error)
 	// JobCountReconcile recounts the counters from the jobs themselves.
@@ -117,6 +122,25 @@ type JobCountMatchingParams struct {
 	// Scan, as in JobListPageParams: a store whose scan is bounded fills it
 	// and answers the count of the jobs it examined (a lower bound).
 	Scan *sluicetype.ScanReport
+}
+
+// JobCountUniqueHeldParams selects the jobs as JobCountMatchingParams does
+// (without a cap: every matched job is looked at) and names the state
+// their move leads to, whose bit in a job's unique-states mask says the
+// move would take the job's key.
+type JobCountUniqueHeldParams struct {
+	Filter            sluicetype.Filter
+	ExcludeSuperseded bool
+	AsOf              *time.Time
+	To                sluicetype.State
+}
+
+// UniqueHeldCount answers JobCountUniqueHeld: how many matched jobs a
+// live other job holds the key of, and one of those holders ("" for
+// none).
+type UniqueHeldCount struct {
+	Held   int64
+	Holder string
 }
 
 type JobCountByQueueParams struct {

@@ -83,6 +83,9 @@ nothing else runs maintenance.`,
 					return printJSON(cmd.OutOrStdout(), preview)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s would %s %s job(s) matching %s\n", "dry run:", action, count, sel)
+				if line := uniqueHeldLine(preview); line != "" {
+					fmt.Fprintln(cmd.OutOrStdout(), line)
+				}
 				if pl := preview.Plan; pl != nil {
 					at := pl.Cutoff.UTC().Format(time.RFC3339Nano)
 					fmt.Fprintf(cmd.OutOrStdout(), "plan: %s %s, jobs in that state by %s\n", pl.Action, pl.Selector, at)
@@ -105,6 +108,10 @@ nothing else runs maintenance.`,
 			if pl := preview.Plan; pl != nil {
 				question = fmt.Sprintf("%s %s job(s) matching %s (only those in that state by the preview, %s; none that enter it later)?",
 					action, count, sel, pl.Cutoff.UTC().Format(time.RFC3339))
+			}
+			if line := uniqueHeldLine(preview); line != "" {
+				// Said before the question: those retries will be refused.
+				fmt.Fprintln(cmd.ErrOrStderr(), line)
 			}
 			if o.yes {
 				// Unasked, the count is still said: what the run takes.
@@ -239,4 +246,15 @@ func printOperation(w io.Writer, op *engine.Operation) error {
 		fmt.Fprintf(tw, "error\t%s\n", op.Error)
 	}
 	return tw.Flush()
+}
+
+// uniqueHeldLine says how many of a retry's matched jobs a live job holds
+// the unique key of, naming one holder ("" for none): the run refuses
+// them, and the operator reads it before confirming.
+func uniqueHeldLine(p *engine.BulkResult) string {
+	if p.UniqueHeld == 0 {
+		return ""
+	}
+	return fmt.Sprintf("unique keys: %d of %d matched are held by a live job, e.g. %s; they will be refused",
+		p.UniqueHeld, p.Matched, termtext.Line(p.UniqueHolder))
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,7 +20,9 @@ func newSchedulesCmd() *cobra.Command {
 with their next fires, last job and its state, and dead jobs; pause or resume
 one (every process passes over its ticks while paused), or trigger a run now,
 on a server (--api) or directly on a store (--store). A schedule no process
-declares any more is listed as gone.`}
+declares any more is listed as gone. RECENT is the last five ticks, oldest
+first, as the console's :schedules draws them: ✓ completed, ✗ dead, • under
+way, - cancelled, · no job (passed over, missed or deleted).`}
 	o.addFlags(cmd)
 	list := &cobra.Command{
 		Use:   "list",
@@ -39,7 +42,7 @@ declares any more is listed as gone.`}
 				}
 				after = page.Next
 			}
-		}, tableOf("SCHEDULE\tSPEC\tZONE\tSTATUS\tNEXT\tLAST JOB\tLAST STATE\tDEAD", scheduleRow)),
+		}, tableOf("SCHEDULE\tSPEC\tZONE\tSTATUS\tNEXT\tLAST JOB\tLAST STATE\tDEAD\tRECENT", scheduleRow)),
 	}
 	action := func(verb, short string, call func(c engine.Control, s *session, name string) error) *cobra.Command {
 		return &cobra.Command{
@@ -96,5 +99,31 @@ func scheduleRow(s engine.ScheduleInfo) []string {
 	if s.LastState != "" {
 		state = string(s.LastState)
 	}
-	return []string{s.Name, s.Spec, s.Zone, scheduleStatus(s), next, last, state, fmt.Sprint(s.Dead)}
+	return []string{s.Name, s.Spec, s.Zone, scheduleStatus(s), next, last, state, fmt.Sprint(s.Dead), recentRuns(s.Recent)}
+}
+
+// recentRuns writes a schedule's last ticks, oldest first, a mark each,
+// the marks of the console's :schedules: ✓ completed, ✗ dead (archived,
+// quarantined, undecodable), • under way, - cancelled, · no job. A
+// schedule with no tick yet reads "none", not a mark.
+func recentRuns(rs []engine.ScheduleRun) string {
+	if len(rs) == 0 {
+		return "none"
+	}
+	var b strings.Builder
+	for _, r := range rs {
+		switch r.State {
+		case engine.StateCompleted:
+			b.WriteString("✓")
+		case engine.StateArchived, engine.StateQuarantined, engine.StateUndecodable:
+			b.WriteString("✗")
+		case engine.StateCancelled:
+			b.WriteString("-")
+		case "":
+			b.WriteString("·")
+		default:
+			b.WriteString("•")
+		}
+	}
+	return b.String()
 }

@@ -47,6 +47,10 @@ func TestSchedulesCommands(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(out, "SCHEDULE") {
 		t.Fatalf("schedules list: exit %d %s %s", code, out, stderr)
 	}
+	// No tick has passed since the schedules were made: no recent runs.
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); !strings.HasSuffix(lines[0], "DEAD  RECENT") || !strings.HasSuffix(lines[1], " none") {
+		t.Errorf("schedules list lacks the RECENT column:\n%s", out)
+	}
 	for _, want := range []string{"nightly", "30 2 * * *", "Europe/Berlin", "B-00", "archived", "hourly", "@hourly"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("schedules list lacks %q:\n%s", want, out)
@@ -76,5 +80,29 @@ func TestSchedulesCommands(t *testing.T) {
 	}
 	if code, _, stderr = runCLI(t, "", "schedules", "pause", "nope", "--store", store); code != 1 || !strings.Contains(stderr, "schedule nope") || !strings.Contains(stderr, "not found") {
 		t.Fatalf("schedules pause of an unknown one: exit %d %s", code, stderr)
+	}
+}
+
+// TestScheduleRowRecent: the list's RECENT cell marks each of a
+// schedule's last ticks, oldest first, as the console's :schedules does.
+func TestScheduleRowRecent(t *testing.T) {
+	run := func(st engine.State) engine.ScheduleRun { return engine.ScheduleRun{Job: "j", State: st} }
+	for _, tc := range []struct {
+		name   string
+		recent []engine.ScheduleRun
+		want   string
+	}{
+		{"no tick yet", nil, "none"},
+		{"every mark", []engine.ScheduleRun{run(engine.StateCompleted), run(engine.StateArchived), run(engine.StateRunning),
+			run(engine.StateCancelled), run("")}, "✓✗•-·"},
+		{"dead kinds and waiting ones", []engine.ScheduleRun{run(engine.StateQuarantined), run(engine.StateUndecodable),
+			run(engine.StateScheduled), run(engine.StateAvailable), run(engine.StateRetryable)}, "✗✗•••"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			row := scheduleRow(engine.ScheduleInfo{Name: "n", Spec: "@hourly", Zone: "UTC", Recent: tc.recent})
+			if got := row[len(row)-1]; got != tc.want {
+				t.Errorf("RECENT %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

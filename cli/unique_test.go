@@ -14,7 +14,8 @@ import (
 
 // TestJobsRetryNamesUniqueHolder: sluice jobs retry of a cancelled unique
 // job whose key a live job took since fails, naming the live job, one id
-// or several.
+// or several; sluice bulk retry --dry-run says how many of those it
+// matched and names a holder.
 func TestJobsRetryNamesUniqueHolder(t *testing.T) {
 	path := sqlitetest.Path(t)
 	ctx := engine.WithActor(context.Background(), "maya")
@@ -55,6 +56,11 @@ func TestJobsRetryNamesUniqueHolder(t *testing.T) {
 	code, out, stderr = runCLI(t, "", "jobs", "retry", "uq-dead")
 	if code != 1 || !strings.Contains(out+stderr, "live job uq-live holds its unique key") {
 		t.Fatalf("jobs retry uq-dead: exit %d\n%s\n%s", code, out, stderr)
+	}
+	// The bulk dry run counts the held jobs among every matched one.
+	code, out, stderr = runCLI(t, "", "bulk", "retry", "--state", "cancelled", "--queue", "billing", "--dry-run")
+	if code != 0 || !strings.Contains(out, "unique keys: 1 of 2 matched are held by a live job, e.g. uq-live; they will be refused") {
+		t.Fatalf("bulk retry --dry-run: exit %d\n%s\n%s", code, out, stderr)
 	}
 	code, out, stderr = runCLI(t, "", "jobs", "retry", "uq-dead", "plain")
 	if code != 1 || !strings.Contains(out, "unique_held") || !strings.Contains(out, "live job uq-live") || !strings.Contains(stderr, "1 of 2 failed") {

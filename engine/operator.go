@@ -605,6 +605,14 @@ func (e *Engine) bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 				return nil, fmt.Errorf("bulk sample: %w", err)
 			}
 			res.Sample = sample
+			if spec.MayTakeUniqueKey() {
+				held, err := e.store.JobCountUniqueHeld(ctx, &backend.JobCountUniqueHeldParams{Filter: storeFilter(sel),
+					ExcludeSuperseded: !sel.IncludeSuperseded, AsOf: cutoff, To: spec.To})
+				if err != nil {
+					return nil, fmt.Errorf("bulk unique keys: %w", err)
+				}
+				res.UniqueHeld, res.UniqueHolder = held.Held, held.Holder
+			}
 		}
 		return res, nil
 	}

@@ -260,6 +260,11 @@ type BulkResult struct {
 	Matched   int64  `json:"matched"`
 	Estimated bool   `json:"estimated,omitempty"`
 	Sample    []*Job `json:"sample,omitempty"`
+	// UniqueHeld, on a retry's dry run, counts the matched jobs (every
+	// one, not the sample) whose unique key a live other job holds: the
+	// run will refuse them. UniqueHolder names one of those holders.
+	UniqueHeld   int64  `json:"unique_held,omitempty"`
+	UniqueHolder string `json:"unique_holder,omitempty"`
 	// Plan, on a dry run's answer, is what to hand the run so that it does
 	// what the preview showed; absent when the selector names no state the
 	// action changes (nothing to do).

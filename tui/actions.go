@@ -90,6 +90,7 @@ func (m *Model) act(a engine.Action) tea.Cmd {
 		return m.startBulk(a, v.effectiveFilter(), "all jobs matching the filter")
 	}
 	ids := v.markedIDs()
+	marked := len(ids) > 0
 	var title string
 	var lines []string
 	if len(ids) == 0 {
@@ -142,7 +143,13 @@ func (m *Model) act(a engine.Action) tea.Cmd {
 		},
 	}
 	m.dlg.confirm = d
-	if a == engine.ActionRetry && len(ids) == 1 {
+	switch {
+	case a != engine.ActionRetry:
+	case marked:
+		// Marked jobs: how many a live job holds the key of, said in
+		// the dialog while the operator reads it.
+		return m.uniqueMarkedCmd(d, ids)
+	default:
 		if j, _, _ := m.oneJob(); j != nil && j.ID == ids[0] && j.UniqueKey != "" {
 			// Whether a live job holds the key, said in the dialog
 			// while the operator reads it: the retry would be refused.
@@ -152,15 +159,13 @@ func (m *Model) act(a engine.Action) tea.Cmd {
 	return nil
 }
 
-// uniqueHolderSeen adds the holder to its confirmation, if still open.
+// uniqueHolderSeen adds a unique key's note to its confirmation, if still
+// open: an answer for a dialog since closed or replaced is dropped.
 func (m *Model) uniqueHolderSeen(msg uniqueHolderMsg) {
-	if msg.holder == "" || m.dlg.confirm != msg.dlg {
+	if msg.note == "" || m.dlg.confirm != msg.dlg {
 		return
 	}
-	msg.dlg.notes = append(msg.dlg.notes, dialogNote{
-		text:  "live job " + termtext.Line(msg.holder) + " holds this job's unique key: the retry will be refused",
-		style: m.theme.WarnText,
-	})
+	msg.dlg.notes = append(msg.dlg.notes, dialogNote{text: msg.note, style: m.theme.WarnText})
 }
 
 // confirmForcedRetry asks before retrying a superseded job (retried with

@@ -83,11 +83,6 @@ type bulkDialog struct {
 	live   liveKey
 	base   int64
 	baseOK bool
-
-	// keyed and held: of the preview's sample, the jobs with a unique
-	// key, and those a live job holds the key of (a retry refuses them).
-	keyed int
-	held  []heldKey
 }
 
 // liveKey names the live count that counts a selector: one state, in one
@@ -344,7 +339,6 @@ func (m *Model) bulkMsg(msg tea.Msg) tea.Cmd {
 			b.asOf = msg.res.Plan.Cutoff
 		}
 		b.base, b.baseOK = msg.base, msg.baseOK
-		b.keyed, b.held = msg.keyed, msg.held
 		return bulkAgeTick(b.seq)
 	case bulkAgeTickMsg:
 		if b == nil || msg.seq != b.seq || b.phase != bulkPreview || !b.visible {

@@ -297,12 +297,12 @@ func (m *Model) bulkPreviewLines(inner, h int) []string {
 				clip(r.queue+" "+r.kind+" "+t.ErrorText.Render(r.errMsg), rest))
 		}
 	}
-	if len(b.held) > 0 {
+	if p.UniqueHeld > 0 {
 		// Said before the operator confirms: these retries will be
-		// refused, as a single retry's dialog says.
-		h := b.held[0]
-		addWrapped(keepAlways, fmt.Sprintf("%d of the %d sampled jobs with a unique key: a live job holds it (%s held by %s) — the run refuses those and counts them",
-			len(b.held), b.keyed, termtext.Line(h.id), termtext.Line(h.holder)), t.WarnText.Render)
+		// refused, as a single retry's dialog says. The store counted
+		// every matched job, not the sample.
+		addWrapped(keepAlways, fmt.Sprintf("%d of %d matched are held by a live job, e.g. %s; they will be refused",
+			p.UniqueHeld, p.Matched, termtext.Line(p.UniqueHolder)), t.WarnText.Render)
 	}
 	addWrapped(keepNotes, "the run takes at most these "+count+": jobs that enter the state after this preview are left alone", t.Muted.Render)
 	if p.Matched > 0 {

@@ -265,10 +265,6 @@ type bulkPreviewMsg struct {
 	at     time.Time
 	base   int64
 	baseOK bool
-	// keyed counts the sampled jobs with a unique key, held those a live
-	// job holds the key of (retries only).
-	keyed int
-	held  []heldKey
 }
 
 // dryRunCmd runs b's dry run under b's tag and, when the counters count
@@ -287,9 +283,6 @@ func (m *Model) dryRunCmd(b *bulkDialog) tea.Cmd {
 		msg := bulkPreviewMsg{seq: seq, res: res, err: err, at: now()}
 		if err != nil {
 			return msg
-		}
-		if p.Action == engine.ActionRetry {
-			msg.keyed, msg.held = sampleHeld(c, ctl, res.Sample)
 		}
 		if !live.ok {
 			return msg

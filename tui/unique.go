@@ -2,20 +2,29 @@ package tui
 
 import (
 	"context"
+	"fmt"
 
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/termtext"
 )
 
 // Unique keys in the console: before a retry is confirmed, whether a live
-// job holds the retried job's key — the store would refuse the retry.
+// job holds the retried job's key — the store would refuse the retry. A
+// bulk retry's preview has the store's own count (BulkResult.UniqueHeld).
 
-// uniqueHolderMsg answers uniqueHolderCmd: the live job holding the
-// unique key of the job a confirmation asks to retry ("" for none).
+// uniqueMarkCap is how many marked jobs a marked retry's confirmation
+// looks up: one read of their keys, then one per keyed job, while the
+// operator reads the dialog. Past it the note says how many it checked;
+// the run's per-id results still name every holder.
+const uniqueMarkCap = 20
+
+// uniqueHolderMsg answers uniqueHolderCmd and uniqueMarkedCmd: the note
+// a retry's confirmation gains ("" for none: no live job holds a key).
 type uniqueHolderMsg struct {
-	dlg    *confirmDialog
-	holder string
+	dlg  *confirmDialog
+	note string
 }
 
 // uniqueHolderCmd looks for the live job holding key (uniqueHolder).
@@ -26,7 +35,54 @@ func (m *Model) uniqueHolderCmd(d *confirmDialog, id, key string) tea.Cmd {
 		defer cancel()
 		// On an error the retry's answer will say.
 		holder, _ := uniqueHolder(c, ctl, id, key)
-		return uniqueHolderMsg{dlg: d, holder: holder}
+		if holder == "" {
+			return uniqueHolderMsg{dlg: d}
+		}
+		return uniqueHolderMsg{dlg: d, note: "live job " + termtext.Line(holder) + " holds this job's unique key: the retry will be refused"}
+	}
+}
+
+// uniqueMarkedCmd counts, of the first uniqueMarkCap marked jobs, those
+// whose unique key a live job holds, for a marked retry's confirmation.
+func (m *Model) uniqueMarkedCmd(d *confirmDialog, ids []string) tea.Cmd {
+	ctl, ctx := m.ctl, m.ctx
+	total := len(ids)
+	ids = ids[:min(len(ids), uniqueMarkCap)]
+	return func() tea.Msg {
+		c, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		// On an error the retry's per-id results will say.
+		page, err := ctl.ListJobs(c, engine.ListJobsParams{Filter: engine.Filter{IDs: ids, IncludeSuperseded: true}, Limit: len(ids)})
+		if err != nil {
+			return uniqueHolderMsg{dlg: d}
+		}
+		byID := make(map[string]*engine.Job, len(page.Jobs))
+		for _, j := range page.Jobs {
+			byID[j.ID] = j
+		}
+		held := 0
+		var first, holder string
+		for _, id := range ids {
+			j := byID[id]
+			if j == nil || j.UniqueKey == "" {
+				continue
+			}
+			if h, err := uniqueHolder(c, ctl, j.ID, j.UniqueKey); err == nil && h != "" {
+				held++
+				if first == "" {
+					first, holder = j.ID, h
+				}
+			}
+		}
+		if held == 0 {
+			return uniqueHolderMsg{dlg: d}
+		}
+		of := fmt.Sprintf("%d of %d marked", held, total)
+		if len(ids) < total {
+			of = fmt.Sprintf("%d of the first %d of %d marked", held, len(ids), total)
+		}
+		return uniqueHolderMsg{dlg: d, note: fmt.Sprintf("%s are held by a live job, e.g. %s by %s; those retries will be refused",
+			of, termtext.Line(first), termtext.Line(holder))}
 	}
 }
 
@@ -44,25 +100,4 @@ func uniqueHolder(ctx context.Context, ctl engine.Control, id, key string) (stri
 		}
 	}
 	return "", nil
-}
-
-// heldKey is a sampled job a bulk retry would be refused for: a live
-// job (holder) holds its unique key.
-type heldKey struct{ id, holder string }
-
-// sampleHeld looks up, for a retry's preview, which sampled jobs with a
-// unique key a live job holds, so that the dialog says so before the
-// operator confirms. The sample is what it can afford: the run counts
-// every refusal in its result.
-func sampleHeld(ctx context.Context, ctl engine.Control, sample []*engine.Job) (keyed int, held []heldKey) {
-	for _, j := range sample {
-		if j.UniqueKey == "" {
-			continue
-		}
-		keyed++
-		if h, err := uniqueHolder(ctx, ctl, j.ID, j.UniqueKey); err == nil && h != "" {
-			held = append(held, heldKey{id: j.ID, holder: h})
-		}
-	}
-	return keyed, held
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -45,6 +46,8 @@ func uniqueChecks() []check {
 		{name: "BadInputRefused", fn: testUniqueBadInput},
 		{name: "RetryRefusedNamesHolder", fn: testUniqueRetryRefused},
 		{name: "BulkRetryCountsHeld", fn: testUniqueBulkRetry},
+		{name: "PreviewCountsHeldKeys", fn: testUniquePreviewHeld},
+		{name: "CopiesCarryTheKey", fn: testUniqueCopies},
 	}
 }
 
@@ -415,4 +418,139 @@ func testUniqueBulkRetry(t *testing.T, h Harness) {
 			t.Fatalf("bulk retry left %s: %s", id, describe(j))
 		}
 	}
+}
+
+// testUniquePreviewHeld dry-runs a bulk retry whose held jobs are the
+// oldest of more than a sample's worth: the preview counts every matched
+// job whose key a live job holds, not the sample's, and names a holder;
+// a dead job whose key nobody holds and a plain one are not counted.
+func testUniquePreviewHeld(t *testing.T, h Harness) {
+	f := newUnique(t, h)
+	if !backend.Declares(f.s, backend.CapabilityOperations) {
+		t.Skip("SKIP: no bulk operations")
+	}
+	_, holders := f.uniqueDeadAndHolder(t, "prev", 3)
+	var ps []engine.EnqueueParams
+	for i := range engine.BulkSampleSize + 1 {
+		ps = append(ps, engine.EnqueueParams{ID: fmt.Sprintf("later-%02d", i), Queue: "billing", Kind: "fail", MaxAttempts: 1,
+			Unique: &engine.UniqueOpts{ByPayload: true}, Payload: json.RawMessage(fmt.Sprintf(`{"later":%d}`, i))})
+	}
+	ps = append(ps, engine.EnqueueParams{ID: "later-plain", Queue: "billing", Kind: "fail", MaxAttempts: 1, Payload: json.RawMessage(`{"msg":"plain"}`)})
+	f.enqueueMany(t, ps...)
+	for _, p := range ps {
+		waitState(t, f.s, p.ID, engine.StateArchived)
+	}
+	if err := f.c.PauseQueue(f.ctx, "billing"); err != nil {
+		t.Fatal(err)
+	}
+	sel := mustQuery(t, "state:archived queue:billing")
+	r, err := f.c.Bulk(f.ctx, engine.BulkParams{Action: engine.ActionRetry, Selector: sel, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(3 + len(ps)); r.Matched != want {
+		t.Fatalf("dry run matched %d, want %d", r.Matched, want)
+	}
+	for _, j := range r.Sample {
+		if strings.HasPrefix(j.ID, "prev-") {
+			t.Fatalf("the sample holds %s: the check needs the held jobs outside it", j.ID)
+		}
+	}
+	if r.UniqueHeld != 3 || !slices.Contains(holders, r.UniqueHolder) {
+		t.Fatalf("dry run: %d held, holder %q; want 3 held by one of %v", r.UniqueHeld, r.UniqueHolder, holders)
+	}
+	// A delete takes no key: nothing to count.
+	r, err = f.c.Bulk(f.ctx, engine.BulkParams{Action: engine.ActionDelete, Selector: sel, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.UniqueHeld != 0 || r.UniqueHolder != "" {
+		t.Fatalf("delete's dry run: %d held, holder %q; want none", r.UniqueHeld, r.UniqueHolder)
+	}
+	// A selection of free keys only: none held.
+	r, err = f.c.Bulk(f.ctx, engine.BulkParams{Action: engine.ActionRetry, Selector: mustQuery(t, "state:archived queue:billing id:later-00,later-plain"), DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Matched != 2 || r.UniqueHeld != 0 {
+		t.Fatalf("dry run of free keys: matched %d, %d held; want 2, none", r.Matched, r.UniqueHeld)
+	}
+}
+
+// testUniqueCopies: a retry with new input and a replay from a step copy
+// the original's unique key. While a live job holds it each is refused
+// naming that job, and writes nothing; once the key is free the copy
+// takes it, so a duplicate enqueue finds the copy and the next copy is
+// refused naming it.
+func testUniqueCopies(t *testing.T, h Harness) {
+	f := newUnique(t, h)
+	dead, holders := f.uniqueDeadAndHolder(t, "copy", 2)
+	key := getJob(t, f.s, dead[0]).UniqueKey
+	fork := func(id, newID string) error {
+		j := getJob(t, f.s, id)
+		_, err := f.s.JobFork(f.ctx, &backend.JobForkParams{ID: id, Version: j.Version, NewID: newID,
+			Checkpoint: json.RawMessage(`{}`), OriginalCheckpoint: json.RawMessage(`{}`),
+			OriginalEvent: backend.EventWrite{Kind: engine.EventRetried, Message: "replayed as " + newID},
+			CopyEvent:     backend.EventWrite{Kind: engine.EventRetried, To: engine.StateAvailable, Message: "replay of " + id}})
+		return err
+	}
+	withInput := func(id, newID string) error {
+		_, err := f.c.RetryWithInput(f.ctx, id, engine.RetryWithInputParams{ID: newID, Payload: json.RawMessage(`{"fixed":true}`)})
+		return err
+	}
+	wantHeld := func(what string, err error, id, holder string) {
+		t.Helper()
+		var held *engine.UniqueHeldError
+		if !errors.As(err, &held) && !(errors.Is(err, engine.ErrConflict) && strings.Contains(err.Error(), "live job "+holder+" holds")) {
+			t.Fatalf("%s of %s: %v, want a UniqueHeldError naming %s", what, id, err, holder)
+		}
+		if held != nil && (held.HolderID != holder || held.ID != id || held.Key != key) {
+			t.Fatalf("%s of %s: %+v, want %s held by %s", what, id, held, key, holder)
+		}
+	}
+	wantHeld("retry with input", withInput(dead[0], "copy-input-0"), dead[0], holders[0])
+	wantHeld("replay", fork(dead[0], "copy-fork-0"), dead[0], holders[0])
+	for _, id := range []string{"copy-input-0", "copy-fork-0"} {
+		if j := tryJob(f.s, id); j != nil {
+			t.Fatalf("a refused copy was written: %s", describe(j))
+		}
+	}
+	if j := getJob(t, f.s, dead[0]); j.SupersededBy != "" || j.State != engine.StateArchived {
+		t.Fatalf("a refused copy changed the original: %s", describe(j))
+	}
+
+	// The key freed, a retry with input takes it.
+	if _, err := f.e.Cancel(f.ctx, holders[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.PauseQueue(f.ctx, "billing"); err != nil {
+		t.Fatal(err)
+	}
+	if err := withInput(dead[0], "copy-input-1"); err != nil {
+		t.Fatalf("retry with input of %s, key free: %v", dead[0], err)
+	}
+	if j := getJob(t, f.s, "copy-input-1"); j.UniqueKey != key {
+		t.Fatalf("the copy carries key %q, want %q", j.UniqueKey, key)
+	}
+	dup := f.enqueueMany(t, engine.EnqueueParams{ID: "copy-dup", Queue: "billing", Kind: "fail", MaxAttempts: 1,
+		Unique: &engine.UniqueOpts{ByPayload: true}, Payload: json.RawMessage(`{"i":0,"msg":"copy"}`)})
+	if !dup[0].Existing || dup[0].Job.ID != "copy-input-1" {
+		t.Fatalf("a duplicate of the copied key: %+v, want the copy copy-input-1 returned", dup[0].Job)
+	}
+
+	// A replay of the other dead job once its holder is gone takes its key
+	// too; a retry with input of it is then refused naming the replay.
+	if _, err := f.e.Cancel(f.ctx, holders[1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := fork(dead[1], "copy-fork-1"); err != nil {
+		t.Fatalf("replay of %s, key free: %v", dead[1], err)
+	}
+	key = getJob(t, f.s, dead[1]).UniqueKey
+	if j := getJob(t, f.s, "copy-fork-1"); j.UniqueKey != key {
+		t.Fatalf("the replay carries key %q, want %q", j.UniqueKey, key)
+	}
+	_, err := f.s.JobRetryCopy(f.ctx, &backend.JobRetryCopyParams{ID: dead[1], NewID: "copy-input-2", Payload: json.RawMessage(`{"fixed":2}`),
+		OriginalEvent: backend.EventWrite{Kind: engine.EventRetried}, CopyEvent: backend.EventWrite{Kind: engine.EventRetried, To: engine.StateAvailable}})
+	wantHeld("retry with input", err, dead[1], "copy-fork-1")
 }

@@ -73,10 +73,13 @@ const (
 	sqlUpdatePayload = `UPDATE {s}.jobs SET payload = $2, fingerprint = $3, version = version + 1
 		WHERE id = $1 RETURNING ` + jobColumns
 	// $1 original id, $2 new id, $3 payload, $4 fingerprint, $5 now.
+	// The copy carries the original's unique key: the index refuses it
+	// while a job holds the key, and it holds the key otherwise.
 	sqlInsertRetryCopy = `INSERT INTO {s}.jobs (id, queue, kind, payload, schema_version, metadata, tags, priority,
-		state, max_attempts, fingerprint, scheduled_at, timeout_ns, created_at, state_changed_at, retry_of)
+		state, max_attempts, fingerprint, scheduled_at, timeout_ns, created_at, state_changed_at, retry_of,
+		unique_key, unique_states)
 	SELECT $2, queue, kind, $3, schema_version, metadata, tags, priority,
-		'available', max_attempts, $4, $5, timeout_ns, $5, $5, id
+		'available', max_attempts, $4, $5, timeout_ns, $5, $5, id, unique_key, unique_states
 	FROM {s}.jobs WHERE id = $1
 	ON CONFLICT (id) DO NOTHING`
 	// $1 id, $2 the copy's id.
@@ -243,6 +246,10 @@ func (s *Store) JobRetryCopy(ctx context.Context, p *backend.JobRetryCopyParams)
 				return &sluicetype.QuarantinedError{Verb: "retry with input", ID: p.ID, Fingerprint: p.Fingerprint}
 			}
 		}
+		// Named before the insert, which the index would abort.
+		if held, err := uniqueHolderOf(ctx, tx, tx.q(sqlCopyHolderOf), "retry with input", p.ID, sluicetype.StateAvailable); err != nil || held != nil {
+			return cmp.Or[error](err, held)
+		}
 		tag, err := tx.Exec(ctx, tx.q(sqlInsertRetryCopy), p.ID, p.NewID, string(p.Payload), p.Fingerprint, tx.nowNs)
 		if err != nil {
 			return fmt.Errorf("postgres: retry job %s with input: %w", p.ID, err)
@@ -257,7 +264,7 @@ func (s *Store) JobRetryCopy(ctx context.Context, p *backend.JobRetryCopyParams)
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, s.copyHeld(ctx, err, "retry with input", p.ID)
 	}
 	return out, nil
 }
@@ -286,4 +293,16 @@ func (s *Store) finishCopy(ctx context.Context, tx *wtx, what string, r *actionR
 		return nil, err
 	}
 	return j, s.notifyQueues(ctx, tx, map[string]bool{j.Queue: true})
+}
+
+// copyHeld names the holder when the index refused a copy's key (another
+// session's job took it between the read and the insert), else returns
+// err.
+func (s *Store) copyHeld(ctx context.Context, err error, verb, id string) error {
+	if isUniqueHeld(err) {
+		if held, herr := uniqueHolderOf(ctx, s.pool, s.sql(sqlCopyHolderOf), verb, id, sluicetype.StateAvailable); herr == nil && held != nil {
+			return held
+		}
+	}
+	return err
 }

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -32,6 +33,10 @@ func (s *Store) JobFork(ctx context.Context, p *backend.JobForkParams) (*sluicet
 				return &sluicetype.QuarantinedError{Verb: "replay", ID: p.ID, Fingerprint: r.fingerprint}
 			}
 		}
+		// Named before the insert, which the index would abort.
+		if held, err := uniqueHolderOf(ctx, tx, tx.q(sqlCopyHolderOf), "replay", p.ID, sluicetype.StateAvailable); err != nil || held != nil {
+			return cmp.Or[error](err, held)
+		}
 		tag, err := tx.Exec(ctx, tx.q(sqlInsertForkCopy), p.ID, p.NewID, tx.nowNs, string(p.Checkpoint))
 		if err != nil {
 			return fmt.Errorf("postgres: replay job %s: %w", p.ID, err)
@@ -46,7 +51,7 @@ func (s *Store) JobFork(ctx context.Context, p *backend.JobForkParams) (*sluicet
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, s.copyHeld(ctx, err, "replay", p.ID)
 	}
 	return out, nil
 }

@@ -303,6 +303,12 @@ func (s *Store) insertUnique(ctx context.Context, tx *wtx, jp *backend.JobInsert
 var sqlUniqueHolderOf = `SELECT j.unique_key, h.id FROM {s}.jobs j JOIN {s}.jobs h ON h.unique_key = j.unique_key AND h.id <> j.id
 	WHERE j.id = $1 AND j.unique_key <> '' AND (j.unique_states & $2::int) <> 0 AND ` + uniqueHoldsSQL("h") + ` LIMIT 1`
 
+// sqlCopyHolderOf finds, for job $1, the job holding its unique key, $1
+// itself among them, when a copy's state ($2's bit) holds it: a copy of
+// $1 (retry with input, replay) takes the key while none holds it.
+var sqlCopyHolderOf = `SELECT j.unique_key, h.id FROM {s}.jobs j JOIN {s}.jobs h ON h.unique_key = j.unique_key
+	WHERE j.id = $1 AND j.unique_key <> '' AND (j.unique_states & $2::int) <> 0 AND ` + uniqueHoldsSQL("h") + ` LIMIT 1`
+
 // uniqueHolderOf returns the refusal of a move of job id into the states
 // that hold its key while another job holds it, or nil.
 // query is sqlUniqueHolderOf with the schema in place; to the state the

@@ -43,10 +43,12 @@ var (
 	WHERE id = $1
 	RETURNING queue`
 	// $1 original, $2 the copy's id, $3 now, $4 the copy's checkpoint.
+	// The copy carries the original's unique key, as a retry with input's.
 	sqlInsertForkCopy = `INSERT INTO {s}.jobs (id, queue, kind, payload, schema_version, metadata, tags, priority,
-		state, max_attempts, fingerprint, scheduled_at, timeout_ns, created_at, state_changed_at, checkpoint)
+		state, max_attempts, fingerprint, scheduled_at, timeout_ns, created_at, state_changed_at, checkpoint,
+		unique_key, unique_states)
 	SELECT $2, queue, kind, payload, schema_version, metadata, tags, priority,
-		'available', max_attempts, fingerprint, $3, timeout_ns, $3, $3, $4::jsonb
+		'available', max_attempts, fingerprint, $3, timeout_ns, $3, $3, $4::jsonb, unique_key, unique_states
 	FROM {s}.jobs WHERE id = $1
 	ON CONFLICT (id) DO NOTHING`
 	sqlForkOriginal = `UPDATE {s}.jobs SET checkpoint = $2::jsonb, superseded_by = $3, version = version + 1 WHERE id = $1`

@@ -176,7 +176,7 @@ func (s *Store) JobUpdatePayload(ctx context.Context, p *backend.JobUpdatePayloa
 // c_to, c_msg (on the copy).
 //
 // Returns the copy ({fields, errors}). Errors: "NOTFOUND", "STATE
-// <state>", "QUAR <fingerprint>", "CONFLICT".
+// <state>", "QUAR <fingerprint>", "UHELD <holder> <key>", "CONFLICT".
 var luaRetryWithInput = script(`
 local A = args(4)
 local J = load(A.id)
@@ -184,6 +184,14 @@ if not J then return redis.error_reply('NOTFOUND') end
 if not set(split(A.allowed))[J[F.state]] then return redis.error_reply('STATE ' .. J[F.state]) end
 if quarantined(A.fp) then return redis.error_reply('QUAR ' .. A.fp) end
 if redis.call('EXISTS', K('job', A.newid)) == 1 then return redis.error_reply('CONFLICT') end
+-- The copy carries the original's unique key: refused while a job (the
+-- original among them) holds it, and holding it otherwise.
+local uk, us = J[F.unique_key] or '', J[F.unique_states] or '0'
+local takes = uk ~= '' and uholds(A.to, us)
+if takes then
+  local hid = uholder(uk)
+  if hid then return redis.error_reply('UHELD ' .. hid .. ' ' .. uk) end
+end
 local C = {[F.id] = A.newid, [F.queue] = J[F.queue], [F.kind] = J[F.kind], [F.payload] = A.payload,
   [F.schema_version] = J[F.schema_version], [F.metadata] = J[F.metadata], [F.tags] = J[F.tags],
   [F.priority] = J[F.priority], [F.state] = A.to,
@@ -194,7 +202,9 @@ local C = {[F.id] = A.newid, [F.queue] = J[F.queue], [F.kind] = J[F.kind], [F.pa
     [F.lease_expires] = '', [F.version] = '1', [F.checkpoint] = '', [F.dead_letter_of] = '', [F.retry_of] = J[F.id],
     [F.superseded_by] = '',
   [F.last_error] = '', [F.pattern] = ''}
+if uk ~= '' then C[F.unique_key] = uk; C[F.unique_states] = us end
 create(C)
+if takes then redis.call('SET', K('uq', uk), C[F.id]) end
 J[F.superseded_by] = A.newid
 bump(J)
 redis.call('HSET', K('job', J[F.id]), F.superseded_by, J[F.superseded_by], F.version, J[F.version])
@@ -223,6 +233,9 @@ func (s *Store) JobRetryCopy(ctx context.Context, p *backend.JobRetryCopyParams)
 				return nil, &sluicetype.StateError{Action: "retry with input", ID: p.ID, State: sluicetype.State(r.arg), Allowed: sluicetype.TerminalStates()}
 			case "QUAR":
 				return nil, &sluicetype.QuarantinedError{Verb: "retry with input", ID: p.ID, Fingerprint: r.arg}
+			case "UHELD":
+				holder, key, _ := strings.Cut(r.arg, " ")
+				return nil, &sluicetype.UniqueHeldError{Verb: "retry with input", ID: p.ID, Key: key, HolderID: holder}
 			case "CONFLICT":
 				return nil, fmt.Errorf("retry job %s with input: %w: job %s exists", p.ID, sluicetype.ErrConflict, p.NewID)
 			}

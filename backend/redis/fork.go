@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/sluicetype"
@@ -21,7 +22,7 @@ import (
 // o_kind, o_actor, o_msg and c_kind, c_actor, c_to, c_msg.
 //
 // Returns the copy. Errors: "NOTFOUND", "STATE <state>", "VERSION <v>",
-// "QUAR <fp>", "CONFLICT".
+// "QUAR <fp>", "UHELD <holder> <key>", "CONFLICT".
 var luaFork = script(`
 local A = args(4)
 local J = load(A.id)
@@ -30,6 +31,14 @@ if not set(split(A.allowed))[J[F.state]] then return redis.error_reply('STATE ' 
 if J[F.version] ~= A.version then return redis.error_reply('VERSION ' .. J[F.version]) end
 if quarantined(J[F.fingerprint]) then return redis.error_reply('QUAR ' .. J[F.fingerprint]) end
 if redis.call('EXISTS', K('job', A.newid)) == 1 then return redis.error_reply('CONFLICT') end
+-- The copy carries the original's unique key: refused while a job (the
+-- original among them) holds it, and holding it otherwise.
+local uk, us = J[F.unique_key] or '', J[F.unique_states] or '0'
+local takes = uk ~= '' and uholds('available', us)
+if takes then
+  local hid = uholder(uk)
+  if hid then return redis.error_reply('UHELD ' .. hid .. ' ' .. uk) end
+end
 local C = {[F.id] = A.newid, [F.queue] = J[F.queue], [F.kind] = J[F.kind], [F.payload] = J[F.payload],
   [F.schema_version] = J[F.schema_version], [F.metadata] = J[F.metadata], [F.tags] = J[F.tags],
   [F.priority] = J[F.priority], [F.state] = 'available',
@@ -40,7 +49,9 @@ local C = {[F.id] = A.newid, [F.queue] = J[F.queue], [F.kind] = J[F.kind], [F.pa
     [F.lease_expires] = '', [F.version] = '1', [F.checkpoint] = A.cp, [F.dead_letter_of] = '', [F.retry_of] = '',
     [F.superseded_by] = '',
   [F.last_error] = '', [F.pattern] = ''}
+if uk ~= '' then C[F.unique_key] = uk; C[F.unique_states] = us end
 create(C)
+if takes then redis.call('SET', K('uq', uk), C[F.id]) end
 J[F.superseded_by] = A.newid
 bump(J)
 redis.call('HSET', K('job', J[F.id]), F.checkpoint, A.ocp, F.superseded_by, J[F.superseded_by], F.version,
@@ -72,6 +83,9 @@ func (s *Store) JobFork(ctx context.Context, p *backend.JobForkParams) (*sluicet
 				return nil, fmt.Errorf("replay job %s: %w: it changed since it was read (version %d, now %s)", p.ID, sluicetype.ErrConflict, p.Version, r.arg)
 			case "QUAR":
 				return nil, &sluicetype.QuarantinedError{Verb: "replay", ID: p.ID, Fingerprint: r.arg}
+			case "UHELD":
+				holder, key, _ := strings.Cut(r.arg, " ")
+				return nil, &sluicetype.UniqueHeldError{Verb: "replay", ID: p.ID, Key: key, HolderID: holder}
 			case "CONFLICT":
 				return nil, fmt.Errorf("replay job %s: %w: job %s exists", p.ID, sluicetype.ErrConflict, p.NewID)
 			}

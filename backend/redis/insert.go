@@ -142,6 +142,8 @@ for i = R1, #ARGV, RN do
       if uk ~= '' then
         h[#h + 1] = F.unique_key; h[#h + 1] = uk; h[#h + 1] = F.unique_states; h[#h + 1] = us
         redis.call('SET', K('uq', uk), id)
+        redis.call('SADD', K('ukj', uk), id)
+        redis.call('SADD', K('ukjobs'), id)
       end
       redis.call('HSET', P .. 'job:' .. id, unpack(h))
       zlex(true, idsk, id)

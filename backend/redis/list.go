@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -16,9 +17,9 @@ import (
 )
 
 // Listing, counting and grouping. A filter is served by walking the best
-// index for it (ids, fingerprint, error groups, per-queue or per-kind
-// state sets, state sets) in keyset order and testing every condition in
-// Go on the jobs read (match); conditions no index serves (tags, error
+// index for it (ids, unique key, fingerprint, error groups, per-queue or
+// per-kind state sets, state sets) in keyset order and testing every
+// condition in Go on the jobs read (match); conditions no index serves (tags, error
 // text, payload and meta paths, times) cost the reading of the jobs of
 // the index walked, never a silent omission: when the caller asks for a
 // ScanReport the reading stops at the store's scan budget and says so.
@@ -28,6 +29,7 @@ import (
 type row struct {
 	j      *sluicetype.Job
 	le, ep string
+	us     string // the unique-states mask, "" for a job without a key
 }
 
 // rows reads jobs by id as filter rows (missing ones left out, order
@@ -40,7 +42,7 @@ func (s *Store) rows(ctx context.Context, ids []string, payload, lastError bool)
 	out := make([]*row, 0, len(ids))
 	for i, j := range jobs {
 		if j != nil {
-			out = append(out, &row{j: j, le: hashes[i][fLastError], ep: hashes[i][fPattern]})
+			out = append(out, &row{j: j, le: hashes[i][fLastError], ep: hashes[i][fPattern], us: hashes[i][fUniqueStates]})
 		}
 	}
 	return out, nil
@@ -160,7 +162,7 @@ func (w *walker) next(ctx context.Context, n int) ([]string, error) {
 // plan is how a filter is served: either a set of ids read directly, or
 // time-ordered indexes walked.
 type plan struct {
-	ids  []string // read directly (ids, fingerprint)
+	ids  []string // read directly (ids, unique key, fingerprint)
 	keys []string // walked
 	// hot are the members ("TIME:ID") of the running jobs that match the
 	// filter's queues and kinds: the claim path keeps running jobs out of
@@ -193,6 +195,14 @@ func (s *Store) planFor(ctx context.Context, f *sluicetype.Filter) (*plan, error
 	switch {
 	case len(f.IDs) > 0:
 		return &plan{ids: uniq(f.IDs)}, nil
+	case f.UniqueKey != "":
+		// A key's jobs are few (one holder, the rest finished): read them
+		// from the key's set rather than walking a state's index.
+		ids, err := s.c.SMembers(ctx, s.key("ukj", f.UniqueKey)).Result()
+		if err != nil {
+			return nil, fmt.Errorf("redis: unique key %s: %w", f.UniqueKey, err)
+		}
+		return &plan{ids: ids}, nil
 	case f.Fingerprint != "":
 		ids, err := s.c.SMembers(ctx, s.key("fpj", f.Fingerprint)).Result()
 		if err != nil {
@@ -641,4 +651,118 @@ func (s *Store) countByWalk(ctx context.Context, p *backend.JobCountMatchingPara
 		return p.Max, true, nil
 	}
 	return n, false, nil
+}
+
+// JobCountUniqueHeld counts the matched jobs whose move to p.To would take
+// a key another job holds. A filter served by ids (ids, unique key,
+// fingerprint) reads its jobs; any other reads the jobs carrying a key
+// (ukjobs), a chunk a round trip, and tests the filter on them, so a bulk
+// retry's preview of a million dead jobs without keys reads nothing
+// more. For the keyed jobs whose mask holds p.To, the holders named under
+// {ns}:uq:KEY are read, and a name is trusted only while its job's state
+// holds the key, as uholder trusts it in the scripts.
+func (s *Store) JobCountUniqueHeld(ctx context.Context, p *backend.JobCountUniqueHeldParams) (*backend.UniqueHeldCount, error) {
+	if err := checkFilter(&p.Filter); err != nil {
+		return nil, err
+	}
+	out := &backend.UniqueHeldCount{}
+	if sluicetype.UniqueStateBit(p.To) == 0 {
+		return out, nil
+	}
+	f := &p.Filter
+	check := func(ids []string) error {
+		rs, err := s.rows(ctx, ids, needsPayload(f), true)
+		if err != nil {
+			return err
+		}
+		var keyed []*row
+		for _, r := range rs {
+			if r.j.UniqueKey == "" || !match(r, f, p.ExcludeSuperseded, p.AsOf) {
+				continue
+			}
+			if mask, _ := strconv.ParseInt(r.us, 10, 64); sluicetype.UniqueMaskHolds(mask, p.To) {
+				keyed = append(keyed, r)
+			}
+		}
+		return s.countHeld(ctx, keyed, out)
+	}
+	if len(f.IDs) > 0 || f.UniqueKey != "" || f.Fingerprint != "" {
+		pl, err := s.planFor(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		return out, check(pl.ids)
+	}
+	// SSCAN may return a member twice; each job is counted once.
+	seen := map[string]bool{}
+	var cursor uint64
+	for {
+		ids, next, err := s.c.SScan(ctx, s.key("ukjobs"), cursor, "", 500).Result()
+		if err != nil {
+			return nil, fmt.Errorf("redis: jobs with unique keys: %w", err)
+		}
+		fresh := ids[:0]
+		for _, id := range ids {
+			if !seen[id] {
+				seen[id] = true
+				fresh = append(fresh, id)
+			}
+		}
+		if err := check(fresh); err != nil {
+			return nil, err
+		}
+		if cursor = next; cursor == 0 {
+			return out, nil
+		}
+	}
+}
+
+// countHeld adds to out the jobs of rs whose key another job holds.
+func (s *Store) countHeld(ctx context.Context, rs []*row, out *backend.UniqueHeldCount) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	pipe := s.c.Pipeline()
+	names := make([]*goredis.StringCmd, len(rs))
+	for i, r := range rs {
+		names[i] = pipe.Get(ctx, s.key("uq", r.j.UniqueKey))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+		return fmt.Errorf("redis: unique holders: %w", err)
+	}
+	var named []*row
+	var ids []string
+	for i, r := range rs {
+		if id := names[i].Val(); id != "" && id != r.j.ID {
+			named, ids = append(named, r), append(ids, id)
+		}
+	}
+	if len(named) == 0 {
+		return nil
+	}
+	pipe = s.c.Pipeline()
+	hs := make([]*goredis.SliceCmd, len(ids))
+	for i, id := range ids {
+		hs[i] = pipe.HMGet(ctx, s.key("job", id), fState, fUniqueStates, fUniqueKey)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+		return fmt.Errorf("redis: unique holders: %w", err)
+	}
+	for i, r := range named {
+		v := hs[i].Val()
+		if len(v) < 3 {
+			continue
+		}
+		st, _ := v[0].(string)
+		us, _ := v[1].(string)
+		key, _ := v[2].(string)
+		mask, _ := strconv.ParseInt(us, 10, 64)
+		if key == r.j.UniqueKey && sluicetype.UniqueMaskHolds(mask, sluicetype.State(st)) {
+			out.Held++
+			if out.Holder == "" || ids[i] < out.Holder {
+				out.Holder = ids[i]
+			}
+		}
+	}
+	return nil
 }

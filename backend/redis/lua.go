@@ -319,6 +319,10 @@ local function create(J)
   zlex(true, K('ids'), J[F.id])
   if not QSEEN[J[F.queue]] then redis.call('SADD', K('queues'), J[F.queue]); QSEEN[J[F.queue]] = true end
   if J[F.fingerprint] ~= '' then redis.call('SADD', K('fpj', J[F.fingerprint]), J[F.id]) end
+  if (J[F.unique_key] or '') ~= '' then
+    redis.call('SADD', K('ukj', J[F.unique_key]), J[F.id])
+    redis.call('SADD', K('ukjobs'), J[F.id])
+  end
   index(J, true)
   count(J[F.queue], J[F.state], 1)
 end
@@ -329,8 +333,10 @@ local function remove(O, autocount)
   redis.call('ZREM', K('ids'), O[F.id])
   if O[F.fingerprint] ~= '' then redis.call('SREM', K('fpj', O[F.fingerprint]), O[F.id]) end
   if O[F.superseded_by] ~= '' then redis.call('SREM', K('sup'), O[F.id]) end
-  if (O[F.unique_key] or '') ~= '' and redis.call('GET', K('uq', O[F.unique_key])) == O[F.id] then
-    redis.call('DEL', K('uq', O[F.unique_key]))
+  if (O[F.unique_key] or '') ~= '' then
+    redis.call('SREM', K('ukj', O[F.unique_key]), O[F.id])
+    redis.call('SREM', K('ukjobs'), O[F.id])
+    if redis.call('GET', K('uq', O[F.unique_key])) == O[F.id] then redis.call('DEL', K('uq', O[F.unique_key])) end
   end
   if autocount then count(O[F.queue], O[F.state], -1) end
 end

@@ -145,3 +145,68 @@ func TestBoundedScan(t *testing.T) {
 		t.Fatalf("cancelled %v, want %v", cancelled, want)
 	}
 }
+
+// TestUniqueFilterReadsItsKeySet: a unique: filter reads the key's set
+// of jobs (ukj:KEY), not a state's index: past the scan budget of
+// scheduled jobs it still lists and counts its jobs whole, with no
+// bounded scan to report.
+func TestUniqueFilterReadsItsKeySet(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const budget, n = 100, 350
+	s, err := redis.Open(ctx, redistest.URL(t), redis.Options{Migrate: true, ScanBudget: budget})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	e, err := engine.New(s, engine.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ps []sluicetype.EnqueueParams
+	for i := range n {
+		p := sluicetype.EnqueueParams{ID: fmt.Sprintf("j%03d", i), Queue: "q", Kind: "k",
+			Payload: []byte(fmt.Sprintf(`{"n":%d}`, i)), Delay: time.Hour}
+		if i == 0 {
+			// The oldest: a walk newest first reaches it last.
+			p.Unique = &sluicetype.UniqueOpts{ByPayload: true}
+		}
+		ps = append(ps, p)
+	}
+	res, err := e.EnqueueMany(ctx, ps)
+	if err != nil || res[0].Err != nil {
+		t.Fatal(err, res[0].Err)
+	}
+	key := res[0].Job.UniqueKey
+	// A cancelled job of the same key, which no longer holds it, is listed
+	// too.
+	if _, err := e.Cancel(ctx, "j000"); err != nil {
+		t.Fatal(err)
+	}
+	again, err := e.Enqueue(ctx, sluicetype.EnqueueParams{ID: "again", Queue: "q", Kind: "k", Payload: []byte(`{"n":0}`),
+		Unique: &sluicetype.UniqueOpts{ByPayload: true}, Delay: 2 * time.Hour})
+	if err != nil || again.ID != "again" {
+		t.Fatal(err, again)
+	}
+	f := sluicetype.Filter{UniqueKey: key}
+	page, err := e.ListJobs(ctx, engine.ListJobsParams{Filter: f, Limit: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, j := range page.Jobs {
+		got = append(got, j.ID)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"again", "j000"}) || page.Scan != nil || page.Next != "" {
+		t.Fatalf("unique:%s listed %v (scan %+v, next %q), want again and j000 whole", key, got, page.Scan, page.Next)
+	}
+	f.States = []sluicetype.State{sluicetype.StateScheduled}
+	c, err := e.CountJobs(ctx, engine.CountJobsParams{Filter: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.States[sluicetype.StateScheduled] != 1 || len(c.Scans) != 0 || c.IsCapped(sluicetype.StateScheduled) {
+		t.Fatalf("count of unique:%s state:scheduled %+v, scans %+v; want 1, whole", key, c, c.Scans)
+	}
+}

@@ -54,6 +54,12 @@
 //	due:STATE          scheduled or retryable jobs by (scheduled_at, id)
 //	run                running jobs by (lease expiry, id)
 //	fpj:FP             the ids of a fingerprint's jobs (set)
+//	uq:KEY             the job holding unique key KEY, trusted only while
+//	                   its state holds the key (lua.go, uholder)
+//	ukj:KEY            the ids of the jobs carrying unique key KEY (set):
+//	                   the unique: filter reads it
+//	ukjobs             the ids of every job carrying a unique key (set): a
+//	                   bulk retry's preview counts held keys among them
 //	sup                the ids of superseded jobs (set)
 //	counts             "queue US state" -> jobs (hash): the maintained counters
 //	queues             every queue that had a job (set)
@@ -78,10 +84,10 @@
 //
 // # What Redis cannot index
 //
-// Lists and counts walk the best index for their filter (ids, fingerprint,
-// error group, state and queue or kind) and test the remaining conditions
-// (tags, error text, payload. and meta. paths, times) in Go, reading jobs
-// in chunks. The engine's lists and counts read at most a scan budget of
+// Lists and counts walk the best index for their filter (ids, unique
+// key, fingerprint, error group, state and queue or kind) and test the
+// remaining conditions (tags, error text, payload. and meta. paths,
+// times) in Go, reading jobs in chunks. The engine's lists and counts read at most a scan budget of
 // jobs per request (scan_budget=N, DefaultScanBudget): past it the answer
 // says it was bounded, how far it got and of how many (sluicetype.ScanReport),
 // and its cursor scans on. Bulk operations walk the whole set in bounded

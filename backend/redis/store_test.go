@@ -143,6 +143,10 @@ func TestNoOrphanedKeys(t *testing.T) {
 	for i := range 30 {
 		jobs = append(jobs, &backend.JobInsertParams{ID: fmt.Sprintf("j%02d", i), Queue: fmt.Sprintf("q%d", i%3), Kind: "k",
 			Payload: []byte(`{"n":1}`), SchemaVersion: 1, MaxAttempts: 1, Fingerprint: fmt.Sprintf("fp%d", i%4), Tags: []string{"t"}})
+		if i%2 == 0 {
+			// A unique key's holder and its set of jobs go with the jobs.
+			jobs[i].UniqueKey, jobs[i].UniqueStates = fmt.Sprintf("uk%d", i), sluicetype.UniqueStatesMask(sluicetype.DefaultUniqueStates)
+		}
 	}
 	if _, err := s.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: jobs}); err != nil {
 		t.Fatal(err)

@@ -66,10 +66,13 @@ const (
 	sqlUpdatePayload = `UPDATE jobs SET payload = ?2, fingerprint = ?3, version = version + 1
 		WHERE id = ?1 RETURNING ` + jobColumns
 	// ?1 original id, ?2 new id, ?3 payload, ?4 fingerprint, ?5 now.
+	// The copy carries the original's unique key: the index refuses it
+	// while a job holds the key, and it holds the key otherwise.
 	sqlInsertRetryCopy = `INSERT INTO jobs (id, queue, kind, payload, schema_version, metadata, tags, priority,
-		state, max_attempts, fingerprint, scheduled_at, timeout_ns, created_at, state_changed_at, retry_of)
+		state, max_attempts, fingerprint, scheduled_at, timeout_ns, created_at, state_changed_at, retry_of,
+		unique_key, unique_states)
 	SELECT ?2, queue, kind, ?3, schema_version, metadata, tags, priority,
-		'available', max_attempts, ?4, ?5, timeout_ns, ?5, ?5, id
+		'available', max_attempts, ?4, ?5, timeout_ns, ?5, ?5, id, unique_key, unique_states
 	FROM jobs WHERE id = ?1
 	ON CONFLICT (id) DO NOTHING`
 	// ?1 id, ?2 the copy's id.
@@ -233,6 +236,9 @@ func (s *Store) JobRetryCopy(ctx context.Context, p *backend.JobRetryCopyParams)
 		}
 		nowNs := now.UnixNano()
 		res, err := tx.StmtContext(ctx, st[2]).ExecContext(ctx, p.ID, p.NewID, string(p.Payload), p.Fingerprint, nowNs)
+		if isUniqueHeld(err) {
+			return uniqueHeldBy(ctx, tx, sqlCopyHolderOf, "retry with input", p.ID)
+		}
 		if err != nil {
 			return fmt.Errorf("sqlite: retry job %s with input: %w", p.ID, err)
 		}

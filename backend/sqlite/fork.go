@@ -11,10 +11,12 @@ import (
 
 const (
 	// ?1 original, ?2 the copy's id, ?3 now, ?4 the copy's checkpoint.
+	// The copy carries the original's unique key, as a retry with input's.
 	sqlInsertForkCopy = `INSERT INTO jobs (id, queue, kind, payload, schema_version, metadata, tags, priority,
-		state, max_attempts, fingerprint, scheduled_at, timeout_ns, created_at, state_changed_at, checkpoint)
+		state, max_attempts, fingerprint, scheduled_at, timeout_ns, created_at, state_changed_at, checkpoint,
+		unique_key, unique_states)
 	SELECT ?2, queue, kind, payload, schema_version, metadata, tags, priority,
-		'available', max_attempts, fingerprint, ?3, timeout_ns, ?3, ?3, ?4
+		'available', max_attempts, fingerprint, ?3, timeout_ns, ?3, ?3, ?4, unique_key, unique_states
 	FROM jobs WHERE id = ?1
 	ON CONFLICT (id) DO NOTHING`
 	// ?1 original, ?2 its checkpoint with the fork.
@@ -51,6 +53,9 @@ func (s *Store) JobFork(ctx context.Context, p *backend.JobForkParams) (*sluicet
 		}
 		nowNs := now.UnixNano()
 		res, err := tx.StmtContext(ctx, st[2]).ExecContext(ctx, p.ID, p.NewID, nowNs, textOrNull(p.Checkpoint))
+		if isUniqueHeld(err) {
+			return uniqueHeldBy(ctx, tx, sqlCopyHolderOf, "replay", p.ID)
+		}
 		if err != nil {
 			return fmt.Errorf("sqlite: replay job %s: %w", p.ID, err)
 		}

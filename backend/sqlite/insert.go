@@ -188,6 +188,12 @@ var sqlUniqueHolder = `SELECT ` + jobColumnsNoPayload + ` FROM jobs WHERE unique
 var sqlUniqueHolderOf = `SELECT j.unique_key, h.id FROM jobs j JOIN jobs h ON h.unique_key = j.unique_key AND h.id <> j.id
 	WHERE j.id = ?1 AND j.unique_key <> '' AND ` + uniqueHoldsSQL("h") + ` LIMIT 1`
 
+// sqlCopyHolderOf finds, for job ?1, the job holding its unique key, ?1
+// itself among them: a copy of ?1 (retry with input, replay) takes the
+// key while none holds it.
+var sqlCopyHolderOf = `SELECT j.unique_key, h.id FROM jobs j JOIN jobs h ON h.unique_key = j.unique_key
+	WHERE j.id = ?1 AND j.unique_key <> '' AND ` + uniqueHoldsSQL("h") + ` LIMIT 1`
+
 // isUniqueHeld reports an error of the index jobs_unique_key (SQLite
 // names an index on an expression by its name): a write
 // would have made a second job hold a unique key.
@@ -204,8 +210,14 @@ const sqliteConstraintUnique = 2067
 // index stopped, naming the job that holds the key (read in tx: SQLite
 // aborted the statement, not the transaction).
 func uniqueHeld(ctx context.Context, tx *wtx, verb, id string) error {
+	return uniqueHeldBy(ctx, tx, sqlUniqueHolderOf, verb, id)
+}
+
+// uniqueHeldBy is uniqueHeld with the holder's query: sqlUniqueHolderOf
+// for a move of job id, sqlCopyHolderOf for a copy of it.
+func uniqueHeldBy(ctx context.Context, tx *wtx, query, verb, id string) error {
 	var key, holder string
-	if err := tx.QueryRowContext(ctx, sqlUniqueHolderOf, id).Scan(&key, &holder); err != nil {
+	if err := tx.QueryRowContext(ctx, query, id).Scan(&key, &holder); err != nil {
 		return fmt.Errorf("sqlite: %s job %s: the unique key is held, and its holder: %w", verb, id, err)
 	}
 	return &sluicetype.UniqueHeldError{Verb: verb, ID: id, Key: key, HolderID: holder}
