@@ -239,3 +239,26 @@ func TestExportClientRefused(t *testing.T) {
 		t.Fatalf("err = %v, want it to name payloads", err)
 	}
 }
+
+// TestAppendJobLineIsEncodingJSON: an export's line is encoding/json's
+// bytes for the job, listed or read whole, as every other answer's are.
+func TestAppendJobLineIsEncodingJSON(t *testing.T) {
+	t.Parallel()
+	e := newExportEngine(t)
+	ctx := context.Background()
+	page, err := e.ListJobs(ctx, engine.ListJobsParams{Limit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := page.Jobs
+	d, err := e.GetJob(ctx, "job-0007", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs = append(jobs, d.Job, &engine.Job{ID: "odd \u2028 <&> \x1b", Tags: []string{"a"}})
+	for _, j := range jobs {
+		if got, want := string(AppendJobLine(nil, j)), string(marshalBody(j)); got != want {
+			t.Errorf("job %s:\n got %s\nwant %s", j.ID, got, want)
+		}
+	}
+}
