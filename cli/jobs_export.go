@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/csv"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/termtext"
 )
@@ -131,19 +131,26 @@ type exportWriter interface {
 func newExportWriter(format string, w io.Writer, withPayload bool) (exportWriter, error) {
 	switch format {
 	case "jsonl":
-		enc := json.NewEncoder(w)
-		enc.SetEscapeHTML(false) // as the API writes a job
-		return jsonlWriter{enc}, nil
+		return &jsonlWriter{w: w}, nil
 	case "csv":
 		return newCSVWriter(w, withPayload), nil
 	}
 	return nil, fmt.Errorf("--format %q: want %s", format, strings.Join(exportFormats, " or "))
 }
 
-type jsonlWriter struct{ enc *json.Encoder }
+// jsonlWriter writes a job a line, as the API writes a job.
+type jsonlWriter struct {
+	w   io.Writer
+	buf []byte
+}
 
-func (w jsonlWriter) write(j *engine.Job) error { return w.enc.Encode(j) }
-func (w jsonlWriter) close() error              { return nil }
+func (w *jsonlWriter) write(j *engine.Job) error {
+	w.buf = api.AppendJobLine(w.buf[:0], j)
+	_, err := w.w.Write(w.buf)
+	return err
+}
+
+func (w *jsonlWriter) close() error { return nil }
 
 // csvColumns are the CSV export's columns; payload is added last when
 // asked for.
