@@ -2,16 +2,20 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/sluicehq/sluice/backend"
 )
 
 // ExportJobsParams selects the jobs ExportJobs hands on.
 type ExportJobsParams struct {
 	Filter Filter
 	// WithPayload fills each job's payload. Listed jobs carry none, so
-	// each costs one more read (GetJob); a caller that may not read
-	// payloads is refused by ctl as GetJob refuses it.
+	// each costs one more read: of the job alone on an *Engine, through
+	// GetJob on any other Control (which refuses a caller that may not
+	// read payloads, as GetJob does).
 	WithPayload bool
 }
 
@@ -26,6 +30,24 @@ func ExportJobs(ctx context.Context, ctl Control, p ExportJobsParams, emit func(
 	if err := p.Filter.Validate(); err != nil {
 		return err
 	}
+	payloadOf := func(id string) (json.RawMessage, error) {
+		d, err := ctl.GetJob(ctx, id, true)
+		if err != nil {
+			return nil, err
+		}
+		return d.Job.Payload, nil
+	}
+	if e, ok := ctl.(*Engine); ok {
+		// GetJob reads the timeline, the dead letter and the limits too:
+		// four reads where the payload needs one.
+		payloadOf = func(id string) (json.RawMessage, error) {
+			j, err := e.store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: id, IncludePayload: true})
+			if err != nil {
+				return nil, err
+			}
+			return j.Payload, nil
+		}
+	}
 	cursor := ""
 	for {
 		page, err := ctl.ListJobs(ctx, ListJobsParams{Filter: p.Filter, Cursor: cursor, Limit: MaxListLimit})
@@ -34,14 +56,14 @@ func ExportJobs(ctx context.Context, ctl Control, p ExportJobsParams, emit func(
 		}
 		for _, j := range page.Jobs {
 			if p.WithPayload {
-				d, err := ctl.GetJob(ctx, j.ID, true)
+				p, err := payloadOf(j.ID)
 				if errors.Is(err, ErrNotFound) {
 					continue
 				}
 				if err != nil {
 					return fmt.Errorf("export: job %s: %w", j.ID, err)
 				}
-				j.Payload = d.Job.Payload
+				j.Payload = p
 			}
 			if err := emit(j); err != nil {
 				return err

@@ -38,12 +38,14 @@ func TestExportJobsPages(t *testing.T) {
 		q       string
 		payload bool
 		emitErr error
+		wrapped bool // a Control that is not the *Engine: payloads by GetJob
 		want    int
 		wantErr error
 	}{
 		{name: "all", want: n},
 		{name: "one queue", q: "queue:mail", want: (n + 9) / 10},
 		{name: "with payload", q: "queue:billing", payload: true, want: n - (n+9)/10},
+		{name: "with payload through GetJob", q: "queue:mail", payload: true, wrapped: true, want: (n + 9) / 10},
 		{name: "no match", q: "queue:none", want: 0},
 		{name: "emit stops", emitErr: stop, want: 1, wantErr: stop},
 	} {
@@ -52,8 +54,12 @@ func TestExportJobsPages(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			var ctl engine.Control = e
+			if tc.wrapped {
+				ctl = struct{ engine.Control }{e}
+			}
 			seen := map[string]bool{}
-			err = engine.ExportJobs(ctx, e, engine.ExportJobsParams{Filter: f, WithPayload: tc.payload}, func(j *engine.Job) error {
+			err = engine.ExportJobs(ctx, ctl, engine.ExportJobsParams{Filter: f, WithPayload: tc.payload}, func(j *engine.Job) error {
 				if seen[j.ID] {
 					t.Errorf("job %s exported twice", j.ID)
 				}
