@@ -60,6 +60,7 @@ or a carriage return) starts with a single quote.`,
 	// -o names the file here, as it does for an export elsewhere; the
 	// jobs tree's -o (table or json) says nothing of an export.
 	cmd.Flags().StringVarP(&outFile, "output", "o", "", "write to FILE (mode 0600) instead of standard output")
+	_ = cmd.Flags().SetAnnotation("output", commandLineOnlyAnnotation, []string{"true"})
 	run := o.withSession(func(cmd *cobra.Command, s *session, _ []string) error {
 		f, err := ff.filter()
 		if err != nil {

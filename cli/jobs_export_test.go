@@ -101,6 +101,22 @@ func TestJobsExport(t *testing.T) {
 		}
 	})
 
+	t.Run("the output setting names no file", func(t *testing.T) {
+		// Elsewhere -o is a setting (table or json): SLUICE_OUTPUT and
+		// the config file's output must not name the export's file.
+		dir := t.TempDir()
+		t.Chdir(dir)
+		t.Setenv("SLUICE_OUTPUT", "json")
+		code, out, stderr := runCLI(t, "", "jobs", "export", "--store", "sqlite://"+path)
+		if code != 0 {
+			t.Fatalf("exit %d, stderr %q", code, stderr)
+		}
+		checkExport(t, out, n, false, false)
+		if _, err := os.Stat(filepath.Join(dir, "json")); err == nil {
+			t.Fatal("SLUICE_OUTPUT=json wrote the export to a file named json")
+		}
+	})
+
 	t.Run("viewer asks for payloads", func(t *testing.T) {
 		code, out, stderr := runCLI(t, "", "jobs", "export", "--api", hs.URL, "--token", "viewer-token-0123456789", "--include-payload")
 		if code == 0 || out != "" || !strings.Contains(stderr, "may not read payloads") {
