@@ -258,6 +258,13 @@ func TestAPIContract(t *testing.T) {
 		{name: "enqueue not JSON", method: "POST", path: "/api/v1/jobs", token: tokOperator, key: "enq-7", ctype: "text/plain", body: `kind=send`, want: 415},
 		{name: "enqueue a payload over the limit", method: "POST", path: "/api/v1/jobs", token: tokOperator, key: "enq-8", body: `{"kind":"send","payload":` + big + `}`, want: 413},
 		{name: "enqueue on a read-only server", method: "POST", path: "/api/v1/jobs", token: tokAdmin, key: "enq-9", body: `{"kind":"send"}`, want: 403, readOnly: true},
+		// GET /jobs/export
+		{name: "export as viewer", method: "GET", path: "/api/v1/jobs/export?state=archived", token: tokViewer, want: 200, stream: true},
+		{name: "export with payload as inspector", method: "GET", path: "/api/v1/jobs/export?q=queue:billing&include_payload=true", token: tokInspector, want: 200, stream: true},
+		{name: "export with payload as viewer", method: "GET", path: "/api/v1/jobs/export?include_payload=true", token: tokViewer, want: 403},
+		{name: "export with a bad query", method: "GET", path: "/api/v1/jobs/export?q=state:zombie", token: tokViewer, want: 400},
+		{name: "export with a cursor", method: "GET", path: "/api/v1/jobs/export?cursor=x", token: tokViewer, want: 400},
+		{name: "export without token", method: "GET", path: "/api/v1/jobs/export", want: 401},
 		// GET /jobs/counts
 		{name: "counts", method: "GET", path: "/api/v1/jobs/counts", token: tokViewer, want: 200},
 		{name: "counts of a queue", method: "GET", path: "/api/v1/jobs/counts?queue=billing", token: tokViewer, want: 200},

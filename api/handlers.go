@@ -26,6 +26,7 @@ func (s *Server) routeTable() []route {
 	return []route{
 		{method: "GET", path: p + "/jobs", role: viewer, read: s.listJobs},
 		{method: "POST", path: p + "/jobs", role: operator, mutate: s.enqueue},
+		{method: "GET", path: p + "/jobs/export", role: viewer, read: s.exportJobs, stream: true},
 		{method: "GET", path: p + "/jobs/counts", role: viewer, read: s.counts},
 		{method: "GET", path: p + "/jobs/counts/filter", role: viewer, read: s.countJobs},
 		{method: "GET", path: p + "/jobs/{id}", role: viewer, read: s.getJob},

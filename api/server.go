@@ -66,7 +66,8 @@ type ServerOptions struct {
 	// Heartbeat is how often GET /events writes a comment to keep the
 	// stream alive through proxies (15s when 0).
 	Heartbeat time.Duration
-	// ReadTimeout bounds one read (30s when 0); event streams have none.
+	// ReadTimeout bounds one read (30s when 0); event streams and exports
+	// have none.
 	ReadTimeout time.Duration
 	// HideErrorsFromViewers hides error text from viewers: attempts'
 	// messages and traces, timeline messages, error groups, quarantine
@@ -126,6 +127,10 @@ type route struct {
 	// Exactly one of read (GET routes) and mutate (the rest) is set.
 	read   func(w http.ResponseWriter, r *http.Request, c *caller) error
 	mutate func(r *http.Request, c *caller, body []byte) (runFunc, error)
+	// stream marks a read that answers for as long as it has data (an
+	// export): the read timeout would cut it off, and its length says
+	// nothing in the request metrics.
+	stream bool
 }
 
 func (rt route) pattern() string { return rt.method + " " + rt.path }
@@ -290,7 +295,7 @@ func (s *Server) handler(rt route) http.Handler {
 				}
 			}
 			took := time.Since(start)
-			if rt.path == Prefix+"/events" {
+			if rt.path == Prefix+"/events" || rt.stream {
 				took = -1 // a stream's length says nothing
 			}
 			s.metrics.Request(rt.pattern(), sw.code(), took)
@@ -306,7 +311,7 @@ func (s *Server) handler(rt route) http.Handler {
 		ctx := engine.WithActor(r.Context(), c.actor)
 		r = r.WithContext(ctx)
 		if rt.read != nil {
-			if rt.path != Prefix+"/events" {
+			if rt.path != Prefix+"/events" && !rt.stream {
 				rctx, cancel := context.WithTimeout(ctx, s.opts.ReadTimeout)
 				defer cancel()
 				r = r.WithContext(rctx)

@@ -35,6 +35,13 @@ var commandLineOnly = map[string]bool{
 	"payload": true, "id": true, "cursor": true, "limit": true, "rate": true,
 }
 
+// commandLineOnlyAnnotation marks one command's flag as command line only
+// where its name is a setting elsewhere: jobs export's -o names the file
+// one export writes, while the other commands' -o (table or json) is a
+// setting, and an "output: json" in the config file must not become a
+// file named json.
+const commandLineOnlyAnnotation = "sluice-command-line-only"
+
 // selectorFlags pick jobs in the operator commands (command line only
 // there); the console's flags of the same names only say what it opens on,
 // so they are settings of tui and demo.
@@ -90,7 +97,7 @@ func isUnconfigured(cmd *cobra.Command) bool {
 // configurable reports whether flag f of cmd may come from the
 // environment or the file.
 func configurable(cmd *cobra.Command, f *pflag.Flag) bool {
-	if commandLineOnly[f.Name] || f.Hidden || isUnconfigured(cmd) {
+	if commandLineOnly[f.Name] || f.Annotations[commandLineOnlyAnnotation] != nil || f.Hidden || isUnconfigured(cmd) {
 		return false
 	}
 	if selectorFlags[f.Name] {

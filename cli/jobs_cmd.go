@@ -191,7 +191,7 @@ holds with it the fingerprint's jobs then waiting (others released alone).`,
 	rwi.Flags().StringVar(&newID, "id", "", "id of the new job (default ID~retry~<8 hex>)")
 	_ = rwi.MarkFlagRequired("payload")
 
-	cmd.AddCommand(list, show, retry, release, cancel, del, edit, rwi, o.replayCmd(), o.signalCmd())
+	cmd.AddCommand(list, show, o.exportCmd(), retry, release, cancel, del, edit, rwi, o.replayCmd(), o.signalCmd())
 	return cmd
 }
 

@@ -278,6 +278,8 @@ func (w *walkJobs) walkAPI(t *testing.T, base string, routes []string, token str
 		get("GET "+p+"/jobs", p+"/jobs?state="+string(s)+"&limit=200", false)
 	}
 	get("GET "+p+"/jobs/counts", p+"/jobs/counts", false)
+	get("GET "+p+"/jobs/export", p+"/jobs/export", false)
+	get("GET "+p+"/jobs/export", p+"/jobs/export?include_payload=true", false)
 	get("GET "+p+"/jobs/counts/filter", p+"/jobs/counts/filter?state=archived", false)
 	for _, id := range []string{w.flow, w.replay, w.boom} {
 		get("GET "+p+"/jobs/{id}", p+"/jobs/"+url.PathEscape(id), false)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -93,4 +94,30 @@ func TestBenchUniqueKeys(t *testing.T) {
 		t.Errorf("result line: %s", line)
 	}
 	checkKeys(t, "unique", line)
+}
+
+// The export scenario on a small SQLite store: seeded here, exported by
+// the sluice binary (built here without -race) twice, every job counted
+// (else the scenario fails), its keys as listed; a second run reuses the
+// seed.
+func TestBenchExportKeys(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "sluice")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/sluicehq/sluice").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	db := filepath.Join(dir, "export.db")
+	for _, extra := range [][]string{nil, {"--reuse", "--format", "csv", "--include-payload"}} {
+		var out, errOut bytes.Buffer
+		args := append([]string{"export", "--store", "sqlite://" + db, "--jobs", "300", "--batch", "100", "--runs", "2",
+			"--sluice-bin", bin, "--log-level", "warn"}, extra...)
+		if code := run(context.Background(), args, &out, &errOut); code != 0 {
+			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out.String(), errOut.String())
+		}
+		line := strings.TrimSpace(out.String())
+		if !strings.HasSuffix(line, " status=ok") {
+			t.Errorf("result line: %s", line)
+		}
+		checkKeys(t, "export", line)
+	}
 }

@@ -1,6 +1,7 @@
 // Command sluice-bench runs the benchmark scenarios behind BENCHMARKS.md:
-// throughput, deadletter, console and api. scripts/bench builds it (and
-// the sluice binary the api scenario serves from) and runs it:
+// throughput, deadletter, console, api, export and others. scripts/bench builds it (and
+// the sluice binary the api scenario serves from and the export scenario
+// runs) and runs it:
 //
 //	scripts/bench throughput --store sqlite://bench.db --jobs 100000
 //
@@ -42,7 +43,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		},
 	}
 	lo.AddFlags(root.PersistentFlags(), "write logs to this file (default: stderr)")
-	root.AddCommand(newBenchThroughputCmd(lo), newBenchDeadLetterCmd(lo), newBenchConsoleCmd(lo), newBenchAPICmd(lo), newBenchPressureCmd(lo), newBenchUniqueCmd(lo))
+	root.AddCommand(newBenchThroughputCmd(lo), newBenchDeadLetterCmd(lo), newBenchConsoleCmd(lo), newBenchAPICmd(lo), newBenchPressureCmd(lo), newBenchUniqueCmd(lo), newBenchExportCmd(lo))
 	return cmdline.Run(ctx, root, "sluice-bench", args, stdout, stderr)
 }
 
