@@ -79,7 +79,7 @@ local exp = tadd(A.dur)
 -- redrive) also moves its error group's two entries from available to
 -- running, as index does, gathered (ZB). A job with a deadline takes the
 -- general path.
-local sk, runm, NOERRS = {}, {}, {}
+local sk, runm, rkm, NOERRS = {}, {}, {}, {}
 -- PICK: the fields the fast path reads from a job's hash, one table
 -- lookup a field rather than a chain of comparisons.
 local PICK = {[F.fence] = true, [F.version] = true, [F.state_changed_at] = true, [F.kind] = true,
@@ -126,6 +126,7 @@ local function take(class, n)
         local sm = H[F.state_changed_at] .. ':' .. id
         group(sk, H[F.kind], sm)
         runm[#runm + 1] = exp .. ':' .. id
+        group(rkm, H[F.kind], id)
         if ep ~= '' then egmove('available', 'running', q, H[F.kind], ep, id, sm, NOW .. ':' .. id) end
         -- A job that never failed has no error list (ne counts its
         -- entries; jobs of older builds lack ne but have a last error, an
@@ -167,6 +168,7 @@ end
 if #runm > 0 then
   for k, ms in pairs(sk) do zmany(false, K('sqk', 'available', q .. US .. k), ms) end
   zmany(true, K('run'), runm)
+  for k, ids in pairs(rkm) do smany(true, K('rk', k), ids) end
 end
 -- One MessagePack string rather than a reply of some forty strings a job:
 -- the reply's encoding was a third of the claim's time on the server.

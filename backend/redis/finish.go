@@ -251,7 +251,7 @@ ZB = {}
 -- call per index. A job with an error pattern also moves its error
 -- group's entries from running to completed (gathered, ZB). A job deleted
 -- on completion takes the general path.
-local runm, sqk, nq = {}, {}, {}
+local runm, sqk, nq, rkm = {}, {}, {}, {}
 for i = R1, #ARGV, RN do
   local id = ARGV[i + R.id]
   local key = K('job', id)
@@ -269,6 +269,7 @@ for i = R1, #ARGV, RN do
         inc(h[7]))
       redis.call('HDEL', key, F.lease_id, F.lease_worker, F.lease_expires)
       runm[#runm + 1] = h[4] .. ':' .. id
+      group(rkm, h[6], id)
       local m = NOW .. ':' .. id
       group(sqk, q .. US .. h[6], m)
       if h[8] then egmove('running', 'completed', q, h[6], h[8], id, (h[9] or '') .. ':' .. id, m) end
@@ -282,6 +283,7 @@ for i = R1, #ARGV, RN do
 end
 if #runm > 0 then
   zmany(false, K('run'), runm)
+  for k, ids in pairs(rkm) do smany(false, K('rk', k), ids) end
   for pk, ms in pairs(sqk) do zmany(true, K('sqk', 'completed', pk), ms) end
   for q, n in pairs(nq) do count(q, 'running', -n); count(q, 'completed', n) end
 end

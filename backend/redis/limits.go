@@ -20,7 +20,9 @@ import (
 // queue's, or a kind's) counts the running jobs each covers from the lease
 // set run. The script is atomic, so no claim counts between this count and
 // this claim's writes, and nothing is written per limit: a job leaving
-// running frees its slot by no longer being in run. The queue's limit caps
+// running frees its slot by leaving run and its kind's set rk:KIND (which
+// every move in or out of running writes, lua.go's index and the claim's
+// and completion's fast paths). The queue's limit caps
 // the claim; room(kind) then admits a job of a limited kind while its
 // limit leaves room, and the scan passes the others by.
 const luaClaimLimits = `
@@ -76,12 +78,14 @@ do
   if qmax ~= nil or anyk then
     local qrun, krun = 0, {}
     KPRUN = {}
-    if qmax ~= nil or next(kmax) ~= nil or KPART ~= nil then
+    -- A kind's running jobs are its set rk:KIND; a queue's limit and a
+    -- partitioned one read every running job (their queue, their payload).
+    for k in pairs(kmax) do krun[k] = redis.call('SCARD', K('rk', k)) end
+    if qmax ~= nil or KPART ~= nil then
       for _, m in ipairs(redis.call('ZRANGE', K('run'), 0, -1)) do
         local jk = P .. 'job:' .. string.sub(m, 21)
         local r = redis.call('HMGET', jk, F.kind, F.queue)
         if r[2] == q then qrun = qrun + 1 end
-        if r[1] and kmax[r[1]] ~= nil then krun[r[1]] = (krun[r[1]] or 0) + 1 end
         if r[1] and KPART and KPART[r[1]] then
           local pk = r[1] .. US .. partof(jk, KPART[r[1]].key)
           KPRUN[pk] = (KPRUN[pk] or 0) + 1

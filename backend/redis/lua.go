@@ -288,6 +288,9 @@ local function index(J, add)
     zlex(add, K('due', s), J[F.scheduled_at] .. ':' .. id)
   elseif s == 'running' then
     zlex(add, K('run'), J[F.lease_expires] .. ':' .. id)
+    -- rk:KIND: the kind's running jobs, which a claim under the kind's
+    -- limit counts (SCARD) rather than reading every running job.
+    if add then redis.call('SADD', K('rk', J[F.kind]), id) else redis.call('SREM', K('rk', J[F.kind]), id) end
   end
 end
 -- commit writes J over O (the job as read): its changed fields and its
@@ -351,6 +354,14 @@ local function zmany(add, key, ms)
       a[#a + 1] = ms[j]
     end
     if add then redis.call('ZADD', key, unpack(a)) else redis.call('ZREM', key, unpack(a)) end
+  end
+end
+-- smany adds ms to the set key (or removes them), 500 a call.
+local function smany(add, key, ms)
+  for i = 1, #ms, 500 do
+    local a = {}
+    for j = i, math.min(i + 499, #ms) do a[#a + 1] = ms[j] end
+    if add then redis.call('SADD', key, unpack(a)) else redis.call('SREM', key, unpack(a)) end
   end
 end
 -- group appends m to the list at G[k].
