@@ -102,9 +102,8 @@ func scheduleRow(s engine.ScheduleInfo) []string {
 	return []string{s.Name, s.Spec, s.Zone, scheduleStatus(s), next, last, state, fmt.Sprint(s.Dead), recentRuns(s.Recent)}
 }
 
-// recentRuns writes a schedule's last ticks, oldest first, a mark each,
-// the marks of the console's :schedules: ✓ completed, ✗ dead (archived,
-// quarantined, undecodable), • under way, - cancelled, · no job. A
+// recentRuns writes a schedule's last ticks, oldest first, a mark each
+// (engine.ScheduleRun.Mark, as the console's :schedules draws them). A
 // schedule with no tick yet reads "none", not a mark.
 func recentRuns(rs []engine.ScheduleRun) string {
 	if len(rs) == 0 {
@@ -112,18 +111,7 @@ func recentRuns(rs []engine.ScheduleRun) string {
 	}
 	var b strings.Builder
 	for _, r := range rs {
-		switch r.State {
-		case engine.StateCompleted:
-			b.WriteString("✓")
-		case engine.StateArchived, engine.StateQuarantined, engine.StateUndecodable:
-			b.WriteString("✗")
-		case engine.StateCancelled:
-			b.WriteString("-")
-		case "":
-			b.WriteString("·")
-		default:
-			b.WriteString("•")
-		}
+		b.WriteString(r.Mark())
 	}
 	return b.String()
 }

@@ -58,6 +58,25 @@ type ScheduleRun struct {
 	State State     `json:"state,omitempty"`
 }
 
+// Mark is the run's outcome as one character, as the console's
+// :schedules and sluice schedules list draw it: ✓ completed, ✗ dead
+// (archived, quarantined, undecodable), • under way (waiting, running,
+// retrying), - cancelled, · no job (passed over, missed, or deleted).
+func (r ScheduleRun) Mark() string {
+	switch r.State {
+	case StateCompleted:
+		return "✓"
+	case StateArchived, StateQuarantined, StateUndecodable:
+		return "✗"
+	case StateCancelled:
+		return "-"
+	case "":
+		return "·"
+	default:
+		return "•"
+	}
+}
+
 // ScheduleRecentRuns is how many of its last ticks a listed schedule
 // shows.
 const ScheduleRecentRuns = 5

@@ -142,25 +142,12 @@ func (s *schedulesScreen) View(m *Model) []string {
 	return s.render(t, cols, len(s.data), row, w, h, "no schedules: a program declares them with engine.Periodic")
 }
 
-// recentRuns draws a schedule's last ticks, oldest first, a mark each:
-// ✓ completed, ✗ dead (archived, quarantined, undecodable), • under way
-// (waiting, running, retrying), - cancelled, · no job (passed over,
-// missed, or deleted).
+// recentRuns draws a schedule's last ticks, oldest first, a mark each
+// (engine.ScheduleRun.Mark).
 func recentRuns(rs []engine.ScheduleRun) string {
 	var b strings.Builder
 	for _, r := range rs {
-		switch r.State {
-		case engine.StateCompleted:
-			b.WriteString("✓")
-		case engine.StateArchived, engine.StateQuarantined, engine.StateUndecodable:
-			b.WriteString("✗")
-		case engine.StateCancelled:
-			b.WriteString("-")
-		case "":
-			b.WriteString("·")
-		default:
-			b.WriteString("•")
-		}
+		b.WriteString(r.Mark())
 	}
 	return b.String()
 }
