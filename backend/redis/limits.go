@@ -17,8 +17,9 @@ import (
 
 // luaClaimLimits is the part of luaClaim that keeps a claim within the
 // limits: it reads the limits hash, and when one covers the claim (its
-// queue's, or a kind's) counts the running jobs each covers from the lease
-// set run. The script is atomic, so no claim counts between this count and
+// queue's, or a kind's) counts the running jobs each covers: a kind's from
+// its set rk:KIND, a queue's and a partitioned kind's from the lease set
+// run. The script is atomic, so no claim counts between this count and
 // this claim's writes, and nothing is written per limit: a job leaving
 // running frees its slot by leaving run and its kind's set rk:KIND (which
 // every move in or out of running writes, lua.go's index and the claim's
@@ -147,11 +148,24 @@ end
 var luaLimitList = script(`
 local lraw = redis.call('HGETALL', K('limits'))
 if #lraw == 0 then return {} end
-local run = {}
-for _, m in ipairs(redis.call('ZRANGE', K('run'), 0, -1)) do
-  local r = redis.call('HMGET', P .. 'job:' .. string.sub(m, 21), F.kind, F.queue)
-  if r[1] then run['kind' .. US .. r[1]] = (run['kind' .. US .. r[1]] or 0) + 1 end
-  if r[2] then run['queue' .. US .. r[2]] = (run['queue' .. US .. r[2]] or 0) + 1 end
+-- A kind's running jobs are its set rk:KIND, as the claim counts them; a
+-- queue's are read from every running job, and only when a queue has a
+-- limit.
+local run, anyq = {}, false
+for i = 1, #lraw, 2 do
+  local f = lraw[i]
+  local e = string.find(f, US, 1, true)
+  if string.sub(f, 1, e - 1) == 'kind' then
+    run[f] = redis.call('SCARD', K('rk', string.sub(f, e + 1)))
+  else
+    anyq = true
+  end
+end
+if anyq then
+  for _, m in ipairs(redis.call('ZRANGE', K('run'), 0, -1)) do
+    local q = redis.call('HGET', P .. 'job:' .. string.sub(m, 21), F.queue)
+    if q then run['queue' .. US .. q] = (run['queue' .. US .. q] or 0) + 1 end
+  end
 end
 local out = {}
 local nowf = tonumber(NOW_S) + tonumber(NOW_NS) / 1e9
