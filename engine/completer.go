@@ -157,14 +157,13 @@ func (c *completer) flush(batch []completion) {
 			}
 			e.publish(Change{Kind: ChangeJob, State: StateCompleted})
 			e.observeCompleted(batch, res)
-			// The jobs left running in the store only now: a claim a
-			// limit cut short, retried as their slots freed, may have
-			// found them still counted; it may claim again.
+			// The jobs left running in the store only now: a producer
+			// a limit cut short waits for this to claim again.
 			// A signal is a non-blocking send to a channel of one: a
 			// queue signalled twice wakes once.
 			for _, cm := range batch {
 				if q := e.queues[cm.r.queue]; q != nil {
-					signal(q.freedCh)
+					signal(q.landedCh)
 				}
 			}
 			for i, cm := range batch {

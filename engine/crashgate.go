@@ -96,6 +96,7 @@ func (e *Engine) handBackHeld(fp string) {
 			// Their places are free: the producer may claim again once
 			// the crash's write has landed.
 			signal(q.freedCh)
+			signal(q.landedCh)
 		}
 	}
 }

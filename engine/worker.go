@@ -30,8 +30,13 @@ type queueRunner struct {
 
 	wakeCh  chan struct{} // work was enqueued here
 	freedCh chan struct{} // a slot (or a held job's place) came free
-	stopCh  chan struct{}
-	stopOne sync.Once
+	// landedCh: a job of this queue left running in the store (its
+	// outcome written, or its lease handed back) — a place under a limit
+	// across processes came free, which a slot freeing is not while a
+	// success waits for the completer.
+	landedCh chan struct{}
+	stopCh   chan struct{}
+	stopOne  sync.Once
 	// done closes when run has returned: no claim is in flight any more,
 	// the jobs held ahead of a slot are released, and no job can start
 	// after it.
@@ -70,10 +75,11 @@ type heldJob struct {
 func newQueueRunner(e *Engine, name string, cfg QueueConfig) *queueRunner {
 	return &queueRunner{
 		e: e, name: name, cfg: cfg,
-		wakeCh:  make(chan struct{}, 1),
-		freedCh: make(chan struct{}, 1),
-		stopCh:  make(chan struct{}),
-		done:    make(chan struct{}),
+		wakeCh:   make(chan struct{}, 1),
+		freedCh:  make(chan struct{}, 1),
+		landedCh: make(chan struct{}, 1),
+		stopCh:   make(chan struct{}),
+		done:     make(chan struct{}),
 		// From 10ms (a claim cut by a blip is worth a quick retry; the
 		// poll interval when shorter) up to 5s.
 		out: outage.New(e.log, "claim", outage.Options{MinBackoff: min(10*time.Millisecond, e.cfg.PollInterval)}),
@@ -201,10 +207,13 @@ func (q *queueRunner) run() {
 		if limited {
 			// A limit across processes covered the claim: the queue may
 			// hold jobs a full limit kept back. One of this process's
-			// slots freeing frees a place under the limit too, so claim
-			// again then, or at the poll for places freed elsewhere —
-			// a claim per job that ends here, not per job that waits.
-			if !q.wait(q.freedCh, time.After(q.e.cfg.PollInterval)) {
+			// jobs leaving running in the store frees a place under the
+			// limit, so claim again then, or at the poll for places
+			// freed elsewhere — a claim per job that ends here, not per
+			// job that waits. Not at a slot freeing: a success's lease
+			// counts until the completer writes it, so a claim then
+			// would find the limit as full as before.
+			if !q.wait(q.landedCh, time.After(q.e.cfg.PollInterval)) {
 				return
 			}
 			continue
@@ -496,6 +505,7 @@ func (e *Engine) execute(q *queueRunner, r *runState, j *Job) {
 	}
 	defer e.running.remove(j.ID)
 	to := e.finish(context.WithoutCancel(e.hardCtx), r.ref, j, res, e.cfg.WorkerID)
+	signal(q.landedCh)
 	attemptDone(hook, &res, to, to == StateArchived || to == StateQuarantined, false, time.Since(began))
 }
 
