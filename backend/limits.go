@@ -181,16 +181,24 @@ func ClaimUnderLimits(p *JobClaimParams, limits []sluicetype.Limit, running, sta
 	}
 	parts := ClaimParts(p, limits)
 	out := &JobClaimResult{Limited: len(limits) > 0}
+	// The queue's limit binds when the claim takes all it leaves, less
+	// than asked; a kind's, when its part takes all the room it leaves,
+	// less than the claim could still take. A limit that leaves no room
+	// does not say here whether it kept a job back: telling would cost a
+	// query per claim (Bound's contract lets a store leave it unsaid).
+	queueRoom := left
 	suspects := p.Suspects
 	for _, kinds := range parts {
 		n := left
+		kindRoom := -1
 		if len(kinds) == 1 {
 			for k := range kinds {
-				if r, ok := room[k]; ok {
-					n = min(n, r)
+				if r, ok := room[k]; ok && r < n {
+					n, kindRoom = r, r
 				}
 			}
 		}
+		took := 0
 		part := *p
 		part.Kinds, part.Limit = kinds, n
 		pt := PartitionOf(kinds, limits)
@@ -218,11 +226,18 @@ func ClaimUnderLimits(p *JobClaimParams, limits []sluicetype.Limit, running, sta
 			out.Jobs = append(out.Jobs, res.Jobs...)
 			left -= len(res.Jobs)
 			n -= len(res.Jobs)
+			took += len(res.Jobs)
 			if len(res.Jobs) == 0 {
 				break
 			}
 			part.PastDeadline = ClaimDeadlineWrite{} // archived by the first
 		}
+		if kindRoom > 0 && took == kindRoom {
+			out.Bound = true
+		}
+	}
+	if queueRoom > 0 && queueRoom < p.Limit && len(out.Jobs) == queueRoom {
+		out.Bound = true
 	}
 	return out, nil
 }

@@ -194,9 +194,16 @@ type JobClaimResult struct {
 	Now time.Time
 	// Limited: a limit across processes covered the claim, so fewer jobs
 	// than asked may mean a full limit rather than an empty queue; the
-	// worker claims again when one of its own slots frees, not only at
-	// its next poll.
+	// worker claims again when one of its own jobs leaves running, not
+	// only at its next poll.
 	Limited bool
+	// Bound: a limit, not the queue, decided how many jobs the claim
+	// took — it took all the room a limit left, and that room was less
+	// than it asked. A store may also say so when a full limit passed a
+	// job by (Redis does; the SQL stores would need a query more). The
+	// worker holds fewer jobs ahead of its slots then: a job held there
+	// counts under the limit without running.
+	Bound bool
 }
 
 // JobRef names a job under one lease.

@@ -64,6 +64,16 @@ type queueRunner struct {
 	rate     float64
 	rateAt   time.Time
 	rateRuns int64
+	// boundCap caps the surplus while a limit across processes binds the
+	// queue's claims (-1: no cap), kept by the producer alone. A job held
+	// ahead of a slot counts under the limit without running, so a
+	// process that holds many takes room its own slots and other
+	// processes could run in: a claim the limit bound halves the cap, a
+	// claim it did not raises it by a quarter of the concurrency, until
+	// the cap passes the surplus and lifts. Halving at once and growing
+	// slowly keeps the cap near what the limit leaves rather than
+	// swinging back to it within a few claims.
+	boundCap int
 }
 
 // heldJob is a claimed job and this process's hold on it.
@@ -80,6 +90,7 @@ func newQueueRunner(e *Engine, name string, cfg QueueConfig) *queueRunner {
 		landedCh: make(chan struct{}, 1),
 		stopCh:   make(chan struct{}),
 		done:     make(chan struct{}),
+		boundCap: -1,
 		// From 10ms (a claim cut by a blip is worth a quick retry; the
 		// poll interval when shorter) up to 5s.
 		out: outage.New(e.log, "claim", outage.Options{MinBackoff: min(10*time.Millisecond, e.cfg.PollInterval)}),
@@ -109,13 +120,36 @@ func (q *queueRunner) stopClaiming() {
 
 func (q *queueRunner) waitIdle() { q.active.Wait() }
 
-// capacity is how many jobs the runner holds at most now: running and
-// held ahead of a slot. Only the producer calls it.
-func (q *queueRunner) capacity() int { return q.cfg.Concurrency + q.surplus() }
-
 // surplus is how many jobs to hold ahead of the slots: the configured
-// number, or what the queue runs in PrefetchHorizon at its recent rate.
+// number or what the queue runs in PrefetchHorizon at its recent rate,
+// within boundCap. Only the producer calls it.
 func (q *queueRunner) surplus() int {
+	s := q.wantSurplus()
+	if q.boundCap >= 0 {
+		s = min(s, q.boundCap)
+	}
+	return s
+}
+
+// bound adjusts boundCap after a claim: bound says a limit across
+// processes decided how many jobs it took; surplus is the surplus the
+// claim was sized with.
+func (q *queueRunner) bound(bound bool, surplus int) {
+	switch {
+	case bound:
+		q.boundCap = surplus / 2
+	case q.boundCap >= 0:
+		q.boundCap += max(1, q.cfg.Concurrency/4)
+		if q.boundCap >= q.wantSurplus() {
+			q.boundCap = -1
+		}
+	}
+}
+
+// wantSurplus is how many jobs to hold ahead of the slots, limits aside:
+// the configured number, or what the queue runs in PrefetchHorizon at its
+// recent rate.
+func (q *queueRunner) wantSurplus() int {
 	if q.cfg.Prefetch != prefetchAuto {
 		return q.cfg.Prefetch
 	}
@@ -152,7 +186,10 @@ func (q *queueRunner) run() {
 	defer close(q.done)
 	defer q.releaseHeld(msgReleasedAtShutdown)
 	for {
-		capacity := q.capacity()
+		// capacity: how many jobs the runner holds at most now, running
+		// and held ahead of a slot.
+		surplus := q.surplus()
+		capacity := q.cfg.Concurrency + surplus
 		lowWater := max(1, capacity/2)
 		free := q.free(capacity)
 		if free <= 0 {
@@ -178,7 +215,7 @@ func (q *queueRunner) run() {
 				free = q.free(capacity)
 			}
 		}
-		n, limited, err := q.claim(free)
+		n, limited, bound, err := q.claim(free)
 		if err != nil {
 			if q.e.runCtx.Err() != nil {
 				return
@@ -196,6 +233,7 @@ func (q *queueRunner) run() {
 			continue
 		}
 		q.out.Succeed()
+		q.bound(bound, surplus)
 		if n == free {
 			// The queue had at least a full batch: claim again as soon as
 			// room frees, without waiting for the poll.
@@ -244,13 +282,14 @@ func (q *queueRunner) wait(ch chan struct{}, tick <-chan time.Time) bool {
 }
 
 // claim takes up to free jobs and starts them; it returns how many it
-// took and whether a limit across processes covered the claim.
-func (q *queueRunner) claim(free int) (int, bool, error) {
+// took, whether a limit across processes covered the claim and whether
+// one bound it (backend.JobClaimResult's Limited and Bound).
+func (q *queueRunner) claim(free int) (int, bool, bool, error) {
 	e := q.e
 	suspects, lone, ok := e.suspects.admit(e.running.len() == 0)
 	if !ok {
 		// A job that crashed twice or more runs alone in this process.
-		return 0, false, nil
+		return 0, false, false, nil
 	}
 	// Shared with other claims, exclusive with a crash's write (crashgate.go):
 	// what this claim takes is in buf before a crash hands buf back.
@@ -264,7 +303,7 @@ func (q *queueRunner) claim(free int) (int, bool, error) {
 	})
 	if err != nil {
 		e.suspects.claimed(suspects, lone, 0, false)
-		return 0, false, err
+		return 0, false, false, err
 	}
 	took, tookLone := 0, false
 	for _, j := range res.Jobs {
@@ -282,7 +321,7 @@ func (q *queueRunner) claim(free int) (int, bool, error) {
 		go e.fireDeath(j, MessageDeadlineBeforeRun, ReasonDeadlineExceeded)
 	}
 	q.hold(res.Jobs)
-	return len(res.Jobs), res.Limited, nil
+	return len(res.Jobs), res.Limited, res.Bound, nil
 }
 
 // claimDeadlinePlan is the claim's write for available jobs past their

@@ -62,7 +62,9 @@ func kindsOf(js []*engine.Job) map[string]int {
 // testLimitClaimRoom: a claim takes of a limited kind only what its limit
 // leaves, of the other kinds as before, and within its queue's limit; a
 // limit raised, lowered or removed holds at the next claim; LimitList
-// counts what runs.
+// counts what runs. A claim that takes all the room a limit leaves, less
+// than it asked, says the limit bound it; one the queue cut short does
+// not (a full limit may say either: see JobClaimResult.Bound).
 func testLimitClaimRoom(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	ctx := context.Background()
@@ -79,27 +81,56 @@ func testLimitClaimRoom(t *testing.T, h Harness) {
 	setLimit(t, s, sluicetype.LimitKind, "charge", 2)
 	kinds := map[string]int{"k": 1, "charge": 1}
 
+	// bound: what Bound must say; "" where a store may say either.
 	steps := []struct {
-		name string
-		set  func()
-		want map[string]int
+		name  string
+		set   func()
+		want  map[string]int
+		bound string
 	}{
-		{"limit 2 of charge", func() {}, map[string]int{"charge": 2, "k": 3}},
-		{"full", func() {}, map[string]int{}},
-		{"raised to 3", func() { setLimit(t, s, sluicetype.LimitKind, "charge", 3) }, map[string]int{"charge": 1}},
+		{"limit 2 of charge", func() {}, map[string]int{"charge": 2, "k": 3}, "true"},
+		{"full", func() {}, map[string]int{}, ""},
+		{"raised to 3", func() { setLimit(t, s, sluicetype.LimitKind, "charge", 3) }, map[string]int{"charge": 1}, "true"},
 		{"queue limit 4 below the 6 running", func() {
 			setLimit(t, s, sluicetype.LimitKind, "charge", 0)
 			setLimit(t, s, sluicetype.LimitQueue, "q", 4)
-		}, map[string]int{}},
-		{"queue limit removed", func() { setLimit(t, s, sluicetype.LimitQueue, "q", 0) }, map[string]int{"charge": 3}},
+		}, map[string]int{}, ""},
+		{"queue limit removed", func() { setLimit(t, s, sluicetype.LimitQueue, "q", 0) }, map[string]int{"charge": 3}, "false"},
 	}
 	for _, st := range steps {
 		st.set()
-		got := kindsOf(claimP(t, s, backend.JobClaimParams{Queue: "q", WorkerID: "w1", Limit: 10, Kinds: kinds}).Jobs)
-		if fmt.Sprint(got) != fmt.Sprint(st.want) {
+		res := claimP(t, s, backend.JobClaimParams{Queue: "q", WorkerID: "w1", Limit: 10, Kinds: kinds})
+		if got := kindsOf(res.Jobs); fmt.Sprint(got) != fmt.Sprint(st.want) {
 			t.Fatalf("%s: claimed %v, want %v", st.name, got, st.want)
 		}
+		if st.bound != "" && fmt.Sprint(res.Bound) != st.bound {
+			t.Fatalf("%s: Bound %v, want %s", st.name, res.Bound, st.bound)
+		}
 	}
+	// Room left over: a limit that covers the claim but leaves more room
+	// than the queue has did not bind it; a queue's limit that leaves
+	// less than asked, filled, did.
+	more := []*backend.JobInsertParams{}
+	for i := range 3 {
+		p := jobParams(fmt.Sprintf("lim-more-%d", i), "q")
+		p.Kind = "charge"
+		more = append(more, p)
+	}
+	insert(t, s, more...)
+	setLimit(t, s, sluicetype.LimitKind, "charge", 20)
+	if res := claimP(t, s, backend.JobClaimParams{Queue: "q", WorkerID: "w1", Limit: 2, Kinds: kinds}); len(res.Jobs) != 2 || res.Bound {
+		t.Fatalf("limit 20 with 9 running, claim of 2: took %d, Bound %v; want 2, false (the claim's own limit decided)", len(res.Jobs), res.Bound)
+	}
+	if res := claimP(t, s, backend.JobClaimParams{Queue: "q", WorkerID: "w1", Limit: 10, Kinds: kinds}); len(res.Jobs) != 1 || res.Bound || !res.Limited {
+		t.Fatalf("limit 20 with 11 running, one job left: took %d, Bound %v, Limited %v; want 1, false, true (the queue ran short)", len(res.Jobs), res.Bound, res.Limited)
+	}
+	setLimit(t, s, sluicetype.LimitKind, "charge", 0)
+	setLimit(t, s, sluicetype.LimitQueue, "q", 13)
+	insert(t, s, jobParams("free-more-0", "q"), jobParams("free-more-1", "q"), jobParams("free-more-2", "q"))
+	if res := claimP(t, s, backend.JobClaimParams{Queue: "q", WorkerID: "w1", Limit: 10, Kinds: kinds}); len(res.Jobs) != 1 || !res.Bound {
+		t.Fatalf("queue limit 13 with 12 running, 3 waiting: took %d, Bound %v; want 1, true", len(res.Jobs), res.Bound)
+	}
+	setLimit(t, s, sluicetype.LimitQueue, "q", 0)
 
 	setLimit(t, s, sluicetype.LimitKind, "charge", 5)
 	ls, err := limitStore(t, s).LimitList(ctx)
@@ -107,8 +138,8 @@ func testLimitClaimRoom(t *testing.T, h Harness) {
 		t.Fatalf("LimitList: %v", err)
 	}
 	if len(ls) != 1 || ls[0].Scope != sluicetype.LimitKind || ls[0].Name != "charge" || ls[0].Concurrency != 5 ||
-		ls[0].Running != 6 || ls[0].UpdatedBy != "maya" || ls[0].UpdatedAt.IsZero() {
-		t.Fatalf("LimitList = %+v, want kind charge 5 with 6 running, by maya", ls)
+		ls[0].Running != 9 || ls[0].UpdatedBy != "maya" || ls[0].UpdatedAt.IsZero() {
+		t.Fatalf("LimitList = %+v, want kind charge 5 with 9 running, by maya", ls)
 	}
 	if err := limitStore(t, s).LimitSet(ctx, &backend.LimitSetParams{Scope: "tenant", Name: "x", Concurrency: 1}); err == nil {
 		t.Fatalf("LimitSet with an unknown scope: no error")

@@ -24,7 +24,9 @@ import (
 // pd_to, pd_reason, pd_le, pd_ep, ev_kind, ev_actor, ev_from, ev_to, ev_msg
 // (pd_to "" leaves such jobs alone).
 //
-// Returns {now, jobs, dead, due}: each job as {fields, errors}, jobs packed in
+// Returns {now, jobs, dead, due, limited, bound} ({now, jobs, dead, due}
+// from a paused queue; limited and bound "1" or "0", JobClaimResult's
+// Limited and Bound): each job as {fields, errors}, jobs packed in
 // one MessagePack string (arrays of strings; see unpackStrings), a claimed job
 // with its fields as they were before the claim (its hash as read, not
 // copied again into the reply): JobClaim applies the claim's writes
@@ -172,7 +174,8 @@ if #runm > 0 then
 end
 -- One MessagePack string rather than a reply of some forty strings a job:
 -- the reply's encoding was a third of the claim's time on the server.
-return {NOW, cmsgpack.pack(jobs), dead, due, LIMITED and '1' or '0'}
+if QROOM ~= nil and QROOM > 0 and #jobs >= QROOM then BOUND = true end
+return {NOW, cmsgpack.pack(jobs), dead, due, LIMITED and '1' or '0', BOUND and '1' or '0'}
 `)
 
 // JobClaim archives the queue's available jobs past their deadline, then
@@ -201,8 +204,8 @@ func (s *Store) JobClaim(ctx context.Context, p *backend.JobClaimParams) (*backe
 		return nil, err
 	}
 	r, _ := v.([]any)
-	// Four parts from a paused queue's early return, five otherwise.
-	if len(r) != 4 && len(r) != 5 {
+	// Four parts from a paused queue's early return, six otherwise.
+	if len(r) != 4 && len(r) != 6 {
 		return nil, fmt.Errorf("redis: claim %s: bad reply", p.Queue)
 	}
 	now, _ := r[0].(string)
@@ -211,8 +214,8 @@ func (s *Store) JobClaim(ctx context.Context, p *backend.JobClaimParams) (*backe
 		return nil, fmt.Errorf("redis: claim %s: now: %w", p.Queue, err)
 	}
 	res := &backend.JobClaimResult{Now: nowT}
-	if len(r) == 5 {
-		res.Limited = r[4] == "1"
+	if len(r) == 6 {
+		res.Limited, res.Bound = r[4] == "1", r[5] == "1"
 	}
 	// Claimed jobs come packed; a claim that returns early (a paused
 	// queue) sends a plain empty array.
@@ -297,6 +300,7 @@ func (s *Store) claimChunked(ctx context.Context, p *backend.JobClaimParams) (*b
 			res.Jobs = append(res.Jobs, r.Jobs...)
 			res.Dead = append(res.Dead, r.Dead...)
 			res.Limited = res.Limited || r.Limited
+			res.Bound = res.Bound || r.Bound
 		}
 		for _, j := range r.Jobs {
 			if j.CrashAttempt == 1 {

@@ -41,7 +41,10 @@ end
 -- starts set lst:SCOPE US NAME (score: seconds), pruned to its window.
 local RATES, KRATE, NOWF = {}, {}, tonumber(NOW_S) + tonumber(NOW_NS) / 1e9
 -- LIMITED: a limit covers this claim (the reply says so, see JobClaimResult).
-local LIMITED = false
+-- BOUND: a limit decided how many jobs the claim took (JobClaimResult's
+-- Bound): room passed a job by, or the queue's limit left less than asked
+-- and the claim took all of it (QROOM).
+local LIMITED, BOUND, QROOM = false, false, nil
 do
   local lraw = redis.call('HGETALL', K('limits'))
   local qmax, kmax, anyk = nil, {}, false
@@ -93,7 +96,10 @@ do
         end
       end
     end
-    if qmax ~= nil then limit = math.min(limit, math.max(0, qmax - qrun)) end
+    if qmax ~= nil and qmax - qrun < limit then
+      limit = math.max(0, qmax - qrun)
+      QROOM = limit
+    end
     KROOM = {}
     for k, n in pairs(kmax) do KROOM[k] = n - (krun[k] or 0) end
     for k, r in pairs(KRATE) do KROOM[k] = math.min(KROOM[k] or r.left, r.left) end
@@ -116,13 +122,13 @@ local function room(k, jk)
   local pt = KPART and KPART[k]
   if pt then
     local pk = k .. US .. partof(jk, pt.key)
-    if (KPRUN[pk] or 0) >= pt.max then return false end
+    if (KPRUN[pk] or 0) >= pt.max then BOUND = true; return false end
     KPRUN[pk] = (KPRUN[pk] or 0) + 1
     return true
   end
   local r = KROOM and KROOM[k]
   if r == nil then return true end
-  if r <= 0 then return false end
+  if r <= 0 then BOUND = true; return false end
   KROOM[k] = r - 1
   if KRATE[k] then KRATE[k].n = KRATE[k].n + 1 end
   return true
