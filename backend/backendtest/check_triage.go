@@ -77,12 +77,15 @@ func testTriageResolve(t *testing.T, h Harness) {
 		l.TriagedAt == nil || !l.TriagedAt.Equal(*got.TriagedAt) || l.Count != 3 {
 		t.Fatalf("listed after resolve: %+v", l)
 	}
-	// A resolution again replaces the note; the group is still there.
+	// A resolution again replaces the note and the time; the group is
+	// still there.
+	first := *got.TriagedAt
 	if got, err = f.c.ResolveErrorGroup(f.ctx, engine.ErrorGroupResolveParams{ID: g.ID, Note: "really fixed"}); err != nil {
 		t.Fatal(err)
 	}
-	if l := f.mustGroup(t, engine.ListErrorGroupsParams{}, "billing"); l.Note != "really fixed" || l.Status != engine.GroupResolved {
-		t.Fatalf("listed after a second resolve: %+v", l)
+	if l := f.mustGroup(t, engine.ListErrorGroupsParams{}, "billing"); l.Note != "really fixed" || l.Status != engine.GroupResolved ||
+		l.TriagedAt == nil || !l.TriagedAt.Equal(*got.TriagedAt) || got.TriagedAt.Before(first) {
+		t.Fatalf("listed after a second resolve (the first at %v): %+v", first, l)
 	}
 }
 
