@@ -37,6 +37,9 @@ var mutatingRequests = []struct {
 	{"POST /api/v1/queues/{queue}/pause", req{method: "POST", path: "/api/v1/queues/billing/pause"}, engine.RoleAdmin},
 	{"POST /api/v1/queues/{queue}/resume", req{method: "POST", path: "/api/v1/queues/billing/resume"}, engine.RoleAdmin},
 	{"PUT /api/v1/limits", req{method: "PUT", path: "/api/v1/limits", body: `{"scope":"kind","name":"charge","concurrency":5}`}, engine.RoleAdmin},
+	{"POST /api/v1/error-groups/{id}/resolve", req{method: "POST", path: "/api/v1/error-groups/" + billingGroup + "/resolve", body: `{"note":"fixed"}`}, engine.RoleOperator},
+	{"POST /api/v1/error-groups/{id}/ignore", req{method: "POST", path: "/api/v1/error-groups/" + billingGroup + "/ignore"}, engine.RoleOperator},
+	{"POST /api/v1/error-groups/{id}/unignore", req{method: "POST", path: "/api/v1/error-groups/" + billingGroup + "/unignore"}, engine.RoleOperator},
 	{"POST /api/v1/schedules/{name}/pause", req{method: "POST", path: "/api/v1/schedules/nightly/pause"}, engine.RoleAdmin},
 	{"POST /api/v1/schedules/{name}/resume", req{method: "POST", path: "/api/v1/schedules/nightly/resume"}, engine.RoleAdmin},
 	{"POST /api/v1/schedules/{name}/trigger", req{method: "POST", path: "/api/v1/schedules/nightly/trigger"}, engine.RoleOperator},
@@ -113,8 +116,10 @@ func TestRolesAndReadOnly(t *testing.T) {
 					}
 					// What it changed shows, so the refusals above would see
 					// it; a dry run and a resume of a queue not paused change
-					// nothing.
-					noop := strings.Contains(r.body, `"dry_run":true`) || strings.HasSuffix(r.path, "/resume")
+					// nothing, and neither does an unignore of a group nobody
+					// ignored.
+					noop := strings.Contains(r.body, `"dry_run":true`) || strings.HasSuffix(r.path, "/resume") ||
+						strings.HasSuffix(r.path, "/unignore")
 					if after := fx.snapshot(t); after == before && !noop {
 						t.Fatal("an allowed request changed nothing the snapshot sees")
 					}

@@ -40,6 +40,9 @@ const (
 	// pillFingerprint is engine.FingerprintOf("charge", pillPayload);
 	// newFixture checks it.
 	pillFingerprint = "8aad22c2ac4445cfc36d3559b19c1c92ba94fe91bbd94b2c6fa84c13f84fd9c6"
+	// billingGroup is the id of the error group of the billing queue's
+	// dead charges ("card declined"); newFixture checks it.
+	billingGroup = "4f4ff10f585db1de"
 	// deadVersion is the version of each job that died: enqueued (1),
 	// claimed (2), finished (3). Payload edits send it as If-Match;
 	// newFixture checks it.
@@ -193,6 +196,9 @@ func (fx *fixture) seed(t testing.TB) {
 	if d, err = fx.eng.GetJob(ctx, "JOB_1", false); err != nil || d.Job.Version != deadVersion {
 		t.Fatalf("fixture: JOB_1 %+v %v, want version %d (deadVersion)", d, err, deadVersion)
 	}
+	if id := engine.ErrorGroupID("billing", "charge", "card declined"); id != billingGroup {
+		t.Fatalf("fixture: the billing group's id is %s, want %s (billingGroup)", id, billingGroup)
+	}
 	// A schedule, as a process declaring it writes it.
 	ss, err := backend.ScheduleStoreOf(fx.store)
 	if err != nil {
@@ -298,6 +304,13 @@ func (fx *fixture) snapshot(t testing.TB) string {
 	}
 	for _, s := range sch.Schedules {
 		rows = append(rows, fmt.Sprintf("schedule %s paused=%v run-now=%v", s.Name, s.Paused, s.RunNowPending))
+	}
+	gs, err := fx.eng.ListErrorGroups(ctx, engine.ListErrorGroupsParams{Ignored: true})
+	if err != nil {
+		t.Fatalf("snapshot: error groups: %v", err)
+	}
+	for _, g := range gs {
+		rows = append(rows, fmt.Sprintf("error group %s=%s %q", g.ID, g.Status, g.Note))
 	}
 	slices.Sort(rows)
 	return strings.Join(rows, "\n")

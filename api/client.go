@@ -321,14 +321,6 @@ func (c *Client) CountJobs(ctx context.Context, p engine.CountJobsParams) (*engi
 	return &out, nil
 }
 
-func (c *Client) ErrorGroups(ctx context.Context, f engine.Filter) ([]engine.ErrorGroup, error) {
-	var out errorGroupsResponse
-	if _, err := c.do(ctx, &call{method: "GET", path: "/error-groups", query: filterQuery(f), out: &out}); err != nil {
-		return nil, err
-	}
-	return out.Groups, nil
-}
-
 func (c *Client) Queues(ctx context.Context) ([]engine.QueueInfo, error) {
 	var out queuesResponse
 	if _, err := c.do(ctx, &call{method: "GET", path: "/queues", out: &out}); err != nil {

@@ -60,6 +60,10 @@ type contractFixture struct {
 	etag string // the ETag of job "edit"
 }
 
+// contractGroup is the id of the error group of the fixture's dead jobs
+// (killJobs).
+var contractGroup = engine.ErrorGroupID("billing", "charge", "card service down")
+
 func newContractFixture(t *testing.T) *contractFixture {
 	t.Helper()
 	ctx := context.Background()
@@ -354,6 +358,19 @@ func TestAPIContract(t *testing.T) {
 		{name: "error groups", method: "GET", path: "/api/v1/error-groups", token: tokViewer, want: 200},
 		{name: "error groups of a queue", method: "GET", path: "/api/v1/error-groups?queue=billing", token: tokViewer, want: 200},
 		{name: "error groups with a bad q", method: "GET", path: "/api/v1/error-groups?q=state%3A", token: tokViewer, want: 400},
+		{name: "error groups with the ignored", method: "GET", path: "/api/v1/error-groups?ignored=true", token: tokViewer, want: 200},
+		{name: "error groups with a bad ignored", method: "GET", path: "/api/v1/error-groups?ignored=maybe", token: tokViewer, want: 400},
+		// POST /error-groups/{id}/resolve|ignore|unignore
+		{name: "resolve error group", method: "POST", path: "/api/v1/error-groups/" + contractGroup + "/resolve", token: tokOperator, key: "g-1", body: `{"note":"fixed in 42"}`, want: 200},
+		{name: "resolve error group replayed", method: "POST", path: "/api/v1/error-groups/" + contractGroup + "/resolve", token: tokOperator, key: "g-1", body: `{"note":"fixed in 42"}`, want: 200},
+		{name: "resolve error group as viewer", method: "POST", path: "/api/v1/error-groups/" + contractGroup + "/resolve", token: tokViewer, key: "g-2", want: 403},
+		{name: "resolve unknown error group", method: "POST", path: "/api/v1/error-groups/0123456789abcdef/resolve", token: tokOperator, key: "g-3", want: 404},
+		{name: "resolve error group with an unknown field", method: "POST", path: "/api/v1/error-groups/" + contractGroup + "/resolve", token: tokOperator, key: "g-4", body: `{"why":"x"}`, want: 400},
+		{name: "ignore error group", method: "POST", path: "/api/v1/error-groups/" + contractGroup + "/ignore", token: tokOperator, key: "g-5", body: `{"note":"sandbox"}`, want: 200},
+		{name: "ignore error group without a body", method: "POST", path: "/api/v1/error-groups/" + contractGroup + "/ignore", token: tokOperator, key: "g-6", want: 200},
+		{name: "ignore error group with a long note", method: "POST", path: "/api/v1/error-groups/" + contractGroup + "/ignore", token: tokOperator, key: "g-7", body: `{"note":"` + strings.Repeat("x", 1001) + `"}`, want: 400},
+		{name: "unignore error group", method: "POST", path: "/api/v1/error-groups/" + contractGroup + "/unignore", token: tokOperator, key: "g-8", want: 200},
+		{name: "unignore error group with a body", method: "POST", path: "/api/v1/error-groups/" + contractGroup + "/unignore", token: tokOperator, key: "g-9", body: `{"note":"x"}`, want: 400},
 		// GET /operations, /operations/{id}, POST /operations/{id}/cancel
 		{name: "operations", method: "GET", path: "/api/v1/operations?limit=1", token: tokViewer, want: 200},
 		{name: "operations with a bad cursor", method: "GET", path: "/api/v1/operations?cursor=zz", token: tokViewer, want: 400},

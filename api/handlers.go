@@ -42,6 +42,9 @@ func (s *Server) routeTable() []route {
 		{method: "POST", path: p + "/jobs/actions", role: operator, mutate: s.actions},
 		{method: "POST", path: p + "/jobs/bulk", role: operator, mutate: s.bulk},
 		{method: "GET", path: p + "/error-groups", role: viewer, read: s.errorGroups},
+		{method: "POST", path: p + "/error-groups/{id}/resolve", role: operator, mutate: s.errorGroupAction(engine.GroupResolved)},
+		{method: "POST", path: p + "/error-groups/{id}/ignore", role: operator, mutate: s.errorGroupAction(engine.GroupIgnored)},
+		{method: "POST", path: p + "/error-groups/{id}/unignore", role: operator, mutate: s.errorGroupAction(engine.GroupOpen)},
 		{method: "GET", path: p + "/operations", role: viewer, read: s.operations},
 		{method: "GET", path: p + "/operations/{id}", role: viewer, read: s.operation},
 		{method: "POST", path: p + "/operations/{id}/cancel", role: operator, mutate: s.cancelOperation},
@@ -207,30 +210,6 @@ func (s *Server) countJobs(w http.ResponseWriter, r *http.Request, c *caller) er
 		return err
 	}
 	writeJSON(w, http.StatusOK, cs)
-	return nil
-}
-
-func (s *Server) errorGroups(w http.ResponseWriter, r *http.Request, c *caller) error {
-	v, err := query(r)
-	if err != nil {
-		return err
-	}
-	f, err := parseFilterQuery(v)
-	if err != nil {
-		return err
-	}
-	if err := checkFilter(c, &f); err != nil {
-		return err
-	}
-	gs, err := s.ctl.ErrorGroups(r.Context(), f)
-	if err != nil {
-		return err
-	}
-	gs = redactErrorGroups(c, gs)
-	if gs == nil {
-		gs = []engine.ErrorGroup{}
-	}
-	writeJSON(w, http.StatusOK, errorGroupsResponse{Groups: gs})
 	return nil
 }
 

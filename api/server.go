@@ -70,11 +70,12 @@ type ServerOptions struct {
 	// have none.
 	ReadTimeout time.Duration
 	// HideErrorsFromViewers hides error text from viewers: attempts'
-	// messages and traces, timeline messages, error groups, quarantine
-	// records' last errors, step errors and operations' error text, and
-	// refuses them filters on error text. For deployments whose errors
-	// repeat personal data (a phone number in an SMS provider's error).
-	// By default every role reads error text.
+	// messages and traces, timeline messages, error groups (and the notes
+	// they were resolved or ignored with), quarantine records' last
+	// errors, step errors and operations' error text, and refuses them
+	// filters on error text. For deployments whose errors repeat personal
+	// data (a phone number in an SMS provider's error). By default every
+	// role reads error text.
 	HideErrorsFromViewers bool
 	// BodyTimeout bounds reading one request body (DefaultBodyTimeout
 	// when 0); a body slower than that is answered 408.

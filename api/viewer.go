@@ -255,7 +255,7 @@ func redactFingerprints(c *caller, fps []*engine.Fingerprint) []*engine.Fingerpr
 
 // redactErrorGroups is the error groups as c may read them: the
 // selector's fingerprint as its id and, when error text is hidden, the
-// pattern and sample hidden (the counts by queue and kind stay) and no
+// pattern, sample and note hidden (the counts by queue and kind stay) and no
 // near-singleton count, which says how the hidden texts relate (these
 // differ in one word).
 func redactErrorGroups(c *caller, gs []engine.ErrorGroup) []engine.ErrorGroup {
@@ -264,7 +264,8 @@ func redactErrorGroups(c *caller, gs []engine.ErrorGroup) []engine.ErrorGroup {
 	}
 	out := make([]engine.ErrorGroup, len(gs))
 	for i, g := range gs {
-		g.Pattern, g.Sample = c.errorText(g.Pattern), c.errorText(g.Sample)
+		// The note is an operator's word on the failure, and may quote it.
+		g.Pattern, g.Sample, g.Note = c.errorText(g.Pattern), c.errorText(g.Sample), c.errorText(g.Note)
 		g.Selector = redactSelector(c, g.Selector)
 		if c.hideErrors() {
 			g.NearSingletons = 0

@@ -36,7 +36,7 @@
 //	leader.go        LeaderAttempt, LeaderResign
 //	list.go          JobListPage, JobCountMatching, JobCountUniqueHeld (ControlStore)
 //	counts.go        JobCountByQueue, JobCountReconcile, the maintained counters
-//	errgroups.go     JobErrorGroups
+//	errgroups.go     JobErrorGroups, ErrorGroupTriage* (operators' verdicts)
 //	actions.go       JobAction, JobUpdatePayload, JobRetryCopy
 //	fork.go          JobFork
 //	operations.go    Operation* (bulk operations)

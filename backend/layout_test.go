@@ -45,7 +45,7 @@ var sections = []struct {
 	{"leader.go", []string{"LeaderAttempt", "LeaderResign"}},
 	{"list.go", []string{"JobListPage", "JobCountMatching", "JobCountUniqueHeld"}},
 	{"counts.go", []string{"JobCountByQueue", "JobCountReconcile"}},
-	{"errgroups.go", []string{"JobErrorGroups"}},
+	{"errgroups.go", []string{"JobErrorGroups", "ErrorGroupTriageSet", "ErrorGroupTriageList"}},
 	{"actions.go", []string{"JobAction", "JobUpdatePayload", "JobRetryCopy"}},
 	{"fork.go", []string{"JobFork"}},
 	{"operations.go", []string{"OperationInsert", "OperationGet", "OperationList", "OperationCancel",

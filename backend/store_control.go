@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"slices"
@@ -36,6 +37,16 @@ type ControlStore interface {
 	// JobErrorGroups groups dead jobs matching the filter by queue, kind
 	// and error pattern (written at death by the engine).
 	JobErrorGroups(ctx context.Context, p *JobErrorGroupsParams) ([]sluicetype.ErrorGroup, error)
+	// ErrorGroupTriageSet records an operator's verdict on one error
+	// group (resolved or ignored), at the store's time, replacing the one
+	// before; Status open removes it. It returns the verdict as written
+	// (nil when removed). The store keeps verdicts only: whether a
+	// resolved group came back is read from its jobs by the engine, so
+	// no death writes here.
+	ErrorGroupTriageSet(ctx context.Context, p *ErrorGroupTriageSetParams) (*ErrorGroupTriage, error)
+	// ErrorGroupTriageList returns every verdict, by queue, kind and
+	// pattern.
+	ErrorGroupTriageList(ctx context.Context) ([]ErrorGroupTriage, error)
 
 	// JobAction applies one operator action's spec to one job in one
 	// transaction: the job must be in one of Spec.From (else a
@@ -150,6 +161,42 @@ type JobCountByQueueParams struct {
 type JobErrorGroupsParams struct {
 	Filter sluicetype.Filter
 	Limit  int
+}
+
+// ErrorGroupTriage is an operator's verdict on the error group of
+// Queue, Kind and Pattern.
+type ErrorGroupTriage struct {
+	Queue, Kind, Pattern string
+	// Status is resolved or ignored.
+	Status sluicetype.GroupStatus
+	Note   string
+	Actor  string
+	// At is when it was written, by the store's clock.
+	At time.Time
+}
+
+// ErrorGroupTriageSetParams sets the verdict on one error group.
+type ErrorGroupTriageSetParams struct {
+	Queue, Kind, Pattern string
+	// Status is resolved or ignored; open removes the verdict.
+	Status sluicetype.GroupStatus
+	Note   string
+	Actor  string
+}
+
+// Valid refuses a verdict no store keeps: a group's pattern is never
+// empty (JobErrorGroups makes no group of jobs without one).
+func (p *ErrorGroupTriageSetParams) Valid() bool {
+	return p.Queue != "" && p.Kind != "" && p.Pattern != "" &&
+		(p.Status == sluicetype.GroupResolved || p.Status == sluicetype.GroupIgnored || p.Status == sluicetype.GroupOpen)
+}
+
+// SortTriage orders verdicts by queue, kind and pattern, as
+// ErrorGroupTriageList returns them.
+func SortTriage(ts []ErrorGroupTriage) {
+	slices.SortFunc(ts, func(a, b ErrorGroupTriage) int {
+		return cmp.Or(cmp.Compare(a.Queue, b.Queue), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Pattern, b.Pattern))
+	})
 }
 
 // JobActionParams is one operator action on one job.

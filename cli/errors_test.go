@@ -82,10 +82,10 @@ func TestErrorsList(t *testing.T) {
 		t.Fatalf("errors list: exit %d\n%s%s", code, out, stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 3 || !regexp.MustCompile(`^QUEUE\s+KIND\s+JOBS\s+LAST\s+FIRST\s+NEAR\s+ERROR\s+QUERY$`).MatchString(lines[0]) {
+	if len(lines) != 3 || !regexp.MustCompile(`^ID\s+QUEUE\s+KIND\s+STATUS\s+JOBS\s+LAST\s+FIRST\s+NEAR\s+ERROR\s+QUERY$`).MatchString(lines[0]) {
 		t.Fatalf("errors list:\n%s", out)
 	}
-	row := regexp.MustCompile(`^partner\s+sync\s+3\s+.* ago\s+.* ago\s+0\s+partner api: <n> Service Unavailable \(request id req_<id>\)\s+('.*')$`).FindStringSubmatch(lines[1])
+	row := regexp.MustCompile(`^[0-9a-f]{16}\s+partner\s+sync\s+open\s+3\s+.* ago\s+.* ago\s+0\s+partner api: <n> Service Unavailable \(request id req_<id>\)\s+('.*')$`).FindStringSubmatch(lines[1])
 	if row == nil {
 		t.Fatalf("first group:\n%s", lines[1])
 	}
@@ -137,7 +137,7 @@ func TestErrorsListQueryPastesWithControlCharacters(t *testing.T) {
 	}
 	var query string
 	for _, l := range strings.Split(out, "\n") {
-		if m := regexp.MustCompile(`^partner\s+sync\s+2\s.*\s('.*')$`).FindStringSubmatch(l); m != nil {
+		if m := regexp.MustCompile(`^[0-9a-f]{16}\s+partner\s+sync\s+open\s+2\s.*\s('.*')$`).FindStringSubmatch(l); m != nil {
 			query = m[1]
 		}
 	}
@@ -151,5 +151,58 @@ func TestErrorsListQueryPastesWithControlCharacters(t *testing.T) {
 	code, out, stderr = runCLI(t, "", "bulk", "retry", "-q", words[0], "--dry-run")
 	if code != 0 || !strings.Contains(out, "would retry 2 job(s)") {
 		t.Fatalf("bulk with the pasted query %s: exit %d\n%s%s", words[0], code, out, stderr)
+	}
+}
+
+// TestErrorsResolveIgnore resolves a group and ignores another through
+// the command line: errors list shows each status in its STATUS column,
+// leaves the ignored group out unless --ignored, and unignore brings it
+// back open. An id no group has is refused, naming it.
+func TestErrorsResolveIgnore(t *testing.T) {
+	store := "sqlite://" + diedWith(t,
+		"partner api: 503 Service Unavailable (request id req_36652661)",
+		"partner api: 503 Service Unavailable (request id req_aabdbebe)",
+		`invalid currency "EURO"`,
+	)
+	t.Setenv("SLUICE_API", "")
+	t.Setenv("SLUICE_STORE", store)
+	_, out, _ := runCLI(t, "", "errors", "list", "-o", "json")
+	var groups []engine.ErrorGroup
+	if err := json.Unmarshal([]byte(out), &groups); err != nil || len(groups) != 2 {
+		t.Fatalf("errors list -o json: %v\n%s", err, out)
+	}
+	partner, currency := groups[0].ID, groups[1].ID
+
+	code, out, stderr := runCLI(t, "", "errors", "resolve", partner, "--note", "partner fixed their gateway")
+	if code != 0 || !strings.Contains(out, "error group "+partner+" (partner sync, 2 job(s)): resolved") {
+		t.Fatalf("errors resolve: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, stderr = runCLI(t, "", "errors", "ignore", currency, "--note", "test data")
+	if code != 0 || !strings.Contains(out, ": ignored") {
+		t.Fatalf("errors ignore: exit %d\n%s%s", code, out, stderr)
+	}
+	_, out, _ = runCLI(t, "", "errors", "list")
+	if !regexp.MustCompile(`(?m)^`+partner+`\s+partner\s+sync\s+resolved\s+2\s`).MatchString(out) || strings.Contains(out, currency) {
+		t.Fatalf("errors list after resolve and ignore:\n%s", out)
+	}
+	_, out, _ = runCLI(t, "", "errors", "list", "--ignored")
+	if !regexp.MustCompile(`(?m)^` + currency + `\s+partner\s+sync\s+ignored\s+1\s`).MatchString(out) {
+		t.Fatalf("errors list --ignored:\n%s", out)
+	}
+	_, out, _ = runCLI(t, "", "errors", "list", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &groups); err != nil || len(groups) != 1 || groups[0].Note != "partner fixed their gateway" ||
+		groups[0].Status != engine.GroupResolved {
+		t.Fatalf("errors list -o json after resolve: %v\n%s", err, out)
+	}
+	code, out, stderr = runCLI(t, "", "errors", "unignore", currency)
+	if code != 0 || !strings.Contains(out, ": open") {
+		t.Fatalf("errors unignore: exit %d\n%s%s", code, out, stderr)
+	}
+	if _, out, _ = runCLI(t, "", "errors", "list"); !regexp.MustCompile(`(?m)^` + currency + `\s+partner\s+sync\s+open\s+1\s`).MatchString(out) {
+		t.Fatalf("errors list after unignore:\n%s", out)
+	}
+	code, _, stderr = runCLI(t, "", "errors", "resolve", "0123456789abcdef")
+	if code == 0 || !strings.Contains(stderr, "error group 0123456789abcdef: not found") {
+		t.Fatalf("resolve of an unknown id: exit %d\n%s", code, stderr)
 	}
 }

@@ -106,6 +106,17 @@ func viewerWalkStore(t *testing.T) *walkJobs {
 	w.replay = f.ID
 	waitJob(t, e, w.replay, func(d *engine.JobDetail) bool { return d.Job.State == engine.StateArchived })
 	waitJob(t, e, w.boom, func(d *engine.JobDetail) bool { return d.Job.State == engine.StateQuarantined })
+	// A resolution's note may quote the error: it is hidden as the error
+	// is.
+	gs, err := e.ErrorGroups(ctx, engine.Filter{Queues: []string{"wf"}})
+	if err != nil || len(gs) == 0 {
+		t.Fatalf("error groups of wf: %+v %v", gs, err)
+	}
+	for _, g := range gs {
+		if _, err := e.ResolveErrorGroup(octx, engine.ErrorGroupResolveParams{ID: g.ID, Note: "fixed: " + errorMarker}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	res, err := e.Bulk(octx, engine.BulkParams{Action: engine.ActionRetry, Selector: engine.Filter{
 		States: []engine.State{engine.StateArchived}, Queues: []string{"wf"},
 		Payload: []engine.PathMatch{{Path: "card", Value: dataMarker + "-op"}},

@@ -27,8 +27,20 @@ type Control interface {
 	// state is counted exactly up to a bound; past it the count is that
 	// bound and the state is named in Capped.
 	CountJobs(ctx context.Context, p CountJobsParams) (*JobCounts, error)
-	// ErrorGroups groups dead jobs by kind and normalised error.
+	// ErrorGroups groups dead jobs by kind and normalised error, each
+	// with its id and triage status, leaving out the ignored groups;
+	// ListErrorGroups takes them in when asked (triage.go).
 	ErrorGroups(ctx context.Context, f Filter) ([]ErrorGroup, error)
+	ListErrorGroups(ctx context.Context, p ListErrorGroupsParams) ([]ErrorGroup, error)
+	// ResolveErrorGroup, IgnoreErrorGroup and UnignoreErrorGroup record an
+	// operator's verdict on the group of an id (ErrorGroup.ID) and return
+	// the group as it then stands; ErrNotFound for an id no group has.
+	// A resolved group reopens by itself when one of its jobs dies after
+	// the resolution; an ignored one leaves the default listings, its
+	// jobs dying and counted as ever.
+	ResolveErrorGroup(ctx context.Context, p ErrorGroupResolveParams) (*ErrorGroup, error)
+	IgnoreErrorGroup(ctx context.Context, p ErrorGroupIgnoreParams) (*ErrorGroup, error)
+	UnignoreErrorGroup(ctx context.Context, p ErrorGroupUnignoreParams) (*ErrorGroup, error)
 
 	Queues(ctx context.Context) ([]QueueInfo, error)
 	PauseQueue(ctx context.Context, queue string) error

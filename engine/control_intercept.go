@@ -119,6 +119,29 @@ func (e *Engine) CancelOperation(ctx context.Context, id string) (*Operation, er
 	})
 }
 
+// ResolveErrorGroup closes an error group with a note; it reopens by
+// itself when one of its jobs dies after the resolution.
+func (e *Engine) ResolveErrorGroup(ctx context.Context, p ErrorGroupResolveParams) (*ErrorGroup, error) {
+	return intercepted(ctx, e, ActionInfo{Name: "resolve_error_group", ErrorGroup: p.ID}, func(ctx context.Context) (*ErrorGroup, error) {
+		return e.resolveErrorGroup(ctx, p)
+	})
+}
+
+// IgnoreErrorGroup takes an error group out of the default listings; its
+// jobs still die, are archived and counted as before.
+func (e *Engine) IgnoreErrorGroup(ctx context.Context, p ErrorGroupIgnoreParams) (*ErrorGroup, error) {
+	return intercepted(ctx, e, ActionInfo{Name: "ignore_error_group", ErrorGroup: p.ID}, func(ctx context.Context) (*ErrorGroup, error) {
+		return e.ignoreErrorGroup(ctx, p)
+	})
+}
+
+// UnignoreErrorGroup brings an ignored error group back, open.
+func (e *Engine) UnignoreErrorGroup(ctx context.Context, p ErrorGroupUnignoreParams) (*ErrorGroup, error) {
+	return intercepted(ctx, e, ActionInfo{Name: "unignore_error_group", ErrorGroup: p.ID}, func(ctx context.Context) (*ErrorGroup, error) {
+		return e.unignoreErrorGroup(ctx, p)
+	})
+}
+
 // bulkInfo is what an Interceptor is told of a bulk action.
 func bulkInfo(p BulkParams) ActionInfo {
 	a := ActionInfo{Name: "bulk", Action: p.Action, Selector: p.Selector.String(), DryRun: p.DryRun}

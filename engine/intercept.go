@@ -113,7 +113,9 @@ type ActionInfo struct {
 	// "retry_with_input", "replay" (ReplayFromStep), "apply" (Apply:
 	// Action says which), "bulk" (Bulk: Action says which), "pause" and
 	// "resume" (a queue), "cancel_operation", "set_limit" (Limit says
-	// which and its new value).
+	// which and its new value), "resolve_error_group",
+	// "ignore_error_group" and "unignore_error_group" (ErrorGroup says
+	// which).
 	Name string
 	// Action is the action Apply or Bulk applies.
 	Action Action
@@ -133,6 +135,9 @@ type ActionInfo struct {
 	DryRun   bool
 	// Limit is the limit SetLimit sets (Concurrency 0: removes).
 	Limit *Limit
+	// ErrorGroup is the id of the error group resolved, ignored or
+	// un-ignored.
+	ErrorGroup string
 }
 
 // attemptBegin tells the interceptor a handler run begins.

@@ -119,6 +119,14 @@ func TestInterceptorSeesEnqueueAttemptsStepsAndActions(t *testing.T) {
 	if n := len(d.Job.Errors); n != 1 || d.Job.Errors[0].Ref != "ref-1" {
 		t.Fatalf("error entries %+v, want one with Ref ref-1", d.Job.Errors)
 	}
+	// The dead job's error group resolved, through the Interceptor too.
+	gs, err := e.ErrorGroups(ctx, engine.Filter{})
+	if err != nil || len(gs) != 1 {
+		t.Fatalf("error groups %+v %v, want j1's", gs, err)
+	}
+	if _, err := e.ResolveErrorGroup(engine.WithActor(ctx, "alice"), engine.ErrorGroupResolveParams{ID: gs[0].ID, Note: "fixed"}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := e.Retry(engine.WithActor(ctx, "alice"), "j1", engine.RetryOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -156,6 +164,7 @@ func TestInterceptorSeesEnqueueAttemptsStepsAndActions(t *testing.T) {
 			a.Name, a.Action, a.Actor, a.JobID, a.Queue, a.Selector, a.DryRun, rec.actErrs[i] != nil))
 	}
 	wantActs := []string{
+		"resolve_error_group  by alice job= queue= selector=\"\" dry=false err=false",
 		"retry  by alice job=j1 queue= selector=\"\" dry=false err=false",
 		"pause  by bob job= queue=q selector=\"\" dry=false err=false",
 		"bulk retry by bob job= queue= selector=\"state:archived\" dry=true err=false",
@@ -163,6 +172,9 @@ func TestInterceptorSeesEnqueueAttemptsStepsAndActions(t *testing.T) {
 	}
 	if fmt.Sprint(acts) != fmt.Sprint(wantActs) {
 		t.Errorf("actions\n%s\nwant\n%s", strings.Join(acts, "\n"), strings.Join(wantActs, "\n"))
+	}
+	if len(rec.actions) > 0 && rec.actions[0].ErrorGroup != gs[0].ID {
+		t.Errorf("the resolution names error group %q, want %q", rec.actions[0].ErrorGroup, gs[0].ID)
 	}
 }
 

@@ -193,26 +193,6 @@ func (e *Engine) CountJobs(ctx context.Context, p CountJobsParams) (*JobCounts, 
 // deadStates are the states ErrorGroups looks at by default.
 var deadStates = []State{StateArchived}
 
-// ErrorGroups groups dead jobs by kind and normalised error.
-func (e *Engine) ErrorGroups(ctx context.Context, f Filter) ([]ErrorGroup, error) {
-	if err := f.Validate(); err != nil {
-		return nil, err
-	}
-	if len(f.States) == 0 {
-		f.States = deadStates
-	}
-	groups, err := e.store.JobErrorGroups(ctx, &backend.JobErrorGroupsParams{Filter: storeFilter(f), Limit: 200})
-	if err != nil {
-		return nil, fmt.Errorf("error groups: %w", err)
-	}
-	for i := range groups {
-		g := &groups[i]
-		g.Selector = groupSelector(f, g)
-	}
-	countNearSingletons(groups)
-	return groups, nil
-}
-
 // countNearSingletons sets each group's NearSingletons.
 func countNearSingletons(groups []ErrorGroup) {
 	for i, near := range NearSingletons(groups) {

@@ -98,6 +98,10 @@ type FingerprintStatus = sluicetype.FingerprintStatus
 // job to the forks made from it (an alias of sluicetype.Fork).
 type Fork = sluicetype.Fork
 
+// GroupStatus is where an operator's triage left an error group (an alias
+// of sluicetype.GroupStatus).
+type GroupStatus = sluicetype.GroupStatus
+
 // IDTakenError refuses an insert whose id names a job with other content
 // (an insert of the same content returns the existing job instead) (an
 // alias of sluicetype.IDTakenError).
@@ -280,6 +284,14 @@ func DecodeCursor(s string) (Cursor, error) {
 // sluicetype.DecodeOperationCursor).
 func DecodeOperationCursor(s string) (OperationCursor, error) {
 	return sluicetype.DecodeOperationCursor(s)
+}
+
+// ErrorGroupID is the id of the error group of queue, kind and pattern: 16
+// hex digits of a SHA-256 over the three, so that every process and every
+// listing names a group alike, whatever the filter it was read under (calls
+// sluicetype.ErrorGroupID).
+func ErrorGroupID(queue, kind, pattern string) string {
+	return sluicetype.ErrorGroupID(queue, kind, pattern)
 }
 
 // FingerprintOf is SHA-256, in lower-case hex, over the 8-byte big-endian
@@ -475,6 +487,10 @@ const (
 	EventUndecodable         = sluicetype.EventUndecodable
 	FingerprintProbation     = sluicetype.FingerprintProbation
 	FingerprintQuarantined   = sluicetype.FingerprintQuarantined
+	GroupIgnored             = sluicetype.GroupIgnored
+	GroupOpen                = sluicetype.GroupOpen
+	GroupReopened            = sluicetype.GroupReopened
+	GroupResolved            = sluicetype.GroupResolved
 	HiddenValue              = sluicetype.HiddenValue
 	IDPattern                = sluicetype.IDPattern
 	LimitKind                = sluicetype.LimitKind
@@ -550,6 +566,7 @@ var (
 	ErrQuarantined         = sluicetype.ErrQuarantined
 	ErrUnsupported         = sluicetype.ErrUnsupported
 	ErrWrongState          = sluicetype.ErrWrongState
+	GroupStatuses          = sluicetype.GroupStatuses
 	QueryFields            = sluicetype.QueryFields
 	RequiredUniqueStates   = sluicetype.RequiredUniqueStates
 )

@@ -52,7 +52,13 @@ const (
 	Pause       Action = "pause"
 	RunNow      Action = "run_now"
 	SetLimit    Action = "set_limit"
-	ReplayStep  Action = "replay_step"
+	// ResolveGroup and IgnoreGroup close an error group (:errors), the
+	// note typed on the command line; IgnoreGroup on an ignored group
+	// brings it back. ShowIgnored lists the ignored groups too, or not.
+	ResolveGroup Action = "resolve_group"
+	IgnoreGroup  Action = "ignore_group"
+	ShowIgnored  Action = "show_ignored"
+	ReplayStep   Action = "replay_step"
 	// ReplayResult edits the replacement result of step N−1 in a replay's
 	// preview: read only inside that dialog, like Confirm.
 	ReplayResult Action = "replay_result"
@@ -142,6 +148,8 @@ var defaults = []def{
 	{Pause, GroupAct, []string{"P"}, "P", "pause/resume queue or schedule", true},
 	{RunNow, GroupAct, []string{"T"}, "T", "run schedule now", true},
 	{SetLimit, GroupAct, []string{"L"}, "L", "set limit (limits)", true},
+	{ResolveGroup, GroupAct, []string{"V"}, "V", "resolve error group", true},
+	{IgnoreGroup, GroupAct, []string{"I"}, "I", "ignore/unignore error group", true},
 	{ReplayStep, GroupAct, []string{"F"}, "F", "replay from step", true},
 	{ReplayResult, GroupAct, []string{"e"}, "e", "replace step N−1's result (replay preview)", true},
 	{Signal, GroupAct, []string{"s"}, "s", "send signal", true},
@@ -153,6 +161,7 @@ var defaults = []def{
 	{Filter, GroupView, []string{"/"}, "/", "filter", false},
 	{Command, GroupView, []string{":"}, ":", "command", false},
 	{Refresh, GroupView, []string{"ctrl+r"}, "ctrl+r", "reload, recount", false},
+	{ShowIgnored, GroupView, []string{"i"}, "i", "ignored groups", false},
 
 	{Help, GroupGeneral, []string{"?"}, "?", "help", false},
 	{Back, GroupGeneral, []string{"esc"}, "esc", "back", false},

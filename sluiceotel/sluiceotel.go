@@ -79,6 +79,7 @@ const (
 	AttrDryRun      = attribute.Key("sluice.dry_run")
 	AttrIDs         = attribute.Key("sluice.ids")
 	AttrOperation   = attribute.Key("sluice.operation")
+	AttrErrorGroup  = attribute.Key("sluice.error_group")
 	// AttrLink says what a consumer span's link points at: LinkEnqueue
 	// (the producer span) or LinkPreviousAttempt (the attempt before,
 	// which failed or died).
@@ -258,6 +259,9 @@ func (i *Interceptor) InterceptAction(ctx context.Context, a engine.ActionInfo) 
 	}
 	if a.Operation != "" {
 		attrs = append(attrs, AttrOperation.String(a.Operation))
+	}
+	if a.ErrorGroup != "" {
+		attrs = append(attrs, AttrErrorGroup.String(a.ErrorGroup))
 	}
 	if a.IDs > 0 {
 		attrs = append(attrs, AttrIDs.Int(a.IDs))

@@ -1,6 +1,8 @@
 package sluicetype
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
 	"time"
 )
@@ -210,6 +212,55 @@ type ErrorGroup struct {
 	// normaliser did not recognise, which a bulk action on this group's
 	// Selector leaves behind.
 	NearSingletons int `json:"near_singletons,omitempty"`
+	// ID names the group across listings and processes (ErrorGroupID):
+	// the handle an operator resolves or ignores it by.
+	ID string `json:"id"`
+	// Status is where triage left the group (open when nobody did).
+	Status GroupStatus `json:"status"`
+	// Note is what the operator who resolved or ignored the group wrote.
+	Note string `json:"note,omitempty"`
+	// TriagedBy and TriagedAt say who resolved or ignored the group, and
+	// when (the store's clock); empty while it is open.
+	TriagedBy string     `json:"triaged_by,omitempty"`
+	TriagedAt *time.Time `json:"triaged_at,omitempty"`
+	// ReopenedAt is the first death in the group after its resolution,
+	// set while Status is reopened.
+	ReopenedAt *time.Time `json:"reopened_at,omitempty"`
+}
+
+// GroupStatus is where an operator's triage left an error group.
+type GroupStatus string
+
+const (
+	// GroupOpen: nobody resolved or ignored the group (or it was
+	// un-ignored since).
+	GroupOpen GroupStatus = "open"
+	// GroupResolved: an operator resolved the group, and no job of it
+	// died since.
+	GroupResolved GroupStatus = "resolved"
+	// GroupReopened: the group was resolved and a job of it died after
+	// the resolution (ErrorGroup.ReopenedAt says when): it came back.
+	GroupReopened GroupStatus = "reopened"
+	// GroupIgnored: an operator ignored the group. Its new deaths are
+	// archived and counted as ever, but the default listings leave it
+	// out.
+	GroupIgnored GroupStatus = "ignored"
+)
+
+// GroupStatuses lists the statuses in the order a listing shows them.
+var GroupStatuses = []GroupStatus{GroupOpen, GroupReopened, GroupResolved, GroupIgnored}
+
+// ErrorGroupID is the id of the error group of queue, kind and pattern:
+// 16 hex digits of a SHA-256 over the three, so that every process and
+// every listing names a group alike, whatever the filter it was read
+// under.
+func ErrorGroupID(queue, kind, pattern string) string {
+	h := sha256.New()
+	for _, s := range []string{queue, kind, pattern} {
+		h.Write([]byte(s))
+		h.Write([]byte{0x1f})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 // QueueInfo is one queue with its counts.

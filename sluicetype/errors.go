@@ -15,7 +15,8 @@ var (
 	// ErrQuarantined: the job's fingerprint is quarantined; enqueues and
 	// retries of it are refused until it is released.
 	ErrQuarantined = errors.New("fingerprint quarantined")
-	// ErrNotFound: no job (or fingerprint, operation) with that id.
+	// ErrNotFound: no job (or fingerprint, operation, error group) with
+	// that id.
 	ErrNotFound = errors.New("not found")
 	// ErrConflict: a job with that id exists with other content, or a
 	// concurrent change won.

@@ -102,11 +102,22 @@ type Theme struct {
 	Editor textarea.Styles // the payload editor inside the console
 
 	states map[string]lipgloss.Style
+	groups map[string]lipgloss.Style
 }
 
 // State is the style of a job state's name and count.
 func (t *Theme) State(state string) lipgloss.Style {
 	if s, ok := t.states[state]; ok {
+		return s
+	}
+	return t.Muted
+}
+
+// GroupStatus is the style of an error group's triage status ("open",
+// "reopened", "resolved", "ignored"): a group that came back stands out
+// most, an open one as a warning, a closed one recedes.
+func (t *Theme) GroupStatus(status string) lipgloss.Style {
+	if s, ok := t.groups[status]; ok {
 		return s
 	}
 	return t.Muted
@@ -331,6 +342,13 @@ func New(p Palette) *Theme {
 		t.states["archived"] = s().Bold(true)
 		t.states["quarantined"] = s().Bold(true).Underline(true)
 		t.states["undecodable"] = s().Bold(true)
+	}
+	t.groups = map[string]lipgloss.Style{
+		"open": fg(p.Warning), "reopened": fg(p.Error).Bold(true), "resolved": fg(p.Success), "ignored": fg(p.Subtle),
+	}
+	if p.Mono {
+		// A group that came back stands out by weight, as a dead state.
+		t.groups = map[string]lipgloss.Style{"open": s(), "reopened": s().Bold(true), "resolved": s(), "ignored": s()}
 	}
 	return t
 }

@@ -421,10 +421,10 @@ func (m *Model) loadScreen(s screen) tea.Cmd {
 		// One rule: the groups are those of the jobs the jobs list
 		// shows, its state tab and its whole filter (the title says
 		// so; groupScope).
-		gf := m.jobs.effectiveFilter()
+		gf, ignored := m.jobs.effectiveFilter(), m.lists.groups.ignored
 		m.lists.groups.rescope(gf.String())
 		return call(func(c context.Context) tea.Msg {
-			gs, err := ctl.ErrorGroups(c, gf)
+			gs, err := ctl.ListErrorGroups(c, engine.ListErrorGroupsParams{Filter: gf, Ignored: ignored})
 			return groupsMsg{seq: seq, groups: gs, err: err}
 		})
 	}

@@ -16,12 +16,12 @@ import (
 // commandHelp is the command list of the help screen.
 func commandHelp() string {
 	return ":STATE (:archived, any state's tab) :jobs :errors :quarantine :operations :queues :queue NAME :kind NAME :filter QUERY " +
-		":replay N :signal NAME [JSON] :limits :limit kind|queue NAME N :theme " + strings.Join(themes.Names(), "|") + " :clear :help :quit"
+		":replay N :signal NAME [JSON] :limits :limit kind|queue NAME N :resolve NOTE :ignore NOTE :theme " + strings.Join(themes.Names(), "|") + " :clear :help :quit"
 }
 
 // commandNames are the completions of the command line.
 func commandNames() []string {
-	names := []string{"jobs", "errors", "quarantine", "operations", "queues", "schedules", "limits", "queue ", "kind ", "filter ", "replay ", "signal ", "limit ", "theme ", "clear", "help", "quit"}
+	names := []string{"jobs", "errors", "quarantine", "operations", "queues", "schedules", "limits", "queue ", "kind ", "filter ", "replay ", "signal ", "limit ", "resolve ", "ignore ", "theme ", "clear", "help", "quit"}
 	for _, s := range engine.AllStates {
 		names = append(names, string(s))
 	}
@@ -68,6 +68,8 @@ func (m *Model) runCommand(line string) (tea.Cmd, error) {
 		return m.signalCommand(arg)
 	case "limit":
 		return m.limitCommand(arg)
+	case "resolve", "ignore":
+		return m.verdictCommand(name, arg)
 	case "quarantine", "quar":
 		return m.goScreen(scrQuarantine), nil
 	case "operations", "ops", "op":

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"context"
 	"fmt"
 
 	tea "charm.land/bubbletea/v2"
@@ -11,8 +12,9 @@ import (
 )
 
 // groupsScreen is the Error groups screen: the dead jobs of the jobs
-// list's tab and filter, grouped by their error, and a bulk retry of one
-// group.
+// list's tab and filter, grouped by their error, each with its triage
+// status; a bulk retry of one group, and the operator's verdicts on it
+// (resolve, ignore, unignore).
 type groupsScreen struct {
 	listScreen
 	data []engine.ErrorGroup
@@ -26,6 +28,15 @@ type groupsScreen struct {
 	hidden bool
 	// scope is the filter data was asked for.
 	scope string
+	// ignored: the ignored groups are listed too (keymap.ShowIgnored).
+	ignored bool
+}
+
+// groupVerdictMsg is the answer to a verdict on an error group.
+type groupVerdictMsg struct {
+	verb  string // resolve, ignore or unignore
+	group engine.ErrorGroup
+	err   error
 }
 
 // SetSize sets the size the groups are drawn at, the header included.
@@ -62,9 +73,114 @@ func (s *groupsScreen) Update(m *Model, msg tea.Msg) tea.Cmd {
 		case km.Matches(msg, keymap.Bulk) || km.Matches(msg, keymap.Retry):
 			return m.startBulk(engine.ActionRetry, g.Selector,
 				fmt.Sprintf("error group %s / %s — %s", termtext.Line(g.Queue), termtext.Line(g.Kind), termtext.Line(g.Pattern)))
+		case km.Matches(msg, keymap.ResolveGroup):
+			// The note is typed on the command line: :resolve NOTE.
+			return m.openInput(inputCommand, "resolve ")
+		case km.Matches(msg, keymap.IgnoreGroup):
+			if g.Status == engine.GroupIgnored {
+				return m.groupVerdict("unignore", g, "")
+			}
+			return m.openInput(inputCommand, "ignore ")
+		case km.Matches(msg, keymap.ShowIgnored):
+			return s.toggleIgnored(m)
 		}
 	}
 	return nil
+}
+
+// toggleIgnored lists the ignored groups too, or no longer, and reads the
+// groups again: with none listed it is the way to the ignored ones.
+func (s *groupsScreen) toggleIgnored(m *Model) tea.Cmd {
+	s.ignored = !s.ignored
+	what := "ignored error groups hidden"
+	if s.ignored {
+		what = "ignored error groups shown"
+	}
+	return tea.Batch(m.toast(what), m.loadScreen(scrErrors))
+}
+
+// verdictCommand is :resolve NOTE and :ignore NOTE: the verdict on the
+// cursor's group of :errors, the rest of the line its note.
+func (m *Model) verdictCommand(verb, note string) (tea.Cmd, error) {
+	if m.sess.readOnly {
+		return nil, fmt.Errorf("read-only: error groups cannot be %sd here", verb)
+	}
+	s := &m.lists.groups
+	if m.screen != scrErrors || s.cursor < 0 || s.cursor >= len(s.data) {
+		return nil, fmt.Errorf(":%s takes the group under the cursor of :errors", verb)
+	}
+	return m.groupVerdict(verb, s.data[s.cursor], note), nil
+}
+
+// groupVerdict resolves, ignores or un-ignores group g.
+func (m *Model) groupVerdict(verb string, g engine.ErrorGroup, note string) tea.Cmd {
+	ctl, ctx := m.ctl, m.ctx
+	return func() tea.Msg {
+		c, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		var err error
+		switch verb {
+		case "resolve":
+			_, err = ctl.ResolveErrorGroup(c, engine.ErrorGroupResolveParams{ID: g.ID, Note: note})
+		case "ignore":
+			_, err = ctl.IgnoreErrorGroup(c, engine.ErrorGroupIgnoreParams{ID: g.ID, Note: note})
+		default:
+			_, err = ctl.UnignoreErrorGroup(c, engine.ErrorGroupUnignoreParams{ID: g.ID})
+		}
+		return groupVerdictMsg{verb: verb, group: g, err: err}
+	}
+}
+
+// groupVerdictDone tells how a verdict went and reads the groups again.
+func (m *Model) groupVerdictDone(msg groupVerdictMsg) tea.Cmd {
+	what := fmt.Sprintf("error group %s / %s", termtext.Line(msg.group.Queue), termtext.Line(msg.group.Kind))
+	if msg.err != nil {
+		return m.toastErr(fmt.Sprintf("%s: %v", what, msg.err))
+	}
+	done := map[string]string{"resolve": "resolved", "ignore": "ignored", "unignore": "open again"}[msg.verb]
+	return tea.Batch(m.toast(what+" "+done), m.loadScreen(scrErrors))
+}
+
+// statusMark is a group's status in one column, for a narrow screen:
+// nothing for an open group, ! for a reopened one.
+var statusMark = map[engine.GroupStatus]string{engine.GroupResolved: "✓", engine.GroupReopened: "!", engine.GroupIgnored: "-"}
+
+// statusCell is a group's status in a word, and since when it came back
+// for a reopened one ("reopened 5m"); with words false, its mark.
+func (m *Model) statusCell(g engine.ErrorGroup, words bool) cell {
+	st := g.Status
+	if st == "" {
+		st = engine.GroupOpen
+	}
+	text := string(st)
+	if !words {
+		text = statusMark[st]
+	} else if st == engine.GroupReopened && g.ReopenedAt != nil {
+		text += " " + age(m.now(), *g.ReopenedAt)
+	}
+	return cell{text, m.theme.GroupStatus(string(st))}
+}
+
+// triageLine says, for the cursor's group, who closed it, when, and their
+// note; "" for an open group.
+func (s *groupsScreen) triageLine(m *Model) string {
+	i := s.cursor
+	if i < 0 || i >= len(s.data) || s.data[i].TriagedAt == nil {
+		return ""
+	}
+	g := s.data[i]
+	verb := "resolved"
+	if g.Status == engine.GroupIgnored {
+		verb = "ignored"
+	}
+	line := fmt.Sprintf("%s by %s %s ago", verb, termtext.Line(g.TriagedBy), age(m.now(), *g.TriagedAt))
+	if g.Status == engine.GroupReopened && g.ReopenedAt != nil {
+		line = fmt.Sprintf("reopened: a job died %s ago, after it was %s", age(m.now(), *g.ReopenedAt), line)
+	}
+	if g.Note != "" {
+		line += ": " + termtext.Line(g.Note)
+	}
+	return line
 }
 
 // rescope empties the screen when the groups asked for are of another
@@ -132,7 +248,13 @@ func (s *groupsScreen) View(m *Model) []string {
 	// NEAR counts the groups of one beside each (nearLine), where there
 	// is room and the error text is not hidden.
 	near := first && !s.hidden
-	cols := []colSpec{{"QUEUE", qw, false}, {"KIND", kw, false}, {"JOBS", 8, true}}
+	// STATUS is a word (and the age of a reopening) where there is room,
+	// else a mark (statusMark); the line under the list says it whole.
+	status := colSpec{"STATUS", 11, false}
+	if !first {
+		status = colSpec{"", 1, false}
+	}
+	cols := []colSpec{{"QUEUE", qw, false}, {"KIND", kw, false}, status, {"JOBS", 8, true}}
 	if near {
 		cols = append(cols, colSpec{"NEAR", 4, true})
 	}
@@ -144,7 +266,7 @@ func (s *groupsScreen) View(m *Model) []string {
 	row := func(i int) []cell {
 		g := s.data[i]
 		cs := []cell{
-			{termtext.Line(g.Queue), t.Row}, {termtext.Line(g.Kind), t.Row}, {commas(g.Count), t.State("archived")},
+			{termtext.Line(g.Queue), t.Row}, {termtext.Line(g.Kind), t.Row}, m.statusCell(g, first), {commas(g.Count), t.State("archived")},
 		}
 		if near {
 			cs = append(cs, cell{s.nearCount(i), t.WarnText})
@@ -157,20 +279,24 @@ func (s *groupsScreen) View(m *Model) []string {
 	}
 	const empty = "no dead jobs — nothing to explain"
 	n := len(s.data)
-	line := ""
+	var info []string
 	if n > 0 && s.loaded {
-		line = s.nearLine()
+		if line := s.triageLine(m); line != "" {
+			info = append(info, clip("  "+t.Muted.Render(line), w))
+		}
+		if line := s.nearLine(); line != "" {
+			info = append(info, clip("  "+t.WarnText.Render(line), w))
+		}
 	}
-	if line == "" {
+	if len(info) == 0 {
 		return s.render(t, cols, n, row, w, h, empty)
 	}
-	// Below the rows, as a queue's retention is: in the first free line,
-	// or in two lines taken from a list that fills the screen.
-	info := clip("  "+t.WarnText.Render(line), w)
-	if pos := 2 + min(n, h-1); pos < h {
+	// Below the rows, as a queue's retention is: in the first free
+	// lines, or in lines taken from a list that fills the screen.
+	if pos := 2 + min(n, h-1); pos+len(info) <= h {
 		lines := s.render(t, cols, n, row, w, h, empty)
-		lines[pos] = info
+		copy(lines[pos:], info)
 		return lines
 	}
-	return append(s.render(t, cols, n, row, w, max(h-2, 1), empty), "", info)
+	return append(s.render(t, cols, n, row, w, max(h-1-len(info), 1), empty), append([]string{""}, info...)...)
 }

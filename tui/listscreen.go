@@ -283,6 +283,9 @@ func (m *Model) listKey(msg tea.KeyPressMsg) tea.Cmd {
 		ls.cursor = n - 1
 	case km.Matches(msg, keymap.NextTab), km.Matches(msg, keymap.PrevTab):
 		return m.switchScreen(scrJobs)
+	case m.screen == scrErrors && km.Matches(msg, keymap.ShowIgnored):
+		// Also with no group listed: it is the way to the ignored ones.
+		return m.lists.groups.toggleIgnored(m)
 	case n == 0:
 		return nil
 	default:

@@ -458,6 +458,8 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 		return m.screenLoaded(msg)
 	case scheduleActionMsg:
 		return m.scheduleDone(msg)
+	case groupVerdictMsg:
+		return m.groupVerdictDone(msg)
 	case releaseMsg:
 		return m.released(msg)
 	case limitAskMsg:

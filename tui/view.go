@@ -344,10 +344,16 @@ func (m *Model) screenTitle(w int) string {
 			scope = "all jobs"
 		}
 		s = "Error groups of " + scope + " — the jobs tab and filter scope them"
+		if m.lists.groups.ignored {
+			// keymap.ShowIgnored is in the help; the line has no room for
+			// it, but says when it is on.
+			s = "Error groups, the ignored too, of " + scope + " — the jobs tab and filter scope them"
+		}
 		if m.jobs.query != "" {
 			s += " (:clear drops the filter)"
 		}
-		s += m.keyHint(keymap.Open, "jobs") + m.keyHint(keymap.Bulk, "bulk retry")
+		s += m.keyHint(keymap.Open, "jobs") + m.keyHint(keymap.Bulk, "bulk retry") + m.keyHint(keymap.ResolveGroup, "resolve") +
+			m.keyHint(keymap.IgnoreGroup, "ignore")
 	}
 	return t.Bold.Render(clip(s, w))
 }

@@ -143,3 +143,83 @@ func TestEngineMetricsAllocations(t *testing.T) {
 		t.Fatalf("%v allocations per job, want 0", n)
 	}
 }
+
+// TestErrorGroupMetricsByStatus: the dead jobs of the error groups are
+// counted by triage status, every status with its series, so that an
+// alert can page on open and reopened groups alone; an ignored group's
+// jobs are still counted, under ignored.
+func TestErrorGroupMetricsByStatus(t *testing.T) {
+	store := sqlitetest.New(t)
+	e, err := engine.New(store, engine.Config{
+		Queues:       map[string]engine.QueueConfig{"billing": {Concurrency: 4}, "email": {Concurrency: 4}},
+		PollInterval: 20 * time.Millisecond, NoMaintenance: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, msg := range map[string]string{"charge": "card declined", "send": "template not found", "sync": "partner down"} {
+		if err := e.Register(engine.Kind{Name: name, MaxAttempts: 1,
+			Handler: func(context.Context, *engine.Job) error { return errors.New(msg) }}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ps []engine.EnqueueParams
+	for i, k := range []string{"charge", "charge", "charge", "send", "send", "sync"} {
+		q := "billing"
+		if k == "send" {
+			q = "email"
+		}
+		ps = append(ps, engine.EnqueueParams{ID: fmt.Sprintf("%s-%d", k, i), Queue: q, Kind: k})
+	}
+	if _, err := e.EnqueueMany(context.Background(), ps); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Stop(context.Background()) })
+	ctx := context.Background()
+	var groups []engine.ErrorGroup
+	deadline := time.Now().Add(60 * time.Second)
+	for n := int64(0); n != 6; {
+		if groups, err = e.ErrorGroups(ctx, engine.Filter{}); err != nil {
+			t.Fatal(err)
+		}
+		n = 0
+		for _, g := range groups {
+			n += g.Count
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 6 jobs died", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, g := range groups {
+		switch g.Kind {
+		case "charge":
+			_, err = e.ResolveErrorGroup(ctx, engine.ErrorGroupResolveParams{ID: g.ID, Note: "fixed"})
+		case "send":
+			_, err = e.IgnoreErrorGroup(ctx, engine.ErrorGroupIgnoreParams{ID: g.ID})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	hs := httptest.NewServer(api.NewServer(e, api.ServerOptions{Metrics: apimetrics.New(e, nil)}))
+	t.Cleanup(hs.Close)
+	body := scrape(t, hs.URL+"/metrics")
+	for _, w := range []string{
+		`sluice_error_group_dead_jobs{status="open"} 1`,
+		`sluice_error_group_dead_jobs{status="reopened"} 0`,
+		`sluice_error_group_dead_jobs{status="resolved"} 3`,
+		`sluice_error_group_dead_jobs{status="ignored"} 2`,
+		`sluice_error_groups{status="open"} 1`,
+		`sluice_error_groups{status="reopened"} 0`,
+		`sluice_error_groups{status="resolved"} 1`,
+		`sluice_error_groups{status="ignored"} 1`,
+	} {
+		if !strings.Contains(body, w+"\n") {
+			t.Errorf("metrics lack %s:\n%s", w, metricLines(body, "sluice_error_group"))
+		}
+	}
+}

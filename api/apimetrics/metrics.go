@@ -1,7 +1,8 @@
 // Package apimetrics is the Prometheus side of the control API: the
-// server's own traffic, the jobs per queue and state and the progress of
-// unfinished bulk operations read through engine.Control at each scrape
-// (Metrics, set as api.ServerOptions.Metrics), and the transitions and
+// server's own traffic, the jobs per queue and state, the progress of
+// unfinished bulk operations read through engine.Control at each scrape,
+// and the dead jobs of the error groups by triage status read at most
+// every 30s (Metrics, set as api.ServerOptions.Metrics), and the transitions and
 // handler times of an engine's workers (EngineMetrics, an engine.Observer).
 // It is a package of its own so that a program that only wants api.Client
 // or api.Server builds without Prometheus.
@@ -12,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -87,13 +89,29 @@ func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
 // engineCollector reads the jobs per queue and state (from the maintained
-// counters) and the progress of unfinished operations at scrape time.
+// counters), the progress of unfinished operations and the dead jobs of
+// the error groups by status at scrape time.
 type engineCollector struct {
 	ctl engine.Control
 	log *slog.Logger
 	// out logs a store outage once, not at every scrape (the backoff it
 	// gives is unused: the scraper sets the pace).
 	out *outage.Outage
+
+	// groups is the last read of the error groups, kept groupsEvery: a
+	// read groups every dead job (a second for a million on PostgreSQL),
+	// which a scrape every few seconds would repeat for nothing.
+	mu     sync.Mutex
+	groups *groupTally
+}
+
+// groupsEvery is how long a read of the error groups serves scrapes.
+const groupsEvery = 30 * time.Second
+
+// groupTally is the dead jobs and the groups of each triage status.
+type groupTally struct {
+	at           time.Time
+	jobs, groups map[engine.GroupStatus]int64
 }
 
 // fail logs a scrape's store error: once per outage when the store did
@@ -117,10 +135,15 @@ var (
 		"Jobs an unfinished bulk operation has processed so far.", []string{"operation", "action", "status"}, nil)
 	descOpFailed = prometheus.NewDesc("sluice_operation_failed_jobs",
 		"Jobs an unfinished bulk operation could not change.", []string{"operation", "action", "status"}, nil)
+	descGroupJobs = prometheus.NewDesc("sluice_error_group_dead_jobs",
+		"Archived jobs in the error groups of each triage status (open, reopened, resolved, ignored), "+
+			"the 200 largest groups, read at most every 30s: page on open and reopened.", []string{"status"}, nil)
+	descGroups = prometheus.NewDesc("sluice_error_groups",
+		"Error groups of archived jobs in each triage status, the 200 largest, read at most every 30s.", []string{"status"}, nil)
 )
 
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descJobs, descUp, descOpMatched, descOpProcessed, descOpFailed} {
+	for _, d := range []*prometheus.Desc{descJobs, descUp, descOpMatched, descOpProcessed, descOpFailed, descGroupJobs, descGroups} {
 		ch <- d
 	}
 }
@@ -155,4 +178,36 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descOpProcessed, prometheus.GaugeValue, float64(op.Processed), labels...)
 		ch <- prometheus.MustNewConstMetric(descOpFailed, prometheus.GaugeValue, float64(op.Failed), labels...)
 	}
+	g, err := c.groupTally(ctx)
+	if err != nil {
+		c.fail("error groups", err)
+		return
+	}
+	// Every status has its series, zero too, so that an alert on open
+	// groups sees 0, not nothing, once they are resolved.
+	for _, st := range engine.GroupStatuses {
+		ch <- prometheus.MustNewConstMetric(descGroupJobs, prometheus.GaugeValue, float64(g.jobs[st]), string(st))
+		ch <- prometheus.MustNewConstMetric(descGroups, prometheus.GaugeValue, float64(g.groups[st]), string(st))
+	}
+}
+
+// groupTally reads the error groups, the ignored ones too, and sums them
+// by status; a read younger than groupsEvery serves again.
+func (c *engineCollector) groupTally(ctx context.Context) (*groupTally, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.groups != nil && time.Since(c.groups.at) < groupsEvery {
+		return c.groups, nil
+	}
+	gs, err := c.ctl.ListErrorGroups(ctx, engine.ListErrorGroupsParams{Ignored: true})
+	if err != nil {
+		return nil, err
+	}
+	g := &groupTally{at: time.Now(), jobs: map[engine.GroupStatus]int64{}, groups: map[engine.GroupStatus]int64{}}
+	for _, eg := range gs {
+		g.jobs[eg.Status] += eg.Count
+		g.groups[eg.Status]++
+	}
+	c.groups = g
+	return g, nil
 }

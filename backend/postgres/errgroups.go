@@ -59,3 +59,66 @@ func (s *Store) JobErrorGroups(ctx context.Context, p *backend.JobErrorGroupsPar
 	}
 	return out, nil
 }
+
+// ErrorGroupTriageSet writes an operator's verdict on one error group,
+// or removes it for Status open, at the server's clock.
+func (s *Store) ErrorGroupTriageSet(ctx context.Context, p *backend.ErrorGroupTriageSetParams) (*backend.ErrorGroupTriage, error) {
+	if !p.Valid() {
+		return nil, fmt.Errorf("postgres: error group %s %s %q: status %q: %w", p.Queue, p.Kind, p.Pattern, p.Status, sluicetype.ErrInvalid)
+	}
+	var out *backend.ErrorGroupTriage
+	err := s.writeTx(ctx, func(tx *wtx) error {
+		if p.Status == sluicetype.GroupOpen {
+			_, err := tx.Exec(ctx, s.sql(`DELETE FROM {s}.error_group_triage WHERE queue = $1 AND kind = $2 AND pattern = $3`),
+				p.Queue, p.Kind, p.Pattern)
+			if err != nil {
+				return fmt.Errorf("postgres: error group %s %s: %w", p.Queue, p.Kind, err)
+			}
+			return nil
+		}
+		var at int64
+		err := tx.QueryRow(ctx, s.sql(`INSERT INTO {s}.error_group_triage (queue, kind, pattern, status, note, actor, at)
+			VALUES ($1, $2, $3, $4, $5, $6, `+sqlNow+`)
+			ON CONFLICT (queue, kind, pattern) DO UPDATE SET status = excluded.status, note = excluded.note,
+				actor = excluded.actor, at = excluded.at
+			RETURNING at`), p.Queue, p.Kind, p.Pattern, string(p.Status), p.Note, p.Actor).Scan(&at)
+		if err != nil {
+			return fmt.Errorf("postgres: error group %s %s: %w", p.Queue, p.Kind, err)
+		}
+		out = &backend.ErrorGroupTriage{Queue: p.Queue, Kind: p.Kind, Pattern: p.Pattern, Status: p.Status,
+			Note: p.Note, Actor: p.Actor, At: fromNanos(at)}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ErrorGroupTriageList returns every verdict.
+func (s *Store) ErrorGroupTriageList(ctx context.Context) ([]backend.ErrorGroupTriage, error) {
+	if s.closed.Load() {
+		return nil, sluicetype.ErrClosed
+	}
+	rows, err := s.pool.Query(ctx, s.sql(`SELECT queue, kind, pattern, status, note, actor, at
+		FROM {s}.error_group_triage ORDER BY queue, kind, pattern`))
+	if err != nil {
+		return nil, fmt.Errorf("postgres: error group verdicts: %w", err)
+	}
+	defer rows.Close()
+	var out []backend.ErrorGroupTriage
+	for rows.Next() {
+		var t backend.ErrorGroupTriage
+		var status string
+		var at int64
+		if err := rows.Scan(&t.Queue, &t.Kind, &t.Pattern, &status, &t.Note, &t.Actor, &at); err != nil {
+			return nil, fmt.Errorf("postgres: error group verdicts: %w", err)
+		}
+		t.Status, t.At = sluicetype.GroupStatus(status), fromNanos(at)
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: error group verdicts: %w", err)
+	}
+	return out, nil
+}

@@ -269,3 +269,74 @@ func (s *Store) JobErrorGroups(ctx context.Context, p *backend.JobErrorGroupsPar
 	}
 	return out, nil
 }
+
+// luaTriageSet writes an operator's verdict on one error group, or
+// removes it, in the verdicts hash (egt: "queue US kind US pattern" ->
+// "status US at US actor US note"). No death touches the hash: whether a
+// resolved group came back is read from its jobs by the engine.
+//
+// KEYS[1] -> {ns}:schema
+// --
+// ARGV[1..3] -> the idempotency key, token and step (luaLib)
+// ARGV[4...] -> name/value pairs, read into A:
+// A.queue, A.kind, A.pattern -> the group
+// A.status -> resolved or ignored; open removes the verdict
+// A.actor -> who decided
+// A.note -> the operator's note
+//
+// Returns the store's time the verdict was written at.
+var luaTriageSet = script(`
+local A = args(4)
+local f = A.queue .. US .. A.kind .. US .. A.pattern
+if A.status == 'open' then redis.call('HDEL', K('egt'), f)
+else redis.call('HSET', K('egt'), f, A.status .. US .. NOW .. US .. A.actor .. US .. A.note) end
+idem_record('')
+return NOW
+`)
+
+// ErrorGroupTriageSet writes an operator's verdict on one error group, or
+// removes it for Status open, in one script.
+func (s *Store) ErrorGroupTriageSet(ctx context.Context, p *backend.ErrorGroupTriageSetParams) (*backend.ErrorGroupTriage, error) {
+	if !p.Valid() || strings.Contains(p.Actor, us) {
+		return nil, fmt.Errorf("redis: error group %s %s %q: status %q: %w", p.Queue, p.Kind, p.Pattern, p.Status, sluicetype.ErrInvalid)
+	}
+	v, err := s.run(ctx, "error group "+p.Queue+" "+p.Kind, luaTriageSet, "queue", p.Queue, "kind", p.Kind,
+		"pattern", p.Pattern, "status", string(p.Status), "actor", p.Actor, "note", p.Note)
+	if err != nil {
+		return nil, err
+	}
+	if p.Status == sluicetype.GroupOpen {
+		return nil, nil
+	}
+	now, _ := v.(string)
+	at, err := ttime(now)
+	if err != nil {
+		return nil, fmt.Errorf("redis: error group %s %s: time: %w", p.Queue, p.Kind, err)
+	}
+	return &backend.ErrorGroupTriage{Queue: p.Queue, Kind: p.Kind, Pattern: p.Pattern, Status: p.Status,
+		Note: p.Note, Actor: p.Actor, At: at}, nil
+}
+
+// ErrorGroupTriageList returns every verdict, read in one command.
+func (s *Store) ErrorGroupTriageList(ctx context.Context) ([]backend.ErrorGroupTriage, error) {
+	m, err := s.c.HGetAll(ctx, s.key("egt")).Result()
+	if err != nil {
+		return nil, fmt.Errorf("redis: error group verdicts: %w", err)
+	}
+	out := make([]backend.ErrorGroupTriage, 0, len(m))
+	for f, val := range m {
+		g := strings.SplitN(f, us, 3)
+		v := strings.SplitN(val, us, 4)
+		if len(g) != 3 || len(v) != 4 {
+			return nil, fmt.Errorf("redis: error group verdict %q: malformed", f)
+		}
+		at, err := ttime(v[1])
+		if err != nil {
+			return nil, fmt.Errorf("redis: error group verdict %q: time: %w", f, err)
+		}
+		out = append(out, backend.ErrorGroupTriage{Queue: g[0], Kind: g[1], Pattern: g[2],
+			Status: sluicetype.GroupStatus(v[0]), At: at, Actor: v[2], Note: v[3]})
+	}
+	backend.SortTriage(out)
+	return out, nil
+}

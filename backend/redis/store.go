@@ -48,6 +48,8 @@
 //	eg:GROUP           jobs of an error group (state, queue, kind, pattern)
 //	egi:GROUP          the same jobs by id: a group's bulk batches walk it
 //	egc                error group -> number of jobs (hash)
+//	egt                "queue US kind US pattern" -> "status US at US by US note":
+//	                   operators' verdicts on error groups (hash, errgroups.go)
 //	av:QUEUE:C         available jobs by priority, then (scheduled_at, id);
 //	                   C is 0 (never crashed), 1 (crashed once), 2 (more)
 //	dl:QUEUE           available jobs with a deadline, by (deadline, id)
