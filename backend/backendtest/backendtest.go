@@ -123,6 +123,7 @@ func checks() []check {
 	add("Idempotency", idempotencyChecks())
 	add("Unique", uniqueChecks())
 	add("Schedules", scheduleChecks())
+	add("Redrive", redriveChecks())
 	add("BadInput", []check{
 		{name: "RefusedAndNothingStored", fn: testBadInput},
 		{name: "IdempotentEnqueueCanonical", fn: testIdempotentEnqueue},
