@@ -178,8 +178,8 @@ func run(t *testing.T, h Harness, cs []check) {
 	}
 }
 
-// RunControl runs only the Control and Selection areas and the Control
-// checks of Schedules, for a harness whose Control wraps
+// RunControl runs only the Control, Selection and Redrive areas and the
+// Control checks of Schedules, for a harness whose Control wraps
 // the engine in another implementation (the HTTP client against a server):
 // the other areas would only test the same store again.
 func RunControl(t *testing.T, h Harness) {
@@ -187,7 +187,8 @@ func RunControl(t *testing.T, h Harness) {
 		t.Fatal("backendtest: Harness.NewStore is nil")
 	}
 	for _, c := range checks() {
-		if !strings.HasPrefix(c.name, "Control/") && !strings.HasPrefix(c.name, "Selection/") && !strings.HasPrefix(c.name, "Schedules/Control") {
+		if !strings.HasPrefix(c.name, "Control/") && !strings.HasPrefix(c.name, "Selection/") && !strings.HasPrefix(c.name, "Schedules/Control") &&
+			!strings.HasPrefix(c.name, "Redrive/") {
 			continue
 		}
 		t.Run(c.name, func(t *testing.T) {
