@@ -414,7 +414,12 @@ func (m *Model) startLines(inner int) []pline {
 	}
 	note := t.Muted.Render("now")
 	if b.startAt != nil {
-		note = t.Scheduled.Render(engine.StartMark(&engine.Operation{Status: engine.OperationPending, StartAt: b.startAt}, m.now()))
+		// A time that passed while the dialog stayed open starts at once
+		// (the server refuses it past its skew).
+		note = t.Muted.Render("now: " + b.startIn + " has passed")
+		if mark := engine.StartMark(&engine.Operation{Status: engine.OperationPending, StartAt: b.startAt}, m.now()); mark != "" {
+			note = t.Scheduled.Render(mark)
+		}
 	}
 	switch {
 	case b.startOn:
