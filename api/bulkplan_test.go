@@ -134,3 +134,48 @@ func TestBulkPlanThroughClient(t *testing.T) {
 		t.Fatalf("plan with another selector: %v, want ErrInvalid", err)
 	}
 }
+
+// TestBulkScheduledThroughClient: a run's start time crosses the wire
+// both ways. The operation comes back pending with the instant sent, no
+// runner takes it before then, and it can be cancelled while it waits.
+func TestBulkScheduledThroughClient(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := sqlitetest.New(t)
+	killJobs(t, store, []string{"d1", "d2"})
+	e, err := engine.New(store, engine.Config{NoMaintenance: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(api.NewServer(e, api.ServerOptions{}))
+	t.Cleanup(hs.Close)
+	var ctl engine.Control = api.NewClient(hs.URL, "", api.ClientOptions{Timeout: 20 * time.Second})
+
+	dead := engine.Filter{Queues: []string{"billing"}, States: []engine.State{engine.StateArchived}}
+	preview, err := ctl.Bulk(ctx, engine.BulkParams{Action: engine.ActionRetry, Selector: dead, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now().Add(3 * time.Hour).Truncate(time.Second).UTC()
+	run, err := ctl.Bulk(ctx, engine.BulkParams{Plan: preview.Plan, StartAt: &start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op := run.Operation; op.Status != engine.OperationPending || op.StartAt == nil || !op.StartAt.Equal(start) {
+		t.Fatalf("scheduled operation %+v: want pending, starting at %v", op, start)
+	}
+	if did, err := e.RunOperation(ctx); err != nil || did {
+		t.Fatalf("RunOperation before the start = %v, %v", did, err)
+	}
+	page, err := ctl.Operations(ctx, 10, "")
+	if err != nil || len(page.Operations) != 1 || !page.Operations[0].Waiting(time.Now()) {
+		t.Fatalf("operations %+v, %v: want the one, waiting", page, err)
+	}
+	if op, err := ctl.CancelOperation(ctx, run.Operation.ID); err != nil || op.Status != engine.OperationCancelled {
+		t.Fatalf("cancel while waiting: %+v, %v", op, err)
+	}
+	past := time.Now().Add(-time.Hour)
+	if _, err := ctl.Bulk(ctx, engine.BulkParams{Plan: preview.Plan, StartAt: &past}); !errors.Is(err, engine.ErrInvalid) {
+		t.Fatalf("a start an hour past: %v, want ErrInvalid", err)
+	}
+}

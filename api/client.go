@@ -429,7 +429,7 @@ func (c *Client) Apply(ctx context.Context, action engine.Action, ids []string) 
 }
 
 func (c *Client) Bulk(ctx context.Context, p engine.BulkParams) (*engine.BulkResult, error) {
-	req := bulkRequest{Action: p.Action, DryRun: p.DryRun, RatePerSecond: p.RatePerSecond, Plan: planWireOf(p.Plan)}
+	req := bulkRequest{Action: p.Action, DryRun: p.DryRun, RatePerSecond: p.RatePerSecond, Plan: planWireOf(p.Plan), StartAt: p.StartAt}
 	if !p.Selector.IsEmpty() || p.Plan == nil {
 		sel := selectorOf(p.Selector)
 		req.Selector = &sel

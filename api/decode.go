@@ -190,6 +190,9 @@ type bulkRequest struct {
 	// Plan is a dry run's answer's plan, handed back to run exactly what
 	// the preview counted; action and selector may then be left out.
 	Plan *planWire `json:"plan,omitempty"`
+	// StartAt holds a run until then (an absolute time: a client reads
+	// an operator's HH:MM on its own clock and sends the instant).
+	StartAt *time.Time `json:"start_at,omitempty"`
 }
 
 // planWire is engine.BulkPlan on the wire; its selector is read as strictly
@@ -250,7 +253,12 @@ func decodeBulk(body []byte) (engine.BulkParams, error) {
 	if req.RatePerSecond < 0 {
 		return engine.BulkParams{}, fmt.Errorf("%w: negative rate_per_second", engine.ErrInvalid)
 	}
-	return engine.BulkParams{Action: req.Action, Selector: f, DryRun: req.DryRun, RatePerSecond: req.RatePerSecond, Plan: plan}, nil
+	var start *time.Time
+	if req.StartAt != nil {
+		t := req.StartAt.UTC()
+		start = &t
+	}
+	return engine.BulkParams{Action: req.Action, Selector: f, DryRun: req.DryRun, RatePerSecond: req.RatePerSecond, Plan: plan, StartAt: start}, nil
 }
 
 // actionsRequest is the body of POST /jobs/actions.

@@ -83,7 +83,8 @@ type ControlStore interface {
 	// OperationCancel marks a pending or running operation cancelled.
 	OperationCancel(ctx context.Context, p *OperationCancelParams) (*sluicetype.Operation, error)
 	// OperationClaim leases the oldest pending or running operation whose
-	// lease is free or expired (fence +1) to Holder; nil when none.
+	// lease is free or expired (fence +1) to Holder, passing over one whose
+	// StartAt is after the store's now; nil when none.
 	OperationClaim(ctx context.Context, p *OperationClaimParams) (*OperationLease, error)
 	// OperationProcessBatch applies one batch the engine chose, fenced on
 	// the operation lease (Holder, Fence) and on its cursor (After must be
@@ -255,6 +256,9 @@ type OperationInsertParams struct {
 	CreatedBy string
 	Matched   int64
 	Rate      int
+	// StartAt, when set, holds the operation back from OperationClaim
+	// until the store's clock reaches it.
+	StartAt *time.Time
 }
 
 type OperationGetParams struct{ ID string }

@@ -21,7 +21,7 @@ func newBulkCmd() *cobra.Command {
 	var ff filterFlags
 	var dryRun, wait bool
 	var rate int
-	var cutoff string
+	var cutoff, at string
 	cmd := &cobra.Command{
 		Use:   "bulk ACTION",
 		Short: "Retry, cancel, delete or release every job a selector matches",
@@ -36,6 +36,15 @@ preview is left alone. --cutoff TIME runs the plan a dry run printed
 (same action and selector): it counts and takes only the jobs that
 entered their state by TIME.
 
+--at TIME schedules the run: the operation waits, pending, until TIME
+(HH:MM: the next time your clock shows it; or an RFC 3339 time), listed
+by sluice operations and the console's :operations as "scheduled for
+06:00 (in 3h12m)", cancellable meanwhile, and kept across restarts. It
+still takes only what the preview counted, however late it starts. The
+time is sent as an absolute instant; one more than a minute past or more
+than 7 days ahead is refused. Whichever process runs maintenance when it
+comes (sluice serve, a worker) starts it.
+
 Against a server (--api) the server's maintenance runs the operation; with
 --wait the command follows it to the end. The operation is kept in the
 store: it carries on if the command stops or the server goes away, and
@@ -44,7 +53,8 @@ the command drives the operation to the end itself, so it works when
 nothing else runs maintenance.`,
 		Example: `  sluice bulk retry --api http://127.0.0.1:8080 --state archived --queue billing --dry-run
   sluice bulk retry --store sqlite://sluice.db -q 'state:archived error:"timeout"' --yes
-  sluice bulk retry --api http://127.0.0.1:8080 --state archived --queue billing --cutoff 2026-12-01T16:07:45.637416591Z`,
+  sluice bulk retry --api http://127.0.0.1:8080 --state archived --queue billing --cutoff 2026-12-01T16:07:45.637416591Z
+  sluice bulk retry --api http://127.0.0.1:8080 -q 'state:archived queue:billing' --at 06:00`,
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: []string{"retry", "cancel", "delete", "release"},
 		RunE: o.withSession(func(cmd *cobra.Command, s *session, args []string) error {
@@ -56,7 +66,19 @@ nothing else runs maintenance.`,
 			if sel.IsEmpty() {
 				return fmt.Errorf("empty selector: name at least one of --state, --queue, --kind, -q")
 			}
-			ask := engine.BulkParams{Action: action, Selector: sel, DryRun: true}
+			var start *time.Time
+			if at != "" {
+				// Read on this machine's clock and sent as an instant: the
+				// server checks it against the store's.
+				t, err := engine.ParseStartAt(at, time.Now())
+				if err != nil {
+					return fmt.Errorf("--at: %w", err)
+				}
+				start = &t
+			}
+			// The preview carries the start too, so that a start out of
+			// bounds is refused before the question.
+			ask := engine.BulkParams{Action: action, Selector: sel, DryRun: true, StartAt: start}
 			if cutoff != "" {
 				// A plan printed by an earlier dry run: count and run as
 				// of its cutoff.
@@ -89,7 +111,7 @@ nothing else runs maintenance.`,
 				if pl := preview.Plan; pl != nil {
 					at := pl.Cutoff.UTC().Format(time.RFC3339Nano)
 					fmt.Fprintf(cmd.OutOrStdout(), "plan: %s %s, jobs in that state by %s\n", pl.Action, pl.Selector, at)
-					fmt.Fprintf(cmd.OutOrStdout(), "run exactly this: %s\n", runExactly(pl, o.targetFlag(), bulkRunShape{rate: rate, wait: wait}))
+					fmt.Fprintf(cmd.OutOrStdout(), "run exactly this: %s\n", runExactly(pl, o.targetFlag(), bulkRunShape{rate: rate, wait: wait, at: start}))
 				}
 				rows := make([][]string, len(preview.Sample))
 				for i, j := range preview.Sample {
@@ -109,6 +131,9 @@ nothing else runs maintenance.`,
 				question = fmt.Sprintf("%s %s job(s) matching %s (only those in that state by the preview, %s; none that enter it later)?",
 					action, count, sel, pl.Cutoff.UTC().Format(time.RFC3339))
 			}
+			if start != nil {
+				question = strings.TrimSuffix(question, "?") + ", " + startText(*start, time.Now()) + "?"
+			}
 			if line := uniqueHeldLine(preview); line != "" {
 				// Said before the question: those retries will be refused.
 				fmt.Fprintln(cmd.ErrOrStderr(), line)
@@ -121,12 +146,16 @@ nothing else runs maintenance.`,
 			}
 			// The preview's plan: the run takes no job the preview did
 			// not count.
-			res, err := s.ctl.Bulk(s.ctx, engine.BulkParams{Action: action, Selector: sel, RatePerSecond: rate, Plan: preview.Plan})
+			res, err := s.ctl.Bulk(s.ctx, engine.BulkParams{Action: action, Selector: sel, RatePerSecond: rate, Plan: preview.Plan, StartAt: start})
 			if err != nil {
 				return err
 			}
 			op := res.Operation
-			if s.engine != nil {
+			if op.Waiting(time.Now()) && !wait {
+				// Nothing to drive yet: the store keeps it until its time.
+				fmt.Fprintf(cmd.ErrOrStderr(), "operation %s is %s: whichever process runs maintenance then (sluice serve, a worker) starts it; cancel it meanwhile with: sluice operations cancel %s%s\n",
+					op.ID, engine.StartMark(op, time.Now()), op.ID, o.targetFlag())
+			} else if s.engine != nil {
 				op, err = driveOperation(s, op.ID, cmd.ErrOrStderr())
 			} else if wait {
 				fmt.Fprintf(cmd.ErrOrStderr(), "operation %s runs on the server: it carries on if this command stops or the server goes away (whichever process runs maintenance next, a worker or the restarted server, finishes it); see it again with: sluice operations show %s%s\n",
@@ -148,9 +177,10 @@ nothing else runs maintenance.`,
 	ff.add(cmd)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "only count the matching jobs and show a sample")
 	o.addYesFlag(cmd)
-	cmd.Flags().BoolVar(&wait, "wait", false, "with --api: follow the operation until it ends (it carries on without this command)")
+	cmd.Flags().BoolVar(&wait, "wait", false, "with --api: follow the operation until it ends (it carries on without this command); with --at on --store: wait for its start and run it")
 	cmd.Flags().IntVar(&rate, "rate", 0, "jobs per second at most (0: unlimited)")
 	cmd.Flags().StringVar(&cutoff, "cutoff", "", "run a dry run's plan: only jobs that entered their state by this time (RFC 3339, as the dry run prints it)")
+	cmd.Flags().StringVar(&at, "at", "", "start the run at this time, not now: HH:MM (next occurrence, local time) or RFC 3339; it waits, pending and cancellable")
 	return cmd
 }
 
@@ -161,12 +191,26 @@ func shellQuote(flag, v string) string {
 }
 
 // driveOperation runs pending operations in this process until op ends,
-// showing its progress.
+// showing its progress; a scheduled op is waited for.
 func driveOperation(s *session, id string, progress io.Writer) (*engine.Operation, error) {
 	done := make(chan error, 1)
 	go func() {
 		for {
 			did, err := s.engine.RunOperation(s.ctx)
+			if err == nil && !did && s.ctx.Err() == nil {
+				// A scheduled run is not taken before its time, by the
+				// store's clock: wait for it, a second at a time at most,
+				// so that a store clock a little behind ours is met.
+				op, err := s.ctl.Operation(s.ctx, id)
+				if err == nil && op.Status == engine.OperationPending && op.StartAt != nil {
+					wait := min(max(time.Until(*op.StartAt), 250*time.Millisecond), time.Second)
+					select {
+					case <-s.ctx.Done():
+					case <-time.After(wait):
+					}
+					continue
+				}
+			}
 			if err != nil || !did || s.ctx.Err() != nil {
 				done <- err
 				return
@@ -242,10 +286,27 @@ func printOperation(w io.Writer, op *engine.Operation) error {
 	if op.Cutoff != nil {
 		fmt.Fprintf(tw, "cutoff\tjobs in their state by %s\n", op.Cutoff.UTC().Format(time.RFC3339Nano))
 	}
+	if op.StartAt != nil {
+		if mark := engine.StartMark(op, time.Now()); mark != "" {
+			fmt.Fprintf(tw, "start\t%s, %s\n", mark, op.StartAt.UTC().Format(time.RFC3339))
+		} else {
+			fmt.Fprintf(tw, "start\tscheduled for %s\n", op.StartAt.UTC().Format(time.RFC3339))
+		}
+	}
 	if op.Error != "" {
 		fmt.Fprintf(tw, "error\t%s\n", op.Error)
 	}
 	return tw.Flush()
+}
+
+// startText is a start time for the confirmation: "starting at 06:00
+// (in 3h12m)", on this machine's clock.
+func startText(at, now time.Time) string {
+	mark := engine.StartMark(&engine.Operation{Status: engine.OperationPending, StartAt: &at}, now)
+	if mark == "" {
+		return "starting now"
+	}
+	return "starting at " + strings.TrimPrefix(mark, "scheduled for ")
 }
 
 // uniqueHeldLine says how many of a retry's matched jobs a live job holds

@@ -15,6 +15,9 @@ import (
 type bulkRunShape struct {
 	rate int  // --rate: jobs per second at most
 	wait bool // --wait: follow the operation to its end
+	// at is --at's start time, absolute: a pasted HH:MM would name
+	// another day once the clock has passed it.
+	at *time.Time
 }
 
 // flags returns the shape as command-line flags, each led by a space.
@@ -25,6 +28,9 @@ func (b bulkRunShape) flags() string {
 	}
 	if b.wait {
 		s.WriteString(" --wait")
+	}
+	if b.at != nil {
+		fmt.Fprintf(&s, " --at %s", b.at.UTC().Format(time.RFC3339))
 	}
 	return s.String()
 }

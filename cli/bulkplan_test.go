@@ -194,6 +194,8 @@ func TestBulkRunCommandKeepsItsShape(t *testing.T) {
 	}
 }
 
+var atSix = time.Date(2026, 12, 8, 6, 0, 0, 0, time.UTC)
+
 func TestBulkRunShapeFlags(t *testing.T) {
 	for _, tt := range []struct {
 		shape bulkRunShape
@@ -203,6 +205,7 @@ func TestBulkRunShapeFlags(t *testing.T) {
 		{bulkRunShape{rate: 10}, " --rate 10"},
 		{bulkRunShape{wait: true}, " --wait"},
 		{bulkRunShape{rate: 3, wait: true}, " --rate 3 --wait"},
+		{bulkRunShape{at: &atSix}, " --at 2026-12-08T06:00:00Z"},
 	} {
 		if got := tt.shape.flags(); got != tt.want {
 			t.Errorf("%+v: %q, want %q", tt.shape, got, tt.want)
@@ -224,5 +227,62 @@ func TestBulkDeleteYesSaysTheCount(t *testing.T) {
 	}
 	if code, out, stderr = runCLI(t, "", "jobs", "list", "--store", store, "-o", "json"); code != 0 || strings.Contains(out, `"id"`) {
 		t.Fatalf("jobs left after the delete: exit %d %s %s", code, out, stderr)
+	}
+}
+
+// TestBulkAt: --at schedules the run. It waits, listed as scheduled with
+// its start, takes no job meanwhile, and is cancelled by operations
+// cancel; a start in the past or unreadable is refused before anything
+// is stored.
+func TestBulkAt(t *testing.T) {
+	path := deadStore(t, 3, 0)
+	store := "sqlite://" + path
+	t.Setenv("SLUICE_API", "")
+	t.Setenv("SLUICE_STORE", "")
+
+	at := time.Now().Add(2 * time.Hour).Format("15:04")
+	code, out, stderr := runCLI(t, "", "bulk", "retry", "--store", store, "-q", "state:archived queue:billing", "--at", at, "--dry-run")
+	if code != 0 || !regexp.MustCompile(`run exactly this: .* --at \d{4}-\d\d-\d\dT\d\d:\d\d:00Z`).MatchString(out) {
+		t.Fatalf("dry run with --at: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, stderr = runCLI(t, "", "bulk", "retry", "--store", store, "-q", "state:archived queue:billing", "--at", at, "--yes", "-o", "json")
+	var op engine.Operation
+	if code != 0 || json.Unmarshal([]byte(out), &op) != nil {
+		t.Fatalf("bulk --at: exit %d\n%s%s", code, out, stderr)
+	}
+	if !strings.Contains(stderr, ", starting at "+at+" (in 1h5") && !strings.Contains(stderr, ", starting at "+at+" (in 2h") {
+		t.Fatalf("the confirmation does not say when it starts:\n%s", stderr)
+	}
+	if op.Status != engine.OperationPending || op.StartAt == nil || op.StartAt.Local().Format("15:04") != at || op.Processed != 0 ||
+		!strings.Contains(stderr, "is scheduled for "+at) || !strings.Contains(stderr, "sluice operations cancel "+op.ID) {
+		t.Fatalf("scheduled operation %+v\n%s", op, stderr)
+	}
+	if left := stillArchived(t, store); !strings.Contains(left, "B-00") {
+		t.Fatalf("a scheduled run took jobs before its time:\n%s", left)
+	}
+	code, out, stderr = runCLI(t, "", "operations", "list", "--store", store)
+	if code != 0 || !regexp.MustCompile(op.ID+`\s+retry\s+scheduled\s+0/3 .* `+at+` \(in \dh\d\dm\)`).MatchString(out) {
+		t.Fatalf("operations list: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, stderr = runCLI(t, "", "operations", "show", "--store", store, op.ID)
+	if code != 0 || !strings.Contains(out, "start") || !strings.Contains(out, "scheduled for "+at) {
+		t.Fatalf("operations show: exit %d\n%s%s", code, out, stderr)
+	}
+	if code, out, stderr = runCLI(t, "", "operations", "cancel", "--store", store, op.ID); code != 0 || !strings.Contains(out, "cancelled") {
+		t.Fatalf("operations cancel: exit %d\n%s%s", code, out, stderr)
+	}
+
+	for _, tt := range []struct{ at, want string }{
+		{"2020-01-01T00:00:00Z", "is in the past"},
+		{time.Now().Add(8 * 24 * time.Hour).UTC().Format(time.RFC3339), "more than 7 days ahead"},
+		{"6 am", "want HH:MM"},
+	} {
+		code, out, stderr := runCLI(t, "", "bulk", "retry", "--store", store, "-q", "state:archived queue:billing", "--at", tt.at, "--yes")
+		if code == 0 || !strings.Contains(stderr, tt.want) {
+			t.Errorf("--at %s: exit %d, want %q\n%s%s", tt.at, code, tt.want, out, stderr)
+		}
+	}
+	if code, out, _ := runCLI(t, "", "operations", "list", "--store", store, "-o", "json"); code != 0 || strings.Count(out, `"id"`) != 1 {
+		t.Fatalf("a refused --at stored an operation:\n%s", out)
 	}
 }

@@ -3,6 +3,8 @@ package cli
 import (
 	"fmt"
 	"io"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -27,7 +29,7 @@ console, on a server (--api) or directly on a store (--store).`}
 		RunE: runCall(o, func(_ *cobra.Command, s *session, _ []string) (*engine.OperationPage, error) {
 			return s.ctl.Operations(s.ctx, limit, cursor)
 		}, func(w io.Writer, page *engine.OperationPage) error {
-			return tableOf("ID\tACTION\tSTATUS\tPROCESSED\tFAILED\tBY\tCREATED\tSELECTOR", operationRow)(w, page.Operations)
+			return tableOf("ID\tACTION\tSTATUS\tPROCESSED\tFAILED\tBY\tCREATED\tSTART\tSELECTOR", operationRow)(w, page.Operations)
 		}),
 	}
 	list.Flags().IntVar(&limit, "limit", 50, "rows (1–200)")
@@ -57,7 +59,17 @@ console, on a server (--api) or directly on a store (--store).`}
 	return cmd
 }
 
-// operationRow is an operation's row in operations list.
+// operationRow is an operation's row in operations list. A run waiting
+// for its start time is "scheduled" (pending on the wire), its START the
+// time and the wait; "now" for one that started when it was created.
 func operationRow(op *engine.Operation) []string {
-	return []string{op.ID, string(op.Action), string(op.Status), fmt.Sprintf("%d/%d", op.Processed, op.Matched), fmt.Sprint(op.Failed), op.CreatedBy, ago(op.CreatedAt), short(op.Selector.String(), 50)}
+	now := time.Now()
+	status, start := string(op.Status), "now"
+	if op.Waiting(now) {
+		status = "scheduled"
+		start = strings.TrimPrefix(engine.StartMark(op, now), "scheduled for ")
+	} else if op.StartAt != nil {
+		start = op.StartAt.Local().Format("2006-01-02 15:04")
+	}
+	return []string{op.ID, string(op.Action), status, fmt.Sprintf("%d/%d", op.Processed, op.Matched), fmt.Sprint(op.Failed), op.CreatedBy, ago(op.CreatedAt), start, short(op.Selector.String(), 50)}
 }

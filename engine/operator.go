@@ -528,6 +528,9 @@ func (e *Engine) bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 	if !p.DryRun && p.Plan == nil && p.Action.Destructive() {
 		return nil, fmt.Errorf("%w: a bulk %s runs only from a dry run's plan: dry-run it first (dry_run), check what it matched, then run it with the plan the dry run returned", ErrInvalid, p.Action)
 	}
+	if err := e.checkStartAt(ctx, &p); err != nil {
+		return nil, err
+	}
 	if !p.DryRun {
 		if op, ok, err := replayed[*Operation](ctx); ok {
 			if err != nil {
@@ -606,9 +609,17 @@ func (e *Engine) bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 		c := p.Plan.Cutoff.UTC()
 		stored.PlanCutoff = &c
 	}
+	var startAt *time.Time
+	if p.StartAt != nil {
+		// The plan's cutoff, not the start, bounds what the run takes:
+		// a run that starts hours after its preview still takes only
+		// the jobs the preview counted.
+		t := p.StartAt.UTC()
+		startAt = &t
+	}
 	op, err := e.store.OperationInsert(ctx, &backend.OperationInsertParams{
 		ID: v7.String(), Action: p.Action, Selector: stored,
-		CreatedBy: ActorFrom(ctx), Matched: res.Matched, Rate: p.RatePerSecond,
+		CreatedBy: ActorFrom(ctx), Matched: res.Matched, Rate: p.RatePerSecond, StartAt: startAt,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bulk: %w", err)

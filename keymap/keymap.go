@@ -77,6 +77,9 @@ const (
 	// Links goes to the sheet's links from anywhere on it, and on to the
 	// next link once there.
 	Links Action = "links"
+	// BulkStart types a bulk run's start time in the bulk preview (the
+	// run then waits for it): read only inside that dialog, like Confirm.
+	BulkStart Action = "bulk_start"
 )
 
 // Group is a heading of the help.
@@ -152,6 +155,7 @@ var defaults = []def{
 	{IgnoreGroup, GroupAct, []string{"I"}, "I", "ignore/unignore error group", true},
 	{ReplayStep, GroupAct, []string{"F"}, "F", "replay from step", true},
 	{ReplayResult, GroupAct, []string{"e"}, "e", "replace step N−1's result (replay preview)", true},
+	{BulkStart, GroupAct, []string{"@"}, "@", "start at a time (bulk preview)", true},
 	{Signal, GroupAct, []string{"s"}, "s", "send signal", true},
 
 	{Open, GroupView, []string{"enter"}, "enter", "open", false},
@@ -277,7 +281,7 @@ func (km *KeyMap) Short(actions ...Action) []key.Binding {
 
 // dialogOnly says whether a is read only inside a dialog, whose hint names
 // its key: left out of the help screens, and free to share a key.
-func dialogOnly(a Action) bool { return a == Confirm || a == ReplayResult }
+func dialogOnly(a Action) bool { return a == Confirm || a == ReplayResult || a == BulkStart }
 
 // FullHelp is the help screen: one column per group, enabled bindings only.
 func (km *KeyMap) FullHelp() [][]key.Binding {

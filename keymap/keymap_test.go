@@ -357,6 +357,13 @@ func TestReplayStepKeys(t *testing.T) {
 			if b.Help().Desc == km.B(ReplayResult).Help().Desc {
 				t.Fatal("the help lists replay_result, a key of the replay preview only")
 			}
+			if b.Help().Desc == km.B(BulkStart).Help().Desc {
+				t.Fatal("the help lists bulk_start, a key of the bulk preview only")
+			}
 		}
+	}
+	// The bulk preview's start field: @, dropped by read-only.
+	if !km.Matches(press("@"), BulkStart) || !km.Dangerous(BulkStart) || km.ReadOnly().Enabled(BulkStart) {
+		t.Fatal("bulk_start is not @, or survives read-only mode")
 	}
 }

@@ -292,6 +292,11 @@ type BulkParams struct {
 	// Without a plan the cutoff is the operation's creation; cancel and
 	// delete run only with one (Action.Destructive).
 	Plan *BulkPlan
+	// StartAt, on a run, holds the operation until then: it stays pending,
+	// visible and cancellable, and no batch is taken before it (by the
+	// store's clock). It needs a plan, whose cutoff still bounds what the
+	// run takes however late it starts; nil starts at once.
+	StartAt *time.Time
 }
 
 // BulkPlan is what a dry run previewed, for the run to do exactly that:
@@ -354,6 +359,14 @@ type Operation struct {
 	// taken: the plan's cutoff for a run started from a dry run's plan,
 	// else the operation's creation.
 	Cutoff *time.Time `json:"cutoff,omitempty"`
+	// StartAt is when a scheduled operation may start: until then it is
+	// pending and no runner takes it. Nil for one that starts at once.
+	StartAt *time.Time `json:"start_at,omitempty"`
+}
+
+// Waiting reports whether o is pending until its start time, as of now.
+func (o *Operation) Waiting(now time.Time) bool {
+	return o.Status == OperationPending && o.StartAt != nil && o.StartAt.After(now)
 }
 
 type OperationPage struct {

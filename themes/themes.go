@@ -93,6 +93,9 @@ type Theme struct {
 	Dialog     lipgloss.Style
 	DialogHead lipgloss.Style
 	Danger     lipgloss.Style // the count in a confirmation
+	// Scheduled is a bulk run waiting for its start time: its status on
+	// :operations and its start in the bulk preview.
+	Scheduled lipgloss.Style
 
 	ProgressFull  color.Color
 	ProgressEmpty color.Color
@@ -308,6 +311,7 @@ func New(p Palette) *Theme {
 	t.Dialog = s().Border(lipgloss.RoundedBorder()).Padding(0, 1)
 	t.DialogHead = s().Bold(true)
 	t.Danger = fg(p.Error).Bold(true)
+	t.Scheduled = fg(p.Info).Italic(true)
 	t.JSONKey, t.JSONString, t.JSONNumber = fg(p.JSONKey), fg(p.JSONString), fg(p.JSONNumber)
 	t.JSONBool, t.JSONNull, t.JSONPunct = fg(p.JSONBool), fg(p.JSONNull), fg(p.JSONPunct)
 	t.ProgressFull, t.ProgressEmpty = p.Accent, p.Border
@@ -320,6 +324,7 @@ func New(p Palette) *Theme {
 		t.RowMarked = s().Bold(true)
 		t.CellError = s()
 		t.CellWait = s()
+		t.Scheduled = s().Italic(true)
 		t.Danger = s().Bold(true).Underline(true)
 		t.ErrorText = s().Bold(true)
 		t.Toast = t.Toast.BorderStyle(lipgloss.NormalBorder())

@@ -65,6 +65,15 @@ type bulkDialog struct {
 	cutoffSet string
 	cutoffErr string
 
+	// The start field: the run waits for a time (BulkStart's key puts
+	// the keys in it). startIn is what is typed, startOn whether the field
+	// has the keys, startAt what it reads as (nil: at once) and startErr
+	// why what was typed is not a start time.
+	startIn  string
+	startOn  bool
+	startAt  *time.Time
+	startErr string
+
 	firstAt        time.Time
 	firstProcessed int64
 	rate           float64
@@ -205,9 +214,15 @@ func (b *bulkDialog) key(m *Model, msg tea.KeyPressMsg) tea.Cmd {
 		if b.cutoffOn {
 			return m.cutoffKey(msg)
 		}
+		if b.startOn {
+			return m.startKey(msg)
+		}
 		switch {
 		case msg.String() == "tab" && b.hasCutoff():
 			b.cutoffOn = true
+			return nil
+		case km.Matches(msg, keymap.BulkStart) && b.preview != nil && b.preview.Matched > 0:
+			b.startOn = true
 			return nil
 		case km.Matches(msg, keymap.Confirm):
 			if b.preview == nil || b.preview.Matched == 0 {
@@ -216,8 +231,10 @@ func (b *bulkDialog) key(m *Model, msg tea.KeyPressMsg) tea.Cmd {
 			}
 			b.phase = bulkStarting
 			// The preview's plan: the run takes only jobs that were in
-			// their state when the preview counted, never more.
-			return m.bulkCmd(engine.BulkParams{Action: b.action, Selector: b.selector, Plan: b.preview.Plan, RatePerSecond: b.ratePerSecond()}, b.seq)
+			// their state when the preview counted, never more, however
+			// late it starts.
+			return m.bulkCmd(engine.BulkParams{Action: b.action, Selector: b.selector, Plan: b.preview.Plan, RatePerSecond: b.ratePerSecond(),
+				StartAt: b.startAt}, b.seq)
 		case km.Matches(msg, keymap.Back), km.Matches(msg, keymap.Quit), msg.String() == "n":
 			m.dlg.bulk = nil
 			return m.toast("bulk cancelled — nothing changed")
@@ -297,6 +314,36 @@ func (m *Model) cutoffKey(msg tea.KeyPressMsg) tea.Cmd {
 	return nil
 }
 
+// startKey types in the start field. tab or enter leaves it, reading
+// what was typed (an empty field starts at once); esc cancels the dialog
+// as anywhere in it.
+func (m *Model) startKey(msg tea.KeyPressMsg) tea.Cmd {
+	b := m.dlg.bulk
+	switch k := msg.String(); {
+	case k == "tab" || k == "enter":
+		b.startErr, b.startAt = "", nil
+		if v := strings.TrimSpace(b.startIn); v != "" {
+			at, err := engine.ParseStartAt(v, m.now())
+			if err != nil {
+				b.startErr = strings.TrimPrefix(err.Error(), engine.ErrInvalid.Error()+": ")
+				return nil
+			}
+			b.startAt = &at
+		}
+		b.startOn = false
+	case m.km.Matches(msg, keymap.Back):
+		m.dlg.bulk = nil
+		return m.toast("bulk cancelled — nothing changed")
+	case k == "backspace":
+		if b.startIn != "" {
+			b.startIn = b.startIn[:len(b.startIn)-1]
+		}
+	case len(msg.Text) == 1 && strings.ContainsRune("0123456789:-+.TZ", rune(msg.Text[0])) && len(b.startIn) < 35:
+		b.startIn += msg.Text
+	}
+	return nil
+}
+
 // applyCutoff narrows the dialog's selector to the jobs that died before
 // the typed time (any form the filter grammar takes after finalized<),
 // and counts again; an empty field puts back the selector's own.
@@ -359,7 +406,18 @@ func (m *Model) bulkMsg(msg tea.Msg) tea.Cmd {
 			}
 			return nil
 		}
-		b.phase, b.op = bulkRunning, msg.res.Operation
+		op := msg.res.Operation
+		if mark := engine.StartMark(op, m.now()); mark != "" {
+			// Nothing runs before its time: the dialog closes, and
+			// :operations shows the run waiting, cancellable there.
+			m.dlg.bulk = nil
+			cmds := []tea.Cmd{m.toast(fmt.Sprintf("bulk %s %s — :operations shows it", op.Action, mark))}
+			if m.screen == scrOperations {
+				cmds = append(cmds, m.loadScreen(scrOperations))
+			}
+			return tea.Batch(cmds...)
+		}
+		b.phase, b.op = bulkRunning, op
 		return m.pollOperation(b.op.ID, b.seq)
 	case opTickMsg:
 		if b == nil || msg.seq != b.seq || b.op == nil {

@@ -356,6 +356,9 @@ func (m *Model) bulkPreviewLines(inner, h int) []string {
 			addWrapped(keepAlways, b.cutoffErr, t.ErrorText.Render)
 		}
 	}
+	if p.Matched > 0 {
+		lines = append(lines, m.startLines(inner)...)
+	}
 	add(keepContext, "")
 	switch {
 	case b.phase == bulkStarting:
@@ -393,6 +396,46 @@ func (m *Model) bulkPreviewLines(inner, h int) []string {
 		lines = append(append(append([]pline{}, lines[:actionAt]...), short), lines[actionEnd:]...)
 	}
 	return fitPrio(lines, h)
+}
+
+// startLines are the start field: what is typed, and when the run then
+// starts ("scheduled for 06:00 (in 3h12m)"), or the forms it takes; kept
+// on a short terminal once it has the keys or a time, which is what y
+// confirms.
+func (m *Model) startLines(inner int) []pline {
+	b, t := m.dlg.bulk, m.theme
+	field := b.startIn
+	if b.startOn {
+		field += "▏"
+	}
+	prio := keepNotes
+	if b.startOn || b.startAt != nil || b.startErr != "" {
+		prio = keepAlways
+	}
+	note := t.Muted.Render("now")
+	if b.startAt != nil {
+		// A time that passed while the dialog stayed open starts at once
+		// (the server refuses it past its skew).
+		note = t.Muted.Render("now: " + b.startIn + " has passed")
+		if mark := engine.StartMark(&engine.Operation{Status: engine.OperationPending, StartAt: b.startAt}, m.now()); mark != "" {
+			note = t.Scheduled.Render(mark)
+		}
+	}
+	switch {
+	case b.startOn:
+		note = t.Muted.Render("enter applies · HH:MM (" + m.now().Format("MST") + ", next) or RFC 3339 · empty: now")
+	case b.startAt == nil && m.km.Enabled(keymap.BulkStart):
+		note += t.Muted.Render(" · " + m.km.B(keymap.BulkStart).Help().Key + ": start at HH:MM, the run waits for it")
+	}
+	// As wide as an RFC 3339 time when one is typed.
+	fw := min(max(wOf(field), 9), 26)
+	out := []pline{{prio: prio, s: clip(t.Bold.Render("start ")+t.Cell.Render("["+fit(field, fw)+"]")+" "+note, inner)}}
+	if b.startErr != "" {
+		for _, l := range wrap(b.startErr, inner) {
+			out = append(out, pline{prio: keepAlways, s: t.ErrorText.Render(l)})
+		}
+	}
+	return out
 }
 
 // rerunHint names the key that re-runs the dry run, for the preview's

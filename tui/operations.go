@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"strings"
 
 	tea "charm.land/bubbletea/v2"
 
@@ -41,6 +42,10 @@ func (s *opsScreen) Update(m *Model, msg tea.Msg) tea.Cmd {
 		op := s.data[s.cursor]
 		switch {
 		case km.Matches(msg, keymap.Open):
+			if mark := engine.StartMark(op, m.now()); mark != "" {
+				// Nothing to watch before its time.
+				return m.toast(fmt.Sprintf("operation %s is %s: %s matched by its preview", termtext.Line(op.ID), mark, commas(op.Matched)))
+			}
 			if !opDone(op.Status) {
 				return m.watchOperation(op)
 			}
@@ -51,8 +56,12 @@ func (s *opsScreen) Update(m *Model, msg tea.Msg) tea.Cmd {
 				return m.toastErr("operation already " + string(op.Status))
 			}
 			id := op.ID
+			title := fmt.Sprintf("Cancel operation %s (%s of %s processed)?", termtext.Line(op.ID), commas(op.Processed), commas(op.Matched))
+			if mark := engine.StartMark(op, m.now()); mark != "" {
+				title = fmt.Sprintf("Cancel operation %s, %s (%s matched)?", termtext.Line(op.ID), mark, commas(op.Matched))
+			}
 			m.dlg.confirm = &confirmDialog{
-				title: fmt.Sprintf("Cancel operation %s (%s of %s processed)?", termtext.Line(op.ID), commas(op.Processed), commas(op.Matched)),
+				title: title,
 				yes:   func() tea.Cmd { return m.cancelOperation(id) },
 			}
 		case km.Matches(msg, keymap.Copy):
@@ -82,9 +91,15 @@ func (s *opsScreen) View(m *Model) []string {
 		case engine.OperationFailed:
 			st = t.ErrorText
 		}
+		status, progress := string(op.Status), cell{barText(frac, 11) + fmt.Sprintf(" %3.0f%%", min(frac, 1)*100), t.Accent}
+		if mark := engine.StartMark(op, now); mark != "" {
+			// Waiting for its start time: "scheduled", then the time
+			// and the wait where its progress will be.
+			status, st = "scheduled", t.Scheduled
+			progress = cell{strings.TrimPrefix(mark, "scheduled for "), t.Scheduled}
+		}
 		return []cell{
-			{fitMiddle(termtext.Line(op.ID), 15), t.Cell}, {string(op.Action), t.Row}, {string(op.Status), st},
-			{barText(frac, 11) + fmt.Sprintf(" %3.0f%%", min(frac, 1)*100), t.Accent},
+			{fitMiddle(termtext.Line(op.ID), 15), t.Cell}, {string(op.Action), t.Row}, {status, st}, progress,
 			{commas(op.Matched), t.Row}, {commas(op.Processed), t.Row}, {commas(op.Succeeded), t.OKText},
 			{commas(op.Failed), t.ErrorText}, {termtext.Line(op.CreatedBy), t.Cell}, {age(now, op.CreatedAt), t.Cell},
 			{describeFilter(op.Selector), t.Muted},

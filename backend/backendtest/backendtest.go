@@ -124,6 +124,7 @@ func checks() []check {
 	add("Idempotency", idempotencyChecks())
 	add("Unique", uniqueChecks())
 	add("Schedules", scheduleChecks())
+	add("Redrive", redriveChecks())
 	add("BadInput", []check{
 		{name: "RefusedAndNothingStored", fn: testBadInput},
 		{name: "IdempotentEnqueueCanonical", fn: testIdempotentEnqueue},
@@ -178,7 +179,7 @@ func run(t *testing.T, h Harness, cs []check) {
 	}
 }
 
-// RunControl runs only the Control, Selection and Triage areas and the
+// RunControl runs only the Control, Selection, Triage and Redrive areas and the
 // Control checks of Schedules, for a harness whose Control wraps
 // the engine in another implementation (the HTTP client against a server):
 // the other areas would only test the same store again.
@@ -188,7 +189,7 @@ func RunControl(t *testing.T, h Harness) {
 	}
 	for _, c := range checks() {
 		if !strings.HasPrefix(c.name, "Control/") && !strings.HasPrefix(c.name, "Selection/") && !strings.HasPrefix(c.name, "Schedules/Control") &&
-			!strings.HasPrefix(c.name, "Triage/") {
+			!strings.HasPrefix(c.name, "Triage/") && !strings.HasPrefix(c.name, "Redrive/") {
 			continue
 		}
 		t.Run(c.name, func(t *testing.T) {

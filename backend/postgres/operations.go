@@ -15,7 +15,7 @@ import (
 // Bulk operations: persisted, leased, applied batch by batch.
 
 const operationColumns = `id, action, selector, status, created_by, created_at, started_at, finished_at,
-	matched, processed, succeeded, failed, error, rate, cursor_id, lease_holder, lease_fence, lease_expires_at`
+	matched, processed, succeeded, failed, error, rate, cursor_id, lease_holder, lease_fence, lease_expires_at, start_at`
 
 // opRow is an operations row: the operation and its runner's state.
 type opRow struct {
@@ -31,16 +31,16 @@ func scanOperation(row pgx.Row) (*opRow, error) {
 	var op sluicetype.Operation
 	var action, selector, status string
 	var created int64
-	var started, finished *int64
+	var started, finished, startAt *int64
 	var rate int32
 	if err := row.Scan(&op.ID, &action, &selector, &status, &op.CreatedBy, &created, &started, &finished,
 		&op.Matched, &op.Processed, &op.Succeeded, &op.Failed, &op.Error, &rate,
-		&r.cursor, &r.holder, &r.fence, &r.expires); err != nil {
+		&r.cursor, &r.holder, &r.fence, &r.expires, &startAt); err != nil {
 		return nil, err
 	}
 	op.Rate = int(rate)
 	op.Action, op.Status, op.CreatedAt = sluicetype.Action(action), sluicetype.OperationStatus(status), fromNanos(created)
-	op.StartedAt, op.FinishedAt = timePtr(started), timePtr(finished)
+	op.StartedAt, op.FinishedAt, op.StartAt = timePtr(started), timePtr(finished), timePtr(startAt)
 	if err := json.Unmarshal([]byte(selector), &op.Selector); err != nil {
 		return nil, fmt.Errorf("operation %s: selector: %w", op.ID, err)
 	}
@@ -49,8 +49,8 @@ func scanOperation(row pgx.Row) (*opRow, error) {
 }
 
 const (
-	sqlOperationInsert = `INSERT INTO {s}.operations (id, action, selector, status, created_by, created_at, matched, rate)
-	VALUES ($1, $2, $3, 'pending', $4, $5, $6, $7)
+	sqlOperationInsert = `INSERT INTO {s}.operations (id, action, selector, status, created_by, created_at, matched, rate, start_at)
+	VALUES ($1, $2, $3, 'pending', $4, $5, $6, $7, $8)
 	ON CONFLICT (id) DO NOTHING
 	RETURNING ` + operationColumns
 	sqlOperationGet = `SELECT ` + operationColumns + ` FROM {s}.operations WHERE id = $1`
@@ -59,9 +59,10 @@ const (
 		lease_holder = '', lease_expires_at = 0
 	WHERE id = $1 AND status IN ('pending', 'running')
 	RETURNING ` + operationColumns
-	// $1 now.
+	// $1 now. A scheduled operation waits for its start time.
 	sqlOperationNext = `SELECT id FROM {s}.operations
 	WHERE status IN ('pending', 'running') AND (lease_holder = '' OR lease_expires_at <= $1)
+		AND (start_at IS NULL OR start_at <= $1)
 	ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED`
 	// $1 id, $2 holder, $3 now, $4 lease expiry.
 	sqlOperationLease = `UPDATE {s}.operations SET lease_holder = $2, lease_fence = lease_fence + 1,
@@ -94,11 +95,16 @@ func (s *Store) OperationInsert(ctx context.Context, p *backend.OperationInsertP
 	if err != nil {
 		return nil, fmt.Errorf("postgres: operation %s: selector: %w", p.ID, err)
 	}
+	var startAt *int64
+	if p.StartAt != nil {
+		n := p.StartAt.UnixNano()
+		startAt = &n
+	}
 	var out *sluicetype.Operation
 	err = s.writeTx(ctx, func(tx *wtx) error {
 		tx.cursorsKept = true // an operation's own record: no job moves
 		r, err := scanOperation(tx.QueryRow(ctx, tx.q(sqlOperationInsert), p.ID, string(p.Action), string(sel),
-			p.CreatedBy, tx.nowNs, p.Matched, p.Rate))
+			p.CreatedBy, tx.nowNs, p.Matched, p.Rate, startAt))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("insert operation %s: %w: the id exists", p.ID, sluicetype.ErrConflict)
 		}
@@ -196,7 +202,8 @@ func (s *Store) OperationCancel(ctx context.Context, p *backend.OperationCancelP
 }
 
 // OperationClaim leases the oldest pending or running operation whose
-// lease is free or expired to p.Holder (fence +1); nil when there is none.
+// lease is free or expired, and whose start time has come, to p.Holder
+// (fence +1); nil when there is none.
 func (s *Store) OperationClaim(ctx context.Context, p *backend.OperationClaimParams) (*backend.OperationLease, error) {
 	ttl := int64(p.TTL)
 	if ttl <= 0 {

@@ -132,6 +132,9 @@ const (
 	oFence     = "lf"
 	oExpires   = "lx"
 	oFlushCost = "zp"
+	// oStartAt is a scheduled operation's start time; "" (or absent, in
+	// a hash written before it) starts at once.
+	oStartAt = "sw"
 )
 
 func opFields() []hashField {
@@ -141,7 +144,7 @@ func opFields() []hashField {
 		{"finished_at", oFinished, ""}, {"matched", oMatched, ""}, {"processed", oProcessed, ""},
 		{"succeeded", oSucceeded, ""}, {"failed", oFailed, ""}, {"error", oError, ""}, {"rate", oRate, ""},
 		{"cursor", oCursor, ""}, {"lease_holder", oHolder, ""}, {"lease_fence", oFence, ""},
-		{"lease_expires", oExpires, ""}, {"flush_cost", oFlushCost, ""},
+		{"lease_expires", oExpires, ""}, {"flush_cost", oFlushCost, ""}, {"start_at", oStartAt, ""},
 	}
 }
 

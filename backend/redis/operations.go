@@ -65,7 +65,7 @@ func opFrom(m map[string]string) (*opRow, error) {
 		ID: m[oID], Action: sluicetype.Action(m[oAction]), Status: sluicetype.OperationStatus(m[oStatus]), CreatedBy: m[oCreatedBy],
 		CreatedAt: h.time(oCreatedAt), StartedAt: h.timePtr(oStartedAt), FinishedAt: h.timePtr(oFinished),
 		Matched: h.int64(oMatched), Processed: h.int64(oProcessed), Succeeded: h.int64(oSucceeded), Failed: h.int64(oFailed),
-		Error: m[oError], Rate: h.int(oRate),
+		Error: m[oError], Rate: h.int(oRate), StartAt: h.timePtr(oStartAt),
 	}
 	if sel := m[oSelector]; sel != "" {
 		if err := json.Unmarshal([]byte(sel), &op.Selector); err != nil {
@@ -86,7 +86,7 @@ func opFrom(m map[string]string) (*opRow, error) {
 // ARGV[1..3] -> the idempotency key, token and step (luaLib)
 // ARGV[4...] -> name/value pairs, read into A:
 // id, act, sel (the selector as JSON), by,
-// mt (matched), rt (rate).
+// mt (matched), rt (rate), sw (start time, "" for at once).
 //
 // Returns the operation's fields. Errors: "CONFLICT".
 var luaOpInsert = script(`
@@ -95,7 +95,8 @@ if redis.call('EXISTS', K('op', A.id)) == 1 then return redis.error_reply('CONFL
 local O = {[OF.id] = A.id, [OF.action] = A.act, [OF.selector] = A.sel, [OF.status] = 'pending',
   [OF.created_by] = A.by, [OF.created_at] = NOW, [OF.started_at] = '', [OF.finished_at] = '',
   [OF.matched] = A.mt, [OF.processed] = '0', [OF.succeeded] = '0', [OF.failed] = '0', [OF.error] = '',
-    [OF.rate] = A.rt, [OF.cursor] = '', [OF.lease_holder] = '', [OF.lease_fence] = '0', [OF.lease_expires] = ''}
+    [OF.rate] = A.rt, [OF.cursor] = '', [OF.lease_holder] = '', [OF.lease_fence] = '0', [OF.lease_expires] = '',
+  [OF.start_at] = A.sw}
 saveop(O)
 redis.call('ZADD', K('ops'), 0, NOW .. ':' .. A.id)
 redis.call('ZADD', K('opa'), 0, NOW .. ':' .. A.id)
@@ -110,7 +111,7 @@ func (s *Store) OperationInsert(ctx context.Context, p *backend.OperationInsertP
 		return nil, fmt.Errorf("redis: operation %s: selector: %w", p.ID, err)
 	}
 	v, err := s.run(ctx, "insert operation "+p.ID, luaOpInsert, "id", p.ID, "act", string(p.Action), "sel", string(sel),
-		"by", p.CreatedBy, "mt", strconv.FormatInt(p.Matched, 10), "rt", strconv.Itoa(p.Rate))
+		"by", p.CreatedBy, "mt", strconv.FormatInt(p.Matched, 10), "rt", strconv.Itoa(p.Rate), "sw", tptr(p.StartAt))
 	if err != nil {
 		if r, ok := asRefusal(err); ok && r.code == "CONFLICT" {
 			return nil, fmt.Errorf("insert operation %s: %w: the id exists", p.ID, sluicetype.ErrConflict)
@@ -224,7 +225,8 @@ func (s *Store) OperationCancel(ctx context.Context, p *backend.OperationCancelP
 }
 
 // luaOpClaim leases the oldest pending or running operation whose lease is
-// free or expired (OperationClaim).
+// free or expired and whose start time, if it has one, has come
+// (OperationClaim); a scheduled operation stays in opa, passed over.
 //
 // KEYS[1] -> {ns}:schema
 // --
@@ -238,7 +240,8 @@ var luaOpClaim = script(`
 local A = args(4)
 for _, m in ipairs(redis.call('ZRANGEBYLEX', K('opa'), '-', '+')) do
   local O = loadop(string.sub(m, 21))
-  if O and (O[OF.status] == 'pending' or O[OF.status] == 'running') and (O[OF.lease_holder] == '' or O[OF.lease_expires] <= NOW) then
+  if O and (O[OF.status] == 'pending' or O[OF.status] == 'running') and (O[OF.lease_holder] == '' or O[OF.lease_expires] <= NOW)
+    and (O[OF.start_at] == nil or O[OF.start_at] == '' or O[OF.start_at] <= NOW) then
     O[OF.lease_holder] = A.holder; O[OF.lease_fence] = istr(tonumber(O[OF.lease_fence]) + 1);
       O[OF.lease_expires] = tadd(A.ttl); O[OF.status] = 'running'
     if O[OF.started_at] == '' then O[OF.started_at] = NOW end
@@ -250,7 +253,7 @@ return {}
 `)
 
 // OperationClaim leases the oldest pending or running operation whose
-// lease is free or expired.
+// lease is free or expired and whose start time has come.
 func (s *Store) OperationClaim(ctx context.Context, p *backend.OperationClaimParams) (*backend.OperationLease, error) {
 	ttl := p.TTL
 	if ttl <= 0 {

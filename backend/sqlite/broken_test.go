@@ -34,6 +34,23 @@ func (s noCutoffStore) OperationProcessBatch(ctx context.Context, p *backend.Ope
 	return s.Store.OperationProcessBatch(ctx, &q)
 }
 
+// noStartStore drops a bulk run's start time as it stores the operation,
+// so that runners claim it at once, and answers the insert with it as
+// asked, as a store that kept the field but never read it would.
+type noStartStore struct{ *sqlite.Store }
+
+func (s noStartStore) Unwrap() *sqlite.Store { return s.Store }
+
+func (s noStartStore) OperationInsert(ctx context.Context, p *backend.OperationInsertParams) (*sluicetype.Operation, error) {
+	q := *p
+	q.StartAt = nil
+	op, err := s.Store.OperationInsert(ctx, &q)
+	if err == nil {
+		op.StartAt = p.StartAt
+	}
+	return op, err
+}
+
 // ownWordsStore writes a text of its own on worker outcomes' events, as a
 // store that decided its own texts would.
 type ownWordsStore struct{ *sqlite.Store }
@@ -76,6 +93,10 @@ var brokenStores = map[string]struct {
 	"no-cutoff": {
 		wrap:   func(s *sqlite.Store) backend.Store { return noCutoffStore{s} },
 		checks: []string{"Control/BulkLeavesLaterDeathsAlone", "ControlStore/BulkTakesOnlyEarlierDeaths"},
+	},
+	"no-start": {
+		wrap:   func(s *sqlite.Store) backend.Store { return noStartStore{s} },
+		checks: []string{"Redrive/ScheduledRunNotStartedBeforeItsTime", "Redrive/ScheduledRunAcrossReopenTakesOnlyThePreview"},
 	},
 	"no-unique": {
 		wrap:   func(s *sqlite.Store) backend.Store { return noUniqueStore{s} },

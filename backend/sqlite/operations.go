@@ -17,7 +17,7 @@ import (
 // Bulk operations: persisted, leased, applied batch by batch.
 
 const operationColumns = `id, action, selector, status, created_by, created_at, started_at, finished_at,
-	matched, processed, succeeded, failed, error, rate, cursor_id, lease_holder, lease_fence, lease_expires_at`
+	matched, processed, succeeded, failed, error, rate, cursor_id, lease_holder, lease_fence, lease_expires_at, start_at`
 
 // opRow is an operations row: the operation and its runner's state.
 type opRow struct {
@@ -33,10 +33,10 @@ func scanOperation(sc scanner) (*opRow, error) {
 	var op sluicetype.Operation
 	var action, selector, status string
 	var created int64
-	var started, finished sql.NullInt64
+	var started, finished, startAt sql.NullInt64
 	if err := sc.Scan(&op.ID, &action, &selector, &status, &op.CreatedBy, &created, &started, &finished,
 		&op.Matched, &op.Processed, &op.Succeeded, &op.Failed, &op.Error, &op.Rate,
-		&r.cursor, &r.holder, &r.fence, &r.expires); err != nil {
+		&r.cursor, &r.holder, &r.fence, &r.expires, &startAt); err != nil {
 		return nil, err
 	}
 	op.Action, op.Status, op.CreatedAt = sluicetype.Action(action), sluicetype.OperationStatus(status), fromNanos(created)
@@ -48,6 +48,10 @@ func scanOperation(sc scanner) (*opRow, error) {
 		t := fromNanos(finished.Int64)
 		op.FinishedAt = &t
 	}
+	if startAt.Valid {
+		t := fromNanos(startAt.Int64)
+		op.StartAt = &t
+	}
 	if err := json.Unmarshal([]byte(selector), &op.Selector); err != nil {
 		return nil, fmt.Errorf("operation %s: selector: %w", op.ID, err)
 	}
@@ -56,8 +60,8 @@ func scanOperation(sc scanner) (*opRow, error) {
 }
 
 const (
-	sqlOperationInsert = `INSERT INTO operations (id, action, selector, status, created_by, created_at, matched, rate)
-	VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?7)
+	sqlOperationInsert = `INSERT INTO operations (id, action, selector, status, created_by, created_at, matched, rate, start_at)
+	VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?7, ?8)
 	ON CONFLICT (id) DO NOTHING
 	RETURNING ` + operationColumns
 	sqlOperationGet = `SELECT ` + operationColumns + ` FROM operations WHERE id = ?`
@@ -73,10 +77,14 @@ func (s *Store) OperationInsert(ctx context.Context, p *backend.OperationInsertP
 	if err != nil {
 		return nil, err
 	}
+	var startAt sql.NullInt64
+	if p.StartAt != nil {
+		startAt = sql.NullInt64{Int64: p.StartAt.UnixNano(), Valid: true}
+	}
 	var out *sluicetype.Operation
 	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
 		r, err := scanOperation(tx.StmtContext(ctx, st[0]).QueryRowContext(ctx, p.ID, string(p.Action), string(sel),
-			p.CreatedBy, now.UnixNano(), p.Matched, p.Rate))
+			p.CreatedBy, now.UnixNano(), p.Matched, p.Rate, startAt))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("insert operation %s: %w: the id exists", p.ID, sluicetype.ErrConflict)
 		}
@@ -185,9 +193,10 @@ func (s *Store) OperationCancel(ctx context.Context, p *backend.OperationCancelP
 }
 
 const (
-	// ?1 now.
+	// ?1 now. A scheduled operation waits for its start time.
 	sqlOperationNext = `SELECT id FROM operations
 	WHERE status IN ('pending', 'running') AND (lease_holder = '' OR lease_expires_at <= ?1)
+		AND (start_at IS NULL OR start_at <= ?1)
 	ORDER BY created_at, id LIMIT 1`
 	// ?1 id, ?2 holder, ?3 now, ?4 lease expiry.
 	sqlOperationLease = `UPDATE operations SET lease_holder = ?2, lease_fence = lease_fence + 1,
@@ -201,7 +210,8 @@ const (
 const defaultOperationLease = 30 * time.Second
 
 // OperationClaim leases the oldest pending or running operation whose
-// lease is free or expired to p.Holder (fence +1); nil when there is none.
+// lease is free or expired, and whose start time has come, to p.Holder
+// (fence +1); nil when there is none.
 func (s *Store) OperationClaim(ctx context.Context, p *backend.OperationClaimParams) (*backend.OperationLease, error) {
 	st, err := s.stmts(ctx, sqlOperationNext, sqlOperationLease)
 	if err != nil {
