@@ -131,7 +131,7 @@ func TestConsolePostgresGroupRunShownThroughout(t *testing.T) {
 		bin, base, filepath.Join(dir, "tui.log"), cutoff.UTC().Format(time.RFC3339)))
 	c.waitFor(`● live`, 30*time.Second)
 	c.command("errors")
-	c.waitFor(`(?m)^› partner\s+partner\.sync\s+2,000 `, 30*time.Second)
+	c.waitFor(`(?m)^› partner\s+partner\.sync\s+(?:open\s+)?2,000 `, 30*time.Second)
 	c.send("b")
 	c.waitFor(`retry 2,000 jobs`, 15*time.Second)
 	c.typeText("200")

@@ -111,7 +111,7 @@ func TestConsoleRedriveWithCutoffInFewKeys(t *testing.T) {
 	press(":")
 	typ("err")
 	press("Enter")
-	c.waitFor(`(?m)^› partner\s+partner\.sync\s+11 `, 15*time.Second)
+	c.waitFor(`(?m)^› partner\s+partner\.sync\s+(?:open\s+)?11 `, 15*time.Second)
 	press("b")
 	c.waitFor(`retry 11 jobs`, 15*time.Second)
 	press("Tab")

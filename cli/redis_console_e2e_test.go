@@ -45,7 +45,7 @@ func TestConsoleRedisMarkTwoAndGroupBulkRetry(t *testing.T) {
 	// The error groups, and a bulk retry of one of them.
 	c.command("errors")
 	c.waitFor(`Error groups of .* — the jobs tab and filter scope them`, 15*time.Second)
-	c.waitFor(`(?m)^. billing\s+invoice\.generate\s+\d+ .*invalid currency "<str>"`, 60*time.Second)
+	c.waitFor(`(?m)^. billing\s+invoice\.generate\s+(?:open\s+)?\d+ .*invalid currency "<str>"`, 60*time.Second)
 	c.cursorTo(`invalid currency`, 15*time.Second)
 	c.send("b")
 	m := c.waitFor(`retry (\d+) jobs? \(state archived, queue billing, kind invoice\.generate, error group "invoice INV-`, 15*time.Second)
