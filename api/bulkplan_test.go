@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/backend"
+	"github.com/sluicehq/sluice/backend/sqlite"
 	"github.com/sluicehq/sluice/backend/sqlite/sqlitetest"
 	"github.com/sluicehq/sluice/engine"
 )
@@ -65,15 +66,7 @@ func killJobs(t *testing.T, store backend.Store, enqueue []string, wait ...strin
 func TestBulkPlanThroughClient(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := sqlitetest.New(t)
-	killJobs(t, store, []string{"d1", "d2", "d3", "d4", "d5"})
-	e, err := engine.New(store, engine.Config{NoMaintenance: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(api.NewServer(e, api.ServerOptions{}))
-	t.Cleanup(hs.Close)
-	var ctl engine.Control = api.NewClient(hs.URL, "", api.ClientOptions{Timeout: 20 * time.Second})
+	store, e, ctl := deadJobsBehindClient(t, "d1", "d2", "d3", "d4", "d5")
 
 	dead := engine.Filter{Queues: []string{"billing"}, States: []engine.State{engine.StateArchived}}
 	preview, err := ctl.Bulk(ctx, engine.BulkParams{Action: engine.ActionRetry, Selector: dead, DryRun: true})
@@ -141,15 +134,7 @@ func TestBulkPlanThroughClient(t *testing.T) {
 func TestBulkScheduledThroughClient(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := sqlitetest.New(t)
-	killJobs(t, store, []string{"d1", "d2"})
-	e, err := engine.New(store, engine.Config{NoMaintenance: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(api.NewServer(e, api.ServerOptions{}))
-	t.Cleanup(hs.Close)
-	var ctl engine.Control = api.NewClient(hs.URL, "", api.ClientOptions{Timeout: 20 * time.Second})
+	_, e, ctl := deadJobsBehindClient(t, "d1", "d2")
 
 	dead := engine.Filter{Queues: []string{"billing"}, States: []engine.State{engine.StateArchived}}
 	preview, err := ctl.Bulk(ctx, engine.BulkParams{Action: engine.ActionRetry, Selector: dead, DryRun: true})
@@ -178,4 +163,19 @@ func TestBulkScheduledThroughClient(t *testing.T) {
 	if _, err := ctl.Bulk(ctx, engine.BulkParams{Plan: preview.Plan, StartAt: &past}); !errors.Is(err, engine.ErrInvalid) {
 		t.Fatalf("a start an hour past: %v, want ErrInvalid", err)
 	}
+}
+
+// deadJobsBehindClient is a SQLite store with the billing jobs ids dead,
+// its engine, and an api.Client over a server on that engine.
+func deadJobsBehindClient(t *testing.T, ids ...string) (*sqlite.Store, *engine.Engine, engine.Control) {
+	t.Helper()
+	store := sqlitetest.New(t)
+	killJobs(t, store, ids)
+	e, err := engine.New(store, engine.Config{NoMaintenance: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(api.NewServer(e, api.ServerOptions{}))
+	t.Cleanup(hs.Close)
+	return store, e, api.NewClient(hs.URL, "", api.ClientOptions{Timeout: 20 * time.Second})
 }
