@@ -21,6 +21,7 @@ import (
 func limitChecks() []check {
 	return []check{
 		{name: "ClaimTakesOnlyRoom", fn: testLimitClaimRoom},
+		{name: "ConcurrentClaimsShareTheRoom", fn: testLimitConcurrentClaims},
 		{name: "FourEnginesKindLimitThree", fn: testLimitEngines},
 		{name: "DeadProcessHoldsSlotUntilReaped", fn: testLimitDeadProcess},
 		{name: "ConfigAndControlSetTheStoresLimits", fn: testLimitConfigControl},
@@ -143,6 +144,79 @@ func testLimitClaimRoom(t *testing.T, h Harness) {
 	}
 	if err := limitStore(t, s).LimitSet(ctx, &backend.LimitSetParams{Scope: "tenant", Name: "x", Concurrency: 1}); err == nil {
 		t.Fatalf("LimitSet with an unknown scope: no error")
+	}
+}
+
+// testLimitConcurrentClaims: sixteen claims at once under one limit —
+// of the one kind they name, and of their queue — take together exactly
+// the room it leaves, round after round as it is raised; and a claim of
+// the room leaves none. A store whose claims count the running jobs before
+// the claim ahead of them committed takes more.
+func testLimitConcurrentClaims(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	cases := []struct {
+		name  string
+		scope sluicetype.LimitScope
+		limit string // the limit's name
+		queue string
+		kinds map[string]int
+	}{
+		{"kind", sluicetype.LimitKind, "charge", "billing", map[string]int{"charge": 1}},
+		{"queue", sluicetype.LimitQueue, "mailer", "mailer", map[string]int{"k": 1, "other": 1}},
+	}
+	for _, c := range cases {
+		var ps []*backend.JobInsertParams
+		for i := range 200 {
+			p := jobParams(fmt.Sprintf("%s-%03d", c.name, i), c.queue)
+			if c.scope == sluicetype.LimitKind {
+				p.Kind = c.limit
+			}
+			ps = append(ps, p)
+		}
+		insert(t, s, ps...)
+		running := 0
+		for round, limit := range []int{5, 13, 14, 40} {
+			setLimit(t, s, c.scope, c.limit, limit)
+			const claimers = 16
+			took := make([]int, claimers)
+			errs := make([]error, claimers)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for i := range claimers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					p := backend.JobClaimParams{Queue: c.queue, WorkerID: fmt.Sprintf("w%d", i), Limit: 3, Kinds: c.kinds,
+						LeaseID: fmt.Sprintf("lease-%s-%d-%d", c.name, round, i), LeaseDuration: time.Hour}
+					withDeadlinePlan(&p)
+					res, err := s.JobClaim(context.Background(), &p)
+					if err != nil {
+						errs[i] = err
+						return
+					}
+					took[i] = len(res.Jobs)
+				}()
+			}
+			close(start)
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				t.Fatalf("%s limit, round %d: JobClaim: %v", c.name, round, err)
+			}
+			sum := 0
+			for _, n := range took {
+				sum += n
+			}
+			if want := min(limit-running, claimers*3); sum != want {
+				t.Fatalf("%s limit %d with %d running: %d claims at once took %d jobs (%v), want %d",
+					c.name, limit, running, claimers, sum, took, want)
+			}
+			running += sum
+		}
+		res := claimP(t, s, backend.JobClaimParams{Queue: c.queue, WorkerID: "w-last", Limit: 3, Kinds: c.kinds})
+		if len(res.Jobs) != 0 || !res.Limited {
+			t.Fatalf("%s limit full: a claim took %d, Limited %v; want 0, true", c.name, len(res.Jobs), res.Limited)
+		}
 	}
 }
 

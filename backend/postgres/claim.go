@@ -56,8 +56,18 @@ func pickSQL(cond, limit, bound string) string {
 // $10 the past-deadline state (empty: leave them alone), $11 its reason,
 // $12 last error, $13 error pattern, $14-$18 its event (kind, actor,
 // from, to, message).
-func claimSQL(bound, part string) string {
-	return `WITH n AS MATERIALIZED (SELECT ` + sqlNow + ` AS t),
+//
+// room, when not empty, is how many jobs one limit leaves (roomSQL): the
+// statement takes no more than that, and returns it as the column after
+// now (see claimUnderOneLimit).
+func claimSQL(bound, part, room string) string {
+	lim, roomCol, roomCTE := "$5", "", ""
+	if room != "" {
+		lim, roomCol = "(SELECT r FROM room)", "(SELECT r FROM room), "
+		roomCTE = `
+	room AS MATERIALIZED (SELECT greatest(0, least($5::bigint, ` + room + `)) AS r),`
+	}
+	return `WITH n AS MATERIALIZED (SELECT ` + sqlNow + ` AS t),` + roomCTE + `
 	shard AS MATERIALIZED (SELECT floor(random() * ` + fmt.Sprint(countShards) + `)::int AS k),
 	paused AS MATERIALIZED (SELECT EXISTS (SELECT 1 FROM {s}.queues WHERE name = $4 AND paused) AS p),
 	kinds AS MATERIALIZED (SELECT k, v FROM unnest($8::text[], $9::int[]) AS x(k, v)),
@@ -74,11 +84,11 @@ func claimSQL(bound, part string) string {
 	dead_events AS (
 		INSERT INTO {s}.job_events (job_id, kind, at, actor, from_state, to_state, attempt, message)
 		SELECT d.id, $14, n.t, $15, $16, $17, d.attempt, $18 FROM dead d, n),
-	picked AS MATERIALIZED (` + pickSQL("c.crash_attempt = 0"+part, "$5", bound) + `),
+	picked AS MATERIALIZED (` + pickSQL("c.crash_attempt = 0"+part, lim, bound) + `),
 	spicked AS MATERIALIZED (` + pickSQL("c.crash_attempt > 0 AND c.crash_attempt = 1"+part,
-		"greatest(0, least($6, $5 - (SELECT count(*) FROM picked)))", "") + `),
+		"greatest(0, least($6, "+lim+" - (SELECT count(*) FROM picked)))", "") + `),
 	lpicked AS MATERIALIZED (` + pickSQL("c.crash_attempt > 0 AND c.crash_attempt >= 2"+part,
-		"CASE WHEN $7 AND $5 > 0 AND NOT EXISTS (SELECT 1 FROM picked) AND NOT EXISTS (SELECT 1 FROM spicked) THEN 1 ELSE 0 END", "") + `),
+		"CASE WHEN $7 AND "+lim+" > 0 AND NOT EXISTS (SELECT 1 FROM picked) AND NOT EXISTS (SELECT 1 FROM spicked) THEN 1 ELSE 0 END", "") + `),
 	taken AS (SELECT id, 0 AS grp FROM picked UNION ALL SELECT id, 1 FROM spicked UNION ALL SELECT id, 2 FROM lpicked),
 	claimed AS (
 		UPDATE {s}.jobs j SET state = 'running', fence = j.fence + 1, lease_id = $1, lease_worker = $2,
@@ -94,7 +104,7 @@ func claimSQL(bound, part string) string {
 			UNION ALL SELECT $10, (SELECT count(*) FROM dead)) c
 		WHERE c.d <> 0 ORDER BY c.st
 		ON CONFLICT (queue, state, shard) DO UPDATE SET n = job_counts.n + excluded.n)
-SELECT n.t, r.* FROM n, (
+SELECT n.t, ` + roomCol + `r.* FROM n, (
 	SELECT 0 AS tag, grp, ` + jobColumns + ` FROM claimed
 	UNION ALL SELECT 1, 0, ` + jobColumns + ` FROM dead) r`
 }
@@ -103,9 +113,27 @@ SELECT n.t, r.* FROM n, (
 // sqlClaimFrom starts its scan of jobs that never crashed at a cursor:
 // $19 priority, $20 scheduled_at (see claimCursor).
 var (
-	sqlClaim     = claimSQL("", "")
-	sqlClaimFrom = claimSQL(" AND (c.priority, c.scheduled_at) >= ($19::int, $20::bigint)", "")
+	sqlClaim     = claimSQL("", "", "")
+	sqlClaimFrom = claimSQL(cursorBound, "", "")
 )
+
+const cursorBound = " AND (c.priority, c.scheduled_at) >= ($19::int, $20::bigint)"
+
+// The claims under one concurrency limit of a kind or a queue, from the
+// start of the index and from a cursor: $19 (or, from a cursor, $21) the
+// limit's concurrency, the next its name.
+var (
+	sqlClaimUnderKind      = claimSQL("", "", roomSQL(sluicetype.LimitKind, 19))
+	sqlClaimUnderKindFrom  = claimSQL(cursorBound, "", roomSQL(sluicetype.LimitKind, 21))
+	sqlClaimUnderQueue     = claimSQL("", "", roomSQL(sluicetype.LimitQueue, 19))
+	sqlClaimUnderQueueFrom = claimSQL(cursorBound, "", roomSQL(sluicetype.LimitQueue, 21))
+)
+
+// roomSQL is the room a concurrency limit of scope leaves: $n its
+// concurrency less the running jobs it covers ($n+1 its name).
+func roomSQL(scope sluicetype.LimitScope, n int) string {
+	return fmt.Sprintf("$%d::bigint - (%s)", n, strings.ReplaceAll(limitRunningSQL(scope), "$1", fmt.Sprintf("$%d", n+1)))
+}
 
 // claimCursor is where a queue's claims of jobs that never crashed start
 // their index scan, so that they do not walk the entries of the jobs
@@ -355,8 +383,12 @@ func (s *Store) JobClaim(ctx context.Context, p *backend.JobClaimParams) (*backe
 	if err != nil {
 		return nil, err
 	}
+	var under *sluicetype.Limit
 	if lim := backend.LimitsFor(p, all); len(lim) > 0 {
-		return s.claimLimited(ctx, p, lim)
+		if !underOneLimit(p, lim) {
+			return s.claimLimited(ctx, p, lim)
+		}
+		under = &lim[0]
 	}
 	kinds, versions := kindArrays(p.Kinds)
 	pd := &p.PastDeadline
@@ -368,13 +400,24 @@ func (s *Store) JobClaim(ctx context.Context, p *backend.JobClaimParams) (*backe
 	if probe {
 		go s.claimProbe(key, kinds, versions)
 	}
+	room := int64(-1)
 	err = s.claimTx(ctx, pd, res, func(q querier) error {
-		return s.claimIn(ctx, q, p, res, kinds, versions, from, cur)
+		return s.claimIn(ctx, q, p, res, kinds, versions, from, cur, under, &room)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim %s: %w", p.Queue, err)
 	}
-	s.claimed(key, from, gen, cur.back, limit, res.Jobs, began)
+	asked := limit
+	if under != nil {
+		// The limit's room, not the queue, may have cut the claim short:
+		// the cursor reads "caught up" only from a claim the room did
+		// not bound (none returned no room: asked 0), and Bound is
+		// ClaimUnderLimits' for one limit.
+		asked = int(max(room, 0))
+		res.Limited = true
+		res.Bound = room > 0 && int(room) < limit && len(res.Jobs) == int(room)
+	}
+	s.claimed(key, from, gen, cur.back, asked, res.Jobs, began)
 	if res.Now.IsZero() {
 		// Nothing claimed: the statement returned no row to carry its now.
 		if res.Now, err = s.Now(ctx); err != nil {
@@ -384,9 +427,46 @@ func (s *Store) JobClaim(ctx context.Context, p *backend.JobClaimParams) (*backe
 	return res, nil
 }
 
-// claimIn runs the claim statement for p on q, into res.
+// underOneLimit reports whether a claim that lim covers is a claim under
+// one concurrency limit that JobClaim's statement applies itself
+// (claimSQL's room): a queue's, or the limit of the one kind the claim
+// names, with no rate and no partition. It is the common case, a kind or
+// a queue protecting one downstream, and it costs one round trip where
+// claimLimited's transaction costs four.
+func underOneLimit(p *backend.JobClaimParams, lim []sluicetype.Limit) bool {
+	if len(lim) != 1 || lim[0].Concurrency <= 0 || lim[0].Rate > 0 || lim[0].Key != "" || p.Partition != nil {
+		return false
+	}
+	switch l := lim[0]; l.Scope {
+	case sluicetype.LimitQueue:
+		return true
+	case sluicetype.LimitKind:
+		_, ok := p.Kinds[l.Name]
+		return ok && len(p.Kinds) == 1
+	}
+	return false
+}
+
+// claimUnderSQL is the claim under one limit of scope (see underOneLimit).
+func claimUnderSQL(scope sluicetype.LimitScope, from bool) string {
+	switch {
+	case scope == sluicetype.LimitQueue && from:
+		return sqlClaimUnderQueueFrom
+	case scope == sluicetype.LimitQueue:
+		return sqlClaimUnderQueue
+	case from:
+		return sqlClaimUnderKindFrom
+	}
+	return sqlClaimUnderKind
+}
+
+// claimIn runs the claim statement for p on q, into res. Under a limit
+// (under, see underOneLimit) the statement follows the limit's advisory
+// lock in one pipeline, so that it counts the running jobs after the
+// claim before it committed (see claimLimited), and room receives what
+// the limit left (-1: no job returned to carry it).
 func (s *Store) claimIn(ctx context.Context, q querier, p *backend.JobClaimParams, res *backend.JobClaimResult,
-	kinds []string, versions []int32, from bool, cur claimCursor) error {
+	kinds []string, versions []int32, from bool, cur claimCursor, under *sluicetype.Limit, room *int64) (err error) {
 	lease := p.LeaseDuration
 	if lease <= 0 {
 		lease = defaultLease
@@ -403,12 +483,31 @@ func (s *Store) claimIn(ctx context.Context, q querier, p *backend.JobClaimParam
 		// is a plain field name (sluicetype.ValidLimitKey), so a literal.
 		query = claimSQL("", fmt.Sprintf(` AND (SELECT count(*) FROM {s}.jobs r
 			WHERE r.state = 'running' AND r.kind = c.kind
-			AND coalesce(r.payload ->> '%[1]s', '') = coalesce(c.payload ->> '%[1]s', '')) < %[2]d`, pt.Key, pt.Max))
+			AND coalesce(r.payload ->> '%[1]s', '') = coalesce(c.payload ->> '%[1]s', '')) < %[2]d`, pt.Key, pt.Max), "")
 	} else if from {
 		query = sqlClaimFrom
 		args = append(args, cur.priority, cur.scheduled)
 	}
-	rows, err := q.Query(ctx, s.sql(query), args...)
+	var rows pgx.Rows
+	if under != nil {
+		query = claimUnderSQL(under.Scope, from)
+		args = append(args, int64(under.Concurrency), under.Name)
+		b := &pgx.Batch{}
+		b.Queue(sqlLimitLock, s.limitLockKey(*under))
+		b.Queue(s.sql(query), args...)
+		br := q.SendBatch(ctx, b)
+		defer func() {
+			if cerr := br.Close(); err == nil && cerr != nil {
+				err = cerr
+			}
+		}()
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("lock limit %s: %w", *under, err)
+		}
+		rows, err = br.Query()
+	} else {
+		rows, err = q.Query(ctx, s.sql(query), args...)
+	}
 	if err != nil {
 		return err
 	}
@@ -417,6 +516,9 @@ func (s *Store) claimIn(ctx context.Context, q querier, p *backend.JobClaimParam
 	var now int64
 	var tag, grp int32
 	dest := append([]any{&now, &tag, &grp}, r.dest()...)
+	if under != nil {
+		dest = append([]any{&now, room, &tag, &grp}, r.dest()...)
+	}
 	var claimed, dead []claimedJob
 	for rows.Next() {
 		r = jobRow{}

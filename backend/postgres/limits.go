@@ -123,7 +123,7 @@ func (s *Store) claimLimited(ctx context.Context, p *backend.JobClaimParams, lim
 		r, err := backend.ClaimUnderLimits(p, lim, running, starts, func(part *backend.JobClaimParams) (*backend.JobClaimResult, error) {
 			pr := &backend.JobClaimResult{}
 			kinds, versions := kindArrays(part.Kinds)
-			if err := s.claimIn(ctx, tx, part, pr, kinds, versions, false, claimCursor{}); err != nil {
+			if err := s.claimIn(ctx, tx, part, pr, kinds, versions, false, claimCursor{}, nil, nil); err != nil {
 				return nil, err
 			}
 			if part.PastDeadline.DeadLetter != nil {
@@ -156,6 +156,15 @@ func (s *Store) claimLimited(ctx context.Context, p *backend.JobClaimParams, lim
 	return res, nil
 }
 
+// sqlLimitLock takes a limit's lock ($1 limitLockKey) until the end of
+// the transaction, the implicit one of a pipeline included.
+const sqlLimitLock = `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`
+
+// limitLockKey names l's advisory lock, apart from every other schema's.
+func (s *Store) limitLockKey(l sluicetype.Limit) string {
+	return "sluice-limit:" + s.schema + ":" + string(l.Scope) + ":" + l.Name
+}
+
 // lockAndCount takes each limit's advisory lock and reads its running
 // jobs (and its rate window's starts) in one round trip: the statements go
 // as one pipeline, and the server runs them in order, each on a snapshot
@@ -163,7 +172,7 @@ func (s *Store) claimLimited(ctx context.Context, p *backend.JobClaimParams, lim
 func (s *Store) lockAndCount(ctx context.Context, tx *wtx, lim []sluicetype.Limit) (running, starts []int64, err error) {
 	b := &pgx.Batch{}
 	for _, l := range lim {
-		b.Queue(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "sluice-limit:"+s.schema+":"+string(l.Scope)+":"+l.Name)
+		b.Queue(sqlLimitLock, s.limitLockKey(l))
 	}
 	for _, l := range lim {
 		b.Queue(s.sql(limitRunningSQL(l.Scope)), l.Name)

@@ -115,6 +115,12 @@ func TestQueryPlans(t *testing.T) {
 			[]string(nil), []int32(nil), "", "", "", "", "", "", "", "", ""}, "jobs_claim"},
 		{"claim from a cursor", s.sql(sqlClaimFrom), []any{"lease", "w", int64(time.Second), "q1", 100, 0, false,
 			[]string(nil), []int32(nil), "", "", "", "", "", "", "", "", "", int32(0), int64(3000)}, "jobs_claim"},
+		// Under one limit: the claim's index, and the running jobs the
+		// room counts under the partial index of running jobs.
+		{"claim under a kind's limit", s.sql(sqlClaimUnderKind), []any{"lease", "w", int64(time.Second), "q1", 100, 0, false,
+			[]string{"k"}, []int32{1}, "", "", "", "", "", "", "", "", "", int64(1000), "k"}, "jobs_claim"},
+		{"claim under a queue's limit from a cursor", s.sql(sqlClaimUnderQueueFrom), []any{"lease", "w", int64(time.Second), "q1", 100, 0, false,
+			[]string(nil), []int32(nil), "", "", "", "", "", "", "", "", "", int32(0), int64(3000), int64(1000), "q1"}, "jobs_claim"},
 		// Retention runs every second: a range of the state's listing.
 		{"retention sweep", s.sql(sqlDeleteExpired), []any{"completed", int64(3000), nil, []string{}, 1000}, "jobs_state_changed"},
 		{"retention sweep, archiving", s.sql(sqlDeleteExpiredArchiving), []any{"completed", int64(3000), nil, []string{}, 1000,
