@@ -42,7 +42,7 @@ const jobPageShape = "JobPage{Jobs:[]*sluicetype.Job:jobs Next:string:next_curso
 	"Wait:*sluicetype.WaitSummary:wait,omitempty DeadLetterOf:string:dead_letter_of,omitempty RetryOf:string:retry_of,omitempty SupersededBy:string:superseded_by,omitempty UniqueKey:string:unique_key,omitempty " +
 	"HeldBy:string:held_by,omitempty} " +
 	"Lease{ID:string:id WorkerID:string:worker_id Fence:int64:fence ExpiresAt:time.Time:expires_at} " +
-	"AttemptError{Attempt:int:attempt Crash:bool:crash At:time.Time:at Worker:string:worker,omitempty Message:string:message Trace:string:trace,omitempty Ref:string:ref,omitempty} " +
+	"AttemptError{Attempt:int:attempt Crash:bool:crash At:time.Time:at Started:*time.Time:started,omitempty Worker:string:worker,omitempty Message:string:message Trace:string:trace,omitempty Ref:string:ref,omitempty} " +
 	"WaitSummary{Kind:sluicetype.WaitKind:kind Step:int:step Name:string:name Until:time.Time:until,omitzero " +
 	"Signal:string:signal,omitempty Done:int:done,omitempty Total:int:total,omitempty}"
 
@@ -231,6 +231,9 @@ func appendJob(b []byte, j *engine.Job) (_ []byte, ok bool) {
 			b = append(b, `,"crash":`...)
 			b = strconv.AppendBool(b, e.Crash)
 			tm(`,"at":`, e.At)
+			if e.Started != nil {
+				tm(`,"started":`, *e.Started)
+			}
 			if e.Worker != "" {
 				str(`,"worker":`, e.Worker)
 			}

@@ -820,6 +820,10 @@ func (e *Engine) finishPlan(ref backend.JobRef, j *Job, row backend.Transition, 
 	if entry != nil {
 		entry.Attempt = run
 		entry.Ref = res.ref
+		if j.AttemptedAt != nil {
+			started := *j.AttemptedAt
+			entry.Started = &started
+		}
 		// The entry says who ran the attempt: its lease's worker, also
 		// when the reaper writes it (the reaper is the event's actor).
 		entry.Worker = actor

@@ -150,6 +150,10 @@ type AttemptError struct {
 	Attempt int       `json:"attempt"`
 	Crash   bool      `json:"crash"`
 	At      time.Time `json:"at"`
+	// Started is when the attempt's claim began it (its AttemptedAt), so
+	// that At less Started is how long it ran (for a reaped crash, until
+	// the reaper found it); nil on entries written before attempts kept it.
+	Started *time.Time `json:"started,omitempty"`
 	// Worker is the process that ran the attempt (its lease's worker),
 	// even when the reaper wrote the entry.
 	Worker  string `json:"worker,omitempty"`
@@ -228,6 +232,9 @@ func (j *Job) Clone() *Job {
 	}
 	if j.Errors != nil {
 		c.Errors = append([]AttemptError(nil), j.Errors...)
+		for i := range c.Errors {
+			c.Errors[i].Started = cloneTime(c.Errors[i].Started)
+		}
 	}
 	if j.Lease != nil {
 		l := *j.Lease

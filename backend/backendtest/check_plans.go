@@ -85,8 +85,9 @@ func testSentinelTexts(t *testing.T, h Harness) {
 	// A worker outcome: the event, the error entry, the last error and
 	// pattern are the plan's.
 	c := running(t, s, "sen-fail")
+	started := time.Date(2026, 3, 4, 5, 6, 7, 891_000_000, time.UTC)
 	p := Outcome{JobRef: refOf(c), To: engine.StateRetryable, Charge: backend.ChargeAttempt, Delay: time.Hour,
-		Error: &engine.AttemptError{Message: sentinel("error"), Trace: sentinel("trace"), Ref: sentinel("ref")}, ErrorPattern: sentinel("pattern"),
+		Error: &engine.AttemptError{Message: sentinel("error"), Trace: sentinel("trace"), Ref: sentinel("ref"), Started: &started}, ErrorPattern: sentinel("pattern"),
 		Event: engine.EventFailed, Actor: sentinel("worker"), Message: sentinel("event")}.Plan(c)
 	if _, err := s.JobFinish(ctx, p); err != nil {
 		t.Fatal(err)
@@ -94,7 +95,8 @@ func testSentinelTexts(t *testing.T, h Harness) {
 	wantEvent(t, s, c.ID, engine.EventFailed, sentinel("worker"), sentinel("event"))
 	j := getJob(t, s, c.ID)
 	if len(j.Errors) != 1 || j.Errors[0].Message != sentinel("error") || j.Errors[0].Trace != sentinel("trace") ||
-		j.Errors[0].Ref != sentinel("ref") || j.Errors[0].Worker != sentinel("worker") || j.Errors[0].Attempt != 1 {
+		j.Errors[0].Ref != sentinel("ref") || j.Errors[0].Worker != sentinel("worker") || j.Errors[0].Attempt != 1 ||
+		j.Errors[0].Started == nil || !j.Errors[0].Started.Equal(started) {
 		t.Fatalf("error entry %+v", j.Errors)
 	}
 	groups, err := s.JobErrorGroups(ctx, &backend.JobErrorGroupsParams{Filter: engine.Filter{States: []engine.State{engine.StateRetryable}}, Limit: 10})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/internal/jsonw"
@@ -246,6 +247,16 @@ func (l *jsonLexer) attemptError() (sluicetype.AttemptError, error) {
 			if err := e.At.UnmarshalText([]byte(v)); err != nil {
 				return e, errNotFast
 			}
+		case "started":
+			v, ok := l.plainStr()
+			if !ok {
+				return e, errNotFast
+			}
+			var t time.Time
+			if err := t.UnmarshalText([]byte(v)); err != nil {
+				return e, errNotFast
+			}
+			e.Started = &t
 		case "worker":
 			if e.Worker, err = l.str(); err != nil {
 				return e, err
