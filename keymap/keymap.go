@@ -65,15 +65,17 @@ const (
 	Signal       Action = "signal"
 	Copy         Action = "copy"
 	CopyTrace    Action = "copy_trace"
-	Payload      Action = "payload"
-	Filter       Action = "filter"
-	Command      Action = "command"
-	Help         Action = "help"
-	Back         Action = "back"
-	Save         Action = "save"
-	Quit         Action = "quit"
-	Confirm      Action = "confirm"
-	Refresh      Action = "refresh"
+	// CompareAttempts puts two of the sheet's job's runs side by side.
+	CompareAttempts Action = "compare_attempts"
+	Payload         Action = "payload"
+	Filter          Action = "filter"
+	Command         Action = "command"
+	Help            Action = "help"
+	Back            Action = "back"
+	Save            Action = "save"
+	Quit            Action = "quit"
+	Confirm         Action = "confirm"
+	Refresh         Action = "refresh"
 	// Links goes to the sheet's links from anywhere on it, and on to the
 	// next link once there.
 	Links Action = "links"
@@ -162,6 +164,7 @@ var defaults = []def{
 	{Payload, GroupView, []string{"p"}, "p", "payload", false},
 	{Copy, GroupView, []string{"y"}, "y", "copy id", false},
 	{CopyTrace, GroupView, []string{"Y"}, "Y", "copy trace id", false},
+	{CompareAttempts, GroupView, []string{"="}, "=", "compare attempts", false},
 	{Filter, GroupView, []string{"/"}, "/", "filter", false},
 	{Command, GroupView, []string{":"}, ":", "command", false},
 	{Refresh, GroupView, []string{"ctrl+r"}, "ctrl+r", "reload, recount", false},

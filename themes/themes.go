@@ -75,6 +75,8 @@ type Theme struct {
 	Label     lipgloss.Style // field labels in the detail sheet
 	Value     lipgloss.Style
 	ErrorText lipgloss.Style
+	DiffDel   lipgloss.Style // a line only the older side has (attempts compared)
+	DiffAdd   lipgloss.Style // a line only the newer side has
 	WarnText  lipgloss.Style
 	OKText    lipgloss.Style
 	InfoText  lipgloss.Style
@@ -288,6 +290,7 @@ func New(p Palette) *Theme {
 	t.Label = fg(p.Muted)
 	t.Value = fg(p.Text)
 	t.ErrorText = fg(p.Error)
+	t.DiffDel, t.DiffAdd = fg(p.Error), fg(p.Success)
 	t.Editor = textarea.Styles{Cursor: textarea.CursorStyle{Color: p.Accent}}
 	t.Editor.Focused = textarea.StyleState{
 		Base: s(), Text: fg(p.Text), LineNumber: fg(p.Subtle), CursorLineNumber: fg(p.Accent),

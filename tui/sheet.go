@@ -87,6 +87,10 @@ type sheetView struct {
 	stepsEnd   int // the line after the steps section's last
 	jumpToStep bool
 
+	// compare is how many runs back from the last the attempts compared
+	// beside it start (compare.go); 0: none compared.
+	compare int
+
 	// w and h are the size the sheet is drawn at.
 	w, h int
 }
@@ -111,6 +115,7 @@ func (s *sheetView) reset(id string) {
 	s.links = nil
 	s.focusSec, s.maxScroll = -1, -1
 	s.stepPick, s.jumpToStep = 0, false
+	s.compare = 0
 	s.invalidate()
 }
 
@@ -118,7 +123,7 @@ func (s *sheetView) reset(id string) {
 // the jobs screen hands to it (Payload aside, which opens the sheet).
 func sheetKey(km *keymap.KeyMap, msg tea.KeyPressMsg) bool {
 	for _, a := range []keymap.Action{keymap.SheetDown, keymap.SheetUp, keymap.NextSection, keymap.PrevSection,
-		keymap.Links, keymap.StepDown, keymap.StepUp, keymap.ReplayStep} {
+		keymap.Links, keymap.StepDown, keymap.StepUp, keymap.ReplayStep, keymap.CompareAttempts} {
 		if km.Matches(msg, a) {
 			return true
 		}
@@ -168,6 +173,8 @@ func (s *sheetView) Update(m *Model, msg tea.Msg) tea.Cmd {
 			return m.replayStep()
 		case km.Matches(msg, keymap.Payload):
 			return m.togglePayload()
+		case km.Matches(msg, keymap.CompareAttempts):
+			return m.compareAttempts()
 		}
 	}
 	return nil

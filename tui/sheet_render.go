@@ -96,6 +96,7 @@ func (m *Model) sheetInfo(w int) []string {
 	default:
 		j, now := s.detail.Job, m.now()
 		m.sheetHeader(b, j, s.detail.HeldBy)
+		b.compareSection(m.km, attemptRuns(j), s.compare, s.detail.Timeline)
 		b.lifecycle(now, j, s.detail.DeleteAt)
 		b.timeline(s.detail.Timeline)
 		b.attemptErrors(j.Errors)
