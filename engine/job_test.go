@@ -282,6 +282,31 @@ func TestTimeline(t *testing.T) {
 		}
 	})
 
+	t.Run("an entry that kept its start places its claim there", func(t *testing.T) {
+		t.Parallel()
+		errs := []AttemptError{
+			{Attempt: 1, At: at(10), Started: ptr(at(8)), Worker: "w1", Message: "refused"},
+			{Attempt: 2, At: at(20), Worker: "w2", Message: "refused"},
+			{Attempt: 3, At: at(30), Started: ptr(at(28)), Worker: "w1", Message: "refused"},
+		}
+		j := &Job{ID: "js", State: StateArchived, Attempt: 3, CreatedAt: at(0), AttemptedAt: ptr(at(28)), AttemptedBy: "w1", Errors: errs}
+		got := Timeline(j, nil)
+		claims := map[int]Event{}
+		for _, e := range got {
+			if e.Kind == EventClaimed {
+				claims[e.Attempt] = e
+			}
+		}
+		for n, want := range map[int]struct {
+			at   time.Time
+			note string
+		}{1: {at(8), ""}, 2: {at(20), DerivedClaimNote}, 3: {at(28), ""}} {
+			if c := claims[n]; !c.At.Equal(want.at) || c.Message != want.note {
+				t.Errorf("claim of run %d = %+v, want at %v with note %q", n, c, want.at, want.note)
+			}
+		}
+	})
+
 	t.Run("never claimed", func(t *testing.T) {
 		t.Parallel()
 		j := &Job{ID: "j2", State: StateAvailable, CreatedAt: at(0)}

@@ -324,9 +324,10 @@ func Timeline(j *Job, stored []Event) []Event {
 	// The happy path keeps no event rows, so a claim is stored only for
 	// the last run (AttemptedAt). Each earlier run left an error entry,
 	// which says who ran it and when it ended: its claim is derived from
-	// that, placed just before the failure (the claim's own time is not
-	// kept, and the message says so). They go in before the stored events
-	// so that the stable sort keeps each claim ahead of its failure.
+	// that, at the time the entry says the run started, or, for an entry
+	// that does not say (written before entries kept it), just before the
+	// failure, with a message that says so. They go in before the stored
+	// events so that the stable sort keeps each claim ahead of its failure.
 	for _, e := range j.Errors {
 		if j.AttemptedAt != nil && !e.At.Before(*j.AttemptedAt) {
 			continue // the last run: its claim is AttemptedAt
@@ -334,8 +335,12 @@ func Timeline(j *Job, stored []Event) []Event {
 		if hasClaimedRun(stored, e.Attempt) {
 			continue
 		}
-		out = append(out, Event{JobID: j.ID, Kind: EventClaimed, At: e.At, Actor: e.Worker, To: StateRunning,
-			Attempt: e.Attempt, Message: DerivedClaimNote})
+		ev := Event{JobID: j.ID, Kind: EventClaimed, At: e.At, Actor: e.Worker, To: StateRunning,
+			Attempt: e.Attempt, Message: DerivedClaimNote}
+		if e.Started != nil && !e.Started.After(e.At) {
+			ev.At, ev.Message = *e.Started, ""
+		}
+		out = append(out, ev)
 	}
 	out = append(out, stored...)
 	if j.AttemptedAt != nil && !hasClaimAt(*j.AttemptedAt) {

@@ -102,9 +102,9 @@ func (b *sheetLines) compareSection(km *keymap.KeyMap, runs []attemptRun, back i
 	} else {
 		b.add(t.Muted.Render(hint + ": close"))
 	}
-	col := max((b.w-12)/2, 8)
+	col := max((b.w-14)/2, 8)
 	row := func(label, x, y string) {
-		b.add(t.Label.Render(fit(label, 12)) + t.Value.Render(fit(x, col)) + " " + t.Value.Render(clip(y, col)))
+		b.add(t.Label.Render(fit(label, 12)) + " " + t.Value.Render(fit(x, col)) + " " + t.Value.Render(clip(y, col)))
 	}
 	row("", "#"+fmt.Sprint(a.n), "#"+fmt.Sprint(z.n))
 	row("outcome", a.outcome, z.outcome)
