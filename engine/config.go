@@ -62,6 +62,12 @@ type Config struct {
 	// not work: maintenance, which any engine may lead, sweeps them all.
 	// Where both name a state, QueueRetention wins.
 	QueueRetention map[string]map[State]time.Duration
+	// ExpiryWarning is how long before retention deletes a dead,
+	// quarantined or undecodable job it is flagged as expiring (24h):
+	// the console's state tabs count such jobs, its sheet says so, and
+	// sluice_jobs_expiring reports them (`expires<24h` lists them). A
+	// state kept for less is flagged for all of its retention.
+	ExpiryWarning time.Duration
 	// ShutdownTimeout bounds the drain on Stop (10s); work unfinished by
 	// then is released without charging an attempt.
 	ShutdownTimeout time.Duration
@@ -133,6 +139,9 @@ const PrefetchHorizon = 20 * time.Millisecond
 // prefetchAuto marks a queue whose surplus follows its rate.
 const prefetchAuto = -1
 
+// DefaultExpiryWarning is Config.ExpiryWarning's default.
+const DefaultExpiryWarning = 24 * time.Hour
+
 // DefaultRetention keeps completed and cancelled jobs a day and dead ones
 // two weeks.
 func DefaultRetention() map[State]time.Duration {
@@ -157,6 +166,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaintenanceInterval <= 0 {
 		c.MaintenanceInterval = time.Second
+	}
+	if c.ExpiryWarning <= 0 {
+		c.ExpiryWarning = DefaultExpiryWarning
 	}
 	if c.ScheduleSeenInterval <= 0 {
 		c.ScheduleSeenInterval = time.Minute

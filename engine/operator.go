@@ -53,6 +53,9 @@ func (e *Engine) ListJobs(ctx context.Context, p ListJobsParams) (*JobPage, erro
 		after = &c
 		reverse = c.Dir == CursorPrev
 	}
+	if err := e.resolveExpiry(ctx, &p.Filter); err != nil {
+		return nil, err
+	}
 	var scan ScanReport
 	rows, err := e.store.JobListPage(ctx, &backend.JobListPageParams{Filter: storeFilter(p.Filter), After: after, Reverse: reverse, Limit: limit + 1, Scan: &scan})
 	if err != nil {
@@ -111,6 +114,7 @@ func (e *Engine) GetJob(ctx context.Context, id string, includePayload bool) (*J
 		return nil, fmt.Errorf("job %s timeline: %w", id, err)
 	}
 	d := &JobDetail{Job: j, Timeline: Timeline(j, ev), DeleteAt: e.deleteAt(j)}
+	d.Expiring = d.DeleteAt != nil && slices.Contains(ExpiringStates, j.State) && time.Until(*d.DeleteAt) < e.cfg.ExpiryWarning
 	d.DeadLetter, err = e.deadLetterOf(ctx, j)
 	if err != nil {
 		return nil, err
@@ -159,9 +163,16 @@ func (e *Engine) CountJobs(ctx context.Context, p CountJobsParams) (*JobCounts, 
 	if len(p.Filter.States) > 0 {
 		states = p.Filter.States
 	}
+	if err := e.resolveExpiry(ctx, &p.Filter); err != nil {
+		return nil, err
+	}
 	out := &JobCounts{States: make(map[State]int64, len(states)), Max: limit}
 	for _, s := range states {
 		if _, done := out.States[s]; done {
+			continue
+		}
+		if p.Filter.ExpiresWithin != nil && !slices.Contains(p.Filter.States, s) {
+			out.States[s] = 0 // no cut names it
 			continue
 		}
 		f := p.Filter
@@ -521,6 +532,12 @@ func (e *Engine) bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 	}
 	if err := p.Selector.Validate(); err != nil {
 		return nil, err
+	}
+	if p.Selector.ExpiresWithin != nil {
+		// An operation's selector is kept and run later, by any process:
+		// a window that moves with the clock would take other jobs than
+		// its preview counted.
+		return nil, fmt.Errorf("%w: expires< lists and counts, it does not select for a bulk action: mark the jobs, or select them by finalized<", ErrInvalid)
 	}
 	if p.RatePerSecond < 0 {
 		return nil, fmt.Errorf("%w: negative rate", ErrInvalid)

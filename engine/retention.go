@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -36,7 +38,7 @@ func (e *Engine) queueOverrides() map[string]map[State]time.Duration {
 // Retention is the retention this engine's maintenance applies (Meta
 // says it too).
 func (e *Engine) Retention() *RetentionPolicy {
-	p := &RetentionPolicy{Default: map[State]time.Duration{}, Queues: e.queueOverrides()}
+	p := &RetentionPolicy{Default: map[State]time.Duration{}, Queues: e.queueOverrides(), Warning: e.cfg.ExpiryWarning}
 	for st, d := range e.cfg.Retention {
 		p.Default[st] = d
 	}
@@ -44,6 +46,50 @@ func (e *Engine) Retention() *RetentionPolicy {
 		p.Queues = nil
 	}
 	return p
+}
+
+// expiryCuts resolves expires<within at the store's now into the cuts the
+// stores match (Filter.Expiring): per state of ExpiringStates, the
+// default retention's jobs outside the queues that override it, and each
+// overriding queue's own. A state kept forever has no cut.
+func (e *Engine) expiryCuts(now time.Time, within time.Duration) []ExpiryCut {
+	pol := e.Retention()
+	var cuts []ExpiryCut
+	for _, st := range sluicetype.ExpiringStates {
+		var over []string
+		for q, m := range pol.Queues {
+			if _, ok := m[st]; ok {
+				over = append(over, q)
+			}
+		}
+		sort.Strings(over)
+		if r, ok := pol.Default[st]; ok && r >= 0 {
+			cuts = append(cuts, ExpiryCut{State: st, NotQueues: over, Before: now.Add(within - r)})
+		}
+		for _, q := range over {
+			if r := pol.Queues[q][st]; r >= 0 {
+				cuts = append(cuts, ExpiryCut{State: st, Queues: []string{q}, Before: now.Add(within - r)})
+			}
+		}
+	}
+	return cuts
+}
+
+// resolveExpiry sets f.Expiring from f.ExpiresWithin, by the store's
+// clock, which retention's sweep reads too.
+func (e *Engine) resolveExpiry(ctx context.Context, f *Filter) error {
+	f.Expiring = nil
+	if f.ExpiresWithin == nil {
+		return nil
+	}
+	now, err := e.store.Now(ctx)
+	if err != nil {
+		return fmt.Errorf("expires<: store clock: %w", err)
+	}
+	f.Expiring = e.expiryCuts(now, *f.ExpiresWithin)
+	// Only the states the cuts name can match: a store reads no other.
+	f.States = f.ReadStates()
+	return nil
 }
 
 // deleteAt is when retention deletes a terminal job (the first sweep after

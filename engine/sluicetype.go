@@ -83,6 +83,12 @@ type Event = sluicetype.Event
 // sluicetype.EventKind).
 type EventKind = sluicetype.EventKind
 
+// ExpiryCut is a part of a resolved `expires<D` (Filter.Expiring): the jobs
+// in State — of one of Queues when it is set, of none of NotQueues —
+// whose state change and finalisation are both before Before (an alias of
+// sluicetype.ExpiryCut).
+type ExpiryCut = sluicetype.ExpiryCut
+
 // Filter selects jobs (an alias of sluicetype.Filter).
 type Filter = sluicetype.Filter
 
@@ -566,6 +572,7 @@ var (
 	ErrQuarantined         = sluicetype.ErrQuarantined
 	ErrUnsupported         = sluicetype.ErrUnsupported
 	ErrWrongState          = sluicetype.ErrWrongState
+	ExpiringStates         = sluicetype.ExpiringStates
 	GroupStatuses          = sluicetype.GroupStatuses
 	QueryFields            = sluicetype.QueryFields
 	RequiredUniqueStates   = sluicetype.RequiredUniqueStates

@@ -73,6 +73,9 @@ func (e *Engine) ListErrorGroups(ctx context.Context, p ListErrorGroupsParams) (
 	if len(f.States) == 0 {
 		f.States = deadStates
 	}
+	if err := e.resolveExpiry(ctx, &f); err != nil {
+		return nil, err
+	}
 	groups, err := e.store.JobErrorGroups(ctx, &backend.JobErrorGroupsParams{Filter: storeFilter(f), Limit: 200})
 	if err != nil {
 		return nil, fmt.Errorf("error groups: %w", err)

@@ -66,6 +66,9 @@ type Meta struct {
 type RetentionPolicy struct {
 	Default map[State]time.Duration            `json:"default"`
 	Queues  map[string]map[State]time.Duration `json:"queues,omitempty"`
+	// Warning is how long before deleting a job of ExpiringStates the
+	// engine flags it as expiring (Config.ExpiryWarning); 0: not said.
+	Warning time.Duration `json:"warning,omitempty"`
 }
 
 // Of is the retention of a queue's terminal jobs, per state: how long
@@ -110,6 +113,14 @@ type Filter struct {
 	CreatedBefore   *time.Time  `json:"created_before,omitempty"`
 	FinalizedAfter  *time.Time  `json:"finalized_after,omitempty"`
 	FinalizedBefore *time.Time  `json:"finalized_before,omitempty"`
+	// ExpiresWithin is `expires<D`: dead (archived), quarantined and
+	// undecodable jobs that retention deletes within D. The engine
+	// resolves it against its retention into Expiring, which is what a
+	// store matches.
+	ExpiresWithin *time.Duration `json:"expires_within,omitempty"`
+	// Expiring is ExpiresWithin resolved by the engine, never a caller's:
+	// a job matches when one cut does, none when there is none.
+	Expiring []ExpiryCut `json:"-"`
 	// IncludeSuperseded takes in jobs that were retried with new input
 	// or replayed from a step; bulk selectors leave them out otherwise.
 	IncludeSuperseded bool `json:"include_superseded,omitempty"`
@@ -121,6 +132,62 @@ type Filter struct {
 	// and the engine lifts it into Operation.Cutoff on the way out.
 	PlanCutoff *time.Time `json:"plan_cutoff,omitempty"`
 }
+
+// ExpiryCut is a part of a resolved `expires<D` (Filter.Expiring): the
+// jobs in State — of one of Queues when it is set, of none of NotQueues —
+// whose state change and finalisation are both before Before. Retention's
+// sweep deletes a job of that state and queue once both are older than
+// its retention, so Before is the store's now less the retention plus D:
+// the cut is what the sweep takes within D, by the store's clock.
+type ExpiryCut struct {
+	State     State
+	Queues    []string
+	NotQueues []string
+	Before    time.Time
+}
+
+// ReadStates are the states a store reads to match f: f.States, and with
+// ExpiresWithin only those of them its cuts name (ExpiringStates when it
+// has none, so that a store reads no state's hot index to find nothing);
+// nil is every state.
+func (f Filter) ReadStates() []State {
+	if f.ExpiresWithin == nil {
+		return f.States
+	}
+	var named []State
+	for _, c := range f.Expiring {
+		if !slices.Contains(named, c.State) {
+			named = append(named, c.State)
+		}
+	}
+	if len(named) == 0 {
+		named = ExpiringStates
+	}
+	if len(f.States) == 0 {
+		return named
+	}
+	var out []State
+	for _, s := range f.States {
+		if slices.Contains(named, s) && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return f.States // the cuts match none of them
+	}
+	return out
+}
+
+// Holds reports whether c selects j, as the stores match it.
+func (c ExpiryCut) Holds(j *Job) bool {
+	return j.State == c.State && (len(c.Queues) == 0 || slices.Contains(c.Queues, j.Queue)) &&
+		!slices.Contains(c.NotQueues, j.Queue) && j.StateChangedAt.Before(c.Before) &&
+		j.FinalizedAt != nil && j.FinalizedAt.Before(c.Before)
+}
+
+// ExpiringStates are the states whose jobs retention deletes only after
+// warning: what `expires<D` selects, and the state tabs count.
+var ExpiringStates = []State{StateArchived, StateQuarantined, StateUndecodable}
 
 // PathMatch is `payload.<path>:value` or `meta.<key>:value`.
 type PathMatch struct {
@@ -149,6 +216,10 @@ type JobDetail struct {
 	// first maintenance sweep after it); nil when its state is kept
 	// forever, or the job is not terminal.
 	DeleteAt *time.Time `json:"delete_at,omitempty"`
+	// Expiring: the job is dead, quarantined or undecodable and DeleteAt
+	// is within the engine's warning window (RetentionPolicy.Warning):
+	// `expires<` lists it.
+	Expiring bool `json:"expiring,omitempty"`
 	// DeadLetter is the id of the job that triages this one's death
 	// (dlq:<id>), when there is one.
 	DeadLetter string `json:"dead_letter,omitempty"`

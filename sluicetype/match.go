@@ -22,7 +22,9 @@ import (
 // and error pattern are equal; error is a case-sensitive substring of the last
 // error; times are strict (created>T: created after T), and a finalized
 // bound holds only for a finalized job. A payload or meta path matches
-// the value found there, as PathValueMatches states.
+// the value found there, as PathValueMatches states. expires<D matches
+// through the cuts the engine resolved it into (Filter.Expiring): a job
+// one of them holds (ExpiryCut.Holds).
 func (f Filter) Matches(j *Job) bool {
 	if len(f.States) > 0 && !slices.Contains(f.States, j.State) ||
 		len(f.Queues) > 0 && !slices.Contains(f.Queues, j.Queue) ||
@@ -54,6 +56,9 @@ func (f Filter) Matches(j *Job) bool {
 		if !PathValueMatches(j.Metadata, m) {
 			return false
 		}
+	}
+	if f.ExpiresWithin != nil && !slices.ContainsFunc(f.Expiring, func(c ExpiryCut) bool { return c.Holds(j) }) {
+		return false
 	}
 	switch {
 	case f.CreatedAfter != nil && !j.CreatedAt.After(*f.CreatedAfter),

@@ -39,7 +39,7 @@ import (
 var QueryFields = []string{
 	"state", "queue", "kind", "id", "fingerprint", "unique", "tag", "error", "errgroup",
 	"payload.<path>", "meta.<key>",
-	"created>", "created<", "finalized>", "finalized<",
+	"created>", "created<", "finalized>", "finalized<", "expires<",
 	"superseded:include",
 }
 
@@ -195,6 +195,11 @@ func (p *queryParser) term(f *Filter, seen map[string]bool) error {
 	case name == "fingerprint" || name == "unique" || name == "error" || name == "errgroup" || name == "superseded":
 	case name == "created" || name == "finalized":
 		kind = qfTime
+	case name == "expires":
+		if op != '<' {
+			return p.fail(start, "expires takes <, as in expires<24h (the jobs retention deletes within 24h)")
+		}
+		kind = qfSingle
 	case strings.HasPrefix(name, "payload.") || strings.HasPrefix(name, "meta."):
 		_, path, _ = strings.Cut(name, ".")
 		if err := checkQueryPath(path); err != nil {
@@ -205,7 +210,9 @@ func (p *queryParser) term(f *Filter, seen map[string]bool) error {
 	default:
 		return p.fail(start, "unknown field %q; known fields: %s", name, strings.Join(QueryFields, ", "))
 	}
-	if kind == qfTime {
+	if name == "expires" {
+		// checked above
+	} else if kind == qfTime {
 		if op != '<' && op != '>' {
 			return p.fail(start, "%s takes > or <, as in %s>24h or %s<2024-05-01T00:00:00Z", name, name, name)
 		}
@@ -275,6 +282,15 @@ func (p *queryParser) term(f *Filter, seen map[string]bool) error {
 			return p.fail(start, "superseded takes only the value include (superseded:include)")
 		}
 		f.IncludeSuperseded = true
+	case "expires":
+		d, err := parseQueryDuration(v)
+		if err != nil || d <= 0 {
+			if err == nil {
+				err = fmt.Errorf("expires<%s: want a duration longer than 0, as 24h or 2d", v)
+			}
+			return p.fail(start, "%v", err)
+		}
+		f.ExpiresWithin = &d
 	case "created", "finalized":
 		t, err := parseQueryTime(v, p.now)
 		if err != nil {
@@ -479,17 +495,9 @@ func parseQueryTime(v string, now time.Time) (time.Time, error) {
 	}
 	switch {
 	case queryRelativeRE.MatchString(v):
-		var total time.Duration
-		for _, m := range queryRelativePartRE.FindAllStringSubmatch(v, -1) {
-			n, err := strconv.ParseInt(m[1], 10, 64)
-			unit := queryRelativeUnits[m[2][0]]
-			if err != nil || n > int64(queryMaxRelative/unit) {
-				return time.Time{}, fmt.Errorf("duration %q is longer than %dd", v, queryMaxRelative/(24*time.Hour))
-			}
-			total += time.Duration(n) * unit
-			if total > queryMaxRelative {
-				return time.Time{}, fmt.Errorf("duration %q is longer than %dd", v, queryMaxRelative/(24*time.Hour))
-			}
+		total, err := parseQueryDuration(v)
+		if err != nil {
+			return time.Time{}, err
 		}
 		t = now.Add(-total)
 	default:
@@ -507,6 +515,49 @@ func parseQueryTime(v string, now time.Time) (time.Time, error) {
 		return time.Time{}, err
 	}
 	return t, nil
+}
+
+// parseQueryDuration reads a relative duration: <integer><unit>... with
+// units s, m, h, d and w, at most queryMaxRelative.
+func parseQueryDuration(v string) (time.Duration, error) {
+	if !queryRelativeRE.MatchString(v) {
+		return 0, fmt.Errorf("duration %q: want <integer><unit>... with units s, m, h, d, w, as 15m, 24h, 7d", v)
+	}
+	var total time.Duration
+	for _, m := range queryRelativePartRE.FindAllStringSubmatch(v, -1) {
+		n, err := strconv.ParseInt(m[1], 10, 64)
+		unit := queryRelativeUnits[m[2][0]]
+		if err != nil || n > int64(queryMaxRelative/unit) {
+			return 0, fmt.Errorf("duration %q is longer than %dd", v, queryMaxRelative/(24*time.Hour))
+		}
+		total += time.Duration(n) * unit
+		if total > queryMaxRelative {
+			return 0, fmt.Errorf("duration %q is longer than %dd", v, queryMaxRelative/(24*time.Hour))
+		}
+	}
+	return total, nil
+}
+
+// formatQueryDuration writes d as parseQueryDuration reads it back.
+func formatQueryDuration(d time.Duration) string {
+	// Whole seconds are the grammar's finest unit: a part of one counts
+	// as one.
+	d = (d + time.Second - 1) / time.Second * time.Second
+	if d <= 0 {
+		return "0s"
+	}
+	var b strings.Builder
+	for _, u := range []struct {
+		c byte
+		d time.Duration
+	}{{'d', 24 * time.Hour}, {'h', time.Hour}, {'m', time.Minute}, {'s', time.Second}} {
+		if n := d / u.d; n > 0 {
+			b.WriteString(strconv.FormatInt(int64(n), 10))
+			b.WriteByte(u.c)
+			d -= n * u.d
+		}
+	}
+	return b.String()
 }
 
 var queryClockRE = regexp.MustCompile(`^([0-9]{1,2}):([0-9]{2})(?::([0-9]{2}))?$`)
@@ -591,6 +642,9 @@ func (f Filter) String() string {
 	at("created<", f.CreatedBefore)
 	at("finalized>", f.FinalizedAfter)
 	at("finalized<", f.FinalizedBefore)
+	if f.ExpiresWithin != nil {
+		terms = append(terms, "expires<"+formatQueryDuration(*f.ExpiresWithin))
+	}
 	if f.IncludeSuperseded {
 		terms = append(terms, "superseded:include")
 	}
@@ -656,7 +710,7 @@ func (f Filter) IsEmpty() bool {
 		len(f.IDs) == 0 && f.Fingerprint == "" && f.UniqueKey == "" && len(f.Tags) == 0 &&
 		f.Error == "" && f.ErrorPattern == "" && len(f.Payload) == 0 && len(f.Meta) == 0 &&
 		f.CreatedAfter == nil && f.CreatedBefore == nil &&
-		f.FinalizedAfter == nil && f.FinalizedBefore == nil
+		f.FinalizedAfter == nil && f.FinalizedBefore == nil && f.ExpiresWithin == nil
 }
 
 // Validate checks f against the documented rules: known states, queue,
@@ -715,6 +769,9 @@ func (f Filter) Validate() error {
 		if err := queryCheckFingerprint(f.Fingerprint); err != nil {
 			return bad("%v", err)
 		}
+	}
+	if d := f.ExpiresWithin; d != nil && (*d <= 0 || *d > queryMaxRelative) {
+		return bad("expires within %v: want more than 0 and at most %dd", *d, queryMaxRelative/(24*time.Hour))
 	}
 	if f.UniqueKey != "" {
 		if err := queryCheckUniqueKey(f.UniqueKey); err != nil {

@@ -13,7 +13,8 @@ var queryNow = time.Date(2025, 3, 14, 15, 9, 26, 535897932, time.UTC)
 
 const testFP = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
-func tp(t time.Time) *time.Time { return &t }
+func tp(t time.Time) *time.Time         { return &t }
+func dp(d time.Duration) *time.Duration { return &d }
 
 // filtersEqual compares two filters, times as instants.
 func filtersEqual(a, b Filter) bool {
@@ -87,6 +88,8 @@ func TestParseQuery(t *testing.T) {
 			FinalizedBefore: tp(queryNow.Add(-time.Hour)),
 		}},
 		{"superseded", "superseded:include", Filter{IncludeSuperseded: true}},
+		{"expires within", "expires<24h", Filter{ExpiresWithin: dp(24 * time.Hour)}},
+		{"expires within compound", "state:archived expires<1d12h", Filter{States: []State{StateArchived}, ExpiresWithin: dp(36 * time.Hour)}},
 		{"design example", `state:archived queue:billing kind:email error:"timeout" payload.customer:42`, Filter{
 			States: []State{StateArchived}, Queues: []string{"billing"}, Kinds: []string{"email"},
 			Error: "timeout", Payload: []PathMatch{{"customer", "42"}},
@@ -150,6 +153,11 @@ func TestParseQueryErrors(t *testing.T) {
 		{"no field name", ":archived", []string{`has no field`}},
 		{"unknown field", "status:archived", []string{`unknown field "status"`, "known fields:", "state", "payload.<path>", "created>", "superseded"}},
 		{"unknown field case", "State:archived", []string{`unknown field "State"`}},
+		{"expires after", "expires>1d", []string{"expires takes <", "expires<24h"}},
+		{"expires with a colon", "expires:1d", []string{"expires takes <"}},
+		{"expires zero", "expires<0s", []string{"longer than 0"}},
+		{"expires a time", "expires<2024-05-01", []string{`duration "2024-05-01"`}},
+		{"expires too long", "expires<99999999999999999999w", []string{"longer than"}},
 		{"unknown state", "state:dead", []string{`"state:dead"`, `unknown state "dead"`, "valid states: scheduled, available, running, retryable, completed, archived, quarantined, undecodable, cancelled"}},
 		{"unknown state in list", "state:archived,dead", []string{`unknown state "dead"`}},
 		{"deleted is not stored", "state:deleted", []string{`unknown state "deleted"`}},
@@ -249,6 +257,8 @@ func TestFilterStringRoundTrip(t *testing.T) {
 		{States: AllStates, Queues: []string{"a", "b.c", "d:e"}, Kinds: []string{"k-1"}},
 		{IDs: []string{"plain", "with space", `with"quote`, `back\slash`, "comma,inside", "tab\there", "ünïcödé", "nl\nx", `"leading`}},
 		{Fingerprint: testFP},
+		{ExpiresWithin: dp(24 * time.Hour)},
+		{ExpiresWithin: dp(90*time.Minute + 30*time.Second), States: []State{StateQuarantined}},
 		{Tags: []string{"vip", "eu"}},
 		{Error: "connection refused"},
 		{Error: `say "hi"`},

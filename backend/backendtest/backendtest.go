@@ -120,6 +120,7 @@ func checks() []check {
 	add("Control", controlChecks())
 	add("ControlStore", controlStoreChecks())
 	add("Triage", triageChecks())
+	add("Expiry", expiryChecks())
 	add("Selection", selectionChecks())
 	add("Idempotency", idempotencyChecks())
 	add("Unique", uniqueChecks())
@@ -189,7 +190,7 @@ func RunControl(t *testing.T, h Harness) {
 	}
 	for _, c := range checks() {
 		if !strings.HasPrefix(c.name, "Control/") && !strings.HasPrefix(c.name, "Selection/") && !strings.HasPrefix(c.name, "Schedules/Control") &&
-			!strings.HasPrefix(c.name, "Triage/") && !strings.HasPrefix(c.name, "Redrive/") {
+			!strings.HasPrefix(c.name, "Triage/") && !strings.HasPrefix(c.name, "Redrive/") && c.name != "Expiry/EngineFlagsWhatRetentionTakes" {
 			continue
 		}
 		t.Run(c.name, func(t *testing.T) {

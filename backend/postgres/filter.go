@@ -145,7 +145,34 @@ func (w *where) addFilter(f *sluicetype.Filter) error {
 	w.addTime("created_at <", f.CreatedBefore)
 	w.addTime("finalized_at >", f.FinalizedAfter)
 	w.addTime("finalized_at <", f.FinalizedBefore)
+	if f.ExpiresWithin != nil {
+		w.addExpiring(f.Expiring)
+	}
 	return nil
+}
+
+// addExpiring is expires<D as the engine resolved it (sluicetype.ExpiryCut):
+// any cut's state, queues and time, read as retention's sweep reads them
+// (sqlDeleteExpired); no cut, no job.
+func (w *where) addExpiring(cuts []sluicetype.ExpiryCut) {
+	if len(cuts) == 0 {
+		w.add("false")
+		return
+	}
+	parts := make([]string, 0, len(cuts))
+	for _, c := range cuts {
+		before := w.a.add(c.Before.UnixNano())
+		p := "(state = " + w.a.add(string(c.State)) + "::text AND state_changed_at < " + before +
+			" AND finalized_at < " + before
+		if len(c.Queues) > 0 {
+			p += " AND queue = ANY(" + w.a.add(c.Queues) + "::text[])"
+		}
+		if len(c.NotQueues) > 0 {
+			p += " AND NOT queue = ANY(" + w.a.add(c.NotQueues) + "::text[])"
+		}
+		parts = append(parts, p+")")
+	}
+	w.add("(" + strings.Join(parts, " OR ") + ")")
 }
 
 func (w *where) addTime(term string, t *time.Time) {

@@ -73,6 +73,9 @@ func match(r *row, f *sluicetype.Filter, excludeSuperseded bool, asOf *time.Time
 			return false
 		}
 	}
+	if f.ExpiresWithin != nil && !slices.ContainsFunc(f.Expiring, func(c sluicetype.ExpiryCut) bool { return c.Holds(j) }) {
+		return false
+	}
 	if f.CreatedAfter != nil && !j.CreatedAt.After(*f.CreatedAfter) {
 		return false
 	}

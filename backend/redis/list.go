@@ -506,7 +506,7 @@ func isZero(f *sluicetype.Filter) bool {
 	return len(f.States) == 0 && len(f.Queues) == 0 && len(f.Kinds) == 0 && len(f.IDs) == 0 &&
 		f.Fingerprint == "" && f.UniqueKey == "" && len(f.Tags) == 0 && f.Error == "" && f.ErrorPattern == "" &&
 		len(f.Payload) == 0 && len(f.Meta) == 0 && f.CreatedAfter == nil && f.CreatedBefore == nil &&
-		f.FinalizedAfter == nil && f.FinalizedBefore == nil
+		f.FinalizedAfter == nil && f.FinalizedBefore == nil && f.ExpiresWithin == nil
 }
 
 // JobCountMatching counts jobs matching the filter, stopping at Max: from the

@@ -195,7 +195,7 @@ func countsServe(p *backend.JobCountMatchingParams) bool {
 	f := &p.Filter
 	if len(f.States) == 0 || len(f.Kinds) > 0 || len(f.IDs) > 0 || f.Fingerprint != "" || f.UniqueKey != "" ||
 		len(f.Tags) > 0 || f.Error != "" || f.ErrorPattern != "" || len(f.Payload) > 0 || len(f.Meta) > 0 ||
-		f.CreatedAfter != nil || f.CreatedBefore != nil || f.FinalizedAfter != nil || f.FinalizedBefore != nil ||
+		f.CreatedAfter != nil || f.CreatedBefore != nil || f.FinalizedAfter != nil || f.FinalizedBefore != nil || f.ExpiresWithin != nil ||
 		f.PlanCutoff != nil {
 		return false
 	}

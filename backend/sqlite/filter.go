@@ -168,7 +168,36 @@ func (w *where) addFilter(f *sluicetype.Filter) error {
 	w.addTime("created_at < ?", f.CreatedBefore)
 	w.addTime("finalized_at > ?", f.FinalizedAfter)
 	w.addTime("finalized_at < ?", f.FinalizedBefore)
+	if f.ExpiresWithin != nil {
+		w.addExpiring(f.Expiring)
+	}
 	return nil
+}
+
+// addExpiring is expires<D as the engine resolved it (sluicetype.ExpiryCut):
+// any cut's state, queues and time, read as retention's sweep reads them
+// (sqlDeleteExpired); no cut, no job.
+func (w *where) addExpiring(cuts []sluicetype.ExpiryCut) {
+	if len(cuts) == 0 {
+		w.add("0")
+		return
+	}
+	parts := make([]string, 0, len(cuts))
+	for _, c := range cuts {
+		before := c.Before.UnixNano()
+		p := "(state = ? AND state_changed_at < ? AND finalized_at < ?"
+		w.args = append(w.args, string(c.State), before, before)
+		if len(c.Queues) > 0 {
+			p += " AND queue IN (SELECT value FROM json_each(?))"
+			w.args = append(w.args, jsonStrings(c.Queues))
+		}
+		if len(c.NotQueues) > 0 {
+			p += " AND queue NOT IN (SELECT value FROM json_each(?))"
+			w.args = append(w.args, jsonStrings(c.NotQueues))
+		}
+		parts = append(parts, p+")")
+	}
+	w.terms = append(w.terms, "("+strings.Join(parts, " OR ")+")")
 }
 
 func (w *where) addTime(term string, t *time.Time) {

@@ -173,7 +173,7 @@ func jobListQuery(p *backend.JobListPageParams) (string, []any, error) {
 		q.WriteString("SELECT " + jobColumnsList + " FROM jobs WHERE " + w.sql() + order)
 		args = append(w.args, limit)
 	} else {
-		bs := stateBranches(base, p.Filter.States)
+		bs := stateBranches(base, p.Filter.ReadStates())
 		for i, b := range bs {
 			sel := "SELECT " + jobColumnsList + " FROM " + b.from + " WHERE " + b.w.sql() + order
 			args = append(args, b.w.args...)
@@ -315,7 +315,7 @@ func jobCountQuery(p *backend.JobCountMatchingParams) (string, []any, error) {
 		w.addStates(p.Filter.States)
 		q.WriteString(count("jobs", w))
 	} else {
-		for i, b := range stateBranches(base, p.Filter.States) {
+		for i, b := range stateBranches(base, p.Filter.ReadStates()) {
 			if i > 0 {
 				q.WriteString(" + ")
 			}
