@@ -294,6 +294,13 @@ func printDetail(w io.Writer, d *engine.JobDetail) error {
 	field("state", string(j.State))
 	field("attempt", fmt.Sprintf("%d of %d (crashes %d)", j.AttemptShown(), j.MaxAttempts, j.CrashAttempt))
 	field("since", ago(j.StateChangedAt))
+	if d.DeleteAt != nil {
+		del := d.DeleteAt.UTC().Format(time.RFC3339)
+		if d.Expiring {
+			del += " (expiring: retention deletes it within the warning window)"
+		}
+		field("deleted by retention", del)
+	}
 	field("terminal reason", string(j.TerminalReason))
 	field("fingerprint", j.Fingerprint)
 	field("unique key", j.UniqueKey)

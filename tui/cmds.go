@@ -58,7 +58,38 @@ type countsMsg struct {
 	fcounts *engine.JobCounts
 	fkey    string
 	fOff    bool
-	err     error
+	// expiring counts, per state, the jobs retention deletes within the
+	// engine's warning window, when this load read them (expiringEvery).
+	expiring map[engine.State]int64
+	err      error
+}
+
+// expiringEvery is how long a read of the expiring jobs serves the tabs:
+// it counts over each dead state's jobs, which a storm's live reloads of
+// the counters would repeat for nothing.
+const expiringEvery = 30 * time.Second
+
+// expiringDue reports whether the next counts load reads the expiring
+// jobs too: the engine says its warning window, and the last read is
+// expiringEvery old.
+func (m *Model) expiringDue() bool {
+	me := m.sess.meta
+	return me != nil && me.Retention != nil && me.Retention.Warning > 0 && m.now().Sub(m.tally.expiringAt) >= expiringEvery
+}
+
+// countExpiring loads the counts with the expiring jobs when they are due:
+// after the meta first says the window (the first counts went without),
+// and on the age tick, since jobs come within the window as time passes
+// with no change to hear.
+func (m *Model) countExpiring() tea.Cmd {
+	switch {
+	case !m.expiringDue():
+		return nil
+	case m.loads.countsBusy:
+		m.loads.countsAgain = true
+		return nil
+	}
+	return m.loadCounts()
 }
 
 // loadCounts reads the counters and, under a filter they cannot answer,
@@ -74,11 +105,25 @@ func (m *Model) loadCounts() tea.Cmd {
 	}
 	f := m.jobs.filter
 	filtered := !countsServe(f)
+	var window time.Duration
+	if m.expiringDue() {
+		// Until an answer with them arrives, every load asks: a newer
+		// load's answer drops an older one's.
+		window = m.sess.meta.Retention.Warning
+	}
 	return func() tea.Msg {
 		c, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
 		counts, err := ctl.Counts(c, queue)
 		msg := countsMsg{seq: seq, counts: counts, err: err}
+		if err == nil && window > 0 {
+			// Best effort: a store that cannot count it leaves the tabs
+			// as they were.
+			if ec, err := ctl.CountJobs(c, engine.CountJobsParams{
+				Filter: engine.Filter{States: engine.ExpiringStates, ExpiresWithin: &window}}); err == nil {
+				msg.expiring = ec.States
+			}
+		}
 		if err != nil || !filtered {
 			return msg
 		}

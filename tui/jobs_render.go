@@ -312,6 +312,8 @@ type tabsKey struct {
 	queue   string
 	totals  bool
 	exact   exactCount
+	// expiring is tally.expiringSeq: the expiring counts drawn.
+	expiring uint64
 }
 
 // exactCount is one state's count under a filter, taken whole at a time
@@ -417,7 +419,8 @@ func (m *Model) capNote() string {
 // tabsLine renders the state tabs with live counts (cached).
 func (m *Model) tabsLine(w int) string {
 	fc, totals := m.filterCounts()
-	k := tabsKey{w: w, tab: m.jobs.tab, scr: m.screen, counts: m.tally.counts, fcounts: fc, theme: m.theme, totals: totals, exact: m.tally.exact}
+	k := tabsKey{w: w, tab: m.jobs.tab, scr: m.screen, counts: m.tally.counts, fcounts: fc, theme: m.theme, totals: totals, exact: m.tally.exact,
+		expiring: m.tally.expiringSeq}
 	if qs := m.jobs.filter.Queues; len(qs) == 1 {
 		k.queue = qs[0]
 	}
@@ -448,6 +451,8 @@ func (m *Model) renderTabs(w int) string {
 			total = fc.States
 		}
 	}
+	// shortNote writes the expiring note short beside long names.
+	shortNote := false
 	// render writes the tabs, short names or long, leaving out the states
 	// in hide and, with note, saying how many it left out.
 	render := func(short bool, hide map[engine.State]bool, note bool) string {
@@ -475,6 +480,15 @@ func (m *Model) renderTabs(w int) string {
 				}
 			}
 			label := name + " " + n
+			if x := m.tally.expiring[s]; x > 0 {
+				// Retention deletes these within the warning window:
+				// expires<… lists them.
+				if short || shortNote {
+					label += fmt.Sprintf(" (%s exp)", commas(x))
+				} else {
+					label += fmt.Sprintf(" (%s expiring)", commas(x))
+				}
+			}
 			if b.Len() > 0 {
 				b.WriteString("  ")
 			}
@@ -517,6 +531,10 @@ func (m *Model) renderTabs(w int) string {
 		return line
 	}
 	line := render(false, nil, false)
+	if wOf(line) > w {
+		shortNote = true
+		line = render(false, nil, false)
+	}
 	if wOf(line) > w {
 		line = fitting(w)
 	}

@@ -97,7 +97,7 @@ func (m *Model) sheetInfo(w int) []string {
 		j, now := s.detail.Job, m.now()
 		m.sheetHeader(b, j, s.detail.HeldBy)
 		b.compareSection(m.km, attemptRuns(j), s.compare, s.detail.Timeline)
-		b.lifecycle(now, j, s.detail.DeleteAt)
+		b.lifecycle(now, j, s.detail.DeleteAt, s.detail.Expiring)
 		b.timeline(s.detail.Timeline)
 		b.attemptErrors(j.Errors)
 		m.sheetMetadata(b, j.Metadata)
@@ -250,8 +250,9 @@ func traceIDOf(tp string) string {
 }
 
 // lifecycle is the job's times, lease, fingerprint, version and tags;
-// deleteAt is when retention deletes a finished job.
-func (b *sheetLines) lifecycle(now time.Time, j *engine.Job, deleteAt *time.Time) {
+// deleteAt is when retention deletes a finished job; expiring, that it
+// does so within the engine's warning window.
+func (b *sheetLines) lifecycle(now time.Time, j *engine.Job, deleteAt *time.Time, expiring bool) {
 	b.section("lifecycle")
 	b.field("created", stamp(now, j.CreatedAt))
 	if j.AttemptedAt != nil {
@@ -265,7 +266,11 @@ func (b *sheetLines) lifecycle(now time.Time, j *engine.Job, deleteAt *time.Time
 		b.field("finalized", stamp(now, *j.FinalizedAt))
 	}
 	if j.State.Terminal() {
-		b.field("retention", retentionLine(now, termtext.Line(j.Queue), j.State, deleteAt))
+		line := retentionLine(now, termtext.Line(j.Queue), j.State, deleteAt)
+		if expiring {
+			line = b.t.WarnText.Render("expiring: " + line)
+		}
+		b.field("retention", line)
 	}
 	if !j.State.Terminal() {
 		b.field("scheduled", stamp(now, j.ScheduledAt))

@@ -165,6 +165,10 @@ type tally struct {
 	// stopped at their bound or at the store's scan budget (the tab read
 	// 9,484+ while the dry run said 9,997).
 	exact exactCount
+	// expiring: jobs per dead state retention deletes within the warning window (cmds.go).
+	expiring    map[engine.State]int64
+	expiringAt  time.Time
+	expiringSeq uint64
 }
 
 // loadTags is the stale-answer machinery of the counts and the list
@@ -412,7 +416,11 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 			return m.failed(retryMeta, "meta", msg.err)
 		}
 		cmd := m.succeeded(retryMeta)
+		first := m.sess.meta == nil
 		m.sess.meta = msg.meta
+		if first {
+			cmd = tea.Batch(cmd, m.countExpiring())
+		}
 		// A viewer sees no payloads; an inspector sees them but, as a
 		// viewer, may change nothing (the server refuses every action of
 		// both: the keys go rather than fail with 403).
@@ -439,6 +447,10 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 		cmd := m.succeeded(retryCounts)
 		m.tally.counts = msg.counts
 		m.tally.fcounts, m.tally.fcountsFor, m.tally.fcountsOff = msg.fcounts, msg.fkey, msg.fOff
+		if msg.expiring != nil {
+			m.tally.expiring, m.tally.expiringAt = msg.expiring, m.now()
+			m.tally.expiringSeq++
+		}
 		m.jobs.placeFromEnd(m)
 		if again {
 			cmd = tea.Batch(cmd, m.loadCounts())
@@ -513,7 +525,7 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 			m.live.probing = true
 			cmds = append(cmds, m.probeStore())
 		}
-		return tea.Batch(cmds...)
+		return tea.Batch(append(cmds, m.countExpiring())...)
 	case probeMsg:
 		m.live.probing = false
 		if msg.err != nil {

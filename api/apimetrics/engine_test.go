@@ -153,6 +153,10 @@ func TestErrorGroupMetricsByStatus(t *testing.T) {
 	e, err := engine.New(store, engine.Config{
 		Queues:       map[string]engine.QueueConfig{"billing": {Concurrency: 4}, "email": {Concurrency: 4}},
 		PollInterval: 20 * time.Millisecond, NoMaintenance: true,
+		// email's dead jobs go within the hour, inside a warning of two;
+		// billing's keep the default fortnight.
+		QueueRetention: map[string]map[engine.State]time.Duration{"email": {engine.StateArchived: time.Hour}},
+		ExpiryWarning:  2 * time.Hour,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -217,9 +221,12 @@ func TestErrorGroupMetricsByStatus(t *testing.T) {
 		`sluice_error_groups{status="reopened"} 0`,
 		`sluice_error_groups{status="resolved"} 1`,
 		`sluice_error_groups{status="ignored"} 1`,
+		`sluice_jobs_expiring{state="archived"} 2`,
+		`sluice_jobs_expiring{state="quarantined"} 0`,
+		`sluice_jobs_expiring{state="undecodable"} 0`,
 	} {
 		if !strings.Contains(body, w+"\n") {
-			t.Errorf("metrics lack %s:\n%s", w, metricLines(body, "sluice_error_group"))
+			t.Errorf("metrics lack %s:\n%s", w, metricLines(body, "sluice_"))
 		}
 	}
 }

@@ -10,6 +10,7 @@ package apimetrics
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -108,11 +109,16 @@ type engineCollector struct {
 // groupsEvery is how long a read of the error groups serves scrapes.
 const groupsEvery = 30 * time.Second
 
-// groupTally is the dead jobs and the groups of each triage status.
+// groupTally is the dead jobs and the groups of each triage status, and
+// the expiring jobs of each state.
 type groupTally struct {
 	at           time.Time
 	jobs, groups map[engine.GroupStatus]int64
+	expiring     map[engine.State]int64
 }
+
+// expiringMax bounds the count of expiring jobs of a state.
+const expiringMax = 100_000
 
 // fail logs a scrape's store error: once per outage when the store did
 // not answer, at every scrape otherwise.
@@ -140,10 +146,13 @@ var (
 			"the 200 largest groups, read at most every 30s: page on open and reopened.", []string{"status"}, nil)
 	descGroups = prometheus.NewDesc("sluice_error_groups",
 		"Error groups of archived jobs in each triage status, the 200 largest, read at most every 30s.", []string{"status"}, nil)
+	descExpiring = prometheus.NewDesc("sluice_jobs_expiring",
+		"Dead (archived), quarantined and undecodable jobs that retention deletes within the engine's warning window "+
+			"(24h by default; expires<24h lists them), counted up to 100,000 a state, read at most every 30s.", []string{"state"}, nil)
 )
 
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descJobs, descUp, descOpMatched, descOpProcessed, descOpFailed, descGroupJobs, descGroups} {
+	for _, d := range []*prometheus.Desc{descJobs, descUp, descOpMatched, descOpProcessed, descOpFailed, descGroupJobs, descGroups, descExpiring} {
 		ch <- d
 	}
 }
@@ -189,6 +198,9 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descGroupJobs, prometheus.GaugeValue, float64(g.jobs[st]), string(st))
 		ch <- prometheus.MustNewConstMetric(descGroups, prometheus.GaugeValue, float64(g.groups[st]), string(st))
 	}
+	for _, st := range engine.ExpiringStates {
+		ch <- prometheus.MustNewConstMetric(descExpiring, prometheus.GaugeValue, float64(g.expiring[st]), string(st))
+	}
 }
 
 // groupTally reads the error groups, the ignored ones too, and sums them
@@ -208,6 +220,17 @@ func (c *engineCollector) groupTally(ctx context.Context) (*groupTally, error) {
 		g.jobs[eg.Status] += eg.Count
 		g.groups[eg.Status]++
 	}
+	// The jobs retention deletes within the engine's warning window.
+	window := engine.DefaultExpiryWarning
+	if m, err := c.ctl.Meta(ctx); err == nil && m.Retention != nil && m.Retention.Warning > 0 {
+		window = m.Retention.Warning
+	}
+	counts, err := c.ctl.CountJobs(ctx, engine.CountJobsParams{
+		Filter: engine.Filter{States: engine.ExpiringStates, ExpiresWithin: &window}, Max: expiringMax})
+	if err != nil {
+		return nil, fmt.Errorf("expiring jobs: %w", err)
+	}
+	g.expiring = counts.States
 	c.groups = g
 	return g, nil
 }
