@@ -1,0 +1,90 @@
+package sluicetype
+
+import "time"
+
+// Surface names where an operator action came from.
+type Surface string
+
+const (
+	SurfaceConsole Surface = "console"
+	SurfaceCLI     Surface = "cli"
+	SurfaceAPI     Surface = "api"
+	SurfaceSSH     Surface = "ssh"
+	// SurfaceEmbedded is a program calling the engine itself.
+	SurfaceEmbedded Surface = "embedded"
+)
+
+// AuditRecord is one mutating operator action as the audit trail keeps
+// it: who, what, when and how it ended. Records are append-only: no route
+// changes or removes one; only the audit retention sweep deletes the
+// oldest.
+type AuditRecord struct {
+	// ID is the store's name for the record: newer records list first,
+	// and a page continues past the last one's ID.
+	ID string    `json:"id"`
+	At time.Time `json:"at"`
+	// Who: the actor as the timeline names it, its role, the surface it
+	// acted through and its source (a remote address, an SSH key's
+	// fingerprint).
+	Actor   string  `json:"actor"`
+	Role    Role    `json:"role,omitempty"`
+	Surface Surface `json:"surface,omitempty"`
+	Source  string  `json:"source,omitempty"`
+	// What: the action (ActionInfo's names: retry, bulk, pause, ...),
+	// the job, the other target it names (a queue, a fingerprint, a
+	// schedule, an error group, a limit), the operation, a bulk action's
+	// applied action and selector, how many jobs it counted, and an
+	// edit's changed paths (never the values).
+	Action    string   `json:"action"`
+	JobID     string   `json:"job_id,omitempty"`
+	Target    string   `json:"target,omitempty"`
+	Operation string   `json:"operation_id,omitempty"`
+	Applied   Action   `json:"applied,omitempty"`
+	Selector  string   `json:"selector,omitempty"`
+	Count     int64    `json:"count,omitempty"`
+	Paths     []string `json:"paths,omitempty"`
+	// Result is "ok" for an action its store committed, else the reason
+	// it was refused or failed (ReasonCode: wrong_state, conflict,
+	// forbidden, ...), with Detail the error's text.
+	Result string `json:"result"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// AuditOK is the Result of a committed action.
+const AuditOK = "ok"
+
+// AuditQuery selects audit records: every set field must match (Since
+// inclusive, Until exclusive). After continues a page past that record's
+// ID, towards older ones.
+type AuditQuery struct {
+	Actor     string    `json:"actor,omitempty"`
+	Action    string    `json:"action,omitempty"`
+	JobID     string    `json:"job_id,omitempty"`
+	Operation string    `json:"operation_id,omitempty"`
+	Since     time.Time `json:"since,omitzero"`
+	Until     time.Time `json:"until,omitzero"`
+	After     string    `json:"after,omitempty"`
+	Limit     int       `json:"limit,omitempty"`
+}
+
+// Matches reports whether r is selected by q's fields (After and Limit
+// aside): the reference every store's AuditList answers as if it applied.
+func (q AuditQuery) Matches(r *AuditRecord) bool {
+	return (q.Actor == "" || r.Actor == q.Actor) &&
+		(q.Action == "" || r.Action == q.Action) &&
+		(q.JobID == "" || r.JobID == q.JobID) &&
+		(q.Operation == "" || r.Operation == q.Operation) &&
+		(q.Since.IsZero() || !r.At.Before(q.Since)) &&
+		(q.Until.IsZero() || r.At.Before(q.Until))
+}
+
+// AuditPage is one page of audit records, newest first; Next continues
+// it ("" at the end).
+type AuditPage struct {
+	Records []*AuditRecord `json:"records"`
+	Next    string         `json:"next,omitempty"`
+}
+
+// DefaultAuditRetention is how long the audit trail keeps a record unless
+// configured otherwise.
+const DefaultAuditRetention = 90 * 24 * time.Hour
