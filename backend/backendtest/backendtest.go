@@ -120,6 +120,7 @@ func checks() []check {
 	add("Control", controlChecks())
 	add("ControlStore", controlStoreChecks())
 	add("Triage", triageChecks())
+	add("Audit", auditChecks())
 	add("Selection", selectionChecks())
 	add("Idempotency", idempotencyChecks())
 	add("Unique", uniqueChecks())
