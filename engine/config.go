@@ -62,6 +62,9 @@ type Config struct {
 	// not work: maintenance, which any engine may lead, sweeps them all.
 	// Where both name a state, QueueRetention wins.
 	QueueRetention map[string]map[State]time.Duration
+	// AuditRetention is how long the audit trail keeps a record
+	// (DefaultAuditRetention, 90 days, when 0); negative keeps every one.
+	AuditRetention time.Duration
 	// ShutdownTimeout bounds the drain on Stop (10s); work unfinished by
 	// then is released without charging an attempt.
 	ShutdownTimeout time.Duration
@@ -175,6 +178,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Retention == nil {
 		c.Retention = DefaultRetention()
+	}
+	if c.AuditRetention == 0 {
+		c.AuditRetention = DefaultAuditRetention
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = 10 * time.Second
