@@ -358,6 +358,14 @@ func NormalizeError(msg string) string {
 	return sluicetype.NormalizeError(msg)
 }
 
+// ParseAuditQuery reads an audit query as the command line and the console
+// write it: space-separated key:value terms, actor:, action:, job:,
+// operation: (or op:), since: and until:, each once (calls
+// sluicetype.ParseAuditQuery).
+func ParseAuditQuery(s string, now time.Time) (AuditQuery, error) {
+	return sluicetype.ParseAuditQuery(s, now)
+}
+
 // ParseCheckpoint decodes a job's checkpoint; an empty one is the zero
 // Checkpoint (calls sluicetype.ParseCheckpoint).
 func ParseCheckpoint(raw json.RawMessage) (Checkpoint, error) {

@@ -1,6 +1,10 @@
 package sluicetype
 
-import "time"
+import (
+	"fmt"
+	"strings"
+	"time"
+)
 
 // Surface names where an operator action came from.
 type Surface string
@@ -88,3 +92,72 @@ type AuditPage struct {
 // DefaultAuditRetention is how long the audit trail keeps a record unless
 // configured otherwise.
 const DefaultAuditRetention = 90 * 24 * time.Hour
+
+// ParseAuditQuery reads an audit query as the command line and the
+// console write it: space-separated key:value terms, actor:, action:,
+// job:, operation: (or op:), since: and until:, each once. A time is
+// RFC 3339 or a duration before now ("2h": two hours ago).
+func ParseAuditQuery(s string, now time.Time) (AuditQuery, error) {
+	var q AuditQuery
+	seen := map[string]bool{}
+	for _, term := range strings.Fields(s) {
+		k, v, ok := strings.Cut(term, ":")
+		if !ok || v == "" {
+			return q, fmt.Errorf("%w: audit query term %q: want key:value (actor, action, job, operation, since, until)", ErrInvalid, term)
+		}
+		if k == "op" {
+			k = "operation"
+		}
+		if seen[k] {
+			return q, fmt.Errorf("%w: audit query: %s given twice", ErrInvalid, k)
+		}
+		seen[k] = true
+		switch k {
+		case "actor":
+			q.Actor = v
+		case "action":
+			q.Action = v
+		case "job":
+			q.JobID = v
+		case "operation":
+			q.Operation = v
+		case "since", "until":
+			t, err := auditTime(v, now)
+			if err != nil {
+				return q, fmt.Errorf("%w: audit query %s:%s: want an RFC 3339 time or a duration before now (2h, 30m)", ErrInvalid, k, v)
+			}
+			if k == "since" {
+				q.Since = t
+			} else {
+				q.Until = t
+			}
+		default:
+			return q, fmt.Errorf("%w: audit query: unknown key %q (actor, action, job, operation, since, until)", ErrInvalid, k)
+		}
+	}
+	return q, nil
+}
+
+func auditTime(v string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Parse(time.RFC3339Nano, v)
+}
+
+// String writes q's selecting fields as ParseAuditQuery reads them.
+func (q AuditQuery) String() string {
+	var parts []string
+	for _, kv := range [][2]string{{"actor", q.Actor}, {"action", q.Action}, {"job", q.JobID}, {"operation", q.Operation}} {
+		if kv[1] != "" {
+			parts = append(parts, kv[0]+":"+kv[1])
+		}
+	}
+	if !q.Since.IsZero() {
+		parts = append(parts, "since:"+q.Since.UTC().Format(time.RFC3339))
+	}
+	if !q.Until.IsZero() {
+		parts = append(parts, "until:"+q.Until.UTC().Format(time.RFC3339))
+	}
+	return strings.Join(parts, " ")
+}
