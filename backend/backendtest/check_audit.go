@@ -212,48 +212,64 @@ func testAuditRefusedWrite(t *testing.T, h Harness) {
 	}
 }
 
-// testAuditDeathBeforeCommit kills the writer between the action's
+// testAuditDeathBeforeCommit kills the writer between a write's
 // statements and its commit (the commit hook panics, as a process dies:
-// nothing after it runs) and reads, from a second store over the same
-// data, neither the action nor its record. A store whose every write is
-// one script has no such point (commithook.Has); the refusal check covers
-// it.
+// nothing after it runs) at each commit point of an audited action in
+// turn — the first, then the second if there is one, and so on — and
+// reads, from a second store over the same data, the action and its
+// record both or neither. A store whose every write is one script has no
+// such point (commithook.Has); the refusal check covers it.
 func testAuditDeathBeforeCommit(t *testing.T, h Harness) {
 	s := h.NewStore(t)
-	a := auditStore(t, s)
 	if !commithook.Has(s.Backend()) {
 		t.Skipf("%s writes each action as one script: no point between its statements and its commit", s.Backend())
 	}
-	insertRes(t, s, djob("d1", "q", "k"))
-	rec := auditRecord("cancel", "maya", "d1")
-	died := errors.New("died before commit")
-	func() {
-		defer func() {
-			if r := recover(); r != died {
-				t.Fatalf("the hook did not run before the commit: recovered %v", r)
-			}
-		}()
-		ctx := commithook.With(context.Background(), func() { panic(died) })
-		auditedCancel(ctx, s, "d1", &rec) //nolint:errcheck // it panics
-	}()
+	auditStore(t, s)
 	other := s
 	if h.Reopen != nil {
 		other = h.Reopen(t, s)
 	}
-	j, err := other.JobGetByID(context.Background(), &backend.JobGetByIDParams{ID: "d1"})
-	if err != nil || j.State != engine.StateAvailable {
-		t.Fatalf("after a death before the commit the job reads %v %+v, want available", err, j)
-	}
 	oa := auditStore(t, other)
-	if got := auditList(t, oa, engine.AuditQuery{}); len(got) != 0 {
-		t.Fatalf("after a death before the commit the trail holds %+v", got)
-	}
-	// The same write, living, commits both.
-	if _, err := auditedCancel(context.Background(), s, "d1", &rec); err != nil {
-		t.Fatalf("cancel after the death: %v", err)
-	}
-	if got := auditList(t, a, engine.AuditQuery{}); len(got) != 1 || got[0].JobID != "d1" {
-		t.Fatalf("after the living cancel: %+v", got)
+	died := errors.New("died before commit")
+	for k := 1; ; k++ {
+		id := fmt.Sprintf("d%d", k)
+		insertRes(t, s, djob(id, "q", "k"))
+		rec := auditRecord("cancel", "maya", id)
+		calls, hit := 0, false
+		func() {
+			defer func() {
+				if r := recover(); r != nil && r != died {
+					panic(r)
+				}
+			}()
+			ctx := commithook.With(context.Background(), func() {
+				if calls++; calls == k {
+					hit = true
+					panic(died)
+				}
+			})
+			auditedCancel(ctx, s, id, &rec) //nolint:errcheck // it may die
+		}()
+		j, err := other.JobGetByID(context.Background(), &backend.JobGetByIDParams{ID: id})
+		if err != nil {
+			t.Fatalf("commit point %d: read the job: %v", k, err)
+		}
+		records := auditList(t, oa, engine.AuditQuery{JobID: id})
+		done := j.State == engine.StateCancelled
+		if done != (len(records) == 1) || len(records) > 1 {
+			t.Fatalf("killed at commit point %d of %d: the job is %s and the trail holds %d records of it; want both or neither",
+				k, calls, j.State, len(records))
+		}
+		if !hit {
+			// The action ran past every commit point: both are there.
+			if !done {
+				t.Fatalf("the living action left the job %s", j.State)
+			}
+			return
+		}
+		if done {
+			t.Fatalf("killed at commit point %d, before any commit of the action, the job is already %s", k, j.State)
+		}
 	}
 }
 
