@@ -1,11 +1,14 @@
 package backendtest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -16,6 +19,7 @@ import (
 func auditControlChecks() []check {
 	return []check{
 		{name: "ControlOneRecordPerAction", fn: testAuditControlOnePerAction},
+		{name: "ControlEveryKindOfAction", fn: testAuditControlEveryKind},
 	}
 }
 
@@ -150,5 +154,75 @@ func testAuditControlOnePerAction(t *testing.T, h Harness) {
 		if paged[i].ID != all[i].ID {
 			t.Fatalf("page order differs at %d: %s vs %s", i, paged[i].ID, all[i].ID)
 		}
+	}
+}
+
+// testAuditControlEveryKind: the other actions of Control, each exactly
+// one record naming its target: an error group's verdicts, a limit, a
+// signal, a retry with new input, a schedule's pause, resume and run
+// now, an operation's cancel. Each store writes them through another
+// write (and on Redis another script), so each is counted.
+func testAuditControlEveryKind(t *testing.T, h Harness) {
+	f := newCtl(t, h, nil)
+	ids := f.dead(t, "billing", "k", 2, "card declined")
+	f.auditPage(t, engine.AuditQuery{}) // skips without a trail
+	count := 0
+	step := func(action, target string, err error) {
+		t.Helper()
+		if err != nil {
+			if errors.Is(err, engine.ErrUnsupported) {
+				count++ // the store lacks the feature: its refusal is recorded
+				return
+			}
+			t.Fatalf("%s: %v", action, err)
+		}
+		count++
+		got := f.auditPage(t, engine.AuditQuery{Action: action})
+		if len(got) == 0 || got[0].Result != engine.AuditOK || (target != "" && got[0].Target != target) {
+			t.Fatalf("%s: records %+v, want the newest ok naming %q", action, got, target)
+		}
+		if all := f.auditPage(t, engine.AuditQuery{}); len(all) < count {
+			t.Fatalf("%s: %d records after %d actions", action, len(all), count)
+		}
+	}
+	g := f.mustGroup(t, engine.ListErrorGroupsParams{}, "billing")
+	_, err := f.c.ResolveErrorGroup(f.ctx, engine.ErrorGroupResolveParams{ID: g.ID, Note: "fixed"})
+	step("resolve_error_group", g.ID, err)
+	_, err = f.c.IgnoreErrorGroup(f.ctx, engine.ErrorGroupIgnoreParams{ID: g.ID})
+	step("ignore_error_group", g.ID, err)
+	_, err = f.c.UnignoreErrorGroup(f.ctx, engine.ErrorGroupUnignoreParams{ID: g.ID})
+	step("unignore_error_group", g.ID, err)
+	step("set_limit", "kind fail", f.c.SetLimit(f.ctx, engine.Limit{Scope: engine.LimitKind, Name: "fail", Concurrency: 3}))
+	_, err = f.c.RetryWithInput(f.ctx, ids[0], engine.RetryWithInputParams{ID: ids[0] + "-fixed", Payload: []byte(`{"i":0,"msg":"ok"}`)})
+	step("retry_with_input", ids[0]+"-fixed", err)
+	later, err := f.e.Enqueue(context.Background(), engine.EnqueueParams{Queue: "later", Kind: "ok", Delay: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.c.Signal(f.ctx, later.ID, "approved", []byte(`{"by":"maya"}`))
+	step("signal", "approved", err)
+	if ss, err := backend.ScheduleStoreOf(f.s); err == nil {
+		if err := ss.ScheduleUpsert(context.Background(), &backend.ScheduleUpsertParams{Schedules: []backend.ScheduleDef{
+			{Name: "nightly", Spec: "@daily", Zone: "UTC"}}}); err != nil {
+			t.Fatal(err)
+		}
+		step("pause_schedule", "nightly", f.c.PauseSchedule(f.ctx, "nightly"))
+		step("resume_schedule", "nightly", f.c.ResumeSchedule(f.ctx, "nightly"))
+		step("trigger_schedule", "nightly", f.c.TriggerSchedule(f.ctx, "nightly"))
+	}
+	dry, err := f.c.Bulk(f.ctx, engine.BulkParams{Action: engine.ActionRetry, Selector: mustQuery(t, "state:archived queue:billing"), DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now().Add(time.Hour)
+	run, err := f.c.Bulk(f.ctx, engine.BulkParams{Plan: dry.Plan, StartAt: &start})
+	step("bulk", "", err)
+	_, err = f.c.CancelOperation(f.ctx, run.Operation.ID)
+	step("cancel_operation", "", err)
+	if r := f.auditPage(t, engine.AuditQuery{Action: "cancel_operation"}); r[0].Operation != run.Operation.ID {
+		t.Fatalf("the cancel's record names operation %q, want %s", r[0].Operation, run.Operation.ID)
+	}
+	if all := f.auditPage(t, engine.AuditQuery{}); len(all) != count {
+		t.Fatalf("%d records after %d actions: %+v", len(all), count, all)
 	}
 }
