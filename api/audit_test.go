@@ -153,7 +153,8 @@ func TestAuditEveryMutatingRoute(t *testing.T) {
 		if r := byAction["patch"]; r == nil || r.JobID != "edit" || !slices.Equal(r.Paths, []string{"cc", "to"}) {
 			t.Errorf("the payload edit's record: %+v, want job edit and paths [cc to], no values", r)
 		}
-		if r := byAction["apply"]; r == nil || r.Count != 2 || r.Applied != engine.ActionRetry || r.Detail != "1 of 2 refused" {
+		if r := byAction["apply"]; r == nil || r.Count != 2 || r.Applied != engine.ActionRetry || r.Detail != "1 of 2 refused" ||
+			!slices.Equal(r.IDs, []string{"dead-2", "nope"}) {
 			t.Errorf("the apply's record: %+v", r)
 		}
 		if r := byAction["bulk"]; r == nil || r.Operation == "" || r.Selector == "" || r.Applied != engine.ActionRetry {

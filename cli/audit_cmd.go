@@ -70,6 +70,9 @@ func auditWhat(r *engine.AuditRecord) string {
 	if r.JobID != "" {
 		parts = append(parts, "job "+r.JobID)
 	}
+	if len(r.IDs) > 0 {
+		parts = append(parts, fmt.Sprintf("%d ids", len(r.IDs)))
+	}
 	if r.Target != "" {
 		parts = append(parts, r.Target)
 	}

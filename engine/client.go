@@ -80,6 +80,15 @@ func (e *Engine) enqueueMany(ctx context.Context, ps []EnqueueParams) ([]Enqueue
 		return nil, err
 	}
 	if !replay {
+		auditNote(ctx, func(r *AuditRecord) {
+			if len(ins) == 1 {
+				r.JobID = ins[0].ID
+				return
+			}
+			for _, jp := range ins {
+				r.IDs = append(r.IDs, jp.ID)
+			}
+		})
 		res, err = e.store.JobInsertMany(auditCtx(ctx), &backend.JobInsertManyParams{Jobs: ins, RefuseQuarantined: true})
 		if err != nil {
 			return nil, fmt.Errorf("enqueue: %w", err)

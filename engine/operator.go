@@ -498,9 +498,15 @@ func (e *Engine) apply(ctx context.Context, action Action, ids []string) ([]Acti
 			refused++
 		}
 	}
-	if refused > 0 {
-		auditNote(ctx, func(r *AuditRecord) { r.Detail = fmt.Sprintf("%d of %d refused", refused, len(ids)) })
-	}
+	auditNote(ctx, func(r *AuditRecord) {
+		r.IDs = slices.Clone(ids)
+		if len(ids) == 1 {
+			r.JobID, r.IDs = ids[0], nil
+		}
+		if refused > 0 {
+			r.Detail = fmt.Sprintf("%d of %d refused", refused, len(ids))
+		}
+	})
 	return out, nil
 }
 

@@ -31,7 +31,8 @@ type AttemptError = sluicetype.AttemptError
 type AuditPage = sluicetype.AuditPage
 
 // AuditQuery selects audit records: every set field must match (Since
-// inclusive, Until exclusive) (an alias of sluicetype.AuditQuery).
+// inclusive, Until exclusive; JobID the record's job or one of its IDs) (an
+// alias of sluicetype.AuditQuery).
 type AuditQuery = sluicetype.AuditQuery
 
 // AuditRecord is one mutating operator action as the audit trail keeps it:

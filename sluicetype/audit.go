@@ -2,6 +2,7 @@ package sluicetype
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -35,12 +36,14 @@ type AuditRecord struct {
 	Surface Surface `json:"surface,omitempty"`
 	Source  string  `json:"source,omitempty"`
 	// What: the action (ActionInfo's names: retry, bulk, pause, ...),
-	// the job, the other target it names (a queue, a fingerprint, a
+	// the job, or the jobs of an action given several (Apply, a batch
+	// enqueue), the other target it names (a queue, a fingerprint, a
 	// schedule, an error group, a limit), the operation, a bulk action's
 	// applied action and selector, how many jobs it counted, and an
 	// edit's changed paths (never the values).
 	Action    string   `json:"action"`
 	JobID     string   `json:"job_id,omitempty"`
+	IDs       []string `json:"ids,omitempty"`
 	Target    string   `json:"target,omitempty"`
 	Operation string   `json:"operation_id,omitempty"`
 	Applied   Action   `json:"applied,omitempty"`
@@ -58,7 +61,7 @@ type AuditRecord struct {
 const AuditOK = "ok"
 
 // AuditQuery selects audit records: every set field must match (Since
-// inclusive, Until exclusive). After continues a page past that record's
+// inclusive, Until exclusive; JobID the record's job or one of its IDs). After continues a page past that record's
 // ID, towards older ones.
 type AuditQuery struct {
 	Actor     string    `json:"actor,omitempty"`
@@ -76,7 +79,7 @@ type AuditQuery struct {
 func (q AuditQuery) Matches(r *AuditRecord) bool {
 	return (q.Actor == "" || r.Actor == q.Actor) &&
 		(q.Action == "" || r.Action == q.Action) &&
-		(q.JobID == "" || r.JobID == q.JobID) &&
+		(q.JobID == "" || r.JobID == q.JobID || slices.Contains(r.IDs, q.JobID)) &&
 		(q.Operation == "" || r.Operation == q.Operation) &&
 		(q.Since.IsZero() || !r.At.Before(q.Since)) &&
 		(q.Until.IsZero() || r.At.Before(q.Until))

@@ -63,6 +63,9 @@ func testAuditAppendList(t *testing.T, h Harness) {
 	for i := range 12 {
 		r := auditRecord([]string{"retry", "cancel", "pause"}[i%3], []string{"maya", "ops"}[i%2], fmt.Sprintf("j%d", i%4))
 		r.Operation = map[bool]string{true: "op-1"}[i%5 == 0]
+		if i%3 == 2 {
+			r.IDs = []string{"j1", "zz"} // an action given several jobs
+		}
 		r.Paths = []string{"/amount", "/items/0"}
 		r.Count = int64(i)
 		got, err := a.AuditAppend(ctx, &backend.AuditAppendParams{Record: r})
@@ -83,7 +86,7 @@ func testAuditAppendList(t *testing.T, h Harness) {
 		w := want[i]
 		if r.ID != w.ID || !r.At.Equal(w.At) || r.Actor != w.Actor || r.Role != w.Role || r.Surface != w.Surface ||
 			r.Source != w.Source || r.Action != w.Action || r.JobID != w.JobID || r.Operation != w.Operation ||
-			r.Count != w.Count || !slices.Equal(r.Paths, w.Paths) || r.Result != w.Result {
+			r.Count != w.Count || !slices.Equal(r.Paths, w.Paths) || !slices.Equal(r.IDs, w.IDs) || r.Result != w.Result {
 			t.Fatalf("record %d: listed %+v, appended %+v", i, r, w)
 		}
 		if i > 0 && r.At.After(all[i-1].At) {

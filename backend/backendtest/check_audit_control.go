@@ -98,7 +98,8 @@ func testAuditControlOnePerAction(t *testing.T, h Harness) {
 		t.Fatalf("apply: %v %+v", err, res)
 	}
 	step(want{"apply", engine.AuditOK, ""}, nil, false)
-	if r := f.auditPage(t, engine.AuditQuery{})[0]; r.Applied != engine.ActionDelete || r.Count != 2 || r.Detail != "1 of 2 refused" {
+	if r := f.auditPage(t, engine.AuditQuery{})[0]; r.Applied != engine.ActionDelete || r.Count != 2 || r.Detail != "1 of 2 refused" ||
+		!slices.Equal(r.IDs, []string{ids[2], "nobody"}) {
 		t.Fatalf("the apply's record: %+v", r)
 	}
 
@@ -125,6 +126,10 @@ func testAuditControlOnePerAction(t *testing.T, h Harness) {
 	byJob := f.auditPage(t, engine.AuditQuery{JobID: ids[1]})
 	if len(byJob) != 2 || byJob[0].Result != "not_found" || byJob[1].Action != "delete" {
 		t.Fatalf("by job %s: %+v", ids[1], byJob)
+	}
+	// A job named among an apply's ids is found by the job too.
+	if byJob = f.auditPage(t, engine.AuditQuery{JobID: "nobody"}); len(byJob) != 1 || byJob[0].Action != "apply" {
+		t.Fatalf("by job nobody (one of an apply's ids): %+v", byJob)
 	}
 	if got := f.auditPage(t, engine.AuditQuery{Action: "retry"}); len(got) != 2 {
 		t.Fatalf("by action retry: %+v", got)

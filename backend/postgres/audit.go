@@ -89,7 +89,8 @@ func (s *Store) AuditList(ctx context.Context, p *backend.AuditListParams) ([]*s
 		arg("action = ?", q.Action)
 	}
 	if q.JobID != "" {
-		arg("job_id = ?", q.JobID)
+		// The job, or one of the jobs of an action given several.
+		arg("(job_id = ? OR record->'ids' @> jsonb_build_array(?::text))", q.JobID)
 	}
 	if q.Operation != "" {
 		arg("operation_id = ?", q.Operation)

@@ -101,7 +101,8 @@ func (s *Store) AuditList(ctx context.Context, p *backend.AuditListParams) ([]*s
 		arg("action = ?", q.Action)
 	}
 	if q.JobID != "" {
-		arg("job_id = ?", q.JobID)
+		// The job, or one of the jobs of an action given several.
+		arg("(job_id = ? OR EXISTS (SELECT 1 FROM json_each(record, '$.ids') WHERE value = ?))", q.JobID)
 	}
 	if q.Operation != "" {
 		arg("operation_id = ?", q.Operation)
