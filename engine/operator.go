@@ -638,6 +638,7 @@ func (e *Engine) bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 	}
 	auditNote(ctx, func(r *AuditRecord) {
 		r.Operation, r.Applied, r.Selector, r.Count = v7.String(), p.Action, stored.String(), res.Matched
+		r.PlanCutoff, r.StartAt = stored.PlanCutoff, startAt
 	})
 	op, err := e.store.OperationInsert(auditCtx(ctx), &backend.OperationInsertParams{
 		ID: v7.String(), Action: p.Action, Selector: stored,

@@ -48,8 +48,13 @@ type AuditRecord struct {
 	Operation string   `json:"operation_id,omitempty"`
 	Applied   Action   `json:"applied,omitempty"`
 	Selector  string   `json:"selector,omitempty"`
-	Count     int64    `json:"count,omitempty"`
-	Paths     []string `json:"paths,omitempty"`
+	// PlanCutoff is a bulk run's plan's cutoff: with Applied and
+	// Selector, the plan its preview showed (only jobs in their state by
+	// then are taken); StartAt a scheduled run's start.
+	PlanCutoff *time.Time `json:"plan_cutoff,omitempty"`
+	StartAt    *time.Time `json:"start_at,omitempty"`
+	Count      int64      `json:"count,omitempty"`
+	Paths      []string   `json:"paths,omitempty"`
 	// Result is "ok" for an action its store committed, else the reason
 	// it was refused or failed (ReasonCode: wrong_state, conflict,
 	// forbidden, ...), with Detail the error's text.

@@ -114,7 +114,8 @@ func testAuditControlOnePerAction(t *testing.T, h Harness) {
 	run, err := f.c.Bulk(f.ctx, engine.BulkParams{Plan: dry.Plan})
 	step(want{"bulk", engine.AuditOK, ""}, err, false)
 	r := f.auditPage(t, engine.AuditQuery{})[0]
-	if r.Operation == "" || r.Operation != run.Operation.ID || r.Applied != engine.ActionRetry || r.Count != 2 || r.Selector == "" {
+	if r.Operation == "" || r.Operation != run.Operation.ID || r.Applied != engine.ActionRetry || r.Count != 2 || r.Selector == "" ||
+		r.PlanCutoff == nil || !r.PlanCutoff.Equal(dry.Plan.Cutoff) {
 		t.Fatalf("the bulk run's record: %+v (operation %s)", r, run.Operation.ID)
 	}
 	if got := f.auditPage(t, engine.AuditQuery{Operation: run.Operation.ID}); len(got) != 1 || got[0].ID != r.ID {
