@@ -66,6 +66,14 @@ func TestAuditScreen(t *testing.T) {
 
 	s.keys("j", "<enter>")
 	s.waitFor("/ id:inv-0004", "job inv-0004", "invoice.generate (schema v1)")
+
+	// Enter on a bulk run's record opens its operation's progress.
+	s.keys("<esc>", ":")
+	s.typeText("audit action:bulk")
+	s.keys("<enter>")
+	s.waitFor("action:bulk", "retry 2 jobs")
+	s.keys("<enter>")
+	s.waitFor("Bulk retry", "processed")
 }
 
 // TestAuditScreenEmptyQuery: a query no record matches says so; a
