@@ -111,6 +111,10 @@ func TestAuditEveryMutatingRoute(t *testing.T) {
 	for _, pattern := range srv.Routes() {
 		if !strings.HasPrefix(pattern, "GET ") {
 			mutating = append(mutating, pattern)
+			// Append-only: the trail is read, never written, by a route.
+			if strings.Contains(pattern, "/audit") {
+				t.Errorf("%s changes the audit trail; records are append-only", pattern)
+			}
 		}
 	}
 	if len(mutating) == 0 {
