@@ -116,7 +116,8 @@ type ActionInfo struct {
 	// which and its new value), "resolve_error_group",
 	// "ignore_error_group" and "unignore_error_group" (ErrorGroup says
 	// which), "pause_schedule", "resume_schedule" and "trigger_schedule"
-	// (Schedule says which), "signal" (JobID and Signal).
+	// (Schedule says which), "signal" (JobID and Signal), "enqueue" (an
+	// enqueue through an operator surface, POST /jobs: IDs how many).
 	Name string
 	// Action is the action Apply or Bulk applies.
 	Action Action
