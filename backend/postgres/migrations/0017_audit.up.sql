@@ -15,6 +15,9 @@ CREATE TABLE IF NOT EXISTS {s}.audit_log (
 CREATE INDEX IF NOT EXISTS audit_log_at ON {s}.audit_log (at);
 CREATE INDEX IF NOT EXISTS audit_log_job ON {s}.audit_log (job_id, id) WHERE job_id <> '';
 CREATE INDEX IF NOT EXISTS audit_log_op ON {s}.audit_log (operation_id, id) WHERE operation_id <> '';
+-- The jobs of an action given several (an apply, a batch enqueue): a job
+-- filter reads job_id or this, by containment.
+CREATE INDEX IF NOT EXISTS audit_log_ids ON {s}.audit_log USING gin ((record->'ids'));
 CREATE OR REPLACE FUNCTION {s}.audit_log_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 	RAISE EXCEPTION 'audit records are append-only';
