@@ -16,7 +16,8 @@ import (
 // of the audit trail the query selects (actor:, action:, job:,
 // operation:, since:, until:), one per operator action of every surface.
 // Enter opens what the record names: its job's sheet, its operation's
-// progress, its queue's or fingerprint's jobs.
+// progress, its queue's or fingerprint's jobs, the schedules, error
+// groups or limits screen.
 type auditScreen struct {
 	listScreen
 	data []*engine.AuditRecord
@@ -95,7 +96,8 @@ func (s *auditScreen) Update(m *Model, msg tea.Msg) tea.Cmd {
 }
 
 // openAudited opens what record r names: the job's sheet, the
-// operation's progress, the queue's or the fingerprint's jobs.
+// operation's progress, the queue's or the fingerprint's jobs, the
+// screen of its schedule, error group or limit.
 func (m *Model) openAudited(r *engine.AuditRecord) tea.Cmd {
 	switch {
 	case r.JobID != "":
@@ -121,6 +123,12 @@ func (m *Model) openAudited(r *engine.AuditRecord) tea.Cmd {
 	case r.Target != "" && r.Action == "release_fingerprint":
 		fp := r.Target
 		return m.toJobs(func(v *jobsView) { v.setFilter("fingerprint:"+fp, engine.Filter{Fingerprint: fp}) })
+	case strings.HasSuffix(r.Action, "_schedule"):
+		return m.goScreen(scrSchedules)
+	case strings.HasSuffix(r.Action, "_error_group"):
+		return m.goScreen(scrErrors)
+	case r.Action == "set_limit":
+		return m.goScreen(scrLimits)
 	}
 	return m.toast(fmt.Sprintf("%s by %s: %s", r.Action, termtext.Line(r.Actor), termtext.Line(auditWhat(r))))
 }

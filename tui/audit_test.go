@@ -35,6 +35,9 @@ func auditFixture(t *testing.T) *fixture {
 	if _, err := f.eng.Retry(cli, "inv-0004", engine.RetryOptions{}); err == nil {
 		t.Fatal("a retry of an available job was not refused")
 	}
+	if err := f.eng.SetLimit(ssh, engine.Limit{Scope: engine.LimitKind, Name: "invoice.generate", Concurrency: 2}); err != nil {
+		t.Fatal(err)
+	}
 	dry, err := f.eng.Bulk(ssh, engine.BulkParams{Action: engine.ActionRetry, Selector: engine.Filter{Queues: []string{"email"}}, DryRun: true})
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +77,14 @@ func TestAuditScreen(t *testing.T) {
 	s.waitFor("action:bulk", "retry 2 jobs")
 	s.keys("<enter>")
 	s.waitFor("Bulk retry", "processed")
+
+	// Enter on a limit's record opens the limits screen.
+	s.keys("<esc>", ":")
+	s.typeText("audit action:set_limit")
+	s.keys("<enter>")
+	s.waitFor("action:set_limit", "kind invoice.generate")
+	s.keys("<enter>")
+	s.waitFor("Limits — running jobs across every process")
 }
 
 // TestAuditScreenEmptyQuery: a query no record matches says so; a
