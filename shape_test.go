@@ -33,7 +33,7 @@ var importRules = map[string][]string{
 	"backend/sqlite":      {"backend", "sluicetype", "internal/jsonw", "internal/redact", "internal/outage", "internal/commithook"},
 	"backend/postgres":    {"backend", "sluicetype", "internal/jsonw", "internal/redact", "internal/outage", "internal/commithook"},
 	"backend/redis":       {"backend", "sluicetype", "internal/jsonw", "internal/redact", "internal/outage"},
-	"backend/backendtest": {"backend", "sluicetype", "engine", "internal/outage"},
+	"backend/backendtest": {"backend", "sluicetype", "engine", "internal/outage", "internal/commithook"},
 	"api":                 {"engine", "sluicetype", "internal/jsonw", "internal/redact", "internal/outage"},
 	"api/apimetrics":      {"api", "engine", "internal/outage"},
 	"tui":                 {"engine", "keymap", "themes", "internal/termtext"},

@@ -61,6 +61,14 @@ type ClientOptions struct {
 	StreamIdle time.Duration
 	// UserAgent is sent with every request.
 	UserAgent string
+	// Surface names, for the audit trail, what the client's user acts
+	// through (engine.SurfaceConsole, SurfaceCLI, SurfaceSSH); the API
+	// itself when empty.
+	Surface engine.Surface
+	// Source is the source a Local client's actions are recorded with
+	// (an SSH session's key fingerprint). A remote client's source is
+	// its address, which it does not choose: this is ignored.
+	Source string
 }
 
 // NewClient returns a Client for the server at baseURL
@@ -226,6 +234,9 @@ func (c *Client) decorate(ctx context.Context, req *http.Request) {
 	// The default actor names nobody: send only one the caller set.
 	if a := engine.ActorFrom(ctx); a != "operator" {
 		req.Header.Set(ActorHeader, a)
+	}
+	if c.opts.Surface != "" {
+		req.Header.Set(SurfaceHeader, string(c.opts.Surface))
 	}
 }
 
@@ -475,6 +486,31 @@ func (c *Client) Operations(ctx context.Context, limit int, cursor string) (*eng
 	}
 	var page engine.OperationPage
 	if _, err := c.do(ctx, &call{method: "GET", path: "/operations", query: v, out: &page}); err != nil {
+		return nil, err
+	}
+	return &page, nil
+}
+
+// Audit pages the audit trail (GET /audit).
+func (c *Client) Audit(ctx context.Context, q engine.AuditQuery) (*engine.AuditPage, error) {
+	v := url.Values{}
+	for name, val := range map[string]string{"actor": q.Actor, "action": q.Action, "job": q.JobID,
+		"operation": q.Operation, "cursor": q.After} {
+		if val != "" {
+			v.Set(name, val)
+		}
+	}
+	if !q.Since.IsZero() {
+		v.Set("since", q.Since.UTC().Format(time.RFC3339Nano))
+	}
+	if !q.Until.IsZero() {
+		v.Set("until", q.Until.UTC().Format(time.RFC3339Nano))
+	}
+	if q.Limit != 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	var page engine.AuditPage
+	if _, err := c.do(ctx, &call{method: "GET", path: "/audit", query: v, out: &page}); err != nil {
 		return nil, err
 	}
 	return &page, nil

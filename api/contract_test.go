@@ -373,6 +373,11 @@ func TestAPIContract(t *testing.T) {
 		{name: "ignore error group with a long note", method: "POST", path: "/api/v1/error-groups/" + contractGroup + "/ignore", token: tokOperator, key: "g-7", body: `{"note":"` + strings.Repeat("x", 1001) + `"}`, want: 400},
 		{name: "unignore error group", method: "POST", path: "/api/v1/error-groups/" + contractGroup + "/unignore", token: tokOperator, key: "g-8", want: 200},
 		{name: "unignore error group with a body", method: "POST", path: "/api/v1/error-groups/" + contractGroup + "/unignore", token: tokOperator, key: "g-9", body: `{"note":"x"}`, want: 400},
+		// GET /audit
+		{name: "audit as viewer", method: "GET", path: "/api/v1/audit?limit=5", token: tokViewer, want: 200},
+		{name: "audit filtered as inspector", method: "GET", path: "/api/v1/audit?action=retry&since=2020-01-01T00:00:00Z", token: tokInspector, want: 200},
+		{name: "audit with a bad time", method: "GET", path: "/api/v1/audit?since=yesterday", token: tokAdmin, want: 400},
+		{name: "audit without a token", method: "GET", path: "/api/v1/audit", want: 401},
 		// GET /operations, /operations/{id}, POST /operations/{id}/cancel
 		{name: "operations", method: "GET", path: "/api/v1/operations?limit=1", token: tokViewer, want: 200},
 		{name: "operations with a bad cursor", method: "GET", path: "/api/v1/operations?cursor=zz", token: tokViewer, want: 400},

@@ -14,7 +14,7 @@ import (
 // read-only mode, idempotency — exactly as for a remote caller. Consoles
 // served over SSH use it, each as the identity its key was given.
 func (s *Server) Local(id Identity, opts ClientOptions) *Client {
-	opts.HTTPClient = &http.Client{Transport: &localTransport{h: s, id: id}}
+	opts.HTTPClient = &http.Client{Transport: &localTransport{h: s, id: id, source: opts.Source}}
 	return NewClient("http://local", "", opts)
 }
 
@@ -33,12 +33,17 @@ func localIdentity(r *http.Request) (Identity, bool) {
 // streams its answer back through a pipe, so event streams work as they
 // do over a connection.
 type localTransport struct {
-	h  http.Handler
-	id Identity
+	h      http.Handler
+	id     Identity
+	source string
 }
 
 func (t *localTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	ctx, cancel := context.WithCancel(context.WithValue(req.Context(), localKey{}, t.id))
+	ctx := context.WithValue(req.Context(), localKey{}, t.id)
+	if t.source != "" {
+		ctx = context.WithValue(ctx, localSourceKey{}, t.source)
+	}
+	ctx, cancel := context.WithCancel(ctx)
 	r := req.Clone(ctx)
 	r.RemoteAddr = "local"
 	r.RequestURI = req.URL.RequestURI()

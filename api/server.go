@@ -125,6 +125,9 @@ type route struct {
 	path   string // a ServeMux path pattern, under Prefix or /metrics
 	// role is the least role the route needs; "" needs no token.
 	role engine.Role
+	// action names a mutation in the audit trail, as the engine's
+	// ActionInfo does (retry, bulk, pause, ...).
+	action string
 	// Exactly one of read (GET routes) and mutate (the rest) is set.
 	read   func(w http.ResponseWriter, r *http.Request, c *caller) error
 	mutate func(r *http.Request, c *caller, body []byte) (runFunc, error)
@@ -305,11 +308,16 @@ func (s *Server) handler(rt route) http.Handler {
 		defer closeUnlessBodyRead(sw, r)()
 		c, err := s.authorize(r, rt)
 		if err != nil {
+			if status, _ := errorResponse(err); status == http.StatusForbidden && rt.mutate != nil {
+				if who, aerr := s.authenticate(r); aerr == nil {
+					s.auditRefusal(r, rt, who, err)
+				}
+			}
 			writeError(sw, err)
 			return
 		}
 		c.view = s.view
-		ctx := engine.WithActor(r.Context(), c.actor)
+		ctx := engine.WithOrigin(engine.WithActor(r.Context(), c.actor), origin(r, c))
 		r = r.WithContext(ctx)
 		if rt.read != nil {
 			if rt.path != Prefix+"/events" && !rt.stream {
@@ -424,6 +432,9 @@ func (s *Server) serveMutation(w http.ResponseWriter, r *http.Request, rt route,
 	}
 	run, err := rt.mutate(r, c, body)
 	if err != nil {
+		if status, _ := errorResponse(err); status == http.StatusForbidden {
+			s.auditRefusal(r, rt, c, err)
+		}
 		writeError(w, err)
 		return
 	}
@@ -450,7 +461,9 @@ func (s *Server) serveMutation(w http.ResponseWriter, r *http.Request, rt route,
 		_, _ = w.Write(stored.Body)
 		return
 	case IdempotencyInFlight:
-		writeError(w, newHTTPError(http.StatusConflict, reasonIdempotencyInFlight, "a request with %s %q is still in progress; retry later", IdempotencyHeader, key))
+		err := newHTTPError(http.StatusConflict, reasonIdempotencyInFlight, "a request with %s %q is still in progress; retry later", IdempotencyHeader, key)
+		s.auditRefusal(r, rt, c, err)
+		writeError(w, err)
 		return
 	case IdempotencyMismatch:
 		writeError(w, newHTTPError(http.StatusUnprocessableEntity, reasonIdempotencyMismatch, "%s %q was used for a different request", IdempotencyHeader, key))

@@ -5,6 +5,7 @@ import (
 	"crypto/cipher"
 	"crypto/rand"
 	"encoding/hex"
+	"strings"
 
 	"github.com/sluicehq/sluice/engine"
 )
@@ -273,4 +274,26 @@ func redactErrorGroups(c *caller, gs []engine.ErrorGroup) []engine.ErrorGroup {
 		out[i] = g
 	}
 	return out
+}
+
+// redactAudit is a record as c may read it: a viewer reads who did what
+// and when, never a value — a selector's values hidden as an operation's
+// are, no detail (an error's text may quote the data), no source address.
+func redactAudit(c *caller, r *engine.AuditRecord) *engine.AuditRecord {
+	if !c.viewer() {
+		return r
+	}
+	cp := *r
+	if cp.Selector != "" {
+		if f, err := engine.ParseQuery(cp.Selector); err == nil {
+			cp.Selector = redactSelector(c, f).String()
+		} else {
+			cp.Selector = HiddenValue
+		}
+	}
+	if strings.HasPrefix(cp.Action, "release_fingerprint") {
+		cp.Target = c.view.fingerprintOut(cp.Target)
+	}
+	cp.Detail, cp.Source = "", ""
+	return &cp
 }

@@ -55,6 +55,9 @@ const (
 	// CapabilityLimits: the store keeps limits across processes and holds
 	// them where it claims (LimitStore).
 	CapabilityLimits Capability = "limits"
+	// CapabilityAudit: the store keeps the audit trail, each record
+	// appended in its action's transaction (AuditStore).
+	CapabilityAudit Capability = "audit"
 )
 
 // Declares reports whether s declares c.

@@ -46,6 +46,8 @@
 //	archive.go       ArchiveList, ArchiveGet (ArchiveStore; PostgreSQL only)
 //	limits.go        LimitList, LimitSet (LimitStore), and claims under limits
 //	periodic.go      Schedule* (ScheduleStore: periodic jobs' schedules)
+//	audit.go         Audit* (AuditStore: the audit trail), and the append
+//	                 every write whose context carries a record makes
 //	filter.go        a Filter translated to the store's query (or, on Redis, matched)
 //	errpatterns.go   regrouping stored error patterns after a normalisation change
 //	migrate.go       schema migrations; status.go: the schema's state, read only

@@ -58,6 +58,7 @@ var sections = []struct {
 	{"limits.go", []string{"LimitList", "LimitSet"}},
 	{"periodic.go", []string{"ScheduleUpsert", "ScheduleList", "ScheduleGet", "SchedulePause",
 		"ScheduleResume", "ScheduleTrigger", "ScheduleMarkFired"}},
+	{"audit.go", []string{"AuditAppend", "AuditList", "AuditDeleteExpired"}},
 }
 
 // contract are the interfaces whose every method has a section.
@@ -72,6 +73,7 @@ var contract = []reflect.Type{
 	reflect.TypeFor[backend.LimitStore](),
 	reflect.TypeFor[backend.DurabilityWarner](),
 	reflect.TypeFor[backend.ScheduleStore](),
+	reflect.TypeFor[backend.AuditStore](),
 }
 
 // storeOnly are the files one or two stores have and the others do not,

@@ -44,6 +44,7 @@ file private if it holds a token.
   log-level: warn
   output: table
   retention: [archived=30d, billing/completed=1h]   # serve, worker, demo, tui
+  audit-retention: 180d   # the audit trail's own (90d unless given)
   archive-queues: [billing]   # cold-archive what retention evicts (PostgreSQL)
   serve:
     listen: 127.0.0.1:9090

@@ -34,7 +34,7 @@ func controlCommands(lo *logOptions) []*cobra.Command {
 	return []*cobra.Command{
 		newServeCmd(lo),
 		newJobsCmd(), newErrorsCmd(), newBulkCmd(), newOperationsCmd(), newQuarantineCmd(), newQueuesCmd(), newLimitsCmd(),
-		newSchedulesCmd(),
+		newSchedulesCmd(), newAuditCmd(),
 	}
 }
 
@@ -75,7 +75,7 @@ func (o *ctlOptions) open(cmd *cobra.Command) (*session, error) {
 	case apiURL != "" && storeURL != "":
 		return nil, fmt.Errorf("give --api or --store, not both")
 	case apiURL != "":
-		c := api.NewClient(apiURL, token, api.ClientOptions{UserAgent: "sluice-cli"})
+		c := api.NewClient(apiURL, token, api.ClientOptions{UserAgent: "sluice-cli", Surface: engine.SurfaceCLI})
 		return &session{ctl: c, close: func() {}, ctx: ctx}, nil
 	case storeURL != "":
 		// A command never creates or migrates the store it acts on.
@@ -88,6 +88,9 @@ func (o *ctlOptions) open(cmd *cobra.Command) (*session, error) {
 			store.Close()
 			return nil, err
 		}
+		// Straight on the store the command line holds every right, as
+		// the store's owner.
+		ctx = engine.WithOrigin(ctx, engine.Origin{Role: engine.RoleAdmin, Surface: engine.SurfaceCLI, Source: "store"})
 		return &session{ctl: e, engine: e, close: func() { store.Close() }, ctx: ctx}, nil
 	}
 	return nil, fmt.Errorf("name a server with --api URL (or SLUICE_API, or api: in the config file) or a store with --store URL (or SLUICE_STORE, or store:)")

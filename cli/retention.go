@@ -14,6 +14,9 @@ import (
 // list (retention: [archived=30d, billing/completed=1h]).
 type retentionFlag struct {
 	specs []string
+	// audit is --audit-retention: how long the audit trail keeps a
+	// record, apart from the jobs' retention.
+	audit string
 	// archive is --archive-queues (archive.go): what the sweep keeps.
 	archive archiveQueuesFlag
 }
@@ -23,12 +26,23 @@ const retentionUsage = "retention of terminal jobs, [QUEUE/]STATE=DURATION, comm
 
 func (r *retentionFlag) add(f *pflag.FlagSet) {
 	f.StringSliceVar(&r.specs, "retention", nil, retentionUsage)
+	f.StringVar(&r.audit, "audit-retention", "90d", "how long the audit trail keeps a record of an operator action: 90d, 2160h or forever")
 	r.archive.add(f)
 }
 
 // apply sets cfg's retention: the engine's defaults with the flag's
 // settings over them, per queue where one is named.
 func (r *retentionFlag) apply(cfg *engine.Config) error {
+	if r.audit != "" {
+		d, err := engine.ParseRetentionDuration(r.audit)
+		if err != nil {
+			return fmt.Errorf("--audit-retention: %w", err)
+		}
+		if d == 0 {
+			return fmt.Errorf("--audit-retention 0 would delete every record as it is written: give a duration or forever")
+		}
+		cfg.AuditRetention = d
+	}
 	if len(r.specs) == 0 {
 		return nil
 	}

@@ -99,3 +99,23 @@ serve:
 		})
 	}
 }
+
+// TestAuditRetentionFlag: --audit-retention sets the audit trail's own
+// retention (90 days unless given), forever keeps it, and 0 is refused
+// rather than deleting every record as it is written.
+func TestAuditRetentionFlag(t *testing.T) {
+	for _, tc := range []struct {
+		flag string
+		want time.Duration
+		bad  bool
+	}{
+		{"90d", 90 * 24 * time.Hour, false}, {"36h", 36 * time.Hour, false}, {"forever", engine.Forever, false},
+		{"0s", 0, true}, {"soon", 0, true},
+	} {
+		var cfg engine.Config
+		err := (&retentionFlag{audit: tc.flag}).apply(&cfg)
+		if (err != nil) != tc.bad || (!tc.bad && cfg.AuditRetention != tc.want) {
+			t.Errorf("--audit-retention %s: %v, %v; want %v (refused %v)", tc.flag, cfg.AuditRetention, err, tc.want, tc.bad)
+		}
+	}
+}

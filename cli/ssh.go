@@ -206,7 +206,8 @@ func startSSHConsole(o *serveOptions, apiSrv *api.Server, log *slog.Logger) (*ss
 			}
 			return ""
 		}
-		ctl := apiSrv.Local(id, api.ClientOptions{})
+		// Its actions are recorded as the SSH surface's, from its key.
+		ctl := apiSrv.Local(id, api.ClientOptions{Surface: engine.SurfaceSSH, Source: gossh.FingerprintSHA256(sess.PublicKey())})
 		// The program ends with the session or with the server.
 		ctx, cancel := context.WithCancel(sess.Context())
 		stop := context.AfterFunc(c.stopping, cancel)

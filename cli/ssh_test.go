@@ -325,6 +325,14 @@ func TestSSHConsoleSessions(t *testing.T) {
 			t.Fatalf("%s retried by %q, want the key's name", id, actor)
 		}
 	}
+	// The trail names the surface and the key it came from.
+	trail, err := e.Audit(context.Background(), engine.AuditQuery{Actor: "maya@laptop"})
+	if err != nil || len(trail.Records) == 0 {
+		t.Fatalf("the session's audit records: %v %+v", err, trail)
+	}
+	if r := trail.Records[len(trail.Records)-1]; r.Actor != "maya@laptop" || r.Surface != engine.SurfaceSSH || !strings.HasPrefix(r.Source, "SHA256:") || r.Role == "" {
+		t.Fatalf("the retry over SSH recorded %+v", r)
+	}
 
 	viewer := openSSHTerm(t, addr, sam)
 	viewer.waitFor("sam@desk (viewer)")

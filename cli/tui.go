@@ -107,6 +107,9 @@ func (o *tuiOptions) consoleOptions(ctx context.Context, log *slog.Logger, sourc
 	if actor != "" {
 		ctx = engine.WithActor(ctx, actor)
 	}
+	// An embedded console is its store's owner's; an attached one is
+	// given its role and source by the server.
+	ctx = engine.WithOrigin(ctx, engine.Origin{Role: engine.RoleAdmin, Surface: engine.SurfaceConsole, Source: "store"})
 	return tui.Options{
 		ReadOnly: o.readOnly, Theme: o.theme, KeyMap: km, Logger: log, Mouse: o.mouse,
 		State: state, Query: o.query, Source: source, Actor: actor, Context: ctx,
@@ -129,7 +132,7 @@ func runTUI(ctx context.Context, o *tuiOptions, lo *logOptions) error {
 	defer stop()
 
 	if o.apiURL != "" {
-		ctl := api.NewClient(o.apiURL, o.token, api.ClientOptions{})
+		ctl := api.NewClient(o.apiURL, o.token, api.ClientOptions{Surface: engine.SurfaceConsole})
 		opts, err := o.consoleOptions(ctx, log, redact.URL(o.apiURL))
 		if err != nil {
 			return err

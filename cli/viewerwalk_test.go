@@ -301,6 +301,7 @@ func (w *walkJobs) walkAPI(t *testing.T, base string, routes []string, token str
 	}
 	get("GET "+p+"/error-groups", p+"/error-groups", false)
 	get("GET "+p+"/operations", p+"/operations", false)
+	get("GET "+p+"/audit", p+"/audit?limit=500", false)
 	get("GET "+p+"/operations/{id}", p+"/operations/"+url.PathEscape(w.operation), false)
 	q := get("GET "+p+"/quarantine", p+"/quarantine", false)
 	get("GET "+p+"/queues", p+"/queues", false)

@@ -23,7 +23,35 @@ func (e *Engine) Enqueue(ctx context.Context, p EnqueueParams) (*Job, error) {
 
 // EnqueueMany writes many jobs in one store call; each is accepted or
 // refused on its own. The error is for the call as a whole (store down).
+//
+// An enqueue that came through an operator surface (its context names
+// an Origin other than SurfaceEmbedded: POST /jobs) is an operator's
+// action and recorded in the audit trail, in the insert's transaction; a
+// program's own enqueues are not.
 func (e *Engine) EnqueueMany(ctx context.Context, ps []EnqueueParams) ([]EnqueueResult, error) {
+	if OriginFrom(ctx).Surface == SurfaceEmbedded {
+		return e.enqueueIntercepted(ctx, ps)
+	}
+	a := ActionInfo{Name: "enqueue", IDs: len(ps)}
+	if len(ps) == 1 {
+		a.JobID = ps[0].ID
+	}
+	return intercepted(ctx, e, a, func(ctx context.Context) ([]EnqueueResult, error) {
+		res, err := e.enqueueIntercepted(ctx, ps)
+		refused := 0
+		for _, r := range res {
+			if r.Err != nil {
+				refused++
+			}
+		}
+		if refused > 0 {
+			auditNote(ctx, func(r *AuditRecord) { r.Detail = fmt.Sprintf("%d of %d refused", refused, len(ps)) })
+		}
+		return res, err
+	})
+}
+
+func (e *Engine) enqueueIntercepted(ctx context.Context, ps []EnqueueParams) ([]EnqueueResult, error) {
 	if ic := e.cfg.Interceptor; ic != nil {
 		return ic.InterceptEnqueue(ctx, ps, e.enqueueMany)
 	}
@@ -52,7 +80,16 @@ func (e *Engine) enqueueMany(ctx context.Context, ps []EnqueueParams) ([]Enqueue
 		return nil, err
 	}
 	if !replay {
-		res, err = e.store.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: ins, RefuseQuarantined: true})
+		auditNote(ctx, func(r *AuditRecord) {
+			if len(ins) == 1 {
+				r.JobID = ins[0].ID
+				return
+			}
+			for _, jp := range ins {
+				r.IDs = append(r.IDs, jp.ID)
+			}
+		})
+		res, err = e.store.JobInsertMany(auditCtx(ctx), &backend.JobInsertManyParams{Jobs: ins, RefuseQuarantined: true})
 		if err != nil {
 			return nil, fmt.Errorf("enqueue: %w", err)
 		}

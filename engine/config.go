@@ -68,6 +68,9 @@ type Config struct {
 	// sluice_jobs_expiring reports them (`expires<24h` lists them). A
 	// state kept for less is flagged for all of its retention.
 	ExpiryWarning time.Duration
+	// AuditRetention is how long the audit trail keeps a record
+	// (DefaultAuditRetention, 90 days, when 0); negative keeps every one.
+	AuditRetention time.Duration
 	// ShutdownTimeout bounds the drain on Stop (10s); work unfinished by
 	// then is released without charging an attempt.
 	ShutdownTimeout time.Duration
@@ -187,6 +190,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Retention == nil {
 		c.Retention = DefaultRetention()
+	}
+	if c.AuditRetention == 0 {
+		c.AuditRetention = DefaultAuditRetention
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = 10 * time.Second

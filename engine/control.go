@@ -97,6 +97,11 @@ type Control interface {
 	Quarantine(ctx context.Context) ([]*Fingerprint, error)
 	ReleaseFingerprint(ctx context.Context, fingerprint string) (int, error)
 
+	// Audit pages the audit trail newest first: one record per mutating
+	// action above, committed with it or, refused, on its own (audit.go).
+	// ErrUnsupported on a store without a trail.
+	Audit(ctx context.Context, q AuditQuery) (*AuditPage, error)
+
 	// Subscribe streams job and operation changes until ctx ends.
 	Subscribe(ctx context.Context) (<-chan Change, error)
 }

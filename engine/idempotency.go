@@ -188,9 +188,9 @@ func (e *Engine) IdempotencyRelease(ctx context.Context, p *IdempotencyReleasePa
 }
 
 // sweepExpired is the retention task: terminal jobs past their retention,
-// then expired idempotency records.
+// then expired idempotency records and audit records.
 func (e *Engine) sweepExpired(ctx context.Context) error {
-	return errors.Join(e.sweepRetention(ctx), e.sweepIdempotency(ctx))
+	return errors.Join(e.sweepRetention(ctx), e.sweepIdempotency(ctx), e.sweepAudit(ctx))
 }
 
 // sweepIdempotency deletes expired idempotency records, in bounded

@@ -115,7 +115,9 @@ type ActionInfo struct {
 	// "resume" (a queue), "cancel_operation", "set_limit" (Limit says
 	// which and its new value), "resolve_error_group",
 	// "ignore_error_group" and "unignore_error_group" (ErrorGroup says
-	// which).
+	// which), "pause_schedule", "resume_schedule" and "trigger_schedule"
+	// (Schedule says which), "signal" (JobID and Signal), "enqueue" (an
+	// enqueue through an operator surface, POST /jobs: IDs how many).
 	Name string
 	// Action is the action Apply or Bulk applies.
 	Action Action
@@ -138,6 +140,10 @@ type ActionInfo struct {
 	// ErrorGroup is the id of the error group resolved, ignored or
 	// un-ignored.
 	ErrorGroup string
+	// Schedule is the schedule paused, resumed or run now; Signal the
+	// name of the signal sent to JobID.
+	Schedule string
+	Signal   string
 }
 
 // attemptBegin tells the interceptor a handler run begins.
@@ -196,14 +202,22 @@ func (wf *workflow) stepBegin(ctx context.Context, name string, pos int, replaye
 
 // intercepted runs an operator action inside the interceptor's
 // InterceptAction.
+//
+// It also records the action in the audit trail (audit.go): the record
+// rides with the action's store write, or is appended after it when no
+// write carried it or the action failed.
 func intercepted[T any](ctx context.Context, e *Engine, a ActionInfo, fn func(context.Context) (T, error)) (T, error) {
+	ctx, plan := e.auditBegin(ctx, a)
 	ic := e.cfg.Interceptor
 	if ic == nil {
-		return fn(ctx)
+		v, err := fn(ctx)
+		e.auditEnd(ctx, plan, err)
+		return v, err
 	}
 	a.Actor = ActorFrom(ctx)
 	ctx, done := ic.InterceptAction(ctx, a)
 	v, err := fn(ctx)
 	done(err)
+	e.auditEnd(ctx, plan, err)
 	return v, err
 }

@@ -99,7 +99,7 @@ func (e *Engine) setLimit(ctx context.Context, l Limit) error {
 	if err != nil {
 		return err
 	}
-	if err := ls.LimitSet(ctx, &backend.LimitSetParams{Scope: l.Scope, Name: l.Name, Concurrency: l.Concurrency,
+	if err := ls.LimitSet(auditCtx(ctx), &backend.LimitSetParams{Scope: l.Scope, Name: l.Name, Concurrency: l.Concurrency,
 		Key: l.Key, Rate: l.Rate, RateWindow: l.RateWindow, Actor: ActorFrom(ctx)}); err != nil {
 		return err
 	}

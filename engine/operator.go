@@ -283,7 +283,7 @@ func (e *Engine) pauseQueue(ctx context.Context, queue string) error {
 	if err := sluicetype.ValidateName("queue", queue); err != nil {
 		return err
 	}
-	return e.store.QueuePause(ctx, &backend.QueuePauseParams{Queue: queue, Actor: ActorFrom(ctx)})
+	return e.store.QueuePause(auditCtx(ctx), &backend.QueuePauseParams{Queue: queue, Actor: ActorFrom(ctx)})
 }
 
 // resumeQueue is ResumeQueue without the Interceptor.
@@ -294,7 +294,7 @@ func (e *Engine) resumeQueue(ctx context.Context, queue string) error {
 	if err := sluicetype.ValidateName("queue", queue); err != nil {
 		return err
 	}
-	if err := e.store.QueueResume(ctx, &backend.QueuePauseParams{Queue: queue, Actor: ActorFrom(ctx)}); err != nil {
+	if err := e.store.QueueResume(auditCtx(ctx), &backend.QueuePauseParams{Queue: queue, Actor: ActorFrom(ctx)}); err != nil {
 		return err
 	}
 	e.wake(queue)
@@ -313,7 +313,7 @@ func (e *Engine) act(ctx context.Context, a Action, id string, p backend.JobActi
 	}
 	p.ID, p.Spec = id, spec
 	p.Event = backend.EventWrite{Kind: spec.Event, Actor: ActorFrom(ctx), To: spec.To, Message: p.Event.Message}
-	return e.store.JobAction(ctx, &p)
+	return e.store.JobAction(auditCtx(ctx), &p)
 }
 
 // retry is Retry without the Interceptor.
@@ -420,7 +420,8 @@ func (e *Engine) updatePayload(ctx context.Context, id string, payload json.RawM
 		parts = append(parts, "fingerprint "+cur.Fingerprint+" → "+fp)
 	}
 	msg := strings.Join(parts, "; ")
-	j, err := e.store.JobUpdatePayload(ctx, &backend.JobUpdatePayloadParams{
+	auditNote(ctx, func(r *AuditRecord) { r.Paths = changedPaths(cur.Payload, clean) })
+	j, err := e.store.JobUpdatePayload(auditCtx(ctx), &backend.JobUpdatePayloadParams{
 		ID: id, Payload: clean, Fingerprint: fp, Version: version,
 		Event: backend.EventWrite{Kind: EventPayloadEdited, Actor: ActorFrom(ctx), Message: msg},
 	})
@@ -443,7 +444,7 @@ func (e *Engine) retryWithInput(ctx context.Context, id string, p RetryWithInput
 	if err != nil {
 		return nil, fmt.Errorf("job %s: %w", id, err)
 	}
-	orig, err := e.store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: id})
+	orig, err := e.store.JobGetByID(ctx, &backend.JobGetByIDParams{ID: id, IncludePayload: true})
 	if err != nil {
 		return nil, err
 	}
@@ -461,7 +462,8 @@ func (e *Engine) retryWithInput(ctx context.Context, id string, p RetryWithInput
 		return nil, fmt.Errorf("job %s: %w", id, err)
 	}
 	actor := ActorFrom(ctx)
-	j, err := e.store.JobRetryCopy(ctx, &backend.JobRetryCopyParams{
+	auditNote(ctx, func(r *AuditRecord) { r.Paths = changedPaths(orig.Payload, clean); r.Target = newID })
+	j, err := e.store.JobRetryCopy(auditCtx(ctx), &backend.JobRetryCopyParams{
 		ID: id, NewID: newID, Payload: clean, Fingerprint: fp,
 		OriginalEvent: backend.EventWrite{Kind: EventRetried, Actor: actor, Message: "retried with new input as " + newID},
 		CopyEvent:     backend.EventWrite{Kind: EventRetried, Actor: actor, To: StateAvailable, Message: "retry of " + id + " with new input"},
@@ -499,6 +501,23 @@ func (e *Engine) apply(ctx context.Context, action Action, ids []string) ([]Acti
 			out[i] = ActionResult{ID: id, Error: err.Error(), Reason: ReasonCode(err)}
 		}
 	}
+	// One record for the call, after its writes (each id is its own):
+	// how many ids, and how many of them were refused.
+	refused := 0
+	for _, r := range out {
+		if !r.OK {
+			refused++
+		}
+	}
+	auditNote(ctx, func(r *AuditRecord) {
+		r.IDs = slices.Clone(ids)
+		if len(ids) == 1 {
+			r.JobID, r.IDs = ids[0], nil
+		}
+		if refused > 0 {
+			r.Detail = fmt.Sprintf("%d of %d refused", refused, len(ids))
+		}
+	})
 	return out, nil
 }
 
@@ -634,7 +653,11 @@ func (e *Engine) bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 		t := p.StartAt.UTC()
 		startAt = &t
 	}
-	op, err := e.store.OperationInsert(ctx, &backend.OperationInsertParams{
+	auditNote(ctx, func(r *AuditRecord) {
+		r.Operation, r.Applied, r.Selector, r.Count = v7.String(), p.Action, stored.String(), res.Matched
+		r.PlanCutoff, r.StartAt = stored.PlanCutoff, startAt
+	})
+	op, err := e.store.OperationInsert(auditCtx(ctx), &backend.OperationInsertParams{
 		ID: v7.String(), Action: p.Action, Selector: stored,
 		CreatedBy: ActorFrom(ctx), Matched: res.Matched, Rate: p.RatePerSecond, StartAt: startAt,
 	})
@@ -757,7 +780,7 @@ func (e *Engine) cancelOperation(ctx context.Context, id string) (*Operation, er
 	if a := ActorFrom(ctx); a != "" {
 		msg = "cancelled by " + a
 	}
-	op, err := e.store.OperationCancel(ctx, &backend.OperationCancelParams{ID: id, Message: msg})
+	op, err := e.store.OperationCancel(auditCtx(ctx), &backend.OperationCancelParams{ID: id, Message: msg})
 	if err != nil {
 		return nil, err
 	}
@@ -786,7 +809,7 @@ func (e *Engine) releaseFingerprint(ctx context.Context, fingerprint string) (in
 	if err != nil {
 		return 0, err
 	}
-	n, err := e.store.FingerprintRelease(ctx, &backend.FingerprintReleaseParams{Fingerprint: fingerprint, Spec: spec,
+	n, err := e.store.FingerprintRelease(auditCtx(ctx), &backend.FingerprintReleaseParams{Fingerprint: fingerprint, Spec: spec,
 		Event: backend.EventWrite{Kind: spec.Event, Actor: ActorFrom(ctx), To: spec.To, Message: "fingerprint released"}})
 	if err != nil {
 		return 0, err

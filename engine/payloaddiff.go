@@ -84,3 +84,35 @@ func flatten(prefix string, v any, out map[string]string) {
 	}
 	out[prefix] = s
 }
+
+// maxAuditPaths is how many changed paths an audit record names.
+const maxAuditPaths = 50
+
+// changedPaths lists the dotted paths an edit changed, added or removed,
+// sorted, at most maxAuditPaths: the audit record's "what" of an edit,
+// which keeps no value. Nil when either side is not a JSON object.
+func changedPaths(before, after json.RawMessage) []string {
+	var a, b map[string]any
+	if json.Unmarshal(before, &a) != nil || json.Unmarshal(after, &b) != nil {
+		return nil
+	}
+	fa, fb := map[string]string{}, map[string]string{}
+	flatten("", a, fa)
+	flatten("", b, fb)
+	var paths []string
+	for p, x := range fa {
+		if y, ok := fb[p]; !ok || x != y {
+			paths = append(paths, p)
+		}
+	}
+	for p := range fb {
+		if _, ok := fa[p]; !ok {
+			paths = append(paths, p)
+		}
+	}
+	sort.Strings(paths)
+	if len(paths) > maxAuditPaths {
+		paths = paths[:maxAuditPaths]
+	}
+	return paths
+}

@@ -266,16 +266,16 @@ func later(a, b time.Time) time.Time {
 // PauseSchedule makes every process pass over the schedule's ticks until
 // ResumeSchedule; ErrNotFound for a schedule the store does not keep.
 func (e *Engine) PauseSchedule(ctx context.Context, name string) error {
-	return e.scheduleAction(ctx, name, func(ss backend.ScheduleStore) error {
-		_, err := ss.SchedulePause(ctx, &backend.SchedulePauseParams{Name: name})
+	return e.scheduleAction(ctx, "pause_schedule", name, func(ctx context.Context, ss backend.ScheduleStore) error {
+		_, err := ss.SchedulePause(auditCtx(ctx), &backend.SchedulePauseParams{Name: name})
 		return err
 	})
 }
 
 // ResumeSchedule lets the schedule fire again from its next tick.
 func (e *Engine) ResumeSchedule(ctx context.Context, name string) error {
-	return e.scheduleAction(ctx, name, func(ss backend.ScheduleStore) error {
-		_, err := ss.ScheduleResume(ctx, &backend.ScheduleResumeParams{Name: name})
+	return e.scheduleAction(ctx, "resume_schedule", name, func(ctx context.Context, ss backend.ScheduleStore) error {
+		_, err := ss.ScheduleResume(auditCtx(ctx), &backend.ScheduleResumeParams{Name: name})
 		return err
 	})
 }
@@ -284,22 +284,27 @@ func (e *Engine) ResumeSchedule(ctx context.Context, name string) error {
 // any process declaring the schedule enqueues it, once
 // ("sched:<name>:now:<ms>"). A second ask before it ran is the same run.
 func (e *Engine) TriggerSchedule(ctx context.Context, name string) error {
-	return e.scheduleAction(ctx, name, func(ss backend.ScheduleStore) error {
-		_, err := ss.ScheduleTrigger(ctx, &backend.ScheduleTriggerParams{Name: name})
+	return e.scheduleAction(ctx, "trigger_schedule", name, func(ctx context.Context, ss backend.ScheduleStore) error {
+		_, err := ss.ScheduleTrigger(auditCtx(ctx), &backend.ScheduleTriggerParams{Name: name})
 		return err
 	})
 }
 
-func (e *Engine) scheduleAction(ctx context.Context, name string, fn func(backend.ScheduleStore) error) error {
-	if _, ok, err := replayed[struct{}](ctx); ok {
-		return err
-	}
-	if err := sluicetype.ValidateName("schedule", name); err != nil {
-		return err
-	}
-	ss, err := backend.ScheduleStoreOf(e.store)
-	if err != nil {
-		return err
-	}
-	return fn(ss)
+// scheduleAction runs action (an ActionInfo name) on the schedule name,
+// inside the Interceptor and the audit trail.
+func (e *Engine) scheduleAction(ctx context.Context, action, name string, fn func(context.Context, backend.ScheduleStore) error) error {
+	_, err := intercepted(ctx, e, ActionInfo{Name: action, Schedule: name}, func(ctx context.Context) (struct{}, error) {
+		if _, ok, err := replayed[struct{}](ctx); ok {
+			return struct{}{}, err
+		}
+		if err := sluicetype.ValidateName("schedule", name); err != nil {
+			return struct{}{}, err
+		}
+		ss, err := backend.ScheduleStoreOf(e.store)
+		if err != nil {
+			return struct{}{}, err
+		}
+		return struct{}{}, fn(ctx, ss)
+	})
+	return err
 }

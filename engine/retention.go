@@ -154,6 +154,11 @@ func ParseRetention(specs []string) (defaults map[State]time.Duration, perQueue 
 // Forever is the retention of a state that is never deleted.
 const Forever time.Duration = -1
 
+// ParseRetentionDuration reads one retention as ParseRetention reads a
+// state's: a whole number of days (90d), a Go duration (36h) or forever
+// (Forever). The audit trail's retention (Config.AuditRetention) is one.
+func ParseRetentionDuration(s string) (time.Duration, error) { return parseRetentionDuration(s) }
+
 func parseRetentionDuration(s string) (time.Duration, error) {
 	switch s = strings.TrimSpace(s); {
 	case s == "forever":

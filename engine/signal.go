@@ -23,6 +23,13 @@ const MaxSignalPayload = 1 << 20
 // wakes the job at once if it waits for that name. ErrNotFound for no
 // such job; a *StateError for a terminal one.
 func (e *Engine) Signal(ctx context.Context, id, name string, payload json.RawMessage) (*Signal, error) {
+	return intercepted(ctx, e, ActionInfo{Name: "signal", JobID: id, Signal: name}, func(ctx context.Context) (*Signal, error) {
+		return e.signal(ctx, id, name, payload)
+	})
+}
+
+// signal is Signal inside the Interceptor and the audit trail.
+func (e *Engine) signal(ctx context.Context, id, name string, payload json.RawMessage) (*Signal, error) {
 	if err := sluicetype.ValidateName("signal", name); err != nil {
 		return nil, err
 	}
@@ -54,7 +61,7 @@ func (e *Engine) Signal(ctx context.Context, id, name string, payload json.RawMe
 			return nil, fmt.Errorf("signal job %s: %w", id, err)
 		}
 	}
-	sig, err := e.store.SignalSend(ctx, sp)
+	sig, err := e.store.SignalSend(auditCtx(ctx), sp)
 	if err != nil {
 		return nil, fmt.Errorf("signal job %s: %w", id, err)
 	}

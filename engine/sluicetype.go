@@ -26,6 +26,19 @@ type ArchivedJob = sluicetype.ArchivedJob
 // crash (an alias of sluicetype.AttemptError).
 type AttemptError = sluicetype.AttemptError
 
+// AuditPage is one page of audit records, newest first; Next continues it
+// ("" at the end) (an alias of sluicetype.AuditPage).
+type AuditPage = sluicetype.AuditPage
+
+// AuditQuery selects audit records: every set field must match (Since
+// inclusive, Until exclusive; JobID the record's job or one of its IDs) (an
+// alias of sluicetype.AuditQuery).
+type AuditQuery = sluicetype.AuditQuery
+
+// AuditRecord is one mutating operator action as the audit trail keeps it:
+// who, what, when and how it ended (an alias of sluicetype.AuditRecord).
+type AuditRecord = sluicetype.AuditRecord
+
 // (an alias of sluicetype.BulkParams).
 type BulkParams = sluicetype.BulkParams
 
@@ -228,6 +241,10 @@ type StepState = sluicetype.StepState
 // or its replay from a step (an alias of sluicetype.SupersededError).
 type SupersededError = sluicetype.SupersededError
 
+// Surface names where an operator action came from (an alias of
+// sluicetype.Surface).
+type Surface = sluicetype.Surface
+
 // TerminalReason says why a job reached a dead state (an alias of
 // sluicetype.TerminalReason).
 type TerminalReason = sluicetype.TerminalReason
@@ -348,6 +365,14 @@ func NormalizeError(msg string) string {
 	return sluicetype.NormalizeError(msg)
 }
 
+// ParseAuditQuery reads an audit query as the command line and the console
+// write it: space-separated key:value terms, actor:, action:, job:,
+// operation: (or op:), since: and until:, each once (calls
+// sluicetype.ParseAuditQuery).
+func ParseAuditQuery(s string, now time.Time) (AuditQuery, error) {
+	return sluicetype.ParseAuditQuery(s, now)
+}
+
 // ParseCheckpoint decodes a job's checkpoint; an empty one is the zero
 // Checkpoint (calls sluicetype.ParseCheckpoint).
 func ParseCheckpoint(raw json.RawMessage) (Checkpoint, error) {
@@ -465,10 +490,12 @@ const (
 	ActionDelete             = sluicetype.ActionDelete
 	ActionRelease            = sluicetype.ActionRelease
 	ActionRetry              = sluicetype.ActionRetry
+	AuditOK                  = sluicetype.AuditOK
 	BulkSampleSize           = sluicetype.BulkSampleSize
 	CursorNext               = sluicetype.CursorNext
 	CursorPrev               = sluicetype.CursorPrev
 	DeadLetterPrefix         = sluicetype.DeadLetterPrefix
+	DefaultAuditRetention    = sluicetype.DefaultAuditRetention
 	DefaultCountJobsMax      = sluicetype.DefaultCountJobsMax
 	DefaultCrashLimit        = sluicetype.DefaultCrashLimit
 	DefaultListLimit         = sluicetype.DefaultListLimit
@@ -549,6 +576,11 @@ const (
 	StateScheduled           = sluicetype.StateScheduled
 	StateUndecodable         = sluicetype.StateUndecodable
 	StepWaiting              = sluicetype.StepWaiting
+	SurfaceAPI               = sluicetype.SurfaceAPI
+	SurfaceCLI               = sluicetype.SurfaceCLI
+	SurfaceConsole           = sluicetype.SurfaceConsole
+	SurfaceEmbedded          = sluicetype.SurfaceEmbedded
+	SurfaceSSH               = sluicetype.SurfaceSSH
 	WaitKindChildren         = sluicetype.WaitKindChildren
 	WaitKindSignal           = sluicetype.WaitKindSignal
 	WaitKindSleep            = sluicetype.WaitKindSleep

@@ -232,7 +232,7 @@ func (e *Engine) setTriage(ctx context.Context, id string, status GroupStatus, n
 		// Un-ignoring a group nobody ignored changes nothing.
 		return g, e.applyTriage(ctx, g, v, false)
 	}
-	w, err := e.store.ErrorGroupTriageSet(ctx, &backend.ErrorGroupTriageSetParams{
+	w, err := e.store.ErrorGroupTriageSet(auditCtx(ctx), &backend.ErrorGroupTriageSetParams{
 		Queue: g.Queue, Kind: g.Kind, Pattern: g.Pattern, Status: status, Note: note, Actor: ActorFrom(ctx)})
 	if err != nil {
 		return nil, fmt.Errorf("error group %s: %w", id, err)

@@ -160,7 +160,7 @@ func (e *Engine) replayFromStep(ctx context.Context, id string, p ReplayParams) 
 		return nil, err
 	}
 	actor := ActorFrom(ctx)
-	j, err := e.store.JobFork(ctx, &backend.JobForkParams{
+	j, err := e.store.JobFork(auditCtx(ctx), &backend.JobForkParams{
 		ID: id, Version: orig.Version, NewID: newID,
 		Checkpoint: newRaw, OriginalCheckpoint: origRaw,
 		OriginalEvent: backend.EventWrite{Kind: EventForked, Actor: actor, Message: fmt.Sprintf("replayed from step %d as %s", p.Step, newID)},

@@ -457,6 +457,8 @@ func (m *Model) loadScreen(s screen) tea.Cmd {
 		})
 	case scrSchedules:
 		return call(loadSchedules(ctl, seq))
+	case scrAudit:
+		return call(loadAudit(ctl, seq, m.lists.audit.q))
 	case scrLimits:
 		return call(func(c context.Context) tea.Msg {
 			ls, err := ctl.ListLimits(c)

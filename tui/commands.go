@@ -16,12 +16,12 @@ import (
 // commandHelp is the command list of the help screen.
 func commandHelp() string {
 	return ":STATE (:archived, any state's tab) :jobs :errors :quarantine :operations :queues :queue NAME :kind NAME :filter QUERY " +
-		":replay N :signal NAME [JSON] :limits :limit kind|queue NAME N :resolve NOTE :ignore NOTE :theme " + strings.Join(themes.Names(), "|") + " :clear :help :quit"
+		":replay N :signal NAME [JSON] :limits :limit kind|queue NAME N :audit [QUERY] :resolve NOTE :ignore NOTE :theme " + strings.Join(themes.Names(), "|") + " :clear :help :quit"
 }
 
 // commandNames are the completions of the command line.
 func commandNames() []string {
-	names := []string{"jobs", "errors", "quarantine", "operations", "queues", "schedules", "limits", "queue ", "kind ", "filter ", "replay ", "signal ", "limit ", "resolve ", "ignore ", "theme ", "clear", "help", "quit"}
+	names := []string{"jobs", "errors", "quarantine", "operations", "queues", "schedules", "limits", "audit", "queue ", "kind ", "filter ", "replay ", "signal ", "limit ", "resolve ", "ignore ", "theme ", "clear", "help", "quit"}
 	for _, s := range engine.AllStates {
 		names = append(names, string(s))
 	}
@@ -80,6 +80,8 @@ func (m *Model) runCommand(line string) (tea.Cmd, error) {
 		return m.goScreen(scrSchedules), nil
 	case "limits":
 		return m.goScreen(scrLimits), nil
+	case "audit":
+		return m.auditCommand(arg)
 	case "errors", "err", "groups":
 		return m.goScreen(scrErrors), nil
 	case "queue", "kind":
@@ -125,5 +127,5 @@ func (m *Model) runCommand(line string) (tea.Cmd, error) {
 	case "quit", "q", "exit":
 		return m.quit(), nil
 	}
-	return nil, fmt.Errorf("unknown command %q; try :archived, :queue billing, :errors, :quarantine, :operations, :queues, :schedules, :limits, :theme light", name)
+	return nil, fmt.Errorf("unknown command %q; try :archived, :queue billing, :errors, :quarantine, :operations, :queues, :schedules, :limits, :audit, :theme light", name)
 }

@@ -13,8 +13,8 @@ import (
 )
 
 // The list screens: Quarantine, Operations, Queues, Error groups,
-// Schedules and Limits, each a component (quarantine.go, operations.go,
-// queues.go, groups.go, schedules.go, limits.go)
+// Schedules, Limits and Audit, each a component (quarantine.go,
+// operations.go, queues.go, groups.go, schedules.go, limits.go, audit.go)
 // holding its rows. Their lists are short (at most a few hundred rows),
 // rendered per frame for the visible rows only.
 
@@ -40,6 +40,7 @@ type listScreens struct {
 	groups groupsScreen
 	scheds schedulesScreen
 	limits limitsScreen
+	audit  auditScreen
 }
 
 // listComponent is one list screen.
@@ -73,6 +74,8 @@ func (m *Model) listOf(s screen) listComponent {
 		return &m.lists.scheds
 	case scrLimits:
 		return &m.lists.limits
+	case scrAudit:
+		return &m.lists.audit
 	}
 	return nil
 }
@@ -221,6 +224,8 @@ func (m *Model) screenLoaded(msg tea.Msg) tea.Cmd {
 		seq, err, s = msg.seq, msg.err, scrSchedules
 	case limitsMsg:
 		seq, err, s = msg.seq, msg.err, scrLimits
+	case auditMsg:
+		seq, err, s = msg.seq, msg.err, scrAudit
 	}
 	c := m.listOf(s)
 	ls := c.list()

@@ -94,9 +94,10 @@ const (
 	scrErrors
 	scrSchedules
 	scrLimits
+	scrAudit
 )
 
-var screenNames = []string{"jobs", "quarantine", "operations", "queues", "errors", "schedules", "limits"}
+var screenNames = []string{"jobs", "quarantine", "operations", "queues", "errors", "schedules", "limits", "audit"}
 
 // Model is the console's one root model. It routes messages and keys to
 // the screens and dialogs (each its own component, with its own Update,
@@ -466,8 +467,10 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 		return m.signalDone(msg)
 	case bulkPreviewMsg, bulkAgeTickMsg, bulkStartedMsg, opPollMsg, opTickMsg, opCancelMsg:
 		return m.bulkMsg(msg)
-	case quarantineMsg, operationsMsg, queuesMsg, groupsMsg, schedulesMsg, limitsMsg:
+	case quarantineMsg, operationsMsg, queuesMsg, groupsMsg, schedulesMsg, limitsMsg, auditMsg:
 		return m.screenLoaded(msg)
+	case auditOpMsg:
+		return m.auditOpened(msg)
 	case scheduleActionMsg:
 		return m.scheduleDone(msg)
 	case groupVerdictMsg:

@@ -256,10 +256,10 @@ func (m *Model) renderTitle(w int) string {
 	b.WriteString(t.Title.Render("sluice"))
 	b.WriteString("  ")
 	for i, name := range screenNames {
-		// The schedules and limits screens (:schedules, :limits) are
-		// tabs only while shown: most programs declare no schedule and
-		// set no limit.
-		if (screen(i) == scrSchedules || screen(i) == scrLimits) && m.screen != screen(i) {
+		// The schedules, limits and audit screens (:schedules, :limits,
+		// :audit) are tabs only while shown: most programs declare no
+		// schedule and set no limit, and the trail is looked up.
+		if (screen(i) == scrSchedules || screen(i) == scrLimits || screen(i) == scrAudit) && m.screen != screen(i) {
 			continue
 		}
 		if i > 0 {
@@ -334,6 +334,8 @@ func (m *Model) screenTitle(w int) string {
 		s = "Queues — jobs per state" + m.keyHint(keymap.Pause, "pause/resume") + m.keyHint(keymap.Open, "jobs")
 	case scrSchedules:
 		s = "Schedules — periodic jobs" + m.keyHint(keymap.Pause, "pause/resume") + m.keyHint(keymap.RunNow, "run now") + m.keyHint(keymap.Open, "dead jobs")
+	case scrAudit:
+		s = "Audit — operator actions, newest first" + m.auditScope() + m.keyHint(keymap.Open, "open")
 	case scrLimits:
 		s = "Limits — running jobs across every process" + m.keyHint(keymap.SetLimit, "set") + m.keyHint(keymap.Open, "waiting jobs")
 	case scrErrors:
@@ -524,6 +526,8 @@ func (m *Model) screenHelp() []key.Binding {
 		return km.Short(keymap.Open, keymap.Pause, keymap.RunNow, keymap.Back, keymap.Help, keymap.Quit)
 	case scrLimits:
 		return km.Short(keymap.Open, keymap.SetLimit, keymap.Back, keymap.Help, keymap.Quit)
+	case scrAudit:
+		return km.Short(keymap.Open, keymap.Copy, keymap.Back, keymap.Help, keymap.Quit)
 	case scrErrors:
 		return km.Short(keymap.Open, keymap.Bulk, keymap.Back, keymap.Help, keymap.Quit)
 	}

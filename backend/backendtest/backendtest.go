@@ -121,6 +121,7 @@ func checks() []check {
 	add("ControlStore", controlStoreChecks())
 	add("Triage", triageChecks())
 	add("Expiry", expiryChecks())
+	add("Audit", append(auditChecks(), auditControlChecks()...))
 	add("Selection", selectionChecks())
 	add("Idempotency", idempotencyChecks())
 	add("Unique", uniqueChecks())
@@ -181,7 +182,7 @@ func run(t *testing.T, h Harness, cs []check) {
 }
 
 // RunControl runs only the Control, Selection, Triage and Redrive areas and the
-// Control checks of Schedules, for a harness whose Control wraps
+// Control checks of Schedules and Audit, for a harness whose Control wraps
 // the engine in another implementation (the HTTP client against a server):
 // the other areas would only test the same store again.
 func RunControl(t *testing.T, h Harness) {
@@ -190,6 +191,7 @@ func RunControl(t *testing.T, h Harness) {
 	}
 	for _, c := range checks() {
 		if !strings.HasPrefix(c.name, "Control/") && !strings.HasPrefix(c.name, "Selection/") && !strings.HasPrefix(c.name, "Schedules/Control") &&
+			!strings.HasPrefix(c.name, "Audit/Control") &&
 			!strings.HasPrefix(c.name, "Triage/") && !strings.HasPrefix(c.name, "Redrive/") && c.name != "Expiry/EngineFlagsWhatRetentionTakes" {
 			continue
 		}

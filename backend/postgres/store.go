@@ -568,7 +568,7 @@ func (s *Store) writeTxOnce(ctx context.Context, fn func(tx *wtx) error) error {
 	if s.closed.Load() {
 		return sluicetype.ErrClosed
 	}
-	fn = s.idempotent(ctx, fn)
+	fn = s.idempotent(ctx, s.audited(ctx, fn))
 	if ctl, ok := ctx.Value(callerTxKey{}).(pgx.Tx); ok {
 		sp, err := ctl.Begin(ctx)
 		if err != nil {
@@ -587,26 +587,34 @@ func (s *Store) writeTxOnce(ctx context.Context, fn func(tx *wtx) error) error {
 		return nil
 	}
 	for attempt := 1; ; attempt++ {
-		tx, err := s.pool.Begin(ctx)
-		if err != nil {
-			return fmt.Errorf("postgres: begin: %w", err)
-		}
-		w, err := s.runTx(ctx, tx, fn)
-		if err == nil {
-			commithook.Call(ctx)
-			if err = tx.Commit(ctx); err == nil {
-				s.wrote(w)
-				return nil
-			}
-			err = fmt.Errorf("postgres: commit: %w", err)
-		} else {
-			tx.Rollback(ctx)
-		}
-		if attempt < maxTxAttempts && retryable(err) {
+		err := s.commitTx(ctx, fn)
+		if err != nil && attempt < maxTxAttempts && retryable(err) {
 			continue
 		}
 		return err
 	}
+}
+
+// commitTx runs fn in a transaction of the pool's and commits it. A
+// panic in fn or in the commit hook (a test killing the writer before
+// its commit) rolls the transaction back on its way up, so the pool gets
+// its connection back; after a commit the rollback does nothing.
+func (s *Store) commitTx(ctx context.Context, fn func(tx *wtx) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	w, err := s.runTx(ctx, tx, fn)
+	if err != nil {
+		return err
+	}
+	commithook.Call(ctx)
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("postgres: commit: %w", err)
+	}
+	s.wrote(w)
+	return nil
 }
 
 // wrote follows a committed write: unless it kept them, the claim cursors
@@ -661,7 +669,8 @@ func (s *Store) single(ctx context.Context, fn func(q querier) error) error {
 		return sluicetype.ErrClosed
 	}
 	_, keyed := backend.IdempotencyWriteFrom(ctx)
-	if _, ok := ctx.Value(callerTxKey{}).(pgx.Tx); ok || keyed {
+	_, audited := backend.AuditWriteFrom(ctx)
+	if _, ok := ctx.Value(callerTxKey{}).(pgx.Tx); ok || keyed || audited {
 		return s.writeTx(ctx, func(tx *wtx) error { return fn(tx) })
 	}
 	for attempt := 1; ; attempt++ {
@@ -701,7 +710,7 @@ func (s *Store) Capabilities() []backend.Capability {
 		backend.CapabilityFilterError, backend.CapabilityErrorGroups, backend.CapabilityOperations,
 		backend.CapabilityCounts, backend.CapabilityQueuePause, backend.CapabilityIdempotency,
 		backend.CapabilityArchive, backend.CapabilityUnique, backend.CapabilitySchedules,
-		backend.CapabilityLimits,
+		backend.CapabilityLimits, backend.CapabilityAudit,
 	}
 	if s.notify != nil {
 		cs = append(cs, backend.CapabilityWakeups)

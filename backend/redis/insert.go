@@ -186,9 +186,11 @@ func (s *Store) JobInsertMany(ctx context.Context, p *backend.JobInsertManyParam
 	if len(p.Jobs) == 0 {
 		return res, nil
 	}
-	// Under an idempotency key the whole insert is one recorded step, so
-	// it stays one script.
-	if _, idem := backend.IdempotencyWriteFrom(ctx); len(p.Jobs) > insertChunk && !idem {
+	// Under an idempotency key the whole insert is one recorded step, and
+	// with an audit record one recorded action, so it stays one script.
+	_, idem := backend.IdempotencyWriteFrom(ctx)
+	_, audited := backend.AuditWriteFrom(ctx)
+	if len(p.Jobs) > insertChunk && !idem && !audited {
 		for i := 0; i < len(p.Jobs); i += insertChunk {
 			q := *p
 			q.Jobs = p.Jobs[i:min(i+insertChunk, len(p.Jobs))]

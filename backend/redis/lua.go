@@ -15,6 +15,10 @@ package redis
 //	ARGV[4...] the script's own arguments, listed on each: name/value
 //	        pairs read into A (args), or a batch's head and records at
 //	        offsets Go constants name (batchLayout).
+//	ARGV[#ARGV] the audit record the write appends ("" when none): luaLib
+//	        takes it off ARGV before the script's body runs, and the
+//	        script appends it to {ns}:audit after a body that did not
+//	        refuse, so the action and its record are one script.
 //
 // A script reads and writes a hash's fields by the names its table gives
 // (J[F.state], HMGET key F.state ...), never by a literal name
@@ -414,6 +418,14 @@ local function loadop(id)
   return O
 end
 local function saveop(O) redis.call('HSET', K('op', O[OF.id]), unpack(opflat(O))) end
+-- Audit: ARGV's last value is the record the write appends (JSON,
+-- backend.AuditWriteFrom; '' for none), taken off ARGV before the body
+-- reads it. script appends it after the body, unless the body refused.
+local AUD = ARGV[#ARGV]
+ARGV[#ARGV] = nil
+local function audit_append(rec)
+  return redis.call('XADD', K('audit'), '*', 'at', NOW, 'r', rec)
+end
 local IE = idem_check()
 if IE then return redis.error_reply(IE) end
 `

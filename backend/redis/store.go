@@ -489,7 +489,7 @@ func (s *Store) Capabilities() []backend.Capability {
 		backend.CapabilityFilterError, backend.CapabilityErrorGroups, backend.CapabilityOperations,
 		backend.CapabilityCounts, backend.CapabilityQueuePause, backend.CapabilityIdempotency,
 		backend.CapabilityWakeups, backend.CapabilityDurabilityWarnings, backend.CapabilityUnique,
-		backend.CapabilitySchedules, backend.CapabilityLimits,
+		backend.CapabilitySchedules, backend.CapabilityLimits, backend.CapabilityAudit,
 	}
 }
 
@@ -520,7 +520,8 @@ type luaScript struct {
 }
 
 func script(body string) *luaScript {
-	src := luaPrelude() + expandRefs(luaLib+"local function body()\n"+body+"\nend\nlocal r = body()\nflush()\nreturn r\n", fieldRefs())
+	src := luaPrelude() + expandRefs(luaLib+"local function body()\n"+body+"\nend\nlocal r = body()\nflush()\n"+
+		"if AUD ~= '' and not (type(r) == 'table' and r.err) then audit_append(AUD) end\nreturn r\n", fieldRefs())
 	h := sha1.Sum([]byte(src))
 	return &luaScript{src: src, sha: hex.EncodeToString(h[:])}
 }
@@ -530,9 +531,14 @@ func script(body string) *luaScript {
 // back as a *refusal; any other failure is wrapped with what.
 func (s *Store) run(ctx context.Context, what string, sc *luaScript, args ...any) (any, error) {
 	iw, _ := backend.IdempotencyWriteFrom(ctx)
-	argv := make([]any, 0, len(args)+3)
+	aud, err := auditArg(ctx)
+	if err != nil {
+		return nil, err
+	}
+	argv := make([]any, 0, len(args)+4)
 	argv = append(argv, iw.Key, iw.Token, iw.Step)
 	argv = append(argv, args...)
+	argv = append(argv, aud)
 	keys := []string{s.anchor}
 	v, err := s.c.EvalSha(ctx, sc.sha, keys, argv...).Result()
 	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {

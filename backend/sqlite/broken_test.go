@@ -85,11 +85,46 @@ func (s noUniqueStore) JobInsertMany(ctx context.Context, p *backend.JobInsertMa
 	return s.Store.JobInsertMany(ctx, &q)
 }
 
+// auditApartStore appends an action's audit record in a transaction of
+// its own before the action's, as a store that wrote the trail beside
+// its writes rather than in them would: a death between the two, or a
+// refusal, leaves a record of what did not happen.
+type auditApartStore struct{ *sqlite.Store }
+
+func (s auditApartStore) Unwrap() *sqlite.Store { return s.Store }
+
+func (s auditApartStore) JobAction(ctx context.Context, p *backend.JobActionParams) (*sluicetype.Job, error) {
+	if r, ok := backend.AuditWriteFrom(ctx); ok {
+		if _, err := s.Store.AuditAppend(ctx, &backend.AuditAppendParams{Record: *r}); err != nil {
+			return nil, err
+		}
+	}
+	return s.Store.JobAction(backend.WithoutAuditWrite(ctx), p)
+}
+
+// auditDroppedStore declares the trail but never writes the record an
+// action's context carries.
+type auditDroppedStore struct{ *sqlite.Store }
+
+func (s auditDroppedStore) Unwrap() *sqlite.Store { return s.Store }
+
+func (s auditDroppedStore) JobAction(ctx context.Context, p *backend.JobActionParams) (*sluicetype.Job, error) {
+	return s.Store.JobAction(backend.WithoutAuditWrite(ctx), p)
+}
+
 // brokenStores names each broken store and the checks that must fail on it.
 var brokenStores = map[string]struct {
 	wrap   func(*sqlite.Store) backend.Store
 	checks []string
 }{
+	"audit-apart": {
+		wrap:   func(s *sqlite.Store) backend.Store { return auditApartStore{s} },
+		checks: []string{"Audit/DeathBeforeCommitLeavesNeither", "Audit/RefusedWriteLeavesNoRecord"},
+	},
+	"audit-dropped": {
+		wrap:   func(s *sqlite.Store) backend.Store { return auditDroppedStore{s} },
+		checks: []string{"Audit/RecordCommittedWithTheAction", "Audit/ControlOneRecordPerAction"},
+	},
 	"no-cutoff": {
 		wrap:   func(s *sqlite.Store) backend.Store { return noCutoffStore{s} },
 		checks: []string{"Control/BulkLeavesLaterDeathsAlone", "ControlStore/BulkTakesOnlyEarlierDeaths"},

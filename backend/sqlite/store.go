@@ -374,14 +374,21 @@ func (s *Store) writeTx(ctx context.Context, fn func(tx *wtx, now time.Time) err
 		return ctx.Err()
 	}
 	defer func() { <-s.writeTurn }()
-	fn, err := s.idempotent(ctx, fn) // fn itself unless ctx carries an idempotency key
+	fn, err := s.audited(ctx, fn) // fn itself unless ctx carries an audit record
 	if err != nil {
+		return err
+	}
+	if fn, err = s.idempotent(ctx, fn); err != nil { // fn itself unless ctx carries an idempotency key
 		return err
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sqlite: begin: %w", err)
 	}
+	// A panic in fn or in the commit hook (a test killing the writer
+	// before its commit) must not leave the writer's connection inside
+	// the transaction; after a commit the rollback does nothing.
+	defer tx.Rollback()
 	if err := fn(&wtx{Tx: tx}, now()); err != nil {
 		tx.Rollback()
 		return err
@@ -411,6 +418,7 @@ func (s *Store) Capabilities() []backend.Capability {
 		backend.CapabilityFilterError, backend.CapabilityErrorGroups, backend.CapabilityOperations,
 		backend.CapabilityCounts, backend.CapabilityQueuePause, backend.CapabilityIdempotency,
 		backend.CapabilityUnique, backend.CapabilitySchedules, backend.CapabilityLimits,
+		backend.CapabilityAudit,
 	}
 }
 
