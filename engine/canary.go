@@ -336,12 +336,24 @@ func (r *canaryRun) outcomes(ctx context.Context, ids []string) (sluicetype.Outc
 	return o, lastErr, nil
 }
 
-// pause waits one poll, or returns ctx's error.
+// canaryPoll is the longest a canary run waits between two reads of
+// its outcomes: the watching stage takes a batch only once outcomes
+// came in, so its pace is about a quarter window a poll (100/s with the
+// default window of 100); a maintenance tick of a second would make it
+// 25/s.
+const canaryPoll = 200 * time.Millisecond
+
+// pause waits one poll (the maintenance tick, at most canaryPoll), or
+// returns ctx's error.
 func (r *canaryRun) pause(ctx context.Context) error {
+	d := r.e.cfg.MaintenanceInterval
+	if d <= 0 || d > canaryPoll {
+		d = canaryPoll
+	}
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-time.After(r.e.cfg.MaintenanceInterval):
+	case <-time.After(d):
 		return nil
 	}
 }
