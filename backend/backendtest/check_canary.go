@@ -194,6 +194,9 @@ func testCanaryHalts(t *testing.T, h Harness) {
 		t.Fatalf("a second resume: %v, want it refused", err)
 	}
 	op = f.waitStatus(t, op.ID, engine.OperationCompleted)
+	if op.Canary.Stage != engine.CanaryWatching || op.Canary.Reason != "" || op.Error != "" {
+		t.Fatalf("the resumed run as it completed: %+v, error %q", op.Canary, op.Error)
+	}
 	if n := len(retried(t, f, ids)); n != len(ids) {
 		t.Fatalf("after the resume %d of %d jobs redriven", n, len(ids))
 	}
