@@ -20,6 +20,9 @@ type auditRequest struct {
 	method, path, token, body string
 	header                    map[string]string
 	want                      int
+	// result is the record's result where the route cannot succeed on
+	// the fixture (AuditOK when empty).
+	result string
 }
 
 // send sends req to hs under a fresh idempotency key and checks its
@@ -99,6 +102,9 @@ func TestAuditEveryMutatingRoute(t *testing.T) {
 		"POST /api/v1/error-groups/{id}/ignore":   {path: "/api/v1/error-groups/" + contractGroup + "/ignore", want: 200},
 		"POST /api/v1/error-groups/{id}/unignore": {path: "/api/v1/error-groups/" + contractGroup + "/unignore", want: 200},
 		"POST /api/v1/operations/{id}/cancel":     {path: "/api/v1/operations/" + f.opID + "/cancel", want: 200},
+		// No canary run halts in this fixture: a resume of a run that is
+		// not halted is refused, and that refusal is its record.
+		"POST /api/v1/operations/{id}/resume":     {path: "/api/v1/operations/" + f.opID + "/resume", want: 409, result: "wrong_state"},
 		"DELETE /api/v1/quarantine/{fingerprint}": {path: "/api/v1/quarantine/" + f.fp, want: 200},
 		"POST /api/v1/queues/{queue}/pause":       {path: "/api/v1/queues/billing/pause", want: 200},
 		"POST /api/v1/queues/{queue}/resume":      {path: "/api/v1/queues/billing/resume", want: 200},
@@ -139,9 +145,16 @@ func TestAuditEveryMutatingRoute(t *testing.T) {
 			continue
 		}
 		r := after[0]
-		if r.Result != engine.AuditOK || r.Actor != "ada" || r.Role != engine.RoleAdmin || r.Surface != engine.SurfaceCLI ||
+		result := req.result
+		if result == "" {
+			result = engine.AuditOK
+		}
+		if r.Result != result || r.Actor != "ada" || r.Role != engine.RoleAdmin || r.Surface != engine.SurfaceCLI ||
 			!strings.HasPrefix(r.Source, "127.0.0.1:") || r.Action == "" || r.At.IsZero() {
 			t.Errorf("%s recorded %+v", pattern, r)
+		}
+		if req.result != "" {
+			continue // a refusal is not kept for replay
 		}
 		// A replay of the same request changes nothing and records nothing.
 		req.send(t, hs, "good "+pattern)

@@ -6,7 +6,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sluicehq/sluice/backend"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -33,6 +35,7 @@ var mutatingRequests = []struct {
 	{"POST /api/v1/jobs/bulk", req{method: "POST", path: "/api/v1/jobs/bulk", body: `{"action":"retry","selector":{"queue":"billing"}}`}, engine.RoleOperator},
 	{"POST /api/v1/jobs/bulk", req{method: "POST", path: "/api/v1/jobs/bulk", body: `{"action":"delete","selector":{"queue":"billing"},"dry_run":true}`}, engine.RoleAdmin},
 	{"POST /api/v1/operations/{id}/cancel", req{method: "POST", path: "/api/v1/operations/OP_ID/cancel"}, engine.RoleOperator},
+	{"POST /api/v1/operations/{id}/resume", req{method: "POST", path: "/api/v1/operations/OP_ID/resume"}, engine.RoleOperator},
 	{"DELETE /api/v1/quarantine/{fingerprint}", req{method: "DELETE", path: "/api/v1/quarantine/" + pillFingerprint}, engine.RoleOperator},
 	{"POST /api/v1/queues/{queue}/pause", req{method: "POST", path: "/api/v1/queues/billing/pause"}, engine.RoleAdmin},
 	{"POST /api/v1/queues/{queue}/resume", req{method: "POST", path: "/api/v1/queues/billing/resume"}, engine.RoleAdmin},
@@ -91,7 +94,9 @@ func TestRolesAndReadOnly(t *testing.T) {
 					fx, srv, op := shared, refusing[readOnly], sharedOp
 					if allowed {
 						fx, srv = file.setup(t, ServerOptions{Tokens: testTokens})
-						if strings.Contains(m.r.path, "OP_ID") {
+						if strings.Contains(m.r.path, "OP_ID/resume") {
+							op = haltedOperation(t, fx.eng, fx.store)
+						} else if strings.Contains(m.r.path, "OP_ID") {
 							op = startOperation(t, fx)
 						}
 					}
@@ -139,6 +144,40 @@ func startOperation(t *testing.T, fx *fixture) string {
 	}
 	return res.Operation.ID
 }
+
+// haltedOperation is a canary retry of the email queue that halted (as
+// if its sample failed), for the routes that act on one. It is claimed
+// and halted through the store, with no runner of the engine's.
+func haltedOperation(t *testing.T, e *engine.Engine, s backend.Store) string {
+	t.Helper()
+	ctx := context.Background()
+	res, err := e.Bulk(ctx, engine.BulkParams{Action: engine.ActionRetry, Selector: engine.Filter{Queues: []string{"email"}},
+		Canary: &engine.CanaryParams{Size: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Operation.ID
+	for {
+		l, err := s.OperationClaim(ctx, &backend.OperationClaimParams{Holder: "test", TTL: time.Hour})
+		if err != nil || l == nil {
+			t.Fatalf("claim %s: %v %v", id, l, err)
+		}
+		if l.Operation.ID != id {
+			continue
+		}
+		c := *l.Operation.Canary
+		c.Stage, c.Reason = engine.CanaryHalted, "halted: canary sample 1: 0 ok, 1 failed, 0 running (90% needed)"
+		if _, err := s.OperationCanarySet(ctx, &backend.OperationCanarySetParams{ID: id, Holder: l.Holder, Fence: l.Fence,
+			Canary: &c, Halt: true, Error: c.Reason}); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+}
+
+// HaltedOperation hands haltedOperation to the package's external tests
+// (the contract test).
+var HaltedOperation = haltedOperation
 
 func TestAuthentication(t *testing.T) {
 	t.Parallel()

@@ -440,7 +440,8 @@ func (c *Client) Apply(ctx context.Context, action engine.Action, ids []string) 
 }
 
 func (c *Client) Bulk(ctx context.Context, p engine.BulkParams) (*engine.BulkResult, error) {
-	req := bulkRequest{Action: p.Action, DryRun: p.DryRun, RatePerSecond: p.RatePerSecond, Plan: planWireOf(p.Plan), StartAt: p.StartAt}
+	req := bulkRequest{Action: p.Action, DryRun: p.DryRun, RatePerSecond: p.RatePerSecond, Plan: planWireOf(p.Plan), StartAt: p.StartAt,
+		Canary: canaryWireOf(p.Canary)}
 	if !p.Selector.IsEmpty() || p.Plan == nil {
 		sel := selectorOf(p.Selector)
 		req.Selector = &sel
@@ -519,6 +520,14 @@ func (c *Client) Audit(ctx context.Context, q engine.AuditQuery) (*engine.AuditP
 func (c *Client) CancelOperation(ctx context.Context, id string) (*engine.Operation, error) {
 	var op engine.Operation
 	if _, err := c.do(ctx, &call{method: "POST", path: "/operations/" + esc(id) + "/cancel", out: &op}); err != nil {
+		return nil, err
+	}
+	return &op, nil
+}
+
+func (c *Client) ResumeOperation(ctx context.Context, id string) (*engine.Operation, error) {
+	var op engine.Operation
+	if _, err := c.do(ctx, &call{method: "POST", path: "/operations/" + esc(id) + "/resume", out: &op}); err != nil {
 		return nil, err
 	}
 	return &op, nil

@@ -57,7 +57,9 @@ type contractFixture struct {
 	eng  *engine.Engine
 	fp   string // the quarantined fingerprint
 	opID string // a pending operation
-	etag string // the ETag of job "edit"
+	// haltedID is a halted canary run.
+	haltedID string
+	etag     string // the ETag of job "edit"
 }
 
 // contractGroup is the id of the error group of the fixture's dead jobs
@@ -132,6 +134,7 @@ func newContractFixture(t *testing.T) *contractFixture {
 	if err != nil || len(res.Jobs) != 1 {
 		t.Fatalf("claim a sync job: %v %v", res, err)
 	}
+	f.haltedID = api.HaltedOperation(t, e, store)
 	op, err := e.Bulk(ctx, engine.BulkParams{Action: engine.ActionRetry, Selector: engine.Filter{IDs: []string{"dead-6"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -378,7 +381,7 @@ func TestAPIContract(t *testing.T) {
 		{name: "audit filtered as inspector", method: "GET", path: "/api/v1/audit?action=retry&since=2020-01-01T00:00:00Z", token: tokInspector, want: 200},
 		{name: "audit with a bad time", method: "GET", path: "/api/v1/audit?since=yesterday", token: tokAdmin, want: 400},
 		{name: "audit without a token", method: "GET", path: "/api/v1/audit", want: 401},
-		// GET /operations, /operations/{id}, POST /operations/{id}/cancel
+				// GET /operations, /operations/{id}, POST /operations/{id}/cancel|resume
 		{name: "operations", method: "GET", path: "/api/v1/operations?limit=1", token: tokViewer, want: 200},
 		{name: "operations with a bad cursor", method: "GET", path: "/api/v1/operations?cursor=zz", token: tokViewer, want: 400},
 		{name: "operations with limit 1000", method: "GET", path: "/api/v1/operations?limit=1000", token: tokViewer, want: 400},
@@ -388,6 +391,10 @@ func TestAPIContract(t *testing.T) {
 		{name: "operation cancel again", method: "POST", path: "/api/v1/operations/" + f.opID + "/cancel", token: tokOperator, key: "opc-2", want: 409},
 		{name: "operation cancel unknown", method: "POST", path: "/api/v1/operations/nope/cancel", token: tokOperator, key: "opc-3", want: 404},
 		{name: "operation cancel as viewer", method: "POST", path: "/api/v1/operations/" + f.opID + "/cancel", token: tokViewer, key: "opc-4", want: 403},
+		{name: "operation resume", method: "POST", path: "/api/v1/operations/" + f.haltedID + "/resume", token: tokOperator, key: "opr-0", want: 200},
+		{name: "operation resume, not halted", method: "POST", path: "/api/v1/operations/" + f.opID + "/resume", token: tokOperator, key: "opr-1", want: 409},
+		{name: "operation resume unknown", method: "POST", path: "/api/v1/operations/nope/resume", token: tokOperator, key: "opr-2", want: 404},
+		{name: "operation resume as viewer", method: "POST", path: "/api/v1/operations/" + f.opID + "/resume", token: tokViewer, key: "opr-3", want: 403},
 		// GET /quarantine, DELETE /quarantine/{fingerprint}
 		{name: "quarantine", method: "GET", path: "/api/v1/quarantine", token: tokViewer, want: 200},
 		{name: "quarantine without token", method: "GET", path: "/api/v1/quarantine", want: 401},

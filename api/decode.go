@@ -193,6 +193,34 @@ type bulkRequest struct {
 	// StartAt holds a run until then (an absolute time: a client reads
 	// an operator's HH:MM on its own clock and sends the instant).
 	StartAt *time.Time `json:"start_at,omitempty"`
+	// Canary asks a retry to redrive a sample first and halt itself when
+	// the redriven jobs fail again.
+	Canary *canaryWire `json:"canary,omitempty"`
+}
+
+// canaryWire is engine.CanaryParams on the wire; the engine fills its
+// defaults and checks its bounds.
+type canaryWire struct {
+	Size            int     `json:"size"`
+	MinSuccess      float64 `json:"min_success,omitempty"`
+	HaltFailureRate float64 `json:"halt_failure_rate,omitempty"`
+	Window          int     `json:"window,omitempty"`
+	TimeoutNs       int64   `json:"timeout_ns,omitempty"`
+}
+
+func canaryWireOf(c *engine.CanaryParams) *canaryWire {
+	if c == nil {
+		return nil
+	}
+	return &canaryWire{Size: c.Size, MinSuccess: c.MinSuccess, HaltFailureRate: c.HaltFailureRate, Window: c.Window, TimeoutNs: int64(c.Timeout)}
+}
+
+func (w *canaryWire) params() *engine.CanaryParams {
+	if w == nil {
+		return nil
+	}
+	return &engine.CanaryParams{Size: w.Size, MinSuccess: w.MinSuccess, HaltFailureRate: w.HaltFailureRate, Window: w.Window,
+		Timeout: time.Duration(w.TimeoutNs)}
 }
 
 // planWire is engine.BulkPlan on the wire; its selector is read as strictly
@@ -258,7 +286,8 @@ func decodeBulk(body []byte) (engine.BulkParams, error) {
 		t := req.StartAt.UTC()
 		start = &t
 	}
-	return engine.BulkParams{Action: req.Action, Selector: f, DryRun: req.DryRun, RatePerSecond: req.RatePerSecond, Plan: plan, StartAt: start}, nil
+	return engine.BulkParams{Action: req.Action, Selector: f, DryRun: req.DryRun, RatePerSecond: req.RatePerSecond, Plan: plan, StartAt: start,
+		Canary: req.Canary.params()}, nil
 }
 
 // actionsRequest is the body of POST /jobs/actions.

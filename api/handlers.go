@@ -49,6 +49,7 @@ func (s *Server) routeTable() []route {
 		{method: "GET", path: p + "/operations/{id}", role: viewer, read: s.operation},
 		{method: "GET", path: p + "/audit", role: viewer, read: s.audit},
 		{method: "POST", path: p + "/operations/{id}/cancel", role: operator, action: "cancel_operation", mutate: s.cancelOperation},
+		{method: "POST", path: p + "/operations/{id}/resume", role: operator, action: "resume_operation", mutate: s.resumeOperation},
 		{method: "GET", path: p + "/quarantine", role: viewer, read: s.quarantine},
 		{method: "DELETE", path: p + "/quarantine/{fingerprint}", role: operator, action: "release_fingerprint", mutate: s.releaseFingerprint},
 		{method: "GET", path: p + "/queues", role: viewer, read: s.queues},
@@ -456,6 +457,20 @@ func (s *Server) cancelOperation(r *http.Request, _ *caller, body []byte) (runFu
 	id := r.PathValue("id")
 	return func(ctx context.Context) (*reply, error) {
 		op, err := s.ctl.CancelOperation(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return ok(op), nil
+	}, nil
+}
+
+func (s *Server) resumeOperation(r *http.Request, _ *caller, body []byte) (runFunc, error) {
+	if err := noBody(body); err != nil {
+		return nil, err
+	}
+	id := r.PathValue("id")
+	return func(ctx context.Context) (*reply, error) {
+		op, err := s.ctl.ResumeOperation(ctx, id)
 		if err != nil {
 			return nil, err
 		}

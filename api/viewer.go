@@ -200,6 +200,12 @@ func redactOperation(c *caller, op *engine.Operation) *engine.Operation {
 	cp := *op
 	cp.Selector = redactSelector(c, op.Selector)
 	cp.Error = c.errorText(op.Error)
+	if op.Canary != nil {
+		// A halt's reason quotes a job's error.
+		cc := *op.Canary
+		cc.Reason = c.errorText(cc.Reason)
+		cp.Canary = &cc
+	}
 	return &cp
 }
 

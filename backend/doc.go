@@ -39,7 +39,8 @@
 //	errgroups.go     JobErrorGroups, ErrorGroupTriage* (operators' verdicts)
 //	actions.go       JobAction, JobUpdatePayload, JobRetryCopy
 //	fork.go          JobFork
-//	operations.go    Operation* (bulk operations)
+//	operations.go    Operation* (bulk operations) but those of canary.go
+//	canary.go        OperationCanarySet, OperationResume (a canary run's stage)
 //	queues.go        QueueList, QueuePause, QueueResume
 //	wait.go          SignalSend, SignalList, SignalConsume, JobWake (WaitStore)
 //	idempotency.go   Idempotency* (IdempotencyStore)

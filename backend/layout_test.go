@@ -50,6 +50,7 @@ var sections = []struct {
 	{"fork.go", []string{"JobFork"}},
 	{"operations.go", []string{"OperationInsert", "OperationGet", "OperationList", "OperationCancel",
 		"OperationClaim", "OperationProcessBatch", "OperationFinish"}},
+	{"canary.go", []string{"OperationCanarySet", "OperationResume"}},
 	{"queues.go", []string{"QueueList", "QueuePause", "QueueResume"}},
 	{"wait.go", []string{"SignalSend", "SignalList", "SignalConsume", "JobWake"}},
 	{"idempotency.go", []string{"IdempotencyClaim", "IdempotencyRenew", "IdempotencyComplete",

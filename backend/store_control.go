@@ -80,7 +80,8 @@ type ControlStore interface {
 	OperationGet(ctx context.Context, p *OperationGetParams) (*sluicetype.Operation, error)
 	// OperationList pages operations newest first.
 	OperationList(ctx context.Context, p *OperationListParams) ([]*sluicetype.Operation, error)
-	// OperationCancel marks a pending or running operation cancelled.
+	// OperationCancel marks a pending, running or halted operation
+	// cancelled.
 	OperationCancel(ctx context.Context, p *OperationCancelParams) (*sluicetype.Operation, error)
 	// OperationClaim leases the oldest pending or running operation whose
 	// lease is free or expired (fence +1) to Holder, passing over one whose
@@ -103,6 +104,16 @@ type ControlStore interface {
 	// on its lease (ErrLeaseLost otherwise); a final status sets
 	// finished_at and frees the lease.
 	OperationFinish(ctx context.Context, p *OperationFinishParams) (*sluicetype.Operation, error)
+	// OperationCanarySet writes a canary run's state, fenced on the
+	// operation's lease (ErrLeaseLost otherwise), and extends the lease;
+	// with Halt it also sets the status halted and the error and frees
+	// the lease, so no runner takes the operation until OperationResume.
+	OperationCanarySet(ctx context.Context, p *OperationCanarySetParams) (*sluicetype.Operation, error)
+	// OperationResume sets a halted operation pending again with the
+	// canary state given (its error cleared), for the next runner to
+	// take; ErrWrongState for an operation that is not halted,
+	// ErrNotFound for none.
+	OperationResume(ctx context.Context, p *OperationResumeParams) (*sluicetype.Operation, error)
 
 	// QueueList names every queue that has jobs or a paused record.
 	QueueList(ctx context.Context) ([]sluicetype.QueueInfo, error)
@@ -259,6 +270,10 @@ type OperationInsertParams struct {
 	// StartAt, when set, holds the operation back from OperationClaim
 	// until the store's clock reaches it.
 	StartAt *time.Time
+	// Canary, when set, is the canary run's first state (stage sample,
+	// no ids yet): the store keeps it with the operation, the ids of
+	// Sample and Recent among it, and returns it on every read.
+	Canary *sluicetype.Canary
 }
 
 type OperationGetParams struct{ ID string }
@@ -308,6 +323,12 @@ type OperationProcessBatchParams struct {
 	// set); From and Attempt are the job's own.
 	Event EventWrite
 	TTL   time.Duration // extends the operation lease
+	// Recent, when positive, has the store append the ids of the jobs
+	// the batch changed (in id order) to the operation's Canary.Recent,
+	// keeping the last Recent of them, in the batch's transaction: a
+	// canary run then never loses a batch's jobs from the window it
+	// watches, whenever its runner dies.
+	Recent int
 }
 
 // OperationBatchResult is what one batch did.
@@ -331,6 +352,25 @@ type OperationFinishParams struct {
 	Status sluicetype.OperationStatus
 	// Error is recorded as the operation's error ("" keeps it).
 	Error string
+}
+
+// OperationCanarySetParams writes a canary run's state (its Sample and
+// Recent ids among it) on a running operation, fenced on its lease.
+type OperationCanarySetParams struct {
+	ID     string
+	Holder string
+	Fence  int64
+	Canary *sluicetype.Canary
+	// Halt sets the status halted with Error, and frees the lease.
+	Halt  bool
+	Error string
+	TTL   time.Duration // extends the operation lease when not halting
+}
+
+// OperationResumeParams sets a halted operation pending with Canary.
+type OperationResumeParams struct {
+	ID     string
+	Canary *sluicetype.Canary
 }
 
 type QueuePauseParams struct {

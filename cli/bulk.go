@@ -22,6 +22,7 @@ func newBulkCmd() *cobra.Command {
 	var dryRun, wait bool
 	var rate int
 	var cutoff, at string
+	var cf canaryFlags
 	cmd := &cobra.Command{
 		Use:   "bulk ACTION",
 		Short: "Retry, cancel, delete or release every job a selector matches",
@@ -45,6 +46,15 @@ time is sent as an absolute instant; one more than a minute past or more
 than 7 days ahead is refused. Whichever process runs maintenance when it
 comes (sluice serve, a worker) starts it.
 
+--canary N tests the fix before betting on it (retry only): the run
+redrives N jobs spread across the selection first, waits (at most
+--canary-timeout) for their outcomes, and goes on only if at least
+--canary-min-success of them succeeded. While it goes on it watches the
+last --canary-window jobs it redrove and halts itself when more than
+--halt-failure-rate of them failed again, leaving the rest untouched and
+saying why ("halted: 23 of the last 100 redriven failed again — ...").
+Resume a halted run with sluice operations resume ID, or cancel it.
+
 Against a server (--api) the server's maintenance runs the operation; with
 --wait the command follows it to the end. The operation is kept in the
 store: it carries on if the command stops or the server goes away, and
@@ -54,7 +64,8 @@ nothing else runs maintenance.`,
 		Example: `  sluice bulk retry --api http://127.0.0.1:8080 --state archived --queue billing --dry-run
   sluice bulk retry --store sqlite://sluice.db -q 'state:archived error:"timeout"' --yes
   sluice bulk retry --api http://127.0.0.1:8080 --state archived --queue billing --cutoff 2026-12-01T16:07:45.637416591Z
-  sluice bulk retry --api http://127.0.0.1:8080 -q 'state:archived queue:billing' --at 06:00`,
+  sluice bulk retry --api http://127.0.0.1:8080 -q 'state:archived queue:billing' --at 06:00
+  sluice bulk retry --api http://127.0.0.1:8080 -q 'state:archived queue:billing' --canary 50 --canary-min-success 0.9 --halt-failure-rate 0.2`,
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: []string{"retry", "cancel", "delete", "release"},
 		RunE: o.withSession(func(cmd *cobra.Command, s *session, args []string) error {
@@ -65,6 +76,10 @@ nothing else runs maintenance.`,
 			}
 			if sel.IsEmpty() {
 				return fmt.Errorf("empty selector: name at least one of --state, --queue, --kind, -q")
+			}
+			canary, err := cf.params(cmd)
+			if err != nil {
+				return err
 			}
 			var start *time.Time
 			if at != "" {
@@ -78,7 +93,7 @@ nothing else runs maintenance.`,
 			}
 			// The preview carries the start too, so that a start out of
 			// bounds is refused before the question.
-			ask := engine.BulkParams{Action: action, Selector: sel, DryRun: true, StartAt: start}
+			ask := engine.BulkParams{Action: action, Selector: sel, DryRun: true, StartAt: start, Canary: canary}
 			if cutoff != "" {
 				// A plan printed by an earlier dry run: count and run as
 				// of its cutoff.
@@ -111,7 +126,7 @@ nothing else runs maintenance.`,
 				if pl := preview.Plan; pl != nil {
 					at := pl.Cutoff.UTC().Format(time.RFC3339Nano)
 					fmt.Fprintf(cmd.OutOrStdout(), "plan: %s %s, jobs in that state by %s\n", pl.Action, pl.Selector, at)
-					fmt.Fprintf(cmd.OutOrStdout(), "run exactly this: %s\n", runExactly(pl, o.targetFlag(), bulkRunShape{rate: rate, wait: wait, at: start}))
+					fmt.Fprintf(cmd.OutOrStdout(), "run exactly this: %s\n", runExactly(pl, o.targetFlag(), bulkRunShape{rate: rate, wait: wait, at: start, canary: canary}))
 				}
 				rows := make([][]string, len(preview.Sample))
 				for i, j := range preview.Sample {
@@ -134,6 +149,9 @@ nothing else runs maintenance.`,
 			if start != nil {
 				question = strings.TrimSuffix(question, "?") + ", " + startText(*start, time.Now()) + "?"
 			}
+			if canary != nil {
+				question = strings.TrimSuffix(question, "?") + ", " + canaryText(canary) + "?"
+			}
 			if line := uniqueHeldLine(preview); line != "" {
 				// Said before the question: those retries will be refused.
 				fmt.Fprintln(cmd.ErrOrStderr(), line)
@@ -146,7 +164,8 @@ nothing else runs maintenance.`,
 			}
 			// The preview's plan: the run takes no job the preview did
 			// not count.
-			res, err := s.ctl.Bulk(s.ctx, engine.BulkParams{Action: action, Selector: sel, RatePerSecond: rate, Plan: preview.Plan, StartAt: start})
+			res, err := s.ctl.Bulk(s.ctx, engine.BulkParams{Action: action, Selector: sel, RatePerSecond: rate, Plan: preview.Plan, StartAt: start,
+				Canary: canary})
 			if err != nil {
 				return err
 			}
@@ -169,6 +188,10 @@ nothing else runs maintenance.`,
 				if op.Status == engine.OperationFailed {
 					return fmt.Errorf("operation %s failed: %s", op.ID, op.Error)
 				}
+				if op.Status == engine.OperationHalted {
+					return fmt.Errorf("operation %s %s; resume it with: sluice operations resume %s%s (or cancel it)",
+						op.ID, termtext.Line(op.Error), op.ID, o.targetFlag())
+				}
 				return nil
 			})
 		}),
@@ -181,6 +204,7 @@ nothing else runs maintenance.`,
 	cmd.Flags().IntVar(&rate, "rate", 0, "jobs per second at most (0: unlimited)")
 	cmd.Flags().StringVar(&cutoff, "cutoff", "", "run a dry run's plan: only jobs that entered their state by this time (RFC 3339, as the dry run prints it)")
 	cmd.Flags().StringVar(&at, "at", "", "start the run at this time, not now: HH:MM (next occurrence, local time) or RFC 3339; it waits, pending and cancellable")
+	cf.add(cmd)
 	return cmd
 }
 
@@ -230,6 +254,7 @@ func followOperation(s *session, id string, progress io.Writer) (*engine.Operati
 	return watchOperation(s, id, progress, nil)
 }
 
+// finished: the operation ended, or halted (it waits for an operator).
 func finished(op *engine.Operation) bool {
 	return op.Status != engine.OperationPending && op.Status != engine.OperationRunning
 }
@@ -246,7 +271,11 @@ func watchOperation(s *session, id string, progress io.Writer, driver <-chan err
 		}
 		// The line redraws itself with \r, the command's own: it goes
 		// out raw (it holds no job data).
-		fmt.Fprintf(termtext.Raw(progress), "\r%s %d/%d (%d failed) %s ", bar(op.Processed, op.Matched, 30), op.Processed, op.Matched, op.Failed, op.Status)
+		stage := ""
+		if t := engine.CanaryStageText(op); t != "" && op.Status != engine.OperationHalted {
+			stage = "— " + termtext.Line(t) + " "
+		}
+		fmt.Fprintf(termtext.Raw(progress), "\r%s %d/%d (%d failed) %s %s", bar(op.Processed, op.Matched, 30), op.Processed, op.Matched, op.Failed, op.Status, stage)
 		if finished(op) {
 			fmt.Fprintln(progress)
 			return op, nil
@@ -291,6 +320,13 @@ func printOperation(w io.Writer, op *engine.Operation) error {
 			fmt.Fprintf(tw, "start\t%s, %s\n", mark, op.StartAt.UTC().Format(time.RFC3339))
 		} else {
 			fmt.Fprintf(tw, "start\tscheduled for %s\n", op.StartAt.UTC().Format(time.RFC3339))
+		}
+	}
+	if c := op.Canary; c != nil {
+		fmt.Fprintf(tw, "canary\tsample %d, go on with %s ok, halt above %s failed of the last %d\n", c.Size,
+			percentOf(c.MinSuccess), percentOf(c.HaltFailureRate), c.Window)
+		if op.Status != engine.OperationHalted {
+			fmt.Fprintf(tw, "stage\t%s\n", termtext.Line(engine.CanaryStageText(op)))
 		}
 	}
 	if op.Error != "" {

@@ -18,6 +18,8 @@ type bulkRunShape struct {
 	// at is --at's start time, absolute: a pasted HH:MM would name
 	// another day once the clock has passed it.
 	at *time.Time
+	// canary is --canary and its companions.
+	canary *engine.CanaryParams
 }
 
 // flags returns the shape as command-line flags, each led by a space.
@@ -32,6 +34,7 @@ func (b bulkRunShape) flags() string {
 	if b.at != nil {
 		fmt.Fprintf(&s, " --at %s", b.at.UTC().Format(time.RFC3339))
 	}
+	s.WriteString(canaryShape(b.canary))
 	return s.String()
 }
 

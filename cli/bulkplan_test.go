@@ -206,6 +206,9 @@ func TestBulkRunShapeFlags(t *testing.T) {
 		{bulkRunShape{wait: true}, " --wait"},
 		{bulkRunShape{rate: 3, wait: true}, " --rate 3 --wait"},
 		{bulkRunShape{at: &atSix}, " --at 2026-12-08T06:00:00Z"},
+		{bulkRunShape{canary: &engine.CanaryParams{Size: 50}}, " --canary 50"},
+		{bulkRunShape{canary: &engine.CanaryParams{Size: 50, MinSuccess: 0.9, HaltFailureRate: 0.2, Window: 40, Timeout: 5 * time.Minute}},
+			" --canary 50 --canary-min-success 0.9 --halt-failure-rate 0.2 --canary-window 40 --canary-timeout 5m0s"},
 	} {
 		if got := tt.shape.flags(); got != tt.want {
 			t.Errorf("%+v: %q, want %q", tt.shape, got, tt.want)

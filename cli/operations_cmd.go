@@ -16,9 +16,12 @@ import (
 
 func newOperationsCmd() *cobra.Command {
 	o := &ctlOptions{}
-	cmd := &cobra.Command{Use: "operations", Short: "List, show and cancel bulk operations",
-		Long: `List, show and cancel the bulk operations started by sluice bulk or the
-console, on a server (--api) or directly on a store (--store).`}
+	cmd := &cobra.Command{Use: "operations", Short: "List, show, cancel and resume bulk operations",
+		Long: `List, show, cancel and resume the bulk operations started by sluice bulk
+or the console, on a server (--api) or directly on a store (--store). A
+canary run (sluice bulk --canary) that halted itself waits for an
+operator: resume sets it going again, watching a fresh window; cancel
+ends it.`}
 	o.addFlags(cmd)
 	var limit int
 	var cursor string
@@ -49,13 +52,21 @@ console, on a server (--api) or directly on a store (--store).`}
 	show.Flags().BoolVar(&wait, "wait", false, "follow the operation until it ends")
 	cancel := &cobra.Command{
 		Use:   "cancel ID",
-		Short: "Stop a pending or running operation after its current batch",
+		Short: "Stop a pending, running or halted operation after its current batch",
 		Args:  cobra.ExactArgs(1),
 		RunE: runCall(o, func(_ *cobra.Command, s *session, args []string) (*engine.Operation, error) {
 			return s.ctl.CancelOperation(s.ctx, args[0])
 		}, printOperation),
 	}
-	cmd.AddCommand(list, show, cancel)
+	resume := &cobra.Command{
+		Use:   "resume ID",
+		Short: "Set a halted canary run going again, watching a fresh window",
+		Args:  cobra.ExactArgs(1),
+		RunE: runCall(o, func(_ *cobra.Command, s *session, args []string) (*engine.Operation, error) {
+			return s.ctl.ResumeOperation(s.ctx, args[0])
+		}, printOperation),
+	}
+	cmd.AddCommand(list, show, cancel, resume)
 	return cmd
 }
 

@@ -87,6 +87,9 @@ type Control interface {
 	Operation(ctx context.Context, id string) (*Operation, error)
 	Operations(ctx context.Context, limit int, cursor string) (*OperationPage, error)
 	CancelOperation(ctx context.Context, id string) (*Operation, error)
+	// ResumeOperation sets a halted canary run going again, watching a
+	// fresh window; ErrWrongState for an operation that is not halted.
+	ResumeOperation(ctx context.Context, id string) (*Operation, error)
 
 	// Signal sends the signal name to a job, with a JSON payload: it is
 	// buffered until the job's WaitSignal of that name takes it, once,

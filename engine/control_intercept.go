@@ -111,11 +111,18 @@ func (e *Engine) ResumeQueue(ctx context.Context, queue string) error {
 	return err
 }
 
-// CancelOperation stops a pending or running operation after its current
-// batch.
+// CancelOperation stops a pending, running or halted operation after its
+// current batch.
 func (e *Engine) CancelOperation(ctx context.Context, id string) (*Operation, error) {
 	return intercepted(ctx, e, ActionInfo{Name: "cancel_operation", Operation: id}, func(ctx context.Context) (*Operation, error) {
 		return e.cancelOperation(ctx, id)
+	})
+}
+
+// ResumeOperation sets a halted canary run going again (see canary.go).
+func (e *Engine) ResumeOperation(ctx context.Context, id string) (*Operation, error) {
+	return intercepted(ctx, e, ActionInfo{Name: "resume_operation", Operation: id}, func(ctx context.Context) (*Operation, error) {
+		return e.resumeOperation(ctx, id)
 	})
 }
 

@@ -112,7 +112,7 @@ type ActionInfo struct {
 	// quarantined job), "release_fingerprint", "patch" (UpdatePayload),
 	// "retry_with_input", "replay" (ReplayFromStep), "apply" (Apply:
 	// Action says which), "bulk" (Bulk: Action says which), "pause" and
-	// "resume" (a queue), "cancel_operation", "set_limit" (Limit says
+	// "resume" (a queue), "cancel_operation", "resume_operation", "set_limit" (Limit says
 	// which and its new value), "resolve_error_group",
 	// "ignore_error_group" and "unignore_error_group" (ErrorGroup says
 	// which), "pause_schedule", "resume_schedule" and "trigger_schedule"

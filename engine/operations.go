@@ -114,6 +114,15 @@ func (e *Engine) RunOperation(ctx context.Context) (bool, error) {
 	}
 	event := backend.EventWrite{Kind: spec.Event, Actor: op.CreatedBy, To: spec.To,
 		Message: "bulk " + string(op.Action) + " (operation " + op.ID + ")"}
+	var canary *canaryRun
+	if op.Canary != nil {
+		canary = &canaryRun{e: e, lease: lease, op: op, spec: spec, sel: sel, cutoff: cutoff, event: event}
+		if err := canary.prelude(ctx); err != nil {
+			return true, canary.ended(err)
+		}
+		op = canary.op
+		batch = min(batch, canary.batch())
+	}
 	cursor := lease.Cursor
 	start := time.Now()
 	// The rate counts from what this run processed: the operation's own
@@ -135,10 +144,19 @@ func (e *Engine) RunOperation(ctx context.Context) (bool, error) {
 			case <-time.After(time.Until(due)):
 			}
 		}
+		recent := 0
+		if canary != nil {
+			canary.op = op
+			if err := canary.gate(ctx); err != nil {
+				return true, canary.ended(err)
+			}
+			op, recent = canary.op, op.Canary.Window
+		}
 		res, err := e.store.OperationProcessBatch(ctx, &backend.OperationProcessBatchParams{
 			ID: op.ID, Holder: lease.Holder, Fence: lease.Fence, After: cursor,
 			Spec: spec, Selector: storeFilter(sel), Cutoff: cutoff,
 			Limit: batch, Window: operationWindow * batch, Event: event, TTL: e.operationLeaseTTL(),
+			Recent: recent,
 		})
 		switch {
 		case errors.Is(err, ErrLeaseLost):
@@ -150,7 +168,7 @@ func (e *Engine) RunOperation(ctx context.Context) (bool, error) {
 		case err != nil:
 			return true, fmt.Errorf("operation %s: %w", op.ID, err)
 		}
-		op = res.Operation
+		op = liftCutoff(res.Operation)
 		e.publish(Change{Kind: ChangeOperation, Operation: op.ID})
 		if op.Status != OperationRunning && op.Status != OperationPending {
 			// Cancelled (or ended) meanwhile.

@@ -567,6 +567,13 @@ func (e *Engine) bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 	if err := e.checkStartAt(ctx, &p); err != nil {
 		return nil, err
 	}
+	if p.Canary != nil {
+		c := *p.Canary
+		p.Canary = &c
+		if err := checkCanary(&p); err != nil {
+			return nil, err
+		}
+	}
 	if !p.DryRun {
 		if op, ok, err := replayed[*Operation](ctx); ok {
 			if err != nil {
@@ -659,7 +666,7 @@ func (e *Engine) bulk(ctx context.Context, p BulkParams) (*BulkResult, error) {
 	})
 	op, err := e.store.OperationInsert(auditCtx(ctx), &backend.OperationInsertParams{
 		ID: v7.String(), Action: p.Action, Selector: stored,
-		CreatedBy: ActorFrom(ctx), Matched: res.Matched, Rate: p.RatePerSecond, StartAt: startAt,
+		CreatedBy: ActorFrom(ctx), Matched: res.Matched, Rate: p.RatePerSecond, StartAt: startAt, Canary: canaryOf(p.Canary),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bulk: %w", err)

@@ -52,6 +52,22 @@ type BulkPlan = sluicetype.BulkPlan
 // alias of sluicetype.BulkResult).
 type BulkResult = sluicetype.BulkResult
 
+// Canary is a canary run's persisted state, on its operation: the request,
+// the stage, the sample and the window's outcomes as last read (an alias of
+// sluicetype.Canary).
+type Canary = sluicetype.Canary
+
+// CanaryParams asks a bulk retry to test the fix first: redrive Size jobs
+// spread across the selection, wait up to Timeout for their outcomes, go on
+// only if at least MinSuccess of them succeeded, and while going on halt as
+// soon as more than HaltFailureRate of the last Window redriven jobs failed
+// again (an alias of sluicetype.CanaryParams).
+type CanaryParams = sluicetype.CanaryParams
+
+// CanaryStage is where a canary run is (an alias of
+// sluicetype.CanaryStage).
+type CanaryStage = sluicetype.CanaryStage
+
 // Checkpoint is what a workflow job records: its steps in the order they
 // ran, and the step-set version of the code that wrote them (an alias of
 // sluicetype.Checkpoint).
@@ -187,6 +203,12 @@ type OperationPage = sluicetype.OperationPage
 // OperationStatus is where a bulk operation is (an alias of
 // sluicetype.OperationStatus).
 type OperationStatus = sluicetype.OperationStatus
+
+// Outcomes counts what became of a set of redriven jobs: succeeded
+// (completed), failed again (dead, undecodable, quarantined, or retrying
+// after a new error), or still running (waiting to run, or running) (an
+// alias of sluicetype.Outcomes).
+type Outcomes = sluicetype.Outcomes
 
 // PathMatch is `payload.<path>:value` or `meta.<key>:value` (an alias of
 // sluicetype.PathMatch).
@@ -365,6 +387,13 @@ func NormalizeError(msg string) string {
 	return sluicetype.NormalizeError(msg)
 }
 
+// Outcome sorts a redriven job's state: +1 succeeded, -1 failed again, 0
+// still running; gone reports a job no longer counted (cancelled, or not
+// found) (calls sluicetype.Outcome).
+func Outcome(st State) (verdict int, gone bool) {
+	return sluicetype.Outcome(st)
+}
+
 // ParseAuditQuery reads an audit query as the command line and the console
 // write it: space-separated key:value terms, actor:, action:, job:,
 // operation: (or op:), since: and until:, each once (calls
@@ -492,12 +521,20 @@ const (
 	ActionRetry              = sluicetype.ActionRetry
 	AuditOK                  = sluicetype.AuditOK
 	BulkSampleSize           = sluicetype.BulkSampleSize
+	CanaryHalted             = sluicetype.CanaryHalted
+	CanarySample             = sluicetype.CanarySample
+	CanaryWaiting            = sluicetype.CanaryWaiting
+	CanaryWatching           = sluicetype.CanaryWatching
 	CursorNext               = sluicetype.CursorNext
 	CursorPrev               = sluicetype.CursorPrev
 	DeadLetterPrefix         = sluicetype.DeadLetterPrefix
 	DefaultAuditRetention    = sluicetype.DefaultAuditRetention
+	DefaultCanaryMinSuccess  = sluicetype.DefaultCanaryMinSuccess
+	DefaultCanaryTimeout     = sluicetype.DefaultCanaryTimeout
+	DefaultCanaryWindow      = sluicetype.DefaultCanaryWindow
 	DefaultCountJobsMax      = sluicetype.DefaultCountJobsMax
 	DefaultCrashLimit        = sluicetype.DefaultCrashLimit
+	DefaultHaltFailureRate   = sluicetype.DefaultHaltFailureRate
 	DefaultListLimit         = sluicetype.DefaultListLimit
 	DerivedClaimNote         = sluicetype.DerivedClaimNote
 	DryRunExactLimit         = sluicetype.DryRunExactLimit
@@ -529,6 +566,7 @@ const (
 	LimitKind                = sluicetype.LimitKind
 	LimitQueue               = sluicetype.LimitQueue
 	MaxApplyIDs              = sluicetype.MaxApplyIDs
+	MaxCanarySize            = sluicetype.MaxCanarySize
 	MaxCountJobsMax          = sluicetype.MaxCountJobsMax
 	MaxFilterPaths           = sluicetype.MaxFilterPaths
 	MaxFilterText            = sluicetype.MaxFilterText
@@ -544,6 +582,7 @@ const (
 	OperationCancelled       = sluicetype.OperationCancelled
 	OperationCompleted       = sluicetype.OperationCompleted
 	OperationFailed          = sluicetype.OperationFailed
+	OperationHalted          = sluicetype.OperationHalted
 	OperationPending         = sluicetype.OperationPending
 	OperationRunning         = sluicetype.OperationRunning
 	PathKeyPattern           = sluicetype.PathKeyPattern

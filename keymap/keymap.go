@@ -82,6 +82,11 @@ const (
 	// BulkStart types a bulk run's start time in the bulk preview (the
 	// run then waits for it): read only inside that dialog, like Confirm.
 	BulkStart Action = "bulk_start"
+	// BulkCanary types a bulk retry's canary size, then its halt
+	// threshold, in the bulk preview: read only inside that dialog.
+	BulkCanary Action = "bulk_canary"
+	// ResumeOperation sets a halted canary run going again (operations).
+	ResumeOperation Action = "resume_operation"
 )
 
 // Group is a heading of the help.
@@ -158,6 +163,8 @@ var defaults = []def{
 	{ReplayStep, GroupAct, []string{"F"}, "F", "replay from step", true},
 	{ReplayResult, GroupAct, []string{"e"}, "e", "replace step N−1's result (replay preview)", true},
 	{BulkStart, GroupAct, []string{"@"}, "@", "start at a time (bulk preview)", true},
+	{BulkCanary, GroupAct, []string{"C"}, "C", "canary size and halt threshold (bulk preview)", true},
+	{ResumeOperation, GroupAct, []string{"O"}, "O", "resume a halted run (operations)", true},
 	{Signal, GroupAct, []string{"s"}, "s", "send signal", true},
 
 	{Open, GroupView, []string{"enter"}, "enter", "open", false},
@@ -284,7 +291,9 @@ func (km *KeyMap) Short(actions ...Action) []key.Binding {
 
 // dialogOnly says whether a is read only inside a dialog, whose hint names
 // its key: left out of the help screens, and free to share a key.
-func dialogOnly(a Action) bool { return a == Confirm || a == ReplayResult || a == BulkStart }
+func dialogOnly(a Action) bool {
+	return a == Confirm || a == ReplayResult || a == BulkStart || a == BulkCanary
+}
 
 // FullHelp is the help screen: one column per group, enabled bindings only.
 func (km *KeyMap) FullHelp() [][]key.Binding {

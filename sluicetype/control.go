@@ -368,6 +368,10 @@ type BulkParams struct {
 	// store's clock). It needs a plan, whose cutoff still bounds what the
 	// run takes however late it starts; nil starts at once.
 	StartAt *time.Time
+	// Canary, on a retry's run, redrives a sample first and halts the
+	// run when the redriven jobs fail again (CanaryParams); nil redrives
+	// every job at once.
+	Canary *CanaryParams
 }
 
 // BulkPlan is what a dry run previewed, for the run to do exactly that:
@@ -408,6 +412,9 @@ const (
 	OperationCompleted OperationStatus = "completed"
 	OperationFailed    OperationStatus = "failed"
 	OperationCancelled OperationStatus = "cancelled"
+	// OperationHalted: a canary run stopped itself (Canary.Reason says
+	// why); no runner takes it until an operator resumes or cancels it.
+	OperationHalted OperationStatus = "halted"
 )
 
 // Operation is a persisted bulk action.
@@ -433,6 +440,9 @@ type Operation struct {
 	// StartAt is when a scheduled operation may start: until then it is
 	// pending and no runner takes it. Nil for one that starts at once.
 	StartAt *time.Time `json:"start_at,omitempty"`
+	// Canary is a canary run's request and stage; nil for a run that
+	// redrives every job at once.
+	Canary *Canary `json:"canary,omitempty"`
 }
 
 // Waiting reports whether o is pending until its start time, as of now.

@@ -56,23 +56,21 @@ type bulkDialog struct {
 	rateIn string
 
 	// The cutoff field (retries): only jobs that died before it. origin
-	// is the selector as the dialog opened; cutoffIn is what is typed,
-	// cutoffOn whether the field has the keys (tab), cutoffSet what was
-	// applied last and cutoffErr why what was typed is not a time.
+	// is the selector as the dialog opened; cutoffSet what was applied
+	// last.
 	origin    engine.Filter
-	cutoffIn  string
-	cutoffOn  bool
+	cutoff    textField
 	cutoffSet string
-	cutoffErr string
 
 	// The start field: the run waits for a time (BulkStart's key puts
-	// the keys in it). startIn is what is typed, startOn whether the field
-	// has the keys, startAt what it reads as (nil: at once) and startErr
-	// why what was typed is not a start time.
-	startIn  string
-	startOn  bool
-	startAt  *time.Time
-	startErr string
+	// the keys in it); startAt is what it reads as (nil: at once).
+	start   textField
+	startAt *time.Time
+
+	// The canary fields (retries; BulkCanary's key puts the keys in the
+	// size, tab takes them on to the halt threshold): canaryOf reads
+	// them.
+	canary bulkCanary
 
 	firstAt        time.Time
 	firstProcessed int64
@@ -173,7 +171,7 @@ func (m *Model) startBulk(a engine.Action, sel engine.Filter, from string) tea.C
 	}
 	m.loads.seq++
 	m.dlg.bulk = &bulkDialog{phase: bulkLoading, action: a, selector: sel, origin: sel, from: from, seq: m.loads.seq, visible: true,
-		hidden: m.jobs.hiddenMarks(), live: liveKeyOf(sel)}
+		hidden: m.jobs.hiddenMarks(), live: liveKeyOf(sel), cutoff: cutoffField(), start: startField(), canary: newBulkCanary()}
 	return m.dryRunCmd(m.dlg.bulk)
 }
 
@@ -211,18 +209,24 @@ func (b *bulkDialog) key(m *Model, msg tea.KeyPressMsg) tea.Cmd {
 	km := m.km
 	switch b.phase {
 	case bulkPreview:
-		if b.cutoffOn {
+		if b.cutoff.on {
 			return m.cutoffKey(msg)
 		}
-		if b.startOn {
+		if b.start.on {
 			return m.startKey(msg)
+		}
+		if b.canary.on() {
+			return m.canaryKey(msg)
 		}
 		switch {
 		case msg.String() == "tab" && b.hasCutoff():
-			b.cutoffOn = true
+			b.cutoff.on = true
 			return nil
 		case km.Matches(msg, keymap.BulkStart) && b.preview != nil && b.preview.Matched > 0:
-			b.startOn = true
+			b.start.on = true
+			return nil
+		case km.Matches(msg, keymap.BulkCanary) && b.hasCutoff() && b.preview != nil && b.preview.Matched > 0:
+			b.canary.size.on = true
 			return nil
 		case km.Matches(msg, keymap.Confirm):
 			if b.preview == nil || b.preview.Matched == 0 {
@@ -234,10 +238,9 @@ func (b *bulkDialog) key(m *Model, msg tea.KeyPressMsg) tea.Cmd {
 			// their state when the preview counted, never more, however
 			// late it starts.
 			return m.bulkCmd(engine.BulkParams{Action: b.action, Selector: b.selector, Plan: b.preview.Plan, RatePerSecond: b.ratePerSecond(),
-				StartAt: b.startAt}, b.seq)
+				StartAt: b.startAt, Canary: b.canary.params()}, b.seq)
 		case km.Matches(msg, keymap.Back), km.Matches(msg, keymap.Quit), msg.String() == "n":
-			m.dlg.bulk = nil
-			return m.toast("bulk cancelled — nothing changed")
+			return m.dropBulk()
 		case km.Matches(msg, keymap.Refresh):
 			return m.rerunDryRun()
 		case len(msg.Text) == 1 && msg.Text[0] >= '0' && msg.Text[0] <= '9':
@@ -292,24 +295,24 @@ func (b *bulkDialog) key(m *Model, msg tea.KeyPressMsg) tea.Cmd {
 // of jobs that died (finalized<: the time a job ended).
 func (b *bulkDialog) hasCutoff() bool { return b.action == engine.ActionRetry }
 
+// cutoffField is the cutoff field: a time in any form the filter
+// grammar takes after finalized<.
+func cutoffField() textField { return textField{accept: "0123456789:-+.TZsmhdw", max: 40} }
+
+// startField is the start field: HH:MM or an RFC 3339 time.
+func startField() textField { return textField{accept: "0123456789:-+.TZ", max: 35} }
+
 // cutoffKey types in the cutoff field. tab or enter leaves it, applying
 // what was typed (a new dry run when it changed the selector); esc
 // cancels the dialog as anywhere in it.
 func (m *Model) cutoffKey(msg tea.KeyPressMsg) tea.Cmd {
 	b := m.dlg.bulk
-	switch k := msg.String(); {
-	case k == "tab" || k == "enter":
-		b.cutoffOn = false
+	switch b.cutoff.key(m.km, msg) {
+	case fieldLeft:
+		b.cutoff.on = false
 		return m.applyCutoff()
-	case m.km.Matches(msg, keymap.Back):
-		m.dlg.bulk = nil
-		return m.toast("bulk cancelled — nothing changed")
-	case k == "backspace":
-		if b.cutoffIn != "" {
-			b.cutoffIn = b.cutoffIn[:len(b.cutoffIn)-1]
-		}
-	case len(msg.Text) == 1 && strings.ContainsRune("0123456789:-+.TZsmhdw", rune(msg.Text[0])) && len(b.cutoffIn) < 40:
-		b.cutoffIn += msg.Text
+	case fieldDropped:
+		return m.dropBulk()
 	}
 	return nil
 }
@@ -319,29 +322,28 @@ func (m *Model) cutoffKey(msg tea.KeyPressMsg) tea.Cmd {
 // as anywhere in it.
 func (m *Model) startKey(msg tea.KeyPressMsg) tea.Cmd {
 	b := m.dlg.bulk
-	switch k := msg.String(); {
-	case k == "tab" || k == "enter":
-		b.startErr, b.startAt = "", nil
-		if v := strings.TrimSpace(b.startIn); v != "" {
+	switch b.start.key(m.km, msg) {
+	case fieldLeft:
+		b.start.err, b.startAt = "", nil
+		if v := strings.TrimSpace(b.start.in); v != "" {
 			at, err := engine.ParseStartAt(v, m.now())
 			if err != nil {
-				b.startErr = strings.TrimPrefix(err.Error(), engine.ErrInvalid.Error()+": ")
+				b.start.err = strings.TrimPrefix(err.Error(), engine.ErrInvalid.Error()+": ")
 				return nil
 			}
 			b.startAt = &at
 		}
-		b.startOn = false
-	case m.km.Matches(msg, keymap.Back):
-		m.dlg.bulk = nil
-		return m.toast("bulk cancelled — nothing changed")
-	case k == "backspace":
-		if b.startIn != "" {
-			b.startIn = b.startIn[:len(b.startIn)-1]
-		}
-	case len(msg.Text) == 1 && strings.ContainsRune("0123456789:-+.TZ", rune(msg.Text[0])) && len(b.startIn) < 35:
-		b.startIn += msg.Text
+		b.start.on = false
+	case fieldDropped:
+		return m.dropBulk()
 	}
 	return nil
+}
+
+// dropBulk closes the preview, having changed nothing.
+func (m *Model) dropBulk() tea.Cmd {
+	m.dlg.bulk = nil
+	return m.toast("bulk cancelled — nothing changed")
 }
 
 // applyCutoff narrows the dialog's selector to the jobs that died before
@@ -349,21 +351,21 @@ func (m *Model) startKey(msg tea.KeyPressMsg) tea.Cmd {
 // and counts again; an empty field puts back the selector's own.
 func (m *Model) applyCutoff() tea.Cmd {
 	b := m.dlg.bulk
-	v := strings.TrimSpace(b.cutoffIn)
-	if v == b.cutoffSet && b.cutoffErr == "" {
+	v := strings.TrimSpace(b.cutoff.in)
+	if v == b.cutoffSet && b.cutoff.err == "" {
 		return nil
 	}
 	sel := b.origin
 	if v != "" {
 		f, err := engine.ParseQueryAt("finalized<"+v, m.now())
 		if err != nil {
-			b.cutoffErr = strings.TrimPrefix(err.Error(), engine.ErrInvalid.Error()+": ")
-			b.cutoffOn = true
+			b.cutoff.err = strings.TrimPrefix(err.Error(), engine.ErrInvalid.Error()+": ")
+			b.cutoff.on = true
 			return nil
 		}
 		sel.FinalizedBefore = f.FinalizedBefore
 	}
-	b.cutoffErr, b.cutoffSet = "", v
+	b.cutoff.err, b.cutoffSet = "", v
 	b.selector, b.live = sel, liveKeyOf(sel)
 	return m.rerunDryRun()
 }
@@ -454,7 +456,7 @@ func (m *Model) bulkMsg(msg tea.Msg) tea.Cmd {
 			text := fmt.Sprintf("bulk %s %s: %s matched, %s %s, %s failed", op.Action, op.Status,
 				commas(op.Matched), commas(op.Succeeded), pastTense[op.Action], commas(op.Failed))
 			var t tea.Cmd
-			if op.Status == engine.OperationFailed {
+			if op.Status == engine.OperationFailed || op.Status == engine.OperationHalted {
 				t = m.toastErr(text + ": " + termtext.Line(op.Error))
 			} else {
 				t = m.toast(text)
@@ -483,8 +485,11 @@ func (m *Model) bulkMsg(msg tea.Msg) tea.Cmd {
 	return nil
 }
 
+// opDone: the operation ended, or halted itself (it waits for an
+// operator's resume or cancel, on :operations).
 func opDone(s engine.OperationStatus) bool {
-	return s == engine.OperationCompleted || s == engine.OperationFailed || s == engine.OperationCancelled
+	return s == engine.OperationCompleted || s == engine.OperationFailed || s == engine.OperationCancelled ||
+		s == engine.OperationHalted
 }
 
 // describeFilter writes a selector for people: "queue billing, kind x".

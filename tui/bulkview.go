@@ -208,13 +208,19 @@ func (b *bulkDialog) View(m *Model) []string {
 				}
 			}
 			lines = append(lines, t.Muted.Render(rate))
-			if op.Status == engine.OperationFailed && op.Error != "" {
+			if (op.Status == engine.OperationFailed || op.Status == engine.OperationHalted) && op.Error != "" {
 				addWrapped(termtext.Line(op.Error), t.ErrorText.Render)
+			}
+			if op.Status == engine.OperationHalted {
+				addWrapped(m.haltedHint(), t.Muted.Render)
 			}
 			lines = append(lines, "", t.HelpKey.Render("esc")+t.HelpDesc.Render(" close"))
 			break
 		}
 		lines = append(lines, t.Muted.Render(rate))
+		if stage := engine.CanaryStageText(op); stage != "" {
+			addWrapped(termtext.Line(stage), t.InfoText.Render)
+		}
 		lines = append(lines, "")
 		hint := t.HelpKey.Render("esc") + t.HelpDesc.Render(" hide (keeps running)")
 		if b.cancelling {
@@ -314,7 +320,7 @@ func (m *Model) bulkPreviewLines(inner, h int) []string {
 			}
 		}
 		field := b.rateIn
-		if b.phase == bulkPreview && !b.cutoffOn {
+		if b.phase == bulkPreview && !b.cutoff.on && !b.start.on && !b.canary.on() {
 			field += "▏"
 		}
 		add(keepAlways, t.Bold.Render("rate ")+t.Cell.Render("["+fitRight(field, maxRateDigits+1)+"]")+" "+
@@ -323,20 +329,17 @@ func (m *Model) bulkPreviewLines(inner, h int) []string {
 	if b.hasCutoff() {
 		// The cutoff: a field of its own, its forms said, the clock's
 		// zone named (a clock time is read in it).
-		field := b.cutoffIn
-		if b.cutoffOn {
-			field += "▏"
-		}
-		note := cutoffForms(m.now(), b.cutoffOn)
+		field := b.cutoff.shown()
+		note := cutoffForms(m.now(), b.cutoff.on)
 		// Kept on a short terminal while it has the keys or a cutoff (the
 		// action line says it too); else it goes with the notes.
 		prio := keepNotes
-		if b.cutoffOn || b.cutoffSet != "" || b.cutoffErr != "" {
+		if b.cutoff.on || b.cutoffSet != "" || b.cutoff.err != "" {
 			prio = keepAlways
 		}
 		head := t.Bold.Render("cutoff ") + t.Cell.Render("["+fit(field, 9)+"]") + " "
 		headW := wOf(head)
-		if !b.cutoffOn || headW+wOf(note) <= inner {
+		if !b.cutoff.on || headW+wOf(note) <= inner {
 			// Out of the field the note is a reminder, cut where the
 			// line ends.
 			add(prio, head+t.Muted.Render(note))
@@ -352,18 +355,21 @@ func (m *Model) bulkPreviewLines(inner, h int) []string {
 				lines = append(lines, pline{prio: prio, s: pre + t.Muted.Render(l), group: groups})
 			}
 		}
-		if b.cutoffErr != "" {
-			addWrapped(keepAlways, b.cutoffErr, t.ErrorText.Render)
+		if b.cutoff.err != "" {
+			addWrapped(keepAlways, b.cutoff.err, t.ErrorText.Render)
 		}
 	}
 	if p.Matched > 0 {
 		lines = append(lines, m.startLines(inner)...)
+		if b.hasCutoff() {
+			lines = append(lines, m.canaryLines(inner)...)
+		}
 	}
 	add(keepContext, "")
 	switch {
 	case b.phase == bulkStarting:
 		add(keepAlways, t.Muted.Render("starting…"))
-	case p.Matched == 0 && b.hasCutoff() && b.cutoffSet != "" && !b.cutoffOn:
+	case p.Matched == 0 && b.hasCutoff() && b.cutoffSet != "" && !b.cutoff.on:
 		// A cutoff that leaves nothing is most often a time typed too
 		// early: the way to another one is said, not only the way out.
 		add(keepAlways, t.Muted.Render("nothing to do")+"  "+t.HelpKey.Render("tab")+t.HelpDesc.Render(" change the cutoff · ")+
@@ -404,25 +410,22 @@ func (m *Model) bulkPreviewLines(inner, h int) []string {
 // confirms.
 func (m *Model) startLines(inner int) []pline {
 	b, t := m.dlg.bulk, m.theme
-	field := b.startIn
-	if b.startOn {
-		field += "▏"
-	}
+	field := b.start.shown()
 	prio := keepNotes
-	if b.startOn || b.startAt != nil || b.startErr != "" {
+	if b.start.on || b.startAt != nil || b.start.err != "" {
 		prio = keepAlways
 	}
 	note := t.Muted.Render("now")
 	if b.startAt != nil {
 		// A time that passed while the dialog stayed open starts at once
 		// (the server refuses it past its skew).
-		note = t.Muted.Render("now: " + b.startIn + " has passed")
+		note = t.Muted.Render("now: " + b.start.in + " has passed")
 		if mark := engine.StartMark(&engine.Operation{Status: engine.OperationPending, StartAt: b.startAt}, m.now()); mark != "" {
 			note = t.Scheduled.Render(mark)
 		}
 	}
 	switch {
-	case b.startOn:
+	case b.start.on:
 		note = t.Muted.Render("enter applies · HH:MM (" + m.now().Format("MST") + ", next) or RFC 3339 · empty: now")
 	case b.startAt == nil && m.km.Enabled(keymap.BulkStart):
 		note += t.Muted.Render(" · " + m.km.B(keymap.BulkStart).Help().Key + ": start at HH:MM, the run waits for it")
@@ -430,8 +433,8 @@ func (m *Model) startLines(inner int) []pline {
 	// As wide as an RFC 3339 time when one is typed.
 	fw := min(max(wOf(field), 9), 26)
 	out := []pline{{prio: prio, s: clip(t.Bold.Render("start ")+t.Cell.Render("["+fit(field, fw)+"]")+" "+note, inner)}}
-	if b.startErr != "" {
-		for _, l := range wrap(b.startErr, inner) {
+	if b.start.err != "" {
+		for _, l := range wrap(b.start.err, inner) {
 			out = append(out, pline{prio: keepAlways, s: t.ErrorText.Render(l)})
 		}
 	}

@@ -32,7 +32,8 @@ func (s *opsScreen) key(i int) string {
 
 // Update takes the operations read and the keys on the cursor's row:
 // enter watches a running one (or says how a finished one ended), cancel
-// asks before cancelling it, copy copies its id.
+// asks before cancelling it, resume before setting a halted canary run
+// going again, copy copies its id.
 func (s *opsScreen) Update(m *Model, msg tea.Msg) tea.Cmd {
 	switch msg := msg.(type) {
 	case operationsMsg:
@@ -49,10 +50,14 @@ func (s *opsScreen) Update(m *Model, msg tea.Msg) tea.Cmd {
 			if !opDone(op.Status) {
 				return m.watchOperation(op)
 			}
-			return m.toast(fmt.Sprintf("operation %s %s: %s matched, %s ok, %s failed", termtext.Line(op.ID), op.Status,
-				commas(op.Matched), commas(op.Succeeded), commas(op.Failed)))
+			text := fmt.Sprintf("operation %s %s: %s matched, %s ok, %s failed", termtext.Line(op.ID), op.Status,
+				commas(op.Matched), commas(op.Succeeded), commas(op.Failed))
+			if op.Status == engine.OperationHalted {
+				return m.toastErr(text + " — " + termtext.Line(op.Error) + " · " + m.haltedHint())
+			}
+			return m.toast(text)
 		case km.Matches(msg, keymap.Cancel):
-			if opDone(op.Status) {
+			if opDone(op.Status) && op.Status != engine.OperationHalted {
 				return m.toastErr("operation already " + string(op.Status))
 			}
 			id := op.ID
@@ -63,6 +68,15 @@ func (s *opsScreen) Update(m *Model, msg tea.Msg) tea.Cmd {
 			m.dlg.confirm = &confirmDialog{
 				title: title,
 				yes:   func() tea.Cmd { return m.cancelOperation(id) },
+			}
+		case km.Matches(msg, keymap.ResumeOperation):
+			if op.Status != engine.OperationHalted {
+				return m.toastErr("only a halted canary run resumes; this one is " + string(op.Status))
+			}
+			id := op.ID
+			m.dlg.confirm = &confirmDialog{
+				title: fmt.Sprintf("Resume operation %s (%s)?", termtext.Line(op.ID), termtext.Line(op.Error)),
+				yes:   func() tea.Cmd { return m.resumeOperation(id) },
 			}
 		case km.Matches(msg, keymap.Copy):
 			return tea.Batch(tea.SetClipboard(op.ID), m.toast("copied "+termtext.Line(op.ID)))
@@ -88,7 +102,7 @@ func (s *opsScreen) View(m *Model) []string {
 			st = t.InfoText
 		case engine.OperationCompleted:
 			st = t.OKText
-		case engine.OperationFailed:
+		case engine.OperationFailed, engine.OperationHalted:
 			st = t.ErrorText
 		}
 		status, progress := string(op.Status), cell{barText(frac, 11) + fmt.Sprintf(" %3.0f%%", min(frac, 1)*100), t.Accent}
@@ -98,11 +112,17 @@ func (s *opsScreen) View(m *Model) []string {
 			status, st = "scheduled", t.Scheduled
 			progress = cell{strings.TrimPrefix(mark, "scheduled for "), t.Scheduled}
 		}
+		// A canary run says its stage (or why it halted) before its
+		// selector: that is what the operator watches.
+		last := cell{describeFilter(op.Selector), t.Muted}
+		if stage := engine.CanaryStageText(op); stage != "" && op.Status != engine.OperationCompleted && op.Status != engine.OperationCancelled {
+			last = cell{termtext.Line(stage) + " · " + last.s, st}
+		}
 		return []cell{
 			{fitMiddle(termtext.Line(op.ID), 15), t.Cell}, {string(op.Action), t.Row}, {status, st}, progress,
 			{commas(op.Matched), t.Row}, {commas(op.Processed), t.Row}, {commas(op.Succeeded), t.OKText},
 			{commas(op.Failed), t.ErrorText}, {termtext.Line(op.CreatedBy), t.Cell}, {age(now, op.CreatedAt), t.Cell},
-			{describeFilter(op.Selector), t.Muted},
+			last,
 		}
 	}, s.w, s.h, "no bulk operations yet")
 }

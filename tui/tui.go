@@ -477,6 +477,8 @@ func (m *Model) handleMsg(msg tea.Msg) tea.Cmd {
 		return m.groupVerdictDone(msg)
 	case releaseMsg:
 		return m.released(msg)
+	case opResumeMsg:
+		return m.resumed(msg)
 	case limitAskMsg:
 		return m.askLimit(msg)
 	case limitSetMsg:

@@ -519,7 +519,7 @@ func (m *Model) screenHelp() []key.Binding {
 	case scrQuarantine:
 		return km.Short(keymap.Open, keymap.Release, keymap.Copy, keymap.Back, keymap.Help, keymap.Quit)
 	case scrOperations:
-		return km.Short(keymap.Open, keymap.Cancel, keymap.Copy, keymap.Back, keymap.Help, keymap.Quit)
+		return km.Short(keymap.Open, keymap.Cancel, keymap.ResumeOperation, keymap.Copy, keymap.Back, keymap.Help, keymap.Quit)
 	case scrQueues:
 		return km.Short(keymap.Open, keymap.Pause, keymap.Back, keymap.Help, keymap.Quit)
 	case scrSchedules:

@@ -179,7 +179,8 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for _, op := range page.Operations {
-		if op.Status != engine.OperationPending && op.Status != engine.OperationRunning {
+		// A halted canary run is not over: it waits for an operator.
+		if op.Status != engine.OperationPending && op.Status != engine.OperationRunning && op.Status != engine.OperationHalted {
 			continue
 		}
 		labels := []string{op.ID, string(op.Action), string(op.Status)}

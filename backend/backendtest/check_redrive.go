@@ -15,12 +15,12 @@ import (
 // preview counted, however late it starts and whichever process starts
 // it; and it can be cancelled while it waits.
 func redriveChecks() []check {
-	return []check{
+	return append([]check{
 		{name: "ScheduledRunNotStartedBeforeItsTime", fn: testRedriveNotBeforeStart},
 		{name: "ScheduledRunAcrossReopenTakesOnlyThePreview", fn: testRedriveAcrossReopen},
 		{name: "ScheduledRunCancelledBeforeItStarts", fn: testRedriveCancelled},
 		{name: "StartTimeOutsideItsWindowRefused", fn: testRedriveStartRefused},
-	}
+	}, canaryChecks()...)
 }
 
 // schedule previews a retry of sel and starts it from the preview's plan

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -30,6 +31,16 @@ func tables(t *testing.T, s *postgres.Store) []string {
 	return names
 }
 
+// upMigrations lists the up migrations' files.
+func upMigrations(t *testing.T) []string {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join("migrations", "*.up.sql"))
+	if err != nil || len(names) == 0 {
+		t.Fatalf("migrations: %v %v", names, err)
+	}
+	return names
+}
+
 // TestMigrateUpDown applies the migrations to an empty schema, reverts
 // them all, and applies them again; Status follows each step.
 func TestMigrateUpDown(t *testing.T) {
@@ -42,7 +53,10 @@ func TestMigrateUpDown(t *testing.T) {
 	}
 	defer s.Close()
 	st, err := s.Status(ctx)
-	if err != nil || st.Version != 0 || st.Latest != postgres.SchemaVersion() || len(st.Pending) != st.Latest {
+	// Counted from the files: a version left to another branch (0017
+	// while 0018 is here) is a gap, not a migration.
+	n := len(upMigrations(t))
+	if err != nil || st.Version != 0 || st.Latest != postgres.SchemaVersion() || len(st.Pending) != n {
 		t.Fatalf("empty schema: %+v %v", st, err)
 	}
 	for round := range 2 {
@@ -60,7 +74,7 @@ func TestMigrateUpDown(t *testing.T) {
 			t.Fatalf("round %d up: tables %s", round, got)
 		}
 		reverted, err := s.MigrateDown(ctx, st.Latest)
-		if err != nil || len(reverted) != st.Latest {
+		if err != nil || len(reverted) != n {
 			t.Fatalf("round %d down: %v %v", round, reverted, err)
 		}
 		if got := tables(t, s); len(got) != 1 || got[0] != "schema_migrations" {

@@ -15,7 +15,8 @@ import (
 // Bulk operations: persisted, leased, applied batch by batch.
 
 const operationColumns = `id, action, selector, status, created_by, created_at, started_at, finished_at,
-	matched, processed, succeeded, failed, error, rate, cursor_id, lease_holder, lease_fence, lease_expires_at, start_at`
+	matched, processed, succeeded, failed, error, rate, cursor_id, lease_holder, lease_fence, lease_expires_at, start_at,
+	canary, canary_recent`
 
 // opRow is an operations row: the operation and its runner's state.
 type opRow struct {
@@ -24,6 +25,8 @@ type opRow struct {
 	holder  string
 	fence   int64
 	expires int64
+	// recent is the canary window's ids as stored (backend.RecentSep).
+	recent string
 }
 
 func scanOperation(row pgx.Row) (*opRow, error) {
@@ -33,11 +36,17 @@ func scanOperation(row pgx.Row) (*opRow, error) {
 	var created int64
 	var started, finished, startAt *int64
 	var rate int32
+	var canary string
 	if err := row.Scan(&op.ID, &action, &selector, &status, &op.CreatedBy, &created, &started, &finished,
 		&op.Matched, &op.Processed, &op.Succeeded, &op.Failed, &op.Error, &rate,
-		&r.cursor, &r.holder, &r.fence, &r.expires, &startAt); err != nil {
+		&r.cursor, &r.holder, &r.fence, &r.expires, &startAt, &canary, &r.recent); err != nil {
 		return nil, err
 	}
+	c, err := backend.DecodeCanary(canary, r.recent)
+	if err != nil {
+		return nil, fmt.Errorf("operation %s: %w", op.ID, err)
+	}
+	op.Canary = c
 	op.Rate = int(rate)
 	op.Action, op.Status, op.CreatedAt = sluicetype.Action(action), sluicetype.OperationStatus(status), fromNanos(created)
 	op.StartedAt, op.FinishedAt, op.StartAt = timePtr(started), timePtr(finished), timePtr(startAt)
@@ -49,15 +58,16 @@ func scanOperation(row pgx.Row) (*opRow, error) {
 }
 
 const (
-	sqlOperationInsert = `INSERT INTO {s}.operations (id, action, selector, status, created_by, created_at, matched, rate, start_at)
-	VALUES ($1, $2, $3, 'pending', $4, $5, $6, $7, $8)
+	sqlOperationInsert = `INSERT INTO {s}.operations (id, action, selector, status, created_by, created_at, matched, rate, start_at,
+		canary, canary_recent)
+	VALUES ($1, $2, $3, 'pending', $4, $5, $6, $7, $8, $9, $10)
 	ON CONFLICT (id) DO NOTHING
 	RETURNING ` + operationColumns
 	sqlOperationGet = `SELECT ` + operationColumns + ` FROM {s}.operations WHERE id = $1`
 	// $1 id, $2 now, $3 message.
 	sqlOperationCancel = `UPDATE {s}.operations SET status = 'cancelled', finished_at = $2, error = $3,
 		lease_holder = '', lease_expires_at = 0
-	WHERE id = $1 AND status IN ('pending', 'running')
+	WHERE id = $1 AND status IN ('pending', 'running', 'halted')
 	RETURNING ` + operationColumns
 	// $1 now. A scheduled operation waits for its start time.
 	sqlOperationNext = `SELECT id FROM {s}.operations
@@ -95,6 +105,10 @@ func (s *Store) OperationInsert(ctx context.Context, p *backend.OperationInsertP
 	if err != nil {
 		return nil, fmt.Errorf("postgres: operation %s: selector: %w", p.ID, err)
 	}
+	canary, err := backend.EncodeCanary(p.Canary)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: operation %s: %w", p.ID, err)
+	}
 	var startAt *int64
 	if p.StartAt != nil {
 		n := p.StartAt.UnixNano()
@@ -104,7 +118,7 @@ func (s *Store) OperationInsert(ctx context.Context, p *backend.OperationInsertP
 	err = s.writeTx(ctx, func(tx *wtx) error {
 		tx.cursorsKept = true // an operation's own record: no job moves
 		r, err := scanOperation(tx.QueryRow(ctx, tx.q(sqlOperationInsert), p.ID, string(p.Action), string(sel),
-			p.CreatedBy, tx.nowNs, p.Matched, p.Rate, startAt))
+			p.CreatedBy, tx.nowNs, p.Matched, p.Rate, startAt, canary, backend.EncodeRecent(p.Canary)))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("insert operation %s: %w: the id exists", p.ID, sluicetype.ErrConflict)
 		}
@@ -295,16 +309,25 @@ func (s *Store) OperationProcessBatch(ctx context.Context, p *backend.OperationP
 		}
 		op := r.op
 		switch {
-		case op.Status == sluicetype.OperationCancelled || op.Status == sluicetype.OperationCompleted || op.Status == sluicetype.OperationFailed:
+		case op.Status == sluicetype.OperationCancelled || op.Status == sluicetype.OperationCompleted || op.Status == sluicetype.OperationFailed ||
+			op.Status == sluicetype.OperationHalted:
 			out = &backend.OperationBatchResult{Operation: op, Cursor: r.cursor}
 			return nil
 		case op.Status != sluicetype.OperationRunning || r.holder != p.Holder || r.fence != p.Fence || r.cursor != p.After:
 			return fmt.Errorf("operation %s: %w", p.ID, sluicetype.ErrLeaseLost)
 		}
+		// A canary's window needs the ids changed, which the locked
+		// change knows (the unlocked one may skip some).
 		b := batch{s: s, tx: tx, p: p, limit: limit, window: window,
-			unlocked: len(p.Selector.States) == 1 && !p.Spec.Has(backend.EffectDelete)}
+			unlocked: len(p.Selector.States) == 1 && !p.Spec.Has(backend.EffectDelete) && p.Recent <= 0}
 		if err := b.run(ctx); err != nil {
 			return fmt.Errorf("operation %s: %w", p.ID, err)
+		}
+		if p.Recent > 0 && len(b.changed) > 0 {
+			if _, err := tx.Exec(ctx, tx.q(`UPDATE {s}.operations SET canary_recent = $2 WHERE id = $1`),
+				p.ID, backend.AppendRecent(r.recent, b.changed, p.Recent)); err != nil {
+				return fmt.Errorf("postgres: operation %s: canary window: %w", p.ID, err)
+			}
 		}
 		r, err = scanOperation(tx.QueryRow(ctx, tx.q(sqlOperationProgress), p.ID,
 			b.succeeded+int64(len(b.refused)), b.succeeded, len(b.refused), b.cursor, tx.nowNs+ttl))
@@ -337,6 +360,8 @@ type batch struct {
 	done      bool
 	succeeded int64
 	refused   []error
+	// changed is the ids the batch changed, when p.Recent asks for them.
+	changed []string
 }
 
 func (b *batch) run(ctx context.Context) error {
@@ -539,6 +564,9 @@ func (b *batch) apply(ctx context.Context, found []candidate, end *string) error
 		}
 		for _, c := range taken {
 			moved(c.queue, sluicetype.State(c.state), 1)
+		}
+		if p.Recent > 0 {
+			b.changed = append(b.changed, ids...)
 		}
 	}
 	if err := b.s.applyCounts(ctx, tx, counts); err != nil {

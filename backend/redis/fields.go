@@ -135,6 +135,12 @@ const (
 	// oStartAt is a scheduled operation's start time; "" (or absent, in
 	// a hash written before it) starts at once.
 	oStartAt = "sw"
+	// oCanary is a canary run's state as JSON (backend.EncodeCanary), and
+	// oCanaryRecent its window's ids joined by US, which a batch's script
+	// appends to; both "" (or absent, in a hash written before them) for
+	// a run without a canary.
+	oCanary       = "cy"
+	oCanaryRecent = "cyr"
 )
 
 func opFields() []hashField {
@@ -145,6 +151,7 @@ func opFields() []hashField {
 		{"succeeded", oSucceeded, ""}, {"failed", oFailed, ""}, {"error", oError, ""}, {"rate", oRate, ""},
 		{"cursor", oCursor, ""}, {"lease_holder", oHolder, ""}, {"lease_fence", oFence, ""},
 		{"lease_expires", oExpires, ""}, {"flush_cost", oFlushCost, ""}, {"start_at", oStartAt, ""},
+		{"canary", oCanary, ""}, {"canary_recent", oCanaryRecent, ""},
 	}
 }
 

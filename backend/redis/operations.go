@@ -76,6 +76,11 @@ func opFrom(m map[string]string) (*opRow, error) {
 	if h.err != nil {
 		return nil, fmt.Errorf("operation %s: %w", op.ID, h.err)
 	}
+	c, err := backend.DecodeCanary(m[oCanary], m[oCanaryRecent])
+	if err != nil {
+		return nil, fmt.Errorf("operation %s: %w", op.ID, fieldErr(oCanary, err))
+	}
+	op.Canary = c
 	return row, nil
 }
 
@@ -86,7 +91,8 @@ func opFrom(m map[string]string) (*opRow, error) {
 // ARGV[1..3] -> the idempotency key, token and step (luaLib)
 // ARGV[4...] -> name/value pairs, read into A:
 // id, act, sel (the selector as JSON), by,
-// mt (matched), rt (rate), sw (start time, "" for at once).
+// mt (matched), rt (rate), sw (start time, "" for at once), cy (the
+// canary's JSON, "" for none) and cyr (its window's ids, joined by US).
 //
 // Returns the operation's fields. Errors: "CONFLICT".
 var luaOpInsert = script(`
@@ -96,7 +102,7 @@ local O = {[OF.id] = A.id, [OF.action] = A.act, [OF.selector] = A.sel, [OF.statu
   [OF.created_by] = A.by, [OF.created_at] = NOW, [OF.started_at] = '', [OF.finished_at] = '',
   [OF.matched] = A.mt, [OF.processed] = '0', [OF.succeeded] = '0', [OF.failed] = '0', [OF.error] = '',
     [OF.rate] = A.rt, [OF.cursor] = '', [OF.lease_holder] = '', [OF.lease_fence] = '0', [OF.lease_expires] = '',
-  [OF.start_at] = A.sw}
+  [OF.start_at] = A.sw, [OF.canary] = A.cy, [OF.canary_recent] = A.cyr}
 saveop(O)
 redis.call('ZADD', K('ops'), 0, NOW .. ':' .. A.id)
 redis.call('ZADD', K('opa'), 0, NOW .. ':' .. A.id)
@@ -110,8 +116,13 @@ func (s *Store) OperationInsert(ctx context.Context, p *backend.OperationInsertP
 	if err != nil {
 		return nil, fmt.Errorf("redis: operation %s: selector: %w", p.ID, err)
 	}
+	canary, err := backend.EncodeCanary(p.Canary)
+	if err != nil {
+		return nil, fmt.Errorf("redis: operation %s: %w", p.ID, err)
+	}
 	v, err := s.run(ctx, "insert operation "+p.ID, luaOpInsert, "id", p.ID, "act", string(p.Action), "sel", string(sel),
-		"by", p.CreatedBy, "mt", strconv.FormatInt(p.Matched, 10), "rt", strconv.Itoa(p.Rate), "sw", tptr(p.StartAt))
+		"by", p.CreatedBy, "mt", strconv.FormatInt(p.Matched, 10), "rt", strconv.Itoa(p.Rate), "sw", tptr(p.StartAt),
+		"cy", canary, "cyr", backend.EncodeRecent(p.Canary))
 	if err != nil {
 		if r, ok := asRefusal(err); ok && r.code == "CONFLICT" {
 			return nil, fmt.Errorf("insert operation %s: %w: the id exists", p.ID, sluicetype.ErrConflict)
@@ -194,7 +205,9 @@ var luaOpCancel = script(`
 local A = args(4)
 local O = loadop(A.id)
 if not O then return redis.error_reply('NOTFOUND') end
-if O[OF.status] ~= 'pending' and O[OF.status] ~= 'running' then return redis.error_reply('STATE ' .. O[OF.status]) end
+if O[OF.status] ~= 'pending' and O[OF.status] ~= 'running' and O[OF.status] ~= 'halted' then
+  return redis.error_reply('STATE ' .. O[OF.status])
+end
 O[OF.status] = 'cancelled'; O[OF.finished_at] = NOW; O[OF.error] = A.message; O[OF.lease_holder] = '';
   O[OF.lease_expires] = ''
 saveop(O)
@@ -203,7 +216,7 @@ idem_record('O' .. enc(opflat(O)))
 return opflat(O)
 `)
 
-// OperationCancel marks a pending or running operation cancelled.
+// OperationCancel marks a pending, running or halted operation cancelled.
 func (s *Store) OperationCancel(ctx context.Context, p *backend.OperationCancelParams) (*sluicetype.Operation, error) {
 	v, err := s.run(ctx, "cancel operation "+p.ID, luaOpCancel, "id", p.ID, "message", p.Message)
 	if err != nil {
@@ -340,7 +353,9 @@ func goFiltered(f *sluicetype.Filter) bool {
 // (times or ""), f_sup ("1" takes superseded jobs in); f_more ("1": the
 // selector has conditions only the Go side evaluates, whose verdicts
 // f_verdicts lists as id US version US 0|1 records joined by RS); and the
-// event ev ("1") with ev_kind, ev_actor, ev_to, ev_msg.
+// event ev ("1") with ev_kind, ev_actor, ev_to, ev_msg; rk, when above
+// 0, appends the ids the batch changed to the canary's window (cyr),
+// keeping the last rk.
 //
 // The window is the next ids past the cursor among all jobs, or, for a
 // selector with an error pattern, among the jobs of the error groups it
@@ -370,13 +385,15 @@ var luaOpBatch = script(`
 local A = args(4)
 local O = loadop(A.id)
 if not O then return redis.error_reply('NOTFOUND') end
-if O[OF.status] == 'cancelled' or O[OF.status] == 'completed' or O[OF.status] == 'failed' then return {'over',
-  opflat(O)} end
+if O[OF.status] == 'cancelled' or O[OF.status] == 'completed' or O[OF.status] == 'failed' or O[OF.status] == 'halted' then
+  return {'over', opflat(O)}
+end
 if O[OF.status] ~= 'running' or O[OF.lease_holder] ~= A.holder or O[OF.lease_fence] ~= A.fence or O[OF.cursor] ~= A.after then
   return redis.error_reply('LEASE')
 end
 local S = spec(A, 's_')
 local limit, window = tonumber(A.limit), tonumber(A.window)
+local rk, changed = tonumber(A.rk) or 0, {}
 local min = '-'
 if A.after ~= '' then min = '(' .. A.after end
 local states = set(split(A.f_states))
@@ -567,8 +584,14 @@ while true do
         commit(J, N, true)
       end
       n = n + 1
+      if rk > 0 then changed[#changed + 1] = J[F.id] end
     end
   end
+end
+if rk > 0 and #changed > 0 then
+  local all = split(O[OF.canary_recent])
+  for _, id in ipairs(changed) do all[#all + 1] = id end
+  O[OF.canary_recent] = table.concat(all, US, math.max(1, #all - rk + 1), #all)
 end
 local cursor, done = A.after, 0
 if stopped or scanned == window then cursor = last or A.after
@@ -628,7 +651,7 @@ func (s *Store) OperationProcessBatch(ctx context.Context, p *backend.OperationP
 		"f_ca", tptr(sel.CreatedAfter), "f_cb", tptr(sel.CreatedBefore), "f_fa", tptr(sel.FinalizedAfter),
 		"f_fb", tptr(sel.FinalizedBefore), "f_sup", flag(sel.IncludeSuperseded),
 		"ev", flag(p.Spec.Event != ""), "ev_kind", string(p.Event.Kind), "ev_actor", p.Event.Actor,
-		"ev_to", string(p.Event.To), "ev_msg", p.Event.Message}
+		"ev_to", string(p.Event.To), "ev_msg", p.Event.Message, "rk", strconv.Itoa(p.Recent)}
 	base = append(base, specArgs(p.Spec)...)
 	var v any
 	var err error

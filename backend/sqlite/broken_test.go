@@ -51,6 +51,19 @@ func (s noStartStore) OperationInsert(ctx context.Context, p *backend.OperationI
 	return op, err
 }
 
+// noWindowStore never records the jobs a batch changed in a canary's
+// window, as a store that ignored OperationProcessBatchParams.Recent
+// would: the canary then watches its sample alone and never halts.
+type noWindowStore struct{ *sqlite.Store }
+
+func (s noWindowStore) Unwrap() *sqlite.Store { return s.Store }
+
+func (s noWindowStore) OperationProcessBatch(ctx context.Context, p *backend.OperationProcessBatchParams) (*backend.OperationBatchResult, error) {
+	q := *p
+	q.Recent = 0
+	return s.Store.OperationProcessBatch(ctx, &q)
+}
+
 // ownWordsStore writes a text of its own on worker outcomes' events, as a
 // store that decided its own texts would.
 type ownWordsStore struct{ *sqlite.Store }
@@ -132,6 +145,10 @@ var brokenStores = map[string]struct {
 	"no-start": {
 		wrap:   func(s *sqlite.Store) backend.Store { return noStartStore{s} },
 		checks: []string{"Redrive/ScheduledRunNotStartedBeforeItsTime", "Redrive/ScheduledRunAcrossReopenTakesOnlyThePreview"},
+	},
+	"no-window": {
+		wrap:   func(s *sqlite.Store) backend.Store { return noWindowStore{s} },
+		checks: []string{"Redrive/CanaryHaltsWhenTheRedrivenFailAgain"},
 	},
 	"no-unique": {
 		wrap:   func(s *sqlite.Store) backend.Store { return noUniqueStore{s} },

@@ -17,7 +17,8 @@ import (
 // Bulk operations: persisted, leased, applied batch by batch.
 
 const operationColumns = `id, action, selector, status, created_by, created_at, started_at, finished_at,
-	matched, processed, succeeded, failed, error, rate, cursor_id, lease_holder, lease_fence, lease_expires_at, start_at`
+	matched, processed, succeeded, failed, error, rate, cursor_id, lease_holder, lease_fence, lease_expires_at, start_at,
+	canary, canary_recent`
 
 // opRow is an operations row: the operation and its runner's state.
 type opRow struct {
@@ -26,6 +27,8 @@ type opRow struct {
 	holder  string
 	fence   int64
 	expires int64
+	// recent is the canary window's ids as stored (backend.RecentSep).
+	recent string
 }
 
 func scanOperation(sc scanner) (*opRow, error) {
@@ -34,11 +37,18 @@ func scanOperation(sc scanner) (*opRow, error) {
 	var action, selector, status string
 	var created int64
 	var started, finished, startAt sql.NullInt64
+	var canary, recent string
 	if err := sc.Scan(&op.ID, &action, &selector, &status, &op.CreatedBy, &created, &started, &finished,
 		&op.Matched, &op.Processed, &op.Succeeded, &op.Failed, &op.Error, &op.Rate,
-		&r.cursor, &r.holder, &r.fence, &r.expires, &startAt); err != nil {
+		&r.cursor, &r.holder, &r.fence, &r.expires, &startAt, &canary, &recent); err != nil {
 		return nil, err
 	}
+	r.recent = recent
+	c, err := backend.DecodeCanary(canary, recent)
+	if err != nil {
+		return nil, fmt.Errorf("operation %s: %w", op.ID, err)
+	}
+	op.Canary = c
 	op.Action, op.Status, op.CreatedAt = sluicetype.Action(action), sluicetype.OperationStatus(status), fromNanos(created)
 	if started.Valid {
 		t := fromNanos(started.Int64)
@@ -60,8 +70,9 @@ func scanOperation(sc scanner) (*opRow, error) {
 }
 
 const (
-	sqlOperationInsert = `INSERT INTO operations (id, action, selector, status, created_by, created_at, matched, rate, start_at)
-	VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?7, ?8)
+	sqlOperationInsert = `INSERT INTO operations (id, action, selector, status, created_by, created_at, matched, rate, start_at,
+		canary, canary_recent)
+	VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?7, ?8, ?9, ?10)
 	ON CONFLICT (id) DO NOTHING
 	RETURNING ` + operationColumns
 	sqlOperationGet = `SELECT ` + operationColumns + ` FROM operations WHERE id = ?`
@@ -77,6 +88,10 @@ func (s *Store) OperationInsert(ctx context.Context, p *backend.OperationInsertP
 	if err != nil {
 		return nil, err
 	}
+	canary, err := backend.EncodeCanary(p.Canary)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: operation %s: %w", p.ID, err)
+	}
 	var startAt sql.NullInt64
 	if p.StartAt != nil {
 		startAt = sql.NullInt64{Int64: p.StartAt.UnixNano(), Valid: true}
@@ -84,7 +99,7 @@ func (s *Store) OperationInsert(ctx context.Context, p *backend.OperationInsertP
 	var out *sluicetype.Operation
 	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
 		r, err := scanOperation(tx.StmtContext(ctx, st[0]).QueryRowContext(ctx, p.ID, string(p.Action), string(sel),
-			p.CreatedBy, now.UnixNano(), p.Matched, p.Rate, startAt))
+			p.CreatedBy, now.UnixNano(), p.Matched, p.Rate, startAt, canary, backend.EncodeRecent(p.Canary)))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("insert operation %s: %w: the id exists", p.ID, sluicetype.ErrConflict)
 		}
@@ -156,10 +171,10 @@ func (s *Store) OperationList(ctx context.Context, p *backend.OperationListParam
 // ?1 id, ?2 now, ?3 message.
 const sqlOperationCancel = `UPDATE operations SET status = 'cancelled', finished_at = ?2, error = ?3,
 	lease_holder = '', lease_expires_at = 0
-	WHERE id = ?1 AND status IN ('pending', 'running')
+	WHERE id = ?1 AND status IN ('pending', 'running', 'halted')
 	RETURNING ` + operationColumns
 
-// OperationCancel marks a pending or running operation cancelled; its
+// OperationCancel marks a pending, running or halted operation cancelled; its
 // runner stops at its next batch, whose write is refused.
 func (s *Store) OperationCancel(ctx context.Context, p *backend.OperationCancelParams) (*sluicetype.Operation, error) {
 	st, err := s.stmts(ctx, sqlOperationCancel, sqlOperationGet)
@@ -329,7 +344,8 @@ func (s *Store) OperationProcessBatch(ctx context.Context, p *backend.OperationP
 		}
 		op := r.op
 		switch {
-		case op.Status == sluicetype.OperationCancelled || op.Status == sluicetype.OperationCompleted || op.Status == sluicetype.OperationFailed:
+		case op.Status == sluicetype.OperationCancelled || op.Status == sluicetype.OperationCompleted || op.Status == sluicetype.OperationFailed ||
+			op.Status == sluicetype.OperationHalted:
 			// Over: the runner stops on the status.
 			out = &backend.OperationBatchResult{Operation: op, Cursor: r.cursor}
 			return nil
@@ -340,6 +356,12 @@ func (s *Store) OperationProcessBatch(ctx context.Context, p *backend.OperationP
 			events: st[3], set: st[4], anyQuarantined: st[5]}
 		if err := b.run(st[2]); err != nil {
 			return fmt.Errorf("operation %s: %w", p.ID, err)
+		}
+		if p.Recent > 0 && len(b.changed) > 0 {
+			if _, err := tx.ExecContext(ctx, `UPDATE operations SET canary_recent = ?2 WHERE id = ?1`,
+				p.ID, backend.AppendRecent(r.recent, b.changed, p.Recent)); err != nil {
+				return fmt.Errorf("sqlite: operation %s: canary window: %w", p.ID, err)
+			}
 		}
 		r, err = scanOperation(tx.StmtContext(ctx, st[1]).QueryRowContext(ctx, p.ID,
 			b.succeeded+int64(len(b.refused)), b.succeeded, len(b.refused), b.cursor, now.Add(ttl).UnixNano()))
@@ -404,6 +426,8 @@ type batch struct {
 	done      bool
 	succeeded int64
 	refused   []error
+	// changed is the ids the batch changed, when p.Recent asks for them.
+	changed []string
 }
 
 // sqlAnyUnique tells whether any job has a unique key (jobs_unique_key_all).
@@ -520,7 +544,8 @@ func (b *batch) run(windowEnd *sql.Stmt) error {
 				return fmt.Errorf("sqlite: unique keys: %w", err)
 			}
 		}
-		if !quarantine && !unique {
+		// A canary's window needs the ids changed: the range takes none.
+		if !quarantine && !unique && p.Recent <= 0 {
 			return b.runRange(end)
 		}
 	}
@@ -593,6 +618,9 @@ func (b *batch) run(windowEnd *sql.Stmt) error {
 		n++
 		rowids = strconv.AppendInt(rowids, c.rowid, 10)
 		counts.move(c.queue, c.state, p.Spec.To, 1)
+		if p.Recent > 0 {
+			b.changed = append(b.changed, c.id)
+		}
 	}
 	rowids = append(rowids, ']')
 	if n == 0 {

@@ -106,7 +106,7 @@ func RegisterCounting(rec *Recorder, count func(*engine.Job)) func(*engine.Engin
 				return fmt.Errorf("chaos: %w", err)
 			}
 		}
-		for _, k := range append(workflowKinds(), sleeperKinds()...) {
+		for _, k := range append(append(workflowKinds(), sleeperKinds()...), outageKinds()...) {
 			if err := e.Register(k); err != nil {
 				return fmt.Errorf("chaos: %w", err)
 			}
