@@ -91,7 +91,10 @@ func TestConsoleStory(t *testing.T) {
 	const outage = 90 * time.Second
 	seeded := time.Now()
 	// The editor fixes the typo: what Maya does by hand in $EDITOR.
-	c := startDemoWith(t, bin, `VISUAL= EDITOR="sed -i s/EURO/EUR/"`, "--outage", outage.String())
+	// Email's dead jobs are kept three hours: inside the day's warning,
+	// so the morning's tabs count them as expiring.
+	c := startDemoWith(t, bin, `VISUAL= EDITOR="sed -i s/EURO/EUR/"`, "--outage", outage.String(),
+		"--retention", "email/archived=3h")
 
 	// 1. The console opens on archived; the count rises live to the
 	// outage's backlog (4,176 + the seed's own 4).
@@ -155,6 +158,14 @@ func TestConsoleStory(t *testing.T) {
 	c.escape(`│ job demo-seed-`)
 	c.send("Escape")
 	c.waitFor(`Error groups of .* — the jobs tab and filter scope them`, 15*time.Second)
+	c.cursorTo(`connection refused`, 15*time.Second)
+	// The database is back: V resolves the outage's group with a note
+	// (typed on the command line), before its jobs are redriven.
+	c.send("V")
+	c.waitFor(`(?m)^:resolve\s*$`, 10*time.Second)
+	c.typeText("db failover done")
+	c.send("Enter")
+	c.waitFor(`(?m)^. billing\s+invoice\.generate\s+resolved\s+4,180 .*dial tcp`, 15*time.Second)
 	c.cursorTo(`connection refused`, 15*time.Second)
 	for time.Now().Before(seeded.Add(outage + 2*time.Second)) {
 		time.Sleep(200 * time.Millisecond) // a wait for the outage's end, not a measurement
@@ -259,6 +270,22 @@ func TestConsoleStory(t *testing.T) {
 	c.waitFor(`released 1 fingerprint`, 15*time.Second)
 	c.command("operations")
 	c.waitFor(`(?m)^› \S+\s+retry\s+completed .*100%\s+4,180\s+4,180\s+4,180\s+0 operator`, 15*time.Second)
+
+	// 8. The morning after: :audit says who did what in the night — the
+	// group resolved, the bulk retry, the release — each by its actor
+	// from the console; the archived tab counts the email jobs that
+	// retention deletes within the day.
+	c.command("audit")
+	c.waitFor(`(?m)^. +\S+ operator +\S+ +console +resolve\S* +ok `, 15*time.Second)
+	c.waitFor(`(?m)^. +\S+ operator +\S+ +console +bulk +ok +retry 4,180 jobs`, 15*time.Second)
+	c.waitFor(`(?m)^. +\S+ operator +\S+ +console +release\S* +ok `, 15*time.Second)
+	c.command("jobs")
+	// The whole list, not the night's last filter: the note counts every
+	// job, so a filter's tabs leave it out.
+	c.send("/")
+	c.send("C-u")
+	c.send("Enter")
+	c.waitFor(`archived [\d,]+ \([1-9][\d,]* exp(?:iring)?\)`, 45*time.Second)
 	c.quit()
 
 	// The store agrees: the edited job ran with its fixed payload, the

@@ -312,8 +312,10 @@ type tabsKey struct {
 	queue   string
 	totals  bool
 	exact   exactCount
-	// expiring is tally.expiringSeq: the expiring counts drawn.
-	expiring uint64
+	// expiring is tally.expiringSeq: the expiring counts drawn, and
+	// unfiltered whether they are (a filter's tabs leave them out).
+	expiring   uint64
+	unfiltered bool
 }
 
 // exactCount is one state's count under a filter, taken whole at a time
@@ -420,7 +422,7 @@ func (m *Model) capNote() string {
 func (m *Model) tabsLine(w int) string {
 	fc, totals := m.filterCounts()
 	k := tabsKey{w: w, tab: m.jobs.tab, scr: m.screen, counts: m.tally.counts, fcounts: fc, theme: m.theme, totals: totals, exact: m.tally.exact,
-		expiring: m.tally.expiringSeq}
+		expiring: m.tally.expiringSeq, unfiltered: m.jobs.filter.IsEmpty()}
 	if qs := m.jobs.filter.Queues; len(qs) == 1 {
 		k.queue = qs[0]
 	}
@@ -480,9 +482,10 @@ func (m *Model) renderTabs(w int) string {
 				}
 			}
 			label := name + " " + n
-			if x := m.tally.expiring[s]; x > 0 {
+			if x := m.tally.expiring[s]; x > 0 && m.jobs.filter.IsEmpty() {
 				// Retention deletes these within the warning window:
-				// expires<… lists them.
+				// expires<… lists them. Of every job: beside a filter's
+				// counts it would read as the filter's.
 				if short || shortNote {
 					label += fmt.Sprintf(" (%s exp)", commas(x))
 				} else {
