@@ -381,7 +381,7 @@ func TestAPIContract(t *testing.T) {
 		{name: "audit filtered as inspector", method: "GET", path: "/api/v1/audit?action=retry&since=2020-01-01T00:00:00Z", token: tokInspector, want: 200},
 		{name: "audit with a bad time", method: "GET", path: "/api/v1/audit?since=yesterday", token: tokAdmin, want: 400},
 		{name: "audit without a token", method: "GET", path: "/api/v1/audit", want: 401},
-				// GET /operations, /operations/{id}, POST /operations/{id}/cancel|resume
+		// GET /operations, /operations/{id}, POST /operations/{id}/cancel|resume
 		{name: "operations", method: "GET", path: "/api/v1/operations?limit=1", token: tokViewer, want: 200},
 		{name: "operations with a bad cursor", method: "GET", path: "/api/v1/operations?cursor=zz", token: tokViewer, want: 400},
 		{name: "operations with limit 1000", method: "GET", path: "/api/v1/operations?limit=1000", token: tokViewer, want: 400},
