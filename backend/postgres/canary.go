@@ -67,29 +67,7 @@ func (s *Store) OperationResume(ctx context.Context, p *backend.OperationResumeP
 	if err != nil {
 		return nil, fmt.Errorf("postgres: operation %s: %w", p.ID, err)
 	}
-	var out *sluicetype.Operation
-	err = s.writeTx(ctx, func(tx *wtx) error {
-		tx.cursorsKept = true // an operation's own record: no job moves
-		r, err := scanOperation(tx.QueryRow(ctx, tx.q(sqlOperationResume), p.ID, canary, backend.EncodeRecent(p.Canary)))
-		if errors.Is(err, pgx.ErrNoRows) {
-			cur, err := scanOperation(tx.QueryRow(ctx, tx.q(sqlOperationGet), p.ID))
-			if errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("resume operation %s: %w", p.ID, sluicetype.ErrNotFound)
-			}
-			if err != nil {
-				return fmt.Errorf("postgres: resume operation %s: %w", p.ID, err)
-			}
-			return fmt.Errorf("resume operation %s: %w: it is %s", p.ID, sluicetype.ErrWrongState, cur.op.Status)
-		}
-		if err != nil {
-			return fmt.Errorf("postgres: resume operation %s: %w", p.ID, err)
-		}
-		out = r.op
-		tx.keep(r.op)
-		return nil
+	return s.operationMove(ctx, "resume", p.ID, func(tx *wtx) pgx.Row {
+		return tx.QueryRow(ctx, tx.q(sqlOperationResume), p.ID, canary, backend.EncodeRecent(p.Canary))
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }

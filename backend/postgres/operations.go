@@ -188,22 +188,32 @@ func (s *Store) OperationList(ctx context.Context, p *backend.OperationListParam
 // OperationCancel marks a pending or running operation cancelled; its
 // runner stops at its next batch, whose write is refused.
 func (s *Store) OperationCancel(ctx context.Context, p *backend.OperationCancelParams) (*sluicetype.Operation, error) {
+	return s.operationMove(ctx, "cancel", p.ID, func(tx *wtx) pgx.Row {
+		return tx.QueryRow(ctx, tx.q(sqlOperationCancel), p.ID, tx.nowNs, p.Message)
+	})
+}
+
+// operationMove runs an operator's change of operation id (verb: cancel,
+// resume) as move, one UPDATE … RETURNING that takes the operation only
+// from the statuses it may leave; when it takes none, the operation is
+// read to say why: not found, or the status it is in.
+func (s *Store) operationMove(ctx context.Context, verb, id string, move func(tx *wtx) pgx.Row) (*sluicetype.Operation, error) {
 	var out *sluicetype.Operation
 	err := s.writeTx(ctx, func(tx *wtx) error {
 		tx.cursorsKept = true // an operation's own record: no job moves
-		r, err := scanOperation(tx.QueryRow(ctx, tx.q(sqlOperationCancel), p.ID, tx.nowNs, p.Message))
+		r, err := scanOperation(move(tx))
 		if errors.Is(err, pgx.ErrNoRows) {
-			cur, err := scanOperation(tx.QueryRow(ctx, tx.q(sqlOperationGet), p.ID))
+			cur, err := scanOperation(tx.QueryRow(ctx, tx.q(sqlOperationGet), id))
 			if errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("cancel operation %s: %w", p.ID, sluicetype.ErrNotFound)
+				return fmt.Errorf("%s operation %s: %w", verb, id, sluicetype.ErrNotFound)
 			}
 			if err != nil {
-				return fmt.Errorf("postgres: cancel operation %s: %w", p.ID, err)
+				return fmt.Errorf("postgres: %s operation %s: %w", verb, id, err)
 			}
-			return fmt.Errorf("cancel operation %s: %w: it is %s", p.ID, sluicetype.ErrWrongState, cur.op.Status)
+			return fmt.Errorf("%s operation %s: %w: it is %s", verb, id, sluicetype.ErrWrongState, cur.op.Status)
 		}
 		if err != nil {
-			return fmt.Errorf("postgres: cancel operation %s: %w", p.ID, err)
+			return fmt.Errorf("postgres: %s operation %s: %w", verb, id, err)
 		}
 		out = r.op
 		tx.keep(r.op)

@@ -74,32 +74,8 @@ func (s *Store) OperationResume(ctx context.Context, p *backend.OperationResumeP
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: operation %s: %w", p.ID, err)
 	}
-	st, err := s.stmts(ctx, sqlOperationResume, sqlOperationGet)
-	if err != nil {
-		return nil, err
-	}
-	var out *sluicetype.Operation
-	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
-		r, err := scanOperation(tx.StmtContext(ctx, st[0]).QueryRowContext(ctx, p.ID, canary, backend.EncodeRecent(p.Canary)))
-		if errors.Is(err, sql.ErrNoRows) {
-			cur, err := scanOperation(tx.StmtContext(ctx, st[1]).QueryRowContext(ctx, p.ID))
-			if errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("resume operation %s: %w", p.ID, sluicetype.ErrNotFound)
-			}
-			if err != nil {
-				return fmt.Errorf("sqlite: resume operation %s: %w", p.ID, err)
-			}
-			return fmt.Errorf("resume operation %s: %w: it is %s", p.ID, sluicetype.ErrWrongState, cur.op.Status)
-		}
-		if err != nil {
-			return fmt.Errorf("sqlite: resume operation %s: %w", p.ID, err)
-		}
-		out = r.op
-		tx.keep(r.op)
-		return nil
+	recent := backend.EncodeRecent(p.Canary)
+	return s.operationMove(ctx, "resume", p.ID, sqlOperationResume, func(time.Time) []any {
+		return []any{p.ID, canary, recent}
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }

@@ -177,25 +177,35 @@ const sqlOperationCancel = `UPDATE operations SET status = 'cancelled', finished
 // OperationCancel marks a pending, running or halted operation cancelled; its
 // runner stops at its next batch, whose write is refused.
 func (s *Store) OperationCancel(ctx context.Context, p *backend.OperationCancelParams) (*sluicetype.Operation, error) {
-	st, err := s.stmts(ctx, sqlOperationCancel, sqlOperationGet)
+	return s.operationMove(ctx, "cancel", p.ID, sqlOperationCancel, func(now time.Time) []any {
+		return []any{p.ID, now.UnixNano(), p.Message}
+	})
+}
+
+// operationMove runs an operator's change of operation id (verb: cancel,
+// resume): query, with args(now), is one UPDATE … RETURNING that takes
+// the operation only from the statuses it may leave; when it takes none,
+// the operation is read to say why: not found, or the status it is in.
+func (s *Store) operationMove(ctx context.Context, verb, id, query string, args func(now time.Time) []any) (*sluicetype.Operation, error) {
+	st, err := s.stmts(ctx, query, sqlOperationGet)
 	if err != nil {
 		return nil, err
 	}
 	var out *sluicetype.Operation
 	err = s.writeTx(ctx, func(tx *wtx, now time.Time) error {
-		r, err := scanOperation(tx.StmtContext(ctx, st[0]).QueryRowContext(ctx, p.ID, now.UnixNano(), p.Message))
+		r, err := scanOperation(tx.StmtContext(ctx, st[0]).QueryRowContext(ctx, args(now)...))
 		if errors.Is(err, sql.ErrNoRows) {
-			cur, err := scanOperation(tx.StmtContext(ctx, st[1]).QueryRowContext(ctx, p.ID))
+			cur, err := scanOperation(tx.StmtContext(ctx, st[1]).QueryRowContext(ctx, id))
 			if errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("cancel operation %s: %w", p.ID, sluicetype.ErrNotFound)
+				return fmt.Errorf("%s operation %s: %w", verb, id, sluicetype.ErrNotFound)
 			}
 			if err != nil {
-				return fmt.Errorf("sqlite: cancel operation %s: %w", p.ID, err)
+				return fmt.Errorf("sqlite: %s operation %s: %w", verb, id, err)
 			}
-			return fmt.Errorf("cancel operation %s: %w: it is %s", p.ID, sluicetype.ErrWrongState, cur.op.Status)
+			return fmt.Errorf("%s operation %s: %w: it is %s", verb, id, sluicetype.ErrWrongState, cur.op.Status)
 		}
 		if err != nil {
-			return fmt.Errorf("sqlite: cancel operation %s: %w", p.ID, err)
+			return fmt.Errorf("sqlite: %s operation %s: %w", verb, id, err)
 		}
 		out = r.op
 		tx.keep(r.op)
