@@ -95,21 +95,5 @@ func (s *Store) OperationResume(ctx context.Context, p *backend.OperationResumeP
 	if err != nil {
 		return nil, fmt.Errorf("redis: operation %s: %w", p.ID, err)
 	}
-	v, err := s.run(ctx, "resume operation "+p.ID, luaOpResume, "id", p.ID, "cy", canary, "cyr", backend.EncodeRecent(p.Canary))
-	if err != nil {
-		if r, ok := asRefusal(err); ok {
-			switch r.code {
-			case "NOTFOUND":
-				return nil, fmt.Errorf("resume operation %s: %w", p.ID, sluicetype.ErrNotFound)
-			case "STATE":
-				return nil, fmt.Errorf("resume operation %s: %w: it is %s", p.ID, sluicetype.ErrWrongState, r.arg)
-			}
-		}
-		return nil, err
-	}
-	r, err := opFrom(fieldMap(v))
-	if err != nil {
-		return nil, err
-	}
-	return r.op, nil
+	return s.operationMove(ctx, "resume", p.ID, luaOpResume, "id", p.ID, "cy", canary, "cyr", backend.EncodeRecent(p.Canary))
 }

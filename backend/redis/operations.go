@@ -218,14 +218,21 @@ return opflat(O)
 
 // OperationCancel marks a pending, running or halted operation cancelled.
 func (s *Store) OperationCancel(ctx context.Context, p *backend.OperationCancelParams) (*sluicetype.Operation, error) {
-	v, err := s.run(ctx, "cancel operation "+p.ID, luaOpCancel, "id", p.ID, "message", p.Message)
+	return s.operationMove(ctx, "cancel", p.ID, luaOpCancel, "id", p.ID, "message", p.Message)
+}
+
+// operationMove runs an operator's change of operation id (verb: cancel,
+// resume) as lua, a script that refuses with NOTFOUND or STATE <status>
+// when the operation is not there or may not leave its status.
+func (s *Store) operationMove(ctx context.Context, verb, id string, lua *luaScript, args ...any) (*sluicetype.Operation, error) {
+	v, err := s.run(ctx, verb+" operation "+id, lua, args...)
 	if err != nil {
 		if r, ok := asRefusal(err); ok {
 			switch r.code {
 			case "NOTFOUND":
-				return nil, fmt.Errorf("cancel operation %s: %w", p.ID, sluicetype.ErrNotFound)
+				return nil, fmt.Errorf("%s operation %s: %w", verb, id, sluicetype.ErrNotFound)
 			case "STATE":
-				return nil, fmt.Errorf("cancel operation %s: %w: it is %s", p.ID, sluicetype.ErrWrongState, r.arg)
+				return nil, fmt.Errorf("%s operation %s: %w: it is %s", verb, id, sluicetype.ErrWrongState, r.arg)
 			}
 		}
 		return nil, err
